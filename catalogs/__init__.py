@@ -1,0 +1,16 @@
+"""Domain catalogs shipped with toolpath.
+
+Each sub-package holds a ``catalog.yaml`` and one module per tool; tool ``X`` of
+``catalogs.chemistry`` is ``from catalogs.chemistry.X import X``.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+
+def default_catalog_paths() -> list[Path]:
+    """The ``catalog.yaml`` of every shipped catalog, sorted by domain directory name."""
+    root = Path(str(resources.files(__name__)))
+    return sorted(root.glob("*/catalog.yaml"))

@@ -1,0 +1,109 @@
+"""States and state transitions: the vocabulary of the state-transition graph.
+
+A *state* is a fact an agent can hold ("a molecule has been parsed"), named by a dotted token such as
+``chemistry.molecule_parsed``. A tool's :class:`StateTransition` says which states it ``requires``
+(all of them: a conjunction) and which it ``produces``. States are never removed once held, so a plan
+only ever adds states.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
+
+
+class State(BaseModel):
+    """A state token with a description and the affordances reaching it gives.
+
+    Immutable; two states are equal (and hash equally) when their tokens are equal, so a ``State``
+    and its token can be used interchangeably as set members of a :class:`StateTransition`.
+
+    Attributes:
+        token: dotted identifier, e.g. ``"chemistry.molecule_parsed"``; must be non-empty.
+        description: one sentence saying what holding the state means.
+        affordances: phrases saying what reaching the state lets an agent do ("check drug-likeness");
+            skill search matches task text against them.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    token: str = Field(min_length=1)
+    description: str = ""
+    affordances: tuple[str, ...] = ()
+
+    def __init__(self, token: str | None = None, description: str = "", affordances: Iterable[str] | None = None, **data: Any):
+        if token is not None:
+            data["token"] = token
+        super().__init__(description=description, affordances=tuple(affordances or ()), **data)
+
+    @field_validator("token")
+    @classmethod
+    def _token_has_no_whitespace(cls, token: str) -> str:
+        if token != token.strip() or any(character.isspace() for character in token):
+            raise ValueError(f"state token {token!r} contains whitespace; use dots and underscores")
+        return token
+
+    def __hash__(self) -> int:
+        return hash(self.token)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, State):
+            return self.token == other.token
+        return NotImplemented
+
+    def __str__(self) -> str:
+        return self.token
+
+
+def state_token(item: State | str | Enum) -> str:
+    """Return the token of a ``State``, a ``str`` or a str-valued ``Enum`` member.
+
+    Raises:
+        TypeError: for any other item, naming its type.
+    """
+    if isinstance(item, State):
+        return item.token
+    if isinstance(item, Enum):
+        if not isinstance(item.value, str):
+            raise TypeError(f"enum member {item!r} has a non-string value; state tokens are strings")
+        return item.value
+    if isinstance(item, str):
+        return item
+    raise TypeError(f"expected a State, str or str Enum as a state, got {type(item).__name__}: {item!r}")
+
+
+class StateTransition(BaseModel):
+    """What a tool needs and what it yields, as sets of state tokens.
+
+    ``requires`` and ``produces`` accept any collection (set, list, tuple, frozenset) of ``State``,
+    ``str`` or str-``Enum`` items and are normalised to ``frozenset[str]``; they serialise as sorted
+    lists so catalog files and JSON output are stable.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    requires: frozenset[str] = frozenset()
+    produces: frozenset[str] = frozenset()
+
+    @field_validator("requires", "produces", mode="before")
+    @classmethod
+    def _normalise_tokens(cls, value: Any) -> frozenset[str]:
+        if value is None:
+            return frozenset()
+        if isinstance(value, (str, State, Enum)):
+            # A lone token is almost always a missing pair of brackets; say so instead of
+            # silently turning "a.b" into {"a", ".", "b"}.
+            raise ValueError(f"expected a list of state tokens, got a single {type(value).__name__} {str(value)!r}; write [{str(value)!r}]")
+        if not isinstance(value, Iterable) or isinstance(value, (bytes, dict)):
+            raise ValueError(f"expected a list of state tokens, got {type(value).__name__}")
+        tokens = frozenset(state_token(item) for item in value)
+        if "" in tokens:
+            raise ValueError("state tokens must be non-empty")
+        return tokens
+
+    @field_serializer("requires", "produces")
+    def _sorted(self, tokens: frozenset[str]) -> list[str]:
+        return sorted(tokens)

@@ -1,0 +1,125 @@
+"""ToolRegistry: the tools of one or more catalogs, indexed by id, by name and by (server, name).
+
+Semantics follow the original tool registry: a copy is stored on registration (the caller's object
+is never touched), ids are sequential from 0 and never reused, and the module of a tool resolves as
+``module_override``, then ``module``, then ``{package}.{name}``. Unlike the original, two servers may
+expose the same tool name and every index stays consistent after removals: a lookup by bare name that
+matches tools on several servers raises instead of returning whichever was registered last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from registry.tools import ToolDefinition
+
+
+class ToolRegistry:
+    """A mutable collection of :class:`ToolDefinition` with O(1) lookups.
+
+    Args:
+        package: dotted package used to resolve the module of a tool that names none:
+            ``{package}.{name}`` (``ToolRegistry(package="catalogs.chemistry")`` imports tool ``X``
+            from ``catalogs.chemistry.X``).
+
+    Every lookup that finds nothing raises ``ValueError`` naming what was looked up.
+    """
+
+    def __init__(self, package: str | None = None):
+        self.package = package
+        self._by_id: dict[int, ToolDefinition] = {}
+        self._by_server_and_name: dict[tuple[str | None, str], int] = {}
+        self._ids_by_name: dict[str, dict[int, None]] = {}  # dict as an insertion-ordered set
+        self._next_id = 0
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def __iter__(self) -> Iterator[ToolDefinition]:
+        """Registered tools in id order."""
+        return iter(self._by_id.values())
+
+    def resolve_module(self, tool: ToolDefinition) -> str:
+        """The module that implements ``tool``: ``module_override`` > ``module`` > ``{package}.{name}``.
+
+        Raises:
+            ValueError: when none applies, saying how to fix it.
+        """
+        if tool.module_override:
+            return tool.module_override
+        if tool.module:
+            return tool.module
+        if self.package:
+            return f"{self.package}.{tool.name}"
+        raise ValueError(
+            f"tool {tool.name!r} names no module: set `module` or `module_override` on the tool, "
+            f"or create the registry with ToolRegistry(package=...) so it resolves as '{{package}}.{tool.name}'"
+        )
+
+    def register_tool(self, tool: ToolDefinition) -> int:
+        """Store a copy of ``tool`` with its id and resolved module; return the new id.
+
+        Raises:
+            ValueError: when the server already has a tool of that name, or the module cannot be
+                resolved. Nothing is stored in either case.
+        """
+        key = (tool.server_name, tool.name)
+        if key in self._by_server_and_name:
+            where = f"server {tool.server_name!r}" if tool.server_name else "the registry (no server)"
+            raise ValueError(f"{where} already has a tool named {tool.name!r}; remove it first or give the new tool another name")
+        module = self.resolve_module(tool)
+        tool_id = self._next_id
+        stored = tool.model_copy(deep=True, update={"id": tool_id, "module": module})
+        self._next_id += 1
+        self._by_id[tool_id] = stored
+        self._by_server_and_name[key] = tool_id
+        self._ids_by_name.setdefault(tool.name, {})[tool_id] = None
+        return tool_id
+
+    def get_tool_by_id(self, tool_id: int) -> ToolDefinition:
+        try:
+            return self._by_id[tool_id]
+        except KeyError:
+            raise ValueError(f"no tool with id {tool_id!r}") from None
+
+    def get_tool_by_server_and_name(self, server_name: str | None, name: str) -> ToolDefinition:
+        tool_id = self._by_server_and_name.get((server_name, name))
+        if tool_id is None:
+            raise ValueError(f"no tool named {name!r} on server {server_name!r}")
+        return self._by_id[tool_id]
+
+    def get_id_by_name(self, name: str) -> int:
+        """The id of the only tool called ``name``.
+
+        Raises:
+            ValueError: when no tool has that name, or several servers expose it (the message lists
+                them; use :meth:`get_tool_by_server_and_name`).
+        """
+        ids = self._ids_by_name.get(name)
+        if not ids:
+            raise ValueError(f"no tool named {name!r}")
+        if len(ids) > 1:
+            servers = sorted(str(self._by_id[tool_id].server_name) for tool_id in ids)
+            raise ValueError(f"tool name {name!r} is ambiguous: servers {', '.join(servers)} expose it; look it up by server and name")
+        return next(iter(ids))
+
+    def get_tool_by_name(self, name: str) -> ToolDefinition:
+        return self._by_id[self.get_id_by_name(name)]
+
+    def get_name_by_id(self, tool_id: int) -> str:
+        return self.get_tool_by_id(tool_id).name
+
+    def remove_tool_by_id(self, tool_id: int) -> ToolDefinition:
+        """Remove and return the tool; its id is never handed out again."""
+        tool = self.get_tool_by_id(tool_id)
+        del self._by_id[tool_id]
+        del self._by_server_and_name[(tool.server_name, tool.name)]
+        ids = self._ids_by_name[tool.name]
+        del ids[tool_id]
+        if not ids:
+            del self._ids_by_name[tool.name]
+        return tool
+
+    def remove_tool_by_name(self, name: str) -> ToolDefinition:
+        """Remove the only tool called ``name``; ambiguous or unknown names raise ``ValueError``."""
+        return self.remove_tool_by_id(self.get_id_by_name(name))

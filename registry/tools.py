@@ -1,0 +1,119 @@
+"""Tool definitions: parameters, return value, state transition and how to import the tool.
+
+Types are written as strings (``"str"``, ``"list[str]"``, ``"rdkit.Chem.Mol"``) so that loading a
+catalog imports nothing and :meth:`ToolDefinition.model_json_schema` describes catalog files exactly.
+"""
+
+from __future__ import annotations
+
+import keyword
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from registry.states import StateTransition
+
+
+class ToolParameter(BaseModel):
+    """One keyword parameter of a tool.
+
+    Attributes:
+        name: the keyword the tool is called with; a valid Python identifier.
+        type: the type as a string, e.g. ``"list[str]"``; never imported.
+        description: what the value means, with units where there are any.
+        default: the value used when an optional parameter is not passed (``None`` when unset).
+        state: the state whose artifact this parameter carries, e.g. ``"chemistry.molecule_parsed"``;
+            the planner feeds it the return value of an earlier step that produced that state.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    type: str = Field(min_length=1)
+    description: str = ""
+    default: Any = None
+    state: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_keyword_argument(cls, name: str) -> str:
+        if not name.isidentifier() or keyword.iskeyword(name):
+            raise ValueError(f"parameter name {name!r} is not a valid Python keyword argument; use letters, digits and underscores")
+        return name
+
+
+class ReturnSpec(BaseModel):
+    """The value a tool returns.
+
+    Attributes:
+        name: a short noun for the value (``"descriptors"``); the planned cell binds the value to a
+            variable of this name.
+        type: the type as a string.
+        description: what the value holds, with units where there are any.
+        state: the state whose artifact this value is; parameters naming the same state receive it.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    type: str = Field(min_length=1)
+    description: str = ""
+    state: str | None = None
+
+
+class ToolDefinition(BaseModel):
+    """A tool: what it needs, what it yields, and where its implementation lives.
+
+    Attributes:
+        name: the tool's wire name, unique within its server.
+        description: what the tool does (shown to models in instructions).
+        required_parameters / optional_parameters: keyword parameters; names are unique across both.
+        return_spec: the returned value, or ``None`` for a tool that returns nothing useful.
+        module: dotted module holding a function named ``name``.
+        module_override: a module that takes precedence over ``module`` (resolution order:
+            ``module_override``, ``module``, ``{package}.{name}``).
+        server_name: the server or catalog domain exposing the tool; two servers may share tool names.
+        state_transition: the states the tool requires (all of them) and produces.
+        affordances: phrases saying what the tool lets an agent do.
+        cost: non-negative planning cost of one call (default 1); plans minimise the sum.
+        id: assigned by :class:`registry.ToolRegistry` on registration; ``None`` before.
+
+    Definitions are frozen: a registry indexes tools by name, server and id, and an assignment to
+    one of those fields behind its back would leave an index stale. Use ``model_copy(update=...)``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    required_parameters: list[ToolParameter] = Field(default_factory=list)
+    optional_parameters: list[ToolParameter] = Field(default_factory=list)
+    return_spec: ReturnSpec | None = None
+    module: str | None = None
+    module_override: str | None = None
+    server_name: str | None = None
+    state_transition: StateTransition = Field(default_factory=StateTransition)
+    affordances: list[str] = Field(default_factory=list)
+    cost: float = Field(default=1.0, ge=0)
+    id: int | None = None
+
+    @model_validator(mode="after")
+    def _parameter_names_unique(self) -> ToolDefinition:
+        seen: set[str] = set()
+        for parameter in (*self.required_parameters, *self.optional_parameters):
+            if parameter.name in seen:
+                raise ValueError(f"tool {self.name!r} declares parameter {parameter.name!r} twice")
+            seen.add(parameter.name)
+        return self
+
+    @property
+    def parameters(self) -> list[ToolParameter]:
+        """Required parameters followed by optional ones."""
+        return [*self.required_parameters, *self.optional_parameters]
+
+    def signature(self) -> str:
+        """A Python-style signature for instructions, e.g. ``parse_molecule(smiles: str) -> dict``."""
+        parts = [f"{parameter.name}: {parameter.type}" for parameter in self.required_parameters]
+        parts += [f"{parameter.name}: {parameter.type} = {parameter.default!r}" for parameter in self.optional_parameters]
+        returns = self.return_spec.type if self.return_spec else "None"
+        return f"{self.name}({', '.join(parts)}) -> {returns}"
