@@ -6,10 +6,12 @@ This layer imports nothing from ``kernel`` or ``planner``.
 from registry.catalog import Catalog, CatalogError, CatalogFile, CatalogProblem, LoadedCatalogs, load_catalogs, read_catalog
 from registry.names import handle_name, python_identifier
 from registry.states import State, StateTransition
-from registry.tool_registry import ToolRegistry
+from registry.tool_registry import AmbiguousToolNameError, ToolNotFoundError, ToolRegistry
 from registry.tools import ReturnSpec, ToolDefinition, ToolParameter
 
 __all__ = [
+    "AmbiguousToolNameError",
+    "ToolNotFoundError",
     "Catalog",
     "CatalogError",
     "CatalogFile",

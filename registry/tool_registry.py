@@ -14,6 +14,19 @@ from collections.abc import Iterator
 from registry.tools import ToolDefinition
 
 
+class ToolNotFoundError(ValueError):
+    """A lookup (by id, name, or server and name) matched no tool."""
+
+
+class AmbiguousToolNameError(ValueError):
+    """A bare tool name is exposed by several servers; ``servers`` lists them."""
+
+    def __init__(self, name: str, servers: list[str]):
+        self.name = name
+        self.servers = servers
+        super().__init__(f"tool name {name!r} is ambiguous: servers {', '.join(servers)} expose it; look it up by server and name")
+
+
 class ToolRegistry:
     """A mutable collection of :class:`ToolDefinition` with O(1) lookups.
 
@@ -22,7 +35,8 @@ class ToolRegistry:
             ``{package}.{name}`` (``ToolRegistry(package="catalogs.chemistry")`` imports tool ``X``
             from ``catalogs.chemistry.X``).
 
-    Every lookup that finds nothing raises ``ValueError`` naming what was looked up.
+    Every lookup that finds nothing raises :class:`ToolNotFoundError` (a ``ValueError``) naming what
+    was looked up; a bare name that several servers expose raises :class:`AmbiguousToolNameError`.
     """
 
     def __init__(self, package: str | None = None):
@@ -80,27 +94,27 @@ class ToolRegistry:
         try:
             return self._by_id[tool_id]
         except KeyError:
-            raise ValueError(f"no tool with id {tool_id!r}") from None
+            raise ToolNotFoundError(f"no tool with id {tool_id!r}") from None
 
     def get_tool_by_server_and_name(self, server_name: str | None, name: str) -> ToolDefinition:
         tool_id = self._by_server_and_name.get((server_name, name))
         if tool_id is None:
-            raise ValueError(f"no tool named {name!r} on server {server_name!r}")
+            raise ToolNotFoundError(f"no tool named {name!r} on server {server_name!r}")
         return self._by_id[tool_id]
 
     def get_id_by_name(self, name: str) -> int:
         """The id of the only tool called ``name``.
 
         Raises:
-            ValueError: when no tool has that name, or several servers expose it (the message lists
-                them; use :meth:`get_tool_by_server_and_name`).
+            ToolNotFoundError: when no tool has that name.
+            AmbiguousToolNameError: when several servers expose it (use
+                :meth:`get_tool_by_server_and_name`).
         """
         ids = self._ids_by_name.get(name)
         if not ids:
-            raise ValueError(f"no tool named {name!r}")
+            raise ToolNotFoundError(f"no tool named {name!r}")
         if len(ids) > 1:
-            servers = sorted(str(self._by_id[tool_id].server_name) for tool_id in ids)
-            raise ValueError(f"tool name {name!r} is ambiguous: servers {', '.join(servers)} expose it; look it up by server and name")
+            raise AmbiguousToolNameError(name, sorted(str(self._by_id[tool_id].server_name) for tool_id in ids))
         return next(iter(ids))
 
     def get_tool_by_name(self, name: str) -> ToolDefinition:

@@ -1,0 +1,139 @@
+"""StateGraph: the state-transition graph of a tool registry, on networkx.
+
+Nodes are ``("state", token)`` and ``("tool", tool_id)``; an edge state → tool means the tool
+requires the state, an edge tool → state means the tool produces it. Node attributes: ``kind``
+(``"state"``/``"tool"``), and ``label`` (token, or ``server.name``); state nodes also carry
+``declared`` (``False`` for a token a tool mentions but no catalog declares).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Collection, Iterable, Mapping
+
+import networkx as nx
+
+from registry import State, ToolDefinition, ToolNotFoundError, ToolRegistry
+
+
+class UnknownStateError(ValueError):
+    """A state token that no catalog declares and no tool mentions; the message suggests close ones."""
+
+
+def _suggest(name: str, known: Iterable[str]) -> str:
+    matches = difflib.get_close_matches(name, list(known), n=3)
+    return f"; did you mean {', '.join(matches)}?" if matches else ""
+
+
+class StateGraph:
+    """The tools of a registry as a bipartite state/tool ``networkx.DiGraph``.
+
+    Args:
+        registry: the tools.
+        states: declared states, as a ``{token: State}`` mapping or an iterable of ``State``.
+
+    The graph is built once; rebuild it after changing the registry.
+    """
+
+    def __init__(self, registry: ToolRegistry, states: Mapping[str, State] | Iterable[State] = ()):
+        self.registry = registry
+        declared = states.values() if isinstance(states, Mapping) else states
+        self.states: dict[str, State] = {state.token: state for state in declared}
+        self.graph = nx.DiGraph()
+        self._producers: dict[str, list[ToolDefinition]] = {}
+        self._consumers: dict[str, list[ToolDefinition]] = {}
+        for token, state in self.states.items():
+            self.graph.add_node(("state", token), kind="state", label=token, declared=True, description=state.description)
+        for tool in registry:
+            self.graph.add_node(("tool", tool.id), kind="tool", label=f"{tool.server_name}.{tool.name}", cost=tool.cost)
+            for token in tool.state_transition.requires:
+                self._add_undeclared(token)
+                self.graph.add_edge(("state", token), ("tool", tool.id))
+                self._consumers.setdefault(token, []).append(tool)
+            for token in tool.state_transition.produces:
+                self._add_undeclared(token)
+                self.graph.add_edge(("tool", tool.id), ("state", token))
+                self._producers.setdefault(token, []).append(tool)
+
+    def _add_undeclared(self, token: str) -> None:
+        if ("state", token) not in self.graph:
+            self.graph.add_node(("state", token), kind="state", label=token, declared=False, description="")
+
+    @property
+    def tokens(self) -> list[str]:
+        """Every state token in the graph, declared or only mentioned by a tool, sorted."""
+        return sorted(node[1] for node, kind in self.graph.nodes(data="kind") if kind == "state")
+
+    def has_state(self, token: str) -> bool:
+        return ("state", token) in self.graph
+
+    def check_states(self, tokens: Iterable[str]) -> None:
+        """Raise :class:`UnknownStateError` for the first token the graph does not know."""
+        for token in tokens:
+            if not self.has_state(token):
+                raise UnknownStateError(f"unknown state {token!r}: no catalog declares it and no tool requires or produces it{_suggest(token, self.tokens)}")
+
+    def resolve_tool(self, name: str) -> ToolDefinition:
+        """A tool by ``name`` or ``server.name``.
+
+        Raises:
+            ToolNotFoundError: no such tool (the message suggests close names).
+            AmbiguousToolNameError: the bare name is exposed by several servers.
+        """
+        server, _, bare = name.rpartition(".")
+        try:
+            if server:
+                return self.registry.get_tool_by_server_and_name(server, bare)
+            return self.registry.get_tool_by_name(name)
+        except ToolNotFoundError:
+            labels = [f"{tool.server_name}.{tool.name}" for tool in self.registry]
+            raise ToolNotFoundError(f"unknown tool {name!r}{_suggest(name, labels)}") from None
+
+    def tools_for(self, token: str) -> list[ToolDefinition]:
+        """The tools that produce ``token``, in registration order."""
+        return list(self._producers.get(token, ()))
+
+    def consumers_of(self, token: str) -> list[ToolDefinition]:
+        """The tools that require ``token``, in registration order."""
+        return list(self._consumers.get(token, ()))
+
+    def next_steps(self, held: Collection[str]) -> list[ToolDefinition]:
+        """Tools applicable now (every required state held) that would add at least one new state."""
+        held = set(held)
+        return [
+            tool
+            for tool in self.registry
+            if tool.state_transition.requires <= held and not tool.state_transition.produces <= held
+        ]
+
+    def reachable(self, held: Collection[str], avoid: Collection[int] = ()) -> set[str]:
+        """Every state reachable from ``held`` with the tools not in ``avoid`` (ids): a forward fixpoint."""
+        reached = set(held)
+        waiting = {tool.id: len(tool.state_transition.requires - reached) for tool in self.registry if tool.id not in avoid}
+        frontier = [tool_id for tool_id, missing in waiting.items() if missing == 0]
+        while frontier:
+            tool = self.registry.get_tool_by_id(frontier.pop())
+            for token in tool.state_transition.produces - reached:
+                reached.add(token)
+                for consumer in self._consumers.get(token, ()):
+                    if consumer.id in waiting:
+                        waiting[consumer.id] -= 1
+                        if waiting[consumer.id] == 0:
+                            frontier.append(consumer.id)
+        return reached
+
+    def overview(self) -> dict:
+        """Counts and lists for a quick look: states, tools, entry tools (no requires), undeclared states."""
+        entry = [f"{tool.server_name}.{tool.name}" for tool in self.registry if not tool.state_transition.requires]
+        undeclared = [token for token in self.tokens if token not in self.states]
+        return {
+            "states": len(self.tokens),
+            "tools": len(self.registry),
+            "edges": self.graph.number_of_edges(),
+            "entry_tools": entry,
+            "undeclared_states": undeclared,
+        }
+
+    def to_networkx(self) -> nx.DiGraph:
+        """A copy of the graph for users' own analysis."""
+        return self.graph.copy()
