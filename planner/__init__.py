@@ -1,0 +1,26 @@
+"""Planning over the state-transition graph: graph, skill search, plans, planned cells, the CLI."""
+
+from planner.cell import PlannedCell, render_cell
+from planner.goals import NoMatchingSkillError, choose_goal
+from planner.graph import StateGraph, UnknownStateError
+from planner.planning import NoPlanError, Plan, PlanStep, plan
+from planner.search import SkillHit, SkillIndex
+from planner.workspace import TaskPlan, TaskRun, Workspace
+
+__all__ = [
+    "NoMatchingSkillError",
+    "NoPlanError",
+    "Plan",
+    "PlanStep",
+    "PlannedCell",
+    "SkillHit",
+    "SkillIndex",
+    "StateGraph",
+    "TaskPlan",
+    "TaskRun",
+    "UnknownStateError",
+    "Workspace",
+    "choose_goal",
+    "plan",
+    "render_cell",
+]

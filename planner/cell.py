@@ -1,0 +1,209 @@
+"""The planned cell: Python code that binds the handles of a plan's tools and calls them in order.
+
+Data flow: a parameter takes the return value of the latest earlier step whose return names the same
+``state``; failing that, whose return has the same name; failing that, the user input of the same
+name. A required parameter with none of these is *unbound*: the cell still refers to it by name (so it
+compiles, and runs in a session where the name was defined earlier) and the instructions list it.
+Optional parameters are passed only when an input of that name is given.
+"""
+
+from __future__ import annotations
+
+import ast
+import keyword
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from planner.planning import Plan
+from registry import ToolDefinition, handle_name, python_identifier
+
+BINDER_MODULE = "kernel.handles"
+BINDER_FUNCTION = "bind_module_tools"
+
+
+class InputError(ValueError):
+    """A user input that cannot become a variable of the cell (bad name, or clashes with a handle)."""
+
+
+@dataclass(frozen=True)
+class UnboundParameter:
+    """A required parameter that nothing in the plan or the inputs supplies."""
+
+    step: int
+    tool: str
+    parameter: str
+    type: str
+    description: str
+
+    def to_dict(self) -> dict:
+        return {"step": self.step, "tool": self.tool, "parameter": self.parameter, "type": self.type, "description": self.description}
+
+
+@dataclass(frozen=True)
+class PlannedCell:
+    """A rendered cell.
+
+    Attributes:
+        code: the whole cell (bindings, inputs, calls, final expression); always valid Python with
+            top-level ``await``.
+        instructions: text for a model: the bound handles with signatures and states, the states
+            the plan reaches, and the unbound parameters.
+        handles: ``{handle name: [tool names]}`` bound by the cell.
+        unbound: required parameters left unbound.
+        unused_inputs: inputs that no step takes.
+        result_variables: the variables holding the goal states' artifacts, shown at the end.
+    """
+
+    code: str
+    instructions: str
+    handles: dict[str, list[str]]
+    unbound: tuple[UnboundParameter, ...]
+    unused_inputs: tuple[str, ...]
+    result_variables: tuple[str, ...]
+
+
+def _check_input_names(inputs: Mapping[str, Any], handles: set[str]) -> None:
+    for name in inputs:
+        if not name.isidentifier() or keyword.iskeyword(name):
+            raise InputError(f"input name {name!r} is not a valid Python name; inputs are passed to tools by parameter name (letters, digits, underscores)")
+        if name in handles:
+            raise InputError(f"input name {name!r} is also the name of a tool handle in the cell; rename the input")
+
+
+def _python_literal(value: Any) -> str:
+    """A literal that evaluates back to ``value`` (inputs come from JSON: dict, list, str, numbers, bool, None)."""
+    text = repr(value)
+    try:
+        ast.literal_eval(text)
+    except (ValueError, SyntaxError) as error:
+        raise InputError(f"input value {text[:80]} has no Python literal form; pass JSON values (strings, numbers, lists, objects)") from error
+    return text
+
+
+def _unique_name(base: str, taken: set[str]) -> str:
+    name = python_identifier(base)
+    candidate, counter = name, 2
+    while candidate in taken:
+        candidate = f"{name}_{counter}"
+        counter += 1
+    taken.add(candidate)
+    return candidate
+
+
+def _call_target(tool: ToolDefinition) -> str:
+    return f"{handle_name(tool.server_name or 'tools')}.{python_identifier(tool.name)}"
+
+
+def render_cell(plan: Plan, inputs: Mapping[str, Any] | None = None, task: str | None = None) -> PlannedCell:
+    """Render ``plan`` as a cell that runs in a toolpath kernel session.
+
+    Parameters:
+        plan: the plan to render.
+        inputs: user inputs by parameter name (JSON-like values).
+        task: the task text, quoted in the cell's header comment.
+
+    Returns:
+        A :class:`PlannedCell`.
+
+    Raises:
+        InputError: an input name that is not a Python name or clashes with a handle, or a value
+            without a literal form.
+    """
+    inputs = dict(inputs or {})
+    handles: dict[str, dict[str, str]] = {}
+    for step in plan.steps:
+        handles.setdefault(handle_name(step.tool.server_name or "tools"), {})[step.tool.name] = step.tool.module or ""
+    _check_input_names(inputs, set(handles))
+
+    taken = set(handles) | set(inputs) | {BINDER_FUNCTION}
+    used_inputs: set[str] = set()
+    unbound: list[UnboundParameter] = []
+    by_state: dict[str, str] = {}
+    by_name: dict[str, str] = {}
+    call_lines: list[str] = []
+    step_variables: list[str] = []
+    for index, step in enumerate(plan.steps):
+        tool = step.tool
+        arguments = []
+        for parameter in tool.parameters:
+            required = parameter in tool.required_parameters
+            source = (by_state.get(parameter.state) if parameter.state else None) or by_name.get(parameter.name)
+            if source is None and parameter.name in inputs:
+                source = parameter.name
+                used_inputs.add(parameter.name)
+            if source is None and required:
+                source = parameter.name
+                unbound.append(UnboundParameter(index, tool.name, parameter.name, parameter.type, parameter.description))
+            if source is not None:
+                arguments.append(f"{parameter.name}={source}")
+        variable = _unique_name(tool.return_spec.name if tool.return_spec else f"{tool.name}_result", taken)
+        step_variables.append(variable)
+        call_lines.append(f"{variable} = await {_call_target(tool)}({', '.join(arguments)})")
+        if tool.return_spec is not None:
+            if tool.return_spec.state:
+                by_state[tool.return_spec.state] = variable
+            by_name[tool.return_spec.name] = variable
+
+    result_variables = tuple(
+        dict.fromkeys(variable for step, variable in zip(plan.steps, step_variables) if step.produces & plan.goal)
+    )
+    lines = []
+    if task:
+        lines.append("# Task: " + " ".join(task.split()))
+    lines.append(f"# Goal: {', '.join(sorted(plan.goal))}")
+    if not plan.steps:
+        lines.append("# Every goal state is already held: there is nothing to run.")
+    else:
+        lines.append(f"from {BINDER_MODULE} import {BINDER_FUNCTION}")
+        for name, tools in handles.items():
+            entries = "".join(f"\n    {tool!r}: {module!r}," for tool, module in tools.items())
+            lines.append(f"{name} = {BINDER_FUNCTION}({name!r}, {{{entries}\n}})")
+    given = [name for name in inputs if name in used_inputs]
+    if given:
+        lines.append("")
+        lines.extend(f"{name} = {_python_literal(inputs[name])}" for name in given)
+    if call_lines:
+        lines.append("")
+        lines.extend(call_lines)
+    if len(result_variables) == 1:
+        lines.append(result_variables[0])
+    elif result_variables:
+        lines.append("{" + ", ".join(f"{variable!r}: {variable}" for variable in result_variables) + "}")
+    code = "\n".join(lines) + "\n"
+    # The promise is that a planned cell always compiles; check it here rather than in the kernel.
+    compile(code, "<planned cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+
+    return PlannedCell(
+        code=code,
+        instructions=_instructions(plan, unbound),
+        handles={name: list(tools) for name, tools in handles.items()},
+        unbound=tuple(unbound),
+        unused_inputs=tuple(name for name in inputs if name not in used_inputs),
+        result_variables=result_variables,
+    )
+
+
+def _instructions(plan: Plan, unbound: list[UnboundParameter]) -> str:
+    lines = [
+        "You have a persistent IPython kernel; variables survive between cells.",
+        "Bound tool handles (every call is awaitable: `await handle.tool(...)`):",
+    ]
+    if not plan.steps:
+        lines.append("  (none: the goal is already held)")
+    for step in plan.steps:
+        tool = step.tool
+        signature = tool.signature().replace(tool.name, _call_target(tool), 1)
+        lines.append(f"  {signature}")
+        if tool.description:
+            lines.append(f"      {tool.description}")
+        requires = ", ".join(sorted(step.requires)) or "nothing"
+        produces = ", ".join(sorted(step.produces)) or "nothing"
+        lines.append(f"      requires: {requires}; produces: {produces}")
+    lines.append(f"States reached by the plan: {', '.join(sorted(plan.reached)) or 'none'}")
+    if unbound:
+        lines.append("Required parameters left unbound (define these variables before running the cell):")
+        for parameter in unbound:
+            note = f" — {parameter.description}" if parameter.description else ""
+            lines.append(f"  {parameter.parameter}: {parameter.type} (for {parameter.tool}){note}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,286 @@
+"""The ``toolpath`` command line: validate, graph, search, plan, cell, run.
+
+Exit status: 0 on success; 1 when an executed cell fails (exception, timeout, dead kernel) or
+``validate`` finds problems; 2 when toolpath refuses before running anything (bad catalog, bad input,
+no matching skill, no plan).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+from collections.abc import Sequence
+from typing import Any
+
+from kernel import KernelError
+from planner.cell import InputError
+from planner.goals import NoMatchingSkillError
+from planner.graph import UnknownStateError
+from planner.planning import NoPlanError, Plan
+from planner.workspace import TaskPlan, UnboundParametersError, Workspace
+from registry import AmbiguousToolNameError, CatalogError, ToolNotFoundError, load_catalogs
+
+REFUSALS = (
+    CatalogError,
+    NoMatchingSkillError,
+    NoPlanError,
+    UnknownStateError,
+    InputError,
+    UnboundParametersError,
+    ToolNotFoundError,
+    AmbiguousToolNameError,
+    KernelError,
+)
+
+EXAMPLES = {
+    "run": """examples:
+  toolpath run "is aspirin drug-like? check Lipinski's rule of five" --input smiles='CC(=O)Oc1ccccc1C(=O)O'
+  toolpath run "cluster these molecules by structural similarity" --input smiles_list='["CCO","CCCO","c1ccccc1"]' --json""",
+    "cell": """examples:
+  toolpath cell "find molecules similar to a query compound" --input query_smiles=CCO --input smiles_list='["CCCO","CCN"]'
+  toolpath cell --goal chemistry.molecules_clustered --input smiles_list='["CCO","CCCO"]'""",
+    "plan": """examples:
+  toolpath plan --goal chemistry.descriptors_computed
+  toolpath plan --goal chemistry.similarity_computed --goal chemistry.molecules_clustered --json
+  toolpath plan --goal chemistry.descriptors_computed --have chemistry.molecule_parsed""",
+    "search": """examples:
+  toolpath search "check drug-likeness"
+  toolpath search "group similar molecules" --k 3 --json""",
+    "validate": """examples:
+  toolpath validate catalogs/chemistry/catalog.yaml
+  toolpath validate my_catalog.yaml other.json --json""",
+    "graph": """examples:
+  toolpath graph
+  toolpath graph --catalog my_catalog.yaml --json""",
+}
+
+
+class CommandLineError(ValueError):
+    """A malformed option value."""
+
+
+def parse_inputs(pairs: Sequence[str]) -> dict[str, Any]:
+    """``NAME=VALUE`` pairs → dict; VALUE is JSON when it parses as JSON, else the raw string."""
+    inputs: dict[str, Any] = {}
+    for pair in pairs:
+        name, separator, raw = pair.partition("=")
+        name = name.strip()
+        if not separator or not name:
+            raise CommandLineError(f"--input {pair!r} is not NAME=VALUE; e.g. --input smiles=CCO")
+        if name in inputs:
+            raise CommandLineError(f"--input {name} is given twice")
+        try:
+            inputs[name] = json.loads(raw)
+        except json.JSONDecodeError:
+            inputs[name] = raw
+    return inputs
+
+
+def _emit_json(payload: dict) -> None:
+    print(json.dumps(payload, indent=2, ensure_ascii=False, default=str))
+
+
+def _indent(text: str, prefix: str = "    ") -> str:
+    return textwrap.indent(text.rstrip("\n"), prefix)
+
+
+def _print_plan(plan: Plan) -> None:
+    proof = "optimal" if plan.optimal else "not proven optimal"
+    print(f"Plan ({len(plan.steps)} step{'s' if len(plan.steps) != 1 else ''}, cost {plan.cost:g}, {proof}):")
+    if not plan.steps:
+        print("    (the goal is already held)")
+    for number, step in enumerate(plan.steps, 1):
+        requires = ", ".join(sorted(step.requires)) or "-"
+        produces = ", ".join(sorted(step.produces)) or "-"
+        print(f"  {number}. {step.tool.server_name}.{step.tool.name}    requires: {requires}    produces: {produces}")
+
+
+def _print_task_plan(task_plan: TaskPlan) -> None:
+    chosen = task_plan.choice.chosen
+    print(f"Task: {task_plan.task}")
+    print(f"Goal: {', '.join(task_plan.goal)}")
+    print(f"  matched {chosen.hit.kind} {chosen.hit.name} (score {chosen.hit.score:.2f}): {chosen.hit.matched!r}")
+    for candidate in task_plan.choice.passed_over:
+        print(f"  passed over {', '.join(sorted(candidate.goal))} (score {candidate.hit.score:.2f}): {candidate.reason()}")
+    _print_plan(task_plan.plan)
+    print("Cell:")
+    print(_indent(task_plan.cell.code))
+    if task_plan.cell.unbound:
+        print("Unbound required parameters: " + ", ".join(f"{parameter.parameter} ({parameter.type})" for parameter in task_plan.cell.unbound))
+
+
+def _warn_unused(task_plan: TaskPlan) -> None:
+    for name in task_plan.cell.unused_inputs:
+        print(f"warning: input {name!r} is not a parameter of any tool on the plan; it was not used", file=sys.stderr)
+
+
+def command_run(arguments: argparse.Namespace) -> int:
+    workspace = Workspace.open(arguments.catalog)
+    task_plan = workspace.plan_task(arguments.task, parse_inputs(arguments.input), held=arguments.have)
+    _warn_unused(task_plan)
+    if not arguments.json:
+        _print_task_plan(task_plan)
+        print("Running in a fresh IPython kernel...", flush=True)
+    run = workspace.run_task(task_plan, timeout=arguments.timeout)
+    result = run.result
+    if arguments.json:
+        _emit_json(run.to_dict())
+    else:
+        print(f"Result ({result.status}):")
+        if result.stdout:
+            print("  stdout:")
+            print(_indent(result.stdout))
+        if result.stderr:
+            print("  stderr:")
+            print(_indent(result.stderr))
+        if result.result is not None:
+            print(_indent(result.result, "  "))
+        if result.error:
+            print(_indent(result.error.get("traceback") or f"{result.error['ename']}: {result.error['evalue']}", "  "))
+    return 0 if result.status == "ok" else 1
+
+
+def command_cell(arguments: argparse.Namespace) -> int:
+    workspace = Workspace.open(arguments.catalog)
+    inputs = parse_inputs(arguments.input)
+    if arguments.goal:
+        goal_plan, cell = workspace.plan_goal(arguments.goal, inputs, held=arguments.have)
+        payload = {"goal": sorted(goal_plan.goal), "plan": goal_plan.to_dict(), "cell": cell.code, "instructions": cell.instructions, "unbound": [parameter.to_dict() for parameter in cell.unbound]}
+        code, instructions = cell.code, cell.instructions
+    elif arguments.task:
+        task_plan = workspace.plan_task(arguments.task, inputs, held=arguments.have)
+        _warn_unused(task_plan)
+        payload = task_plan.to_dict()
+        code, instructions = task_plan.cell.code, task_plan.cell.instructions
+    else:
+        raise CommandLineError("give a TASK or at least one --goal TOKEN")
+    if arguments.json:
+        _emit_json(payload)
+    else:
+        print(code, end="")
+        if arguments.instructions:
+            print("\n# Instructions for the model:")
+            print(_indent(instructions, "# "))
+    return 0
+
+
+def command_plan(arguments: argparse.Namespace) -> int:
+    workspace = Workspace.open(arguments.catalog)
+    goal_plan = workspace.plan(arguments.goal, held=arguments.have, avoid=arguments.avoid)
+    if arguments.json:
+        _emit_json(goal_plan.to_dict())
+    else:
+        print(f"Goal: {', '.join(sorted(goal_plan.goal))}")
+        _print_plan(goal_plan)
+    return 0
+
+
+def command_search(arguments: argparse.Namespace) -> int:
+    if not arguments.query.strip():
+        raise CommandLineError("the query is empty; describe what you want to achieve")
+    workspace = Workspace.open(arguments.catalog)
+    hits = workspace.search(arguments.query, k=arguments.k)
+    if arguments.json:
+        _emit_json({"query": arguments.query, "hits": [hit.to_dict() for hit in hits]})
+    else:
+        for hit in hits:
+            print(f"{hit.score:.3f}  {hit.kind:<5}  {hit.name}    ({hit.matched})")
+    return 0
+
+
+def command_validate(arguments: argparse.Namespace) -> int:
+    try:
+        loaded = load_catalogs(arguments.catalogs)
+    except CatalogError as error:
+        if arguments.json:
+            _emit_json({"ok": False, "problems": [vars(problem) for problem in error.problems]})
+        else:
+            print(error, file=sys.stderr)
+        return 1
+    summary = {"ok": True, "catalogs": [str(catalog.path) for catalog in loaded.catalogs], "states": len(loaded.states), "tools": len(loaded.registry)}
+    if arguments.json:
+        _emit_json(summary)
+    else:
+        print(f"ok: {summary['states']} states, {summary['tools']} tools in {len(loaded.catalogs)} catalog(s)")
+    return 0
+
+
+def command_graph(arguments: argparse.Namespace) -> int:
+    workspace = Workspace.open(arguments.catalog)
+    overview = workspace.graph.overview()
+    if arguments.json:
+        _emit_json(overview)
+    else:
+        print(f"{overview['states']} states, {overview['tools']} tools, {overview['edges']} edges")
+        print("entry tools (no requirements): " + (", ".join(overview["entry_tools"]) or "none"))
+        if overview["undeclared_states"]:
+            print("states used by tools but declared by no catalog: " + ", ".join(overview["undeclared_states"]))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="toolpath",
+        description="Plan tool paths over a state-transition graph and run them as one cell in an IPython kernel.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_text: str, handler) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=help_text, epilog=EXAMPLES[name], formatter_class=argparse.RawDescriptionHelpFormatter)
+        sub.set_defaults(handler=handler)
+        sub.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+        if name != "validate":
+            sub.add_argument("--catalog", action="append", default=[], metavar="PATH", help="catalog file (YAML or JSON); repeatable; default: the shipped catalogs")
+        return sub
+
+    def task_options(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--input", action="append", default=[], metavar="NAME=VALUE", help="a tool parameter value; VALUE is parsed as JSON when it parses, else taken as a string; repeatable")
+        sub.add_argument("--have", action="append", default=[], metavar="TOKEN", help="a state already held; repeatable")
+
+    run = command("run", "Plan a task, execute its cell in a fresh kernel and print the outputs.", command_run)
+    run.add_argument("task", metavar="TASK", help="what to achieve, in words")
+    task_options(run)
+    run.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="interrupt the cell after this many seconds (default 300)")
+
+    cell = command("cell", "Print the planned cell of a task (or of explicit goal states) without running it.", command_cell)
+    cell.add_argument("task", metavar="TASK", nargs="?", help="what to achieve, in words")
+    cell.add_argument("--goal", action="append", default=[], metavar="TOKEN", help="plan to this state instead of searching; repeatable")
+    cell.add_argument("--instructions", action="store_true", help="also print the instructions for a model")
+    task_options(cell)
+
+    plan_parser = command("plan", "Plan the cheapest tool path from the held states to goal states.", command_plan)
+    plan_parser.add_argument("--goal", action="append", required=True, metavar="TOKEN", help="a goal state; repeatable (all must be reached)")
+    plan_parser.add_argument("--have", action="append", default=[], metavar="TOKEN", help="a state already held; repeatable")
+    plan_parser.add_argument("--avoid", action="append", default=[], metavar="TOOL", help="a tool (name or server.name) the plan must not use; repeatable")
+
+    search = command("search", "Search states and tools by affordance.", command_search)
+    search.add_argument("query", metavar="QUERY", help="what you want to achieve, in words")
+    search.add_argument("--k", type=int, default=5, choices=range(1, 101), metavar="N", help="number of hits (1-100, default 5)")
+
+    validate = command("validate", "Load catalog files and report every problem with file, line and field.", command_validate)
+    validate.add_argument("catalogs", nargs="+", metavar="CATALOG", help="catalog files (YAML or JSON)")
+
+    command("graph", "Summarise the state-transition graph of the catalogs.", command_graph)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = build_parser().parse_args(argv)
+    try:
+        return arguments.handler(arguments)
+    except (CommandLineError, *REFUSALS) as error:
+        if getattr(arguments, "json", False):
+            payload = error.to_dict() if isinstance(error, NoPlanError) else {"error": str(error)}
+            _emit_json(payload)
+        else:
+            print(f"toolpath: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("toolpath: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""Workspace: the main job as one object — catalogs → graph → search → plan → cell → kernel.
+
+Example::
+
+    from planner.workspace import Workspace
+
+    workspace = Workspace.open()                       # the shipped catalogs
+    task = workspace.plan_task("is aspirin drug-like?", inputs={"smiles": "CC(=O)Oc1ccccc1C(=O)O"})
+    print(task.cell.code)
+    run = workspace.run_task(task)                     # a fresh kernel, shut down afterwards
+    print(run.result.result)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from catalogs import default_catalog_paths
+from kernel import CellResult, KernelSession
+from planner.cell import PlannedCell, UnboundParameter, render_cell
+from planner.embedding import Embedder
+from planner.goals import GoalChoice, choose_goal
+from planner.graph import StateGraph
+from planner.planning import Plan, plan
+from planner.search import SkillHit, SkillIndex
+from registry import LoadedCatalogs, load_catalogs
+
+
+class UnboundParametersError(ValueError):
+    """The planned cell needs inputs that were not given; ``unbound`` lists them."""
+
+    def __init__(self, unbound: Iterable[UnboundParameter]):
+        self.unbound = tuple(unbound)
+        names = ", ".join(f"{parameter.parameter} ({parameter.type}, for {parameter.tool})" for parameter in self.unbound)
+        example = self.unbound[0].parameter if self.unbound else "NAME"
+        super().__init__(f"the plan needs inputs that were not given: {names}. Pass them as --input {example}=VALUE")
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """A task, the goal chosen for it, its plan and its planned cell."""
+
+    task: str
+    inputs: dict[str, Any]
+    choice: GoalChoice
+
+    @property
+    def plan(self) -> Plan:
+        assert self.choice.chosen.plan is not None
+        return self.choice.chosen.plan
+
+    @property
+    def cell(self) -> PlannedCell:
+        assert self.choice.chosen.cell is not None
+        return self.choice.chosen.cell
+
+    @property
+    def goal(self) -> list[str]:
+        return sorted(self.choice.chosen.goal)
+
+    def to_dict(self) -> dict:
+        return {
+            "task": self.task,
+            "goal": self.goal,
+            "matched": self.choice.chosen.hit.to_dict(),
+            "alternatives": [candidate.to_dict() for candidate in self.choice.passed_over],
+            "plan": self.plan.to_dict(),
+            "cell": self.cell.code,
+            "instructions": self.cell.instructions,
+            "unbound": [parameter.to_dict() for parameter in self.cell.unbound],
+            "unused_inputs": list(self.cell.unused_inputs),
+        }
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """A planned task and what executing its cell showed."""
+
+    task_plan: TaskPlan
+    result: CellResult
+
+    def to_dict(self) -> dict:
+        return {**self.task_plan.to_dict(), "result": self.result.to_dict()}
+
+
+def _import_roots(loaded: LoadedCatalogs) -> list[str]:
+    """Directories to put on the kernel's import path so each catalog's ``package`` imports.
+
+    A catalog at ``root/a/b/catalog.yaml`` with ``package: a.b`` needs ``root`` on the path.
+    """
+    roots: list[str] = []
+    for catalog in loaded.catalogs:
+        if not catalog.package:
+            continue
+        parts = catalog.package.split(".")
+        directory = catalog.path.resolve().parent
+        if directory.parts[-len(parts) :] == tuple(parts):
+            root = str(directory.parents[len(parts) - 1])
+            if root not in roots:
+                roots.append(root)
+    return roots
+
+
+@dataclass
+class Workspace:
+    """Loaded catalogs with their state graph and (built on first use) skill index.
+
+    Args:
+        loaded: the catalogs, as returned by :func:`registry.load_catalogs`.
+        embedder: the embedder for skill search; default the embedded all-MiniLM-L6-v2.
+    """
+
+    loaded: LoadedCatalogs
+    embedder: Embedder | None = None
+    graph: StateGraph = field(init=False)
+    _index: SkillIndex | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.graph = StateGraph(self.loaded.registry, self.loaded.states)
+
+    @classmethod
+    def open(cls, catalog_paths: Iterable[str | Path] | None = None, embedder: Embedder | None = None) -> Workspace:
+        """Load ``catalog_paths`` (default: the shipped catalogs).
+
+        Raises:
+            CatalogError: any problem in any file; nothing is loaded.
+        """
+        paths = list(catalog_paths) if catalog_paths else default_catalog_paths()
+        return cls(load_catalogs(paths), embedder)
+
+    @property
+    def index(self) -> SkillIndex:
+        if self._index is None:
+            self._index = SkillIndex(self.graph, self.embedder)
+        return self._index
+
+    def search(self, query: str, k: int = 10) -> list[SkillHit]:
+        return self.index.search(query, k=k)
+
+    def plan(self, goal: Iterable[str], held: Iterable[str] = (), avoid: Collection[str] = ()) -> Plan:
+        return plan(self.graph, goal, held=held, avoid=avoid)
+
+    def plan_goal(self, goal: Iterable[str], inputs: Mapping[str, Any] | None = None, held: Iterable[str] = ()) -> tuple[Plan, PlannedCell]:
+        """Plan to explicit goal states and render the cell (no search)."""
+        goal_plan = self.plan(goal, held=held)
+        return goal_plan, render_cell(goal_plan, inputs)
+
+    def plan_task(self, task: str, inputs: Mapping[str, Any] | None = None, held: Collection[str] = ()) -> TaskPlan:
+        """Search for the task's goal, plan to it and render the cell.
+
+        Raises:
+            NoMatchingSkillError, NoPlanError, InputError, UnknownStateError: see :func:`planner.goals.choose_goal`.
+        """
+        self.graph.check_states(held)
+        choice = choose_goal(task, self.index, self.graph, inputs=inputs, held=held)
+        return TaskPlan(task, dict(inputs or {}), choice)
+
+    async def arun_task(self, task_plan: TaskPlan, timeout: float | None = 300.0) -> TaskRun:
+        """Execute the planned cell in a fresh kernel, then shut the kernel down.
+
+        Raises:
+            UnboundParametersError: the cell needs inputs that were not given (nothing is started).
+            KernelError: the kernel could not start.
+        """
+        if task_plan.cell.unbound:
+            raise UnboundParametersError(task_plan.cell.unbound)
+        roots = _import_roots(self.loaded)
+        existing = os.environ.get("PYTHONPATH")
+        env = {"PYTHONPATH": os.pathsep.join([*roots, existing] if existing else roots)} if roots else {}
+        async with KernelSession(env=env) as session:
+            result = await session.execute(task_plan.cell.code, timeout=timeout)
+        return TaskRun(task_plan, result)
+
+    def run_task(self, task_plan: TaskPlan, timeout: float | None = 300.0) -> TaskRun:
+        """Synchronous :meth:`arun_task` (not from inside a running event loop)."""
+        return asyncio.run(self.arun_task(task_plan, timeout=timeout))
