@@ -1,0 +1,77 @@
+import ast
+
+import pytest
+
+from planner import plan, render_cell
+from planner.cell import InputError
+
+ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
+
+
+def compiles(code):
+    compile(code, "<cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    return True
+
+
+def test_cell_binds_only_path_handles_and_wires_outputs(chemistry_graph):
+    cell = render_cell(plan(chemistry_graph, ["chemistry.descriptors_computed"]), {"smiles": ASPIRIN}, "is aspirin drug-like?")
+    assert cell.handles == {"chemistry": ["parse_molecule", "compute_descriptors"]}
+    assert "cluster_molecules" not in cell.code
+    assert f"smiles = {ASPIRIN!r}" in cell.code
+    assert "molecule = await chemistry.parse_molecule(smiles=smiles)" in cell.code
+    assert "descriptors = await chemistry.compute_descriptors(molecule=molecule)" in cell.code
+    assert cell.code.rstrip().endswith("\ndescriptors")
+    assert cell.unbound == () and cell.result_variables == ("descriptors",)
+    assert compiles(cell.code)
+
+
+def test_unbound_required_parameter_is_listed_and_cell_still_compiles(chemistry_graph):
+    cell = render_cell(plan(chemistry_graph, ["chemistry.similarity_computed"]), {"smiles_list": ["CCO", "CCN"]})
+    assert [parameter.parameter for parameter in cell.unbound] == ["query_smiles"]
+    assert "query_smiles: str (for compute_similarity)" in cell.instructions
+    assert compiles(cell.code)
+
+
+def test_optional_parameters_are_passed_only_when_given(chemistry_graph):
+    goal = ["chemistry.molecules_clustered"]
+    plain = render_cell(plan(chemistry_graph, goal), {"smiles_list": ["CCO"]})
+    assert "distance_threshold" not in plain.code
+    tuned = render_cell(plan(chemistry_graph, goal), {"smiles_list": ["CCO"], "distance_threshold": 0.8})
+    assert "cluster_molecules(fingerprints=fingerprints, distance_threshold=distance_threshold)" in tuned.code
+
+
+def test_unused_inputs_are_reported(chemistry_graph):
+    cell = render_cell(plan(chemistry_graph, ["chemistry.descriptors_computed"]), {"smiles": "CCO", "colour": "blue"})
+    assert cell.unused_inputs == ("colour",)
+    assert "colour" not in cell.code
+
+
+def test_several_goals_end_with_a_dict_of_results(chemistry_graph):
+    cell = render_cell(plan(chemistry_graph, ["chemistry.similarity_computed", "chemistry.molecules_clustered"]), {"smiles_list": ["CCO"], "query_smiles": "CCO"})
+    assert cell.code.rstrip().splitlines()[-1] == "{'similarities': similarities, 'clusters': clusters}"
+    assert compiles(cell.code)
+
+
+def test_input_named_like_a_step_result_does_not_clobber_it(chemistry_graph):
+    cell = render_cell(plan(chemistry_graph, ["chemistry.descriptors_computed"]), {"smiles": "CCO", "molecule": "ignored"})
+    assert "molecule_2 = await chemistry.parse_molecule" in cell.code
+    assert "compute_descriptors(molecule=molecule_2)" in cell.code
+
+
+def test_bad_input_names_are_refused(chemistry_graph):
+    result = plan(chemistry_graph, ["chemistry.descriptors_computed"])
+    with pytest.raises(InputError, match="not a valid Python name"):
+        render_cell(result, {"smiles list": "x"})
+    with pytest.raises(InputError, match="handle"):
+        render_cell(result, {"chemistry": "x"})
+
+
+def test_instructions_carry_signatures_and_states(chemistry_graph):
+    cell = render_cell(plan(chemistry_graph, ["chemistry.descriptors_computed"]), {"smiles": "CCO"})
+    assert "chemistry.parse_molecule(smiles: str) -> dict" in cell.instructions
+    assert "States reached by the plan: chemistry.descriptors_computed, chemistry.molecule_parsed" in cell.instructions
+
+
+def test_empty_plan_renders_a_cell_that_compiles(chemistry_graph):
+    cell = render_cell(plan(chemistry_graph, ["chemistry.molecule_parsed"], held=["chemistry.molecule_parsed"]))
+    assert "already held" in cell.code and compiles(cell.code)

@@ -1,0 +1,124 @@
+import pytest
+
+from planner import NoPlanError, StateGraph, UnknownStateError, plan
+from registry import ToolDefinition, ToolRegistry
+
+
+def graph_of(*tools):
+    """tools: (name, requires, produces[, cost])."""
+    registry = ToolRegistry(package="demo")
+    for name, requires, produces, *cost in tools:
+        registry.register_tool(ToolDefinition(name=name, state_transition={"requires": requires, "produces": produces}, cost=cost[0] if cost else 1))
+    return StateGraph(registry)
+
+
+def names(result):
+    return [step.tool.name for step in result.steps]
+
+
+def assert_valid(result, held=()):
+    current = set(held)
+    for step in result.steps:
+        assert step.requires <= current, f"{step.tool.name} runs before its requirements"
+        current |= step.produces
+    assert result.goal <= current
+
+
+def test_chemistry_descriptors_plan(chemistry_graph):
+    result = plan(chemistry_graph, ["chemistry.descriptors_computed"])
+    assert names(result) == ["parse_molecule", "compute_descriptors"]
+    assert result.cost == 2 and result.optimal
+    assert result.steps[1].satisfied_by == {"chemistry.molecule_parsed": 0}
+
+
+def test_chemistry_plan_from_held_state_skips_parsing(chemistry_graph):
+    result = plan(chemistry_graph, ["chemistry.descriptors_computed"], held=["chemistry.molecule_parsed"])
+    assert names(result) == ["compute_descriptors"]
+    assert result.steps[0].satisfied_by == {"chemistry.molecule_parsed": None}
+
+
+def test_two_goals_share_the_fingerprint_step(chemistry_graph):
+    result = plan(chemistry_graph, ["chemistry.similarity_computed", "chemistry.molecules_clustered"])
+    assert sorted(names(result)) == ["cluster_molecules", "compute_fingerprints", "compute_similarity"]
+    assert names(result)[0] == "compute_fingerprints"
+
+
+def test_diamond_runs_the_shared_step_once():
+    graph = graph_of(("root", [], ["s.a"]), ("left", ["s.a"], ["s.b"]), ("right", ["s.a"], ["s.c"]), ("join", ["s.b", "s.c"], ["s.d"]))
+    result = plan(graph, ["s.d"])
+    assert names(result).count("root") == 1 and len(result.steps) == 4
+    assert names(result)[-1] == "join"
+    assert_valid(result)
+
+
+def test_and_requires_both_branches():
+    graph = graph_of(("make_a", [], ["s.a"]), ("make_b", [], ["s.b"]), ("join", ["s.a", "s.b"], ["s.goal"]))
+    result = plan(graph, ["s.goal"])
+    assert set(names(result)) == {"make_a", "make_b", "join"}
+    assert_valid(result)
+
+
+def test_cheapest_plan_wins_over_the_shortest():
+    graph = graph_of(("direct", [], ["s.goal"], 10), ("step_one", [], ["s.mid"], 1), ("step_two", ["s.mid"], ["s.goal"], 1))
+    result = plan(graph, ["s.goal"])
+    assert names(result) == ["step_one", "step_two"] and result.cost == 2
+
+
+def test_goal_already_held_gives_an_empty_plan():
+    graph = graph_of(("make", [], ["s.goal"]))
+    result = plan(graph, ["s.goal"], held=["s.goal"])
+    assert result.steps == () and result.cost == 0 and result.optimal
+
+
+def test_unreachable_goal_names_the_missing_state():
+    graph = graph_of(("needs_key", ["s.key"], ["s.door_open"]), ("walk", ["s.door_open"], ["s.inside"]))
+    with pytest.raises(NoPlanError) as caught:
+        plan(graph, ["s.inside"])
+    assert caught.value.unreachable == ["s.inside"]
+    assert caught.value.missing == {"s.inside": ["s.key"]}
+    assert "you need s.key, and no tool produces it" in str(caught.value)
+
+
+def test_avoiding_the_only_producer_makes_the_goal_unreachable(chemistry_graph):
+    with pytest.raises(NoPlanError) as caught:
+        plan(chemistry_graph, ["chemistry.molecules_clustered"], avoid=["compute_fingerprints"])
+    assert caught.value.missing == {"chemistry.molecules_clustered": ["chemistry.fingerprints_computed"]}
+
+
+def test_zero_cost_tools_leave_no_redundant_steps():
+    graph = graph_of(("free_noise", [], ["s.noise"], 0), ("free", [], ["s.a"], 0), ("finish", ["s.a"], ["s.goal"], 1))
+    result = plan(graph, ["s.goal"])
+    assert names(result) == ["free", "finish"] and result.cost == 1
+
+
+def test_cycles_in_the_graph_are_handled():
+    graph = graph_of(("start", [], ["s.a"]), ("forward", ["s.a"], ["s.b"]), ("back", ["s.b"], ["s.a"]), ("finish", ["s.b"], ["s.goal"]))
+    result = plan(graph, ["s.goal"])
+    assert names(result) == ["start", "forward", "finish"]
+
+
+def test_greedy_fallback_is_valid_and_says_it_is_not_proven_optimal():
+    graph = graph_of(("root", [], ["s.a"], 0), ("left", ["s.a"], ["s.b"], 0), ("right", ["s.a"], ["s.c"]), ("join", ["s.b", "s.c"], ["s.d"]))
+    result = plan(graph, ["s.d"], max_expansions=0)
+    assert not result.optimal
+    assert_valid(result)
+    assert len(result.steps) == 4
+
+
+def test_unknown_state_suggests_close_tokens(chemistry_graph):
+    with pytest.raises(UnknownStateError, match="did you mean chemistry.molecules_clustered"):
+        plan(chemistry_graph, ["chemistry.molecule_clustered"])
+
+
+def test_empty_goal_is_rejected(chemistry_graph):
+    with pytest.raises(ValueError, match="goal is empty"):
+        plan(chemistry_graph, [])
+
+
+def test_graph_queries(chemistry_graph):
+    assert [tool.name for tool in chemistry_graph.tools_for("chemistry.molecules_clustered")] == ["cluster_molecules"]
+    assert {tool.name for tool in chemistry_graph.next_steps(set())} == {"parse_molecule", "filter_drug_like", "compute_fingerprints"}
+    overview = chemistry_graph.overview()
+    assert overview["states"] == 7 and overview["tools"] == 7 and overview["undeclared_states"] == []
+    exported = chemistry_graph.to_networkx()
+    assert exported.has_edge(("state", "chemistry.molecule_parsed"), ("tool", 1))

@@ -1,0 +1,129 @@
+from enum import Enum
+
+import pytest
+from pydantic import ValidationError
+
+from registry import AmbiguousToolNameError, ReturnSpec, State, StateTransition, ToolDefinition, ToolNotFoundError, ToolParameter, ToolRegistry
+
+
+class Stage(str, Enum):
+    PARSED = "demo.parsed"
+
+
+def tool(name, server=None, module="demo.module", **fields):
+    return ToolDefinition(name=name, server_name=server, module=module, **fields)
+
+
+def test_state_is_immutable_and_compares_by_token():
+    first = State("demo.parsed", "parsed", ["parse"])
+    second = State("demo.parsed", "another description")
+    assert first == second and hash(first) == hash(second)
+    assert len({first, second}) == 1
+    with pytest.raises(ValidationError):
+        first.token = "other"
+
+
+def test_state_token_must_not_be_blank_or_spaced():
+    with pytest.raises(ValidationError):
+        State("")
+    with pytest.raises(ValidationError):
+        State("demo parsed")
+
+
+@pytest.mark.parametrize("collection", [list, tuple, set, frozenset])
+def test_transition_normalises_states_strings_and_enums(collection):
+    transition = StateTransition(requires=collection([State("demo.a"), "demo.b", Stage.PARSED]), produces=collection(["demo.c"]))
+    assert transition.requires == frozenset({"demo.a", "demo.b", "demo.parsed"})
+    assert transition.model_dump() == {"requires": ["demo.a", "demo.b", "demo.parsed"], "produces": ["demo.c"]}
+
+
+def test_transition_rejects_a_lone_string_instead_of_splitting_it():
+    with pytest.raises(ValidationError, match="single str"):
+        StateTransition(requires="demo.a")
+
+
+def test_register_stores_a_copy_with_sequential_ids():
+    registry = ToolRegistry()
+    original = tool("parse")
+    first = registry.register_tool(original)
+    second = registry.register_tool(tool("describe"))
+    assert (first, second) == (0, 1)
+    assert original.id is None
+    stored = registry.get_tool_by_id(0)
+    assert stored is not original and stored.id == 0
+
+
+def test_ids_are_never_reused_after_removal():
+    registry = ToolRegistry()
+    registry.register_tool(tool("a"))
+    registry.remove_tool_by_name("a")
+    assert registry.register_tool(tool("a")) == 1
+    with pytest.raises(ToolNotFoundError, match="no tool with id 0"):
+        registry.get_tool_by_id(0)
+
+
+def test_module_resolution_order():
+    registry = ToolRegistry(package="pkg")
+    registry.register_tool(ToolDefinition(name="by_package"))
+    registry.register_tool(ToolDefinition(name="by_module", module="explicit.module"))
+    registry.register_tool(ToolDefinition(name="by_override", module="explicit.module", module_override="override.module"))
+    assert registry.get_tool_by_name("by_package").module == "pkg.by_package"
+    assert registry.get_tool_by_name("by_module").module == "explicit.module"
+    assert registry.get_tool_by_name("by_override").module == "override.module"
+
+
+def test_unresolvable_module_says_how_to_fix_it_and_registers_nothing():
+    registry = ToolRegistry()
+    with pytest.raises(ValueError, match=r"ToolRegistry\(package=...\)"):
+        registry.register_tool(ToolDefinition(name="orphan"))
+    assert len(registry) == 0
+    assert registry.register_tool(tool("next")) == 0
+
+
+def test_two_servers_may_share_a_name_and_bare_lookup_is_ambiguous():
+    registry = ToolRegistry()
+    registry.register_tool(tool("search", server="web"))
+    registry.register_tool(tool("search", server="files"))
+    with pytest.raises(AmbiguousToolNameError, match="files, web"):
+        registry.get_tool_by_name("search")
+    assert registry.get_tool_by_server_and_name("files", "search").id == 1
+    registry.remove_tool_by_id(0)
+    assert registry.get_tool_by_name("search").server_name == "files"
+    assert registry.get_id_by_name("search") == 1
+    assert registry.get_name_by_id(1) == "search"
+
+
+def test_same_server_and_name_is_rejected():
+    registry = ToolRegistry()
+    registry.register_tool(tool("search", server="web"))
+    with pytest.raises(ValueError, match="already has a tool named 'search'"):
+        registry.register_tool(tool("search", server="web"))
+    assert len(registry) == 1
+
+
+def test_lookups_that_miss_name_what_was_looked_up():
+    registry = ToolRegistry()
+    with pytest.raises(ToolNotFoundError, match="'ghost'"):
+        registry.get_tool_by_name("ghost")
+    with pytest.raises(ToolNotFoundError, match="'ghost' on server 'web'"):
+        registry.get_tool_by_server_and_name("web", "ghost")
+    with pytest.raises(ToolNotFoundError):
+        registry.remove_tool_by_id(7)
+
+
+def test_tool_definition_validates_parameters_and_exports_json_schema():
+    with pytest.raises(ValidationError, match="not a valid Python keyword argument"):
+        ToolParameter(name="class", type="str")
+    with pytest.raises(ValidationError, match="declares parameter 'x' twice"):
+        ToolDefinition(name="t", required_parameters=[{"name": "x", "type": "int"}], optional_parameters=[{"name": "x", "type": "int"}])
+    with pytest.raises(ValidationError):
+        ToolDefinition(name="t", cost=-1)
+    schema = ToolDefinition.model_json_schema()
+    assert "state_transition" in schema["properties"]
+    definition = ToolDefinition(
+        name="t",
+        required_parameters=[ToolParameter(name="smiles", type="str")],
+        optional_parameters=[ToolParameter(name="radius", type="int", default=2)],
+        return_spec=ReturnSpec(name="out", type="rdkit.Chem.Mol"),
+    )
+    assert definition.signature() == "t(smiles: str, radius: int = 2) -> rdkit.Chem.Mol"
