@@ -1,0 +1,98 @@
+"""KernelSession against real ipykernel processes."""
+
+import asyncio
+import os
+
+import pytest
+
+from kernel import KernelSession
+
+pytestmark = pytest.mark.integration
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_cell_outputs_errors_and_persistence():
+    async def scenario():
+        async with KernelSession() as session:
+            first = await session.execute("x = 20\nprint('hello')\nx + 1")
+            second = await session.execute("import sys\nprint('warn', file=sys.stderr)\nx / 0")
+            third = await session.execute("x * 2")
+            return first, second, third
+
+    first, second, third = run(scenario())
+    assert (first.status, first.stdout, first.result) == ("ok", "hello\n", "21")
+    assert second.status == "error" and second.stderr == "warn\n"
+    assert second.error["ename"] == "ZeroDivisionError"
+    assert "x / 0" in second.error["traceback"] and "\x1b[" not in second.error["traceback"]
+    assert third.result == "40"
+
+
+def test_input_is_refused_instead_of_hanging():
+    async def scenario():
+        async with KernelSession() as session:
+            return await session.execute("input('name? ')", timeout=30)
+
+    result = run(scenario())
+    assert result.status == "error" and result.error["ename"] == "StdinNotImplementedError"
+
+
+def test_timeout_interrupts_the_cell_and_the_kernel_stays_usable():
+    async def scenario():
+        async with KernelSession() as session:
+            stuck = await session.execute("import time\nwhile True:\n    time.sleep(0.05)", timeout=1.0)
+            after = await session.execute("'still here'")
+            return stuck, after
+
+    stuck, after = run(scenario())
+    assert stuck.status == "timeout" and "KeyboardInterrupt" in stuck.error["traceback"]
+    assert after.result == "'still here'"
+
+
+def test_dead_kernel_is_reported():
+    async def scenario():
+        async with KernelSession() as session:
+            return await session.execute("import os\nos._exit(3)", timeout=30)
+
+    result = run(scenario())
+    assert result.status == "dead"
+
+
+def test_kernel_process_is_gone_after_the_session():
+    async def scenario():
+        async with KernelSession() as session:
+            result = await session.execute("import os\nos.getpid()")
+            return int(result.result)
+
+    pid = run(scenario())
+    assert not pid_alive(pid)
+
+
+def test_tool_handles_are_awaitable_with_real_signature_and_docstring():
+    code = (
+        "from kernel.handles import bind_module_tools\n"
+        "chemistry = bind_module_tools('chemistry', {'parse_molecule': 'catalogs.chemistry.parse_molecule'})\n"
+        "import inspect\n"
+        "molecule = await chemistry.parse_molecule(smiles='CCO')\n"
+        "(str(inspect.signature(chemistry.parse_molecule, eval_str=True)), 'SMILES' in chemistry.parse_molecule.__doc__, molecule['formula'], dir(chemistry))"
+    )
+
+    async def scenario():
+        async with KernelSession() as session:
+            bound = await session.execute(code)
+            missing = await session.execute("chemistry.cluster_molecules")
+            return bound, missing
+
+    bound, missing = run(scenario())
+    assert bound.result == "('(smiles: str) -> dict', True, 'C2H6O', ['parse_molecule'])"
+    assert missing.status == "error" and "bound tools: parse_molecule" in missing.error["evalue"]

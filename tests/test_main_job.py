@@ -1,0 +1,122 @@
+"""The main job end to end: the `toolpath` command on the shipped catalog, in real kernels."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from planner import Workspace
+
+pytestmark = pytest.mark.integration
+
+ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
+
+
+def toolpath(*arguments, cwd=None):
+    return subprocess.run([sys.executable, "-m", "planner.cli", *arguments], capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
+def kernel_processes():
+    found = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                if b"ipykernel_launcher" in handle.read():
+                    found.add(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def test_run_aspirin_json_reports_weight_and_lipinski_pass():
+    before = kernel_processes()
+    completed = toolpath("run", "is aspirin drug-like? check Lipinski's rule of five", "--input", f"smiles={ASPIRIN}", "--json")
+    assert completed.returncode == 0, completed.stderr
+    payload = json.loads(completed.stdout)
+    assert {"task", "goal", "plan", "cell", "result"} <= set(payload)
+    assert [step["tool"] for step in payload["plan"]["steps"]] == ["parse_molecule", "compute_descriptors"]
+    assert {"tool", "requires", "produces"} <= set(payload["plan"]["steps"][0]) and payload["plan"]["cost"] == 2
+    result = payload["result"]
+    assert set(result) >= {"status", "stdout", "stderr", "result", "error"}
+    assert result["status"] == "ok"
+    assert "'molecular_weight': 180.16" in result["result"]
+    assert "'lipinski': {'passes': True" in result["result"]
+    assert kernel_processes() <= before, "an ipykernel outlived the CLI command"
+
+
+def test_run_clustering_prints_the_clusters():
+    completed = toolpath("run", "cluster these molecules by structural similarity", "--input", 'smiles_list=["CCO","CCCO","c1ccccc1","c1ccccc1C"]')
+    assert completed.returncode == 0, completed.stderr
+    assert "Goal: chemistry.molecules_clustered" in completed.stdout
+    assert "'members': ['CCCO', 'CCO']" in completed.stdout
+
+
+def test_task_no_catalog_serves_exits_non_zero_without_traceback():
+    completed = toolpath("run", "book a flight to Paris next Tuesday")
+    assert completed.returncode == 2
+    assert "no catalog can serve the task" in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
+def test_missing_input_is_refused_before_starting_a_kernel():
+    completed = toolpath("run", "cluster these molecules by structural similarity", "--json")
+    assert completed.returncode == 2
+    assert "--input smiles_list=VALUE" in json.loads(completed.stdout)["error"]
+
+
+def test_a_failing_tool_returns_its_traceback_and_exit_1(tmp_path):
+    completed = toolpath("run", "cluster these molecules by structural similarity", "--input", 'smiles_list=["CCO","C1CC"]', "--json")
+    assert completed.returncode == 1
+    error = json.loads(completed.stdout)["result"]["error"]
+    assert error["ename"] == "InvalidSmilesError" and "'C1CC'" in error["evalue"]
+
+
+def test_plan_verb_json_and_unreachable_goal():
+    completed = toolpath("plan", "--goal", "chemistry.molecules_clustered", "--json")
+    assert completed.returncode == 0
+    assert [step["tool"] for step in json.loads(completed.stdout)["steps"]] == ["compute_fingerprints", "cluster_molecules"]
+    blocked = toolpath("plan", "--goal", "chemistry.molecules_clustered", "--avoid", "compute_fingerprints", "--json")
+    assert blocked.returncode == 2
+    assert json.loads(blocked.stdout)["missing"] == {"chemistry.molecules_clustered": ["chemistry.fingerprints_computed"]}
+
+
+def test_validate_reports_file_line_and_field(tmp_path):
+    catalog = tmp_path / "broken.yaml"
+    catalog.write_text("domain: demo\npackage: demo\ntools:\n  - name: t\n    cost: cheap\n")
+    completed = toolpath("validate", str(catalog), "--json")
+    assert completed.returncode == 1
+    (problem,) = json.loads(completed.stdout)["problems"]
+    assert (problem["line"], problem["field"]) == (5, "tools[0].cost")
+
+
+def test_user_catalog_with_its_own_package_runs_in_the_kernel(tmp_path, embedder):
+    package = tmp_path / "greetings"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "greet.py").write_text("def greet(name: str) -> str:\n    '''Say hello.'''\n    return f'hello, {name}'\n")
+    (package / "catalog.yaml").write_text(
+        textwrap.dedent(
+            """\
+            domain: greetings
+            package: greetings
+            states:
+              - token: greetings.greeted
+                description: Someone has been greeted.
+                affordances: [say hello to a person]
+            tools:
+              - name: greet
+                description: Greet a person by name.
+                required_parameters: [{name: name, type: str}]
+                return_spec: {name: greeting, type: str, state: greetings.greeted}
+                state_transition: {requires: [], produces: [greetings.greeted]}
+            """
+        )
+    )
+    workspace = Workspace.open([package / "catalog.yaml"], embedder=embedder)
+    task = workspace.plan_task("say hello to Ada", inputs={"name": "Ada"})
+    run = workspace.run_task(task)
+    assert run.result.status == "ok", run.result.error
+    assert run.result.result == "'hello, Ada'"
