@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -267,8 +268,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _exit_on_sigterm(signum, frame) -> None:
+    # Raising here unwinds `async with KernelSession()`, so the kernel and its sockets are cleaned up.
+    raise SystemExit(128 + signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         return arguments.handler(arguments)
     except (CommandLineError, *REFUSALS) as error:
