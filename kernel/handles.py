@@ -19,18 +19,30 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from registry.names import python_identifier
 
+def awaitable(function: Callable[..., Any], name: str | None = None, wire_name: str | None = None) -> Callable[..., Any]:
+    """Wrap ``function`` so that calling it returns an awaitable, keeping its signature and docstring.
 
-def awaitable(function: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap ``function`` so that calling it returns an awaitable, keeping its signature and docstring."""
+    Args:
+        function: a sync or async callable.
+        name: the Python name it is bound as (default: its own ``__name__``).
+        wire_name: the tool's real name when it differs from ``name``; the docstring records it.
+    """
     if inspect.iscoroutinefunction(function):
-        return function
 
-    @functools.wraps(function)
-    async def call(*args: Any, **kwargs: Any) -> Any:
-        return function(*args, **kwargs)
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await function(*args, **kwargs)
 
+    else:
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return function(*args, **kwargs)
+
+    functools.update_wrapper(call, function)
+    if name is not None:
+        call.__name__ = call.__qualname__ = name
+    if wire_name is not None and wire_name != call.__name__:
+        call.__doc__ = f"Tool {wire_name!r}, bound as {call.__name__}.\n\n{function.__doc__ or ''}".rstrip()
     return call
 
 
@@ -39,12 +51,14 @@ class ToolHandle:
 
     Args:
         toolkit: the toolkit's name (for messages).
-        modules: ``{tool wire name: module}``; the function ``tool`` is looked up in ``module``.
+        tools: ``{attribute: (tool wire name, module)}``; the attribute names come from
+            :class:`registry.names.NameMap`, and the function named like the tool is looked up in
+            the module.
     """
 
-    def __init__(self, toolkit: str, modules: Mapping[str, str]):
+    def __init__(self, toolkit: str, tools: Mapping[str, tuple[str, str]]):
         self._toolkit = toolkit
-        self._modules = {python_identifier(name): (name, module) for name, module in modules.items()}
+        self._modules = dict(tools)
         self._bound: dict[str, Callable[..., Any]] = {}
 
     def __getattr__(self, attribute: str) -> Callable[..., Any]:
@@ -61,7 +75,7 @@ class ToolHandle:
             function = getattr(module, name)
         except (ImportError, AttributeError) as error:
             raise RuntimeError(f"tool {self._toolkit}.{name} cannot be bound: {module_name}.{name} failed to import ({error}); check the tool's module in its catalog") from error
-        bound = awaitable(function)
+        bound = awaitable(function, name=attribute, wire_name=name)
         self._bound[attribute] = bound
         return bound
 
@@ -72,6 +86,6 @@ class ToolHandle:
         return f"<toolpath handle {self._toolkit}: {', '.join(sorted(self._modules))}>"
 
 
-def bind_module_tools(toolkit: str, modules: Mapping[str, str]) -> ToolHandle:
-    """Create the handle of ``toolkit`` from ``{tool name: module}``; nothing is imported yet."""
-    return ToolHandle(toolkit, modules)
+def bind_module_tools(toolkit: str, tools: Mapping[str, tuple[str, str]]) -> ToolHandle:
+    """Create the handle of ``toolkit`` from ``{attribute: (tool name, module)}``; nothing is imported yet."""
+    return ToolHandle(toolkit, tools)

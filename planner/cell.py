@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from planner.planning import Plan
-from registry import ToolDefinition, handle_name, python_identifier
+from registry import ToolDefinition
+from registry.names import NameMap, handle_name, python_identifier
 
 BINDER_MODULE = "kernel.handles"
 BINDER_FUNCTION = "bind_module_tools"
@@ -91,8 +92,27 @@ def _unique_name(base: str, taken: set[str]) -> str:
     return candidate
 
 
-def _call_target(tool: ToolDefinition) -> str:
-    return f"{handle_name(tool.server_name or 'tools')}.{python_identifier(tool.name)}"
+@dataclass(frozen=True)
+class _Bindings:
+    """The handles of a plan: ``{handle: {attribute: (tool wire name, module)}}`` and each tool's call target."""
+
+    handles: dict[str, dict[str, tuple[str, str]]]
+    targets: dict[int, str]
+
+    @classmethod
+    def of(cls, tools: list[ToolDefinition]) -> _Bindings:
+        servers = NameMap({tool.server_name or "tools" for tool in tools}, base=handle_name)
+        handles: dict[str, dict[str, tuple[str, str]]] = {}
+        targets: dict[int, str] = {}
+        for server in sorted(servers.items()):
+            members = [tool for tool in tools if (tool.server_name or "tools") == server]
+            attributes = NameMap(tool.name for tool in members)
+            handle = servers.python(server)
+            for tool in members:
+                attribute = attributes.python(tool.name)
+                handles.setdefault(handle, {})[attribute] = (tool.name, tool.module or "")
+                targets[tool.id] = f"{handle}.{attribute}"
+        return cls(handles, targets)
 
 
 def render_cell(plan: Plan, inputs: Mapping[str, Any] | None = None, task: str | None = None) -> PlannedCell:
@@ -111,9 +131,8 @@ def render_cell(plan: Plan, inputs: Mapping[str, Any] | None = None, task: str |
             without a literal form.
     """
     inputs = dict(inputs or {})
-    handles: dict[str, dict[str, str]] = {}
-    for step in plan.steps:
-        handles.setdefault(handle_name(step.tool.server_name or "tools"), {})[step.tool.name] = step.tool.module or ""
+    bindings = _Bindings.of([step.tool for step in plan.steps])
+    handles = bindings.handles
     _check_input_names(inputs, set(handles))
 
     taken = set(handles) | set(inputs) | {BINDER_FUNCTION}
@@ -139,7 +158,7 @@ def render_cell(plan: Plan, inputs: Mapping[str, Any] | None = None, task: str |
                 arguments.append(f"{parameter.name}={source}")
         variable = _unique_name(tool.return_spec.name if tool.return_spec else f"{tool.name}_result", taken)
         step_variables.append(variable)
-        call_lines.append(f"{variable} = await {_call_target(tool)}({', '.join(arguments)})")
+        call_lines.append(f"{variable} = await {bindings.targets[tool.id]}({', '.join(arguments)})")
         if tool.return_spec is not None:
             if tool.return_spec.state:
                 by_state[tool.return_spec.state] = variable
@@ -156,8 +175,8 @@ def render_cell(plan: Plan, inputs: Mapping[str, Any] | None = None, task: str |
         lines.append("# Every goal state is already held: there is nothing to run.")
     else:
         lines.append(f"from {BINDER_MODULE} import {BINDER_FUNCTION}")
-        for name, tools in handles.items():
-            entries = "".join(f"\n    {tool!r}: {module!r}," for tool, module in tools.items())
+        for name, attributes in handles.items():
+            entries = "".join(f"\n    {attribute!r}: {target!r}," for attribute, target in attributes.items())
             lines.append(f"{name} = {BINDER_FUNCTION}({name!r}, {{{entries}\n}})")
     given = [name for name in inputs if name in used_inputs]
     if given:
@@ -176,15 +195,15 @@ def render_cell(plan: Plan, inputs: Mapping[str, Any] | None = None, task: str |
 
     return PlannedCell(
         code=code,
-        instructions=_instructions(plan, unbound),
-        handles={name: list(tools) for name, tools in handles.items()},
+        instructions=_instructions(plan, unbound, bindings.targets),
+        handles={name: list(attributes) for name, attributes in handles.items()},
         unbound=tuple(unbound),
         unused_inputs=tuple(name for name in inputs if name not in used_inputs),
         result_variables=result_variables,
     )
 
 
-def _instructions(plan: Plan, unbound: list[UnboundParameter]) -> str:
+def _instructions(plan: Plan, unbound: list[UnboundParameter], targets: dict[int, str]) -> str:
     lines = [
         "You have a persistent IPython kernel; variables survive between cells.",
         "Bound tool handles (every call is awaitable: `await handle.tool(...)`):",
@@ -193,8 +212,9 @@ def _instructions(plan: Plan, unbound: list[UnboundParameter]) -> str:
         lines.append("  (none: the goal is already held)")
     for step in plan.steps:
         tool = step.tool
-        signature = tool.signature().replace(tool.name, _call_target(tool), 1)
-        lines.append(f"  {signature}")
+        target = targets[tool.id]
+        renamed = f"  (tool {tool.name!r})" if target.rsplit(".", 1)[1] != tool.name else ""
+        lines.append(f"  {target}{tool.signature().removeprefix(tool.name)}{renamed}")
         if tool.description:
             lines.append(f"      {tool.description}")
         requires = ", ".join(sorted(step.requires)) or "nothing"

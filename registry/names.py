@@ -1,24 +1,52 @@
 """Wire names ↔ Python identifiers.
 
-Tool and toolkit names come from catalogs and servers (``get-forecast``, ``PDF&URLTool``); handles
-and variables in a planned cell must be valid Python names. Everything that turns a wire name into a
-Python name goes through this module so the mapping is the same everywhere.
+Tool and toolkit names come from catalogs and servers (``get-forecast``, ``PDF&URLTool``, ``lambda``);
+handles, attributes and variables in a kernel must be valid Python names that the model can call.
+Everything that turns a wire name into a Python name goes through this module, so the mapping is the
+same in the planned cell, in the kernel and in the instructions a model reads.
+
+Rules of :func:`python_identifier` (one name on its own):
+
+- characters Python cannot use in an identifier become ``_`` (letters of any script are kept, unless
+  Python's NFKC normalisation of identifiers would change them, which would make two wire names
+  collide silently);
+- a name that cannot start an identifier (a leading digit, an empty name) gets a ``_`` prefix;
+- keywords, soft keywords (``match``, ``case``, ``_``), builtins and the names IPython reserves in a
+  kernel's namespace (``In``, ``Out``, ``get_ipython``, ...) get a ``_`` suffix.
+
+:class:`NameMap` turns a whole set of wire names into distinct identifiers and back (a bijection):
+collisions such as ``get-forecast`` and ``get_forecast`` get deterministic suffixes ``_2``, ``_3``…,
+and a name that is already a valid identifier keeps it.
 """
 
 from __future__ import annotations
 
 import builtins
 import keyword
-import re
+import unicodedata
+from collections.abc import Callable, Iterable, Mapping
 
-_INVALID_CHARACTERS = re.compile(r"[^0-9A-Za-z_]")
+#: Names IPython puts in a kernel's user namespace (its input/output history and helpers), and the
+#: function the planned cell imports to bind handles. A handle with one of these names would shadow
+#: them, so they are suffixed like keywords.
+KERNEL_RESERVED_NAMES = frozenset(
+    {"In", "Out", "get_ipython", "exit", "quit", "display", "_i", "_ii", "_iii", "_ih", "_oh", "_dh", "__", "___", "bind_module_tools"}
+)
+
+
+def _usable_character(character: str) -> bool:
+    if character.isascii():
+        return character.isalnum() or character == "_"
+    return ("a" + character).isidentifier() and unicodedata.normalize("NFKC", character) == character
+
+
+def is_reserved(name: str) -> bool:
+    """True for keywords, soft keywords, builtins and :data:`KERNEL_RESERVED_NAMES`."""
+    return keyword.iskeyword(name) or keyword.issoftkeyword(name) or hasattr(builtins, name) or name in KERNEL_RESERVED_NAMES
 
 
 def python_identifier(wire_name: str) -> str:
-    """Map ``wire_name`` to a valid, non-reserved Python identifier.
-
-    Characters outside ``[0-9A-Za-z_]`` become ``_``; a leading digit gets a ``_`` prefix; a
-    keyword, soft keyword or builtin name gets a ``_`` suffix so it never shadows Python itself.
+    """Map one wire name to a valid, non-reserved Python identifier (not necessarily unique).
 
     Examples:
         >>> python_identifier("get-forecast")
@@ -27,23 +55,85 @@ def python_identifier(wire_name: str) -> str:
         'lambda_'
         >>> python_identifier("3d-viewer")
         '_3d_viewer'
+        >>> python_identifier("PDF&URLTool")
+        'PDF_URLTool'
     """
-    identifier = _INVALID_CHARACTERS.sub("_", wire_name) or "_"
-    if identifier[0].isdigit():
+    identifier = "".join(character if _usable_character(character) else "_" for character in wire_name)
+    if unicodedata.normalize("NFKC", identifier) != identifier:
+        # Combining sequences can normalise into other letters; ASCII is the safe floor.
+        identifier = "".join(character if character.isascii() and (character.isalnum() or character == "_") else "_" for character in wire_name)
+    if not identifier or not identifier.isidentifier():
         identifier = "_" + identifier
-    if keyword.iskeyword(identifier) or keyword.issoftkeyword(identifier) or hasattr(builtins, identifier):
+    if is_reserved(identifier):
         identifier += "_"
     return identifier
 
 
+def strip_toolkit_suffix(toolkit_name: str) -> str:
+    """``inventory_tools`` → ``inventory``: a toolkit's handle drops a trailing ``_tools``."""
+    if toolkit_name.endswith("_tools") and len(toolkit_name) > len("_tools"):
+        return toolkit_name[: -len("_tools")]
+    return toolkit_name
+
+
 def handle_name(toolkit_name: str) -> str:
-    """The name a toolkit's handle binds to in a kernel: a trailing ``_tools`` is dropped first.
+    """The name a toolkit's handle binds to in a kernel (one toolkit on its own; see :class:`NameMap`).
 
     Examples:
         >>> handle_name("inventory_tools")
         'inventory'
-        >>> handle_name("chemistry")
-        'chemistry'
+        >>> handle_name("lambda_tools")
+        'lambda_'
     """
-    base = toolkit_name[: -len("_tools")] if toolkit_name.endswith("_tools") and toolkit_name != "_tools" else toolkit_name
-    return python_identifier(base)
+    return python_identifier(strip_toolkit_suffix(toolkit_name))
+
+
+class NameMap:
+    """A bijection between a set of wire names and distinct Python identifiers.
+
+    Args:
+        wire_names: the names to map (duplicates are ignored).
+        base: wire name → preferred identifier before de-duplication (default :func:`python_identifier`;
+            use :func:`handle_name` for toolkits).
+        taken: identifiers already in use in the target namespace; mapped names avoid them.
+
+    Names whose preferred identifier equals the wire name are assigned first, so a tool that is
+    already a valid name is never renamed because of another; the rest are assigned in sorted order
+    and collisions get ``_2``, ``_3``… The result depends only on the set of names.
+
+    Examples:
+        >>> names = NameMap(["get-forecast", "get_forecast"])
+        >>> names.python("get_forecast"), names.python("get-forecast")
+        ('get_forecast', 'get_forecast_2')
+        >>> names.wire("get_forecast_2")
+        'get-forecast'
+    """
+
+    def __init__(self, wire_names: Iterable[str], base: Callable[[str], str] = python_identifier, taken: Iterable[str] = ()):
+        unique = set(wire_names)
+        preferred = {name: base(name) for name in unique}
+        used = set(taken)
+        self._to_python: dict[str, str] = {}
+        for name in sorted(unique, key=lambda name: (preferred[name] != name, name)):
+            candidate, counter = preferred[name], 2
+            while candidate in used:
+                candidate = f"{preferred[name]}_{counter}"
+                counter += 1
+            used.add(candidate)
+            self._to_python[name] = candidate
+        self._to_wire = {identifier: name for name, identifier in self._to_python.items()}
+
+    def python(self, wire_name: str) -> str:
+        """The identifier of ``wire_name``; ``KeyError`` if it is not in the map."""
+        return self._to_python[wire_name]
+
+    def wire(self, identifier: str) -> str:
+        """The wire name behind ``identifier``; ``KeyError`` if no name maps to it."""
+        return self._to_wire[identifier]
+
+    def items(self) -> Mapping[str, str]:
+        """``{wire name: identifier}``."""
+        return dict(self._to_python)
+
+    def __len__(self) -> int:
+        return len(self._to_python)

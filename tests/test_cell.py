@@ -75,3 +75,19 @@ def test_instructions_carry_signatures_and_states(chemistry_graph):
 def test_empty_plan_renders_a_cell_that_compiles(chemistry_graph):
     cell = render_cell(plan(chemistry_graph, ["chemistry.molecule_parsed"], held=["chemistry.molecule_parsed"]))
     assert "already held" in cell.code and compiles(cell.code)
+
+
+def test_colliding_tool_names_bind_as_distinct_callable_attributes():
+    from planner import StateGraph
+    from registry import ToolDefinition, ToolRegistry
+
+    registry = ToolRegistry()
+    for name, token in (("get_forecast", "w.a"), ("get-forecast", "w.b"), ("lambda", "w.c")):
+        registry.register_tool(ToolDefinition(name=name, server_name="weather_tools", module="weather", state_transition={"produces": [token]}))
+    graph = StateGraph(registry)
+    cell = render_cell(plan(graph, ["w.a", "w.b", "w.c"]))
+    assert cell.handles == {"weather": ["get_forecast", "get_forecast_2", "lambda_"]}
+    assert "await weather.get_forecast_2()" in cell.code and "await weather.lambda_()" in cell.code
+    assert "'get_forecast_2': ('get-forecast', 'weather')" in cell.code
+    assert "weather.get_forecast_2() -> None  (tool 'get-forecast')" in cell.instructions
+    assert compiles(cell.code)

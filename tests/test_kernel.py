@@ -81,7 +81,7 @@ def test_kernel_process_is_gone_after_the_session():
 def test_tool_handles_are_awaitable_with_real_signature_and_docstring():
     code = (
         "from kernel.handles import bind_module_tools\n"
-        "chemistry = bind_module_tools('chemistry', {'parse_molecule': 'catalogs.chemistry.parse_molecule'})\n"
+        "chemistry = bind_module_tools('chemistry', {'parse_molecule': ('parse_molecule', 'catalogs.chemistry.parse_molecule')})\n"
         "import inspect\n"
         "molecule = await chemistry.parse_molecule(smiles='CCO')\n"
         "(str(inspect.signature(chemistry.parse_molecule, eval_str=True)), 'SMILES' in chemistry.parse_molecule.__doc__, molecule['formula'], dir(chemistry))"
