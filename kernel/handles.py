@@ -6,18 +6,63 @@ and ``help(chemistry.parse_molecule)`` works. This is the *in-kernel* binding: t
 imported lazily, on first use of the attribute, inside the kernel, and the objects it returns stay
 there.
 
-Sync tools are called directly on the kernel's main thread rather than in a worker thread: a kernel
-interrupt (SIGINT) then reaches the tool's own code, and objects that are not thread-safe (RDKit
-molecules, database connections) never cross threads.
+Sync tools are called directly on the kernel's main thread rather than in a worker thread, so
+objects that are not thread-safe (RDKit molecules, database connections) never cross threads.
+
+Interrupts: a cell with top-level ``await`` runs as a coroutine, and ipykernel 7 does not stop such a
+cell on SIGINT (its own handler only schedules a cancellation on an event loop that a blocked call
+never returns to; see ipython/ipykernel#1239). So each tool call installs its own SIGINT handler for
+its duration: a sync tool gets Python's default handler (``KeyboardInterrupt`` inside the tool's
+code), an async tool has its task cancelled, and both surface as ``KeyboardInterrupt``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import importlib
 import inspect
-from collections.abc import Callable, Mapping
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
+
+from registry.names import function_names
+
+
+@contextmanager
+def _sigint_handler(handler: Callable[..., Any]) -> Iterator[None]:
+    """Install ``handler`` for SIGINT while the block runs (signals can only be set on the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+async def _call_async(function: Callable[..., Any], name: str, args: tuple, kwargs: dict) -> Any:
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    interrupted = False
+
+    def cancel_on_sigint(signum: int, frame: Any) -> None:
+        nonlocal interrupted
+        interrupted = True
+        if task is not None:
+            loop.call_soon_threadsafe(task.cancel)
+
+    with _sigint_handler(cancel_on_sigint):
+        try:
+            return await function(*args, **kwargs)
+        except asyncio.CancelledError:
+            if not interrupted or task is None:
+                raise
+            task.uncancel()
+            raise KeyboardInterrupt(f"tool {name} was interrupted") from None
 
 
 def awaitable(function: Callable[..., Any], name: str | None = None, wire_name: str | None = None) -> Callable[..., Any]:
@@ -28,15 +73,17 @@ def awaitable(function: Callable[..., Any], name: str | None = None, wire_name: 
         name: the Python name it is bound as (default: its own ``__name__``).
         wire_name: the tool's real name when it differs from ``name``; the docstring records it.
     """
+    label = name or getattr(function, "__name__", "tool")
     if inspect.iscoroutinefunction(function):
 
         async def call(*args: Any, **kwargs: Any) -> Any:
-            return await function(*args, **kwargs)
+            return await _call_async(function, label, args, kwargs)
 
     else:
 
         async def call(*args: Any, **kwargs: Any) -> Any:
-            return function(*args, **kwargs)
+            with _sigint_handler(signal.default_int_handler):
+                return function(*args, **kwargs)
 
     functools.update_wrapper(call, function)
     if name is not None:
@@ -72,9 +119,12 @@ class ToolHandle:
         name, module_name = self._modules[attribute]
         try:
             module = importlib.import_module(module_name)
-            function = getattr(module, name)
-        except (ImportError, AttributeError) as error:
-            raise RuntimeError(f"tool {self._toolkit}.{name} cannot be bound: {module_name}.{name} failed to import ({error}); check the tool's module in its catalog") from error
+        except Exception as error:  # importing runs the module's code: report whatever it raised
+            raise RuntimeError(f"tool {self._toolkit}.{name} cannot be bound: importing module {module_name!r} failed ({type(error).__name__}: {error}); check the tool's module in its catalog") from None
+        function = next((getattr(module, candidate) for candidate in function_names(name) if callable(getattr(module, candidate, None))), None)
+        if function is None:
+            expected = " or ".join(repr(candidate) for candidate in function_names(name))
+            raise RuntimeError(f"tool {self._toolkit}.{name} cannot be bound: module {module_name!r} has no function {expected}")
         bound = awaitable(function, name=attribute, wire_name=name)
         self._bound[attribute] = bound
         return bound

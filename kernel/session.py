@@ -10,6 +10,7 @@ jupyter_client starts it with the parent-process watchdog ipykernel provides.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import queue
 import re
@@ -24,6 +25,8 @@ from jupyter_client.manager import AsyncKernelManager
 
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _POLL_SECONDS = 0.5
+#: Seconds a cell gets to stop after its timeout interrupt before it is reported as stuck.
+INTERRUPT_GRACE = 10.0
 _KERNEL_NAME = "toolpath-python"
 
 
@@ -80,6 +83,9 @@ class KernelSession:
         env: variables laid over the host's environment for the kernel.
         startup_timeout: seconds to wait for the kernel to answer after starting.
 
+    The kernel's sockets, connection file (it holds the kernel's key) and output log live in a
+    private temporary directory that :meth:`shutdown` removes.
+
     Use as ``async with KernelSession() as session: result = await session.execute(code)``.
     """
 
@@ -90,7 +96,8 @@ class KernelSession:
         self.startup_timeout = startup_timeout
         self._manager: AsyncKernelManager | None = None
         self._client = None
-        self._socket_directory: tempfile.TemporaryDirectory | None = None
+        self._directory: tempfile.TemporaryDirectory | None = None
+        self._log = None
 
     async def __aenter__(self) -> KernelSession:
         await self.start()
@@ -111,42 +118,58 @@ class KernelSession:
         """
         # IPC sockets in a private directory rather than TCP: no ports on the machine, and only this
         # user can reach the kernel (jupyter_client's TCP transport is unencrypted).
-        self._socket_directory = tempfile.TemporaryDirectory(prefix="toolpath-kernel-")
+        self._directory = tempfile.TemporaryDirectory(prefix="toolpath-kernel-")
         manager = AsyncKernelManager(
             kernel_name=_KERNEL_NAME,
             kernel_spec_manager=_InterpreterSpecs(self.python),
             transport="ipc",
-            ip=os.path.join(self._socket_directory.name, "kernel"),
+            ip=os.path.join(self._directory.name, "kernel"),
+            connection_file=os.path.join(self._directory.name, "connection.json"),
         )
-        environment = {**os.environ, **self.env}
+        # The kernel's own stdout/stderr (startup warnings, crashes) go to a log, not the user's terminal.
+        self._log = open(os.path.join(self._directory.name, "kernel.log"), "w+b")
+        self._manager = manager
         try:
-            await manager.start_kernel(cwd=self.cwd, env=environment)
+            await manager.start_kernel(cwd=self.cwd, env={**os.environ, **self.env}, stdout=self._log, stderr=self._log)
             client = manager.client()
             client.start_channels()
-            try:
-                await client.wait_for_ready(timeout=self.startup_timeout)
-            except RuntimeError:
-                client.stop_channels()
+            self._client = client
+            await client.wait_for_ready(timeout=self.startup_timeout)
+        except BaseException as error:
+            log = self._log_tail()
+            await self.shutdown()
+            if not isinstance(error, Exception):
                 raise
-        except Exception as error:
-            if manager.has_kernel:
-                await manager.shutdown_kernel(now=True)
-            self._socket_directory.cleanup()
-            raise KernelError(f"could not start an IPython kernel with {self.python}: {error}. Check that ipykernel is installed for that interpreter.") from error
-        self._manager, self._client = manager, client
+            detail = f"; the kernel said:\n{log}" if log else ""
+            raise KernelError(f"could not start an IPython kernel with {self.python}: {error}. Check that ipykernel is installed for that interpreter{detail}") from error
+
+    def _log_tail(self, limit: int = 2000) -> str:
+        """The last ``limit`` characters the kernel process wrote to its stdout/stderr."""
+        if self._log is None or self._log.closed:
+            return ""
+        self._log.flush()
+        self._log.seek(0, os.SEEK_END)
+        size = self._log.tell()
+        self._log.seek(max(0, size - limit))
+        return self._log.read().decode("utf-8", "replace").strip()
 
     async def execute(self, code: str, timeout: float | None = 300.0) -> CellResult:
         """Run ``code`` as one cell (top-level ``await`` allowed) and collect its output.
 
         Args:
             code: the cell.
-            timeout: seconds before the kernel is interrupted; ``None`` waits forever.
+            timeout: seconds before the kernel is interrupted (must be positive); ``None`` waits
+                forever. A cell that does not stop within ``INTERRUPT_GRACE`` seconds of the
+                interrupt is reported as a timeout and left running.
 
         Raises:
             KernelError: the session was not started.
+            ValueError: a timeout that is not a positive number.
         """
         if self._client is None or self._manager is None:
             raise KernelError("the kernel session is not started; use `async with KernelSession() as session`")
+        if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
+            raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
         client, manager = self._client, self._manager
         # allow_stdin=False makes input() raise StdinNotImplementedError instead of hanging the cell.
         message_id = client.execute(code, store_history=True, allow_stdin=False)
@@ -154,22 +177,24 @@ class KernelSession:
         stderr: list[str] = []
         result: str | None = None
         error: dict | None = None
-        status: Literal["ok", "error", "timeout", "dead"] = "ok"
         deadline = None if timeout is None else time.monotonic() + timeout
         interrupted = False
         while True:
+            # The deadline is checked on every message, so a cell that prints continuously still times out.
+            if deadline is not None and time.monotonic() > deadline:
+                if interrupted:
+                    evalue = f"the cell ran over {timeout:g} s and did not stop within {INTERRUPT_GRACE:g} s of the interrupt; the kernel is still busy"
+                    return CellResult("timeout", "".join(stdout), "".join(stderr), result, {"ename": "Timeout", "evalue": evalue, "traceback": ""})
+                await manager.interrupt_kernel()
+                interrupted = True
+                deadline = time.monotonic() + INTERRUPT_GRACE
             try:
                 message = await client.get_iopub_msg(timeout=_POLL_SECONDS)
             except queue.Empty:
                 if not await manager.is_alive():
-                    return CellResult("dead", "".join(stdout), "".join(stderr), result, {"ename": "KernelDied", "evalue": "the kernel process exited during the cell", "traceback": ""})
-                if deadline is not None and time.monotonic() > deadline and not interrupted:
-                    await manager.interrupt_kernel()
-                    interrupted = True
-                    # Give the interrupt a grace period to surface as KeyboardInterrupt.
-                    deadline = time.monotonic() + 10.0
-                elif interrupted and deadline is not None and time.monotonic() > deadline:
-                    return CellResult("timeout", "".join(stdout), "".join(stderr), result, {"ename": "Timeout", "evalue": f"the cell ran over {timeout} s and ignored the interrupt", "traceback": ""})
+                    log = self._log_tail()
+                    evalue = "the kernel process exited during the cell; its variables are gone" + (f". Its last output:\n{log}" if log else "")
+                    return CellResult("dead", "".join(stdout), "".join(stderr), result, {"ename": "KernelDied", "evalue": evalue, "traceback": ""})
                 continue
             if message.get("parent_header", {}).get("msg_id") != message_id:
                 continue
@@ -179,7 +204,6 @@ class KernelSession:
             elif kind == "execute_result":
                 result = content.get("data", {}).get("text/plain")
             elif kind == "error":
-                status = "error"
                 error = {
                     "ename": content.get("ename", ""),
                     "evalue": content.get("evalue", ""),
@@ -188,10 +212,13 @@ class KernelSession:
             elif kind == "status" and content.get("execution_state") == "idle":
                 break
         execution_count = await self._execution_count(message_id)
-        if interrupted:
-            status = "timeout"
-            error = {**(error or {}), "ename": "Timeout", "evalue": f"the cell ran over {timeout} s and was interrupted"}
-        return CellResult(status, "".join(stdout), "".join(stderr), result, error, execution_count)
+        if error is None:
+            # A cell that finished just as the interrupt was sent still succeeded.
+            return CellResult("ok", "".join(stdout), "".join(stderr), result, None, execution_count)
+        if interrupted and error["ename"] == "KeyboardInterrupt":
+            error = {**error, "ename": "Timeout", "evalue": f"the cell ran over {timeout:g} s and was interrupted"}
+            return CellResult("timeout", "".join(stdout), "".join(stderr), result, error, execution_count)
+        return CellResult("error", "".join(stdout), "".join(stderr), result, error, execution_count)
 
     async def _execution_count(self, message_id: str) -> int | None:
         """Read the shell reply of ``message_id`` (it carries the execution count)."""
@@ -205,17 +232,19 @@ class KernelSession:
             return None
 
     async def shutdown(self) -> None:
-        """Stop the kernel and its channels; safe to call twice."""
-        client, manager, sockets = self._client, self._manager, self._socket_directory
-        self._client = self._manager = self._socket_directory = None
-        if client is not None:
-            client.stop_channels()
+        """Stop the kernel and its channels and remove its private directory; safe to call twice."""
+        client, manager, directory, log = self._client, self._manager, self._directory, self._log
+        self._client = self._manager = self._directory = self._log = None
         try:
+            if client is not None:
+                client.stop_channels()
             if manager is not None and manager.has_kernel:
                 try:
                     await asyncio.wait_for(manager.shutdown_kernel(now=False), timeout=10.0)
                 except (asyncio.TimeoutError, RuntimeError):
                     await manager.shutdown_kernel(now=True)
         finally:
-            if sockets is not None:
-                sockets.cleanup()
+            if log is not None:
+                log.close()
+            if directory is not None:
+                directory.cleanup()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import keyword
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,7 @@ BINDER_FUNCTION = "bind_module_tools"
 
 
 class InputError(ValueError):
-    """A user input that cannot become a variable of the cell (bad name, or clashes with a handle)."""
+    """A user input that cannot become a variable of the cell (bad name, or a value with no literal form)."""
 
 
 @dataclass(frozen=True)
@@ -64,22 +65,42 @@ class PlannedCell:
     result_variables: tuple[str, ...]
 
 
-def _check_input_names(inputs: Mapping[str, Any], handles: set[str]) -> None:
+def check_input_names(inputs: Mapping[str, Any]) -> None:
+    """Raise :class:`InputError` for an input name that cannot be a Python variable."""
     for name in inputs:
-        if not name.isidentifier() or keyword.iskeyword(name):
-            raise InputError(f"input name {name!r} is not a valid Python name; inputs are passed to tools by parameter name (letters, digits, underscores)")
-        if name in handles:
-            raise InputError(f"input name {name!r} is also the name of a tool handle in the cell; rename the input")
+        if keyword.iskeyword(name) or keyword.issoftkeyword(name):
+            raise InputError(f"input name {name!r} is a Python keyword, so it cannot be a variable or a tool parameter")
+        if not name.isidentifier():
+            raise InputError(f"input name {name!r} is not a valid Python name; inputs are passed to tools by parameter name (letters, digits, underscores; not starting with a digit)")
+
+
+_LITERAL_TYPES = (str, int, bool, type(None))
 
 
 def _python_literal(value: Any) -> str:
-    """A literal that evaluates back to ``value`` (inputs come from JSON: dict, list, str, numbers, bool, None)."""
-    text = repr(value)
+    """Python source that evaluates to ``value``: JSON-like values only (dict, list, str, finite numbers, bool, None).
+
+    Raises:
+        InputError: for other types, NaN or infinite floats, or values nested too deeply.
+    """
+    stack, seen = [value], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                raise InputError(f"input value {item!r} is not a finite number; Python source has no literal for it")
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif not isinstance(item, _LITERAL_TYPES):
+            raise InputError(f"input value of type {type(item).__name__} has no literal form; pass JSON values (strings, numbers, lists, objects)")
     try:
-        ast.literal_eval(text)
-    except (ValueError, SyntaxError) as error:
-        raise InputError(f"input value {text[:80]} has no Python literal form; pass JSON values (strings, numbers, lists, objects)") from error
-    return text
+        return repr(value)
+    except RecursionError:
+        raise InputError("input value is nested too deeply to write into a cell") from None
 
 
 def _unique_name(base: str, taken: set[str]) -> str:
@@ -100,8 +121,8 @@ class _Bindings:
     targets: dict[int, str]
 
     @classmethod
-    def of(cls, tools: list[ToolDefinition]) -> _Bindings:
-        servers = NameMap({tool.server_name or "tools" for tool in tools}, base=handle_name)
+    def of(cls, tools: list[ToolDefinition], taken: set[str]) -> _Bindings:
+        servers = NameMap({tool.server_name or "tools" for tool in tools}, base=handle_name, taken=taken)
         handles: dict[str, dict[str, tuple[str, str]]] = {}
         targets: dict[int, str] = {}
         for server in sorted(servers.items()):
@@ -127,13 +148,14 @@ def render_cell(plan: Plan, inputs: Mapping[str, Any] | None = None, task: str |
         A :class:`PlannedCell`.
 
     Raises:
-        InputError: an input name that is not a Python name or clashes with a handle, or a value
-            without a literal form.
+        InputError: an input name that is not a Python name, or a value without a literal form.
     """
     inputs = dict(inputs or {})
-    bindings = _Bindings.of([step.tool for step in plan.steps])
+    check_input_names(inputs)
+    # Handles must not take a name the cell uses for an input or a parameter (`text.load(text=text)`).
+    parameter_names = {parameter.name for step in plan.steps for parameter in step.tool.parameters}
+    bindings = _Bindings.of([step.tool for step in plan.steps], taken=parameter_names | set(inputs) | {BINDER_FUNCTION})
     handles = bindings.handles
-    _check_input_names(inputs, set(handles))
 
     taken = set(handles) | set(inputs) | {BINDER_FUNCTION}
     used_inputs: set[str] = set()

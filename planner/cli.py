@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import sys
@@ -17,12 +18,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from kernel import KernelError
-from planner.cell import InputError
+from planner.cell import InputError, PlannedCell
 from planner.goals import NoMatchingSkillError
 from planner.graph import UnknownStateError
 from planner.planning import NoPlanError, Plan
+from planner.search import QueryError
 from planner.workspace import TaskPlan, UnboundParametersError, Workspace
-from registry import AmbiguousToolNameError, CatalogError, ToolNotFoundError, load_catalogs
+from registry import AmbiguousToolNameError, CatalogError, ToolNotFoundError, catalog_json_schema, lint_catalogs
 
 REFUSALS = (
     CatalogError,
@@ -34,6 +36,7 @@ REFUSALS = (
     ToolNotFoundError,
     AmbiguousToolNameError,
     KernelError,
+    QueryError,
 )
 
 EXAMPLES = {
@@ -52,7 +55,10 @@ EXAMPLES = {
   toolpath search "group similar molecules" --k 3 --json""",
     "validate": """examples:
   toolpath validate catalogs/chemistry/catalog.yaml
-  toolpath validate my_catalog.yaml other.json --json""",
+  toolpath validate my_catalog.yaml other.json --import --json""",
+    "schema": """examples:
+  toolpath schema > catalog.schema.json
+  # then, first line of a catalog: # yaml-language-server: $schema=catalog.schema.json""",
     "graph": """examples:
   toolpath graph
   toolpath graph --catalog my_catalog.yaml --json""",
@@ -75,9 +81,33 @@ def parse_inputs(pairs: Sequence[str]) -> dict[str, Any]:
             raise CommandLineError(f"--input {name} is given twice")
         try:
             inputs[name] = json.loads(raw)
-        except json.JSONDecodeError:
+        except RecursionError:
+            raise CommandLineError(f"--input {name}: the JSON value is nested too deeply") from None
+        except ValueError:  # not JSON (or a number Python refuses to convert): the raw string
             inputs[name] = raw
     return inputs
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type: a positive, finite number of seconds."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive, finite number of seconds")
+    return seconds
+
+
+def hit_count(text: str) -> int:
+    """argparse type: an integer from 1 to 100."""
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= count <= 100:
+        raise argparse.ArgumentTypeError(f"{count} is outside 1-100")
+    return count
 
 
 def _emit_json(payload: dict) -> None:
@@ -113,18 +143,22 @@ def _print_task_plan(task_plan: TaskPlan) -> None:
         print("Unbound required parameters: " + ", ".join(f"{parameter.parameter} ({parameter.type})" for parameter in task_plan.cell.unbound))
 
 
-def _warn_unused(task_plan: TaskPlan) -> None:
-    for name in task_plan.cell.unused_inputs:
+def _warn_about_inputs(cell: PlannedCell) -> None:
+    for name in cell.unused_inputs:
         print(f"warning: input {name!r} is not a parameter of any tool on the plan; it was not used", file=sys.stderr)
+    for parameter in cell.unbound:
+        print(f"warning: {parameter.parameter} ({parameter.type}, for {parameter.tool}) is unbound: define it before running the cell, or pass --input {parameter.parameter}=VALUE", file=sys.stderr)
 
 
 def command_run(arguments: argparse.Namespace) -> int:
     workspace = Workspace.open(arguments.catalog)
     task_plan = workspace.plan_task(arguments.task, parse_inputs(arguments.input), held=arguments.have)
-    _warn_unused(task_plan)
+    if task_plan.cell.unbound:
+        raise UnboundParametersError(task_plan.cell.unbound)
+    _warn_about_inputs(task_plan.cell)
     if not arguments.json:
         _print_task_plan(task_plan)
-        print("Running in a fresh IPython kernel...", flush=True)
+        print("Running in a fresh IPython kernel..." if task_plan.plan.steps else "Nothing to run: the goal is already held.", flush=True)
     run = workspace.run_task(task_plan, timeout=arguments.timeout)
     result = run.result
     if arguments.json:
@@ -145,19 +179,19 @@ def command_run(arguments: argparse.Namespace) -> int:
 
 
 def command_cell(arguments: argparse.Namespace) -> int:
+    if bool(arguments.goal) == bool(arguments.task):
+        raise CommandLineError("give either a TASK or --goal TOKEN ..., not both and not neither")
     workspace = Workspace.open(arguments.catalog)
     inputs = parse_inputs(arguments.input)
     if arguments.goal:
         goal_plan, cell = workspace.plan_goal(arguments.goal, inputs, held=arguments.have)
         payload = {"goal": sorted(goal_plan.goal), "plan": goal_plan.to_dict(), "cell": cell.code, "instructions": cell.instructions, "unbound": [parameter.to_dict() for parameter in cell.unbound]}
-        code, instructions = cell.code, cell.instructions
-    elif arguments.task:
-        task_plan = workspace.plan_task(arguments.task, inputs, held=arguments.have)
-        _warn_unused(task_plan)
-        payload = task_plan.to_dict()
-        code, instructions = task_plan.cell.code, task_plan.cell.instructions
     else:
-        raise CommandLineError("give a TASK or at least one --goal TOKEN")
+        task_plan = workspace.plan_task(arguments.task, inputs, held=arguments.have)
+        payload = task_plan.to_dict()
+        cell = task_plan.cell
+    _warn_about_inputs(cell)
+    code, instructions = cell.code, cell.instructions
     if arguments.json:
         _emit_json(payload)
     else:
@@ -184,6 +218,8 @@ def command_search(arguments: argparse.Namespace) -> int:
         raise CommandLineError("the query is empty; describe what you want to achieve")
     workspace = Workspace.open(arguments.catalog)
     hits = workspace.search(arguments.query, k=arguments.k)
+    if not hits and not arguments.json:
+        print("nothing to search: the catalogs declare no states or tools", file=sys.stderr)
     if arguments.json:
         _emit_json({"query": arguments.query, "hits": [hit.to_dict() for hit in hits]})
     else:
@@ -193,19 +229,20 @@ def command_search(arguments: argparse.Namespace) -> int:
 
 
 def command_validate(arguments: argparse.Namespace) -> int:
-    try:
-        loaded = load_catalogs(arguments.catalogs)
-    except CatalogError as error:
-        if arguments.json:
-            _emit_json({"ok": False, "problems": [vars(problem) for problem in error.problems]})
-        else:
-            print(error, file=sys.stderr)
-        return 1
-    summary = {"ok": True, "catalogs": [str(catalog.path) for catalog in loaded.catalogs], "states": len(loaded.states), "tools": len(loaded.registry)}
+    findings = lint_catalogs(arguments.catalogs, import_modules=arguments.import_modules)
+    errors = sum(finding.severity == "error" for finding in findings)
     if arguments.json:
-        _emit_json(summary)
+        _emit_json({"ok": errors == 0, "errors": errors, "warnings": len(findings) - errors, "findings": [finding.to_dict() for finding in findings]})
     else:
-        print(f"ok: {summary['states']} states, {summary['tools']} tools in {len(loaded.catalogs)} catalog(s)")
+        for finding in findings:
+            print(finding)
+        verdict = "ok" if errors == 0 else "failed"
+        print(f"{verdict}: {errors} error(s), {len(findings) - errors} warning(s) in {len(arguments.catalogs)} catalog(s)")
+    return 1 if errors else 0
+
+
+def command_schema(arguments: argparse.Namespace) -> int:
+    print(json.dumps(catalog_json_schema(), indent=2))
     return 0
 
 
@@ -244,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = command("run", "Plan a task, execute its cell in a fresh kernel and print the outputs.", command_run)
     run.add_argument("task", metavar="TASK", help="what to achieve, in words")
     task_options(run)
-    run.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="interrupt the cell after this many seconds (default 300)")
+    run.add_argument("--timeout", type=positive_seconds, default=300.0, metavar="SECONDS", help="interrupt the cell after this many seconds (default 300)")
 
     cell = command("cell", "Print the planned cell of a task (or of explicit goal states) without running it.", command_cell)
     cell.add_argument("task", metavar="TASK", nargs="?", help="what to achieve, in words")
@@ -259,23 +296,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     search = command("search", "Search states and tools by affordance.", command_search)
     search.add_argument("query", metavar="QUERY", help="what you want to achieve, in words")
-    search.add_argument("--k", type=int, default=5, choices=range(1, 101), metavar="N", help="number of hits (1-100, default 5)")
+    search.add_argument("--k", type=hit_count, default=5, metavar="N", help="number of hits (1-100, default 5)")
 
-    validate = command("validate", "Load catalog files and report every problem with file, line and field.", command_validate)
-    validate.add_argument("catalogs", nargs="+", metavar="CATALOG", help="catalog files (YAML or JSON)")
+    validate = command("validate", "Lint catalog files: every problem with file, line, rule code and field (codes: see registry/lint.py).", command_validate)
+    validate.add_argument("catalogs", nargs="+", metavar="CATALOG", help="catalog files (YAML or JSON), linted together")
+    validate.add_argument("--import", dest="import_modules", action="store_true", help="also import each tool's module and check its function exists (runs the modules' import-time code)")
+
+    schema = commands.add_parser("schema", help="Print the JSON Schema of catalog files.", description="Print the JSON Schema of catalog files (for editors: # yaml-language-server: $schema=PATH).", epilog=EXAMPLES["schema"], formatter_class=argparse.RawDescriptionHelpFormatter)
+    schema.set_defaults(handler=command_schema)
 
     command("graph", "Summarise the state-transition graph of the catalogs.", command_graph)
     return parser
 
 
-def _exit_on_sigterm(signum, frame) -> None:
+def _exit_on_signal(signum, frame) -> None:
     # Raising here unwinds `async with KernelSession()`, so the kernel and its sockets are cleaned up.
     raise SystemExit(128 + signum)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = build_parser().parse_args(argv)
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    signal.signal(signal.SIGHUP, _exit_on_signal)
     try:
         return arguments.handler(arguments)
     except (CommandLineError, *REFUSALS) as error:

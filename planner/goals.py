@@ -32,7 +32,8 @@ class NoMatchingSkillError(LookupError):
         self.task = task
         self.hits = hits
         closest = f" (closest: {hits[0].kind} {hits[0].name!r} at {hits[0].score:.2f}, below {min_score:.2f})" if hits else ""
-        super().__init__(f"no catalog can serve the task {task!r}: no state or tool matches it{closest}. Rephrase the task, or load a catalog for this domain with --catalog")
+        shown = task if len(task) <= 120 else task[:117] + "..."
+        super().__init__(f"no catalog can serve the task {shown!r}: no state or tool matches it{closest}. Rephrase the task, or load a catalog for this domain with --catalog")
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ def choose_goal(
     Raises:
         NoMatchingSkillError: no hit scores at least ``min_score``.
         NoPlanError: hits match, but no plan reaches any of them (the best one's explanation).
-        ValueError: an empty task.
+        QueryError: an empty task.
     """
     hits = index.search(task, k=k)
     matching = [hit for hit in hits if hit.score >= min_score and hit.states]

@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterable, Mapping
 
 import networkx as nx
 
-from registry import State, ToolDefinition, ToolNotFoundError, ToolRegistry
+from registry import State, ToolDefinition, ToolNotFoundError, ToolRegistry, reachable_states
 
 
 class UnknownStateError(ValueError):
@@ -108,19 +108,7 @@ class StateGraph:
 
     def reachable(self, held: Collection[str], avoid: Collection[int] = ()) -> set[str]:
         """Every state reachable from ``held`` with the tools not in ``avoid`` (ids): a forward fixpoint."""
-        reached = set(held)
-        waiting = {tool.id: len(tool.state_transition.requires - reached) for tool in self.registry if tool.id not in avoid}
-        frontier = [tool_id for tool_id, missing in waiting.items() if missing == 0]
-        while frontier:
-            tool = self.registry.get_tool_by_id(frontier.pop())
-            for token in tool.state_transition.produces - reached:
-                reached.add(token)
-                for consumer in self._consumers.get(token, ()):
-                    if consumer.id in waiting:
-                        waiting[consumer.id] -= 1
-                        if waiting[consumer.id] == 0:
-                            frontier.append(consumer.id)
-        return reached
+        return reachable_states((tool for tool in self.registry if tool.id not in avoid), held)
 
     def overview(self) -> dict:
         """Counts and lists for a quick look: states, tools, entry tools (no requires), undeclared states."""

@@ -86,29 +86,35 @@ class NoPlanError(Exception):
     Attributes:
         unreachable: goal states that cannot be reached from the held states.
         missing: for each unreachable goal state, the states behind it that no usable tool produces.
+        avoided: for each missing state that some avoided tool would produce, those tools' names.
     """
 
-    def __init__(self, unreachable: list[str], missing: dict[str, list[str]]):
+    def __init__(self, unreachable: list[str], missing: dict[str, list[str]], avoided: dict[str, list[str]] | None = None):
         self.unreachable = unreachable
         self.missing = missing
+        self.avoided = avoided or {}
         reasons = []
         for goal in unreachable:
             causes = missing.get(goal) or []
-            if causes == [goal]:
-                reasons.append(f"no tool produces {goal}")
-            elif causes:
-                reasons.append(f"to reach {goal} you need {', '.join(causes)}, and no tool produces {'it' if len(causes) == 1 else 'them'}")
-            else:
+            if not causes:
                 reasons.append(f"{goal} is unreachable")
+            for cause in causes:
+                reasons.append(self._why(cause) if cause == goal else f"to reach {goal} you need {cause}, and {self._why(cause)}")
         super().__init__("no plan reaches the goal: " + "; ".join(reasons))
 
+    def _why(self, state: str) -> str:
+        if state in self.avoided:
+            return f"only avoided tools produce {state}: {', '.join(self.avoided[state])}"
+        return f"no tool produces {state}"
+
     def to_dict(self) -> dict:
-        return {"error": str(self), "unreachable": self.unreachable, "missing": self.missing}
+        return {"error": str(self), "unreachable": self.unreachable, "missing": self.missing, "avoided": self.avoided}
 
 
 def _explain_unreachable(graph: StateGraph, goal: Iterable[str], reached: set[str], usable: set[int]) -> NoPlanError:
     unreachable = sorted(token for token in goal if token not in reached)
     missing: dict[str, list[str]] = {}
+    avoided: dict[str, list[str]] = {}
     for target in unreachable:
         causes: list[str] = []
         seen: set[str] = set()
@@ -118,13 +124,16 @@ def _explain_unreachable(graph: StateGraph, goal: Iterable[str], reached: set[st
             if token in seen or token in reached:
                 continue
             seen.add(token)
-            producers = [tool for tool in graph.tools_for(token) if tool.id in usable]
-            if not producers:
+            producers = graph.tools_for(token)
+            usable_producers = [tool for tool in producers if tool.id in usable]
+            if not usable_producers:
                 causes.append(token)
-            for tool in producers:
+                if producers:
+                    avoided[token] = [tool.name for tool in producers]
+            for tool in usable_producers:
                 stack.extend(tool.state_transition.requires)
         missing[target] = sorted(causes)
-    return NoPlanError(unreachable, missing)
+    return NoPlanError(unreachable, missing, avoided)
 
 
 def _relevant_tools(graph: StateGraph, goal: frozenset[str], held: frozenset[str], usable: set[int]) -> tuple[list[ToolDefinition], set[str]]:

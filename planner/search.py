@@ -47,6 +47,10 @@ class SkillHit:
         }
 
 
+class QueryError(ValueError):
+    """A search query that cannot be answered as given (empty, or a bad ``k``)."""
+
+
 def _words(identifier: str) -> str:
     return identifier.replace(".", " ").replace("_", " ").replace("-", " ")
 
@@ -93,12 +97,12 @@ class SkillIndex:
         """The ``k`` best states and tools for ``query``, best first.
 
         Raises:
-            ValueError: when the query is empty or ``k`` < 1.
+            QueryError: when the query is empty or ``k`` < 1.
         """
         if not query or not query.strip():
-            raise ValueError("the query is empty; describe what you want to achieve")
+            raise QueryError("the query is empty; describe what you want to achieve")
         if k < 1:
-            raise ValueError(f"k must be at least 1, got {k}")
+            raise QueryError(f"k must be at least 1, got {k}")
         if not self._texts:
             return []
         query_vector = self._normalised(self.embedder([query.strip()]))[0]

@@ -22,7 +22,7 @@ from typing import Any
 
 from catalogs import default_catalog_paths
 from kernel import CellResult, KernelSession
-from planner.cell import PlannedCell, UnboundParameter, render_cell
+from planner.cell import PlannedCell, UnboundParameter, check_input_names, render_cell
 from planner.embedding import Embedder
 from planner.goals import GoalChoice, choose_goal
 from planner.graph import StateGraph
@@ -154,14 +154,18 @@ class Workspace:
         """Search for the task's goal, plan to it and render the cell.
 
         Raises:
-            NoMatchingSkillError, NoPlanError, InputError, UnknownStateError: see :func:`planner.goals.choose_goal`.
+            NoMatchingSkillError, NoPlanError, QueryError, InputError, UnknownStateError: see
+            :func:`planner.goals.choose_goal`.
         """
         self.graph.check_states(held)
+        check_input_names(inputs or {})  # before the model loads: a bad name should fail fast
         choice = choose_goal(task, self.index, self.graph, inputs=inputs, held=held)
         return TaskPlan(task, dict(inputs or {}), choice)
 
     async def arun_task(self, task_plan: TaskPlan, timeout: float | None = 300.0) -> TaskRun:
         """Execute the planned cell in a fresh kernel, then shut the kernel down.
+
+        A plan with no steps (the goal is already held) runs nothing and starts no kernel.
 
         Raises:
             UnboundParametersError: the cell needs inputs that were not given (nothing is started).
@@ -169,6 +173,8 @@ class Workspace:
         """
         if task_plan.cell.unbound:
             raise UnboundParametersError(task_plan.cell.unbound)
+        if not task_plan.plan.steps:
+            return TaskRun(task_plan, CellResult("ok"))
         roots = _import_roots(self.loaded)
         existing = os.environ.get("PYTHONPATH")
         env = {"PYTHONPATH": os.pathsep.join([*roots, existing] if existing else roots)} if roots else {}

@@ -3,13 +3,19 @@
 This layer imports nothing from ``kernel`` or ``planner``.
 """
 
-from registry.catalog import Catalog, CatalogError, CatalogFile, CatalogProblem, LoadedCatalogs, load_catalogs, read_catalog
+from registry.catalog import Catalog, CatalogError, CatalogFile, CatalogProblem, LoadedCatalogs, catalog_json_schema, combine_catalogs, load_catalogs, read_catalog
+from registry.lint import RULES, Finding, lint_catalogs
 from registry.names import handle_name, python_identifier
 from registry.states import State, StateTransition
 from registry.tool_registry import AmbiguousToolNameError, ToolNotFoundError, ToolRegistry
-from registry.tools import ReturnSpec, ToolDefinition, ToolParameter
+from registry.tools import ReturnSpec, ToolDefinition, ToolParameter, reachable_states
 
 __all__ = [
+    "RULES",
+    "Finding",
+    "catalog_json_schema",
+    "combine_catalogs",
+    "lint_catalogs",
     "AmbiguousToolNameError",
     "ToolNotFoundError",
     "Catalog",
@@ -26,5 +32,6 @@ __all__ = [
     "handle_name",
     "load_catalogs",
     "python_identifier",
+    "reachable_states",
     "read_catalog",
 ]

@@ -10,9 +10,10 @@ Rules of :func:`python_identifier` (one name on its own):
 - characters Python cannot use in an identifier become ``_`` (letters of any script are kept, unless
   Python's NFKC normalisation of identifiers would change them, which would make two wire names
   collide silently);
-- a name that cannot start an identifier (a leading digit, an empty name) gets a ``_`` prefix;
+- a name that cannot start an identifier (a leading digit) gets a ``_`` prefix; an empty name
+  becomes ``_unnamed``;
 - keywords, soft keywords (``match``, ``case``, ``_``), builtins and the names IPython reserves in a
-  kernel's namespace (``In``, ``Out``, ``get_ipython``, ...) get a ``_`` suffix.
+  kernel's namespace (``In``, ``Out``, ``get_ipython``, ...) get ``_`` suffixes until they are free.
 
 :class:`NameMap` turns a whole set of wire names into distinct identifiers and back (a bijection):
 collisions such as ``get-forecast`` and ``get_forecast`` get deterministic suffixes ``_2``, ``_3``…,
@@ -62,11 +63,29 @@ def python_identifier(wire_name: str) -> str:
     if unicodedata.normalize("NFKC", identifier) != identifier:
         # Combining sequences can normalise into other letters; ASCII is the safe floor.
         identifier = "".join(character if character.isascii() and (character.isalnum() or character == "_") else "_" for character in wire_name)
-    if not identifier or not identifier.isidentifier():
+    if not identifier:
+        return "_unnamed"
+    if not identifier.isidentifier():
         identifier = "_" + identifier
-    if is_reserved(identifier):
+    while is_reserved(identifier):  # "_" → "__" is still reserved (IPython's output history)
         identifier += "_"
     return identifier
+
+
+def function_names(tool_name: str) -> tuple[str, ...]:
+    """Names under which a tool's module may define its function, in lookup order.
+
+    The function is named like the tool; a tool whose name Python cannot use (``get-forecast``,
+    ``class``) is implemented by the function named :func:`python_identifier` of it.
+
+    Examples:
+        >>> function_names("parse_molecule")
+        ('parse_molecule',)
+        >>> function_names("get-forecast")
+        ('get-forecast', 'get_forecast')
+    """
+    identifier = python_identifier(tool_name)
+    return (tool_name,) if identifier == tool_name else (tool_name, identifier)
 
 
 def strip_toolkit_suffix(toolkit_name: str) -> str:

@@ -99,7 +99,11 @@ class StateTransition(BaseModel):
             raise ValueError(f"expected a list of state tokens, got a single {type(value).__name__} {str(value)!r}; write [{str(value)!r}]")
         if not isinstance(value, Iterable) or isinstance(value, (bytes, dict)):
             raise ValueError(f"expected a list of state tokens, got {type(value).__name__}")
-        tokens = frozenset(state_token(item) for item in value)
+        try:
+            tokens = frozenset(state_token(item) for item in value)
+        except TypeError as error:
+            # Pydantic reports ValueError as a validation error; a TypeError would escape it.
+            raise ValueError(str(error)) from None
         if "" in tokens:
             raise ValueError("state tokens must be non-empty")
         return tokens

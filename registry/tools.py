@@ -7,6 +7,7 @@ catalog imports nothing and :meth:`ToolDefinition.model_json_schema` describes c
 from __future__ import annotations
 
 import keyword
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -75,7 +76,7 @@ class ToolDefinition(BaseModel):
         server_name: the server or catalog domain exposing the tool; two servers may share tool names.
         state_transition: the states the tool requires (all of them) and produces.
         affordances: phrases saying what the tool lets an agent do.
-        cost: non-negative planning cost of one call (default 1); plans minimise the sum.
+        cost: finite, non-negative planning cost of one call (default 1); plans minimise the sum.
         id: assigned by :class:`registry.ToolRegistry` on registration; ``None`` before.
 
     Definitions are frozen: a registry indexes tools by name, server and id, and an assignment to
@@ -94,7 +95,7 @@ class ToolDefinition(BaseModel):
     server_name: str | None = None
     state_transition: StateTransition = Field(default_factory=StateTransition)
     affordances: list[str] = Field(default_factory=list)
-    cost: float = Field(default=1.0, ge=0)
+    cost: float = Field(default=1.0, ge=0, allow_inf_nan=False)
     id: int | None = None
 
     @model_validator(mode="after")
@@ -117,3 +118,27 @@ class ToolDefinition(BaseModel):
         parts += [f"{parameter.name}: {parameter.type} = {parameter.default!r}" for parameter in self.optional_parameters]
         returns = self.return_spec.type if self.return_spec else "None"
         return f"{self.name}({', '.join(parts)}) -> {returns}"
+
+
+def reachable_states(tools: Iterable[ToolDefinition], held: Iterable[str] = ()) -> set[str]:
+    """Every state reachable from ``held`` by applying ``tools`` in any order: a forward fixpoint.
+
+    Each tool fires once, when its last missing requirement is reached, so the cost is linear in
+    the size of the tools' transitions.
+    """
+    reached = set(held)
+    tools = list(tools)
+    missing = [len(tool.state_transition.requires - reached) for tool in tools]
+    consumers: dict[str, list[int]] = {}
+    for index, tool in enumerate(tools):
+        for token in tool.state_transition.requires - reached:
+            consumers.setdefault(token, []).append(index)
+    ready = [index for index, count in enumerate(missing) if count == 0]
+    while ready:
+        for token in tools[ready.pop()].state_transition.produces - reached:
+            reached.add(token)
+            for index in consumers.get(token, ()):
+                missing[index] -= 1
+                if missing[index] == 0:
+                    ready.append(index)
+    return reached

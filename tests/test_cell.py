@@ -62,8 +62,34 @@ def test_bad_input_names_are_refused(chemistry_graph):
     result = plan(chemistry_graph, ["chemistry.descriptors_computed"])
     with pytest.raises(InputError, match="not a valid Python name"):
         render_cell(result, {"smiles list": "x"})
-    with pytest.raises(InputError, match="handle"):
-        render_cell(result, {"chemistry": "x"})
+    with pytest.raises(InputError, match="keyword"):
+        render_cell(result, {"class": "x"})
+    with pytest.raises(InputError, match="finite"):
+        render_cell(result, {"smiles": float("nan")})
+
+
+def test_an_input_named_like_a_handle_renames_the_handle_not_the_input():
+    from planner import StateGraph
+    from registry import ToolDefinition, ToolRegistry
+
+    registry = ToolRegistry()
+    registry.register_tool(ToolDefinition(name="load_text", server_name="text", module="textkit", required_parameters=[{"name": "text", "type": "str"}], state_transition={"produces": ["text.loaded"]}))
+    cell = render_cell(plan(StateGraph(registry), ["text.loaded"]), {"text": "hello"})
+    assert "await text_2.load_text(text=text)" in cell.code
+    assert cell.unbound == ()
+    assert compiles(cell.code)
+
+
+def test_two_servers_with_colliding_python_names_get_distinct_handles():
+    from planner import StateGraph
+    from registry import ToolDefinition, ToolRegistry
+
+    registry = ToolRegistry()
+    registry.register_tool(ToolDefinition(name="load", server_name="my-domain", module="a", state_transition={"produces": ["s.a"]}))
+    registry.register_tool(ToolDefinition(name="load", server_name="my_domain", module="b", state_transition={"produces": ["s.b"]}))
+    cell = render_cell(plan(StateGraph(registry), ["s.a", "s.b"]))
+    assert cell.handles == {"my_domain": ["load"], "my_domain_2": ["load"]}
+    assert "my_domain_2 = bind_module_tools('my_domain_2', {\n    'load': ('load', 'a')," in cell.code
 
 
 def test_instructions_carry_signatures_and_states(chemistry_graph):

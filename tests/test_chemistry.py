@@ -24,7 +24,7 @@ def test_parse_aspirin():
 def test_invalid_smiles_is_named():
     with pytest.raises(InvalidSmilesError, match="'C1CC'"):
         parse_molecule("C1CC")
-    with pytest.raises(InvalidSmilesError, match=r"'xyz' \(item 1 of the list\)"):
+    with pytest.raises(InvalidSmilesError, match=r"'xyz' \(item 2 of the list, index 1\)"):
         compute_fingerprints(["CCO", "xyz"])
 
 

@@ -65,7 +65,7 @@ def test_dead_kernel_is_reported():
             return await session.execute("import os\nos._exit(3)", timeout=30)
 
     result = run(scenario())
-    assert result.status == "dead"
+    assert result.status == "dead" and "variables are gone" in result.error["evalue"]
 
 
 def test_kernel_process_is_gone_after_the_session():
@@ -96,3 +96,60 @@ def test_tool_handles_are_awaitable_with_real_signature_and_docstring():
     bound, missing = run(scenario())
     assert bound.result == "('(smiles: str) -> dict', True, 'C2H6O', ['parse_molecule'])"
     assert missing.status == "error" and "bound tools: parse_molecule" in missing.error["evalue"]
+
+
+SLOW_TOOLS = '''
+import asyncio
+import time
+
+
+def nap(seconds: float) -> float:
+    """Sleep in plain Python (a blocking tool)."""
+    time.sleep(seconds)
+    return seconds
+
+
+async def wait(seconds: float) -> float:
+    """Sleep on the event loop (an async tool)."""
+    await asyncio.sleep(seconds)
+    return seconds
+'''
+
+BIND_SLOW_TOOLS = "from kernel.handles import bind_module_tools\nslow = bind_module_tools('slow', {'nap': ('nap', 'slow_tools'), 'wait': ('wait', 'slow_tools')})\n"
+
+
+@pytest.mark.parametrize("call", ["await slow.nap(seconds=60)", "await slow.wait(seconds=60)"])
+def test_timeout_interrupts_a_tool_call_inside_an_async_cell(tmp_path, call):
+    (tmp_path / "slow_tools.py").write_text(SLOW_TOOLS)
+
+    async def scenario():
+        async with KernelSession(cwd=str(tmp_path)) as session:
+            started = asyncio.get_running_loop().time()
+            result = await session.execute(BIND_SLOW_TOOLS + call, timeout=1.0)
+            elapsed = asyncio.get_running_loop().time() - started
+            after = await session.execute("await slow.nap(seconds=0)")
+            return result, elapsed, after
+
+    result, elapsed, after = run(scenario())
+    assert result.status == "timeout" and "was interrupted" in result.error["evalue"]
+    assert "KeyboardInterrupt" in result.error["traceback"]
+    assert elapsed < 8, "the interrupt did not stop the tool; the cell waited for the grace period"
+    assert after.status == "ok" and after.result == "0"
+
+
+def test_a_cell_that_prints_continuously_still_times_out():
+    async def scenario():
+        async with KernelSession() as session:
+            return await session.execute("import time\nwhile True:\n    print('tick', flush=True)\n    time.sleep(0.05)", timeout=1.0)
+
+    result = run(scenario())
+    assert result.status == "timeout" and "tick" in result.stdout
+
+
+def test_timeout_must_be_positive():
+    async def scenario():
+        async with KernelSession() as session:
+            await session.execute("1", timeout=0)
+
+    with pytest.raises(ValueError, match="positive"):
+        run(scenario())

@@ -88,8 +88,8 @@ def test_validate_reports_file_line_and_field(tmp_path):
     catalog.write_text("domain: demo\npackage: demo\ntools:\n  - name: t\n    cost: cheap\n")
     completed = toolpath("validate", str(catalog), "--json")
     assert completed.returncode == 1
-    (problem,) = json.loads(completed.stdout)["problems"]
-    assert (problem["line"], problem["field"]) == (5, "tools[0].cost")
+    (finding,) = json.loads(completed.stdout)["findings"]
+    assert (finding["line"], finding["code"], finding["field"]) == (5, "TP101", "tools[0].cost")
 
 
 def test_user_catalog_with_its_own_package_runs_in_the_kernel(tmp_path, embedder):

@@ -76,13 +76,15 @@ def test_unreachable_goal_names_the_missing_state():
         plan(graph, ["s.inside"])
     assert caught.value.unreachable == ["s.inside"]
     assert caught.value.missing == {"s.inside": ["s.key"]}
-    assert "you need s.key, and no tool produces it" in str(caught.value)
+    assert "to reach s.inside you need s.key, and no tool produces s.key" in str(caught.value)
 
 
 def test_avoiding_the_only_producer_makes_the_goal_unreachable(chemistry_graph):
     with pytest.raises(NoPlanError) as caught:
         plan(chemistry_graph, ["chemistry.molecules_clustered"], avoid=["compute_fingerprints"])
     assert caught.value.missing == {"chemistry.molecules_clustered": ["chemistry.fingerprints_computed"]}
+    assert caught.value.avoided == {"chemistry.fingerprints_computed": ["compute_fingerprints"]}
+    assert "only avoided tools produce chemistry.fingerprints_computed: compute_fingerprints" in str(caught.value)
 
 
 def test_zero_cost_tools_leave_no_redundant_steps():

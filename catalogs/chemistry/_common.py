@@ -8,31 +8,45 @@ from typing import Any
 from rdkit import Chem, RDLogger
 from rdkit.Chem import Crippen, Descriptors, Lipinski, rdMolDescriptors
 
-# RDKit prints its own parse errors to stderr; InvalidSmilesError carries a clearer message instead.
+# RDKit prints its own parse errors to stderr; InvalidSmilesError carries the reason instead.
 RDLogger.DisableLog("rdApp.*")
 
 
 class InvalidSmilesError(ValueError):
-    """A SMILES string RDKit cannot parse; ``smiles`` is the offending string."""
+    """A SMILES string RDKit cannot parse; ``smiles`` is the offending string, ``reason`` RDKit's complaint."""
 
-    def __init__(self, smiles: str, position: int | None = None):
+    def __init__(self, smiles: str, reason: str, index: int | None = None):
         self.smiles = smiles
-        where = f" (item {position} of the list)" if position is not None else ""
-        super().__init__(f"invalid SMILES {smiles!r}{where}: RDKit could not parse it; check brackets, ring closures and atom symbols")
+        self.reason = reason
+        where = f" (item {index + 1} of the list, index {index})" if index is not None else ""
+        super().__init__(f"invalid SMILES {smiles!r}{where}: {reason}")
 
 
-def molecule_from_smiles(smiles: Any, position: int | None = None) -> Chem.Mol:
-    """Parse ``smiles`` into an RDKit molecule.
+def molecule_from_smiles(smiles: Any, index: int | None = None) -> Chem.Mol:
+    """Parse ``smiles`` into a sanitized RDKit molecule.
+
+    Args:
+        smiles: the SMILES string.
+        index: its 0-based position when it comes from a list (for the error message).
 
     Raises:
-        InvalidSmilesError: when the string is empty or RDKit rejects it.
+        InvalidSmilesError: when the string is empty, is not SMILES syntax, or describes an
+            impossible molecule (the message carries RDKit's reason, e.g. a valence error).
         TypeError: when ``smiles`` is not a string.
     """
     if not isinstance(smiles, str):
         raise TypeError(f"expected a SMILES string, got {type(smiles).__name__}: {smiles!r}")
-    molecule = Chem.MolFromSmiles(smiles) if smiles.strip() else None
+    if not smiles.strip():
+        raise InvalidSmilesError(smiles, "the string is empty", index)
+    # Parse and sanitize in two steps: the first catches syntax, the second chemistry, and
+    # sanitization raises with RDKit's reason where a plain MolFromSmiles would only return None.
+    molecule = Chem.MolFromSmiles(smiles, sanitize=False)
     if molecule is None:
-        raise InvalidSmilesError(smiles, position)
+        raise InvalidSmilesError(smiles, "not valid SMILES syntax; check brackets, ring closures and atom symbols", index)
+    try:
+        Chem.SanitizeMol(molecule)
+    except Exception as error:  # RDKit raises several MolSanitizeException subclasses, and KekulizeException
+        raise InvalidSmilesError(smiles, f"RDKit rejects the molecule: {error}", index) from None
     return molecule
 
 
@@ -40,7 +54,7 @@ def molecules_from_smiles_list(smiles_list: Iterable[str]) -> list[Chem.Mol]:
     """Parse every SMILES of a list; the error names the first invalid one and its position."""
     if isinstance(smiles_list, str):
         raise TypeError("expected a list of SMILES strings, got a single string; wrap it in a list")
-    return [molecule_from_smiles(smiles, position) for position, smiles in enumerate(smiles_list)]
+    return [molecule_from_smiles(smiles, index) for index, smiles in enumerate(smiles_list)]
 
 
 def molecule_from_record(molecule: Any) -> Chem.Mol:

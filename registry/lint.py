@@ -1,0 +1,155 @@
+"""Catalog lint: stable rule codes for what makes a catalog wrong or weak.
+
+| code  | severity | finding |
+|-------|----------|---------|
+| TP001 | error    | a tool requires or produces a state token that no loaded catalog declares |
+| TP002 | warning  | a declared state that no tool produces (it can only be held from the start) |
+| TP003 | warning  | a tool that can never run from the empty state set (some requirement is unreachable) |
+| TP004 | warning  | a tool that produces no state (the planner can never choose it) |
+| TP005 | warning  | a tool or state with neither description nor affordances (search cannot find it) |
+| TP006 | error    | a parameter or return type string that is not a type expression |
+| TP007 | error    | with ``import_modules``: a tool's module or function cannot be imported |
+| TP100 | error    | the file cannot be read or is not valid YAML/JSON |
+| TP101 | error    | a field is missing, unknown or of the wrong type |
+| TP102 | error    | a state token declared twice (or differently in two files) |
+| TP103 | error    | a tool name used twice within one server |
+| TP104 | error    | a tool whose module cannot be resolved (no ``module`` and no ``package``) |
+
+TP1xx problems stop a catalog from loading; the linter reports them as findings and checks the files
+that did load. Codes never change meaning; new rules get new codes.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+from registry.catalog import Catalog, CatalogError, combine_catalogs, read_catalog
+from registry.names import function_names
+from registry.tools import reachable_states
+from registry.type_strings import TypeStringError, check_type_string
+
+Severity = Literal["error", "warning"]
+
+RULES: dict[str, tuple[Severity, str]] = {
+    "TP001": ("error", "undeclared state"),
+    "TP002": ("warning", "state no tool produces"),
+    "TP003": ("warning", "tool that can never run"),
+    "TP004": ("warning", "tool that produces nothing"),
+    "TP005": ("warning", "no description or affordances"),
+    "TP006": ("error", "unparseable type string"),
+    "TP007": ("error", "module or function cannot be imported"),
+    "TP100": ("error", "unreadable catalog"),
+    "TP101": ("error", "invalid field"),
+    "TP102": ("error", "duplicate state"),
+    "TP103": ("error", "duplicate tool name within a server"),
+    "TP104": ("error", "tool module cannot be resolved"),
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One lint finding; ``line``/``column`` are 1-based or ``None``."""
+
+    path: str
+    line: int | None
+    column: int | None
+    code: str
+    severity: Severity
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = self.path + (f":{self.line}:{self.column or 1}" if self.line is not None else "")
+        field = f" {self.field}:" if self.field else ""
+        return f"{where}: {self.code} {self.severity}:{field} {self.message}"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _finding(catalog: Catalog, location: list, code: str, message: str) -> Finding:
+    problem = catalog.locator.problem(location, message, code)
+    return Finding(problem.path, problem.line, problem.column, code, RULES[code][0], problem.field, message)
+
+
+def _check_catalog(catalog: Catalog, declared: set[str], producible: set[str], reachable: set[str], import_modules: bool) -> list[Finding]:
+    findings: list[Finding] = []
+    for index, state in enumerate(catalog.states):
+        if state.token not in producible:
+            findings.append(_finding(catalog, ["states", index, "token"], "TP002", f"no tool produces state {state.token!r}; it can only be held from the start (--have)"))
+        if not state.description and not state.affordances:
+            findings.append(_finding(catalog, ["states", index], "TP005", f"state {state.token!r} has neither description nor affordances; skill search cannot find it"))
+    for index, tool in enumerate(catalog.tools):
+        transition = tool.state_transition
+        for key in ("requires", "produces"):
+            for token in sorted(getattr(transition, key) - declared):
+                findings.append(_finding(catalog, ["tools", index, "state_transition", key], "TP001", f"tool {tool.name!r} {key} {token!r}, which no catalog declares; declare it under states or fix the token"))
+        unreachable = sorted(transition.requires - reachable)
+        if unreachable:
+            findings.append(_finding(catalog, ["tools", index, "state_transition", "requires"], "TP003", f"tool {tool.name!r} can never run from an empty start: nothing produces {', '.join(unreachable)}"))
+        if not transition.produces:
+            findings.append(_finding(catalog, ["tools", index, "state_transition"], "TP004", f"tool {tool.name!r} produces no state, so no plan will ever use it"))
+        if not tool.description and not tool.affordances:
+            findings.append(_finding(catalog, ["tools", index], "TP005", f"tool {tool.name!r} has neither description nor affordances; skill search cannot find it"))
+        typed = [(["required_parameters", position], parameter.type) for position, parameter in enumerate(tool.required_parameters)]
+        typed += [(["optional_parameters", position], parameter.type) for position, parameter in enumerate(tool.optional_parameters)]
+        if tool.return_spec is not None:
+            typed.append((["return_spec"], tool.return_spec.type))
+        for location, text in typed:
+            try:
+                check_type_string(text)
+            except TypeStringError as error:
+                findings.append(_finding(catalog, ["tools", index, *location, "type"], "TP006", str(error)))
+        if import_modules:
+            findings.extend(_check_import(catalog, index))
+    return findings
+
+
+def _check_import(catalog: Catalog, index: int) -> list[Finding]:
+    tool = catalog.tools[index]
+    try:
+        module = importlib.import_module(tool.module or "")
+    except Exception as error:  # an import runs arbitrary module code: any failure is the finding
+        return [_finding(catalog, ["tools", index], "TP007", f"tool {tool.name!r}: module {tool.module!r} cannot be imported ({type(error).__name__}: {error})")]
+    candidates = function_names(tool.name)
+    if not any(callable(getattr(module, candidate, None)) for candidate in candidates):
+        expected = " or ".join(repr(candidate) for candidate in candidates)
+        return [_finding(catalog, ["tools", index], "TP007", f"tool {tool.name!r}: module {tool.module!r} has no function {expected}")]
+    return []
+
+
+def lint_catalogs(paths: Iterable[str | Path], import_modules: bool = False) -> list[Finding]:
+    """Lint catalog files together (a token declared in one file counts for all).
+
+    Args:
+        paths: catalog files.
+        import_modules: also import each tool's module and check the function exists (runs their
+            import-time code).
+
+    Returns:
+        Findings sorted by file, line and code; empty when the catalogs are clean.
+    """
+    paths = list(paths)
+    findings: list[Finding] = []
+    catalogs: list[Catalog] = []
+    for path in paths:
+        try:
+            catalogs.append(read_catalog(path))
+        except CatalogError as error:
+            findings.extend(Finding(p.path, p.line, p.column, p.code, "error", p.field, p.message) for p in error.problems)
+    if catalogs:
+        try:
+            combine_catalogs(catalogs)
+        except CatalogError as error:
+            findings.extend(Finding(p.path, p.line, p.column, p.code, "error", p.field, p.message) for p in error.problems)
+    declared = {state.token for catalog in catalogs for state in catalog.states}
+    tools = [tool for catalog in catalogs for tool in catalog.tools]
+    producible = {token for tool in tools for token in tool.state_transition.produces}
+    reachable = reachable_states(tools)
+    for catalog in catalogs:
+        findings.extend(_check_catalog(catalog, declared, producible, reachable, import_modules))
+    return sorted(findings, key=lambda finding: (finding.path, finding.line or 0, finding.column or 0, finding.code))
