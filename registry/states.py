@@ -37,7 +37,17 @@ class State(BaseModel):
     def __init__(self, token: str | None = None, description: str = "", affordances: Iterable[str] | None = None, **data: Any):
         if token is not None:
             data["token"] = token
-        super().__init__(description=description, affordances=tuple(affordances or ()), **data)
+        # Pydantic also routes model_validate through this __init__: pass values on unconverted so
+        # the validators see exactly what the catalog said.
+        super().__init__(description=description, affordances=() if affordances is None else affordances, **data)
+
+    @field_validator("affordances", mode="before")
+    @classmethod
+    def _affordances_are_a_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            # Pydantic would split a lone string into characters; it is surely a missing pair of brackets.
+            raise ValueError(f"expected a list of phrases, got the single string {value!r}; write [{value!r}]")
+        return value
 
     @field_validator("token")
     @classmethod

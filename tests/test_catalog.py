@@ -106,3 +106,88 @@ def test_missing_file_is_a_catalog_error(tmp_path):
 def test_default_catalog_paths_are_shipped_yaml():
     paths = default_catalog_paths()
     assert [path.parent.name for path in paths] == ["chemistry"]
+
+
+def test_duplicate_yaml_keys_are_an_error_not_last_one_wins(tmp_path):
+    text = GOOD.replace("    description: Finish.\n", "    description: Finish.\n    description: Again.\n")
+    with pytest.raises(CatalogError, match="duplicate key 'description'") as caught:
+        read_catalog(write(tmp_path, "dup.yaml", text))
+    assert caught.value.problems[0].line == 10
+
+
+def test_duplicate_json_keys_are_an_error(tmp_path):
+    path = tmp_path / "dup.json"
+    path.write_text('{"domain": "a", "domain": "b"}')
+    with pytest.raises(CatalogError, match="duplicate key 'domain'"):
+        read_catalog(path)
+
+
+def test_alias_bomb_is_refused_quickly(tmp_path):
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{level}: &a{level} [" + ", ".join([f"*a{level - 1}"] * 10) + "]" for level in range(1, 9)]
+    with pytest.raises(CatalogError, match="expands to"):
+        read_catalog(write(tmp_path, "bomb.yaml", "\n".join(lines) + "\ndomain: demo\n"))
+
+
+def test_recursive_alias_is_refused(tmp_path):
+    with pytest.raises(CatalogError, match="refers to a node that contains it"):
+        read_catalog(write(tmp_path, "loop.yaml", "domain: &d [*d]\n"))
+
+
+def test_same_file_twice_loads_once(tmp_path):
+    path = write(tmp_path, "demo.yaml", GOOD)
+    loaded = load_catalogs([path, tmp_path / "." / "demo.yaml"])
+    assert len(loaded.registry) == 1
+
+
+def test_agora_workbench_catalog_json(tmp_path):
+    served = {
+        "server_name": "weather",
+        "tools": [
+            {
+                "name": "get_forecast",
+                "description": "Forecast for a city.",
+                "required_parameters": [{"name": "city", "type": "builtins.str", "description": "city name"}],
+                "optional_parameters": [{"name": "days", "type": "builtins.int", "default": 3}],
+                "return_spec": {"name": "forecast", "type": "builtins.list[builtins.dict]"},
+                "module": "weather_tools.forecast",
+                "state_transition": {"requires": [], "produces": ["weather.forecast_ready"]},
+            }
+        ],
+        "skills": [{"name": "weather.forecast_ready", "description": "A forecast is known.", "affordances": ["plan a trip"]}],
+    }
+    path = tmp_path / "agora.json"
+    path.write_text(json.dumps(served))
+    catalog = read_catalog(path)
+    (tool,) = catalog.tools
+    assert catalog.domain == "weather" and tool.server_name == "weather"
+    assert [parameter.type for parameter in tool.parameters] == ["str", "int"]
+    assert tool.return_spec.type == "list[dict]"
+    assert catalog.states[0].token == "weather.forecast_ready" and catalog.states[0].affordances == ("plan a trip",)
+
+
+def test_agora_workbench_errors_point_at_skills(tmp_path):
+    path = tmp_path / "agora.json"
+    path.write_text(json.dumps({"server_name": "w", "tools": [], "skills": [{"name": "w.a", "affordances": "not a list"}]}))
+    with pytest.raises(CatalogError) as caught:
+        read_catalog(path)
+    (problem,) = caught.value.problems
+    assert problem.field == "skills[0].affordances"
+
+
+def test_shipped_schema_is_current_and_shipped_catalogs_validate_against_it():
+    import jsonschema
+    import yaml
+    from pathlib import Path
+
+    from registry import catalog_json_schema
+
+    shipped = Path(default_catalog_paths()[0]).parent.parent / "catalog.schema.json"
+    schema = json.loads(shipped.read_text())
+    assert schema == catalog_json_schema(), "catalogs/catalog.schema.json is stale: regenerate it with `toolpath schema`"
+    for path in default_catalog_paths():
+        text = path.read_text()
+        assert text.startswith("# yaml-language-server: $schema=../catalog.schema.json")
+        jsonschema.validate(yaml.safe_load(text), schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"domain": "x", "tools": [{"name": "t", "cost": "cheap"}]}, schema)
