@@ -120,3 +120,20 @@ def test_user_catalog_with_its_own_package_runs_in_the_kernel(tmp_path, embedder
     run = workspace.run_task(task)
     assert run.result.status == "ok", run.result.error
     assert run.result.result == "'hello, Ada'"
+
+
+def test_validate_cli_on_the_three_classic_mistakes(tmp_path):
+    unknown_token = tmp_path / "unknown_token.yaml"
+    unknown_token.write_text("domain: d\npackage: p\nstates: [{token: d.a, description: a}]\ntools:\n  - {name: t, description: t, state_transition: {requires: [d.typo], produces: [d.a]}}\n")
+    wrong_type = tmp_path / "wrong_type.yaml"
+    wrong_type.write_text("domain: d2\npackage: p\nstates: [{token: d.a, description: a}]\ntools:\n  - name: t\n    required_parameters: [{name: x, type: 'dict[str'}]\n    state_transition: {produces: [d.a]}\n")
+    syntax = tmp_path / "syntax.yaml"
+    syntax.write_text("domain: d3\ntools:\n  - name: t\n   description: misindented\n")
+    results = {}
+    for path in (unknown_token, wrong_type, syntax):
+        completed = toolpath("validate", str(path), "--json")
+        assert completed.returncode == 1, completed.stdout
+        results[path.stem] = [(finding["code"], finding["line"]) for finding in json.loads(completed.stdout)["findings"] if finding["severity"] == "error"]
+    assert results == {"unknown_token": [("TP001", 5)], "wrong_type": [("TP006", 6)], "syntax": [("TP100", 4)]}
+    clean = toolpath("validate", *[str(path) for path in __import__("catalogs").default_catalog_paths()])
+    assert clean.returncode == 0 and "ok: 0 error(s), 0 warning(s)" in clean.stdout
