@@ -241,7 +241,7 @@ class KernelSession:
             if manager is not None and manager.has_kernel:
                 try:
                     await asyncio.wait_for(manager.shutdown_kernel(now=False), timeout=10.0)
-                except (asyncio.TimeoutError, RuntimeError):
+                except (TimeoutError, RuntimeError):
                     await manager.shutdown_kernel(now=True)
         finally:
             if log is not None:

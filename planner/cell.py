@@ -22,6 +22,8 @@ from registry.names import NameMap, handle_name, python_identifier
 
 BINDER_MODULE = "kernel.handles"
 BINDER_FUNCTION = "bind_module_tools"
+#: The toolkit of a tool that names no server.
+DEFAULT_TOOLKIT = "tools"
 
 
 class InputError(ValueError):
@@ -122,11 +124,11 @@ class _Bindings:
 
     @classmethod
     def of(cls, tools: list[ToolDefinition], taken: set[str]) -> _Bindings:
-        servers = NameMap({tool.server_name or "tools" for tool in tools}, base=handle_name, taken=taken)
+        servers = NameMap({tool.server_name or DEFAULT_TOOLKIT for tool in tools}, base=handle_name, taken=taken)
         handles: dict[str, dict[str, tuple[str, str]]] = {}
         targets: dict[int, str] = {}
         for server in sorted(servers.items()):
-            members = [tool for tool in tools if (tool.server_name or "tools") == server]
+            members = [tool for tool in tools if (tool.server_name or DEFAULT_TOOLKIT) == server]
             attributes = NameMap(tool.name for tool in members)
             handle = servers.python(server)
             for tool in members:
