@@ -3,6 +3,8 @@
 ``kernel.session`` runs on the host; ``kernel.handles`` is imported inside the kernel.
 """
 
-from kernel.session import CellResult, KernelError, KernelSession
+from kernel.codemode import CodeMode, format_for_model
+from kernel.output import CellResult, OutputLimits
+from kernel.session import KernelBusyError, KernelError, KernelSession
 
-__all__ = ["CellResult", "KernelError", "KernelSession"]
+__all__ = ["CodeMode", "format_for_model", "CellResult", "KernelBusyError", "KernelError", "KernelSession", "OutputLimits"]

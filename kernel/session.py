@@ -13,17 +13,15 @@ import asyncio
 import math
 import os
 import queue
-import re
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
-from typing import Literal
 
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 
-_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+from kernel.output import CellOutput, CellResult, OutputLimits
+
 _POLL_SECONDS = 0.5
 #: Seconds a cell gets to stop after its timeout interrupt before it is reported as stuck.
 INTERRUPT_GRACE = 10.0
@@ -34,28 +32,8 @@ class KernelError(RuntimeError):
     """The kernel could not be started, or died; the message says what to check."""
 
 
-@dataclass(frozen=True)
-class CellResult:
-    """What running one cell showed.
-
-    Attributes:
-        status: ``"ok"``, ``"error"`` (an exception), ``"timeout"`` (interrupted after the time
-            limit) or ``"dead"`` (the kernel died during the cell).
-        stdout / stderr: the streams, in order of arrival.
-        result: the ``text/plain`` form of the cell's last expression (``Out[n]``), if any.
-        error: ``{"ename", "evalue", "traceback"}`` for an exception (traceback without ANSI colours).
-        execution_count: the kernel's ``In[n]`` number.
-    """
-
-    status: Literal["ok", "error", "timeout", "dead"]
-    stdout: str = ""
-    stderr: str = ""
-    result: str | None = None
-    error: dict | None = None
-    execution_count: int | None = None
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+class KernelBusyError(KernelError):
+    """An earlier cell ignored its interrupt and still holds the kernel; see :meth:`KernelSession.wait_until_idle`."""
 
 
 class _InterpreterSpecs(KernelSpecManager):
@@ -98,6 +76,7 @@ class KernelSession:
         self._client = None
         self._directory: tempfile.TemporaryDirectory | None = None
         self._log = None
+        self._stuck_message_id: str | None = None
 
     async def __aenter__(self) -> KernelSession:
         await self.start()
@@ -153,72 +132,92 @@ class KernelSession:
         self._log.seek(max(0, size - limit))
         return self._log.read().decode("utf-8", "replace").strip()
 
-    async def execute(self, code: str, timeout: float | None = 300.0) -> CellResult:
+    @property
+    def busy(self) -> bool:
+        """True while a cell that ignored its interrupt may still be running."""
+        return self._stuck_message_id is not None
+
+    async def wait_until_idle(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a stuck cell to finish; True when the kernel is free."""
+        if self._stuck_message_id is None:
+            return True
+        assert self._client is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                message = await self._client.get_iopub_msg(timeout=min(_POLL_SECONDS, max(0.01, deadline - time.monotonic())))
+            except queue.Empty:
+                continue
+            if message.get("parent_header", {}).get("msg_id") == self._stuck_message_id and message["msg_type"] == "status" and message["content"].get("execution_state") == "idle":
+                self._stuck_message_id = None
+                return True
+        return False
+
+    async def is_alive(self) -> bool:
+        return self._manager is not None and await self._manager.is_alive()
+
+    async def execute(self, code: str, timeout: float | None = 300.0, limits: OutputLimits | None = None, silent: bool = False, interrupt_grace: float = INTERRUPT_GRACE) -> CellResult:
         """Run ``code`` as one cell (top-level ``await`` allowed) and collect its output.
 
         Args:
             code: the cell.
             timeout: seconds before the kernel is interrupted (must be positive); ``None`` waits
-                forever. A cell that does not stop within ``INTERRUPT_GRACE`` seconds of the
-                interrupt is reported as a timeout and left running.
+                forever. A cell still running ``interrupt_grace`` seconds after the interrupt is
+                ``"aborted"`` and the session stays :attr:`busy` until it finishes.
+            limits: output caps (default :class:`OutputLimits`).
+            silent: run without a history entry or ``Out[n]`` (for housekeeping cells).
 
         Raises:
             KernelError: the session was not started.
+            KernelBusyError: an earlier aborted cell still holds the kernel.
             ValueError: a timeout that is not a positive number.
         """
         if self._client is None or self._manager is None:
             raise KernelError("the kernel session is not started; use `async with KernelSession() as session`")
+        if self._stuck_message_id is not None:
+            raise KernelBusyError("an earlier cell ignored its interrupt and is still running; wait for it or restart the kernel")
         if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
             raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
         client, manager = self._client, self._manager
+        output = CellOutput(limits or OutputLimits())
         # allow_stdin=False makes input() raise StdinNotImplementedError instead of hanging the cell.
-        message_id = client.execute(code, store_history=True, allow_stdin=False)
-        stdout: list[str] = []
-        stderr: list[str] = []
-        result: str | None = None
-        error: dict | None = None
+        message_id = client.execute(code, silent=silent, store_history=not silent, allow_stdin=False)
         deadline = None if timeout is None else time.monotonic() + timeout
         interrupted = False
         while True:
             # The deadline is checked on every message, so a cell that prints continuously still times out.
             if deadline is not None and time.monotonic() > deadline:
                 if interrupted:
-                    evalue = f"the cell ran over {timeout:g} s and did not stop within {INTERRUPT_GRACE:g} s of the interrupt; the kernel is still busy"
-                    return CellResult("timeout", "".join(stdout), "".join(stderr), result, {"ename": "Timeout", "evalue": evalue, "traceback": ""})
+                    self._stuck_message_id = message_id
+                    evalue = f"the cell ran over {timeout:g} s and ignored the interrupt for {interrupt_grace:g} s; it may still be running"
+                    return output.build("aborted", error={"ename": "Aborted", "evalue": evalue, "traceback": ""})
                 await manager.interrupt_kernel()
                 interrupted = True
-                deadline = time.monotonic() + INTERRUPT_GRACE
+                deadline = time.monotonic() + interrupt_grace
             try:
                 message = await client.get_iopub_msg(timeout=_POLL_SECONDS)
             except queue.Empty:
                 if not await manager.is_alive():
                     log = self._log_tail()
                     evalue = "the kernel process exited during the cell; its variables are gone" + (f". Its last output:\n{log}" if log else "")
-                    return CellResult("dead", "".join(stdout), "".join(stderr), result, {"ename": "KernelDied", "evalue": evalue, "traceback": ""})
+                    return output.build("dead", error={"ename": "KernelDied", "evalue": evalue, "traceback": ""})
                 continue
             if message.get("parent_header", {}).get("msg_id") != message_id:
                 continue
             kind, content = message["msg_type"], message["content"]
-            if kind == "stream":
-                (stdout if content.get("name") == "stdout" else stderr).append(content.get("text", ""))
-            elif kind == "execute_result":
-                result = content.get("data", {}).get("text/plain")
-            elif kind == "error":
-                error = {
-                    "ename": content.get("ename", ""),
-                    "evalue": content.get("evalue", ""),
-                    "traceback": _ANSI_ESCAPE.sub("", "\n".join(content.get("traceback", []))),
-                }
-            elif kind == "status" and content.get("execution_state") == "idle":
-                break
+            if kind == "status":
+                if content.get("execution_state") == "idle":
+                    break
+                continue
+            output.add(kind, content)
         execution_count = await self._execution_count(message_id)
-        if error is None:
+        if output.error is None:
             # A cell that finished just as the interrupt was sent still succeeded.
-            return CellResult("ok", "".join(stdout), "".join(stderr), result, None, execution_count)
-        if interrupted and error["ename"] == "KeyboardInterrupt":
-            error = {**error, "ename": "Timeout", "evalue": f"the cell ran over {timeout:g} s and was interrupted"}
-            return CellResult("timeout", "".join(stdout), "".join(stderr), result, error, execution_count)
-        return CellResult("error", "".join(stdout), "".join(stderr), result, error, execution_count)
+            return output.build("ok", execution_count)
+        if interrupted and output.error["ename"] == "KeyboardInterrupt":
+            error = {**output.error, "ename": "Timeout", "evalue": f"the cell ran over {timeout:g} s and was interrupted"}
+            return output.build("timeout", execution_count, error=error)
+        return output.build("error", execution_count)
 
     async def _execution_count(self, message_id: str) -> int | None:
         """Read the shell reply of ``message_id`` (it carries the execution count)."""
@@ -235,6 +234,7 @@ class KernelSession:
         """Stop the kernel and its channels and remove its private directory; safe to call twice."""
         client, manager, directory, log = self._client, self._manager, self._directory, self._log
         self._client = self._manager = self._directory = self._log = None
+        self._stuck_message_id = None
         try:
             if client is not None:
                 client.stop_channels()

@@ -1,0 +1,432 @@
+"""CodeMode: persistent IPython kernels, one per session, for agents that write Python.
+
+A model gets two tools: ``execute(code)`` runs a cell in its session's kernel, ``restart()`` discards
+the kernel and its state. Programs get ``run``/``variables``/``value``/``shutdown`` and their async
+twins. The session id always comes from the caller (the agent run), never from cell code.
+
+Contract:
+
+- The first cell of a session starts its kernel (taken from a pool of pre-started kernels when one
+  is ready); the kernel is reused until it has been idle for ``idle_ttl`` seconds. ``max_kernels``
+  caps live session kernels: a new session evicts the least recently used idle one.
+- Cells of one session run one at a time, in call order; sessions run in parallel.
+- A cell over ``timeout`` is interrupted. One that ignores the interrupt returns ``"aborted"``; the
+  next cell waits up to ``busy_wait`` seconds for it, then returns ``"busy"`` telling the model to
+  retry or restart — or, with ``on_busy_kernel="restart"``, restarts the kernel and runs the cell.
+- A kernel that dies is reported with its last output; the next cell starts a fresh kernel and says
+  that earlier state is gone.
+
+All kernels are driven from one private event loop on a background thread: jupyter_client's async
+sockets belong to the loop that made them, and a private loop lets the sync methods work from plain
+code and from inside someone else's running loop alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import threading
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypeVar
+
+from kernel.output import CellResult, OutputLimits
+from kernel.session import INTERRUPT_GRACE, KernelError, KernelSession
+
+T = TypeVar("T")
+
+_SETUP_MODULE = "kernel.kernel_setup"
+
+
+@dataclass
+class _Session:
+    """A session's kernel and bookkeeping; ``lock`` serialises its cells."""
+
+    session_id: str
+    kernel: KernelSession | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    last_used: float = field(default_factory=time.monotonic)
+    notice: str = ""
+
+
+class CodeMode:
+    """Persistent IPython kernels keyed by session id.
+
+    Args:
+        allow_restart: offer ``restart`` to the model (see :meth:`model_tools`); ``False`` also makes
+            :meth:`restart` raise.
+        allow_shell: keep ``%%bash`` and ``!`` shell escapes; ``False`` removes them (this keeps a
+            model on Python; it is **not** a security boundary: ``subprocess`` still works).
+        on_busy_kernel: ``"wait"`` (report busy after ``busy_wait``) or ``"restart"`` (restart the
+            kernel and run the cell).
+        busy_wait: seconds a cell waits for an earlier aborted cell to finish.
+        idle_ttl: seconds after which an unused session's kernel is shut down.
+        timeout: seconds before a cell is interrupted; ``None`` waits forever.
+        python: the kernels' interpreter; default the running one.
+        cwd: the kernels' working directory; default the current one.
+        env: variables laid over the process environment for the kernels.
+        startup_code: Python run in every new kernel before its first cell.
+        max_output_chars / max_images_per_cell / max_image_bytes: output caps per cell
+            (:class:`kernel.OutputLimits`).
+        max_kernels: cap on live session kernels (pool kernels not included); ``None`` for no cap.
+        pool_size: kernels kept started and ready for new sessions; 0 disables the pool.
+        interrupt_grace: seconds a timed-out cell gets to stop after the interrupt before it is
+            reported ``"aborted"``.
+
+    Raises:
+        ValueError: for an unknown ``on_busy_kernel`` or a negative number.
+    """
+
+    def __init__(
+        self,
+        *,
+        allow_restart: bool = True,
+        allow_shell: bool = True,
+        on_busy_kernel: Literal["wait", "restart"] = "wait",
+        busy_wait: float = 5.0,
+        idle_ttl: float = 1800.0,
+        timeout: float | None = 300.0,
+        python: str | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        startup_code: str | None = None,
+        max_output_chars: int = 65_536,
+        max_images_per_cell: int = 8,
+        max_image_bytes: int = 5_000_000,
+        max_kernels: int | None = None,
+        pool_size: int = 1,
+        interrupt_grace: float = INTERRUPT_GRACE,
+    ):
+        if on_busy_kernel not in ("wait", "restart"):
+            raise ValueError(f"on_busy_kernel must be 'wait' or 'restart', got {on_busy_kernel!r}")
+        for name, value in (("interrupt_grace", interrupt_grace), ("busy_wait", busy_wait), ("idle_ttl", idle_ttl), ("pool_size", pool_size), ("max_output_chars", max_output_chars), ("max_images_per_cell", max_images_per_cell), ("max_image_bytes", max_image_bytes)):
+            if value < 0:
+                raise ValueError(f"{name} must not be negative, got {value}")
+        if max_kernels is not None and max_kernels < 1:
+            raise ValueError(f"max_kernels must be at least 1 (or None), got {max_kernels}")
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"timeout must be positive (or None), got {timeout}")
+        self.allow_restart = allow_restart
+        self.allow_shell = allow_shell
+        self.on_busy_kernel = on_busy_kernel
+        self.busy_wait = busy_wait
+        self.idle_ttl = idle_ttl
+        self.timeout = timeout
+        self.python = python
+        self.cwd = cwd
+        self.env = dict(env or {})
+        self.startup_code = startup_code
+        self.limits = OutputLimits(max_output_chars, max_images_per_cell, max_image_bytes)
+        self.max_kernels = max_kernels
+        self.pool_size = pool_size
+        self.interrupt_grace = interrupt_grace
+        self._sessions: dict[str, _Session] = {}
+        self._pool: list[KernelSession] = []
+        self._pool_filling: asyncio.Task | None = None
+        self._reaper: asyncio.Task | None = None
+        self._closed = False
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="toolpath-codemode", daemon=True)
+        self._thread.start()
+        self._submit(self._start_background_tasks()).result()
+
+    # -- running coroutines on the private loop -------------------------------------------------
+
+    def _submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        if self._closed:
+            coroutine.close()
+            raise KernelError("this CodeMode has been shut down; create a new one")
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+
+    def _wait(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        if threading.current_thread() is self._thread:
+            coroutine.close()
+            raise RuntimeError("a sync CodeMode method was called from CodeMode's own loop; use the async variant")
+        return self._submit(coroutine).result()
+
+    async def _await(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return await asyncio.wrap_future(self._submit(coroutine))
+
+    async def _start_background_tasks(self) -> None:
+        self._reaper = asyncio.create_task(self._reap_idle_sessions())
+        self._fill_pool()
+
+    # -- kernels ---------------------------------------------------------------------------------
+
+    async def _new_kernel(self) -> KernelSession:
+        kernel = KernelSession(python=self.python, cwd=self.cwd, env=self.env)
+        await kernel.start()
+        try:
+            setup = await kernel.execute(f"import {_SETUP_MODULE} as _toolpath_setup\n_toolpath_setup.configure(allow_shell={self.allow_shell!r})\ndel _toolpath_setup", timeout=60, silent=True)
+            if setup.status != "ok":
+                raise KernelError(f"setting up the kernel failed: {_describe_error(setup)}")
+            if self.startup_code:
+                startup = await kernel.execute(self.startup_code, timeout=self.timeout, silent=True)
+                if startup.status != "ok":
+                    raise KernelError(f"startup_code failed: {_describe_error(startup)}")
+        except BaseException:
+            await kernel.shutdown()
+            raise
+        return kernel
+
+    def _fill_pool(self) -> None:
+        if self.pool_size and (self._pool_filling is None or self._pool_filling.done()):
+            self._pool_filling = asyncio.create_task(self._refill())
+
+    async def _refill(self) -> None:
+        while len(self._pool) < self.pool_size and not self._closed:
+            try:
+                kernel = await self._new_kernel()
+            except KernelError:
+                return  # a session that needs a kernel will start one itself and report the error
+            if self._closed:
+                await kernel.shutdown()
+                return
+            self._pool.append(kernel)
+
+    async def _take_kernel(self) -> KernelSession:
+        while self._pool:
+            kernel = self._pool.pop(0)
+            self._fill_pool()
+            if await kernel.is_alive():
+                return kernel
+            await kernel.shutdown()
+        kernel = await self._new_kernel()
+        self._fill_pool()
+        return kernel
+
+    async def _make_room(self, joining: str) -> None:
+        """Evict the least recently used idle session when a new one would exceed ``max_kernels``."""
+        if self.max_kernels is None:
+            return
+        live = [session for session in self._sessions.values() if session.kernel is not None and session.session_id != joining]
+        if len(live) < self.max_kernels:
+            return
+        idle = sorted((session for session in live if not session.lock.locked()), key=lambda session: session.last_used)
+        if not idle:
+            raise KernelError(f"all {self.max_kernels} kernels are running cells; retry when one finishes, or raise max_kernels")
+        await self._discard(idle[0], evicted=True)
+
+    async def _discard(self, session: _Session, evicted: bool = False) -> None:
+        kernel, session.kernel = session.kernel, None
+        if evicted:
+            self._sessions.pop(session.session_id, None)
+        if kernel is not None:
+            await kernel.shutdown()
+
+    async def _reap_idle_sessions(self) -> None:
+        interval = max(0.05, min(self.idle_ttl / 4, 60.0))
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for session in list(self._sessions.values()):
+                if session.kernel is not None and not session.lock.locked() and now - session.last_used > self.idle_ttl:
+                    await self._discard(session, evicted=True)
+
+    # -- cells ------------------------------------------------------------------------------------
+
+    async def _run(self, code: str, session_id: str) -> CellResult:
+        if not isinstance(session_id, str) or not session_id:
+            raise ValueError("session_id must be a non-empty string given by the caller")
+        session = self._sessions.get(session_id)
+        if session is None:
+            session = self._sessions[session_id] = _Session(session_id)
+        async with session.lock:
+            notice, session.notice = session.notice, ""
+            if session.kernel is not None and session.kernel.busy and not await session.kernel.wait_until_idle(self.busy_wait):
+                if self.on_busy_kernel == "wait":
+                    session.last_used = time.monotonic()
+                    evalue = "the environment is still busy with an earlier cell that ignored its interrupt; retry in a moment, or restart to discard the kernel and its state"
+                    return CellResult("busy", error={"ename": "Busy", "evalue": evalue, "traceback": ""}, notice=notice)
+                await self._discard(session)
+                notice = _join(notice, "The kernel was restarted because an earlier cell would not stop; earlier variables are gone.")
+            if session.kernel is None:
+                await self._make_room(session_id)
+                session.kernel = await self._take_kernel()
+            result = await session.kernel.execute(code, timeout=self.timeout, limits=self.limits, interrupt_grace=self.interrupt_grace)
+            session.last_used = time.monotonic()
+            if result.status == "dead":
+                await self._discard(session)
+                session.notice = "The kernel died during the previous cell; this is a fresh kernel and earlier variables are gone."
+            if notice:
+                result = _with_notice(result, notice)
+            return result
+
+    async def _restart(self, session_id: str) -> None:
+        if not self.allow_restart:
+            raise PermissionError("restart is disabled for this CodeMode (allow_restart=False)")
+        session = self._sessions.get(session_id)
+        if session is None:
+            return
+        # No lock: a restart must work while a stuck cell holds the session.
+        await self._discard(session)
+        session.notice = "The kernel was restarted; earlier variables are gone."
+
+    async def _introspect(self, code: str, session_id: str) -> Any:
+        session = self._sessions.get(session_id)
+        if session is None or session.kernel is None:
+            raise KeyError(f"session {session_id!r} has no kernel; run a cell first")
+        async with session.lock:
+            result = await session.kernel.execute(code, timeout=30, silent=True)
+        if result.status != "ok":
+            raise KernelError(f"inspecting the session failed: {_describe_error(result)}")
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+    async def _shutdown(self) -> None:
+        self._closed = True
+        for task in (self._reaper, self._pool_filling):
+            if task is not None:
+                task.cancel()
+        kernels = [session.kernel for session in self._sessions.values() if session.kernel is not None] + self._pool
+        self._sessions.clear()
+        self._pool = []
+        await asyncio.gather(*(kernel.shutdown() for kernel in kernels), return_exceptions=True)
+
+    # -- model-facing tools -----------------------------------------------------------------------
+
+    async def aexecute(self, code: str, session_id: str) -> str:
+        """Run a Python cell in the session's kernel and return what it showed, as text for a model."""
+        return format_for_model(await self.arun(code, session_id))
+
+    def execute(self, code: str, session_id: str) -> str:
+        """Sync :meth:`aexecute`."""
+        return format_for_model(self.run(code, session_id))
+
+    async def arestart(self, session_id: str) -> str:
+        """Discard the session's kernel and all its variables; the next cell starts fresh."""
+        await self._await(self._restart(session_id))
+        return "The kernel was restarted; all variables are gone."
+
+    def restart(self, session_id: str) -> str:
+        """Sync :meth:`arestart`."""
+        self._wait(self._restart(session_id))
+        return "The kernel was restarted; all variables are gone."
+
+    def model_tools(self) -> dict[str, Any]:
+        """The tools to offer a model: ``execute``, and ``restart`` unless ``allow_restart=False``."""
+        tools: dict[str, Any] = {"execute": self.aexecute}
+        if self.allow_restart:
+            tools["restart"] = self.arestart
+        return tools
+
+    def instructions(self) -> str:
+        """Text for a model: how the kernel behaves and the limits in force."""
+        lines = [
+            "You have a persistent IPython kernel: variables, imports and functions you define stay available to later cells.",
+            "Top-level `await` works in cells.",
+            "Input from the user (input()) is not available.",
+        ]
+        if self.allow_shell:
+            lines.append("Shell commands: start a cell with %%bash, or prefix a line with !.")
+        else:
+            lines.append("Shell commands (%%bash, !) are disabled: use Python.")
+        timeout = "no time limit" if self.timeout is None else f"{self.timeout:g} seconds"
+        lines.append(f"Each cell may run for {timeout}; output streams are cut to {self.limits.max_output_chars:,} characters (head and tail kept); at most {self.limits.max_images_per_cell} images of {self.limits.max_image_bytes:,} bytes each are returned.")
+        if self.allow_restart:
+            lines.append("Call restart to discard the kernel and start again with no variables.")
+        return "\n".join(lines) + "\n"
+
+    # -- developer surface ------------------------------------------------------------------------
+
+    async def arun(self, code: str, session_id: str) -> CellResult:
+        """Run a cell and return the structured :class:`CellResult`."""
+        return await self._await(self._run(code, session_id))
+
+    def run(self, code: str, session_id: str) -> CellResult:
+        """Sync :meth:`arun`."""
+        return self._wait(self._run(code, session_id))
+
+    async def avariables(self, session_id: str) -> list[str]:
+        """Names of the user's variables in the session (IPython's ``%who_ls``)."""
+        return await self._await(self._introspect(f"import {_SETUP_MODULE} as _s; _s.print_variables(); del _s", session_id))
+
+    def variables(self, session_id: str) -> list[str]:
+        return self._wait(self._introspect(f"import {_SETUP_MODULE} as _s; _s.print_variables(); del _s", session_id))
+
+    async def avalue(self, name: str, session_id: str) -> Any:
+        """The value of a JSON-serialisable variable; raises ``KeyError``/``ValueError`` otherwise."""
+        return _value_or_raise(await self._await(self._introspect(_value_code(name), session_id)))
+
+    def value(self, name: str, session_id: str) -> Any:
+        return _value_or_raise(self._wait(self._introspect(_value_code(name), session_id)))
+
+    def sessions(self) -> list[str]:
+        """Ids of the sessions with a live kernel."""
+        return sorted(session.session_id for session in self._sessions.values() if session.kernel is not None)
+
+    async def ashutdown(self) -> None:
+        """Shut down every kernel (sessions and pool) and stop the background loop."""
+        if not self._closed:
+            await self._await(self._shutdown())
+            self._stop_loop()
+
+    def shutdown(self) -> None:
+        """Sync :meth:`ashutdown`."""
+        if not self._closed:
+            self._wait(self._shutdown())
+            self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> CodeMode:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.shutdown()
+
+    async def __aenter__(self) -> CodeMode:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.ashutdown()
+
+
+def _value_code(name: str) -> str:
+    return f"import {_SETUP_MODULE} as _s; _s.print_value({name!r}); del _s"
+
+
+def _value_or_raise(answer: dict) -> Any:
+    if "error" in answer:
+        raise (KeyError if answer["error"].startswith("no variable") else ValueError)(answer["error"])
+    return answer["value"]
+
+
+def _join(first: str, second: str) -> str:
+    return f"{first} {second}".strip()
+
+
+def _with_notice(result: CellResult, notice: str) -> CellResult:
+    return replace(result, notice=_join(notice, result.notice))
+
+
+def _describe_error(result: CellResult) -> str:
+    if result.error:
+        return result.error.get("traceback") or f"{result.error.get('ename')}: {result.error.get('evalue')}"
+    return result.status
+
+
+def format_for_model(result: CellResult) -> str:
+    """One text block for a model: notice, stdout, stderr, ``Out``, error, truncation and images."""
+    parts = []
+    if result.notice:
+        parts.append(f"[{result.notice}]")
+    if result.stdout:
+        parts.append(result.stdout.rstrip("\n"))
+    if result.stderr:
+        parts.append("[stderr]\n" + result.stderr.rstrip("\n"))
+    if result.result is not None:
+        parts.append(f"Out[{result.execution_count}]: {result.result}" if result.execution_count else result.result)
+    if result.error:
+        parts.append(result.error.get("traceback") or f"{result.error.get('ename')}: {result.error.get('evalue')}")
+        if result.error.get("traceback") and result.status in ("timeout", "aborted"):
+            parts.append(f"{result.error.get('ename')}: {result.error.get('evalue')}")
+    if result.truncated:
+        parts.append(f"[output truncated: {', '.join(result.truncated)}]")
+    if result.images:
+        parts.append(f"[{len(result.images)} image(s) attached]")
+    parts.extend(f"[{line}]" for line in result.dropped_images)
+    return "\n".join(parts) if parts else "[no output]"

@@ -1,0 +1,192 @@
+"""Collecting one cell's output within limits: capped streams, capped tracebacks, PNG images.
+
+Every text stream — stdout, stderr, the ``Out[n]`` text and the traceback — keeps its head and its
+tail within ``max_output_chars`` and drops the middle, so both how a long run started and how it ended
+stay visible; memory stays bounded however much a cell prints. At most ``max_images_per_cell`` PNG
+images of at most ``max_image_bytes`` each are kept; every dropped image is named.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+Status = Literal["ok", "error", "timeout", "aborted", "busy", "dead"]
+
+
+@dataclass(frozen=True)
+class OutputLimits:
+    """Caps applied to one cell's output (defaults from the CodeMode design)."""
+
+    max_output_chars: int = 65_536
+    max_images_per_cell: int = 8
+    max_image_bytes: int = 5_000_000
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """What running one cell showed.
+
+    Attributes:
+        status: ``"ok"``; ``"error"`` (an exception); ``"timeout"`` (interrupted after the time
+            limit); ``"aborted"`` (the cell ignored the interrupt and may still be running);
+            ``"busy"`` (an earlier aborted cell still holds the kernel; nothing ran); ``"dead"`` (the
+            kernel died during the cell).
+        stdout / stderr: the streams, in order of arrival, capped.
+        result: the ``text/plain`` form of the cell's last expression (``Out[n]``), capped.
+        error: ``{"ename", "evalue", "traceback"}`` (traceback without ANSI colours, capped).
+        execution_count: the kernel's ``In[n]`` number.
+        images: PNG images the cell displayed, as bytes.
+        truncated: names of the streams whose middle was dropped (``stdout``, ``stderr``,
+            ``result``, ``traceback``, ``evalue``).
+        dropped_images: one line per image that was not kept, saying why.
+        notice: a message for the model about the session itself (a restarted kernel, lost state).
+    """
+
+    status: Status
+    stdout: str = ""
+    stderr: str = ""
+    result: str | None = None
+    error: dict | None = None
+    execution_count: int | None = None
+    images: tuple[bytes, ...] = ()
+    truncated: tuple[str, ...] = ()
+    dropped_images: tuple[str, ...] = ()
+    notice: str = ""
+
+    def to_dict(self) -> dict:
+        """JSON-ready form; images become base64 strings."""
+        return {
+            "status": self.status,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "result": self.result,
+            "error": self.error,
+            "execution_count": self.execution_count,
+            "images": [base64.b64encode(image).decode("ascii") for image in self.images],
+            "truncated": list(self.truncated),
+            "dropped_images": list(self.dropped_images),
+            "notice": self.notice,
+        }
+
+
+class CappedText:
+    """Text kept as head + tail within ``limit`` characters, however much is appended."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._head_limit = limit - limit // 2
+        self._tail_limit = limit // 2
+        self._head = ""
+        self._tail = ""
+        self.total = 0
+
+    def append(self, text: str) -> None:
+        self.total += len(text)
+        room = self._head_limit - len(self._head)
+        if room > 0:
+            self._head += text[:room]
+            text = text[room:]
+        if text and self._tail_limit:
+            self._tail = (self._tail + text)[-self._tail_limit :]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.limit
+
+    def text(self) -> str:
+        if not self.truncated:
+            return self._head + self._tail
+        dropped = self.total - len(self._head) - len(self._tail)
+        return f"{self._head}\n... [{dropped:,} characters truncated] ...\n{self._tail}"
+
+
+def cap(text: str, limit: int) -> tuple[str, bool]:
+    """``text`` capped to ``limit`` characters (head and tail kept), and whether it was cut."""
+    capped = CappedText(limit)
+    capped.append(text)
+    return capped.text(), capped.truncated
+
+
+@dataclass
+class CellOutput:
+    """Accumulates the iopub messages of one cell (``add``), then builds the :class:`CellResult`."""
+
+    limits: OutputLimits
+    stdout: CappedText = field(init=False)
+    stderr: CappedText = field(init=False)
+    result: str | None = None
+    error: dict | None = None
+    images: list[bytes] = field(default_factory=list)
+    dropped_images: list[str] = field(default_factory=list)
+    _images_seen: int = 0
+
+    def __post_init__(self) -> None:
+        self.stdout = CappedText(self.limits.max_output_chars)
+        self.stderr = CappedText(self.limits.max_output_chars)
+
+    def add(self, kind: str, content: dict) -> None:
+        """Take one iopub message of the cell (``stream``, ``execute_result``, ``display_data``, ``error``)."""
+        if kind == "stream":
+            (self.stdout if content.get("name") == "stdout" else self.stderr).append(content.get("text", ""))
+        elif kind in ("execute_result", "display_data"):
+            data = content.get("data", {})
+            if "image/png" in data:
+                self._add_image(data["image/png"])
+            if kind == "execute_result":
+                self.result = data.get("text/plain")
+        elif kind == "error":
+            self.error = {
+                "ename": content.get("ename", ""),
+                "evalue": content.get("evalue", ""),
+                "traceback": _ANSI_ESCAPE.sub("", "\n".join(content.get("traceback", []))),
+            }
+
+    def _add_image(self, encoded: str) -> None:
+        self._images_seen += 1
+        number = self._images_seen
+        try:
+            image = base64.b64decode(encoded, validate=False)
+        except (binascii.Error, ValueError, TypeError):
+            self.dropped_images.append(f"image {number}: not valid base64 PNG data")
+            return
+        if len(image) > self.limits.max_image_bytes:
+            self.dropped_images.append(f"image {number}: {len(image):,} bytes is over the limit of {self.limits.max_image_bytes:,}")
+        elif len(self.images) >= self.limits.max_images_per_cell:
+            self.dropped_images.append(f"image {number}: over the limit of {self.limits.max_images_per_cell} images per cell")
+        else:
+            self.images.append(image)
+
+    def build(self, status: Status, execution_count: int | None = None, error: dict | None = None, notice: str = "") -> CellResult:
+        """The capped result; ``error`` (if given) replaces the cell's own."""
+        limit = self.limits.max_output_chars
+        truncated = [name for name, stream in (("stdout", self.stdout), ("stderr", self.stderr)) if stream.truncated]
+        result = None
+        if self.result is not None:
+            result, cut = cap(self.result, limit)
+            if cut:
+                truncated.append("result")
+        final_error = error if error is not None else self.error
+        if final_error is not None:
+            final_error = dict(final_error)
+            for key in ("evalue", "traceback"):
+                final_error[key], cut = cap(str(final_error.get(key, "")), limit)
+                if cut:
+                    truncated.append(key)
+        return CellResult(
+            status,
+            self.stdout.text(),
+            self.stderr.text(),
+            result,
+            final_error,
+            execution_count,
+            tuple(self.images),
+            tuple(truncated),
+            tuple(self.dropped_images),
+            notice,
+        )
