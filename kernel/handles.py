@@ -45,6 +45,7 @@ def _sigint_handler(handler: Callable[..., Any]) -> Iterator[None]:
 
 
 async def _call_async(function: Callable[..., Any], name: str, args: tuple, kwargs: dict) -> Any:
+    __tracebackhide__ = True
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
     interrupted = False
@@ -77,11 +78,13 @@ def awaitable(function: Callable[..., Any], name: str | None = None, wire_name: 
     if inspect.iscoroutinefunction(function):
 
         async def call(*args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True  # IPython leaves this wrapper out of tracebacks
             return await _call_async(function, label, args, kwargs)
 
     else:
 
         async def call(*args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True  # IPython leaves this wrapper out of tracebacks
             with _sigint_handler(signal.default_int_handler):
                 return function(*args, **kwargs)
 

@@ -11,6 +11,8 @@ import json
 from typing import Any
 
 SHELL_DISABLED = "shell commands are disabled in this session (allow_shell=False); use Python instead"
+#: IPython's subprocess-running cell magics (its ScriptMagics defaults, and a few more if present).
+SCRIPT_MAGICS = ("bash", "sh", "zsh", "perl", "ruby", "python", "python2", "python3", "pypy")
 
 
 def _shell() -> Any:
@@ -30,20 +32,22 @@ def configure(allow_shell: bool = True) -> None:
     """Prepare a fresh kernel for CodeMode.
 
     With ``allow_shell=False`` the script cell magics (``%%bash``, ``%%sh``, ``%%script`` and the
-    rest of IPython's ScriptMagics), the ``%sx``/``%system`` line magics and ``!`` escapes are
-    removed. This keeps a model on Python; it is not a security boundary (``subprocess`` and
-    ``os.system`` still work).
+    rest of IPython's ScriptMagics), the ``%sx``/``%system``/``%sc`` line magics and ``!`` escapes
+    are replaced by a refusal that says why. This keeps a model on Python; it is not a security
+    boundary (``subprocess`` and ``os.system`` still work).
     """
     if allow_shell:
         return
     shell = _shell()
     magics = shell.magics_manager.magics
-    for name, function in list(magics["cell"].items()):
-        owner = getattr(function, "__self__", None)
-        if type(owner).__name__ == "ScriptMagics":
-            del magics["cell"][name]
-    for name in ("sx", "system"):
-        magics["line"].pop(name, None)
+    # Script magics run a subprocess (%%bash, %%sh, %%script, %%perl ...): replace each with a refusal
+    # so the model reads why instead of "magic not found".
+    for name in ("script", *SCRIPT_MAGICS):
+        if name in magics["cell"]:
+            shell.register_magic_function(_refuse_shell, magic_kind="cell", magic_name=name)
+    for name in ("sx", "system", "sc"):
+        if name in magics["line"]:
+            shell.register_magic_function(_refuse_shell, magic_kind="line", magic_name=name)
     shell.system = _refuse_shell
     shell.getoutput = _refuse_shell
 

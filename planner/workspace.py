@@ -13,7 +13,6 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from catalogs import default_catalog_paths
-from kernel import CellResult, KernelSession
+from kernel import CellResult, CodeMode
 from planner.cell import PlannedCell, UnboundParameter, check_input_names, render_cell
 from planner.embedding import Embedder
 from planner.goals import GoalChoice, choose_goal
@@ -162,8 +161,29 @@ class Workspace:
         choice = choose_goal(task, self.index, self.graph, inputs=inputs, held=held)
         return TaskPlan(task, dict(inputs or {}), choice)
 
-    async def arun_task(self, task_plan: TaskPlan, timeout: float | None = 300.0) -> TaskRun:
-        """Execute the planned cell in a fresh kernel, then shut the kernel down.
+    def code_mode(self, timeout: float | None = 300.0, **options: Any) -> CodeMode:
+        """A :class:`kernel.CodeMode` whose kernels can import every loaded catalog's tools.
+
+        Args:
+            timeout: seconds before a cell is interrupted.
+            options: further :class:`kernel.CodeMode` parameters (``pool_size`` defaults to 0 here).
+        """
+        roots = _import_roots(self.loaded)
+        existing = os.environ.get("PYTHONPATH")
+        env = dict(options.pop("env", None) or {})
+        if roots:
+            env["PYTHONPATH"] = os.pathsep.join([*roots, existing] if existing else roots)
+        options.setdefault("pool_size", 0)
+        return CodeMode(timeout=timeout, env=env, **options)
+
+    def _check_runnable(self, task_plan: TaskPlan) -> bool:
+        """Raise for unbound inputs; False when there is nothing to run (the goal is already held)."""
+        if task_plan.cell.unbound:
+            raise UnboundParametersError(task_plan.cell.unbound)
+        return bool(task_plan.plan.steps)
+
+    async def arun_task(self, task_plan: TaskPlan, timeout: float | None = 300.0, session_id: str = "toolpath-run") -> TaskRun:
+        """Execute the planned cell in a fresh CodeMode kernel, then shut the kernel down.
 
         A plan with no steps (the goal is already held) runs nothing and starts no kernel.
 
@@ -171,17 +191,14 @@ class Workspace:
             UnboundParametersError: the cell needs inputs that were not given (nothing is started).
             KernelError: the kernel could not start.
         """
-        if task_plan.cell.unbound:
-            raise UnboundParametersError(task_plan.cell.unbound)
-        if not task_plan.plan.steps:
+        if not self._check_runnable(task_plan):
             return TaskRun(task_plan, CellResult("ok"))
-        roots = _import_roots(self.loaded)
-        existing = os.environ.get("PYTHONPATH")
-        env = {"PYTHONPATH": os.pathsep.join([*roots, existing] if existing else roots)} if roots else {}
-        async with KernelSession(env=env) as session:
-            result = await session.execute(task_plan.cell.code, timeout=timeout)
-        return TaskRun(task_plan, result)
+        async with self.code_mode(timeout) as code_mode:
+            return TaskRun(task_plan, await code_mode.arun(task_plan.cell.code, session_id))
 
-    def run_task(self, task_plan: TaskPlan, timeout: float | None = 300.0) -> TaskRun:
-        """Synchronous :meth:`arun_task` (not from inside a running event loop)."""
-        return asyncio.run(self.arun_task(task_plan, timeout=timeout))
+    def run_task(self, task_plan: TaskPlan, timeout: float | None = 300.0, session_id: str = "toolpath-run") -> TaskRun:
+        """Sync :meth:`arun_task`; works inside a running event loop too."""
+        if not self._check_runnable(task_plan):
+            return TaskRun(task_plan, CellResult("ok"))
+        with self.code_mode(timeout) as code_mode:
+            return TaskRun(task_plan, code_mode.run(task_plan.cell.code, session_id))

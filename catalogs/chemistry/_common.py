@@ -70,7 +70,7 @@ def descriptor_values(molecule: Chem.Mol) -> dict[str, float | int]:
     """Physico-chemical descriptors of one molecule (weights in Da, TPSA in Å²)."""
     return {
         "molecular_weight": round(Descriptors.MolWt(molecule), 2),
-        "logp": round(Crippen.MolLogP(molecule), 2),
+        "logp": round(Crippen.MolLogP(molecule), 2) + 0.0,  # + 0.0 turns -0.0 into 0.0
         "hbd": Lipinski.NumHDonors(molecule),
         "hba": Lipinski.NumHAcceptors(molecule),
         "tpsa": round(rdMolDescriptors.CalcTPSA(molecule), 2),

@@ -1,0 +1,197 @@
+"""CodeMode against real kernels: sessions, limits, failure modes, eviction, concurrency."""
+
+import asyncio
+import base64
+import os
+import struct
+import sys
+import time
+import zlib
+
+import pytest
+
+from kernel import CodeMode
+
+pytestmark = pytest.mark.integration
+
+
+def png(width=1, height=1):
+    """A valid PNG, built by hand so the kernel needs no imaging library."""
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    rows = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+def kernel_pids():
+    pids = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                if b"ipykernel_launcher" in handle.read():
+                    pids.add(int(pid))
+        except OSError:
+            pass
+    return pids
+
+
+@pytest.fixture(scope="module")
+def code_mode():
+    with CodeMode(timeout=2, interrupt_grace=1, busy_wait=0.5, max_output_chars=2000, pool_size=1) as shared:
+        yield shared
+
+
+def test_state_persists_within_a_session_and_not_across(code_mode):
+    assert code_mode.run("secret = 42", "alice").status == "ok"
+    assert code_mode.run("secret + 1", "alice").result == "43"
+    other = code_mode.run("secret", "bob")
+    assert other.status == "error" and other.error["ename"] == "NameError"
+    assert "secret" in code_mode.variables("alice") and code_mode.value("secret", "alice") == 42
+
+
+def test_exceptions_return_their_traceback(code_mode):
+    result = code_mode.run("def fail():\n    raise ValueError('bad input')\nfail()", "errors")
+    assert result.status == "error" and result.error["ename"] == "ValueError"
+    assert "fail()" in result.error["traceback"] and "bad input" in result.error["traceback"]
+    assert "ValueError: bad input" in code_mode.execute("fail()", "errors")
+
+
+def test_a_2mb_exception_message_is_capped(code_mode):
+    result = code_mode.run("raise RuntimeError('x' * 2_000_000)", "big-error")
+    assert len(result.error["traceback"]) < 2100 and len(result.error["evalue"]) < 2100
+    assert {"traceback", "evalue"} <= set(result.truncated)
+    assert "characters truncated" in result.error["traceback"]
+
+
+def test_huge_stdout_keeps_head_and_tail(code_mode):
+    result = code_mode.run("for i in range(200_000):\n    print(f'line {i}')", "chatty")
+    assert result.stdout.startswith("line 0\nline 1\n") and result.stdout.rstrip().endswith("line 199999")
+    assert "characters truncated" in result.stdout and len(result.stdout) < 2100
+    assert result.truncated == ("stdout",)
+    assert "[output truncated: stdout]" in code_mode.execute("print('short')\nprint('x' * 5000)", "chatty")
+
+
+def test_nine_images_with_a_cap_of_eight(code_mode):
+    encoded = base64.b64encode(png()).decode()
+    code = f"import base64\nfrom IPython.display import Image, display\nfor _ in range(9):\n    display(Image(data=base64.b64decode({encoded!r})))"
+    result = code_mode.run(code, "images")
+    assert len(result.images) == 8 and result.images[0] == png()
+    assert result.dropped_images == ("image 9: over the limit of 8 images per cell",)
+
+
+def test_timeout_interrupts_a_busy_loop(code_mode):
+    started = time.monotonic()
+    result = code_mode.run("while True:\n    pass", "loop")
+    assert result.status == "timeout" and time.monotonic() - started < 6
+    assert code_mode.run("'alive'", "loop").result == "'alive'"
+
+
+def test_input_is_refused(code_mode):
+    result = code_mode.run("input('name? ')", "stdin")
+    assert result.status == "error" and "StdinNotImplementedError" in result.error["ename"]
+
+
+def test_a_kernel_that_ignores_sigint_is_aborted_then_busy_then_restarted():
+    ignore = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.05)"
+    with CodeMode(timeout=1, interrupt_grace=0.5, busy_wait=0.5, pool_size=0) as waiting:
+        assert waiting.run(ignore, "s").status == "aborted"
+        busy = waiting.run("1", "s")
+        assert busy.status == "busy" and "retry" in busy.error["evalue"] and "restart" in busy.error["evalue"]
+        waiting.restart("s")
+        after = waiting.run("1 + 1", "s")
+        assert after.result == "2" and "restarted" in after.notice
+    with CodeMode(timeout=1, interrupt_grace=0.5, busy_wait=0.5, pool_size=0, on_busy_kernel="restart") as restarting:
+        assert restarting.run(ignore, "s").status == "aborted"
+        rerun = restarting.run("'ran'", "s")
+        assert rerun.result == "'ran'" and "restarted" in rerun.notice
+
+
+def test_a_dead_kernel_is_reported_and_replaced(code_mode):
+    code_mode.run("value = 1", "mortal")
+    dead = code_mode.run("import os\nos._exit(1)", "mortal")
+    assert dead.status == "dead" and "variables are gone" in dead.error["evalue"]
+    fresh = code_mode.run("'value' in globals()", "mortal")
+    assert fresh.result == "False" and "fresh kernel" in fresh.notice
+
+
+def test_shell_on_and_off(tmp_path):
+    with CodeMode(pool_size=0, timeout=10) as shell_on:
+        assert shell_on.run("%%bash\necho from-bash", "s").stdout == "from-bash\n"
+        assert "%%bash" in shell_on.instructions()
+    with CodeMode(pool_size=0, timeout=10, allow_shell=False) as shell_off:
+        refused = shell_off.run("%%bash\necho from-bash", "s")
+        assert refused.status == "error" and "disabled" in refused.error["evalue"] and refused.stdout == ""
+        escaped = shell_off.run("!echo hi", "s")
+        assert escaped.status == "error" and "disabled" in escaped.error["evalue"]
+        assert "disabled" in shell_off.instructions()
+
+
+def test_cwd_env_python_and_startup_code(tmp_path):
+    options = {"cwd": str(tmp_path), "env": {"TOOLPATH_TEST_FLAG": "on"}, "python": sys.executable, "startup_code": "prepared = 'yes'", "pool_size": 0, "timeout": 10}
+    with CodeMode(**options) as configured:
+        result = configured.run("import os, sys\n(os.getcwd(), os.environ['TOOLPATH_TEST_FLAG'], sys.executable, prepared)", "s")
+        assert eval(result.result) == (str(tmp_path), "on", sys.executable, "yes")
+    with CodeMode(startup_code="1/0", pool_size=0, timeout=10) as broken:
+        with pytest.raises(Exception, match="startup_code failed"):
+            broken.run("1", "s")
+
+
+def test_idle_sessions_are_evicted():
+    with CodeMode(idle_ttl=0.5, pool_size=0, timeout=10) as short_lived:
+        short_lived.run("x = 1", "s")
+        assert short_lived.sessions() == ["s"]
+        time.sleep(1.5)
+        assert short_lived.sessions() == []
+        assert short_lived.run("'x' in globals()", "s").result == "False"
+
+
+def test_least_recently_used_idle_session_is_evicted():
+    with CodeMode(max_kernels=2, pool_size=0, timeout=10) as capped:
+        capped.run("a = 1", "first")
+        capped.run("b = 1", "second")
+        capped.run("a", "first")  # "second" is now the least recently used
+        capped.run("c = 1", "third")
+        assert capped.sessions() == ["first", "third"]
+
+
+def test_concurrent_sessions_never_lose_or_cross_output():
+    async def scenario():
+        async with CodeMode(pool_size=2, timeout=30) as shared:
+
+            async def session(number):
+                outputs = []
+                for cell in range(50):
+                    result = await shared.arun(f"print('s{number}-c{cell}')", f"session-{number}")
+                    outputs.append(result.stdout)
+                return outputs
+
+            return await asyncio.gather(*(session(number) for number in range(8)))
+
+    results = asyncio.run(scenario())
+    for number, outputs in enumerate(results):
+        assert outputs == [f"s{number}-c{cell}\n" for cell in range(50)]
+
+
+def test_no_kernel_is_left_after_shutdown():
+    before = kernel_pids()
+    code_mode = CodeMode(pool_size=2, timeout=10)
+    code_mode.run("1", "a")
+    code_mode.run("1", "b")
+    assert len(kernel_pids() - before) >= 2
+    code_mode.shutdown()
+    deadline = time.monotonic() + 10
+    while kernel_pids() - before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not kernel_pids() - before
+    with pytest.raises(Exception, match="shut down"):
+        code_mode.run("1", "a")
+
+
+def test_sync_methods_work_inside_a_running_event_loop():
+    async def scenario():
+        with CodeMode(pool_size=0, timeout=10) as inner:
+            return inner.run("21 * 2", "s").result
+
+    assert asyncio.run(scenario()) == "42"
