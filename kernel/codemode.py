@@ -352,6 +352,10 @@ class CodeMode:
     def value(self, name: str, session_id: str) -> Any:
         return _value_or_raise(self._wait(self._introspect(_value_code(name), session_id)))
 
+    def pool_ready(self) -> int:
+        """How many pre-started kernels are waiting for new sessions."""
+        return len(self._pool)
+
     def sessions(self) -> list[str]:
         """Ids of the sessions with a live kernel."""
         return sorted(session.session_id for session in self._sessions.values() if session.kernel is not None)

@@ -1,0 +1,109 @@
+"""Cell round trips: raw jupyter_client vs CodeMode, and first-cell latency with and without the pool.
+
+Prints one JSON object. Targets (issue 4): CodeMode median round trip ≤ 1.25 × raw jupyter_client;
+first cell of a new session with the warm pool ≤ 60 ms. Timings on shared machines are noisy: compare
+the ratio measured in one run.
+
+Usage: python benchmarks/bench_cells.py [--cells 200] [--cold 3] [--warm 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+from jupyter_client.manager import AsyncKernelManager
+
+from kernel import CodeMode
+
+
+async def raw_round_trips(cells: int) -> list[float]:
+    """Trivial cells through jupyter_client alone: execute, then wait for the kernel to go idle.
+
+    Same transport as CodeMode (IPC sockets) so the comparison measures CodeMode's own overhead.
+    """
+    directory = tempfile.TemporaryDirectory(prefix="bench-raw-")
+    manager = AsyncKernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(directory.name, "kernel"), connection_file=os.path.join(directory.name, "connection.json"))
+    await manager.start_kernel()
+    client = manager.client()
+    client.start_channels()
+    await client.wait_for_ready(timeout=60)
+    timings = []
+    try:
+        for _ in range(cells):
+            started = time.perf_counter()
+            message_id = client.execute("1 + 1")
+            while True:
+                message = await client.get_iopub_msg(timeout=10)
+                if message["parent_header"].get("msg_id") == message_id and message["msg_type"] == "status" and message["content"]["execution_state"] == "idle":
+                    break
+            await client.get_shell_msg(timeout=10)
+            timings.append(time.perf_counter() - started)
+    finally:
+        client.stop_channels()
+        await manager.shutdown_kernel(now=True)
+        directory.cleanup()
+    return timings
+
+
+async def codemode_round_trips(cells: int) -> list[float]:
+    async with CodeMode(pool_size=0) as code_mode:
+        await code_mode.arun("0", "bench")  # start the kernel outside the timing
+        timings = []
+        for _ in range(cells):
+            started = time.perf_counter()
+            result = await code_mode.arun("1 + 1", "bench")
+            timings.append(time.perf_counter() - started)
+            assert result.result == "2", result
+    return timings
+
+
+async def first_cell(pool_size: int, sessions: int) -> list[float]:
+    """Latency of the first cell of ``sessions`` new sessions (the pool refilled before each)."""
+    timings = []
+    async with CodeMode(pool_size=pool_size) as code_mode:
+        for number in range(sessions):
+            deadline = time.monotonic() + 60
+            while code_mode.pool_ready() < pool_size and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            started = time.perf_counter()
+            result = await code_mode.arun("1 + 1", f"session-{number}")
+            timings.append(time.perf_counter() - started)
+            assert result.result == "2", result
+    return timings
+
+
+def summary(timings: list[float]) -> dict:
+    ordered = sorted(timings)
+    return {
+        "n": len(ordered),
+        "median_ms": round(statistics.median(ordered) * 1000, 3),
+        "p95_ms": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] * 1000, 3),
+    }
+
+
+async def main(cells: int, cold: int, warm: int) -> dict:
+    raw = summary(await raw_round_trips(cells))
+    codemode = summary(await codemode_round_trips(cells))
+    cold_first = summary(await first_cell(0, cold))
+    warm_first = summary(await first_cell(1, warm))
+    return {
+        "python": sys.version.split()[0],
+        "round_trip": {"raw_jupyter_client": raw, "codemode": codemode, "ratio": round(codemode["median_ms"] / raw["median_ms"], 3), "target_ratio": 1.25},
+        "first_cell": {"cold": cold_first, "warm_pool": warm_first, "target_warm_ms": 60},
+    }
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cells", type=int, default=200)
+    parser.add_argument("--cold", type=int, default=3)
+    parser.add_argument("--warm", type=int, default=10)
+    options = parser.parse_args()
+    print(json.dumps(asyncio.run(main(options.cells, options.cold, options.warm)), indent=2))
