@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import uuid
 
 import pytest
 
@@ -15,16 +16,20 @@ pytestmark = pytest.mark.integration
 ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
 
 
-def toolpath(*arguments, cwd=None):
-    return subprocess.run([sys.executable, "-m", "planner.cli", *arguments], capture_output=True, text=True, timeout=300, cwd=cwd)
+def toolpath(*arguments, cwd=None, env=None):
+    return subprocess.run([sys.executable, "-m", "planner.cli", *arguments], capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
 
 
-def kernel_processes():
+def kernels_marked(marker):
+    """ipykernel processes whose environment carries ``marker`` (kernels inherit the CLI's environment)."""
     found = set()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                if b"ipykernel_launcher" in handle.read():
+                if b"ipykernel_launcher" not in handle.read():
+                    continue
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                if marker.encode() in handle.read():
                     found.add(int(pid))
         except OSError:
             continue
@@ -32,8 +37,9 @@ def kernel_processes():
 
 
 def test_run_aspirin_json_reports_weight_and_lipinski_pass():
-    before = kernel_processes()
-    completed = toolpath("run", "is aspirin drug-like? check Lipinski's rule of five", "--input", f"smiles={ASPIRIN}", "--json")
+    marker = f"TOOLPATH_TEST_RUN={uuid.uuid4().hex}"
+    name, value = marker.split("=")
+    completed = toolpath("run", "is aspirin drug-like? check Lipinski's rule of five", "--input", f"smiles={ASPIRIN}", "--json", env={**os.environ, name: value})
     assert completed.returncode == 0, completed.stderr
     payload = json.loads(completed.stdout)
     assert {"task", "goal", "plan", "cell", "result"} <= set(payload)
@@ -44,7 +50,7 @@ def test_run_aspirin_json_reports_weight_and_lipinski_pass():
     assert result["status"] == "ok"
     assert "'molecular_weight': 180.16" in result["result"]
     assert "'lipinski': {'passes': True" in result["result"]
-    assert kernel_processes() <= before, "an ipykernel outlived the CLI command"
+    assert not kernels_marked(marker), "an ipykernel outlived the CLI command"
 
 
 def test_run_clustering_prints_the_clusters():
