@@ -39,7 +39,7 @@ def kernel_pids():
 
 @pytest.fixture(scope="module")
 def code_mode():
-    with CodeMode(timeout=2, interrupt_grace=1, busy_wait=0.5, max_output_chars=2000, pool_size=1) as shared:
+    with CodeMode(timeout=4, interrupt_grace=2, busy_wait=0.5, max_output_chars=2000, pool_size=1) as shared:
         yield shared
 
 
@@ -66,7 +66,7 @@ def test_a_2mb_exception_message_is_capped(code_mode):
 
 
 def test_huge_stdout_keeps_head_and_tail(code_mode):
-    result = code_mode.run("for i in range(200_000):\n    print(f'line {i}')", "chatty")
+    result = code_mode.run("print('\\n'.join(f'line {i}' for i in range(200_000)))", "chatty")
     assert result.stdout.startswith("line 0\nline 1\n") and result.stdout.rstrip().endswith("line 199999")
     assert "characters truncated" in result.stdout and len(result.stdout) < 2100
     assert result.truncated == ("stdout",)
@@ -84,7 +84,7 @@ def test_nine_images_with_a_cap_of_eight(code_mode):
 def test_timeout_interrupts_a_busy_loop(code_mode):
     started = time.monotonic()
     result = code_mode.run("while True:\n    pass", "loop")
-    assert result.status == "timeout" and time.monotonic() - started < 6
+    assert result.status == "timeout" and time.monotonic() - started < 8
     assert code_mode.run("'alive'", "loop").result == "'alive'"
 
 
