@@ -13,7 +13,8 @@ Interrupts: a cell with top-level ``await`` runs as a coroutine, and ipykernel 7
 cell on SIGINT (its own handler only schedules a cancellation on an event loop that a blocked call
 never returns to; see ipython/ipykernel#1239). So each tool call installs its own SIGINT handler for
 its duration: a sync tool gets Python's default handler (``KeyboardInterrupt`` inside the tool's
-code), an async tool has its task cancelled, and both surface as ``KeyboardInterrupt``.
+code), an async tool has its task cancelled (or, when it blocks its own step with sync code, gets
+``KeyboardInterrupt`` where it stands), and all surface as ``KeyboardInterrupt``.
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ async def _call_async(function: Callable[..., Any], name: str, args: tuple, kwar
     def cancel_on_sigint(signum: int, frame: Any) -> None:
         nonlocal interrupted
         interrupted = True
+        if task is not None and asyncio.current_task(loop) is task:
+            # The tool is blocking inside its own step (sync code in an async def): the loop cannot
+            # run a cancellation, so interrupt the code where it stands.
+            raise KeyboardInterrupt(f"tool {name} was interrupted")
         if task is not None:
             loop.call_soon_threadsafe(task.cancel)
 
@@ -121,7 +126,9 @@ class ToolHandle:
             raise AttributeError(f"{self._toolkit} has no tool {attribute!r}; bound tools: {available}")
         name, module_name = self._modules[attribute]
         try:
-            module = importlib.import_module(module_name)
+            # Importing runs module code that may be slow; keep it interruptible like a tool call.
+            with _sigint_handler(signal.default_int_handler):
+                module = importlib.import_module(module_name)
         except Exception as error:  # importing runs the module's code: report whatever it raised
             raise RuntimeError(f"tool {self._toolkit}.{name} cannot be bound: importing module {module_name!r} failed ({type(error).__name__}: {error}); check the tool's module in its catalog") from None
         function = next((getattr(module, candidate) for candidate in function_names(name) if callable(getattr(module, candidate, None))), None)

@@ -27,7 +27,7 @@ from planner.goals import GoalChoice, choose_goal
 from planner.graph import StateGraph
 from planner.planning import Plan, plan
 from planner.search import SkillHit, SkillIndex
-from registry import LoadedCatalogs, load_catalogs
+from registry import LoadedCatalogs, import_roots, load_checked
 
 
 class UnboundParametersError(ValueError):
@@ -87,24 +87,6 @@ class TaskRun:
         return {**self.task_plan.to_dict(), "result": self.result.to_dict()}
 
 
-def _import_roots(loaded: LoadedCatalogs) -> list[str]:
-    """Directories to put on the kernel's import path so each catalog's ``package`` imports.
-
-    A catalog at ``root/a/b/catalog.yaml`` with ``package: a.b`` needs ``root`` on the path.
-    """
-    roots: list[str] = []
-    for catalog in loaded.catalogs:
-        if not catalog.package:
-            continue
-        parts = catalog.package.split(".")
-        directory = catalog.path.resolve().parent
-        if directory.parts[-len(parts) :] == tuple(parts):
-            root = str(directory.parents[len(parts) - 1])
-            if root not in roots:
-                roots.append(root)
-    return roots
-
-
 @dataclass
 class Workspace:
     """Loaded catalogs with their state graph and (built on first use) skill index.
@@ -127,10 +109,10 @@ class Workspace:
         """Load ``catalog_paths`` (default: the shipped catalogs).
 
         Raises:
-            CatalogError: any problem in any file; nothing is loaded.
+            CatalogError: any load problem or lint error in any file; nothing is loaded.
         """
         paths = list(catalog_paths) if catalog_paths else default_catalog_paths()
-        return cls(load_catalogs(paths), embedder)
+        return cls(load_checked(paths), embedder)
 
     @property
     def index(self) -> SkillIndex:
@@ -168,7 +150,7 @@ class Workspace:
             timeout: seconds before a cell is interrupted.
             options: further :class:`kernel.CodeMode` parameters (``pool_size`` defaults to 0 here).
         """
-        roots = _import_roots(self.loaded)
+        roots = import_roots(self.loaded.catalogs)
         existing = os.environ.get("PYTHONPATH")
         env = dict(options.pop("env", None) or {})
         if roots:

@@ -3,8 +3,8 @@
 This layer imports nothing from ``kernel`` or ``planner``.
 """
 
-from registry.catalog import Catalog, CatalogError, CatalogFile, CatalogProblem, LoadedCatalogs, catalog_json_schema, combine_catalogs, load_catalogs, read_catalog
-from registry.lint import RULES, Finding, lint_catalogs
+from registry.catalog import Catalog, CatalogError, CatalogFile, CatalogProblem, LoadedCatalogs, catalog_json_schema, combine_catalogs, import_roots, load_catalogs, read_catalog
+from registry.lint import RULES, Finding, lint_catalogs, load_checked
 from registry.names import handle_name, python_identifier
 from registry.states import State, StateTransition
 from registry.tool_registry import AmbiguousToolNameError, ToolNotFoundError, ToolRegistry
@@ -15,7 +15,9 @@ __all__ = [
     "Finding",
     "catalog_json_schema",
     "combine_catalogs",
+    "import_roots",
     "lint_catalogs",
+    "load_checked",
     "AmbiguousToolNameError",
     "ToolNotFoundError",
     "Catalog",

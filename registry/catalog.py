@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from registry.names import function_names
 from registry.states import State
 from registry.tool_registry import ToolRegistry
 from registry.tools import ToolDefinition
@@ -46,6 +47,7 @@ INVALID_FIELD = "TP101"
 DUPLICATE_STATE = "TP102"
 DUPLICATE_TOOL = "TP103"
 NO_MODULE = "TP104"
+SHARED_FUNCTION = "TP105"
 
 
 @dataclass(frozen=True)
@@ -117,10 +119,15 @@ class SourceLocator:
         except (yaml.YAMLError, RecursionError):
             return cls(path, None)
 
-    def position(self, location: Sequence[str | int]) -> tuple[int | None, int | None]:
-        """1-based (line, column) of the deepest node along ``location`` that exists."""
+    def _aliased(self, location: Sequence[str | int]) -> list[str | int]:
+        if location and isinstance(location[0], str):
+            return [self.aliases.get(location[0], location[0]), *location[1:]]
+        return list(location)
+
+    def _walk(self, location: Sequence[str | int]) -> tuple[yaml.Node | None, bool]:
+        """The deepest node along ``location`` and whether the whole location was found."""
         node = self.root
-        for key in location:
+        for key in self._aliased(location):
             if isinstance(node, yaml.MappingNode):
                 child = next((value for name, value in node.value if getattr(name, "value", None) == key), None)
             elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):
@@ -128,15 +135,26 @@ class SourceLocator:
             else:
                 child = None
             if child is None:
-                break
+                return node, False
             node = child
+        return node, True
+
+    def position(self, location: Sequence[str | int]) -> tuple[int | None, int | None]:
+        """1-based (line, column) of the deepest node along ``location`` that exists."""
+        node, _ = self._walk(location)
         if node is None:
             return None, None
         return node.start_mark.line + 1, node.start_mark.column + 1
 
+    def item_index(self, location: Sequence[str | int], value: str) -> int | None:
+        """Index of the scalar ``value`` in the list at ``location``, to point at one list item."""
+        node, found = self._walk(location)
+        if found and isinstance(node, yaml.SequenceNode):
+            return next((index for index, child in enumerate(node.value) if isinstance(child, yaml.ScalarNode) and child.value == value), None)
+        return None
+
     def problem(self, location: Sequence[str | int], message: str, code: str = INVALID_FIELD) -> CatalogProblem:
-        if location and isinstance(location[0], str):
-            location = [self.aliases.get(location[0], location[0]), *location[1:]]
+        location = self._aliased(location)
         line, column = self.position(location)
         return CatalogProblem(self.path, field_path(location), message, line, column, code)
 
@@ -248,7 +266,7 @@ def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
     return result
 
 
-def _parse_document(path: Path, text: str) -> tuple[Any, SourceLocator]:
+def parse_document(path: Path, text: str) -> tuple[Any, SourceLocator]:
     """Parse JSON (``.json``) or YAML (anything else) into data and a locator for its positions.
 
     Raises:
@@ -356,10 +374,10 @@ def read_catalog(path: str | Path) -> Catalog:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is not content
     except (OSError, UnicodeDecodeError) as error:
         raise CatalogError([CatalogProblem(str(path), "", f"cannot read catalog file: {error}", code=UNREADABLE)]) from None
-    document, locator = _parse_document(path, text)
+    document, locator = parse_document(path, text)
     if not isinstance(document, dict):
         found = "an empty file" if document is None else f"a {type(document).__name__}"
         raise CatalogError([locator.problem([], f"a catalog is a mapping with keys domain, package, states, tools; found {found}", UNREADABLE)])
@@ -424,6 +442,47 @@ def load_catalogs(paths: Iterable[str | Path]) -> LoadedCatalogs:
     return combine_catalogs(catalogs)
 
 
+def _shared_functions(catalogs: Sequence[Catalog]) -> list[CatalogProblem]:
+    """Two differently named tools that one module would implement with the same function.
+
+    ``get-forecast`` is implemented by ``get_forecast`` when its module has no function of its own
+    name; if a tool ``get_forecast`` lives in the same module, both would call one function.
+    """
+    names_by_module: dict[str, set[str]] = {}
+    for catalog in catalogs:
+        for tool in catalog.tools:
+            names_by_module.setdefault(tool.module or "", set()).add(tool.name)
+    problems = []
+    for catalog in catalogs:
+        for index, tool in enumerate(catalog.tools):
+            fallback = function_names(tool.name)[1:]
+            if fallback and fallback[0] in names_by_module.get(tool.module or "", set()):
+                message = (
+                    f"tools {tool.name!r} and {fallback[0]!r} would both be implemented by function {fallback[0]!r} of module "
+                    f"{tool.module!r}; give {tool.name!r} its own module (`module:`) or a distinct name"
+                )
+                problems.append(catalog.locator.problem(["tools", index, "name"], message, SHARED_FUNCTION))
+    return problems
+
+
+def import_roots(catalogs: Iterable[Catalog]) -> list[str]:
+    """Directories to put on an import path so each catalog's ``package`` imports.
+
+    A catalog at ``root/a/b/catalog.yaml`` with ``package: a.b`` needs ``root`` on the path.
+    """
+    roots: list[str] = []
+    for catalog in catalogs:
+        if not catalog.package:
+            continue
+        parts = catalog.package.split(".")
+        directory = catalog.path.resolve().parent
+        if directory.parts[-len(parts) :] == tuple(parts):
+            root = str(directory.parents[len(parts) - 1])
+            if root not in roots:
+                roots.append(root)
+    return roots
+
+
 def combine_catalogs(catalogs: Sequence[Catalog]) -> LoadedCatalogs:
     """Cross-check catalogs already read, then register all their tools into one registry.
 
@@ -447,6 +506,7 @@ def combine_catalogs(catalogs: Sequence[Catalog]) -> LoadedCatalogs:
             if key in tool_origin:
                 problems.append(catalog.locator.problem(["tools", index, "name"], f"tool {tool.name!r} of server {tool.server_name!r} is also defined in {tool_origin[key]}", DUPLICATE_TOOL))
             tool_origin.setdefault(key, catalog.path)
+    problems.extend(_shared_functions(catalogs))
     if problems:
         raise CatalogError(problems)
 

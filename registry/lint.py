@@ -2,7 +2,7 @@
 
 | code  | severity | finding |
 |-------|----------|---------|
-| TP001 | error    | a tool requires or produces a state token that no loaded catalog declares |
+| TP001 | error    | a tool requires or produces (or a parameter/return carries) a state no catalog declares |
 | TP002 | warning  | a declared state that no tool produces (it can only be held from the start) |
 | TP003 | warning  | a tool that can never run from the empty state set (some requirement is unreachable) |
 | TP004 | warning  | a tool that produces no state (the planner can never choose it) |
@@ -14,6 +14,7 @@
 | TP102 | error    | a state token declared twice (or differently in two files) |
 | TP103 | error    | a tool name used twice within one server |
 | TP104 | error    | a tool whose module cannot be resolved (no ``module`` and no ``package``) |
+| TP105 | error    | two differently named tools that one module would implement with one function |
 
 TP1xx problems stop a catalog from loading; the linter reports them as findings and checks the files
 that did load. Codes never change meaning; new rules get new codes.
@@ -21,13 +22,18 @@ that did load. Codes never change meaning; new rules get new codes.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-from collections.abc import Iterable
+import io
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from registry.catalog import Catalog, CatalogError, combine_catalogs, read_catalog
+from registry.catalog import Catalog, CatalogError, CatalogProblem, LoadedCatalogs, parse_document, combine_catalogs, import_roots, read_catalog
 from registry.names import function_names
 from registry.tools import reachable_states
 from registry.type_strings import TypeStringError, check_type_string
@@ -47,6 +53,7 @@ RULES: dict[str, tuple[Severity, str]] = {
     "TP102": ("error", "duplicate state"),
     "TP103": ("error", "duplicate tool name within a server"),
     "TP104": ("error", "tool module cannot be resolved"),
+    "TP105": ("error", "two tools share one function"),
 }
 
 
@@ -76,7 +83,26 @@ def _finding(catalog: Catalog, location: list, code: str, message: str) -> Findi
     return Finding(problem.path, problem.line, problem.column, code, RULES[code][0], problem.field, message)
 
 
-def _check_catalog(catalog: Catalog, declared: set[str], producible: set[str], reachable: set[str], import_modules: bool) -> list[Finding]:
+def _undeclared(catalog: Catalog, index: int, declared: set[str]) -> list[Finding]:
+    """TP001 for every state token a tool mentions (transition, parameters, return) that no catalog declares."""
+    tool = catalog.tools[index]
+    findings = []
+    for key in ("requires", "produces"):
+        for token in sorted(getattr(tool.state_transition, key) - declared):
+            location: list = ["tools", index, "state_transition", key]
+            item = catalog.locator.item_index(location, token)
+            findings.append(_finding(catalog, location + ([item] if item is not None else []), "TP001", f"tool {tool.name!r} {key} {token!r}, which no catalog declares; declare it under states or fix the token"))
+    carriers = [(["required_parameters", position], parameter.state) for position, parameter in enumerate(tool.required_parameters)]
+    carriers += [(["optional_parameters", position], parameter.state) for position, parameter in enumerate(tool.optional_parameters)]
+    if tool.return_spec is not None:
+        carriers.append((["return_spec"], tool.return_spec.state))
+    for location, token in carriers:
+        if token is not None and token not in declared:
+            findings.append(_finding(catalog, ["tools", index, *location, "state"], "TP001", f"tool {tool.name!r} says a value carries state {token!r}, which no catalog declares; outputs will not be wired to it"))
+    return findings
+
+
+def _check_catalog(catalog: Catalog, declared: set[str], producible: set[str], reachable: set[str]) -> list[Finding]:
     findings: list[Finding] = []
     for index, state in enumerate(catalog.states):
         if state.token not in producible:
@@ -85,12 +111,10 @@ def _check_catalog(catalog: Catalog, declared: set[str], producible: set[str], r
             findings.append(_finding(catalog, ["states", index], "TP005", f"state {state.token!r} has neither description nor affordances; skill search cannot find it"))
     for index, tool in enumerate(catalog.tools):
         transition = tool.state_transition
-        for key in ("requires", "produces"):
-            for token in sorted(getattr(transition, key) - declared):
-                findings.append(_finding(catalog, ["tools", index, "state_transition", key], "TP001", f"tool {tool.name!r} {key} {token!r}, which no catalog declares; declare it under states or fix the token"))
+        findings.extend(_undeclared(catalog, index, declared))
         unreachable = sorted(transition.requires - reachable)
         if unreachable:
-            findings.append(_finding(catalog, ["tools", index, "state_transition", "requires"], "TP003", f"tool {tool.name!r} can never run from an empty start: nothing produces {', '.join(unreachable)}"))
+            findings.append(_finding(catalog, ["tools", index, "state_transition", "requires"], "TP003", f"tool {tool.name!r} can never run from an empty start: no tool that can run produces {', '.join(unreachable)}"))
         if not transition.produces:
             findings.append(_finding(catalog, ["tools", index, "state_transition"], "TP004", f"tool {tool.name!r} produces no state, so no plan will ever use it"))
         if not tool.description and not tool.affordances:
@@ -104,16 +128,30 @@ def _check_catalog(catalog: Catalog, declared: set[str], producible: set[str], r
                 check_type_string(text)
             except TypeStringError as error:
                 findings.append(_finding(catalog, ["tools", index, *location, "type"], "TP006", str(error)))
-        if import_modules:
-            findings.extend(_check_import(catalog, index))
     return findings
+
+
+@contextmanager
+def _importable(catalogs: list[Catalog]) -> Iterator[None]:
+    """Put the catalogs' package roots and the current directory on ``sys.path``, as the kernel has them."""
+    added = [root for root in [*import_roots(catalogs), os.getcwd()] if root not in sys.path]
+    sys.path[:0] = added
+    try:
+        yield
+    finally:
+        for root in added:
+            sys.path.remove(root)
 
 
 def _check_import(catalog: Catalog, index: int) -> list[Finding]:
     tool = catalog.tools[index]
+    # Modules run their own code on import: keep what they print out of our (possibly JSON) output,
+    # and make sys.exit() a finding rather than the end of the linter.
+    captured = io.StringIO()
     try:
-        module = importlib.import_module(tool.module or "")
-    except Exception as error:  # an import runs arbitrary module code: any failure is the finding
+        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
+            module = importlib.import_module(tool.module or "")
+    except (Exception, SystemExit) as error:
         return [_finding(catalog, ["tools", index], "TP007", f"tool {tool.name!r}: module {tool.module!r} cannot be imported ({type(error).__name__}: {error})")]
     candidates = function_names(tool.name)
     if not any(callable(getattr(module, candidate, None)) for candidate in candidates):
@@ -122,34 +160,74 @@ def _check_import(catalog: Catalog, index: int) -> list[Finding]:
     return []
 
 
+def _declared_in_unloadable(path: str | Path) -> set[str]:
+    """State tokens a file that failed to load still visibly declares, so other files are not
+    blamed for using them (best effort: any failure yields nothing)."""
+    try:
+        document, _ = parse_document(Path(path), Path(path).read_text(encoding="utf-8-sig"))
+        entries = document.get("states") or document.get("skills") or []
+        return {entry.get("token") or entry.get("name") for entry in entries if isinstance(entry, dict) and isinstance(entry.get("token") or entry.get("name"), str)}
+    except Exception:  # the file's own problems are reported already
+        return set()
+
+
+def _as_finding(problem: CatalogProblem) -> Finding:
+    return Finding(problem.path, problem.line, problem.column, problem.code, "error", problem.field, problem.message)
+
+
+def _lint(paths: Iterable[str | Path], import_modules: bool) -> tuple[list[Finding], list[Catalog]]:
+    findings: list[Finding] = []
+    catalogs: list[Catalog] = []
+    declared: set[str] = set()
+    for path in paths:
+        try:
+            catalogs.append(read_catalog(path))
+        except CatalogError as error:
+            findings.extend(_as_finding(problem) for problem in error.problems)
+            declared |= _declared_in_unloadable(path)
+    if catalogs:
+        try:
+            combine_catalogs(catalogs)
+        except CatalogError as error:
+            findings.extend(_as_finding(problem) for problem in error.problems)
+    declared |= {state.token for catalog in catalogs for state in catalog.states}
+    tools = [tool for catalog in catalogs for tool in catalog.tools]
+    producible = {token for tool in tools for token in tool.state_transition.produces}
+    reachable = reachable_states(tools)
+    for catalog in catalogs:
+        findings.extend(_check_catalog(catalog, declared, producible, reachable))
+    if import_modules:
+        with _importable(catalogs):
+            for catalog in catalogs:
+                for index in range(len(catalog.tools)):
+                    findings.extend(_check_import(catalog, index))
+    return sorted(findings, key=lambda finding: (finding.path, finding.line or 0, finding.column or 0, finding.code)), catalogs
+
+
 def lint_catalogs(paths: Iterable[str | Path], import_modules: bool = False) -> list[Finding]:
     """Lint catalog files together (a token declared in one file counts for all).
 
     Args:
         paths: catalog files.
         import_modules: also import each tool's module and check the function exists (runs their
-            import-time code).
+            import-time code, with the catalogs' package roots and the current directory on the
+            import path, as a kernel would have them).
 
     Returns:
         Findings sorted by file, line and code; empty when the catalogs are clean.
     """
-    paths = list(paths)
-    findings: list[Finding] = []
-    catalogs: list[Catalog] = []
-    for path in paths:
-        try:
-            catalogs.append(read_catalog(path))
-        except CatalogError as error:
-            findings.extend(Finding(p.path, p.line, p.column, p.code, "error", p.field, p.message) for p in error.problems)
-    if catalogs:
-        try:
-            combine_catalogs(catalogs)
-        except CatalogError as error:
-            findings.extend(Finding(p.path, p.line, p.column, p.code, "error", p.field, p.message) for p in error.problems)
-    declared = {state.token for catalog in catalogs for state in catalog.states}
-    tools = [tool for catalog in catalogs for tool in catalog.tools]
-    producible = {token for tool in tools for token in tool.state_transition.produces}
-    reachable = reachable_states(tools)
-    for catalog in catalogs:
-        findings.extend(_check_catalog(catalog, declared, producible, reachable, import_modules))
-    return sorted(findings, key=lambda finding: (finding.path, finding.line or 0, finding.column or 0, finding.code))
+    return _lint(paths, import_modules)[0]
+
+
+def load_checked(paths: Iterable[str | Path]) -> LoadedCatalogs:
+    """Load catalogs for use: like :func:`registry.load_catalogs`, but lint *errors* (an undeclared
+    state, an unparseable type) also refuse the whole set; warnings do not.
+
+    Raises:
+        CatalogError: listing every error finding. Nothing is registered.
+    """
+    findings, catalogs = _lint(paths, import_modules=False)
+    errors = [finding for finding in findings if finding.severity == "error"]
+    if errors:
+        raise CatalogError([CatalogProblem(finding.path, finding.field, finding.message, finding.line, finding.column, finding.code) for finding in errors])
+    return combine_catalogs(catalogs)

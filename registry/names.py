@@ -88,6 +88,18 @@ def function_names(tool_name: str) -> tuple[str, ...]:
     return (tool_name,) if identifier == tool_name else (tool_name, identifier)
 
 
+def module_basename(tool_name: str) -> str:
+    """The module name a tool gets under its catalog's ``package``: the tool name when Python can
+    import it with a plain ``import``, else :func:`python_identifier` of it (``get-forecast`` →
+    ``get_forecast``).
+
+    Examples:
+        >>> module_basename("parse_molecule"), module_basename("get-forecast"), module_basename("class")
+        ('parse_molecule', 'get_forecast', 'class_')
+    """
+    return tool_name if tool_name.isidentifier() and not keyword.iskeyword(tool_name) else python_identifier(tool_name)
+
+
 def strip_toolkit_suffix(toolkit_name: str) -> str:
     """``inventory_tools`` → ``inventory``: a toolkit's handle drops a trailing ``_tools``."""
     if toolkit_name.endswith("_tools") and len(toolkit_name) > len("_tools"):

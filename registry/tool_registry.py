@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from registry.names import module_basename
 from registry.tools import ToolDefinition
 
 
@@ -54,7 +55,8 @@ class ToolRegistry:
         return iter(self._by_id.values())
 
     def resolve_module(self, tool: ToolDefinition) -> str:
-        """The module that implements ``tool``: ``module_override`` > ``module`` > ``{package}.{name}``.
+        """The module that implements ``tool``: ``module_override`` > ``module`` > ``{package}.{name}``
+        (a name Python cannot import, like ``get-forecast``, becomes ``get_forecast`` there).
 
         Raises:
             ValueError: when none applies, saying how to fix it.
@@ -64,7 +66,7 @@ class ToolRegistry:
         if tool.module:
             return tool.module
         if self.package:
-            return f"{self.package}.{tool.name}"
+            return f"{self.package}.{module_basename(tool.name)}"
         raise ValueError(
             f"tool {tool.name!r} names no module: set `module` or `module_override` on the tool, "
             f"or create the registry with ToolRegistry(package=...) so it resolves as '{{package}}.{tool.name}'"

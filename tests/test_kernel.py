@@ -153,3 +153,21 @@ def test_timeout_must_be_positive():
 
     with pytest.raises(ValueError, match="positive"):
         run(scenario())
+
+
+def test_timeout_interrupts_an_async_tool_that_blocks_and_a_slow_import(tmp_path):
+    (tmp_path / "blocking_tools.py").write_text("import time\n\nasync def block(seconds):\n    time.sleep(seconds)\n")
+    (tmp_path / "slow_import.py").write_text("import time\ntime.sleep(60)\n\ndef never():\n    pass\n")
+    bind = "from kernel.handles import bind_module_tools\nb = bind_module_tools('b', {'block': ('block', 'blocking_tools'), 'never': ('never', 'slow_import')})\n"
+
+    async def scenario():
+        async with KernelSession(cwd=str(tmp_path)) as session:
+            outcomes = []
+            for call in ("await b.block(60)", "await b.never()"):
+                started = asyncio.get_running_loop().time()
+                result = await session.execute(bind + call, timeout=1.0)
+                outcomes.append((result.status, asyncio.get_running_loop().time() - started))
+            return outcomes
+
+    for status, elapsed in run(scenario()):
+        assert status == "timeout" and elapsed < 8

@@ -43,7 +43,7 @@ def test_each_rule_fires_with_file_line_and_field(tmp_path):
     by_code = {finding.code: finding for finding in findings}
     assert codes(findings) == ["TP001", "TP002", "TP002", "TP003", "TP004", "TP005", "TP005", "TP006"]
     assert by_code["TP001"].severity == "error" and "'demo.typo'" in by_code["TP001"].message
-    assert by_code["TP001"].line == 13 and by_code["TP001"].field == "tools[0].state_transition.requires"
+    assert (by_code["TP001"].line, by_code["TP001"].column) == (13, 47) and by_code["TP001"].field == "tools[0].state_transition.requires[1]"
     assert by_code["TP006"].field == "tools[0].required_parameters[0].type" and by_code["TP006"].line == 12
     assert by_code["TP004"].severity == "warning" and "noop" in by_code["TP004"].message
     assert all(finding.path == str(path) for finding in findings)
@@ -95,3 +95,79 @@ def test_import_check_names_the_missing_module_and_function(tmp_path, monkeypatc
     messages = " ".join(finding.message for finding in findings)
     assert len(findings) == 2
     assert "has no function 'present'" in messages and "'lintpkg.absent' cannot be imported" in messages
+
+
+def test_import_check_uses_the_package_roots_and_survives_noisy_or_exiting_modules(tmp_path, capsys):
+    package = tmp_path / "noisy"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "talk.py").write_text("print('NOISE')\ndef talk():\n    pass\n")
+    (package / "quit.py").write_text("import sys\nsys.exit(3)\n")
+    path = catalog(
+        package,
+        """\
+        domain: noisy
+        package: noisy
+        states: [{token: noisy.a, description: a}, {token: noisy.b, description: b}]
+        tools:
+          - {name: talk, description: prints on import, state_transition: {produces: [noisy.a]}}
+          - {name: quit, description: exits on import, state_transition: {produces: [noisy.b]}}
+        """,
+    )
+    findings = lint_catalogs([path], import_modules=True)
+    assert [(finding.code, "SystemExit" in finding.message) for finding in findings] == [("TP007", True)]
+    assert "NOISE" not in capsys.readouterr().out
+
+
+def test_a_parameter_state_no_catalog_declares_is_an_error(tmp_path):
+    path = catalog(
+        tmp_path,
+        """\
+        domain: p
+        package: p
+        states: [{token: p.a, description: a}, {token: p.b, description: b}]
+        tools:
+          - {name: first, description: makes a, return_spec: {name: item, type: str, state: p.a}, state_transition: {produces: [p.a]}}
+          - name: second
+            description: uses a
+            required_parameters: [{name: item, type: str, state: p.aa}]
+            state_transition: {requires: [p.a], produces: [p.b]}
+        """,
+    )
+    (finding,) = lint_catalogs([path])
+    assert finding.code == "TP001" and finding.field == "tools[1].required_parameters[0].state" and "'p.aa'" in finding.message
+
+
+def test_two_tools_sharing_one_function_is_an_error(tmp_path):
+    path = catalog(
+        tmp_path,
+        """\
+        domain: w
+        states: [{token: w.a, description: a}, {token: w.b, description: b}]
+        tools:
+          - {name: get-forecast, description: dash, module: onemod, state_transition: {produces: [w.a]}}
+          - {name: get_forecast, description: underscore, module: onemod, state_transition: {produces: [w.b]}}
+        """,
+    )
+    (finding,) = lint_catalogs([path])
+    assert finding.code == "TP105" and "'get-forecast' and 'get_forecast'" in finding.message
+
+
+def test_workspaces_refuse_catalogs_with_lint_errors(tmp_path):
+    import pytest
+
+    from planner import Workspace
+    from registry import CatalogError
+
+    path = catalog(tmp_path, "domain: d\npackage: p\ntools: [{name: t, description: t, state_transition: {produces: [d.ghost]}}]\n")
+    with pytest.raises(CatalogError, match="TP001"):
+        Workspace.open([path])
+    warned_only = catalog(tmp_path, "domain: d\npackage: p\nstates: [{token: d.a, description: a}]\ntools: [{name: t, state_transition: {produces: [d.a]}}]\n", "warned.yaml")
+    assert len(Workspace.open([warned_only]).loaded.registry) == 1
+
+
+def test_an_error_in_one_file_does_not_blame_another_for_its_states(tmp_path):
+    broken = catalog(tmp_path, "domain: a\npackage: a\nstates: [{token: x.s, description: s}]\ntools: [{name: t, cost: -1, state_transition: {produces: [x.s]}}]\n", "a.yaml")
+    user = catalog(tmp_path, "domain: b\npackage: b\nstates: [{token: x.t, description: t}]\ntools: [{name: u, description: u, state_transition: {requires: [x.s], produces: [x.t]}}]\n", "b.yaml")
+    findings = lint_catalogs([broken, user])
+    assert "TP001" not in codes(findings) and "TP101" in codes(findings)
