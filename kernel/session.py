@@ -212,8 +212,10 @@ class KernelSession:
             output.add(kind, content)
         execution_count = await self._execution_count(message_id)
         if output.error is None:
-            # A cell that finished just as the interrupt was sent still succeeded.
-            return output.build("ok", execution_count)
+            # The cell finished as the interrupt was sent; the interrupt may also have cut it short
+            # without an exception (a very short timeout can land before user code runs). Say so.
+            notice = "The time limit was reached as the cell finished; if its output looks incomplete, run it again with more time." if interrupted else ""
+            return output.build("ok", execution_count, notice=notice)
         if interrupted and output.error["ename"] == "KeyboardInterrupt":
             error = {**output.error, "ename": "Timeout", "evalue": f"the cell ran over {timeout:g} s and was interrupted"}
             return output.build("timeout", execution_count, error=error)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from planner.planning import Plan
-from registry import ToolDefinition
+from registry import ToolDefinition, ToolRegistry
 from registry.names import NameMap, handle_name, python_identifier
 
 BINDER_MODULE = "kernel.handles"
@@ -32,16 +32,17 @@ class InputError(ValueError):
 
 @dataclass(frozen=True)
 class UnboundParameter:
-    """A required parameter that nothing in the plan or the inputs supplies."""
+    """A required parameter that nothing in the plan or the inputs supplies; the cell reads ``variable``."""
 
     step: int
     tool: str
     parameter: str
     type: str
     description: str
+    variable: str
 
     def to_dict(self) -> dict:
-        return {"step": self.step, "tool": self.tool, "parameter": self.parameter, "type": self.type, "description": self.description}
+        return {"step": self.step, "tool": self.tool, "parameter": self.parameter, "type": self.type, "description": self.description, "variable": self.variable}
 
 
 @dataclass(frozen=True)
@@ -123,13 +124,16 @@ class _Bindings:
     targets: dict[int, str]
 
     @classmethod
-    def of(cls, tools: list[ToolDefinition], taken: set[str]) -> _Bindings:
+    def of(cls, tools: list[ToolDefinition], taken: set[str], registry: ToolRegistry | None) -> _Bindings:
         servers = NameMap({tool.server_name or DEFAULT_TOOLKIT for tool in tools}, base=handle_name, taken=taken)
         handles: dict[str, dict[str, tuple[str, str]]] = {}
         targets: dict[int, str] = {}
         for server in sorted(servers.items()):
             members = [tool for tool in tools if (tool.server_name or DEFAULT_TOOLKIT) == server]
-            attributes = NameMap(tool.name for tool in members)
+            # Attribute names come from every tool of the server when the registry is known, so a
+            # tool keeps its name whichever other tools a plan happens to bind.
+            universe = [tool.name for tool in registry if (tool.server_name or DEFAULT_TOOLKIT) == server] if registry is not None else []
+            attributes = NameMap([*universe, *(tool.name for tool in members)])
             handle = servers.python(server)
             for tool in members:
                 attribute = attributes.python(tool.name)
@@ -138,13 +142,16 @@ class _Bindings:
         return cls(handles, targets)
 
 
-def render_cell(plan: Plan, inputs: Mapping[str, Any] | None = None, task: str | None = None) -> PlannedCell:
+def render_cell(plan: Plan, inputs: Mapping[str, Any] | None = None, task: str | None = None, registry: ToolRegistry | None = None) -> PlannedCell:
     """Render ``plan`` as a cell that runs in a toolpath kernel session.
 
     Parameters:
         plan: the plan to render.
-        inputs: user inputs by parameter name (JSON-like values).
+        inputs: user inputs by parameter name (JSON-like values). Each becomes a variable named
+            like the input, unless that name is reserved (``print`` → ``print_``).
         task: the task text, quoted in the cell's header comment.
+        registry: the registry the plan's tools come from; with it, a tool's attribute name is the
+            same in every cell (names are de-duplicated over the whole server, not just the plan).
 
     Returns:
         A :class:`PlannedCell`.
@@ -156,10 +163,13 @@ def render_cell(plan: Plan, inputs: Mapping[str, Any] | None = None, task: str |
     check_input_names(inputs)
     # Handles must not take a name the cell uses for an input or a parameter (`text.load(text=text)`).
     parameter_names = {parameter.name for step in plan.steps for parameter in step.tool.parameters}
-    bindings = _Bindings.of([step.tool for step in plan.steps], taken=parameter_names | set(inputs) | {BINDER_FUNCTION})
+    bindings = _Bindings.of([step.tool for step in plan.steps], taken=parameter_names | set(inputs) | {BINDER_FUNCTION}, registry=registry)
     handles = bindings.handles
 
-    taken = set(handles) | set(inputs) | {BINDER_FUNCTION}
+    taken = set(handles) | {BINDER_FUNCTION}
+    # A variable must not shadow a builtin or IPython's names in the persistent kernel.
+    input_variables = {name: _unique_name(name, taken) for name in inputs}
+    unbound_variables: dict[str, str] = {}
     used_inputs: set[str] = set()
     unbound: list[UnboundParameter] = []
     by_state: dict[str, str] = {}
@@ -173,11 +183,13 @@ def render_cell(plan: Plan, inputs: Mapping[str, Any] | None = None, task: str |
             required = parameter in tool.required_parameters
             source = (by_state.get(parameter.state) if parameter.state else None) or by_name.get(parameter.name)
             if source is None and parameter.name in inputs:
-                source = parameter.name
+                source = input_variables[parameter.name]
                 used_inputs.add(parameter.name)
             if source is None and required:
-                source = parameter.name
-                unbound.append(UnboundParameter(index, tool.name, parameter.name, parameter.type, parameter.description))
+                if parameter.name not in unbound_variables:
+                    unbound_variables[parameter.name] = _unique_name(parameter.name, taken)
+                source = unbound_variables[parameter.name]
+                unbound.append(UnboundParameter(index, tool.name, parameter.name, parameter.type, parameter.description, source))
             if source is not None:
                 arguments.append(f"{parameter.name}={source}")
         variable = _unique_name(tool.return_spec.name if tool.return_spec else f"{tool.name}_result", taken)
@@ -205,7 +217,7 @@ def render_cell(plan: Plan, inputs: Mapping[str, Any] | None = None, task: str |
     given = [name for name in inputs if name in used_inputs]
     if given:
         lines.append("")
-        lines.extend(f"{name} = {_python_literal(inputs[name])}" for name in given)
+        lines.extend(f"{input_variables[name]} = {_python_literal(inputs[name])}" for name in given)
     if call_lines:
         lines.append("")
         lines.extend(call_lines)
@@ -249,5 +261,5 @@ def _instructions(plan: Plan, unbound: list[UnboundParameter], targets: dict[int
         lines.append("Required parameters left unbound (define these variables before running the cell):")
         for parameter in unbound:
             note = f" — {parameter.description}" if parameter.description else ""
-            lines.append(f"  {parameter.parameter}: {parameter.type} (for {parameter.tool}){note}")
+            lines.append(f"  {parameter.variable}: {parameter.type} (parameter {parameter.parameter} of {parameter.tool}){note}")
     return "\n".join(lines) + "\n"

@@ -103,7 +103,7 @@ def choose_goal(
             first_error = first_error or error
             candidates[hit.states] = GoalCandidate(hit.states, hit, None, None, str(error))
             continue
-        cell = render_cell(goal_plan, inputs, task)
+        cell = render_cell(goal_plan, inputs, task, registry=graph.registry)
         candidates[hit.states] = GoalCandidate(hit.states, hit, goal_plan, cell, None)
 
     def rank(candidate: GoalCandidate) -> tuple:

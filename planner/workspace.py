@@ -129,7 +129,7 @@ class Workspace:
     def plan_goal(self, goal: Iterable[str], inputs: Mapping[str, Any] | None = None, held: Iterable[str] = ()) -> tuple[Plan, PlannedCell]:
         """Plan to explicit goal states and render the cell (no search)."""
         goal_plan = self.plan(goal, held=held)
-        return goal_plan, render_cell(goal_plan, inputs)
+        return goal_plan, render_cell(goal_plan, inputs, registry=self.graph.registry)
 
     def plan_task(self, task: str, inputs: Mapping[str, Any] | None = None, held: Collection[str] = ()) -> TaskPlan:
         """Search for the task's goal, plan to it and render the cell.

@@ -28,7 +28,7 @@ def test_cell_binds_only_path_handles_and_wires_outputs(chemistry_graph):
 def test_unbound_required_parameter_is_listed_and_cell_still_compiles(chemistry_graph):
     cell = render_cell(plan(chemistry_graph, ["chemistry.similarity_computed"]), {"smiles_list": ["CCO", "CCN"]})
     assert [parameter.parameter for parameter in cell.unbound] == ["query_smiles"]
-    assert "query_smiles: str (for compute_similarity)" in cell.instructions
+    assert "query_smiles: str (parameter query_smiles of compute_similarity)" in cell.instructions
     assert compiles(cell.code)
 
 
@@ -117,3 +117,28 @@ def test_colliding_tool_names_bind_as_distinct_callable_attributes():
     assert "'get_forecast_2': ('get-forecast', 'weather')" in cell.code
     assert "weather.get_forecast_2() -> None  (tool 'get-forecast')" in cell.instructions
     assert compiles(cell.code)
+
+
+def test_reserved_input_names_become_safe_variables_and_keep_their_keyword(chemistry_graph):
+    from planner import StateGraph
+    from registry import ToolDefinition, ToolRegistry
+
+    registry = ToolRegistry()
+    registry.register_tool(ToolDefinition(name="show", server_name="ui", module="ui", required_parameters=[{"name": "print", "type": "str"}, {"name": "id", "type": "int"}], state_transition={"produces": ["ui.shown"]}))
+    cell = render_cell(plan(StateGraph(registry), ["ui.shown"]), {"print": "text"})
+    assert "print_ = 'text'" in cell.code and "await ui.show(print=print_, id=id_)" in cell.code
+    assert [(parameter.parameter, parameter.variable) for parameter in cell.unbound] == [("id", "id_")]
+    assert compiles(cell.code)
+
+
+def test_tool_attribute_names_do_not_depend_on_the_rest_of_the_plan():
+    from planner import StateGraph
+    from registry import ToolDefinition, ToolRegistry
+
+    registry = ToolRegistry()
+    registry.register_tool(ToolDefinition(name="get_forecast", server_name="weather", module="a", state_transition={"produces": ["w.a"]}))
+    registry.register_tool(ToolDefinition(name="get-forecast", server_name="weather", module="b", state_transition={"produces": ["w.b"]}))
+    graph = StateGraph(registry)
+    alone = render_cell(plan(graph, ["w.b"]), registry=registry)
+    together = render_cell(plan(graph, ["w.a", "w.b"]), registry=registry)
+    assert "await weather.get_forecast_2()" in alone.code and "await weather.get_forecast_2()" in together.code

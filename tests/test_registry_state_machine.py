@@ -5,6 +5,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from registry import AmbiguousToolNameError, ToolDefinition, ToolNotFoundError, ToolRegistry
+from registry.names import module_basename
 
 SERVERS = st.sampled_from([None, "web", "files"])
 NAMES = st.sampled_from(["search", "read", "write", "get-forecast"])
@@ -84,7 +85,7 @@ class RegistryMachine(RuleBasedStateMachine):
         assert [tool.id for tool in self.registry] == sorted(self.model)
         for tool_id, (server, name) in self.model.items():
             assert self.registry.get_tool_by_server_and_name(server, name).id == tool_id
-            assert self.registry.get_tool_by_id(tool_id).module == f"pkg.{name}"
+            assert self.registry.get_tool_by_id(tool_id).module == f"pkg.{module_basename(name)}"
         for name in ["search", "read", "write", "get-forecast"]:
             ids = self.ids_named(name)
             if len(ids) == 1:
