@@ -28,12 +28,14 @@ import concurrent.futures
 import json
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
+from kernel.bindings import Bindings
 from kernel.output import CellResult, OutputLimits
 from kernel.session import INTERRUPT_GRACE, KernelError, KernelSession
+from registry import ToolDefinition
 
 T = TypeVar("T")
 
@@ -55,6 +57,10 @@ class CodeMode:
     """Persistent IPython kernels keyed by session id.
 
     Args:
+        tools: registry tools to bind as awaitable handles in every kernel (in-kernel binding:
+            each tool's ``module`` is imported inside the kernel on first use), one handle per
+            server: ``await chemistry.parse_molecule(smiles=...)``. Each needs ``id`` and
+            ``module``, as a :class:`registry.ToolRegistry` gives them.
         allow_restart: offer ``restart`` to the model (see :meth:`model_tools`); ``False`` also makes
             :meth:`restart` raise.
         allow_shell: keep ``%%bash`` and ``!`` shell escapes; ``False`` removes them (this keeps a
@@ -81,6 +87,7 @@ class CodeMode:
 
     def __init__(
         self,
+        tools: Iterable[ToolDefinition] = (),
         *,
         allow_restart: bool = True,
         allow_shell: bool = True,
@@ -108,6 +115,11 @@ class CodeMode:
             raise ValueError(f"max_kernels must be at least 1 (or None), got {max_kernels}")
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout must be positive (or None), got {timeout}")
+        self.tools = list(tools)
+        missing = [tool.name for tool in self.tools if tool.id is None or not tool.module]
+        if missing:
+            raise ValueError(f"tools {', '.join(missing)} have no id or module; register them in a ToolRegistry first")
+        self.bindings = Bindings.of(self.tools, universe=self.tools)
         self.allow_restart = allow_restart
         self.allow_shell = allow_shell
         self.on_busy_kernel = on_busy_kernel
@@ -162,6 +174,10 @@ class CodeMode:
             setup = await kernel.execute(f"import {_SETUP_MODULE} as _toolpath_setup\n_toolpath_setup.configure(allow_shell={self.allow_shell!r})\ndel _toolpath_setup", timeout=60, silent=True)
             if setup.status != "ok":
                 raise KernelError(f"setting up the kernel failed: {_describe_error(setup)}")
+            if self.bindings.handles:
+                bound = await kernel.execute(self.bindings.code(), timeout=60, silent=True)
+                if bound.status != "ok":
+                    raise KernelError(f"binding the tool handles failed: {_describe_error(bound)}")
             if self.startup_code:
                 startup = await kernel.execute(self.startup_code, timeout=self.timeout, silent=True)
                 if startup.status != "ok":
@@ -318,6 +334,9 @@ class CodeMode:
             "Top-level `await` works in cells.",
             "Input from the user (input()) is not available.",
         ]
+        if self.tools:
+            lines.append("Tool handles already bound in the kernel (every call is awaitable: `await handle.tool(...)`):")
+            lines.extend(self.bindings.describe(self.tools))
         if self.allow_shell:
             lines.append("Shell commands: start a cell with %%bash, or prefix a line with !.")
         else:

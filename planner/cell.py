@@ -16,14 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kernel.bindings import BINDER_FUNCTION, Bindings
 from planner.planning import Plan
-from registry import ToolDefinition, ToolRegistry
-from registry.names import NameMap, handle_name, python_identifier
+from registry import ToolRegistry
+from registry.names import python_identifier
 
-BINDER_MODULE = "kernel.handles"
-BINDER_FUNCTION = "bind_module_tools"
-#: The toolkit of a tool that names no server.
-DEFAULT_TOOLKIT = "tools"
 
 
 class InputError(ValueError):
@@ -116,32 +113,6 @@ def _unique_name(base: str, taken: set[str]) -> str:
     return candidate
 
 
-@dataclass(frozen=True)
-class _Bindings:
-    """The handles of a plan: ``{handle: {attribute: (tool wire name, module)}}`` and each tool's call target."""
-
-    handles: dict[str, dict[str, tuple[str, str]]]
-    targets: dict[int, str]
-
-    @classmethod
-    def of(cls, tools: list[ToolDefinition], taken: set[str], registry: ToolRegistry | None) -> _Bindings:
-        servers = NameMap({tool.server_name or DEFAULT_TOOLKIT for tool in tools}, base=handle_name, taken=taken)
-        handles: dict[str, dict[str, tuple[str, str]]] = {}
-        targets: dict[int, str] = {}
-        for server in sorted(servers.items()):
-            members = [tool for tool in tools if (tool.server_name or DEFAULT_TOOLKIT) == server]
-            # Attribute names come from every tool of the server when the registry is known, so a
-            # tool keeps its name whichever other tools a plan happens to bind.
-            universe = [tool.name for tool in registry if (tool.server_name or DEFAULT_TOOLKIT) == server] if registry is not None else []
-            attributes = NameMap([*universe, *(tool.name for tool in members)])
-            handle = servers.python(server)
-            for tool in members:
-                attribute = attributes.python(tool.name)
-                handles.setdefault(handle, {})[attribute] = (tool.name, tool.module or "")
-                targets[tool.id] = f"{handle}.{attribute}"
-        return cls(handles, targets)
-
-
 def render_cell(plan: Plan, inputs: Mapping[str, Any] | None = None, task: str | None = None, registry: ToolRegistry | None = None) -> PlannedCell:
     """Render ``plan`` as a cell that runs in a toolpath kernel session.
 
@@ -163,7 +134,7 @@ def render_cell(plan: Plan, inputs: Mapping[str, Any] | None = None, task: str |
     check_input_names(inputs)
     # Handles must not take a name the cell uses for an input or a parameter (`text.load(text=text)`).
     parameter_names = {parameter.name for step in plan.steps for parameter in step.tool.parameters}
-    bindings = _Bindings.of([step.tool for step in plan.steps], taken=parameter_names | set(inputs) | {BINDER_FUNCTION}, registry=registry)
+    bindings = Bindings.of([step.tool for step in plan.steps], taken=parameter_names | set(inputs), universe=registry or ())
     handles = bindings.handles
 
     taken = set(handles) | {BINDER_FUNCTION}
@@ -210,10 +181,7 @@ def render_cell(plan: Plan, inputs: Mapping[str, Any] | None = None, task: str |
     if not plan.steps:
         lines.append("# Every goal state is already held: there is nothing to run.")
     else:
-        lines.append(f"from {BINDER_MODULE} import {BINDER_FUNCTION}")
-        for name, attributes in handles.items():
-            entries = "".join(f"\n    {attribute!r}: {target!r}," for attribute, target in attributes.items())
-            lines.append(f"{name} = {BINDER_FUNCTION}({name!r}, {{{entries}\n}})")
+        lines.append(bindings.code().rstrip("\n"))
     given = [name for name in inputs if name in used_inputs]
     if given:
         lines.append("")
@@ -231,7 +199,7 @@ def render_cell(plan: Plan, inputs: Mapping[str, Any] | None = None, task: str |
 
     return PlannedCell(
         code=code,
-        instructions=_instructions(plan, unbound, bindings.targets),
+        instructions=_instructions(plan, unbound, bindings),
         handles={name: list(attributes) for name, attributes in handles.items()},
         unbound=tuple(unbound),
         unused_inputs=tuple(name for name in inputs if name not in used_inputs),
@@ -239,23 +207,14 @@ def render_cell(plan: Plan, inputs: Mapping[str, Any] | None = None, task: str |
     )
 
 
-def _instructions(plan: Plan, unbound: list[UnboundParameter], targets: dict[int, str]) -> str:
+def _instructions(plan: Plan, unbound: list[UnboundParameter], bindings: Bindings) -> str:
     lines = [
         "You have a persistent IPython kernel; variables survive between cells.",
         "Bound tool handles (every call is awaitable: `await handle.tool(...)`):",
     ]
     if not plan.steps:
         lines.append("  (none: the goal is already held)")
-    for step in plan.steps:
-        tool = step.tool
-        target = targets[tool.id]
-        renamed = f"  (tool {tool.name!r})" if target.rsplit(".", 1)[1] != tool.name else ""
-        lines.append(f"  {target}{tool.signature().removeprefix(tool.name)}{renamed}")
-        if tool.description:
-            lines.append(f"      {tool.description}")
-        requires = ", ".join(sorted(step.requires)) or "nothing"
-        produces = ", ".join(sorted(step.produces)) or "nothing"
-        lines.append(f"      requires: {requires}; produces: {produces}")
+    lines.extend(bindings.describe(step.tool for step in plan.steps))
     lines.append(f"States reached by the plan: {', '.join(sorted(plan.reached)) or 'none'}")
     if unbound:
         lines.append("Required parameters left unbound (define these variables before running the cell):")

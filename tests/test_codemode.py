@@ -195,3 +195,16 @@ def test_sync_methods_work_inside_a_running_event_loop():
             return inner.run("21 * 2", "s").result
 
     assert asyncio.run(scenario()) == "42"
+
+
+def test_registry_tools_are_bound_as_handles_and_listed_in_the_instructions(chemistry):
+    tools = [chemistry.registry.get_tool_by_name(name) for name in ("parse_molecule", "compute_descriptors")]
+    with CodeMode(tools, pool_size=0, timeout=30) as with_tools:
+        instructions = with_tools.instructions()
+        assert "chemistry.parse_molecule(smiles: str) -> dict" in instructions
+        assert "chemistry.compute_descriptors(molecule: dict) -> dict" in instructions
+        result = with_tools.run("descriptors = await chemistry.compute_descriptors(molecule=await chemistry.parse_molecule(smiles='CCO'))\ndescriptors['molecular_weight']", "s")
+        assert result.result == "46.07"
+        assert with_tools.run("sorted(dir(chemistry))", "s").result == "['compute_descriptors', 'parse_molecule']"
+    with pytest.raises(ValueError, match="register them"):
+        CodeMode([tools[0].model_copy(update={"id": None})], pool_size=0)
