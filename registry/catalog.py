@@ -112,12 +112,30 @@ class SourceLocator:
         self.aliases: dict[str, str] = {}
 
     @classmethod
-    def of_text(cls, path: Path, text: str) -> SourceLocator:
-        """Compose ``text`` just for positions (a JSON file that YAML cannot read gets none)."""
+    def of_json(cls, path: Path, text: str) -> SourceLocator:
+        """Compose JSON text with YAML just for positions. Raw tabs can only be whitespace in valid
+        JSON, and YAML refuses them as indentation, so they become spaces (columns do not move)."""
         try:
-            return cls(path, yaml.compose(text, Loader=yaml.SafeLoader))
+            return cls(path, yaml.compose(text.replace("\t", " "), Loader=yaml.SafeLoader))
         except (yaml.YAMLError, RecursionError):
             return cls(path, None)
+
+    def first_duplicate_key(self) -> tuple[int | None, int | None]:
+        """Position of the first key that repeats within one mapping (for JSON, which has no marks)."""
+        stack = [self.root] if self.root is not None else []
+        while stack:
+            node = stack.pop()
+            if isinstance(node, yaml.MappingNode):
+                seen: set[str] = set()
+                for key, value in node.value:
+                    if isinstance(key, yaml.ScalarNode):
+                        if key.value in seen:
+                            return key.start_mark.line + 1, key.start_mark.column + 1
+                        seen.add(key.value)
+                    stack.append(value)
+            elif isinstance(node, yaml.SequenceNode):
+                stack.extend(node.value)
+        return None, None
 
     def _aliased(self, location: Sequence[str | int]) -> list[str | int]:
         if location and isinstance(location[0], str):
@@ -279,9 +297,9 @@ def parse_document(path: Path, text: str) -> tuple[Any, SourceLocator]:
             except json.JSONDecodeError as error:
                 raise CatalogError([CatalogProblem(str(path), "", f"invalid JSON: {error.msg}", error.lineno, error.colno, UNREADABLE)]) from None
             except ValueError as error:
-                locator = SourceLocator.of_text(path, text)
-                raise CatalogError([locator.problem([], f"invalid JSON: {error}", UNREADABLE)]) from None
-            return document, SourceLocator.of_text(path, text)
+                line, column = SourceLocator.of_json(path, text).first_duplicate_key()
+                raise CatalogError([CatalogProblem(str(path), "", f"invalid JSON: {error}", line, column, UNREADABLE)]) from None
+            return document, SourceLocator.of_json(path, text)
         try:
             document, root = _load_yaml(path, text)
         except yaml.YAMLError as error:

@@ -95,7 +95,8 @@ class ToolDefinition(BaseModel):
     server_name: str | None = None
     state_transition: StateTransition = Field(default_factory=StateTransition)
     affordances: list[str] = Field(default_factory=list)
-    cost: float = Field(default=1.0, ge=0, allow_inf_nan=False)
+    # strict: a quoted "3" or a boolean is a catalog mistake, not a number to coerce.
+    cost: float = Field(default=1.0, ge=0, allow_inf_nan=False, strict=True)
     id: int | None = None
 
     @model_validator(mode="after")

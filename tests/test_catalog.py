@@ -191,3 +191,28 @@ def test_shipped_schema_is_current_and_shipped_catalogs_validate_against_it():
         jsonschema.validate(yaml.safe_load(text), schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"domain": "x", "tools": [{"name": "t", "cost": "cheap"}]}, schema)
+
+
+def test_json_positions_survive_tab_indentation_and_duplicate_keys(tmp_path):
+    import yaml
+
+    document = yaml.safe_load(GOOD)
+    document["tools"][0]["cost"] = "cheap"
+    path = tmp_path / "tabs.json"
+    path.write_text(json.dumps(document, indent="\t"))
+    with pytest.raises(CatalogError) as caught:
+        read_catalog(path)
+    (problem,) = caught.value.problems
+    assert problem.field == "tools[0].cost" and problem.line is not None
+    assert path.read_text().splitlines()[problem.line - 1].strip().startswith('"cost"')
+    duplicated = tmp_path / "dup_lines.json"
+    duplicated.write_text('{\n\t"domain": "a",\n\t"tools": [],\n\t"domain": "b"\n}')
+    with pytest.raises(CatalogError) as caught:
+        read_catalog(duplicated)
+    assert (caught.value.problems[0].line, caught.value.problems[0].column) == (4, 2)
+
+
+def test_cost_must_be_a_number_not_a_string_or_boolean(tmp_path):
+    for value in ('"3"', "true"):
+        with pytest.raises(CatalogError, match="cost"):
+            read_catalog(write(tmp_path, "cost.yaml", GOOD.replace("    description: Finish.\n", f"    description: Finish.\n    cost: {value}\n")))
