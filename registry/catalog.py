@@ -73,10 +73,15 @@ class CatalogProblem:
 
 
 class CatalogError(ValueError):
-    """A catalog could not be loaded; ``problems`` says where and why. Nothing was registered."""
+    """A catalog could not be loaded; ``problems`` says where and why. Nothing was registered.
 
-    def __init__(self, problems: Sequence[CatalogProblem]):
+    ``partial`` is the part of a single file that did validate (for the linter's further checks),
+    or ``None``.
+    """
+
+    def __init__(self, problems: Sequence[CatalogProblem], partial: Catalog | None = None):
         self.problems = list(problems)
+        self.partial = partial
         count = len(self.problems)
         header = f"{count} problem{'s' if count != 1 else ''} in catalog"
         super().__init__(header + ":\n" + "\n".join(f"  {problem}" for problem in self.problems))
@@ -362,11 +367,11 @@ def _is_agora_workbench(document: dict) -> bool:
     return "server_name" in document and "domain" not in document
 
 
-def _validation_problems(locator: SourceLocator, error: ValidationError) -> list[CatalogProblem]:
+def _validation_problems(locator: SourceLocator, error: ValidationError, prefix: Sequence[str | int] = ()) -> list[CatalogProblem]:
     problems = []
     for detail in error.errors(include_url=False):
         # Pydantic appends the validator's kind ("function-after[...]") to some locations; drop it.
-        location = [key for key in detail["loc"] if not (isinstance(key, str) and "[" in key)]
+        location = [*prefix, *(key for key in detail["loc"] if not (isinstance(key, str) and "[" in key))]
         message = detail["msg"]
         if detail["type"] == "extra_forbidden":
             message = "unknown field; check its spelling (the catalog format is in README.md, the schema in `toolpath schema`)"
@@ -403,36 +408,64 @@ def read_catalog(path: str | Path) -> Catalog:
         document = from_agora_workbench(document)
         locator.aliases = {"states": "skills", "domain": "server_name"}
     try:
-        catalog_file = CatalogFile.model_validate(document)
-    except ValidationError as error:
-        raise CatalogError(_validation_problems(locator, error)) from None
+        header, states, tools, problems = _validate_items(document, locator)
     except RecursionError:
         raise CatalogError([locator.problem([], "the document is nested too deeply to validate", UNREADABLE)]) from None
 
-    problems: list[CatalogProblem] = []
     seen_tokens: set[str] = set()
-    for index, state in enumerate(catalog_file.states):
+    for index, state in states:
         if state.token in seen_tokens:
             problems.append(locator.problem(["states", index, "token"], f"state {state.token!r} is declared twice", DUPLICATE_STATE))
         seen_tokens.add(state.token)
 
-    resolver = ToolRegistry(package=catalog_file.package)
-    tools: list[ToolDefinition] = []
-    seen_tools: set[tuple[str | None, str]] = set()
-    for index, tool in enumerate(catalog_file.tools):
-        server_name = tool.server_name or catalog_file.domain
-        if (server_name, tool.name) in seen_tools:
-            problems.append(locator.problem(["tools", index, "name"], f"server {server_name!r} already has a tool named {tool.name!r}", DUPLICATE_TOOL))
-        seen_tools.add((server_name, tool.name))
-        try:
-            module = resolver.resolve_module(tool)
-        except ValueError as error:
-            problems.append(locator.problem(["tools", index], str(error).replace("ToolRegistry(package=...)", "a top-level `package:`"), NO_MODULE))
-            continue
-        tools.append(tool.model_copy(update={"server_name": server_name, "module": module}))
+    resolved: list[ToolDefinition] = []
+    if header is not None:
+        resolver = ToolRegistry(package=header.package)
+        seen_tools: set[tuple[str | None, str]] = set()
+        for index, tool in tools:
+            server_name = tool.server_name or header.domain
+            if (server_name, tool.name) in seen_tools:
+                problems.append(locator.problem(["tools", index, "name"], f"server {server_name!r} already has a tool named {tool.name!r}", DUPLICATE_TOOL))
+            seen_tools.add((server_name, tool.name))
+            try:
+                module = resolver.resolve_module(tool)
+            except ValueError as error:
+                problems.append(locator.problem(["tools", index], str(error).replace("ToolRegistry(package=...)", "a top-level `package:`"), NO_MODULE))
+                continue
+            resolved.append(tool.model_copy(update={"server_name": server_name, "module": module}))
+    catalog = None
+    if header is not None:
+        catalog = Catalog(path, header.domain, header.package, tuple(state for _, state in states), tuple(resolved), locator)
     if problems:
-        raise CatalogError(problems)
-    return Catalog(path, catalog_file.domain, catalog_file.package, tuple(catalog_file.states), tuple(tools), locator)
+        raise CatalogError(problems, partial=catalog)
+    assert catalog is not None
+    return catalog
+
+
+def _validate_items(document: dict, locator: SourceLocator) -> tuple[CatalogFile | None, list[tuple[int, State]], list[tuple[int, ToolDefinition]], list[CatalogProblem]]:
+    """Validate the header, then each state and tool on its own, so one bad item does not hide
+    the problems of the others; returns what is valid, with its index, and every problem."""
+    problems: list[CatalogProblem] = []
+    items: dict[str, list] = {"states": [], "tools": []}
+    header_fields = dict(document)
+    for key, model in (("states", State), ("tools", ToolDefinition)):
+        value = header_fields.pop(key, None)
+        if value is None:
+            continue
+        if not isinstance(value, list):
+            problems.append(locator.problem([key], f"expected a list, found {_short_repr(value)}"))
+            continue
+        for index, entry in enumerate(value):
+            try:
+                items[key].append((index, model.model_validate(entry)))
+            except ValidationError as error:
+                problems.extend(_validation_problems(locator, error, prefix=[key, index]))
+    header = None
+    try:
+        header = CatalogFile.model_validate(header_fields)
+    except ValidationError as error:
+        problems[:0] = _validation_problems(locator, error)
+    return header, items["states"], items["tools"], problems
 
 
 def load_catalogs(paths: Iterable[str | Path]) -> LoadedCatalogs:

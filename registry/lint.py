@@ -16,8 +16,8 @@
 | TP104 | error    | a tool whose module cannot be resolved (no ``module`` and no ``package``) |
 | TP105 | error    | two differently named tools that one module would implement with one function |
 
-TP1xx problems stop a catalog from loading; the linter reports them as findings and checks the files
-that did load. Codes never change meaning; new rules get new codes.
+TP1xx problems stop a catalog from loading; the linter reports them as findings and still checks
+every state and tool that did validate, in every file. Codes never change meaning; new rules get new codes.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from registry.catalog import Catalog, CatalogError, CatalogProblem, LoadedCatalogs, parse_document, combine_catalogs, import_roots, read_catalog
+from registry.catalog import Catalog, CatalogError, CatalogProblem, LoadedCatalogs, combine_catalogs, import_roots, read_catalog
 from registry.names import function_names
 from registry.tools import reachable_states
 from registry.type_strings import TypeStringError, check_type_string
@@ -160,17 +160,6 @@ def _check_import(catalog: Catalog, index: int) -> list[Finding]:
     return []
 
 
-def _declared_in_unloadable(path: str | Path) -> set[str]:
-    """State tokens a file that failed to load still visibly declares, so other files are not
-    blamed for using them (best effort: any failure yields nothing)."""
-    try:
-        document, _ = parse_document(Path(path), Path(path).read_text(encoding="utf-8-sig"))
-        entries = document.get("states") or document.get("skills") or []
-        return {entry.get("token") or entry.get("name") for entry in entries if isinstance(entry, dict) and isinstance(entry.get("token") or entry.get("name"), str)}
-    except Exception:  # the file's own problems are reported already
-        return set()
-
-
 def _as_finding(problem: CatalogProblem) -> Finding:
     return Finding(problem.path, problem.line, problem.column, problem.code, "error", problem.field, problem.message)
 
@@ -178,23 +167,27 @@ def _as_finding(problem: CatalogProblem) -> Finding:
 def _lint(paths: Iterable[str | Path], import_modules: bool) -> tuple[list[Finding], list[Catalog]]:
     findings: list[Finding] = []
     catalogs: list[Catalog] = []
-    declared: set[str] = set()
+    # Files that failed to load are still checked for what did validate, so fixing one problem
+    # does not reveal a second round of findings.
+    checked: list[Catalog] = []
     for path in paths:
         try:
             catalogs.append(read_catalog(path))
         except CatalogError as error:
             findings.extend(_as_finding(problem) for problem in error.problems)
-            declared |= _declared_in_unloadable(path)
+            if error.partial is not None:
+                checked.append(error.partial)
     if catalogs:
         try:
             combine_catalogs(catalogs)
         except CatalogError as error:
             findings.extend(_as_finding(problem) for problem in error.problems)
-    declared |= {state.token for catalog in catalogs for state in catalog.states}
-    tools = [tool for catalog in catalogs for tool in catalog.tools]
+    checked = catalogs + checked
+    declared = {state.token for catalog in checked for state in catalog.states}
+    tools = [tool for catalog in checked for tool in catalog.tools]
     producible = {token for tool in tools for token in tool.state_transition.produces}
     reachable = reachable_states(tools)
-    for catalog in catalogs:
+    for catalog in checked:
         findings.extend(_check_catalog(catalog, declared, producible, reachable))
     if import_modules:
         with _importable(catalogs):

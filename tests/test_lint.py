@@ -171,3 +171,19 @@ def test_an_error_in_one_file_does_not_blame_another_for_its_states(tmp_path):
     user = catalog(tmp_path, "domain: b\npackage: b\nstates: [{token: x.t, description: t}]\ntools: [{name: u, description: u, state_transition: {requires: [x.s], produces: [x.t]}}]\n", "b.yaml")
     findings = lint_catalogs([broken, user])
     assert "TP001" not in codes(findings) and "TP101" in codes(findings)
+
+
+def test_one_invalid_item_does_not_hide_the_problems_of_the_others(tmp_path):
+    path = catalog(
+        tmp_path,
+        """\
+        domain: e
+        package: e
+        states: [{token: e.a, description: a}]
+        tools:
+          - {name: broken, cost: -1, state_transition: {produces: [e.a]}}
+          - {name: typo, description: t, state_transition: {requires: [e.ghost], produces: [e.a]}}
+          - {name: typed, description: t, required_parameters: [{name: x, type: "list[int"}], state_transition: {produces: [e.a]}}
+        """,
+    )
+    assert {"TP101", "TP001", "TP006"} <= set(codes(lint_catalogs([path])))
