@@ -40,6 +40,7 @@ from registry import ToolDefinition
 T = TypeVar("T")
 
 _SETUP_MODULE = "kernel.kernel_setup"
+_EVICTION_MEMORY = 10_000
 
 
 @dataclass
@@ -135,6 +136,8 @@ class CodeMode:
         self.pool_size = pool_size
         self.interrupt_grace = interrupt_grace
         self._sessions: dict[str, _Session] = {}
+        # Why an evicted session lost its kernel, told to the model on that session's next cell.
+        self._evicted: dict[str, str] = {}
         self._pool: list[KernelSession] = []
         self._pool_filling: asyncio.Task | None = None
         self._reaper: asyncio.Task | None = None
@@ -223,12 +226,16 @@ class CodeMode:
         idle = sorted((session for session in live if not session.lock.locked()), key=lambda session: session.last_used)
         if not idle:
             raise KernelError(f"all {self.max_kernels} kernels are running cells; retry when one finishes, or raise max_kernels")
-        await self._discard(idle[0], evicted=True)
+        await self._discard(idle[0], evicted=f"shut down to make room for another session (max_kernels={self.max_kernels})")
 
-    async def _discard(self, session: _Session, evicted: bool = False) -> None:
+    async def _discard(self, session: _Session, evicted: str = "") -> None:
+        """Shut the session's kernel down; ``evicted`` (the reason) also forgets the session."""
         kernel, session.kernel = session.kernel, None
         if evicted:
             self._sessions.pop(session.session_id, None)
+            self._evicted[session.session_id] = evicted
+            if len(self._evicted) > _EVICTION_MEMORY:  # remember recent evictions only
+                del self._evicted[next(iter(self._evicted))]
         if kernel is not None:
             await kernel.shutdown()
 
@@ -239,7 +246,7 @@ class CodeMode:
             now = time.monotonic()
             for session in list(self._sessions.values()):
                 if session.kernel is not None and not session.lock.locked() and now - session.last_used > self.idle_ttl:
-                    await self._discard(session, evicted=True)
+                    await self._discard(session, evicted=f"shut down after {self.idle_ttl:g} s without use")
 
     # -- cells ------------------------------------------------------------------------------------
 
@@ -249,6 +256,8 @@ class CodeMode:
         session = self._sessions.get(session_id)
         if session is None:
             session = self._sessions[session_id] = _Session(session_id)
+            if session_id in self._evicted:
+                session.notice = f"This session's previous kernel was {self._evicted.pop(session_id)}; this is a fresh kernel and earlier variables are gone."
         async with session.lock:
             notice, session.notice = session.notice, ""
             if session.kernel is not None and session.kernel.busy and not await session.kernel.wait_until_idle(self.busy_wait):

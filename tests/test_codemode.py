@@ -144,7 +144,8 @@ def test_idle_sessions_are_evicted():
         assert short_lived.sessions() == ["s"]
         time.sleep(1.5)
         assert short_lived.sessions() == []
-        assert short_lived.run("'x' in globals()", "s").result == "False"
+        fresh = short_lived.run("'x' in globals()", "s")
+        assert fresh.result == "False" and "without use" in fresh.notice and "earlier variables are gone" in fresh.notice
 
 
 def test_least_recently_used_idle_session_is_evicted():
@@ -154,6 +155,7 @@ def test_least_recently_used_idle_session_is_evicted():
         capped.run("a", "first")  # "second" is now the least recently used
         capped.run("c = 1", "third")
         assert capped.sessions() == ["first", "third"]
+        assert "max_kernels=2" in capped.run("1", "second").notice
 
 
 def test_concurrent_sessions_never_lose_or_cross_output():
