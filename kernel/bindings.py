@@ -1,22 +1,28 @@
-"""Handle bindings: which handle and attribute each in-kernel tool gets, and the code that binds them.
+"""Handle bindings: which handle and attribute each tool gets, and the code that binds them.
 
 Tools are grouped into one handle per server (toolkit); handle names come from
 :func:`registry.names.handle_name` and attribute names from :class:`registry.names.NameMap`, so the
 names a cell calls, the names the kernel binds and the names the instructions advertise are the
-same. The binding code imports :mod:`kernel.handles` inside the kernel; tool modules are imported
-lazily on first use.
+same. In-kernel handles are bound by :mod:`kernel.handles` (tool modules are imported lazily on first
+use); host handles are fetched from :mod:`kernel.bridge_client`, where CodeMode installed them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+import inspect
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
+from kernel.toolkit import Toolkit
 from registry import ToolDefinition
 from registry.names import NameMap, handle_name
 
 BINDER_MODULE = "kernel.handles"
 BINDER_FUNCTION = "bind_module_tools"
+HOST_MODULE = "kernel.bridge_client"
+HOST_FUNCTION = "host_toolkit"
+#: Names the binding code itself uses in the kernel namespace.
+BINDING_NAMES = frozenset({BINDER_FUNCTION, HOST_FUNCTION})
 #: The toolkit of a tool that names no server.
 DEFAULT_TOOLKIT = "tools"
 
@@ -30,47 +36,89 @@ class Bindings:
     """Handles for a set of tools.
 
     Attributes:
-        handles: ``{handle: {attribute: (tool wire name, module)}}``, in server order.
-        targets: ``{tool id: "handle.attribute"}``, what a cell calls.
+        handles: in-kernel handles, ``{handle: {attribute: (tool wire name, module)}}``.
+        host_handles: host handles, ``{handle: (toolkit name, {attribute: tool wire name})}``.
+        targets: ``{tool id: "handle.attribute"}`` for registry tools, what a cell calls.
     """
 
     handles: dict[str, dict[str, tuple[str, str]]]
     targets: dict[int, str]
+    host_handles: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, tools: Iterable[ToolDefinition], taken: Iterable[str] = (), universe: Iterable[ToolDefinition] = ()) -> Bindings:
-        """Name the handles of ``tools`` (each needs ``id`` and ``module`` set, as a registry gives).
+    def of(cls, tools: Iterable[ToolDefinition], taken: Iterable[str] = (), universe: Iterable[ToolDefinition] = (), toolkits: Sequence[Toolkit] = ()) -> Bindings:
+        """Name the handles of ``tools`` and ``toolkits``.
 
         Args:
-            tools: the tools to bind.
+            tools: registry tools (each needs ``id`` and ``module`` set, as a registry gives); those
+                with ``binding="host"`` get host handles, the others in-kernel ones.
             taken: names the handles must avoid (inputs, parameters of the cell).
             universe: all tools of the same servers (e.g. a whole registry): attribute names are
                 de-duplicated over them, so a tool keeps its name whichever others are bound.
+            toolkits: host toolkits; each becomes a host handle of its own.
+
+        Raises:
+            ValueError: a toolkit shares its name with another toolkit or a server of ``tools``.
         """
         tools = list(tools)
-        servers = NameMap({toolkit_of(tool) for tool in tools}, base=handle_name, taken={*taken, BINDER_FUNCTION})
+        names = [toolkit.name for toolkit in toolkits]
+        clash = next((name for name in names if names.count(name) > 1 or any(toolkit_of(tool) == name for tool in tools)), None)
+        if clash is not None:
+            raise ValueError(f"two toolkits are named {clash!r}; give each a distinct name")
+        servers = NameMap({*(toolkit_of(tool) for tool in tools), *names}, base=handle_name, taken={*taken, *BINDING_NAMES})
         everyone = list(universe)
         handles: dict[str, dict[str, tuple[str, str]]] = {}
+        host_handles: dict[str, tuple[str, dict[str, str]]] = {}
         targets: dict[int, str] = {}
-        for server in sorted(servers.items()):
+        for server in sorted({toolkit_of(tool) for tool in tools}):
             members = [tool for tool in tools if toolkit_of(tool) == server]
             attributes = NameMap([*(tool.name for tool in everyone if toolkit_of(tool) == server), *(tool.name for tool in members)])
             handle = servers.python(server)
             for tool in members:
                 attribute = attributes.python(tool.name)
-                handles.setdefault(handle, {})[attribute] = (tool.name, tool.module or "")
+                if tool.binding == "host":
+                    host_handles.setdefault(handle, (server, {}))[1][attribute] = tool.name
+                else:
+                    handles.setdefault(handle, {})[attribute] = (tool.name, tool.module or "")
                 targets[tool.id] = f"{handle}.{attribute}"
-        return cls(handles, targets)
+        for toolkit in toolkits:
+            attributes = NameMap(toolkit.functions)
+            host_handles[servers.python(toolkit.name)] = (toolkit.name, {attributes.python(name): name for name in toolkit.functions})
+        return cls(handles, targets, host_handles)
 
     def code(self) -> str:
         """Python that binds every handle (empty when there are none)."""
-        if not self.handles:
-            return ""
-        lines = [f"from {BINDER_MODULE} import {BINDER_FUNCTION}"]
+        lines = []
+        if self.handles:
+            lines.append(f"from {BINDER_MODULE} import {BINDER_FUNCTION}")
         for name, attributes in self.handles.items():
             entries = "".join(f"\n    {attribute!r}: {target!r}," for attribute, target in attributes.items())
             lines.append(f"{name} = {BINDER_FUNCTION}({name!r}, {{{entries}\n}})")
-        return "\n".join(lines) + "\n"
+        if self.host_handles:
+            lines.append(f"from {HOST_MODULE} import {HOST_FUNCTION}")
+        for name, (toolkit, attributes) in self.host_handles.items():
+            lines.append(f"{name} = {HOST_FUNCTION}({toolkit!r})")
+        return "\n".join(lines) + "\n" if lines else ""
+
+    def describe_toolkits(self, toolkits: Iterable[Toolkit]) -> list[str]:
+        """Instruction lines for host toolkits: ``handle.attribute(signature)`` and the first docstring line."""
+        by_toolkit = {toolkit: handle for handle, (toolkit, _) in self.host_handles.items()}
+        lines = []
+        for toolkit in toolkits:
+            handle = by_toolkit[toolkit.name]
+            for attribute, name in self.host_handles[handle][1].items():
+                tool = toolkit.functions[name]
+                signature = str(tool.signature) if tool.signature is not None else "(...)"
+                renamed = f"  (tool {name!r})" if attribute != name else ""
+                lines.append(f"  {handle}.{attribute}{signature}{renamed}")
+                summary = inspect.cleandoc(tool.description).split("\n", 1)[0] if tool.description else ""
+                if summary:
+                    lines.append(f"      {summary}")
+                if tool.pause_reason:
+                    lines.append(f"      not callable in cells ({tool.pause_reason}): ask for it as a regular tool call")
+                elif tool.load_error:
+                    lines.append(f"      unavailable: {tool.load_error}")
+        return lines
 
     def describe(self, tools: Iterable[ToolDefinition]) -> list[str]:
         """Instruction lines for ``tools``: ``handle.attribute(signature)``, description, states."""

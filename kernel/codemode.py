@@ -15,6 +15,12 @@ Contract:
   retry or restart — or, with ``on_busy_kernel="restart"``, restarts the kernel and runs the cell.
 - A kernel that dies is reported with its last output; the next cell starts a fresh kernel and says
   that earlier state is gone.
+- Tools: registry tools with ``binding="kernel"`` are imported inside the kernel; everything else
+  (toolkits, plain functions, host-bound registry tools) runs in this process and is reached over
+  the bridge (:mod:`kernel.bridge`). A *run* starts with the first cell (or :meth:`CodeMode.open`)
+  and ends with :meth:`CodeMode.close`: toolkits that need a connection are connected when it
+  starts — an async ``connect()`` on the first cell, on the caller's loop — and closed when it ends;
+  kernels outlive runs.
 
 All kernels are driven from one private event loop on a background thread: jupyter_client's async
 sockets belong to the loop that made them, and a private loop lets the sync methods work from plain
@@ -25,16 +31,22 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
+import itertools
 import json
+import os
 import threading
 import time
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
-from kernel.bindings import Bindings
+from kernel.bindings import HOST_MODULE, Bindings
+from kernel.bridge import Bridge, toolkit_spec
 from kernel.output import CellResult, OutputLimits
+from kernel.result_store import ResultStore
 from kernel.session import INTERRUPT_GRACE, KernelError, KernelSession
+from kernel.toolkit import Tool, Toolkit, as_toolkits
 from registry import ToolDefinition
 
 T = TypeVar("T")
@@ -58,10 +70,12 @@ class CodeMode:
     """Persistent IPython kernels keyed by session id.
 
     Args:
-        tools: registry tools to bind as awaitable handles in every kernel (in-kernel binding:
-            each tool's ``module`` is imported inside the kernel on first use), one handle per
-            server: ``await chemistry.parse_molecule(smiles=...)``. Each needs ``id`` and
-            ``module``, as a :class:`registry.ToolRegistry` gives them.
+        tools: what to bind as awaitable handles in every kernel, one handle per toolkit or server:
+            :class:`kernel.Toolkit` objects, plain functions and :class:`kernel.Tool` objects (one
+            toolkit named ``tools``), and registry tools (each needs ``id`` and ``module``, as a
+            :class:`registry.ToolRegistry` gives them). Registry tools with ``binding="kernel"``
+            are imported inside the kernel on first use; everything else runs in this process and
+            is called over the bridge: ``await inventory.stock_level("A-1")``.
         allow_restart: offer ``restart`` to the model (see :meth:`model_tools`); ``False`` also makes
             :meth:`restart` raise.
         allow_shell: keep ``%%bash`` and ``!`` shell escapes; ``False`` removes them (this keeps a
@@ -81,14 +95,22 @@ class CodeMode:
         pool_size: kernels kept started and ready for new sessions; 0 disables the pool.
         interrupt_grace: seconds a timed-out cell gets to stop after the interrupt before it is
             reported ``"aborted"``.
+        max_result_bytes: largest host-tool result (encoded) a cell receives; a larger one raises
+            ``ResultTooLarge`` in the cell, or is offloaded with ``offload_results``.
+        offload_results: keep oversized results in the SQLite file and give the cell an id to read
+            them back with ``await results.get(id)``.
+        result_store: that SQLite file; default ``$TOOLPATH_HOME/toolpath.db`` (see
+            :func:`kernel.result_store.default_database_path`).
 
     Raises:
-        ValueError: for an unknown ``on_busy_kernel`` or a negative number.
+        ValueError: for an unknown ``on_busy_kernel``, a negative number, two toolkits with one name,
+            or a registry tool without ``id``/``module``.
+        TypeError: a ``tools`` item that is not a toolkit, tool, callable or registry tool.
     """
 
     def __init__(
         self,
-        tools: Iterable[ToolDefinition] = (),
+        tools: Iterable[ToolDefinition | Toolkit | Tool | Callable[..., Any]] = (),
         *,
         allow_restart: bool = True,
         allow_shell: bool = True,
@@ -106,21 +128,43 @@ class CodeMode:
         max_kernels: int | None = None,
         pool_size: int = 1,
         interrupt_grace: float = INTERRUPT_GRACE,
+        max_result_bytes: int = 1_000_000,
+        offload_results: bool = False,
+        result_store: str | os.PathLike[str] | None = None,
     ):
         if on_busy_kernel not in ("wait", "restart"):
             raise ValueError(f"on_busy_kernel must be 'wait' or 'restart', got {on_busy_kernel!r}")
-        for name, value in (("interrupt_grace", interrupt_grace), ("busy_wait", busy_wait), ("idle_ttl", idle_ttl), ("pool_size", pool_size), ("max_output_chars", max_output_chars), ("max_images_per_cell", max_images_per_cell), ("max_image_bytes", max_image_bytes)):
+        for name, value in (("interrupt_grace", interrupt_grace), ("busy_wait", busy_wait), ("idle_ttl", idle_ttl), ("pool_size", pool_size), ("max_output_chars", max_output_chars), ("max_images_per_cell", max_images_per_cell), ("max_image_bytes", max_image_bytes), ("max_result_bytes", max_result_bytes)):
             if value < 0:
                 raise ValueError(f"{name} must not be negative, got {value}")
         if max_kernels is not None and max_kernels < 1:
             raise ValueError(f"max_kernels must be at least 1 (or None), got {max_kernels}")
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout must be positive (or None), got {timeout}")
-        self.tools = list(tools)
-        missing = [tool.name for tool in self.tools if tool.id is None or not tool.module]
+        items = list(tools)
+        definitions = [tool for tool in items if isinstance(tool, ToolDefinition)]
+        missing = [tool.name for tool in definitions if tool.id is None or not tool.module]
         if missing:
             raise ValueError(f"tools {', '.join(missing)} have no id or module; register them in a ToolRegistry first")
-        self.bindings = Bindings.of(self.tools, universe=self.tools)
+        #: Registry tools bound inside the kernel.
+        self.tools = [tool for tool in definitions if tool.binding == "kernel"]
+        #: Toolkits whose calls run in this process.
+        self.toolkits = as_toolkits(tool for tool in items if not (isinstance(tool, ToolDefinition) and tool.binding == "kernel"))
+        self.max_result_bytes = max_result_bytes
+        self.result_store = ResultStore(result_store) if offload_results else None
+        # Why a toolkit could not be bound (its connect() failed), by toolkit name.
+        self._failures: dict[str, str] = {}
+        self._toolkit_spec = ""
+        self._binding_version = 0
+        self._host_targets: dict[str, tuple[Toolkit, str]] = {}
+        self._rebind()
+        self._generations = itertools.count(1)
+        self._bridges: dict[KernelSession, Bridge] = {}
+        self._bound_version: dict[KernelSession, int] = {}
+        # The run: toolkits this CodeMode connected (with the loop they connected on), in order.
+        self._connected: list[tuple[Toolkit, asyncio.AbstractEventLoop | None]] = []
+        self._connecting: dict[str, concurrent.futures.Future] = {}
+        self._connect_lock = threading.Lock()
         self.allow_restart = allow_restart
         self.allow_shell = allow_shell
         self.on_busy_kernel = on_busy_kernel
@@ -177,18 +221,54 @@ class CodeMode:
             setup = await kernel.execute(f"import {_SETUP_MODULE} as _toolpath_setup\n_toolpath_setup.configure(allow_shell={self.allow_shell!r})\ndel _toolpath_setup", timeout=60, silent=True)
             if setup.status != "ok":
                 raise KernelError(f"setting up the kernel failed: {_describe_error(setup)}")
-            if self.bindings.handles:
-                bound = await kernel.execute(self.bindings.code(), timeout=60, silent=True)
-                if bound.status != "ok":
-                    raise KernelError(f"binding the tool handles failed: {_describe_error(bound)}")
+            if self.toolkits or self.result_store is not None:
+                bridge = Bridge(kernel.directory, next(self._generations), self._host_targets.get, self.max_result_bytes, self.result_store)
+                await bridge.start()
+                self._bridges[kernel] = bridge
+            await self._bind(kernel)
             if self.startup_code:
                 startup = await kernel.execute(self.startup_code, timeout=self.timeout, silent=True)
                 if startup.status != "ok":
                     raise KernelError(f"startup_code failed: {_describe_error(startup)}")
         except BaseException:
-            await kernel.shutdown()
+            await self._stop_kernel(kernel)
             raise
         return kernel
+
+    async def _bind(self, kernel: KernelSession) -> None:
+        """Bind (or rebind, after a run's connects changed the toolkits) every handle in ``kernel``."""
+        version = self._binding_version
+        code = self.bindings.code()
+        bridge = self._bridges.get(kernel)
+        if bridge is not None:
+            spec = {**bridge.spec(), "toolkits": json.loads(self._toolkit_spec), "results": str(self.result_store.path) if self.result_store else None}
+            code = f"import {HOST_MODULE} as _toolpath_bridge\n_toolpath_bridge.install({json.dumps(spec)!r})\ndel _toolpath_bridge\n" + code
+            if self.result_store is not None:
+                code += f"from {HOST_MODULE} import results_handle as _toolpath_results\nresults = _toolpath_results()\ndel _toolpath_results\n"
+        if code:
+            bound = await kernel.execute(code, timeout=60, silent=True)
+            if bound.status != "ok":
+                raise KernelError(f"binding the tool handles failed: {_describe_error(bound)}")
+        self._bound_version[kernel] = version
+
+    def _rebind(self) -> None:
+        """Name the handles of the tools and toolkits as they are now; bump the version on change."""
+        self.bindings = Bindings.of(self.tools, universe=self.tools, toolkits=self.toolkits, taken={"results"} if self.result_store is not None else ())
+        by_name = {toolkit.name: toolkit for toolkit in self.toolkits}
+        self._host_targets = {f"{handle}.{attribute}": (by_name[toolkit], name) for handle, (toolkit, attributes) in self.bindings.host_handles.items() for attribute, name in attributes.items()}
+        specs = {handle: toolkit_spec(by_name[toolkit], attributes, self._failures.get(toolkit, "")) for handle, (toolkit, attributes) in self.bindings.host_handles.items()}
+        spec = json.dumps(specs, sort_keys=True)
+        if spec != self._toolkit_spec:
+            self._toolkit_spec = spec
+            self._binding_version += 1
+
+    async def _stop_kernel(self, kernel: KernelSession) -> None:
+        """Close the kernel's bridge (cancelling its in-flight calls) and shut the kernel down."""
+        bridge = self._bridges.pop(kernel, None)
+        self._bound_version.pop(kernel, None)
+        if bridge is not None:
+            await bridge.close()
+        await kernel.shutdown()
 
     def _fill_pool(self) -> None:
         if self.pool_size and (self._pool_filling is None or self._pool_filling.done()):
@@ -201,7 +281,7 @@ class CodeMode:
             except KernelError:
                 return  # a session that needs a kernel will start one itself and report the error
             if self._closed:
-                await kernel.shutdown()
+                await self._stop_kernel(kernel)
                 return
             self._pool.append(kernel)
 
@@ -211,7 +291,7 @@ class CodeMode:
             self._fill_pool()
             if await kernel.is_alive():
                 return kernel
-            await kernel.shutdown()
+            await self._stop_kernel(kernel)
         kernel = await self._new_kernel()
         self._fill_pool()
         return kernel
@@ -237,7 +317,7 @@ class CodeMode:
             if len(self._evicted) > _EVICTION_MEMORY:  # remember recent evictions only
                 del self._evicted[next(iter(self._evicted))]
         if kernel is not None:
-            await kernel.shutdown()
+            await self._stop_kernel(kernel)
 
     async def _reap_idle_sessions(self) -> None:
         interval = max(0.05, min(self.idle_ttl / 4, 60.0))
@@ -250,7 +330,7 @@ class CodeMode:
 
     # -- cells ------------------------------------------------------------------------------------
 
-    async def _run(self, code: str, session_id: str) -> CellResult:
+    async def _run(self, code: str, session_id: str, call_loop: asyncio.AbstractEventLoop | None = None) -> CellResult:
         if not isinstance(session_id, str) or not session_id:
             raise ValueError("session_id must be a non-empty string given by the caller")
         session = self._sessions.get(session_id)
@@ -270,8 +350,17 @@ class CodeMode:
             if session.kernel is None:
                 await self._make_room(session_id)
                 session.kernel = await self._take_kernel()
-            result = await session.kernel.execute(code, timeout=self.timeout, limits=self.limits, interrupt_grace=self.interrupt_grace)
+            kernel = session.kernel
+            if self._bound_version.get(kernel) != self._binding_version:
+                await self._bind(kernel)
+            bridge = self._bridges.get(kernel)
+            cell_ids: list[str] = []
+            if bridge is not None:
+                bridge.call_loop = call_loop
+            result = await kernel.execute(code, timeout=self.timeout, limits=self.limits, interrupt_grace=self.interrupt_grace, on_start=cell_ids.append)
             session.last_used = time.monotonic()
+            if bridge is not None and cell_ids and result.status in ("timeout", "aborted"):
+                bridge.cancel_cell(cell_ids[0])
             if result.status == "dead":
                 await self._discard(session)
                 session.notice = "The kernel died during the previous cell; this is a fresh kernel and earlier variables are gone."
@@ -307,7 +396,133 @@ class CodeMode:
         kernels = [session.kernel for session in self._sessions.values() if session.kernel is not None] + self._pool
         self._sessions.clear()
         self._pool = []
-        await asyncio.gather(*(kernel.shutdown() for kernel in kernels), return_exceptions=True)
+        await asyncio.gather(*(self._stop_kernel(kernel) for kernel in kernels), return_exceptions=True)
+
+    # -- runs: connecting and closing toolkits ------------------------------------------------------
+
+    def _to_connect(self, asynchronous: bool) -> list[Toolkit]:
+        return [
+            toolkit
+            for toolkit in self.toolkits
+            if toolkit.requires_connect and not toolkit.is_connected and toolkit.name not in self._failures and inspect.iscoroutinefunction(toolkit.connect) == asynchronous
+        ]
+
+    def _claim(self, toolkit: Toolkit) -> concurrent.futures.Future | None:
+        """Take the job of connecting ``toolkit`` (``None``), or get the future of whoever has it."""
+        with self._connect_lock:
+            if toolkit.name in self._connecting:
+                return self._connecting[toolkit.name]
+            self._connecting[toolkit.name] = concurrent.futures.Future()
+            return None
+
+    def _connected_or_failed(self, toolkit: Toolkit, loop: asyncio.AbstractEventLoop | None, error: BaseException | None) -> None:
+        if error is None:
+            self._connected.append((toolkit, loop))
+        else:
+            self._failures[toolkit.name] = f"its connect() failed ({type(error).__name__}: {error})"
+        with self._connect_lock:
+            self._connecting.pop(toolkit.name).set_result(None)
+
+    async def _aconnect(self, asynchronous_too: bool) -> None:
+        """Connect the toolkits this run needs, on the running (caller's) loop; then rebind names."""
+        pending = self._to_connect(False) + (self._to_connect(True) if asynchronous_too else [])
+        for toolkit in pending:
+            other = self._claim(toolkit)
+            if other is not None:
+                await asyncio.wrap_future(other)
+                continue
+            error = None
+            try:
+                if inspect.iscoroutinefunction(toolkit.connect):
+                    await toolkit.connect()
+                else:
+                    await asyncio.to_thread(toolkit.connect)
+            except Exception as exception:  # a toolkit that cannot connect becomes a failed handle, not a failed run
+                error = exception
+            self._connected_or_failed(toolkit, asyncio.get_running_loop(), error)
+        if pending:
+            self._rebind()
+
+    def _connect(self, asynchronous_too: bool = True) -> None:
+        """Sync :meth:`_aconnect`: sync connects here, async ones on CodeMode's own loop."""
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("a sync CodeMode method was called from CodeMode's own loop; use the async variant")
+        pending = self._to_connect(False) + (self._to_connect(True) if asynchronous_too else [])
+        for toolkit in pending:
+            other = self._claim(toolkit)
+            if other is not None:
+                other.result()
+                continue
+            error, loop = None, None
+            try:
+                if inspect.iscoroutinefunction(toolkit.connect):
+                    loop = self._loop
+                    self._submit(toolkit.connect()).result()
+                else:
+                    toolkit.connect()
+            except Exception as exception:  # a toolkit that cannot connect becomes a failed handle, not a failed run
+                error = exception
+            self._connected_or_failed(toolkit, loop, error)
+        if pending:
+            self._rebind()
+
+    async def aopen(self) -> None:
+        """Start a run now: connect every toolkit that needs it, on the running loop."""
+        await self._aconnect(asynchronous_too=True)
+
+    def open(self) -> None:
+        """Start a run now: connect the toolkits whose ``connect()`` is sync (async ones connect on the first cell)."""
+        self._connect(asynchronous_too=False)
+
+    async def aclose(self) -> None:
+        """End the run: close the toolkits this CodeMode connected (newest first); kernels stay.
+
+        Raises:
+            RuntimeError: some ``close()`` failed (the others were still closed); the message lists them.
+        """
+        connected, self._connected = self._connected, []
+        self._failures.clear()
+        errors = []
+        for toolkit, loop in reversed(connected):
+            try:
+                if not inspect.iscoroutinefunction(toolkit.close):
+                    await asyncio.to_thread(toolkit.close)
+                elif loop is None or loop is asyncio.get_running_loop() or not loop.is_running():
+                    await toolkit.close()
+                else:
+                    await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(toolkit.close(), loop))
+            except Exception as error:  # close the others, then report every failure
+                errors.append(f"{toolkit.name}: {type(error).__name__}: {error}")
+        self._rebind()
+        if errors:
+            raise RuntimeError(f"closing toolkits failed: {'; '.join(errors)}")
+
+    def close(self) -> None:
+        """Sync :meth:`aclose`. An async ``close()`` runs on the loop its toolkit connected on when that
+        loop is still running in another thread, else on CodeMode's own loop.
+
+        Raises:
+            RuntimeError: some ``close()`` failed, or an async toolkit must be closed on the calling
+                thread's own running loop (use :meth:`aclose` there).
+        """
+        connected, self._connected = self._connected, []
+        self._failures.clear()
+        errors = []
+        for toolkit, loop in reversed(connected):
+            try:
+                if not inspect.iscoroutinefunction(toolkit.close):
+                    toolkit.close()
+                    continue
+                if loop is None or loop.is_closed() or not loop.is_running():
+                    loop = self._loop
+                if _running_loop() is loop:
+                    raise RuntimeError("it connected on this thread's running loop; use `await code_mode.aclose()`")
+                asyncio.run_coroutine_threadsafe(toolkit.close(), loop).result()
+            except Exception as error:  # close the others, then report every failure
+                errors.append(f"{toolkit.name}: {type(error).__name__}: {error}")
+        self._rebind()
+        if errors:
+            raise RuntimeError(f"closing toolkits failed: {'; '.join(errors)}")
 
     # -- model-facing tools -----------------------------------------------------------------------
 
@@ -343,9 +558,15 @@ class CodeMode:
             "Top-level `await` works in cells.",
             "Input from the user (input()) is not available.",
         ]
-        if self.tools:
-            lines.append("Tool handles already bound in the kernel (every call is awaitable: `await handle.tool(...)`):")
+        if self.tools or self.toolkits:
+            lines.append("Tool handles already bound in the kernel (every call is awaitable: `await handle.tool(...)`; gather many with asyncio.gather):")
             lines.extend(self.bindings.describe(self.tools))
+            for handle, (toolkit, _) in self.bindings.host_handles.items():
+                if toolkit in self._failures:
+                    lines.append(f"  {handle}: unavailable, {self._failures[toolkit]}")
+            lines.extend(self.bindings.describe_toolkits(toolkit for toolkit in self.toolkits if toolkit.name not in self._failures))
+        if self.result_store is not None:
+            lines.append(f"Tool results over {self.max_result_bytes:,} bytes arrive as an offloaded-result id: read them with `await results.get(id)`.")
         if self.allow_shell:
             lines.append("Shell commands: start a cell with %%bash, or prefix a line with !.")
         else:
@@ -359,11 +580,18 @@ class CodeMode:
     # -- developer surface ------------------------------------------------------------------------
 
     async def arun(self, code: str, session_id: str) -> CellResult:
-        """Run a cell and return the structured :class:`CellResult`."""
-        return await self._await(self._run(code, session_id))
+        """Run a cell and return the structured :class:`CellResult`.
+
+        The first cell of a run connects the toolkits that need it; host tools' async functions are
+        awaited on the loop this is awaited on.
+        """
+        await self._aconnect(asynchronous_too=True)
+        return await self._await(self._run(code, session_id, asyncio.get_running_loop()))
 
     def run(self, code: str, session_id: str) -> CellResult:
-        """Sync :meth:`arun`."""
+        """Sync :meth:`arun`; host tools' async functions run on CodeMode's own loop (so calling this
+        from inside a running loop cannot deadlock)."""
+        self._connect()
         return self._wait(self._run(code, session_id))
 
     async def avariables(self, session_id: str) -> list[str]:
@@ -389,16 +617,22 @@ class CodeMode:
         return sorted(session.session_id for session in self._sessions.values() if session.kernel is not None)
 
     async def ashutdown(self) -> None:
-        """Shut down every kernel (sessions and pool) and stop the background loop."""
+        """End the run (:meth:`aclose`), shut down every kernel (sessions and pool) and stop the loop."""
         if not self._closed:
-            await self._await(self._shutdown())
-            self._stop_loop()
+            try:
+                await self.aclose()
+            finally:
+                await self._await(self._shutdown())
+                self._stop_loop()
 
     def shutdown(self) -> None:
         """Sync :meth:`ashutdown`."""
         if not self._closed:
-            self._wait(self._shutdown())
-            self._stop_loop()
+            try:
+                self.close()
+            finally:
+                self._wait(self._shutdown())
+                self._stop_loop()
 
     def _stop_loop(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)
@@ -415,6 +649,13 @@ class CodeMode:
 
     async def __aexit__(self, *exc_info: Any) -> None:
         await self.ashutdown()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _value_code(name: str) -> str:

@@ -45,30 +45,62 @@ def _sigint_handler(handler: Callable[..., Any]) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+class _InterruptibleCalls:
+    """The async tool calls in progress and the one SIGINT handler that interrupts them.
+
+    Calls overlap (``asyncio.gather`` of many), so each cannot install and restore its own handler:
+    the first call installs the handler and the last one restores the kernel's.
+    """
+
+    def __init__(self) -> None:
+        self.tasks: dict[asyncio.Task, list[bool]] = {}  # task → [interrupted]
+        self.previous: Any = None
+
+    def enter(self, task: asyncio.Task) -> list[bool]:
+        if not self.tasks and threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self.interrupt)
+        flag = self.tasks[task] = [False]
+        return flag
+
+    def leave(self, task: asyncio.Task) -> None:
+        self.tasks.pop(task, None)
+        if not self.tasks and self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+            self.previous = None
+
+    def interrupt(self, signum: int, frame: Any) -> None:
+        running = None
+        for task, flag in list(self.tasks.items()):
+            flag[0] = True
+            loop = task.get_loop()
+            if asyncio.current_task(loop) is task:
+                running = task
+            else:
+                loop.call_soon_threadsafe(task.cancel)
+        if running is not None:
+            # The tool is blocking inside its own step (sync code in an async def): the loop cannot
+            # run a cancellation, so interrupt the code where it stands.
+            raise KeyboardInterrupt("tool call was interrupted")
+
+
+_calls = _InterruptibleCalls()
+
+
 async def _call_async(function: Callable[..., Any], name: str, args: tuple, kwargs: dict) -> Any:
     __tracebackhide__ = True
     task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    interrupted = False
-
-    def cancel_on_sigint(signum: int, frame: Any) -> None:
-        nonlocal interrupted
-        interrupted = True
-        if task is not None and asyncio.current_task(loop) is task:
-            # The tool is blocking inside its own step (sync code in an async def): the loop cannot
-            # run a cancellation, so interrupt the code where it stands.
-            raise KeyboardInterrupt(f"tool {name} was interrupted")
-        if task is not None:
-            loop.call_soon_threadsafe(task.cancel)
-
-    with _sigint_handler(cancel_on_sigint):
-        try:
-            return await function(*args, **kwargs)
-        except asyncio.CancelledError:
-            if not interrupted or task is None:
-                raise
-            task.uncancel()
-            raise KeyboardInterrupt(f"tool {name} was interrupted") from None
+    if task is None:
+        return await function(*args, **kwargs)
+    interrupted = _calls.enter(task)
+    try:
+        return await function(*args, **kwargs)
+    except asyncio.CancelledError:
+        if not interrupted[0]:
+            raise
+        task.uncancel()
+        raise KeyboardInterrupt(f"tool {name} was interrupted") from None
+    finally:
+        _calls.leave(task)
 
 
 def awaitable(function: Callable[..., Any], name: str | None = None, wire_name: str | None = None) -> Callable[..., Any]:

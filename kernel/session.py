@@ -16,6 +16,7 @@ import queue
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
@@ -156,7 +157,14 @@ class KernelSession:
     async def is_alive(self) -> bool:
         return self._manager is not None and await self._manager.is_alive()
 
-    async def execute(self, code: str, timeout: float | None = 300.0, limits: OutputLimits | None = None, silent: bool = False, interrupt_grace: float = INTERRUPT_GRACE) -> CellResult:
+    @property
+    def directory(self) -> str:
+        """The kernel's private directory (mode 0700), removed by :meth:`shutdown`."""
+        if self._directory is None:
+            raise KernelError("the kernel session is not started")
+        return self._directory.name
+
+    async def execute(self, code: str, timeout: float | None = 300.0, limits: OutputLimits | None = None, silent: bool = False, interrupt_grace: float = INTERRUPT_GRACE, on_start: Callable[[str], None] | None = None) -> CellResult:
         """Run ``code`` as one cell (top-level ``await`` allowed) and collect its output.
 
         Args:
@@ -166,6 +174,7 @@ class KernelSession:
                 ``"aborted"`` and the session stays :attr:`busy` until it finishes.
             limits: output caps (default :class:`OutputLimits`).
             silent: run without a history entry or ``Out[n]`` (for housekeeping cells).
+            on_start: called with the cell's Jupyter message id once the cell is sent.
 
         Raises:
             KernelError: the session was not started.
@@ -182,6 +191,8 @@ class KernelSession:
         output = CellOutput(limits or OutputLimits())
         # allow_stdin=False makes input() raise StdinNotImplementedError instead of hanging the cell.
         message_id = client.execute(code, silent=silent, store_history=not silent, allow_stdin=False)
+        if on_start is not None:
+            on_start(message_id)
         deadline = None if timeout is None else time.monotonic() + timeout
         interrupted = False
         while True:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import keyword
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -77,6 +77,9 @@ class ToolDefinition(BaseModel):
         state_transition: the states the tool requires (all of them) and produces.
         affordances: phrases saying what the tool lets an agent do.
         cost: finite, non-negative planning cost of one call (default 1); plans minimise the sum.
+        binding: where a kernel runs the tool: ``"kernel"`` (default; the module is imported inside
+            the kernel and results stay there as live objects) or ``"host"`` (the call crosses the
+            bridge to the host process, where connections, hooks and caching live).
         id: assigned by :class:`registry.ToolRegistry` on registration; ``None`` before.
 
     Definitions are frozen: a registry indexes tools by name, server and id, and an assignment to
@@ -97,6 +100,7 @@ class ToolDefinition(BaseModel):
     affordances: list[str] = Field(default_factory=list)
     # strict: a quoted "3" or a boolean is a catalog mistake, not a number to coerce.
     cost: float = Field(default=1.0, ge=0, allow_inf_nan=False, strict=True)
+    binding: Literal["kernel", "host"] = "kernel"
     id: int | None = None
 
     @model_validator(mode="after")

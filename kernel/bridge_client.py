@@ -1,0 +1,334 @@
+"""Host handles inside the kernel (this module is imported *in the kernel process*).
+
+CodeMode calls :func:`install` in every kernel with the bridge's address and a description of each
+host toolkit; a cell then reaches a toolkit through its handle (``await inventory.stock_level("x")``)
+or through :func:`host_toolkit`, which planned cells use. Each call is one frame to the host over the
+kernel's Unix socket (:mod:`kernel.wire`); many calls share one connection and may be in flight at
+once, so ``asyncio.gather`` over a thousand calls costs a thousand round trips' worth of bytes, not
+of latency.
+
+What the cell sees:
+
+- the tool's real signature and docstring (``help(inventory.stock_level)`` works);
+- the tool's exception, re-raised as the same built-in type (or :class:`ToolError` for other
+  types) with a note naming the tool;
+- :class:`ResultTooLarge` for a result over the host's ``max_result_bytes``, or an
+  :class:`OffloadedResult` to read back with ``await results.get(id)`` when offloading is on;
+- ``KeyboardInterrupt`` when the cell is interrupted; the host is told to cancel the call.
+- A tool that would pause the run raises ``ToolPausedError`` without contacting the host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextvars
+import inspect
+import itertools
+import json
+from collections.abc import Callable
+from typing import Any
+
+from kernel import wire
+from kernel.handles import awaitable
+from kernel.toolkit import ToolPausedError
+
+#: The Jupyter message id of the cell a call belongs to; background tasks inherit their creator's.
+_current_cell: contextvars.ContextVar[str] = contextvars.ContextVar("toolpath_cell", default="")
+
+
+class BridgeError(RuntimeError):
+    """The call could not cross the bridge (connection refused or lost, value not transferable)."""
+
+
+class ToolError(RuntimeError):
+    """A host tool raised an exception whose type is not a Python built-in; the message names it."""
+
+
+class ResultTooLarge(RuntimeError):
+    """The tool's result is over the host's ``max_result_bytes``; the message names the ways out."""
+
+
+class OffloadedResult:
+    """A result too large for the bridge, kept in toolpath's SQLite file; read it with ``await results.get(id)``."""
+
+    def __init__(self, result_id: str, size: int, type_name: str, tool: str):
+        self.id, self.size, self.type, self.tool = result_id, size, type_name, tool
+
+    def __repr__(self) -> str:
+        return f"<offloaded result {self.id!r} of {self.tool}: a {self.type} of {self.size:,} bytes; read it with `await results.get({self.id!r})`>"
+
+
+class _Connection:
+    """One connection to the host on one event loop, with the calls waiting for replies."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        self.reader, self.writer = reader, writer
+        self.pending: dict[int, asyncio.Future] = {}
+        self.closed_reason = ""
+        self.reader_task = asyncio.get_running_loop().create_task(self._read_replies())
+
+    async def _read_replies(self) -> None:
+        reason = "the host closed the bridge (the CodeMode run ended or the kernel is being replaced)"
+        try:
+            while True:
+                body = await wire.read_frame(self.reader)
+                if body is None:
+                    break
+                try:
+                    message = wire.decode(body)
+                except wire.WireError as error:
+                    message = {"op": "error", "id": error.envelope.get("id"), "type": "BridgeError", "message": f"the result cannot be loaded in the kernel: {error}"}
+                future = self.pending.pop(message.get("id"), None)
+                if future is not None and not future.done():
+                    future.set_result(message)
+        except (ConnectionError, asyncio.IncompleteReadError) as error:
+            reason = f"the bridge connection was lost ({error})"
+        self.closed_reason = reason
+        for future in self.pending.values():
+            if not future.done():
+                future.set_exception(BridgeError(reason))
+        self.pending.clear()
+
+
+class BridgeClient:
+    """The kernel's end of the bridge: connects on first use, on the loop that makes the call."""
+
+    def __init__(self, socket: str, token: str, generation: int):
+        self.socket, self.token, self.generation = socket, token, generation
+        self._ids = itertools.count(1)
+        self._connections: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}
+
+    async def _connection(self) -> _Connection:
+        loop = asyncio.get_running_loop()
+        opening = self._connections.get(loop)
+        if opening is not None and opening.done() and (opening.exception() is not None or opening.result().closed_reason):
+            opening = None
+        if opening is None:
+            opening = self._connections[loop] = loop.create_task(self._open())
+        return await asyncio.shield(opening)
+
+    async def _open(self) -> _Connection:
+        try:
+            reader, writer = await asyncio.open_unix_connection(self.socket)
+        except OSError as error:
+            raise BridgeError(f"cannot reach the host bridge at {self.socket} ({error}); restart the kernel") from None
+        writer.write(wire.encode({"op": "hello", "token": self.token, "generation": self.generation}))
+        body = await wire.read_frame(reader)
+        answer = wire.decode(body) if body is not None else {"op": "refused", "reason": "the host closed the connection"}
+        if answer.get("op") != "welcome":
+            writer.close()
+            raise BridgeError(f"the host refused the bridge connection: {answer.get('reason', answer)}")
+        return _Connection(reader, writer)
+
+    async def call(self, target: str, args: tuple, kwargs: dict[str, Any]) -> Any:
+        """Call host tool ``target`` (``"handle.attribute"``) and return its result (see the module docstring)."""
+        __tracebackhide__ = True
+        connection = await self._connection()
+        call_id = next(self._ids)
+        try:
+            frame = wire.encode({"op": "call", "id": call_id, "target": target, "args": list(args), "kwargs": kwargs, "cell": _current_cell.get()})
+        except wire.WireError as error:
+            raise BridgeError(f"the arguments of {target} cannot cross the bridge: {error}") from None
+        future = asyncio.get_running_loop().create_future()
+        connection.pending[call_id] = future
+        connection.writer.write(frame)
+        try:
+            reply = await future
+        except asyncio.CancelledError:
+            connection.pending.pop(call_id, None)
+            if not connection.writer.is_closing():
+                connection.writer.write(wire.encode({"op": "cancel", "id": call_id}))
+            raise
+        return _unpack(reply, target)
+
+
+def _unpack(reply: dict[str, Any], target: str) -> Any:
+    __tracebackhide__ = True
+    op = reply["op"]
+    if op == "result":
+        return reply.get("value")
+    if op == "offloaded":
+        return OffloadedResult(reply["result_id"], reply["size"], reply["type"], reply["tool"])
+    raise _exception(str(reply.get("type", "Error")), str(reply.get("message", "")), target)
+
+
+def _exception(type_name: str, message: str, target: str) -> BaseException:
+    known = {"ResultTooLarge": ResultTooLarge, "BridgeError": BridgeError, "ToolPausedError": ToolPausedError}
+    kind = known.get(type_name) or getattr(builtins, type_name, None)
+    error: BaseException
+    if isinstance(kind, type) and issubclass(kind, Exception):
+        try:
+            error = kind(message)
+        except TypeError:  # a built-in whose constructor wants more than a message
+            error = ToolError(f"{type_name}: {message}")
+    else:
+        error = ToolError(f"{type_name}: {message}")
+    error.add_note(f"(raised by host tool {target})")
+    return error
+
+
+class HostHandle:
+    """The handle of one host toolkit: attribute ``x`` is the awaitable tool bound as ``x``."""
+
+    def __init__(self, toolkit: str, functions: dict[str, Callable[..., Any]]):
+        self._toolkit = toolkit
+        self._functions = functions
+
+    def __getattr__(self, attribute: str) -> Callable[..., Any]:
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        try:
+            return self._functions[attribute]
+        except KeyError:
+            raise AttributeError(f"{self._toolkit} has no tool {attribute!r}; bound tools: {', '.join(sorted(self._functions)) or 'none'}") from None
+
+    def __dir__(self) -> list[str]:
+        return sorted(self._functions)
+
+    def __repr__(self) -> str:
+        return f"<toolpath host handle {self._toolkit}: {', '.join(sorted(self._functions))}>"
+
+
+class FailedHandle:
+    """Stands in for a toolkit that could not be bound: every public attribute raises ``RuntimeError``."""
+
+    def __init__(self, toolkit: str, error: str):
+        self._toolkit = toolkit
+        self._error = error
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute.startswith("_"):
+            raise AttributeError(attribute)
+        raise RuntimeError(f"toolkit {self._toolkit!r} is unavailable in this kernel: {self._error}")
+
+    def __repr__(self) -> str:
+        return f"<toolpath handle {self._toolkit}: unavailable ({self._error})>"
+
+
+class ResultsHandle:
+    """``results``: reads offloaded results straight from toolpath's SQLite file."""
+
+    def __init__(self, path: str):
+        self._path = path
+
+    async def get(self, result_id: str) -> Any:
+        """The offloaded value with id ``result_id`` (``KeyError`` if there is none)."""
+        from kernel.result_store import ResultStore
+
+        return await asyncio.to_thread(ResultStore(self._path).get, result_id)
+
+    async def delete(self, result_id: str) -> None:
+        """Forget an offloaded value once it has been read."""
+        from kernel.result_store import ResultStore
+
+        await asyncio.to_thread(ResultStore(self._path).delete, result_id)
+
+    def __repr__(self) -> str:
+        return f"<toolpath results in {self._path}: await results.get(id)>"
+
+
+class _Shown:
+    """Text shown as written in a signature: a host default that cannot cross, or an annotation
+    (kept as text, so the kernel need not import the host's types)."""
+
+    def __init__(self, text: str):
+        self._text = text
+
+    def __repr__(self) -> str:
+        return self._text
+
+
+def _signature(parameters: list[dict[str, Any]], returns: str | None) -> inspect.Signature:
+    built = []
+    for parameter in parameters:
+        default: Any = inspect.Parameter.empty
+        if "value" in parameter:
+            default = parameter["value"]
+        elif "default_repr" in parameter:
+            default = _Shown(parameter["default_repr"])
+        annotation = _Shown(parameter["annotation"]) if parameter.get("annotation") else inspect.Parameter.empty
+        built.append(inspect.Parameter(parameter["name"], getattr(inspect.Parameter, parameter["kind"]), default=default, annotation=annotation))
+    return inspect.Signature(built, return_annotation=_Shown(returns) if returns else inspect.Signature.empty)
+
+
+def _function(client: BridgeClient, toolkit: str, handle: str, attribute: str, spec: dict[str, Any]) -> Callable[..., Any]:
+    target, wire_name = f"{handle}.{attribute}", spec["name"]
+    if spec.get("refusal"):
+        message = f"tool {wire_name!r} of {toolkit} {spec['refusal']}, so it cannot run inside a cell; ask for it as a regular tool call instead"
+
+        async def function(*args: Any, **kwargs: Any) -> Any:
+            raise ToolPausedError(message)
+
+    elif spec.get("error"):
+        message = f"tool {wire_name!r} of {toolkit} is unavailable: {spec['error']}"
+
+        async def function(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError(message)
+
+    else:
+
+        async def function(*args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True
+            return await client.call(target, args, kwargs)
+
+    function.__name__ = function.__qualname__ = attribute
+    function.__module__ = toolkit
+    function.__doc__ = spec.get("doc") or None
+    if spec.get("parameters") is not None:
+        function.__signature__ = _signature(spec["parameters"], spec.get("returns"))  # type: ignore[attr-defined]
+    return awaitable(function, name=attribute, wire_name=wire_name)
+
+
+_installed: dict[str, Any] = {}
+_results: ResultsHandle | None = None
+_marking_cells = False
+
+
+def _mark_cell(info: Any) -> None:
+    """IPython ``pre_run_cell`` hook: remember which Jupyter request this cell answers."""
+    from IPython import get_ipython
+
+    parent = get_ipython().kernel.get_parent()
+    _current_cell.set(parent.get("header", {}).get("msg_id", ""))
+
+
+def install(spec: str) -> None:
+    """Bind the host toolkits described by ``spec`` (JSON written by CodeMode); replaces earlier ones.
+
+    The handles are then available through :func:`host_toolkit`, and the ``results`` handle through
+    :func:`results_handle` when offloading is on.
+    """
+    global _marking_cells
+    data = json.loads(spec)
+    client = BridgeClient(data["socket"], data["token"], data["generation"])
+    handles: dict[str, Any] = {}
+    for handle, toolkit in data["toolkits"].items():
+        if toolkit.get("error"):
+            handles[toolkit["name"]] = FailedHandle(toolkit["name"], toolkit["error"])
+            continue
+        functions = {attribute: _function(client, toolkit["name"], handle, attribute, function) for attribute, function in toolkit["functions"].items()}
+        handles[toolkit["name"]] = HostHandle(toolkit["name"], functions)
+    _installed.clear()
+    _installed.update(handles)
+    global _results
+    _results = ResultsHandle(data["results"]) if data.get("results") else None
+    if not _marking_cells:
+        from IPython import get_ipython
+
+        get_ipython().events.register("pre_run_cell", _mark_cell)
+        _marking_cells = True
+
+
+def host_toolkit(name: str) -> Any:
+    """The handle of host toolkit ``name``; a :class:`FailedHandle` explaining why when it is not bound."""
+    handle = _installed.get(name)
+    if handle is None:
+        bound = ", ".join(sorted(_installed)) or "none"
+        return FailedHandle(name, f"it is not bound in this kernel (bound toolkits: {bound}); pass it to CodeMode(tools=[...])")
+    return handle
+
+
+def results_handle() -> ResultsHandle | FailedHandle:
+    """The ``results`` handle for offloaded results, or a :class:`FailedHandle` when offloading is off."""
+    return _results if _results is not None else FailedHandle("results", "result offloading is off; enable it with CodeMode(offload_results=True)")

@@ -1,0 +1,345 @@
+"""Toolkits: groups of host-side tools with hooks, result caching, pause flags and connections.
+
+A :class:`Toolkit` is toolpath's own small tool protocol (no agent framework needed). CodeMode binds
+each toolkit in the kernel as one handle; a call from a cell crosses the bridge and runs here, in the
+host process, through :meth:`Toolkit.acall` — the same call path a program uses — so hooks, caching
+and the pause flags apply however the tool is reached.
+
+Call path of one call, outermost first:
+
+1. a tool that would pause the run (``requires_confirmation``, ``requires_user_input``,
+   ``external_execution``, ``approval``) raises :class:`ToolPausedError`; its code never runs;
+2. the arguments are bound to the function's signature (``TypeError`` when they do not fit);
+3. ``pre_hook(call)`` of the toolkit, then of the tool;
+4. middleware hooks, the toolkit's then the tool's: ``hook(name, call_next, arguments)`` must call
+   ``call_next(**arguments)`` and return a result (it may change either, or skip the call);
+5. the result cache, when enabled (keyed by tool name and arguments; a hit skips the function only,
+   so hooks still fire once per call);
+6. the function: async functions are awaited on the caller's loop, sync ones run in a worker thread;
+7. ``post_hook(call, result)`` of the tool, then of the toolkit.
+
+Sync hooks are supported everywhere: a sync middleware hook runs in a worker thread, where its
+``call_next`` blocks until the rest of the chain has run on the caller's loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib
+import inspect
+import pickle
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from registry import ToolDefinition
+from registry.names import function_names
+
+#: A middleware hook: ``hook(name, call_next, arguments) -> result`` (sync or async).
+Hook = Callable[..., Any]
+
+_PAUSE_FLAGS = {
+    "requires_confirmation": "needs the user's confirmation",
+    "requires_user_input": "needs input from the user",
+    "external_execution": "is executed outside this process",
+    "approval": "needs an approval",
+}
+
+
+class ToolPausedError(RuntimeError):
+    """The tool would pause the run (confirmation, user input, external execution or approval).
+
+    Such tools cannot run inside a cell: the model must ask for them as a regular tool call, so the
+    agent framework can pause and ask.
+    """
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call as hooks see it: the toolkit, the tool's real (wire) name and its bound arguments."""
+
+    toolkit: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass
+class Tool:
+    """One host-side tool: a sync or async callable and how it may be called.
+
+    Args:
+        function: the implementation; its signature and docstring are what the kernel handle shows.
+        name: the tool's real (wire) name; default ``function.__name__``. It need not be a Python
+            name (``get-forecast`` binds as ``get_forecast``).
+        description: default the function's docstring.
+        requires_confirmation / requires_user_input / external_execution / approval: pause flags;
+            a flagged tool is refused inside cells (see :class:`ToolPausedError`).
+        cache_results: cache results by arguments for ``cache_ttl`` seconds.
+        pre_hook / post_hook / hooks: this tool's hooks (see the module docstring).
+        load_error: set when the function could not be loaded; calling the tool raises it.
+    """
+
+    function: Callable[..., Any] | None
+    name: str = ""
+    description: str = ""
+    requires_confirmation: bool = False
+    requires_user_input: bool = False
+    external_execution: bool = False
+    approval: bool = False
+    cache_results: bool = False
+    cache_ttl: float = 3600.0
+    pre_hook: Callable[..., Any] | None = None
+    post_hook: Callable[..., Any] | None = None
+    hooks: Sequence[Hook] = ()
+    load_error: str = ""
+    _signature: inspect.Signature | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.function is not None and not callable(self.function):
+            raise TypeError(f"a tool must be callable, got {type(self.function).__name__}")
+        if not self.name:
+            self.name = getattr(self.function, "__name__", "") or ""
+        if not self.name:
+            raise ValueError("a tool needs a name: pass name=... for a callable without __name__")
+        if not self.description and self.function is not None:
+            self.description = inspect.getdoc(self.function) or ""
+        if self.function is not None and not self.load_error:
+            try:
+                self._signature = inspect.signature(self.function)
+            except (TypeError, ValueError) as error:
+                self.load_error = f"its signature cannot be read ({error})"
+
+    @classmethod
+    def from_definition(cls, definition: ToolDefinition) -> Tool:
+        """A host tool for a registry :class:`ToolDefinition`: its module is imported here, now.
+
+        An import failure does not raise: the tool records it and raises it when called, so one
+        broken tool does not stop its toolkit from binding.
+        """
+        function, error = None, ""
+        try:
+            module = importlib.import_module(definition.module or "")
+            function = next((getattr(module, name) for name in function_names(definition.name) if callable(getattr(module, name, None))), None)
+            if function is None:
+                error = f"module {definition.module!r} has no function {' or '.join(map(repr, function_names(definition.name)))}"
+        except Exception as exception:  # importing runs the module's code: report whatever it raised
+            error = f"importing module {definition.module!r} failed ({type(exception).__name__}: {exception})"
+        return cls(function, name=definition.name, description=definition.description, load_error=error)
+
+    @property
+    def signature(self) -> inspect.Signature | None:
+        """The function's signature, or ``None`` when it could not be loaded."""
+        return self._signature
+
+    @property
+    def pause_reason(self) -> str:
+        """Why the tool would pause the run (empty when it would not)."""
+        return "; ".join(reason for flag, reason in _PAUSE_FLAGS.items() if getattr(self, flag))
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.function)
+
+
+class Toolkit:
+    """A named group of host tools, bound in the kernel as one handle.
+
+    Args:
+        name: the toolkit's name; its handle is the name without a trailing ``_tools``, made a usable
+            Python name (``inventory_tools`` → ``inventory``).
+        tools: callables, :class:`Tool` objects or registry :class:`ToolDefinition` objects.
+        hooks / pre_hook / post_hook: hooks applied to every tool of the kit.
+        cache_results / cache_ttl: cache every tool's results (a tool's own setting also enables it).
+        max_cache_entries: least recently used results are dropped beyond this many.
+        requires_connect: CodeMode calls :meth:`connect` when a run starts and :meth:`close` when it
+            ends (see :meth:`connect`).
+
+    Raises:
+        ValueError: an empty name, or two tools with the same name.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        tools: Iterable[Callable[..., Any] | Tool | ToolDefinition] = (),
+        *,
+        hooks: Sequence[Hook] = (),
+        pre_hook: Callable[..., Any] | None = None,
+        post_hook: Callable[..., Any] | None = None,
+        cache_results: bool = False,
+        cache_ttl: float = 3600.0,
+        max_cache_entries: int = 1024,
+        requires_connect: bool = False,
+    ):
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError("a toolkit needs a non-empty name")
+        self.name = name
+        self.hooks = list(hooks)
+        self.pre_hook = pre_hook
+        self.post_hook = post_hook
+        self.cache_results = cache_results
+        self.cache_ttl = cache_ttl
+        self.max_cache_entries = max_cache_entries
+        self.requires_connect = requires_connect
+        #: True while connected; a subclass's ``connect``/``close`` should keep it current, so a
+        #: toolkit opened by hand is recognised and left alone.
+        self.is_connected = False
+        self._tools: dict[str, Tool] = {}
+        self._cache: OrderedDict[tuple[str, bytes], tuple[float, Any]] = OrderedDict()
+        for tool in tools:
+            self.register(tool)
+
+    def register(self, tool: Callable[..., Any] | Tool | ToolDefinition) -> Tool:
+        """Add a tool (also while connecting: CodeMode binds what is registered by then).
+
+        Raises:
+            ValueError: a tool of that name is already registered.
+        """
+        if isinstance(tool, ToolDefinition):
+            tool = Tool.from_definition(tool)
+        elif not isinstance(tool, Tool):
+            tool = Tool(tool)
+        if tool.name in self._tools:
+            raise ValueError(f"toolkit {self.name!r} already has a tool named {tool.name!r}")
+        self._tools[tool.name] = tool
+        return tool
+
+    @property
+    def functions(self) -> dict[str, Tool]:
+        """The tools by real name, in registration order."""
+        return dict(self._tools)
+
+    def connect(self) -> Any:
+        """Open the toolkit's connections; override (sync or ``async def``) and set ``is_connected``.
+
+        CodeMode calls a sync ``connect`` when a run starts and an async one on the run's first cell,
+        on the caller's loop, so transports created here live on the loop that later awaits them.
+        """
+        self.is_connected = True
+
+    def close(self) -> Any:
+        """Close what :meth:`connect` opened; override (sync or ``async def``)."""
+        self.is_connected = False
+
+    async def acall(self, name: str, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None) -> Any:
+        """Call tool ``name`` through the toolkit's call path (hooks, cache, pause flags).
+
+        Raises:
+            KeyError: no tool of that name.
+            ToolPausedError: the tool would pause the run; its code did not run.
+            TypeError: arguments that do not fit the function's signature.
+            RuntimeError: the tool's function could not be loaded.
+            Exception: whatever the tool or a hook raised.
+        """
+        tool = self._tools.get(name)
+        if tool is None:
+            raise KeyError(f"toolkit {self.name!r} has no tool {name!r}; its tools: {', '.join(self._tools) or 'none'}")
+        if tool.pause_reason:
+            raise ToolPausedError(f"tool {name!r} of {self.name!r} {tool.pause_reason}, so it cannot run inside a cell; ask for it as a regular tool call instead")
+        if tool.function is None or tool.signature is None:
+            raise RuntimeError(f"tool {name!r} of {self.name!r} is unavailable: {tool.load_error}")
+        arguments = dict(tool.signature.bind(*args, **(kwargs or {})).arguments)
+        call = ToolCall(self.name, name, arguments)
+        for hook in (self.pre_hook, tool.pre_hook):
+            if hook is not None:
+                await _maybe_await(hook, call)
+        loop = asyncio.get_running_loop()
+        run = functools.partial(self._run_function, tool, loop)
+        for hook in reversed([*self.hooks, *tool.hooks]):
+            run = _wrap_hook(hook, name, run, loop)
+        result = await run(**arguments)
+        for hook in (tool.post_hook, self.post_hook):
+            if hook is not None:
+                returned = await _maybe_await(hook, call, result)
+                if returned is not None:
+                    result = returned
+        return result
+
+    async def _run_function(self, tool: Tool, loop: asyncio.AbstractEventLoop, **arguments: Any) -> Any:
+        assert tool.signature is not None and tool.function is not None
+        bound = inspect.BoundArguments(tool.signature, arguments)  # type: ignore[arg-type]
+        key = self._cache_key(tool, arguments) if (tool.cache_results or self.cache_results) else None
+        if key is not None:
+            hit = self._cache.get(key)
+            ttl = tool.cache_ttl if tool.cache_results else self.cache_ttl
+            if hit is not None and time.monotonic() - hit[0] < ttl:
+                self._cache.move_to_end(key)
+                return hit[1]
+        if tool.is_async:
+            result = await tool.function(*bound.args, **bound.kwargs)
+        else:
+            result = await asyncio.to_thread(tool.function, *bound.args, **bound.kwargs)
+        if inspect.isawaitable(result):  # a sync function that returns a coroutine (a partial of one)
+            result = await result
+        if key is not None:
+            self._cache[key] = (time.monotonic(), result)
+            while len(self._cache) > self.max_cache_entries:
+                self._cache.popitem(last=False)
+        return result
+
+    @staticmethod
+    def _cache_key(tool: Tool, arguments: dict[str, Any]) -> tuple[str, bytes] | None:
+        try:
+            return tool.name, pickle.dumps(sorted(arguments.items()))
+        except Exception:  # arguments that cannot be pickled are simply not cached
+            return None
+
+    def __repr__(self) -> str:
+        return f"<Toolkit {self.name}: {', '.join(self._tools) or 'no tools'}>"
+
+
+async def _maybe_await(function: Callable[..., Any], *args: Any) -> Any:
+    result = function(*args)
+    return await result if inspect.isawaitable(result) else result
+
+
+def _wrap_hook(hook: Hook, name: str, inner: Callable[..., Awaitable[Any]], loop: asyncio.AbstractEventLoop) -> Callable[..., Awaitable[Any]]:
+    """Make middleware ``hook`` the outer layer around ``inner`` (an async callable of the arguments)."""
+    if inspect.iscoroutinefunction(hook):
+
+        async def call_async(**arguments: Any) -> Any:
+            return await hook(name, inner, arguments)
+
+        return call_async
+
+    def call_next(**arguments: Any) -> Any:
+        # Runs in the hook's worker thread: the rest of the chain runs on the caller's loop.
+        return asyncio.run_coroutine_threadsafe(inner(**arguments), loop).result()
+
+    async def call_sync(**arguments: Any) -> Any:
+        return await asyncio.to_thread(hook, name, call_next, arguments)
+
+    return call_sync
+
+
+def as_toolkits(tools: Iterable[Any], default_name: str = "tools") -> list[Toolkit]:
+    """Group what was passed to ``CodeMode(tools=...)`` into toolkits.
+
+    Toolkits stay as they are; callables and :class:`Tool` objects join one toolkit named
+    ``default_name``; host-bound registry tools join one toolkit per server.
+
+    Raises:
+        TypeError: an item that is none of these.
+        ValueError: two toolkits with the same name.
+    """
+    toolkits: dict[str, Toolkit] = {}
+    loose: dict[str, list[Any]] = {}
+    for tool in tools:
+        if isinstance(tool, Toolkit):
+            if tool.name in toolkits:
+                raise ValueError(f"two toolkits are named {tool.name!r}; give each a distinct name")
+            toolkits[tool.name] = tool
+        elif isinstance(tool, ToolDefinition):
+            loose.setdefault(tool.server_name or default_name, []).append(tool)
+        elif isinstance(tool, Tool) or callable(tool):
+            loose.setdefault(default_name, []).append(tool)
+        else:
+            raise TypeError(f"tools must be Toolkits, callables, Tools or ToolDefinitions, got {type(tool).__name__}")
+    for name, members in loose.items():
+        if name in toolkits:
+            raise ValueError(f"a toolkit named {name!r} was passed and loose tools would form another of that name; put them in the toolkit")
+        toolkits[name] = Toolkit(name, members)
+    return list(toolkits.values())

@@ -1,0 +1,119 @@
+"""The bridge's wire format, shared by the host (:mod:`kernel.bridge`) and the kernel (:mod:`kernel.bridge_client`).
+
+A frame is a 4-byte big-endian body length, then the body: one codec byte and a message, a ``dict``
+with an ``"op"`` key. The codec is ``J`` (UTF-8 JSON) when the whole message is exactly a JSON value —
+dicts with string keys, lists, strings, numbers, booleans, ``None`` — so nothing changes type on the
+way (a tuple would come back a list). Otherwise it is ``P``: a 4-byte length, a JSON envelope with
+the fields that are JSON (``op`` and ``id`` always are), then a pickle of the other fields. The
+envelope lets a receiver that cannot load the pickle (the value's class is not importable there)
+still answer the right call.
+
+Messages, kernel → host: ``hello {token, generation}``, ``call {id, target, args, kwargs, cell}``,
+``cancel {id}``. Host → kernel: ``welcome``, ``refused {reason}``, ``result {id, value}``,
+``offloaded {id, result_id, size, type}``, ``error {id, type, message}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import pickle
+import struct
+from typing import Any
+
+_HEADER = struct.Struct(">I")
+#: Largest body a frame may carry (the 4-byte length field's limit).
+MAX_FRAME_BYTES = 2**32 - 1
+JSON_CODEC = b"J"
+PICKLE_CODEC = b"P"
+
+
+class WireError(ValueError):
+    """A message that cannot be encoded, or a frame that cannot be decoded; the message says why.
+
+    Attributes:
+        envelope: the JSON fields of a frame whose pickled part could not be loaded (``{}`` otherwise).
+    """
+
+    def __init__(self, message: str, envelope: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.envelope = envelope or {}
+
+
+def is_json_value(value: Any, depth: int = 0) -> bool:
+    """True when ``value`` survives a JSON round trip unchanged (same types, same values)."""
+    kind = type(value)
+    if kind is str or kind is bool or kind is int or kind is float or value is None:
+        return True
+    if depth > 100:  # deeper than json's own recursion comfort: let pickle carry it
+        return False
+    if kind is list:
+        return all(is_json_value(item, depth + 1) for item in value)
+    if kind is dict:
+        return all(type(key) is str and is_json_value(item, depth + 1) for key, item in value.items())
+    return False
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """The whole frame (header and body) for ``message``.
+
+    Raises:
+        WireError: the message is neither JSON nor picklable (the error names the offending type).
+    """
+    if is_json_value(message):
+        body = JSON_CODEC + json.dumps(message, separators=(",", ":")).encode()
+    else:
+        envelope = {key: value for key, value in message.items() if is_json_value(value)}
+        try:
+            pickled = pickle.dumps({key: value for key, value in message.items() if key not in envelope}, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as error:  # pickling can fail in many ways (lambdas, sockets, locks ...)
+            raise WireError(f"the value is not JSON and cannot be pickled ({type(error).__name__}: {error})") from None
+        envelope_bytes = json.dumps(envelope, separators=(",", ":")).encode()
+        body = PICKLE_CODEC + _HEADER.pack(len(envelope_bytes)) + envelope_bytes + pickled
+    if len(body) > MAX_FRAME_BYTES:
+        raise WireError(f"the message is {len(body):,} bytes, over the frame limit of {MAX_FRAME_BYTES:,}")
+    return _HEADER.pack(len(body)) + body
+
+
+def decode(body: bytes) -> dict[str, Any]:
+    """The message in a frame body.
+
+    Raises:
+        WireError: an unknown codec, malformed JSON, or a pickle this process cannot load (for
+            example because the value's class cannot be imported here).
+    """
+    codec = body[:1]
+    envelope: dict[str, Any] = {}
+    try:
+        if codec == JSON_CODEC:
+            message = json.loads(body[1:])
+        elif codec == PICKLE_CODEC:
+            (size,) = _HEADER.unpack_from(body, 1)
+            start = 1 + _HEADER.size
+            envelope = json.loads(body[start : start + size])
+            message = {**envelope, **pickle.loads(body[start + size :])}
+        else:
+            raise WireError(f"unknown codec byte {codec!r}")
+    except WireError:
+        raise
+    except Exception as error:  # unpickling runs arbitrary reconstruction code
+        raise WireError(f"the value cannot be loaded in this process ({type(error).__name__}: {error})", envelope if isinstance(envelope, dict) else None) from None
+    if not isinstance(message, dict) or "op" not in message:
+        raise WireError("a bridge message must be an object with an 'op' key")
+    return message
+
+
+async def read_frame(reader: asyncio.StreamReader) -> bytes | None:
+    """The next frame body, or ``None`` at a clean end of stream.
+
+    Raises:
+        asyncio.IncompleteReadError: the stream ended inside a frame.
+    """
+    try:
+        header = await reader.readexactly(_HEADER.size)
+    except asyncio.IncompleteReadError as error:
+        if not error.partial:
+            return None
+        raise
+    (size,) = _HEADER.unpack(header)
+    return await reader.readexactly(size)
