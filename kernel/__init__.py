@@ -6,5 +6,6 @@
 from kernel.codemode import CodeMode, format_for_model
 from kernel.output import CellResult, OutputLimits
 from kernel.session import KernelBusyError, KernelError, KernelSession
+from kernel.toolkit import Tool, ToolCall, Toolkit, ToolPausedError
 
-__all__ = ["CodeMode", "format_for_model", "CellResult", "KernelBusyError", "KernelError", "KernelSession", "OutputLimits"]
+__all__ = ["CellResult", "CodeMode", "KernelBusyError", "KernelError", "KernelSession", "OutputLimits", "Tool", "ToolCall", "ToolPausedError", "Toolkit", "format_for_model"]

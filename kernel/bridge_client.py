@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import contextvars
 import inspect
 import itertools
 import json
@@ -30,12 +29,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kernel import wire
-from kernel.handles import awaitable
+from kernel.handles import awaitable, current_cell, track_cells
 from kernel.toolkit import ToolPausedError
-
-#: The Jupyter message id of the cell a call belongs to; background tasks inherit their creator's.
-_current_cell: contextvars.ContextVar[str] = contextvars.ContextVar("toolpath_cell", default="")
-
 
 class BridgeError(RuntimeError):
     """The call could not cross the bridge (connection refused or lost, value not transferable)."""
@@ -127,7 +122,7 @@ class BridgeClient:
         connection = await self._connection()
         call_id = next(self._ids)
         try:
-            frame = wire.encode({"op": "call", "id": call_id, "target": target, "args": list(args), "kwargs": kwargs, "cell": _current_cell.get()})
+            frame = wire.encode({"op": "call", "id": call_id, "target": target, "args": list(args), "kwargs": kwargs, "cell": current_cell()})
         except wire.WireError as error:
             raise BridgeError(f"the arguments of {target} cannot cross the bridge: {error}") from None
         future = asyncio.get_running_loop().create_future()
@@ -282,15 +277,6 @@ def _function(client: BridgeClient, toolkit: str, handle: str, attribute: str, s
 
 _installed: dict[str, Any] = {}
 _results: ResultsHandle | None = None
-_marking_cells = False
-
-
-def _mark_cell(info: Any) -> None:
-    """IPython ``pre_run_cell`` hook: remember which Jupyter request this cell answers."""
-    from IPython import get_ipython
-
-    parent = get_ipython().kernel.get_parent()
-    _current_cell.set(parent.get("header", {}).get("msg_id", ""))
 
 
 def install(spec: str) -> None:
@@ -299,7 +285,8 @@ def install(spec: str) -> None:
     The handles are then available through :func:`host_toolkit`, and the ``results`` handle through
     :func:`results_handle` when offloading is on.
     """
-    global _marking_cells
+    global _results
+    track_cells()
     data = json.loads(spec)
     client = BridgeClient(data["socket"], data["token"], data["generation"])
     handles: dict[str, Any] = {}
@@ -311,13 +298,7 @@ def install(spec: str) -> None:
         handles[toolkit["name"]] = HostHandle(toolkit["name"], functions)
     _installed.clear()
     _installed.update(handles)
-    global _results
     _results = ResultsHandle(data["results"]) if data.get("results") else None
-    if not _marking_cells:
-        from IPython import get_ipython
-
-        get_ipython().events.register("pre_run_cell", _mark_cell)
-        _marking_cells = True
 
 
 def host_toolkit(name: str) -> Any:

@@ -641,13 +641,13 @@ class CodeMode:
     def __enter__(self) -> CodeMode:
         return self
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.shutdown()
 
     async def __aenter__(self) -> CodeMode:
         return self
 
-    async def __aexit__(self, *exc_info: Any) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.ashutdown()
 
 

@@ -20,6 +20,7 @@ code), an async tool has its task cancelled (or, when it blocks its own step wit
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import importlib
 import inspect
@@ -79,11 +80,65 @@ class _InterruptibleCalls:
                 loop.call_soon_threadsafe(task.cancel)
         if running is not None:
             # The tool is blocking inside its own step (sync code in an async def): the loop cannot
-            # run a cancellation, so interrupt the code where it stands.
-            raise KeyboardInterrupt("tool call was interrupted")
+            # run a cancellation, so interrupt the code where it stands (see _call_async for which).
+            if running is _cells.task:
+                raise KeyboardInterrupt("tool call was interrupted")
+            raise asyncio.CancelledError()
 
 
 _calls = _InterruptibleCalls()
+
+
+class _CellTracker:
+    """Which cell is running: its task, and (in a context variable) its Jupyter message id.
+
+    A ``KeyboardInterrupt`` may only be raised in the cell's own task: IPython catches it there and
+    reports the interrupt, but asyncio re-raises one that escapes any other task (a call started by
+    ``asyncio.gather``) out of the event loop, which ends the kernel. Other tasks are cancelled.
+    """
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task | None = None
+        self.cell_id: contextvars.ContextVar[str] = contextvars.ContextVar("toolpath_cell", default="")
+        self.registered = False
+
+    def start(self) -> None:
+        """Follow cells from now on (idempotent); the cell running now counts as the current one."""
+        if self.registered:
+            return
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        if shell is None:
+            return
+        shell.events.register("pre_run_cell", self.mark)
+        self.registered = True
+        self.mark(None)
+
+    def mark(self, info: Any) -> None:
+        """IPython ``pre_run_cell`` hook: remember the cell's task and Jupyter request."""
+        from IPython import get_ipython
+
+        try:
+            self.task = asyncio.current_task()
+        except RuntimeError:  # no running loop: a cell run outside ipykernel's loop
+            self.task = None
+        kernel = getattr(get_ipython(), "kernel", None)
+        parent = kernel.get_parent() if kernel is not None else {}
+        self.cell_id.set(parent.get("header", {}).get("msg_id", ""))
+
+
+_cells = _CellTracker()
+
+
+def current_cell() -> str:
+    """The Jupyter message id of the cell that started the running code (inherited by its tasks)."""
+    return _cells.cell_id.get()
+
+
+def track_cells() -> None:
+    """Start following cells; called by every binding so interrupts and call attribution work."""
+    _cells.start()
 
 
 async def _call_async(function: Callable[..., Any], name: str, args: tuple, kwargs: dict) -> Any:
@@ -95,7 +150,7 @@ async def _call_async(function: Callable[..., Any], name: str, args: tuple, kwar
     try:
         return await function(*args, **kwargs)
     except asyncio.CancelledError:
-        if not interrupted[0]:
+        if not interrupted[0] or task is not _cells.task:
             raise
         task.uncancel()
         raise KeyboardInterrupt(f"tool {name} was interrupted") from None
@@ -180,4 +235,5 @@ class ToolHandle:
 
 def bind_module_tools(toolkit: str, tools: Mapping[str, tuple[str, str]]) -> ToolHandle:
     """Create the handle of ``toolkit`` from ``{attribute: (tool name, module)}``; nothing is imported yet."""
+    track_cells()
     return ToolHandle(toolkit, tools)

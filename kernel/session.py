@@ -227,7 +227,8 @@ class KernelSession:
             # without an exception (a very short timeout can land before user code runs). Say so.
             notice = "The time limit was reached as the cell finished; if its output looks incomplete, run it again with more time." if interrupted else ""
             return output.build("ok", execution_count, notice=notice)
-        if interrupted and output.error["ename"] == "KeyboardInterrupt":
+        # A call interrupted inside a task the cell gathered surfaces as that task's cancellation.
+        if interrupted and output.error["ename"] in ("KeyboardInterrupt", "CancelledError"):
             error = {**output.error, "ename": "Timeout", "evalue": f"the cell ran over {timeout:g} s and was interrupted"}
             return output.build("timeout", execution_count, error=error)
         return output.build("error", execution_count)

@@ -18,20 +18,23 @@ Call path of one call, outermost first:
 6. the function: async functions are awaited on the caller's loop, sync ones run in a worker thread;
 7. ``post_hook(call, result)`` of the tool, then of the toolkit.
 
-Sync hooks are supported everywhere: a sync middleware hook runs in a worker thread, where its
-``call_next`` blocks until the rest of the chain has run on the caller's loop.
+Sync hooks are supported everywhere: sync layers (sync hooks, a sync function) run in one worker
+thread per call, async layers on the caller's loop, and ``call_next`` crosses between them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import importlib
 import inspect
 import pickle
+import queue
+import threading
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,6 +192,7 @@ class Toolkit:
         self.is_connected = False
         self._tools: dict[str, Tool] = {}
         self._cache: OrderedDict[tuple[str, bytes], tuple[float, Any]] = OrderedDict()
+        self._cache_lock = threading.Lock()
         for tool in tools:
             self.register(tool)
 
@@ -246,11 +250,7 @@ class Toolkit:
         for hook in (self.pre_hook, tool.pre_hook):
             if hook is not None:
                 await _maybe_await(hook, call)
-        loop = asyncio.get_running_loop()
-        run = functools.partial(self._run_function, tool, loop)
-        for hook in reversed([*self.hooks, *tool.hooks]):
-            run = _wrap_hook(hook, name, run, loop)
-        result = await run(**arguments)
+        result = await _Chain(self, tool, asyncio.get_running_loop()).enter(0, arguments)
         for hook in (tool.post_hook, self.post_hook):
             if hook is not None:
                 returned = await _maybe_await(hook, call, result)
@@ -258,27 +258,26 @@ class Toolkit:
                     result = returned
         return result
 
-    async def _run_function(self, tool: Tool, loop: asyncio.AbstractEventLoop, **arguments: Any) -> Any:
-        assert tool.signature is not None and tool.function is not None
-        bound = inspect.BoundArguments(tool.signature, arguments)  # type: ignore[arg-type]
-        key = self._cache_key(tool, arguments) if (tool.cache_results or self.cache_results) else None
-        if key is not None:
-            hit = self._cache.get(key)
-            ttl = tool.cache_ttl if tool.cache_results else self.cache_ttl
-            if hit is not None and time.monotonic() - hit[0] < ttl:
-                self._cache.move_to_end(key)
-                return hit[1]
-        if tool.is_async:
-            result = await tool.function(*bound.args, **bound.kwargs)
-        else:
-            result = await asyncio.to_thread(tool.function, *bound.args, **bound.kwargs)
-        if inspect.isawaitable(result):  # a sync function that returns a coroutine (a partial of one)
-            result = await result
-        if key is not None:
+    def _cached(self, tool: Tool, arguments: dict[str, Any]) -> tuple[tuple[str, bytes] | None, Any]:
+        """``(key, hit)``: the cache key (``None`` when not caching) and the cached result or ``_MISS``."""
+        if not (tool.cache_results or self.cache_results):
+            return None, _MISS
+        key = self._cache_key(tool, arguments)
+        ttl = tool.cache_ttl if tool.cache_results else self.cache_ttl
+        with self._cache_lock:
+            hit = self._cache.get(key) if key is not None else None
+            if hit is None or time.monotonic() - hit[0] >= ttl:
+                return key, _MISS
+            self._cache.move_to_end(key)
+            return key, hit[1]
+
+    def _remember(self, key: tuple[str, bytes] | None, result: Any) -> None:
+        if key is None:
+            return
+        with self._cache_lock:
             self._cache[key] = (time.monotonic(), result)
             while len(self._cache) > self.max_cache_entries:
                 self._cache.popitem(last=False)
-        return result
 
     @staticmethod
     def _cache_key(tool: Tool, arguments: dict[str, Any]) -> tuple[str, bytes] | None:
@@ -296,23 +295,98 @@ async def _maybe_await(function: Callable[..., Any], *args: Any) -> Any:
     return await result if inspect.isawaitable(result) else result
 
 
-def _wrap_hook(hook: Hook, name: str, inner: Callable[..., Awaitable[Any]], loop: asyncio.AbstractEventLoop) -> Callable[..., Awaitable[Any]]:
-    """Make middleware ``hook`` the outer layer around ``inner`` (an async callable of the arguments)."""
-    if inspect.iscoroutinefunction(hook):
+_MISS = object()
 
-        async def call_async(**arguments: Any) -> Any:
-            return await hook(name, inner, arguments)
 
-        return call_async
+class _Chain:
+    """The middleware hooks and the function of one call, run layer by layer.
 
-    def call_next(**arguments: Any) -> Any:
-        # Runs in the hook's worker thread: the rest of the chain runs on the caller's loop.
-        return asyncio.run_coroutine_threadsafe(inner(**arguments), loop).result()
+    ``enter`` runs on the caller's loop, ``enter_sync`` in a worker thread. A call takes at most one
+    worker thread (its *home*): the first sync layer starts it, and every later sync layer — even
+    one inside an async hook — is sent back to it, while async layers run on the loop. So a
+    thousand concurrent calls through sync hooks never wait on each other for threads (two threads
+    per call could exhaust the pool with each call holding one and waiting for another).
+    """
 
-    async def call_sync(**arguments: Any) -> Any:
-        return await asyncio.to_thread(hook, name, call_next, arguments)
+    def __init__(self, toolkit: Toolkit, tool: Tool, loop: asyncio.AbstractEventLoop):
+        self.toolkit, self.tool, self.loop = toolkit, tool, loop
+        self.layers = [*toolkit.hooks, *tool.hooks]
+        self.home: queue.SimpleQueue | None = None
+        self.waiting: list[concurrent.futures.Future] = []  # async layers a sync layer waits for
 
-    return call_sync
+    async def enter(self, index: int, arguments: dict[str, Any]) -> Any:
+        if index < len(self.layers) and inspect.iscoroutinefunction(self.layers[index]):
+            return await self.layers[index](self.tool.name, functools.partial(self._next, index + 1), arguments)
+        if index == len(self.layers) and self.tool.is_async:
+            key, hit = self.toolkit._cached(self.tool, arguments)
+            if hit is not _MISS:
+                return hit
+            bound = inspect.BoundArguments(self.tool.signature, arguments)  # type: ignore[arg-type]
+            result = await self.tool.function(*bound.args, **bound.kwargs)  # type: ignore[misc]
+            self.toolkit._remember(key, result)
+            return result
+        if self.home is None:
+            try:
+                return await asyncio.to_thread(self._start_home, index, arguments)
+            except asyncio.CancelledError:
+                # A thread cannot be cancelled, but the async layers it waits for can: the call stops
+                # as soon as its sync code returns to them.
+                for waiting in self.waiting:
+                    waiting.cancel()
+                raise
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        self.home.put((index, arguments, done))
+        return await asyncio.wrap_future(done)
+
+    def enter_sync(self, index: int, arguments: dict[str, Any]) -> Any:
+        at_function = index == len(self.layers)
+        if (at_function and self.tool.is_async) or (not at_function and inspect.iscoroutinefunction(self.layers[index])):
+            return self._wait(self.enter(index, arguments))
+        if not at_function:
+            return self.layers[index](self.tool.name, functools.partial(self._next_sync, index + 1), arguments)
+        key, hit = self.toolkit._cached(self.tool, arguments)
+        if hit is not _MISS:
+            return hit
+        bound = inspect.BoundArguments(self.tool.signature, arguments)  # type: ignore[arg-type]
+        result = self.tool.function(*bound.args, **bound.kwargs)  # type: ignore[misc]
+        if inspect.isawaitable(result):  # a sync function that returns a coroutine (a partial of one)
+            result = self._wait(_awaited(result))
+        self.toolkit._remember(key, result)
+        return result
+
+    def _start_home(self, index: int, arguments: dict[str, Any]) -> Any:
+        self.home = queue.SimpleQueue()
+        try:
+            return self.enter_sync(index, arguments)
+        finally:
+            self.home = None
+
+    def _wait(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        """In the home thread: run ``coroutine`` on the loop, serving the sync layers it sends back."""
+        assert self.home is not None
+        home = self.home
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        self.waiting.append(future)
+        # Waits nest strictly (an outer coroutine cannot finish while an inner layer runs here), so
+        # the next ``None`` always belongs to the innermost wait.
+        future.add_done_callback(lambda _: home.put(None))
+        while (item := home.get()) is not None:
+            index, arguments, done = item
+            try:
+                done.set_result(self.enter_sync(index, arguments))
+            except BaseException as error:  # handed back to the awaiting layer on the loop
+                done.set_exception(error)
+        return future.result()
+
+    def _next(self, index: int, **arguments: Any) -> Awaitable[Any]:
+        return self.enter(index, arguments)
+
+    def _next_sync(self, index: int, **arguments: Any) -> Any:
+        return self.enter_sync(index, arguments)
+
+
+async def _awaited(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
 
 
 def as_toolkits(tools: Iterable[Any], default_name: str = "tools") -> list[Toolkit]:

@@ -1,0 +1,223 @@
+"""Tools in code: toolkits bound as host handles in real kernels, called over the real bridge."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import threading
+
+import pytest
+
+from kernel import CodeMode, Tool, Toolkit
+
+pytestmark = pytest.mark.integration
+
+
+class Recorder:
+    """What the host-side tools and hooks saw, in order."""
+
+    def __init__(self):
+        self.events: list[tuple] = []
+        self.lock = threading.Lock()
+
+    def add(self, *event):
+        with self.lock:
+            self.events.append(event)
+
+    def named(self, kind):
+        return [event for event in self.events if event[0] == kind]
+
+
+@pytest.fixture(scope="module")
+def record():
+    return Recorder()
+
+
+@pytest.fixture(scope="module")
+def inventory(record):
+    def stock_level(sku: str, warehouse: str = "main") -> int:
+        """Units of `sku` in stock at `warehouse`."""
+        record.add("stock_level", sku, warehouse, threading.current_thread() is threading.main_thread())
+        return len(sku) * 10 + (1 if warehouse != "main" else 0)
+
+    async def forecast(city: str, days: int = 1) -> dict:
+        """The weather forecast for `city`."""
+        record.add("forecast", city, id(asyncio.get_running_loop()))
+        await asyncio.sleep(0)
+        return {"city": city, "days": days}
+
+    def price(sku: str) -> float:
+        """The list price of `sku` (slow to compute, so cached)."""
+        record.add("price", sku)
+        return 9.5
+
+    def reject(sku: str) -> None:
+        raise ValueError(f"unknown sku {sku!r}")
+
+    def delete_everything() -> None:
+        """Deletes everything."""
+        record.add("deleted")
+
+    def big(size: int) -> str:
+        return "x" * size
+
+    def shape() -> tuple:
+        return (1, 2)
+
+    def unsendable():
+        return lambda: None
+
+    async def slow(seconds: float) -> str:
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            record.add("slow cancelled")
+            raise
+        record.add("slow finished")
+        return "done"
+
+    def middleware(name, call_next, arguments):
+        record.add("sync hook", name)
+        return call_next(**arguments)
+
+    async def async_middleware(name, call_next, arguments):
+        record.add("async hook", name)
+        return await call_next(**arguments)
+
+    return Toolkit(
+        "inventory_tools",
+        [
+            stock_level,
+            Tool(forecast, name="get-forecast"),
+            Tool(price, cache_results=True),
+            reject,
+            Tool(delete_everything, requires_confirmation=True),
+            big,
+            shape,
+            unsendable,
+            slow,
+        ],
+        hooks=[middleware, async_middleware],
+        pre_hook=lambda call: record.add("pre", call.name, dict(call.arguments)),
+        post_hook=lambda call, result: record.add("post", call.name),
+    )
+
+
+@pytest.fixture(scope="module")
+def code_mode(inventory, tmp_path_factory):
+    store = tmp_path_factory.mktemp("home") / "toolpath.db"
+    with CodeMode([inventory], pool_size=0, timeout=5, interrupt_grace=2, max_result_bytes=100_000, offload_results=False) as shared:
+        shared.store_path = store
+        yield shared
+
+
+def test_positional_and_keyword_calls_reach_the_host_tool(code_mode, record):
+    result = code_mode.run("(await inventory.stock_level('abc'), await inventory.stock_level(sku='ab', warehouse='east'))", "calls")
+    assert result.status == "ok", result.error
+    assert result.result == "(30, 21)"
+    calls = record.named("stock_level")
+    assert ("stock_level", "abc", "main", False) in calls and ("stock_level", "ab", "east", False) in calls
+
+
+def test_help_shows_the_real_signature_and_docstring(code_mode):
+    shown = code_mode.run("help(inventory.stock_level)", "help").stdout
+    assert "stock_level(sku: str, warehouse: str = 'main') -> int" in shown
+    assert "Units of `sku` in stock" in shown
+    renamed = code_mode.run("help(inventory.get_forecast)", "help").stdout
+    assert "get_forecast(city: str, days: int = 1) -> dict" in renamed and "'get-forecast'" in renamed
+
+
+def test_a_tool_exception_is_raised_in_the_cell_with_its_type(code_mode):
+    result = code_mode.run("await inventory.reject('zz')", "raise")
+    assert result.status == "error" and result.error["ename"] == "ValueError"
+    assert "unknown sku 'zz'" in result.error["evalue"] and "inventory.reject" in result.error["traceback"]
+    wrong = code_mode.run("await inventory.stock_level()", "raise")
+    assert wrong.error["ename"] == "TypeError" and "sku" in wrong.error["evalue"]
+
+
+def test_async_tools_run_on_the_callers_loop(code_mode, record):
+    async def main():
+        result = await code_mode.arun("await inventory.get_forecast('Oslo', days=3)", "loop")
+        return result, id(asyncio.get_running_loop())
+
+    result, caller_loop = asyncio.run(main())
+    assert result.result == "{'city': 'Oslo', 'days': 3}"
+    assert record.named("forecast")[-1] == ("forecast", "Oslo", caller_loop)
+
+
+def test_sync_execute_from_inside_a_running_loop_does_not_deadlock(code_mode):
+    async def main():
+        return code_mode.run("await inventory.get_forecast('Rome')", "nested")
+
+    assert asyncio.run(main()).result == "{'city': 'Rome', 'days': 1}"
+
+
+def test_hooks_fire_once_per_call_and_see_the_real_name(code_mode, record):
+    before = len(record.events)
+    assert code_mode.run("await inventory.get_forecast('Lima')", "hooks").status == "ok"
+    events = [event for event in record.events[before:] if event[0] != "forecast"]
+    assert events == [("pre", "get-forecast", {"city": "Lima"}), ("sync hook", "get-forecast"), ("async hook", "get-forecast"), ("post", "get-forecast")]
+
+
+def test_cached_results_skip_the_function_but_not_the_hooks(code_mode, record):
+    result = code_mode.run("[await inventory.price('p1') for _ in range(3)] + [await inventory.price('p2')]", "cache")
+    assert result.result == "[9.5, 9.5, 9.5, 9.5]"
+    assert record.named("price") == [("price", "p1"), ("price", "p2")]
+    assert sum(1 for event in record.named("pre") if event[1] == "price") == 4
+
+
+def test_a_tool_that_would_pause_the_run_is_refused_without_running(code_mode, record):
+    result = code_mode.run("await inventory.delete_everything()", "pause")
+    assert result.error["ename"] == "ToolPausedError" and "regular tool call" in result.error["evalue"]
+    assert record.named("deleted") == []
+    assert "not callable in cells" in code_mode.instructions()
+
+
+def test_results_that_are_not_json_cross_pickled_or_say_why_not(code_mode):
+    assert code_mode.run("await inventory.shape()", "pickle").result == "(1, 2)"
+    refused = code_mode.run("await inventory.unsendable()", "pickle")
+    assert refused.error["ename"] == "BridgeError" and "cannot cross the bridge" in refused.error["evalue"]
+
+
+def test_an_oversized_result_raises_result_too_large(code_mode):
+    result = code_mode.run("await inventory.big(2_000_000)", "large")
+    assert result.error["ename"] == "ResultTooLarge"
+    assert "max_result_bytes=100,000" in result.error["evalue"] and "offload" in result.error["evalue"]
+    assert code_mode.run("len(await inventory.big(1000))", "large").result == "1000"
+
+
+def test_a_thousand_concurrent_calls_from_one_cell(code_mode):
+    cell = "import asyncio\nlevels = await asyncio.gather(*(inventory.stock_level('x' * (i % 7)) for i in range(1000)))\nlevels == [10 * (i % 7) for i in range(1000)]"
+    assert code_mode.run(cell, "gather").result == "True"
+
+
+def test_an_interrupted_cell_cancels_its_host_calls(code_mode, record):
+    result = code_mode.run("await inventory.slow(30)", "interrupt")
+    assert result.status == "timeout"
+    for _ in range(50):
+        if record.named("slow cancelled"):
+            break
+        threading.Event().wait(0.1)
+    assert record.named("slow cancelled") and not record.named("slow finished")
+    assert code_mode.run("await inventory.stock_level('ok')", "interrupt").result == "20"
+
+
+def test_a_forged_token_or_a_stale_generation_is_refused(code_mode):
+    code_mode.run("1", "forge")
+    bridge = code_mode._bridges[code_mode._sessions["forge"].kernel]  # the host's end of this kernel's socket
+    assert stat.S_IMODE(os.stat(bridge.path).st_mode) == 0o600
+    attempt = (
+        "from kernel.bridge_client import BridgeClient, BridgeError\n"
+        "async def attempt(token, generation):\n"
+        "    try:\n"
+        f"        await BridgeClient({bridge.path!r}, token, generation).call('inventory.stock_level', ('a',), {{}})\n"
+        "    except BridgeError as error:\n"
+        "        return str(error)\n"
+        "    return 'accepted'\n"
+        f"(await attempt('0' * 64, {bridge.generation}), await attempt({bridge.token!r}, {bridge.generation - 1}), await attempt({bridge.token!r}, {bridge.generation}))"
+    )
+    forged, stale, genuine = eval(code_mode.run(attempt, "forge").result)
+    assert "refused" in forged and "wrong token" in forged
+    assert "refused" in stale and "generation" in stale
+    assert genuine == "accepted"
