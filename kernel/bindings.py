@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from kernel.toolkit import Toolkit
+from kernel.toolkit import Toolkit, signature_text
 from registry import ToolDefinition
 from registry.names import NameMap, handle_name
 
@@ -108,7 +108,7 @@ class Bindings:
             handle = by_toolkit[toolkit.name]
             for attribute, name in self.host_handles[handle][1].items():
                 tool = toolkit.functions[name]
-                signature = str(tool.signature) if tool.signature is not None else "(...)"
+                signature = signature_text(tool.signature) if tool.signature is not None else "(...)"
                 renamed = f"  (tool {name!r})" if attribute != name else ""
                 lines.append(f"  {handle}.{attribute}{signature}{renamed}")
                 summary = inspect.cleandoc(tool.description).split("\n", 1)[0] if tool.description else ""

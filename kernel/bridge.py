@@ -27,7 +27,7 @@ from typing import Any
 
 from kernel import wire
 from kernel.result_store import ResultStore
-from kernel.toolkit import Toolkit
+from kernel.toolkit import Toolkit, annotation_text
 
 #: Resolves a call's target (``"handle.attribute"``) to its toolkit and the tool's real name.
 Lookup = Callable[[str], "tuple[Toolkit, str] | None"]
@@ -201,19 +201,13 @@ def toolkit_spec(toolkit: Toolkit, attributes: dict[str, str], error: str = "") 
         entry: dict[str, Any] = {"name": name, "doc": tool.description, "refusal": tool.pause_reason, "error": tool.load_error}
         if tool.signature is not None:
             entry["parameters"] = [_parameter_spec(parameter) for parameter in tool.signature.parameters.values()]
-            entry["returns"] = _annotation(tool.signature.return_annotation)
+            entry["returns"] = annotation_text(tool.signature.return_annotation)
         functions[attribute] = entry
     return {"name": toolkit.name, "functions": functions}
 
 
-def _annotation(annotation: Any) -> str | None:
-    if annotation is inspect.Parameter.empty:
-        return None
-    return annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
-
-
 def _parameter_spec(parameter: inspect.Parameter) -> dict[str, Any]:
-    spec: dict[str, Any] = {"name": parameter.name, "kind": parameter.kind.name, "annotation": _annotation(parameter.annotation)}
+    spec: dict[str, Any] = {"name": parameter.name, "kind": parameter.kind.name, "annotation": annotation_text(parameter.annotation)}
     if parameter.default is not inspect.Parameter.empty:
         if wire.is_json_value(parameter.default):
             spec["value"] = parameter.default

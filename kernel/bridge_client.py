@@ -30,7 +30,8 @@ from typing import Any
 
 from kernel import wire
 from kernel.handles import awaitable, current_cell, track_cells
-from kernel.toolkit import ToolPausedError
+from kernel.toolkit import ShownText, ToolPausedError
+
 
 class BridgeError(RuntimeError):
     """The call could not cross the bridge (connection refused or lost, value not transferable)."""
@@ -79,11 +80,12 @@ class _Connection:
                     future.set_result(message)
         except (ConnectionError, asyncio.IncompleteReadError) as error:
             reason = f"the bridge connection was lost ({error})"
-        self.closed_reason = reason
-        for future in self.pending.values():
-            if not future.done():
-                future.set_exception(BridgeError(reason))
-        self.pending.clear()
+        finally:
+            self.closed_reason = reason
+            for future in self.pending.values():
+                if not future.done():
+                    future.set_exception(BridgeError(reason))
+            self.pending.clear()
 
 
 class BridgeClient:
@@ -115,6 +117,17 @@ class BridgeClient:
             writer.close()
             raise BridgeError(f"the host refused the bridge connection: {answer.get('reason', answer)}")
         return _Connection(reader, writer)
+
+    def close(self) -> None:
+        """Drop every connection (their waiting calls fail with :class:`BridgeError`)."""
+        for opening in self._connections.values():
+            if opening.done() and opening.exception() is None:
+                connection = opening.result()
+                connection.writer.close()
+                connection.reader_task.cancel()
+            else:
+                opening.cancel()
+        self._connections.clear()
 
     async def call(self, target: str, args: tuple, kwargs: dict[str, Any]) -> Any:
         """Call host tool ``target`` (``"handle.attribute"``) and return its result (see the module docstring)."""
@@ -223,17 +236,6 @@ class ResultsHandle:
         return f"<toolpath results in {self._path}: await results.get(id)>"
 
 
-class _Shown:
-    """Text shown as written in a signature: a host default that cannot cross, or an annotation
-    (kept as text, so the kernel need not import the host's types)."""
-
-    def __init__(self, text: str):
-        self._text = text
-
-    def __repr__(self) -> str:
-        return self._text
-
-
 def _signature(parameters: list[dict[str, Any]], returns: str | None) -> inspect.Signature:
     built = []
     for parameter in parameters:
@@ -241,10 +243,10 @@ def _signature(parameters: list[dict[str, Any]], returns: str | None) -> inspect
         if "value" in parameter:
             default = parameter["value"]
         elif "default_repr" in parameter:
-            default = _Shown(parameter["default_repr"])
-        annotation = _Shown(parameter["annotation"]) if parameter.get("annotation") else inspect.Parameter.empty
+            default = ShownText(parameter["default_repr"])
+        annotation = ShownText(parameter["annotation"]) if parameter.get("annotation") else inspect.Parameter.empty
         built.append(inspect.Parameter(parameter["name"], getattr(inspect.Parameter, parameter["kind"]), default=default, annotation=annotation))
-    return inspect.Signature(built, return_annotation=_Shown(returns) if returns else inspect.Signature.empty)
+    return inspect.Signature(built, return_annotation=ShownText(returns) if returns else inspect.Signature.empty)
 
 
 def _function(client: BridgeClient, toolkit: str, handle: str, attribute: str, spec: dict[str, Any]) -> Callable[..., Any]:
@@ -277,6 +279,7 @@ def _function(client: BridgeClient, toolkit: str, handle: str, attribute: str, s
 
 _installed: dict[str, Any] = {}
 _results: ResultsHandle | None = None
+_client: BridgeClient | None = None
 
 
 def install(spec: str) -> None:
@@ -287,8 +290,14 @@ def install(spec: str) -> None:
     """
     global _results
     track_cells()
+    global _client
     data = json.loads(spec)
-    client = BridgeClient(data["socket"], data["token"], data["generation"])
+    address = (data["socket"], data["token"], data["generation"])
+    if _client is None or (_client.socket, _client.token, _client.generation) != address:
+        if _client is not None:
+            _client.close()
+        _client = BridgeClient(*address)
+    client = _client
     handles: dict[str, Any] = {}
     for handle, toolkit in data["toolkits"].items():
         if toolkit.get("error"):

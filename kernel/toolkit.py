@@ -52,6 +52,35 @@ _PAUSE_FLAGS = {
 }
 
 
+class ShownText:
+    """Text that shows as written inside a signature: an annotation kept as a string (no quotes),
+    or a default that cannot cross to the kernel (shown by its repr)."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def annotation_text(annotation: Any) -> str | None:
+    """An annotation as source text (``None`` when there is none); string annotations stay as written."""
+    if annotation is inspect.Parameter.empty:
+        return None
+    return annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
+
+
+def signature_text(signature: inspect.Signature) -> str:
+    """``(sku: str, warehouse: str = 'main') -> int``, also for postponed (string) annotations."""
+
+    def shown(annotation: Any) -> Any:
+        text = annotation_text(annotation)
+        return inspect.Parameter.empty if text is None else ShownText(text)
+
+    parameters = [parameter.replace(annotation=shown(parameter.annotation)) for parameter in signature.parameters.values()]
+    return str(signature.replace(parameters=parameters, return_annotation=shown(signature.return_annotation)))
+
+
 class ToolPausedError(RuntimeError):
     """The tool would pause the run (confirmation, user input, external execution or approval).
 

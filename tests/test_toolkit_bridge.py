@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from kernel import CodeMode, Tool, Toolkit
+from registry import ToolDefinition
 
 pytestmark = pytest.mark.integration
 
@@ -221,3 +222,127 @@ def test_a_forged_token_or_a_stale_generation_is_refused(code_mode):
     assert "refused" in forged and "wrong token" in forged
     assert "refused" in stale and "generation" in stale
     assert genuine == "accepted"
+
+
+class WeatherTools(Toolkit):
+    """A toolkit with an async connection that registers its tools while connecting."""
+
+    def __init__(self, log, name="weather_tools", fail=False):
+        super().__init__(name, requires_connect=True)
+        self.log, self.fail = log, fail
+
+    async def connect(self):
+        self.log.append(("connect", self.name, id(asyncio.get_running_loop())))
+        if self.fail:
+            raise ConnectionRefusedError("weather service is down")
+
+        async def temperature(city: str) -> float:
+            """Temperature in °C."""
+            return 21.5
+
+        if "temperature" not in self.functions:
+            self.register(temperature)
+        self.is_connected = True
+
+    async def close(self):
+        self.log.append(("close", self.name, id(asyncio.get_running_loop())))
+        self.is_connected = False
+
+
+class LedgerTools(Toolkit):
+    def __init__(self, log):
+        super().__init__("ledger", [self.balance], requires_connect=True)
+        self.log = log
+
+    def balance(self, account: str) -> int:
+        """Balance of `account`."""
+        return 100
+
+    def connect(self):
+        self.log.append(("connect", self.name))
+        self.is_connected = True
+
+    def close(self):
+        self.log.append(("close", self.name))
+        self.is_connected = False
+
+
+def test_connections_open_with_the_run_and_close_when_it_ends():
+    log = []
+    weather, ledger, by_hand = WeatherTools(log), LedgerTools(log), WeatherTools(log, name="manual_tools")
+
+    async def main():
+        await by_hand.connect()
+        log.clear()
+        code_mode = CodeMode([ledger, weather, by_hand], pool_size=0)
+        try:
+            code_mode.open()
+            assert log == [("connect", "ledger")]  # an async connect waits for the first cell
+            first = await code_mode.arun("(await weather.temperature('Oslo'), await ledger.balance('a'))", "run")
+            assert first.result == "(21.5, 100)", first.error
+            assert log[1] == ("connect", "weather_tools", id(asyncio.get_running_loop()))
+            assert "weather.temperature(city: str) -> float" in code_mode.instructions()
+            await code_mode.aclose()
+            assert log[2:] == [("close", "weather_tools", id(asyncio.get_running_loop())), ("close", "ledger")]
+            assert by_hand.is_connected and not any(entry[1] == "manual_tools" for entry in log)
+            second = await code_mode.arun("await weather.temperature('Rome')", "run")  # a new run reconnects
+            assert second.result == "21.5" and log[-1][0] == "connect"
+        finally:
+            await code_mode.ashutdown()
+        assert log[-1][0] == "close"
+
+    asyncio.run(main())
+
+
+def test_a_toolkit_that_fails_to_bind_raises_on_every_attribute_and_others_still_work():
+    log = []
+    broken = WeatherTools(log, name="broken_tools", fail=True)
+    missing = ToolDefinition(name="ghost", server_name="catalog", module="no_such_module_anywhere", binding="host", id=1)
+    present = ToolDefinition(name="dumps", server_name="catalog", module="json", binding="host", id=2)
+    with CodeMode([broken, missing, present], pool_size=0) as code_mode:
+        result = code_mode.run("broken.anything", "fail")
+        assert result.error["ename"] == "RuntimeError"
+        assert "broken_tools" in result.error["evalue"] and "weather service is down" in result.error["evalue"]
+        assert "broken: unavailable" in code_mode.instructions()
+        ghost = code_mode.run("await catalog.ghost()", "fail")
+        assert ghost.error["ename"] == "RuntimeError" and "no_such_module_anywhere" in ghost.error["evalue"]
+        assert code_mode.run("await catalog.dumps([1])", "fail").result == "'[1]'"
+
+
+def test_names_python_cannot_use_bind_as_names_it_can():
+    def keyword_tool() -> str:
+        return "ok"
+
+    with CodeMode([Toolkit("lambda_tools", [Tool(keyword_tool, name="get-forecast"), Tool(keyword_tool, name="class")])], pool_size=0) as code_mode:
+        instructions = code_mode.instructions()
+        assert "lambda_.get_forecast()" in instructions and "lambda_.class_()" in instructions
+        assert code_mode.run("(await lambda_.get_forecast(), await lambda_.class_())", "names").result == "('ok', 'ok')"
+        assert "'get-forecast'" in code_mode.run("help(lambda_.get_forecast)", "names").stdout
+
+
+def test_offloaded_results_are_read_back_from_sqlite(tmp_path):
+    def report(rows: int) -> list:
+        return [{"row": index, "text": "x" * 100} for index in range(rows)]
+
+    store = tmp_path / "toolpath.db"
+    with CodeMode([report], pool_size=0, max_result_bytes=10_000, offload_results=True, result_store=store) as code_mode:
+        small = code_mode.run("await tools.report(2)", "offload")
+        assert small.result.startswith("[{'row': 0")
+        offloaded = code_mode.run("handle = await tools.report(20_000)\nhandle", "offload")
+        assert "offloaded result" in offloaded.result and "results.get" in offloaded.result
+        back = code_mode.run("rows = await results.get(handle.id)\n(len(rows), rows[-1]['row'])", "offload")
+        assert back.result == "(20000, 19999)", back.error
+        assert stat.S_IMODE(os.stat(store).st_mode) == 0o600
+
+
+def test_a_background_task_keeps_its_calls_when_another_cell_is_interrupted():
+    async def slow(seconds: float) -> str:
+        await asyncio.sleep(seconds)
+        return "finished"
+
+    with CodeMode([slow], pool_size=0, timeout=1.5, interrupt_grace=2) as code_mode:
+        started = code_mode.run("import asyncio\nbackground = asyncio.ensure_future(tools.slow(3))", "background")
+        assert started.status == "ok"
+        assert code_mode.run("await tools.slow(30)", "background").status == "timeout"
+        code_mode.run("import time; time.sleep(0.1)", "background")
+        assert code_mode.run("await asyncio.wait_for(background, 5)", "background").result == "'finished'"
