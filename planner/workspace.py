@@ -14,6 +14,7 @@ Example::
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,7 @@ from planner.goals import GoalChoice, choose_goal
 from planner.graph import StateGraph
 from planner.planning import Plan, plan
 from planner.search import SkillHit, SkillIndex
-from registry import LoadedCatalogs, import_roots, load_checked
+from registry import LoadedCatalogs, ToolDefinition, import_roots, load_checked
 
 
 class UnboundParametersError(ValueError):
@@ -146,6 +147,9 @@ class Workspace:
     def code_mode(self, timeout: float | None = 300.0, **options: Any) -> CodeMode:
         """A :class:`kernel.CodeMode` whose kernels can import every loaded catalog's tools.
 
+        Catalog tools with ``binding: host`` run in this process, so their catalogs' import roots are
+        also appended to ``sys.path`` here.
+
         Args:
             timeout: seconds before a cell is interrupted.
             options: further :class:`kernel.CodeMode` parameters (``pool_size`` defaults to 0 here).
@@ -155,8 +159,14 @@ class Workspace:
         env = dict(options.pop("env", None) or {})
         if roots:
             env["PYTHONPATH"] = os.pathsep.join([*roots, existing] if existing else roots)
+        if any(tool.binding == "host" for tool in options.get("tools", ())):
+            sys.path.extend(root for root in roots if root not in sys.path)
         options.setdefault("pool_size", 0)
         return CodeMode(timeout=timeout, env=env, **options)
+
+    def _host_tools(self, task_plan: TaskPlan) -> list[ToolDefinition]:
+        """The planned path's tools that run in this process (the planned cell fetches their handles)."""
+        return [step.tool for step in task_plan.plan.steps if step.tool.binding == "host"]
 
     def _check_runnable(self, task_plan: TaskPlan) -> bool:
         """Raise for unbound inputs; False when there is nothing to run (the goal is already held)."""
@@ -175,12 +185,12 @@ class Workspace:
         """
         if not self._check_runnable(task_plan):
             return TaskRun(task_plan, CellResult("ok"))
-        async with self.code_mode(timeout) as code_mode:
+        async with self.code_mode(timeout, tools=self._host_tools(task_plan)) as code_mode:
             return TaskRun(task_plan, await code_mode.arun(task_plan.cell.code, session_id))
 
     def run_task(self, task_plan: TaskPlan, timeout: float | None = 300.0, session_id: str = "toolpath-run") -> TaskRun:
         """Sync :meth:`arun_task`; works inside a running event loop too."""
         if not self._check_runnable(task_plan):
             return TaskRun(task_plan, CellResult("ok"))
-        with self.code_mode(timeout) as code_mode:
+        with self.code_mode(timeout, tools=self._host_tools(task_plan)) as code_mode:
             return TaskRun(task_plan, code_mode.run(task_plan.cell.code, session_id))

@@ -143,3 +143,35 @@ def test_validate_cli_on_the_three_classic_mistakes(tmp_path):
     assert results == {"unknown_token": [("TP001", 5)], "wrong_type": [("TP006", 6)], "syntax": [("TP100", 4)]}
     clean = toolpath("validate", *[str(path) for path in __import__("catalogs").default_catalog_paths()])
     assert clean.returncode == 0 and "ok: 0 error(s), 0 warning(s)" in clean.stdout
+
+
+def test_a_host_bound_catalog_tool_runs_in_this_process(tmp_path, embedder):
+    package = tmp_path / "hostgreetings"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "greet.py").write_text("import os\n\ndef greet(name: str) -> str:\n    '''Say hello.'''\n    return f'hello, {name}, from {os.getpid()}'\n")
+    (package / "catalog.yaml").write_text(
+        textwrap.dedent(
+            """\
+            domain: hostgreetings
+            package: hostgreetings
+            states:
+              - token: hostgreetings.greeted
+                description: Someone has been greeted.
+                affordances: [say hello to a person]
+            tools:
+              - name: greet
+                description: Greet a person by name.
+                binding: host
+                required_parameters: [{name: name, type: str}]
+                return_spec: {name: greeting, type: str, state: hostgreetings.greeted}
+                state_transition: {requires: [], produces: [hostgreetings.greeted]}
+            """
+        )
+    )
+    workspace = Workspace.open([package / "catalog.yaml"], embedder=embedder)
+    task = workspace.plan_task("say hello to Ada", inputs={"name": "Ada"})
+    assert "host_toolkit('hostgreetings')" in task.cell.code
+    run = workspace.run_task(task)
+    assert run.result.status == "ok", run.result.error
+    assert run.result.result == f"'hello, Ada, from {os.getpid()}'"
