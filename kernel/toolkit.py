@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import functools
 import importlib
 import inspect
+import os
 import pickle
 import queue
 import threading
@@ -327,6 +329,72 @@ async def _maybe_await(function: Callable[..., Any], *args: Any) -> Any:
 _MISS = object()
 
 
+class _Workers:
+    """The worker threads sync tools and sync hooks run in, with completions handed back in batches.
+
+    ``asyncio.to_thread`` wakes the loop once per finished call; with a thousand concurrent calls
+    from one cell those wake-ups (and the GIL hand-offs around them) cost more than the calls. Here
+    a finished call joins a per-loop batch, and the loop is woken once per batch.
+    """
+
+    def __init__(self, size: int):
+        self.size = size
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        self.threads = 0
+        self.idle = 0
+        self.done: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future, bool, Any]]] = {}
+
+    def run(self, function: Callable[..., Any], *args: Any) -> asyncio.Future:
+        """Run ``function(*args)`` in a worker thread (in a copy of the current context)."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self.jobs.put((loop, future, contextvars.copy_context(), function, args))
+        with self.lock:
+            start = self.idle == 0 and self.threads < self.size
+            if start:
+                self.threads += 1
+        if start:
+            threading.Thread(target=self._work, name="toolpath-tool-worker", daemon=True).start()
+        return future
+
+    def _work(self) -> None:
+        while True:
+            with self.lock:
+                self.idle += 1
+            loop, future, context, function, args = self.jobs.get()
+            with self.lock:
+                self.idle -= 1
+            try:
+                outcome: tuple[bool, Any] = (True, context.run(function, *args))
+            except BaseException as error:  # handed to the awaiting coroutine, which re-raises it
+                outcome = (False, error)
+            with self.lock:
+                batch = self.done.setdefault(loop, [])
+                batch.append((future, *outcome))
+                first = len(batch) == 1
+            if first:
+                try:
+                    loop.call_soon_threadsafe(self._deliver, loop)
+                except RuntimeError:  # the loop was closed: nobody awaits these results any more
+                    with self.lock:
+                        self.done.pop(loop, None)
+
+    def _deliver(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self.lock:
+            batch = self.done.pop(loop, [])
+        for future, succeeded, value in batch:
+            if future.cancelled():
+                continue
+            if succeeded:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+
+_workers = _Workers(min(32, (os.cpu_count() or 1) + 4))  # the size asyncio's default executor takes
+
+
 class _Chain:
     """The middleware hooks and the function of one call, run layer by layer.
 
@@ -356,7 +424,7 @@ class _Chain:
             return result
         if self.home is None:
             try:
-                return await asyncio.to_thread(self._start_home, index, arguments)
+                return await _workers.run(self._start_home, index, arguments)
             except asyncio.CancelledError:
                 # A thread cannot be cancelled, but the async layers it waits for can: the call stops
                 # as soon as its sync code returns to them.
