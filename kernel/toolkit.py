@@ -10,13 +10,15 @@ Call path of one call, outermost first:
 1. a tool that would pause the run (``requires_confirmation``, ``requires_user_input``,
    ``external_execution``, ``approval``) raises :class:`ToolPausedError`; its code never runs;
 2. the arguments are bound to the function's signature (``TypeError`` when they do not fit);
-3. ``pre_hook(call)`` of the toolkit, then of the tool;
+3. ``pre_hook(call)`` of the toolkit, then of the tool (changing ``call.arguments`` in place changes
+   what the tool receives);
 4. middleware hooks, the toolkit's then the tool's: ``hook(name, call_next, arguments)`` must call
    ``call_next(**arguments)`` and return a result (it may change either, or skip the call);
 5. the result cache, when enabled (keyed by tool name and arguments; a hit skips the function only,
    so hooks still fire once per call);
 6. the function: async functions are awaited on the caller's loop, sync ones run in a worker thread;
-7. ``post_hook(call, result)`` of the tool, then of the toolkit.
+7. ``post_hook(call, result)`` of the tool, then of the toolkit; one that returns something other
+   than ``None`` replaces the result.
 
 Sync hooks are supported everywhere: sync layers (sync hooks, a sync function) run in one worker
 thread per call, async layers on the caller's loop, and ``call_next`` crosses between them.

@@ -278,15 +278,15 @@ def test_connections_open_with_the_run_and_close_when_it_ends():
         try:
             code_mode.open()
             assert log == [("connect", "ledger")]  # an async connect waits for the first cell
-            first = await code_mode.arun("(await weather.temperature('Oslo'), await ledger.balance('a'))", "run")
+            first = await code_mode.arun("kept = 7\n(await weather.temperature('Oslo'), await ledger.balance('a'))", "run")
             assert first.result == "(21.5, 100)", first.error
             assert log[1] == ("connect", "weather_tools", id(asyncio.get_running_loop()))
             assert "weather.temperature(city: str) -> float" in code_mode.instructions()
             await code_mode.aclose()
             assert log[2:] == [("close", "weather_tools", id(asyncio.get_running_loop())), ("close", "ledger")]
             assert by_hand.is_connected and not any(entry[1] == "manual_tools" for entry in log)
-            second = await code_mode.arun("await weather.temperature('Rome')", "run")  # a new run reconnects
-            assert second.result == "21.5" and log[-1][0] == "connect"
+            second = await code_mode.arun("(kept, await weather.temperature('Rome'))", "run")  # a new run reconnects
+            assert second.result == "(7, 21.5)" and log[-1][0] == "connect"  # and the kernel outlived the run
         finally:
             await code_mode.ashutdown()
         assert log[-1][0] == "close"
