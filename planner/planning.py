@@ -187,8 +187,10 @@ def _astar(tools: list[ToolDefinition], relevant: set[str], held: frozenset[str]
     """Cheapest plan by A* over sets of relevant states; ``None`` if ``max_expansions`` is exceeded."""
     cheapest_producer = {token: min((tool.cost for tool in tools if token in tool.state_transition.produces), default=0.0) for token in relevant}
 
+    open_goal = goal - held  # held goal states need no producer (and have no entry above)
+
     def heuristic(reached: frozenset[str]) -> float:
-        return max((cheapest_producer[token] for token in goal - reached), default=0.0)
+        return max((cheapest_producer[token] for token in open_goal - reached), default=0.0)
 
     start: frozenset[str] = frozenset()  # relevant states exclude held ones by construction
     tie = itertools.count()

@@ -1,0 +1,85 @@
+"""The planner against a brute-force oracle on random small catalogs (property tests).
+
+The oracle tries every subset of tools: because no tool removes a state, a subset can run in some
+order exactly when every tool in it becomes applicable in the forward fixpoint over the subset, and
+it reaches the goal when that fixpoint holds every goal state. The cheapest such subset is optimal.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planner import NoPlanError, StateGraph, plan
+from registry import State, ToolDefinition, ToolRegistry
+
+STATES = [f"s{index}" for index in range(7)]
+
+
+def oracle(tools: list[tuple[frozenset, frozenset, float]], held: frozenset, goal: frozenset) -> float | None:
+    """The minimum plan cost, or ``None`` when no plan exists."""
+    best = None
+    for size in range(len(tools) + 1):
+        for subset in itertools.combinations(range(len(tools)), size):
+            reached, pending = set(held), set(subset)
+            progress = True
+            while progress:
+                progress = False
+                for index in list(pending):
+                    if tools[index][0] <= reached:
+                        reached |= tools[index][1]
+                        pending.discard(index)
+                        progress = True
+            if not pending and goal <= reached:
+                cost = sum(tools[index][2] for index in subset)
+                best = cost if best is None else min(best, cost)
+    return best
+
+
+def runs(steps, held, goal) -> bool:
+    """Every step is applicable when it runs, and the goal holds at the end."""
+    current = set(held)
+    for step in steps:
+        if not step.requires <= current:
+            return False
+        current |= step.produces
+    return goal <= current
+
+
+tool_strategy = st.tuples(
+    st.frozensets(st.sampled_from(STATES), max_size=3),
+    st.frozensets(st.sampled_from(STATES), min_size=1, max_size=3),
+    st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.0]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    tools=st.lists(tool_strategy, min_size=1, max_size=12),
+    held=st.frozensets(st.sampled_from(STATES), max_size=2),
+    goal=st.frozensets(st.sampled_from(STATES), min_size=1, max_size=3),
+    max_expansions=st.sampled_from([50_000, 1]),  # 1 forces the greedy fallback
+)
+def test_planner_matches_the_oracle(tools, held, goal, max_expansions):
+    registry = ToolRegistry(package="random_catalog")
+    for index, (requires, produces, cost) in enumerate(tools):
+        registry.register_tool(ToolDefinition(name=f"t{index}", state_transition={"requires": requires, "produces": produces}, cost=cost))
+    graph = StateGraph(registry, [State(token) for token in STATES])
+    best = oracle(tools, held, goal)
+    try:
+        result = plan(graph, goal, held=held, max_expansions=max_expansions)
+    except NoPlanError:
+        assert best is None, f"the oracle found a plan of cost {best}"
+        return
+    assert best is not None, "the planner returned a plan the oracle says cannot exist"
+    assert runs(result.steps, held, goal)
+    assert result.cost == sum(step.tool.cost for step in result.steps)
+    for skipped in range(len(result.steps)):
+        rest = result.steps[:skipped] + result.steps[skipped + 1 :]
+        assert not runs(rest, held, goal), f"step {result.steps[skipped].tool.name} is redundant"
+    if result.optimal:
+        assert result.cost == best
+    else:
+        assert result.cost >= best
