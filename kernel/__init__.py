@@ -6,6 +6,6 @@
 from kernel.codemode import CodeMode, format_for_model
 from kernel.output import CellResult, OutputLimits
 from kernel.session import KernelBusyError, KernelError, KernelSession
-from kernel.toolkit import Tool, ToolCall, Toolkit, ToolPausedError
+from kernel.toolkit import Tool, ToolCall, ToolExitError, Toolkit, ToolPausedError
 
-__all__ = ["CellResult", "CodeMode", "KernelBusyError", "KernelError", "KernelSession", "OutputLimits", "Tool", "ToolCall", "ToolPausedError", "Toolkit", "format_for_model"]
+__all__ = ["CellResult", "CodeMode", "KernelBusyError", "KernelError", "KernelSession", "OutputLimits", "Tool", "ToolCall", "ToolExitError", "ToolPausedError", "Toolkit", "format_for_model"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from kernel.toolkit import Toolkit, signature_text
 from registry import ToolDefinition
-from registry.names import NameMap, handle_name
+from registry.names import NameMap, attribute_name, handle_name
 
 BINDER_MODULE = "kernel.handles"
 BINDER_FUNCTION = "bind_module_tools"
@@ -72,7 +72,7 @@ class Bindings:
         targets: dict[int, str] = {}
         for server in sorted({toolkit_of(tool) for tool in tools}):
             members = [tool for tool in tools if toolkit_of(tool) == server]
-            attributes = NameMap([*(tool.name for tool in everyone if toolkit_of(tool) == server), *(tool.name for tool in members)])
+            attributes = NameMap([*(tool.name for tool in everyone if toolkit_of(tool) == server), *(tool.name for tool in members)], base=attribute_name)
             handle = servers.python(server)
             for tool in members:
                 attribute = attributes.python(tool.name)
@@ -82,7 +82,7 @@ class Bindings:
                     handles.setdefault(handle, {})[attribute] = (tool.name, tool.module or "")
                 targets[tool.id] = f"{handle}.{attribute}"
         for toolkit in toolkits:
-            attributes = NameMap(toolkit.functions)
+            attributes = NameMap(toolkit.functions, base=attribute_name)
             host_handles[servers.python(toolkit.name)] = (toolkit.name, {attributes.python(name): name for name in toolkit.functions})
         return cls(handles, targets, host_handles)
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from kernel import wire
 from kernel.result_store import ResultStore
-from kernel.toolkit import Toolkit, annotation_text
+from kernel.toolkit import ToolExitError, Toolkit, annotation_text, contained
 
 #: Resolves a call's target (``"handle.attribute"``) to its toolkit and the tool's real name.
 Lookup = Callable[[str], "tuple[Toolkit, str] | None"]
@@ -148,7 +148,7 @@ class Bridge:
                 self._send(writer, {"op": "error", "id": call_id, "type": "LookupError", "message": f"no host tool is bound as {target!r}; it may have been removed: list the handles with dir()"})
                 return
             toolkit, name = found
-            call = toolkit.acall(name, message.get("args") or (), message.get("kwargs") or {})
+            call = contained(toolkit.acall(name, message.get("args") or (), message.get("kwargs") or {}))
             loop = self.call_loop
             if loop is None or loop is asyncio.get_running_loop() or loop.is_closed() or not loop.is_running():
                 value = await call
@@ -156,17 +156,19 @@ class Bridge:
                 value = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(call, loop))
             self._send_result(writer, call_id, f"{toolkit.name}.{name}", value)
         except asyncio.CancelledError:
-            pass  # the kernel asked for it (interrupted cell) or the kernel is gone: nobody awaits a reply
+            if asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                return  # the kernel asked for it (interrupted cell) or the kernel is gone: nobody awaits a reply
+            self._send(writer, _error_message(call_id, ToolExitError("the tool raised CancelledError")))
         except Exception as error:  # a tool's exception is the cell's exception
-            self._send(writer, {"op": "error", "id": call_id, "type": type(error).__name__, "message": str(error)})
+            self._send(writer, _error_message(call_id, error))
         finally:
             self._calls.pop(key, None)
 
     def _send_result(self, writer: asyncio.StreamWriter, call_id: Any, tool: str, value: Any) -> None:
         try:
             frame = wire.encode({"op": "result", "id": call_id, "value": value})
-        except wire.WireError as error:
-            self._send(writer, {"op": "error", "id": call_id, "type": "BridgeError", "message": f"the result of {tool} (a {type(value).__name__}) cannot cross the bridge: {error}; return JSON-like data, or bind the tool in-kernel"})
+        except (wire.WireError, ValueError, RecursionError) as error:  # json refuses huge ints, deep nesting
+            self._send(writer, {"op": "error", "id": call_id, "type": "BridgeError", "message": f"the result of {tool} (type {type(value).__name__}) cannot cross the bridge: {error}; return JSON-like data, or bind the tool in-kernel"})
             return
         if len(frame) <= self.max_result_bytes:
             if not writer.is_closing():
@@ -183,6 +185,20 @@ class Bridge:
     def _send(writer: asyncio.StreamWriter, message: dict[str, Any]) -> None:
         if not writer.is_closing():
             writer.write(wire.encode(message))
+
+
+def _text(error: BaseException) -> str:
+    try:
+        return str(error.args[0]) if isinstance(error, KeyError) and len(error.args) == 1 else str(error)
+    except Exception:  # an exception whose __str__ fails still deserves a reply
+        return f"<{type(error).__name__} whose message cannot be shown>"
+
+
+def _error_message(call_id: Any, error: BaseException) -> dict[str, Any]:
+    """The reply for a call that raised: its type, the nearest built-in type it derives from (so the
+    kernel can raise something ``except ValueError`` still catches) and its message."""
+    builtin = next((kind.__name__ for kind in type(error).__mro__ if kind.__module__ == "builtins"), "Exception")
+    return {"op": "error", "id": call_id, "type": type(error).__name__, "builtin": builtin, "message": _text(error)}
 
 
 def toolkit_spec(toolkit: Toolkit, attributes: dict[str, str], error: str = "") -> dict[str, Any]:

@@ -30,7 +30,7 @@ from typing import Any
 
 from kernel import wire
 from kernel.handles import awaitable, current_cell, track_cells
-from kernel.toolkit import ShownText, ToolPausedError
+from kernel.toolkit import ShownText, ToolExitError, ToolPausedError
 
 
 class BridgeError(RuntimeError):
@@ -158,16 +158,19 @@ def _unpack(reply: dict[str, Any], target: str) -> Any:
         return reply.get("value")
     if op == "offloaded":
         return OffloadedResult(reply["result_id"], reply["size"], reply["type"], reply["tool"])
-    raise _exception(str(reply.get("type", "Error")), str(reply.get("message", "")), target)
+    raise _exception(str(reply.get("type", "Error")), str(reply.get("builtin", "")), str(reply.get("message", "")), target)
 
 
-def _exception(type_name: str, message: str, target: str) -> BaseException:
-    known = {"ResultTooLarge": ResultTooLarge, "BridgeError": BridgeError, "ToolPausedError": ToolPausedError}
-    kind = known.get(type_name) or getattr(builtins, type_name, None)
+def _exception(type_name: str, builtin: str, message: str, target: str) -> BaseException:
+    """The tool's exception as the cell sees it: its own type when the kernel knows it, else the
+    nearest built-in type it derives from (``class MyError(ValueError)`` → ``ValueError``)."""
+    known = {"ResultTooLarge": ResultTooLarge, "BridgeError": BridgeError, "ToolPausedError": ToolPausedError, "ToolExitError": ToolExitError}
+    kind = known.get(type_name) or getattr(builtins, type_name, None) or getattr(builtins, builtin, None)
+    text = message if (type_name in known or hasattr(builtins, type_name)) else f"{type_name}: {message}"
     error: BaseException
-    if isinstance(kind, type) and issubclass(kind, Exception):
+    if isinstance(kind, type) and issubclass(kind, Exception) and kind is not Exception:
         try:
-            error = kind(message)
+            error = kind(text)
         except TypeError:  # a built-in whose constructor wants more than a message
             error = ToolError(f"{type_name}: {message}")
     else:

@@ -64,6 +64,7 @@ class _Session:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     last_used: float = field(default_factory=time.monotonic)
     notice: str = ""
+    starting: bool = False
 
 
 class CodeMode:
@@ -151,6 +152,8 @@ class CodeMode:
         #: Toolkits whose calls run in this process.
         self.toolkits = as_toolkits(tool for tool in items if not (isinstance(tool, ToolDefinition) and tool.binding == "kernel"))
         self.max_result_bytes = max_result_bytes
+        if result_store is not None and not offload_results:
+            raise ValueError("result_store is only used with offload_results=True")
         self.result_store = ResultStore(result_store) if offload_results else None
         # Why a toolkit could not be bound (its connect() failed), by toolkit name.
         self._failures: dict[str, str] = {}
@@ -297,16 +300,22 @@ class CodeMode:
         return kernel
 
     async def _make_room(self, joining: str) -> None:
-        """Evict the least recently used idle session when a new one would exceed ``max_kernels``."""
+        """Evict the least recently used idle session when a new one would exceed ``max_kernels``,
+        waiting up to ``busy_wait`` seconds for one to become idle."""
         if self.max_kernels is None:
             return
-        live = [session for session in self._sessions.values() if session.kernel is not None and session.session_id != joining]
-        if len(live) < self.max_kernels:
-            return
-        idle = sorted((session for session in live if not session.lock.locked()), key=lambda session: session.last_used)
-        if not idle:
-            raise KernelError(f"all {self.max_kernels} kernels are running cells; retry when one finishes, or raise max_kernels")
-        await self._discard(idle[0], evicted=f"shut down to make room for another session (max_kernels={self.max_kernels})")
+        deadline = time.monotonic() + self.busy_wait
+        while True:
+            live = [session for session in self._sessions.values() if (session.kernel is not None or session.starting) and session.session_id != joining]
+            if len(live) < self.max_kernels:
+                return
+            idle = sorted((session for session in live if session.kernel is not None and not session.lock.locked()), key=lambda session: session.last_used)
+            if idle:
+                await self._discard(idle[0], evicted=f"shut down to make room for another session (max_kernels={self.max_kernels})")
+                continue
+            if time.monotonic() > deadline:
+                raise KernelError(f"all {self.max_kernels} kernels are running cells; retry when one finishes, or raise max_kernels")
+            await asyncio.sleep(0.05)
 
     async def _discard(self, session: _Session, evicted: str = "") -> None:
         """Shut the session's kernel down; ``evicted`` (the reason) also forgets the session."""
@@ -348,8 +357,12 @@ class CodeMode:
                 await self._discard(session)
                 notice = _join(notice, "The kernel was restarted because an earlier cell would not stop; earlier variables are gone.")
             if session.kernel is None:
-                await self._make_room(session_id)
-                session.kernel = await self._take_kernel()
+                session.starting = True  # counts against max_kernels while its kernel starts
+                try:
+                    await self._make_room(session_id)
+                    session.kernel = await self._take_kernel()
+                finally:
+                    session.starting = False
             kernel = session.kernel
             if self._bound_version.get(kernel) != self._binding_version:
                 await self._bind(kernel)
@@ -357,11 +370,18 @@ class CodeMode:
             cell_ids: list[str] = []
             if bridge is not None:
                 bridge.call_loop = call_loop
-            result = await kernel.execute(code, timeout=self.timeout, limits=self.limits, interrupt_grace=self.interrupt_grace, on_start=cell_ids.append)
+            try:
+                result = await kernel.execute(code, timeout=self.timeout, limits=self.limits, interrupt_grace=self.interrupt_grace, on_start=cell_ids.append)
+            except (asyncio.CancelledError, Exception):
+                if session.kernel is kernel or asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                    raise
+                # restart() (or an eviction) shut this kernel down under the running cell.
+                evalue = "the kernel was restarted while this cell ran; the cell was stopped and earlier variables are gone"
+                result = CellResult("dead", error={"ename": "KernelRestarted", "evalue": evalue, "traceback": ""})
             session.last_used = time.monotonic()
             if bridge is not None and cell_ids and result.status in ("timeout", "aborted"):
                 bridge.cancel_cell(cell_ids[0])
-            if result.status == "dead":
+            if result.status == "dead" and session.kernel is kernel:
                 await self._discard(session)
                 session.notice = "The kernel died during the previous cell; this is a fresh kernel and earlier variables are gone."
             if notice:
@@ -401,10 +421,13 @@ class CodeMode:
     # -- runs: connecting and closing toolkits ------------------------------------------------------
 
     def _to_connect(self, asynchronous: bool) -> list[Toolkit]:
+        if self._closed:
+            raise KernelError("this CodeMode has been shut down; create a new one")
+        ours = {toolkit.name for toolkit, _ in self._connected}  # even if connect() forgot is_connected
         return [
             toolkit
             for toolkit in self.toolkits
-            if toolkit.requires_connect and not toolkit.is_connected and toolkit.name not in self._failures and inspect.iscoroutinefunction(toolkit.connect) == asynchronous
+            if toolkit.requires_connect and not toolkit.is_connected and toolkit.name not in ours and toolkit.name not in self._failures and inspect.iscoroutinefunction(toolkit.connect) == asynchronous
         ]
 
     def _claim(self, toolkit: Toolkit) -> concurrent.futures.Future | None:
@@ -419,7 +442,11 @@ class CodeMode:
         if error is None:
             self._connected.append((toolkit, loop))
         else:
-            self._failures[toolkit.name] = f"its connect() failed ({type(error).__name__}: {error})"
+            self._failures[toolkit.name] = f"its connect() failed ({type(error).__name__}: {error}); it is tried again when the next run starts (after close())"
+        self._release(toolkit)
+
+    def _release(self, toolkit: Toolkit) -> None:
+        """Let whoever waits for ``toolkit``'s connect go on (an interrupted connect is retried later)."""
         with self._connect_lock:
             self._connecting.pop(toolkit.name).set_result(None)
 
@@ -439,6 +466,9 @@ class CodeMode:
                     await asyncio.to_thread(toolkit.connect)
             except Exception as exception:  # a toolkit that cannot connect becomes a failed handle, not a failed run
                 error = exception
+            except BaseException:  # cancelled or interrupted: neither connected nor failed
+                self._release(toolkit)
+                raise
             self._connected_or_failed(toolkit, asyncio.get_running_loop(), error)
         if pending:
             self._rebind()
@@ -462,6 +492,9 @@ class CodeMode:
                     toolkit.connect()
             except Exception as exception:  # a toolkit that cannot connect becomes a failed handle, not a failed run
                 error = exception
+            except BaseException:  # interrupted (Ctrl-C): neither connected nor failed
+                self._release(toolkit)
+                raise
             self._connected_or_failed(toolkit, loop, error)
         if pending:
             self._rebind()

@@ -35,10 +35,15 @@ class ResultStore:
 
     Args:
         path: the database file; created (mode 0600, parent directories 0700) when missing.
+
+    Raises:
+        ValueError: ``path`` is a directory.
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None):
         self.path = Path(path) if path is not None else default_database_path()
+        if self.path.is_dir():
+            raise ValueError(f"result store {self.path} is a directory; name a file, e.g. {self.path / 'toolpath.db'}")
         if not self.path.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))

@@ -29,10 +29,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
-import functools
 import importlib
 import inspect
-import os
 import pickle
 import queue
 import threading
@@ -83,6 +81,11 @@ def signature_text(signature: inspect.Signature) -> str:
 
     parameters = [parameter.replace(annotation=shown(parameter.annotation)) for parameter in signature.parameters.values()]
     return str(signature.replace(parameters=parameters, return_annotation=shown(signature.return_annotation)))
+
+
+class ToolExitError(RuntimeError):
+    """A tool raised ``SystemExit``, ``KeyboardInterrupt`` or another exception that must not stop the
+    host (an argparse-based tool exits on bad arguments); the message names what it raised."""
 
 
 class ToolPausedError(RuntimeError):
@@ -229,18 +232,24 @@ class Toolkit:
         for tool in tools:
             self.register(tool)
 
-    def register(self, tool: Callable[..., Any] | Tool | ToolDefinition) -> Tool:
+    def register(self, tool: Callable[..., Any] | Tool | ToolDefinition, replace: bool = False) -> Tool:
         """Add a tool (also while connecting: CodeMode binds what is registered by then).
 
+        Args:
+            tool: the tool.
+            replace: replace a tool of the same name (a ``connect()`` that lists a server's tools
+                again on every run wants this).
+
         Raises:
-            ValueError: a tool of that name is already registered.
+            ValueError: a tool of that name is already registered and ``replace`` is false.
         """
         if isinstance(tool, ToolDefinition):
             tool = Tool.from_definition(tool)
         elif not isinstance(tool, Tool):
             tool = Tool(tool)
-        if tool.name in self._tools:
-            raise ValueError(f"toolkit {self.name!r} already has a tool named {tool.name!r}")
+        if tool.name in self._tools and not replace:
+            hint = " (give each lambda a name with Tool(function, name=...))" if tool.name == "<lambda>" else "; pass replace=True to replace it"
+            raise ValueError(f"toolkit {self.name!r} already has a tool named {tool.name!r}{hint}")
         self._tools[tool.name] = tool
         return tool
 
@@ -323,6 +332,25 @@ class Toolkit:
         return f"<Toolkit {self.name}: {', '.join(self._tools) or 'no tools'}>"
 
 
+async def contained(call: Awaitable[Any]) -> Any:
+    """Await a tool call, turning exceptions that would stop an event loop into :class:`ToolExitError`.
+
+    An async tool runs inside an asyncio task: ``SystemExit``/``KeyboardInterrupt`` escaping a task
+    stop the whole event loop, and a ``CancelledError`` the tool raised itself would look like the
+    call being cancelled.
+    """
+    try:
+        return await call
+    except asyncio.CancelledError:
+        if asyncio.current_task().cancelling():  # type: ignore[union-attr]
+            raise
+        raise ToolExitError("the tool raised CancelledError") from None
+    except Exception:
+        raise
+    except BaseException as error:
+        raise ToolExitError(f"the tool raised {type(error).__name__}: {error}") from None
+
+
 async def _maybe_await(function: Callable[..., Any], *args: Any) -> Any:
     result = function(*args)
     return await result if inspect.isawaitable(result) else result
@@ -345,6 +373,7 @@ class _Workers:
         self.lock = threading.Lock()
         self.threads = 0
         self.idle = 0
+        self.queued = 0
         self.done: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future, bool, Any]]] = {}
 
     def run(self, function: Callable[..., Any], *args: Any) -> asyncio.Future:
@@ -353,7 +382,8 @@ class _Workers:
         future = loop.create_future()
         self.jobs.put((loop, future, contextvars.copy_context(), function, args))
         with self.lock:
-            start = self.idle == 0 and self.threads < self.size
+            self.queued += 1
+            start = self.queued > self.idle and self.threads < self.size
             if start:
                 self.threads += 1
         if start:
@@ -367,10 +397,17 @@ class _Workers:
             loop, future, context, function, args = self.jobs.get()
             with self.lock:
                 self.idle -= 1
+                self.queued -= 1
+            if future.cancelled():  # the call was interrupted while it waited for a thread
+                continue
             try:
                 outcome: tuple[bool, Any] = (True, context.run(function, *args))
-            except BaseException as error:  # handed to the awaiting coroutine, which re-raises it
+            except Exception as error:  # handed to the awaiting coroutine, which re-raises it
                 outcome = (False, error)
+            except BaseException as error:
+                # SystemExit (argparse!), KeyboardInterrupt, StopIteration ... would stop whoever
+                # re-raises them, or cannot enter a future at all: they become a plain error.
+                outcome = (False, ToolExitError(f"the tool raised {type(error).__name__}: {error}"))
             with self.lock:
                 batch = self.done.setdefault(loop, [])
                 batch.append((future, *outcome))
@@ -386,15 +423,18 @@ class _Workers:
         with self.lock:
             batch = self.done.pop(loop, [])
         for future, succeeded, value in batch:
-            if future.cancelled():
+            if future.done():
                 continue
             if succeeded:
                 future.set_result(value)
+            elif isinstance(value, StopIteration):  # a future refuses StopIteration
+                future.set_exception(ToolExitError(f"the tool raised StopIteration: {value}"))
             else:
                 future.set_exception(value)
 
 
-_workers = _Workers(min(32, (os.cpu_count() or 1) + 4))  # the size asyncio's default executor takes
+#: Host tools mostly wait on I/O, so the pool is sized for waiting, not for the CPU count.
+_workers = _Workers(32)
 
 
 class _Chain:
@@ -412,10 +452,11 @@ class _Chain:
         self.layers = [*toolkit.hooks, *tool.hooks]
         self.home: queue.SimpleQueue | None = None
         self.waiting: list[concurrent.futures.Future] = []  # async layers a sync layer waits for
+        self.cancelled = False
 
     async def enter(self, index: int, arguments: dict[str, Any]) -> Any:
         if index < len(self.layers) and inspect.iscoroutinefunction(self.layers[index]):
-            return await self.layers[index](self.tool.name, functools.partial(self._next, index + 1), arguments)
+            return await self.layers[index](self.tool.name, self._next(index + 1), arguments)
         if index == len(self.layers) and self.tool.is_async:
             key, hit = self.toolkit._cached(self.tool, arguments)
             if hit is not _MISS:
@@ -428,8 +469,9 @@ class _Chain:
             try:
                 return await _workers.run(self._start_home, index, arguments)
             except asyncio.CancelledError:
-                # A thread cannot be cancelled, but the async layers it waits for can: the call stops
-                # as soon as its sync code returns to them.
+                # A thread cannot be cancelled, but the async layers it waits for can, and no layer
+                # starts after this: the call stops as soon as its sync code returns to us.
+                self.cancelled = True
                 for waiting in self.waiting:
                     waiting.cancel()
                 raise
@@ -438,11 +480,13 @@ class _Chain:
         return await asyncio.wrap_future(done)
 
     def enter_sync(self, index: int, arguments: dict[str, Any]) -> Any:
+        if self.cancelled:
+            raise concurrent.futures.CancelledError()
         at_function = index == len(self.layers)
         if (at_function and self.tool.is_async) or (not at_function and inspect.iscoroutinefunction(self.layers[index])):
             return self._wait(self.enter(index, arguments))
         if not at_function:
-            return self.layers[index](self.tool.name, functools.partial(self._next_sync, index + 1), arguments)
+            return self.layers[index](self.tool.name, self._next_sync(index + 1), arguments)
         key, hit = self.toolkit._cached(self.tool, arguments)
         if hit is not _MISS:
             return hit
@@ -464,7 +508,7 @@ class _Chain:
         """In the home thread: run ``coroutine`` on the loop, serving the sync layers it sends back."""
         assert self.home is not None
         home = self.home
-        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        future = asyncio.run_coroutine_threadsafe(contained(coroutine), self.loop)
         self.waiting.append(future)
         # Waits nest strictly (an outer coroutine cannot finish while an inner layer runs here), so
         # the next ``None`` always belongs to the innermost wait.
@@ -477,11 +521,19 @@ class _Chain:
                 done.set_exception(error)
         return future.result()
 
-    def _next(self, index: int, **arguments: Any) -> Awaitable[Any]:
-        return self.enter(index, arguments)
+    # ``call_next`` takes the tool's arguments as keywords; a closure (not a partial) keeps any
+    # argument name, ``index`` or ``self`` included, from clashing with ours.
+    def _next(self, index: int) -> Callable[..., Awaitable[Any]]:
+        def call_next(**arguments: Any) -> Awaitable[Any]:
+            return self.enter(index, arguments)
 
-    def _next_sync(self, index: int, **arguments: Any) -> Any:
-        return self.enter_sync(index, arguments)
+        return call_next
+
+    def _next_sync(self, index: int) -> Callable[..., Any]:
+        def call_next(**arguments: Any) -> Any:
+            return self.enter_sync(index, arguments)
+
+        return call_next
 
 
 async def _awaited(awaitable: Awaitable[Any]) -> Any:

@@ -100,6 +100,17 @@ def module_basename(tool_name: str) -> str:
     return tool_name if tool_name.isidentifier() and not keyword.iskeyword(tool_name) else python_identifier(tool_name)
 
 
+def attribute_name(tool_name: str) -> str:
+    """The attribute a tool gets on its handle: :func:`python_identifier` without leading underscores,
+    which a handle keeps for itself (so no tool can hide or break the handle's own attributes).
+
+    Examples:
+        >>> attribute_name("get-forecast"), attribute_name("_toolkit"), attribute_name("__init__")
+        ('get_forecast', 'toolkit', 'init___')
+    """
+    return python_identifier(python_identifier(tool_name).lstrip("_") or "tool")
+
+
 def strip_toolkit_suffix(toolkit_name: str) -> str:
     """``inventory_tools`` → ``inventory``: a toolkit's handle drops a trailing ``_tools``."""
     if toolkit_name.endswith("_tools") and len(toolkit_name) > len("_tools"):

@@ -346,3 +346,89 @@ def test_a_background_task_keeps_its_calls_when_another_cell_is_interrupted():
         assert code_mode.run("await tools.slow(30)", "background").status == "timeout"
         code_mode.run("import time; time.sleep(0.1)", "background")
         assert code_mode.run("await asyncio.wait_for(background, 5)", "background").result == "'finished'"
+
+
+def test_tools_that_exit_or_misbehave_give_errors_and_the_session_goes_on():
+    import argparse
+
+    def cli(arguments: str) -> str:
+        parser = argparse.ArgumentParser(prog="cli")
+        parser.add_argument("--count", required=True)
+        return parser.parse_args(arguments.split()).count
+
+    async def interrupts() -> None:
+        raise KeyboardInterrupt("pressed")
+
+    def stops() -> None:
+        raise StopIteration
+
+    class Unprintable(ValueError):
+        def __str__(self):
+            raise RuntimeError("no")
+
+    def unprintable() -> None:
+        raise Unprintable()
+
+    class OutOfStock(LookupError):
+        pass
+
+    def out_of_stock(sku: str) -> None:
+        raise OutOfStock(f"{sku} is out of stock")
+
+    def page(query: str, index: int = 0, self: str = "") -> list:  # names our call chain also uses
+        return [query, index, self]
+
+    def passthrough(name, call_next, arguments):
+        return call_next(**arguments)
+
+    kit = Toolkit("odd_tools", [cli, interrupts, stops, unprintable, out_of_stock, page], hooks=[passthrough])
+    with CodeMode([kit], pool_size=0, timeout=20) as code_mode:
+        exited = code_mode.run("await odd.cli('--bogus')", "odd")
+        assert exited.error["ename"] == "ToolExitError" and "SystemExit" in exited.error["evalue"]
+        for cell, ename in (("await odd.interrupts()", "ToolExitError"), ("await odd.stops()", "ToolExitError"), ("await odd.unprintable()", "ValueError")):
+            assert code_mode.run(cell, "odd").error["ename"] == ename, cell
+        caught = code_mode.run("try:\n    await odd.out_of_stock('A-1')\nexcept LookupError as error:\n    print('caught', error)", "odd")
+        assert caught.stdout.strip() == "caught OutOfStock: A-1 is out of stock"
+        assert code_mode.run("await odd.page('q', index=2, self='me')", "odd").result == "['q', 2, 'me']"
+        assert code_mode.run("await odd.cli('--count 3')", "odd").result == "'3'"
+
+
+def test_a_connect_that_forgets_is_connected_still_runs_once_per_run():
+    calls = []
+
+    class Forgetful(Toolkit):
+        def connect(self):
+            calls.append("connect")
+
+        def close(self):
+            calls.append("close")
+
+    def shout(text: str) -> str:
+        return text.upper()
+
+    with CodeMode([Forgetful("forgetful", [shout], requires_connect=True)], pool_size=0) as code_mode:
+        for _ in range(3):
+            assert code_mode.run("await forgetful.shout('abc')", "forgetful").result == "'ABC'"
+        code_mode.close()
+        assert calls == ["connect", "close"]
+
+
+def test_max_kernels_holds_for_sessions_that_start_at_once():
+    with CodeMode(pool_size=0, max_kernels=2, busy_wait=30) as code_mode:
+        threads = [threading.Thread(target=code_mode.run, args=("1", f"session-{index}")) for index in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(code_mode.sessions()) <= 2
+
+
+def test_a_restart_during_a_cell_returns_a_result():
+    with CodeMode(pool_size=0, timeout=30) as code_mode:
+        code_mode.run("1", "restart")
+        timer = threading.Timer(1.0, code_mode.restart, args=("restart",))
+        timer.start()
+        result = code_mode.run("import time\ntime.sleep(20)", "restart")
+        timer.join()
+        assert result.status == "dead" and "restarted while this cell ran" in result.error["evalue"]
+        assert code_mode.run("2 + 2", "restart").result == "4"
