@@ -365,10 +365,14 @@ class _Workers:
     ``asyncio.to_thread`` wakes the loop once per finished call; with a thousand concurrent calls
     from one cell those wake-ups (and the GIL hand-offs around them) cost more than the calls. Here
     a finished call joins a per-loop batch, and the loop is woken once per batch.
+
+    Up to ``eager`` threads start as soon as calls queue up; beyond that a thread is added only when
+    a call had to wait ``patience`` seconds for one (tools that block on I/O), up to ``size``: many
+    threads contending for the GIL would slow down the quick calls that make up most bursts.
     """
 
-    def __init__(self, size: int):
-        self.size = size
+    def __init__(self, size: int, eager: int = 8, patience: float = 0.002):
+        self.size, self.eager, self.patience = size, eager, patience
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
         self.lock = threading.Lock()
         self.threads = 0
@@ -380,24 +384,32 @@ class _Workers:
         """Run ``function(*args)`` in a worker thread (in a copy of the current context)."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self.jobs.put((loop, future, contextvars.copy_context(), function, args))
+        self.jobs.put((loop, future, contextvars.copy_context(), function, args, time.monotonic()))
         with self.lock:
             self.queued += 1
-            start = self.queued > self.idle and self.threads < self.size
-            if start:
-                self.threads += 1
+            start = self.queued > self.idle and self.threads < self.eager
         if start:
-            threading.Thread(target=self._work, name="toolpath-tool-worker", daemon=True).start()
+            self._start()
         return future
+
+    def _start(self) -> None:
+        with self.lock:
+            if self.threads >= self.size:
+                return
+            self.threads += 1
+        threading.Thread(target=self._work, name="toolpath-tool-worker", daemon=True).start()
 
     def _work(self) -> None:
         while True:
             with self.lock:
                 self.idle += 1
-            loop, future, context, function, args = self.jobs.get()
+            loop, future, context, function, args, queued_at = self.jobs.get()
             with self.lock:
                 self.idle -= 1
                 self.queued -= 1
+                waited = self.queued > 0 and time.monotonic() - queued_at > self.patience
+            if waited:
+                self._start()
             if future.cancelled():  # the call was interrupted while it waited for a thread
                 continue
             try:
