@@ -507,16 +507,25 @@ class CodeMode:
         """Start a run now: connect the toolkits whose ``connect()`` is sync (async ones connect on the first cell)."""
         self._connect(asynchronous_too=False)
 
+    def _end_run(self) -> list[tuple[Toolkit, asyncio.AbstractEventLoop | None]]:
+        """Forget the run's connections and failures; the toolkits to close, newest first."""
+        connected, self._connected = self._connected, []
+        self._failures.clear()
+        return connected[::-1]
+
+    def _closed_run(self, errors: list[str]) -> None:
+        self._rebind()
+        if errors:
+            raise RuntimeError(f"closing toolkits failed: {'; '.join(errors)}")
+
     async def aclose(self) -> None:
         """End the run: close the toolkits this CodeMode connected (newest first); kernels stay.
 
         Raises:
             RuntimeError: some ``close()`` failed (the others were still closed); the message lists them.
         """
-        connected, self._connected = self._connected, []
-        self._failures.clear()
         errors = []
-        for toolkit, loop in reversed(connected):
+        for toolkit, loop in self._end_run():
             try:
                 if not inspect.iscoroutinefunction(toolkit.close):
                     await asyncio.to_thread(toolkit.close)
@@ -526,9 +535,7 @@ class CodeMode:
                     await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(toolkit.close(), loop))
             except Exception as error:  # close the others, then report every failure
                 errors.append(f"{toolkit.name}: {type(error).__name__}: {error}")
-        self._rebind()
-        if errors:
-            raise RuntimeError(f"closing toolkits failed: {'; '.join(errors)}")
+        self._closed_run(errors)
 
     def close(self) -> None:
         """Sync :meth:`aclose`. An async ``close()`` runs on the loop its toolkit connected on when that
@@ -538,10 +545,8 @@ class CodeMode:
             RuntimeError: some ``close()`` failed, or an async toolkit must be closed on the calling
                 thread's own running loop (use :meth:`aclose` there).
         """
-        connected, self._connected = self._connected, []
-        self._failures.clear()
         errors = []
-        for toolkit, loop in reversed(connected):
+        for toolkit, loop in self._end_run():
             try:
                 if not inspect.iscoroutinefunction(toolkit.close):
                     toolkit.close()
@@ -553,9 +558,7 @@ class CodeMode:
                 asyncio.run_coroutine_threadsafe(toolkit.close(), loop).result()
             except Exception as error:  # close the others, then report every failure
                 errors.append(f"{toolkit.name}: {type(error).__name__}: {error}")
-        self._rebind()
-        if errors:
-            raise RuntimeError(f"closing toolkits failed: {'; '.join(errors)}")
+        self._closed_run(errors)
 
     # -- model-facing tools -----------------------------------------------------------------------
 
