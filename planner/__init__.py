@@ -3,7 +3,7 @@
 from planner.cell import PlannedCell, render_cell
 from planner.goals import NoMatchingSkillError, choose_goal
 from planner.graph import StateGraph, UnknownStateError
-from planner.planning import NoPlanError, Plan, PlanStep, plan
+from planner.planning import NoPlanError, Plan, PlanStep, alternative_plans, plan
 from planner.search import SkillHit, SkillIndex
 from planner.workspace import TaskPlan, TaskRun, Workspace
 
@@ -20,6 +20,7 @@ __all__ = [
     "TaskRun",
     "UnknownStateError",
     "Workspace",
+    "alternative_plans",
     "choose_goal",
     "plan",
     "render_cell",

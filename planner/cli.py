@@ -21,7 +21,7 @@ from kernel import KernelError
 from planner.cell import InputError, PlannedCell
 from planner.goals import NoMatchingSkillError
 from planner.graph import UnknownStateError
-from planner.planning import NoPlanError, Plan
+from planner.planning import NoPlanError, Plan, alternative_plans
 from planner.search import QueryError
 from planner.workspace import TaskPlan, UnboundParametersError, Workspace
 from registry import AmbiguousToolNameError, CatalogError, ToolNotFoundError, catalog_json_schema, lint_catalogs
@@ -204,12 +204,15 @@ def command_cell(arguments: argparse.Namespace) -> int:
 
 def command_plan(arguments: argparse.Namespace) -> int:
     workspace = Workspace.open(arguments.catalog)
-    goal_plan = workspace.plan(arguments.goal, held=arguments.have, avoid=arguments.avoid)
+    goal_plan, *others = alternative_plans(workspace.graph, arguments.goal, held=arguments.have, avoid=arguments.avoid, k=arguments.k)
     if arguments.json:
-        _emit_json(goal_plan.to_dict())
+        _emit_json({**goal_plan.to_dict(), "alternatives": [other.to_dict() for other in others]} if arguments.k > 1 else goal_plan.to_dict())
     else:
         print(f"Goal: {', '.join(sorted(goal_plan.goal))}")
         _print_plan(goal_plan)
+        for number, other in enumerate(others, 2):
+            print(f"\nAlternative {number}:")
+            _print_plan(other)
     return 0
 
 
@@ -293,6 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan_parser.add_argument("--goal", action="append", required=True, metavar="TOKEN", help="a goal state; repeatable (all must be reached)")
     plan_parser.add_argument("--have", action="append", default=[], metavar="TOKEN", help="a state already held; repeatable")
     plan_parser.add_argument("--avoid", action="append", default=[], metavar="TOOL", help="a tool (name or server.name) the plan must not use; repeatable")
+    plan_parser.add_argument("--k", type=hit_count, default=1, metavar="N", help="also show up to N-1 alternative plans with other tool sets, cheapest first (1-100, default 1)")
 
     search = command("search", "Search states and tools by affordance.", command_search)
     search.add_argument("query", metavar="QUERY", help="what you want to achieve, in words")

@@ -304,7 +304,10 @@ def plan(
         raise ValueError("the goal is empty; name at least one state to reach")
     graph.check_states(sorted(goal))
     graph.check_states(sorted(held))
-    avoided = {graph.resolve_tool(name).id for name in avoid}
+    return _plan(graph, goal, held, frozenset(graph.resolve_tool(name).id for name in avoid), max_expansions)
+
+
+def _plan(graph: StateGraph, goal: frozenset[str], held: frozenset[str], avoided: frozenset[int], max_expansions: int) -> Plan:
     usable = {tool.id for tool in graph.registry if tool.id not in avoided}
 
     reached = graph.reachable(held, avoid=avoided)
@@ -320,3 +323,70 @@ def plan(
         steps = _greedy_relaxed_plan(tools, held, goal)
     steps = _without_redundant_steps(steps, held, goal)
     return Plan(goal, held, _annotate(steps, held), sum(tool.cost for tool in steps), optimal)
+
+
+def alternative_plans(
+    graph: StateGraph,
+    goal: Iterable[str],
+    held: Iterable[str] = (),
+    avoid: Collection[str] = (),
+    k: int = 3,
+    max_expansions: int = 50_000,
+) -> list[Plan]:
+    """Up to ``k`` plans with pairwise distinct tool sets, cheapest first; the first is :func:`plan`'s.
+
+    Each next plan is the cheapest plan that avoids, on top of what an earlier plan avoided, one
+    tool of that earlier plan — the branching of Yen's k-shortest-paths algorithm (Management
+    Science 17(11), 1971) over tool sets. Every candidate is the best plan under its own constraints,
+    so costs never decrease along the list; when each plan is proven optimal, the list is the ``k``
+    cheapest tool sets reachable this way.
+
+    Parameters:
+        graph, goal, held, avoid, max_expansions: as for :func:`plan`.
+        k: how many plans at most (at least 1).
+
+    Returns:
+        1 to ``k`` plans; fewer when the catalog offers fewer distinct ways.
+
+    Raises:
+        ValueError: ``k`` below 1, or an empty goal.
+        NoPlanError, UnknownStateError, ToolNotFoundError: as for :func:`plan`.
+    """
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    goal, held = frozenset(goal), frozenset(held)
+    if not goal:
+        raise ValueError("the goal is empty; name at least one state to reach")
+    graph.check_states(sorted(goal))
+    graph.check_states(sorted(held))
+    base = frozenset(graph.resolve_tool(name).id for name in avoid)
+    first = _plan(graph, goal, held, base, max_expansions)
+    found = [first]
+    seen_tool_sets = {frozenset(step.tool.id for step in first.steps)}
+    tried = {base}
+    tie = itertools.count()
+    candidates: list[tuple[float, int, Plan, frozenset[int]]] = []
+    expand = [(first, base)]
+    while len(found) < k:
+        for parent, parent_avoided in expand:
+            for step in parent.steps:
+                avoided = parent_avoided | {step.tool.id}
+                if avoided in tried:
+                    continue
+                tried.add(avoided)
+                try:
+                    candidate = _plan(graph, goal, held, avoided, max_expansions)
+                except NoPlanError:
+                    continue
+                heapq.heappush(candidates, (candidate.cost, next(tie), candidate, avoided))
+        expand = []
+        while candidates and not expand:
+            _, _, candidate, avoided = heapq.heappop(candidates)
+            tools = frozenset(step.tool.id for step in candidate.steps)
+            expand = [(candidate, avoided)]
+            if tools not in seen_tool_sets:
+                seen_tool_sets.add(tools)
+                found.append(candidate)
+        if not expand:
+            break
+    return found

@@ -84,6 +84,8 @@ def test_plan_verb_json_and_unreachable_goal():
     completed = toolpath("plan", "--goal", "chemistry.molecules_clustered", "--json")
     assert completed.returncode == 0
     assert [step["tool"] for step in json.loads(completed.stdout)["steps"]] == ["compute_fingerprints", "cluster_molecules"]
+    with_alternatives = json.loads(toolpath("plan", "--goal", "chemistry.molecules_clustered", "--k", "3", "--json").stdout)
+    assert with_alternatives["steps"][-1]["tool"] == "cluster_molecules" and isinstance(with_alternatives["alternatives"], list)
     blocked = toolpath("plan", "--goal", "chemistry.molecules_clustered", "--avoid", "compute_fingerprints", "--json")
     assert blocked.returncode == 2
     assert json.loads(blocked.stdout)["missing"] == {"chemistry.molecules_clustered": ["chemistry.fingerprints_computed"]}

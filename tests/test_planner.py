@@ -1,6 +1,6 @@
 import pytest
 
-from planner import NoPlanError, StateGraph, UnknownStateError, plan
+from planner import NoPlanError, StateGraph, UnknownStateError, alternative_plans, plan
 from registry import ToolDefinition, ToolRegistry
 
 
@@ -124,3 +124,12 @@ def test_graph_queries(chemistry_graph):
     assert overview["states"] == 7 and overview["tools"] == 7 and overview["undeclared_states"] == []
     exported = chemistry_graph.to_networkx()
     assert exported.has_edge(("state", "chemistry.molecule_parsed"), ("tool", 1))
+
+
+def test_alternative_plans_offer_the_other_routes_cheapest_first():
+    graph = graph_of(("direct", [], ["goal"], 5), ("cheap_a", [], ["mid"], 1), ("cheap_b", ["mid"], ["goal"], 1), ("other", [], ["goal"], 3))
+    plans = alternative_plans(graph, ["goal"], k=5)
+    assert [names(each) for each in plans] == [["cheap_a", "cheap_b"], ["other"], ["direct"]]
+    assert [each.cost for each in plans] == [2, 3, 5]
+    with pytest.raises(ValueError):
+        alternative_plans(graph, ["goal"], k=0)

@@ -12,7 +12,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner import NoPlanError, StateGraph, plan
+from planner import NoPlanError, StateGraph, alternative_plans, plan
 from registry import State, ToolDefinition, ToolRegistry
 
 STATES = [f"s{index}" for index in range(7)]
@@ -83,3 +83,31 @@ def test_planner_matches_the_oracle(tools, held, goal, max_expansions):
         assert result.cost == best
     else:
         assert result.cost >= best
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    tools=st.lists(tool_strategy, min_size=1, max_size=10),
+    held=st.frozensets(st.sampled_from(STATES), max_size=2),
+    goal=st.frozensets(st.sampled_from(STATES), min_size=1, max_size=3),
+    k=st.integers(1, 4),
+)
+def test_alternative_plans_are_distinct_valid_and_ordered(tools, held, goal, k):
+    registry = ToolRegistry(package="random_catalog")
+    for index, (requires, produces, cost) in enumerate(tools):
+        registry.register_tool(ToolDefinition(name=f"t{index}", state_transition={"requires": requires, "produces": produces}, cost=cost))
+    graph = StateGraph(registry, [State(token) for token in STATES])
+    try:
+        plans = alternative_plans(graph, goal, held=held, k=k)
+    except NoPlanError:
+        assert oracle(tools, held, goal) is None
+        return
+    assert 1 <= len(plans) <= k
+    assert plans[0].cost == plan(graph, goal, held=held).cost
+    tool_sets = [frozenset(step.tool.name for step in each.steps) for each in plans]
+    assert len(set(tool_sets)) == len(tool_sets)
+    assert [each.cost for each in plans] == sorted(each.cost for each in plans)
+    for each in plans:
+        assert runs(each.steps, held, goal)
+        for skipped in range(len(each.steps)):
+            assert not runs(each.steps[:skipped] + each.steps[skipped + 1 :], held, goal)
