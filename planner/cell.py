@@ -12,13 +12,13 @@ from __future__ import annotations
 import ast
 import keyword
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kernel.bindings import BINDER_FUNCTION, Bindings
 from planner.planning import Plan
-from registry import ToolRegistry
+from registry import ToolDefinition, ToolRegistry
 from registry.names import python_identifier
 
 
@@ -55,6 +55,9 @@ class PlannedCell:
         unbound: required parameters left unbound.
         unused_inputs: inputs that no step takes.
         result_variables: the variables holding the goal states' artifacts, shown at the end.
+        catalog_instruction_chars: length of the tool descriptions had every tool of the registry
+            been bound instead of the path's (``None`` when rendered without a registry); compare
+            with ``len(instructions)`` to see what binding only the path saves.
     """
 
     code: str
@@ -63,6 +66,12 @@ class PlannedCell:
     unbound: tuple[UnboundParameter, ...]
     unused_inputs: tuple[str, ...]
     result_variables: tuple[str, ...]
+    catalog_instruction_chars: int | None = None
+
+    @property
+    def saved_chars(self) -> int | None:
+        """Characters the instructions save against describing the whole registry (``None`` without one)."""
+        return None if self.catalog_instruction_chars is None else self.catalog_instruction_chars - len(self.instructions)
 
 
 def check_input_names(inputs: Mapping[str, Any]) -> None:
@@ -204,7 +213,14 @@ def render_cell(plan: Plan, inputs: Mapping[str, Any] | None = None, task: str |
         unbound=tuple(unbound),
         unused_inputs=tuple(name for name in inputs if name not in used_inputs),
         result_variables=result_variables,
+        catalog_instruction_chars=_catalog_instruction_chars(registry) if registry is not None else None,
     )
+
+
+def _catalog_instruction_chars(registry: Iterable[ToolDefinition]) -> int:
+    """Length of the handle lines that binding every tool of ``registry`` would put in the instructions."""
+    tools = list(registry)
+    return len("\n".join(Bindings.of(tools, universe=tools).describe(tools)))
 
 
 def _instructions(plan: Plan, unbound: list[UnboundParameter], bindings: Bindings) -> str:

@@ -185,7 +185,7 @@ def command_cell(arguments: argparse.Namespace) -> int:
     inputs = parse_inputs(arguments.input)
     if arguments.goal:
         goal_plan, cell = workspace.plan_goal(arguments.goal, inputs, held=arguments.have)
-        payload = {"goal": sorted(goal_plan.goal), "plan": goal_plan.to_dict(), "cell": cell.code, "instructions": cell.instructions, "unbound": [parameter.to_dict() for parameter in cell.unbound]}
+        payload = {"goal": sorted(goal_plan.goal), "plan": goal_plan.to_dict(), "cell": cell.code, "instructions": cell.instructions, "instructions_saved_chars": cell.saved_chars, "unbound": [parameter.to_dict() for parameter in cell.unbound]}
     else:
         task_plan = workspace.plan_task(arguments.task, inputs, held=arguments.have)
         payload = task_plan.to_dict()
@@ -199,6 +199,8 @@ def command_cell(arguments: argparse.Namespace) -> int:
         if arguments.instructions:
             print("\n# Instructions for the model:")
             print(_indent(instructions, "# "))
+            if cell.saved_chars is not None:
+                print(f"# ({len(instructions):,} characters; describing every catalog tool instead would take {cell.catalog_instruction_chars:,})")
     return 0
 
 

@@ -72,6 +72,7 @@ class TaskPlan:
             "plan": self.plan.to_dict(),
             "cell": self.cell.code,
             "instructions": self.cell.instructions,
+            "instructions_saved_chars": self.cell.saved_chars,
             "unbound": [parameter.to_dict() for parameter in self.cell.unbound],
             "unused_inputs": list(self.cell.unused_inputs),
         }

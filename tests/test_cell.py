@@ -142,3 +142,14 @@ def test_tool_attribute_names_do_not_depend_on_the_rest_of_the_plan():
     alone = render_cell(plan(graph, ["w.b"]), registry=registry)
     together = render_cell(plan(graph, ["w.a", "w.b"]), registry=registry)
     assert "await weather.get_forecast_2()" in alone.code and "await weather.get_forecast_2()" in together.code
+
+
+def test_instructions_report_what_binding_only_the_path_saves(chemistry_graph):
+    goal_plan = plan(chemistry_graph, ["chemistry.descriptors_computed"])
+    with_registry = render_cell(goal_plan, {"smiles": "CCO"}, registry=chemistry_graph.registry)
+    every_tool = [tool.name for tool in chemistry_graph.registry]
+    assert len(every_tool) > len(goal_plan.steps)
+    assert with_registry.catalog_instruction_chars > 0 and with_registry.saved_chars == with_registry.catalog_instruction_chars - len(with_registry.instructions)
+    absent = [name for name in every_tool if name not in {step.tool.name for step in goal_plan.steps}]
+    assert absent and not any(f".{name}(" in with_registry.instructions for name in absent)
+    assert render_cell(goal_plan, {"smiles": "CCO"}).saved_chars is None
