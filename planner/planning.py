@@ -298,13 +298,17 @@ def plan(
         >>> plan(graph, ["chemistry.descriptors_computed"]).steps  # doctest: +SKIP
         (parse_molecule, compute_descriptors)
     """
-    goal = frozenset(goal)
-    held = frozenset(held)
+    return _plan(graph, *_problem(graph, goal, held, avoid), max_expansions)
+
+
+def _problem(graph: StateGraph, goal: Iterable[str], held: Iterable[str], avoid: Collection[str]) -> tuple[frozenset[str], frozenset[str], frozenset[int]]:
+    """Check a planning problem and return ``(goal, held, avoided tool ids)``."""
+    goal, held = frozenset(goal), frozenset(held)
     if not goal:
         raise ValueError("the goal is empty; name at least one state to reach")
     graph.check_states(sorted(goal))
     graph.check_states(sorted(held))
-    return _plan(graph, goal, held, frozenset(graph.resolve_tool(name).id for name in avoid), max_expansions)
+    return goal, held, frozenset(graph.resolve_tool(name).id for name in avoid)
 
 
 def _plan(graph: StateGraph, goal: frozenset[str], held: frozenset[str], avoided: frozenset[int], max_expansions: int) -> Plan:
@@ -354,12 +358,7 @@ def alternative_plans(
     """
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
-    goal, held = frozenset(goal), frozenset(held)
-    if not goal:
-        raise ValueError("the goal is empty; name at least one state to reach")
-    graph.check_states(sorted(goal))
-    graph.check_states(sorted(held))
-    base = frozenset(graph.resolve_tool(name).id for name in avoid)
+    goal, held, base = _problem(graph, goal, held, avoid)
     first = _plan(graph, goal, held, base, max_expansions)
     found = [first]
     seen_tool_sets = {frozenset(step.tool.id for step in first.steps)}
