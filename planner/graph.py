@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Collection, Iterable, Mapping
+from functools import cached_property
 
 import networkx as nx
 
+from planner.delete_free import DeleteFreeTask
 from registry import State, ToolDefinition, ToolNotFoundError, ToolRegistry, reachable_states
 
 
@@ -109,6 +111,11 @@ class StateGraph:
     def reachable(self, held: Collection[str], avoid: Collection[int] = ()) -> set[str]:
         """Every state reachable from ``held`` with the tools not in ``avoid`` (ids): a forward fixpoint."""
         return reachable_states((tool for tool in self.registry if tool.id not in avoid), held)
+
+    @cached_property
+    def delete_free_task(self) -> DeleteFreeTask:
+        """The tools as an integer planning task (built on first use; it caches bounds per held states)."""
+        return DeleteFreeTask(list(self.registry))
 
     def overview(self) -> dict:
         """Counts and lists for a quick look: states, tools, entry tools (no requires), undeclared states."""

@@ -5,12 +5,10 @@ in its ``requires`` is held (a conjunction); a tool with empty ``requires`` is a
 plan is an ordered list of steps, each applicable when it runs, after which every goal state is held;
 its cost is the sum of its tools' ``cost``; no step is redundant.
 
-Because no tool deletes a state, the problem is a delete-free (monotone) planning problem: whether a
-plan exists is decided by a forward fixpoint, and the cheapest plan is found by A* over the sets of
-goal-relevant states held, with the admissible heuristic "the dearest unmet goal state costs at least
-its cheapest producer". When A* exceeds ``max_expansions`` nodes, a greedy relaxed plan (the backward
-extraction of Hoffmann & Nebel's FF, J. AI Research 14, 2001) is returned instead, marked
-``optimal=False``.
+Because no tool deletes a state, the problem is a delete-free planning task: whether a plan exists is
+decided by a forward fixpoint, and the cheapest plan is found by :mod:`planner.delete_free` (bounds,
+LM-cut, then A* within ``max_expansions``). When that budget runs out, the best plan found is
+returned marked ``optimal=False``: never silently worse.
 """
 
 from __future__ import annotations
@@ -20,6 +18,7 @@ import itertools
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
+from planner.delete_free import INFINITY
 from planner.graph import StateGraph
 from registry import ToolDefinition
 
@@ -111,7 +110,7 @@ class NoPlanError(Exception):
         return {"error": str(self), "unreachable": self.unreachable, "missing": self.missing, "avoided": self.avoided}
 
 
-def _explain_unreachable(graph: StateGraph, goal: Iterable[str], reached: set[str], usable: set[int]) -> NoPlanError:
+def _explain_unreachable(graph: StateGraph, goal: Iterable[str], reached: set[str], avoided_ids: frozenset[int]) -> NoPlanError:
     unreachable = sorted(token for token in goal if token not in reached)
     missing: dict[str, list[str]] = {}
     avoided: dict[str, list[str]] = {}
@@ -125,7 +124,7 @@ def _explain_unreachable(graph: StateGraph, goal: Iterable[str], reached: set[st
                 continue
             seen.add(token)
             producers = graph.tools_for(token)
-            usable_producers = [tool for tool in producers if tool.id in usable]
+            usable_producers = [tool for tool in producers if tool.id not in avoided_ids]
             if not usable_producers:
                 causes.append(token)
                 if producers:
@@ -134,23 +133,6 @@ def _explain_unreachable(graph: StateGraph, goal: Iterable[str], reached: set[st
                 stack.extend(tool.state_transition.requires)
         missing[target] = sorted(causes)
     return NoPlanError(unreachable, missing, avoided)
-
-
-def _relevant_tools(graph: StateGraph, goal: frozenset[str], held: frozenset[str], usable: set[int]) -> tuple[list[ToolDefinition], set[str]]:
-    """Tools that could contribute to the goal (backward from it), and the states they involve."""
-    relevant_states: set[str] = set()
-    tools: dict[int, ToolDefinition] = {}
-    stack = list(goal - held)
-    while stack:
-        token = stack.pop()
-        if token in relevant_states or token in held:
-            continue
-        relevant_states.add(token)
-        for tool in graph.tools_for(token):
-            if tool.id in usable and tool.id not in tools:
-                tools[tool.id] = tool
-                stack.extend(tool.state_transition.requires)
-    return sorted(tools.values(), key=lambda tool: tool.id), relevant_states
 
 
 def _annotate(steps: list[ToolDefinition], held: frozenset[str]) -> tuple[PlanStep, ...]:
@@ -164,117 +146,12 @@ def _annotate(steps: list[ToolDefinition], held: frozenset[str]) -> tuple[PlanSt
     return tuple(annotated)
 
 
-def _is_valid(steps: list[ToolDefinition], held: frozenset[str], goal: frozenset[str]) -> bool:
-    current = set(held)
-    for tool in steps:
-        if not tool.state_transition.requires <= current:
-            return False
-        current |= tool.state_transition.produces
-    return goal <= current
-
-
-def _without_redundant_steps(steps: list[ToolDefinition], held: frozenset[str], goal: frozenset[str]) -> list[ToolDefinition]:
-    """Drop steps the plan still works without, latest first (never raises the cost)."""
-    kept = list(steps)
-    for index in range(len(kept) - 1, -1, -1):
-        candidate = kept[:index] + kept[index + 1 :]
-        if _is_valid(candidate, held, goal):
-            kept = candidate
-    return kept
-
-
-def _astar(tools: list[ToolDefinition], relevant: set[str], held: frozenset[str], goal: frozenset[str], max_expansions: int) -> list[ToolDefinition] | None:
-    """Cheapest plan by A* over sets of relevant states; ``None`` if ``max_expansions`` is exceeded."""
-    cheapest_producer = {token: min((tool.cost for tool in tools if token in tool.state_transition.produces), default=0.0) for token in relevant}
-
-    open_goal = goal - held  # held goal states need no producer (and have no entry above)
-
-    def heuristic(reached: frozenset[str]) -> float:
-        return max((cheapest_producer[token] for token in open_goal - reached), default=0.0)
-
-    start: frozenset[str] = frozenset()  # relevant states exclude held ones by construction
-    tie = itertools.count()
-    frontier: list[tuple[float, float, int, frozenset[str]]] = [(heuristic(start), 0.0, next(tie), start)]
-    best_cost = {start: 0.0}
-    parent: dict[frozenset[str], tuple[frozenset[str], ToolDefinition] | None] = {start: None}
-    expansions = 0
-    while frontier:
-        _, cost, _, reached = heapq.heappop(frontier)
-        if cost > best_cost[reached]:
-            continue
-        if goal <= reached | held:
-            steps = []
-            node = reached
-            while parent[node] is not None:
-                node, tool = parent[node]
-                steps.append(tool)
-            return steps[::-1]
-        expansions += 1
-        if expansions > max_expansions:
-            return None
-        available = reached | held
-        for tool in tools:
-            transition = tool.state_transition
-            if not transition.requires <= available or not (transition.produces & relevant) - reached:
-                continue
-            successor = reached | (transition.produces & relevant)
-            successor_cost = cost + tool.cost
-            if successor_cost < best_cost.get(successor, float("inf")):
-                best_cost[successor] = successor_cost
-                parent[successor] = (reached, tool)
-                heapq.heappush(frontier, (successor_cost + heuristic(successor), successor_cost, next(tie), successor))
-    return None
-
-
-def _greedy_relaxed_plan(tools: list[ToolDefinition], held: frozenset[str], goal: frozenset[str]) -> list[ToolDefinition]:
-    """FF-style plan: cost every state forward (additive costs), pick cheapest producers backward."""
-    state_cost = {token: 0.0 for token in held}
-    achiever: dict[str, ToolDefinition] = {}
-    changed = True
-    while changed:
-        changed = False
-        for tool in tools:
-            requires = tool.state_transition.requires
-            if not all(token in state_cost for token in requires):
-                continue
-            through = tool.cost + sum(state_cost[token] for token in requires)
-            for token in tool.state_transition.produces:
-                if through < state_cost.get(token, float("inf")):
-                    state_cost[token] = through
-                    achiever[token] = tool
-                    changed = True
-    chosen: dict[int, ToolDefinition] = {}
-    stack = [token for token in goal if token not in held]
-    while stack:
-        tool = achiever[stack.pop()]
-        if tool.id not in chosen:
-            chosen[tool.id] = tool
-            stack.extend(token for token in tool.state_transition.requires if token not in held)
-    return _in_executable_order(list(chosen.values()), held)
-
-
-def _in_executable_order(tools: list[ToolDefinition], held: frozenset[str]) -> list[ToolDefinition]:
-    """Order tools so each runs after its requirements are produced (layer by layer, ids within a layer)."""
-    ordered: list[ToolDefinition] = []
-    current = set(held)
-    remaining = sorted(tools, key=lambda tool: tool.id)
-    while remaining:
-        layer = [tool for tool in remaining if tool.state_transition.requires <= current]
-        if not layer:
-            raise RuntimeError("relaxed plan has a step whose requirements nothing in the plan produces; please report this bug")
-        for tool in layer:
-            current |= tool.state_transition.produces
-        ordered.extend(layer)
-        remaining = [tool for tool in remaining if tool not in layer]
-    return ordered
-
-
 def plan(
     graph: StateGraph,
     goal: Iterable[str],
     held: Iterable[str] = (),
     avoid: Collection[str] = (),
-    max_expansions: int = 50_000,
+    max_expansions: int = 10_000,
 ) -> Plan:
     """Find the cheapest plan that reaches every state of ``goal`` from the ``held`` states.
 
@@ -283,7 +160,9 @@ def plan(
         goal: goal state tokens (all must hold at the end); at least one.
         held: state tokens held before the plan starts.
         avoid: tool names (``name`` or ``server.name``) the plan must not use.
-        max_expansions: A* node budget; past it the greedy fallback answers with ``optimal=False``.
+        max_expansions: A* node budget (about 0.2 ms per node on 2 cores with a 1,000-tool catalog);
+            past it the best plan found answers with ``optimal=False``. Most single-state goals are
+            proven optimal by bounds alone, before any A* node (``benchmarks/bench_plan.py``).
 
     Returns:
         A :class:`Plan`; an empty plan when the goal is already held.
@@ -312,21 +191,19 @@ def _problem(graph: StateGraph, goal: Iterable[str], held: Iterable[str], avoid:
 
 
 def _plan(graph: StateGraph, goal: frozenset[str], held: frozenset[str], avoided: frozenset[int], max_expansions: int) -> Plan:
-    usable = {tool.id for tool in graph.registry if tool.id not in avoided}
-
-    reached = graph.reachable(held, avoid=avoided)
-    if not goal <= reached:
-        raise _explain_unreachable(graph, goal, reached, usable)
+    task = graph.delete_free_task
+    held_states = task.states(held)
+    avoided_tools = frozenset(task.tool_index[tool_id] for tool_id in avoided)
+    hmax, _ = task.relaxed_costs(held_states, avoided_tools)
+    unreached = [token for token in goal - held if token not in task.state_index or hmax.value[task.state_index[token]] == INFINITY]
+    if unreached:
+        reached = held | {token for token, state in task.state_index.items() if hmax.value[state] < INFINITY}
+        raise _explain_unreachable(graph, goal, reached, avoided)
     if goal <= held:
         return Plan(goal, held, (), 0.0, True)
-
-    tools, relevant = _relevant_tools(graph, goal, held, usable)
-    steps = _astar(tools, relevant, held, goal, max_expansions)
-    optimal = steps is not None
-    if steps is None:
-        steps = _greedy_relaxed_plan(tools, held, goal)
-    steps = _without_redundant_steps(steps, held, goal)
-    return Plan(goal, held, _annotate(steps, held), sum(tool.cost for tool in steps), optimal)
+    result = task.search(held_states, task.states(goal), avoided_tools, max_expansions)
+    steps = [task.tools[index] for index in result.steps]
+    return Plan(goal, held, _annotate(steps, held), sum(tool.cost for tool in steps), result.optimal)
 
 
 def alternative_plans(
@@ -335,7 +212,7 @@ def alternative_plans(
     held: Iterable[str] = (),
     avoid: Collection[str] = (),
     k: int = 3,
-    max_expansions: int = 50_000,
+    max_expansions: int = 10_000,
 ) -> list[Plan]:
     """Up to ``k`` plans with pairwise distinct tool sets, cheapest first; the first is :func:`plan`'s.
 

@@ -99,12 +99,29 @@ def test_cycles_in_the_graph_are_handled():
     assert names(result) == ["start", "forward", "finish"]
 
 
-def test_greedy_fallback_is_valid_and_says_it_is_not_proven_optimal():
+def test_bounds_prove_a_diamond_optimal_without_search():
     graph = graph_of(("root", [], ["s.a"], 0), ("left", ["s.a"], ["s.b"], 0), ("right", ["s.a"], ["s.c"]), ("join", ["s.b", "s.c"], ["s.d"]))
     result = plan(graph, ["s.d"], max_expansions=0)
+    assert result.optimal and result.cost == 2
+    assert_valid(result)
+
+
+# Any two of three tools cover three goal states; LM-cut bounds the cost by 1 only, so proving that
+# 2 is the minimum takes A*.
+SET_COVER = (("x", [], ["s.g1", "s.g2"]), ("y", [], ["s.g2", "s.g3"]), ("z", [], ["s.g1", "s.g3"]))
+
+
+def test_search_proves_what_the_bounds_cannot():
+    result = plan(graph_of(*SET_COVER), ["s.g1", "s.g2", "s.g3"])
+    assert result.optimal and result.cost == 2
+    assert_valid(result)
+
+
+def test_fallback_past_the_search_budget_is_valid_and_says_it_is_not_proven_optimal():
+    result = plan(graph_of(*SET_COVER), ["s.g1", "s.g2", "s.g3"], max_expansions=0)
     assert not result.optimal
     assert_valid(result)
-    assert len(result.steps) == 4
+    assert len(result.steps) == 2
 
 
 def test_unknown_state_suggests_close_tokens(chemistry_graph):

@@ -1,0 +1,422 @@
+"""Cost-optimal search for delete-free planning tasks, on integer states and tools.
+
+No tool removes a state, so a planning problem over a tool catalog is a *delete-free* task: a plan
+is a set of tools that becomes applicable in some order, and finding the cheapest one is NP-hard
+(Bylander, Artificial Intelligence 69, 1994), yet easy on the instances catalogs produce. The search
+here works in four stages and stops at the first that proves a plan optimal:
+
+1. **Bounds from the held states** (cached per held states and avoided tools). A generalised Dijkstra
+   (Knuth, Information Processing Letters 6(1), 1977) computes h_max and h_add of every state
+   (Bonet & Geffner, Artificial Intelligence 129, 2001). The cheapest plan extracted backward from
+   the h_add and from the h_max achievers gives an upper bound; h_max of the goal a lower bound.
+2. **A corridor**: a tool can be in a plan no dearer than the upper bound only if its requirements'
+   h_max, its cost, and the cheapest chain of consumers from it to a goal state add up to at most
+   that bound. Everything else is dropped.
+3. **LM-cut** (Helmert & Domshlak, ICAPS 2009) on the corridor: a stronger admissible lower bound,
+   exact on most catalog-shaped tasks.
+4. **A\\*** over the sets of corridor states reached, with h_max recomputed per node as the
+   (admissible, consistent) heuristic and the upper bound pruning nodes that cannot beat it. When it
+   runs out of nodes below the bound, the incumbent is optimal; when it exceeds its expansion budget,
+   the incumbent is returned as not proven optimal.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import OrderedDict
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+
+from registry import ToolDefinition
+
+INFINITY = float("inf")
+#: No tool index: the achiever of a held or unreachable state, the supporter of a tool that requires nothing.
+NONE = -1
+#: Relative tolerance when comparing float sums of costs (0.1 + 0.2 vs 0.3).
+_TOLERANCE = 1e-9
+
+
+def _at_most(left: float, right: float) -> bool:
+    return left <= right + _TOLERANCE * max(1.0, abs(right))
+
+
+@dataclass(frozen=True)
+class RelaxedCosts:
+    """One generalised-Dijkstra pass from a set of held states.
+
+    Attributes:
+        value: per state index, its h_max or h_add cost (``INFINITY`` when unreachable, 0 when held).
+        achiever: per state index, the tool index that set its value (``NONE`` for held or unreachable).
+        fired: per tool index, when the tool became applicable (a sequence number; ``NONE`` never).
+    """
+
+    value: list[float]
+    achiever: list[int]
+    fired: list[int]
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """The tools of a plan in execution order (tool indices), and whether its cost is proven minimal."""
+
+    steps: list[int]
+    optimal: bool
+
+
+class DeleteFreeTask:
+    """The tools of a catalog as integers: ``tools[i]`` requires ``requires[i]`` and produces ``produces[i]``.
+
+    Args:
+        tools: the tools (any order; tool index ``i`` is ``tools[i]``; ``tool_index`` maps registry ids).
+
+    States are numbered in order of first mention; ``state_index`` maps tokens to numbers. Bounds from
+    a held set are cached (the 16 most recent held/avoided pairs), since agents plan many goals from
+    the same held states.
+    """
+
+    _CACHE_SIZE = 16
+
+    def __init__(self, tools: Sequence[ToolDefinition]):
+        self.tools = list(tools)
+        self.tool_index: dict[int | None, int] = {tool.id: index for index, tool in enumerate(self.tools)}
+        self.state_index: dict[str, int] = {}
+        self.requires: list[tuple[int, ...]] = []
+        self.produces: list[tuple[int, ...]] = []
+        self.cost: list[float] = [tool.cost for tool in self.tools]
+        for tool in self.tools:
+            self.requires.append(tuple(self._index(token) for token in sorted(tool.state_transition.requires)))
+            self.produces.append(tuple(self._index(token) for token in sorted(tool.state_transition.produces)))
+        self.consumers: list[list[int]] = [[] for _ in self.state_index]
+        self.producers: list[list[int]] = [[] for _ in self.state_index]
+        for index in range(len(self.tools)):
+            for state in self.requires[index]:
+                self.consumers[state].append(index)
+            for state in self.produces[index]:
+                self.producers[state].append(index)
+        self._cache: OrderedDict[tuple[frozenset[int], frozenset[int]], tuple[RelaxedCosts, RelaxedCosts]] = OrderedDict()
+
+    def _index(self, token: str) -> int:
+        return self.state_index.setdefault(token, len(self.state_index))
+
+    def states(self, tokens: Iterable[str]) -> frozenset[int]:
+        """State indices of the tokens this task mentions; others are left out (no tool involves them)."""
+        return frozenset(self.state_index[token] for token in tokens if token in self.state_index)
+
+    def clear_cache(self) -> None:
+        """Forget the cached bounds (benchmarks use it to time a first plan from some held states)."""
+        self._cache.clear()
+
+    def relaxed_costs(self, held: frozenset[int], avoided: frozenset[int]) -> tuple[RelaxedCosts, RelaxedCosts]:
+        """``(h_max, h_add)`` from ``held`` with every tool but ``avoided`` (tool indices); cached."""
+        key = (held, avoided)
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
+        usable = [True] * len(self.tools)
+        for index in avoided:
+            usable[index] = False
+        result = (self._dijkstra(held, usable, self.cost, additive=False), self._dijkstra(held, usable, self.cost, additive=True))
+        self._cache[key] = result
+        if len(self._cache) > self._CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return result
+
+    def _dijkstra(self, held: Collection[int], usable: Sequence[bool], cost: Sequence[float], additive: bool) -> RelaxedCosts:
+        """h_max (``additive=False``) or h_add costs of every state, over the ``usable`` tools."""
+        value = [INFINITY] * len(self.state_index)
+        achiever = [NONE] * len(self.state_index)
+        fired = [NONE] * len(self.tools)
+        missing = [len(requires) for requires in self.requires]
+        done = [False] * len(self.state_index)
+        order = itertools.count()
+        frontier: list[tuple[float, int]] = []
+
+        def fire(tool: int, through: float) -> None:
+            fired[tool] = next(order)
+            for state in self.produces[tool]:
+                if through < value[state]:
+                    value[state] = through
+                    achiever[state] = tool
+                    heapq.heappush(frontier, (through, state))
+
+        for state in held:
+            value[state] = 0.0
+            frontier.append((0.0, state))
+        heapq.heapify(frontier)
+        for tool, requires in enumerate(self.requires):
+            if not requires and usable[tool]:
+                fire(tool, cost[tool])
+        while frontier:
+            reached_at, state = heapq.heappop(frontier)
+            if done[state]:
+                continue
+            done[state] = True
+            for tool in self.consumers[state]:
+                if not usable[tool]:
+                    continue
+                missing[tool] -= 1
+                if missing[tool] == 0:
+                    # States pop in order of value, so the last requirement popped has the largest.
+                    through = cost[tool] + (sum(value[required] for required in self.requires[tool]) if additive else reached_at)
+                    fire(tool, through)
+        return RelaxedCosts(value, achiever, fired)
+
+    def extract(self, costs: RelaxedCosts, held: frozenset[int], goal: frozenset[int]) -> list[int]:
+        """The tools that achieve ``goal`` backward through ``costs.achiever``, in execution order."""
+        chosen: set[int] = set()
+        stack = [state for state in goal if state not in held]
+        seen: set[int] = set()
+        while stack:
+            state = stack.pop()
+            if state in seen:
+                continue
+            seen.add(state)
+            tool = costs.achiever[state]
+            if tool not in chosen:
+                chosen.add(tool)
+                stack.extend(required for required in self.requires[tool] if required not in held)
+        # An achiever fired after its requirements were reached, so firing order is executable.
+        return sorted(chosen, key=costs.fired.__getitem__)
+
+    def plan_cost(self, steps: Iterable[int]) -> float:
+        return sum(self.cost[tool] for tool in steps)
+
+    def is_valid(self, steps: Sequence[int], held: frozenset[int], goal: frozenset[int]) -> bool:
+        """Every step applicable in turn from ``held``, and ``goal`` held at the end."""
+        current = set(held)
+        for tool in steps:
+            if not current.issuperset(self.requires[tool]):
+                return False
+            current.update(self.produces[tool])
+        return current >= goal
+
+    def without_redundant_steps(self, steps: list[int], held: frozenset[int], goal: frozenset[int]) -> list[int]:
+        """Drop steps the plan still works without, latest first (never raises the cost).
+
+        A step that is the plan's only producer of a state the goal or another step needs is kept
+        without a check, so only the few doubtful steps cost a replay of the plan.
+        """
+        needed = set(goal).union(*(self.requires[tool] for tool in steps)) - held
+        producers_in_plan: dict[int, int] = {}
+        for tool in steps:
+            for state in self.produces[tool]:
+                producers_in_plan[state] = producers_in_plan.get(state, 0) + 1
+        kept = list(steps)
+        for position in range(len(kept) - 1, -1, -1):
+            tool = kept[position]
+            if any(state in needed and producers_in_plan[state] == 1 for state in self.produces[tool]):
+                continue
+            candidate = kept[:position] + kept[position + 1 :]
+            if self.is_valid(candidate, held, goal):
+                kept = candidate
+                for state in self.produces[tool]:
+                    producers_in_plan[state] -= 1
+        return kept
+
+    def search(self, held: frozenset[int], goal: frozenset[int], avoided: frozenset[int], max_expansions: int) -> SearchResult:
+        """The cheapest plan reaching ``goal`` from ``held`` without ``avoided`` tools.
+
+        The goal must be reachable (every goal state has a finite h_max) and not already held.
+        ``max_expansions`` bounds the A* stage (nodes expanded); past it the best plan found so far
+        comes back with ``optimal=False``.
+        """
+        hmax, hadd = self.relaxed_costs(held, avoided)
+        candidates = [self.without_redundant_steps(self.extract(costs, held, goal), held, goal) for costs in (hadd, hmax)]
+        incumbent = min(candidates, key=self.plan_cost)
+        upper = self.plan_cost(incumbent)
+        if _at_most(upper, max(hmax.value[state] for state in goal)):
+            return SearchResult(incumbent, True)
+        corridor = _Corridor(self, self._corridor(hmax, held, goal - held, upper))
+        lower, cuts = corridor.lm_cut(held, goal - held)
+        if _at_most(upper, lower):
+            return SearchResult(incumbent, True)
+        better = corridor.astar(held, goal, upper, cuts, max_expansions)
+        if better is None:
+            return SearchResult(incumbent, False)
+        if not better:
+            return SearchResult(incumbent, True)
+        return SearchResult(self.without_redundant_steps(better, held, goal), True)
+
+    def _corridor(self, hmax: RelaxedCosts, held: frozenset[int], open_goal: frozenset[int], upper: float) -> list[int]:
+        """Tools that can be in a plan costing at most ``upper``: a backward Dijkstra from the goal.
+
+        A step's requirements cost at least their h_max before it, and the steps after it include a
+        chain of consumers to a goal state (else it would be redundant), so a tool for which these
+        add up to more than ``upper`` is in no such plan.
+        """
+        distance = {state: 0.0 for state in open_goal}
+        frontier = [(0.0, state) for state in open_goal]
+        heapq.heapify(frontier)
+        kept: set[int] = set()
+        done: set[int] = set()
+        while frontier:
+            after, state = heapq.heappop(frontier)
+            if state in done:
+                continue
+            done.add(state)
+            for tool in self.producers[state]:
+                if tool in kept or hmax.fired[tool] == NONE:  # avoided and unreachable tools never fired
+                    continue
+                before = max((hmax.value[required] for required in self.requires[tool]), default=0.0)
+                through = after + self.cost[tool]
+                if not _at_most(before + through, upper):
+                    continue
+                kept.add(tool)
+                for required in self.requires[tool]:
+                    if required not in held and through < distance.get(required, INFINITY):
+                        distance[required] = through
+                        heapq.heappush(frontier, (through, required))
+        return sorted(kept)
+
+
+class _Corridor:
+    """A few tools of a task, with their own consumer lists, for the costly stages (LM-cut and A*)."""
+
+    def __init__(self, task: DeleteFreeTask, tools: list[int]):
+        self.task = task
+        self.tools = tools
+        self.cost = {tool: task.cost[tool] for tool in tools}
+        self.consumers: dict[int, list[int]] = {}
+        for tool in tools:
+            for state in task.requires[tool]:
+                self.consumers.setdefault(state, []).append(tool)
+
+    def hmax(self, held: Collection[int], cost: dict[int, float]) -> tuple[dict[int, float], dict[int, int]]:
+        """h_max of the states the tools touch, from ``held``, under ``cost``; and each fired tool's
+        supporter (a requirement of largest h_max, or ``NONE`` when that is 0: the start supports it)."""
+        requires, produces = self.task.requires, self.task.produces
+        missing = {tool: len(requires[tool]) for tool in self.tools}
+        value: dict[int, float] = dict.fromkeys(held, 0.0)
+        supporter: dict[int, int] = {}
+        frontier = [(0.0, state) for state in held]
+        heapq.heapify(frontier)
+
+        def fire(tool: int, supported_by: int, through: float) -> None:
+            supporter[tool] = supported_by
+            for state in produces[tool]:
+                if through < value.get(state, INFINITY):
+                    value[state] = through
+                    heapq.heappush(frontier, (through, state))
+
+        for tool in self.tools:
+            if not requires[tool]:
+                fire(tool, NONE, cost[tool])
+        done: set[int] = set()
+        while frontier:
+            reached_at, state = heapq.heappop(frontier)
+            if state in done:
+                continue
+            done.add(state)
+            for tool in self.consumers.get(state, ()):
+                missing[tool] -= 1
+                if missing[tool] == 0:
+                    # Popped last, so its value is the largest; any requirement of largest value may
+                    # support the tool, and the start (value 0) may too (Helmert & Domshlak's pre-init).
+                    fire(tool, NONE if reached_at == 0.0 else state, reached_at + cost[tool])
+        return value, supporter
+
+    def lm_cut(self, held: frozenset[int], open_goal: frozenset[int]) -> tuple[float, list[tuple[set[int], float]]]:
+        """The LM-cut lower bound on the cost of reaching ``open_goal`` from ``held``, and its cuts.
+
+        Every plan uses a tool of each cut; the cuts' values (cost partitioning) sum to the bound.
+        The bound is ``INFINITY`` (and the cuts empty) when the goal is out of reach.
+        """
+        remaining = dict(self.cost)
+        producers = self.task.producers
+        total = 0.0
+        cuts: list[tuple[set[int], float]] = []
+        while True:
+            value, supporter = self.hmax(held, remaining)
+            deepest = max(open_goal, key=lambda state: value.get(state, INFINITY))
+            height = value.get(deepest, INFINITY)
+            if height == INFINITY:
+                return INFINITY, []
+            if height <= 0.0:
+                return total, cuts
+            # Goal zone: states that reach the goal through zero-cost justification edges.
+            zone: set[int] = set()
+            stack = [deepest]
+            while stack:
+                state = stack.pop()
+                if state in zone:
+                    continue
+                zone.add(state)
+                for tool in producers[state]:
+                    if remaining.get(tool) == 0.0 and supporter.get(tool, NONE) != NONE:
+                        stack.append(supporter[tool])
+            # The cut: tools reached from the start without entering the goal zone that enter it.
+            supported: dict[int, list[int]] = {}
+            for tool, support in supporter.items():
+                supported.setdefault(support, []).append(tool)
+            before: set[int] = set()
+            cut: set[int] = set()
+            stack = [NONE]
+            while stack:
+                for tool in supported.get(stack.pop(), ()):
+                    for state in self.task.produces[tool]:
+                        if state in zone:
+                            cut.add(tool)
+                        elif state not in before:
+                            before.add(state)
+                            stack.append(state)
+            step = min(remaining[tool] for tool in cut)
+            total += step
+            cuts.append((cut, step))
+            for tool in cut:
+                remaining[tool] -= step
+
+    def astar(self, held: frozenset[int], goal: frozenset[int], upper: float, cuts: list[tuple[set[int], float]], max_expansions: int) -> list[int] | None:
+        """A plan cheaper than ``upper``, by A* over sets of reached states.
+
+        The heuristic is the landmark heuristic of the root's LM-cut: the values of the cuts the
+        path so far has not used a tool of (admissible by cost partitioning, Karpas & Domshlak,
+        IJCAI 2009; path-dependent, so cheaper paths reopen nodes).
+
+        Returns the plan's tools in order; ``[]`` when no plan beats ``upper``; ``None`` when
+        ``max_expansions`` runs out first.
+        """
+        requires, produces = self.task.requires, self.task.produces
+        cuts_of: dict[int, list[int]] = {}
+        for number, (cut, _) in enumerate(cuts):
+            for tool in cut:
+                cuts_of.setdefault(tool, []).append(number)
+        values = [value for _, value in cuts]
+        tie = itertools.count()
+        everything = (1 << len(cuts)) - 1
+        frontier = [(sum(values), 0.0, next(tie), held, everything)]
+        best = {held: 0.0}
+        parent: dict[frozenset[int], tuple[frozenset[int], int]] = {}
+        expansions = 0
+        while frontier:
+            estimate_here, spent, _, reached, unused = heapq.heappop(frontier)
+            if spent > best[reached]:
+                continue
+            if goal <= reached:
+                steps = []
+                while reached in parent:
+                    reached, tool = parent[reached]
+                    steps.append(tool)
+                return steps[::-1]
+            expansions += 1
+            if expansions > max_expansions:
+                return None
+            remaining_bound = estimate_here - spent
+            for tool in self.tools:
+                if not reached.issuperset(requires[tool]) or reached.issuperset(produces[tool]):
+                    continue
+                successor = reached.union(produces[tool])
+                successor_cost = spent + self.cost[tool]
+                if successor_cost >= best.get(successor, INFINITY):
+                    continue
+                still_unused, estimate = unused, remaining_bound
+                for number in cuts_of.get(tool, ()):
+                    if still_unused >> number & 1:
+                        still_unused &= ~(1 << number)
+                        estimate -= values[number]
+                if _at_most(upper, successor_cost + estimate):
+                    continue  # cannot beat the incumbent
+                best[successor] = successor_cost
+                parent[successor] = (reached, tool)
+                heapq.heappush(frontier, (successor_cost + estimate, successor_cost, next(tie), successor, still_unused))
+        return []
