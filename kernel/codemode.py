@@ -101,7 +101,7 @@ class CodeMode:
         offload_results: keep oversized results in the SQLite file and give the cell an id to read
             them back with ``await results.get(id)``.
         result_store: that SQLite file; default ``$TOOLPATH_HOME/toolpath.db`` (see
-            :func:`kernel.result_store.default_database_path`).
+            :func:`registry.storage.default_database_path`).
 
     Raises:
         ValueError: for an unknown ``on_busy_kernel``, a negative number, two toolkits with one name,

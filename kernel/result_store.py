@@ -11,23 +11,14 @@ from __future__ import annotations
 import os
 import secrets
 import time
-from pathlib import Path
 from typing import Any
 
-import platformdirs
 import sqlite_utils
 
 from kernel import wire
+from registry.storage import connect, database_file
 
-#: Environment variable naming toolpath's data directory (default: the user data directory).
-HOME_VARIABLE = "TOOLPATH_HOME"
 _TABLE = "offloaded_results"
-
-
-def default_database_path() -> Path:
-    """``$TOOLPATH_HOME/toolpath.db``, else ``toolpath.db`` in the platform's user data directory."""
-    home = os.environ.get(HOME_VARIABLE) or platformdirs.user_data_dir("toolpath", appauthor=False)
-    return Path(home) / "toolpath.db"
 
 
 class ResultStore:
@@ -41,17 +32,10 @@ class ResultStore:
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None):
-        self.path = Path(path) if path is not None else default_database_path()
-        if self.path.is_dir():
-            raise ValueError(f"result store {self.path} is a directory; name a file, e.g. {self.path / 'toolpath.db'}")
-        if not self.path.exists():
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+        self.path = database_file(path, "result store")
 
     def _database(self) -> sqlite_utils.Database:
-        database = sqlite_utils.Database(self.path)
-        database.execute("PRAGMA busy_timeout = 5000")
-        return database
+        return connect(self.path)
 
     def put(self, value_body: bytes, tool: str, value_type: str) -> str:
         """Store one encoded value (a :func:`kernel.wire.encode` frame without its header); return its id."""

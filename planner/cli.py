@@ -22,7 +22,7 @@ from planner.cell import InputError, PlannedCell
 from planner.goals import NoMatchingSkillError
 from planner.graph import UnknownStateError
 from planner.planning import NoPlanError, Plan, alternative_plans
-from planner.search import QueryError
+from planner.search import QueryError, SkillHit
 from planner.workspace import TaskPlan, UnboundParametersError, Workspace
 from registry import AmbiguousToolNameError, CatalogError, ToolNotFoundError, catalog_json_schema, lint_catalogs
 
@@ -52,7 +52,8 @@ EXAMPLES = {
   toolpath plan --goal chemistry.descriptors_computed --have chemistry.molecule_parsed""",
     "search": """examples:
   toolpath search "check drug-likeness"
-  toolpath search "group similar molecules" --k 3 --json""",
+  toolpath search "group similar molecules" --k 3 --json
+  toolpath search "filter drug-like molecules" --have chemistry.molecule_parsed --reachable-only""",
     "validate": """examples:
   toolpath validate catalogs/chemistry/catalog.yaml
   toolpath validate my_catalog.yaml other.json --import --json""",
@@ -133,9 +134,9 @@ def _print_task_plan(task_plan: TaskPlan) -> None:
     chosen = task_plan.choice.chosen
     print(f"Task: {task_plan.task}")
     print(f"Goal: {', '.join(task_plan.goal)}")
-    print(f"  matched {chosen.hit.kind} {chosen.hit.name} (score {chosen.hit.score:.2f}): {chosen.hit.matched!r}")
+    print(f"  matched {chosen.hit.kind} {chosen.hit.name} ({_strength(chosen.hit)}): {chosen.hit.matched!r}")
     for candidate in task_plan.choice.passed_over:
-        print(f"  passed over {', '.join(sorted(candidate.goal))} (score {candidate.hit.score:.2f}): {candidate.reason()}")
+        print(f"  passed over {', '.join(sorted(candidate.goal))} ({_strength(candidate.hit)}): {candidate.reason()}")
     _print_plan(task_plan.plan)
     print("Cell:")
     print(_indent(task_plan.cell.code))
@@ -218,18 +219,24 @@ def command_plan(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _strength(hit: SkillHit) -> str:
+    return f"similarity {hit.similarity:.2f}" if hit.similarity is not None else f"BM25 {hit.lexical:.2f}"
+
+
 def command_search(arguments: argparse.Namespace) -> int:
     if not arguments.query.strip():
         raise CommandLineError("the query is empty; describe what you want to achieve")
     workspace = Workspace.open(arguments.catalog)
-    hits = workspace.search(arguments.query, k=arguments.k)
+    hits = workspace.search(arguments.query, k=arguments.k, held=arguments.have, domain=arguments.domain or None, kind=arguments.kind, reachable_only=arguments.reachable_only)
     if not hits and not arguments.json:
-        print("nothing to search: the catalogs declare no states or tools", file=sys.stderr)
+        empty = not len(workspace.index)
+        print("nothing to search: the catalogs declare no states or tools" if empty else "no hit passes the filters", file=sys.stderr)
     if arguments.json:
-        _emit_json({"query": arguments.query, "hits": [hit.to_dict() for hit in hits]})
+        _emit_json({"query": arguments.query, "have": sorted(arguments.have), "mode": workspace.index.mode, "hits": [hit.to_dict() for hit in hits]})
     else:
         for hit in hits:
-            print(f"{hit.score:.3f}  {hit.kind:<5}  {hit.name}    ({hit.matched})")
+            how = (" -> ".join(step.tool.name for step in hit.plan.steps) or "held now") if hit.plan is not None else ("reachable" if hit.reachable else "unreachable")
+            print(f"{hit.score:.4f}  {hit.kind:<5}  {hit.name}    ({hit.matched})  [{how}]")
     return 0
 
 
@@ -303,6 +310,10 @@ def build_parser() -> argparse.ArgumentParser:
     search = command("search", "Search states and tools by affordance.", command_search)
     search.add_argument("query", metavar="QUERY", help="what you want to achieve, in words")
     search.add_argument("--k", type=hit_count, default=5, metavar="N", help="number of hits (1-100, default 5)")
+    search.add_argument("--have", action="append", default=[], metavar="TOKEN", help="a state already held; hits say whether they are reachable from these; repeatable")
+    search.add_argument("--domain", action="append", default=[], metavar="NAME", help="keep only hits of this server/domain; repeatable")
+    search.add_argument("--kind", choices=["state", "tool"], help="keep only states or only tools")
+    search.add_argument("--reachable-only", action="store_true", help="keep only hits a plan from the held states reaches")
 
     validate = command("validate", "Lint catalog files: every problem with file, line, rule code and field (codes: see registry/lint.py).", command_validate)
     validate.add_argument("catalogs", nargs="+", metavar="CATALOG", help="catalog files (YAML or JSON), linted together")

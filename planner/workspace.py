@@ -122,8 +122,9 @@ class Workspace:
             self._index = SkillIndex(self.graph, self.embedder)
         return self._index
 
-    def search(self, query: str, k: int = 10) -> list[SkillHit]:
-        return self.index.search(query, k=k)
+    def search(self, query: str, k: int = 10, **filters: Any) -> list[SkillHit]:
+        """:meth:`planner.search.SkillIndex.search` (filters: ``held``, ``domain``, ``kind``, ``reachable_only``)."""
+        return self.index.search(query, k=k, **filters)
 
     def plan(self, goal: Iterable[str], held: Iterable[str] = (), avoid: Collection[str] = ()) -> Plan:
         return plan(self.graph, goal, held=held, avoid=avoid)

@@ -177,3 +177,16 @@ def test_a_host_bound_catalog_tool_runs_in_this_process(tmp_path, embedder):
     run = workspace.run_task(task)
     assert run.result.status == "ok", run.result.error
     assert run.result.result == f"'hello, Ada, from {os.getpid()}'"
+
+
+def test_search_cli_reports_reachability_and_plans():
+    result = toolpath("search", "group similar molecules", "--k", "3", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["mode"] == "hybrid" and len(report["hits"]) == 3
+    clustered = next(hit for hit in report["hits"] if hit["name"] == "chemistry.molecules_clustered")
+    assert clustered["reachable"] and clustered["plan"][-1] == "cluster_molecules"
+    only_tools = json.loads(toolpath("search", "group similar molecules", "--kind", "tool", "--json").stdout)
+    assert {hit["kind"] for hit in only_tools["hits"]} == {"tool"}
+    refused = toolpath("search", "molecules", "--have", "chemistry.no_such_state")
+    assert refused.returncode != 0 and "unknown state" in refused.stderr

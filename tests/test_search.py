@@ -1,11 +1,52 @@
-"""Skill search and goal choice with the real embedded model, plus a custom embedder."""
+"""Skill search: hybrid ranking with the real embedded model, reachability and plans on hits, the
+embedding cache, custom embedders, the BM25-only fallback, and awkward queries."""
+
+import sys
+import warnings
 
 import numpy as np
 import pytest
 
-from planner import NoMatchingSkillError, SkillIndex, choose_goal
+from planner import NoMatchingSkillError, SkillIndex, StateGraph, choose_goal
+from planner.embedding import SentenceTransformerEmbedder
+from planner.embedding_cache import EmbeddingCache
+from registry import State, ToolDefinition, ToolRegistry
 
 pytestmark = pytest.mark.integration
+
+
+class CountingEmbedder:
+    """Bag-of-words vectors over a tiny vocabulary; counts the texts it is asked to embed."""
+
+    model_id = "test/bag-of-words-v1"
+    vocabulary = ("cluster", "lipinski", "fingerprint", "smiles", "weight", "report")
+
+    def __init__(self):
+        self.embedded: list[str] = []
+
+    def __call__(self, texts):
+        self.embedded.extend(texts)
+        return np.array([[text.lower().count(word) for word in self.vocabulary] + [1.0] for text in texts], dtype=float)
+
+
+def lab_graph(*extra_tools):
+    """A small lab: parse → weigh; `report` needs a signature nobody produces."""
+    registry = ToolRegistry(package="lab")
+    tools = [
+        ToolDefinition(name="parse", description="parse a SMILES string", state_transition={"produces": ["lab.parsed"]}),
+        ToolDefinition(name="weigh", description="molecular weight of a molecule", state_transition={"requires": ["lab.parsed"], "produces": ["lab.weighed"]}),
+        ToolDefinition(name="report", description="write the weight report", state_transition={"requires": ["lab.weighed", "lab.signed"], "produces": ["lab.reported"]}),
+        *extra_tools,
+    ]
+    for tool in tools:
+        registry.register_tool(tool)
+    states = [
+        State("lab.parsed", "a parsed molecule", ["read a SMILES string"]),
+        State("lab.weighed", "the molecular weight", ["know how heavy a molecule is"]),
+        State("lab.reported", "a signed weight report", ["report the weight"]),
+        State("lab.signed", "a signature"),
+    ]
+    return StateGraph(registry, states)
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +67,89 @@ def test_grouping_similar_molecules_finds_clustering(index):
 def test_hits_carry_the_text_that_matched(index):
     (hit,) = index.search("cluster molecules by structural similarity", k=1)
     assert hit.kind == "state" and hit.matched == "cluster molecules by structural similarity"
-    assert hit.score > 0.9
+    assert hit.similarity > 0.9 and hit.lexical > 0
+
+
+def test_hybrid_ranking_uses_both_rankings(chemistry_graph, embedder):
+    query = "group similar molecules"
+    hybrid = SkillIndex(chemistry_graph, embedder, mode="hybrid").search(query, k=1)[0]
+    dense = SkillIndex(chemistry_graph, embedder, mode="dense").search(query, k=1)[0]
+    lexical = SkillIndex(chemistry_graph, mode="bm25").search(query, k=1)[0]
+    assert hybrid.score != dense.score and dense.score == pytest.approx(dense.similarity)
+    assert lexical.similarity is None and lexical.score == pytest.approx(lexical.lexical)
+
+
+def test_hits_say_whether_they_are_reachable_and_carry_the_plan():
+    index = SkillIndex(lab_graph(), mode="bm25")
+    weighed = index.search("molecular weight", k=1, kind="state")[0]
+    assert weighed.name == "lab.weighed" and weighed.reachable
+    assert [step.tool.name for step in weighed.plan.steps] == ["parse", "weigh"]
+    reported = index.search("weight report", k=1, kind="state")[0]
+    assert reported.name == "lab.reported" and not reported.reachable and reported.plan is None
+    held = index.search("weight report", k=3, held=["lab.weighed", "lab.signed"], kind="state")
+    assert held[0].reachable and [step.tool.name for step in held[0].plan.steps] == ["report"]
+
+
+def test_filters_keep_only_matching_hits(chemistry_graph, index):
+    tools = index.search("molecules", k=5, kind="tool")
+    assert tools and all(hit.kind == "tool" for hit in tools)
+    assert index.search("molecules", k=5, domain="no-such-domain") == []
+    reachable = SkillIndex(lab_graph(), mode="bm25").search("report the weight", k=10, reachable_only=True)
+    assert reachable and all(hit.reachable for hit in reachable) and "lab.reported" not in {hit.name for hit in reachable}
+
+
+def test_reopening_embeds_nothing_and_one_new_tool_embeds_one_text(tmp_path):
+    cache = EmbeddingCache(tmp_path / "toolpath.db")
+    first = CountingEmbedder()
+    built = SkillIndex(lab_graph(), first, cache=cache)
+    texts = len(first.embedded)
+    assert built.cache_counts == (0, texts) and texts > 0
+
+    again = CountingEmbedder()
+    reopened = SkillIndex(lab_graph(), again, cache=cache)
+    assert again.embedded == [] and reopened.cache_counts == (texts, 0)
+    assert [hit.name for hit in reopened.search("weight", k=3)] == [hit.name for hit in built.search("weight", k=3)]
+
+    grown = CountingEmbedder()
+    SkillIndex(lab_graph(ToolDefinition(name="sign_report", state_transition={"produces": ["lab.signed"]})), grown, cache=cache)
+    assert grown.embedded == ["sign report"]
+
+
+def test_another_model_id_does_not_reuse_vectors(tmp_path):
+    cache = EmbeddingCache(tmp_path / "toolpath.db")
+    SkillIndex(lab_graph(), CountingEmbedder(), cache=cache)
+    other = CountingEmbedder()
+    other.model_id = "test/bag-of-words-v2"
+    SkillIndex(lab_graph(), other, cache=cache)
+    assert other.embedded
+
+
+def test_without_sentence_transformers_search_falls_back_to_bm25(monkeypatch, chemistry_graph):
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # import now raises ImportError
+    with pytest.warns(RuntimeWarning, match="BM25 only"):
+        index = SkillIndex(chemistry_graph, SentenceTransformerEmbedder(), cache=False)
+    assert index.mode == "bm25"
+    best = index.search("cluster molecules", k=3)
+    assert any("chemistry.molecules_clustered" in hit.states for hit in best)
+    assert all(hit.similarity is None for hit in best)
+
+
+def test_very_long_and_non_english_queries(index):
+    long_query = "group similar molecules " + " ".join(f"filler{number}" for number in range(5000))
+    assert index.search(long_query, k=3)
+    for query in ("regrouper des molécules similaires", "分子をクラスタリングする", "Lipinski-Regel prüfen"):
+        hits = index.search(query, k=3)
+        assert len(hits) == 3 and all(np.isfinite(hit.score) for hit in hits)
+
+
+def test_non_english_affordances_match_non_english_queries():
+    registry = ToolRegistry(package="labo")
+    registry.register_tool(ToolDefinition(name="regrouper", description="regrouper des molécules similaires", state_transition={"produces": ["labo.groupes"]}))
+    registry.register_tool(ToolDefinition(name="peser", description="calculer la masse molaire", state_transition={"produces": ["labo.masse"]}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # BM25 by choice: no fallback warning
+        index = SkillIndex(StateGraph(registry), mode="bm25")
+    assert index.search("molécules similaires", k=1)[0].name == "regrouper"
 
 
 def test_goal_choice_prefers_the_goal_the_inputs_can_feed(index, chemistry_graph):
@@ -53,5 +176,5 @@ def test_a_custom_embedder_replaces_the_model(chemistry_graph):
     def bag_of_words(texts):
         return np.array([[text.lower().count(word) for word in vocabulary] for text in texts], dtype=float)
 
-    hits = SkillIndex(chemistry_graph, bag_of_words).search("cluster", k=2)
+    hits = SkillIndex(chemistry_graph, bag_of_words, mode="dense").search("cluster", k=2)
     assert {hit.name for hit in hits} == {"chemistry.molecules_clustered", "cluster_molecules"}

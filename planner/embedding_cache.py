@@ -1,0 +1,129 @@
+"""Embedding cache: vectors kept in toolpath's SQLite file, keyed by model id and text hash.
+
+Reopening a catalog whose texts are already embedded computes nothing; adding one tool embeds only
+its new texts. Rows are ``(model_id, text_hash, dimension, vector)`` in table ``embeddings``, the
+hash being SHA-256 of the UTF-8 text and the vector little-endian float32 bytes. Only embedders that
+name their model (a ``model_id`` attribute) are cached: two anonymous embedders could not be told
+apart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+
+import numpy as np
+from tqdm import tqdm
+
+from planner.embedding import Embedder
+from registry.storage import connect, database_file
+
+_TABLE = "embeddings"
+#: Rows fetched per query (SQLite caps the number of bound parameters).
+_LOOKUP_CHUNK = 500
+#: Texts embedded per model call, so a progress bar moves and memory stays flat.
+_BATCH = 256
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class EmbeddingCache:
+    """The ``embeddings`` table of one SQLite file.
+
+    Args:
+        path: the database file; default ``$TOOLPATH_HOME/toolpath.db`` (created 0600 when missing).
+
+    Raises:
+        ValueError: ``path`` is a directory.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None):
+        self.path = database_file(path, "embedding cache")
+
+    def get(self, model_id: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        """The cached vectors of those text hashes that have one, as ``{hash: (d,) float32}``."""
+        database = connect(self.path)
+        try:
+            if not database[_TABLE].exists():
+                return {}
+            found: dict[str, np.ndarray] = {}
+            unique = list(dict.fromkeys(hashes))
+            for start in range(0, len(unique), _LOOKUP_CHUNK):
+                chunk = unique[start : start + _LOOKUP_CHUNK]
+                placeholders = ", ".join("?" * len(chunk))
+                rows = database.execute(f"select text_hash, vector from {_TABLE} where model_id = ? and text_hash in ({placeholders})", [model_id, *chunk])
+                for digest, vector in rows:
+                    found[digest] = np.frombuffer(vector, dtype="<f4")
+            return found
+        finally:
+            database.close()
+
+    def put(self, model_id: str, vectors: dict[str, np.ndarray]) -> None:
+        """Store ``{hash: vector}`` for ``model_id`` in one transaction (replacing equal keys)."""
+        database = connect(self.path)
+        try:
+            with database.conn:
+                database[_TABLE].insert_all(
+                    (
+                        {"model_id": model_id, "text_hash": digest, "dimension": len(vector), "vector": np.asarray(vector, dtype="<f4").tobytes()}
+                        for digest, vector in vectors.items()
+                    ),
+                    pk=("model_id", "text_hash"),
+                    replace=True,
+                )
+        finally:
+            database.close()
+
+
+class CachedEmbedder:
+    """An embedder that reads and writes an :class:`EmbeddingCache`.
+
+    ``hits`` and ``misses`` count distinct texts found in the cache and texts embedded.
+
+    Args:
+        embedder: the embedder that computes missing vectors; must have a ``model_id``.
+        cache: where vectors are kept.
+        progress_from: show a progress bar (on a terminal only) when at least this many texts miss.
+
+    Raises:
+        ValueError: the embedder has no ``model_id``.
+    """
+
+    def __init__(self, embedder: Embedder, cache: EmbeddingCache, progress_from: int = 256):
+        model_id = getattr(embedder, "model_id", None)
+        if not model_id:
+            raise ValueError("only an embedder with a model_id attribute can be cached: set embedder.model_id to a name for its model and version")
+        self.embedder = embedder
+        self.model_id = str(model_id)
+        self.cache = cache
+        self.progress_from = progress_from
+        self.hits = 0
+        self.misses = 0
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        """``(len(texts), d)`` float32 vectors; only texts the cache lacks reach the embedder."""
+        digests = [text_hash(text) for text in texts]
+        found = self.cache.get(self.model_id, digests)
+        missing = {digest: text for digest, text in zip(digests, texts) if digest not in found}
+        self.hits += len(found)
+        self.misses += len(missing)
+        if missing:
+            computed: dict[str, np.ndarray] = {}
+            pending = list(missing.items())
+            # disable=None: tqdm shows the bar on a terminal only, never in logs or pipes.
+            with tqdm(total=len(pending), desc="embedding skills", unit="text", disable=None if len(pending) >= self.progress_from else True) as progress:
+                for start in range(0, len(pending), _BATCH):
+                    batch = pending[start : start + _BATCH]
+                    vectors = np.asarray(self.embedder([text for _, text in batch]), dtype=np.float32)
+                    if vectors.ndim != 2 or len(vectors) != len(batch):
+                        raise ValueError(f"the embedder returned shape {vectors.shape} for {len(batch)} texts; it must return (n, d)")
+                    computed.update((digest, vector) for (digest, _), vector in zip(batch, vectors))
+                    progress.update(len(batch))
+            self.cache.put(self.model_id, computed)
+            found.update(computed)
+        if not digests:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack([found[digest] for digest in digests]).astype(np.float32, copy=False)
