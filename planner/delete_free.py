@@ -376,7 +376,21 @@ class _Corridor:
         Returns the plan's tools in order; ``[]`` when no plan beats ``upper``; ``None`` when
         ``max_expansions`` runs out first.
         """
-        requires, produces = self.task.requires, self.task.produces
+        # Reached sets as bitmasks over the states the corridor produces: held states are always
+        # there, and a frozenset per node would cost kilobytes where an int costs bytes.
+        bit: dict[int, int] = {}
+        for tool in self.tools:
+            for state in self.task.produces[tool]:
+                if state not in held:
+                    bit.setdefault(state, 1 << len(bit))
+        needs: dict[int, int] = {}
+        gives: dict[int, int] = {}
+        for tool in self.tools:
+            requires = [state for state in self.task.requires[tool] if state not in held]
+            if all(state in bit for state in requires):  # else it can never run
+                needs[tool] = sum(bit[state] for state in requires)
+                gives[tool] = sum(bit[state] for state in self.task.produces[tool] if state in bit)
+        goal_mask = sum(bit[state] for state in goal if state not in held)
         cuts_of: dict[int, list[int]] = {}
         for number, (cut, _) in enumerate(cuts):
             for tool in cut:
@@ -384,15 +398,15 @@ class _Corridor:
         values = [value for _, value in cuts]
         tie = itertools.count()
         everything = (1 << len(cuts)) - 1
-        frontier = [(sum(values), 0.0, next(tie), held, everything)]
-        best = {held: 0.0}
-        parent: dict[frozenset[int], tuple[frozenset[int], int]] = {}
+        frontier = [(sum(values), 0.0, next(tie), 0, everything)]
+        best = {0: 0.0}
+        parent: dict[int, tuple[int, int]] = {}
         expansions = 0
         while frontier:
             estimate_here, spent, _, reached, unused = heapq.heappop(frontier)
             if spent > best[reached]:
                 continue
-            if goal <= reached:
+            if reached & goal_mask == goal_mask:
                 steps = []
                 while reached in parent:
                     reached, tool = parent[reached]
@@ -402,10 +416,10 @@ class _Corridor:
             if expansions > max_expansions:
                 return None
             remaining_bound = estimate_here - spent
-            for tool in self.tools:
-                if not reached.issuperset(requires[tool]) or reached.issuperset(produces[tool]):
+            for tool, need in needs.items():
+                if need & ~reached or not gives[tool] & ~reached:
                     continue
-                successor = reached.union(produces[tool])
+                successor = reached | gives[tool]
                 successor_cost = spent + self.cost[tool]
                 if successor_cost >= best.get(successor, INFINITY):
                     continue
