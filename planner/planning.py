@@ -151,7 +151,7 @@ def plan(
     goal: Iterable[str],
     held: Iterable[str] = (),
     avoid: Collection[str] = (),
-    max_expansions: int = 10_000,
+    max_expansions: int = 1_000,
 ) -> Plan:
     """Find the cheapest plan that reaches every state of ``goal`` from the ``held`` states.
 
@@ -212,7 +212,7 @@ def alternative_plans(
     held: Iterable[str] = (),
     avoid: Collection[str] = (),
     k: int = 3,
-    max_expansions: int = 10_000,
+    max_expansions: int = 1_000,
 ) -> list[Plan]:
     """Up to ``k`` plans with pairwise distinct tool sets, cheapest first; the first is :func:`plan`'s.
 

@@ -20,6 +20,7 @@ Each hit also says whether it is reachable from the held states and carries the 
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
@@ -34,10 +35,10 @@ from planner.embedding_cache import CachedEmbedder, EmbeddingCache
 from planner.graph import StateGraph
 from planner.planning import NoPlanError, Plan, plan
 
-#: Reciprocal-rank-fusion constant (60 in Cormack et al.); tuned on MetaTool dev.
-RRF_K = 60
-#: Weight of the dense ranking in the fusion (the BM25 ranking gets the rest); tuned on MetaTool dev.
-DENSE_WEIGHT = 0.5
+#: Reciprocal-rank-fusion constant (Cormack et al. use 60); tuned on MetaTool dev (grid 1, 5, 20, 60).
+RRF_K = 20
+#: Weight of the dense ranking in the fusion (BM25 gets the rest); tuned on MetaTool dev (grid 0.5-0.9).
+DENSE_WEIGHT = 0.8
 
 Mode = Literal["hybrid", "dense", "bm25"]
 Kind = Literal["state", "tool"]
@@ -101,7 +102,9 @@ class _Entry:
 
 
 def _words(identifier: str) -> str:
-    return identifier.replace(".", " ").replace("_", " ").replace("-", " ")
+    """``chemistry.molecule_parsed`` → ``chemistry molecule parsed``; ``getWeatherAPI`` → ``get Weather API``."""
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", " ", identifier)
+    return re.sub(r"[._\-&/]+", " ", spaced).strip()
 
 
 _STEMMER = Stemmer.Stemmer("english")
@@ -121,6 +124,7 @@ class SkillIndex:
         cache: where embeddings are kept: an :class:`EmbeddingCache`, a database path, ``None``
             for ``$TOOLPATH_HOME/toolpath.db``, or ``False`` for no cache. Embedders without a
             ``model_id`` are never cached.
+        rrf_k, dense_weight: the fusion's constants (defaults: :data:`RRF_K`, :data:`DENSE_WEIGHT`).
 
     When sentence-transformers is not installed, the default embedder cannot load: the index warns
     (``RuntimeWarning``) and searches with BM25 only (``mode`` becomes ``"bm25"``).
@@ -129,11 +133,23 @@ class SkillIndex:
         ValueError: an unknown ``mode``, or a ``cache`` path that is a directory.
     """
 
-    def __init__(self, graph: StateGraph, embedder: Embedder | None = None, mode: Mode = "hybrid", cache: EmbeddingCache | str | os.PathLike[str] | Literal[False] | None = None):
+    def __init__(
+        self,
+        graph: StateGraph,
+        embedder: Embedder | None = None,
+        mode: Mode = "hybrid",
+        cache: EmbeddingCache | str | os.PathLike[str] | Literal[False] | None = None,
+        rrf_k: float = RRF_K,
+        dense_weight: float = DENSE_WEIGHT,
+    ):
         if mode not in ("hybrid", "dense", "bm25"):
             raise ValueError(f"mode must be 'hybrid', 'dense' or 'bm25', got {mode!r}")
+        if rrf_k < 0 or not 0 <= dense_weight <= 1:
+            raise ValueError(f"rrf_k must be at least 0 and dense_weight within [0, 1], got {rrf_k} and {dense_weight}")
         self.graph = graph
         self.mode: Mode = mode
+        self.rrf_k = rrf_k
+        self.dense_weight = dense_weight
         self._entries: list[_Entry] = []
         self._texts: list[str] = []
         self._first_text: list[int] = []
@@ -255,7 +271,8 @@ class SkillIndex:
             return similarity
         if self.mode == "bm25" or similarity is None:
             return lexical
-        return DENSE_WEIGHT / (RRF_K + _ranks(similarity)) + np.where(lexical > 0, (1 - DENSE_WEIGHT) / (RRF_K + _ranks(lexical)), 0.0)
+        dense = self.dense_weight / (self.rrf_k + _ranks(similarity))
+        return dense + np.where(lexical > 0, (1 - self.dense_weight) / (self.rrf_k + _ranks(lexical)), 0.0)
 
     def _lexical_match(self, index: int, query_tokens: set[str]) -> str:
         end = self._first_text[index + 1] if index + 1 < len(self._first_text) else len(self._texts)
@@ -265,7 +282,7 @@ class SkillIndex:
 
     def _reach(self, entry: _Entry, held: frozenset[str]) -> tuple[bool, Plan | None]:
         if not entry.states:  # a tool that produces nothing: reachable when it can run
-            return entry.requires <= self.graph.reachable(held), None
+            return self.graph.reaches(entry.requires, held), None
         try:
             return True, plan(self.graph, entry.states, held)
         except NoPlanError:

@@ -178,3 +178,11 @@ def test_a_custom_embedder_replaces_the_model(chemistry_graph):
 
     hits = SkillIndex(chemistry_graph, bag_of_words, mode="dense").search("cluster", k=2)
     assert {hit.name for hit in hits} == {"chemistry.molecules_clustered", "cluster_molecules"}
+
+
+def test_camel_case_tool_names_match_their_words():
+    registry = ToolRegistry(package="web")
+    registry.register_tool(ToolDefinition(name="getWeatherForecast", state_transition={"produces": ["web.forecast_known"]}))
+    registry.register_tool(ToolDefinition(name="bookFlight", state_transition={"produces": ["web.flight_booked"]}))
+    (hit,) = SkillIndex(StateGraph(registry), mode="bm25").search("weather forecast", k=1, kind="tool")
+    assert hit.name == "getWeatherForecast" and hit.matched == "get Weather Forecast"
