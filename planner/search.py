@@ -167,34 +167,35 @@ class SkillIndex:
         if documents:
             self._bm25.index(_tokens(documents), show_progress=False)
         self.embedder: Embedder | None = None
+        self._cached: CachedEmbedder | None = None
         self._vectors = np.zeros((0, 1), dtype=np.float32)
         if mode != "bm25" and self._texts:
             self._embed_texts(embedder if embedder is not None else default_embedder(), cache)
 
     def _add(self, entry: _Entry, texts: list[str]) -> list[str]:
-        kept = [text for text in dict.fromkeys(text.strip() for text in texts) if text]
+        # Never empty: the dense scores are maxima over each entry's run of texts.
+        kept = [text for text in dict.fromkeys(text.strip() for text in texts) if text] or [entry.name]
         self._entries.append(entry)
         self._first_text.append(len(self._texts))
         self._texts.extend(kept)
         return kept
 
     def _embed_texts(self, embedder: Embedder, cache: EmbeddingCache | str | os.PathLike[str] | Literal[False] | None) -> None:
+        building: Embedder = embedder
         if cache is not False and getattr(embedder, "model_id", None):
-            embedder = CachedEmbedder(embedder, cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache))
+            building = self._cached = CachedEmbedder(embedder, cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache))
         try:
-            self._vectors = _normalised(embedder(self._texts))
+            self._vectors = _normalised(building(self._texts))
         except EmbedderUnavailableError as error:
             warnings.warn(f"skill search falls back to BM25 only: {error}", RuntimeWarning, stacklevel=3)
             self.mode = "bm25"
             return
-        self.embedder = embedder
+        self.embedder = embedder  # queries skip the cache: they are one-off texts
 
     @property
     def cache_counts(self) -> tuple[int, int]:
         """``(hits, misses)`` of the embedding cache while building this index (``(0, 0)`` uncached)."""
-        if isinstance(self.embedder, CachedEmbedder):
-            return self.embedder.hits, self.embedder.misses
-        return 0, 0
+        return (self._cached.hits, self._cached.misses) if self._cached is not None else (0, 0)
 
     def __len__(self) -> int:
         """Number of entries (states and tools)."""
@@ -255,7 +256,9 @@ class SkillIndex:
         """Per entry: the best cosine over its texts, and the index of that text."""
         assert self.embedder is not None
         query_vector = _normalised(self.embedder([query.strip()]))[0]
-        similarities = self._vectors @ query_vector
+        # Not `@`: a BLAS matrix-vector product wakes OpenBLAS's threads, which then spin and starve
+        # torch's threads on the next query (2.5x slower queries on 2 cores); einsum stays in one thread.
+        similarities = np.einsum("ij,j->i", self._vectors, query_vector)
         starts = np.asarray(self._first_text)
         best = np.maximum.reduceat(similarities, starts)
         # The first text reaching an entry's best score (reduceat has no argmax counterpart).
