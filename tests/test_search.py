@@ -186,3 +186,9 @@ def test_camel_case_tool_names_match_their_words():
     registry.register_tool(ToolDefinition(name="bookFlight", state_transition={"produces": ["web.flight_booked"]}))
     (hit,) = SkillIndex(StateGraph(registry), mode="bm25").search("weather forecast", k=1, kind="tool")
     assert hit.name == "getWeatherForecast" and hit.matched == "get Weather Forecast"
+
+
+def test_a_single_query_embeds_exactly_like_a_batch(embedder):
+    texts = ["group similar molecules", "check drug-likeness"]
+    one_by_one = np.vstack([embedder([text]) for text in texts])
+    assert np.allclose(embedder(texts), one_by_one, atol=1e-5)
