@@ -220,13 +220,13 @@ def main() -> None:
         }
         measured, runs = measure_toolpath(held, tools, goal_sets)
         measured["tools"] = size
-        if args.pyperplan_python.exists():
+        if args.pyperplan_python.exists() and args.pyperplan_goals > 0:
             for kind, goals in goal_sets.items():
                 sample = goals[: args.pyperplan_goals]
                 theirs = measure_pyperplan(args.pyperplan_python, held, tools, sample, args.pyperplan_timeout)
                 measured[kind]["vs_pyperplan"] = compare(runs[kind][: len(sample)], theirs)
         else:
-            measured["vs_pyperplan"] = f"skipped: no pyperplan environment at {args.pyperplan_python} (see this script's docstring)"
+            measured["vs_pyperplan"] = f"skipped: --pyperplan-goals 0, or no pyperplan environment at {args.pyperplan_python} (see this script's docstring)"
         report["sizes"][str(size)] = measured
     print(json.dumps(report, indent=2))
 

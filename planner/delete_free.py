@@ -6,9 +6,10 @@ is a set of tools that becomes applicable in some order, and finding the cheapes
 here works in four stages and stops at the first that proves a plan optimal:
 
 1. **Bounds from the held states** (cached per held states and avoided tools). A generalised Dijkstra
-   (Knuth, Information Processing Letters 6(1), 1977) computes h_max and h_add of every state
-   (Bonet & Geffner, Artificial Intelligence 129, 2001). The cheapest plan extracted backward from
-   the h_add and from the h_max achievers gives an upper bound; h_max of the goal a lower bound.
+   (Knuth, Information Processing Letters 6(1), 1977) computes h_max of every state (Bonet &
+   Geffner, Artificial Intelligence 129, 2001): h_max of the goal is a lower bound, and the plan
+   extracted backward from the h_max achievers an upper bound. When they differ, h_add's achievers
+   give a second upper bound (computed only then).
 2. **A corridor**: a tool can be in a plan no dearer than the upper bound only if its requirements'
    h_max, its cost, and the cheapest chain of consumers from it to a goal state add up to at most
    that bound. Everything else is dropped.
@@ -71,11 +72,10 @@ class DeleteFreeTask:
         tools: the tools (any order; tool index ``i`` is ``tools[i]``; ``tool_index`` maps registry ids).
 
     States are numbered in order of first mention; ``state_index`` maps tokens to numbers. Bounds from
-    a held set are cached (the 16 most recent held/avoided pairs), since agents plan many goals from
-    the same held states.
+    a held set are cached (the 32 most recent), since agents plan many goals from the same held states.
     """
 
-    _CACHE_SIZE = 16
+    _CACHE_SIZE = 32
 
     def __init__(self, tools: Sequence[ToolDefinition]):
         self.tools = list(tools)
@@ -94,7 +94,7 @@ class DeleteFreeTask:
                 self.consumers[state].append(index)
             for state in self.produces[index]:
                 self.producers[state].append(index)
-        self._cache: OrderedDict[tuple[frozenset[int], frozenset[int]], tuple[RelaxedCosts, RelaxedCosts]] = OrderedDict()
+        self._cache: OrderedDict[tuple[frozenset[int], frozenset[int], bool], RelaxedCosts] = OrderedDict()
 
     def _index(self, token: str) -> int:
         return self.state_index.setdefault(token, len(self.state_index))
@@ -107,17 +107,16 @@ class DeleteFreeTask:
         """Forget the cached bounds (benchmarks use it to time a first plan from some held states)."""
         self._cache.clear()
 
-    def relaxed_costs(self, held: frozenset[int], avoided: frozenset[int]) -> tuple[RelaxedCosts, RelaxedCosts]:
-        """``(h_max, h_add)`` from ``held`` with every tool but ``avoided`` (tool indices); cached."""
-        key = (held, avoided)
+    def relaxed_costs(self, held: frozenset[int], avoided: frozenset[int], additive: bool = False) -> RelaxedCosts:
+        """h_max (or, ``additive``, h_add) costs from ``held`` with every tool but ``avoided`` (tool indices); cached."""
+        key = (held, avoided, additive)
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
         usable = [True] * len(self.tools)
         for index in avoided:
             usable[index] = False
-        result = (self._dijkstra(held, usable, self.cost, additive=False), self._dijkstra(held, usable, self.cost, additive=True))
-        self._cache[key] = result
+        result = self._cache[key] = self._dijkstra(held, usable, self.cost, additive)
         if len(self._cache) > self._CACHE_SIZE:
             self._cache.popitem(last=False)
         return result
@@ -221,11 +220,16 @@ class DeleteFreeTask:
         ``max_expansions`` bounds the A* stage (nodes expanded); past it the best plan found so far
         comes back with ``optimal=False``.
         """
-        hmax, hadd = self.relaxed_costs(held, avoided)
-        candidates = [self.without_redundant_steps(self.extract(costs, held, goal), held, goal) for costs in (hadd, hmax)]
-        incumbent = min(candidates, key=self.plan_cost)
+        hmax = self.relaxed_costs(held, avoided)
+        lower = max(hmax.value[state] for state in goal)
+        incumbent = self.without_redundant_steps(self.extract(hmax, held, goal), held, goal)
+        if _at_most(self.plan_cost(incumbent), lower):
+            return SearchResult(incumbent, True)
+        # h_add's achievers favour cheap whole sub-plans, often cheaper than h_max's; only when needed.
+        hadd = self.relaxed_costs(held, avoided, additive=True)
+        incumbent = min([incumbent, self.without_redundant_steps(self.extract(hadd, held, goal), held, goal)], key=self.plan_cost)
         upper = self.plan_cost(incumbent)
-        if _at_most(upper, max(hmax.value[state] for state in goal)):
+        if _at_most(upper, lower):
             return SearchResult(incumbent, True)
         corridor = _Corridor(self, self._corridor(hmax, held, goal - held, upper))
         lower, cuts = corridor.lm_cut(held, goal - held)

@@ -120,7 +120,7 @@ class StateGraph:
     def reaches(self, tokens: Collection[str], held: Collection[str] = ()) -> bool:
         """Whether some plan from ``held`` makes every state of ``tokens`` hold (bounds cached per held states)."""
         task = self.delete_free_task
-        hmax, _ = task.relaxed_costs(task.states(held), frozenset())
+        hmax = task.relaxed_costs(task.states(held), frozenset())
         held = set(held)
         return all(token in held or (token in task.state_index and hmax.value[task.state_index[token]] < float("inf")) for token in tokens)
 

@@ -194,7 +194,7 @@ def _plan(graph: StateGraph, goal: frozenset[str], held: frozenset[str], avoided
     task = graph.delete_free_task
     held_states = task.states(held)
     avoided_tools = frozenset(task.tool_index[tool_id] for tool_id in avoided)
-    hmax, _ = task.relaxed_costs(held_states, avoided_tools)
+    hmax = task.relaxed_costs(held_states, avoided_tools)
     unreached = [token for token in goal - held if token not in task.state_index or hmax.value[task.state_index[token]] == INFINITY]
     if unreached:
         reached = held | {token for token, state in task.state_index.items() if hmax.value[state] < INFINITY}
