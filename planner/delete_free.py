@@ -395,6 +395,22 @@ class _Corridor:
                 needs[tool] = sum(bit[state] for state in requires)
                 gives[tool] = sum(bit[state] for state in self.task.produces[tool] if state in bit)
         goal_mask = sum(bit[state] for state in goal if state not in held)
+        # A free tool never hurts in a delete-free task, so every node takes all it can run: no
+        # plateau of orderings of zero-cost steps (the redundant ones are dropped afterwards).
+        free = [tool for tool in needs if self.cost[tool] == 0.0]
+
+        def with_free_tools(reached: int) -> tuple[int, list[int]]:
+            taken: list[int] = []
+            progress = True
+            while progress:
+                progress = False
+                for tool in free:
+                    if not needs[tool] & ~reached and gives[tool] & ~reached:
+                        reached |= gives[tool]
+                        taken.append(tool)
+                        progress = True
+            return reached, taken
+
         cuts_of: dict[int, list[int]] = {}
         for number, (cut, _) in enumerate(cuts):
             for tool in cut:
@@ -402,28 +418,29 @@ class _Corridor:
         values = [value for _, value in cuts]
         tie = itertools.count()
         everything = (1 << len(cuts)) - 1
-        frontier = [(sum(values), 0.0, next(tie), 0, everything)]
-        best = {0: 0.0}
-        parent: dict[int, tuple[int, int]] = {}
+        start, taken = with_free_tools(0)
+        frontier = [(sum(values), 0.0, next(tie), start, everything)]
+        best = {start: 0.0}
+        parent: dict[int, tuple[int, list[int]]] = {start: (0, taken)} if taken else {}
         expansions = 0
         while frontier:
             estimate_here, spent, _, reached, unused = heapq.heappop(frontier)
             if spent > best[reached]:
                 continue
             if reached & goal_mask == goal_mask:
-                steps = []
+                steps: list[int] = []
                 while reached in parent:
-                    reached, tool = parent[reached]
-                    steps.append(tool)
-                return steps[::-1]
+                    reached, tools = parent[reached]
+                    steps[:0] = tools
+                return steps
             expansions += 1
             if expansions > max_expansions:
                 return None
             remaining_bound = estimate_here - spent
             for tool, need in needs.items():
-                if need & ~reached or not gives[tool] & ~reached:
+                if need & ~reached or not gives[tool] & ~reached or self.cost[tool] == 0.0:
                     continue
-                successor = reached | gives[tool]
+                successor, taken = with_free_tools(reached | gives[tool])
                 successor_cost = spent + self.cost[tool]
                 if successor_cost >= best.get(successor, INFINITY):
                     continue
@@ -435,6 +452,6 @@ class _Corridor:
                 if _at_most(upper, successor_cost + estimate):
                     continue  # cannot beat the incumbent
                 best[successor] = successor_cost
-                parent[successor] = (reached, tool)
+                parent[successor] = (reached, [tool, *taken])
                 heapq.heappush(frontier, (successor_cost + estimate, successor_cost, next(tie), successor, still_unused))
         return []

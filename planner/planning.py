@@ -214,7 +214,8 @@ def alternative_plans(
     k: int = 3,
     max_expansions: int = 1_000,
 ) -> list[Plan]:
-    """Up to ``k`` plans with pairwise distinct tool sets, cheapest first; the first is :func:`plan`'s.
+    """Up to ``k`` plans with pairwise distinct tool sets, cheapest first (the first is :func:`plan`'s
+    unless that one was not proven optimal and a cheaper one turned up).
 
     Each next plan is the cheapest plan that avoids, on top of what an earlier plan avoided, one
     tool of that earlier plan — the branching of Yen's k-shortest-paths algorithm (Management
@@ -265,4 +266,5 @@ def alternative_plans(
                 found.append(candidate)
         if not expand:
             break
-    return found
+    # Unproven plans (past the A* budget) can be dearer than a later candidate: keep cheapest first.
+    return sorted(found, key=lambda found_plan: found_plan.cost)

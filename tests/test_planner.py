@@ -1,3 +1,5 @@
+import random
+
 import pytest
 
 from planner import NoPlanError, StateGraph, UnknownStateError, alternative_plans, plan
@@ -150,3 +152,27 @@ def test_alternative_plans_offer_the_other_routes_cheapest_first():
     assert [each.cost for each in plans] == [2, 3, 5]
     with pytest.raises(ValueError):
         alternative_plans(graph, ["goal"], k=0)
+
+
+def random_catalog_graph(seed, tools=250, states=60, costs=(0, 1, 2, 3.5)):
+    """A catalog like a user's generated one: random requires (0-2) and produces (1-2), many free tools."""
+    rng = random.Random(seed)
+    specs = []
+    for number in range(tools):
+        requires = rng.sample(range(states), rng.randint(0, 2))
+        produces = rng.sample(range(states), rng.randint(1, 2))
+        specs.append((f"t{number}", [f"r.s{index}" for index in requires], [f"r.s{index}" for index in produces], rng.choice(costs)))
+    return graph_of(*specs), rng
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_many_zero_cost_tools_still_give_proven_optimal_plans_and_ordered_alternatives(seed):
+    graph, rng = random_catalog_graph(seed)
+    reachable = sorted(graph.reachable(()))
+    for _ in range(5):
+        goal = rng.sample(reachable, 4)
+        found = alternative_plans(graph, goal, k=5)
+        assert found[0].optimal, "a 250-tool catalog with free tools should be solved exactly"
+        assert [alternative.cost for alternative in found] == sorted(alternative.cost for alternative in found)
+        for alternative in found:
+            assert_valid(alternative)
