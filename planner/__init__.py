@@ -3,7 +3,7 @@
 from planner.cell import PlannedCell, render_cell
 from planner.goals import NoMatchingSkillError, choose_goal
 from planner.graph import StateGraph, UnknownStateError
-from planner.planning import NoPlanError, Plan, PlanStep, alternative_plans, plan
+from planner.planning import NoPlanError, Plan, PlanStep, alternative_plans, plan, plan_to_run
 from planner.search import SkillHit, SkillIndex
 from planner.workspace import TaskPlan, TaskRun, Workspace
 
@@ -23,5 +23,6 @@ __all__ = [
     "alternative_plans",
     "choose_goal",
     "plan",
+    "plan_to_run",
     "render_cell",
 ]

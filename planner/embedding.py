@@ -73,10 +73,29 @@ class SentenceTransformerEmbedder:
             # costs about 3 ms of a 20 ms query here; the vector is the same (to 1e-7).
             import torch
 
+            # `preprocess` replaced `tokenize` in sentence-transformers 6 (which warns on the old name).
+            preprocess = getattr(self._model, "preprocess", None) or self._model.tokenize
             with torch.inference_mode():
-                vector = self._model(self._model.tokenize(list(texts)))["sentence_embedding"].numpy()
+                vector = self._model(preprocess(list(texts)))["sentence_embedding"].numpy()
             return vector / np.maximum(np.linalg.norm(vector, axis=1, keepdims=True), 1e-12)
         return self._model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False)
+
+
+def checked_vectors(vectors: object, count: int, embedder: object) -> np.ndarray:
+    """``vectors`` as a finite ``(count, d)`` float32 array.
+
+    Raises:
+        ValueError: anything else, naming the embedder and the contract it broke.
+    """
+    try:
+        array = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"embedder {embedder!r} returned {type(vectors).__name__}, not numbers ({error}); it must return an (n, d) float array for n texts") from None
+    if array.ndim != 2 or len(array) != count or (count and array.shape[1] == 0):
+        raise ValueError(f"embedder {embedder!r} returned shape {array.shape} for {count} texts; it must return an (n, d) float array with n = {count}")
+    if not np.isfinite(array).all():
+        raise ValueError(f"embedder {embedder!r} returned NaN or infinite values; every vector must be finite")
+    return array
 
 
 @functools.cache

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 from tqdm import tqdm
 
-from planner.embedding import Embedder
+from planner.embedding import Embedder, checked_vectors
 from registry.storage import connect, database_file
 
 _TABLE = "embeddings"
@@ -117,13 +117,13 @@ class CachedEmbedder:
             with tqdm(total=len(pending), desc="embedding skills", unit="text", disable=None if len(pending) >= self.progress_from else True) as progress:
                 for start in range(0, len(pending), _BATCH):
                     batch = pending[start : start + _BATCH]
-                    vectors = np.asarray(self.embedder([text for _, text in batch]), dtype=np.float32)
-                    if vectors.ndim != 2 or len(vectors) != len(batch):
-                        raise ValueError(f"the embedder returned shape {vectors.shape} for {len(batch)} texts; it must return (n, d)")
+                    vectors = checked_vectors(self.embedder([text for _, text in batch]), len(batch), self.embedder)
                     computed.update((digest, vector) for (digest, _), vector in zip(batch, vectors))
                     progress.update(len(batch))
             self.cache.put(self.model_id, computed)
             found.update(computed)
         if not digests:
             return np.zeros((0, 0), dtype=np.float32)
+        if len({len(vector) for vector in found.values()}) > 1:
+            raise ValueError(f"the cache holds vectors of another dimension for model {self.model_id!r}: give a changed embedder a new model_id")
         return np.stack([found[digest] for digest in digests]).astype(np.float32, copy=False)

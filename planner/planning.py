@@ -180,9 +180,14 @@ def plan(
     return _plan(graph, *_problem(graph, goal, held, avoid), max_expansions)
 
 
+def _tokens(tokens: Iterable[str]) -> frozenset[str]:
+    # One token passed as a plain string means that token, not its characters.
+    return frozenset([tokens] if isinstance(tokens, str) else tokens)
+
+
 def _problem(graph: StateGraph, goal: Iterable[str], held: Iterable[str], avoid: Collection[str]) -> tuple[frozenset[str], frozenset[str], frozenset[int]]:
     """Check a planning problem and return ``(goal, held, avoided tool ids)``."""
-    goal, held = frozenset(goal), frozenset(held)
+    goal, held, avoid = _tokens(goal), _tokens(held), _tokens(avoid)
     if not goal:
         raise ValueError("the goal is empty; name at least one state to reach")
     graph.check_states(sorted(goal))
@@ -204,6 +209,34 @@ def _plan(graph: StateGraph, goal: frozenset[str], held: frozenset[str], avoided
     result = task.search(held_states, task.states(goal), avoided_tools, max_expansions)
     steps = [task.tools[index] for index in result.steps]
     return Plan(goal, held, _annotate(steps, held), sum(tool.cost for tool in steps), result.optimal)
+
+
+def plan_to_run(
+    graph: StateGraph,
+    tool: ToolDefinition | str,
+    held: Iterable[str] = (),
+    avoid: Collection[str] = (),
+    max_expansions: int = 1_000,
+) -> Plan:
+    """The cheapest plan that ends by running ``tool``: a plan to its requirements, then the tool.
+
+    Parameters:
+        tool: the tool, or its ``name`` / ``server.name``.
+        held, avoid, max_expansions: as for :func:`plan`.
+
+    Returns:
+        A :class:`Plan` whose goal is what the tool produces; ``optimal`` when the plan to the
+        requirements is (any plan running the tool must first reach them).
+
+    Raises:
+        NoPlanError: the tool's requirements cannot be reached.
+        ToolNotFoundError / AmbiguousToolNameError, UnknownStateError: as for :func:`plan`.
+    """
+    tool = graph.resolve_tool(tool) if isinstance(tool, str) else tool
+    held = _tokens(held)
+    before = plan(graph, tool.state_transition.requires, held, avoid, max_expansions) if tool.state_transition.requires - held else Plan(frozenset(), held, (), 0.0, True)
+    steps = [step.tool for step in before.steps] + [tool]
+    return Plan(tool.state_transition.produces, held, _annotate(steps, held), before.cost + tool.cost, before.optimal)
 
 
 def alternative_plans(

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 import warnings
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
@@ -30,10 +31,11 @@ import bm25s
 import numpy as np
 import Stemmer
 
-from planner.embedding import Embedder, EmbedderUnavailableError, default_embedder
+from planner.embedding import Embedder, EmbedderUnavailableError, checked_vectors, default_embedder
 from planner.embedding_cache import CachedEmbedder, EmbeddingCache
 from planner.graph import StateGraph
-from planner.planning import NoPlanError, Plan, plan
+from planner.planning import NoPlanError, Plan, plan, plan_to_run
+from registry.storage import HOME_VARIABLE, default_database_path
 
 #: Reciprocal-rank-fusion constant (Cormack et al. use 60); tuned on MetaTool dev (grid 1, 5, 20, 60).
 RRF_K = 20
@@ -58,8 +60,9 @@ class SkillHit:
         lexical: the BM25 score of the entry (0 when no query word occurs in it).
         matched: the text that matched best (densely, else the one sharing most query words).
         states: the goal this hit stands for: the state itself, or what the tool produces.
-        reachable: whether a plan from the held states reaches ``states``.
-        plan: that plan (``None`` when unreachable or when the tool produces nothing).
+        reachable: for a state, whether a plan from the held states reaches it; for a tool, whether
+            a plan can run it.
+        plan: that plan, ending with the tool for a tool hit (``None`` when unreachable).
     """
 
     kind: Kind
@@ -98,7 +101,7 @@ class _Entry:
     name: str
     server: str | None
     states: frozenset[str]
-    requires: frozenset[str]
+    tool_id: int | None = None
 
 
 def _words(identifier: str) -> str:
@@ -156,11 +159,11 @@ class SkillIndex:
         documents: list[str] = []
         for token, state in graph.states.items():
             domain = token.split(".", 1)[0] if "." in token else None
-            texts = self._add(_Entry("state", token, domain, frozenset([token]), frozenset()), [state.description, *state.affordances, _words(token)])
+            texts = self._add(_Entry("state", token, domain, frozenset([token])), [state.description, *state.affordances, _words(token)])
             documents.append(" ".join(texts))
         for tool in graph.registry:
             transition = tool.state_transition
-            texts = self._add(_Entry("tool", tool.name, tool.server_name, transition.produces, transition.requires), [tool.description, *tool.affordances, _words(tool.name)])
+            texts = self._add(_Entry("tool", tool.name, tool.server_name, transition.produces, tool.id), [tool.description, *tool.affordances, _words(tool.name)])
             parameters = [_words(parameter.name) for parameter in (*tool.required_parameters, *tool.optional_parameters)]
             documents.append(" ".join([*texts, *parameters]))
         self._bm25 = bm25s.BM25()
@@ -181,21 +184,36 @@ class SkillIndex:
         return kept
 
     def _embed_texts(self, embedder: Embedder, cache: EmbeddingCache | str | os.PathLike[str] | Literal[False] | None) -> None:
-        building: Embedder = embedder
-        if cache is not False and getattr(embedder, "model_id", None):
-            building = self._cached = CachedEmbedder(embedder, cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache))
         try:
-            self._vectors = _normalised(building(self._texts))
+            self._vectors = _normalised(self._embed_through_cache(embedder, cache))
         except EmbedderUnavailableError as error:
-            warnings.warn(f"skill search falls back to BM25 only: {error}", RuntimeWarning, stacklevel=3)
+            warnings.warn(f"skill search falls back to BM25 only: {error}", RuntimeWarning, stacklevel=4)
             self.mode = "bm25"
             return
         self.embedder = embedder  # queries skip the cache: they are one-off texts
+
+    def _embed_through_cache(self, embedder: Embedder, cache: EmbeddingCache | str | os.PathLike[str] | Literal[False] | None) -> np.ndarray:
+        if cache is False or not getattr(embedder, "model_id", None):
+            return checked_vectors(embedder(self._texts), len(self._texts), embedder)
+        try:
+            self._cached = CachedEmbedder(embedder, cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache))
+            return self._cached(self._texts)
+        except (OSError, sqlite3.Error) as error:
+            # A broken cache costs time, not answers: embed everything and say where the file is.
+            where = cache if isinstance(cache, (str, os.PathLike)) else getattr(cache, "path", None) or default_database_path()
+            warnings.warn(f"the embedding cache at {where} is unusable ({error}); embedding without it. Delete or move that file, or set {HOME_VARIABLE}", RuntimeWarning, stacklevel=5)
+            self._cached = None
+            return checked_vectors(embedder(self._texts), len(self._texts), embedder)
 
     @property
     def cache_counts(self) -> tuple[int, int]:
         """``(hits, misses)`` of the embedding cache while building this index (``(0, 0)`` uncached)."""
         return (self._cached.hits, self._cached.misses) if self._cached is not None else (0, 0)
+
+    @property
+    def domains(self) -> set[str]:
+        """Servers of the tools and domains (token prefixes) of the states, for the ``domain`` filter."""
+        return {entry.server for entry in self._entries if entry.server is not None}
 
     def __len__(self) -> int:
         """Number of entries (states and tools)."""
@@ -226,13 +244,18 @@ class SkillIndex:
         """
         if not query or not query.strip():
             raise QueryError("the query is empty; describe what you want to achieve")
-        if k < 1:
-            raise QueryError(f"k must be at least 1, got {k}")
-        held = frozenset(held)
+        if not isinstance(k, int) or k < 1:
+            raise QueryError(f"k must be a whole number of at least 1, got {k!r}")
+        if kind not in (None, "state", "tool"):
+            raise QueryError(f"kind must be 'state' or 'tool', got {kind!r}")
+        held = frozenset([held] if isinstance(held, str) else held)
         self.graph.check_states(sorted(held))
+        domains = {domain} if isinstance(domain, str) else set(domain) if domain is not None else None
+        unknown = sorted((domains or set()) - self.domains)
+        if unknown:
+            raise QueryError(f"unknown domain {', '.join(map(repr, unknown))}; the catalogs have: {', '.join(sorted(self.domains)) or 'none'}")
         if not self._entries:
             return []
-        domains = {domain} if isinstance(domain, str) else set(domain) if domain is not None else None
         similarity, best_text = self._dense_scores(query) if self.mode != "bm25" else (None, None)
         query_tokens = _tokens([query])[0]
         lexical = self._bm25.get_scores(query_tokens) if query_tokens else np.zeros(len(self._entries), dtype=np.float32)
@@ -242,6 +265,8 @@ class SkillIndex:
             entry = self._entries[index]
             if (kind is not None and entry.kind != kind) or (domains is not None and entry.server not in domains):
                 continue
+            if self.mode == "bm25" and lexical[index] <= 0:
+                break  # ranked by BM25 alone: the rest share no word with the query
             reachable, goal_plan = self._reach(entry, held)
             if reachable_only and not reachable:
                 continue
@@ -255,7 +280,9 @@ class SkillIndex:
     def _dense_scores(self, query: str) -> tuple[np.ndarray, np.ndarray]:
         """Per entry: the best cosine over its texts, and the index of that text."""
         assert self.embedder is not None
-        query_vector = _normalised(self.embedder([query.strip()]))[0]
+        query_vector = _normalised(checked_vectors(self.embedder([query.strip()]), 1, self.embedder))[0]
+        if query_vector.shape != self._vectors.shape[1:]:
+            raise ValueError(f"the embedder returned a {query_vector.shape[0]}-dimensional query vector for an index of {self._vectors.shape[1]} dimensions")
         # Not `@`: a BLAS matrix-vector product wakes OpenBLAS's threads, which then spin and starve
         # torch's threads on the next query (2.5x slower queries on 2 cores); einsum stays in one thread.
         similarities = np.einsum("ij,j->i", self._vectors, query_vector)
@@ -284,9 +311,10 @@ class SkillIndex:
         return texts[int(np.argmax(overlaps))]
 
     def _reach(self, entry: _Entry, held: frozenset[str]) -> tuple[bool, Plan | None]:
-        if not entry.states:  # a tool that produces nothing: reachable when it can run
-            return self.graph.reaches(entry.requires, held), None
+        """A state is reachable when a plan reaches it; a tool when a plan can run it (and ends with it)."""
         try:
+            if entry.kind == "tool":
+                return True, plan_to_run(self.graph, self.graph.registry.get_tool_by_id(entry.tool_id), held)
             return True, plan(self.graph, entry.states, held)
         except NoPlanError:
             return False, None

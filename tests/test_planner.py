@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from planner import NoPlanError, StateGraph, UnknownStateError, alternative_plans, plan
+from planner import NoPlanError, StateGraph, UnknownStateError, alternative_plans, plan, plan_to_run
 from registry import ToolDefinition, ToolRegistry
 
 
@@ -176,3 +176,19 @@ def test_many_zero_cost_tools_still_give_proven_optimal_plans_and_ordered_altern
         assert [alternative.cost for alternative in found] == sorted(alternative.cost for alternative in found)
         for alternative in found:
             assert_valid(alternative)
+
+
+def test_a_single_token_may_be_passed_as_a_plain_string(chemistry_graph):
+    as_string = plan(chemistry_graph, "chemistry.descriptors_computed", avoid="filter_drug_like")
+    as_list = plan(chemistry_graph, ["chemistry.descriptors_computed"], avoid=["filter_drug_like"])
+    assert names(as_string) == names(as_list) and as_string.cost == as_list.cost
+
+
+def test_plan_to_run_ends_with_the_tool_after_a_plan_to_its_requirements():
+    graph = graph_of(("start", [], ["s.a"]), ("middle", ["s.a"], ["s.b"]), ("finish", ["s.b"], ["s.goal"]), ("side", [], ["s.c"]))
+    result = plan_to_run(graph, "finish")
+    assert names(result) == ["start", "middle", "finish"] and result.cost == 3 and result.optimal
+    assert result.goal == {"s.goal"}
+    assert names(plan_to_run(graph, "middle", held=["s.a"])) == ["middle"]
+    with pytest.raises(NoPlanError):
+        plan_to_run(graph, "finish", avoid=["start"])

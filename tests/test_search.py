@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from planner import NoMatchingSkillError, SkillIndex, StateGraph, choose_goal
+from planner.search import QueryError
 from planner.embedding import SentenceTransformerEmbedder
 from planner.embedding_cache import EmbeddingCache
 from registry import State, ToolDefinition, ToolRegistry
@@ -93,7 +94,7 @@ def test_hits_say_whether_they_are_reachable_and_carry_the_plan():
 def test_filters_keep_only_matching_hits(chemistry_graph, index):
     tools = index.search("molecules", k=5, kind="tool")
     assert tools and all(hit.kind == "tool" for hit in tools)
-    assert index.search("molecules", k=5, domain="no-such-domain") == []
+    assert {hit.server for hit in index.search("molecules", k=5, domain=["chemistry"])} == {"chemistry"}
     reachable = SkillIndex(lab_graph(), mode="bm25").search("report the weight", k=10, reachable_only=True)
     assert reachable and all(hit.reachable for hit in reachable) and "lab.reported" not in {hit.name for hit in reachable}
 
@@ -192,3 +193,67 @@ def test_a_single_query_embeds_exactly_like_a_batch(embedder):
     texts = ["group similar molecules", "check drug-likeness"]
     one_by_one = np.vstack([embedder([text]) for text in texts])
     assert np.allclose(embedder(texts), one_by_one, atol=1e-5)
+
+
+def test_tool_hits_are_reachable_when_the_tool_can_run_and_their_plan_ends_with_it():
+    index = SkillIndex(lab_graph(), mode="bm25")
+    weigh = index.search("molecular weight", k=5, kind="tool")[0]
+    assert weigh.name == "weigh" and weigh.reachable and [step.tool.name for step in weigh.plan.steps] == ["parse", "weigh"]
+    report = index.search("write the weight report", k=1, kind="tool")[0]
+    assert report.name == "report" and not report.reachable and report.plan is None
+    assert "report" not in {hit.name for hit in index.search("write the weight report", k=5, kind="tool", reachable_only=True)}
+
+
+def test_bad_filters_are_refused_not_ignored(index):
+    with pytest.raises(QueryError, match="unknown domain 'nosuch'; the catalogs have: chemistry"):
+        index.search("molecules", domain="nosuch")
+    with pytest.raises(QueryError, match="kind must be"):
+        index.search("molecules", kind="states")
+    with pytest.raises(QueryError, match="k must be"):
+        index.search("molecules", k=None)
+
+
+def test_bm25_only_returns_nothing_when_no_word_matches():
+    index = SkillIndex(lab_graph(), mode="bm25")
+    assert index.search("🧪 xyzzy") == [] and index.search("the and of") == []
+
+
+@pytest.mark.parametrize(
+    "output, problem",
+    [
+        (lambda texts: np.ones((len(texts) + 1, 3)), "shape"),
+        (lambda texts: np.ones((len(texts) - 1, 3)), "shape"),
+        (lambda texts: np.ones(len(texts)), "shape"),
+        (lambda texts: None, "shape"),
+        (lambda texts: "vectors", "not numbers"),
+        (lambda texts: np.full((len(texts), 3), np.nan), "NaN or infinite"),
+    ],
+)
+def test_embedders_breaking_the_contract_get_a_clear_error(output, problem):
+    with pytest.raises(ValueError, match=problem):
+        SkillIndex(lab_graph(), output, cache=False)
+
+
+def test_non_finite_vectors_are_never_cached(tmp_path):
+    cache = EmbeddingCache(tmp_path / "toolpath.db")
+    with pytest.raises(ValueError, match="NaN"):
+        SkillIndex(lab_graph(), NaNEmbedder(), cache=cache)
+    fixed = CountingEmbedder()
+    fixed.model_id = NaNEmbedder.model_id
+    SkillIndex(lab_graph(), fixed, cache=cache)
+    assert fixed.embedded, "nothing from the failed build may be reused"
+
+
+class NaNEmbedder:
+    model_id = "test/broken"
+
+    def __call__(self, texts):
+        return np.full((len(texts), 7), np.nan)
+
+
+def test_a_corrupt_cache_file_warns_and_search_still_works(tmp_path):
+    path = tmp_path / "toolpath.db"
+    path.write_bytes(b"this is not a database" * 100)
+    with pytest.warns(RuntimeWarning, match="embedding cache .* is unusable"):
+        index = SkillIndex(lab_graph(), CountingEmbedder(), cache=path)
+    assert index.search("weight", k=1)
