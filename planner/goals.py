@@ -20,7 +20,7 @@ from typing import Any
 
 from planner.cell import PlannedCell, render_cell
 from planner.graph import StateGraph
-from planner.planning import Plan, plan
+from planner.planning import NoPlanError, Plan, plan, plan_to_run
 from planner.search import SkillHit, SkillIndex
 
 MIN_SCORE = 0.35
@@ -86,6 +86,18 @@ class GoalChoice:
     passed_over: tuple[GoalCandidate, ...]
 
 
+def _why_unreachable(graph: StateGraph, hit: SkillHit, held: Collection[str]) -> NoPlanError:
+    """The planner's explanation for a hit the search found unreachable."""
+    try:
+        if hit.kind == "tool":
+            plan_to_run(graph, f"{hit.server}.{hit.name}" if hit.server else hit.name, held)
+        else:
+            plan(graph, hit.states, held=held)
+    except NoPlanError as error:
+        return error
+    raise AssertionError(f"search marked {hit.kind} {hit.name!r} unreachable, but a plan reaches it; please report this bug")
+
+
 def choose_goal(
     task: str,
     index: SkillIndex,
@@ -127,6 +139,6 @@ def choose_goal(
     chosen = ordered[0]
     if chosen.plan is None:
         assert first_unreachable is not None
-        plan(graph, first_unreachable.states, held=held)  # raises NoPlanError with its explanation
+        raise _why_unreachable(graph, first_unreachable, held)
     passed_over = tuple(candidate for candidate in ordered[1:] if _close(candidate.hit, best, margin))
     return GoalChoice(chosen, passed_over)

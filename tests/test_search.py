@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
-from planner import NoMatchingSkillError, SkillIndex, StateGraph, choose_goal
+from planner import NoMatchingSkillError, NoPlanError, SkillIndex, StateGraph, choose_goal
 from planner.search import QueryError
 from planner.embedding import SentenceTransformerEmbedder
 from planner.embedding_cache import EmbeddingCache
@@ -257,3 +257,10 @@ def test_a_corrupt_cache_file_warns_and_search_still_works(tmp_path):
     with pytest.warns(RuntimeWarning, match="embedding cache .* is unusable"):
         index = SkillIndex(lab_graph(), CountingEmbedder(), cache=path)
     assert index.search("weight", k=1)
+
+
+def test_goal_choice_explains_when_no_hit_can_be_reached():
+    graph = lab_graph()
+    index = SkillIndex(graph, CountingEmbedder(), cache=False)
+    with pytest.raises(NoPlanError, match="lab.signed"):
+        choose_goal("write the weight report", index, graph, min_score=-1.0, k=1)
