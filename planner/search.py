@@ -132,8 +132,11 @@ class SkillIndex:
     When sentence-transformers is not installed, the default embedder cannot load: the index warns
     (``RuntimeWarning``) and searches with BM25 only (``mode`` becomes ``"bm25"``).
 
+    An unusable cache file (corrupt, unwritable) warns and the index is embedded without it.
+
     Raises:
-        ValueError: an unknown ``mode``, or a ``cache`` path that is a directory.
+        ValueError: an unknown ``mode`` or fusion constant, a ``cache`` path that is a directory, or
+            an embedder whose output is not a finite ``(n, d)`` array.
     """
 
     def __init__(
