@@ -267,8 +267,8 @@ def alternative_plans(
         ValueError: ``k`` below 1, or an empty goal.
         NoPlanError, UnknownStateError, ToolNotFoundError: as for :func:`plan`.
     """
-    if k < 1:
-        raise ValueError(f"k must be at least 1, got {k}")
+    if not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a whole number of at least 1, got {k!r}")
     goal, held, base = _problem(graph, goal, held, avoid)
     first = _plan(graph, goal, held, base, max_expansions)
     found = [first]
