@@ -86,16 +86,28 @@ class NoPlanError(Exception):
         unreachable: goal states that cannot be reached from the held states.
         missing: for each unreachable goal state, the states behind it that no usable tool produces.
         avoided: for each missing state that some avoided tool would produce, those tools' names.
+        circular: for each unreachable goal state with no missing state behind it, the states it
+            depends on: each is produced only by tools needing another of them (a cycle nothing starts).
     """
 
-    def __init__(self, unreachable: list[str], missing: dict[str, list[str]], avoided: dict[str, list[str]] | None = None):
+    def __init__(
+        self,
+        unreachable: list[str],
+        missing: dict[str, list[str]],
+        avoided: dict[str, list[str]] | None = None,
+        circular: dict[str, list[str]] | None = None,
+    ):
         self.unreachable = unreachable
         self.missing = missing
         self.avoided = avoided or {}
+        self.circular = circular or {}
         reasons = []
         for goal in unreachable:
             causes = missing.get(goal) or []
-            if not causes:
+            if not causes and goal in self.circular:
+                loop = ", ".join(self.circular[goal])
+                reasons.append(f"{goal} is unreachable: every tool that leads to it needs one of {loop} first, and only tools that need one of them produce them (a cycle no tool or held state starts)")
+            elif not causes:
                 reasons.append(f"{goal} is unreachable")
             for cause in causes:
                 reasons.append(self._why(cause) if cause == goal else f"to reach {goal} you need {cause}, and {self._why(cause)}")
@@ -107,13 +119,14 @@ class NoPlanError(Exception):
         return f"no tool produces {state}"
 
     def to_dict(self) -> dict:
-        return {"error": str(self), "unreachable": self.unreachable, "missing": self.missing, "avoided": self.avoided}
+        return {"error": str(self), "unreachable": self.unreachable, "missing": self.missing, "avoided": self.avoided, "circular": self.circular}
 
 
 def _explain_unreachable(graph: StateGraph, goal: Iterable[str], reached: set[str], avoided_ids: frozenset[int]) -> NoPlanError:
     unreachable = sorted(token for token in goal if token not in reached)
     missing: dict[str, list[str]] = {}
     avoided: dict[str, list[str]] = {}
+    circular: dict[str, list[str]] = {}
     for target in unreachable:
         causes: list[str] = []
         seen: set[str] = set()
@@ -132,7 +145,9 @@ def _explain_unreachable(graph: StateGraph, goal: Iterable[str], reached: set[st
             for tool in usable_producers:
                 stack.extend(tool.state_transition.requires)
         missing[target] = sorted(causes)
-    return NoPlanError(unreachable, missing, avoided)
+        if not causes:
+            circular[target] = sorted(seen)
+    return NoPlanError(unreachable, missing, avoided, circular)
 
 
 def _annotate(steps: list[ToolDefinition], held: frozenset[str]) -> tuple[PlanStep, ...]:

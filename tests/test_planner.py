@@ -192,3 +192,12 @@ def test_plan_to_run_ends_with_the_tool_after_a_plan_to_its_requirements():
     assert names(plan_to_run(graph, "middle", held=["s.a"])) == ["middle"]
     with pytest.raises(NoPlanError):
         plan_to_run(graph, "finish", avoid=["start"])
+
+
+def test_a_goal_behind_a_cycle_nothing_starts_names_the_cycle():
+    graph = graph_of(("make_x", ["s.y"], ["s.x"]), ("make_y", ["s.x"], ["s.y"]))
+    with pytest.raises(NoPlanError) as caught:
+        plan(graph, ["s.x"])
+    assert caught.value.missing == {"s.x": []} and caught.value.circular == {"s.x": ["s.x", "s.y"]}
+    assert "a cycle no tool or held state starts" in str(caught.value)
+    assert names(plan(graph, ["s.x"], held=["s.y"])) == ["make_x"]
