@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import textwrap
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -331,8 +332,14 @@ def _exit_on_signal(signum, frame) -> None:
     raise SystemExit(128 + signum)
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    # A command-line user needs what happened and what to do, not the source line that warned.
+    print(f"toolpath: warning: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = build_parser().parse_args(argv)
+    warnings.showwarning = _show_warning
     signal.signal(signal.SIGTERM, _exit_on_signal)
     signal.signal(signal.SIGHUP, _exit_on_signal)
     try:

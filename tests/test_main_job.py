@@ -190,3 +190,11 @@ def test_search_cli_reports_reachability_and_plans():
     assert {hit["kind"] for hit in only_tools["hits"]} == {"tool"}
     refused = toolpath("search", "molecules", "--have", "chemistry.no_such_state")
     assert refused.returncode != 0 and "unknown state" in refused.stderr
+
+
+def test_search_with_a_corrupt_cache_file_warns_in_one_line_and_still_answers(tmp_path):
+    (tmp_path / "toolpath.db").write_bytes(b"not a database")
+    result = toolpath("search", "group similar molecules", "--k", "1", env={**os.environ, "TOOLPATH_HOME": str(tmp_path)})
+    assert result.returncode == 0 and "cluster" in result.stdout
+    assert f"toolpath: warning: the embedding cache at {tmp_path / 'toolpath.db'} is unusable" in result.stderr
+    assert "Traceback" not in result.stderr
