@@ -3,7 +3,8 @@
 The search ranks states and tools; each hit stands for a goal (the state, or what the tool
 produces). Among candidates, one with a plan beats one without; then, among those scoring within
 ``margin`` of the best, one whose cell binds every required parameter from the given inputs beats
-one that leaves some unbound; then the higher score wins. Scores below ``min_score`` never count.
+one that leaves some unbound; then the one ranked higher by the search. Hits below ``min_score``
+never count.
 
 Hits come in the search's (fused) order; thresholds use each hit's cosine similarity. ``min_score``
 (0.35) and ``margin`` (0.05) are cosine similarities of the default all-MiniLM-L6-v2 model, set by
