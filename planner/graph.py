@@ -117,13 +117,6 @@ class StateGraph:
         """The tools as an integer planning task (built on first use; it caches bounds per held states)."""
         return DeleteFreeTask(list(self.registry))
 
-    def reaches(self, tokens: Collection[str], held: Collection[str] = ()) -> bool:
-        """Whether some plan from ``held`` makes every state of ``tokens`` hold (bounds cached per held states)."""
-        task = self.delete_free_task
-        hmax = task.relaxed_costs(task.states(held), frozenset())
-        held = set(held)
-        return all(token in held or (token in task.state_index and hmax.value[task.state_index[token]] < float("inf")) for token in tokens)
-
     def overview(self) -> dict:
         """Counts and lists for a quick look: states, tools, entry tools (no requires), undeclared states."""
         entry = [f"{tool.server_name}.{tool.name}" for tool in self.registry if not tool.state_transition.requires]
