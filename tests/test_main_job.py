@@ -100,30 +100,37 @@ def test_validate_reports_file_line_and_field(tmp_path):
     assert (finding["line"], finding["code"], finding["field"]) == (5, "TP101", "tools[0].cost")
 
 
-def test_user_catalog_with_its_own_package_runs_in_the_kernel(tmp_path, embedder):
-    package = tmp_path / "greetings"
+def greetings_catalog(tmp_path, domain, greet_source, binding=""):
+    """A user package ``domain`` with one tool, ``greet(name)``, and its catalog; returns the catalog path."""
+    package = tmp_path / domain
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "greet.py").write_text("def greet(name: str) -> str:\n    '''Say hello.'''\n    return f'hello, {name}'\n")
+    (package / "greet.py").write_text(greet_source)
     (package / "catalog.yaml").write_text(
         textwrap.dedent(
-            """\
-            domain: greetings
-            package: greetings
+            f"""\
+            domain: {domain}
+            package: {domain}
             states:
-              - token: greetings.greeted
+              - token: {domain}.greeted
                 description: Someone has been greeted.
                 affordances: [say hello to a person]
             tools:
               - name: greet
                 description: Greet a person by name.
-                required_parameters: [{name: name, type: str}]
-                return_spec: {name: greeting, type: str, state: greetings.greeted}
-                state_transition: {requires: [], produces: [greetings.greeted]}
+                {binding}
+                required_parameters: [{{name: name, type: str}}]
+                return_spec: {{name: greeting, type: str, state: {domain}.greeted}}
+                state_transition: {{requires: [], produces: [{domain}.greeted]}}
             """
         )
     )
-    workspace = Workspace.open([package / "catalog.yaml"], embedder=embedder)
+    return package / "catalog.yaml"
+
+
+def test_user_catalog_with_its_own_package_runs_in_the_kernel(tmp_path, embedder):
+    catalog = greetings_catalog(tmp_path, "greetings", "def greet(name: str) -> str:\n    '''Say hello.'''\n    return f'hello, {name}'\n")
+    workspace = Workspace.open([catalog], embedder=embedder)
     task = workspace.plan_task("say hello to Ada", inputs={"name": "Ada"})
     run = workspace.run_task(task)
     assert run.result.status == "ok", run.result.error
@@ -148,30 +155,9 @@ def test_validate_cli_on_the_three_classic_mistakes(tmp_path):
 
 
 def test_a_host_bound_catalog_tool_runs_in_this_process(tmp_path, embedder):
-    package = tmp_path / "hostgreetings"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "greet.py").write_text("import os\n\ndef greet(name: str) -> str:\n    '''Say hello.'''\n    return f'hello, {name}, from {os.getpid()}'\n")
-    (package / "catalog.yaml").write_text(
-        textwrap.dedent(
-            """\
-            domain: hostgreetings
-            package: hostgreetings
-            states:
-              - token: hostgreetings.greeted
-                description: Someone has been greeted.
-                affordances: [say hello to a person]
-            tools:
-              - name: greet
-                description: Greet a person by name.
-                binding: host
-                required_parameters: [{name: name, type: str}]
-                return_spec: {name: greeting, type: str, state: hostgreetings.greeted}
-                state_transition: {requires: [], produces: [hostgreetings.greeted]}
-            """
-        )
-    )
-    workspace = Workspace.open([package / "catalog.yaml"], embedder=embedder)
+    greet_source = "import os\n\ndef greet(name: str) -> str:\n    '''Say hello.'''\n    return f'hello, {name}, from {os.getpid()}'\n"
+    catalog = greetings_catalog(tmp_path, "hostgreetings", greet_source, binding="binding: host")
+    workspace = Workspace.open([catalog], embedder=embedder)
     task = workspace.plan_task("say hello to Ada", inputs={"name": "Ada"})
     assert "host_toolkit('hostgreetings')" in task.cell.code
     run = workspace.run_task(task)
