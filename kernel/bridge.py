@@ -2,10 +2,23 @@
 
 Contract:
 
-- The socket lives in the kernel's private directory (mode 0700) and is itself mode 0600; the first
-  frame of every connection must carry the kernel's secret token and generation, else the
-  connection is refused and closed. A kernel that replaced another has a new socket, token and
-  generation, so a call from the previous kernel cannot land.
+- The socket lives in the kernel's private directory (mode 0700) and is itself mode 0600, so only
+  this user's processes can connect. The first frame of every connection must be the hello: JSON
+  only, at most :data:`kernel.wire.MAX_HELLO_BYTES`, exactly ``{op, token, generation}`` with the
+  kernel's secret token and generation, read within 10 seconds. Anything else is refused and the
+  connection closed; nothing of an unauthenticated peer is unpickled or buffered beyond 4 kB. A
+  kernel that replaced another has a new socket, token and generation, so a call from the previous
+  kernel cannot land.
+- After the hello, frames are at most :func:`kernel.wire.frame_limit` of ``max_result_bytes``. A
+  longer announced length is refused at once: the host answers ``closing``, reads nothing more on
+  that connection, lets its in-flight calls finish and reply, then closes it; the kernel's next call
+  opens a new connection, so the session goes on.
+- A malformed message (bad codec or JSON, a call id that is not an integer or string, a non-string
+  target, arguments that are not a list and a mapping of names, an unknown ``op``, an id already in
+  flight) gets an ``error`` reply saying what is wrong; nothing of it runs.
+- Call arguments may be pickles (how a DataFrame reaches a host tool): a cell already runs code as
+  this user, so this gives a local kernel no new power. ``accept_pickles=False`` refuses them, for
+  kernels the host should not trust.
 - Each call runs :meth:`kernel.toolkit.Toolkit.acall` on the loop of the current run (the caller's
   loop, set by CodeMode for every cell), so async transports that live there work; when that loop
   is this bridge's own loop the call simply runs here.
@@ -13,7 +26,8 @@ Contract:
   created it); :meth:`Bridge.cancel_cell` cancels that cell's calls when it is interrupted, and
   :meth:`Bridge.close` cancels every call when the kernel dies or is shut down.
 - A result whose frame exceeds ``max_result_bytes`` is not sent: with a result store it is
-  offloaded there and the cell gets its id, else the cell gets ``ResultTooLarge``.
+  offloaded there and the cell gets its id, else (or when the store fails) the cell gets
+  ``ResultTooLarge`` saying why.
 """
 
 from __future__ import annotations
@@ -26,11 +40,19 @@ from collections.abc import Callable
 from typing import Any
 
 from kernel import wire
+from kernel.output import cap
 from kernel.result_store import ResultStore
 from kernel.toolkit import ToolExitError, Toolkit, annotation_text, contained
 
 #: Resolves a call's target (``"handle.attribute"``) to its toolkit and the tool's real name.
 Lookup = Callable[[str], "tuple[Toolkit, str] | None"]
+
+
+#: Seconds an unauthenticated connection gets to send its hello.
+HELLO_TIMEOUT = 10.0
+#: Characters of a tool's exception message sent to the kernel (head and tail kept); the cell's own
+#: output cap applies after that.
+MAX_ERROR_MESSAGE_CHARS = 4000
 
 
 class Bridge:
@@ -40,30 +62,35 @@ class Bridge:
         directory: a private directory for the socket (the kernel's own).
         generation: this kernel's generation number; a hello with another one is refused.
         lookup: resolves call targets; consulted at call time, so tools bound later are found.
-        max_result_bytes: largest result frame sent to the kernel.
+        max_result_bytes: largest result frame sent to the kernel; frames from the kernel may be
+            up to :func:`kernel.wire.frame_limit` of it.
         result_store: where oversized results go; ``None`` makes them ``ResultTooLarge``.
+        accept_pickles: load pickled call arguments; ``False`` accepts JSON only.
     """
 
-    def __init__(self, directory: str, generation: int, lookup: Lookup, max_result_bytes: int, result_store: ResultStore | None = None):
+    def __init__(self, directory: str, generation: int, lookup: Lookup, max_result_bytes: int, result_store: ResultStore | None = None, accept_pickles: bool = True):
         self.path = os.path.join(directory, "bridge.sock")
         self.token = secrets.token_hex(32)
         self.generation = generation
         self.lookup = lookup
         self.max_result_bytes = max_result_bytes
+        self.max_frame_bytes = wire.frame_limit(max_result_bytes)
         self.result_store = result_store
+        self.accept_pickles = accept_pickles
         #: The loop tool calls run on; ``None`` means the bridge's own loop.
         self.call_loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
-        self._calls: dict[tuple[int, Any], tuple[asyncio.Task, str]] = {}
+        self._calls: dict[tuple[int, int | str], tuple[asyncio.Task, str]] = {}
         self._connections: set[asyncio.StreamWriter] = set()
+        self._serving: set[asyncio.Task] = set()
 
     async def start(self) -> None:
         self._server = await asyncio.start_unix_server(self._serve, path=self.path)
         os.chmod(self.path, 0o600)
 
     def spec(self) -> dict[str, Any]:
-        """What the kernel needs to connect: socket path, token and generation."""
-        return {"socket": self.path, "token": self.token, "generation": self.generation}
+        """What the kernel needs to connect: socket path, token, generation and the limits it must keep."""
+        return {"socket": self.path, "token": self.token, "generation": self.generation, "max_frame_bytes": self.max_frame_bytes, "json_only": not self.accept_pickles}
 
     def cancel_cell(self, cell_id: str) -> int:
         """Cancel the in-flight calls started by cell ``cell_id``; returns how many were cancelled."""
@@ -87,52 +114,98 @@ class Bridge:
         for writer in list(self._connections):
             writer.close()
         self._calls.clear()
+        # Closing a writer ends its connection's loop; wait for them so none is left to be cancelled
+        # mid-read when the loop stops.
+        if self._serving:
+            await asyncio.wait(self._serving, timeout=1.0)
         try:
             os.unlink(self.path)
         except FileNotFoundError:
             pass
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._serving.add(task)
         try:
             if not await self._admit(reader, writer):
                 return
             self._connections.add(writer)
             while True:
-                body = await wire.read_frame(reader)
+                try:
+                    body = await wire.read_frame(reader, self.max_frame_bytes)
+                except wire.FrameTooLarge as error:
+                    # The stream cannot be resynchronised; answer what is in flight, then hang up
+                    # (the kernel's next call opens a new connection).
+                    self._send(writer, {"op": "closing", "reason": f"{error} (max_result_bytes + 64 KiB); this connection is closed after its calls in flight"})
+                    await self._finish_calls(writer)
+                    return
                 if body is None:
                     return
-                try:
-                    message = wire.decode(body)
-                except wire.WireError as error:
-                    # The envelope of a pickled call names its id even when its arguments cannot be
-                    # loaded here: answer that call and keep the connection.
-                    self._send(writer, {"op": "error", "id": error.envelope.get("id"), "type": "BridgeError", "message": f"the arguments of {error.envelope.get('target', 'the call')} cannot be loaded in the host: {error}"})
-                    continue
-                if message["op"] == "call":
-                    key = (id(writer), message.get("id"))
-                    task = asyncio.create_task(self._call(message, writer, key))
-                    self._calls[key] = (task, str(message.get("cell", "")))
-                elif message["op"] == "cancel":
-                    entry = self._calls.get((id(writer), message.get("id")))
-                    if entry is not None:
-                        entry[0].cancel()
+                self._receive(body, writer)
         except (asyncio.IncompleteReadError, ConnectionError):
             return
         finally:
+            self._serving.discard(task)
             self._connections.discard(writer)
             writer.close()
+
+    def _receive(self, body: bytes, writer: asyncio.StreamWriter) -> None:
+        """Act on one frame of an admitted connection: start or cancel a call, or answer what is wrong."""
+        try:
+            message = wire.decode(body, accept_pickles=self.accept_pickles)
+        except wire.WireError as error:
+            # The envelope of a pickled call names its id even when its arguments cannot be loaded
+            # here: answer that call and keep the connection.
+            call_id = _usable_id(error.envelope.get("id"))
+            target = error.envelope.get("target")
+            what = f"the arguments of {target}" if isinstance(target, str) else "a message from the kernel"
+            self._send(writer, {"op": "error", "id": call_id, "type": "BridgeError", "message": f"{what} cannot be loaded in the host: {error}"})
+            return
+        op, call_id = message.get("op"), message.get("id")
+        problem = _call_problem(message) if op == "call" else None
+        if op not in ("call", "cancel"):
+            problem = f"unknown op {op!r}; the kernel sends 'call' and 'cancel'"
+        elif _usable_id(call_id) is None:
+            problem = f"the call id must be an integer or a string, not {type(call_id).__name__}"
+        elif op == "call" and problem is None and (id(writer), call_id) in self._calls:
+            problem = f"call id {call_id!r} is already in flight on this connection"
+        if problem is not None:
+            self._send(writer, {"op": "error", "id": _usable_id(call_id), "type": "BridgeError", "message": f"malformed bridge message: {problem}"})
+            return
+        key = (id(writer), call_id)
+        if op == "call":
+            task = asyncio.create_task(self._call(message, writer, key))
+            self._calls[key] = (task, message.get("cell", ""))
+        else:
+            entry = self._calls.get(key)
+            if entry is not None:  # a cancel that crossed its call's reply needs no answer
+                entry[0].cancel()
+
+    async def _finish_calls(self, writer: asyncio.StreamWriter) -> None:
+        """Wait for the calls in flight on ``writer``'s connection (their replies go out as they end)."""
+        tasks = [task for (connection, _), (task, _) in list(self._calls.items()) if connection == id(writer)]
+        if tasks:
+            await asyncio.wait(tasks)
+        await writer.drain()
 
     async def _admit(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         """Read the hello frame; True when its token and generation are this kernel's."""
         try:
-            body = await asyncio.wait_for(wire.read_frame(reader), timeout=10)
-            hello = wire.decode(body) if body is not None else {}
-        except (TimeoutError, wire.WireError, asyncio.IncompleteReadError):
-            hello = {}
-        if hello.get("op") != "hello" or not secrets.compare_digest(str(hello.get("token", "")), self.token):
+            body = await asyncio.wait_for(wire.read_frame(reader, wire.MAX_HELLO_BYTES), timeout=HELLO_TIMEOUT)
+        except wire.FrameTooLarge as error:
+            body, reason = None, f"the hello is too long ({error})"
+        except (TimeoutError, asyncio.IncompleteReadError):
+            body, reason = None, "no hello arrived"
+        else:
+            reason = "the first message must be a JSON hello {op, token, generation}"
+        hello = wire.decode_hello(body) if body is not None else None
+        if hello is None:
+            pass
+        elif not secrets.compare_digest(hello[0].encode(), self.token.encode()):
             reason = "wrong token: this connection does not belong to the kernel the socket serves"
-        elif hello.get("generation") != self.generation:
-            reason = f"call from kernel generation {hello.get('generation')!r}, but this socket serves generation {self.generation}"
+        elif hello[1] != self.generation:
+            reason = f"call from kernel generation {hello[1]!r}, but this socket serves generation {self.generation}"
         else:
             self._send(writer, {"op": "welcome"})
             return True
@@ -140,8 +213,8 @@ class Bridge:
         await writer.drain()
         return False
 
-    async def _call(self, message: dict[str, Any], writer: asyncio.StreamWriter, key: tuple[int, Any]) -> None:
-        call_id, target = message.get("id"), str(message.get("target", ""))
+    async def _call(self, message: dict[str, Any], writer: asyncio.StreamWriter, key: tuple[int, int | str]) -> None:
+        call_id, target = message["id"], message["target"]
         try:
             found = self.lookup(target)
             if found is None:
@@ -164,7 +237,7 @@ class Bridge:
         finally:
             self._calls.pop(key, None)
 
-    def _send_result(self, writer: asyncio.StreamWriter, call_id: Any, tool: str, value: Any) -> None:
+    def _send_result(self, writer: asyncio.StreamWriter, call_id: int | str, tool: str, value: Any) -> None:
         try:
             frame = wire.encode({"op": "result", "id": call_id, "value": value})
         except (wire.WireError, ValueError, RecursionError) as error:  # json refuses huge ints, deep nesting
@@ -174,11 +247,17 @@ class Bridge:
             if not writer.is_closing():
                 writer.write(frame)
             return
+        too_large = f"the result of {tool} is {len(frame):,} bytes, over max_result_bytes={self.max_result_bytes:,}"
         if self.result_store is None:
             ways_out = "ask the tool for less (filter or paginate), enable result offloading (CodeMode(offload_results=True)), or raise max_result_bytes"
-            self._send(writer, {"op": "error", "id": call_id, "type": "ResultTooLarge", "message": f"the result of {tool} is {len(frame):,} bytes, over max_result_bytes={self.max_result_bytes:,}; {ways_out}"})
+            self._send(writer, {"op": "error", "id": call_id, "type": "ResultTooLarge", "message": f"{too_large}; {ways_out}"})
             return
-        result_id = self.result_store.put(wire.encode({"op": "value", "value": value})[4:], tool, type(value).__name__)
+        try:
+            result_id = self.result_store.put(wire.encode({"op": "value", "value": value})[4:], tool, type(value).__name__)
+        except Exception as error:  # a full disk or a corrupt file: the store failed, not the tool
+            reason = f"offloading it to {self.result_store.path} failed ({type(error).__name__}: {error}); free disk space or move that file, or ask the tool for less"
+            self._send(writer, {"op": "error", "id": call_id, "type": "ResultTooLarge", "message": f"{too_large}, and {reason}"})
+            return
         self._send(writer, {"op": "offloaded", "id": call_id, "result_id": result_id, "size": len(frame), "type": type(value).__name__, "tool": tool})
 
     @staticmethod
@@ -187,11 +266,31 @@ class Bridge:
             writer.write(wire.encode(message))
 
 
+def _usable_id(call_id: Any) -> int | str | None:
+    """``call_id`` when it can key a call (an integer or a string; not a bool), else ``None``."""
+    return call_id if type(call_id) in (int, str) else None
+
+
+def _call_problem(message: dict[str, Any]) -> str | None:
+    """What is wrong with the fields of a ``call`` message, or ``None`` when it can run."""
+    target, args, kwargs, cell = message.get("target"), message.get("args", []), message.get("kwargs", {}), message.get("cell", "")
+    if not isinstance(target, str):
+        return f"the target must be a string 'handle.tool', not {type(target).__name__}"
+    if not isinstance(args, (list, tuple)):
+        return f"args must be a list, not {type(args).__name__}"
+    if not isinstance(kwargs, dict) or not all(isinstance(name, str) for name in kwargs):
+        return "kwargs must be a mapping of argument names to values"
+    if not isinstance(cell, str):
+        return f"cell must be a string, not {type(cell).__name__}"
+    return None
+
+
 def _text(error: BaseException) -> str:
     try:
-        return str(error.args[0]) if isinstance(error, KeyError) and len(error.args) == 1 else str(error)
+        text = str(error.args[0]) if isinstance(error, KeyError) and len(error.args) == 1 else str(error)
     except Exception:  # an exception whose __str__ fails still deserves a reply
         return f"<{type(error).__name__} whose message cannot be shown>"
+    return cap(text, MAX_ERROR_MESSAGE_CHARS)[0]
 
 
 def _error_message(call_id: Any, error: BaseException) -> dict[str, Any]:

@@ -58,9 +58,11 @@ class OffloadedResult:
 class _Connection:
     """One connection to the host on one event loop, with the calls waiting for replies."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, max_frame_bytes: int):
         self.reader, self.writer = reader, writer
+        self.max_frame_bytes = max_frame_bytes
         self.pending: dict[int, asyncio.Future] = {}
+        #: Why no new call may use this connection ("" while it may).
         self.closed_reason = ""
         self.reader_task = asyncio.get_running_loop().create_task(self._read_replies())
 
@@ -68,17 +70,22 @@ class _Connection:
         reason = "the host closed the bridge (the CodeMode run ended or the kernel is being replaced)"
         try:
             while True:
-                body = await wire.read_frame(self.reader)
+                body = await wire.read_frame(self.reader, self.max_frame_bytes)
                 if body is None:
                     break
                 try:
                     message = wire.decode(body)
                 except wire.WireError as error:
                     message = {"op": "error", "id": error.envelope.get("id"), "type": "BridgeError", "message": f"the result cannot be loaded in the kernel: {error}"}
-                future = self.pending.pop(message.get("id"), None)
+                if message.get("op") == "closing":
+                    # The host answers the calls in flight, then hangs up; new calls open a new connection.
+                    self.closed_reason = reason = f"the host closed this bridge connection: {message.get('reason')}"
+                    continue
+                call_id = message.get("id")
+                future = self.pending.pop(call_id, None) if type(call_id) is int else None
                 if future is not None and not future.done():
                     future.set_result(message)
-        except (ConnectionError, asyncio.IncompleteReadError) as error:
+        except (ConnectionError, asyncio.IncompleteReadError, wire.FrameTooLarge) as error:
             reason = f"the bridge connection was lost ({error})"
         finally:
             self.closed_reason = reason
@@ -89,10 +96,20 @@ class _Connection:
 
 
 class BridgeClient:
-    """The kernel's end of the bridge: connects on first use, on the loop that makes the call."""
+    """The kernel's end of the bridge: connects on first use, on the loop that makes the call.
 
-    def __init__(self, socket: str, token: str, generation: int):
+    Args:
+        socket: the host's Unix socket.
+        token, generation: what the hello carries.
+        max_frame_bytes: largest frame either end accepts (:func:`kernel.wire.frame_limit`); a call
+            whose arguments would exceed it raises :class:`BridgeError` without being sent.
+        json_only: the host refuses pickled arguments; a call with non-JSON arguments raises
+            :class:`BridgeError` without being sent.
+    """
+
+    def __init__(self, socket: str, token: str, generation: int, max_frame_bytes: int = wire.MAX_FRAME_BYTES, json_only: bool = False):
         self.socket, self.token, self.generation = socket, token, generation
+        self.max_frame_bytes, self.json_only = max_frame_bytes, json_only
         self._ids = itertools.count(1)
         self._connections: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}
 
@@ -111,12 +128,15 @@ class BridgeClient:
         except OSError as error:
             raise BridgeError(f"cannot reach the host bridge at {self.socket} ({error}); restart the kernel") from None
         writer.write(wire.encode({"op": "hello", "token": self.token, "generation": self.generation}))
-        body = await wire.read_frame(reader)
-        answer = wire.decode(body) if body is not None else {"op": "refused", "reason": "the host closed the connection"}
+        try:
+            body = await wire.read_frame(reader, self.max_frame_bytes)
+            answer = wire.decode(body) if body is not None else {"op": "refused", "reason": "the host closed the connection"}
+        except (ConnectionError, asyncio.IncompleteReadError, wire.WireError) as error:
+            answer = {"op": "refused", "reason": f"the host's answer could not be read ({error})"}
         if answer.get("op") != "welcome":
             writer.close()
             raise BridgeError(f"the host refused the bridge connection: {answer.get('reason', answer)}")
-        return _Connection(reader, writer)
+        return _Connection(reader, writer, self.max_frame_bytes)
 
     def close(self) -> None:
         """Drop every connection (their waiting calls fail with :class:`BridgeError`)."""
@@ -129,15 +149,25 @@ class BridgeClient:
                 opening.cancel()
         self._connections.clear()
 
+    def _frame(self, target: str, call_id: int, args: tuple, kwargs: dict[str, Any]) -> bytes:
+        """The call's frame, or :class:`BridgeError` saying why the host would refuse it."""
+        message = {"op": "call", "id": call_id, "target": target, "args": list(args), "kwargs": kwargs, "cell": current_cell()}
+        if self.json_only and not wire.is_json_value(message):
+            raise BridgeError(f"the arguments of {target} are not JSON values, and this host accepts JSON only from its kernels (CodeMode(accept_pickles=False)); pass str, int, float, bool, None, lists and dicts with string keys, or save the data to a file and pass its path")
+        try:
+            frame = wire.encode(message)
+        except wire.WireError as error:
+            raise BridgeError(f"the arguments of {target} cannot cross the bridge: {error}") from None
+        if len(frame) - 4 > self.max_frame_bytes:
+            raise BridgeError(f"the arguments of {target} are {len(frame) - 4:,} bytes, over the bridge's limit of {self.max_frame_bytes:,} (max_result_bytes + 64 KiB); save the data to a file and pass its path, or raise CodeMode(max_result_bytes=...)")
+        return frame
+
     async def call(self, target: str, args: tuple, kwargs: dict[str, Any]) -> Any:
         """Call host tool ``target`` (``"handle.attribute"``) and return its result (see the module docstring)."""
         __tracebackhide__ = True
-        connection = await self._connection()
         call_id = next(self._ids)
-        try:
-            frame = wire.encode({"op": "call", "id": call_id, "target": target, "args": list(args), "kwargs": kwargs, "cell": current_cell()})
-        except wire.WireError as error:
-            raise BridgeError(f"the arguments of {target} cannot cross the bridge: {error}") from None
+        frame = self._frame(target, call_id, args, kwargs)
+        connection = await self._connection()
         future = asyncio.get_running_loop().create_future()
         connection.pending[call_id] = future
         connection.writer.write(frame)
@@ -295,8 +325,8 @@ def install(spec: str) -> None:
     track_cells()
     global _client
     data = json.loads(spec)
-    address = (data["socket"], data["token"], data["generation"])
-    if _client is None or (_client.socket, _client.token, _client.generation) != address:
+    address = (data["socket"], data["token"], data["generation"], data["max_frame_bytes"], data["json_only"])
+    if _client is None or (_client.socket, _client.token, _client.generation, _client.max_frame_bytes, _client.json_only) != address:
         if _client is not None:
             _client.close()
         _client = BridgeClient(*address)

@@ -102,6 +102,10 @@ class CodeMode:
             them back with ``await results.get(id)``.
         result_store: that SQLite file; default ``$TOOLPATH_HOME/toolpath.db`` (see
             :func:`registry.storage.default_database_path`).
+        accept_pickles: let cells pass non-JSON arguments (a DataFrame) to host tools as pickles,
+            which the host loads. A cell already runs code as this user, so for a local kernel this
+            is no new power; ``False`` makes the host accept JSON only, for kernels it should not
+            trust (a cell passing other values gets a ``BridgeError`` saying so).
 
     Raises:
         ValueError: for an unknown ``on_busy_kernel``, a negative number, two toolkits with one name,
@@ -132,6 +136,7 @@ class CodeMode:
         max_result_bytes: int = 1_000_000,
         offload_results: bool = False,
         result_store: str | os.PathLike[str] | None = None,
+        accept_pickles: bool = True,
     ):
         if on_busy_kernel not in ("wait", "restart"):
             raise ValueError(f"on_busy_kernel must be 'wait' or 'restart', got {on_busy_kernel!r}")
@@ -155,6 +160,7 @@ class CodeMode:
         if result_store is not None and not offload_results:
             raise ValueError("result_store is only used with offload_results=True")
         self.result_store = ResultStore(result_store) if offload_results else None
+        self.accept_pickles = accept_pickles
         # Why a toolkit could not be bound (its connect() failed), by toolkit name.
         self._failures: dict[str, str] = {}
         self._toolkit_spec = ""
@@ -225,7 +231,7 @@ class CodeMode:
             if setup.status != "ok":
                 raise KernelError(f"setting up the kernel failed: {_describe_error(setup)}")
             if self.toolkits or self.result_store is not None:
-                bridge = Bridge(kernel.directory, next(self._generations), self._host_targets.get, self.max_result_bytes, self.result_store)
+                bridge = Bridge(kernel.directory, next(self._generations), self._host_targets.get, self.max_result_bytes, self.result_store, self.accept_pickles)
                 await bridge.start()
                 self._bridges[kernel] = bridge
             await self._bind(kernel)

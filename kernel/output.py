@@ -100,10 +100,21 @@ class CappedText:
         return self.total > self.limit
 
     def text(self) -> str:
+        """The text itself, or head, a marker naming how much was dropped, and tail: never more than
+        ``limit`` characters, the marker included."""
         if not self.truncated:
             return self._head + self._tail
-        dropped = self.total - len(self._head) - len(self._tail)
-        return f"{self._head}\n... [{dropped:,} characters truncated] ...\n{self._tail}"
+        # The marker names how much was dropped, which depends on how much the marker leaves room
+        # for: size it for the largest count it could name (everything), so it always fits.
+        kept = self.limit - len(_marker(self.total))
+        if kept < 2:  # a limit too small for the marker: the head alone (``truncated`` still says so)
+            return self._head[: self.limit]
+        head, tail = kept - kept // 2, kept // 2
+        return self._head[:head] + _marker(self.total - head - tail) + self._tail[len(self._tail) - tail :]
+
+
+def _marker(dropped: int) -> str:
+    return f"\n... [{dropped:,} characters truncated] ...\n"
 
 
 def cap(text: str, limit: int) -> tuple[str, bool]:

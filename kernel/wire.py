@@ -10,7 +10,13 @@ still answer the right call.
 
 Messages, kernel → host: ``hello {token, generation}``, ``call {id, target, args, kwargs, cell}``,
 ``cancel {id}``. Host → kernel: ``welcome``, ``refused {reason}``, ``result {id, value}``,
-``offloaded {id, result_id, size, type}``, ``error {id, type, message}``.
+``offloaded {id, result_id, size, type}``, ``error {id, type, message}``, ``closing {reason}``.
+
+Limits: a reader names the largest body it accepts and :func:`read_frame` refuses a longer one as
+soon as the 4-byte length arrives, before reading (or buffering) any of it, so a peer cannot make the
+other side allocate what it claims. The hello is at most :data:`MAX_HELLO_BYTES` and JSON only
+(:func:`decode_hello`); later frames are at most :func:`frame_limit` of the host's
+``max_result_bytes``. Pickles are loaded only by :func:`decode` with ``accept_pickles=True``.
 """
 
 from __future__ import annotations
@@ -24,8 +30,21 @@ from typing import Any
 _HEADER = struct.Struct(">I")
 #: Largest body a frame may carry (the 4-byte length field's limit).
 MAX_FRAME_BYTES = 2**32 - 1
+#: Largest hello a host reads: a 64-character token and a generation number need about 100 bytes.
+MAX_HELLO_BYTES = 4096
+#: Room a frame gets beyond ``max_result_bytes`` for its envelope, error messages and call metadata.
+FRAME_OVERHEAD_BYTES = 65_536
 JSON_CODEC = b"J"
 PICKLE_CODEC = b"P"
+
+
+def frame_limit(max_result_bytes: int) -> int:
+    """Largest frame body (bytes) either end accepts after the hello: ``max_result_bytes + 64 KiB``.
+
+    A host never sends a result frame over ``max_result_bytes`` (it offloads it or raises
+    ``ResultTooLarge``), and a cell's call arguments get the same budget.
+    """
+    return min(max_result_bytes + FRAME_OVERHEAD_BYTES, MAX_FRAME_BYTES)
 
 
 class WireError(ValueError):
@@ -38,6 +57,17 @@ class WireError(ValueError):
     def __init__(self, message: str, envelope: dict[str, Any] | None = None):
         super().__init__(message)
         self.envelope = envelope or {}
+
+
+class FrameTooLarge(WireError):
+    """A frame whose announced length is over the reader's limit; nothing of its body was read.
+
+    The stream cannot be resynchronised after it: the reader must close the connection.
+    """
+
+    def __init__(self, size: int, limit: int):
+        super().__init__(f"a frame of {size:,} bytes was announced, over the limit of {limit:,}")
+        self.size, self.limit = size, limit
 
 
 def is_json_value(value: Any, depth: int = 0) -> bool:
@@ -75,12 +105,18 @@ def encode(message: dict[str, Any]) -> bytes:
     return _HEADER.pack(len(body)) + body
 
 
-def decode(body: bytes) -> dict[str, Any]:
+def decode(body: bytes, accept_pickles: bool = True) -> dict[str, Any]:
     """The message in a frame body.
 
+    Args:
+        body: a frame body (without its length header).
+        accept_pickles: load the pickled part of a ``P`` frame; ``False`` refuses such a frame
+            after reading only its JSON envelope (loading a pickle runs code chosen by its sender).
+
     Raises:
-        WireError: an unknown codec, malformed JSON, or a pickle this process cannot load (for
-            example because the value's class cannot be imported here).
+        WireError: an unknown codec, malformed JSON, a pickle refused by ``accept_pickles=False``,
+            or a pickle this process cannot load (for example because the value's class cannot be
+            imported here). ``envelope`` holds the frame's JSON fields when they could be read.
     """
     codec = body[:1]
     envelope: dict[str, Any] = {}
@@ -91,6 +127,10 @@ def decode(body: bytes) -> dict[str, Any]:
             (size,) = _HEADER.unpack_from(body, 1)
             start = 1 + _HEADER.size
             envelope = json.loads(body[start : start + size])
+            if not isinstance(envelope, dict):
+                raise WireError("the envelope of a pickled frame must be a JSON object")
+            if not accept_pickles:
+                raise WireError("pickled values are refused: this host accepts JSON only from its kernels (CodeMode(accept_pickles=False))", envelope)
             message = {**envelope, **pickle.loads(body[start + size :])}
         else:
             raise WireError(f"unknown codec byte {codec!r}")
@@ -103,10 +143,35 @@ def decode(body: bytes) -> dict[str, Any]:
     return message
 
 
-async def read_frame(reader: asyncio.StreamReader) -> bytes | None:
+def decode_hello(body: bytes) -> tuple[str, int] | None:
+    """``(token, generation)`` from a hello frame body, or ``None`` when it is not exactly
+    ``J{"op": "hello", "token": ASCII text, "generation": integer}``.
+
+    Nothing but JSON is ever decoded here: this runs before the peer is authenticated.
+    """
+    if body[:1] != JSON_CODEC:
+        return None
+    try:
+        hello = json.loads(body[1:])
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(hello, dict) or set(hello) != {"op", "token", "generation"} or hello["op"] != "hello":
+        return None
+    token, generation = hello["token"], hello["generation"]
+    if type(token) is not str or not token.isascii() or type(generation) is not int:
+        return None
+    return token, generation
+
+
+async def read_frame(reader: asyncio.StreamReader, max_bytes: int = MAX_FRAME_BYTES) -> bytes | None:
     """The next frame body, or ``None`` at a clean end of stream.
 
+    Args:
+        reader: the stream.
+        max_bytes: largest body accepted; a longer announced length is refused before its body is read.
+
     Raises:
+        FrameTooLarge: the announced length is over ``max_bytes``.
         asyncio.IncompleteReadError: the stream ended inside a frame.
     """
     try:
@@ -116,4 +181,6 @@ async def read_frame(reader: asyncio.StreamReader) -> bytes | None:
             return None
         raise
     (size,) = _HEADER.unpack(header)
+    if size > max_bytes:
+        raise FrameTooLarge(size, max_bytes)
     return await reader.readexactly(size)

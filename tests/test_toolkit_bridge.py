@@ -432,3 +432,21 @@ def test_a_restart_during_a_cell_returns_a_result():
         timer.join()
         assert result.status == "dead" and "restarted while this cell ran" in result.error["evalue"]
         assert code_mode.run("2 + 2", "restart").result == "4"
+
+
+def test_arguments_over_the_frame_limit_are_refused_in_the_cell_and_the_session_goes_on(code_mode):
+    # max_result_bytes=100_000: frames may carry 100,000 + 64 KiB bytes.
+    refused = code_mode.run("await inventory.stock_level('x' * 200_000)", "frame-limit")
+    assert refused.status == "error" and refused.error["ename"] == "BridgeError"
+    assert "over the bridge's limit of 165,536" in refused.error["evalue"]
+    assert code_mode.run("await inventory.stock_level('ok')", "frame-limit").result == "20"
+
+
+def test_a_json_only_codemode_refuses_pickled_arguments_with_a_clear_error():
+    def echo(value):
+        return value
+
+    with CodeMode([echo], pool_size=0, accept_pickles=False) as code_mode:
+        refused = code_mode.run("await tools.echo({1, 2})", "json-only")
+        assert refused.error["ename"] == "BridgeError" and "accepts JSON only" in refused.error["evalue"]
+        assert code_mode.run("await tools.echo({'a': [1, 2.5, None]})", "json-only").result == "{'a': [1, 2.5, None]}"

@@ -1,0 +1,42 @@
+"""Output caps: a capped stream is never longer than its cap, truncation marker included."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernel.output import CappedText, CellOutput, OutputLimits, cap
+
+
+@settings(max_examples=500, deadline=None)
+@given(chunks=st.lists(st.text(max_size=300), max_size=20), limit=st.integers(min_value=0, max_value=400))
+def test_a_capped_stream_never_exceeds_its_cap_and_keeps_head_and_tail(chunks, limit):
+    capped = CappedText(limit)
+    for chunk in chunks:
+        capped.append(chunk)
+    whole, text = "".join(chunks), capped.text()
+    assert len(text) <= limit
+    if len(whole) <= limit:
+        assert text == whole and not capped.truncated
+    else:
+        assert capped.truncated
+        head, _, tail = text.partition("\n... [")
+        if tail:  # a cap too small for the marker keeps the head alone
+            assert whole.startswith(head)
+            dropped, _, kept_tail = tail.partition(" characters truncated] ...\n")
+            assert whole.endswith(kept_tail)
+            assert int(dropped.replace(",", "")) == len(whole) - len(head) - len(kept_tail)
+
+
+def test_the_cap_counts_the_marker():
+    text, cut = cap("x" * 100_000, 1_000)
+    assert cut and 990 <= len(text) <= 1_000 and "characters truncated" in text
+
+
+def test_every_stream_of_a_cell_result_keeps_its_cap():
+    output = CellOutput(OutputLimits(max_output_chars=500))
+    output.add("stream", {"name": "stdout", "text": "o" * 5_000})
+    output.add("stream", {"name": "stderr", "text": "e" * 5_000})
+    output.add("execute_result", {"data": {"text/plain": "r" * 5_000}})
+    output.add("error", {"ename": "ValueError", "evalue": "v" * 5_000, "traceback": ["t" * 5_000]})
+    result = output.build("error")
+    assert all(490 <= len(text) <= 500 for text in (result.stdout, result.stderr, result.result, result.error["evalue"], result.error["traceback"]))
+    assert set(result.truncated) == {"stdout", "stderr", "result", "evalue", "traceback"}
