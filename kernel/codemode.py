@@ -255,6 +255,8 @@ class CodeMode:
             if self.result_store is not None:
                 code += f"from {HOST_MODULE} import results_handle as _toolpath_results\nresults = _toolpath_results()\ndel _toolpath_results\n"
         if code:
+            names = [*self.bindings.handles, *self.bindings.host_handles, *(["results"] if bridge is not None and self.result_store is not None else [])]
+            code += f"import {_SETUP_MODULE} as _toolpath_setup\n_toolpath_setup.keep_handles({names!r})\ndel _toolpath_setup\n"
             bound = await kernel.execute(code, timeout=60, silent=True)
             if bound.status != "ok":
                 raise KernelError(f"binding the tool handles failed: {_describe_error(bound)}")

@@ -5,19 +5,26 @@ sees the same installed packages, toolpath's included), executes cells and colle
 would see: stdout, stderr, the ``Out[n]`` text, or the traceback. Leaving the ``async with`` block
 always shuts the kernel down; the kernel also exits by itself if the host process dies, because
 jupyter_client starts it with the parent-process watchdog ipykernel provides.
+
+Each kernel has a private temporary directory (connection file with the kernel's key, sockets, log)
+holding an ``owner.json`` that names the host process. A host killed with SIGKILL cannot remove it,
+so the first kernel a process starts removes this user's directories whose owner is gone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 import queue
+import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 
+import psutil
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 
@@ -27,6 +34,54 @@ _POLL_SECONDS = 0.5
 #: Seconds a cell gets to stop after its timeout interrupt before it is reported as stuck.
 INTERRUPT_GRACE = 10.0
 _KERNEL_NAME = "toolpath-python"
+_DIRECTORY_PREFIX = "toolpath-kernel-"
+_OWNER_FILE = "owner.json"
+#: A directory with no owner file is another process's that is still starting, unless it is older.
+_UNOWNED_GRACE_SECONDS = 3600.0
+_stale_directories_removed = False
+
+
+def _owner() -> dict[str, float]:
+    """This process, as ``owner.json`` names it: pid and start time (pids are reused)."""
+    return {"pid": os.getpid(), "started": psutil.Process().create_time()}
+
+
+def _is_running(owner: dict) -> bool:
+    try:
+        return abs(psutil.Process(int(owner["pid"])).create_time() - float(owner["started"])) < 1.0
+    except (psutil.Error, KeyError, TypeError, ValueError):
+        return False
+
+
+def remove_stale_directories(root: str | None = None) -> list[str]:
+    """Remove this user's kernel directories (under ``root``, default the temporary directory) whose
+    owner process is gone, or that have no owner file and are over an hour old.
+
+    Returns:
+        The paths removed. Directories that cannot be read or removed are left as they are.
+    """
+    removed = []
+    try:
+        entries = list(os.scandir(root or tempfile.gettempdir()))
+    except OSError:
+        return removed
+    for entry in entries:
+        try:
+            if not entry.name.startswith(_DIRECTORY_PREFIX) or not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.getuid():
+                continue
+            owner_file = os.path.join(entry.path, _OWNER_FILE)
+            if os.path.exists(owner_file):
+                with open(owner_file, encoding="utf-8") as file:
+                    owner = json.load(file)
+                if isinstance(owner, dict) and _is_running(owner):
+                    continue
+            elif time.time() - entry.stat(follow_symlinks=False).st_mtime < _UNOWNED_GRACE_SECONDS:
+                continue
+        except (OSError, ValueError):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(entry.path)
+    return removed
 
 
 class KernelError(RuntimeError):
@@ -96,9 +151,15 @@ class KernelSession:
         Raises:
             KernelError: the kernel did not start or answer within ``startup_timeout`` seconds.
         """
+        global _stale_directories_removed
+        if not _stale_directories_removed:
+            _stale_directories_removed = True
+            remove_stale_directories()
         # IPC sockets in a private directory rather than TCP: no ports on the machine, and only this
         # user can reach the kernel (jupyter_client's TCP transport is unencrypted).
-        self._directory = tempfile.TemporaryDirectory(prefix="toolpath-kernel-")
+        self._directory = tempfile.TemporaryDirectory(prefix=_DIRECTORY_PREFIX)
+        with open(os.path.join(self._directory.name, _OWNER_FILE), "w", encoding="utf-8") as file:
+            json.dump(_owner(), file)
         manager = AsyncKernelManager(
             kernel_name=_KERNEL_NAME,
             kernel_spec_manager=_InterpreterSpecs(self.python),

@@ -210,3 +210,63 @@ def test_registry_tools_are_bound_as_handles_and_listed_in_the_instructions(chem
         assert with_tools.run("sorted(dir(chemistry))", "s").result == "['compute_descriptors', 'parse_molecule']"
     with pytest.raises(ValueError, match="register them"):
         CodeMode([tools[0].model_copy(update={"id": None})], pool_size=0)
+
+
+def test_a_deleted_handle_is_bound_again_and_a_reassigned_one_says_how(chemistry):
+    def stock_level(sku: str) -> int:
+        return len(sku)
+
+    tools = [chemistry.registry.get_tool_by_name("parse_molecule"), stock_level]
+    with CodeMode(tools, pool_size=0, timeout=30) as code_mode:
+        assert code_mode.run("kept = 'state'", "handles").status == "ok"
+        same_cell = code_mode.run("del tools\nawait tools.stock_level('abc')", "handles")
+        assert same_cell.error["ename"] == "NameError"
+        assert "toolpath tool handle that was deleted; it is bound again from the next cell on" in same_cell.error["evalue"]
+        assert code_mode.run("await tools.stock_level('abc')", "handles").result == "3"
+        code_mode.run("del chemistry", "handles")
+        assert code_mode.run("(await chemistry.parse_molecule(smiles='CCO'))['formula']", "handles").result == "'C2H6O'"
+        code_mode.run("tools = None", "handles")
+        shadowed = code_mode.run("await tools.stock_level('abc')", "handles")
+        assert shadowed.error["ename"] == "AttributeError" and "run `del tools`" in shadowed.error["evalue"]
+        assert code_mode.run("tools is None", "handles").result == "True"  # a deliberate assignment is not undone
+        code_mode.run("del tools", "handles")
+        assert code_mode.run("(await tools.stock_level('ab'), kept)", "handles").result == "(2, 'state')"
+        unrelated = code_mode.run("(1).foo", "handles")
+        assert unrelated.error["ename"] == "AttributeError" and "Note" not in unrelated.error["evalue"]
+
+
+def test_closed_output_streams_are_reopened_with_a_note(code_mode):
+    closed = code_mode.run("import sys\nsys.stdout.close()", "streams")
+    assert "sys.stdout had been closed; reopened" in closed.stderr
+    assert code_mode.run("print('after')", "streams").stdout == "after\n"
+    code_mode.run("import sys\nsys.stderr = None", "streams")
+    assert code_mode.run("import sys\nprint('warning', file=sys.stderr)", "streams").stderr == "warning\n"
+
+
+def test_kernel_directories_of_a_killed_host_are_removed_on_the_next_start(tmp_path):
+    import signal
+    import subprocess
+
+    host_code = "import asyncio\nfrom kernel import KernelSession\nasync def main():\n    async with KernelSession() as session:\n        print(session.directory, flush=True)\n        await asyncio.sleep(600)\nasyncio.run(main())"
+    environment = {**os.environ, "TMPDIR": str(tmp_path)}
+    killed = subprocess.Popen([sys.executable, "-c", host_code], stdout=subprocess.PIPE, text=True, env=environment)
+    survivor = None
+    try:
+        stale = killed.stdout.readline().strip()
+        assert os.path.isfile(os.path.join(stale, "connection.json"))  # it holds the kernel's key
+        killed.send_signal(signal.SIGKILL)
+        killed.wait()
+        assert os.path.isdir(stale)  # SIGKILL gives the host no chance to clean up
+        survivor = subprocess.Popen([sys.executable, "-c", host_code], stdout=subprocess.PIPE, text=True, env=environment)
+        live = survivor.stdout.readline().strip()
+        # The next host's first kernel removed the dead host's directory, and a third start leaves
+        # the live host's alone.
+        assert not os.path.exists(stale)
+        from kernel.session import remove_stale_directories
+
+        assert remove_stale_directories(str(tmp_path)) == [] and os.path.isdir(live)
+    finally:
+        for process in (killed, survivor):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                process.wait()
