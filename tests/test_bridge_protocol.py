@@ -14,6 +14,8 @@ import struct
 import tempfile
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kernel import Toolkit, wire
 from kernel.bridge import MAX_ERROR_MESSAGE_CHARS, Bridge
@@ -297,3 +299,56 @@ def test_an_offload_that_fails_is_reported_as_a_store_error_naming_the_file(tmp_
 def test_frame_limits_follow_max_result_bytes():
     assert wire.frame_limit(1_000_000) == 1_000_000 + 65_536
     assert wire.frame_limit(2**32) == wire.MAX_FRAME_BYTES
+
+
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=10)),
+    lambda children: st.one_of(st.lists(children, max_size=3), st.dictionaries(st.text(max_size=8), children, max_size=3)),
+    max_leaves=10,
+)
+messages = st.dictionaries(
+    st.sampled_from(["op", "id", "target", "args", "kwargs", "cell", "token", "generation"]),
+    st.one_of(json_values, st.sampled_from(["call", "cancel", "hello", "inventory.stock_level", "inventory.missing"])),
+    max_size=7,
+)
+bodies = st.one_of(
+    messages.map(lambda message: wire.JSON_CODEC + json.dumps(message).encode()),
+    st.binary(max_size=200),
+    st.binary(max_size=60).map(lambda data: wire.PICKLE_CODEC + data),
+)
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@FUZZ
+@given(body=bodies)
+def test_fuzzed_hellos_are_refused(body):
+    async def scenario():
+        async with Host() as host:
+            reader, writer = await host.connect(HEADER.pack(len(body)) + body)
+            answer = await receive(reader)
+            writer.close()
+            return answer
+
+    assert asyncio.run(scenario())["op"] == "refused"
+
+
+@FUZZ
+@given(frames=st.lists(bodies, min_size=1, max_size=4))
+def test_fuzzed_frames_after_the_hello_never_stop_the_host(frames):
+    async def scenario():
+        async with Host(accept_pickles=False) as host:
+            reader, writer = await host.admitted()
+            for body in frames:
+                writer.write(HEADER.pack(len(body)) + body)
+            writer.write(json_frame(call(10**12)))
+            seen = []
+            while True:
+                answer = await receive(reader)
+                if answer.get("id") == 10**12:
+                    writer.close()
+                    return seen, answer
+                seen.append(answer)
+
+    seen, last = asyncio.run(scenario())
+    assert last == {"op": "result", "id": 10**12, "value": 3}
+    assert all(answer["op"] in ("error", "result") for answer in seen)
