@@ -200,15 +200,15 @@ class Bridge:
         else:
             reason = "the first message must be a JSON hello {op, token, generation}"
         hello = wire.decode_hello(body) if body is not None else None
-        if hello is None:
-            pass
-        elif not secrets.compare_digest(hello[0].encode(), self.token.encode()):
-            reason = "wrong token: this connection does not belong to the kernel the socket serves"
-        elif hello[1] != self.generation:
-            reason = f"call from kernel generation {hello[1]!r}, but this socket serves generation {self.generation}"
-        else:
-            self._send(writer, {"op": "welcome"})
-            return True
+        if hello is not None:
+            token, generation = hello
+            if not secrets.compare_digest(token.encode(), self.token.encode()):
+                reason = "wrong token: this connection does not belong to the kernel the socket serves"
+            elif generation != self.generation:
+                reason = f"call from kernel generation {generation!r}, but this socket serves generation {self.generation}"
+            else:
+                self._send(writer, {"op": "welcome"})
+                return True
         self._send(writer, {"op": "refused", "reason": reason})
         await writer.drain()
         return False
