@@ -450,3 +450,20 @@ def test_a_json_only_codemode_refuses_pickled_arguments_with_a_clear_error():
         refused = code_mode.run("await tools.echo({1, 2})", "json-only")
         assert refused.error["ename"] == "BridgeError" and "accepts JSON only" in refused.error["evalue"]
         assert code_mode.run("await tools.echo({'a': [1, 2.5, None]})", "json-only").result == "{'a': [1, 2.5, None]}"
+
+
+def test_a_bogus_frame_length_from_a_cell_does_not_stall_the_session(code_mode):
+    cell = (
+        "import asyncio\n"
+        "from kernel import bridge_client\n"
+        "connection = await bridge_client._client._connection()\n"
+        "in_flight = asyncio.ensure_future(inventory.slow(0.5))\n"
+        "await asyncio.sleep(0.1)\n"
+        "connection.writer.write((2**32 - 1).to_bytes(4, 'big'))  # claims 4 GiB and sends none of it\n"
+        "(await in_flight, await inventory.stock_level('ok'), connection.closed_reason)"
+    )
+    result = code_mode.run(cell, "bogus-length")
+    assert result.status == "ok", result.error
+    answered, later, reason = eval(result.result)
+    assert answered == "done" and later == 20
+    assert "4,294,967,295 bytes" in reason
