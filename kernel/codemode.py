@@ -609,6 +609,7 @@ class CodeMode:
                 if toolkit in self._failures:
                     lines.append(f"  {handle}: unavailable, {self._failures[toolkit]}")
             lines.extend(self.bindings.describe_toolkits(toolkit for toolkit in self.toolkits if toolkit.name not in self._failures))
+            lines.append("Do not assign to a handle's name; if you did, `del` it and the handle is bound again from the next cell.")
         if self.result_store is not None:
             lines.append(f"Tool results over {self.max_result_bytes:,} bytes arrive as an offloaded-result id: read them with `await results.get(id)`.")
         if self.allow_shell:
