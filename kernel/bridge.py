@@ -43,6 +43,7 @@ from kernel import wire
 from kernel.output import cap
 from kernel.result_store import ResultStore
 from kernel.toolkit import ToolExitError, Toolkit, annotation_text, contained
+from registry.storage import StoreError
 
 #: Resolves a call's target (``"handle.attribute"``) to its toolkit and the tool's real name.
 Lookup = Callable[[str], "tuple[Toolkit, str] | None"]
@@ -255,8 +256,8 @@ class Bridge:
         try:
             result_id = self.result_store.put(wire.encode({"op": "value", "value": value})[4:], tool, type(value).__name__)
         except Exception as error:  # a full disk or a corrupt file: the store failed, not the tool
-            reason = f"offloading it to {self.result_store.path} failed ({type(error).__name__}: {error}); free disk space or move that file, or ask the tool for less"
-            self._send(writer, {"op": "error", "id": call_id, "type": "ResultTooLarge", "message": f"{too_large}, and {reason}"})
+            reason = str(error) if isinstance(error, StoreError) else f"{self.result_store.path}: {type(error).__name__}: {error}"
+            self._send(writer, {"op": "error", "id": call_id, "type": "ResultTooLarge", "message": f"{too_large}, and offloading it failed: {reason}"})
             return
         self._send(writer, {"op": "offloaded", "id": call_id, "result_id": result_id, "size": len(frame), "type": type(value).__name__, "tool": tool})
 

@@ -110,6 +110,7 @@ class CodeMode:
     Raises:
         ValueError: for an unknown ``on_busy_kernel``, a negative number, two toolkits with one name,
             or a registry tool without ``id``/``module``.
+        registry.storage.StoreError: ``result_store`` is a directory or cannot be created.
         TypeError: a ``tools`` item that is not a toolkit, tool, callable or registry tool.
     """
 

@@ -13,12 +13,12 @@ import secrets
 import time
 from typing import Any
 
-import sqlite_utils
-
 from kernel import wire
-from registry.storage import connect, database_file
+from registry.storage import connected, database_file, table_exists
 
 _TABLE = "offloaded_results"
+_COLUMNS = ("id", "tool", "type", "size", "created", "body")
+_PURPOSE = "result store"
 
 
 class ResultStore:
@@ -28,27 +28,24 @@ class ResultStore:
         path: the database file; created (mode 0600, parent directories 0700) when missing.
 
     Raises:
-        ValueError: ``path`` is a directory.
+        registry.storage.StoreError: ``path`` is a directory or cannot be created. Every method
+            raises it too when the file is unusable (not a database, corrupt, unreadable, read-only,
+            an ``offloaded_results`` table with other columns, a full disk).
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None):
-        self.path = database_file(path, "result store")
-
-    def _database(self) -> sqlite_utils.Database:
-        return connect(self.path)
+        self.path = database_file(path, _PURPOSE)
 
     def put(self, value_body: bytes, tool: str, value_type: str) -> str:
         """Store one encoded value (a :func:`kernel.wire.encode` frame without its header); return its id."""
         result_id = secrets.token_hex(8)
-        database = self._database()
-        try:
+        with connected(self.path, _PURPOSE) as database:
+            table_exists(database, _TABLE, _COLUMNS, ("id",), self.path, _PURPOSE)
             with database.conn:
                 database[_TABLE].insert(
                     {"id": result_id, "tool": tool, "type": value_type, "size": len(value_body), "created": time.time(), "body": value_body},
                     pk="id",
                 )
-        finally:
-            database.close()
         return result_id
 
     def get(self, result_id: str) -> Any:
@@ -57,24 +54,19 @@ class ResultStore:
         Raises:
             KeyError: no result with that id.
             kernel.wire.WireError: the value cannot be loaded in this process.
+            registry.storage.StoreError: the file is unusable.
         """
-        database = self._database()
-        try:
-            if _TABLE not in database.table_names():
+        with connected(self.path, _PURPOSE) as database:
+            if not table_exists(database, _TABLE, _COLUMNS, ("id",), self.path, _PURPOSE):
                 raise KeyError(f"no offloaded result {result_id!r}")
             rows = list(database.query(f"select body from {_TABLE} where id = ?", [result_id]))
-        finally:
-            database.close()
         if not rows:
             raise KeyError(f"no offloaded result {result_id!r}")
         return wire.decode(rows[0]["body"])["value"]
 
     def delete(self, result_id: str) -> None:
         """Forget one result (no error when it is already gone)."""
-        database = self._database()
-        try:
-            if _TABLE in database.table_names():
+        with connected(self.path, _PURPOSE) as database:
+            if table_exists(database, _TABLE, _COLUMNS, ("id",), self.path, _PURPOSE):
                 with database.conn:
                     database.execute(f"delete from {_TABLE} where id = ?", [result_id])
-        finally:
-            database.close()

@@ -4,22 +4,27 @@ Reopening a catalog whose texts are already embedded computes nothing; adding on
 its new texts. Rows are ``(model_id, text_hash, dimension, vector)`` in table ``embeddings``, the
 hash being SHA-256 of the UTF-8 text and the vector little-endian float32 bytes. Only embedders that
 name their model (a ``model_id`` attribute) are cached: two anonymous embedders could not be told
-apart.
+apart. A malformed row is treated as missing, so its text is embedded again and the row rewritten.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import warnings
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
 from tqdm import tqdm
 
 from planner.embedding import Embedder, checked_vectors
-from registry.storage import connect, database_file
+from registry.storage import StoreError, connected, database_file, table_exists
 
 _TABLE = "embeddings"
+_COLUMNS = ("model_id", "text_hash", "dimension", "vector")
+_PRIMARY_KEY = ("model_id", "text_hash")
+_PURPOSE = "embedding cache"
 #: Rows fetched per query (SQLite caps the number of bound parameters).
 _LOOKUP_CHUNK = 500
 #: Texts embedded per model call, so a progress bar moves and memory stays flat.
@@ -37,45 +42,68 @@ class EmbeddingCache:
         path: the database file; default ``$TOOLPATH_HOME/toolpath.db`` (created 0600 when missing).
 
     Raises:
-        ValueError: ``path`` is a directory.
+        registry.storage.StoreError: ``path`` is a directory or cannot be created. Every method
+            raises it too when the file is unusable (not a database, corrupt, unreadable, read-only,
+            an ``embeddings`` table with other columns, a full disk).
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None):
-        self.path = database_file(path, "embedding cache")
+        self.path = database_file(path, _PURPOSE)
 
     def get(self, model_id: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
-        """The cached vectors of those text hashes that have one, as ``{hash: (d,) float32}``."""
-        database = connect(self.path)
-        try:
-            if not database[_TABLE].exists():
+        """The cached vectors of those text hashes that have one, as ``{hash: (d,) float32}``.
+
+        A malformed row counts as missing: vector bytes that are not 4 × its dimension, a dimension
+        unlike the model's other rows, NaN or infinite values, NULLs or values of the wrong type.
+        When there are any, one ``RuntimeWarning`` names the file and how many rows were ignored;
+        :meth:`put` of the re-embedded texts overwrites them.
+        """
+        rows: list[tuple] = []
+        with connected(self.path, _PURPOSE) as database:
+            if not table_exists(database, _TABLE, _COLUMNS, _PRIMARY_KEY, self.path, _PURPOSE):
                 return {}
-            found: dict[str, np.ndarray] = {}
             unique = list(dict.fromkeys(hashes))
             for start in range(0, len(unique), _LOOKUP_CHUNK):
                 chunk = unique[start : start + _LOOKUP_CHUNK]
                 placeholders = ", ".join("?" * len(chunk))
-                rows = database.execute(f"select text_hash, vector from {_TABLE} where model_id = ? and text_hash in ({placeholders})", [model_id, *chunk])
-                for digest, vector in rows:
-                    found[digest] = np.frombuffer(vector, dtype="<f4")
-            return found
-        finally:
-            database.close()
+                rows.extend(database.execute(f"select text_hash, dimension, vector from {_TABLE} where model_id = ? and text_hash in ({placeholders})", [model_id, *chunk]))
+        decoded = {digest: vector for digest, dimension, blob in rows if (vector := _vector(dimension, blob)) is not None}
+        found: dict[str, np.ndarray] = {}
+        if decoded:
+            # One model's vectors share a dimension: rows of a rarer one are damage, not another model.
+            ((dimension, _),) = Counter(len(vector) for vector in decoded.values()).most_common(1)
+            found = {digest: vector for digest, vector in decoded.items() if len(vector) == dimension}
+        if len(found) < len(rows):
+            warnings.warn(f"ignored {len(rows) - len(found)} malformed row(s) of the embedding cache {self.path}; their texts are embedded again and the rows rewritten", RuntimeWarning, stacklevel=2)
+        return found
 
     def put(self, model_id: str, vectors: dict[str, np.ndarray]) -> None:
         """Store ``{hash: vector}`` for ``model_id`` in one transaction (replacing equal keys)."""
-        database = connect(self.path)
-        try:
+        with connected(self.path, _PURPOSE) as database:
+            table_exists(database, _TABLE, _COLUMNS, _PRIMARY_KEY, self.path, _PURPOSE)
             with database.conn:
                 database[_TABLE].insert_all(
                     (
                         {"model_id": model_id, "text_hash": digest, "dimension": len(vector), "vector": np.asarray(vector, dtype="<f4").tobytes()}
                         for digest, vector in vectors.items()
                     ),
-                    pk=("model_id", "text_hash"),
+                    pk=_PRIMARY_KEY,
                     replace=True,
                 )
-        finally:
-            database.close()
+
+
+def warn_unusable(error: StoreError) -> None:
+    """The one ``RuntimeWarning`` for an embedding cache that cannot be used: the file, what is
+    wrong and what to do; embedding goes on without it."""
+    warnings.warn(f"the embedding cache at {error.path} is unusable: {error.problem}; embedding without it. {error.remedy}", RuntimeWarning, stacklevel=2)
+
+
+def _vector(dimension: object, blob: object) -> np.ndarray | None:
+    """The ``(dimension,)`` float32 vector stored in a row, or ``None`` when the row is malformed."""
+    if not isinstance(dimension, int) or not isinstance(blob, bytes) or dimension < 1 or len(blob) != 4 * dimension:
+        return None
+    vector = np.frombuffer(blob, dtype="<f4")
+    return vector if np.isfinite(vector).all() else None
 
 
 class CachedEmbedder:
@@ -104,7 +132,16 @@ class CachedEmbedder:
         self.misses = 0
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        """``(len(texts), d)`` float32 vectors; only texts the cache lacks reach the embedder."""
+        """``(len(texts), d)`` float32 vectors; only texts the cache lacks reach the embedder.
+
+        A cache that cannot be written (read-only, full disk) warns once (:func:`warn_unusable`) and
+        the vectors just computed are still returned.
+
+        Raises:
+            registry.storage.StoreError: the cache's file cannot be read.
+            ValueError: the embedder breaks its contract, or returns vectors of another dimension
+                than those cached under its ``model_id``.
+        """
         digests = [text_hash(text) for text in texts]
         found = self.cache.get(self.model_id, digests)
         missing = {digest: text for digest, text in zip(digests, texts) if digest not in found}
@@ -120,7 +157,10 @@ class CachedEmbedder:
                     vectors = checked_vectors(self.embedder([text for _, text in batch]), len(batch), self.embedder)
                     computed.update((digest, vector) for (digest, _), vector in zip(batch, vectors))
                     progress.update(len(batch))
-            self.cache.put(self.model_id, computed)
+            try:
+                self.cache.put(self.model_id, computed)
+            except StoreError as error:  # the vectors are computed: use them, keep nothing
+                warn_unusable(error)
             found.update(computed)
         if not digests:
             return np.zeros((0, 0), dtype=np.float32)

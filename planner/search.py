@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import sqlite3
 import warnings
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
@@ -32,10 +31,10 @@ import numpy as np
 import Stemmer
 
 from planner.embedding import Embedder, EmbedderUnavailableError, checked_vectors, default_embedder
-from planner.embedding_cache import CachedEmbedder, EmbeddingCache
+from planner.embedding_cache import CachedEmbedder, EmbeddingCache, warn_unusable
 from planner.graph import StateGraph
 from planner.planning import NoPlanError, Plan, plan, plan_to_run
-from registry.storage import HOME_VARIABLE, default_database_path
+from registry.storage import StoreError
 
 #: Reciprocal-rank-fusion constant (Cormack et al. use 60); tuned on MetaTool dev (grid 1, 5, 20, 60).
 RRF_K = 20
@@ -132,11 +131,13 @@ class SkillIndex:
     When sentence-transformers is not installed, the default embedder cannot load: the index warns
     (``RuntimeWarning``) and searches with BM25 only (``mode`` becomes ``"bm25"``).
 
-    An unusable cache file (corrupt, unwritable) warns and the index is embedded without it.
+    An unusable cache file (a directory, not a database, corrupt, unreadable, read-only, a full
+    disk: any :class:`registry.storage.StoreError`) warns once (``RuntimeWarning``, naming the file
+    and what to do) and the index is embedded without it; a malformed row warns and is re-embedded.
 
     Raises:
-        ValueError: an unknown ``mode`` or fusion constant, a ``cache`` path that is a directory, or
-            an embedder whose output is not a finite ``(n, d)`` array.
+        ValueError: an unknown ``mode`` or fusion constant, or an embedder whose output is not a
+            finite ``(n, d)`` array.
     """
 
     def __init__(
@@ -201,10 +202,9 @@ class SkillIndex:
         try:
             self._cached = CachedEmbedder(embedder, cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache))
             return self._cached(self._texts)
-        except (OSError, sqlite3.Error) as error:
+        except StoreError as error:
             # A broken cache costs time, not answers: embed everything and say where the file is.
-            where = cache if isinstance(cache, (str, os.PathLike)) else getattr(cache, "path", None) or default_database_path()
-            warnings.warn(f"the embedding cache at {where} is unusable ({error}); embedding without it. Delete or move that file, or set {HOME_VARIABLE}", RuntimeWarning, stacklevel=5)
+            warn_unusable(error)
             self._cached = None
             return checked_vectors(embedder(self._texts), len(self._texts), embedder)
 
