@@ -22,21 +22,33 @@ types written ``"builtins.str"`` — is read too (see :func:`from_agora_workbenc
 
 Loading is atomic: a file (or a set of files) with any error registers nothing, and
 :class:`CatalogError` lists every problem with its file, line, column, field path and rule code.
+
+Reading is bounded: a catalog must be a regular file of at most :data:`DEFAULT_MAX_CATALOG_BYTES`
+(16 MiB) unless ``max_bytes=`` or the environment variable ``TOOLPATH_MAX_CATALOG_BYTES`` says
+otherwise; pipes, devices and directories are refused without waiting on them. YAML is parsed by
+libyaml when PyYAML has it (``yaml.__with_libyaml__``), else by PyYAML's pure-Python parser; both
+give the same data, errors and positions.
 """
 
 from __future__ import annotations
 
+import gc
 import json
+import os
 import re
-from collections.abc import Iterable, Sequence
+import stat
+import sys
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from registry.names import function_names
+from registry.names import function_names, require_printable
 from registry.states import State
 from registry.tool_registry import ToolRegistry
 from registry.tools import ToolDefinition
@@ -97,6 +109,12 @@ class CatalogFile(BaseModel):
     states: list[State] = Field(default_factory=list, description="The states tools require and produce.")
     tools: list[ToolDefinition] = Field(default_factory=list, description="The tools of the domain.")
 
+    @field_validator("domain", "package")
+    @classmethod
+    def _printable(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # The domain becomes a server name and the package a module path: both reach generated code.
+        return value if value is None else require_printable(value, info.field_name)
+
 
 def catalog_json_schema() -> dict:
     """The JSON Schema (draft 2020-12) of catalog files, for editors and validators."""
@@ -104,26 +122,90 @@ def catalog_json_schema() -> dict:
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
 
 
+_pause_lock = threading.Lock()
+_pauses = 0
+_collector_was_enabled = False
+
+
+@contextmanager
+def garbage_collection_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while the body runs (re-entrant, thread-safe).
+
+    Parsing and validating a large catalog creates millions of objects that all stay alive; each
+    collection the allocations trigger walks them again, which made a 25,000-tool catalog load
+    several times slower. Nothing built here forms cycles that need collecting before the end.
+    """
+    global _pauses, _collector_was_enabled
+    with _pause_lock:
+        if _pauses == 0:
+            _collector_was_enabled = gc.isenabled()
+            gc.disable()
+        _pauses += 1
+    try:
+        yield
+    finally:
+        with _pause_lock:
+            _pauses -= 1
+            if _pauses == 0 and _collector_was_enabled:
+                # What was built is long-lived (a catalog lives as long as its registry): move it
+                # straight to the oldest generation, as freeze() then unfreeze() does, instead of
+                # having the young generations walk all of it (0.5 s each at 25,000 tools) before
+                # it gets there. Not when someone froze objects on purpose: that would undo theirs.
+                if gc.get_freeze_count() == 0:
+                    gc.freeze()
+                    gc.unfreeze()
+                gc.enable()
+
+
 class SourceLocator:
     """Maps field paths of one file to line/column, using YAML's node marks (JSON is valid YAML).
+
+    The file's text is composed into nodes when a position is first asked for, then kept: a
+    catalog without problems never needs one, and the nodes of a large catalog take several times
+    the memory of its data.
 
     ``aliases`` renames top-level keys of a translated format back to the file's own
     (agora-workbench's ``skills`` are this format's ``states``).
     """
 
-    def __init__(self, path: Path, root: yaml.Node | None):
+    def __init__(self, path: Path, text: str, *, is_json: bool = False):
         self.path = str(path)
-        self.root = root
+        self._text: str | None = text
+        self._is_json = is_json
+        self._root: yaml.Node | None = None
+        self._composing = threading.Lock()  # a second thread waits for the nodes, not sees none
         self.aliases: dict[str, str] = {}
 
-    @classmethod
-    def of_json(cls, path: Path, text: str) -> SourceLocator:
-        """Compose JSON text with YAML just for positions. Raw tabs can only be whitespace in valid
-        JSON, and YAML refuses them as indentation, so they become spaces (columns do not move)."""
-        try:
-            return cls(path, yaml.compose(text.replace("\t", " "), Loader=yaml.SafeLoader))
-        except (yaml.YAMLError, RecursionError):
-            return cls(path, None)
+    @property
+    def root(self) -> yaml.Node | None:
+        """The document's root node (``None`` for an empty document or text YAML cannot compose)."""
+        with self._composing:
+            if self._text is not None:
+                text = self._text
+                if self._is_json:
+                    # Raw tabs can only be whitespace in valid JSON, and YAML refuses them as
+                    # indentation, so they become spaces (columns do not move).
+                    text = text.replace("\t", " ")
+                try:
+                    with garbage_collection_paused():
+                        self._root = yaml.compose(text, Loader=_YAML_LOADER)
+                except (yaml.YAMLError, RecursionError):
+                    self._root = None
+                self._text = None
+        return self._root
+
+    def scalar_position(self, value: str) -> tuple[int | None, int | None]:
+        """Position of the first scalar written as ``value`` (for JSON numbers, which have no marks)."""
+        stack = [self.root] if self.root is not None else []
+        while stack:
+            node = stack.pop()
+            if isinstance(node, yaml.ScalarNode) and node.value == value:
+                return node.start_mark.line + 1, node.start_mark.column + 1
+            if isinstance(node, yaml.MappingNode):
+                stack.extend(child for pair in reversed(node.value) for child in reversed(pair))
+            elif isinstance(node, yaml.SequenceNode):
+                stack.extend(reversed(node.value))
+        return None, None
 
     def first_duplicate_key(self) -> tuple[int | None, int | None]:
         """Position of the first key that repeats within one mapping (for JSON, which has no marks)."""
@@ -219,12 +301,122 @@ def _short_repr(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-#: Aliases let a few bytes of YAML expand into billions of nodes; no real catalog comes near this.
-MAX_EXPANDED_NODES = 1_000_000
+#: Largest catalog file read by default, in bytes (16 MiB: a 25,000-tool catalog is about 10 MiB of YAML).
+DEFAULT_MAX_CATALOG_BYTES = 16 * 2**20
+#: Environment variable that raises (or lowers) the limit for every read, e.g. from the CLI.
+MAX_CATALOG_BYTES_VARIABLE = "TOOLPATH_MAX_CATALOG_BYTES"
 
 
-class _CatalogLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, but a mapping that repeats a key is an error instead of last-one-wins."""
+def _unreadable(path: Path, message: str) -> CatalogError:
+    return CatalogError([CatalogProblem(str(path), "", message, code=UNREADABLE)])
+
+
+def _size_limit(path: Path, max_bytes: int | None) -> int:
+    """``max_bytes``, else the environment variable, else the default; an unusable variable is the catalog's error."""
+    if max_bytes is not None:
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+            raise ValueError(f"max_bytes must be a positive number of bytes, got {max_bytes!r}")
+        return max_bytes
+    configured = os.environ.get(MAX_CATALOG_BYTES_VARIABLE)
+    if configured is None or not configured.strip():
+        return DEFAULT_MAX_CATALOG_BYTES
+    try:
+        limit = int(configured)
+    except ValueError:
+        limit = 0
+    if limit < 1:
+        raise _unreadable(path, f"the environment variable {MAX_CATALOG_BYTES_VARIABLE}={configured!r} is not a positive number of bytes; set it to one (e.g. {4 * DEFAULT_MAX_CATALOG_BYTES} for 64 MiB) or unset it")
+    return limit
+
+
+def _file_kind(mode: int) -> str:
+    kinds = [(stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")]
+    return next((kind for test, kind in kinds if test(mode)), "not a regular file")
+
+
+def _byte_count(count: int) -> str:
+    """``16,777,216 bytes (16 MiB)``: exact, and readable when large."""
+    return f"{count:,} bytes" + (f" ({count / 2**20:.4g} MiB)" if count >= 2**20 else "")
+
+
+def _too_large(size: int | None, limit: int) -> str:
+    found = f"the file is {_byte_count(size)}," if size is not None else "the file is"
+    # Twice what the file needs, rounded up to whole MiB.
+    suggested = -(-2 * max(size or 0, limit + 1) // 2**20) * 2**20
+    return (
+        f"{found} over the limit of {_byte_count(limit)} for a catalog; if it really is one, raise the limit: "
+        f"set the environment variable {MAX_CATALOG_BYTES_VARIABLE}={suggested} ({suggested // 2**20} MiB), or pass max_bytes= from Python"
+    )
+
+
+def _read_text(path: Path, limit: int) -> str:
+    """The text of ``path``, which must be a regular file of at most ``limit`` bytes.
+
+    The file is opened once and checked through its descriptor, so it cannot be swapped for a pipe
+    or a device between the check and the read; at most ``limit + 1`` bytes are ever read.
+
+    Raises:
+        CatalogError: TP100 for a file that cannot be opened, is not a regular file, is larger than
+            ``limit`` bytes, or is not UTF-8.
+    """
+    # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever. Regular
+    # files, the only kind read, ignore it.
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        descriptor = os.open(path, flags)
+    except OSError as error:
+        raise _unreadable(path, f"cannot read catalog file: {error}") from None
+    chunks: list[bytes] = []
+    try:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
+            raise _unreadable(path, f"cannot read catalog file: it is {_file_kind(status.st_mode)}, not a regular file")
+        if status.st_size > limit:
+            raise _unreadable(path, _too_large(status.st_size, limit))
+        # The size can be wrong (a file still growing, /proc): read one byte past the limit to know.
+        remaining = limit + 1
+        while remaining > 0:
+            chunk = os.read(descriptor, min(remaining, 2**20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+    except OSError as error:
+        raise _unreadable(path, f"cannot read catalog file: {error}") from None
+    finally:
+        os.close(descriptor)
+    data = b"".join(chunks)
+    if len(data) > limit:
+        raise _unreadable(path, _too_large(None, limit))
+    try:
+        text = data.decode("utf-8-sig")  # a byte-order mark is not content
+    except UnicodeDecodeError as error:
+        raise _unreadable(path, f"cannot read catalog file: {error}") from None
+    # Line ends as Path.read_text gives them, so positions and values are what they always were.
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+#: Aliases let a few bytes of YAML expand into billions of nodes; no real catalog needs more than
+#: this many nodes added by them (a catalog without anchors adds none).
+MAX_ALIAS_EXPANSION = 1_000_000
+
+#: The longest integer a catalog may write, in digits: Python's default limit for converting an
+#: integer to or from text (``sys.int_info.default_max_str_digits``). Past it, reading the number
+#: and printing it (in a message, a signature) raise ``ValueError``.
+MAX_INTEGER_DIGITS = sys.int_info.default_max_str_digits
+
+_STR_TAG = "tag:yaml.org,2002:str"
+_SEQUENCE_TAG = "tag:yaml.org,2002:seq"
+_MAPPING_TAG = "tag:yaml.org,2002:map"
+
+
+class _CatalogConstructor(yaml.constructor.SafeConstructor):
+    """PyYAML's safe constructor with a catalog's rules.
+
+    A mapping that repeats a key is an error instead of last-one-wins; an integer longer than
+    :data:`MAX_INTEGER_DIGITS` and a date or time that does not exist are errors at their position
+    instead of a ``ValueError`` from deep inside PyYAML.
+    """
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: set[Any] = set()
@@ -235,9 +427,143 @@ class _CatalogLoader(yaml.SafeLoader):
                 seen.add(key_node.value)
         return super().construct_mapping(node, deep)
 
+    def construct_bounded_int(self, node: yaml.ScalarNode) -> int:
+        problem = f"this integer has more than {MAX_INTEGER_DIGITS:,} digits, more than Python reads or prints; quote it if it is text, or use a float"
+        # Checked on the text first: sexagesimal (1:30:00) and binary integers are built digit by
+        # digit, and a megabyte of them would take minutes before the value could be checked.
+        if len(node.value) > MAX_INTEGER_DIGITS:
+            raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
+        try:
+            value = super().construct_yaml_int(node)
+            str(value)  # a short hexadecimal literal can still be too long in decimal
+        except ValueError:
+            raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark) from None
+        return value
 
-def _expanded_size(root: yaml.Node) -> int:
-    """Number of nodes once aliases are expanded; raises ``ValueError`` on a recursive alias."""
+    def construct_checked_timestamp(self, node: yaml.ScalarNode) -> Any:
+        try:
+            return super().construct_yaml_timestamp(node)
+        except (ValueError, OverflowError) as error:
+            raise yaml.constructor.ConstructorError(None, None, f"{node.value!r} is not a valid date or time ({error}); quote it if it is text", node.start_mark) from None
+
+    def construct_tree(self, root: yaml.Node) -> tuple[Any, bool]:
+        """The data of a document, built without PyYAML's per-node generators.
+
+        Plain strings, lists and mappings with string keys, which make up nearly all of a catalog,
+        are built here, iteratively (a document nested a thousand deep needs no recursion); every
+        other node (numbers, ``!!set``, merge keys ``<<``, non-string keys) goes through
+        :meth:`construct_object`, so the result equals PyYAML's. A collection reached again
+        through an alias is built once and shared, as PyYAML does, so even one that contains
+        itself ends.
+
+        Returns:
+            ``(data, shared)``: ``shared`` is true when a collection was reached twice, or was built
+            by PyYAML (which may have reached one twice, unseen here); the caller then bounds what
+            aliases expand to before anything walks the data.
+        """
+        scalar, sequence, mapping_node = yaml.ScalarNode, yaml.SequenceNode, yaml.MappingNode
+        holder: list[Any] = [None]
+        built: dict[int, Any] = {}
+        shared = False
+        # (node, container, slot): build node into container[slot]. Plain strings are filled in as
+        # their container is built, so mostly collections pass through here.
+        pending: list[tuple[yaml.Node, Any, Any]] = [(root, holder, 0)]
+        while pending:
+            node, parent, slot = pending.pop()
+            if type(node) is scalar:
+                parent[slot] = node.value if node.tag == _STR_TAG else self.construct_object(node, deep=True)
+                continue
+            if id(node) in built:
+                parent[slot] = built[id(node)]
+                shared = True
+                continue
+            value: Any = None
+            deferred: list[tuple[yaml.Node, Any, Any]] = []
+            if node.tag == _SEQUENCE_TAG and type(node) is sequence:
+                value = []
+                for child in node.value:
+                    if child.tag == _STR_TAG and type(child) is scalar:
+                        value.append(child.value)
+                    else:
+                        deferred.append((child, value, len(value)))
+                        value.append(None)
+            elif node.tag == _MAPPING_TAG and type(node) is mapping_node:
+                value = {}
+                for key_node, value_node in node.value:
+                    if key_node.tag != _STR_TAG or type(key_node) is not scalar:
+                        value = None  # a merge key `<<` or a key that is not a string
+                        break
+                    key = key_node.value
+                    if key in value:
+                        raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+                    if value_node.tag == _STR_TAG and type(value_node) is scalar:
+                        value[key] = value_node.value
+                    else:
+                        value[key] = None  # keeps the file's key order
+                        deferred.append((value_node, value, key))
+            if value is None:
+                value = self.construct_object(node, deep=True)
+                shared = True
+            else:
+                pending.extend(deferred)
+            built[id(node)] = parent[slot] = value
+        return holder[0], shared
+
+
+_CatalogConstructor.add_constructor("tag:yaml.org,2002:int", _CatalogConstructor.construct_bounded_int)
+_CatalogConstructor.add_constructor("tag:yaml.org,2002:timestamp", _CatalogConstructor.construct_checked_timestamp)
+
+
+class _PurePythonLoader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml.composer.Composer, _CatalogConstructor, yaml.resolver.Resolver):
+    """PyYAML's pure-Python parser with the catalog constructor (what ``yaml.SafeLoader`` is, with ours)."""
+
+    def __init__(self, stream: str):
+        yaml.reader.Reader.__init__(self, stream)
+        yaml.scanner.Scanner.__init__(self)
+        yaml.parser.Parser.__init__(self)
+        yaml.composer.Composer.__init__(self)
+        _CatalogConstructor.__init__(self)
+        yaml.resolver.Resolver.__init__(self)
+
+
+def _libyaml_refuses_deep_nesting() -> bool:
+    """Whether PyYAML has libyaml, and one that refuses documents nested over 1,000 levels deep
+    (``exceeded maximum nesting depth``, as the libyaml 0.2.6 in PyYAML 6.0.4's wheels does).
+
+    PyYAML composes the nodes libyaml parses by recursing in C: without that limit, a hostile file
+    could overflow the stack and kill the process, so an older libyaml is not used.
+    """
+    if not getattr(yaml, "__with_libyaml__", False):
+        return False
+    try:
+        yaml.compose("[" * 2000, Loader=yaml.CSafeLoader)
+    except yaml.YAMLError as error:
+        return "nesting depth" in str(error)
+    return False
+
+
+if _libyaml_refuses_deep_nesting():
+
+    class _LibyamlLoader(yaml.cyaml.CParser, _CatalogConstructor, yaml.resolver.Resolver):
+        """libyaml's parser with the catalog constructor (what ``yaml.CSafeLoader`` is, with ours)."""
+
+        def __init__(self, stream: str):
+            yaml.cyaml.CParser.__init__(self, stream)
+            _CatalogConstructor.__init__(self)
+            yaml.resolver.Resolver.__init__(self)
+
+    _YAML_LOADER: type = _LibyamlLoader
+else:
+    _YAML_LOADER = _PurePythonLoader
+
+
+def yaml_parser() -> str:
+    """``"libyaml"`` when catalogs are parsed by libyaml (several times faster), else ``"pure-python"``."""
+    return "pure-python" if _YAML_LOADER is _PurePythonLoader else "libyaml"
+
+
+def _alias_expansion(root: yaml.Node) -> tuple[int, int]:
+    """``(nodes once aliases are expanded, nodes written)``; raises ``ValueError`` on a recursive alias."""
     sizes: dict[int, int] = {}
     expanding: set[int] = set()
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
@@ -260,22 +586,26 @@ def _expanded_size(root: yaml.Node) -> int:
         expanding.add(id(node))
         stack.append((node, True))
         stack.extend((child, False) for child in children if id(child) not in sizes)
-    return sizes[id(root)]
+    return sizes[id(root)], len(sizes)
 
 
-def _load_yaml(path: Path, text: str) -> tuple[Any, yaml.Node | None]:
-    loader = _CatalogLoader(text)
+def _load_yaml(path: Path, text: str) -> Any:
+    loader = _YAML_LOADER(text)
     try:
         root = loader.get_single_node()
         if root is None:
-            return None, None
-        try:
-            size = _expanded_size(root)
-        except ValueError as error:
-            raise CatalogError([CatalogProblem(str(path), "", f"invalid YAML: {error}", root.start_mark.line + 1, root.start_mark.column + 1, UNREADABLE)]) from None
-        if size > MAX_EXPANDED_NODES:
-            raise CatalogError([CatalogProblem(str(path), "", f"the document expands to {size:,} nodes through aliases (limit {MAX_EXPANDED_NODES:,}); write it out without anchors", code=UNREADABLE)])
-        return loader.construct_document(root), root
+            return None
+        document, shared = loader.construct_tree(root)
+        # An alias is written `*name`: without one, nothing is shared, and nothing to bound.
+        if shared and "*" in text:
+            try:
+                expanded, written = _alias_expansion(root)
+            except ValueError as error:
+                raise CatalogError([CatalogProblem(str(path), "", f"invalid YAML: {error}", root.start_mark.line + 1, root.start_mark.column + 1, UNREADABLE)]) from None
+            if expanded - written > MAX_ALIAS_EXPANSION:
+                message = f"the document expands to {expanded:,} nodes through aliases, {expanded - written:,} more than it holds (limit {MAX_ALIAS_EXPANSION:,}); write it out without anchors"
+                raise CatalogError([CatalogProblem(str(path), "", message, code=UNREADABLE)])
+        return document
     finally:
         loader.dispose()
 
@@ -289,30 +619,50 @@ def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
     return result
 
 
+class _IntegerTooLong(Exception):
+    """Raised from inside ``json.loads`` for an integer literal over :data:`MAX_INTEGER_DIGITS` digits."""
+
+    def __init__(self, literal: str):
+        super().__init__(literal)
+        self.literal = literal
+
+
+def _json_integer(literal: str) -> int:
+    if len(literal.lstrip("-")) > MAX_INTEGER_DIGITS:
+        raise _IntegerTooLong(literal)
+    return int(literal)
+
+
 def parse_document(path: Path, text: str) -> tuple[Any, SourceLocator]:
     """Parse JSON (``.json``) or YAML (anything else) into data and a locator for its positions.
 
     Raises:
-        CatalogError: with the position of a syntax error, a duplicate key, or an alias bomb.
+        CatalogError: with the position of a syntax error, a duplicate key, an integer longer than
+            :data:`MAX_INTEGER_DIGITS`, an impossible date, or an alias bomb.
     """
     try:
         if path.suffix.lower() == ".json":
+            locator = SourceLocator(path, text, is_json=True)
             try:
-                document = json.loads(text, object_pairs_hook=_reject_duplicate_keys)
+                document = json.loads(text, object_pairs_hook=_reject_duplicate_keys, parse_int=_json_integer)
             except json.JSONDecodeError as error:
                 raise CatalogError([CatalogProblem(str(path), "", f"invalid JSON: {error.msg}", error.lineno, error.colno, UNREADABLE)]) from None
+            except _IntegerTooLong as error:
+                line, column = locator.scalar_position(error.literal)
+                message = f"invalid JSON: this integer has more than {MAX_INTEGER_DIGITS:,} digits, more than Python reads or prints; write it as a string if it is text, or as a float"
+                raise CatalogError([CatalogProblem(str(path), "", message, line, column, UNREADABLE)]) from None
             except ValueError as error:
-                line, column = SourceLocator.of_json(path, text).first_duplicate_key()
+                line, column = locator.first_duplicate_key()
                 raise CatalogError([CatalogProblem(str(path), "", f"invalid JSON: {error}", line, column, UNREADABLE)]) from None
-            return document, SourceLocator.of_json(path, text)
+            return document, locator
         try:
-            document, root = _load_yaml(path, text)
+            document = _load_yaml(path, text)
         except yaml.YAMLError as error:
             mark = getattr(error, "problem_mark", None)
             reason = getattr(error, "problem", None) or str(error)
             line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
             raise CatalogError([CatalogProblem(str(path), "", f"invalid YAML: {reason}", line, column, UNREADABLE)]) from None
-        return document, SourceLocator(path, root)
+        return document, SourceLocator(path, text)
     except RecursionError:
         raise CatalogError([CatalogProblem(str(path), "", "the document is nested too deeply to read", code=UNREADABLE)]) from None
 
@@ -381,11 +731,15 @@ def _validation_problems(locator: SourceLocator, error: ValidationError, prefix:
     return problems
 
 
-def read_catalog(path: str | Path) -> Catalog:
+@garbage_collection_paused()
+def read_catalog(path: str | Path, *, max_bytes: int | None = None) -> Catalog:
     """Read and validate one catalog file (toolpath or agora-workbench format).
 
     Args:
-        path: a ``.yaml``/``.yml`` or ``.json`` file.
+        path: a ``.yaml``/``.yml`` or ``.json`` file; it must be a regular file (not a pipe, a
+            device or a directory).
+        max_bytes: the largest file accepted, in bytes; ``None`` takes the environment variable
+            ``TOOLPATH_MAX_CATALOG_BYTES``, else :data:`DEFAULT_MAX_CATALOG_BYTES` (16 MiB).
 
     Returns:
         The :class:`Catalog`; each tool's ``server_name`` defaults to the domain and its ``module``
@@ -393,13 +747,12 @@ def read_catalog(path: str | Path) -> Catalog:
 
     Raises:
         CatalogError: listing every problem with file, line, column, field path and code. No other
-            exception escapes for any file content.
+            exception escapes for any file content. A file too large, not regular, or not UTF-8 is
+            TP100, found without reading more than ``max_bytes + 1`` bytes or waiting on a pipe.
+        ValueError: ``max_bytes`` is not a positive integer.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is not content
-    except (OSError, UnicodeDecodeError) as error:
-        raise CatalogError([CatalogProblem(str(path), "", f"cannot read catalog file: {error}", code=UNREADABLE)]) from None
+    text = _read_text(path, _size_limit(path, max_bytes))
     document, locator = parse_document(path, text)
     if not isinstance(document, dict):
         found = "an empty file" if document is None else f"a {type(document).__name__}"
@@ -468,14 +821,17 @@ def _validate_items(document: dict, locator: SourceLocator) -> tuple[CatalogFile
     return header, items["states"], items["tools"], problems
 
 
-def load_catalogs(paths: Iterable[str | Path]) -> LoadedCatalogs:
+@garbage_collection_paused()
+def load_catalogs(paths: Iterable[str | Path], *, max_bytes: int | None = None) -> LoadedCatalogs:
     """Load several catalog files into one :class:`ToolRegistry` and one state table.
 
     All files are read and cross-checked before anything is registered: a state token declared
     differently in two files, or a (server, tool name) pair in two files, is an error.
+    ``max_bytes`` limits the size of each file, as in :func:`read_catalog`.
 
     Raises:
         CatalogError: with every problem found, in file order. Nothing is registered.
+        ValueError: ``max_bytes`` is not a positive integer.
     """
     catalogs: list[Catalog] = []
     problems: list[CatalogProblem] = []
@@ -485,7 +841,7 @@ def load_catalogs(paths: Iterable[str | Path]) -> LoadedCatalogs:
         unique.setdefault(Path(path).resolve(), Path(path))
     for path in unique.values():
         try:
-            catalogs.append(read_catalog(path))
+            catalogs.append(read_catalog(path, max_bytes=max_bytes))
         except CatalogError as error:
             problems.extend(error.problems)
     if problems:
@@ -534,6 +890,7 @@ def import_roots(catalogs: Iterable[Catalog]) -> list[str]:
     return roots
 
 
+@garbage_collection_paused()
 def combine_catalogs(catalogs: Sequence[Catalog]) -> LoadedCatalogs:
     """Cross-check catalogs already read, then register all their tools into one registry.
 

@@ -23,6 +23,7 @@ every state and tool that did validate, in every file. Codes never change meanin
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import io
 import os
@@ -33,7 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from registry.catalog import Catalog, CatalogError, CatalogProblem, LoadedCatalogs, combine_catalogs, import_roots, read_catalog
+from registry.catalog import Catalog, CatalogError, CatalogProblem, LoadedCatalogs, combine_catalogs, garbage_collection_paused, import_roots, read_catalog
 from registry.names import function_names
 from registry.tools import reachable_states
 from registry.type_strings import TypeStringError, check_type_string
@@ -102,32 +103,46 @@ def _undeclared(catalog: Catalog, index: int, declared: set[str]) -> list[Findin
     return findings
 
 
-def _check_catalog(catalog: Catalog, declared: set[str], producible: set[str], reachable: set[str]) -> list[Finding]:
+@functools.lru_cache(maxsize=4096)
+def _type_string_problem(text: str) -> str | None:
+    """Why ``text`` is not a type expression, or ``None``; cached, as a large catalog repeats a few types."""
+    try:
+        check_type_string(text)
+    except TypeStringError as error:
+        return str(error)
+    return None
+
+
+def _check_catalog(catalog: Catalog, declared: set[str], producible: set[str] | None, reachable: set[str] | None) -> list[Finding]:
+    """Every finding of the TP0xx rules in ``catalog``; the warnings only when ``producible`` and
+    ``reachable`` are given (:func:`load_checked` needs only the errors)."""
+    warnings = producible is not None and reachable is not None
     findings: list[Finding] = []
-    for index, state in enumerate(catalog.states):
-        if state.token not in producible:
-            findings.append(_finding(catalog, ["states", index, "token"], "TP002", f"no tool produces state {state.token!r}; it can only be held from the start (--have)"))
-        if not state.description and not state.affordances:
-            findings.append(_finding(catalog, ["states", index], "TP005", f"state {state.token!r} has neither description nor affordances; skill search cannot find it"))
+    if warnings:
+        for index, state in enumerate(catalog.states):
+            if state.token not in producible:
+                findings.append(_finding(catalog, ["states", index, "token"], "TP002", f"no tool produces state {state.token!r}; it can only be held from the start (--have)"))
+            if not state.description and not state.affordances:
+                findings.append(_finding(catalog, ["states", index], "TP005", f"state {state.token!r} has neither description nor affordances; skill search cannot find it"))
     for index, tool in enumerate(catalog.tools):
         transition = tool.state_transition
         findings.extend(_undeclared(catalog, index, declared))
-        unreachable = sorted(transition.requires - reachable)
-        if unreachable:
-            findings.append(_finding(catalog, ["tools", index, "state_transition", "requires"], "TP003", f"tool {tool.name!r} can never run from an empty start: no tool that can run produces {', '.join(unreachable)}"))
-        if not transition.produces:
-            findings.append(_finding(catalog, ["tools", index, "state_transition"], "TP004", f"tool {tool.name!r} produces no state, so no plan will ever use it"))
-        if not tool.description and not tool.affordances:
-            findings.append(_finding(catalog, ["tools", index], "TP005", f"tool {tool.name!r} has neither description nor affordances; skill search cannot find it"))
+        if warnings:
+            unreachable = sorted(transition.requires - reachable)
+            if unreachable:
+                findings.append(_finding(catalog, ["tools", index, "state_transition", "requires"], "TP003", f"tool {tool.name!r} can never run from an empty start: no tool that can run produces {', '.join(unreachable)}"))
+            if not transition.produces:
+                findings.append(_finding(catalog, ["tools", index, "state_transition"], "TP004", f"tool {tool.name!r} produces no state, so no plan will ever use it"))
+            if not tool.description and not tool.affordances:
+                findings.append(_finding(catalog, ["tools", index], "TP005", f"tool {tool.name!r} has neither description nor affordances; skill search cannot find it"))
         typed = [(["required_parameters", position], parameter.type) for position, parameter in enumerate(tool.required_parameters)]
         typed += [(["optional_parameters", position], parameter.type) for position, parameter in enumerate(tool.optional_parameters)]
         if tool.return_spec is not None:
             typed.append((["return_spec"], tool.return_spec.type))
         for location, text in typed:
-            try:
-                check_type_string(text)
-            except TypeStringError as error:
-                findings.append(_finding(catalog, ["tools", index, *location, "type"], "TP006", str(error)))
+            problem = _type_string_problem(text)
+            if problem is not None:
+                findings.append(_finding(catalog, ["tools", index, *location, "type"], "TP006", problem))
     return findings
 
 
@@ -164,29 +179,35 @@ def _as_finding(problem: CatalogProblem) -> Finding:
     return Finding(problem.path, problem.line, problem.column, problem.code, "error", problem.field, problem.message)
 
 
-def _lint(paths: Iterable[str | Path], import_modules: bool) -> tuple[list[Finding], list[Catalog]]:
+@garbage_collection_paused()
+def _lint(paths: Iterable[str | Path], import_modules: bool, max_bytes: int | None, warnings: bool = True) -> tuple[list[Finding], LoadedCatalogs | None]:
+    """Findings sorted by file and position, and the files that loaded, combined (``None`` when
+    none did or they do not combine). ``warnings=False`` skips the warning rules."""
     findings: list[Finding] = []
     catalogs: list[Catalog] = []
+    loaded = None
     # Files that failed to load are still checked for what did validate, so fixing one problem
     # does not reveal a second round of findings.
     checked: list[Catalog] = []
     for path in paths:
         try:
-            catalogs.append(read_catalog(path))
+            catalogs.append(read_catalog(path, max_bytes=max_bytes))
         except CatalogError as error:
             findings.extend(_as_finding(problem) for problem in error.problems)
             if error.partial is not None:
                 checked.append(error.partial)
     if catalogs:
         try:
-            combine_catalogs(catalogs)
+            loaded = combine_catalogs(catalogs)
         except CatalogError as error:
             findings.extend(_as_finding(problem) for problem in error.problems)
     checked = catalogs + checked
     declared = {state.token for catalog in checked for state in catalog.states}
-    tools = [tool for catalog in checked for tool in catalog.tools]
-    producible = {token for tool in tools for token in tool.state_transition.produces}
-    reachable = reachable_states(tools)
+    producible = reachable = None
+    if warnings:
+        tools = [tool for catalog in checked for tool in catalog.tools]
+        producible = {token for tool in tools for token in tool.state_transition.produces}
+        reachable = reachable_states(tools)
     for catalog in checked:
         findings.extend(_check_catalog(catalog, declared, producible, reachable))
     if import_modules:
@@ -194,10 +215,11 @@ def _lint(paths: Iterable[str | Path], import_modules: bool) -> tuple[list[Findi
             for catalog in catalogs:
                 for index in range(len(catalog.tools)):
                     findings.extend(_check_import(catalog, index))
-    return sorted(findings, key=lambda finding: (finding.path, finding.line or 0, finding.column or 0, finding.code)), catalogs
+    findings.sort(key=lambda finding: (finding.path, finding.line or 0, finding.column or 0, finding.code))
+    return findings, loaded
 
 
-def lint_catalogs(paths: Iterable[str | Path], import_modules: bool = False) -> list[Finding]:
+def lint_catalogs(paths: Iterable[str | Path], import_modules: bool = False, *, max_bytes: int | None = None) -> list[Finding]:
     """Lint catalog files together (a token declared in one file counts for all).
 
     Args:
@@ -205,22 +227,27 @@ def lint_catalogs(paths: Iterable[str | Path], import_modules: bool = False) -> 
         import_modules: also import each tool's module and check the function exists (runs their
             import-time code, with the catalogs' package roots and the current directory on the
             import path, as a kernel would have them).
+        max_bytes: the largest catalog file read, as in :func:`registry.read_catalog` (a larger one
+            is a TP100 finding).
 
     Returns:
         Findings sorted by file, line and code; empty when the catalogs are clean.
     """
-    return _lint(paths, import_modules)[0]
+    return _lint(paths, import_modules, max_bytes)[0]
 
 
-def load_checked(paths: Iterable[str | Path]) -> LoadedCatalogs:
+def load_checked(paths: Iterable[str | Path], *, max_bytes: int | None = None) -> LoadedCatalogs:
     """Load catalogs for use: like :func:`registry.load_catalogs`, but lint *errors* (an undeclared
-    state, an unparseable type) also refuse the whole set; warnings do not.
+    state, an unparseable type) also refuse the whole set; warnings do not. ``max_bytes`` limits
+    the size of each file, as in :func:`registry.read_catalog`.
 
     Raises:
         CatalogError: listing every error finding. Nothing is registered.
+        ValueError: ``max_bytes`` is not a positive integer.
     """
-    findings, catalogs = _lint(paths, import_modules=False)
+    findings, loaded = _lint(paths, import_modules=False, max_bytes=max_bytes, warnings=False)
     errors = [finding for finding in findings if finding.severity == "error"]
     if errors:
         raise CatalogError([CatalogProblem(finding.path, finding.field, finding.message, finding.line, finding.column, finding.code) for finding in errors])
-    return combine_catalogs(catalogs)
+    assert loaded is not None  # every file loaded and combined, or there would be errors
+    return loaded

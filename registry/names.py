@@ -18,12 +18,17 @@ Rules of :func:`python_identifier` (one name on its own):
 :class:`NameMap` turns a whole set of wire names into distinct identifiers and back (a bijection):
 collisions such as ``get-forecast`` and ``get_forecast`` get deterministic suffixes ``_2``, ``_3``…,
 and a name that is already a valid identifier keeps it.
+
+:func:`require_printable` keeps control characters out of names and tokens in the first place: they
+end up in comments and string literals of generated cells and in module paths, where a NUL or a
+carriage return breaks the code.
 """
 
 from __future__ import annotations
 
 import builtins
 import keyword
+import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 
@@ -33,6 +38,37 @@ from collections.abc import Callable, Iterable, Mapping
 KERNEL_RESERVED_NAMES = frozenset(
     {"In", "Out", "get_ipython", "exit", "quit", "display", "_i", "_ii", "_iii", "_ih", "_oh", "_dh", "__", "___", "bind_module_tools"}
 )
+
+
+#: Control characters (Unicode category Cc: U+0000–U+001F, U+007F–U+009F; tab and newline included)
+#: and lone surrogates (Cs), which no UTF-8 source file can hold.
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def require_printable(text: str, what: str) -> str:
+    """Return ``text`` unchanged if it holds no control character and no lone surrogate.
+
+    Args:
+        text: a name or state token.
+        what: how to call it in the message, e.g. ``"tool name"``.
+
+    Raises:
+        ValueError: naming the first offending character by its code point.
+
+    Examples:
+        >>> require_printable("parse_molecule", "tool name")
+        'parse_molecule'
+        >>> require_printable("parse\\x00molecule", "tool name")
+        Traceback (most recent call last):
+        ...
+        ValueError: tool name 'parse\\x00molecule' contains the control character U+0000; names and tokens must be printable
+    """
+    match = _UNPRINTABLE.search(text)
+    if match is None:
+        return text
+    character = match.group()
+    kind = "lone surrogate" if "\ud800" <= character <= "\udfff" else "control character"
+    raise ValueError(f"{what} {text!r} contains the {kind} U+{ord(character):04X}; names and tokens must be printable")
 
 
 def _usable_character(character: str) -> bool:
@@ -59,7 +95,11 @@ def python_identifier(wire_name: str) -> str:
         >>> python_identifier("PDF&URLTool")
         'PDF_URLTool'
     """
-    identifier = "".join(character if _usable_character(character) else "_" for character in wire_name)
+    if wire_name.isascii() and wire_name.isidentifier():
+        # Already an identifier, and NFKC leaves ASCII alone: only reserved names change below.
+        identifier = wire_name
+    else:
+        identifier = "".join(character if _usable_character(character) else "_" for character in wire_name)
     if unicodedata.normalize("NFKC", identifier) != identifier:
         # Combining sequences can normalise into other letters; ASCII is the safe floor.
         identifier = "".join(character if character.isascii() and (character.isalnum() or character == "_") else "_" for character in wire_name)

@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
+from registry.names import require_printable
+
 
 class State(BaseModel):
     """A state token with a description and the affordances reaching it gives.
@@ -22,7 +24,8 @@ class State(BaseModel):
     and its token can be used interchangeably as set members of a :class:`StateTransition`.
 
     Attributes:
-        token: dotted identifier, e.g. ``"chemistry.molecule_parsed"``; must be non-empty.
+        token: dotted identifier, e.g. ``"chemistry.molecule_parsed"``; must be non-empty, with no
+            whitespace or control character.
         description: one sentence saying what holding the state means.
         affordances: phrases saying what reaching the state lets an agent do ("check drug-likeness");
             skill search matches task text against them.
@@ -52,6 +55,7 @@ class State(BaseModel):
     @field_validator("token")
     @classmethod
     def _token_has_no_whitespace(cls, token: str) -> str:
+        require_printable(token, "state token")
         if token != token.strip() or any(character.isspace() for character in token):
             raise ValueError(f"state token {token!r} contains whitespace; use dots and underscores")
         return token
@@ -116,6 +120,8 @@ class StateTransition(BaseModel):
             raise ValueError(str(error)) from None
         if "" in tokens:
             raise ValueError("state tokens must be non-empty")
+        for token in tokens:
+            require_printable(token, "state token")
         return tokens
 
     @field_serializer("requires", "produces")

@@ -10,9 +10,20 @@ import keyword
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from registry.names import require_printable
 from registry.states import StateTransition
+
+
+def _printable_fields(**labels: str) -> Any:
+    """A field validator refusing control characters in the fields named by ``labels`` (field →
+    what to call it in the message): names, tokens and modules end up in generated code."""
+
+    def check(value: str | None, info: ValidationInfo) -> str | None:
+        return value if value is None else require_printable(value, labels[info.field_name])
+
+    return field_validator(*labels)(check)
 
 
 class ToolParameter(BaseModel):
@@ -34,6 +45,8 @@ class ToolParameter(BaseModel):
     description: str = ""
     default: Any = None
     state: str | None = None
+
+    _names_are_printable = _printable_fields(name="parameter name", state="state token")
 
     @field_validator("name")
     @classmethod
@@ -61,6 +74,8 @@ class ReturnSpec(BaseModel):
     description: str = ""
     state: str | None = None
 
+    _names_are_printable = _printable_fields(name="return name", state="state token")
+
 
 class ToolDefinition(BaseModel):
     """A tool: what it needs, what it yields, and where its implementation lives.
@@ -82,6 +97,10 @@ class ToolDefinition(BaseModel):
             bridge to the host process, where connections, hooks and caching live).
         id: assigned by :class:`registry.ToolRegistry` on registration; ``None`` before.
 
+    Names (of the tool, its parameters and return), state tokens, modules and the server name are
+    written into planned cells and import paths, so a control character (Unicode category Cc, tab
+    and newline included) in one is a validation error; descriptions may hold any text.
+
     Definitions are frozen: a registry indexes tools by name, server and id, and an assignment to
     one of those fields behind its back would leave an index stale. Use ``model_copy(update=...)``.
     """
@@ -102,6 +121,8 @@ class ToolDefinition(BaseModel):
     cost: float = Field(default=1.0, ge=0, allow_inf_nan=False, strict=True)
     binding: Literal["kernel", "host"] = "kernel"
     id: int | None = None
+
+    _names_are_printable = _printable_fields(name="tool name", module="module", module_override="module", server_name="server name")
 
     @model_validator(mode="after")
     def _parameter_names_unique(self) -> ToolDefinition:

@@ -1,5 +1,8 @@
+import contextlib
 import json
+import os
 import textwrap
+import threading
 
 import pytest
 
@@ -216,3 +219,210 @@ def test_cost_must_be_a_number_not_a_string_or_boolean(tmp_path):
     for value in ('"3"', "true"):
         with pytest.raises(CatalogError, match="cost"):
             read_catalog(write(tmp_path, "cost.yaml", GOOD.replace("    description: Finish.\n", f"    description: Finish.\n    cost: {value}\n")))
+
+
+def refused_without_waiting(read, seconds=10):
+    """Run ``read()`` in a thread and return the exception it raised; fail if it is still running
+    after ``seconds`` (a read that blocks on a pipe would otherwise hang the whole test run)."""
+    outcome = {}
+
+    def target():
+        try:
+            read()
+        except BaseException as error:  # whatever it is, the test asserts on it
+            outcome["error"] = error
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"reading the catalog was still blocked after {seconds} s"
+    return outcome.get("error")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes need POSIX")
+def test_named_pipe_is_refused_at_once(tmp_path):
+    fifo = tmp_path / "catalog.yaml"
+    os.mkfifo(fifo)
+    try:
+        error = refused_without_waiting(lambda: read_catalog(fifo))
+    finally:
+        # If a read is blocked on the pipe, opening its other end lets it finish.
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    assert isinstance(error, CatalogError)
+    (problem,) = error.problems
+    assert problem.code == "TP100" and "named pipe" in problem.message and "not a regular file" in problem.message
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")
+def test_device_is_refused_without_reading_it():
+    error = refused_without_waiting(lambda: load_catalogs(["/dev/zero"]))
+    assert isinstance(error, CatalogError)
+    (problem,) = error.problems
+    assert problem.code == "TP100" and "character device" in problem.message
+
+
+def test_directory_is_refused_as_not_a_regular_file(tmp_path):
+    with pytest.raises(CatalogError, match="a directory, not a regular file") as caught:
+        read_catalog(tmp_path)
+    assert caught.value.problems[0].code == "TP100"
+
+
+def test_oversize_catalog_is_refused_with_how_to_raise_the_limit(tmp_path, monkeypatch):
+    from registry import load_checked
+
+    path = write(tmp_path, "big.yaml", GOOD)
+    size = path.stat().st_size
+    assert read_catalog(path, max_bytes=size).tools  # exactly at the limit loads
+    for load in (lambda: read_catalog(path, max_bytes=size - 1), lambda: load_catalogs([path], max_bytes=100), lambda: load_checked([path], max_bytes=100)):
+        with pytest.raises(CatalogError) as caught:
+            load()
+        (problem,) = caught.value.problems
+        assert problem.code == "TP100" and f"{size:,} bytes" in problem.message
+        assert "TOOLPATH_MAX_CATALOG_BYTES" in problem.message and "max_bytes" in problem.message
+    monkeypatch.setenv("TOOLPATH_MAX_CATALOG_BYTES", "100")
+    with pytest.raises(CatalogError, match="over the limit of 100 bytes"):
+        load_catalogs([path])
+    assert len(load_catalogs([path], max_bytes=size).registry) == 1  # the argument wins over the variable
+    monkeypatch.setenv("TOOLPATH_MAX_CATALOG_BYTES", str(size))
+    assert len(load_catalogs([path]).registry) == 1
+    if os.path.exists("/proc/self/status"):  # a regular file whose size reads as 0: the read itself stops
+        with pytest.raises(CatalogError, match="over the limit of 10 bytes"):
+            read_catalog("/proc/self/status", max_bytes=10)
+    monkeypatch.setenv("TOOLPATH_MAX_CATALOG_BYTES", "lots")
+    with pytest.raises(CatalogError, match="TOOLPATH_MAX_CATALOG_BYTES='lots' is not a positive number"):
+        read_catalog(path)
+
+
+def test_validate_cli_honours_the_size_limit_variable(tmp_path, monkeypatch, capsys):
+    from planner.cli import main
+
+    path = write(tmp_path, "demo.yaml", GOOD)
+    monkeypatch.setenv("TOOLPATH_MAX_CATALOG_BYTES", "64")
+    assert main(["validate", str(path)]) == 1
+    assert "TP100" in capsys.readouterr().out
+    monkeypatch.setenv("TOOLPATH_MAX_CATALOG_BYTES", str(2**20))
+    assert main(["validate", str(path)]) == 0
+
+
+TOO_MANY_DIGITS = "7" * 5000
+
+
+@pytest.mark.parametrize(
+    "value",
+    [TOO_MANY_DIGITS, "-" + TOO_MANY_DIGITS, "0x" + "f" * 5000, "0b" + "1" * 20000, "1" + ":30" * 3000],
+    ids=["decimal", "negative", "hexadecimal", "binary", "sexagesimal"],
+)
+def test_yaml_integer_longer_than_python_allows_is_an_error_at_its_position(tmp_path, value):
+    text = GOOD.replace("    description: Finish.\n", f"    description: Finish.\n    cost: {value}\n")
+    with pytest.raises(CatalogError) as caught:
+        read_catalog(write(tmp_path, "huge.yaml", text))
+    (problem,) = caught.value.problems
+    assert (problem.line, problem.column, problem.code) == (10, 11, "TP100")
+    assert "4,300 digits" in problem.message and "quote it" in problem.message
+
+
+def test_yaml_default_too_large_to_print_is_refused(tmp_path):
+    # 0xfff... of 4,000 digits parses, but no one could print it (or a signature showing it).
+    text = GOOD.replace("    description: Finish.\n", "    description: Finish.\n    optional_parameters: [{name: size, type: int, default: 0x" + "f" * 4000 + "}]\n")
+    with pytest.raises(CatalogError) as caught:
+        read_catalog(write(tmp_path, "huge.yaml", text))
+    (problem,) = caught.value.problems
+    assert (problem.line, problem.column) == (10, 60) and "4,300 digits" in problem.message
+
+
+def test_json_integer_longer_than_python_allows_is_an_error_at_its_position(tmp_path):
+    import yaml
+
+    path = tmp_path / "huge.json"
+    document = yaml.safe_load(GOOD)
+    document["tools"][0]["cost"] = 1
+    path.write_text(json.dumps(document, indent=2).replace('"cost": 1', f'"cost": {TOO_MANY_DIGITS}'))
+    with pytest.raises(CatalogError) as caught:
+        read_catalog(path)
+    (problem,) = caught.value.problems
+    line = next(number for number, text in enumerate(path.read_text().splitlines(), 1) if '"cost"' in text)
+    assert (problem.line, problem.column) == (line, 15) and "4,300 digits" in problem.message
+
+
+def test_impossible_yaml_date_is_an_error_at_its_position(tmp_path):
+    text = GOOD.replace("    description: Finish.\n", "    description: Finish.\n    cost: 2024-13-45\n")
+    with pytest.raises(CatalogError, match="not a valid date") as caught:
+        read_catalog(write(tmp_path, "date.yaml", text))
+    assert (caught.value.problems[0].line, caught.value.problems[0].column) == (10, 11)
+
+
+@pytest.mark.parametrize(
+    "old, new, field, character",
+    [
+        ("- token: demo.done", '- token: "demo.do\\0ne"', "states[0].token", "U+0000"),
+        ("produces: [demo.done]", 'produces: ["demo.done\\r"]', "tools[0].state_transition.produces", "U+000D"),
+        ("- name: finish", '- name: "fin\\tish"', "tools[0].name", "U+0009"),
+        ("    description: Finish.", '    description: Finish.\n    server_name: "demo\\e"', "tools[0].server_name", "U+001B"),
+        ("domain: demo", 'domain: "de\\x7fmo"', "domain", "U+007F"),
+        ("package: demo_tools", 'package: "demo\\ntools"', "package", "U+000A"),
+        ("    description: Finish.", '    description: Finish.\n    required_parameters: [{name: "smi\\0les", type: str}]', "tools[0].required_parameters[0].name", "U+0000"),
+        ("    description: Finish.", '    description: Finish.\n    return_spec: {name: done, type: str, state: "demo.\\x85done"}', "tools[0].return_spec.state", "U+0085"),
+        ("    description: Finish.", '    description: Finish.\n    module: "demo_tools.\\0finish"', "tools[0].module", "U+0000"),
+        ("    description: Finish.", '    description: Finish.\n    module_override: "demo_tools.fin\\aish"', "tools[0].module_override", "U+0007"),
+    ],
+)
+def test_control_character_in_a_name_or_token_is_refused_with_its_position(tmp_path, old, new, field, character):
+    text = GOOD.replace(old, new)
+    path = write(tmp_path, "control.yaml", text)
+    with pytest.raises(CatalogError) as caught:
+        load_catalogs([path])
+    (problem,) = caught.value.problems
+    assert (problem.code, problem.field) == ("TP101", field)
+    assert f"control character {character}; names and tokens must be printable" in problem.message
+    key = field.rsplit(".", 1)[-1].split("[")[0]
+    assert f"{key}:" in path.read_text().splitlines()[problem.line - 1]
+
+
+def test_control_character_in_a_json_tool_name_is_refused(tmp_path):
+    import yaml
+
+    document = yaml.safe_load(GOOD)
+    document["tools"][0]["name"] = "fin\x00ish"
+    path = tmp_path / "control.json"
+    path.write_text(json.dumps(document, indent=2))
+    with pytest.raises(CatalogError) as caught:
+        read_catalog(path)
+    (problem,) = caught.value.problems
+    assert (problem.code, problem.field) == ("TP101", "tools[0].name") and "U+0000" in problem.message
+    assert '"name": "fin\\u0000ish"' in path.read_text().splitlines()[problem.line - 1]
+
+
+PARSER_CASES = {
+    "valid": GOOD,
+    "duplicate key": GOOD.replace("    description: Finish.\n", "    description: Finish.\n    description: Again.\n"),
+    "unclosed flow": "domain: demo\nstates: [\n  {token: a\n",
+    "bad indentation": "domain: demo\n  states: []\n",
+    "tab indentation": "domain: demo\ntools:\n\t- name: x\n",
+    "integer too long": GOOD.replace("    description: Finish.\n", f"    description: Finish.\n    cost: {TOO_MANY_DIGITS}\n"),
+    "impossible date": GOOD.replace("    description: Finish.\n", "    description: Finish.\n    cost: 2024-02-30\n"),
+    "alias and merge": GOOD.replace("    description: Finish.\n", "    description: &text Finish.\n    affordances: [*text]\n    return_spec: {<<: {name: done, type: str}, state: demo.done}\n"),
+    "recursive alias": "domain: &d [*d]\n",
+    "undefined alias": "domain: *nowhere\n",
+    "invalid field": GOOD.replace("produces: [demo.done]", "produces: demo.done"),
+}
+
+
+@pytest.mark.parametrize("text", PARSER_CASES.values(), ids=PARSER_CASES.keys())
+def test_libyaml_and_the_pure_python_fallback_agree(tmp_path, monkeypatch, text):
+    import registry.catalog as catalog_module
+
+    if catalog_module.yaml_parser() != "libyaml":
+        pytest.skip("PyYAML has no libyaml here: the fallback is the only parser")
+    path = write(tmp_path, "catalog.yaml", text)
+    outcomes = []
+    for loader in (catalog_module._YAML_LOADER, catalog_module._PurePythonLoader):
+        monkeypatch.setattr(catalog_module, "_YAML_LOADER", loader)
+        try:
+            catalog = read_catalog(path)
+        except CatalogError as error:
+            # The parsers word syntax errors differently ("invalid YAML: ..."); where they point must agree.
+            outcomes.append([(problem.code, problem.field, problem.line, problem.column, "invalid YAML" in problem.message or problem.message) for problem in error.problems])
+        else:
+            outcomes.append([tool.model_dump() for tool in catalog.tools])
+    assert outcomes[0] == outcomes[1]

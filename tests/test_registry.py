@@ -53,6 +53,27 @@ def test_register_stores_a_copy_with_sequential_ids():
     assert stored is not original and stored.id == 0
 
 
+def test_registered_copy_shares_nothing_the_caller_can_change():
+    registry = ToolRegistry()
+    original = ToolDefinition(
+        name="fetch",
+        module="pkg.fetch",
+        required_parameters=[ToolParameter(name="urls", type="list[str]", default=["a"])],
+        return_spec=ReturnSpec(name="pages", type="list"),
+        affordances=["fetch pages"],
+    )
+    registry.register_tool(original)
+    original.required_parameters.append(ToolParameter(name="extra", type="int"))
+    original.required_parameters[0].default.append("b")
+    original.required_parameters[0].description = "changed"
+    original.return_spec.name = "changed"
+    original.affordances.append("changed")
+    stored = registry.get_tool_by_name("fetch")
+    assert [parameter.name for parameter in stored.required_parameters] == ["urls"]
+    assert stored.required_parameters[0].default == ["a"] and stored.required_parameters[0].description == ""
+    assert stored.return_spec.name == "pages" and stored.affordances == ["fetch pages"]
+
+
 def test_ids_are_never_reused_after_removal():
     registry = ToolRegistry()
     registry.register_tool(tool("a"))
