@@ -51,6 +51,8 @@ Lookup = Callable[[str], "tuple[Toolkit, str] | None"]
 
 #: Seconds an unauthenticated connection gets to send its hello.
 HELLO_TIMEOUT = 10.0
+#: Longest call id (characters of its text form) the host accepts and echoes.
+MAX_ID_CHARS = 100
 #: Characters of a tool's exception message sent to the kernel (head and tail kept); the cell's own
 #: output cap applies after that.
 MAX_ERROR_MESSAGE_CHARS = 4000
@@ -147,6 +149,11 @@ class Bridge:
         except (asyncio.IncompleteReadError, ConnectionError):
             return
         finally:
+            # The kernel hung up (it died, or dropped this connection): nobody awaits these replies,
+            # so the calls' side effects must not go on. After ``closing`` none is left here.
+            for (connection, _), (call, _) in list(self._calls.items()):
+                if connection == id(writer):
+                    call.cancel()
             self._serving.discard(task)
             self._connections.discard(writer)
             writer.close()
@@ -166,9 +173,9 @@ class Bridge:
         op, call_id = message.get("op"), message.get("id")
         problem = _call_problem(message) if op == "call" else None
         if op not in ("call", "cancel"):
-            problem = f"unknown op {op!r}; the kernel sends 'call' and 'cancel'"
+            problem = f"unknown op {_short(op)}; the kernel sends 'call' and 'cancel'"
         elif _usable_id(call_id) is None:
-            problem = f"the call id must be an integer or a string, not {type(call_id).__name__}"
+            problem = f"the call id must be an integer or a string of at most {MAX_ID_CHARS} characters, not {_short(call_id)}"
         elif op == "call" and problem is None and (id(writer), call_id) in self._calls:
             problem = f"call id {call_id!r} is already in flight on this connection"
         if problem is not None:
@@ -229,6 +236,11 @@ class Bridge:
             else:
                 value = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(call, loop))
             self._send_result(writer, call_id, f"{toolkit.name}.{name}", value)
+            # Backpressure: a peer that sends calls but never reads replies stalls its own calls
+            # here instead of growing the host's write buffer.
+            await writer.drain()
+        except ConnectionError:
+            return  # the kernel is gone; nobody awaits the reply
         except asyncio.CancelledError:
             if asyncio.current_task().cancelling():  # type: ignore[union-attr]
                 return  # the kernel asked for it (interrupted cell) or the kernel is gone: nobody awaits a reply
@@ -241,7 +253,7 @@ class Bridge:
     def _send_result(self, writer: asyncio.StreamWriter, call_id: int | str, tool: str, value: Any) -> None:
         try:
             frame = wire.encode({"op": "result", "id": call_id, "value": value})
-        except (wire.WireError, ValueError, RecursionError) as error:  # json refuses huge ints, deep nesting
+        except (wire.WireError, ValueError, RecursionError) as error:  # json refuses deep nesting
             self._send(writer, {"op": "error", "id": call_id, "type": "BridgeError", "message": f"the result of {tool} (type {type(value).__name__}) cannot cross the bridge: {error}; return JSON-like data, or bind the tool in-kernel"})
             return
         if len(frame) <= self.max_result_bytes:
@@ -261,15 +273,27 @@ class Bridge:
             return
         self._send(writer, {"op": "offloaded", "id": call_id, "result_id": result_id, "size": len(frame), "type": type(value).__name__, "tool": tool})
 
-    @staticmethod
-    def _send(writer: asyncio.StreamWriter, message: dict[str, Any]) -> None:
-        if not writer.is_closing():
-            writer.write(wire.encode(message))
+    def _send(self, writer: asyncio.StreamWriter, message: dict[str, Any]) -> None:
+        """Write ``message``; one that would exceed the kernel's frame limit (an error naming a huge
+        target, say) becomes a short error for the same call, so the connection survives."""
+        if writer.is_closing():
+            return
+        frame = wire.encode(message)
+        if len(frame) - 4 > self.max_frame_bytes:
+            frame = wire.encode({"op": "error", "id": _usable_id(message.get("id")), "type": "BridgeError", "message": f"the host's {message.get('op')} reply was {len(frame) - 4:,} bytes, over the frame limit of {self.max_frame_bytes:,}"})
+        writer.write(frame)
 
 
 def _usable_id(call_id: Any) -> int | str | None:
-    """``call_id`` when it can key a call (an integer or a string; not a bool), else ``None``."""
-    return call_id if type(call_id) in (int, str) else None
+    """``call_id`` when it can key a call (an integer or a string, short enough to echo; not a
+    bool), else ``None``."""
+    return call_id if type(call_id) in (int, str) and len(str(call_id)) <= MAX_ID_CHARS else None
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for echoing a peer's bad value in a reply."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _call_problem(message: dict[str, Any]) -> str | None:
@@ -296,9 +320,21 @@ def _text(error: BaseException) -> str:
 
 def _error_message(call_id: Any, error: BaseException) -> dict[str, Any]:
     """The reply for a call that raised: its type, the nearest built-in type it derives from (so the
-    kernel can raise something ``except ValueError`` still catches) and its message."""
-    builtin = next((kind.__name__ for kind in type(error).__mro__ if kind.__module__ == "builtins"), "Exception")
-    return {"op": "error", "id": call_id, "type": type(error).__name__, "builtin": builtin, "message": _text(error)}
+    kernel can raise something ``except ValueError`` still catches) and its message, both capped."""
+    return {"op": "error", "id": call_id, "type": cap(type(error).__name__, 200)[0], "builtin": _nearest_builtin(type(error)), "message": _text(error)}
+
+
+def _nearest_builtin(kind: type[BaseException]) -> str:
+    """The first built-in class in ``kind``'s MRO that a message alone constructs
+    (``UnicodeDecodeError`` needs five arguments, so it maps to ``ValueError``)."""
+    for base in kind.__mro__:
+        if base.__module__ == "builtins" and issubclass(base, Exception):
+            try:
+                base("message")
+            except Exception:  # a constructor that wants more than a message
+                continue
+            return base.__name__
+    return "Exception"
 
 
 def toolkit_spec(toolkit: Toolkit, attributes: dict[str, str], error: str = "") -> dict[str, Any]:

@@ -115,6 +115,10 @@ class BridgeClient:
 
     async def _connection(self) -> _Connection:
         loop = asyncio.get_running_loop()
+        # A cell may run a short-lived loop per call (asyncio.run in a thread): forget the
+        # connections of closed loops, so their sockets are released rather than kept for good.
+        for closed in [other for other in self._connections if other.is_closed()]:
+            del self._connections[closed]
         opening = self._connections.get(loop)
         if opening is not None and opening.done() and (opening.exception() is not None or opening.result().closed_reason):
             opening = None
@@ -195,16 +199,18 @@ def _exception(type_name: str, builtin: str, message: str, target: str) -> BaseE
     """The tool's exception as the cell sees it: its own type when the kernel knows it, else the
     nearest built-in type it derives from (``class MyError(ValueError)`` → ``ValueError``)."""
     known = {"ResultTooLarge": ResultTooLarge, "BridgeError": BridgeError, "ToolPausedError": ToolPausedError, "ToolExitError": ToolExitError}
-    kind = known.get(type_name) or getattr(builtins, type_name, None) or getattr(builtins, builtin, None)
-    text = message if (type_name in known or hasattr(builtins, type_name)) else f"{type_name}: {message}"
-    error: BaseException
-    if isinstance(kind, type) and issubclass(kind, Exception) and kind is not Exception:
-        try:
-            error = kind(text)
-        except TypeError:  # a built-in whose constructor wants more than a message
-            error = ToolError(f"{type_name}: {message}")
-    else:
-        error = ToolError(f"{type_name}: {message}")
+    own = known.get(type_name) or getattr(builtins, type_name, None)
+    # Its own type first; the nearest built-in next (a built-in like UnicodeDecodeError cannot be
+    # built from a message alone, and the host names one that can).
+    candidates = [(own, message), (getattr(builtins, builtin, None), f"{type_name}: {message}")]
+    error: BaseException = ToolError(f"{type_name}: {message}")
+    for kind, text in candidates:
+        if isinstance(kind, type) and issubclass(kind, Exception) and kind is not Exception:
+            try:
+                error = kind(text)
+            except TypeError:
+                continue
+            break
     error.add_note(f"(raised by host tool {target})")
     return error
 

@@ -9,8 +9,9 @@ print JSON so the host can read the answer from the cell's stdout.
 - a tool handle that was deleted (``del inventory``) is bound again before the next cell, and a
   ``NameError`` or ``AttributeError`` caused by a deleted or reassigned handle says how to get it
   back;
-- a cell that closes ``sys.stdout`` or ``sys.stderr`` (or sets them to ``None``) gets them reopened
-  when it ends, with a note on stderr, instead of leaving every later cell silent.
+- a cell that closes ``sys.stdout`` or ``sys.stderr`` (or sets them to ``None`` or to something
+  that is not a stream) gets them reopened when it ends (or before the next cell, when a background
+  thread did it), with a note on stderr, instead of leaving every later cell silent or wedged.
 """
 
 from __future__ import annotations
@@ -47,9 +48,9 @@ def configure(allow_shell: bool = True) -> None:
     boundary (``subprocess`` and ``os.system`` still work).
     """
     shell = _shell()
-    shell.events.register("pre_run_cell", _restore_handles)
-    shell.events.register("post_run_cell", _reopen_closed_streams)
-    shell.set_custom_exc((NameError, AttributeError), _explain_handle_error)
+    shell.events.register("pre_run_cell", _before_cell)
+    shell.events.register("post_run_cell", _reopen_broken_streams)
+    shell.set_custom_exc(_HANDLE_ERRORS, _explain_handle_error)
     if allow_shell:
         return
     magics = shell.magics_manager.magics
@@ -76,36 +77,67 @@ def keep_handles(names: list[str]) -> None:
     _handles.update({name: namespace[name] for name in names if name in namespace})
 
 
-def _restore_handles(info: Any = None) -> None:
-    """IPython ``pre_run_cell`` hook: bind again every handle a previous cell deleted.
+_HANDLE_ERRORS = (NameError, AttributeError)
+
+
+def _before_cell(info: Any = None) -> None:
+    """IPython ``pre_run_cell`` hook: bind again every handle a previous cell deleted, reopen streams
+    something broke since (a background thread), and put back the error handler if a cell replaced
+    it or IPython dropped it.
 
     A handle the user assigned something else to is left alone: that may be on purpose.
     """
-    namespace = _shell().user_ns
+    shell = _shell()
     for name, handle in _handles.items():
-        namespace.setdefault(name, handle)
+        shell.user_ns.setdefault(name, handle)
+    _reopen_broken_streams()
+    if shell.custom_exceptions != _HANDLE_ERRORS:
+        shell.set_custom_exc(_HANDLE_ERRORS, _explain_handle_error)
 
 
 def _explain_handle_error(shell: Any, kind: type, error: BaseException, traceback: Any, tb_offset: int | None = None) -> None:
     """IPython custom exception handler: say when a ``NameError``/``AttributeError`` comes from a
     deleted or reassigned tool handle, then show the usual traceback (IPython shows nothing else
     for an exception a custom handler takes)."""
-    namespace = shell.user_ns
-    hint = ""
-    if isinstance(error, NameError) and error.name in _handles and error.name not in namespace:
-        hint = f"{error.name!r} is a toolpath tool handle that was deleted; it is bound again from the next cell on"
-    elif isinstance(error, AttributeError):
-        shadowed = [name for name, handle in _handles.items() if name in namespace and namespace[name] is not handle and namespace[name] is getattr(error, "obj", None)]
-        if shadowed:
-            hint = f"{shadowed[0]!r} no longer holds its toolpath tool handle (it was assigned another value); run `del {shadowed[0]}` and it is bound again from the next cell on"
-    if hint and error.args and isinstance(error.args[0], str):
-        error.args = (f"{error.args[0]}. Note: {hint}", *error.args[1:])
+    try:
+        hint = _handle_hint(shell.user_ns, error)
+        if hint and error.args and isinstance(error.args[0], str):
+            error.args = (f"{error.args[0]}. Note: {hint}", *error.args[1:])
+    except Exception:  # a hint is a courtesy; the traceback must still be shown
+        pass
+    # A cell that set sys.stdout to None would make showing the traceback fail (and IPython would
+    # then drop this handler and report nothing).
+    _reopen_broken_streams()
     shell.showtraceback((kind, error, traceback), tb_offset=tb_offset)
 
 
-def _reopen_closed_streams(result: Any = None) -> None:
-    """IPython ``post_run_cell`` hook: replace a closed (or ``None``) ``sys.stdout``/``sys.stderr``
-    with a new stream to the kernel's output, and say so on stderr."""
+def _handle_hint(namespace: dict[str, Any], error: BaseException) -> str:
+    """Why ``error`` may come from a deleted or reassigned tool handle, or ``""``."""
+    name = getattr(error, "name", None)
+    if isinstance(error, NameError) and isinstance(name, str) and name in _handles and name not in namespace:
+        return f"{name!r} is a toolpath tool handle that was deleted; it is bound again from the next cell on"
+    if isinstance(error, AttributeError) and isinstance(name, str):
+        # Only when the missing attribute is a tool of a handle whose name now holds another value:
+        # identity with error.obj alone would match any None or small int.
+        for handle_name, handle in _handles.items():
+            current = namespace.get(handle_name, handle)
+            if current is not handle and current is getattr(error, "obj", None) and name in dir(handle):
+                return f"{handle_name!r} no longer holds its toolpath tool handle (it was assigned another value); run `del {handle_name}` and it is bound again from the next cell on"
+    return ""
+
+
+def _is_broken(stream: Any) -> bool:
+    """A stream print() and ipykernel cannot use: ``None``, closed, or without ``write``/``flush``."""
+    try:
+        return stream is None or bool(getattr(stream, "closed", False)) or not callable(getattr(stream, "write", None)) or not callable(getattr(stream, "flush", None))
+    except Exception:  # an object whose attributes raise is no stream either
+        return True
+
+
+def _reopen_broken_streams(result: Any = None) -> None:
+    """IPython ``post_run_cell`` hook (and before each cell): replace a broken ``sys.stdout`` or
+    ``sys.stderr`` (see :func:`_is_broken`) with a new stream to the kernel's output, and say so on
+    stderr. An open stream the cell chose (a file, a ``StringIO``) is left alone."""
     from ipykernel.iostream import OutStream
 
     kernel = getattr(_shell(), "kernel", None)
@@ -114,7 +146,7 @@ def _reopen_closed_streams(result: Any = None) -> None:
     reopened = []
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
-        if stream is None or getattr(stream, "closed", False):
+        if _is_broken(stream):
             # watchfd=False: output written straight to the file descriptor (C extensions) is no
             # longer captured once the original stream gave its descriptor back on close.
             fresh = OutStream(kernel.session, kernel.iopub_thread, name, watchfd=False)
@@ -122,7 +154,7 @@ def _reopen_closed_streams(result: Any = None) -> None:
             setattr(sys, name, fresh)
             reopened.append(f"sys.{name}")
     if reopened:
-        print(f"toolpath: {' and '.join(reopened)} had been closed; reopened (output written while closed was lost)", file=sys.stderr)
+        print(f"toolpath: {' and '.join(reopened)} had been closed or replaced by something that is not a stream; reopened (output not yet shown when that happened was lost)", file=sys.stderr)
 
 
 def print_variables() -> None:

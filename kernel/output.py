@@ -14,6 +14,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+#: An exception's type name is a name, not a stream: a few hundred characters say it.
+_MAX_ENAME_CHARS = 200
+#: Dropped images named one by one; the rest are counted in one line.
+_MAX_DROPPED_LINES = 10
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 Status = Literal["ok", "error", "timeout", "aborted", "busy", "dead"]
@@ -44,7 +48,8 @@ class CellResult:
         images: PNG images the cell displayed, as bytes.
         truncated: names of the streams whose middle was dropped (``stdout``, ``stderr``,
             ``result``, ``traceback``, ``evalue``).
-        dropped_images: one line per image that was not kept, saying why.
+        dropped_images: one line per image that was not kept, saying why (the first ten; then one
+            line counting the rest).
         notice: a message for the model about the session itself (a restarted kernel, lost state).
     """
 
@@ -136,6 +141,7 @@ class CellOutput:
     images: list[bytes] = field(default_factory=list)
     dropped_images: list[str] = field(default_factory=list)
     _images_seen: int = 0
+    _more_dropped: int = 0
 
     def __post_init__(self) -> None:
         self.stdout = CappedText(self.limits.max_output_chars)
@@ -158,18 +164,25 @@ class CellOutput:
                 "traceback": _ANSI_ESCAPE.sub("", "\n".join(content.get("traceback", []))),
             }
 
+    def _drop(self, line: str) -> None:
+        # Name the first few dropped images; count the rest (a loop may display thousands).
+        if len(self.dropped_images) < _MAX_DROPPED_LINES:
+            self.dropped_images.append(line)
+        else:
+            self._more_dropped += 1
+
     def _add_image(self, encoded: str) -> None:
         self._images_seen += 1
         number = self._images_seen
         try:
             image = base64.b64decode(encoded, validate=False)
         except (binascii.Error, ValueError, TypeError):
-            self.dropped_images.append(f"image {number}: not valid base64 PNG data")
+            self._drop(f"image {number}: not valid base64 PNG data")
             return
         if len(image) > self.limits.max_image_bytes:
-            self.dropped_images.append(f"image {number}: {len(image):,} bytes is over the limit of {self.limits.max_image_bytes:,}")
+            self._drop(f"image {number}: {len(image):,} bytes is over the limit of {self.limits.max_image_bytes:,}")
         elif len(self.images) >= self.limits.max_images_per_cell:
-            self.dropped_images.append(f"image {number}: over the limit of {self.limits.max_images_per_cell} images per cell")
+            self._drop(f"image {number}: over the limit of {self.limits.max_images_per_cell} images per cell")
         else:
             self.images.append(image)
 
@@ -185,6 +198,7 @@ class CellOutput:
         final_error = error if error is not None else self.error
         if final_error is not None:
             final_error = dict(final_error)
+            final_error["ename"] = cap(str(final_error.get("ename", "")), min(limit, _MAX_ENAME_CHARS))[0]
             for key in ("evalue", "traceback"):
                 final_error[key], cut = cap(str(final_error.get(key, "")), limit)
                 if cut:
@@ -198,6 +212,6 @@ class CellOutput:
             execution_count,
             tuple(self.images),
             tuple(truncated),
-            tuple(self.dropped_images),
+            (*self.dropped_images, *([f"{self._more_dropped:,} more images dropped"] if self._more_dropped else [])),
             notice,
         )

@@ -19,6 +19,7 @@ import math
 import os
 import queue
 import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -53,9 +54,27 @@ def _is_running(owner: dict) -> bool:
         return False
 
 
+def _read_owner(path: str) -> dict | None:
+    """The owner named by ``path``, or ``None`` when there is no readable, well-formed owner file
+    (a half-written one, a FIFO or a link to a device are read without blocking, and at most 4 kB)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return None
+        owner = json.loads(os.read(descriptor, 4096))
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(descriptor)
+    return owner if isinstance(owner, dict) else None
+
+
 def remove_stale_directories(root: str | None = None) -> list[str]:
     """Remove this user's kernel directories (under ``root``, default the temporary directory) whose
-    owner process is gone, or that have no owner file and are over an hour old.
+    owner process is gone, or whose owner file is missing or unreadable and that are over an hour old.
 
     Returns:
         The paths removed. Directories that cannot be read or removed are left as they are.
@@ -69,15 +88,13 @@ def remove_stale_directories(root: str | None = None) -> list[str]:
         try:
             if not entry.name.startswith(_DIRECTORY_PREFIX) or not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.getuid():
                 continue
-            owner_file = os.path.join(entry.path, _OWNER_FILE)
-            if os.path.exists(owner_file):
-                with open(owner_file, encoding="utf-8") as file:
-                    owner = json.load(file)
-                if isinstance(owner, dict) and _is_running(owner):
+            owner = _read_owner(os.path.join(entry.path, _OWNER_FILE))
+            if owner is not None:
+                if _is_running(owner):
                     continue
             elif time.time() - entry.stat(follow_symlinks=False).st_mtime < _UNOWNED_GRACE_SECONDS:
                 continue
-        except (OSError, ValueError):
+        except OSError:
             continue
         shutil.rmtree(entry.path, ignore_errors=True)
         removed.append(entry.path)
@@ -282,7 +299,13 @@ class KernelSession:
                     break
                 continue
             output.add(kind, content)
-        execution_count = await self._execution_count(message_id)
+        reply = await self._shell_reply(message_id)
+        execution_count = reply.get("execution_count")
+        if output.error is None and reply.get("status") == "error":
+            # The cell raised but no error reached iopub (it broke the streams that carry it): the
+            # shell reply still says so.
+            traceback = "\n".join(str(line) for line in reply.get("traceback") or [])
+            return output.build("error", execution_count, error={"ename": str(reply.get("ename", "")), "evalue": str(reply.get("evalue", "")), "traceback": traceback})
         if output.error is None:
             # The cell finished as the interrupt was sent; the interrupt may also have cut it short
             # without an exception (a very short timeout can land before user code runs). Say so.
@@ -294,16 +317,16 @@ class KernelSession:
             return output.build("timeout", execution_count, error=error)
         return output.build("error", execution_count)
 
-    async def _execution_count(self, message_id: str) -> int | None:
-        """Read the shell reply of ``message_id`` (it carries the execution count)."""
+    async def _shell_reply(self, message_id: str) -> dict:
+        """The content of the shell reply to ``message_id`` (status, execution count), ``{}`` if none comes."""
         assert self._client is not None
         try:
             while True:
                 reply = await self._client.get_shell_msg(timeout=5.0)
                 if reply.get("parent_header", {}).get("msg_id") == message_id:
-                    return reply["content"].get("execution_count")
+                    return reply.get("content", {})
         except queue.Empty:
-            return None
+            return {}
 
     async def shutdown(self) -> None:
         """Stop the kernel and its channels and remove its private directory; safe to call twice."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import pickle
+import re
 import struct
 from typing import Any
 
@@ -36,6 +37,10 @@ MAX_HELLO_BYTES = 4096
 FRAME_OVERHEAD_BYTES = 65_536
 JSON_CODEC = b"J"
 PICKLE_CODEC = b"P"
+#: 13,000 bits is about 3,900 decimal digits, under Python's default 4,300-digit conversion limit.
+_MAX_JSON_INT_BITS = 13_000
+#: Senders write ``op`` and ``id`` first, so a receiver can answer a call whose JSON it cannot parse.
+_LEADING_ID = re.compile(rb'^\{"op":"(?:call|cancel)","id":(\d{1,19})[,}]')
 
 
 def frame_limit(max_result_bytes: int) -> int:
@@ -73,7 +78,10 @@ class FrameTooLarge(WireError):
 def is_json_value(value: Any, depth: int = 0) -> bool:
     """True when ``value`` survives a JSON round trip unchanged (same types, same values)."""
     kind = type(value)
-    if kind is str or kind is bool or kind is int or kind is float or value is None:
+    if kind is int:
+        # Python refuses to turn an int of over 4,300 digits into text (or back): pickle carries it.
+        return value.bit_length() <= _MAX_JSON_INT_BITS
+    if kind is str or kind is bool or kind is float or value is None:
         return True
     if depth > 100:  # deeper than json's own recursion comfort: let pickle carry it
         return False
@@ -96,7 +104,7 @@ def encode(message: dict[str, Any]) -> bytes:
         envelope = {key: value for key, value in message.items() if is_json_value(value)}
         try:
             pickled = pickle.dumps({key: value for key, value in message.items() if key not in envelope}, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as error:  # pickling can fail in many ways (lambdas, sockets, locks ...)
+        except BaseException as error:  # pickling runs the value's own code (__reduce__ may even exit)
             raise WireError(f"the value is not JSON and cannot be pickled ({type(error).__name__}: {error})") from None
         envelope_bytes = json.dumps(envelope, separators=(",", ":")).encode()
         body = PICKLE_CODEC + _HEADER.pack(len(envelope_bytes)) + envelope_bytes + pickled
@@ -136,7 +144,9 @@ def decode(body: bytes, accept_pickles: bool = True) -> dict[str, Any]:
             raise WireError(f"unknown codec byte {codec!r}")
     except WireError:
         raise
-    except Exception as error:  # unpickling runs arbitrary reconstruction code
+    except BaseException as error:  # unpickling runs arbitrary reconstruction code, which may even exit
+        if codec == JSON_CODEC and (leading := _LEADING_ID.match(body[1:])):
+            envelope = {"id": int(leading.group(1))}
         raise WireError(f"the value cannot be loaded in this process ({type(error).__name__}: {error})", envelope if isinstance(envelope, dict) else None) from None
     if not isinstance(message, dict) or "op" not in message:
         raise WireError("a bridge message must be an object with an 'op' key")

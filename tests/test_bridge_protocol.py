@@ -352,3 +352,93 @@ def test_fuzzed_frames_after_the_hello_never_stop_the_host(frames):
     seen, last = asyncio.run(scenario())
     assert last == {"op": "result", "id": 10**12, "value": 3}
     assert all(answer["op"] in ("error", "result") for answer in seen)
+
+
+def decode_error() -> None:
+    b"\xff".decode()
+
+
+def test_reply_sizes_ids_and_builtin_types_stay_usable():
+    Huge = type("E" * 200_000, (LookupError,), {})
+
+    def huge() -> None:
+        raise Huge("x")
+
+    async def scenario():
+        async with Host(max_result_bytes=1_000) as host:
+            toolkit = Toolkit("other", [huge, decode_error])
+            targets = {f"other.{name}": (toolkit, name) for name in toolkit.functions}
+            host.bridge.lookup = targets.get
+            reader, writer = await host.admitted()
+            writer.write(json_frame(call(1, "other.huge", [])))
+            writer.write(json_frame(call(2, "other.decode_error", [])))
+            writer.write(json_frame(call(3, "other." + "\\" * 33_000, [])))  # echoed in its error
+            writer.write(json_frame(call("i" * 5_000)))
+            answers = {}
+            for _ in range(4):
+                body = await asyncio.wait_for(wire.read_frame(reader, host.bridge.max_frame_bytes), 5)
+                message = wire.decode(body)
+                answers[message.get("id")] = message
+            writer.close()
+            return answers
+
+    answers = asyncio.run(scenario())
+    assert answers[1]["builtin"] == "LookupError" and len(answers[1]["type"]) <= 200
+    assert answers[2]["type"] == "UnicodeDecodeError" and answers[2]["builtin"] == "UnicodeError"  # a ValueError too
+    assert answers[3]["op"] == "error"
+    assert "at most 100 characters" in answers[None]["message"]
+
+
+def test_a_call_whose_json_cannot_be_parsed_is_answered_by_its_id():
+    async def scenario():
+        async with Host() as host:
+            reader, writer = await host.admitted()
+            body = wire.JSON_CODEC + b'{"op":"call","id":8,"target":"inventory.stock_level","args":[' + b"9" * 5_000 + b"]}"
+            writer.write(HEADER.pack(len(body)) + body)
+            answer = await receive(reader)
+            writer.close()
+            return answer
+
+    answer = asyncio.run(scenario())
+    assert answer["id"] == 8 and answer["type"] == "BridgeError"
+
+
+def test_an_argument_that_exits_when_unpickled_does_not_stop_the_host():
+    class Exits:
+        def __reduce__(self):
+            return (exit, ())
+
+    async def scenario():
+        async with Host() as host:
+            reader, writer = await host.admitted()
+            writer.write(pickled_frame({"op": "call", "id": 1, "target": "inventory.stock_level", "kwargs": {}, "cell": ""}, {"args": [Exits()]}))
+            refused = await receive(reader)
+            writer.write(json_frame(call(2)))
+            later = await receive(reader)
+            writer.close()
+            return refused, later
+
+    refused, later = asyncio.run(scenario())
+    assert refused["id"] == 1 and "SystemExit" in refused["message"]
+    assert later == {"op": "result", "id": 2, "value": 3}
+
+
+def test_calls_of_a_connection_that_hangs_up_are_cancelled():
+    finished = []
+
+    async def side_effect(seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        finished.append(True)
+
+    async def scenario():
+        async with Host() as host:
+            toolkit = Toolkit("other", [side_effect])
+            host.bridge.lookup = {"other.side_effect": (toolkit, "side_effect")}.get
+            reader, writer = await host.admitted()
+            writer.write(json_frame(call(1, "other.side_effect", [0.5])))
+            await asyncio.sleep(0.1)
+            writer.close()  # the kernel died
+            await asyncio.sleep(0.8)
+
+    asyncio.run(scenario())
+    assert finished == []

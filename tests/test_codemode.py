@@ -233,14 +233,27 @@ def test_a_deleted_handle_is_bound_again_and_a_reassigned_one_says_how(chemistry
         assert code_mode.run("(await tools.stock_level('ab'), kept)", "handles").result == "(2, 'state')"
         unrelated = code_mode.run("(1).foo", "handles")
         assert unrelated.error["ename"] == "AttributeError" and "Note" not in unrelated.error["evalue"]
+        code_mode.run("tools = None", "handles")
+        other_none = code_mode.run("y = None\ny.foo", "handles")  # None is shared: no false hint
+        assert other_none.error["ename"] == "AttributeError" and "Note" not in other_none.error["evalue"]
 
 
 def test_closed_output_streams_are_reopened_with_a_note(code_mode):
     closed = code_mode.run("import sys\nsys.stdout.close()", "streams")
-    assert "sys.stdout had been closed; reopened" in closed.stderr
+    assert "sys.stdout had been closed or replaced by something that is not a stream; reopened" in closed.stderr
     assert code_mode.run("print('after')", "streams").stdout == "after\n"
     code_mode.run("import sys\nsys.stderr = None", "streams")
     assert code_mode.run("import sys\nprint('warning', file=sys.stderr)", "streams").stderr == "warning\n"
+    # A cell that breaks its own streams and raises is still reported as failed, and later cells work.
+    lost = code_mode.run("import sys\nsys.stdout = None\nsys.stderr = None\nraise ValueError('kept')", "streams")
+    assert lost.status == "error"  # reported as failed, not ok (the ValueError itself cannot be shown without streams)
+    assert code_mode.run("import sys\nsys.stdout = 5", "streams").status == "ok"  # not a stream: replaced, no wedged kernel
+    assert code_mode.run("print('fine')", "streams").stdout == "fine\n"
+    code_mode.run("import threading, time, sys\nthreading.Thread(target=lambda: (time.sleep(0.3), sys.stdout.close())).start()", "streams")
+    time.sleep(0.8)
+    assert code_mode.run("print('after the thread')", "streams").stdout == "after the thread\n"
+    missing = code_mode.run("del undefined_thing", "streams")
+    assert missing.error["ename"] == "NameError"
 
 
 def test_kernel_directories_of_a_killed_host_are_removed_on_the_next_start(tmp_path):

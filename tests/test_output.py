@@ -40,3 +40,17 @@ def test_every_stream_of_a_cell_result_keeps_its_cap():
     result = output.build("error")
     assert all(490 <= len(text) <= 500 for text in (result.stdout, result.stderr, result.result, result.error["evalue"], result.error["traceback"]))
     assert set(result.truncated) == {"stdout", "stderr", "result", "evalue", "traceback"}
+
+
+def test_thousands_of_dropped_images_are_named_briefly_and_type_names_are_capped():
+    import base64
+
+    output = CellOutput(OutputLimits(max_output_chars=100, max_images_per_cell=2))
+    for _ in range(3_000):
+        output.add("display_data", {"data": {"image/png": base64.b64encode(b"\x89PNG").decode()}})
+    output.add("error", {"ename": "E" * 5_000, "evalue": "x", "traceback": []})
+    result = output.build("error")
+    assert len(result.images) == 2 and len(result.dropped_images) == 11
+    assert result.dropped_images[-1] == "2,988 more images dropped"
+    assert len(result.error["ename"]) <= 100
+
