@@ -326,7 +326,7 @@ def _error_message(call_id: Any, error: BaseException) -> dict[str, Any]:
 
 def _nearest_builtin(kind: type[BaseException]) -> str:
     """The first built-in class in ``kind``'s MRO that a message alone constructs
-    (``UnicodeDecodeError`` needs five arguments, so it maps to ``ValueError``)."""
+    (``UnicodeDecodeError`` needs five arguments, so it maps to ``UnicodeError``, a ``ValueError``)."""
     for base in kind.__mro__:
         if base.__module__ == "builtins" and issubclass(base, Exception):
             try:
