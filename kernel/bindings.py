@@ -57,12 +57,16 @@ class Bindings:
                 de-duplicated over them, so a tool keeps its name whichever others are bound.
             toolkits: host toolkits; each becomes a host handle of its own.
 
+        A toolkit named like a server of ``tools`` (that server's host-bound tools) shares its handle:
+        a domain is one handle wherever its tools run.
+
         Raises:
-            ValueError: a toolkit shares its name with another toolkit or a server of ``tools``.
+            ValueError: two toolkits share a name, or a host tool and a kernel tool of one handle
+                would share an attribute.
         """
         tools = list(tools)
         names = [toolkit.name for toolkit in toolkits]
-        clash = next((name for name in names if names.count(name) > 1 or any(toolkit_of(tool) == name for tool in tools)), None)
+        clash = next((name for name in names if names.count(name) > 1), None)
         if clash is not None:
             raise ValueError(f"two toolkits are named {clash!r}; give each a distinct name")
         servers = NameMap({*(toolkit_of(tool) for tool in tools), *names}, base=handle_name, taken={*taken, *BINDING_NAMES})
@@ -83,21 +87,29 @@ class Bindings:
                 targets[tool.id] = f"{handle}.{attribute}"
         for toolkit in toolkits:
             attributes = NameMap(toolkit.functions, base=attribute_name)
-            host_handles[servers.python(toolkit.name)] = (toolkit.name, {attributes.python(name): name for name in toolkit.functions})
+            handle = servers.python(toolkit.name)
+            host_attributes = {attributes.python(name): name for name in toolkit.functions}
+            # A server whose tools run in both places (kernel-bound and host-bound) is one handle.
+            shared = sorted(set(host_attributes) & set(handles.get(handle, {})))
+            if shared:
+                raise ValueError(f"{toolkit.name!r} has a host tool and a kernel tool both bound as {shared[0]!r}; rename one of them")
+            host_handles[handle] = (toolkit.name, host_attributes)
         return cls(handles, targets, host_handles)
 
     def code(self) -> str:
         """Python that binds every handle (empty when there are none)."""
         lines = []
+        if self.host_handles:
+            lines.append(f"from {HOST_MODULE} import {HOST_FUNCTION}")
         if self.handles:
             lines.append(f"from {BINDER_MODULE} import {BINDER_FUNCTION}")
         for name, attributes in self.handles.items():
             entries = "".join(f"\n    {attribute!r}: {target!r}," for attribute, target in attributes.items())
-            lines.append(f"{name} = {BINDER_FUNCTION}({name!r}, {{{entries}\n}})")
-        if self.host_handles:
-            lines.append(f"from {HOST_MODULE} import {HOST_FUNCTION}")
+            host = f", host={HOST_FUNCTION}({self.host_handles[name][0]!r})" if name in self.host_handles else ""
+            lines.append(f"{name} = {BINDER_FUNCTION}({name!r}, {{{entries}\n}}{host})")
         for name, (toolkit, attributes) in self.host_handles.items():
-            lines.append(f"{name} = {HOST_FUNCTION}({toolkit!r})")
+            if name not in self.handles:
+                lines.append(f"{name} = {HOST_FUNCTION}({toolkit!r})")
         return "\n".join(lines) + "\n" if lines else ""
 
     def describe_toolkits(self, toolkits: Iterable[Toolkit]) -> list[str]:

@@ -249,6 +249,9 @@ class FailedHandle:
             raise AttributeError(attribute)
         raise RuntimeError(f"toolkit {self._toolkit!r} is unavailable in this kernel: {self._error}")
 
+    def __dir__(self) -> list[str]:
+        return []
+
     def __repr__(self) -> str:
         return f"<toolpath handle {self._toolkit}: unavailable ({self._error})>"
 

@@ -196,11 +196,15 @@ class ToolHandle:
         tools: ``{attribute: (tool wire name, module)}``; the attribute names come from
             :class:`registry.names.NameMap`, and the function named like the tool is looked up in
             the module.
+        host: the host handle of the same domain's host-bound tools (see
+            :mod:`kernel.bridge_client`), whose attributes this handle also offers: a domain is one
+            handle wherever its tools run.
     """
 
-    def __init__(self, toolkit: str, tools: Mapping[str, tuple[str, str]]):
+    def __init__(self, toolkit: str, tools: Mapping[str, tuple[str, str]], host: Any = None):
         self._toolkit = toolkit
         self._modules = dict(tools)
+        self._host = host
         self._bound: dict[str, Callable[..., Any]] = {}
 
     def __getattr__(self, attribute: str) -> Callable[..., Any]:
@@ -209,7 +213,12 @@ class ToolHandle:
         if attribute in self._bound:
             return self._bound[attribute]
         if attribute not in self._modules:
-            available = ", ".join(sorted(self._modules)) or "none"
+            if self._host is not None:
+                try:  # a host handle that could not be bound raises its own reason here
+                    return getattr(self._host, attribute)
+                except AttributeError:
+                    pass
+            available = ", ".join(sorted(dir(self))) or "none"
             raise AttributeError(f"{self._toolkit} has no tool {attribute!r}; bound tools: {available}")
         name, module_name = self._modules[attribute]
         try:
@@ -227,13 +236,14 @@ class ToolHandle:
         return bound
 
     def __dir__(self) -> list[str]:
-        return sorted(self._modules)
+        return sorted({*self._modules, *(dir(self._host) if self._host is not None else ())})
 
     def __repr__(self) -> str:
-        return f"<toolpath handle {self._toolkit}: {', '.join(sorted(self._modules))}>"
+        return f"<toolpath handle {self._toolkit}: {', '.join(dir(self))}>"
 
 
-def bind_module_tools(toolkit: str, tools: Mapping[str, tuple[str, str]]) -> ToolHandle:
-    """Create the handle of ``toolkit`` from ``{attribute: (tool name, module)}``; nothing is imported yet."""
+def bind_module_tools(toolkit: str, tools: Mapping[str, tuple[str, str]], host: Any = None) -> ToolHandle:
+    """Create the handle of ``toolkit`` from ``{attribute: (tool name, module)}``, offering also the
+    attributes of ``host`` (the domain's host-bound tools); nothing is imported yet."""
     track_cells()
-    return ToolHandle(toolkit, tools)
+    return ToolHandle(toolkit, tools, host)
