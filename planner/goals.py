@@ -1,10 +1,12 @@
 """Choosing goal states for a task: skill search, then a plan for each close candidate.
 
 The search ranks states and tools; each hit stands for a goal (the state, or what the tool
-produces). Among candidates, one with a plan beats one without; then, among those scoring within
-``margin`` of the best, one whose cell binds every required parameter from the given inputs beats
-one that leaves some unbound; then the one ranked higher by the search. Hits below ``min_score``
-never count.
+produces). Among candidates, one with a plan beats one without; one whose plan has steps beats one
+already held (a task asks for work); then, among those scoring within ``margin`` of the best, one
+whose cell binds every required parameter from the given inputs beats one that leaves some
+unbound; then the one ranked higher by the search. Hits below ``min_score`` never count. Each
+candidate passed over carries the first of these tests that it lost to the chosen one, so its
+reason is true of it and not of the chosen goal.
 
 Hits come in the search's (fused) order; thresholds use each hit's cosine similarity. ``min_score``
 (0.35) and ``margin`` (0.05) are cosine similarities of the default all-MiniLM-L6-v2 model, set by
@@ -16,7 +18,7 @@ task, and is close when its BM25 score is within ``LEXICAL_MARGIN`` (10%) of the
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from planner.cell import PlannedCell, render_cell
@@ -62,18 +64,31 @@ class GoalCandidate:
     cell: PlannedCell | None
     problem: str | None
     order: int  # position in the search ranking (0 = best)
+    #: Why it lost to the chosen candidate (set on the candidates passed over).
+    lost_because: str = ""
 
     @property
     def binds_all_inputs(self) -> bool:
         return self.cell is not None and not self.cell.unbound
 
+    @property
+    def needs_work(self) -> bool:
+        """Its plan has steps: its goal is not already held."""
+        return self.plan is not None and bool(self.plan.steps)
+
     def reason(self) -> str:
         """Why this candidate lost, for messages."""
-        if self.problem:
-            return self.problem
-        if self.cell is not None and self.cell.unbound:
+        return self.lost_because or self.problem or "ranked lower by the search"
+
+    def lost_to(self, chosen: GoalCandidate) -> str:
+        """The first ranking test this candidate loses to ``chosen``, in words."""
+        if self.plan is None and chosen.plan is not None:
+            return self.problem or "no plan reaches it from the held states"
+        if chosen.needs_work and not self.needs_work:
+            return "it is already held, and the task asks for work"
+        if chosen.binds_all_inputs and not self.binds_all_inputs and self.cell is not None:
             return "its plan leaves " + ", ".join(parameter.parameter for parameter in self.cell.unbound) + " unbound"
-        return "lower score"
+        return "ranked lower by the search"
 
     def to_dict(self) -> dict:
         return {"goal": sorted(self.goal), "hit": self.hit.to_dict(), "reason": self.reason()}
@@ -134,12 +149,12 @@ def choose_goal(
         candidates[hit.states] = GoalCandidate(hit.states, hit, hit.plan, cell, None, order)
 
     def rank(candidate: GoalCandidate) -> tuple:
-        return (candidate.plan is not None, _close(candidate.hit, best, margin) and candidate.binds_all_inputs, -candidate.order)
+        return (candidate.plan is not None, candidate.needs_work, _close(candidate.hit, best, margin) and candidate.binds_all_inputs, -candidate.order)
 
     ordered = sorted(candidates.values(), key=rank, reverse=True)
     chosen = ordered[0]
     if chosen.plan is None:
         assert first_unreachable is not None
         raise _why_unreachable(graph, first_unreachable, held)
-    passed_over = tuple(candidate for candidate in ordered[1:] if _close(candidate.hit, best, margin))
+    passed_over = tuple(replace(candidate, lost_because=candidate.lost_to(chosen)) for candidate in ordered[1:] if _close(candidate.hit, best, margin))
     return GoalChoice(chosen, passed_over)

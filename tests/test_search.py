@@ -264,3 +264,16 @@ def test_goal_choice_explains_when_no_hit_can_be_reached():
     index = SkillIndex(graph, CountingEmbedder(), cache=False)
     with pytest.raises(NoPlanError, match="lab.signed"):
         choose_goal("write the weight report", index, graph, min_score=-1.0, k=1)
+
+
+@pytest.mark.integration
+def test_goal_choice_never_picks_a_held_state_and_says_true_reasons(index, chemistry_graph):
+    from planner.goals import choose_goal
+
+    held = choose_goal("validate a SMILES string and get the molecular weight of a molecule", index, chemistry_graph, inputs={"smiles": "CCO"}, held=["chemistry.molecule_parsed"])
+    assert held.chosen.plan.steps, "a task asks for work: a held goal must not be chosen"
+    assert "it is already held, and the task asks for work" in [candidate.reason() for candidate in held.passed_over]
+    aspirin = choose_goal("is aspirin drug-like? check Lipinski's rule of five", index, chemistry_graph, inputs={"smiles": "CCO"})
+    for candidate in aspirin.passed_over:
+        if "unbound" in candidate.reason():
+            assert aspirin.chosen.binds_all_inputs  # the reason is not also true of the chosen goal
