@@ -105,6 +105,22 @@ async def replies(reader: asyncio.StreamReader, count: int) -> dict:
     return answers
 
 
+def answer_then_a_valid_call(frame: bytes, follow_up_id: int, **options) -> tuple[dict, dict]:
+    """Send ``frame`` on an admitted connection, then a valid call: both replies, in order."""
+
+    async def scenario():
+        async with Host(**options) as host:
+            reader, writer = await host.admitted()
+            writer.write(frame)
+            answer = await receive(reader)
+            writer.write(json_frame(call(follow_up_id)))
+            after = await receive(reader)
+            writer.close()
+            return answer, after
+
+    return asyncio.run(scenario())
+
+
 def call(call_id, target="inventory.stock_level", args=("abc",), **extra) -> dict:
     return {"op": "call", "id": call_id, "target": target, "args": list(args), "kwargs": {}, "cell": "", **extra}
 
@@ -213,17 +229,7 @@ def test_a_bogus_length_after_the_hello_closes_only_that_connection_and_answers_
     ids=["list-id", "bool-id", "missing-id", "list-target", "missing-target", "text-args", "list-kwargs", "integer-cell", "unknown-op", "list-op", "dict-id-cancel", "no-op"],
 )
 def test_a_malformed_message_gets_an_error_reply_and_the_connection_goes_on(message, expected):
-    async def scenario():
-        async with Host() as host:
-            reader, writer = await host.admitted()
-            writer.write(json_frame(message))
-            answer = await receive(reader)
-            writer.write(json_frame(call(99)))
-            after = await receive(reader)
-            writer.close()
-            return answer, after
-
-    answer, after = asyncio.run(scenario())
+    answer, after = answer_then_a_valid_call(json_frame(message), 99)
     assert answer["op"] == "error" and answer["type"] == "BridgeError"
     assert expected in answer["message"]
     assert after == {"op": "result", "id": 99, "value": 3}
@@ -246,20 +252,10 @@ def test_a_call_id_already_in_flight_is_refused_and_the_first_call_still_replies
 
 def test_a_json_only_host_refuses_pickled_arguments_without_loading_them(tmp_path):
     marker = tmp_path / "host-ran-code"
-
-    async def scenario():
-        async with Host(accept_pickles=False) as host:
-            assert host.bridge.spec()["json_only"] is True
-            reader, writer = await host.admitted()
-            writer.write(pickled_frame({"op": "call", "id": 1, "target": "inventory.stock_level", "kwargs": {}, "cell": ""}, {"args": [CreatesFile(str(marker))]}))
-            refusal = await receive(reader)
-            writer.write(json_frame(call(2)))
-            accepted = await receive(reader)
-            writer.close()
-            return refusal, accepted
-
-    refusal, accepted = asyncio.run(scenario())
+    frame = pickled_frame({"op": "call", "id": 1, "target": "inventory.stock_level", "kwargs": {}, "cell": ""}, {"args": [CreatesFile(str(marker))]})
+    refusal, accepted = answer_then_a_valid_call(frame, 2, accept_pickles=False)
     assert refusal["id"] == 1 and refusal["type"] == "BridgeError"
+    assert Bridge(tempfile.gettempdir(), 7, {}.get, 10_000, accept_pickles=False).spec()["json_only"] is True  # the kernel is told
     assert "accepts JSON only" in refusal["message"] and "stock_level" in refusal["message"]
     assert not marker.exists()
     assert accepted == {"op": "result", "id": 2, "value": 3}
@@ -408,17 +404,8 @@ def test_an_argument_that_exits_when_unpickled_does_not_stop_the_host():
         def __reduce__(self):
             return (exit, ())
 
-    async def scenario():
-        async with Host() as host:
-            reader, writer = await host.admitted()
-            writer.write(pickled_frame({"op": "call", "id": 1, "target": "inventory.stock_level", "kwargs": {}, "cell": ""}, {"args": [Exits()]}))
-            refused = await receive(reader)
-            writer.write(json_frame(call(2)))
-            later = await receive(reader)
-            writer.close()
-            return refused, later
-
-    refused, later = asyncio.run(scenario())
+    frame = pickled_frame({"op": "call", "id": 1, "target": "inventory.stock_level", "kwargs": {}, "cell": ""}, {"args": [Exits()]})
+    refused, later = answer_then_a_valid_call(frame, 2)
     assert refused["id"] == 1 and "SystemExit" in refused["message"]
     assert later == {"op": "result", "id": 2, "value": 3}
 

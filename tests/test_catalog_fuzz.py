@@ -148,7 +148,7 @@ def test_unprintable_characters_in_any_string(directory, location, character, of
     type it loads, and the cells still compile."""
     document = replaced(SHIPPED_DOCUMENT, location, lambda text: text[: offset % (len(text) + 1)] + character + text[offset % (len(text) + 1) :])
     path = directory / ("unprintable.json" if as_json else "unprintable.yaml")
-    # Both writers escape what they cannot write raw: JSON as \uXXXX, YAML in a double-quoted scalar.
+    # Both writers escape what they cannot write raw: JSON as \u escapes (four hex digits), YAML in a double-quoted scalar.
     path.write_text(json.dumps(document) if as_json else yaml.safe_dump(document), encoding="utf-8")
     load_or_catalog_error(path)
     in_a_token_list = len(location) > 1 and location[-2] in ("requires", "produces")
