@@ -41,7 +41,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
-from kernel.bindings import HOST_MODULE, Bindings
+from kernel.bindings import HOST_MODULE, Bindings, toolkit_of
 from kernel.bridge import Bridge, toolkit_spec
 from kernel.output import CellResult, OutputLimits
 from kernel.result_store import ResultStore
@@ -65,6 +65,11 @@ class _Session:
     last_used: float = field(default_factory=time.monotonic)
     notice: str = ""
     starting: bool = False
+    #: Registry tools bound in this session only (see CodeMode.bind), by id; names are
+    #: de-duplicated over ``universe``.
+    tools: dict[int, ToolDefinition] = field(default_factory=dict)
+    universe: list[ToolDefinition] = field(default_factory=list)
+    tools_version: int = 0
 
 
 class CodeMode:
@@ -166,11 +171,14 @@ class CodeMode:
         self._failures: dict[str, str] = {}
         self._toolkit_spec = ""
         self._binding_version = 0
-        self._host_targets: dict[str, tuple[Toolkit, str]] = {}
+        # Host toolkits of registry tools bound for single sessions (see bind()), by server name.
+        self._session_toolkits: dict[str, Toolkit] = {}
         self._rebind()
         self._generations = itertools.count(1)
         self._bridges: dict[KernelSession, Bridge] = {}
-        self._bound_version: dict[KernelSession, int] = {}
+        self._bound_version: dict[KernelSession, tuple[int, int]] = {}
+        # What each kernel's bridge may call: "handle.attribute" -> (toolkit, tool name).
+        self._kernel_targets: dict[KernelSession, dict[str, tuple[Toolkit, str]]] = {}
         # The run: toolkits this CodeMode connected (with the loop they connected on), in order.
         self._connected: list[tuple[Toolkit, asyncio.AbstractEventLoop | None]] = []
         self._connecting: dict[str, concurrent.futures.Future] = {}
@@ -190,8 +198,9 @@ class CodeMode:
         self.pool_size = pool_size
         self.interrupt_grace = interrupt_grace
         self._sessions: dict[str, _Session] = {}
-        # Why an evicted session lost its kernel, told to the model on that session's next cell.
-        self._evicted: dict[str, str] = {}
+        # Why an evicted session lost its kernel (told to the model on its next cell), and the session,
+        # whose bound tools its next kernel binds again.
+        self._evicted: dict[str, tuple[str, _Session]] = {}
         self._pool: list[KernelSession] = []
         self._pool_filling: asyncio.Task | None = None
         self._reaper: asyncio.Task | None = None
@@ -231,11 +240,7 @@ class CodeMode:
             setup = await kernel.execute(f"import {_SETUP_MODULE} as _toolpath_setup\n_toolpath_setup.configure(allow_shell={self.allow_shell!r})\ndel _toolpath_setup", timeout=60, silent=True)
             if setup.status != "ok":
                 raise KernelError(f"setting up the kernel failed: {_describe_error(setup)}")
-            if self.toolkits or self.result_store is not None:
-                bridge = Bridge(kernel.directory, next(self._generations), self._host_targets.get, self.max_result_bytes, self.result_store, self.accept_pickles)
-                await bridge.start()
-                self._bridges[kernel] = bridge
-            await self._bind(kernel)
+            await self._bind(kernel, None)
             if self.startup_code:
                 startup = await kernel.execute(self.startup_code, timeout=self.timeout, silent=True)
                 if startup.status != "ok":
@@ -245,31 +250,61 @@ class CodeMode:
             raise
         return kernel
 
-    async def _bind(self, kernel: KernelSession) -> None:
-        """Bind (or rebind, after a run's connects changed the toolkits) every handle in ``kernel``."""
-        version = self._binding_version
-        code = self.bindings.code()
+    def _version(self, session: _Session | None) -> tuple[int, int]:
+        """What a kernel must have bound to serve ``session``: CodeMode's and the session's versions."""
+        return (self._binding_version, session.tools_version if session is not None else 0)
+
+    def _session_bindings(self, session: _Session | None) -> Bindings:
+        """The handles of CodeMode's own tools plus the tools bound for ``session`` alone."""
+        if session is None or not session.tools:
+            return self.bindings
+        tools = [*self.tools, *session.tools.values()]
+        return Bindings.of(tools, universe=[*self.tools, *session.universe], toolkits=self.toolkits, taken={"results"} if self.result_store is not None else ())
+
+    def _toolkit_named(self, name: str) -> Toolkit:
+        return next((toolkit for toolkit in self.toolkits if toolkit.name == name), None) or self._session_toolkits[name]
+
+    async def _bind(self, kernel: KernelSession, session: _Session | None) -> None:
+        """Bind (or rebind) every handle ``session`` needs in ``kernel``: CodeMode's own (after a
+        run's connects changed the toolkits) and the session's (after :meth:`bind`)."""
+        version = self._version(session)
+        bindings = self._session_bindings(session)
+        targets, specs = self._host_binding(bindings)
+        self._kernel_targets[kernel] = targets
         bridge = self._bridges.get(kernel)
+        if bridge is None and (specs or self.result_store is not None):
+            bridge = Bridge(kernel.directory, next(self._generations), lambda target: self._kernel_targets.get(kernel, {}).get(target), self.max_result_bytes, self.result_store, self.accept_pickles)
+            await bridge.start()
+            self._bridges[kernel] = bridge
+        code = bindings.code()
         if bridge is not None:
-            spec = {**bridge.spec(), "toolkits": json.loads(self._toolkit_spec), "results": str(self.result_store.path) if self.result_store else None}
+            spec = {**bridge.spec(), "toolkits": specs, "results": str(self.result_store.path) if self.result_store else None}
             code = f"import {HOST_MODULE} as _toolpath_bridge\n_toolpath_bridge.install({json.dumps(spec)!r})\ndel _toolpath_bridge\n" + code
             if self.result_store is not None:
                 code += f"from {HOST_MODULE} import results_handle as _toolpath_results\nresults = _toolpath_results()\ndel _toolpath_results\n"
         if code:
-            names = [*self.bindings.handles, *self.bindings.host_handles, *(["results"] if bridge is not None and self.result_store is not None else [])]
+            names = [*bindings.handles, *bindings.host_handles, *(["results"] if bridge is not None and self.result_store is not None else [])]
             code += f"import {_SETUP_MODULE} as _toolpath_setup\n_toolpath_setup.keep_handles({names!r})\ndel _toolpath_setup\n"
             bound = await kernel.execute(code, timeout=60, silent=True)
             if bound.status != "ok":
                 raise KernelError(f"binding the tool handles failed: {_describe_error(bound)}")
         self._bound_version[kernel] = version
 
+    def _host_binding(self, bindings: Bindings) -> tuple[dict[str, tuple[Toolkit, str]], dict[str, Any]]:
+        """For the host handles of ``bindings``: the bridge's call targets (``"handle.attribute"`` →
+        toolkit and tool name) and the specs the kernel binds them from."""
+        targets = {}
+        specs = {}
+        for handle, (name, attributes) in bindings.host_handles.items():
+            toolkit = self._toolkit_named(name)
+            targets.update({f"{handle}.{attribute}": (toolkit, tool) for attribute, tool in attributes.items()})
+            specs[handle] = toolkit_spec(toolkit, attributes, self._failures.get(name, ""))
+        return targets, specs
+
     def _rebind(self) -> None:
         """Name the handles of the tools and toolkits as they are now; bump the version on change."""
         self.bindings = Bindings.of(self.tools, universe=self.tools, toolkits=self.toolkits, taken={"results"} if self.result_store is not None else ())
-        by_name = {toolkit.name: toolkit for toolkit in self.toolkits}
-        self._host_targets = {f"{handle}.{attribute}": (by_name[toolkit], name) for handle, (toolkit, attributes) in self.bindings.host_handles.items() for attribute, name in attributes.items()}
-        specs = {handle: toolkit_spec(by_name[toolkit], attributes, self._failures.get(toolkit, "")) for handle, (toolkit, attributes) in self.bindings.host_handles.items()}
-        spec = json.dumps(specs, sort_keys=True)
+        spec = json.dumps(self._host_binding(self.bindings)[1], sort_keys=True)
         if spec != self._toolkit_spec:
             self._toolkit_spec = spec
             self._binding_version += 1
@@ -278,6 +313,7 @@ class CodeMode:
         """Close the kernel's bridge (cancelling its in-flight calls) and shut the kernel down."""
         bridge = self._bridges.pop(kernel, None)
         self._bound_version.pop(kernel, None)
+        self._kernel_targets.pop(kernel, None)
         if bridge is not None:
             await bridge.close()
         await kernel.shutdown()
@@ -331,7 +367,7 @@ class CodeMode:
         kernel, session.kernel = session.kernel, None
         if evicted:
             self._sessions.pop(session.session_id, None)
-            self._evicted[session.session_id] = evicted
+            self._evicted[session.session_id] = (evicted, session)
             if len(self._evicted) > _EVICTION_MEMORY:  # remember recent evictions only
                 del self._evicted[next(iter(self._evicted))]
         if kernel is not None:
@@ -349,13 +385,7 @@ class CodeMode:
     # -- cells ------------------------------------------------------------------------------------
 
     async def _run(self, code: str, session_id: str, call_loop: asyncio.AbstractEventLoop | None = None) -> CellResult:
-        if not isinstance(session_id, str) or not session_id:
-            raise ValueError("session_id must be a non-empty string given by the caller")
-        session = self._sessions.get(session_id)
-        if session is None:
-            session = self._sessions[session_id] = _Session(session_id)
-            if session_id in self._evicted:
-                session.notice = f"This session's previous kernel was {self._evicted.pop(session_id)}; this is a fresh kernel and earlier variables are gone."
+        session = self._session(session_id)
         async with session.lock:
             notice, session.notice = session.notice, ""
             if session.kernel is not None and session.kernel.busy and not await session.kernel.wait_until_idle(self.busy_wait):
@@ -373,8 +403,8 @@ class CodeMode:
                 finally:
                     session.starting = False
             kernel = session.kernel
-            if self._bound_version.get(kernel) != self._binding_version:
-                await self._bind(kernel)
+            if self._bound_version.get(kernel) != self._version(session):
+                await self._bind(kernel, session)
             bridge = self._bridges.get(kernel)
             cell_ids: list[str] = []
             if bridge is not None:
@@ -396,6 +426,54 @@ class CodeMode:
             if notice:
                 result = _with_notice(result, notice)
             return result
+
+    def _session(self, session_id: str) -> _Session:
+        """The session ``session_id``, created (with no kernel yet) when new."""
+        if not isinstance(session_id, str) or not session_id:
+            raise ValueError("session_id must be a non-empty string given by the caller")
+        session = self._sessions.get(session_id)
+        if session is None:
+            session = self._sessions[session_id] = _Session(session_id)
+            if session_id in self._evicted:
+                reason, evicted = self._evicted.pop(session_id)
+                session.tools, session.universe, session.tools_version = evicted.tools, evicted.universe, evicted.tools_version
+                session.notice = f"This session's previous kernel was {reason}; this is a fresh kernel and earlier variables are gone."
+        return session
+
+    async def _bind_for_session(self, session_id: str, tools: list[ToolDefinition], universe: list[ToolDefinition]) -> Bindings:
+        missing = [tool.name for tool in tools if tool.id is None or not tool.module]
+        if missing:
+            raise ValueError(f"tools {', '.join(missing)} have no id or module; register them in a ToolRegistry first")
+        mine = {tool.id for tool in self.tools}
+        toolkit_names = {toolkit.name for toolkit in self.toolkits}
+        clash = next((tool for tool in tools if tool.binding == "host" and toolkit_of(tool) in toolkit_names), None)
+        if clash is not None:
+            raise ValueError(f"host tool {clash.name!r} belongs to {toolkit_of(clash)!r}, which is one of this CodeMode's own toolkits; pass its tools to CodeMode(tools=...) instead of binding them per session")
+        session = self._session(session_id)
+        new = [tool for tool in tools if tool.id not in mine and tool.id not in session.tools]
+        if not new and not universe:
+            return self._session_bindings(session)
+        trial = replace(session, tools={**session.tools, **{tool.id: tool for tool in new}}, universe=list(universe) or session.universe)
+        bindings = self._session_bindings(trial)  # raises on a name clash before anything changes
+        for server in sorted({toolkit_of(tool) for tool in new if tool.binding == "host"}):
+            # Host tools are loaded (their modules imported) here, once, and shared by every session.
+            members = [tool for tool in new if tool.binding == "host" and toolkit_of(tool) == server]
+            toolkit = self._session_toolkits.get(server)
+            if toolkit is None:
+                self._session_toolkits[server] = Toolkit(server, members)
+            else:
+                for tool in members:
+                    if tool.name not in toolkit.functions:
+                        toolkit.register(tool)
+        session.tools, session.universe = trial.tools, trial.universe
+        if new:
+            session.tools_version += 1
+        return bindings
+
+    async def _end_session(self, session_id: str) -> None:
+        session = self._sessions.pop(session_id, None)
+        if session is not None:
+            await self._discard(session)
 
     async def _restart(self, session_id: str) -> None:
         if not self.allow_restart:
@@ -596,16 +674,22 @@ class CodeMode:
             tools["restart"] = self.arestart
         return tools
 
-    def instructions(self) -> str:
-        """Text for a model: how the kernel behaves and the limits in force."""
+    def instructions(self, session_id: str | None = None) -> str:
+        """Text for a model: how the kernel behaves, the tool handles and the limits in force.
+
+        Args:
+            session_id: also describe the tools bound for this session alone (see :meth:`bind`).
+        """
         lines = [
             "You have a persistent IPython kernel: variables, imports and functions you define stay available to later cells.",
             "Top-level `await` works in cells.",
             "Input from the user (input()) is not available.",
         ]
-        if self.tools or self.toolkits:
+        session = self._sessions.get(session_id) if session_id is not None else None
+        session_tools = list(session.tools.values()) if session is not None else []
+        if self.tools or self.toolkits or session_tools:
             lines.append("Tool handles already bound in the kernel (every call is awaitable: `await handle.tool(...)`; gather many with asyncio.gather):")
-            lines.extend(self.bindings.describe(self.tools))
+            lines.extend(self._session_bindings(session).describe([*self.tools, *session_tools]))
             for handle, (toolkit, _) in self.bindings.host_handles.items():
                 if toolkit in self._failures:
                     lines.append(f"  {handle}: unavailable, {self._failures[toolkit]}")
@@ -653,6 +737,51 @@ class CodeMode:
 
     def value(self, name: str, session_id: str) -> Any:
         return _value_or_raise(self._wait(self._introspect(_value_code(name), session_id)))
+
+    async def abind(self, session_id: str, tools: Iterable[ToolDefinition], universe: Iterable[ToolDefinition] = ()) -> Bindings:
+        """Bind registry tools as handles in one session only, on top of CodeMode's own tools.
+
+        They are bound before the session's next cell, and again in every kernel the session gets
+        later (after a restart, a death or an eviction); handles already bound keep their names.
+        A server's kernel-bound and host-bound tools share one handle. Host-bound tools are loaded
+        into this process now (their modules imported) and shared by every session that binds them.
+
+        Args:
+            session_id: the session (created if new).
+            tools: registry tools (each with ``id`` and ``module``); tools already bound are skipped.
+            universe: every tool the session may ever bind (e.g. a whole registry): handle and
+                attribute names are de-duplicated over it, so binding more tools later never renames
+                one already bound. Default: the tools bound so far.
+
+        Returns:
+            The session's :class:`kernel.bindings.Bindings` (CodeMode's own handles included).
+
+        Raises:
+            ValueError: a tool without ``id``/``module``, a host tool of one of CodeMode's own
+                toolkits, or two tools of one handle bound under one name; nothing is bound then.
+        """
+        return await self._await(self._bind_for_session(session_id, list(tools), list(universe)))
+
+    def bind(self, session_id: str, tools: Iterable[ToolDefinition], universe: Iterable[ToolDefinition] = ()) -> Bindings:
+        """Sync :meth:`abind`."""
+        return self._wait(self._bind_for_session(session_id, list(tools), list(universe)))
+
+    async def aend_session(self, session_id: str) -> None:
+        """Shut the session's kernel down and forget the session (its bound tools too); other
+        sessions and the pool are untouched. Unknown sessions are ignored."""
+        await self._await(self._end_session(session_id))
+
+    def end_session(self, session_id: str) -> None:
+        """Sync :meth:`aend_session`."""
+        self._wait(self._end_session(session_id))
+
+    def kernel_id(self, session_id: str) -> str | None:
+        """The id of the session's live kernel, or ``None`` when it has none (never started, restarted,
+        died or evicted). A new kernel has a new id: a caller that remembers what a kernel holds
+        compares ids to learn that its variables are gone."""
+        session = self._sessions.get(session_id)
+        kernel = session.kernel if session is not None else None
+        return kernel.kernel_id if kernel is not None else None
 
     def pool_ready(self) -> int:
         """How many pre-started kernels are waiting for new sessions."""

@@ -89,18 +89,30 @@ class _InterruptibleCalls:
 _calls = _InterruptibleCalls()
 
 
+#: The ``source`` of the execute-reply payload that lists a cell's completed tool calls.
+TOOL_CALLS_PAYLOAD = "toolpath.tool_calls"
+
+
 class _CellTracker:
-    """Which cell is running: its task, and (in a context variable) its Jupyter message id.
+    """Which cell is running: its task, and (in a context variable) its Jupyter message id; and which
+    tool calls each cell completed.
 
     A ``KeyboardInterrupt`` may only be raised in the cell's own task: IPython catches it there and
     reports the interrupt, but asyncio re-raises one that escapes any other task (a call started by
     ``asyncio.gather``) out of the event loop, which ends the kernel. Other tasks are cancelled.
+
+    Completed calls are reported in the cell's execute reply as a payload (``{"source":
+    TOOL_CALLS_PAYLOAD, "tool_calls": {"handle.attribute": count}}``): ipykernel sends payloads
+    whatever the cell's outcome, so a cell that fails at its third call still says the first two
+    returned, with no extra round trip and nothing parsed from the cell's output.
     """
 
     def __init__(self) -> None:
         self.task: asyncio.Task | None = None
         self.cell_id: contextvars.ContextVar[str] = contextvars.ContextVar("toolpath_cell", default="")
         self.registered = False
+        self.running = ""  # the Jupyter message id of the cell now running
+        self.completed: dict[str, int] = {}  # target -> calls of the running cell that returned
 
     def start(self) -> None:
         """Follow cells from now on (idempotent); the cell running now counts as the current one."""
@@ -112,20 +124,43 @@ class _CellTracker:
         if shell is None:
             return
         shell.events.register("pre_run_cell", self.mark)
+        shell.events.register("post_run_cell", self.report)
         self.registered = True
         self.mark(None)
 
     def mark(self, info: Any) -> None:
         """IPython ``pre_run_cell`` hook: remember the cell's task and Jupyter request."""
-        from IPython import get_ipython
-
         try:
             self.task = asyncio.current_task()
         except RuntimeError:  # no running loop: a cell run outside ipykernel's loop
             self.task = None
-        kernel = getattr(get_ipython(), "kernel", None)
-        parent = kernel.get_parent() if kernel is not None else {}
-        self.cell_id.set(parent.get("header", {}).get("msg_id", ""))
+        self.running = _request_id()
+        self.completed = {}
+        self.cell_id.set(self.running)
+
+    def record(self, target: str) -> None:
+        """Count a call of ``target`` that returned, for the cell that made it (calls that tasks of an
+        earlier cell finish now belong to that cell, which has already reported)."""
+        if self.cell_id.get() == self.running:
+            self.completed[target] = self.completed.get(target, 0) + 1
+
+    def report(self, result: Any) -> None:
+        """IPython ``post_run_cell`` hook: put the cell's completed calls in its execute reply."""
+        from IPython import get_ipython
+
+        completed, self.completed = self.completed, {}
+        shell = get_ipython()
+        if completed and shell is not None and _request_id() == self.running:
+            shell.payload_manager.write_payload({"source": TOOL_CALLS_PAYLOAD, "tool_calls": completed})
+
+
+def _request_id() -> str:
+    """The Jupyter message id of the request the kernel is handling now (``""`` outside a kernel)."""
+    from IPython import get_ipython
+
+    kernel = getattr(get_ipython(), "kernel", None)
+    parent = kernel.get_parent() if kernel is not None else {}
+    return parent.get("header", {}).get("msg_id", "")
 
 
 _cells = _CellTracker()
@@ -158,27 +193,35 @@ async def _call_async(function: Callable[..., Any], name: str, args: tuple, kwar
         _calls.leave(task)
 
 
-def awaitable(function: Callable[..., Any], name: str | None = None, wire_name: str | None = None) -> Callable[..., Any]:
+def awaitable(function: Callable[..., Any], name: str | None = None, wire_name: str | None = None, target: str | None = None) -> Callable[..., Any]:
     """Wrap ``function`` so that calling it returns an awaitable, keeping its signature and docstring.
 
     Args:
         function: a sync or async callable.
         name: the Python name it is bound as (default: its own ``__name__``).
         wire_name: the tool's real name when it differs from ``name``; the docstring records it.
+        target: ``handle.attribute``; each call that returns (does not raise) is reported under it
+            in the cell's execute reply (see :class:`_CellTracker`).
     """
     label = name or getattr(function, "__name__", "tool")
     if inspect.iscoroutinefunction(function):
 
         async def call(*args: Any, **kwargs: Any) -> Any:
             __tracebackhide__ = True  # IPython leaves this wrapper out of tracebacks
-            return await _call_async(function, label, args, kwargs)
+            value = await _call_async(function, label, args, kwargs)
+            if target is not None:
+                _cells.record(target)
+            return value
 
     else:
 
         async def call(*args: Any, **kwargs: Any) -> Any:
             __tracebackhide__ = True  # IPython leaves this wrapper out of tracebacks
             with _sigint_handler(signal.default_int_handler):
-                return function(*args, **kwargs)
+                value = function(*args, **kwargs)
+            if target is not None:
+                _cells.record(target)
+            return value
 
     functools.update_wrapper(call, function)
     if name is not None:
@@ -192,7 +235,7 @@ class ToolHandle:
     """The handle of one toolkit: attribute ``x`` is the awaitable tool whose Python name is ``x``.
 
     Args:
-        toolkit: the toolkit's name (for messages).
+        toolkit: the handle's name (for messages, and calls are reported as ``toolkit.attribute``).
         tools: ``{attribute: (tool wire name, module)}``; the attribute names come from
             :class:`registry.names.NameMap`, and the function named like the tool is looked up in
             the module.
@@ -231,7 +274,7 @@ class ToolHandle:
         if function is None:
             expected = " or ".join(repr(candidate) for candidate in function_names(name))
             raise RuntimeError(f"tool {self._toolkit}.{name} cannot be bound: module {module_name!r} has no function {expected}")
-        bound = awaitable(function, name=attribute, wire_name=name)
+        bound = awaitable(function, name=attribute, wire_name=name, target=f"{self._toolkit}.{attribute}")
         self._bound[attribute] = bound
         return bound
 

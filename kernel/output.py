@@ -51,6 +51,10 @@ class CellResult:
         dropped_images: one line per image that was not kept, saying why (the first ten; then one
             line counting the rest).
         notice: a message for the model about the session itself (a restarted kernel, lost state).
+        tool_calls: the tool calls of this cell that returned (did not raise), as ``{"handle.attribute":
+            count}`` in the order they first returned; reported by the kernel in the execute reply,
+            so a cell that failed still says which of its calls completed. Empty for ``"aborted"``,
+            ``"busy"`` and ``"dead"`` cells (no reply says what they did).
     """
 
     status: Status
@@ -63,6 +67,7 @@ class CellResult:
     truncated: tuple[str, ...] = ()
     dropped_images: tuple[str, ...] = ()
     notice: str = ""
+    tool_calls: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """JSON-ready form; images become base64 strings."""
@@ -77,6 +82,7 @@ class CellResult:
             "truncated": list(self.truncated),
             "dropped_images": list(self.dropped_images),
             "notice": self.notice,
+            "tool_calls": dict(self.tool_calls),
         }
 
 
@@ -186,7 +192,7 @@ class CellOutput:
         else:
             self.images.append(image)
 
-    def build(self, status: Status, execution_count: int | None = None, error: dict | None = None, notice: str = "") -> CellResult:
+    def build(self, status: Status, execution_count: int | None = None, error: dict | None = None, notice: str = "", tool_calls: dict[str, int] | None = None) -> CellResult:
         """The capped result; ``error`` (if given) replaces the cell's own."""
         limit = self.limits.max_output_chars
         truncated = [name for name, stream in (("stdout", self.stdout), ("stderr", self.stderr)) if stream.truncated]
@@ -214,4 +220,5 @@ class CellOutput:
             tuple(truncated),
             (*self.dropped_images, *([f"{self._more_dropped:,} more images dropped"] if self._more_dropped else [])),
             notice,
+            dict(tool_calls or {}),
         )

@@ -29,6 +29,7 @@ import psutil
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 
+from kernel.handles import TOOL_CALLS_PAYLOAD
 from kernel.output import CellOutput, CellResult, OutputLimits
 
 _POLL_SECONDS = 0.5
@@ -150,6 +151,8 @@ class KernelSession:
         self._directory: tempfile.TemporaryDirectory | None = None
         self._log = None
         self._stuck_message_id: str | None = None
+        #: The kernel's id (jupyter_client's), set once it has started; a restarted kernel is a new session with a new id.
+        self.kernel_id: str | None = None
 
     async def __aenter__(self) -> KernelSession:
         await self.start()
@@ -193,6 +196,7 @@ class KernelSession:
             client.start_channels()
             self._client = client
             await client.wait_for_ready(timeout=self.startup_timeout)
+            self.kernel_id = manager.kernel_id
         except BaseException as error:
             log = self._log_tail()
             await self.shutdown()
@@ -301,21 +305,22 @@ class KernelSession:
             output.add(kind, content)
         reply = await self._shell_reply(message_id)
         execution_count = reply.get("execution_count")
+        tool_calls = _tool_calls(reply)
         if output.error is None and reply.get("status") == "error":
             # The cell raised but no error reached iopub (it broke the streams that carry it): the
             # shell reply still says so.
             traceback = "\n".join(str(line) for line in reply.get("traceback") or [])
-            return output.build("error", execution_count, error={"ename": str(reply.get("ename", "")), "evalue": str(reply.get("evalue", "")), "traceback": traceback})
+            return output.build("error", execution_count, error={"ename": str(reply.get("ename", "")), "evalue": str(reply.get("evalue", "")), "traceback": traceback}, tool_calls=tool_calls)
         if output.error is None:
             # The cell finished as the interrupt was sent; the interrupt may also have cut it short
             # without an exception (a very short timeout can land before user code runs). Say so.
             notice = "The time limit was reached as the cell finished; if its output looks incomplete, run it again with more time." if interrupted else ""
-            return output.build("ok", execution_count, notice=notice)
+            return output.build("ok", execution_count, notice=notice, tool_calls=tool_calls)
         # A call interrupted inside a task the cell gathered surfaces as that task's cancellation.
         if interrupted and output.error["ename"] in ("KeyboardInterrupt", "CancelledError"):
             error = {**output.error, "ename": "Timeout", "evalue": f"the cell ran over {timeout:g} s and was interrupted"}
-            return output.build("timeout", execution_count, error=error)
-        return output.build("error", execution_count)
+            return output.build("timeout", execution_count, error=error, tool_calls=tool_calls)
+        return output.build("error", execution_count, tool_calls=tool_calls)
 
     async def _shell_reply(self, message_id: str) -> dict:
         """The content of the shell reply to ``message_id`` (status, execution count), ``{}`` if none comes."""
@@ -346,3 +351,21 @@ class KernelSession:
                 log.close()
             if directory is not None:
                 directory.cleanup()
+
+
+#: Distinct tool-call targets kept from one reply, and their longest name: a cell could write any
+#: payload, and a result must stay small.
+_MAX_CALL_TARGETS = 1_000
+_MAX_TARGET_CHARS = 300
+
+
+def _tool_calls(reply: dict) -> dict[str, int]:
+    """The completed tool calls a cell's execute reply reports (see :mod:`kernel.handles`); entries
+    of any other shape are ignored, since the reply comes from code the cell could have replaced."""
+    calls: dict[str, int] = {}
+    for payload in reply.get("payload") or []:
+        if isinstance(payload, dict) and payload.get("source") == TOOL_CALLS_PAYLOAD and isinstance(payload.get("tool_calls"), dict):
+            for target, count in payload["tool_calls"].items():
+                if isinstance(target, str) and len(target) <= _MAX_TARGET_CHARS and type(count) is int and count > 0 and (target in calls or len(calls) < _MAX_CALL_TARGETS):
+                    calls[target] = calls.get(target, 0) + count
+    return calls

@@ -5,16 +5,20 @@ from planner.goals import NoMatchingSkillError, choose_goal
 from planner.graph import StateGraph, UnknownStateError
 from planner.planning import NoPlanError, Plan, PlanStep, alternative_plans, plan, plan_to_run
 from planner.search import SkillHit, SkillIndex
+from planner.session import AgentSession, SessionState, StalePlanError
 from planner.workspace import TaskPlan, TaskRun, Workspace
 
 __all__ = [
+    "AgentSession",
     "NoMatchingSkillError",
     "NoPlanError",
     "Plan",
     "PlanStep",
     "PlannedCell",
     "SkillHit",
+    "SessionState",
     "SkillIndex",
+    "StalePlanError",
     "StateGraph",
     "TaskPlan",
     "TaskRun",

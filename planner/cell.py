@@ -1,9 +1,11 @@
 """The planned cell: Python code that binds the handles of a plan's tools and calls them in order.
 
 Data flow: a parameter takes the return value of the latest earlier step whose return names the same
-``state``; failing that, whose return has the same name; failing that, the user input of the same
-name. A required parameter with none of these is *unbound*: the cell still refers to it by name (so it
-compiles, and runs in a session where the name was defined earlier) and the instructions list it.
+``state``; failing that, the held artifact of that state (a kernel variable of the session carrying
+it); failing that, the return of an earlier step with the same name; failing that, the user input of
+the same name. A required parameter with none of these is read from the kernel variable of its name
+when the session has one; otherwise it is *unbound*: the cell still refers to it by name (so it
+compiles, and runs in a session where the name is defined later) and the instructions list it.
 Optional parameters are passed only when an input of that name is given.
 """
 
@@ -12,8 +14,8 @@ from __future__ import annotations
 import ast
 import keyword
 import math
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from kernel.bindings import BINDER_FUNCTION, Bindings
@@ -51,13 +53,18 @@ class PlannedCell:
             top-level ``await``.
         instructions: text for a model: the bound handles with signatures and states, the states
             the plan reaches, and the unbound parameters.
-        handles: ``{handle name: [tool names]}`` bound by the cell.
+        handles: ``{handle name: [attribute names]}`` the cell calls through (bound by the cell, or
+            by the session that rendered it).
         unbound: required parameters left unbound.
         unused_inputs: inputs that no step takes.
         result_variables: the variables holding the goal states' artifacts, shown at the end.
         catalog_instruction_chars: length of the tool descriptions had every tool of the registry
             been bound instead of the path's (``None`` when rendered without a registry); compare
             with ``len(instructions)`` to see what binding only the path saves.
+        step_targets: what each step calls (``handle.attribute``), in plan order; a cell's
+            :attr:`kernel.CellResult.tool_calls` says which of them completed.
+        step_variables: the variable each step's return is assigned to, in plan order.
+        used_artifacts: ``{variable: state}`` of held artifacts the cell reads.
     """
 
     code: str
@@ -67,6 +74,9 @@ class PlannedCell:
     unused_inputs: tuple[str, ...]
     result_variables: tuple[str, ...]
     catalog_instruction_chars: int | None = None
+    step_targets: tuple[str, ...] = ()
+    step_variables: tuple[str, ...] = ()
+    used_artifacts: dict[str, str] = field(default_factory=dict)
 
     @property
     def saved_chars(self) -> int | None:
@@ -122,35 +132,62 @@ def _unique_name(base: str, taken: set[str]) -> str:
     return candidate
 
 
-def render_cell(plan: Plan, inputs: Mapping[str, Any] | None = None, task: str | None = None, registry: ToolRegistry | None = None) -> PlannedCell:
+def render_cell(
+    plan: Plan,
+    inputs: Mapping[str, Any] | None = None,
+    task: str | None = None,
+    registry: ToolRegistry | None = None,
+    *,
+    bindings: Bindings | None = None,
+    artifacts: Mapping[str, str] | None = None,
+    variables: Collection[str] = (),
+) -> PlannedCell:
     """Render ``plan`` as a cell that runs in a toolpath kernel session.
 
     Parameters:
         plan: the plan to render.
         inputs: user inputs by parameter name (JSON-like values). Each becomes a variable named
-            like the input, unless that name is reserved (``print`` → ``print_``).
+            like the input, unless that name is reserved (``print`` → ``print_``) or taken.
         task: the task text, quoted in the cell's header comment.
         registry: the registry the plan's tools come from; with it, a tool's attribute name is the
             same in every cell (names are de-duplicated over the whole server, not just the plan).
+        bindings: handles a session has already bound in its kernel: the cell calls tools through
+            them and binds nothing itself.
+        artifacts: ``{state: variable}`` for held states whose artifact a kernel variable carries;
+            steps needing such a state read that variable.
+        variables: names already defined in the kernel: new variables never take them, and a
+            required parameter nothing else supplies is read from the variable of its name.
 
     Returns:
         A :class:`PlannedCell`.
 
     Raises:
         InputError: an input name that is not a Python name, or a value without a literal form.
+        ValueError: ``bindings`` given without a handle for one of the plan's tools.
     """
     inputs = dict(inputs or {})
+    artifacts = dict(artifacts or {})
     check_input_names(inputs)
-    # Handles must not take a name the cell uses for an input or a parameter (`text.load(text=text)`).
-    parameter_names = {parameter.name for step in plan.steps for parameter in step.tool.parameters}
-    bindings = Bindings.of([step.tool for step in plan.steps], taken=parameter_names | set(inputs), universe=registry or ())
-    handles = bindings.handles
+    if bindings is None:
+        # Handles must not take a name the cell uses for an input or a parameter (`text.load(text=text)`).
+        parameter_names = {parameter.name for step in plan.steps for parameter in step.tool.parameters}
+        bindings = Bindings.of([step.tool for step in plan.steps], taken=parameter_names | set(inputs) | set(variables), universe=registry or ())
+        binding_code = bindings.code().rstrip("\n")
+    else:
+        unbound_tools = [step.tool.name for step in plan.steps if step.tool.id not in bindings.targets]
+        if unbound_tools:
+            raise ValueError(f"the session has no handle for {', '.join(unbound_tools)}; bind their domains first")
+        binding_code = "# Handles are bound by the session."
+    handles = {name: list(attributes) for name, attributes in bindings.handles.items()}
+    for name, (_, attributes) in bindings.host_handles.items():
+        handles.setdefault(name, []).extend(attribute for attribute in attributes if attribute not in handles[name])
 
-    taken = set(handles) | {BINDER_FUNCTION}
+    taken = set(handles) | {BINDER_FUNCTION} | set(variables) | set(artifacts.values())
     # A variable must not shadow a builtin or IPython's names in the persistent kernel.
     input_variables = {name: _unique_name(name, taken) for name in inputs}
     unbound_variables: dict[str, str] = {}
     used_inputs: set[str] = set()
+    used_artifacts: dict[str, str] = {}
     unbound: list[UnboundParameter] = []
     by_state: dict[str, str] = {}
     by_name: dict[str, str] = {}
@@ -161,10 +198,16 @@ def render_cell(plan: Plan, inputs: Mapping[str, Any] | None = None, task: str |
         arguments = []
         for parameter in tool.parameters:
             required = parameter in tool.required_parameters
-            source = (by_state.get(parameter.state) if parameter.state else None) or by_name.get(parameter.name)
+            source = by_state.get(parameter.state) if parameter.state else None
+            if source is None and parameter.state and parameter.state in artifacts:
+                source = artifacts[parameter.state]
+                used_artifacts[source] = parameter.state
+            source = source or by_name.get(parameter.name)
             if source is None and parameter.name in inputs:
                 source = input_variables[parameter.name]
                 used_inputs.add(parameter.name)
+            if source is None and required and parameter.name in variables:
+                source = parameter.name
             if source is None and required:
                 if parameter.name not in unbound_variables:
                     unbound_variables[parameter.name] = _unique_name(parameter.name, taken)
@@ -189,8 +232,8 @@ def render_cell(plan: Plan, inputs: Mapping[str, Any] | None = None, task: str |
     lines.append(f"# Goal: {', '.join(sorted(plan.goal))}")
     if not plan.steps:
         lines.append("# Every goal state is already held: there is nothing to run.")
-    else:
-        lines.append(bindings.code().rstrip("\n"))
+    elif binding_code:
+        lines.append(binding_code)
     given = [name for name in inputs if name in used_inputs]
     if given:
         lines.append("")
@@ -208,12 +251,15 @@ def render_cell(plan: Plan, inputs: Mapping[str, Any] | None = None, task: str |
 
     return PlannedCell(
         code=code,
-        instructions=_instructions(plan, unbound, bindings),
-        handles={name: list(attributes) for name, attributes in handles.items()},
+        instructions=_instructions(plan, unbound, bindings, used_artifacts),
+        handles=handles,
         unbound=tuple(unbound),
         unused_inputs=tuple(name for name in inputs if name not in used_inputs),
         result_variables=result_variables,
         catalog_instruction_chars=_catalog_instruction_chars(registry) if registry is not None else None,
+        step_targets=tuple(bindings.targets[step.tool.id] for step in plan.steps),
+        step_variables=tuple(step_variables),
+        used_artifacts=used_artifacts,
     )
 
 
@@ -223,7 +269,7 @@ def _catalog_instruction_chars(registry: Iterable[ToolDefinition]) -> int:
     return len("\n".join(Bindings.of(tools, universe=tools).describe(tools)))
 
 
-def _instructions(plan: Plan, unbound: list[UnboundParameter], bindings: Bindings) -> str:
+def _instructions(plan: Plan, unbound: list[UnboundParameter], bindings: Bindings, used_artifacts: Mapping[str, str]) -> str:
     lines = [
         "You have a persistent IPython kernel; variables survive between cells.",
         "Bound tool handles (every call is awaitable: `await handle.tool(...)`):",
@@ -231,6 +277,8 @@ def _instructions(plan: Plan, unbound: list[UnboundParameter], bindings: Binding
     if not plan.steps:
         lines.append("  (none: the goal is already held)")
     lines.extend(bindings.describe(step.tool for step in plan.steps))
+    if used_artifacts:
+        lines.append("Held artifacts the cell reads: " + ", ".join(f"{variable} ({state})" for variable, state in used_artifacts.items()))
     lines.append(f"States reached by the plan: {', '.join(sorted(plan.reached)) or 'none'}")
     if unbound:
         lines.append("Required parameters left unbound (define these variables before running the cell):")

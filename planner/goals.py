@@ -17,7 +17,7 @@ task, and is close when its BM25 score is within ``LEXICAL_MARGIN`` (10%) of the
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -123,8 +123,13 @@ def choose_goal(
     k: int = 10,
     min_score: float = MIN_SCORE,
     margin: float = MARGIN,
+    render: Callable[[Plan], PlannedCell] | None = None,
 ) -> GoalChoice:
     """Pick the goal states for ``task``.
+
+    ``render`` turns each candidate's plan into its cell (default :func:`planner.cell.render_cell`
+    with ``inputs``, ``task`` and the graph's registry); a session passes one that wires its
+    artifacts and handles.
 
     Raises:
         NoMatchingSkillError: no hit scores at least ``min_score``.
@@ -145,7 +150,7 @@ def choose_goal(
             first_unreachable = first_unreachable or hit
             candidates[hit.states] = GoalCandidate(hit.states, hit, None, None, "no plan reaches it from the held states", order)
             continue
-        cell = render_cell(hit.plan, inputs, task, registry=graph.registry)
+        cell = render(hit.plan) if render is not None else render_cell(hit.plan, inputs, task, registry=graph.registry)
         candidates[hit.states] = GoalCandidate(hit.states, hit, hit.plan, cell, None, order)
 
     def rank(candidate: GoalCandidate) -> tuple:

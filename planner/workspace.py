@@ -28,6 +28,7 @@ from planner.goals import GoalChoice, choose_goal
 from planner.graph import StateGraph
 from planner.planning import Plan, plan
 from planner.search import SkillHit, SkillIndex
+from planner.session import AgentSession, SessionState
 from registry import LoadedCatalogs, ToolDefinition, import_roots, load_checked
 
 
@@ -85,8 +86,31 @@ class TaskRun:
     task_plan: TaskPlan
     result: CellResult
 
+    @property
+    def completed_steps(self) -> tuple[int, ...]:
+        """Indexes of the plan's steps whose tool call returned: all of them when the cell ran
+        through, else those its :attr:`kernel.CellResult.tool_calls` report."""
+        targets = self.task_plan.cell.step_targets
+        if self.result.status == "ok":
+            return tuple(range(len(targets)))
+        return tuple(index for index, target in enumerate(targets) if self.result.tool_calls.get(target))
+
+    @property
+    def failed_step(self) -> int | None:
+        """Index of the first step that did not complete when the cell did not run through, else ``None``."""
+        if self.result.status == "ok":
+            return None
+        completed = set(self.completed_steps)
+        return next((index for index in range(len(self.task_plan.plan.steps)) if index not in completed), None)
+
     def to_dict(self) -> dict:
-        return {**self.task_plan.to_dict(), "result": self.result.to_dict()}
+        failed = self.failed_step
+        return {
+            **self.task_plan.to_dict(),
+            "result": self.result.to_dict(),
+            "completed_steps": list(self.completed_steps),
+            "failed_step": None if failed is None else {"index": failed, "tool": self.task_plan.plan.steps[failed].tool.name},
+        }
 
 
 @dataclass
@@ -149,8 +173,8 @@ class Workspace:
     def code_mode(self, timeout: float | None = 300.0, **options: Any) -> CodeMode:
         """A :class:`kernel.CodeMode` whose kernels can import every loaded catalog's tools.
 
-        Catalog tools with ``binding: host`` run in this process, so their catalogs' import roots are
-        also appended to ``sys.path`` here.
+        Catalog tools with ``binding: host`` run in this process, so when the catalogs have any, their
+        import roots are also appended to ``sys.path`` here.
 
         Args:
             timeout: seconds before a cell is interrupted.
@@ -161,10 +185,22 @@ class Workspace:
         env = dict(options.pop("env", None) or {})
         if roots:
             env["PYTHONPATH"] = os.pathsep.join([*roots, existing] if existing else roots)
-        if any(tool.binding == "host" for tool in options.get("tools", ())):
+        if any(tool.binding == "host" for tool in self.loaded.registry):
             sys.path.extend(root for root in roots if root not in sys.path)
         options.setdefault("pool_size", 0)
         return CodeMode(timeout=timeout, env=env, **options)
+
+    def session(self, session_id: str = "session", *, code_mode: CodeMode | None = None, state: SessionState | None = None, **code_mode_options: Any) -> AgentSession:
+        """An :class:`planner.session.AgentSession`: one persistent kernel that keeps its held states,
+        artifacts and handles across tasks and free cells.
+
+        Args:
+            session_id: the CodeMode session id.
+            code_mode: a CodeMode shared with other sessions (default: the session makes its own,
+                with :meth:`code_mode` and ``code_mode_options``, and shuts it down with itself).
+            state: a saved :class:`planner.session.SessionState` to restore.
+        """
+        return AgentSession(self, session_id, code_mode=code_mode, state=state, **code_mode_options)
 
     def _host_tools(self, task_plan: TaskPlan) -> list[ToolDefinition]:
         """The planned path's tools that run in this process (the planned cell fetches their handles)."""

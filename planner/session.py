@@ -1,0 +1,500 @@
+"""Agent sessions: one agent's persistent kernel and what it holds, across many tasks and free cells.
+
+``workspace.session("agent-7")`` gives an :class:`AgentSession` on one persistent CodeMode kernel.
+
+Contract:
+
+- **Held states and artifacts.** A state becomes held once the step producing it has completed in the
+  session's kernel. The planned cell's tool calls report which of them returned
+  (:attr:`kernel.CellResult.tool_calls`, sent in the execute reply, not parsed from output), so a
+  cell that fails at step 3 leaves steps 1–2's states held and names step 3. A step whose return
+  names a state leaves that state's *artifact*: the variable carrying it (``molecule`` →
+  ``chemistry.molecule_parsed``). Variables the agent makes itself are declared with
+  :meth:`AgentSession.declare`.
+- **Follow-ups.** Plans start from the held states, and a step needing a held state reads its
+  artifact; search ranks with the held states; new variables never overwrite existing ones.
+- **Stable handles.** The first time a task uses a domain (a server), the session binds every tool
+  of that domain behind one handle (kernel-bound tools are imported on first call, so unused ones cost
+  nothing; host-bound ones run in this process). Names are de-duplicated over the whole registry, so
+  they never change within the session, and a fresh kernel gets the same handles.
+- **Lost kernels.** A kernel that is restarted, dies or is evicted takes its variables with it: the
+  session then drops its held states and artifacts and says so in the next result's ``notice``.
+  After each cell the session reads the kernel's variable names and drops artifacts whose variable
+  was deleted. A variable the agent *reassigns* is not detected: :meth:`AgentSession.forget` its
+  state, or declare the new value.
+- **Plain data.** :meth:`AgentSession.state` is a :class:`SessionState` (JSON-ready) that
+  ``workspace.session(..., state=...)`` restores.
+
+The sync methods work from plain code and from inside a running event loop; each has an async twin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from kernel import CellResult, CodeMode
+from kernel.bindings import Bindings, toolkit_of
+from planner.cell import PlannedCell, check_input_names, render_cell
+from planner.goals import choose_goal
+from planner.planning import Plan
+from planner.search import SkillHit
+from registry import ToolDefinition
+
+if TYPE_CHECKING:
+    from planner.workspace import TaskPlan, TaskRun, Workspace
+
+#: Lines of "next steps" in the instructions; the rest are counted.
+MAX_NEXT_STEPS = 15
+
+
+class StalePlanError(RuntimeError):
+    """A task plan relies on held states or artifacts the session no longer has; plan it again."""
+
+
+@dataclass(frozen=True)
+class SessionState:
+    """What an :class:`AgentSession` knows, as plain data.
+
+    Attributes:
+        session_id: the CodeMode session id.
+        held: held states, sorted.
+        artifacts: ``{variable: state}``, oldest first: the kernel variable carrying each state's artifact.
+        domains: servers whose handles are bound, in order of first use.
+        kernel_id: the kernel the held states live in (``None`` before the first cell); restoring
+            keeps held states and artifacts only while that kernel is the session's live one.
+    """
+
+    session_id: str
+    held: tuple[str, ...] = ()
+    artifacts: dict[str, str] = field(default_factory=dict)
+    domains: tuple[str, ...] = ()
+    kernel_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"session_id": self.session_id, "held": list(self.held), "artifacts": dict(self.artifacts), "domains": list(self.domains), "kernel_id": self.kernel_id}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SessionState:
+        """The inverse of :meth:`to_dict`.
+
+        Raises:
+            ValueError: a missing or mistyped field, named in the message.
+        """
+        if not isinstance(data, Mapping):
+            raise ValueError(f"a session state must be a JSON object, got {type(data).__name__}")
+        session_id = data.get("session_id")
+        if not isinstance(session_id, str) or not session_id:
+            raise ValueError("session state field 'session_id' must be a non-empty string")
+        for name in ("held", "domains"):
+            if not isinstance(data.get(name, []), list) or not all(isinstance(item, str) for item in data.get(name, [])):
+                raise ValueError(f"session state field {name!r} must be a list of strings")
+        artifacts = data.get("artifacts", {})
+        if not isinstance(artifacts, Mapping) or not all(isinstance(key, str) and isinstance(value, str) for key, value in artifacts.items()):
+            raise ValueError("session state field 'artifacts' must map variable names to state tokens")
+        kernel_id = data.get("kernel_id")
+        if kernel_id is not None and not isinstance(kernel_id, str):
+            raise ValueError("session state field 'kernel_id' must be a string or null")
+        return cls(session_id, tuple(sorted(data.get("held", []))), dict(artifacts), tuple(data.get("domains", [])), kernel_id)
+
+
+class AgentSession:
+    """One agent's persistent kernel, with the states it holds, their artifacts and its handles.
+
+    Create it with :meth:`planner.Workspace.session`. Use it as a context manager, or call
+    :meth:`shutdown` when done.
+
+    Args:
+        workspace: the loaded catalogs.
+        session_id: the CodeMode session id (one kernel per id).
+        code_mode: a CodeMode to share with other sessions; by default the session makes its own
+            and shuts it down with itself.
+        state: a :class:`SessionState` to restore (see the module docstring).
+        code_mode_options: :meth:`planner.Workspace.code_mode` options for the session's own CodeMode.
+
+    Raises:
+        UnknownStateError: ``state`` names a state no catalog declares.
+        ValueError: ``state`` names a domain no catalog has, or another session id.
+    """
+
+    def __init__(self, workspace: Workspace, session_id: str, code_mode: CodeMode | None = None, state: SessionState | None = None, **code_mode_options: Any):
+        if not isinstance(session_id, str) or not session_id:
+            raise ValueError("session_id must be a non-empty string")
+        self.workspace = workspace
+        self.session_id = session_id
+        self._owns_code_mode = code_mode is None
+        self.code_mode = code_mode if code_mode is not None else workspace.code_mode(**code_mode_options)
+        self._lock = threading.RLock()
+        self._held: set[str] = set()
+        self._artifacts: dict[str, str] = {}  # variable -> state
+        self._domains: list[str] = []
+        self._bindings: Bindings | None = None
+        self._variables: set[str] = set()  # the kernel's variable names after the last cell
+        self._kernel_id: str | None = None
+        self._notice = ""
+        if state is not None:
+            try:
+                self._restore(state)
+            except BaseException:
+                if self._owns_code_mode:
+                    self.code_mode.shutdown()
+                raise
+
+    # -- what the session holds -------------------------------------------------------------------
+
+    @property
+    def held(self) -> frozenset[str]:
+        """The held states."""
+        return frozenset(self._held)
+
+    @property
+    def artifacts(self) -> dict[str, str]:
+        """``{variable: state}``: the kernel variables that carry held states' artifacts, oldest first."""
+        return dict(self._artifacts)
+
+    @property
+    def domains(self) -> tuple[str, ...]:
+        """The servers whose handles are bound, in order of first use."""
+        return tuple(self._domains)
+
+    def state(self) -> SessionState:
+        """The session's knowledge as plain data (for saving; see :class:`SessionState`)."""
+        with self._lock:
+            return SessionState(self.session_id, tuple(sorted(self._held)), dict(self._artifacts), tuple(self._domains), self._kernel_id)
+
+    def _artifact_of(self) -> dict[str, str]:
+        """``{state: variable}``, the newest variable for each state."""
+        return {state: variable for variable, state in self._artifacts.items()}
+
+    def _restore(self, state: SessionState) -> None:
+        if state.session_id != self.session_id:
+            raise ValueError(f"the state is of session {state.session_id!r}, not {self.session_id!r}")
+        unknown = [domain for domain in state.domains if domain not in self._servers()]
+        if unknown:
+            raise ValueError(f"the session state binds domains no loaded catalog has: {', '.join(unknown)}")
+        graph = self.workspace.graph
+        graph.check_states([*state.held, *state.artifacts.values()])
+        self._bind_domains(state.domains)
+        if state.kernel_id is not None and state.kernel_id == self.code_mode.kernel_id(self.session_id):
+            self._held = set(state.held)
+            self._artifacts = dict(state.artifacts)
+            self._kernel_id = state.kernel_id
+        elif state.held:
+            self._notice = f"The session was restored without its kernel, so the states it held are gone: {', '.join(sorted(state.held))}."
+
+    def _forget_everything(self, why: str) -> None:
+        if self._held:
+            self._notice = f"{why}, so the states it held are gone: {', '.join(sorted(self._held))}."
+        self._held.clear()
+        self._artifacts.clear()
+        self._variables.clear()
+
+    def _check_kernel(self) -> None:
+        """Drop held states when the kernel that held them is gone."""
+        with self._lock:
+            now = self.code_mode.kernel_id(self.session_id)
+            if self._kernel_id is not None and now != self._kernel_id:
+                self._forget_everything("The session's kernel was restarted or shut down")
+            self._kernel_id = now
+
+    def _take_notice(self, result: CellResult) -> CellResult:
+        with self._lock:
+            notice, self._notice = self._notice, ""
+        return replace(result, notice=f"{result.notice} {notice}".strip()) if notice else result
+
+    def _after_cell(self, variables: list[str] | None) -> None:
+        """Note the kernel's variables after a cell; drop artifacts whose variable is gone."""
+        if variables is None:
+            return
+        with self._lock:
+            self._variables = set(variables)
+            for variable in [variable for variable in self._artifacts if variable not in self._variables]:
+                del self._artifacts[variable]
+
+    def _variables_now(self) -> list[str] | None:
+        """The kernel's variable names, or ``None`` when the session has no live kernel."""
+        if self._kernel_id is None:
+            return None
+        try:
+            return self.code_mode.variables(self.session_id)
+        except KeyError:  # the kernel went away meanwhile
+            return None
+
+    async def _avariables(self) -> list[str] | None:
+        if self._kernel_id is None:
+            return None
+        try:
+            return await self.code_mode.avariables(self.session_id)
+        except KeyError:
+            return None
+
+    def declare(self, state: str, variable: str | None = None) -> None:
+        """Declare that the session holds ``state``, carried by kernel variable ``variable`` (one the
+        agent made itself) when given; follow-up plans start from it and read the variable.
+
+        Raises:
+            UnknownStateError: no catalog declares ``state``.
+            ValueError: ``variable`` is not defined in the session's kernel.
+        """
+        self.workspace.graph.check_states([state])
+        if variable is not None:
+            self._check_kernel()
+            variables = self._variables_now()
+            self._after_cell(variables)
+            if variables is None or variable not in variables:
+                raise ValueError(f"variable {variable!r} is not defined in session {self.session_id!r}; define it in a cell first")
+        with self._lock:
+            self._held.add(state)
+            if variable is not None:
+                self._artifacts.pop(variable, None)
+                self._artifacts[variable] = state
+
+    def forget(self, state: str) -> None:
+        """Stop treating ``state`` as held (and drop its artifacts); plans then reach it again."""
+        with self._lock:
+            self._held.discard(state)
+            for variable in [variable for variable, carried in self._artifacts.items() if carried == state]:
+                del self._artifacts[variable]
+
+    # -- handles ------------------------------------------------------------------------------------
+
+    def _servers(self) -> dict[str, list[ToolDefinition]]:
+        servers: dict[str, list[ToolDefinition]] = {}
+        for tool in self.workspace.loaded.registry:
+            servers.setdefault(toolkit_of(tool), []).append(tool)
+        return servers
+
+    def _bind_domains(self, domains: Iterable[str]) -> None:
+        """Bind every tool of each new domain in the session's kernels (names over the whole registry)."""
+        new = [domain for domain in dict.fromkeys(domains) if domain not in self._domains]
+        if not new:
+            return
+        servers = self._servers()
+        registry = list(self.workspace.loaded.registry)
+        bindings = self.code_mode.bind(self.session_id, [tool for domain in new for tool in servers[domain]], universe=registry)
+        with self._lock:
+            self._bindings = bindings
+            self._domains.extend(new)
+
+    def _prospective_bindings(self, plan: Plan) -> Bindings:
+        """The handles the session would have once ``plan``'s domains are bound (nothing is bound)."""
+        servers = self._servers()
+        domains = dict.fromkeys([*self._domains, *(toolkit_of(step.tool) for step in plan.steps)])
+        return Bindings.of([tool for domain in domains for tool in servers[domain]], universe=self.workspace.loaded.registry)
+
+    # -- search, plan, run --------------------------------------------------------------------------
+
+    def search(self, query: str, k: int = 10, **filters: Any) -> list[SkillHit]:
+        """:meth:`planner.Workspace.search`, ranked with the session's held states unless ``held`` is given."""
+        self._check_kernel()
+        filters.setdefault("held", self.held)
+        return self.workspace.search(query, k=k, **filters)
+
+    async def asearch(self, query: str, k: int = 10, **filters: Any) -> list[SkillHit]:
+        """:meth:`search` in a worker thread (the first search loads the embedding model)."""
+        return await asyncio.to_thread(self.search, query, k, **filters)
+
+    def _render(self, plan: Plan, inputs: Mapping[str, Any] | None, task: str | None, bindings: Bindings) -> PlannedCell:
+        with self._lock:
+            artifacts, variables = self._artifact_of(), set(self._variables)
+        return render_cell(plan, inputs, task, registry=self.workspace.graph.registry, bindings=bindings, artifacts={state: variable for state, variable in artifacts.items() if state in plan.held}, variables=variables)
+
+    def plan_task(self, task: str, inputs: Mapping[str, Any] | None = None, held: Collection[str] | None = None) -> TaskPlan:
+        """Search for the task's goal and plan to it from the held states (or ``held``); the cell
+        reads held artifacts and calls the session's handles. Binds the plan's new domains, so the
+        cell also runs when the agent executes it as a free cell.
+
+        Raises:
+            NoMatchingSkillError, NoPlanError, QueryError, InputError, UnknownStateError: see
+            :meth:`planner.Workspace.plan_task`.
+        """
+        from planner.workspace import TaskPlan
+
+        self._check_kernel()
+        held = self.held if held is None else frozenset(held)
+        graph = self.workspace.graph
+        graph.check_states(held)
+        check_input_names(inputs or {})
+        choice = choose_goal(task, self.workspace.index, graph, inputs=inputs, held=held, render=lambda plan: self._render(plan, inputs, task, self._prospective_bindings(plan)))
+        chosen_plan = choice.chosen.plan
+        assert chosen_plan is not None
+        self._bind_domains(toolkit_of(step.tool) for step in chosen_plan.steps)
+        if chosen_plan.steps:
+            assert self._bindings is not None
+            choice = replace(choice, chosen=replace(choice.chosen, cell=self._render(chosen_plan, inputs, task, self._bindings)))
+        return TaskPlan(task, dict(inputs or {}), choice)
+
+    async def aplan_task(self, task: str, inputs: Mapping[str, Any] | None = None, held: Collection[str] | None = None) -> TaskPlan:
+        """:meth:`plan_task` in a worker thread."""
+        return await asyncio.to_thread(self.plan_task, task, inputs, held)
+
+    def _runnable(self, task: str | TaskPlan, inputs: Mapping[str, Any] | None) -> TaskPlan:
+        """The task plan to run: planned now for a task text; checked against what the session holds."""
+        from planner.workspace import UnboundParametersError
+
+        task_plan = self.plan_task(task, inputs) if isinstance(task, str) else task
+        if task_plan.cell.unbound:
+            raise UnboundParametersError(task_plan.cell.unbound)
+        self._check_kernel()
+        with self._lock:
+            gone = sorted(task_plan.plan.held - self._held)
+            lost = sorted(variable for variable, state in task_plan.cell.used_artifacts.items() if self._artifacts.get(variable) != state)
+        if gone or lost:
+            missing = ", ".join(gone) if gone else ", ".join(lost)
+            raise StalePlanError(f"the task was planned with {'held states' if gone else 'artifacts'} the session no longer has ({missing}); plan it again")
+        return task_plan
+
+    def _record(self, task_plan: TaskPlan, run: TaskRun) -> None:
+        """Hold the states of the steps that completed, and note their artifacts."""
+        steps = task_plan.plan.steps
+        with self._lock:
+            for index in run.completed_steps:
+                tool = steps[index].tool
+                self._held.update(tool.state_transition.produces)
+                if tool.return_spec is not None and tool.return_spec.state:
+                    variable = task_plan.cell.step_variables[index]
+                    self._artifacts.pop(variable, None)
+                    self._artifacts[variable] = tool.return_spec.state
+
+    def run_task(self, task: str | TaskPlan, inputs: Mapping[str, Any] | None = None) -> TaskRun:
+        """Plan ``task`` (unless it is already a :class:`TaskPlan` of this session) and run its cell in
+        the session's kernel; completed steps' states become held.
+
+        A plan with no steps (its goal is already held) runs nothing.
+
+        Raises:
+            UnboundParametersError: the cell needs inputs that were not given (nothing runs).
+            StalePlanError: ``task`` was planned with held states or artifacts since lost.
+            KernelError: the kernel could not start.
+            and what :meth:`plan_task` raises.
+        """
+        from planner.workspace import TaskRun
+
+        task_plan = self._runnable(task, inputs)
+        if not task_plan.plan.steps:
+            return TaskRun(task_plan, self._take_notice(CellResult("ok")))
+        result = self.code_mode.run(task_plan.cell.code, self.session_id)
+        self._check_kernel()
+        return self._finish_task(task_plan, result, self._variables_now())
+
+    async def arun_task(self, task: str | TaskPlan, inputs: Mapping[str, Any] | None = None) -> TaskRun:
+        """Async :meth:`run_task`."""
+        from planner.workspace import TaskRun
+
+        task_plan = await asyncio.to_thread(self._runnable, task, inputs)
+        if not task_plan.plan.steps:
+            return TaskRun(task_plan, self._take_notice(CellResult("ok")))
+        result = await self.code_mode.arun(task_plan.cell.code, self.session_id)
+        self._check_kernel()
+        return self._finish_task(task_plan, result, await self._avariables())
+
+    def _finish_task(self, task_plan: TaskPlan, result: CellResult, variables: list[str] | None) -> TaskRun:
+        from planner.workspace import TaskRun
+
+        run = TaskRun(task_plan, result)
+        if self._kernel_id is not None:  # the kernel that ran the cell still holds its variables
+            self._record(task_plan, run)
+        self._after_cell(variables)
+        return replace(run, result=self._take_notice(result))
+
+    def execute(self, code: str) -> CellResult:
+        """Run a free cell in the session's kernel (format it for a model with
+        :func:`kernel.format_for_model`). Tool calls in free cells do not make states held: declare
+        them with :meth:`declare`."""
+        result = self.code_mode.run(code, self.session_id)
+        self._check_kernel()
+        self._after_cell(self._variables_now())
+        return self._take_notice(result)
+
+    async def aexecute(self, code: str) -> CellResult:
+        """Async :meth:`execute`."""
+        result = await self.code_mode.arun(code, self.session_id)
+        self._check_kernel()
+        self._after_cell(await self._avariables())
+        return self._take_notice(result)
+
+    # -- instructions -------------------------------------------------------------------------------
+
+    def instructions(self) -> str:
+        """The text a model needs for the whole session: the kernel's rules and limits, every bound
+        handle with its signature, the held states with the variables that carry them, and the next
+        steps from the held states (tools whose requirements are all held, with the calls that wire
+        the held artifacts)."""
+        self._check_kernel()
+        lines = [self.code_mode.instructions(self.session_id).rstrip("\n")]
+        with self._lock:
+            held, artifact_of = sorted(self._held), self._artifact_of()
+        lines.append("Held states (and the variables that carry them):")
+        if not held:
+            lines.append("  none yet")
+        for state in held:
+            carrier = artifact_of.get(state)
+            lines.append(f"  {state}: {carrier}" if carrier else f"  {state} (no variable carries it)")
+        lines.extend(self._next_steps(set(held), artifact_of))
+        return "\n".join(lines) + "\n"
+
+    def _next_steps(self, held: set[str], artifact_of: dict[str, str]) -> list[str]:
+        targets = self._bindings.targets if self._bindings is not None else {}
+        steps = []
+        for tool in self.workspace.loaded.registry:
+            requires, produces = tool.state_transition.requires, tool.state_transition.produces
+            if not requires or not requires <= held or produces <= held:
+                continue
+            arguments = ", ".join(f"{parameter.name}={artifact_of[parameter.state]}" for parameter in tool.required_parameters if parameter.state in artifact_of)
+            if tool.id in targets:
+                steps.append(f"  {targets[tool.id]}({arguments}) -> {', '.join(sorted(produces - held))}")
+            else:
+                steps.append(f"  {toolkit_of(tool)}.{tool.name} -> {', '.join(sorted(produces - held))}  (not bound yet: a task that uses it binds its domain)")
+        if not steps:
+            return ["Next steps from the held states: none (plan a task to reach new states)."]
+        shown = steps[:MAX_NEXT_STEPS]
+        if len(steps) > MAX_NEXT_STEPS:
+            shown.append(f"  ... and {len(steps) - MAX_NEXT_STEPS} more")
+        return ["Next steps from the held states (tool -> states it adds):", *shown]
+
+    # -- lifetime -----------------------------------------------------------------------------------
+
+    def restart(self) -> None:
+        """Discard the kernel and its variables (held states and artifacts go too; handles stay bound)."""
+        self.code_mode.restart(self.session_id)
+        with self._lock:
+            self._forget_everything("The kernel was restarted")
+            self._notice = ""
+            self._kernel_id = None
+
+    async def arestart(self) -> None:
+        """Async :meth:`restart`."""
+        await self.code_mode.arestart(self.session_id)
+        with self._lock:
+            self._forget_everything("The kernel was restarted")
+            self._notice = ""
+            self._kernel_id = None
+
+    def shutdown(self) -> None:
+        """Stop the session's kernel (and its own CodeMode, when it made one)."""
+        if self._owns_code_mode:
+            self.code_mode.shutdown()
+        else:
+            self.code_mode.end_session(self.session_id)
+
+    async def ashutdown(self) -> None:
+        """Async :meth:`shutdown`."""
+        if self._owns_code_mode:
+            await self.code_mode.ashutdown()
+        else:
+            await self.code_mode.aend_session(self.session_id)
+
+    def __enter__(self) -> AgentSession:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+    async def __aenter__(self) -> AgentSession:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.ashutdown()
