@@ -172,12 +172,8 @@ class AgentSession:
     def _restore(self, state: SessionState) -> None:
         if state.session_id != self.session_id:
             raise ValueError(f"the state is of session {state.session_id!r}, not {self.session_id!r}")
-        unknown = [domain for domain in state.domains if domain not in self._servers()]
-        if unknown:
-            raise ValueError(f"the session state binds domains no loaded catalog has: {', '.join(unknown)}")
-        graph = self.workspace.graph
-        graph.check_states([*state.held, *state.artifacts.values()])
-        self._bind_domains(state.domains)
+        self.workspace.graph.check_states([*state.held, *state.artifacts.values()])
+        self.bind_domains(state.domains)
         if state.kernel_id is not None and state.kernel_id == self.code_mode.kernel_id(self.session_id):
             self._held = set(state.held)
             self._artifacts = dict(state.artifacts)
@@ -267,12 +263,20 @@ class AgentSession:
             servers.setdefault(toolkit_of(tool), []).append(tool)
         return servers
 
-    def _bind_domains(self, domains: Iterable[str]) -> None:
-        """Bind every tool of each new domain in the session's kernels (names over the whole registry)."""
+    def bind_domains(self, domains: Iterable[str]) -> None:
+        """Bind every tool of each domain (server) behind its handle in the session's kernel, for
+        free cells that call a domain no task has used yet; tasks bind their domains themselves.
+
+        Raises:
+            ValueError: a domain no loaded catalog has.
+        """
+        servers = self._servers()
         new = [domain for domain in dict.fromkeys(domains) if domain not in self._domains]
+        unknown = [domain for domain in new if domain not in servers]
+        if unknown:
+            raise ValueError(f"no loaded catalog has the domain(s) {', '.join(unknown)}; domains: {', '.join(sorted(servers))}")
         if not new:
             return
-        servers = self._servers()
         registry = list(self.workspace.loaded.registry)
         bindings = self.code_mode.bind(self.session_id, [tool for domain in new for tool in servers[domain]], universe=registry)
         with self._lock:
@@ -321,7 +325,7 @@ class AgentSession:
         choice = choose_goal(task, self.workspace.index, graph, inputs=inputs, held=held, render=lambda plan: self._render(plan, inputs, task, self._prospective_bindings(plan)))
         chosen_plan = choice.chosen.plan
         assert chosen_plan is not None
-        self._bind_domains(toolkit_of(step.tool) for step in chosen_plan.steps)
+        self.bind_domains(toolkit_of(step.tool) for step in chosen_plan.steps)
         if chosen_plan.steps:
             assert self._bindings is not None
             choice = replace(choice, chosen=replace(choice.chosen, cell=self._render(chosen_plan, inputs, task, self._bindings)))

@@ -1,0 +1,187 @@
+"""Agent sessions end to end: one persistent kernel across tasks and free cells (real kernels)."""
+
+import json
+import os
+import re
+import textwrap
+import uuid
+
+import pytest
+
+from catalogs import default_catalog_paths
+from kernel import CodeMode
+from planner import SessionState, StalePlanError, Workspace
+
+pytestmark = pytest.mark.integration
+
+ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
+
+TABULAR_CATALOG = """\
+domain: tabular
+package: {package}
+states:
+  - {{token: tabular.table_loaded, description: A table is loaded from a CSV file., affordances: [load a table]}}
+  - {{token: tabular.report_written, description: A report on a table is written., affordances: [write a report on a table]}}
+tools:
+  - name: load_csv
+    description: Load a table from a CSV file.
+    required_parameters: [{{name: path, type: str}}]
+    return_spec: {{name: table, type: dict, state: tabular.table_loaded}}
+    state_transition: {{requires: [], produces: [tabular.table_loaded]}}
+  - name: write_report
+    description: Write a report on a table.
+    binding: host
+    required_parameters: [{{name: table, type: dict, state: tabular.table_loaded}}]
+    return_spec: {{name: report, type: str, state: tabular.report_written}}
+    state_transition: {{requires: [tabular.table_loaded], produces: [tabular.report_written]}}
+"""
+
+
+@pytest.fixture()
+def tabular_catalog(tmp_path, monkeypatch):
+    """A domain ``tabular``: ``load_csv`` runs in the kernel, ``write_report`` in this process and
+    refuses a table loaded from a path containing "empty"."""
+    package_name = f"tabular_{uuid.uuid4().hex[:8]}"
+    package = tmp_path / package_name
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "load_csv.py").write_text("import os\n\ndef load_csv(path: str) -> dict:\n    return {'path': path, 'rows': 3, 'loaded_by': os.getpid()}\n")
+    (package / "write_report.py").write_text(
+        textwrap.dedent(
+            """\
+            import os
+
+            def write_report(table: dict) -> str:
+                if "empty" in table["path"]:
+                    raise ValueError(f"{table['path']} has no rows to report on")
+                return f"{table['rows']} rows from {table['path']}, written by {os.getpid()}"
+            """
+        )
+    )
+    (package / "catalog.yaml").write_text(TABULAR_CATALOG.format(package=package_name))
+    monkeypatch.syspath_prepend(str(tmp_path))  # the host tool's module, imported in this process
+    return package / "catalog.yaml"
+
+
+@pytest.fixture()
+def workspace(tabular_catalog, embedder):
+    return Workspace.open([*default_catalog_paths(), tabular_catalog], embedder=embedder)
+
+
+def handle_calls(instructions):
+    """The ``handle.tool`` names an instruction text advertises."""
+    return sorted(set(re.findall(r"^  (\w+)\.(\w+)\(", instructions, flags=re.MULTILINE)))
+
+
+def test_one_session_through_three_tasks_and_free_cells(workspace):
+    with workspace.session("agent-1") as session:
+        first = session.run_task("parse this molecule", inputs={"smiles": ASPIRIN})
+        assert first.result.status == "ok", first.result.error
+        assert session.held == {"chemistry.molecule_parsed"}
+        assert session.artifacts == {"molecule": "chemistry.molecule_parsed"}
+        first_instructions = session.instructions()
+        advertised = handle_calls(first_instructions)
+        assert ("chemistry", "cluster_molecules") in advertised  # the whole domain, not only the plan's tool
+
+        # Task 2 reuses the first task's artifact: nothing is unbound, nothing re-parsed.
+        second = session.plan_task("check Lipinski's rule of five for it")
+        assert [step.tool.name for step in second.plan.steps] == ["compute_descriptors"]
+        assert second.cell.unbound == ()
+        assert second.cell.used_artifacts == {"molecule": "chemistry.molecule_parsed"}
+        assert "compute_descriptors(molecule=molecule)" in second.cell.code
+        ran = session.run_task(second)
+        assert ran.result.status == "ok" and "'passes': True" in ran.result.result
+
+        free = session.execute("formula = molecule['formula']\nformula")
+        assert free.status == "ok" and free.result == "'C9H8O4'"
+
+        # Task 3, in the mixed host/kernel domain, fails at its second step.
+        third = session.run_task("write a report on the table", inputs={"path": "empty.csv"})
+        assert [step.tool.name for step in third.task_plan.plan.steps] == ["load_csv", "write_report"]
+        assert third.result.status == "error" and "has no rows" in third.result.error["evalue"]
+        assert (third.completed_steps, third.failed_step) == ((0,), 1)
+        assert json.loads(json.dumps(third.to_dict()))["failed_step"] == {"index": 1, "tool": "write_report"}
+        assert "tabular.table_loaded" in session.held and "tabular.report_written" not in session.held
+        assert session.artifacts["table"] == "tabular.table_loaded"
+
+        # The mixed domain is one handle: its kernel tool runs in the kernel, its host tool here.
+        mixed = session.execute("fixed = {**table, 'path': 'people.csv'}\n(sorted(dir(tabular)), table['loaded_by'], await tabular.write_report(table=fixed))")
+        assert mixed.status == "ok", mixed.error
+        names, loaded_by, report = eval(mixed.result)
+        assert names == ["load_csv", "write_report"]
+        assert loaded_by != os.getpid() and report.endswith(f"written by {os.getpid()}")
+
+        # Every tool the first instructions named is still callable after the third task.
+        check = session.execute("[(handle, tool) for handle, tool in " + repr(advertised) + " if not callable(getattr(globals()[handle], tool))]")
+        assert check.status == "ok" and check.result == "[]"
+        again = session.execute(f"(await chemistry.parse_molecule(smiles={ASPIRIN!r}))['formula']")
+        assert again.result == "'C9H8O4'"
+
+        instructions = session.instructions()
+        assert "  chemistry.molecule_parsed: molecule" in instructions
+        assert "  tabular.table_loaded: table" in instructions
+        assert "  chemistry.identify_functional_groups(molecule=molecule) -> chemistry.groups_identified" in instructions
+        assert "  tabular.write_report(table=table) -> tabular.report_written" in instructions
+        assert handle_calls(instructions) == sorted({*advertised, ("tabular", "load_csv"), ("tabular", "write_report")})
+
+        # Held states are reused until forgotten; then the table is loaded again from the new path.
+        session.forget("tabular.table_loaded")
+        retried = session.run_task("write a report on the table", inputs={"path": "people.csv"})
+        assert retried.result.status == "ok", retried.result.error
+        assert retried.result.result.startswith("'3 rows from people.csv")
+        assert retried.task_plan.cell.step_variables == ("table_2", "report")  # the old table is not overwritten
+        assert {"tabular.table_loaded", "tabular.report_written"} <= session.held
+
+
+def test_a_lost_kernel_takes_the_held_states_but_not_the_handles(workspace):
+    with workspace.session("agent-2") as session:
+        session.run_task("parse this molecule", inputs={"smiles": ASPIRIN})
+        stale = session.plan_task("check Lipinski's rule of five for it")
+        died = session.execute("import os\nos._exit(1)")
+        assert died.status == "dead"
+        assert "states it held are gone: chemistry.molecule_parsed" in died.notice
+        assert session.held == frozenset() and session.artifacts == {}
+        with pytest.raises(StalePlanError, match="chemistry.molecule_parsed"):
+            session.run_task(stale)
+        fresh = session.execute(f"(await chemistry.parse_molecule(smiles={ASPIRIN!r}))['formula']")
+        assert fresh.status == "ok" and fresh.result == "'C9H8O4'"
+        replanned = session.plan_task("check Lipinski's rule of five for it", inputs={"smiles": ASPIRIN})
+        assert [step.tool.name for step in replanned.plan.steps] == ["parse_molecule", "compute_descriptors"]
+
+
+def test_declared_variables_feed_plans_and_deleted_ones_stop_counting(workspace):
+    with workspace.session("agent-3") as session:
+        with pytest.raises(ValueError, match="no loaded catalog has the domain"):
+            session.bind_domains(["chemistri"])
+        session.bind_domains(["chemistry"])
+        session.execute(f"mine = await chemistry.parse_molecule(smiles={ASPIRIN!r})")
+        with pytest.raises(ValueError, match="not defined"):
+            session.declare("chemistry.molecule_parsed", "nothing_here")
+        session.declare("chemistry.molecule_parsed", "mine")
+        planned = session.plan_task("find the functional groups of this molecule")
+        assert "identify_functional_groups(molecule=mine)" in planned.cell.code and not planned.cell.unbound
+        session.execute("del mine")
+        assert session.artifacts == {}
+
+
+def test_session_state_is_plain_data_and_restores_on_a_shared_code_mode(workspace):
+    with CodeMode(pool_size=0) as shared:
+        session = workspace.session("agent-4", code_mode=shared)
+        session.run_task("parse this molecule", inputs={"smiles": ASPIRIN})
+        saved = json.loads(json.dumps(session.state().to_dict()))
+        assert saved["held"] == ["chemistry.molecule_parsed"] and saved["domains"] == ["chemistry"]
+
+        restored = workspace.session("agent-4", code_mode=shared, state=SessionState.from_dict(saved))
+        assert restored.held == session.held and restored.artifacts == session.artifacts
+        assert restored.plan_task("check Lipinski's rule of five for it").cell.unbound == ()
+
+        restored.shutdown()  # ends the session's kernel, not the shared CodeMode
+        assert shared.kernel_id("agent-4") is None
+        back = workspace.session("agent-4", code_mode=shared, state=SessionState.from_dict(saved))
+        assert back.held == frozenset()
+        result = back.execute("sorted(dir(chemistry))[0]")  # handles bound from the saved domains
+        assert result.result == "'cluster_molecules'"
+        assert "the states it held are gone: chemistry.molecule_parsed" in result.notice
+
+    with pytest.raises(ValueError, match="'held' must be a list of strings"):
+        SessionState.from_dict({"session_id": "x", "held": "chemistry.molecule_parsed"})
