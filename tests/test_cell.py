@@ -153,3 +153,31 @@ def test_instructions_report_what_binding_only_the_path_saves(chemistry_graph):
     absent = [name for name in every_tool if name not in {step.tool.name for step in goal_plan.steps}]
     assert absent and not any(f".{name}(" in with_registry.instructions for name in absent)
     assert render_cell(goal_plan, {"smiles": "CCO"}).saved_chars is None
+
+
+def test_a_session_cell_reads_held_artifacts_and_kernel_variables_and_binds_nothing(chemistry_graph):
+    from kernel.bindings import Bindings
+
+    registry = chemistry_graph.registry
+    session_handles = Bindings.of(list(registry), universe=registry)
+    held = ["chemistry.molecule_parsed"]
+    follow_up = plan(chemistry_graph, ["chemistry.descriptors_computed", "chemistry.similarity_computed"], held=held)
+    cell = render_cell(
+        follow_up,
+        {"smiles_list": ["CCO"]},
+        bindings=session_handles,
+        artifacts={"chemistry.molecule_parsed": "molecule"},
+        variables={"molecule", "fingerprints", "query_smiles"},
+    )
+    assert "bind_module_tools" not in cell.code and "# Handles are bound by the session." in cell.code
+    assert "descriptors = await chemistry.compute_descriptors(molecule=molecule)" in cell.code
+    # New variables never overwrite the kernel's; a parameter nothing supplies reads the kernel's variable.
+    assert "fingerprints_2 = await chemistry.compute_fingerprints(smiles_list=smiles_list)" in cell.code
+    assert "compute_similarity(query_smiles=query_smiles, fingerprints=fingerprints_2)" in cell.code
+    assert cell.unbound == () and cell.used_artifacts == {"molecule": "chemistry.molecule_parsed"}
+    assert "Held artifacts the cell reads: molecule (chemistry.molecule_parsed)" in cell.instructions
+    assert cell.step_targets == tuple(session_handles.targets[step.tool.id] for step in follow_up.steps)
+    assert "fingerprints_2" in cell.step_variables and compiles(cell.code)
+
+    with pytest.raises(ValueError, match="no handle for compute_fingerprints, compute_descriptors"):
+        render_cell(follow_up, bindings=Bindings.of([registry.get_tool_by_name("parse_molecule")], universe=registry))

@@ -283,3 +283,56 @@ def test_kernel_directories_of_a_killed_host_are_removed_on_the_next_start(tmp_p
             if process is not None and process.poll() is None:
                 process.terminate()
                 process.wait()
+
+
+def test_a_cell_reports_which_tool_calls_returned_even_when_it_fails(chemistry):
+    def fails(reason: str) -> None:
+        raise ValueError(reason)
+
+    async def slow(seconds: float) -> float:
+        await asyncio.sleep(seconds)
+        return seconds
+
+    tools = [chemistry.registry.get_tool_by_name("parse_molecule"), fails, slow]
+    with CodeMode(tools, pool_size=0, timeout=30) as code_mode:
+        failed = code_mode.run("a = await chemistry.parse_molecule(smiles='CCO')\nb = await chemistry.parse_molecule(smiles='CCC')\nawait tools.fails('third call')", "calls")
+        assert failed.status == "error"
+        assert failed.tool_calls == {"chemistry.parse_molecule": 2}
+        assert failed.to_dict()["tool_calls"] == {"chemistry.parse_molecule": 2}
+        # A call a cell leaves running in the background belongs to that cell, not to the one
+        # during which it happens to return.
+        started = code_mode.run("import asyncio\nbackground = asyncio.ensure_future(tools.slow(0.5))", "calls")
+        assert started.tool_calls == {}
+        later = code_mode.run("await asyncio.sleep(1)\nbackground.done()", "calls")
+        assert later.result == "True" and later.tool_calls == {}
+        assert code_mode.run("await tools.slow(0)", "calls").tool_calls == {"tools.slow": 1}
+
+
+def test_tools_bound_for_one_session_stay_in_it_across_restarts_and_evictions(chemistry):
+    registry = list(chemistry.registry)
+    parse, descriptors = (chemistry.registry.get_tool_by_name(name) for name in ("parse_molecule", "compute_descriptors"))
+    with CodeMode(pool_size=0, timeout=30, max_kernels=1) as code_mode:
+        bindings = code_mode.bind("mine", [parse], universe=registry)
+        assert bindings.targets == {parse.id: "chemistry.parse_molecule"}
+        assert "chemistry.parse_molecule(smiles: str) -> dict" in code_mode.instructions("mine")
+        assert "chemistry" not in code_mode.instructions()
+        assert code_mode.run("(await chemistry.parse_molecule(smiles='CCO'))['formula']", "mine").result == "'C2H6O'"
+        first_kernel = code_mode.kernel_id("mine")
+        assert first_kernel is not None and code_mode.kernel_id("other") is None
+
+        code_mode.bind("mine", [descriptors], universe=registry)  # names stay; the new tool joins the handle
+        assert code_mode.run("sorted(dir(chemistry))", "mine").result == "['compute_descriptors', 'parse_molecule']"
+        assert code_mode.run("'chemistry' in globals()", "other").result == "False"  # evicts "mine" (max_kernels=1)
+
+        after_eviction = code_mode.run("sorted(dir(chemistry))", "mine")
+        assert "max_kernels=1" in after_eviction.notice and after_eviction.result == "['compute_descriptors', 'parse_molecule']"
+        assert code_mode.kernel_id("mine") not in (None, first_kernel)
+        code_mode.restart("mine")
+        assert code_mode.kernel_id("mine") is None
+        assert code_mode.run("(await chemistry.parse_molecule(smiles='CCO'))['formula']", "mine").result == "'C2H6O'"
+
+        code_mode.end_session("mine")
+        assert code_mode.sessions() == []  # "other" was evicted when "mine" came back
+        assert code_mode.run("'chemistry' in globals()", "mine").result == "False"
+        with pytest.raises(ValueError, match="register them"):
+            code_mode.bind("mine", [parse.model_copy(update={"id": None})])
