@@ -177,6 +177,10 @@ def command_run(arguments: argparse.Namespace) -> int:
             print(_indent(result.result, "  "))
         if result.error:
             print(_indent(result.error.get("traceback") or f"{result.error['ename']}: {result.error['evalue']}", "  "))
+        failed = run.failed_step
+        if failed is not None:
+            steps = task_plan.plan.steps
+            print(f"  Stopped at step {failed + 1} of {len(steps)} ({steps[failed].tool.name}); {failed} step(s) before it completed.")
     return 0 if result.status == "ok" else 1
 
 
