@@ -19,9 +19,9 @@ Contract:
   they never change within the session, and a fresh kernel gets the same handles.
 - **Lost kernels.** A kernel that is restarted, dies or is evicted takes its variables with it: the
   session then drops its held states and artifacts and says so in the next result's ``notice``.
-  After each cell the session reads the kernel's variable names and drops artifacts whose variable
-  was deleted. A variable the agent *reassigns* is not detected: :meth:`AgentSession.forget` its
-  state, or declare the new value.
+  After each cell the session reads the kernel's variable names: an artifact whose variable was
+  deleted is dropped, and so is its state unless another variable carries it. A variable the agent
+  *reassigns* is not detected: :meth:`AgentSession.forget` its state, or declare the new value.
 - **Plain data.** :meth:`AgentSession.state` is a :class:`SessionState` (JSON-ready) that
   ``workspace.session(..., state=...)`` restores.
 
@@ -202,13 +202,16 @@ class AgentSession:
         return replace(result, notice=f"{result.notice} {notice}".strip()) if notice else result
 
     def _after_cell(self, variables: list[str] | None) -> None:
-        """Note the kernel's variables after a cell; drop artifacts whose variable is gone."""
+        """Note the kernel's variables after a cell. An artifact whose variable is gone is dropped,
+        and its state is no longer held when no other variable carries it."""
         if variables is None:
             return
         with self._lock:
             self._variables = set(variables)
-            for variable in [variable for variable in self._artifacts if variable not in self._variables]:
+            gone = {variable: state for variable, state in self._artifacts.items() if variable not in self._variables}
+            for variable in gone:
                 del self._artifacts[variable]
+            self._held -= set(gone.values()) - set(self._artifacts.values())
 
     def _variables_now(self) -> list[str] | None:
         """The kernel's variable names, or ``None`` when the session has no live kernel."""

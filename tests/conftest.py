@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import textwrap
+import uuid
 
 import pytest
 
@@ -39,3 +41,49 @@ def embedder():
     from planner.embedding import default_embedder
 
     return default_embedder()
+
+
+TABULAR_CATALOG = """\
+domain: tabular
+package: {package}
+states:
+  - {{token: tabular.table_loaded, description: A table is loaded from a CSV file., affordances: [load a table]}}
+  - {{token: tabular.report_written, description: A report on a table is written., affordances: [write a report on a table]}}
+tools:
+  - name: load_csv
+    description: Load a table from a CSV file.
+    required_parameters: [{{name: path, type: str}}]
+    return_spec: {{name: table, type: dict, state: tabular.table_loaded}}
+    state_transition: {{requires: [], produces: [tabular.table_loaded]}}
+  - name: write_report
+    description: Write a report on a table.
+    binding: host
+    required_parameters: [{{name: table, type: dict, state: tabular.table_loaded}}]
+    return_spec: {{name: report, type: str, state: tabular.report_written}}
+    state_transition: {{requires: [tabular.table_loaded], produces: [tabular.report_written]}}
+"""
+
+
+@pytest.fixture()
+def tabular_catalog(tmp_path):
+    """A domain ``tabular`` in its own package: ``load_csv`` runs in the kernel, ``write_report`` in
+    this process and refuses a table loaded from a path containing "empty"."""
+    package_name = f"tabular_{uuid.uuid4().hex[:8]}"
+    package = tmp_path / package_name
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "load_csv.py").write_text("import os\n\ndef load_csv(path: str) -> dict:\n    return {'path': path, 'rows': 3, 'loaded_by': os.getpid()}\n")
+    (package / "write_report.py").write_text(
+        textwrap.dedent(
+            """\
+            import os
+
+            def write_report(table: dict) -> str:
+                if "empty" in table["path"]:
+                    raise ValueError(f"{table['path']} has no rows to report on")
+                return f"{table['rows']} rows from {table['path']}, written by {os.getpid()}"
+            """
+        )
+    )
+    (package / "catalog.yaml").write_text(TABULAR_CATALOG.format(package=package_name))
+    return package / "catalog.yaml"

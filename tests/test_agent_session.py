@@ -3,8 +3,6 @@
 import json
 import os
 import re
-import textwrap
-import uuid
 
 import pytest
 
@@ -15,53 +13,6 @@ from planner import SessionState, StalePlanError, Workspace
 pytestmark = pytest.mark.integration
 
 ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
-
-TABULAR_CATALOG = """\
-domain: tabular
-package: {package}
-states:
-  - {{token: tabular.table_loaded, description: A table is loaded from a CSV file., affordances: [load a table]}}
-  - {{token: tabular.report_written, description: A report on a table is written., affordances: [write a report on a table]}}
-tools:
-  - name: load_csv
-    description: Load a table from a CSV file.
-    required_parameters: [{{name: path, type: str}}]
-    return_spec: {{name: table, type: dict, state: tabular.table_loaded}}
-    state_transition: {{requires: [], produces: [tabular.table_loaded]}}
-  - name: write_report
-    description: Write a report on a table.
-    binding: host
-    required_parameters: [{{name: table, type: dict, state: tabular.table_loaded}}]
-    return_spec: {{name: report, type: str, state: tabular.report_written}}
-    state_transition: {{requires: [tabular.table_loaded], produces: [tabular.report_written]}}
-"""
-
-
-@pytest.fixture()
-def tabular_catalog(tmp_path, monkeypatch):
-    """A domain ``tabular``: ``load_csv`` runs in the kernel, ``write_report`` in this process and
-    refuses a table loaded from a path containing "empty"."""
-    package_name = f"tabular_{uuid.uuid4().hex[:8]}"
-    package = tmp_path / package_name
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "load_csv.py").write_text("import os\n\ndef load_csv(path: str) -> dict:\n    return {'path': path, 'rows': 3, 'loaded_by': os.getpid()}\n")
-    (package / "write_report.py").write_text(
-        textwrap.dedent(
-            """\
-            import os
-
-            def write_report(table: dict) -> str:
-                if "empty" in table["path"]:
-                    raise ValueError(f"{table['path']} has no rows to report on")
-                return f"{table['rows']} rows from {table['path']}, written by {os.getpid()}"
-            """
-        )
-    )
-    (package / "catalog.yaml").write_text(TABULAR_CATALOG.format(package=package_name))
-    monkeypatch.syspath_prepend(str(tmp_path))  # the host tool's module, imported in this process
-    return package / "catalog.yaml"
-
 
 @pytest.fixture()
 def workspace(tabular_catalog, embedder):
@@ -161,7 +112,9 @@ def test_declared_variables_feed_plans_and_deleted_ones_stop_counting(workspace)
         planned = session.plan_task("find the functional groups of this molecule")
         assert "identify_functional_groups(molecule=mine)" in planned.cell.code and not planned.cell.unbound
         session.execute("del mine")
-        assert session.artifacts == {}
+        assert session.artifacts == {} and session.held == frozenset()
+        replanned = session.plan_task("find the functional groups of this molecule", inputs={"smiles": ASPIRIN})
+        assert [step.tool.name for step in replanned.plan.steps] == ["parse_molecule", "identify_functional_groups"]
 
 
 def test_session_state_is_plain_data_and_restores_on_a_shared_code_mode(workspace):

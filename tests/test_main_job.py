@@ -186,54 +186,22 @@ def test_search_with_a_corrupt_cache_file_warns_in_one_line_and_still_answers(tm
     assert "Traceback" not in result.stderr
 
 
-MIXED_CATALOG = """\
-domain: tabular
-package: {package}
-states:
-  - {{token: tabular.table_loaded, description: A table is loaded.}}
-  - {{token: tabular.report_written, description: A report on a table is written.}}
-tools:
-  - name: load_csv
-    description: Load a table from a CSV file.
-    required_parameters: [{{name: path, type: str}}]
-    return_spec: {{name: table, type: list, state: tabular.table_loaded}}
-    state_transition: {{requires: [], produces: [tabular.table_loaded]}}
-  - name: write_report
-    description: Write a report on a table.
-    binding: host
-    required_parameters: [{{name: table, type: list, state: tabular.table_loaded}}]
-    return_spec: {{name: report, type: str, state: tabular.report_written}}
-    state_transition: {{requires: [tabular.table_loaded], produces: [tabular.report_written]}}
-"""
-
-
-def mixed_domain_catalog(tmp_path):
-    """A domain ``tabular`` whose ``load_csv`` runs in the kernel and ``write_report`` in the host."""
-    package_name = f"mixed_{uuid.uuid4().hex[:8]}"
-    package = tmp_path / package_name
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "load_csv.py").write_text("import os\n\ndef load_csv(path: str) -> list:\n    return [path, os.getpid()]\n")
-    (package / "write_report.py").write_text("import os\n\ndef write_report(table: list) -> str:\n    return f'{len(table)} rows from {table[1]}, written by {os.getpid()}'\n")
-    (package / "catalog.yaml").write_text(MIXED_CATALOG.format(package=package_name))
-    return package / "catalog.yaml"
-
-
-def test_a_domain_with_host_and_kernel_tools_is_one_handle(tmp_path, embedder, monkeypatch):
-    catalog = mixed_domain_catalog(tmp_path)
-    workspace = Workspace.open([catalog], embedder=embedder)
+def test_a_domain_with_host_and_kernel_tools_is_one_handle(tabular_catalog, embedder, monkeypatch):
+    workspace = Workspace.open([tabular_catalog], embedder=embedder)
     task = workspace.plan_task("write a report on the table", inputs={"path": "people.csv"})
     assert [step.tool.name for step in task.plan.steps] == ["load_csv", "write_report"]
     assert task.cell.code.count("tabular = ") == 1
     run = workspace.run_task(task)
     assert run.result.status == "ok", run.result.error
-    assert run.result.result.endswith(f"written by {os.getpid()}'") and "rows from" in run.result.result
-    assert str(os.getpid()) not in run.result.result.split("rows from ")[1].split(",")[0]  # loaded in the kernel
+    assert run.result.result == f"'3 rows from people.csv, written by {os.getpid()}'"
 
-    monkeypatch.syspath_prepend(str(tmp_path))  # the host tool's module, for CodeMode given the registry directly
+    root = str(tabular_catalog.parent.parent)
+    monkeypatch.syspath_prepend(root)  # the host tool's module, for CodeMode given the registry directly
     from kernel import CodeMode
 
-    with CodeMode(list(workspace.loaded.registry), pool_size=0, env={"PYTHONPATH": str(tmp_path)}) as code_mode:
-        both = code_mode.run("table = await tabular.load_csv(path='a.csv')\n(sorted(dir(tabular)), await tabular.write_report(table=table))", "mixed")
+    with CodeMode(list(workspace.loaded.registry), pool_size=0, env={"PYTHONPATH": root}) as code_mode:
+        both = code_mode.run("table = await tabular.load_csv(path='a.csv')\n(sorted(dir(tabular)), table['loaded_by'], await tabular.write_report(table=table))", "mixed")
         assert both.status == "ok", both.error
-        assert both.result.startswith("(['load_csv', 'write_report'], '2 rows from")
+        names, loaded_by, report = eval(both.result)
+        assert names == ["load_csv", "write_report"] and loaded_by != os.getpid()  # loaded in the kernel
+        assert report == f"3 rows from a.csv, written by {os.getpid()}"
