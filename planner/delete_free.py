@@ -196,21 +196,27 @@ class DeleteFreeTask:
         A step that is the plan's only producer of a state the goal or another step needs is kept
         without a check, so only the few doubtful steps cost a replay of the plan.
         """
-        needed = set(goal).union(*(self.requires[tool] for tool in steps)) - held
+        # How many remaining steps need each state (the goal counts once), kept current as steps go:
+        # a step needed only by a step dropped before it must be checked too.
+        needers: dict[int, int] = {state: 1 for state in goal}
         producers_in_plan: dict[int, int] = {}
         for tool in steps:
+            for state in self.requires[tool]:
+                needers[state] = needers.get(state, 0) + 1
             for state in self.produces[tool]:
                 producers_in_plan[state] = producers_in_plan.get(state, 0) + 1
         kept = list(steps)
         for position in range(len(kept) - 1, -1, -1):
             tool = kept[position]
-            if any(state in needed and producers_in_plan[state] == 1 for state in self.produces[tool]):
+            if any(state not in held and needers.get(state, 0) and producers_in_plan[state] == 1 for state in self.produces[tool]):
                 continue
             candidate = kept[:position] + kept[position + 1 :]
             if self.is_valid(candidate, held, goal):
                 kept = candidate
                 for state in self.produces[tool]:
                     producers_in_plan[state] -= 1
+                for state in self.requires[tool]:
+                    needers[state] -= 1
         return kept
 
     def search(self, held: frozenset[int], goal: frozenset[int], avoided: frozenset[int], max_expansions: int) -> SearchResult:

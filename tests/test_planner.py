@@ -95,6 +95,14 @@ def test_zero_cost_tools_leave_no_redundant_steps():
     assert names(result) == ["free", "finish"] and result.cost == 1
 
 
+def test_a_free_step_needed_only_by_a_dropped_step_is_dropped_too():
+    # Found by the oracle property test: "loop" (free, needs s.a) is redundant once "both" runs, and
+    # then so is "start", which only fed "loop".
+    graph = graph_of(("start", [], ["s.a"], 0), ("both", [], ["s.b", "s.c"], 0.5), ("loop", ["s.a"], ["s.a", "s.b"], 0))
+    result = plan(graph, ["s.b", "s.c"])
+    assert names(result) == ["both"] and result.cost == 0.5
+
+
 def test_cycles_in_the_graph_are_handled():
     graph = graph_of(("start", [], ["s.a"]), ("forward", ["s.a"], ["s.b"]), ("back", ["s.b"], ["s.a"]), ("finish", ["s.b"], ["s.goal"]))
     result = plan(graph, ["s.goal"])
