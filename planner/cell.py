@@ -87,10 +87,18 @@ class PlannedCell:
 def check_input_names(inputs: Mapping[str, Any]) -> None:
     """Raise :class:`InputError` for an input name that cannot be a Python variable."""
     for name in inputs:
+        if not isinstance(name, str):
+            raise InputError(f"input names must be strings, got {name!r}")
         if keyword.iskeyword(name) or keyword.issoftkeyword(name):
             raise InputError(f"input name {name!r} is a Python keyword, so it cannot be a variable or a tool parameter")
         if not name.isidentifier():
             raise InputError(f"input name {name!r} is not a valid Python name; inputs are passed to tools by parameter name (letters, digits, underscores; not starting with a digit)")
+
+
+def is_variable_name(name: object) -> bool:
+    """Whether ``name`` can be a kernel variable the session tracks: an identifier, not a keyword,
+    not starting with ``_`` (IPython's own names)."""
+    return isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name) and not keyword.issoftkeyword(name) and not name.startswith("_")
 
 
 _LITERAL_TYPES = (str, int, bool, type(None))
@@ -162,12 +170,16 @@ def render_cell(
         A :class:`PlannedCell`.
 
     Raises:
-        InputError: an input name that is not a Python name, or a value without a literal form.
+        InputError: an input name that is not a Python name, a value without a literal form, or an
+            artifact or variable name that is not a plain identifier.
         ValueError: ``bindings`` given without a handle for one of the plan's tools.
     """
     inputs = dict(inputs or {})
     artifacts = dict(artifacts or {})
     check_input_names(inputs)
+    bad = next((variable for variable in [*artifacts.values(), *variables] if not is_variable_name(variable)), None)
+    if bad is not None:
+        raise InputError(f"{bad!r} cannot be a kernel variable of the cell (not an identifier, a keyword, or starting with '_')")
     if bindings is None:
         # Handles must not take a name the cell uses for an input or a parameter (`text.load(text=text)`).
         parameter_names = {parameter.name for step in plan.steps for parameter in step.tool.parameters}

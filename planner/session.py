@@ -36,9 +36,9 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from kernel import CellResult, CodeMode
+from kernel import CellResult, CodeMode, KernelError
 from kernel.bindings import Bindings, toolkit_of
-from planner.cell import PlannedCell, check_input_names, render_cell
+from planner.cell import PlannedCell, check_input_names, is_variable_name, render_cell
 from planner.goals import choose_goal
 from planner.planning import Plan
 from planner.search import SkillHit
@@ -95,6 +95,9 @@ class SessionState:
         artifacts = data.get("artifacts", {})
         if not isinstance(artifacts, Mapping) or not all(isinstance(key, str) and isinstance(value, str) for key, value in artifacts.items()):
             raise ValueError("session state field 'artifacts' must map variable names to state tokens")
+        bad = next((name for name in artifacts if not is_variable_name(name)), None)
+        if bad is not None:
+            raise ValueError(f"session state field 'artifacts' has {bad!r}, which is not a Python variable name")
         kernel_id = data.get("kernel_id")
         if kernel_id is not None and not isinstance(kernel_id, str):
             raise ValueError("session state field 'kernel_id' must be a string or null")
@@ -121,8 +124,8 @@ class AgentSession:
     """
 
     def __init__(self, workspace: Workspace, session_id: str, code_mode: CodeMode | None = None, state: SessionState | None = None, **code_mode_options: Any):
-        if not isinstance(session_id, str) or not session_id:
-            raise ValueError("session_id must be a non-empty string")
+        if not isinstance(session_id, str) or not session_id.strip():
+            raise ValueError(f"session_id must be a non-empty string, got {session_id!r}")
         self.workspace = workspace
         self.session_id = session_id
         self._owns_code_mode = code_mode is None
@@ -133,8 +136,11 @@ class AgentSession:
         self._domains: list[str] = []
         self._bindings: Bindings | None = None
         self._variables: set[str] = set()  # the kernel's variable names after the last cell
+        # Variables promised to planned cells not yet run, so two plans never pick the same name.
+        self._reserved: set[str] = set()
         self._kernel_id: str | None = None
         self._notice = ""
+        self._closed = False
         if state is not None:
             try:
                 self._restore(state)
@@ -142,6 +148,10 @@ class AgentSession:
                 if self._owns_code_mode:
                     self.code_mode.shutdown()
                 raise
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KernelError(f"session {self.session_id!r} has been shut down; open a new one with workspace.session()")
 
     # -- what the session holds -------------------------------------------------------------------
 
@@ -176,8 +186,9 @@ class AgentSession:
         self.bind_domains(state.domains)
         if state.kernel_id is not None and state.kernel_id == self.code_mode.kernel_id(self.session_id):
             self._held = set(state.held)
-            self._artifacts = dict(state.artifacts)
+            self._artifacts = {variable: carried for variable, carried in state.artifacts.items() if is_variable_name(variable) and variable not in self._handle_names()}
             self._kernel_id = state.kernel_id
+            self._after_cell(self._variables_now())  # artifacts whose variable is gone are dropped
         elif state.held:
             self._notice = f"The session was restored without its kernel, so the states it held are gone: {', '.join(sorted(state.held))}."
 
@@ -207,11 +218,15 @@ class AgentSession:
         if variables is None:
             return
         with self._lock:
-            self._variables = set(variables)
+            self._variables = {variable for variable in variables if is_variable_name(variable)}
             gone = {variable: state for variable, state in self._artifacts.items() if variable not in self._variables}
             for variable in gone:
                 del self._artifacts[variable]
-            self._held -= set(gone.values()) - set(self._artifacts.values())
+            lost = set(gone.values()) - set(self._artifacts.values())
+            self._held -= lost
+            if lost:
+                names = ", ".join(f"{variable} ({state})" for variable, state in gone.items())
+                self._notice = f"{self._notice} Variables that carried held states are gone: {names}; those states are no longer held.".strip()
 
     def _variables_now(self) -> list[str] | None:
         """The kernel's variable names, or ``None`` when the session has no live kernel."""
@@ -219,7 +234,7 @@ class AgentSession:
             return None
         try:
             return self.code_mode.variables(self.session_id)
-        except KeyError:  # the kernel went away meanwhile
+        except (KeyError, KernelError):  # the kernel went away, or a cell that ignored its interrupt still runs
             return None
 
     async def _avariables(self) -> list[str] | None:
@@ -227,7 +242,7 @@ class AgentSession:
             return None
         try:
             return await self.code_mode.avariables(self.session_id)
-        except KeyError:
+        except (KeyError, KernelError):
             return None
 
     def declare(self, state: str, variable: str | None = None) -> None:
@@ -238,8 +253,15 @@ class AgentSession:
             UnknownStateError: no catalog declares ``state``.
             ValueError: ``variable`` is not defined in the session's kernel.
         """
+        self._check_open()
+        if not isinstance(state, str):
+            raise TypeError(f"state must be a state token (a string), got {type(state).__name__}")
         self.workspace.graph.check_states([state])
         if variable is not None:
+            if not is_variable_name(variable):
+                raise ValueError(f"{variable!r} is not a variable name (an identifier, not a keyword, not starting with '_')")
+            if variable in self._handle_names():
+                raise ValueError(f"{variable!r} is a tool handle of this session, not a variable carrying a state")
             self._check_kernel()
             variables = self._variables_now()
             self._after_cell(variables)
@@ -266,15 +288,22 @@ class AgentSession:
             servers.setdefault(toolkit_of(tool), []).append(tool)
         return servers
 
-    def bind_domains(self, domains: Iterable[str]) -> None:
-        """Bind every tool of each domain (server) behind its handle in the session's kernel, for
-        free cells that call a domain no task has used yet; tasks bind their domains themselves.
+    def _handle_names(self) -> set[str]:
+        if self._bindings is None:
+            return set()
+        return {*self._bindings.handles, *self._bindings.host_handles}
+
+    def bind_domains(self, domains: str | Iterable[str]) -> None:
+        """Bind every tool of each domain (server; one may be passed as a plain string) behind its
+        handle in the session's kernel, for free cells that call a domain no task has used yet;
+        tasks bind their domains themselves.
 
         Raises:
             ValueError: a domain no loaded catalog has.
         """
+        self._check_open()
         servers = self._servers()
-        new = [domain for domain in dict.fromkeys(domains) if domain not in self._domains]
+        new = [domain for domain in dict.fromkeys([domains] if isinstance(domains, str) else domains) if domain not in self._domains]
         unknown = [domain for domain in new if domain not in servers]
         if unknown:
             raise ValueError(f"no loaded catalog has the domain(s) {', '.join(unknown)}; domains: {', '.join(sorted(servers))}")
@@ -296,6 +325,7 @@ class AgentSession:
 
     def search(self, query: str, k: int = 10, **filters: Any) -> list[SkillHit]:
         """:meth:`planner.Workspace.search`, ranked with the session's held states unless ``held`` is given."""
+        self._check_open()
         self._check_kernel()
         filters.setdefault("held", self.held)
         return self.workspace.search(query, k=k, **filters)
@@ -304,12 +334,16 @@ class AgentSession:
         """:meth:`search` in a worker thread (the first search loads the embedding model)."""
         return await asyncio.to_thread(self.search, query, k, **filters)
 
-    def _render(self, plan: Plan, inputs: Mapping[str, Any] | None, task: str | None, bindings: Bindings) -> PlannedCell:
+    def _render(self, plan: Plan, inputs: Mapping[str, Any] | None, task: str | None, bindings: Bindings, reserve: bool = False) -> PlannedCell:
+        """The session's cell for ``plan``; with ``reserve``, its new variables are promised to it."""
         with self._lock:
-            artifacts, variables = self._artifact_of(), set(self._variables)
-        return render_cell(plan, inputs, task, registry=self.workspace.graph.registry, bindings=bindings, artifacts={state: variable for state, variable in artifacts.items() if state in plan.held}, variables=variables)
+            artifacts = self._artifact_of()
+            cell = render_cell(plan, inputs, task, registry=self.workspace.graph.registry, bindings=bindings, artifacts={state: variable for state, variable in artifacts.items() if state in plan.held}, variables=self._variables | self._reserved)
+            if reserve:
+                self._reserved.update(cell.step_variables)
+            return cell
 
-    def plan_task(self, task: str, inputs: Mapping[str, Any] | None = None, held: Collection[str] | None = None) -> TaskPlan:
+    def plan_task(self, task: str, inputs: Mapping[str, Any] | None = None, held: str | Collection[str] | None = None) -> TaskPlan:
         """Search for the task's goal and plan to it from the held states (or ``held``); the cell
         reads held artifacts and calls the session's handles. Binds the plan's new domains, so the
         cell also runs when the agent executes it as a free cell.
@@ -320,8 +354,9 @@ class AgentSession:
         """
         from planner.workspace import TaskPlan
 
+        self._check_open()
         self._check_kernel()
-        held = self.held if held is None else frozenset(held)
+        held = self.held if held is None else frozenset([held] if isinstance(held, str) else held)
         graph = self.workspace.graph
         graph.check_states(held)
         check_input_names(inputs or {})
@@ -331,10 +366,10 @@ class AgentSession:
         self.bind_domains(toolkit_of(step.tool) for step in chosen_plan.steps)
         if chosen_plan.steps:
             assert self._bindings is not None
-            choice = replace(choice, chosen=replace(choice.chosen, cell=self._render(chosen_plan, inputs, task, self._bindings)))
-        return TaskPlan(task, dict(inputs or {}), choice)
+            choice = replace(choice, chosen=replace(choice.chosen, cell=self._render(chosen_plan, inputs, task, self._bindings, reserve=True)))
+        return TaskPlan(task, dict(inputs or {}), choice, session_id=self.session_id)
 
-    async def aplan_task(self, task: str, inputs: Mapping[str, Any] | None = None, held: Collection[str] | None = None) -> TaskPlan:
+    async def aplan_task(self, task: str, inputs: Mapping[str, Any] | None = None, held: str | Collection[str] | None = None) -> TaskPlan:
         """:meth:`plan_task` in a worker thread."""
         return await asyncio.to_thread(self.plan_task, task, inputs, held)
 
@@ -342,7 +377,11 @@ class AgentSession:
         """The task plan to run: planned now for a task text; checked against what the session holds."""
         from planner.workspace import UnboundParametersError
 
+        self._check_open()
         task_plan = self.plan_task(task, inputs) if isinstance(task, str) else task
+        if task_plan.session_id != self.session_id:
+            made_by = f"session {task_plan.session_id!r}" if task_plan.session_id else "Workspace.plan_task"
+            raise ValueError(f"this task plan was made by {made_by}; plan it with this session's plan_task, so its cell uses this session's handles and variables")
         if task_plan.cell.unbound:
             raise UnboundParametersError(task_plan.cell.unbound)
         self._check_kernel()
@@ -402,6 +441,8 @@ class AgentSession:
         from planner.workspace import TaskRun
 
         run = TaskRun(task_plan, result)
+        with self._lock:
+            self._reserved.difference_update(task_plan.cell.step_variables)
         if self._kernel_id is not None:  # the kernel that ran the cell still holds its variables
             self._record(task_plan, run)
         self._after_cell(variables)
@@ -411,6 +452,7 @@ class AgentSession:
         """Run a free cell in the session's kernel (format it for a model with
         :func:`kernel.format_for_model`). Tool calls in free cells do not make states held: declare
         them with :meth:`declare`."""
+        self._check_open()
         result = self.code_mode.run(code, self.session_id)
         self._check_kernel()
         self._after_cell(self._variables_now())
@@ -418,6 +460,7 @@ class AgentSession:
 
     async def aexecute(self, code: str) -> CellResult:
         """Async :meth:`execute`."""
+        self._check_open()
         result = await self.code_mode.arun(code, self.session_id)
         self._check_kernel()
         self._after_cell(await self._avariables())
@@ -430,6 +473,7 @@ class AgentSession:
         handle with its signature, the held states with the variables that carry them, and the next
         steps from the held states (tools whose requirements are all held, with the calls that wire
         the held artifacts)."""
+        self._check_open()
         self._check_kernel()
         lines = [self.code_mode.instructions(self.session_id).rstrip("\n")]
         with self._lock:
@@ -456,7 +500,7 @@ class AgentSession:
             else:
                 steps.append(f"  {toolkit_of(tool)}.{tool.name} -> {', '.join(sorted(produces - held))}  (not bound yet: a task that uses it binds its domain)")
         if not steps:
-            return ["Next steps from the held states: none (plan a task to reach new states)."]
+            return ["Next steps from the held states: none yet (tools that need no state can always run; plan a task to reach new states)."]
         shown = steps[:MAX_NEXT_STEPS]
         if len(steps) > MAX_NEXT_STEPS:
             shown.append(f"  ... and {len(steps) - MAX_NEXT_STEPS} more")
@@ -466,6 +510,7 @@ class AgentSession:
 
     def restart(self) -> None:
         """Discard the kernel and its variables (held states and artifacts go too; handles stay bound)."""
+        self._check_open()
         self.code_mode.restart(self.session_id)
         with self._lock:
             self._forget_everything("The kernel was restarted")
@@ -474,6 +519,7 @@ class AgentSession:
 
     async def arestart(self) -> None:
         """Async :meth:`restart`."""
+        self._check_open()
         await self.code_mode.arestart(self.session_id)
         with self._lock:
             self._forget_everything("The kernel was restarted")
@@ -481,7 +527,11 @@ class AgentSession:
             self._kernel_id = None
 
     def shutdown(self) -> None:
-        """Stop the session's kernel (and its own CodeMode, when it made one)."""
+        """Stop the session's kernel (and its own CodeMode, when it made one); later calls raise
+        :class:`kernel.KernelError`. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
         if self._owns_code_mode:
             self.code_mode.shutdown()
         else:
@@ -489,6 +539,9 @@ class AgentSession:
 
     async def ashutdown(self) -> None:
         """Async :meth:`shutdown`."""
+        if self._closed:
+            return
+        self._closed = True
         if self._owns_code_mode:
             await self.code_mode.ashutdown()
         else:

@@ -39,16 +39,19 @@ class UnboundParametersError(ValueError):
         self.unbound = tuple(unbound)
         names = ", ".join(f"{parameter.parameter} ({parameter.type}, for {parameter.tool})" for parameter in self.unbound)
         example = self.unbound[0].parameter if self.unbound else "NAME"
-        super().__init__(f"the plan needs inputs that were not given: {names}. Pass them as --input {example}=VALUE")
+        super().__init__(f"the plan needs inputs that were not given: {names}. Pass them as inputs ({{{example!r}: ...}}), or --input {example}=VALUE on the command line")
 
 
 @dataclass(frozen=True)
 class TaskPlan:
-    """A task, the goal chosen for it, its plan and its planned cell."""
+    """A task, the goal chosen for it, its plan and its planned cell; ``session_id`` names the agent
+    session that planned it (its cell uses that session's handles and variables), ``None`` for
+    :meth:`Workspace.plan_task`."""
 
     task: str
     inputs: dict[str, Any]
     choice: GoalChoice
+    session_id: str | None = None
 
     @property
     def plan(self) -> Plan:
@@ -207,7 +210,10 @@ class Workspace:
         return [step.tool for step in task_plan.plan.steps if step.tool.binding == "host"]
 
     def _check_runnable(self, task_plan: TaskPlan) -> bool:
-        """Raise for unbound inputs; False when there is nothing to run (the goal is already held)."""
+        """Raise for unbound inputs or a session's plan; False when there is nothing to run (the goal
+        is already held)."""
+        if task_plan.session_id is not None:
+            raise ValueError(f"this task plan belongs to session {task_plan.session_id!r} (its cell uses that session's handles and variables); run it with that session's run_task")
         if task_plan.cell.unbound:
             raise UnboundParametersError(task_plan.cell.unbound)
         return bool(task_plan.plan.steps)
@@ -219,6 +225,7 @@ class Workspace:
 
         Raises:
             UnboundParametersError: the cell needs inputs that were not given (nothing is started).
+            ValueError: ``task_plan`` was made by an agent session.
             KernelError: the kernel could not start.
         """
         if not self._check_runnable(task_plan):

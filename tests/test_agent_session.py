@@ -1,5 +1,6 @@
 """Agent sessions end to end: one persistent kernel across tasks and free cells (real kernels)."""
 
+import asyncio
 import json
 import os
 import re
@@ -7,7 +8,7 @@ import re
 import pytest
 
 from catalogs import default_catalog_paths
-from kernel import CodeMode
+from kernel import CodeMode, KernelError
 from planner import SessionState, StalePlanError, Workspace
 
 pytestmark = pytest.mark.integration
@@ -111,7 +112,8 @@ def test_declared_variables_feed_plans_and_deleted_ones_stop_counting(workspace)
         session.declare("chemistry.molecule_parsed", "mine")
         planned = session.plan_task("find the functional groups of this molecule")
         assert "identify_functional_groups(molecule=mine)" in planned.cell.code and not planned.cell.unbound
-        session.execute("del mine")
+        deleted = session.execute("del mine")
+        assert "Variables that carried held states are gone: mine (chemistry.molecule_parsed)" in deleted.notice
         assert session.artifacts == {} and session.held == frozenset()
         replanned = session.plan_task("find the functional groups of this molecule", inputs={"smiles": ASPIRIN})
         assert [step.tool.name for step in replanned.plan.steps] == ["parse_molecule", "identify_functional_groups"]
@@ -138,3 +140,61 @@ def test_session_state_is_plain_data_and_restores_on_a_shared_code_mode(workspac
 
     with pytest.raises(ValueError, match="'held' must be a list of strings"):
         SessionState.from_dict({"session_id": "x", "held": "chemistry.molecule_parsed"})
+
+
+def test_plans_of_other_sessions_or_of_the_workspace_are_refused(workspace):
+    with CodeMode(pool_size=0) as shared:
+        mine = workspace.session("mine", code_mode=shared)
+        theirs = workspace.session("theirs", code_mode=shared)
+        mine.run_task("parse this molecule", inputs={"smiles": ASPIRIN})
+        with pytest.raises(ValueError, match="made by Workspace.plan_task"):
+            mine.run_task(workspace.plan_task("parse this molecule", inputs={"smiles": "c1ccccc1"}))
+        with pytest.raises(ValueError, match="made by session 'mine'"):
+            theirs.run_task(mine.plan_task("check Lipinski's rule of five for it"))
+        with pytest.raises(ValueError, match="belongs to session 'mine'"):
+            workspace.run_task(mine.plan_task("check Lipinski's rule of five for it"))
+        assert mine.execute("molecule['formula']").result == "'C9H8O4'"  # untouched
+
+        theirs.shutdown()
+        with pytest.raises(KernelError, match="has been shut down"):
+            theirs.execute("1")
+        assert mine.execute("1").status == "ok"  # the shared CodeMode serves the other session still
+
+
+def test_a_cell_that_ignores_its_interrupt_comes_back_as_a_result_not_an_exception(workspace):
+    with workspace.session("stubborn", timeout=1, interrupt_grace=0.5, busy_wait=0.2) as session:
+        session.run_task("parse this molecule", inputs={"smiles": ASPIRIN})
+        aborted = session.execute("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(4)")
+        assert aborted.status == "aborted"
+        busy = session.run_task("check Lipinski's rule of five for it")
+        assert busy.result.status == "busy" and busy.completed_steps == () and busy.failed_step == 0
+        assert "chemistry.descriptors_computed" not in session.held and "chemistry.molecule_parsed" in session.held
+
+
+def test_concurrent_tasks_of_one_session_never_share_a_variable(workspace):
+    async def two_at_once(session):
+        return await asyncio.gather(
+            session.arun_task("parse this molecule", inputs={"smiles": "CCN"}),
+            session.arun_task("parse this molecule", inputs={"smiles": "c1ccccc1"}),
+        )
+
+    with workspace.session("busy-agent") as session:
+        first, second = asyncio.run(two_at_once(session))
+        variables = {first.task_plan.cell.step_variables[0], second.task_plan.cell.step_variables[0]}
+        assert len(variables) == 2 and set(session.artifacts) == variables
+        formulas = session.execute(f"sorted(v['formula'] for v in ({', '.join(sorted(variables))}))")
+        assert formulas.result == "['C2H7N', 'C6H6']"
+
+
+def test_saved_state_and_declare_accept_only_plain_variable_names(workspace):
+    with pytest.raises(ValueError, match="not a Python variable name"):
+        SessionState.from_dict({"session_id": "x", "artifacts": {"__import__('os').system('true')": "chemistry.molecule_parsed"}})
+    with workspace.session("names") as session:
+        session.bind_domains("chemistry")  # one domain may be given as a plain string
+        session.execute(f"mine = await chemistry.parse_molecule(smiles={ASPIRIN!r})")
+        with pytest.raises(ValueError, match="is a tool handle"):
+            session.declare("chemistry.molecule_parsed", "chemistry")
+        with pytest.raises(ValueError, match="not a variable name"):
+            session.declare("chemistry.molecule_parsed", "mine['formula']")
+        with pytest.raises(TypeError, match="state token"):
+            session.declare(None)
