@@ -6,7 +6,8 @@ from planner.graph import StateGraph, UnknownStateError
 from planner.planning import NoPlanError, Plan, PlanStep, alternative_plans, plan, plan_to_run
 from planner.search import SkillHit, SkillIndex
 from planner.session import AgentSession, SessionState, StalePlanError
-from planner.workspace import TaskPlan, TaskRun, Workspace
+from planner.task import TaskPlan, TaskRun, UnboundParametersError
+from planner.workspace import Workspace
 
 __all__ = [
     "AgentSession",
@@ -22,6 +23,7 @@ __all__ = [
     "StateGraph",
     "TaskPlan",
     "TaskRun",
+    "UnboundParametersError",
     "UnknownStateError",
     "Workspace",
     "alternative_plans",

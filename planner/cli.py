@@ -24,7 +24,8 @@ from planner.goals import NoMatchingSkillError
 from planner.graph import UnknownStateError
 from planner.planning import NoPlanError, Plan, alternative_plans
 from planner.search import QueryError, SkillHit
-from planner.workspace import TaskPlan, UnboundParametersError, Workspace
+from planner.task import TaskPlan, UnboundParametersError
+from planner.workspace import Workspace
 from registry import AmbiguousToolNameError, CatalogError, ToolNotFoundError, catalog_json_schema, lint_catalogs
 
 REFUSALS = (

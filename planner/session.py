@@ -42,10 +42,11 @@ from planner.cell import PlannedCell, check_input_names, is_variable_name, rende
 from planner.goals import choose_goal
 from planner.planning import Plan
 from planner.search import SkillHit
+from planner.task import TaskPlan, TaskRun, UnboundParametersError
 from registry import ToolDefinition
 
 if TYPE_CHECKING:
-    from planner.workspace import TaskPlan, TaskRun, Workspace
+    from planner.workspace import Workspace
 
 #: Lines of "next steps" in the instructions; the rest are counted.
 MAX_NEXT_STEPS = 15
@@ -352,8 +353,6 @@ class AgentSession:
             NoMatchingSkillError, NoPlanError, QueryError, InputError, UnknownStateError: see
             :meth:`planner.Workspace.plan_task`.
         """
-        from planner.workspace import TaskPlan
-
         self._check_open()
         self._check_kernel()
         held = self.held if held is None else frozenset([held] if isinstance(held, str) else held)
@@ -375,8 +374,6 @@ class AgentSession:
 
     def _runnable(self, task: str | TaskPlan, inputs: Mapping[str, Any] | None) -> TaskPlan:
         """The task plan to run: planned now for a task text; checked against what the session holds."""
-        from planner.workspace import UnboundParametersError
-
         self._check_open()
         task_plan = self.plan_task(task, inputs) if isinstance(task, str) else task
         if task_plan.session_id != self.session_id:
@@ -417,8 +414,6 @@ class AgentSession:
             KernelError: the kernel could not start.
             and what :meth:`plan_task` raises.
         """
-        from planner.workspace import TaskRun
-
         task_plan = self._runnable(task, inputs)
         if not task_plan.plan.steps:
             return TaskRun(task_plan, self._take_notice(CellResult("ok")))
@@ -428,8 +423,6 @@ class AgentSession:
 
     async def arun_task(self, task: str | TaskPlan, inputs: Mapping[str, Any] | None = None) -> TaskRun:
         """Async :meth:`run_task`."""
-        from planner.workspace import TaskRun
-
         task_plan = await asyncio.to_thread(self._runnable, task, inputs)
         if not task_plan.plan.steps:
             return TaskRun(task_plan, self._take_notice(CellResult("ok")))
@@ -438,8 +431,6 @@ class AgentSession:
         return self._finish_task(task_plan, result, await self._avariables())
 
     def _finish_task(self, task_plan: TaskPlan, result: CellResult, variables: list[str] | None) -> TaskRun:
-        from planner.workspace import TaskRun
-
         run = TaskRun(task_plan, result)
         with self._lock:
             self._reserved.difference_update(task_plan.cell.step_variables)

@@ -4,7 +4,6 @@ re-embedded; the CLI prints one warning line and still answers."""
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import tempfile

@@ -1,0 +1,96 @@
+"""A planned task and its run: the goal chosen for a task, its plan and cell, and what running it showed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kernel import CellResult
+from planner.cell import PlannedCell, UnboundParameter
+from planner.goals import GoalChoice
+from planner.planning import Plan
+
+
+class UnboundParametersError(ValueError):
+    """The planned cell needs inputs that were not given; ``unbound`` lists them."""
+
+    def __init__(self, unbound: Iterable[UnboundParameter]):
+        self.unbound = tuple(unbound)
+        names = ", ".join(f"{parameter.parameter} ({parameter.type}, for {parameter.tool})" for parameter in self.unbound)
+        example = self.unbound[0].parameter if self.unbound else "NAME"
+        super().__init__(f"the plan needs inputs that were not given: {names}. Pass them as inputs ({{{example!r}: ...}}), or --input {example}=VALUE on the command line")
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """A task, the goal chosen for it, its plan and its planned cell; ``session_id`` names the agent
+    session that planned it (its cell uses that session's handles and variables), ``None`` for
+    :meth:`Workspace.plan_task`."""
+
+    task: str
+    inputs: dict[str, Any]
+    choice: GoalChoice
+    session_id: str | None = None
+
+    @property
+    def plan(self) -> Plan:
+        assert self.choice.chosen.plan is not None
+        return self.choice.chosen.plan
+
+    @property
+    def cell(self) -> PlannedCell:
+        assert self.choice.chosen.cell is not None
+        return self.choice.chosen.cell
+
+    @property
+    def goal(self) -> list[str]:
+        return sorted(self.choice.chosen.goal)
+
+    def to_dict(self) -> dict:
+        return {
+            "task": self.task,
+            "goal": self.goal,
+            "matched": self.choice.chosen.hit.to_dict(),
+            "alternatives": [candidate.to_dict() for candidate in self.choice.passed_over],
+            "plan": self.plan.to_dict(),
+            "cell": self.cell.code,
+            "instructions": self.cell.instructions,
+            "instructions_saved_chars": self.cell.saved_chars,
+            "unbound": [parameter.to_dict() for parameter in self.cell.unbound],
+            "unused_inputs": list(self.cell.unused_inputs),
+        }
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """A planned task and what executing its cell showed."""
+
+    task_plan: TaskPlan
+    result: CellResult
+
+    @property
+    def completed_steps(self) -> tuple[int, ...]:
+        """Indexes of the plan's steps whose tool call returned: all of them when the cell ran
+        through, else those its :attr:`kernel.CellResult.tool_calls` report."""
+        targets = self.task_plan.cell.step_targets
+        if self.result.status == "ok":
+            return tuple(range(len(targets)))
+        return tuple(index for index, target in enumerate(targets) if self.result.tool_calls.get(target))
+
+    @property
+    def failed_step(self) -> int | None:
+        """Index of the first step that did not complete when the cell did not run through, else ``None``."""
+        if self.result.status == "ok":
+            return None
+        completed = set(self.completed_steps)
+        return next((index for index in range(len(self.task_plan.plan.steps)) if index not in completed), None)
+
+    def to_dict(self) -> dict:
+        failed = self.failed_step
+        return {
+            **self.task_plan.to_dict(),
+            "result": self.result.to_dict(),
+            "completed_steps": list(self.completed_steps),
+            "failed_step": None if failed is None else {"index": failed, "tool": self.task_plan.plan.steps[failed].tool.name},
+        }
