@@ -22,6 +22,7 @@ from kernel import KernelError
 from planner.cell import InputError, PlannedCell
 from planner.goals import NoMatchingSkillError
 from planner.graph import UnknownStateError
+from planner.parts import PartMatch, task_text
 from planner.planning import NoPlanError, Plan, alternative_plans
 from planner.search import QueryError, SkillHit
 from planner.task import TaskPlan, UnboundParametersError
@@ -44,7 +45,8 @@ REFUSALS = (
 EXAMPLES = {
     "run": """examples:
   toolpath run "is aspirin drug-like? check Lipinski's rule of five" --input smiles='CC(=O)Oc1ccccc1C(=O)O'
-  toolpath run "cluster these molecules by structural similarity" --input smiles_list='["CCO","CCCO","c1ccccc1"]' --json""",
+  toolpath run "cluster these molecules by structural similarity" --input smiles_list='["CCO","CCCO","c1ccccc1"]' --json
+  toolpath run --step "identify the functional groups of this molecule" --step "check Lipinski's rule of five" --input smiles=CCO""",
     "cell": """examples:
   toolpath cell "find molecules similar to a query compound" --input query_smiles=CCO --input smiles_list='["CCCO","CCN"]'
   toolpath cell --goal chemistry.molecules_clustered --input smiles_list='["CCO","CCCO"]'""",
@@ -133,17 +135,36 @@ def _print_plan(plan: Plan) -> None:
 
 
 def _print_task_plan(task_plan: TaskPlan) -> None:
-    chosen = task_plan.choice.chosen
-    print(f"Task: {task_plan.task}")
-    print(f"Goal: {', '.join(task_plan.goal)}")
-    print(f"  matched {chosen.hit.kind} {chosen.hit.name} ({_strength(chosen.hit)}): {chosen.hit.matched!r}")
-    for candidate in task_plan.choice.passed_over:
-        print(f"  passed over {', '.join(sorted(candidate.goal))} ({_strength(candidate.hit)}): {candidate.reason()}")
+    print(f"Task: {task_text(task_plan.task)}")
+    if len(task_plan.parts) > 1:
+        print("Parts:")
+        for number, part in enumerate(task_plan.parts, 1):
+            print(f"  {number}. {part.text!r}: {_part_outcome(part)}")
+    print(f"Goal: {', '.join([*task_plan.goal, *(f'run {tool}' for tool in sorted(task_plan.plan.must_run))]) or '-'}")
+    if len(task_plan.parts) == 1 and task_plan.parts[0].choice is not None:
+        choice = task_plan.parts[0].choice
+        print(f"  matched {choice.chosen.hit.kind} {choice.chosen.hit.name} ({_strength(choice.chosen.hit)}): {choice.chosen.hit.matched!r}")
+        for candidate in choice.passed_over:
+            print(f"  passed over {', '.join(sorted(candidate.goal))} ({_strength(candidate.hit)}): {candidate.reason()}")
     _print_plan(task_plan.plan)
     print("Cell:")
     print(_indent(task_plan.cell.code))
     if task_plan.cell.unbound:
         print("Unbound required parameters: " + ", ".join(f"{parameter.parameter} ({parameter.type})" for parameter in task_plan.cell.unbound))
+
+
+def _part_outcome(part: PartMatch) -> str:
+    if part.choice is None:
+        return f"matched nothing ({part.problem})"
+    hit = part.choice.chosen.hit
+    target = f"run {part.tool.server_name}.{part.tool.name}" if part.tool is not None else ", ".join(sorted(part.goal))
+    held = "; already held, nothing to run for it" if part.status == "held" else ""
+    return f"{target} ({hit.kind} {hit.name}, {_strength(hit)}){held}"
+
+
+def _warn_about_parts(task_plan: TaskPlan) -> None:
+    for part in task_plan.unmatched:
+        print(f"warning: the part {part.text!r} of the task matched nothing and is not planned: {part.problem}", file=sys.stderr)
 
 
 def _warn_about_inputs(cell: PlannedCell) -> None:
@@ -153,11 +174,22 @@ def _warn_about_inputs(cell: PlannedCell) -> None:
         print(f"warning: {parameter.parameter} ({parameter.type}, for {parameter.tool}) is unbound: define it before running the cell, or pass --input {parameter.parameter}=VALUE", file=sys.stderr)
 
 
+def _task(arguments: argparse.Namespace) -> str | list[str]:
+    """The task text, or the ``--step`` list; exactly one of them."""
+    if arguments.step and arguments.task:
+        raise CommandLineError("give either a TASK or --step ... (one per part), not both")
+    if not arguments.step and not arguments.task:
+        raise CommandLineError("give a TASK in words, or its parts as --step ... --step ...")
+    return arguments.step or arguments.task
+
+
 def command_run(arguments: argparse.Namespace) -> int:
+    task = _task(arguments)
     workspace = Workspace.open(arguments.catalog)
-    task_plan = workspace.plan_task(arguments.task, parse_inputs(arguments.input), held=arguments.have)
+    task_plan = workspace.plan_task(task, parse_inputs(arguments.input), held=arguments.have)
     if task_plan.cell.unbound:
         raise UnboundParametersError(task_plan.cell.unbound)
+    _warn_about_parts(task_plan)
     _warn_about_inputs(task_plan.cell)
     if not arguments.json:
         _print_task_plan(task_plan)
@@ -186,15 +218,16 @@ def command_run(arguments: argparse.Namespace) -> int:
 
 
 def command_cell(arguments: argparse.Namespace) -> int:
-    if bool(arguments.goal) == bool(arguments.task):
-        raise CommandLineError("give either a TASK or --goal TOKEN ..., not both and not neither")
+    if bool(arguments.goal) == bool(arguments.task or arguments.step):
+        raise CommandLineError("give either a TASK (or --step ...) or --goal TOKEN ..., not both and not neither")
     workspace = Workspace.open(arguments.catalog)
     inputs = parse_inputs(arguments.input)
     if arguments.goal:
         goal_plan, cell = workspace.plan_goal(arguments.goal, inputs, held=arguments.have)
         payload = {"goal": sorted(goal_plan.goal), "plan": goal_plan.to_dict(), "cell": cell.code, "instructions": cell.instructions, "instructions_saved_chars": cell.saved_chars, "unbound": [parameter.to_dict() for parameter in cell.unbound]}
     else:
-        task_plan = workspace.plan_task(arguments.task, inputs, held=arguments.have)
+        task_plan = workspace.plan_task(_task(arguments), inputs, held=arguments.have)
+        _warn_about_parts(task_plan)
         payload = task_plan.to_dict()
         cell = task_plan.cell
     _warn_about_inputs(cell)
@@ -293,16 +326,17 @@ def build_parser() -> argparse.ArgumentParser:
         return sub
 
     def task_options(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--step", action="append", default=[], metavar="TEXT", help="one part of the task, in words, instead of TASK; repeatable, in order (all are planned together)")
         sub.add_argument("--input", action="append", default=[], metavar="NAME=VALUE", help="a tool parameter value; VALUE is parsed as JSON when it parses, else taken as a string; repeatable")
         sub.add_argument("--have", action="append", default=[], metavar="TOKEN", help="a state already held; repeatable")
 
     run = command("run", "Plan a task, execute its cell in a fresh kernel and print the outputs.", command_run)
-    run.add_argument("task", metavar="TASK", help="what to achieve, in words")
+    run.add_argument("task", metavar="TASK", nargs="?", help="what to achieve, in words (parts joined by 'and', 'then', ... are planned together)")
     task_options(run)
     run.add_argument("--timeout", type=positive_seconds, default=300.0, metavar="SECONDS", help="interrupt the cell after this many seconds (default 300)")
 
     cell = command("cell", "Print the planned cell of a task (or of explicit goal states) without running it.", command_cell)
-    cell.add_argument("task", metavar="TASK", nargs="?", help="what to achieve, in words")
+    cell.add_argument("task", metavar="TASK", nargs="?", help="what to achieve, in words (parts joined by 'and', 'then', ... are planned together)")
     cell.add_argument("--goal", action="append", default=[], metavar="TOKEN", help="plan to this state instead of searching; repeatable")
     cell.add_argument("--instructions", action="store_true", help="also print the instructions for a model")
     task_options(cell)

@@ -99,6 +99,30 @@ class DeleteFreeTask:
     def _index(self, token: str) -> int:
         return self.state_index.setdefault(token, len(self.state_index))
 
+    def with_marks(self, tools: Iterable[int]) -> tuple[DeleteFreeTask, frozenset[int]]:
+        """A copy of this task where each of ``tools`` (tool indices) also produces a new state of its
+        own, a *mark* no other tool produces; a goal that includes a tool's mark makes the plan run
+        that tool. Returns the copy and the marks' state indices. Tool and state indices are kept,
+        and the copy has its own (empty) bounds cache.
+        """
+        marked = sorted(set(tools))
+        copy = DeleteFreeTask.__new__(DeleteFreeTask)
+        copy.tools, copy.tool_index, copy.requires, copy.cost = self.tools, self.tool_index, self.requires, self.cost
+        copy.state_index = dict(self.state_index)
+        copy.produces = list(self.produces)
+        copy.consumers = [*self.consumers]
+        copy.producers = [*self.producers]
+        marks = []
+        for tool in marked:
+            mark = len(copy.state_index)
+            copy.state_index[f"\x00ran {tool}"] = mark  # a token no catalog can declare (control character)
+            copy.produces[tool] = (*self.produces[tool], mark)
+            copy.consumers.append([])
+            copy.producers.append([tool])
+            marks.append(mark)
+        copy._cache = OrderedDict()
+        return copy, frozenset(marks)
+
     def states(self, tokens: Iterable[str]) -> frozenset[int]:
         """State indices of the tokens this task mentions; others are left out (no tool involves them)."""
         return frozenset(self.state_index[token] for token in tokens if token in self.state_index)

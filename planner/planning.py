@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Collection, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 
 from planner.delete_free import INFINITY
 from planner.graph import StateGraph
@@ -56,13 +56,33 @@ class PlanStep:
 
 @dataclass(frozen=True)
 class Plan:
-    """A plan: ``steps`` in execution order, their total ``cost``, and whether it is proven ``optimal``."""
+    """A plan: ``steps`` in execution order, their total ``cost``, and whether it is proven ``optimal``.
+
+    ``goal`` holds the goal states; ``must_run`` the tools (``server.name``) the plan had to run.
+    """
 
     goal: frozenset[str]
     held: frozenset[str]
     steps: tuple[PlanStep, ...]
     cost: float
     optimal: bool
+    must_run: frozenset[str] = frozenset()
+
+    def reordered(self, tools: Sequence[ToolDefinition]) -> Plan:
+        """This plan with its steps in the order of ``tools`` (the same tools, in an order where each
+        requirement is held or produced by an earlier step).
+
+        Raises:
+            ValueError: other tools, or an order that runs a tool before its requirements.
+        """
+        if sorted(tool.id for tool in tools) != sorted(step.tool.id for step in self.steps):  # type: ignore[type-var]
+            raise ValueError("a reordered plan must have the same tools")
+        reached = set(self.held)
+        for tool in tools:
+            if not tool.state_transition.requires <= reached:
+                raise ValueError(f"{tool.name} would run before its requirements {', '.join(sorted(tool.state_transition.requires - reached))}")
+            reached |= tool.state_transition.produces
+        return replace(self, steps=_annotate(list(tools), self.held))
 
     @property
     def reached(self) -> frozenset[str]:
@@ -72,6 +92,7 @@ class Plan:
     def to_dict(self) -> dict:
         return {
             "goal": sorted(self.goal),
+            "must_run": sorted(self.must_run),
             "have": sorted(self.held),
             "steps": [step.to_dict() for step in self.steps],
             "cost": self.cost,
@@ -167,32 +188,42 @@ def plan(
     held: Iterable[str] = (),
     avoid: Collection[str] = (),
     max_expansions: int = 1_000,
+    must_run: Collection[str | ToolDefinition] = (),
 ) -> Plan:
-    """Find the cheapest plan that reaches every state of ``goal`` from the ``held`` states.
+    """Find the cheapest plan that reaches every state of ``goal`` from the ``held`` states and runs
+    every tool of ``must_run``.
 
     Parameters:
         graph: the state graph.
-        goal: goal state tokens (all must hold at the end); at least one.
+        goal: goal state tokens (all must hold at the end); at least one unless ``must_run`` names a tool.
         held: state tokens held before the plan starts.
         avoid: tool names (``name`` or ``server.name``) the plan must not use.
         max_expansions: A* node budget (about 0.2 ms per node on 2 cores with a 1,000-tool catalog);
             past it the best plan found answers with ``optimal=False``. Most single-state goals are
             proven optimal by bounds alone, before any A* node (``benchmarks/bench_plan.py``).
+        must_run: tools (or their ``name`` / ``server.name``) the plan must run, once each, even when
+            what they produce is already held: "this tool must run" goals of a task.
 
     Returns:
-        A :class:`Plan`; an empty plan when the goal is already held.
+        A :class:`Plan`; an empty plan when the goal is already held and no tool must run.
 
     Raises:
         UnknownStateError: a goal or held token the graph does not know.
-        ToolNotFoundError / AmbiguousToolNameError: an ``avoid`` name that names no single tool.
-        NoPlanError: no plan exists; it lists the unreachable goal states and the missing states behind them.
-        ValueError: an empty goal.
+        ToolNotFoundError / AmbiguousToolNameError: an ``avoid`` or ``must_run`` name that names no single tool.
+        NoPlanError: no plan exists; it lists the unreachable goal states (or the requirements of a
+            tool that must run) and the missing states behind them.
+        ValueError: an empty goal with no tool to run, or a tool both avoided and required.
 
     Examples:
         >>> plan(graph, ["chemistry.descriptors_computed"]).steps  # doctest: +SKIP
         (parse_molecule, compute_descriptors)
     """
-    return _plan(graph, *_problem(graph, goal, held, avoid), max_expansions)
+    goal, held, avoided = _problem(graph, goal, held, avoid, allow_empty_goal=bool(must_run))
+    required = [graph.resolve_tool(tool) if isinstance(tool, str) else tool for tool in ([must_run] if isinstance(must_run, str) else must_run)]
+    both = [tool.name for tool in required if tool.id in avoided]
+    if both:
+        raise ValueError(f"{', '.join(both)} must run and is avoided; drop it from one of the two")
+    return _plan(graph, goal, held, avoided, max_expansions, required)
 
 
 def _tokens(tokens: Iterable[str]) -> frozenset[str]:
@@ -200,30 +231,39 @@ def _tokens(tokens: Iterable[str]) -> frozenset[str]:
     return frozenset([tokens] if isinstance(tokens, str) else tokens)
 
 
-def _problem(graph: StateGraph, goal: Iterable[str], held: Iterable[str], avoid: Collection[str]) -> tuple[frozenset[str], frozenset[str], frozenset[int]]:
+def _problem(graph: StateGraph, goal: Iterable[str], held: Iterable[str], avoid: Collection[str], allow_empty_goal: bool = False) -> tuple[frozenset[str], frozenset[str], frozenset[int]]:
     """Check a planning problem and return ``(goal, held, avoided tool ids)``."""
     goal, held, avoid = _tokens(goal), _tokens(held), _tokens(avoid)
-    if not goal:
+    if not goal and not allow_empty_goal:
         raise ValueError("the goal is empty; name at least one state to reach")
     graph.check_states(sorted(goal))
     graph.check_states(sorted(held))
     return goal, held, frozenset(graph.resolve_tool(name).id for name in avoid)
 
 
-def _plan(graph: StateGraph, goal: frozenset[str], held: frozenset[str], avoided: frozenset[int], max_expansions: int) -> Plan:
+def _plan(graph: StateGraph, goal: frozenset[str], held: frozenset[str], avoided: frozenset[int], max_expansions: int, must_run: Sequence[ToolDefinition] = ()) -> Plan:
     task = graph.delete_free_task
+    marks: frozenset[int] = frozenset()
+    if must_run:
+        task, marks = task.with_marks(task.tool_index[tool.id] for tool in must_run)
     held_states = task.states(held)
     avoided_tools = frozenset(task.tool_index[tool_id] for tool_id in avoided)
     hmax = task.relaxed_costs(held_states, avoided_tools)
     unreached = [token for token in goal - held if token not in task.state_index or hmax.value[task.state_index[token]] == INFINITY]
-    if unreached:
+    stuck = [tool for tool in must_run if any(hmax.value[mark] == INFINITY for mark in task.produces[task.tool_index[tool.id]] if mark in marks)]
+    if unreached or stuck:
         reached = held | {token for token, state in task.state_index.items() if hmax.value[state] < INFINITY}
-        raise _explain_unreachable(graph, goal, reached, avoided)
-    if goal <= held:
+        raise _explain_unreachable(graph, goal | {token for tool in stuck for token in tool.state_transition.requires}, reached, avoided)
+    names = frozenset(_qualified(tool) for tool in must_run)
+    if goal <= held and not must_run:
         return Plan(goal, held, (), 0.0, True)
-    result = task.search(held_states, task.states(goal), avoided_tools, max_expansions)
+    result = task.search(held_states, task.states(goal) | marks, avoided_tools, max_expansions)
     steps = [task.tools[index] for index in result.steps]
-    return Plan(goal, held, _annotate(steps, held), sum(tool.cost for tool in steps), result.optimal)
+    return Plan(goal, held, _annotate(steps, held), sum(tool.cost for tool in steps), result.optimal, names)
+
+
+def _qualified(tool: ToolDefinition) -> str:
+    return f"{tool.server_name}.{tool.name}" if tool.server_name else tool.name
 
 
 def plan_to_run(

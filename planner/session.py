@@ -32,14 +32,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from kernel import CellResult, CodeMode, KernelError
 from kernel.bindings import Bindings, toolkit_of
 from planner.cell import PlannedCell, check_input_names, is_variable_name, render_cell
-from planner.goals import choose_goal
+from planner.parts import plan_parts, task_text
 from planner.planning import Plan
 from planner.search import SkillHit
 from planner.task import TaskPlan, TaskRun, UnboundParametersError
@@ -344,10 +344,10 @@ class AgentSession:
                 self._reserved.update(cell.step_variables)
             return cell
 
-    def plan_task(self, task: str, inputs: Mapping[str, Any] | None = None, held: str | Collection[str] | None = None) -> TaskPlan:
-        """Search for the task's goal and plan to it from the held states (or ``held``); the cell
-        reads held artifacts and calls the session's handles. Binds the plan's new domains, so the
-        cell also runs when the agent executes it as a free cell.
+    def plan_task(self, task: str | Sequence[str], inputs: Mapping[str, Any] | None = None, held: str | Collection[str] | None = None) -> TaskPlan:
+        """Plan a task in words or as a list of steps (:meth:`planner.Workspace.plan_task`) from the
+        held states (or ``held``); the cell reads held artifacts and calls the session's handles.
+        Binds the plan's new domains, so the cell also runs when the agent executes it as a free cell.
 
         Raises:
             NoMatchingSkillError, NoPlanError, QueryError, InputError, UnknownStateError: see
@@ -359,23 +359,21 @@ class AgentSession:
         graph = self.workspace.graph
         graph.check_states(held)
         check_input_names(inputs or {})
-        choice = choose_goal(task, self.workspace.index, graph, inputs=inputs, held=held, render=lambda plan: self._render(plan, inputs, task, self._prospective_bindings(plan)))
-        chosen_plan = choice.chosen.plan
-        assert chosen_plan is not None
-        self.bind_domains(toolkit_of(step.tool) for step in chosen_plan.steps)
-        if chosen_plan.steps:
-            assert self._bindings is not None
-            choice = replace(choice, chosen=replace(choice.chosen, cell=self._render(chosen_plan, inputs, task, self._bindings, reserve=True)))
-        return TaskPlan(task, dict(inputs or {}), choice, session_id=self.session_id)
+        text = task_text(task)
+        parts, joint = plan_parts(task, self.workspace.index, graph, inputs=inputs, held=held, render=lambda plan: self._render(plan, inputs, text, self._prospective_bindings(plan)))
+        self.bind_domains(toolkit_of(step.tool) for step in joint.steps)
+        bindings = self._bindings if self._bindings is not None else self._prospective_bindings(joint)
+        cell = self._render(joint, inputs, text, bindings, reserve=True)
+        return TaskPlan(task if isinstance(task, str) else tuple(task), dict(inputs or {}), parts, joint, cell, session_id=self.session_id)
 
-    async def aplan_task(self, task: str, inputs: Mapping[str, Any] | None = None, held: str | Collection[str] | None = None) -> TaskPlan:
+    async def aplan_task(self, task: str | Sequence[str], inputs: Mapping[str, Any] | None = None, held: str | Collection[str] | None = None) -> TaskPlan:
         """:meth:`plan_task` in a worker thread."""
         return await asyncio.to_thread(self.plan_task, task, inputs, held)
 
-    def _runnable(self, task: str | TaskPlan, inputs: Mapping[str, Any] | None) -> TaskPlan:
+    def _runnable(self, task: str | Sequence[str] | TaskPlan, inputs: Mapping[str, Any] | None) -> TaskPlan:
         """The task plan to run: planned now for a task text; checked against what the session holds."""
         self._check_open()
-        task_plan = self.plan_task(task, inputs) if isinstance(task, str) else task
+        task_plan = task if isinstance(task, TaskPlan) else self.plan_task(task, inputs)
         if task_plan.session_id != self.session_id:
             made_by = f"session {task_plan.session_id!r}" if task_plan.session_id else "Workspace.plan_task"
             raise ValueError(f"this task plan was made by {made_by}; plan it with this session's plan_task, so its cell uses this session's handles and variables")
@@ -402,7 +400,7 @@ class AgentSession:
                     self._artifacts.pop(variable, None)
                     self._artifacts[variable] = tool.return_spec.state
 
-    def run_task(self, task: str | TaskPlan, inputs: Mapping[str, Any] | None = None) -> TaskRun:
+    def run_task(self, task: str | Sequence[str] | TaskPlan, inputs: Mapping[str, Any] | None = None) -> TaskRun:
         """Plan ``task`` (unless it is already a :class:`TaskPlan` of this session) and run its cell in
         the session's kernel; completed steps' states become held.
 
@@ -421,7 +419,7 @@ class AgentSession:
         self._check_kernel()
         return self._finish_task(task_plan, result, self._variables_now())
 
-    async def arun_task(self, task: str | TaskPlan, inputs: Mapping[str, Any] | None = None) -> TaskRun:
+    async def arun_task(self, task: str | Sequence[str] | TaskPlan, inputs: Mapping[str, Any] | None = None) -> TaskRun:
         """Async :meth:`run_task`."""
         task_plan = await asyncio.to_thread(self._runnable, task, inputs)
         if not task_plan.plan.steps:

@@ -1,4 +1,4 @@
-"""A planned task and its run: the goal chosen for a task, its plan and cell, and what running it showed."""
+"""A planned task and its run: what each part of a task matched, its plan and cell, and what running it showed."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from kernel import CellResult
 from planner.cell import PlannedCell, UnboundParameter
-from planner.goals import GoalChoice
+from planner.parts import PartMatch
 from planner.planning import Plan
 
 
@@ -24,35 +24,41 @@ class UnboundParametersError(ValueError):
 
 @dataclass(frozen=True)
 class TaskPlan:
-    """A task, the goal chosen for it, its plan and its planned cell; ``session_id`` names the agent
-    session that planned it (its cell uses that session's handles and variables), ``None`` for
-    :meth:`Workspace.plan_task`."""
+    """A task, what each of its parts matched, the joint plan and its planned cell.
 
-    task: str
+    Attributes:
+        task: the request in words, or the steps an agent gave (a tuple).
+        inputs: the user inputs.
+        parts: each part of the task and the goal it chose (one part for a one-part task).
+        plan: one plan for the goals of every matched part.
+        cell: the planned cell.
+        session_id: the agent session that planned it (its cell uses that session's handles and
+            variables); ``None`` for :meth:`planner.Workspace.plan_task`.
+    """
+
+    task: str | tuple[str, ...]
     inputs: dict[str, Any]
-    choice: GoalChoice
+    parts: tuple[PartMatch, ...]
+    plan: Plan
+    cell: PlannedCell
     session_id: str | None = None
 
     @property
-    def plan(self) -> Plan:
-        assert self.choice.chosen.plan is not None
-        return self.choice.chosen.plan
-
-    @property
-    def cell(self) -> PlannedCell:
-        assert self.choice.chosen.cell is not None
-        return self.choice.chosen.cell
-
-    @property
     def goal(self) -> list[str]:
-        return sorted(self.choice.chosen.goal)
+        return sorted(self.plan.goal)
+
+    @property
+    def unmatched(self) -> tuple[PartMatch, ...]:
+        """The parts that matched nothing (named in every report, never dropped)."""
+        return tuple(part for part in self.parts if part.status == "unmatched")
 
     def to_dict(self) -> dict:
         return {
-            "task": self.task,
+            "task": self.task if isinstance(self.task, str) else None,
+            "steps": list(self.task) if not isinstance(self.task, str) else None,
+            "parts": [part.to_dict() for part in self.parts],
             "goal": self.goal,
-            "matched": self.choice.chosen.hit.to_dict(),
-            "alternatives": [candidate.to_dict() for candidate in self.choice.passed_over],
+            "must_run": sorted(self.plan.must_run),
             "plan": self.plan.to_dict(),
             "cell": self.cell.code,
             "instructions": self.cell.instructions,

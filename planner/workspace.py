@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from catalogs import default_catalog_paths
 from kernel import CellResult, CodeMode
 from planner.cell import PlannedCell, check_input_names, render_cell
 from planner.embedding import Embedder
-from planner.goals import choose_goal
+from planner.parts import plan_parts, task_text
 from planner.graph import StateGraph
 from planner.planning import Plan, plan
 from planner.search import SkillHit, SkillIndex
@@ -78,17 +78,21 @@ class Workspace:
         goal_plan = self.plan(goal, held=held)
         return goal_plan, render_cell(goal_plan, inputs, registry=self.graph.registry)
 
-    def plan_task(self, task: str, inputs: Mapping[str, Any] | None = None, held: Collection[str] = ()) -> TaskPlan:
-        """Search for the task's goal, plan to it and render the cell.
+    def plan_task(self, task: str | Sequence[str], inputs: Mapping[str, Any] | None = None, held: Collection[str] = ()) -> TaskPlan:
+        """Plan a task given in words or as a list of steps (see :mod:`planner.parts`): each part is
+        matched by skill search, and the goals of all parts get one joint plan and cell.
 
         Raises:
             NoMatchingSkillError, NoPlanError, QueryError, InputError, UnknownStateError: see
-            :func:`planner.goals.choose_goal`.
+            :func:`planner.parts.plan_parts` and :func:`planner.goals.choose_goal`.
         """
+        held = frozenset([held] if isinstance(held, str) else held)
         self.graph.check_states(held)
         check_input_names(inputs or {})  # before the model loads: a bad name should fail fast
-        choice = choose_goal(task, self.index, self.graph, inputs=inputs, held=held)
-        return TaskPlan(task, dict(inputs or {}), choice)
+        text = task_text(task)
+        parts, joint = plan_parts(task, self.index, self.graph, inputs=inputs, held=held)
+        cell = render_cell(joint, inputs, text, registry=self.graph.registry)
+        return TaskPlan(task if isinstance(task, str) else tuple(task), dict(inputs or {}), parts, joint, cell)
 
     def code_mode(self, timeout: float | None = 300.0, **options: Any) -> CodeMode:
         """A :class:`kernel.CodeMode` whose kernels can import every loaded catalog's tools.

@@ -1,0 +1,254 @@
+"""Tasks with several parts: split a request into parts, match each part, plan all of them at once.
+
+"identify the functional groups of this molecule and check Lipinski's rule of five" has two parts.
+:func:`split_task` cuts free text at sentence ends, semicolons, enumerations ("1.", "2)"), and at
+the connectives that join clauses ("and", "then", "after that", "and finally", commas between
+clauses). The cut is generous on purpose: :func:`match_parts` then searches each fragment and glues
+a fragment that matches no skill back onto the one before it ("donors *and acceptors*" is not a
+part), and merges neighbours that matched the same goal. An agent that already decomposed its task
+passes its steps instead, and they are taken as they are.
+
+Each part gets its goal from :func:`planner.goals.choose_goal`: a state to reach, or a tool that
+must run (a tool hit). The goals of all parts are planned **jointly** as one cost-optimal plan
+(:func:`planner.planning.plan` with ``must_run``), so a state one part produces is what the next
+part consumes, and shared steps run once. Steps are then ordered by data flow and, where data flow
+leaves the order open, by the part they serve (the first part's steps first).
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from planner.goals import GoalChoice, NoMatchingSkillError, choose_goal
+from planner.graph import StateGraph
+from planner.planning import NoPlanError, Plan, plan
+from planner.search import QueryError, SkillIndex
+from registry import ToolDefinition
+
+# A sentence end: ".", "!" or "?" followed by space (so "people.csv" stays whole), or ";" or a line break.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\s*;\s*|\s*\n+\s*")
+# "1. ", "2) ", "(3) ", "- " at the start of a fragment: an enumerated item.
+_ENUMERATION = re.compile(r"(?:^|\s)(?:\(?\d{1,2}[.)]|[-*•])\s+")
+# Connectives that join clauses, longest first so "and then" is one cut, not two.
+_CONNECTIVE = re.compile(
+    r"\s*,?\s+(?:and\s+then|and\s+after\s+that|and\s+finally|and\s+also|after\s+that|afterwards|then|finally|and)\s+|\s*,\s+(?=\w)",
+    flags=re.IGNORECASE,
+)
+_LEADING_FILLER = re.compile(r"^(?:first(?:ly)?|second(?:ly)?|third(?:ly)?|next|also|please|then|finally|and)\b[,:]?\s*", flags=re.IGNORECASE)
+
+
+def split_task(text: str) -> list[str]:
+    """Cut a request into candidate parts (see the module docstring); each keeps its own words.
+
+    Returns:
+        The fragments in order, stripped, without empty ones; ``[text]`` when nothing cuts it.
+    """
+    fragments: list[str] = []
+    for sentence in _SENTENCE_END.split(text):
+        for item in _ENUMERATION.split(sentence):
+            for clause in _CONNECTIVE.split(item):
+                clause = _LEADING_FILLER.sub("", clause.strip(" \t,.;:")).strip()
+                if clause:
+                    fragments.append(clause)
+    return fragments or [text.strip()]
+
+
+Status = Literal["matched", "held", "unmatched"]
+
+
+@dataclass(frozen=True)
+class PartMatch:
+    """One part of a task and what it matched.
+
+    Attributes:
+        text: the part's words.
+        choice: the goal chosen for it (``None`` when nothing matched).
+        problem: why nothing matched (no skill close enough, or none reachable).
+    """
+
+    text: str
+    choice: GoalChoice | None
+    problem: str = ""
+
+    @property
+    def status(self) -> Status:
+        """``"matched"``, ``"held"`` (its goal is already held: nothing to run for it) or ``"unmatched"``."""
+        if self.choice is None:
+            return "unmatched"
+        return "matched" if self.choice.chosen.needs_work else "held"
+
+    @property
+    def tool(self) -> ToolDefinition | None:
+        """The tool this part asks to run, when it matched a tool rather than a state."""
+        if self.choice is None or self.choice.chosen.hit.kind != "tool" or self.choice.chosen.plan is None:
+            return None
+        return self.choice.chosen.plan.steps[-1].tool
+
+    @property
+    def goal(self) -> frozenset[str]:
+        return self.choice.chosen.goal if self.choice is not None else frozenset()
+
+    def to_dict(self) -> dict:
+        chosen = self.choice.chosen if self.choice is not None else None
+        return {
+            "part": self.text,
+            "status": self.status,
+            "matched": chosen.hit.to_dict() if chosen is not None else None,
+            "goal": sorted(self.goal),
+            "must_run": (f"{self.tool.server_name}.{self.tool.name}" if self.tool.server_name else self.tool.name) if self.tool is not None else None,
+            "alternatives": [candidate.to_dict() for candidate in self.choice.passed_over] if self.choice is not None else [],
+            "problem": self.problem or None,
+        }
+
+
+def match_parts(
+    parts: Sequence[str],
+    index: SkillIndex,
+    graph: StateGraph,
+    inputs: Mapping[str, Any] | None = None,
+    held: Collection[str] = (),
+    render: Callable[[Plan], Any] | None = None,
+    merge: bool = True,
+) -> list[PartMatch]:
+    """Choose a goal for each part.
+
+    Parameters:
+        parts: the parts, in order.
+        merge: glue a part that matches nothing onto the one before it, and merge neighbours that
+            chose the same goal (for fragments of free text; an agent's own steps are kept apart).
+        index, graph, inputs, held, render: as for :func:`planner.goals.choose_goal`.
+
+    Returns:
+        One :class:`PartMatch` per (merged) part, in order.
+    """
+    matches: list[PartMatch] = []
+    for text in parts:
+        match = _match(text, index, graph, inputs, held, render)
+        if merge and matches:
+            previous = matches[-1]
+            if match.choice is None and previous.choice is not None:
+                glued = _match(f"{previous.text} and {text}", index, graph, inputs, held, render)
+                if glued.choice is not None and glued.goal == previous.goal:
+                    matches[-1] = glued
+                    continue
+            if match.choice is not None and previous.choice is not None and match.goal == previous.goal and match.tool == previous.tool:
+                # The same goal said twice ("is it drug-like? check Lipinski's rule"): one part.
+                joined = _match(f"{previous.text} {text}", index, graph, inputs, held, render)
+                matches[-1] = joined if joined.goal == previous.goal and joined.tool == previous.tool else max(previous, match, key=_similarity)
+                continue
+        matches.append(match)
+    return matches
+
+
+def _similarity(match: PartMatch) -> float:
+    hit = match.choice.chosen.hit if match.choice is not None else None
+    return (hit.similarity if hit.similarity is not None else hit.lexical) if hit is not None else float("-inf")
+
+
+def _match(text: str, index: SkillIndex, graph: StateGraph, inputs: Mapping[str, Any] | None, held: Collection[str], render: Callable[[Plan], Any] | None) -> PartMatch:
+    try:
+        return PartMatch(text, choose_goal(text, index, graph, inputs=inputs, held=held, render=render))
+    except (NoMatchingSkillError, NoPlanError) as error:
+        return PartMatch(text, None, str(error))
+
+
+def joint_plan(graph: StateGraph, matches: Sequence[PartMatch], held: Collection[str] = ()) -> Plan:
+    """One cost-optimal plan for the goals of every matched part: their states reached, their tools
+    run; steps ordered by data flow, then by the first part each serves.
+
+    Raises:
+        NoPlanError: no single plan reaches every part's goal.
+        ValueError: no part matched anything that needs work.
+    """
+    states = frozenset().union(*(match.goal for match in matches if match.status == "matched" and match.tool is None))
+    tools = list({match.tool.id: match.tool for match in matches if match.status == "matched" and match.tool is not None}.values())
+    if not states and not tools:
+        raise ValueError("no part of the task asks for work the held states do not already do")
+    joint = plan(graph, states, held=held, must_run=tools)
+    return _ordered_by_parts(joint, matches)
+
+
+def _ordered_by_parts(joint: Plan, matches: Sequence[PartMatch]) -> Plan:
+    """``joint`` with its steps in a data-flow order that runs the first part's steps first."""
+    steps = list(joint.steps)
+    # The first part each step serves: the part whose goal it produces or whose tool it is, then
+    # (backwards) the earliest part of any step it feeds.
+    serves = [len(matches)] * len(steps)
+    for position, step in enumerate(steps):
+        for number, match in enumerate(matches):
+            if match.status == "matched" and ((match.tool is not None and match.tool.id == step.tool.id) or (match.tool is None and step.produces & match.goal)):
+                serves[position] = min(serves[position], number)
+                break
+    for position in range(len(steps) - 1, -1, -1):
+        for required_from in steps[position].satisfied_by.values():
+            if required_from is not None:
+                serves[required_from] = min(serves[required_from], serves[position])
+    waiting = [sum(1 for source in step.satisfied_by.values() if source is not None) for step in steps]
+    feeds: list[list[int]] = [[] for _ in steps]
+    for position, step in enumerate(steps):
+        for source in set(step.satisfied_by.values()):
+            if source is not None:
+                feeds[source].append(position)
+    ready = [(serves[position], position) for position in range(len(steps)) if not waiting[position]]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        _, position = heapq.heappop(ready)
+        order.append(position)
+        for consumer in feeds[position]:
+            waiting[consumer] -= sum(1 for source in steps[consumer].satisfied_by.values() if source == position)
+            if not waiting[consumer]:
+                heapq.heappush(ready, (serves[consumer], consumer))
+    return joint.reordered([steps[position].tool for position in order])
+
+
+def task_text(task: str | Sequence[str]) -> str:
+    """The task as one line of text: itself, or the agent's steps joined by "; "."""
+    return task if isinstance(task, str) else "; ".join(task)
+
+
+def plan_parts(
+    task: str | Sequence[str],
+    index: SkillIndex,
+    graph: StateGraph,
+    inputs: Mapping[str, Any] | None = None,
+    held: Collection[str] = (),
+    render: Callable[[Plan], Any] | None = None,
+) -> tuple[tuple[PartMatch, ...], Plan]:
+    """Split ``task`` (free text) or take its steps (a list), match each part and plan them jointly.
+
+    Returns:
+        The parts with what each matched, and the joint plan (a task of one part gets exactly the
+        plan :func:`planner.goals.choose_goal` chose for it).
+
+    Raises:
+        QueryError: an empty task or step.
+        NoMatchingSkillError: no part matches any skill (the whole text was tried as one part too).
+        NoPlanError: no single plan reaches the goals of all matched parts.
+    """
+    steps_given = not isinstance(task, str)
+    texts = list(task) if steps_given else split_task(task)
+    if steps_given and (not texts or any(not isinstance(step, str) or not step.strip() for step in texts)):
+        raise QueryError("give at least one step, each a non-empty description")
+    if len(texts) == 1:
+        choice = choose_goal(texts[0], index, graph, inputs=inputs, held=held, render=render)
+        assert choice.chosen.plan is not None
+        return (PartMatch(texts[0], choice),), choice.chosen.plan
+    matches = match_parts(texts, index, graph, inputs, held, render, merge=not steps_given)
+    if all(match.choice is None for match in matches):
+        whole = task_text(task)
+        choice = choose_goal(whole, index, graph, inputs=inputs, held=held, render=render)  # raises when nothing serves it
+        matches = [PartMatch(whole, choice)]
+    if len(matches) == 1:
+        chosen = matches[0].choice
+        assert chosen is not None and chosen.chosen.plan is not None
+        return tuple(matches), chosen.chosen.plan
+    if not any(match.status == "matched" for match in matches):
+        goal = frozenset().union(*(match.goal for match in matches))
+        return tuple(matches), Plan(goal, frozenset(held), (), 0.0, True)
+    return tuple(matches), joint_plan(graph, matches, held)
+
