@@ -1,17 +1,20 @@
 """Choosing goal states for a task: skill search, then a plan for each close candidate.
 
 The search ranks states and tools; each hit stands for a goal (the state, or what the tool
-produces). Among candidates, one with a plan beats one without; one whose plan has steps beats one
-already held (a task asks for work); then, among those scoring within ``margin`` of the best, one
-whose cell binds every required parameter from the given inputs beats one that leaves some
-unbound; then the one ranked higher by the search. Hits below ``min_score`` never count. Each
-candidate passed over carries the first of these tests that it lost to the chosen one, so its
-reason is true of it and not of the chosen goal.
+produces). Among candidates, one with a plan beats one without; then, among those scoring within
+``work_margin`` of the best, one whose plan has steps beats one already held (a task asks for
+work: a held state is chosen only when nothing near it needs work, and then the task is already
+done; a far weaker match is no better for needing work); then, among those within ``margin`` of
+the best, one whose cell binds every required parameter from the given inputs beats one that
+leaves some unbound; then the one ranked higher by the search. Hits below ``min_score`` never
+count. Each candidate passed over carries the first of these tests that it lost to the chosen one,
+so its reason is true of it and not of the chosen goal.
 
 Hits come in the search's (fused) order; thresholds use each hit's cosine similarity. ``min_score``
-(0.35) and ``margin`` (0.05) are cosine similarities of the default all-MiniLM-L6-v2 model, set by
-hand on the shipped chemistry catalog: unrelated tasks ("book a flight") score below 0.2 and related
-phrasings above 0.45. When the index is BM25 only, a hit matches when it shares a word with the
+(0.35), ``margin`` (0.05) and ``work_margin`` (0.10) are cosine similarities of the default
+all-MiniLM-L6-v2 model, set by hand on the shipped chemistry catalog: unrelated tasks ("book a
+flight") score below 0.2 and related phrasings above 0.45; "validate a SMILES string" with a parsed
+molecule held scores the held state 0.85 and the tool that parses 0.80. When the index is BM25 only, a hit matches when it shares a word with the
 task, and is close when its BM25 score is within ``LEXICAL_MARGIN`` (10%) of the best.
 """
 
@@ -28,6 +31,7 @@ from planner.search import SkillHit, SkillIndex
 
 MIN_SCORE = 0.35
 MARGIN = 0.05
+WORK_MARGIN = 0.10
 LEXICAL_MARGIN = 0.10
 
 
@@ -64,6 +68,8 @@ class GoalCandidate:
     cell: PlannedCell | None
     problem: str | None
     order: int  # position in the search ranking (0 = best)
+    close: bool = False  # scores within ``margin`` of the best hit
+    near: bool = False  # scores within ``work_margin`` of the best hit
     #: Why it lost to the chosen candidate (set on the candidates passed over).
     lost_because: str = ""
 
@@ -84,9 +90,9 @@ class GoalCandidate:
         """The first ranking test this candidate loses to ``chosen``, in words."""
         if self.plan is None and chosen.plan is not None:
             return self.problem or "no plan reaches it from the held states"
-        if chosen.needs_work and not self.needs_work:
-            return "it is already held, and the task asks for work"
-        if chosen.binds_all_inputs and not self.binds_all_inputs and self.cell is not None:
+        if chosen.near and chosen.needs_work and not (self.near and self.needs_work):
+            return "it is already held, and the task asks for work" if not self.needs_work else "ranked lower by the search"
+        if chosen.close and chosen.binds_all_inputs and not (self.close and self.binds_all_inputs) and self.cell is not None and self.cell.unbound:
             return "its plan leaves " + ", ".join(parameter.parameter for parameter in self.cell.unbound) + " unbound"
         return "ranked lower by the search"
 
@@ -124,6 +130,7 @@ def choose_goal(
     min_score: float = MIN_SCORE,
     margin: float = MARGIN,
     render: Callable[[Plan], PlannedCell] | None = None,
+    work_margin: float = WORK_MARGIN,
 ) -> GoalChoice:
     """Pick the goal states for ``task``.
 
@@ -141,25 +148,27 @@ def choose_goal(
     if not matching:
         raise NoMatchingSkillError(task, hits, min_score)
     best = max(matching, key=lambda hit: (hit.similarity if hit.similarity is not None else hit.lexical))
-    candidates: dict[frozenset[str], GoalCandidate] = {}
+    # A tool hit is its own goal ("run this tool"), even when a state hit names what it produces.
+    candidates: dict[tuple[frozenset[str], str | None], GoalCandidate] = {}
     first_unreachable: SkillHit | None = None
     for order, hit in enumerate(matching):
-        if hit.states in candidates:
+        key = (hit.states, hit.name if hit.kind == "tool" else None)
+        if key in candidates:
             continue
         if hit.plan is None:
             first_unreachable = first_unreachable or hit
-            candidates[hit.states] = GoalCandidate(hit.states, hit, None, None, "no plan reaches it from the held states", order)
+            candidates[key] = GoalCandidate(hit.states, hit, None, None, "no plan reaches it from the held states", order, _close(hit, best, margin), _close(hit, best, work_margin))
             continue
         cell = render(hit.plan) if render is not None else render_cell(hit.plan, inputs, task, registry=graph.registry)
-        candidates[hit.states] = GoalCandidate(hit.states, hit, hit.plan, cell, None, order)
+        candidates[key] = GoalCandidate(hit.states, hit, hit.plan, cell, None, order, _close(hit, best, margin), _close(hit, best, work_margin))
 
     def rank(candidate: GoalCandidate) -> tuple:
-        return (candidate.plan is not None, candidate.needs_work, _close(candidate.hit, best, margin) and candidate.binds_all_inputs, -candidate.order)
+        return (candidate.plan is not None, candidate.near and candidate.needs_work, candidate.close and candidate.binds_all_inputs, -candidate.order)
 
     ordered = sorted(candidates.values(), key=rank, reverse=True)
     chosen = ordered[0]
     if chosen.plan is None:
         assert first_unreachable is not None
         raise _why_unreachable(graph, first_unreachable, held)
-    passed_over = tuple(replace(candidate, lost_because=candidate.lost_to(chosen)) for candidate in ordered[1:] if _close(candidate.hit, best, margin))
+    passed_over = tuple(replace(candidate, lost_because=candidate.lost_to(chosen)) for candidate in ordered[1:] if candidate.close)
     return GoalChoice(chosen, passed_over)

@@ -38,6 +38,7 @@ _CONNECTIVE = re.compile(
     r"\s*,?\s+(?:and\s+then|and\s+after\s+that|and\s+finally|and\s+also|after\s+that|afterwards|then|finally|and)\s+|\s*,\s+(?=\w)",
     flags=re.IGNORECASE,
 )
+_NUMBER_ONLY = re.compile(r"\(?\d{1,2}[.)]?")
 _LEADING_FILLER = re.compile(r"^(?:first(?:ly)?|second(?:ly)?|third(?:ly)?|next|also|please|then|finally|and)\b[,:]?\s*", flags=re.IGNORECASE)
 
 
@@ -52,7 +53,7 @@ def split_task(text: str) -> list[str]:
         for item in _ENUMERATION.split(sentence):
             for clause in _CONNECTIVE.split(item):
                 clause = _LEADING_FILLER.sub("", clause.strip(" \t,.;:")).strip()
-                if clause:
+                if clause and not _NUMBER_ONLY.fullmatch(clause):  # "1." cut off by the sentence split
                     fragments.append(clause)
     return fragments or [text.strip()]
 

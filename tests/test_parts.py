@@ -1,0 +1,100 @@
+"""Tasks with several parts: splitting, matching each part, one joint plan (shipped chemistry catalog)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from planner import Workspace, plan
+from planner.parts import split_task
+
+ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
+
+
+@pytest.mark.parametrize(
+    ("text", "parts"),
+    [
+        ("load people.csv and compute summary statistics", ["load people.csv", "compute summary statistics"]),
+        ("caption this image, translate the caption to French and then read it aloud", ["caption this image", "translate the caption to French", "read it aloud"]),
+        ("Parse the molecule. Then compute its descriptors; finally cluster them", ["Parse the molecule", "compute its descriptors", "cluster them"]),
+        ("1. parse the molecule 2) find its groups", ["parse the molecule", "find its groups"]),
+        ("first, fingerprint the library, after that rank it by similarity", ["fingerprint the library", "rank it by similarity"]),
+        ("is aspirin drug-like?", ["is aspirin drug-like?"]),
+    ],
+)
+def test_split_task_cuts_at_sentences_enumerations_and_connectives(text, parts):
+    assert split_task(text) == parts
+
+
+@pytest.fixture(scope="module")
+def workspace(embedder):
+    return Workspace.open(embedder=embedder)
+
+
+def tool_names(task_plan):
+    return [step.tool.name for step in task_plan.plan.steps]
+
+
+def test_a_two_part_task_plans_both_parts_from_text_and_from_steps(workspace):
+    text = workspace.plan_task("identify the functional groups of this molecule and check Lipinski's rule of five", inputs={"smiles": ASPIRIN})
+    assert [part.text for part in text.parts] == ["identify the functional groups of this molecule", "check Lipinski's rule of five"]
+    assert [sorted(part.goal) for part in text.parts] == [["chemistry.groups_identified"], ["chemistry.descriptors_computed"]]
+    assert tool_names(text) == ["parse_molecule", "identify_functional_groups", "compute_descriptors"]
+    assert text.plan.optimal and text.cell.unbound == ()
+    assert "functional_groups = await chemistry.identify_functional_groups(molecule=molecule)" in text.cell.code
+
+    steps = workspace.plan_task(["identify the functional groups of this molecule", "check Lipinski's rule of five"], inputs={"smiles": ASPIRIN})
+    assert tool_names(steps) == tool_names(text) and steps.cell.code.split("\n", 1)[1] == text.cell.code.split("\n", 1)[1]
+    # The parts' order decides what data flow leaves open.
+    swapped = workspace.plan_task(["check Lipinski's rule of five", "identify the functional groups of this molecule"], inputs={"smiles": ASPIRIN})
+    assert tool_names(swapped) == ["parse_molecule", "compute_descriptors", "identify_functional_groups"]
+
+
+def test_data_flow_orders_steps_before_the_parts_order(workspace):
+    task_plan = workspace.plan_task(["cluster these molecules by structural similarity", "compute Morgan fingerprints of the molecules"], inputs={"smiles_list": ["CCO", "CCN"]})
+    assert tool_names(task_plan) == ["compute_fingerprints", "cluster_molecules"]
+    assert task_plan.plan.steps[1].satisfied_by == {"chemistry.fingerprints_computed": 0}
+
+
+def test_a_part_that_matches_nothing_is_named_not_dropped(workspace):
+    task_plan = workspace.plan_task(["check Lipinski's rule of five", "book a flight to Paris next Tuesday"], inputs={"smiles": ASPIRIN})
+    assert [part.status for part in task_plan.parts] == ["matched", "unmatched"]
+    (unmatched,) = task_plan.unmatched
+    assert unmatched.text == "book a flight to Paris next Tuesday" and "no state or tool matches it" in unmatched.problem
+    assert tool_names(task_plan) == ["parse_molecule", "compute_descriptors"]
+    reported = json.loads(json.dumps(task_plan.to_dict()))
+    assert reported["parts"][1] == {**reported["parts"][1], "part": "book a flight to Paris next Tuesday", "status": "unmatched", "matched": None, "goal": []}
+
+
+def test_a_part_already_held_says_so(workspace):
+    task_plan = workspace.plan_task(["find the functional groups of the molecule", "check Lipinski's rule of five"], held=["chemistry.molecule_parsed", "chemistry.groups_identified"], inputs={"smiles": ASPIRIN})
+    assert [part.status for part in task_plan.parts] == ["held", "matched"]
+    assert tool_names(task_plan) == ["compute_descriptors"]
+
+
+def test_a_tool_that_must_run_runs_even_when_its_state_is_held(chemistry_graph):
+    held = ["chemistry.molecule_parsed", "chemistry.descriptors_computed"]
+    again = plan(chemistry_graph, [], held=held, must_run=["compute_descriptors"])
+    assert [step.tool.name for step in again.steps] == ["compute_descriptors"] and again.must_run == {"chemistry.compute_descriptors"}
+    both = plan(chemistry_graph, ["chemistry.groups_identified"], must_run=["compute_descriptors"])
+    assert sorted(step.tool.name for step in both.steps) == ["compute_descriptors", "identify_functional_groups", "parse_molecule"] and both.cost == 3
+    with pytest.raises(ValueError, match="must run and is avoided"):
+        plan(chemistry_graph, [], must_run=["compute_descriptors"], avoid=["compute_descriptors"])
+
+
+def test_cli_takes_steps_and_reports_parts(tmp_path):
+    def toolpath(*arguments):
+        return subprocess.run([sys.executable, "-m", "planner.cli", *arguments], capture_output=True, text=True, timeout=300)
+
+    completed = toolpath("cell", "--step", "identify the functional groups of this molecule", "--step", "check Lipinski's rule of five", "--step", "book a flight to Paris", "--input", f"smiles={ASPIRIN}", "--json")
+    assert completed.returncode == 0, completed.stderr
+    report = json.loads(completed.stdout)
+    assert [(part["part"], part["status"], part["goal"]) for part in report["parts"]] == [
+        ("identify the functional groups of this molecule", "matched", ["chemistry.groups_identified"]),
+        ("check Lipinski's rule of five", "matched", ["chemistry.descriptors_computed"]),
+        ("book a flight to Paris", "unmatched", []),
+    ]
+    assert "the part 'book a flight to Paris' of the task matched nothing" in completed.stderr
+    both = toolpath("cell", "check it", "--step", "check Lipinski's rule of five")
+    assert both.returncode == 2 and "not both" in both.stderr
