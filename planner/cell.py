@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernel.bindings import BINDER_FUNCTION, Bindings
-from planner.planning import Plan
+from planner.planning import Plan, qualified_name
 from registry import ToolDefinition, ToolRegistry
 from registry.names import python_identifier
 
@@ -236,7 +236,7 @@ def render_cell(
             by_name[tool.return_spec.name] = variable
 
     result_variables = tuple(
-        dict.fromkeys(variable for step, variable in zip(plan.steps, step_variables) if step.produces & plan.goal)
+        dict.fromkeys(variable for step, variable in zip(plan.steps, step_variables) if step.produces & plan.goal or qualified_name(step.tool) in plan.must_run)
     )
     lines = []
     if task:

@@ -99,21 +99,27 @@ class DeleteFreeTask:
     def _index(self, token: str) -> int:
         return self.state_index.setdefault(token, len(self.state_index))
 
-    def with_marks(self, tools: Iterable[int]) -> tuple[DeleteFreeTask, frozenset[int]]:
-        """A copy of this task where each of ``tools`` (tool indices) also produces a new state of its
-        own, a *mark* no other tool produces; a goal that includes a tool's mark makes the plan run
-        that tool. Returns the copy and the marks' state indices. Tool and state indices are kept,
-        and the copy has its own (empty) bounds cache.
+    def variant(self, marked: Iterable[int] = (), cost: Sequence[float] | None = None) -> tuple[DeleteFreeTask, frozenset[int]]:
+        """A copy of this task for one planning problem; tool and state indices are kept, and the copy
+        has its own (empty) bounds cache.
+
+        Args:
+            marked: tool indices that each also produce a new state of their own, a *mark* no other
+                tool produces; a goal that includes a tool's mark makes the plan run that tool.
+            cost: other costs per tool index (same length as ``tools``).
+
+        Returns:
+            The copy and the marks' state indices.
         """
-        marked = sorted(set(tools))
         copy = DeleteFreeTask.__new__(DeleteFreeTask)
-        copy.tools, copy.tool_index, copy.requires, copy.cost = self.tools, self.tool_index, self.requires, self.cost
+        copy.tools, copy.tool_index, copy.requires = self.tools, self.tool_index, self.requires
+        copy.cost = list(cost) if cost is not None else self.cost
         copy.state_index = dict(self.state_index)
         copy.produces = list(self.produces)
         copy.consumers = [*self.consumers]
         copy.producers = [*self.producers]
         marks = []
-        for tool in marked:
+        for tool in sorted(set(marked)):
             mark = len(copy.state_index)
             copy.state_index[f"\x00ran {tool}"] = mark  # a token no catalog can declare (control character)
             copy.produces[tool] = (*self.produces[tool], mark)

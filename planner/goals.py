@@ -10,6 +10,11 @@ leaves some unbound; then the one ranked higher by the search. Hits below ``min_
 count. Each candidate passed over carries the first of these tests that it lost to the chosen one,
 so its reason is true of it and not of the chosen goal.
 
+A task that names a tool by its catalog name ("call SearchPeople to find her id") asks to run that
+tool: it is a candidate even when the search ranks it low, and it beats every unnamed one. Only
+names that cannot be ordinary words count (with an underscore, a digit or an inner capital:
+``clock_alarm_cancel``, ``SearchPeople``; also followed by "s"), so prose never names a tool by chance.
+
 Hits come in the search's (fused) order; thresholds use each hit's cosine similarity. ``min_score``
 (0.35), ``margin`` (0.05) and ``work_margin`` (0.10) are cosine similarities of the default
 all-MiniLM-L6-v2 model, set by hand on the shipped chemistry catalog: unrelated tasks ("book a
@@ -20,6 +25,7 @@ task, and is close when its BM25 score is within ``LEXICAL_MARGIN`` (10%) of the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -28,6 +34,7 @@ from planner.cell import PlannedCell, render_cell
 from planner.graph import StateGraph
 from planner.planning import NoPlanError, Plan, plan, plan_to_run
 from planner.search import SkillHit, SkillIndex
+from registry import ToolDefinition
 
 MIN_SCORE = 0.35
 MARGIN = 0.05
@@ -70,6 +77,7 @@ class GoalCandidate:
     order: int  # position in the search ranking (0 = best)
     close: bool = False  # scores within ``margin`` of the best hit
     near: bool = False  # scores within ``work_margin`` of the best hit
+    named: bool = False  # the task names its tool
     #: Why it lost to the chosen candidate (set on the candidates passed over).
     lost_because: str = ""
 
@@ -90,6 +98,8 @@ class GoalCandidate:
         """The first ranking test this candidate loses to ``chosen``, in words."""
         if self.plan is None and chosen.plan is not None:
             return self.problem or "no plan reaches it from the held states"
+        if chosen.named and not self.named:
+            return f"the task names the tool {chosen.hit.name}"
         if chosen.near and chosen.needs_work and not (self.near and self.needs_work):
             return "it is already held, and the task asks for work" if not self.needs_work else "ranked lower by the search"
         if chosen.close and chosen.binds_all_inputs and not (self.close and self.binds_all_inputs) and self.cell is not None and self.cell.unbound:
@@ -106,6 +116,41 @@ class GoalChoice:
 
     chosen: GoalCandidate
     passed_over: tuple[GoalCandidate, ...]
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+
+
+def _is_identifier_like(name: str) -> bool:
+    """A name no English word has: with an underscore, a digit or a capital after the first letter."""
+    return "_" in name or any(character.isdigit() for character in name) or any(character.isupper() for character in name[1:])
+
+
+def _named_tools(task: str, graph: StateGraph) -> list[ToolDefinition]:
+    """The tools whose catalog name (or ``server.name``) the task writes out, in order of mention."""
+    by_name: dict[str, list[ToolDefinition]] = {}
+    for tool in graph.registry:
+        if _is_identifier_like(tool.name):
+            by_name.setdefault(tool.name, []).append(tool)
+            if tool.server_name:
+                by_name.setdefault(f"{tool.server_name}.{tool.name}", []).append(tool)
+    named: dict[int | None, ToolDefinition] = {}
+    for word in _IDENTIFIER.findall(task):
+        word = word.rstrip(".")
+        tools = by_name.get(word) or by_name.get(word[:-1] if word.endswith("s") else "")
+        if tools and len(tools) == 1:  # a bare name two servers share names neither
+            named.setdefault(tools[0].id, tools[0])
+    return list(named.values())
+
+
+def _named_hit(tool: ToolDefinition, graph: StateGraph, held: Collection[str], best: SkillHit | None) -> SkillHit:
+    """A hit for a tool the task names but the search did not return (scored like the best hit)."""
+    try:
+        tool_plan: Plan | None = plan_to_run(graph, tool, held)
+    except NoPlanError:
+        tool_plan = None
+    score, similarity, lexical = (best.score, best.similarity, best.lexical) if best is not None else (0.0, None, 0.0)
+    return SkillHit("tool", tool.name, tool.server_name, score, similarity, lexical, f"the task names {tool.name}", tool.state_transition.produces, tool_plan is not None, tool_plan)
 
 
 def _why_unreachable(graph: StateGraph, hit: SkillHit, held: Collection[str]) -> NoPlanError:
@@ -145,9 +190,12 @@ def choose_goal(
     """
     hits = index.search(task, k=k, held=held)
     matching = [hit for hit in hits if _matches(hit, min_score) and hit.states]
-    if not matching:
+    named = _named_tools(task, graph)
+    if not matching and not named:
         raise NoMatchingSkillError(task, hits, min_score)
-    best = max(matching, key=lambda hit: (hit.similarity if hit.similarity is not None else hit.lexical))
+    found = {hit.name for hit in matching if hit.kind == "tool"}
+    matching += [_named_hit(tool, graph, held, matching[0] if matching else None) for tool in named if tool.name not in found]
+    best = matching[0]  # the search's own best (fused ranking); closeness is measured from it
     # A tool hit is its own goal ("run this tool"), even when a state hit names what it produces.
     candidates: dict[tuple[frozenset[str], str | None], GoalCandidate] = {}
     first_unreachable: SkillHit | None = None
@@ -160,10 +208,10 @@ def choose_goal(
             candidates[key] = GoalCandidate(hit.states, hit, None, None, "no plan reaches it from the held states", order, _close(hit, best, margin), _close(hit, best, work_margin))
             continue
         cell = render(hit.plan) if render is not None else render_cell(hit.plan, inputs, task, registry=graph.registry)
-        candidates[key] = GoalCandidate(hit.states, hit, hit.plan, cell, None, order, _close(hit, best, margin), _close(hit, best, work_margin))
+        candidates[key] = GoalCandidate(hit.states, hit, hit.plan, cell, None, order, _close(hit, best, margin), _close(hit, best, work_margin), hit.kind == "tool" and hit.name in {tool.name for tool in named})
 
     def rank(candidate: GoalCandidate) -> tuple:
-        return (candidate.plan is not None, candidate.near and candidate.needs_work, candidate.close and candidate.binds_all_inputs, -candidate.order)
+        return (candidate.plan is not None, candidate.named, candidate.near and candidate.needs_work, candidate.close and candidate.binds_all_inputs, -candidate.order)
 
     ordered = sorted(candidates.values(), key=rank, reverse=True)
     chosen = ordered[0]

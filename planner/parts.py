@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from planner.goals import GoalChoice, NoMatchingSkillError, choose_goal
 from planner.graph import StateGraph
-from planner.planning import NoPlanError, Plan, plan
+from planner.planning import NoPlanError, Plan, plan, qualified_name
 from planner.search import QueryError, SkillIndex
 from registry import ToolDefinition
 
@@ -100,7 +100,7 @@ class PartMatch:
             "status": self.status,
             "matched": chosen.hit.to_dict() if chosen is not None else None,
             "goal": sorted(self.goal),
-            "must_run": (f"{self.tool.server_name}.{self.tool.name}" if self.tool.server_name else self.tool.name) if self.tool is not None else None,
+            "must_run": qualified_name(self.tool) if self.tool is not None else None,
             "alternatives": [candidate.to_dict() for candidate in self.choice.passed_over] if self.choice is not None else [],
             "problem": self.problem or None,
         }
@@ -157,9 +157,10 @@ def _match(text: str, index: SkillIndex, graph: StateGraph, inputs: Mapping[str,
         return PartMatch(text, None, str(error))
 
 
-def joint_plan(graph: StateGraph, matches: Sequence[PartMatch], held: Collection[str] = ()) -> Plan:
+def joint_plan(graph: StateGraph, matches: Sequence[PartMatch], held: Collection[str] = (), prefer: Mapping[int, float] | None = None) -> Plan:
     """One cost-optimal plan for the goals of every matched part: their states reached, their tools
-    run; steps ordered by data flow, then by the first part each serves.
+    run; among plans of equal cost, the one whose tools ``prefer`` scores highest (see
+    :func:`planner.planning.plan`); steps ordered by data flow, then by the first part each serves.
 
     Raises:
         NoPlanError: no single plan reaches every part's goal.
@@ -169,8 +170,18 @@ def joint_plan(graph: StateGraph, matches: Sequence[PartMatch], held: Collection
     tools = list({match.tool.id: match.tool for match in matches if match.status == "matched" and match.tool is not None}.values())
     if not states and not tools:
         raise ValueError("no part of the task asks for work the held states do not already do")
-    joint = plan(graph, states, held=held, must_run=tools)
+    joint = plan(graph, states, held=held, must_run=tools, prefer=prefer)
     return _ordered_by_parts(joint, matches)
+
+
+def _relevance(index: SkillIndex, matches: Sequence[PartMatch]) -> dict[int, float]:
+    """Each tool's best search score over the matched parts: what the task is about, for ties."""
+    best: dict[int, float] = {}
+    for match in matches:
+        if match.status == "matched":
+            for tool_id, score in index.tool_relevance(match.text).items():
+                best[tool_id] = max(score, best.get(tool_id, score))
+    return best
 
 
 def _ordered_by_parts(joint: Plan, matches: Sequence[PartMatch]) -> Plan:
@@ -223,8 +234,7 @@ def plan_parts(
     """Split ``task`` (free text) or take its steps (a list), match each part and plan them jointly.
 
     Returns:
-        The parts with what each matched, and the joint plan (a task of one part gets exactly the
-        plan :func:`planner.goals.choose_goal` chose for it).
+        The parts with what each matched, and the joint plan.
 
     Raises:
         QueryError: an empty task or step.
@@ -236,20 +246,15 @@ def plan_parts(
     if steps_given and (not texts or any(not isinstance(step, str) or not step.strip() for step in texts)):
         raise QueryError("give at least one step, each a non-empty description")
     if len(texts) == 1:
-        choice = choose_goal(texts[0], index, graph, inputs=inputs, held=held, render=render)
-        assert choice.chosen.plan is not None
-        return (PartMatch(texts[0], choice),), choice.chosen.plan
-    matches = match_parts(texts, index, graph, inputs, held, render, merge=not steps_given)
+        matches = [PartMatch(texts[0], choose_goal(texts[0], index, graph, inputs=inputs, held=held, render=render))]
+    else:
+        matches = match_parts(texts, index, graph, inputs, held, render, merge=not steps_given)
     if all(match.choice is None for match in matches):
         whole = task_text(task)
         choice = choose_goal(whole, index, graph, inputs=inputs, held=held, render=render)  # raises when nothing serves it
         matches = [PartMatch(whole, choice)]
-    if len(matches) == 1:
-        chosen = matches[0].choice
-        assert chosen is not None and chosen.chosen.plan is not None
-        return tuple(matches), chosen.chosen.plan
     if not any(match.status == "matched" for match in matches):
         goal = frozenset().union(*(match.goal for match in matches))
         return tuple(matches), Plan(goal, frozenset(held), (), 0.0, True)
-    return tuple(matches), joint_plan(graph, matches, held)
+    return tuple(matches), joint_plan(graph, matches, held, _relevance(index, matches))
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from planner.delete_free import INFINITY
+from planner.delete_free import INFINITY, DeleteFreeTask
 from planner.graph import StateGraph
 from registry import ToolDefinition
 
@@ -189,6 +189,7 @@ def plan(
     avoid: Collection[str] = (),
     max_expansions: int = 1_000,
     must_run: Collection[str | ToolDefinition] = (),
+    prefer: Mapping[int, float] | None = None,
 ) -> Plan:
     """Find the cheapest plan that reaches every state of ``goal`` from the ``held`` states and runs
     every tool of ``must_run``.
@@ -203,6 +204,10 @@ def plan(
             proven optimal by bounds alone, before any A* node (``benchmarks/bench_plan.py``).
         must_run: tools (or their ``name`` / ``server.name``) the plan must run, once each, even when
             what they produce is already held: "this tool must run" goals of a task.
+        prefer: ``{tool id: score}``, higher for tools the task is more about (e.g. skill-search
+            scores): among plans of equal cost, the one whose tools score higher wins. Each tool's
+            cost is raised by at most :data:`PREFERENCE_EPSILON` times the cheapest positive tool
+            cost for this, so no plan dearer by more than that beats a cheaper one.
 
     Returns:
         A :class:`Plan`; an empty plan when the goal is already held and no tool must run.
@@ -223,7 +228,7 @@ def plan(
     both = [tool.name for tool in required if tool.id in avoided]
     if both:
         raise ValueError(f"{', '.join(both)} must run and is avoided; drop it from one of the two")
-    return _plan(graph, goal, held, avoided, max_expansions, required)
+    return _plan(graph, goal, held, avoided, max_expansions, required, prefer)
 
 
 def _tokens(tokens: Iterable[str]) -> frozenset[str]:
@@ -241,11 +246,11 @@ def _problem(graph: StateGraph, goal: Iterable[str], held: Iterable[str], avoid:
     return goal, held, frozenset(graph.resolve_tool(name).id for name in avoid)
 
 
-def _plan(graph: StateGraph, goal: frozenset[str], held: frozenset[str], avoided: frozenset[int], max_expansions: int, must_run: Sequence[ToolDefinition] = ()) -> Plan:
+def _plan(graph: StateGraph, goal: frozenset[str], held: frozenset[str], avoided: frozenset[int], max_expansions: int, must_run: Sequence[ToolDefinition] = (), prefer: Mapping[int, float] | None = None) -> Plan:
     task = graph.delete_free_task
     marks: frozenset[int] = frozenset()
-    if must_run:
-        task, marks = task.with_marks(task.tool_index[tool.id] for tool in must_run)
+    if must_run or prefer:
+        task, marks = task.variant((task.tool_index[tool.id] for tool in must_run), _preferred_costs(task, prefer) if prefer else None)
     held_states = task.states(held)
     avoided_tools = frozenset(task.tool_index[tool_id] for tool_id in avoided)
     hmax = task.relaxed_costs(held_states, avoided_tools)
@@ -254,7 +259,7 @@ def _plan(graph: StateGraph, goal: frozenset[str], held: frozenset[str], avoided
     if unreached or stuck:
         reached = held | {token for token, state in task.state_index.items() if hmax.value[state] < INFINITY}
         raise _explain_unreachable(graph, goal | {token for tool in stuck for token in tool.state_transition.requires}, reached, avoided)
-    names = frozenset(_qualified(tool) for tool in must_run)
+    names = frozenset(qualified_name(tool) for tool in must_run)
     if goal <= held and not must_run:
         return Plan(goal, held, (), 0.0, True)
     result = task.search(held_states, task.states(goal) | marks, avoided_tools, max_expansions)
@@ -262,7 +267,22 @@ def _plan(graph: StateGraph, goal: frozenset[str], held: frozenset[str], avoided
     return Plan(goal, held, _annotate(steps, held), sum(tool.cost for tool in steps), result.optimal, names)
 
 
-def _qualified(tool: ToolDefinition) -> str:
+#: How much of the cheapest positive tool cost a preference may add to a tool's cost (see :func:`plan`).
+PREFERENCE_EPSILON = 1e-4
+
+
+def _preferred_costs(task: DeleteFreeTask, prefer: Mapping[int, float]) -> list[float]:
+    """Tool costs raised by up to ``PREFERENCE_EPSILON`` of the cheapest positive cost, least for
+    the tools ``prefer`` scores highest (by rank, so the scores' scale does not matter)."""
+    unit = PREFERENCE_EPSILON * min((cost for cost in task.cost if cost > 0), default=1.0)
+    ranked = sorted(prefer, key=prefer.__getitem__, reverse=True)
+    position = {tool_id: rank for rank, tool_id in enumerate(ranked)}
+    count = max(len(ranked), 1)
+    return [cost + unit * (position[tool.id] / count if tool.id in position else 1.0) for tool, cost in zip(task.tools, task.cost)]
+
+
+def qualified_name(tool: ToolDefinition) -> str:
+    """``server.name`` (or ``name`` for a tool of no server), as ``must_run`` lists tools."""
     return f"{tool.server_name}.{tool.name}" if tool.server_name else tool.name
 
 

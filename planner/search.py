@@ -169,7 +169,8 @@ class SkillIndex:
             transition = tool.state_transition
             texts = self._add(_Entry("tool", tool.name, tool.server_name, transition.produces, tool.id), [tool.description, *tool.affordances, _words(tool.name)])
             parameters = [_words(parameter.name) for parameter in (*tool.required_parameters, *tool.optional_parameters)]
-            documents.append(" ".join([*texts, *parameters]))
+            # The name as written too, so a request that names the tool ("call SearchPeople") matches it.
+            documents.append(" ".join([*texts, *parameters, tool.name]))
         self._bm25 = bm25s.BM25()
         if documents:
             self._bm25.index(_tokens(documents), show_progress=False)
@@ -279,6 +280,24 @@ class SkillIndex:
             if len(hits) == k:
                 break
         return hits
+
+    def tool_relevance(self, query: str) -> dict[int, float]:
+        """``{tool id: score}`` of every tool for ``query``, the fused score :meth:`search` ranks by
+        (higher is more relevant; only the order means something). For breaking ties between plans
+        of equal cost (:func:`planner.planning.plan`'s ``prefer``).
+
+        Raises:
+            QueryError: the query is empty or blank.
+        """
+        if not query or not query.strip():
+            raise QueryError("the query is empty; describe what you want to achieve")
+        if not self._entries:
+            return {}
+        similarity = self._dense_scores(query)[0] if self.mode != "bm25" else None
+        query_tokens = _tokens([query])[0]
+        lexical = self._bm25.get_scores(query_tokens) if query_tokens else np.zeros(len(self._entries), dtype=np.float32)
+        score = self._fused(similarity, lexical)
+        return {entry.tool_id: float(score[index]) for index, entry in enumerate(self._entries) if entry.kind == "tool" and entry.tool_id is not None}
 
     def _dense_scores(self, query: str) -> tuple[np.ndarray, np.ndarray]:
         """Per entry: the best cosine over its texts, and the index of that text."""

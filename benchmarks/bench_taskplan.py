@@ -1,0 +1,126 @@
+"""Planning tasks with several parts, against gold tool chains (RestBench TMDB and UltraTool).
+
+Prints one JSON object. For each data set of ``../shared/data/taskplan/`` (see its README), with the
+catalogs of :mod:`taskplan_catalogs`, in one run, three planners:
+
+- ``single_goal``: the whole request as one part (what ``plan_task`` did before tasks had parts);
+- ``request``: the new planner on the raw request (split into parts, matched, planned jointly);
+- ``steps``: the new planner given the gold ``task_steps`` as the agent's steps (the "Step N"
+  numbering removed).
+
+Metrics, averaged per request as in the data's README: node precision / recall / F1 between the
+plan's tools and ``task_nodes``; link F1 between the plan's consecutive pairs and ``task_links``;
+exact-set match of the tool sets; and planning time per request (p50 / p95, search and planning,
+the embedding model loaded beforehand). A request whose planning raises counts as an empty plan.
+Figures are given on all requests and on the paper's test ids (``split_ids.json``) separately.
+Nothing is tuned on the test ids.
+
+Targets (issue 14): from steps, node F1 ≥ 0.90 (TMDB) and ≥ 0.85 (UltraTool); from the raw request,
+≥ 0.80 and ≥ 0.70.
+
+Usage: python benchmarks/bench_taskplan.py [--data ../shared/data/taskplan] [--limit N] [--sets tmdb ultratool]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from taskplan_catalogs import DEFAULT_DATA, write_catalogs  # noqa: E402
+
+from planner import Workspace  # noqa: E402
+
+_STEP_NUMBER = re.compile(r"^\s*step\s*\d+\s*[:.)-]?\s*", flags=re.IGNORECASE)
+
+
+def load_requests(data: Path, name: str) -> tuple[list[dict], set]:
+    requests = [json.loads(line) for line in (data / name / "data.json").read_text().splitlines() if line.strip()]
+    split = json.loads((data / name / "split_ids.json").read_text())["test_ids"]
+    test_ids = {str(identifier) for identifier in (split["chain"] if isinstance(split, dict) else split)}
+    return requests, test_ids
+
+
+def scores(predicted: list[str], request: dict) -> dict[str, float]:
+    """Node precision / recall / F1, link F1 and exact-set match of one plan against the gold chain."""
+    gold_nodes = {node["task"] for node in request["task_nodes"]}
+    gold_links = {(link["source"], link["target"]) for link in request["task_links"]}
+    nodes = set(predicted)
+    links = set(zip(predicted, predicted[1:]))
+    precision = len(nodes & gold_nodes) / len(nodes) if nodes else 0.0
+    recall = len(nodes & gold_nodes) / len(gold_nodes) if gold_nodes else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    if gold_links or links:
+        link_precision = len(links & gold_links) / len(links) if links else 0.0
+        link_recall = len(links & gold_links) / len(gold_links) if gold_links else 0.0
+        link_f1 = 2 * link_precision * link_recall / (link_precision + link_recall) if link_precision + link_recall else 0.0
+    else:
+        link_f1 = 1.0  # one gold tool, one planned tool: no link to get wrong
+    return {"node_precision": precision, "node_recall": recall, "node_f1": f1, "link_f1": link_f1, "exact_set": float(nodes == gold_nodes)}
+
+
+def planned_tools(workspace: Workspace, task: str | list[str]) -> list[str]:
+    try:
+        return [step.tool.name for step in workspace.plan_task(task).plan.steps]
+    except Exception:  # a request the planner cannot serve is an empty plan, scored as such
+        return []
+
+
+def summarise(rows: list[dict[str, float]]) -> dict[str, float]:
+    return {key: round(statistics.fmean(row[key] for row in rows), 4) for key in rows[0]} if rows else {}
+
+
+def run_set(workspace: Workspace, requests: list[dict], test_ids: set) -> dict:
+    variants = {
+        "single_goal": lambda request: [request["user_request"].strip()],
+        "request": lambda request: request["user_request"].strip(),
+        "steps": lambda request: [_STEP_NUMBER.sub("", step) for step in request["task_steps"]],
+    }
+    report = {}
+    for variant, task_of in variants.items():
+        rows, test_rows, timings = [], [], []
+        for request in requests:
+            started = time.perf_counter()
+            tools = planned_tools(workspace, task_of(request))
+            timings.append(time.perf_counter() - started)
+            row = scores(tools, request)
+            rows.append(row)
+            if str(request["id"]) in test_ids:
+                test_rows.append(row)
+        ordered = sorted(timings)
+        report[variant] = {
+            "all": {"n": len(rows), **summarise(rows)},
+            "test_ids": {"n": len(test_rows), **summarise(test_rows)},
+            "plan_ms": {"p50": round(statistics.median(ordered) * 1000, 2), "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] * 1000, 2)},
+        }
+    return report
+
+
+def main(data: Path, sets: list[str], limit: int | None) -> dict:
+    results: dict = {"python": sys.version.split()[0], "targets_node_f1": {"tmdb": {"steps": 0.90, "request": 0.80}, "ultratool": {"steps": 0.85, "request": 0.70}}}
+    with tempfile.TemporaryDirectory(prefix="toolpath-taskplan-") as directory:
+        catalogs = write_catalogs(Path(directory), data)
+        for name in sets:
+            requests, test_ids = load_requests(data, name)
+            if limit:
+                requests = requests[:limit]
+            workspace = Workspace.open([catalogs[name]])
+            workspace.search("warm up the embedding model", k=1)
+            results[name] = {"requests": len(requests), **run_set(workspace, requests, test_ids)}
+    return results
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--sets", nargs="+", default=["tmdb", "ultratool"], choices=["tmdb", "ultratool"])
+    parser.add_argument("--limit", type=int, default=None, help="only the first N requests of each set (for a quick look)")
+    options = parser.parse_args()
+    print(json.dumps(main(options.data, options.sets, options.limit), indent=2))

@@ -1,0 +1,139 @@
+"""Toolpath catalogs built from the task-planning benchmark data (``../shared/data/taskplan/``).
+
+Both data sets come from the GNN4TaskPlan release (see that directory's README); the catalogs are
+built at run time from the files there and never copied into the project.
+
+**TMDB** (RestBench, 46 endpoints). What is inferred from ``tmdb_oas.json`` and ``tool.json``:
+
+- *requires*: every path parameter named ``{kind_id}`` (``{movie_id}``, ``{person_id}`` ...),
+  ``{season_number}`` or ``{episode_number}`` is a state (``tmdb.movie_id`` ...) the endpoint needs.
+  Other parameters (``query``, ``{media_type}``, ``{time_window}``) are user inputs, not states.
+- *produces*, where the 200-response schema says so:
+  - a ``results`` array of a listing, search, discovery, trending, similar or recommendations
+    endpoint lists ids of the kind its path names (``/search/person`` → ``tmdb.person_id``;
+    ``/movie/{movie_id}/similar`` → ``tmdb.movie_id``; trending lists movies, shows and people);
+  - an endpoint without path parameters that returns one object with an ``id`` (``/movie/latest``)
+    gives that kind's id;
+  - nested properties carry other kinds' ids: ``cast``, ``crew``, ``guest_stars`` and ``created_by``
+    list people (on ``/person/...`` credit endpoints, the movies or shows instead),
+    ``production_companies`` companies, ``networks`` networks, ``belongs_to_collection`` a
+    collection, a collection's ``parts`` movies, ``seasons`` season numbers and ``episodes``
+    episode numbers.
+- every endpoint also produces a state of its own, ``tmdb.result.<endpoint>``, described by the
+  endpoint's description, so a request can name what it wants from any endpoint.
+
+**UltraTool** (260 tools). ``tool_desc.json`` gives only an id, a description and domains, with no
+inputs or outputs, so nothing is inferred about data flow: each tool requires nothing and produces
+its own state ``ultratool.result.<tool>``. The order of a plan then comes from the order of the
+parts of the request.
+
+All tools cost 1. Tool modules are never imported: the benchmark only plans.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "taskplan"
+
+_KINDS = ("movie", "tv", "person", "collection", "company", "network")
+_LISTINGS = {"popular", "top_rated", "now_playing", "on_the_air", "similar", "recommendations", "upcoming"}
+_PEOPLE = {"cast", "crew", "guest_stars", "created_by"}
+_NESTED = {"production_companies": "company_id", "networks": "network_id", "belongs_to_collection": "collection_id", "parts": "movie_id", "seasons": "season_number", "episodes": "episode_number"}
+
+
+def _words(name: str) -> str:
+    """``GetMovieCredit`` → ``get movie credit``; ``clock_alarm_cancel`` → ``clock alarm cancel``."""
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name).replace("_", " ").lower()
+
+
+def _response_properties(operation: dict[str, Any]) -> dict[str, Any]:
+    schema = operation.get("responses", {}).get("200", {}).get("content", {}).get("application/json", {}).get("schema", {})
+    return schema.get("properties", {}) or {}
+
+
+def _tmdb_produces(path: str, properties: dict[str, Any]) -> set[str]:
+    segments = [segment for segment in path.strip("/").split("/") if not segment.startswith("{")]
+    parameters = re.findall(r"\{(\w+)\}", path)
+    produced: set[str] = set()
+    if "results" in properties:
+        if segments[0] in ("search", "discover") and len(segments) > 1 and segments[1] in ("movie", "tv", "person", "collection", "company"):
+            produced.add(f"{segments[1]}_id")
+        elif segments[0] == "trending":
+            produced.update({"movie_id", "tv_id", "person_id"})
+        elif segments[-1] in _LISTINGS and segments[0] in _KINDS:
+            produced.add(f"{segments[0]}_id")
+    if not parameters and "id" in properties and segments[0] in _KINDS:
+        produced.add(f"{segments[0]}_id")
+    for name in properties:
+        if name in _PEOPLE:
+            if segments[0] == "person":
+                produced.add("tv_id" if segments[-1].startswith("tv") else "movie_id")
+            else:
+                produced.add("person_id")
+        elif name in _NESTED:
+            produced.add(_NESTED[name])
+    return produced
+
+
+def tmdb_catalog(data: Path = DEFAULT_DATA) -> dict[str, Any]:
+    """The TMDB catalog as a catalog document (see the module docstring for what is inferred)."""
+    specification = json.loads((data / "tmdb" / "tmdb_oas.json").read_text())
+    endpoints = json.loads((data / "tmdb" / "tool.json").read_text())["nodes"]
+    tools, states = [], {}
+    for endpoint in endpoints:
+        path = endpoint["raw"]
+        operation = specification["paths"][path]["get"]
+        requires = {f"tmdb.{name}" for name in re.findall(r"\{(\w+)\}", path) if name.endswith("_id") or name in ("season_number", "episode_number")}
+        produces = {f"tmdb.{name}" for name in _tmdb_produces(path, _response_properties(operation))} - requires
+        own = f"tmdb.result.{_words(endpoint['id']).replace(' ', '_')}"
+        states[own] = {"token": own, "description": f"The result of {endpoint['id']}: {endpoint['desc']}", "affordances": [endpoint["desc"], endpoint["raw_desc"]]}
+        for token in requires | produces:
+            kind = token.removeprefix("tmdb.").replace("_", " ")
+            states.setdefault(token, {"token": token, "description": f"A {kind} is known.", "affordances": [f"find the {kind}"]})
+        parameters = [{"name": name, "type": "str"} for name in re.findall(r"\{(\w+)\}", path)]
+        parameters += [{"name": parameter["name"], "type": "str"} for parameter in operation.get("parameters", []) if parameter.get("required") and parameter.get("in") == "query"]
+        tools.append(
+            {
+                "name": endpoint["id"],
+                "description": f"{endpoint['desc']} ({endpoint['raw_desc']}; GET {path})",
+                "required_parameters": parameters,
+                "state_transition": {"requires": sorted(requires), "produces": sorted(produces | {own})},
+                "affordances": [_words(endpoint["id"])],
+            }
+        )
+    return {"domain": "tmdb", "package": "tmdb_api", "states": sorted(states.values(), key=lambda state: state["token"]), "tools": tools}
+
+
+def ultratool_catalog(data: Path = DEFAULT_DATA) -> dict[str, Any]:
+    """The UltraTool catalog: one state per tool, no data flow (see the module docstring)."""
+    nodes = json.loads((data / "ultratool" / "tool_desc.json").read_text())["nodes"]
+    tools, states = [], []
+    for node in nodes:
+        own = f"ultratool.result.{node['id']}"
+        states.append({"token": own, "description": f"The result of {node['id']}: {node['desc']}", "affordances": [node["desc"]]})
+        tools.append({"name": node["id"], "description": f"{node['desc']} (domains: {', '.join(node.get('domain', []))})", "state_transition": {"requires": [], "produces": [own]}, "affordances": [_words(node["id"])]})
+    return {"domain": "ultratool", "package": "ultratool_api", "states": states, "tools": tools}
+
+
+def write_catalogs(directory: Path, data: Path = DEFAULT_DATA) -> dict[str, Path]:
+    """Write both catalogs as JSON files into ``directory``; returns ``{data set: path}``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for name, build in (("tmdb", tmdb_catalog), ("ultratool", ultratool_catalog)):
+        paths[name] = directory / f"{name}.catalog.json"
+        paths[name].write_text(json.dumps(build(data), indent=1))
+    return paths
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--out", type=Path, required=True, help="directory to write tmdb.catalog.json and ultratool.catalog.json into")
+    options = parser.parse_args()
+    for name, path in write_catalogs(options.out, options.data).items():
+        print(f"{name}: {path}")
