@@ -18,12 +18,17 @@ Nothing is tuned on the test ids.
 Targets (issue 14): from steps, node F1 ≥ 0.90 (TMDB) and ≥ 0.85 (UltraTool); from the raw request,
 ≥ 0.80 and ≥ 0.70.
 
-Usage: python benchmarks/bench_taskplan.py [--data ../shared/data/taskplan] [--limit N] [--sets tmdb ultratool]
+``--tune`` instead grid-searches ``planner.parts.FRAGMENT_MIN_SCORE`` for the raw requests on the
+requests *outside* the test ids only (UltraTool's dev requests; TMDB has 5), and prints node F1 per
+value.
+
+Usage: python benchmarks/bench_taskplan.py [--data ../shared/data/taskplan] [--limit N] [--sets tmdb ultratool] [--tune]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import statistics
@@ -36,7 +41,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from taskplan_catalogs import DEFAULT_DATA, write_catalogs  # noqa: E402
 
+import planner.parts  # noqa: E402
 from planner import Workspace  # noqa: E402
+
+#: Values of ``FRAGMENT_MIN_SCORE`` tried by ``--tune``.
+FRAGMENT_GRID = (0.35, 0.4, 0.45, 0.5, 0.55, 0.6)
 
 _STEP_NUMBER = re.compile(r"^\s*step\s*\d+\s*[:.)-]?\s*", flags=re.IGNORECASE)
 
@@ -103,6 +112,32 @@ def run_set(workspace: Workspace, requests: list[dict], test_ids: set) -> dict:
     return report
 
 
+@contextlib.contextmanager
+def fragment_min_score(value: float):
+    previous, planner.parts.FRAGMENT_MIN_SCORE = planner.parts.FRAGMENT_MIN_SCORE, value
+    try:
+        yield
+    finally:
+        planner.parts.FRAGMENT_MIN_SCORE = previous
+
+
+def tune(data: Path, sets: list[str], limit: int | None) -> dict:
+    """Node F1 of the raw-request planner per ``FRAGMENT_MIN_SCORE``, on requests outside the test ids."""
+    results: dict = {}
+    with tempfile.TemporaryDirectory(prefix="toolpath-taskplan-") as directory:
+        catalogs = write_catalogs(Path(directory), data)
+        for name in sets:
+            requests, test_ids = load_requests(data, name)
+            dev = [request for request in requests if str(request["id"]) not in test_ids][:limit]
+            workspace = Workspace.open([catalogs[name]])
+            results[name] = {"dev_requests": len(dev)}
+            for value in FRAGMENT_GRID:
+                with fragment_min_score(value):
+                    rows = [scores(planned_tools(workspace, request["user_request"].strip()), request) for request in dev]
+                results[name][str(value)] = summarise(rows)
+    return results
+
+
 def main(data: Path, sets: list[str], limit: int | None) -> dict:
     results: dict = {"python": sys.version.split()[0], "targets_node_f1": {"tmdb": {"steps": 0.90, "request": 0.80}, "ultratool": {"steps": 0.85, "request": 0.70}}}
     with tempfile.TemporaryDirectory(prefix="toolpath-taskplan-") as directory:
@@ -122,5 +157,6 @@ if __name__ == "__main__":
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--sets", nargs="+", default=["tmdb", "ultratool"], choices=["tmdb", "ultratool"])
     parser.add_argument("--limit", type=int, default=None, help="only the first N requests of each set (for a quick look)")
+    parser.add_argument("--tune", action="store_true", help="grid-search FRAGMENT_MIN_SCORE on the requests outside the test ids")
     options = parser.parse_args()
-    print(json.dumps(main(options.data, options.sets, options.limit), indent=2))
+    print(json.dumps((tune if options.tune else main)(options.data, options.sets, options.limit), indent=2))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from kernel.toolkit import Toolkit, signature_text
 from registry import ToolDefinition
-from registry.names import NameMap, attribute_name, handle_name
+from registry.names import attribute_name, handle_name, name_map
 
 BINDER_MODULE = "kernel.handles"
 BINDER_FUNCTION = "bind_module_tools"
@@ -69,14 +69,14 @@ class Bindings:
         clash = next((name for name in names if names.count(name) > 1), None)
         if clash is not None:
             raise ValueError(f"two toolkits are named {clash!r}; give each a distinct name")
-        servers = NameMap({*(toolkit_of(tool) for tool in tools), *names}, base=handle_name, taken={*taken, *BINDING_NAMES})
+        servers = name_map({*(toolkit_of(tool) for tool in tools), *names}, base=handle_name, taken={*taken, *BINDING_NAMES})
         everyone = list(universe)
         handles: dict[str, dict[str, tuple[str, str]]] = {}
         host_handles: dict[str, tuple[str, dict[str, str]]] = {}
         targets: dict[int, str] = {}
         for server in sorted({toolkit_of(tool) for tool in tools}):
             members = [tool for tool in tools if toolkit_of(tool) == server]
-            attributes = NameMap([*(tool.name for tool in everyone if toolkit_of(tool) == server), *(tool.name for tool in members)], base=attribute_name)
+            attributes = name_map([*(tool.name for tool in everyone if toolkit_of(tool) == server), *(tool.name for tool in members)], base=attribute_name)
             handle = servers.python(server)
             for tool in members:
                 attribute = attributes.python(tool.name)
@@ -86,7 +86,7 @@ class Bindings:
                     handles.setdefault(handle, {})[attribute] = (tool.name, tool.module or "")
                 targets[tool.id] = f"{handle}.{attribute}"
         for toolkit in toolkits:
-            attributes = NameMap(toolkit.functions, base=attribute_name)
+            attributes = name_map(toolkit.functions, base=attribute_name)
             handle = servers.python(toolkit.name)
             host_attributes = {attributes.python(name): name for name in toolkit.functions}
             # A server whose tools run in both places (kernel-bound and host-bound) is one handle.

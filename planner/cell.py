@@ -275,10 +275,21 @@ def render_cell(
     )
 
 
+#: ``{ids of the tool objects: (the tools, kept so their ids stay theirs, and the length)}``: every
+#: candidate cell of a task reports this figure for the same registry, so it is computed once.
+_DESCRIBED: dict[tuple[int, ...], tuple[tuple[ToolDefinition, ...], int]] = {}
+_DESCRIBED_KEPT = 8
+
+
 def _catalog_instruction_chars(registry: Iterable[ToolDefinition]) -> int:
     """Length of the handle lines that binding every tool of ``registry`` would put in the instructions."""
-    tools = list(registry)
-    return len("\n".join(Bindings.of(tools, universe=tools).describe(tools)))
+    tools = tuple(registry)
+    key = tuple(id(tool) for tool in tools)
+    if key not in _DESCRIBED:
+        if len(_DESCRIBED) >= _DESCRIBED_KEPT:
+            del _DESCRIBED[next(iter(_DESCRIBED))]
+        _DESCRIBED[key] = (tools, len("\n".join(Bindings.of(tools, universe=tools).describe(tools))))
+    return _DESCRIBED[key][1]
 
 
 def _instructions(plan: Plan, unbound: list[UnboundParameter], bindings: Bindings, used_artifacts: Mapping[str, str]) -> str:

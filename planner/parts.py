@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from planner.goals import GoalChoice, NoMatchingSkillError, choose_goal
+from planner.goals import MIN_SCORE, GoalChoice, NoMatchingSkillError, choose_goal
 from planner.graph import StateGraph
 from planner.planning import NoPlanError, Plan, plan, qualified_name
 from planner.search import QueryError, SkillIndex
@@ -57,6 +57,11 @@ def split_task(text: str) -> list[str]:
                     fragments.append(clause)
     return fragments or [text.strip()]
 
+
+#: The cosine similarity a fragment of free text needs to be a part of its own; a weaker one
+#: ("password abc123", "every day") belongs to its neighbour. Set on the UltraTool requests outside
+#: the paper's test ids (``benchmarks/bench_taskplan.py``); a whole task needs only ``MIN_SCORE``.
+FRAGMENT_MIN_SCORE = 0.5
 
 Status = Literal["matched", "held", "unmatched"]
 
@@ -114,34 +119,48 @@ def match_parts(
     held: Collection[str] = (),
     render: Callable[[Plan], Any] | None = None,
     merge: bool = True,
+    fragment_min_score: float | None = None,
 ) -> list[PartMatch]:
     """Choose a goal for each part.
 
     Parameters:
         parts: the parts, in order.
-        merge: glue a part that matches nothing onto the one before it, and merge neighbours that
-            chose the same goal (for fragments of free text; an agent's own steps are kept apart).
+        merge: the parts are fragments of free text (:func:`split_task`): a fragment that matches
+            no skill by at least ``fragment_min_score`` is not a part of its own but words of the
+            part before it (or, at the start, of the one after it), and neighbours that chose the
+            same goal are one part. An agent's own steps (``merge=False``) are kept as given.
+        fragment_min_score: default :data:`FRAGMENT_MIN_SCORE`.
         index, graph, inputs, held, render: as for :func:`planner.goals.choose_goal`.
 
     Returns:
         One :class:`PartMatch` per (merged) part, in order.
     """
+    if not merge:
+        return [_match(text, index, graph, inputs, held, render) for text in parts]
+    threshold = FRAGMENT_MIN_SCORE if fragment_min_score is None else fragment_min_score
     matches: list[PartMatch] = []
-    for text in parts:
-        match = _match(text, index, graph, inputs, held, render)
-        if merge and matches:
+    carried = ""  # leading words that matched nothing yet
+    for fragment in parts:
+        text = f"{carried} {fragment}".strip()
+        match = _match(text, index, graph, inputs, held, render, threshold)
+        if match.choice is None:
+            if matches:
+                previous = matches[-1]
+                glued = _match(f"{previous.text} {fragment}", index, graph, inputs, held, render)
+                matches[-1] = glued if glued.choice is not None and glued.goal == previous.goal and glued.tool == previous.tool else PartMatch(f"{previous.text} {fragment}", previous.choice, previous.problem)
+            else:
+                carried = text
+            continue
+        carried = ""
+        if matches and matches[-1].goal == match.goal and matches[-1].tool == match.tool:
+            # The same goal said twice ("is it drug-like? check Lipinski's rule"): one part.
             previous = matches[-1]
-            if match.choice is None and previous.choice is not None:
-                glued = _match(f"{previous.text} and {text}", index, graph, inputs, held, render)
-                if glued.choice is not None and glued.goal == previous.goal:
-                    matches[-1] = glued
-                    continue
-            if match.choice is not None and previous.choice is not None and match.goal == previous.goal and match.tool == previous.tool:
-                # The same goal said twice ("is it drug-like? check Lipinski's rule"): one part.
-                joined = _match(f"{previous.text} {text}", index, graph, inputs, held, render)
-                matches[-1] = joined if joined.goal == previous.goal and joined.tool == previous.tool else max(previous, match, key=_similarity)
-                continue
+            joined = _match(f"{previous.text} {text}", index, graph, inputs, held, render)
+            matches[-1] = joined if joined.goal == previous.goal and joined.tool == previous.tool else max(previous, match, key=_similarity)
+            continue
         matches.append(match)
+    if carried:  # nothing matched well enough: the words stand as a part of their own (maybe unmatched)
+        matches.append(_match(carried, index, graph, inputs, held, render))
     return matches
 
 
@@ -150,9 +169,9 @@ def _similarity(match: PartMatch) -> float:
     return (hit.similarity if hit.similarity is not None else hit.lexical) if hit is not None else float("-inf")
 
 
-def _match(text: str, index: SkillIndex, graph: StateGraph, inputs: Mapping[str, Any] | None, held: Collection[str], render: Callable[[Plan], Any] | None) -> PartMatch:
+def _match(text: str, index: SkillIndex, graph: StateGraph, inputs: Mapping[str, Any] | None, held: Collection[str], render: Callable[[Plan], Any] | None, min_score: float = MIN_SCORE) -> PartMatch:
     try:
-        return PartMatch(text, choose_goal(text, index, graph, inputs=inputs, held=held, render=render))
+        return PartMatch(text, choose_goal(text, index, graph, inputs=inputs, held=held, render=render, min_score=min_score))
     except (NoMatchingSkillError, NoPlanError) as error:
         return PartMatch(text, None, str(error))
 

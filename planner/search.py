@@ -41,6 +41,9 @@ RRF_K = 20
 #: Weight of the dense ranking in the fusion (BM25 gets the rest); tuned on MetaTool dev (grid 0.5-0.9).
 DENSE_WEIGHT = 0.8
 
+#: Query vectors kept per index (see ``SkillIndex._query_vector``).
+_RECENT_QUERIES = 64
+
 Mode = Literal["hybrid", "dense", "bm25"]
 Kind = Literal["state", "tool"]
 
@@ -175,6 +178,7 @@ class SkillIndex:
         if documents:
             self._bm25.index(_tokens(documents), show_progress=False)
         self.embedder: Embedder | None = None
+        self._recent_queries: dict[str, np.ndarray] = {}
         self._cached: CachedEmbedder | None = None
         self._vectors = np.zeros((0, 1), dtype=np.float32)
         if mode != "bm25" and self._texts:
@@ -299,10 +303,21 @@ class SkillIndex:
         score = self._fused(similarity, lexical)
         return {entry.tool_id: float(score[index]) for index, entry in enumerate(self._entries) if entry.kind == "tool" and entry.tool_id is not None}
 
+    def _query_vector(self, query: str) -> np.ndarray:
+        """The query's unit vector; the last few are kept, since planning a task searches each part
+        and then scores every tool against it."""
+        vector = self._recent_queries.get(query)
+        if vector is None:
+            assert self.embedder is not None
+            vector = _normalised(checked_vectors(self.embedder([query]), 1, self.embedder))[0]
+            if len(self._recent_queries) >= _RECENT_QUERIES:
+                del self._recent_queries[next(iter(self._recent_queries))]
+            self._recent_queries[query] = vector
+        return vector
+
     def _dense_scores(self, query: str) -> tuple[np.ndarray, np.ndarray]:
         """Per entry: the best cosine over its texts, and the index of that text."""
-        assert self.embedder is not None
-        query_vector = _normalised(checked_vectors(self.embedder([query.strip()]), 1, self.embedder))[0]
+        query_vector = self._query_vector(query.strip())
         if query_vector.shape != self._vectors.shape[1:]:
             raise ValueError(f"the embedder returned a {query_vector.shape[0]}-dimensional query vector for an index of {self._vectors.shape[1]} dimensions")
         # Not `@`: a BLAS matrix-vector product wakes OpenBLAS's threads, which then spin and starve

@@ -26,6 +26,8 @@ carriage return breaks the code.
 
 from __future__ import annotations
 
+import functools
+
 import builtins
 import keyword
 import re
@@ -219,3 +221,15 @@ class NameMap:
 
     def __len__(self) -> int:
         return len(self._to_python)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_name_map(wire_names: frozenset[str], base: Callable[[str], str], taken: frozenset[str]) -> NameMap:
+    return NameMap(wire_names, base=base, taken=taken)
+
+
+def name_map(wire_names: Iterable[str], base: Callable[[str], str] = python_identifier, taken: Iterable[str] = ()) -> NameMap:
+    """:class:`NameMap` of ``wire_names``, shared between callers that ask for the same set: a map
+    depends only on its names, ``base`` and ``taken``, and planned cells ask for the names of a whole
+    server's tools again and again."""
+    return _cached_name_map(frozenset(wire_names), base, frozenset(taken))
