@@ -145,7 +145,8 @@ def _print_task_plan(task_plan: TaskPlan) -> None:
         choice = task_plan.parts[0].choice
         print(f"  matched {choice.chosen.hit.kind} {choice.chosen.hit.name} ({_strength(choice.chosen.hit)}): {choice.chosen.hit.matched!r}")
         for candidate in choice.passed_over:
-            print(f"  passed over {', '.join(sorted(candidate.goal))} ({_strength(candidate.hit)}): {candidate.reason()}")
+            target = f"tool {candidate.hit.server}.{candidate.hit.name}" if candidate.hit.kind == "tool" else ", ".join(sorted(candidate.goal))
+            print(f"  passed over {target} ({_strength(candidate.hit)}): {candidate.reason()}")
     _print_plan(task_plan.plan)
     print("Cell:")
     print(_indent(task_plan.cell.code))
