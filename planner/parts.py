@@ -3,16 +3,17 @@
 "identify the functional groups of this molecule and check Lipinski's rule of five" has two parts.
 :func:`split_task` cuts free text at sentence ends, semicolons, enumerations ("1.", "2)"), and at
 the connectives that join clauses ("and", "then", "after that", "and finally", commas between
-clauses). The cut is generous on purpose: :func:`match_parts` then searches each fragment and glues
-a fragment that matches no skill back onto the one before it ("donors *and acceptors*" is not a
-part), and merges neighbours that matched the same goal. An agent that already decomposed its task
-passes its steps instead, and they are taken as they are.
+clauses). The cut is generous on purpose: :func:`match_parts` then searches each fragment, and a
+fragment that matches no skill by :data:`FRAGMENT_MIN_SCORE` is words of its neighbour, not a part
+("donors *and acceptors*", "password abc123"); neighbours that chose the same goal are one part. An
+agent that already decomposed its task passes its steps instead, and they are taken as they are.
 
 Each part gets its goal from :func:`planner.goals.choose_goal`: a state to reach, or a tool that
-must run (a tool hit). The goals of all parts are planned **jointly** as one cost-optimal plan
-(:func:`planner.planning.plan` with ``must_run``), so a state one part produces is what the next
-part consumes, and shared steps run once. Steps are then ordered by data flow and, where data flow
-leaves the order open, by the part they serve (the first part's steps first).
+must run (a tool hit, or a tool the part names). The goals of all parts are planned **jointly** as
+one cost-optimal plan (:func:`planner.planning.plan` with ``must_run``), so a state one part
+produces is what the next part consumes, and shared steps run once; among plans of equal cost, the
+one whose tools the parts' words are most about (``prefer``). Steps are then ordered by data flow
+and, where data flow leaves the order open, by the part they serve (the first part's steps first).
 """
 
 from __future__ import annotations
