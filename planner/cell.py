@@ -241,7 +241,7 @@ def render_cell(
     lines = []
     if task:
         lines.append("# Task: " + " ".join(task.split()))
-    lines.append(f"# Goal: {', '.join(sorted(plan.goal))}")
+    lines.append(f"# Goal: {', '.join([*sorted(plan.goal), *(f'run {tool}' for tool in sorted(plan.must_run))])}")
     if not plan.steps:
         lines.append("# Every goal state is already held: there is nothing to run.")
     elif binding_code:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -30,17 +30,42 @@ from planner.planning import NoPlanError, Plan, plan, qualified_name
 from planner.search import QueryError, SkillIndex
 from registry import ToolDefinition
 
-# A sentence end: ".", "!" or "?" followed by space (so "people.csv" stays whole), or ";" or a line break.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\s*;\s*|\s*\n+\s*")
-# "1. ", "2) ", "(3) ", "- " at the start of a fragment: an enumerated item.
-_ENUMERATION = re.compile(r"(?:^|\s)(?:\(?\d{1,2}[.)]|[-*•])\s+")
+# Lines and semicolons end a part; so do ".", "!" or "?" followed by space ("people.csv" stays whole).
+_LINE_END = re.compile(r"\s*[;\n]+\s*")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+# A bullet or a number at the start of a line ("- ", "2) ", "(3) ", "1. ").
+_BULLET = re.compile(r"^\s*(?:[-*\u2022]|\(?\d{1,2}[.)])\s+")
+# Numbers inside a line ("1. parse ... 2. find ..."): an enumeration only when they count 1, 2, 3...
+_INLINE_NUMBER = re.compile(r"(?:^|\s)\(?(\d{1,2})[.)]\s+")
 # Connectives that join clauses, longest first so "and then" is one cut, not two.
-_CONNECTIVE = re.compile(
-    r"\s*,?\s+(?:and\s+then|and\s+after\s+that|and\s+finally|and\s+also|after\s+that|afterwards|then|finally|and)\s+|\s*,\s+(?=\w)",
-    flags=re.IGNORECASE,
-)
-_NUMBER_ONLY = re.compile(r"\(?\d{1,2}[.)]?")
+_CONNECTIVE = re.compile(r"\s*,?\s+(?:and\s+then|and\s+after\s+that|and\s+finally|and\s+also|after\s+that|afterwards|then|finally|and)\s+", flags=re.IGNORECASE)
+# A bare comma: often between the arguments of one action ("ID 123, password abc"), so a weak cut.
+_COMMA = re.compile(r"\s*,\s+(?=\w)")
 _LEADING_FILLER = re.compile(r"^(?:first(?:ly)?|second(?:ly)?|third(?:ly)?|next|also|please|then|finally|and)\b[,:]?\s*", flags=re.IGNORECASE)
+
+
+def _enumerated(line: str) -> list[str]:
+    """``line`` cut at inline numbers when they count up from 1 (else the line itself)."""
+    markers = list(_INLINE_NUMBER.finditer(line))
+    if len(markers) < 2 or [int(marker.group(1)) for marker in markers] != list(range(1, len(markers) + 1)):
+        return [line]
+    cuts = [marker.start() for marker in markers] + [len(line)]
+    return [line[:cuts[0]], *(line[marker.end() : cuts[number + 1]] for number, marker in enumerate(markers))]
+
+
+def fragments(text: str) -> list[tuple[str, bool]]:
+    """The fragments of a request, each with whether it was cut off at a bare comma (a weak cut: see
+    :func:`match_parts`); see the module docstring for the cuts."""
+    found: list[tuple[str, bool]] = []
+    for line in _LINE_END.split(text):
+        for item in _enumerated(line):
+            for sentence in _SENTENCE_END.split(_BULLET.sub("", item)):
+                for clause in _CONNECTIVE.split(sentence):
+                    for position, piece in enumerate(_COMMA.split(clause)):
+                        piece = _LEADING_FILLER.sub("", piece.strip(" \t,.;:")).strip()
+                        if piece:
+                            found.append((piece, position > 0))
+    return found
 
 
 def split_task(text: str) -> list[str]:
@@ -49,18 +74,29 @@ def split_task(text: str) -> list[str]:
     Returns:
         The fragments in order, stripped, without empty ones; ``[text]`` when nothing cuts it.
     """
-    fragments: list[str] = []
-    for sentence in _SENTENCE_END.split(text):
-        for item in _ENUMERATION.split(sentence):
-            for clause in _CONNECTIVE.split(item):
-                clause = _LEADING_FILLER.sub("", clause.strip(" \t,.;:")).strip()
-                if clause and not _NUMBER_ONLY.fullmatch(clause):  # "1." cut off by the sentence split
-                    fragments.append(clause)
-    return fragments or [text.strip()]
+    return [piece for piece, _ in fragments(text)] or [text.strip()]
 
 
-#: The cosine similarity a fragment of free text needs to be a part of its own; a weaker one
-#: ("password abc123", "every day") belongs to its neighbour. Set on the UltraTool requests outside
+def checked_task(task: object) -> str | tuple[str, ...]:
+    """``task`` as planning takes it: a non-empty text, or a tuple of non-empty step texts.
+
+    Raises:
+        QueryError: anything else (an empty text, no steps, a step that is not a non-empty string).
+    """
+    if isinstance(task, str):
+        if not task.strip():
+            raise QueryError("the task is empty; describe what you want to achieve")
+        return task
+    if isinstance(task, (bytes, Mapping)) or not isinstance(task, Iterable):
+        raise QueryError(f"a task is a text or a list of step texts, not {type(task).__name__}")
+    steps = tuple(task)
+    if not steps or any(not isinstance(step, str) or not step.strip() for step in steps):
+        raise QueryError("give at least one step, each a non-empty description")
+    return steps
+
+
+#: The cosine similarity a fragment of free text cut off at a bare comma needs to be a part of its
+#: own; a weaker one ("password abc123") belongs to the part before it. Set on the UltraTool requests outside
 #: the paper's test ids (``benchmarks/bench_taskplan.py``); a whole task needs only ``MIN_SCORE``.
 FRAGMENT_MIN_SCORE = 0.5
 
@@ -120,16 +156,20 @@ def match_parts(
     held: Collection[str] = (),
     render: Callable[[Plan], Any] | None = None,
     merge: bool = True,
+    weak: Collection[int] = (),
     fragment_min_score: float | None = None,
 ) -> list[PartMatch]:
     """Choose a goal for each part.
 
     Parameters:
         parts: the parts, in order.
-        merge: the parts are fragments of free text (:func:`split_task`): a fragment that matches
-            no skill by at least ``fragment_min_score`` is not a part of its own but words of the
-            part before it (or, at the start, of the one after it), and neighbours that chose the
+        merge: the parts are fragments of free text (:func:`fragments`): neighbours that chose the
             same goal are one part. An agent's own steps (``merge=False``) are kept as given.
+        weak: with ``merge``, the positions of fragments cut off at a bare comma. Such a fragment is
+            a part of its own only when it matches a skill by ``fragment_min_score``; otherwise its
+            words belong to the part before it ("log in with ID 123, password abc"). Every other
+            fragment is a part, and one that matches nothing is reported as unmatched, never
+            dropped.
         fragment_min_score: default :data:`FRAGMENT_MIN_SCORE`.
         index, graph, inputs, held, render: as for :func:`planner.goals.choose_goal`.
 
@@ -140,28 +180,22 @@ def match_parts(
         return [_match(text, index, graph, inputs, held, render) for text in parts]
     threshold = FRAGMENT_MIN_SCORE if fragment_min_score is None else fragment_min_score
     matches: list[PartMatch] = []
-    carried = ""  # leading words that matched nothing yet
-    for fragment in parts:
-        text = f"{carried} {fragment}".strip()
-        match = _match(text, index, graph, inputs, held, render, threshold)
-        if match.choice is None:
-            if matches:
-                previous = matches[-1]
-                glued = _match(f"{previous.text} {fragment}", index, graph, inputs, held, render)
-                matches[-1] = glued if glued.choice is not None and glued.goal == previous.goal and glued.tool == previous.tool else PartMatch(f"{previous.text} {fragment}", previous.choice, previous.problem)
-            else:
-                carried = text
+    for position, text in enumerate(parts):
+        comma = position in weak and bool(matches)
+        match = _match(text, index, graph, inputs, held, render, threshold if comma else MIN_SCORE)
+        if match.choice is None and comma:
+            previous = matches[-1]
+            glued = _match(f"{previous.text}, {text}", index, graph, inputs, held, render)
+            keep = glued.choice is not None and glued.goal == previous.goal and glued.tool == previous.tool
+            matches[-1] = glued if keep else PartMatch(f"{previous.text}, {text}", previous.choice, previous.problem)
             continue
-        carried = ""
-        if matches and matches[-1].goal == match.goal and matches[-1].tool == match.tool:
+        if match.choice is not None and matches and matches[-1].goal == match.goal and matches[-1].tool == match.tool:
             # The same goal said twice ("is it drug-like? check Lipinski's rule"): one part.
             previous = matches[-1]
             joined = _match(f"{previous.text} {text}", index, graph, inputs, held, render)
             matches[-1] = joined if joined.goal == previous.goal and joined.tool == previous.tool else max(previous, match, key=_similarity)
             continue
         matches.append(match)
-    if carried:  # nothing matched well enough: the words stand as a part of their own (maybe unmatched)
-        matches.append(_match(carried, index, graph, inputs, held, render))
     return matches
 
 
@@ -239,8 +273,28 @@ def _ordered_by_parts(joint: Plan, matches: Sequence[PartMatch]) -> Plan:
 
 
 def task_text(task: str | Sequence[str]) -> str:
-    """The task as one line of text: itself, or the agent's steps joined by "; "."""
+    """The task as one line of text: itself, or the agent's steps joined by "; " (check it with
+    :func:`checked_task` first)."""
     return task if isinstance(task, str) else "; ".join(task)
+
+
+def held_unless_replaced(graph: StateGraph, held: Collection[str], inputs: Mapping[str, Any]) -> frozenset[str]:
+    """The held states a task's inputs do not replace: an input named like a parameter of a tool
+    means "use this value", so the states that tool produces, and everything produced from them,
+    are planned again rather than taken as held (a new ``smiles`` re-parses the molecule instead
+    of analysing the one parsed before)."""
+    held = frozenset(held)
+    if not inputs or not held:
+        return held
+    replaced = {state for tool in graph.registry if any(parameter.name in inputs for parameter in tool.parameters) for state in tool.state_transition.produces}
+    grown = True
+    while grown:  # downstream: what tools make from a replaced state is replaced too
+        grown = False
+        for tool in graph.registry:
+            if tool.state_transition.requires & replaced and not tool.state_transition.produces <= replaced:
+                replaced |= tool.state_transition.produces
+                grown = True
+    return held - replaced
 
 
 def plan_parts(
@@ -253,6 +307,8 @@ def plan_parts(
 ) -> tuple[tuple[PartMatch, ...], Plan]:
     """Split ``task`` (free text) or take its steps (a list), match each part and plan them jointly.
 
+    Held states the inputs replace (:func:`held_unless_replaced`) are planned again.
+
     Returns:
         The parts with what each matched, and the joint plan.
 
@@ -261,14 +317,17 @@ def plan_parts(
         NoMatchingSkillError: no part matches any skill (the whole text was tried as one part too).
         NoPlanError: no single plan reaches the goals of all matched parts.
     """
-    steps_given = not isinstance(task, str)
-    texts = list(task) if steps_given else split_task(task)
-    if steps_given and (not texts or any(not isinstance(step, str) or not step.strip() for step in texts)):
-        raise QueryError("give at least one step, each a non-empty description")
+    task = checked_task(task)
+    held = held_unless_replaced(graph, held, inputs or {})
+    if isinstance(task, str):
+        cut = fragments(task) or [(task.strip(), False)]
+        texts, weak = [text for text, _ in cut], {position for position, (_, comma) in enumerate(cut) if comma}
+    else:
+        texts, weak = list(task), set()
     if len(texts) == 1:
         matches = [PartMatch(texts[0], choose_goal(texts[0], index, graph, inputs=inputs, held=held, render=render))]
     else:
-        matches = match_parts(texts, index, graph, inputs, held, render, merge=not steps_given)
+        matches = match_parts(texts, index, graph, inputs, held, render, merge=isinstance(task, str), weak=weak)
     if all(match.choice is None for match in matches):
         whole = task_text(task)
         choice = choose_goal(whole, index, graph, inputs=inputs, held=held, render=render)  # raises when nothing serves it

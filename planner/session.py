@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from kernel import CellResult, CodeMode, KernelError
 from kernel.bindings import Bindings, toolkit_of
 from planner.cell import PlannedCell, check_input_names, is_variable_name, render_cell
-from planner.parts import plan_parts, task_text
+from planner.parts import checked_task, plan_parts, task_text
 from planner.planning import Plan
 from planner.search import SkillHit
 from planner.task import TaskPlan, TaskRun, UnboundParametersError
@@ -359,12 +359,13 @@ class AgentSession:
         graph = self.workspace.graph
         graph.check_states(held)
         check_input_names(inputs or {})
+        task = checked_task(task)
         text = task_text(task)
         parts, joint = plan_parts(task, self.workspace.index, graph, inputs=inputs, held=held, render=lambda plan: self._render(plan, inputs, text, self._prospective_bindings(plan)))
         self.bind_domains(toolkit_of(step.tool) for step in joint.steps)
         bindings = self._bindings if self._bindings is not None else self._prospective_bindings(joint)
         cell = self._render(joint, inputs, text, bindings, reserve=True)
-        return TaskPlan(task if isinstance(task, str) else tuple(task), dict(inputs or {}), parts, joint, cell, session_id=self.session_id)
+        return TaskPlan(task, dict(inputs or {}), parts, joint, cell, session_id=self.session_id)
 
     async def aplan_task(self, task: str | Sequence[str], inputs: Mapping[str, Any] | None = None, held: str | Collection[str] | None = None) -> TaskPlan:
         """:meth:`plan_task` in a worker thread."""

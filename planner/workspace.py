@@ -24,7 +24,7 @@ from catalogs import default_catalog_paths
 from kernel import CellResult, CodeMode
 from planner.cell import PlannedCell, check_input_names, render_cell
 from planner.embedding import Embedder
-from planner.parts import plan_parts, task_text
+from planner.parts import checked_task, plan_parts, task_text
 from planner.graph import StateGraph
 from planner.planning import Plan, plan
 from planner.search import SkillHit, SkillIndex
@@ -89,10 +89,11 @@ class Workspace:
         held = frozenset([held] if isinstance(held, str) else held)
         self.graph.check_states(held)
         check_input_names(inputs or {})  # before the model loads: a bad name should fail fast
+        task = checked_task(task)
         text = task_text(task)
         parts, joint = plan_parts(task, self.index, self.graph, inputs=inputs, held=held)
         cell = render_cell(joint, inputs, text, registry=self.graph.registry)
-        return TaskPlan(task if isinstance(task, str) else tuple(task), dict(inputs or {}), parts, joint, cell)
+        return TaskPlan(task, dict(inputs or {}), parts, joint, cell)
 
     def code_mode(self, timeout: float | None = 300.0, **options: Any) -> CodeMode:
         """A :class:`kernel.CodeMode` whose kernels can import every loaded catalog's tools.

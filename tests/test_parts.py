@@ -19,6 +19,8 @@ ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
         ("caption this image, translate the caption to French and then read it aloud", ["caption this image", "translate the caption to French", "read it aloud"]),
         ("Parse the molecule. Then compute its descriptors; finally cluster them", ["Parse the molecule", "compute its descriptors", "cluster them"]),
         ("1. parse the molecule 2) find its groups", ["parse the molecule", "find its groups"]),
+        ("- parse the molecule\n- find its groups\n- check Lipinski", ["parse the molecule", "find its groups", "check Lipinski"]),
+        ("set the alarm to 7. Then sleep", ["set the alarm to 7", "sleep"]),
         ("first, fingerprint the library, after that rank it by similarity", ["fingerprint the library", "rank it by similarity"]),
         ("is aspirin drug-like?", ["is aspirin drug-like?"]),
     ],
@@ -57,6 +59,24 @@ def test_data_flow_orders_steps_before_the_parts_order(workspace):
     assert task_plan.plan.steps[1].satisfied_by == {"chemistry.fingerprints_computed": 0}
 
 
+def test_free_text_never_drops_a_clause(workspace):
+    task_plan = workspace.plan_task("book a flight to Paris and check Lipinski's rule of five", inputs={"smiles": ASPIRIN})
+    assert [(part.text, part.status) for part in task_plan.parts] == [("book a flight to Paris", "unmatched"), ("check Lipinski's rule of five", "matched")]
+    weak_clause = workspace.plan_task("parse the molecule, then check Lipinski", inputs={"smiles": ASPIRIN})
+    assert tool_names(weak_clause) == ["parse_molecule", "compute_descriptors"]
+    # A bare comma between arguments does not make a part of its own.
+    arguments = workspace.plan_task("check Lipinski's rule of five for aspirin, SMILES CC(=O)Oc1ccccc1C(=O)O", inputs={"smiles": ASPIRIN})
+    assert len(arguments.parts) == 1 and tool_names(arguments) == ["parse_molecule", "compute_descriptors"]
+
+
+@pytest.mark.parametrize("bad", [["parse this molecule", None], [], "   ", 5, b"parse", {"parse": 1}])
+def test_a_task_that_is_neither_text_nor_steps_is_refused(workspace, bad):
+    from planner.search import QueryError
+
+    with pytest.raises(QueryError):
+        workspace.plan_task(bad)
+
+
 def test_a_part_that_matches_nothing_is_named_not_dropped(workspace):
     task_plan = workspace.plan_task(["check Lipinski's rule of five", "book a flight to Paris next Tuesday"], inputs={"smiles": ASPIRIN})
     assert [part.status for part in task_plan.parts] == ["matched", "unmatched"]
@@ -67,10 +87,16 @@ def test_a_part_that_matches_nothing_is_named_not_dropped(workspace):
     assert reported["parts"][1] == {**reported["parts"][1], "part": "book a flight to Paris next Tuesday", "status": "unmatched", "matched": None, "goal": []}
 
 
-def test_a_part_already_held_says_so(workspace):
-    task_plan = workspace.plan_task(["find the functional groups of the molecule", "check Lipinski's rule of five"], held=["chemistry.molecule_parsed", "chemistry.groups_identified"], inputs={"smiles": ASPIRIN})
+def test_a_part_already_held_says_so_unless_new_inputs_replace_it(workspace):
+    held = ["chemistry.molecule_parsed", "chemistry.groups_identified"]
+    task_plan = workspace.plan_task(["find the functional groups of the molecule", "check Lipinski's rule of five"], held=held)
     assert [part.status for part in task_plan.parts] == ["held", "matched"]
     assert tool_names(task_plan) == ["compute_descriptors"]
+    # A new SMILES means a new molecule: what was parsed before, and made from it, is planned again.
+    replaced = workspace.plan_task(["find the functional groups of the molecule", "check Lipinski's rule of five"], held=held, inputs={"smiles": ASPIRIN})
+    assert [part.status for part in replaced.parts] == ["matched", "matched"]
+    assert tool_names(replaced) == ["parse_molecule", "identify_functional_groups", "compute_descriptors"]
+    assert replaced.cell.unused_inputs == ()
 
 
 def test_a_tool_that_must_run_runs_even_when_its_state_is_held(chemistry_graph):
