@@ -45,7 +45,7 @@ import planner.parts  # noqa: E402
 from planner import Workspace  # noqa: E402
 
 #: Values of ``FRAGMENT_MIN_SCORE`` tried by ``--tune``.
-FRAGMENT_GRID = (0.35, 0.4, 0.45, 0.5, 0.55, 0.6)
+FRAGMENT_GRID = (0.35, 0.45, 0.55, 0.6, 0.65, 0.7, 0.8)
 
 _STEP_NUMBER = re.compile(r"^\s*step\s*\d+\s*[:.)-]?\s*", flags=re.IGNORECASE)
 

@@ -98,7 +98,7 @@ def checked_task(task: object) -> str | tuple[str, ...]:
 #: The cosine similarity a fragment of free text cut off at a bare comma needs to be a part of its
 #: own; a weaker one ("password abc123") belongs to the part before it. Set on the UltraTool requests outside
 #: the paper's test ids (``benchmarks/bench_taskplan.py``); a whole task needs only ``MIN_SCORE``.
-FRAGMENT_MIN_SCORE = 0.5
+FRAGMENT_MIN_SCORE = 0.6
 
 Status = Literal["matched", "held", "unmatched"]
 
