@@ -19,6 +19,8 @@ built at run time from the files there and never copied into the project.
     ``production_companies`` companies, ``networks`` networks, ``belongs_to_collection`` a
     collection, a collection's ``parts`` movies, ``seasons`` season numbers and ``episodes``
     episode numbers.
+- each endpoint's affordances are its name in words, the operation's ``summary`` and the first
+  sentence of its ``description`` in the OpenAPI file;
 - every endpoint also produces a state of its own, ``tmdb.result.<endpoint>``, described by the
   endpoint's description, so a request can name what it wants from any endpoint.
 
@@ -54,6 +56,12 @@ def _words(name: str) -> str:
 def _response_properties(operation: dict[str, Any]) -> dict[str, Any]:
     schema = operation.get("responses", {}).get("200", {}).get("content", {}).get("application/json", {}).get("schema", {})
     return schema.get("properties", {}) or {}
+
+
+def _first_sentences(operation: dict[str, Any]) -> list[str]:
+    """The operation's summary and the first sentence of its description (what the API says it does)."""
+    description = re.split(r"(?<=\.)\s", (operation.get("description") or "").strip(), maxsplit=1)[0]
+    return [text for text in (operation.get("summary") or "", re.sub(r"\[([^]]*)\]\([^)]*\)", r"\1", description)) if text.strip()]
 
 
 def _tmdb_produces(path: str, properties: dict[str, Any]) -> set[str]:
@@ -103,7 +111,7 @@ def tmdb_catalog(data: Path = DEFAULT_DATA) -> dict[str, Any]:
                 "description": f"{endpoint['desc']} ({endpoint['raw_desc']}; GET {path})",
                 "required_parameters": parameters,
                 "state_transition": {"requires": sorted(requires), "produces": sorted(produces | {own})},
-                "affordances": [_words(endpoint["id"])],
+                "affordances": [_words(endpoint["id"]), *_first_sentences(operation)],
             }
         )
     return {"domain": "tmdb", "package": "tmdb_api", "states": sorted(states.values(), key=lambda state: state["token"]), "tools": tools}
