@@ -149,6 +149,7 @@ def render_cell(
     bindings: Bindings | None = None,
     artifacts: Mapping[str, str] | None = None,
     variables: Collection[str] = (),
+    also_show: Iterable[str] = (),
 ) -> PlannedCell:
     """Render ``plan`` as a cell that runs in a toolpath kernel session.
 
@@ -165,6 +166,8 @@ def render_cell(
             steps needing such a state read that variable.
         variables: names already defined in the kernel: new variables never take them, and a
             required parameter nothing else supplies is read from the variable of its name.
+        also_show: kernel variables the final expression shows too (the artifacts of parts of the
+            task that were already held), after the plan's own results.
 
     Returns:
         A :class:`PlannedCell`.
@@ -177,7 +180,8 @@ def render_cell(
     inputs = dict(inputs or {})
     artifacts = dict(artifacts or {})
     check_input_names(inputs)
-    bad = next((variable for variable in [*artifacts.values(), *variables] if not is_variable_name(variable)), None)
+    also_show = list(also_show)
+    bad = next((variable for variable in [*artifacts.values(), *variables, *also_show] if not is_variable_name(variable)), None)
     if bad is not None:
         raise InputError(f"{bad!r} cannot be a kernel variable of the cell (not an identifier, a keyword, or starting with '_')")
     if bindings is None:
@@ -236,7 +240,12 @@ def render_cell(
             by_name[tool.return_spec.name] = variable
 
     result_variables = tuple(
-        dict.fromkeys(variable for step, variable in zip(plan.steps, step_variables) if step.produces & plan.goal or qualified_name(step.tool) in plan.must_run)
+        dict.fromkeys(
+            [
+                *(variable for step, variable in zip(plan.steps, step_variables) if step.produces & plan.goal or qualified_name(step.tool) in plan.must_run),
+                *(also_show if plan.steps else ()),
+            ]
+        )
     )
     lines = []
     if task:

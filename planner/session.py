@@ -335,11 +335,12 @@ class AgentSession:
         """:meth:`search` in a worker thread (the first search loads the embedding model)."""
         return await asyncio.to_thread(self.search, query, k, **filters)
 
-    def _render(self, plan: Plan, inputs: Mapping[str, Any] | None, task: str | None, bindings: Bindings, reserve: bool = False) -> PlannedCell:
-        """The session's cell for ``plan``; with ``reserve``, its new variables are promised to it."""
+    def _render(self, plan: Plan, inputs: Mapping[str, Any] | None, task: str | None, bindings: Bindings, reserve: bool = False, also_show: Sequence[str] = ()) -> PlannedCell:
+        """The session's cell for ``plan``; with ``reserve``, its new variables are promised to it;
+        ``also_show``: held artifacts the final expression shows too."""
         with self._lock:
             artifacts = self._artifact_of()
-            cell = render_cell(plan, inputs, task, registry=self.workspace.graph.registry, bindings=bindings, artifacts={state: variable for state, variable in artifacts.items() if state in plan.held}, variables=self._variables | self._reserved)
+            cell = render_cell(plan, inputs, task, registry=self.workspace.graph.registry, bindings=bindings, artifacts={state: variable for state, variable in artifacts.items() if state in plan.held}, variables=self._variables | self._reserved, also_show=also_show)
             if reserve:
                 self._reserved.update(cell.step_variables)
             return cell
@@ -364,7 +365,10 @@ class AgentSession:
         parts, joint = plan_parts(task, self.workspace.index, graph, inputs=inputs, held=held, render=lambda plan: self._render(plan, inputs, text, self._prospective_bindings(plan)))
         self.bind_domains(toolkit_of(step.tool) for step in joint.steps)
         bindings = self._bindings if self._bindings is not None else self._prospective_bindings(joint)
-        cell = self._render(joint, inputs, text, bindings, reserve=True)
+        with self._lock:
+            artifact_of = self._artifact_of()
+        already = [artifact_of[state] for part in parts if part.status == "held" for state in sorted(part.goal) if state in artifact_of]
+        cell = self._render(joint, inputs, text, bindings, reserve=True, also_show=already)
         return TaskPlan(task, dict(inputs or {}), parts, joint, cell, session_id=self.session_id)
 
     async def aplan_task(self, task: str | Sequence[str], inputs: Mapping[str, Any] | None = None, held: str | Collection[str] | None = None) -> TaskPlan:

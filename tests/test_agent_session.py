@@ -198,3 +198,14 @@ def test_saved_state_and_declare_accept_only_plain_variable_names(workspace):
             session.declare("chemistry.molecule_parsed", "mine['formula']")
         with pytest.raises(TypeError, match="state token"):
             session.declare(None)
+
+
+def test_a_part_already_held_shows_its_artifact_beside_the_new_results(workspace):
+    with workspace.session("parts") as session:
+        session.run_task(["parse this molecule", "identify the functional groups of this molecule"], inputs={"smiles": ASPIRIN})
+        follow_up = session.plan_task("identify the functional groups of this molecule and check Lipinski's rule of five")
+        assert [part.status for part in follow_up.parts] == ["held", "matched"]
+        assert [step.tool.name for step in follow_up.plan.steps] == ["compute_descriptors"]
+        assert follow_up.cell.code.rstrip().endswith("{'descriptors': descriptors, 'functional_groups': functional_groups}")
+        ran = session.run_task(follow_up)
+        assert ran.result.status == "ok" and "'carboxylic_acid': 1" in ran.result.result and "'lipinski'" in ran.result.result
