@@ -24,6 +24,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from planner.cell import check_input_names
 from planner.goals import MIN_SCORE, GoalChoice, NoMatchingSkillError, choose_goal
 from planner.graph import StateGraph
 from planner.planning import NoPlanError, Plan, plan, qualified_name
@@ -276,6 +277,20 @@ def task_text(task: str | Sequence[str]) -> str:
     """The task as one line of text: itself, or the agent's steps joined by "; " (check it with
     :func:`checked_task` first)."""
     return task if isinstance(task, str) else "; ".join(task)
+
+
+def checked_request(graph: StateGraph, task: object, inputs: Mapping[str, Any] | None, held: str | Collection[str]) -> tuple[str | tuple[str, ...], frozenset[str]]:
+    """Check a task, its inputs and held states before anything loads: ``(task, held)`` as planning
+    takes them (one held state may be a plain string).
+
+    Raises:
+        QueryError: see :func:`checked_task`. InputError: a bad input name. UnknownStateError: an
+            unknown held state.
+    """
+    held = frozenset([held] if isinstance(held, str) else held)
+    graph.check_states(held)
+    check_input_names(inputs or {})
+    return checked_task(task), held
 
 
 def held_unless_replaced(graph: StateGraph, held: Collection[str], inputs: Mapping[str, Any]) -> frozenset[str]:

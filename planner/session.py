@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 from kernel import CellResult, CodeMode, KernelError
 from kernel.bindings import Bindings, toolkit_of
-from planner.cell import PlannedCell, check_input_names, is_variable_name, render_cell
-from planner.parts import checked_task, plan_parts, task_text
+from planner.cell import PlannedCell, is_variable_name, render_cell
+from planner.parts import checked_request, plan_parts, task_text
 from planner.planning import Plan
 from planner.search import SkillHit
 from planner.task import TaskPlan, TaskRun, UnboundParametersError
@@ -193,8 +193,9 @@ class AgentSession:
         elif state.held:
             self._notice = f"The session was restored without its kernel, so the states it held are gone: {', '.join(sorted(state.held))}."
 
-    def _forget_everything(self, why: str) -> None:
-        if self._held:
+    def _forget_everything(self, why: str | None) -> None:
+        """Drop held states, artifacts and known variables; ``why`` (if given) is told in the next notice."""
+        if self._held and why is not None:
             self._notice = f"{why}, so the states it held are gone: {', '.join(sorted(self._held))}."
         self._held.clear()
         self._artifacts.clear()
@@ -356,11 +357,8 @@ class AgentSession:
         """
         self._check_open()
         self._check_kernel()
-        held = self.held if held is None else frozenset([held] if isinstance(held, str) else held)
         graph = self.workspace.graph
-        graph.check_states(held)
-        check_input_names(inputs or {})
-        task = checked_task(task)
+        task, held = checked_request(graph, task, inputs, self.held if held is None else held)
         text = task_text(task)
         parts, joint = plan_parts(task, self.workspace.index, graph, inputs=inputs, held=held, render=lambda plan: self._render(plan, inputs, text, self._prospective_bindings(plan)))
         self.bind_domains(toolkit_of(step.tool) for step in joint.steps)
@@ -506,18 +504,18 @@ class AgentSession:
         """Discard the kernel and its variables (held states and artifacts go too; handles stay bound)."""
         self._check_open()
         self.code_mode.restart(self.session_id)
-        with self._lock:
-            self._forget_everything("The kernel was restarted")
-            self._notice = ""
-            self._kernel_id = None
+        self._restarted()
 
     async def arestart(self) -> None:
         """Async :meth:`restart`."""
         self._check_open()
         await self.code_mode.arestart(self.session_id)
+        self._restarted()
+
+    def _restarted(self) -> None:
+        """Forget what the discarded kernel held; the caller asked for it, so no notice."""
         with self._lock:
-            self._forget_everything("The kernel was restarted")
-            self._notice = ""
+            self._forget_everything(None)
             self._kernel_id = None
 
     def shutdown(self) -> None:

@@ -22,9 +22,9 @@ from typing import Any
 
 from catalogs import default_catalog_paths
 from kernel import CellResult, CodeMode
-from planner.cell import PlannedCell, check_input_names, render_cell
+from planner.cell import PlannedCell, render_cell
 from planner.embedding import Embedder
-from planner.parts import checked_task, plan_parts, task_text
+from planner.parts import checked_request, plan_parts, task_text
 from planner.graph import StateGraph
 from planner.planning import Plan, plan
 from planner.search import SkillHit, SkillIndex
@@ -86,10 +86,7 @@ class Workspace:
             NoMatchingSkillError, NoPlanError, QueryError, InputError, UnknownStateError: see
             :func:`planner.parts.plan_parts` and :func:`planner.goals.choose_goal`.
         """
-        held = frozenset([held] if isinstance(held, str) else held)
-        self.graph.check_states(held)
-        check_input_names(inputs or {})  # before the model loads: a bad name should fail fast
-        task = checked_task(task)
+        task, held = checked_request(self.graph, task, inputs, held)  # before the model loads: fail fast
         text = task_text(task)
         parts, joint = plan_parts(task, self.index, self.graph, inputs=inputs, held=held)
         cell = render_cell(joint, inputs, text, registry=self.graph.registry)
