@@ -3,9 +3,11 @@
 "identify the functional groups of this molecule and check Lipinski's rule of five" has two parts.
 :func:`split_task` cuts free text at sentence ends, semicolons, enumerations ("1.", "2)"), and at
 the connectives that join clauses ("and", "then", "after that", "and finally", commas between
-clauses). The cut is generous on purpose: :func:`match_parts` then searches each fragment, and a
+clauses). Fragments that are not actions join the action they belong to: a named value
+("password abc123", "my account ID is 123456") the fragment before it, a lone verb ("find and
+summarize the news") the next one. The cut is generous on purpose: :func:`match_parts` then searches each fragment, and a
 fragment that matches no skill by :data:`FRAGMENT_MIN_SCORE` is words of its neighbour, not a part
-("donors *and acceptors*", "password abc123"); neighbours that chose the same goal are one part. An
+("donors *and acceptors*", "in the city center"); neighbours that chose the same goal are one part. An
 agent that already decomposed its task passes its steps instead, and they are taken as they are.
 
 Each part gets its goal from :func:`planner.goals.choose_goal`: a state to reach, or a tool that
@@ -40,9 +42,17 @@ _BULLET = re.compile(r"^\s*(?:[-*\u2022]|\(?\d{1,2}[.)])\s+")
 _INLINE_NUMBER = re.compile(r"(?:^|\s)\(?(\d{1,2})[.)]\s+")
 # Connectives that join clauses, longest first so "and then" is one cut, not two.
 _CONNECTIVE = re.compile(r"\s*,?\s+(?:and\s+then|and\s+after\s+that|and\s+finally|and\s+also|after\s+that|afterwards|then|finally|and)\s+", flags=re.IGNORECASE)
-# A bare comma: often between the arguments of one action ("ID 123, password abc"), so a weak cut.
+# A bare comma: often between the arguments of one action ("for two nights, in the city center"), so a weak cut.
 _COMMA = re.compile(r"\s*,\s+(?=\w)")
 _LEADING_FILLER = re.compile(r"^(?:first(?:ly)?|second(?:ly)?|third(?:ly)?|next|also|please|then|finally|and)\b[,:]?\s*", flags=re.IGNORECASE)
+# Quoted text, read as one literal value ("named 'Golden Profit Treasure'"); not an apostrophe ("Lipinski's").
+_QUOTED = re.compile(r"(?<!\w)(?:\"[^\"]*\"|'[^']*')(?!\w)")
+# Words that may open a named value, and the verbs that may join a name to its value.
+_VALUE_LEAD = frozenset({"with", "using", "and", "my", "the", "your", "his", "her", "their", "our", "its", "a", "an"})
+_VALUE_LINK = frozenset({"is", "are", "was", "of"})
+_NAME_WORD = re.compile(r"[A-Za-z][\w'/-]*:?")
+# A preposition inside the words before a value makes them an action's ("set the alarm to 7", "log in with ID 1").
+_PREPOSITIONS = frozenset({"to", "for", "at", "on", "in", "into", "from", "by", "with", "until", "about", "as"})
 
 
 def _enumerated(line: str) -> list[str]:
@@ -66,7 +76,42 @@ def fragments(text: str) -> list[tuple[str, bool]]:
                         piece = _LEADING_FILLER.sub("", piece.strip(" \t,.;:")).strip()
                         if piece:
                             found.append((piece, position > 0))
-    return found
+    return _joined_arguments(found)
+
+
+def _is_named_value(piece: str) -> bool:
+    """Whether a fragment only states a value: up to four words naming it, then the value (words
+    with a digit or an "@", or quoted text): "password abc123", "my account ID is 123456",
+    "verification code: 7890". That is an argument of an action, not an action."""
+    words = _QUOTED.sub("0", piece).split()
+    name_length = len(words)
+    while name_length and any(character.isdigit() or character == "@" for character in words[name_length - 1]):
+        name_length -= 1
+    name = words[:name_length]
+    while name and name[0].lower() in _VALUE_LEAD:
+        name = name[1:]
+    if name and name[-1].lower() in _VALUE_LINK:
+        name = name[:-1]
+    return name_length < len(words) and 1 <= len(name) <= 4 and all(_NAME_WORD.fullmatch(word) and word.lower() not in _PREPOSITIONS for word in name)
+
+
+def _joined_arguments(found: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """Fragments that are not actions joined to the action they belong to: a named value ("password
+    abc123") to the fragment before it (to the next when it comes first), and a lone verb sharing
+    its object with the next fragment ("find and summarize the news") to that one."""
+    joined: list[tuple[str, bool]] = []
+    leading = ""  # words waiting for the next fragment: leading named values, or a lone verb
+    for number, (piece, weak) in enumerate(found):
+        named_value, lone_verb = _is_named_value(piece), " " not in piece and piece.isalpha()
+        if leading:
+            piece, leading = f"{leading} {piece}", ""
+        if named_value and joined:
+            joined[-1] = (f"{joined[-1][0]}, {piece}", joined[-1][1])
+        elif (named_value or lone_verb) and number < len(found) - 1:
+            leading = f"{piece}," if named_value else f"{piece} and"
+        else:
+            joined.append((piece, weak))
+    return joined
 
 
 def split_task(text: str) -> list[str]:
@@ -97,7 +142,7 @@ def checked_task(task: object) -> str | tuple[str, ...]:
 
 
 #: The cosine similarity a fragment of free text cut off at a bare comma needs to be a part of its
-#: own; a weaker one ("password abc123") belongs to the part before it. Set on the UltraTool requests outside
+#: own; a weaker one ("in the city center") belongs to the part before it. Set on the UltraTool requests outside
 #: the paper's test ids (``benchmarks/bench_taskplan.py``); a whole task needs only ``MIN_SCORE``.
 FRAGMENT_MIN_SCORE = 0.6
 
@@ -168,7 +213,7 @@ def match_parts(
             same goal are one part. An agent's own steps (``merge=False``) are kept as given.
         weak: with ``merge``, the positions of fragments cut off at a bare comma. Such a fragment is
             a part of its own only when it matches a skill by ``fragment_min_score``; otherwise its
-            words belong to the part before it ("log in with ID 123, password abc"). Every other
+            words belong to the part before it ("book a room for two nights, in the city center"). Every other
             fragment is a part, and one that matches nothing is reported as unmatched, never
             dropped.
         fragment_min_score: default :data:`FRAGMENT_MIN_SCORE`.

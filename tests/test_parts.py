@@ -23,6 +23,14 @@ ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
         ("set the alarm to 7. Then sleep", ["set the alarm to 7", "sleep"]),
         ("first, fingerprint the library, after that rank it by similarity", ["fingerprint the library", "rank it by similarity"]),
         ("is aspirin drug-like?", ["is aspirin drug-like?"]),
+        # A named value is an argument of the action before it (of the next one when it comes first).
+        ("log in with ID 123456 and password abc123, then check the balance", ["log in with ID 123456, password abc123", "check the balance"]),
+        ("My account ID is 123456. Buy 'Golden Profit Treasure' with it", ["My account ID is 123456, Buy 'Golden Profit Treasure' with it"]),
+        # A lone verb shares its object with the next fragment; a lone last word is still a part.
+        ("inquire and inform me of the balance", ["inquire and inform me of the balance"]),
+        ("book the flight and pay", ["book the flight", "pay"]),
+        # Apostrophes are not quotes, and a value needs a digit, an "@" or quotes.
+        ("compute descriptors and check Lipinski's rule of five", ["compute descriptors", "check Lipinski's rule of five"]),
     ],
 )
 def test_split_task_cuts_at_sentences_enumerations_and_connectives(text, parts):
