@@ -43,16 +43,29 @@ from typing import Any, Literal, TypeVar
 
 from kernel.bindings import HOST_MODULE, Bindings, toolkit_of
 from kernel.bridge import Bridge, toolkit_spec
+from kernel.kernel_snapshot import pack, unpack
 from kernel.output import CellResult, OutputLimits
 from kernel.result_store import ResultStore
 from kernel.session import INTERRUPT_GRACE, KernelError, KernelSession
+from kernel.snapshot import SnapshotStore
 from kernel.toolkit import Tool, Toolkit, as_toolkits
 from registry import ToolDefinition
+from registry.storage import StoreError
 
 T = TypeVar("T")
 
 _SETUP_MODULE = "kernel.kernel_setup"
+_SNAPSHOT_MODULE = "kernel.kernel_snapshot"
 _EVICTION_MEMORY = 10_000
+#: Files in a kernel's private directory through which variables leave and enter it.
+_DUMP_FILE = "snapshot-dump"
+_RESTORE_FILE = "snapshot-restore"
+#: Variables named in a restore notice before the rest are counted.
+_NOTICE_NAMES = 20
+
+
+class SessionOwnerError(PermissionError):
+    """A run asked for a session that belongs to another user (or to a user, when it gave none)."""
 
 
 @dataclass
@@ -70,6 +83,17 @@ class _Session:
     tools: dict[int, ToolDefinition] = field(default_factory=dict)
     universe: list[ToolDefinition] = field(default_factory=list)
     tools_version: int = 0
+    #: The ``user_id`` of the run that created the session (``None``: nobody's).
+    owner: str | None = None
+    #: Snapshots: a cell ran since the last one; the debounce timer; the snapshot could not be read,
+    #: so it must not be overwritten by this kernel's state; the kernel was restored from one.
+    dirty: bool = False
+    snapshot_timer: asyncio.TimerHandle | None = None
+    keep_snapshot: bool = False
+    restored: bool = False
+    #: Data saved with each snapshot (see CodeMode.save_with_snapshot), and what the last one held.
+    data_provider: Callable[[], Any] | None = None
+    saved_data: Any = None
 
 
 class CodeMode:
@@ -111,6 +135,14 @@ class CodeMode:
             which the host loads. A cell already runs code as this user, so for a local kernel this
             is no new power; ``False`` makes the host accept JSON only, for kernels it should not
             trust (a cell passing other values gets a ``BridgeError`` saying so).
+        snapshot: keep each session's variables in ``snapshot_store`` and restore them into its next
+            kernel (after this process restarts, an eviction or a death; not after
+            :meth:`restart`). ``False`` keeps nothing (owners then live in this process only).
+        snapshot_debounce: seconds without a new cell before a session's snapshot is written.
+        max_variable_bytes: a variable whose pickle is larger is not snapshotted (and named).
+        max_snapshot_bytes: budget of one session's snapshot; the smallest variables are kept first.
+        snapshot_store: the SQLite file of snapshots and owners; default ``$TOOLPATH_HOME/toolpath.db``.
+            Restoring a snapshot runs its pickles' code: the file is created readable by its owner only.
 
     Raises:
         ValueError: for an unknown ``on_busy_kernel``, a negative number, two toolkits with one name,
@@ -143,10 +175,15 @@ class CodeMode:
         offload_results: bool = False,
         result_store: str | os.PathLike[str] | None = None,
         accept_pickles: bool = True,
+        snapshot: bool = True,
+        snapshot_debounce: float = 1.5,
+        max_variable_bytes: int = 2_000_000,
+        max_snapshot_bytes: int = 64_000_000,
+        snapshot_store: str | os.PathLike[str] | None = None,
     ):
         if on_busy_kernel not in ("wait", "restart"):
             raise ValueError(f"on_busy_kernel must be 'wait' or 'restart', got {on_busy_kernel!r}")
-        for name, value in (("interrupt_grace", interrupt_grace), ("busy_wait", busy_wait), ("idle_ttl", idle_ttl), ("pool_size", pool_size), ("max_output_chars", max_output_chars), ("max_images_per_cell", max_images_per_cell), ("max_image_bytes", max_image_bytes), ("max_result_bytes", max_result_bytes)):
+        for name, value in (("interrupt_grace", interrupt_grace), ("busy_wait", busy_wait), ("idle_ttl", idle_ttl), ("pool_size", pool_size), ("max_output_chars", max_output_chars), ("max_images_per_cell", max_images_per_cell), ("max_image_bytes", max_image_bytes), ("max_result_bytes", max_result_bytes), ("snapshot_debounce", snapshot_debounce), ("max_variable_bytes", max_variable_bytes), ("max_snapshot_bytes", max_snapshot_bytes)):
             if value < 0:
                 raise ValueError(f"{name} must not be negative, got {value}")
         if max_kernels is not None and max_kernels < 1:
@@ -167,6 +204,12 @@ class CodeMode:
             raise ValueError("result_store is only used with offload_results=True")
         self.result_store = ResultStore(result_store) if offload_results else None
         self.accept_pickles = accept_pickles
+        if snapshot_store is not None and not snapshot:
+            raise ValueError("snapshot_store is only used with snapshot=True")
+        self.snapshots = SnapshotStore(snapshot_store) if snapshot else None
+        self.snapshot_debounce = snapshot_debounce
+        self.max_variable_bytes = max_variable_bytes
+        self.max_snapshot_bytes = max_snapshot_bytes
         # Why a toolkit could not be bound (its connect() failed), by toolkit name.
         self._failures: dict[str, str] = {}
         self._toolkit_spec = ""
@@ -202,6 +245,8 @@ class CodeMode:
         # whose bound tools its next kernel binds again.
         self._evicted: dict[str, tuple[str, _Session]] = {}
         self._pool: list[KernelSession] = []
+        # Snapshots the debounce timer started and that are still being written.
+        self._snapshotting: set[asyncio.Task] = set()
         self._pool_filling: asyncio.Task | None = None
         self._reaper: asyncio.Task | None = None
         self._closed = False
@@ -363,7 +408,10 @@ class CodeMode:
             await asyncio.sleep(0.05)
 
     async def _discard(self, session: _Session, evicted: str = "") -> None:
-        """Shut the session's kernel down; ``evicted`` (the reason) also forgets the session."""
+        """Shut the session's kernel down; ``evicted`` (the reason) also forgets the session, after
+        writing its pending snapshot (the caller must not hold the session's lock then)."""
+        if evicted:
+            await self._flush(session)
         kernel, session.kernel = session.kernel, None
         if evicted:
             self._sessions.pop(session.session_id, None)
@@ -384,8 +432,8 @@ class CodeMode:
 
     # -- cells ------------------------------------------------------------------------------------
 
-    async def _run(self, code: str, session_id: str, call_loop: asyncio.AbstractEventLoop | None = None) -> CellResult:
-        session = self._session(session_id)
+    async def _run(self, code: str, session_id: str, call_loop: asyncio.AbstractEventLoop | None = None, user_id: str | None = None) -> CellResult:
+        session = await self._owned_session(session_id, user_id)
         async with session.lock:
             notice, session.notice = session.notice, ""
             if session.kernel is not None and session.kernel.busy and not await session.kernel.wait_until_idle(self.busy_wait):
@@ -394,14 +442,9 @@ class CodeMode:
                     evalue = "the environment is still busy with an earlier cell that ignored its interrupt; retry in a moment, or restart to discard the kernel and its state"
                     return CellResult("busy", error={"ename": "Busy", "evalue": evalue, "traceback": ""}, notice=notice)
                 await self._discard(session)
-                notice = _join(notice, "The kernel was restarted because an earlier cell would not stop; earlier variables are gone.")
+                notice = _join(notice, f"The kernel was restarted because an earlier cell would not stop; {self._what_is_lost()}.")
             if session.kernel is None:
-                session.starting = True  # counts against max_kernels while its kernel starts
-                try:
-                    await self._make_room(session_id)
-                    session.kernel = await self._take_kernel()
-                finally:
-                    session.starting = False
+                notice = _join(notice, await self._start_kernel(session))
             kernel = session.kernel
             if self._bound_version.get(kernel) != self._version(session):
                 await self._bind(kernel, session)
@@ -422,25 +465,164 @@ class CodeMode:
                 bridge.cancel_cell(cell_ids[0])
             if result.status == "dead" and session.kernel is kernel:
                 await self._discard(session)
-                session.notice = "The kernel died during the previous cell; this is a fresh kernel and earlier variables are gone."
+                session.notice = f"The kernel died during the previous cell; this is a fresh kernel and {self._what_is_lost()}."
+            elif result.status in ("ok", "error"):  # a failing cell may have changed variables too
+                self._schedule_snapshot(session)
             if notice:
                 result = _with_notice(result, notice)
             return result
 
-    def _session(self, session_id: str) -> _Session:
-        """The session ``session_id``, created (with no kernel yet) when new."""
+    def _what_is_lost(self) -> str:
+        return "variables are restored from the session's last snapshot" if self.snapshots is not None else "earlier variables are gone"
+
+    async def _start_kernel(self, session: _Session) -> str:
+        """Give ``session`` a kernel and restore its snapshot into it; the restore's notice."""
+        session.starting = True  # counts against max_kernels while its kernel starts
+        try:
+            await self._make_room(session.session_id)
+            session.kernel = await self._take_kernel()
+        finally:
+            session.starting = False
+        return await self._restore(session)
+
+    async def _owned_session(self, session_id: str, user_id: str | None) -> _Session:
+        """The session ``session_id`` (created, with no kernel yet, when new) if ``user_id`` may use it.
+
+        A new session belongs to ``user_id``; with snapshots, the owner recorded in the store (by
+        this or another process) wins over that.
+
+        Raises:
+            SessionOwnerError: the session belongs to someone else (nothing is started or shown).
+            ValueError: an empty or non-string session id or user id.
+            registry.storage.StoreError: the owner cannot be looked up in the store.
+        """
         if not isinstance(session_id, str) or not session_id:
             raise ValueError("session_id must be a non-empty string given by the caller")
+        if user_id is not None and (not isinstance(user_id, str) or not user_id):
+            raise ValueError("user_id must be a non-empty string given by the program (or None)")
         session = self._sessions.get(session_id)
         if session is None:
-            session = self._sessions[session_id] = _Session(session_id)
-            if session_id in self._evicted:
-                reason, evicted = self._evicted.pop(session_id)
-                session.tools, session.universe, session.tools_version = evicted.tools, evicted.universe, evicted.tools_version
-                session.notice = f"This session's previous kernel was {reason}; this is a fresh kernel and earlier variables are gone."
+            reason, evicted = self._evicted.get(session_id, ("", None))
+            owner = evicted.owner if evicted is not None else user_id
+            if self.snapshots is not None:
+                owner = await asyncio.to_thread(self.snapshots.claim, session_id, owner)
+            session = self._sessions.get(session_id)  # another task may have created it meanwhile
+            if session is None:
+                session = self._sessions[session_id] = _Session(session_id, owner=owner)
+                if evicted is not None:
+                    del self._evicted[session_id]
+                    session.tools, session.universe, session.tools_version = evicted.tools, evicted.universe, evicted.tools_version
+                    session.data_provider = evicted.data_provider
+                    session.notice = f"This session's previous kernel was {reason}; this is a fresh kernel and {self._what_is_lost()}."
+        if session.owner != user_id:
+            if user_id is None:
+                raise SessionOwnerError(f"session {session_id!r} belongs to a user; pass that user's user_id to use it")
+            if session.owner is None:
+                raise SessionOwnerError(f"session {session_id!r} was created without a user_id and belongs to no user; use it without user_id, or use another session id")
+            raise SessionOwnerError(f"session {session_id!r} belongs to another user, so user {user_id!r} cannot use it; use another session id")
         return session
 
-    async def _bind_for_session(self, session_id: str, tools: list[ToolDefinition], universe: list[ToolDefinition]) -> Bindings:
+    # -- snapshots ----------------------------------------------------------------------------------
+
+    async def _restore(self, session: _Session) -> str:
+        """Load the session's snapshot into its new kernel; what was restored and skipped, in words.
+
+        Never raises: a snapshot that cannot be read leaves the kernel empty and is protected from
+        being overwritten by it (``keep_snapshot``) until :meth:`restart` discards it.
+        """
+        session.restored = False
+        if self.snapshots is None or session.kernel is None:
+            return ""
+        kernel = session.kernel
+        try:
+            snapshot = await asyncio.to_thread(self.snapshots.load, session.session_id)
+        except StoreError as error:
+            session.keep_snapshot = True
+            return f"This session's snapshot could not be read ({error}); this kernel starts empty, and its variables will not be saved over that snapshot (restart discards it)."
+        if snapshot is None:
+            return ""
+        session.saved_data = snapshot.data
+        report: dict[str, Any] = {"restored": [], "failed": {}}
+        if snapshot.pickles:
+            path = os.path.join(kernel.directory, _RESTORE_FILE)
+            try:
+                await asyncio.to_thread(_write_private, path, pack(snapshot.pickles))
+                loaded = await kernel.execute(f"import {_SNAPSHOT_MODULE} as _toolpath_snapshot\n_toolpath_snapshot.restore({path!r})\ndel _toolpath_snapshot", timeout=self.timeout, silent=True)
+                if loaded.status != "ok":
+                    raise KernelError(_describe_error(loaded))
+                report = json.loads(loaded.stdout.strip().splitlines()[-1])
+            except (OSError, KernelError, ValueError, IndexError) as error:
+                session.keep_snapshot = True
+                return f"Restoring this session's snapshot failed ({error}); this kernel starts empty, and its variables will not be saved over that snapshot (restart discards it)."
+            # Bind the handles again, over anything the snapshot restored under their names.
+            self._bound_version.pop(kernel, None)
+        session.restored = True
+        return _restore_notice(snapshot.saved, report["restored"], {**snapshot.skipped, **report["failed"]})
+
+    def _schedule_snapshot(self, session: _Session) -> None:
+        """Snapshot ``session`` once no cell has run for ``snapshot_debounce`` seconds."""
+        if self.snapshots is None or session.keep_snapshot:
+            return
+        session.dirty = True
+        if session.snapshot_timer is not None:
+            session.snapshot_timer.cancel()
+        session.snapshot_timer = self._loop.call_later(self.snapshot_debounce, self._start_snapshot, session)
+
+    def _start_snapshot(self, session: _Session) -> None:
+        session.snapshot_timer = None
+        task = self._loop.create_task(self._flush(session, wait=False))
+        self._snapshotting.add(task)
+        task.add_done_callback(self._snapshotting.discard)
+
+    async def _flush(self, session: _Session, wait: bool = True) -> None:
+        """Write the session's pending snapshot. ``wait=False`` (the debounce timer) gives up when a
+        cell is running, since that cell schedules the next snapshot; ``wait=True`` waits up to
+        ``busy_wait`` seconds for it, then keeps the previous snapshot."""
+        if not session.dirty or session.kernel is None:
+            return
+        if session.lock.locked() and not wait:
+            return
+        try:
+            async with asyncio.timeout(self.busy_wait):
+                await session.lock.acquire()
+        except TimeoutError:
+            return
+        try:
+            await self._snapshot(session)
+        finally:
+            session.lock.release()
+
+    async def _snapshot(self, session: _Session) -> None:
+        """Write the snapshot of ``session``'s kernel (the caller holds its lock); a failure is told in
+        the next notice and keeps the previous snapshot."""
+        if session.snapshot_timer is not None:
+            session.snapshot_timer.cancel()
+            session.snapshot_timer = None
+        if not session.dirty or session.kernel is None or self.snapshots is None or session.keep_snapshot:
+            return
+        session.dirty = False
+        kernel = session.kernel
+        path = os.path.join(kernel.directory, _DUMP_FILE)
+        try:
+            dumped = await kernel.execute(f"import {_SNAPSHOT_MODULE} as _toolpath_snapshot\n_toolpath_snapshot.dump({path!r}, {self.max_variable_bytes}, {self.max_snapshot_bytes})\ndel _toolpath_snapshot", timeout=self.timeout, silent=True)
+            if dumped.status != "ok":
+                raise KernelError(_describe_error(dumped))
+            report = json.loads(dumped.stdout.strip().splitlines()[-1])
+            pickles = unpack(await asyncio.to_thread(_read_and_remove, path))
+            data = session.data_provider() if session.data_provider is not None else None
+            await asyncio.to_thread(self.snapshots.save, session.session_id, session.owner, pickles, report["skipped"], data)
+        except Exception as error:  # the cell has already returned: tell the model next time, keep the old snapshot
+            session.notice = _join(session.notice, f"Saving this session's snapshot failed ({type(error).__name__}: {error}); the previous snapshot is kept.")
+            return
+        session.saved_data = data
+
+    async def _flush_all(self) -> None:
+        """Write every pending snapshot (after any the debounce timer already started)."""
+        if self._snapshotting:
+            await asyncio.gather(*list(self._snapshotting), return_exceptions=True)
+        await asyncio.gather(*(self._flush(session) for session in list(self._sessions.values()) if session.dirty))
+
+    async def _bind_for_session(self, session_id: str, tools: list[ToolDefinition], universe: list[ToolDefinition], user_id: str | None) -> Bindings:
         missing = [tool.name for tool in tools if tool.id is None or not tool.module]
         if missing:
             raise ValueError(f"tools {', '.join(missing)} have no id or module; register them in a ToolRegistry first")
@@ -449,7 +631,7 @@ class CodeMode:
         clash = next((tool for tool in tools if tool.binding == "host" and toolkit_of(tool) in toolkit_names), None)
         if clash is not None:
             raise ValueError(f"host tool {clash.name!r} belongs to {toolkit_of(clash)!r}, which is one of this CodeMode's own toolkits; pass its tools to CodeMode(tools=...) instead of binding them per session")
-        session = self._session(session_id)
+        session = await self._owned_session(session_id, user_id)
         new = [tool for tool in tools if tool.id not in mine and tool.id not in session.tools]
         if not new and not universe:
             return self._session_bindings(session)
@@ -470,23 +652,51 @@ class CodeMode:
             session.tools_version += 1
         return bindings
 
-    async def _end_session(self, session_id: str) -> None:
-        session = self._sessions.pop(session_id, None)
-        if session is not None:
+    async def _end_session(self, session_id: str, user_id: str | None) -> None:
+        if session_id not in self._sessions:
+            return
+        session = await self._owned_session(session_id, user_id)
+        await self._flush(session)
+        if self._sessions.get(session_id) is session:
+            del self._sessions[session_id]
             await self._discard(session)
 
-    async def _restart(self, session_id: str) -> None:
+    async def _start(self, session_id: str, user_id: str | None) -> None:
+        session = await self._owned_session(session_id, user_id)
+        async with session.lock:
+            if session.kernel is None:
+                session.notice = _join(session.notice, await self._start_kernel(session))
+
+    async def _save_with_snapshot(self, session_id: str, provider: Callable[[], Any], user_id: str | None) -> Any:
+        session = await self._owned_session(session_id, user_id)
+        session.data_provider = provider
+        if self.snapshots is not None and session.kernel is None and session.saved_data is None:
+            try:
+                session.saved_data = await asyncio.to_thread(self.snapshots.saved_data, session_id)
+            except StoreError:
+                pass  # the kernel's restore meets the same damage and says so in its notice
+        return session.saved_data
+
+    async def _restart(self, session_id: str, user_id: str | None) -> None:
         if not self.allow_restart:
             raise PermissionError("restart is disabled for this CodeMode (allow_restart=False)")
-        session = self._sessions.get(session_id)
-        if session is None:
-            return
+        session = await self._owned_session(session_id, user_id)
         # No lock: a restart must work while a stuck cell holds the session.
-        await self._discard(session)
-        session.notice = "The kernel was restarted; earlier variables are gone."
+        if session.snapshot_timer is not None:
+            session.snapshot_timer.cancel()
+            session.snapshot_timer = None
+        session.dirty = session.keep_snapshot = session.restored = False
+        session.saved_data = None
+        if self.snapshots is not None:
+            await asyncio.to_thread(self.snapshots.discard, session_id)
+        if session.kernel is not None:
+            await self._discard(session)
+            session.notice = "The kernel was restarted; earlier variables are gone."
 
-    async def _introspect(self, code: str, session_id: str) -> Any:
+    async def _introspect(self, code: str, session_id: str, user_id: str | None) -> Any:
         session = self._sessions.get(session_id)
+        if session is not None:
+            await self._owned_session(session_id, user_id)
         if session is None or session.kernel is None:
             raise KeyError(f"session {session_id!r} has no kernel; run a cell first")
         async with session.lock:
@@ -496,6 +706,7 @@ class CodeMode:
         return json.loads(result.stdout.strip().splitlines()[-1])
 
     async def _shutdown(self) -> None:
+        await self._flush_all()
         self._closed = True
         for task in (self._reaper, self._pool_filling):
             if task is not None:
@@ -606,7 +817,8 @@ class CodeMode:
             raise RuntimeError(f"closing toolkits failed: {'; '.join(errors)}")
 
     async def aclose(self) -> None:
-        """End the run: close the toolkits this CodeMode connected (newest first); kernels stay.
+        """End the run: close the toolkits this CodeMode connected (newest first) and write pending
+        snapshots; kernels stay.
 
         Raises:
             RuntimeError: some ``close()`` failed (the others were still closed); the message lists them.
@@ -622,6 +834,8 @@ class CodeMode:
                     await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(toolkit.close(), loop))
             except Exception as error:  # close the others, then report every failure
                 errors.append(f"{toolkit.name}: {type(error).__name__}: {error}")
+        if not self._closed:
+            await self._await(self._flush_all())
         self._closed_run(errors)
 
     def close(self) -> None:
@@ -645,26 +859,34 @@ class CodeMode:
                 asyncio.run_coroutine_threadsafe(toolkit.close(), loop).result()
             except Exception as error:  # close the others, then report every failure
                 errors.append(f"{toolkit.name}: {type(error).__name__}: {error}")
+        if not self._closed:
+            self._wait(self._flush_all())
         self._closed_run(errors)
 
     # -- model-facing tools -----------------------------------------------------------------------
 
-    async def aexecute(self, code: str, session_id: str) -> str:
-        """Run a Python cell in the session's kernel and return what it showed, as text for a model."""
-        return format_for_model(await self.arun(code, session_id))
+    async def aexecute(self, code: str, session_id: str, user_id: str | None = None) -> str:
+        """Run a Python cell in the session's kernel and return what it showed, as text for a model
+        (see :meth:`arun` for ``user_id``)."""
+        return format_for_model(await self.arun(code, session_id, user_id))
 
-    def execute(self, code: str, session_id: str) -> str:
+    def execute(self, code: str, session_id: str, user_id: str | None = None) -> str:
         """Sync :meth:`aexecute`."""
-        return format_for_model(self.run(code, session_id))
+        return format_for_model(self.run(code, session_id, user_id))
 
-    async def arestart(self, session_id: str) -> str:
-        """Discard the session's kernel and all its variables; the next cell starts fresh."""
-        await self._await(self._restart(session_id))
+    async def arestart(self, session_id: str, user_id: str | None = None) -> str:
+        """Discard the session's kernel, all its variables and its snapshot; the next cell starts fresh.
+
+        Raises:
+            SessionOwnerError: the session belongs to another user.
+            PermissionError: ``allow_restart=False``.
+        """
+        await self._await(self._restart(session_id, user_id))
         return "The kernel was restarted; all variables are gone."
 
-    def restart(self, session_id: str) -> str:
+    def restart(self, session_id: str, user_id: str | None = None) -> str:
         """Sync :meth:`arestart`."""
-        self._wait(self._restart(session_id))
+        self._wait(self._restart(session_id, user_id))
         return "The kernel was restarted; all variables are gone."
 
     def model_tools(self) -> dict[str, Any]:
@@ -709,36 +931,70 @@ class CodeMode:
 
     # -- developer surface ------------------------------------------------------------------------
 
-    async def arun(self, code: str, session_id: str) -> CellResult:
+    async def arun(self, code: str, session_id: str, user_id: str | None = None) -> CellResult:
         """Run a cell and return the structured :class:`CellResult`.
 
         The first cell of a run connects the toolkits that need it; host tools' async functions are
-        awaited on the loop this is awaited on.
+        awaited on the loop this is awaited on. The first cell of a session's kernel restores the
+        session's snapshot (if any) and says what it restored in ``notice``.
+
+        Args:
+            user_id: the user this run acts for, given by the program (never by cell code). A new
+                session belongs to it; a session may only be used with its owner's ``user_id``
+                (a session created without one, only without one).
+
+        Raises:
+            SessionOwnerError: the session belongs to another user; no kernel is started.
+            registry.storage.StoreError: with snapshots on, the owner cannot be looked up.
         """
         await self._aconnect(asynchronous_too=True)
-        return await self._await(self._run(code, session_id, asyncio.get_running_loop()))
+        return await self._await(self._run(code, session_id, asyncio.get_running_loop(), user_id))
 
-    def run(self, code: str, session_id: str) -> CellResult:
+    def run(self, code: str, session_id: str, user_id: str | None = None) -> CellResult:
         """Sync :meth:`arun`; host tools' async functions run on CodeMode's own loop (so calling this
         from inside a running loop cannot deadlock)."""
         self._connect()
-        return self._wait(self._run(code, session_id))
+        return self._wait(self._run(code, session_id, user_id=user_id))
 
-    async def avariables(self, session_id: str) -> list[str]:
+    async def astart(self, session_id: str, user_id: str | None = None) -> None:
+        """Give the session its kernel now (restoring its snapshot) instead of at its first cell; what
+        was restored is told in the next cell's ``notice``. Raises as :meth:`arun`."""
+        await self._await(self._start(session_id, user_id))
+
+    def start(self, session_id: str, user_id: str | None = None) -> None:
+        """Sync :meth:`astart`."""
+        self._wait(self._start(session_id, user_id))
+
+    def restored(self, session_id: str) -> bool:
+        """Whether the session's live kernel was restored from a snapshot (its variables came back)."""
+        session = self._sessions.get(session_id)
+        return session is not None and session.kernel is not None and session.restored
+
+    async def asave_with_snapshot(self, session_id: str, provider: Callable[[], Any], user_id: str | None = None) -> Any:
+        """Save ``provider()`` (JSON-ready data, e.g. a planner session's held states) with every
+        snapshot of the session, and return the data saved with its last snapshot (``None`` when
+        there is none, or snapshots are off). Raises as :meth:`arun`."""
+        return await self._await(self._save_with_snapshot(session_id, provider, user_id))
+
+    def save_with_snapshot(self, session_id: str, provider: Callable[[], Any], user_id: str | None = None) -> Any:
+        """Sync :meth:`asave_with_snapshot`."""
+        return self._wait(self._save_with_snapshot(session_id, provider, user_id))
+
+    async def avariables(self, session_id: str, user_id: str | None = None) -> list[str]:
         """Names of the user's variables in the session (IPython's ``%who_ls``)."""
-        return await self._await(self._introspect(f"import {_SETUP_MODULE} as _s; _s.print_variables(); del _s", session_id))
+        return await self._await(self._introspect(f"import {_SETUP_MODULE} as _s; _s.print_variables(); del _s", session_id, user_id))
 
-    def variables(self, session_id: str) -> list[str]:
-        return self._wait(self._introspect(f"import {_SETUP_MODULE} as _s; _s.print_variables(); del _s", session_id))
+    def variables(self, session_id: str, user_id: str | None = None) -> list[str]:
+        return self._wait(self._introspect(f"import {_SETUP_MODULE} as _s; _s.print_variables(); del _s", session_id, user_id))
 
-    async def avalue(self, name: str, session_id: str) -> Any:
+    async def avalue(self, name: str, session_id: str, user_id: str | None = None) -> Any:
         """The value of a JSON-serialisable variable; raises ``KeyError``/``ValueError`` otherwise."""
-        return _value_or_raise(await self._await(self._introspect(_value_code(name), session_id)))
+        return _value_or_raise(await self._await(self._introspect(_value_code(name), session_id, user_id)))
 
-    def value(self, name: str, session_id: str) -> Any:
-        return _value_or_raise(self._wait(self._introspect(_value_code(name), session_id)))
+    def value(self, name: str, session_id: str, user_id: str | None = None) -> Any:
+        return _value_or_raise(self._wait(self._introspect(_value_code(name), session_id, user_id)))
 
-    async def abind(self, session_id: str, tools: Iterable[ToolDefinition], universe: Iterable[ToolDefinition] = ()) -> Bindings:
+    async def abind(self, session_id: str, tools: Iterable[ToolDefinition], universe: Iterable[ToolDefinition] = (), user_id: str | None = None) -> Bindings:
         """Bind registry tools as handles in one session only, on top of CodeMode's own tools.
 
         They are bound before the session's next cell, and again in every kernel the session gets
@@ -747,7 +1003,7 @@ class CodeMode:
         into this process now (their modules imported) and shared by every session that binds them.
 
         Args:
-            session_id: the session (created if new).
+            session_id: the session (created if new, owned by ``user_id``; see :meth:`arun`).
             tools: registry tools (each with ``id`` and ``module``); tools already bound are skipped.
             universe: every tool the session may ever bind (e.g. a whole registry): handle and
                 attribute names are de-duplicated over it, so binding more tools later never renames
@@ -760,20 +1016,21 @@ class CodeMode:
             ValueError: a tool without ``id``/``module``, a host tool of one of CodeMode's own
                 toolkits, or two tools of one handle bound under one name; nothing is bound then.
         """
-        return await self._await(self._bind_for_session(session_id, list(tools), list(universe)))
+        return await self._await(self._bind_for_session(session_id, list(tools), list(universe), user_id))
 
-    def bind(self, session_id: str, tools: Iterable[ToolDefinition], universe: Iterable[ToolDefinition] = ()) -> Bindings:
+    def bind(self, session_id: str, tools: Iterable[ToolDefinition], universe: Iterable[ToolDefinition] = (), user_id: str | None = None) -> Bindings:
         """Sync :meth:`abind`."""
-        return self._wait(self._bind_for_session(session_id, list(tools), list(universe)))
+        return self._wait(self._bind_for_session(session_id, list(tools), list(universe), user_id))
 
-    async def aend_session(self, session_id: str) -> None:
-        """Shut the session's kernel down and forget the session (its bound tools too); other
-        sessions and the pool are untouched. Unknown sessions are ignored."""
-        await self._await(self._end_session(session_id))
+    async def aend_session(self, session_id: str, user_id: str | None = None) -> None:
+        """Write the session's pending snapshot, shut its kernel down and forget it here (its bound
+        tools too); its snapshot stays for a later CodeMode. Other sessions and the pool are
+        untouched; unknown sessions are ignored."""
+        await self._await(self._end_session(session_id, user_id))
 
-    def end_session(self, session_id: str) -> None:
+    def end_session(self, session_id: str, user_id: str | None = None) -> None:
         """Sync :meth:`aend_session`."""
-        self._wait(self._end_session(session_id))
+        self._wait(self._end_session(session_id, user_id))
 
     def kernel_id(self, session_id: str) -> str | None:
         """The id of the session's live kernel, or ``None`` when it has none (never started, restarted,
@@ -824,6 +1081,37 @@ class CodeMode:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.ashutdown()
+
+
+def _write_private(path: str, data: bytes) -> None:
+    """Write ``data`` to a new file readable by this user only."""
+    with open(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600), "wb") as file:
+        file.write(data)
+
+
+def _read_and_remove(path: str) -> bytes:
+    with open(path, "rb") as file:
+        data = file.read()
+    os.remove(path)
+    return data
+
+
+def _names(names: Iterable[str]) -> str:
+    names = list(names)
+    shown = ", ".join(names[:_NOTICE_NAMES])
+    return shown + (f" and {len(names) - _NOTICE_NAMES} more" if len(names) > _NOTICE_NAMES else "")
+
+
+def _restore_notice(saved: float, restored: list[str], not_restored: dict[str, str]) -> str:
+    """What a restore brought back and what it did not, for the model (nothing for an empty snapshot)."""
+    if not restored and not not_restored:
+        return ""
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(saved))
+    text = f"Restored {len(restored)} variable(s) from this session's snapshot of {when}" + (f": {_names(restored)}." if restored else ".")
+    if not_restored:
+        reasons = [f"{name} ({reason})" for name, reason in sorted(not_restored.items())]
+        text += f" Not restored: {_names(reasons)}."
+    return text
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

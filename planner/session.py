@@ -17,8 +17,14 @@ Contract:
   of that domain behind one handle (kernel-bound tools are imported on first call, so unused ones cost
   nothing; host-bound ones run in this process). Names are de-duplicated over the whole registry, so
   they never change within the session, and a fresh kernel gets the same handles.
-- **Lost kernels.** A kernel that is restarted, dies or is evicted takes its variables with it: the
-  session then drops its held states and artifacts and says so in the next result's ``notice``.
+- **Lost kernels.** A kernel that is restarted, dies or is evicted takes its variables with it. When
+  the next kernel restores them from the session's snapshot (CodeMode's ``snapshot=True``, the
+  default), the session keeps the held states whose artifacts came back; otherwise it drops its
+  held states and artifacts and says so in the next result's ``notice``.
+- **Persistence and ownership.** The session's held states, artifacts and domains are saved with
+  every kernel snapshot; ``workspace.session(session_id, user_id=...)`` in a later process restores
+  them with the kernel's variables. A session belongs to the ``user_id`` that created it: another
+  user (or none) is refused with :class:`kernel.SessionOwnerError` before any kernel starts.
   After each cell the session reads the kernel's variable names: an artifact whose variable was
   deleted is dropped, and so is its state unless another variable carries it. A variable the agent
   *reassigns* is not detected: :meth:`AgentSession.forget` its state, or declare the new value.
@@ -116,19 +122,24 @@ class AgentSession:
         session_id: the CodeMode session id (one kernel per id).
         code_mode: a CodeMode to share with other sessions; by default the session makes its own
             and shuts it down with itself.
-        state: a :class:`SessionState` to restore (see the module docstring).
+        state: a :class:`SessionState` to restore (see the module docstring); by default, the one
+            saved with the session's last snapshot, if any.
+        user_id: the user this session acts for (given by the program, never by cell code); see
+            :meth:`kernel.CodeMode.arun`.
         code_mode_options: :meth:`planner.Workspace.code_mode` options for the session's own CodeMode.
 
     Raises:
         UnknownStateError: ``state`` names a state no catalog declares.
         ValueError: ``state`` names a domain no catalog has, or another session id.
+        kernel.SessionOwnerError: the session belongs to another user.
     """
 
-    def __init__(self, workspace: Workspace, session_id: str, code_mode: CodeMode | None = None, state: SessionState | None = None, **code_mode_options: Any):
+    def __init__(self, workspace: Workspace, session_id: str, code_mode: CodeMode | None = None, state: SessionState | None = None, user_id: str | None = None, **code_mode_options: Any):
         if not isinstance(session_id, str) or not session_id.strip():
             raise ValueError(f"session_id must be a non-empty string, got {session_id!r}")
         self.workspace = workspace
         self.session_id = session_id
+        self.user_id = user_id
         self._owns_code_mode = code_mode is None
         self.code_mode = code_mode if code_mode is not None else workspace.code_mode(**code_mode_options)
         self._lock = threading.RLock()
@@ -142,13 +153,16 @@ class AgentSession:
         self._kernel_id: str | None = None
         self._notice = ""
         self._closed = False
-        if state is not None:
-            try:
+        try:
+            saved = self.code_mode.save_with_snapshot(session_id, self._saved_with_snapshot, user_id)
+            if state is not None:
                 self._restore(state)
-            except BaseException:
-                if self._owns_code_mode:
-                    self.code_mode.shutdown()
-                raise
+            elif saved is not None:
+                self._restore_snapshot(SessionState.from_dict(saved))
+        except BaseException:
+            if self._owns_code_mode:
+                self.code_mode.shutdown()
+            raise
 
     def _check_open(self) -> None:
         if self._closed:
@@ -193,6 +207,24 @@ class AgentSession:
         elif state.held:
             self._notice = f"The session was restored without its kernel, so the states it held are gone: {', '.join(sorted(state.held))}."
 
+    def _saved_with_snapshot(self) -> dict[str, Any]:
+        """What CodeMode saves with each kernel snapshot of this session."""
+        return self.state().to_dict()
+
+    def _restore_snapshot(self, state: SessionState) -> None:
+        """Take back what was saved with the session's last snapshot, start its kernel (restoring the
+        variables) and keep the artifacts whose variables came back."""
+        known = self.workspace.graph.states
+        servers = self._servers()
+        # A catalog may have changed since: what it no longer declares is dropped, not raised.
+        self.bind_domains([domain for domain in state.domains if domain in servers])
+        self.code_mode.start(self.session_id, self.user_id)
+        with self._lock:
+            self._held = {token for token in state.held if token in known}
+            self._artifacts = {variable: carried for variable, carried in state.artifacts.items() if carried in self._held and variable not in self._handle_names()}
+            self._kernel_id = self.code_mode.kernel_id(self.session_id)
+        self._after_cell(self._variables_now())
+
     def _forget_everything(self, why: str | None) -> None:
         """Drop held states, artifacts and known variables; ``why`` (if given) is told in the next notice."""
         if self._held and why is not None:
@@ -205,8 +237,10 @@ class AgentSession:
         """Drop held states when the kernel that held them is gone."""
         with self._lock:
             now = self.code_mode.kernel_id(self.session_id)
-            if self._kernel_id is not None and now != self._kernel_id:
+            if self._kernel_id is not None and now != self._kernel_id and not (now is not None and self.code_mode.restored(self.session_id)):
                 self._forget_everything("The session's kernel was restarted or shut down")
+            # A kernel restored from the snapshot keeps what it held; the variable check after the
+            # cell drops artifacts that did not come back.
             self._kernel_id = now
 
     def _take_notice(self, result: CellResult) -> CellResult:
@@ -235,7 +269,7 @@ class AgentSession:
         if self._kernel_id is None:
             return None
         try:
-            return self.code_mode.variables(self.session_id)
+            return self.code_mode.variables(self.session_id, self.user_id)
         except (KeyError, KernelError):  # the kernel went away, or a cell that ignored its interrupt still runs
             return None
 
@@ -243,7 +277,7 @@ class AgentSession:
         if self._kernel_id is None:
             return None
         try:
-            return await self.code_mode.avariables(self.session_id)
+            return await self.code_mode.avariables(self.session_id, self.user_id)
         except (KeyError, KernelError):
             return None
 
@@ -312,7 +346,7 @@ class AgentSession:
         if not new:
             return
         registry = list(self.workspace.loaded.registry)
-        bindings = self.code_mode.bind(self.session_id, [tool for domain in new for tool in servers[domain]], universe=registry)
+        bindings = self.code_mode.bind(self.session_id, [tool for domain in new for tool in servers[domain]], universe=registry, user_id=self.user_id)
         with self._lock:
             self._bindings = bindings
             self._domains.extend(new)
@@ -418,7 +452,7 @@ class AgentSession:
         task_plan = self._runnable(task, inputs)
         if not task_plan.plan.steps:
             return TaskRun(task_plan, self._take_notice(CellResult("ok")))
-        result = self.code_mode.run(task_plan.cell.code, self.session_id)
+        result = self.code_mode.run(task_plan.cell.code, self.session_id, self.user_id)
         self._check_kernel()
         return self._finish_task(task_plan, result, self._variables_now())
 
@@ -427,7 +461,7 @@ class AgentSession:
         task_plan = await asyncio.to_thread(self._runnable, task, inputs)
         if not task_plan.plan.steps:
             return TaskRun(task_plan, self._take_notice(CellResult("ok")))
-        result = await self.code_mode.arun(task_plan.cell.code, self.session_id)
+        result = await self.code_mode.arun(task_plan.cell.code, self.session_id, self.user_id)
         self._check_kernel()
         return self._finish_task(task_plan, result, await self._avariables())
 
@@ -445,7 +479,7 @@ class AgentSession:
         :func:`kernel.format_for_model`). Tool calls in free cells do not make states held: declare
         them with :meth:`declare`."""
         self._check_open()
-        result = self.code_mode.run(code, self.session_id)
+        result = self.code_mode.run(code, self.session_id, self.user_id)
         self._check_kernel()
         self._after_cell(self._variables_now())
         return self._take_notice(result)
@@ -453,7 +487,7 @@ class AgentSession:
     async def aexecute(self, code: str) -> CellResult:
         """Async :meth:`execute`."""
         self._check_open()
-        result = await self.code_mode.arun(code, self.session_id)
+        result = await self.code_mode.arun(code, self.session_id, self.user_id)
         self._check_kernel()
         self._after_cell(await self._avariables())
         return self._take_notice(result)
@@ -501,15 +535,16 @@ class AgentSession:
     # -- lifetime -----------------------------------------------------------------------------------
 
     def restart(self) -> None:
-        """Discard the kernel and its variables (held states and artifacts go too; handles stay bound)."""
+        """Discard the kernel, its variables and its snapshot (held states and artifacts go too;
+        handles stay bound)."""
         self._check_open()
-        self.code_mode.restart(self.session_id)
+        self.code_mode.restart(self.session_id, self.user_id)
         self._restarted()
 
     async def arestart(self) -> None:
         """Async :meth:`restart`."""
         self._check_open()
-        await self.code_mode.arestart(self.session_id)
+        await self.code_mode.arestart(self.session_id, self.user_id)
         self._restarted()
 
     def _restarted(self) -> None:
@@ -519,15 +554,16 @@ class AgentSession:
             self._kernel_id = None
 
     def shutdown(self) -> None:
-        """Stop the session's kernel (and its own CodeMode, when it made one); later calls raise
-        :class:`kernel.KernelError`. Safe to call twice."""
+        """Snapshot and stop the session's kernel (and its own CodeMode, when it made one); a later
+        ``workspace.session`` with this id restores it. Later calls raise :class:`kernel.KernelError`.
+        Safe to call twice."""
         if self._closed:
             return
         self._closed = True
         if self._owns_code_mode:
             self.code_mode.shutdown()
         else:
-            self.code_mode.end_session(self.session_id)
+            self.code_mode.end_session(self.session_id, self.user_id)
 
     async def ashutdown(self) -> None:
         """Async :meth:`shutdown`."""
@@ -537,7 +573,7 @@ class AgentSession:
         if self._owns_code_mode:
             await self.code_mode.ashutdown()
         else:
-            await self.code_mode.aend_session(self.session_id)
+            await self.code_mode.aend_session(self.session_id, self.user_id)
 
     def __enter__(self) -> AgentSession:
         return self

@@ -112,7 +112,7 @@ class Workspace:
         options.setdefault("pool_size", 0)
         return CodeMode(timeout=timeout, env=env, **options)
 
-    def session(self, session_id: str = "session", *, code_mode: CodeMode | None = None, state: SessionState | None = None, **code_mode_options: Any) -> AgentSession:
+    def session(self, session_id: str = "session", *, code_mode: CodeMode | None = None, state: SessionState | None = None, user_id: str | None = None, **code_mode_options: Any) -> AgentSession:
         """An :class:`planner.session.AgentSession`: one persistent kernel that keeps its held states,
         artifacts and handles across tasks and free cells.
 
@@ -120,9 +120,12 @@ class Workspace:
             session_id: the CodeMode session id.
             code_mode: a CodeMode shared with other sessions (default: the session makes its own,
                 with :meth:`code_mode` and ``code_mode_options``, and shuts it down with itself).
-            state: a saved :class:`planner.session.SessionState` to restore.
+            state: a saved :class:`planner.session.SessionState` to restore (default: the one saved
+                with the session's last kernel snapshot, if any).
+            user_id: the user the session acts for; a session is refused to any other
+                (:class:`kernel.SessionOwnerError`).
         """
-        return AgentSession(self, session_id, code_mode=code_mode, state=state, **code_mode_options)
+        return AgentSession(self, session_id, code_mode=code_mode, state=state, user_id=user_id, **code_mode_options)
 
     def _host_tools(self, task_plan: TaskPlan) -> list[ToolDefinition]:
         """The planned path's tools that run in this process (the planned cell fetches their handles)."""
@@ -149,12 +152,12 @@ class Workspace:
         """
         if not self._check_runnable(task_plan):
             return TaskRun(task_plan, CellResult("ok"))
-        async with self.code_mode(timeout, tools=self._host_tools(task_plan)) as code_mode:
+        async with self.code_mode(timeout, tools=self._host_tools(task_plan), snapshot=False) as code_mode:
             return TaskRun(task_plan, await code_mode.arun(task_plan.cell.code, session_id))
 
     def run_task(self, task_plan: TaskPlan, timeout: float | None = 300.0, session_id: str = "toolpath-run") -> TaskRun:
         """Sync :meth:`arun_task`; works inside a running event loop too."""
         if not self._check_runnable(task_plan):
             return TaskRun(task_plan, CellResult("ok"))
-        with self.code_mode(timeout, tools=self._host_tools(task_plan)) as code_mode:
+        with self.code_mode(timeout, tools=self._host_tools(task_plan), snapshot=False) as code_mode:
             return TaskRun(task_plan, code_mode.run(task_plan.cell.code, session_id))

@@ -26,6 +26,21 @@ def toolpath_home(tmp_path_factory):
         os.environ["TOOLPATH_HOME"] = previous
 
 
+@pytest.fixture(autouse=True)
+def fresh_sessions(toolpath_home):
+    """Each test starts with no saved sessions: CodeMode snapshots sessions into the shared store,
+    and many tests reuse a session id ("s") expecting a fresh kernel."""
+    yield
+    import sqlite3
+
+    database = toolpath_home / "toolpath.db"
+    if database.exists():
+        with sqlite3.connect(database) as connection:
+            connection.execute("drop table if exists snapshot_variables")
+            connection.execute("drop table if exists sessions")
+        connection.close()
+
+
 @pytest.fixture(scope="session")
 def chemistry():
     return load_catalogs(default_catalog_paths())

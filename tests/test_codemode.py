@@ -139,7 +139,7 @@ def test_cwd_env_python_and_startup_code(tmp_path):
 
 
 def test_idle_sessions_are_evicted():
-    with CodeMode(idle_ttl=0.5, pool_size=0, timeout=10) as short_lived:
+    with CodeMode(idle_ttl=0.5, pool_size=0, timeout=10, snapshot=False) as short_lived:
         short_lived.run("x = 1", "s")
         assert short_lived.sessions() == ["s"]
         time.sleep(1.5)

@@ -1,0 +1,165 @@
+"""Kernel-side snapshots (this module is imported *in the kernel process*).
+
+CodeMode calls :func:`dump` in a silent cell to snapshot the user's variables and :func:`restore` in
+a fresh kernel to bring them back. Both exchange the variables through one file in the kernel's
+private directory (mode 0700): a sequence of records, each a variable's name and its own dill
+pickle (:func:`pack` / :func:`unpack`), so every variable loads or fails on its own and the host
+never unpickles anything. Both print one JSON line for the host: what was saved or restored, and
+what was skipped and why.
+
+What is snapshotted: the names IPython's ``%who_ls`` lists (no ``_``-prefixed names, none of
+IPython's own), except toolpath's own objects: the tool handles and the functions that bind them
+(those are bound again in every kernel). A module (``pd``
+from ``import pandas as pd``) is saved by name, as dill does, and imported again on restore.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import struct
+import types
+from collections.abc import Mapping
+from typing import Any
+
+import dill
+
+from kernel import kernel_setup
+
+#: The longest reason kept for a variable that could not be pickled or restored.
+_REASON_CHARS = 200
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _BoundedBuffer(io.BytesIO):
+    """A buffer that refuses to grow past ``limit`` bytes, so an oversized variable is never pickled whole."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit = limit
+
+    def write(self, data: Any) -> int:
+        if self.tell() + memoryview(data).nbytes > self.limit:
+            raise _TooLarge
+        return super().write(data)
+
+
+_HEADER = struct.Struct(">IQ")  # name length, pickle length
+
+
+def pack(pickles: Mapping[str, bytes]) -> bytes:
+    """``{name: pickle}`` as one byte string of records (name length, pickle length, name, pickle)."""
+    parts = []
+    for name, data in pickles.items():
+        encoded = name.encode()
+        parts += [_HEADER.pack(len(encoded), len(data)), encoded, data]
+    return b"".join(parts)
+
+
+def unpack(data: bytes) -> dict[str, bytes]:
+    """The inverse of :func:`pack`.
+
+    Raises:
+        ValueError: ``data`` is not a whole sequence of records.
+    """
+    pickles: dict[str, bytes] = {}
+    view, position = memoryview(data), 0
+    while position < len(data):
+        if position + _HEADER.size > len(data):
+            raise ValueError("snapshot records end in the middle of a header")
+        name_length, pickle_length = _HEADER.unpack_from(view, position)
+        position += _HEADER.size
+        end = position + name_length + pickle_length
+        if end > len(data):
+            raise ValueError("snapshot records end in the middle of a record")
+        pickles[bytes(view[position : position + name_length]).decode()] = bytes(view[position + name_length : end])
+        position = end
+    return pickles
+
+
+def _reason(error: BaseException) -> str:
+    text = f"{type(error).__name__}: {error}"
+    return text if len(text) <= _REASON_CHARS else text[: _REASON_CHARS - 3] + "..."
+
+
+#: toolpath's kernel-side modules: their functions and objects are toolpath's, not the user's.
+_TOOLPATH_MODULES = frozenset({"kernel.handles", "kernel.bridge_client", "kernel.kernel_setup", __name__})
+
+
+def _is_toolpath_object(value: Any) -> bool:
+    module = value.__module__ if isinstance(value, (types.FunctionType, type)) else type(value).__module__
+    return module in _TOOLPATH_MODULES
+
+
+def _candidates(shell: Any) -> list[str]:
+    names = shell.run_line_magic("who_ls", "") or []
+    return [name for name in names if name not in kernel_setup._handles and not _is_toolpath_object(shell.user_ns[name])]
+
+
+def dump(path: str, max_variable_bytes: int, max_snapshot_bytes: int) -> None:
+    """Pickle each user variable with dill and write those that fit to ``path``.
+
+    A variable is skipped when it cannot be pickled, when its pickle is over ``max_variable_bytes``,
+    or when it does not fit in ``max_snapshot_bytes`` with the others. The budget keeps the most
+    variables: smallest first, so one large variable never evicts many small ones.
+
+    Prints ``{"saved": {name: bytes}, "skipped": {name: reason}}`` as one JSON line.
+    """
+    shell = kernel_setup._shell()
+    pickles: dict[str, bytes] = {}
+    skipped: dict[str, str] = {}
+    for name in _candidates(shell):
+        buffer = _BoundedBuffer(max_variable_bytes)
+        try:
+            dill.dump(shell.user_ns[name], buffer, protocol=pickle.HIGHEST_PROTOCOL)
+        except _TooLarge:
+            skipped[name] = f"too large: its pickle is over max_variable_bytes ({max_variable_bytes:,} bytes)"
+            continue
+        except Exception as error:  # anything dill cannot pickle: a generator, a socket, a lock ...
+            skipped[name] = f"cannot be pickled ({_reason(error)})"
+            continue
+        pickles[name] = buffer.getvalue()
+    total = 0
+    kept: dict[str, bytes] = {}
+    for name in sorted(pickles, key=lambda name: (len(pickles[name]), name)):
+        if total + len(pickles[name]) > max_snapshot_bytes:
+            skipped[name] = f"over the snapshot budget: the smaller variables fill max_snapshot_bytes ({max_snapshot_bytes:,} bytes)"
+            continue
+        total += len(pickles[name])
+        kept[name] = pickles[name]
+    # Written next to its final name, then renamed: the host never reads half a file.
+    partial = f"{path}.partial"
+    with open(partial, "wb") as file:
+        file.write(pack(kept))
+    os.replace(partial, path)
+    print(json.dumps({"saved": {name: len(data) for name, data in kept.items()}, "skipped": skipped}))
+
+
+def restore(path: str) -> None:
+    """Load the variables in ``path`` (written by the host from a snapshot) into the user namespace,
+    each on its own: one that fails to load is named with the reason, never raised. The file is
+    removed afterwards.
+
+    Prints ``{"restored": [names], "failed": {name: reason}}`` as one JSON line.
+    """
+    shell = kernel_setup._shell()
+    try:
+        with open(path, "rb") as file:
+            pickles = unpack(file.read())
+    finally:
+        os.remove(path)
+    restored: list[str] = []
+    failed: dict[str, str] = {}
+    for name, data in pickles.items():
+        try:
+            shell.user_ns[name] = dill.loads(data)
+        except Exception as error:  # a class or module the pickle needs is gone, a library changed ...
+            failed[name] = f"could not be restored ({_reason(error)})"
+            continue
+        restored.append(name)
+    print(json.dumps({"restored": sorted(restored), "failed": failed}))

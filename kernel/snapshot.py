@@ -1,0 +1,165 @@
+"""Session snapshots and owners in toolpath's SQLite file (``$TOOLPATH_HOME/toolpath.db``).
+
+Two tables:
+
+- ``sessions``: one row per session: its ``owner`` (the ``user_id`` of the run that created it, or
+  ``NULL``), when it was last saved, the variables the last snapshot skipped and why (JSON), and the
+  planner layer's data saved with it (JSON; see :meth:`SnapshotStore.save`).
+- ``snapshot_variables``: one row per saved variable: its name, its size and its dill pickle.
+
+A snapshot replaces the previous one in **one transaction**: a process killed while writing leaves
+the previous snapshot whole. Session ids are keys in these tables and nothing else (never part of a
+file path). Loading a snapshot runs the pickles' code in the kernel: the file is created readable
+by its owner only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlite_utils
+
+from registry.storage import StoreError, connected, database_file, table_exists
+
+_PURPOSE = "snapshot store"
+_SESSIONS = "sessions"
+_SESSION_COLUMNS = ("session_id", "owner", "saved", "skipped", "data")
+_VARIABLES = "snapshot_variables"
+_VARIABLE_COLUMNS = ("session_id", "name", "size", "pickle")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A session's saved state.
+
+    Attributes:
+        pickles: ``{variable name: dill pickle}``.
+        skipped: ``{variable name: why it was not saved}``.
+        data: what the planner layer saved with it (``None`` when nothing).
+        saved: when it was written (seconds since the epoch).
+    """
+
+    pickles: dict[str, bytes] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    data: dict[str, Any] | None = None
+    saved: float = 0.0
+
+
+class SnapshotStore:
+    """Snapshots and owners of sessions in one SQLite file.
+
+    Args:
+        path: the database file; default ``$TOOLPATH_HOME/toolpath.db``. Created (mode 0600, parent
+            directories 0700) when missing.
+
+    Raises:
+        registry.storage.StoreError: ``path`` is a directory or cannot be created. Every method raises
+            it too when the file is unusable (not a database, corrupt, read-only, tables with other
+            columns, a full disk, locked by another process for over 5 s).
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None):
+        self.path = database_file(path, _PURPOSE)
+
+    def _tables(self, database: sqlite_utils.Database) -> None:
+        """Create the tables when missing (after checking any that exist)."""
+        if not table_exists(database, _SESSIONS, _SESSION_COLUMNS, ("session_id",), self.path, _PURPOSE):
+            database[_SESSIONS].create({"session_id": str, "owner": str, "saved": float, "skipped": str, "data": str}, pk="session_id", if_not_exists=True)
+        if not table_exists(database, _VARIABLES, _VARIABLE_COLUMNS, ("session_id", "name"), self.path, _PURPOSE):
+            database[_VARIABLES].create({"session_id": str, "name": str, "size": int, "pickle": bytes}, pk=("session_id", "name"), if_not_exists=True)
+
+    def claim(self, session_id: str, owner: str | None) -> str | None:
+        """Record ``owner`` as the owner of ``session_id`` unless the session is known already.
+
+        Returns:
+            The session's owner: ``owner`` for a new session, else the one recorded first (another
+            process may have created the session since it was last looked up).
+        """
+        with connected(self.path, _PURPOSE) as database:
+            self._tables(database)
+            with database.atomic():
+                database.execute(f"insert or ignore into {_SESSIONS} (session_id, owner, saved, skipped, data) values (?, ?, 0, '{{}}', null)", [session_id, owner])
+                return database.execute(f"select owner from {_SESSIONS} where session_id = ?", [session_id]).fetchone()[0]
+
+    def owner(self, session_id: str) -> tuple[bool, str | None]:
+        """``(known, owner)``: whether the session has a row here, and its owner (``None`` for none)."""
+        with connected(self.path, _PURPOSE) as database:
+            if not table_exists(database, _SESSIONS, _SESSION_COLUMNS, ("session_id",), self.path, _PURPOSE):
+                return False, None
+            row = database.execute(f"select owner from {_SESSIONS} where session_id = ?", [session_id]).fetchone()
+        return (row is not None, row[0] if row is not None else None)
+
+    def save(self, session_id: str, owner: str | None, pickles: Mapping[str, bytes], skipped: Mapping[str, str], data: Mapping[str, Any] | None) -> None:
+        """Replace the session's snapshot with these variables, in one transaction.
+
+        Args:
+            pickles: ``{variable name: dill pickle}``.
+            skipped: ``{variable name: why it was not saved}``, told to the model on restore.
+            data: JSON-ready data saved with the variables (the planner session's held states).
+        """
+        with connected(self.path, _PURPOSE) as database:
+            self._tables(database)
+            with database.atomic():
+                database.execute(f"delete from {_VARIABLES} where session_id = ?", [session_id])
+                database.conn.executemany(
+                    f"insert into {_VARIABLES} (session_id, name, size, pickle) values (?, ?, ?, ?)",
+                    [(session_id, name, len(value), value) for name, value in pickles.items()],
+                )
+                database.execute(
+                    f"insert into {_SESSIONS} (session_id, owner, saved, skipped, data) values (?, ?, ?, ?, ?) "
+                    "on conflict(session_id) do update set saved = excluded.saved, skipped = excluded.skipped, data = excluded.data",
+                    [session_id, owner, time.time(), json.dumps(dict(skipped)), json.dumps(dict(data)) if data is not None else None],
+                )
+
+    def load(self, session_id: str) -> Snapshot | None:
+        """The session's snapshot, or ``None`` when it has none (never saved, or discarded)."""
+        with connected(self.path, _PURPOSE) as database:
+            if not table_exists(database, _SESSIONS, _SESSION_COLUMNS, ("session_id",), self.path, _PURPOSE):
+                return None
+            self._tables(database)
+            with database.atomic():  # variables and session row of one snapshot, not of two
+                row = database.execute(f"select saved, skipped, data from {_SESSIONS} where session_id = ?", [session_id]).fetchone()
+                variables = database.execute(f"select name, pickle from {_VARIABLES} where session_id = ?", [session_id]).fetchall()
+        if row is None or not row[0]:
+            return None
+        try:
+            skipped, data = json.loads(row[1] or "{}"), json.loads(row[2]) if row[2] else None
+        except ValueError as error:
+            raise StoreError(self.path, _PURPOSE, f"the snapshot of session {session_id!r} is damaged ({error})", "Restart the session to discard that snapshot") from error
+        return Snapshot(dict(variables), skipped, data, row[0])
+
+    def saved_data(self, session_id: str) -> dict[str, Any] | None:
+        """The data saved with the session's snapshot (without its variables), or ``None``."""
+        with connected(self.path, _PURPOSE) as database:
+            if not table_exists(database, _SESSIONS, _SESSION_COLUMNS, ("session_id",), self.path, _PURPOSE):
+                return None
+            row = database.execute(f"select data from {_SESSIONS} where session_id = ?", [session_id]).fetchone()
+        try:
+            return json.loads(row[0]) if row is not None and row[0] else None
+        except ValueError as error:
+            raise StoreError(self.path, _PURPOSE, f"the snapshot of session {session_id!r} is damaged ({error})", "Restart the session to discard that snapshot") from error
+
+    def discard(self, session_id: str) -> None:
+        """Delete the session's snapshot; its owner stays (the session still belongs to them)."""
+        with connected(self.path, _PURPOSE) as database:
+            if not table_exists(database, _SESSIONS, _SESSION_COLUMNS, ("session_id",), self.path, _PURPOSE):
+                return
+            self._tables(database)
+            with database.atomic():
+                database.execute(f"delete from {_VARIABLES} where session_id = ?", [session_id])
+                database.execute(f"update {_SESSIONS} set saved = 0, skipped = '{{}}', data = null where session_id = ?", [session_id])
+
+    def forget(self, session_id: str) -> None:
+        """Delete the session entirely: its snapshot and its owner."""
+        with connected(self.path, _PURPOSE) as database:
+            if not table_exists(database, _SESSIONS, _SESSION_COLUMNS, ("session_id",), self.path, _PURPOSE):
+                return
+            self._tables(database)
+            with database.atomic():
+                database.execute(f"delete from {_VARIABLES} where session_id = ?", [session_id])
+                database.execute(f"delete from {_SESSIONS} where session_id = ?", [session_id])

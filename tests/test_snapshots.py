@@ -1,0 +1,248 @@
+"""Snapshots and owners against real kernels, real SQLite files and real processes."""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from kernel import CodeMode, SessionOwnerError, SnapshotStore
+from planner import Workspace
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture()
+def store(tmp_path):
+    return tmp_path / "snapshots.db"
+
+
+def code_mode(store, **options):
+    options = {"pool_size": 0, "timeout": 60, "snapshot_store": store, **options}
+    return CodeMode(**options)
+
+
+def test_variables_survive_shutdown_and_a_new_process(store, tmp_path):
+    script = textwrap.dedent(
+        f"""
+        from kernel import CodeMode
+        with CodeMode(pool_size=0, snapshot_store={str(store)!r}) as code_mode:
+            result = code_mode.run('''
+        import pandas as pd
+        table = pd.DataFrame({{"name": ["ada", "bob"], "age": [36, 41]}})
+        def older(frame, years):
+            return frame.assign(age=frame.age + years)
+        class Point:
+            def __init__(self, x):
+                self.x = x
+        origin = Point(3)
+        ''', "analysis", user_id="alice")
+            assert result.status == "ok", result
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, cwd=ROOT, timeout=120)
+
+    with code_mode(store) as later:
+        result = later.run("print(older(table, 1).age.tolist(), origin.x, pd.__name__)", "analysis", user_id="alice")
+        assert result.status == "ok", result
+        assert result.stdout == "[37, 42] 3 pandas\n"
+        assert "Restored 5 variable(s)" in result.notice and "older" in result.notice and "table" in result.notice
+
+
+def test_unpicklable_and_oversized_variables_are_skipped_and_named(store):
+    with code_mode(store, max_variable_bytes=100_000) as first:
+        first.run("import socket\nnumbers = (n for n in range(3))\nconnection = socket.socket()\nblob = b'x' * 200_000\nkept = [1, 2, 3]", "s")
+    with code_mode(store) as second:
+        result = second.run("print(kept, 'numbers' in globals(), 'connection' in globals(), 'blob' in globals())", "s")
+        assert result.stdout == "[1, 2, 3] False False False\n"
+        notice = result.notice
+        assert "Restored 2 variable(s)" in notice  # kept, and the module socket
+        assert "numbers (cannot be pickled" in notice and "generator" in notice
+        assert "connection (cannot be pickled" in notice
+        assert "blob (too large" in notice and "max_variable_bytes" in notice
+
+
+def test_the_budget_keeps_the_most_variables_smallest_first(store):
+    with code_mode(store, max_snapshot_bytes=60_000) as first:
+        first.run("early = b'x' * 50_000\n" + "\n".join(f"small_{n} = b'y' * 5_000" for n in range(8)), "s")
+    with code_mode(store) as second:
+        result = second.run("print(sorted(name for name in globals() if name.startswith(('early', 'small'))))", "s")
+        assert result.stdout == str([f"small_{n}" for n in range(8)]).replace('"', "'") + "\n"
+        assert "early (over the snapshot budget" in result.notice
+
+
+def test_a_host_killed_in_the_middle_of_writing_keeps_the_previous_snapshot(store, tmp_path):
+    writing = tmp_path / "writing"
+    # The child saves a first snapshot, then dies (SIGKILL) inside the transaction of the second:
+    # after the old variables were deleted and the new ones inserted, before the commit.
+    script = textwrap.dedent(
+        f"""
+        import time
+        from pathlib import Path
+        import kernel.snapshot
+        from kernel import CodeMode
+
+        class SlowClock:
+            def time(self):
+                Path({str(writing)!r}).touch()
+                time.sleep(120)
+
+        with CodeMode(pool_size=0, snapshot_store={str(store)!r}) as code_mode:
+            code_mode.run("version = 1\\nfirst_only = 'kept'", "s")
+            code_mode.close()  # writes the first snapshot
+            code_mode.run("version = 2\\ndel first_only\\nsecond_only = 'lost'", "s")
+            kernel.snapshot.time = SlowClock()
+            code_mode.close()
+        """
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 90
+        while not writing.exists():
+            assert child.poll() is None, "the child exited before writing its second snapshot"
+            assert time.monotonic() < deadline, "the child never started writing its second snapshot"
+            time.sleep(0.05)
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+
+    snapshot = SnapshotStore(store).load("s")
+    assert snapshot is not None and sorted(snapshot.pickles) == ["first_only", "version"]
+    with code_mode(store) as later:
+        assert later.run("print(version, first_only, 'second_only' in globals())", "s").stdout == "1 kept False\n"
+
+
+def test_restart_discards_the_kernel_and_its_snapshot(store):
+    with code_mode(store) as first:
+        first.run("x = 1", "s", user_id="alice")
+        first.close()
+        assert SnapshotStore(store).load("s") is not None
+        first.restart("s", user_id="alice")
+        assert SnapshotStore(store).load("s") is None
+        assert first.run("'x' in globals()", "s", user_id="alice").result == "False"
+    with code_mode(store) as second:
+        result = second.run("'x' in globals()", "s", user_id="alice")
+        assert result.result == "False" and "Restored" not in result.notice
+    assert SnapshotStore(store).owner("s") == (True, "alice")
+
+
+def test_a_session_belongs_to_the_user_who_created_it(store):
+    with code_mode(store) as first:
+        first.run("secret = 'alice only'", "s", user_id="alice")
+    with code_mode(store) as second:  # the owner is kept in the store, for every later process
+        with pytest.raises(SessionOwnerError, match="belongs to another user"):
+            second.run("print(secret)", "s", user_id="bob")
+        with pytest.raises(SessionOwnerError, match="pass that user's user_id"):
+            second.execute("print(secret)", "s")
+        with pytest.raises(SessionOwnerError):
+            second.restart("s", user_id="bob")
+        with pytest.raises(SessionOwnerError):
+            second.bind("s", [], user_id="bob")
+        assert second.sessions() == []  # no kernel was started for them
+        assert second.run("print(secret)", "s", user_id="alice").stdout == "alice only\n"
+        with pytest.raises(SessionOwnerError):
+            second.variables("s", user_id="bob")
+        # A session created without a user_id is nobody's: a user_id does not take it over.
+        second.run("y = 1", "shared")
+        with pytest.raises(SessionOwnerError, match="belongs to no user"):
+            second.run("y", "shared", user_id="mallory")
+
+
+@pytest.mark.parametrize("session_id", ["../../../etc/passwd", "x'; drop table sessions; --", "/tmp/evil", "nul\x00byte", "é" * 5000, "%s%s%n"])
+def test_hostile_session_ids_are_only_keys(store, tmp_path, session_id):
+    work = tmp_path / "work"
+    work.mkdir()
+    with code_mode(store, cwd=str(work)) as first:
+        assert first.run("value = 42", session_id, user_id="alice").status == "ok"
+    # No file named after the session, here or anywhere the id points.
+    assert os.listdir(work) == [] and sorted(os.listdir(tmp_path)) == ["snapshots.db", "work"]
+    assert not Path("/tmp/evil").exists()
+    with code_mode(store, cwd=str(work)) as second:
+        assert second.run("print(value)", session_id, user_id="alice").stdout == "42\n"
+        with pytest.raises(SessionOwnerError):
+            second.run("value", session_id, user_id="bob")
+    with sqlite3.connect(store) as connection:
+        assert connection.execute("select count(*) from sessions").fetchone() == (1,)
+    connection.close()
+
+
+def test_idle_eviction_writes_the_snapshot_and_the_next_cell_restores_it(store):
+    with code_mode(store, idle_ttl=0.5, snapshot_debounce=60) as short_lived:
+        short_lived.run("x = 'still here'", "s")
+        time.sleep(1.5)
+        assert short_lived.sessions() == []
+        result = short_lived.run("print(x)", "s")
+        assert result.stdout == "still here\n"
+        assert "without use" in result.notice and "Restored 1 variable(s)" in result.notice
+
+
+def test_the_debounce_writes_once_cells_stop(store):
+    with code_mode(store, snapshot_debounce=0.5) as debounced:
+        for number in range(5):
+            debounced.run(f"counter = {number}", "s")
+        assert SnapshotStore(store).load("s") is None  # cells kept coming: nothing written yet
+        time.sleep(2)
+        snapshot = SnapshotStore(store).load("s")
+        assert snapshot is not None and list(snapshot.pickles) == ["counter"]
+
+
+def test_a_variable_that_fails_to_load_is_named_and_the_rest_restored(store, tmp_path):
+    module = tmp_path / "vanishing.py"
+    module.write_text("class Thing:\n    pass\n")
+    with code_mode(store, cwd=str(tmp_path)) as first:
+        assert first.run("import vanishing\nthing = vanishing.Thing()\nplain = 'fine'", "s").status == "ok"
+    module.unlink()
+    with code_mode(store, cwd=str(tmp_path)) as second:
+        result = second.run("print(plain, 'thing' in globals())", "s")
+        assert result.status == "ok" and result.stdout == "fine False\n"
+        assert "thing (could not be restored" in result.notice and "vanishing" in result.notice
+
+
+def test_an_unreadable_snapshot_is_reported_and_never_overwritten(store):
+    with code_mode(store) as first:
+        first.run("x = 1", "s")
+    with sqlite3.connect(store) as connection:
+        connection.execute("update sessions set skipped = 'not json' where session_id = 's'")
+    connection.close()
+    with code_mode(store) as second:
+        result = second.run("y = 2", "s")
+        assert result.status == "ok" and "could not be read" in result.notice and "will not be saved over" in result.notice
+        second.close()
+    with sqlite3.connect(store) as connection:
+        assert connection.execute("select name from snapshot_variables where session_id = 's'").fetchall() == [("x",)]
+    connection.close()
+
+
+def test_snapshots_off_keep_nothing(store):
+    with CodeMode(pool_size=0, snapshot=False) as first:
+        first.run("x = 1", "s", user_id="alice")
+        with pytest.raises(SessionOwnerError):  # owners still hold within the process
+            first.run("x", "s", user_id="bob")
+    with CodeMode(pool_size=0, snapshot=False) as second:
+        assert second.run("'x' in globals()", "s", user_id="bob").result == "False"
+    with pytest.raises(ValueError, match="snapshot_store is only used with snapshot=True"):
+        CodeMode(pool_size=0, snapshot=False, snapshot_store=store)
+
+
+def test_an_agent_session_comes_back_with_its_held_states(store, embedder):
+    workspace = Workspace.open(embedder=embedder)
+    with workspace.session("agent-7", user_id="alice", snapshot_store=store) as first:
+        run = first.run_task("parse this molecule", inputs={"smiles": "CCO"})
+        assert run.result.status == "ok" and first.artifacts == {"molecule": "chemistry.molecule_parsed"}
+    with workspace.session("agent-7", user_id="alice", snapshot_store=store) as later:
+        assert later.held == {"chemistry.molecule_parsed"} and later.artifacts == {"molecule": "chemistry.molecule_parsed"}
+        follow_up = later.plan_task("compute descriptors")
+        assert [step.tool.name for step in follow_up.plan.steps] == ["compute_descriptors"]
+        result = later.run_task(follow_up)
+        assert result.result.status == "ok" and "Restored" in result.result.notice
+    with pytest.raises(SessionOwnerError):
+        workspace.session("agent-7", user_id="bob", snapshot_store=store)
