@@ -47,7 +47,7 @@ from kernel.kernel_snapshot import pack, unpack
 from kernel.output import CellResult, OutputLimits
 from kernel.result_store import ResultStore
 from kernel.session import INTERRUPT_GRACE, KernelError, KernelSession
-from kernel.snapshot import SnapshotStore
+from kernel.snapshot import SnapshotConflictError, SnapshotStore
 from kernel.toolkit import Tool, Toolkit, as_toolkits
 from registry import ToolDefinition
 from registry.storage import StoreError
@@ -94,6 +94,8 @@ class _Session:
     #: Data saved with each snapshot (see CodeMode.save_with_snapshot), and what the last one held.
     data_provider: Callable[[], Any] | None = None
     saved_data: Any = None
+    #: ``{variable: digest of its pickle}`` in the stored snapshot, as far as this kernel knows.
+    digests: dict[str, str] = field(default_factory=dict)
 
 
 class CodeMode:
@@ -542,6 +544,7 @@ class CodeMode:
         if snapshot is None:
             return ""
         session.saved_data = snapshot.data
+        session.digests = dict(snapshot.digests)
         report: dict[str, Any] = {"restored": [], "failed": {}}
         if snapshot.pickles:
             path = os.path.join(kernel.directory, _RESTORE_FILE)
@@ -601,20 +604,27 @@ class CodeMode:
         if not session.dirty or session.kernel is None or self.snapshots is None or session.keep_snapshot:
             return
         session.dirty = False
-        kernel = session.kernel
-        path = os.path.join(kernel.directory, _DUMP_FILE)
         try:
-            dumped = await kernel.execute(f"import {_SNAPSHOT_MODULE} as _toolpath_snapshot\n_toolpath_snapshot.dump({path!r}, {self.max_variable_bytes}, {self.max_snapshot_bytes})\ndel _toolpath_snapshot", timeout=self.timeout, silent=True)
-            if dumped.status != "ok":
-                raise KernelError(_describe_error(dumped))
-            report = json.loads(dumped.stdout.strip().splitlines()[-1])
-            pickles = unpack(await asyncio.to_thread(_read_and_remove, path))
-            data = session.data_provider() if session.data_provider is not None else None
-            await asyncio.to_thread(self.snapshots.save, session.session_id, session.owner, pickles, report["skipped"], data)
+            try:
+                await self._write_snapshot(session)
+            except SnapshotConflictError:  # the stored snapshot changed under us: write every variable
+                session.digests = {}
+                await self._write_snapshot(session)
         except Exception as error:  # the cell has already returned: tell the model next time, keep the old snapshot
             session.notice = _join(session.notice, f"Saving this session's snapshot failed ({type(error).__name__}: {error}); the previous snapshot is kept.")
-            return
-        session.saved_data = data
+
+    async def _write_snapshot(self, session: _Session) -> None:
+        """Pickle the kernel's variables and store those whose pickle changed, in one transaction."""
+        assert session.kernel is not None and self.snapshots is not None
+        path = os.path.join(session.kernel.directory, _DUMP_FILE)
+        dumped = await session.kernel.execute(f"import {_SNAPSHOT_MODULE} as _toolpath_snapshot\n_toolpath_snapshot.dump({path!r}, {self.max_variable_bytes}, {self.max_snapshot_bytes}, {session.digests!r})\ndel _toolpath_snapshot", timeout=self.timeout, silent=True)
+        if dumped.status != "ok":
+            raise KernelError(_describe_error(dumped))
+        report = json.loads(dumped.stdout.strip().splitlines()[-1])
+        changed = unpack(await asyncio.to_thread(_read_and_remove, path))
+        data = session.data_provider() if session.data_provider is not None else None
+        await asyncio.to_thread(self.snapshots.save, session.session_id, session.owner, report["saved"], changed, report["skipped"], data)
+        session.digests, session.saved_data = report["saved"], data
 
     async def _flush_all(self) -> None:
         """Write every pending snapshot (after any the debounce timer already started)."""
@@ -686,7 +696,7 @@ class CodeMode:
             session.snapshot_timer.cancel()
             session.snapshot_timer = None
         session.dirty = session.keep_snapshot = session.restored = False
-        session.saved_data = None
+        session.saved_data, session.digests = None, {}
         if self.snapshots is not None:
             await asyncio.to_thread(self.snapshots.discard, session_id)
         if session.kernel is not None:

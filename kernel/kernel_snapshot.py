@@ -15,6 +15,7 @@ from ``import pandas as pd``) is saved by name, as dill does, and imported again
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -101,43 +102,81 @@ def _candidates(shell: Any) -> list[str]:
     return [name for name in names if name not in kernel_setup._handles and not _is_toolpath_object(shell.user_ns[name])]
 
 
-def dump(path: str, max_variable_bytes: int, max_snapshot_bytes: int) -> None:
-    """Pickle each user variable with dill and write those that fit to ``path``.
+class _Pickler(pickle.Pickler):
+    """The C pickler (fast on arrays and frames), with functions and classes defined in cells
+    pickled by dill, by value. One that is itself a variable of the namespace is saved by reference
+    when another variable uses it (``origin = Point(3)`` refers to the variable ``Point``), so after a
+    restore ``isinstance(origin, Point)`` still holds."""
+
+    def __init__(self, file: io.BytesIO, namespace: dict[str, Any], variable: Any):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.namespace = namespace
+        self.variable = variable
+
+    def reducer_override(self, obj: Any) -> Any:
+        if not isinstance(obj, (types.FunctionType, type)) or getattr(obj, "__module__", None) != "__main__":
+            return NotImplemented
+        if obj is not self.variable and self.namespace.get(obj.__qualname__) is obj:
+            return NotImplemented  # the C pickler saves __main__.<name>, restored on its own
+        return dill.loads, (dill.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL),)
+
+
+def _pickled(value: Any, namespace: dict[str, Any], limit: int) -> bytes:
+    """``value``'s pickle; dill's own pickler (slower, pickles more) when the C pickler refuses it.
+
+    Raises:
+        _TooLarge: the pickle is over ``limit`` bytes.
+        Exception: neither can pickle it.
+    """
+    buffer = _BoundedBuffer(limit)
+    try:
+        _Pickler(buffer, namespace, value).dump(value)
+    except _TooLarge:
+        raise
+    except Exception:  # a closure, a lambda held by an object ...: let dill try
+        buffer = _BoundedBuffer(limit)
+        dill.dump(value, buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    return buffer.getvalue()
+
+
+def dump(path: str, max_variable_bytes: int, max_snapshot_bytes: int, known: dict[str, str]) -> None:
+    """Pickle each user variable and write those that fit, and changed, to ``path``.
 
     A variable is skipped when it cannot be pickled, when its pickle is over ``max_variable_bytes``,
     or when it does not fit in ``max_snapshot_bytes`` with the others. The budget keeps the most
-    variables: smallest first, so one large variable never evicts many small ones.
+    variables: smallest first, so one large variable never evicts many small ones. A variable whose
+    pickle has the digest ``known`` gives for it (it is in the snapshot already) is not written.
 
-    Prints ``{"saved": {name: bytes}, "skipped": {name: reason}}`` as one JSON line.
+    Prints ``{"saved": {name: digest}, "skipped": {name: reason}}`` as one JSON line: every variable
+    the snapshot is to hold, written or not.
     """
     shell = kernel_setup._shell()
     pickles: dict[str, bytes] = {}
     skipped: dict[str, str] = {}
     for name in _candidates(shell):
-        buffer = _BoundedBuffer(max_variable_bytes)
         try:
-            dill.dump(shell.user_ns[name], buffer, protocol=pickle.HIGHEST_PROTOCOL)
+            pickles[name] = _pickled(shell.user_ns[name], shell.user_ns, max_variable_bytes)
         except _TooLarge:
             skipped[name] = f"too large: its pickle is over max_variable_bytes ({max_variable_bytes:,} bytes)"
-            continue
-        except Exception as error:  # anything dill cannot pickle: a generator, a socket, a lock ...
+        except Exception as error:  # anything dill cannot pickle either: a generator, a socket, a lock ...
             skipped[name] = f"cannot be pickled ({_reason(error)})"
-            continue
-        pickles[name] = buffer.getvalue()
     total = 0
-    kept: dict[str, bytes] = {}
+    saved: dict[str, str] = {}
+    changed: dict[str, bytes] = {}
     for name in sorted(pickles, key=lambda name: (len(pickles[name]), name)):
         if total + len(pickles[name]) > max_snapshot_bytes:
             skipped[name] = f"over the snapshot budget: the smaller variables fill max_snapshot_bytes ({max_snapshot_bytes:,} bytes)"
             continue
         total += len(pickles[name])
-        kept[name] = pickles[name]
+        saved[name] = hashlib.blake2b(pickles[name], digest_size=16).hexdigest()
+        if known.get(name) != saved[name]:
+            changed[name] = pickles[name]
     # Written next to its final name, then renamed: the host never reads half a file.
     partial = f"{path}.partial"
     with open(partial, "wb") as file:
-        file.write(pack(kept))
+        file.write(pack(changed))
     os.replace(partial, path)
-    print(json.dumps({"saved": {name: len(data) for name, data in kept.items()}, "skipped": skipped}))
+    print(json.dumps({"saved": saved, "skipped": skipped}))
 
 
 def restore(path: str) -> None:
@@ -155,11 +194,19 @@ def restore(path: str) -> None:
         os.remove(path)
     restored: list[str] = []
     failed: dict[str, str] = {}
-    for name, data in pickles.items():
-        try:
-            shell.user_ns[name] = dill.loads(data)
-        except Exception as error:  # a class or module the pickle needs is gone, a library changed ...
-            failed[name] = f"could not be restored ({_reason(error)})"
-            continue
-        restored.append(name)
+    pending = dict(pickles)
+    # Rounds, since a variable may refer to another by name (an instance to its class): whatever
+    # failed is tried again while a round restores something.
+    while pending:
+        failed = {}
+        for name, data in pending.items():
+            try:
+                shell.user_ns[name] = dill.loads(data)
+            except Exception as error:  # a class or module the pickle needs is gone, a library changed ...
+                failed[name] = f"could not be restored ({_reason(error)})"
+                continue
+            restored.append(name)
+        if len(failed) == len(pending):
+            break
+        pending = {name: pending[name] for name in failed}
     print(json.dumps({"restored": sorted(restored), "failed": failed}))

@@ -5,10 +5,12 @@ Two tables:
 - ``sessions``: one row per session: its ``owner`` (the ``user_id`` of the run that created it, or
   ``NULL``), when it was last saved, the variables the last snapshot skipped and why (JSON), and the
   planner layer's data saved with it (JSON; see :meth:`SnapshotStore.save`).
-- ``snapshot_variables``: one row per saved variable: its name, its size and its dill pickle.
+- ``snapshot_variables``: one row per saved variable: its name, its size, the digest of its pickle
+  and the pickle.
 
 A snapshot replaces the previous one in **one transaction**: a process killed while writing leaves
-the previous snapshot whole. Session ids are keys in these tables and nothing else (never part of a
+the previous snapshot whole. Only variables whose pickle changed are written again (a 40 MB array
+that did not change costs its pickling in the kernel, not a rewrite). Session ids are keys in these tables and nothing else (never part of a
 file path). Loading a snapshot runs the pickles' code in the kernel: the file is created readable
 by its owner only.
 """
@@ -18,7 +20,8 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +33,12 @@ _PURPOSE = "snapshot store"
 _SESSIONS = "sessions"
 _SESSION_COLUMNS = ("session_id", "owner", "saved", "skipped", "data")
 _VARIABLES = "snapshot_variables"
-_VARIABLE_COLUMNS = ("session_id", "name", "size", "pickle")
+_VARIABLE_COLUMNS = ("session_id", "name", "size", "digest", "pickle")
+
+
+class SnapshotConflictError(Exception):
+    """The stored snapshot is not the one an incremental save builds on (another process wrote the
+    session meanwhile); nothing was written. Save every variable instead."""
 
 
 @dataclass(frozen=True)
@@ -38,13 +46,15 @@ class Snapshot:
     """A session's saved state.
 
     Attributes:
-        pickles: ``{variable name: dill pickle}``.
+        pickles: ``{variable name: pickle}``.
+        digests: ``{variable name: digest of its pickle}``.
         skipped: ``{variable name: why it was not saved}``.
         data: what the planner layer saved with it (``None`` when nothing).
         saved: when it was written (seconds since the epoch).
     """
 
     pickles: dict[str, bytes] = field(default_factory=dict)
+    digests: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     data: dict[str, Any] | None = None
     saved: float = 0.0
@@ -66,12 +76,27 @@ class SnapshotStore:
     def __init__(self, path: str | os.PathLike[str] | None = None):
         self.path = database_file(path, _PURPOSE)
 
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite_utils.Database]:
+        """A write transaction that takes SQLite's write lock when it begins (``BEGIN IMMEDIATE``):
+        two processes that read first and then write would otherwise deadlock on the upgrade and
+        one would fail. The tables are created inside it when missing."""
+        with connected(self.path, _PURPOSE) as database:
+            database.conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._tables(database)
+                yield database
+            except BaseException:
+                database.conn.rollback()
+                raise
+            database.conn.commit()
+
     def _tables(self, database: sqlite_utils.Database) -> None:
         """Create the tables when missing (after checking any that exist)."""
         if not table_exists(database, _SESSIONS, _SESSION_COLUMNS, ("session_id",), self.path, _PURPOSE):
             database[_SESSIONS].create({"session_id": str, "owner": str, "saved": float, "skipped": str, "data": str}, pk="session_id", if_not_exists=True)
         if not table_exists(database, _VARIABLES, _VARIABLE_COLUMNS, ("session_id", "name"), self.path, _PURPOSE):
-            database[_VARIABLES].create({"session_id": str, "name": str, "size": int, "pickle": bytes}, pk=("session_id", "name"), if_not_exists=True)
+            database[_VARIABLES].create({"session_id": str, "name": str, "size": int, "digest": str, "pickle": bytes}, pk=("session_id", "name"), if_not_exists=True)
 
     def claim(self, session_id: str, owner: str | None) -> str | None:
         """Record ``owner`` as the owner of ``session_id`` unless the session is known already.
@@ -80,11 +105,9 @@ class SnapshotStore:
             The session's owner: ``owner`` for a new session, else the one recorded first (another
             process may have created the session since it was last looked up).
         """
-        with connected(self.path, _PURPOSE) as database:
-            self._tables(database)
-            with database.atomic():
-                database.execute(f"insert or ignore into {_SESSIONS} (session_id, owner, saved, skipped, data) values (?, ?, 0, '{{}}', null)", [session_id, owner])
-                return database.execute(f"select owner from {_SESSIONS} where session_id = ?", [session_id]).fetchone()[0]
+        with self._writing() as database:
+            database.execute(f"insert or ignore into {_SESSIONS} (session_id, owner, saved, skipped, data) values (?, ?, 0, '{{}}', null)", [session_id, owner])
+            return database.execute(f"select owner from {_SESSIONS} where session_id = ?", [session_id]).fetchone()[0]
 
     def owner(self, session_id: str) -> tuple[bool, str | None]:
         """``(known, owner)``: whether the session has a row here, and its owner (``None`` for none)."""
@@ -94,44 +117,52 @@ class SnapshotStore:
             row = database.execute(f"select owner from {_SESSIONS} where session_id = ?", [session_id]).fetchone()
         return (row is not None, row[0] if row is not None else None)
 
-    def save(self, session_id: str, owner: str | None, pickles: Mapping[str, bytes], skipped: Mapping[str, str], data: Mapping[str, Any] | None) -> None:
-        """Replace the session's snapshot with these variables, in one transaction.
+    def save(self, session_id: str, owner: str | None, saved: Mapping[str, str], changed: Mapping[str, bytes], skipped: Mapping[str, str], data: Mapping[str, Any] | None) -> None:
+        """Make the session's snapshot hold exactly the variables ``saved`` names, in one transaction.
 
         Args:
-            pickles: ``{variable name: dill pickle}``.
+            saved: ``{variable name: digest of its pickle}`` for every variable the snapshot holds.
+            changed: ``{variable name: pickle}`` of those to write; the others of ``saved`` must be
+                stored already with that digest.
             skipped: ``{variable name: why it was not saved}``, told to the model on restore.
             data: JSON-ready data saved with the variables (the planner session's held states).
+
+        Raises:
+            SnapshotConflictError: a variable of ``saved`` not in ``changed`` is not stored with its
+                digest; nothing was written.
         """
-        with connected(self.path, _PURPOSE) as database:
-            self._tables(database)
-            with database.atomic():
-                database.execute(f"delete from {_VARIABLES} where session_id = ?", [session_id])
-                database.conn.executemany(
-                    f"insert into {_VARIABLES} (session_id, name, size, pickle) values (?, ?, ?, ?)",
-                    [(session_id, name, len(value), value) for name, value in pickles.items()],
-                )
-                database.execute(
-                    f"insert into {_SESSIONS} (session_id, owner, saved, skipped, data) values (?, ?, ?, ?, ?) "
-                    "on conflict(session_id) do update set saved = excluded.saved, skipped = excluded.skipped, data = excluded.data",
-                    [session_id, owner, time.time(), json.dumps(dict(skipped)), json.dumps(dict(data)) if data is not None else None],
-                )
+        with self._writing() as database:
+            stored = dict(database.execute(f"select name, digest from {_VARIABLES} where session_id = ?", [session_id]).fetchall())
+            missing = sorted(name for name, digest in saved.items() if name not in changed and stored.get(name) != digest)
+            if missing:
+                raise SnapshotConflictError(f"the stored snapshot of session {session_id!r} lacks {', '.join(missing)}")
+            gone = [(session_id, name) for name in stored if name not in saved]
+            database.conn.executemany(f"delete from {_VARIABLES} where session_id = ? and name = ?", gone)
+            database.conn.executemany(
+                f"insert or replace into {_VARIABLES} (session_id, name, size, digest, pickle) values (?, ?, ?, ?, ?)",
+                [(session_id, name, len(value), saved[name], value) for name, value in changed.items()],
+            )
+            database.execute(
+                f"insert into {_SESSIONS} (session_id, owner, saved, skipped, data) values (?, ?, ?, ?, ?) "
+                "on conflict(session_id) do update set saved = excluded.saved, skipped = excluded.skipped, data = excluded.data",
+                [session_id, owner, time.time(), json.dumps(dict(skipped)), json.dumps(dict(data)) if data is not None else None],
+            )
 
     def load(self, session_id: str) -> Snapshot | None:
         """The session's snapshot, or ``None`` when it has none (never saved, or discarded)."""
         with connected(self.path, _PURPOSE) as database:
-            if not table_exists(database, _SESSIONS, _SESSION_COLUMNS, ("session_id",), self.path, _PURPOSE):
+            if not table_exists(database, _SESSIONS, _SESSION_COLUMNS, ("session_id",), self.path, _PURPOSE) or not table_exists(database, _VARIABLES, _VARIABLE_COLUMNS, ("session_id", "name"), self.path, _PURPOSE):
                 return None
-            self._tables(database)
             with database.atomic():  # variables and session row of one snapshot, not of two
                 row = database.execute(f"select saved, skipped, data from {_SESSIONS} where session_id = ?", [session_id]).fetchone()
-                variables = database.execute(f"select name, pickle from {_VARIABLES} where session_id = ?", [session_id]).fetchall()
+                variables = database.execute(f"select name, digest, pickle from {_VARIABLES} where session_id = ?", [session_id]).fetchall()
         if row is None or not row[0]:
             return None
         try:
             skipped, data = json.loads(row[1] or "{}"), json.loads(row[2]) if row[2] else None
         except ValueError as error:
             raise StoreError(self.path, _PURPOSE, f"the snapshot of session {session_id!r} is damaged ({error})", "Restart the session to discard that snapshot") from error
-        return Snapshot(dict(variables), skipped, data, row[0])
+        return Snapshot({name: pickle for name, _, pickle in variables}, {name: digest for name, digest, _ in variables}, skipped, data, row[0])
 
     def saved_data(self, session_id: str) -> dict[str, Any] | None:
         """The data saved with the session's snapshot (without its variables), or ``None``."""
@@ -146,20 +177,6 @@ class SnapshotStore:
 
     def discard(self, session_id: str) -> None:
         """Delete the session's snapshot; its owner stays (the session still belongs to them)."""
-        with connected(self.path, _PURPOSE) as database:
-            if not table_exists(database, _SESSIONS, _SESSION_COLUMNS, ("session_id",), self.path, _PURPOSE):
-                return
-            self._tables(database)
-            with database.atomic():
-                database.execute(f"delete from {_VARIABLES} where session_id = ?", [session_id])
-                database.execute(f"update {_SESSIONS} set saved = 0, skipped = '{{}}', data = null where session_id = ?", [session_id])
-
-    def forget(self, session_id: str) -> None:
-        """Delete the session entirely: its snapshot and its owner."""
-        with connected(self.path, _PURPOSE) as database:
-            if not table_exists(database, _SESSIONS, _SESSION_COLUMNS, ("session_id",), self.path, _PURPOSE):
-                return
-            self._tables(database)
-            with database.atomic():
-                database.execute(f"delete from {_VARIABLES} where session_id = ?", [session_id])
-                database.execute(f"delete from {_SESSIONS} where session_id = ?", [session_id])
+        with self._writing() as database:
+            database.execute(f"delete from {_VARIABLES} where session_id = ?", [session_id])
+            database.execute(f"update {_SESSIONS} set saved = 0, skipped = '{{}}', data = null where session_id = ?", [session_id])

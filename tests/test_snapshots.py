@@ -50,9 +50,9 @@ def test_variables_survive_shutdown_and_a_new_process(store, tmp_path):
     subprocess.run([sys.executable, "-c", script], check=True, cwd=ROOT, timeout=120)
 
     with code_mode(store) as later:
-        result = later.run("print(older(table, 1).age.tolist(), origin.x, pd.__name__)", "analysis", user_id="alice")
+        result = later.run("print(older(table, 1).age.tolist(), origin.x, isinstance(origin, Point), pd.__name__)", "analysis", user_id="alice")
         assert result.status == "ok", result
-        assert result.stdout == "[37, 42] 3 pandas\n"
+        assert result.stdout == "[37, 42] 3 True pandas\n"
         assert "Restored 5 variable(s)" in result.notice and "older" in result.notice and "table" in result.notice
 
 
@@ -183,6 +183,15 @@ def test_idle_eviction_writes_the_snapshot_and_the_next_cell_restores_it(store):
         result = short_lived.run("print(x)", "s")
         assert result.stdout == "still here\n"
         assert "without use" in result.notice and "Restored 1 variable(s)" in result.notice
+
+
+def test_a_session_evicted_to_make_room_comes_back_with_its_variables(store):
+    with code_mode(store, max_kernels=1, snapshot_debounce=60) as capped:
+        capped.run("x = 'first'", "first")
+        capped.run("y = 'second'", "second")  # evicts "first", writing its snapshot first
+        assert capped.sessions() == ["second"]
+        result = capped.run("print(x)", "first")
+        assert result.stdout == "first\n" and "max_kernels=1" in result.notice and "Restored 1 variable(s)" in result.notice
 
 
 def test_the_debounce_writes_once_cells_stop(store):
