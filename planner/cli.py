@@ -27,7 +27,13 @@ from planner.planning import NoPlanError, Plan, alternative_plans
 from planner.search import QueryError, SkillHit
 from planner.task import TaskPlan, UnboundParametersError
 from planner.workspace import Workspace
-from registry import AmbiguousToolNameError, CatalogError, ToolNotFoundError, catalog_json_schema, lint_catalogs
+from registry import (
+    AmbiguousToolNameError,
+    CatalogError,
+    ToolNotFoundError,
+    catalog_json_schema,
+    lint_catalogs,
+)
 
 REFUSALS = (
     CatalogError,
@@ -67,6 +73,11 @@ EXAMPLES = {
     "graph": """examples:
   toolpath graph
   toolpath graph --catalog my_catalog.yaml --json""",
+    "serve": """examples:
+  toolpath serve
+  toolpath serve --catalog my_catalog.yaml
+MCP client configuration (e.g. Claude Desktop's mcpServers):
+  {"mcpServers": {"toolpath": {"command": "toolpath", "args": ["serve"]}}}""",
 }
 
 
@@ -311,6 +322,13 @@ def command_graph(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def command_serve(arguments: argparse.Namespace) -> int:
+    from planner.server import serve  # the MCP SDK loads only for this command
+
+    serve(arguments.catalog)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="toolpath",
@@ -364,6 +382,10 @@ def build_parser() -> argparse.ArgumentParser:
     schema.set_defaults(handler=command_schema)
 
     command("graph", "Summarise the state-transition graph of the catalogs.", command_graph)
+
+    serve_parser = commands.add_parser("serve", help="Serve skill search, planning and persistent kernels to agents over MCP (stdio).", description="Serve skill search, planning and persistent kernels to agents over MCP (stdio): the model and indexes load once.", epilog=EXAMPLES["serve"], formatter_class=argparse.RawDescriptionHelpFormatter)
+    serve_parser.set_defaults(handler=command_serve)
+    serve_parser.add_argument("--catalog", action="append", default=[], metavar="PATH", help="catalog file (YAML or JSON); repeatable; default: the shipped catalogs")
     return parser
 
 

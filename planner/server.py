@@ -1,0 +1,173 @@
+"""``toolpath serve``: the planner and persistent kernels as an MCP server, for agents.
+
+The embedding model, the indexes and the kernels load once, in this process; every tool call is
+then a round trip, not a new process. Tools (named and described for a model):
+
+- ``search_skills(query, k, session_id)``: states and tools by affordance, ranked with the
+  session's held states;
+- ``plan_task(task, inputs, session_id)``: a task in words, or a list of steps, becomes one planned
+  cell (the parts it matched, the plan, the cell and its instructions); nothing runs;
+- ``run_task(task, inputs, session_id)``: plan and run it in the session's kernel;
+- ``execute(code, session_id)``: a free cell; PNG images come back as MCP image content;
+- ``restart(session_id)``, ``list_variables(session_id)``, ``session_overview(session_id)``.
+
+Every result carries structured content (JSON) and a short text. A tool that fails on bad input
+(an unknown state, a task nothing matches, another user's session) returns an error result with
+the reason; the server keeps serving.
+
+Sessions: each ``session_id`` is one :class:`planner.session.AgentSession` (one persistent kernel,
+snapshotted), created on first use; ``"main"`` when none is given. Users: over stdio, the local
+user owns the sessions this server creates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import functools
+import getpass
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, ImageContent, TextContent
+
+from kernel import CellResult, CodeMode, SessionOwnerError, format_for_model
+from planner.cli import REFUSALS
+from planner.session import AgentSession, StalePlanError
+from planner.workspace import Workspace
+from registry.storage import StoreError
+
+#: The session a tool uses when the caller names none.
+DEFAULT_SESSION = "main"
+#: Errors that mean "this request cannot be served as asked": the model gets the reason.
+_REFUSALS = (*REFUSALS, SessionOwnerError, StalePlanError, StoreError, ValueError, TypeError)
+
+
+def _refusals_as_tool_errors(tool: Callable[..., Awaitable[CallToolResult]]) -> Callable[..., Awaitable[CallToolResult]]:
+    """``tool`` with the planner's refusals turned into MCP error results that carry the reason
+    (the SDK keeps any other exception's text on the server)."""
+
+    @functools.wraps(tool)
+    async def refusing(*args: Any, **kwargs: Any) -> CallToolResult:
+        try:
+            return await tool(*args, **kwargs)
+        except _REFUSALS as error:
+            raise ToolError(str(error)) from error
+
+    return refusing
+
+INSTRUCTIONS = """toolpath plans tool paths over a catalog's state graph and runs them as one Python cell in a persistent kernel.
+Typical loop: search_skills to see what the catalogs can do; plan_task or run_task with the task in words (or as a list of steps); then execute free cells that use the variables the task left; session_overview shows what the session holds and what can run next.
+Every tool takes an optional session_id: calls with the same id share one kernel and its variables."""
+
+
+class ToolpathServer:
+    """The MCP server over one :class:`planner.Workspace` (see the module docstring).
+
+    Args:
+        workspace: the loaded catalogs.
+        user_id: the user every session of this server belongs to.
+        code_mode_options: :class:`kernel.CodeMode` options for the shared kernels.
+    """
+
+    def __init__(self, workspace: Workspace, user_id: str, **code_mode_options: Any):
+        self.workspace = workspace
+        self.user_id = user_id
+        self.code_mode: CodeMode = workspace.code_mode(**code_mode_options)
+        self._sessions: dict[str, AgentSession] = {}
+        self._lock = asyncio.Lock()
+        self.mcp = MCPServer("toolpath", instructions=INSTRUCTIONS, log_level="WARNING")
+        for tool in (self.search_skills, self.plan_task, self.run_task, self.execute, self.restart, self.list_variables, self.session_overview):
+            self.mcp.add_tool(_refusals_as_tool_errors(tool), structured_output=False)
+
+    async def _session(self, session_id: str | None) -> AgentSession:
+        session_id = session_id or DEFAULT_SESSION
+        async with self._lock:  # one AgentSession per id, even for concurrent first calls
+            session = self._sessions.get(session_id)
+            if session is None:
+                session = await asyncio.to_thread(self.workspace.session, session_id, code_mode=self.code_mode, user_id=self.user_id)
+                self._sessions[session_id] = session
+        return session
+
+    async def search_skills(self, query: str, k: int = 5, session_id: str | None = None) -> CallToolResult:
+        """Find the states and tools of the loaded catalogs that match what you want to achieve, in words. Each hit says whether a plan from the session's held states reaches it."""
+        session = await self._session(session_id)
+        hits = await session.asearch(query, k)
+        lines = [f"{hit.kind} {f'{hit.server}.' if hit.kind == 'tool' and hit.server else ''}{hit.name}" + (f" (similarity {hit.similarity:.2f})" if hit.similarity is not None else "") + f": {hit.matched}" for hit in hits]
+        return _result({"hits": [hit.to_dict() for hit in hits]}, "\n".join(lines) or "no matching state or tool")
+
+    async def plan_task(self, task: str | list[str], inputs: dict[str, Any] | None = None, session_id: str | None = None) -> CallToolResult:
+        """Plan a task, given in words or as a list of step descriptions, from what the session holds. Returns the parts it matched, the plan and the Python cell that runs it (and how to use it); nothing runs."""
+        session = await self._session(session_id)
+        task_plan = await session.aplan_task(task, inputs)
+        return _result(task_plan.to_dict(), task_plan.cell.code)
+
+    async def run_task(self, task: str | list[str], inputs: dict[str, Any] | None = None, session_id: str | None = None) -> CallToolResult:
+        """Plan a task (in words or as a list of steps) and run its cell in the session's kernel. The variables it makes stay for later cells and tasks."""
+        session = await self._session(session_id)
+        run = await session.arun_task(task, inputs)
+        return _result(run.to_dict(), format_for_model(run.result), run.result)
+
+    async def execute(self, code: str, session_id: str | None = None) -> CallToolResult:
+        """Run Python code as one cell in the session's persistent kernel (top-level await works; tool handles are bound). Returns what the cell printed, its value, error and images."""
+        session = await self._session(session_id)
+        result = await session.aexecute(code)
+        return _result(result.to_dict(), format_for_model(result), result)
+
+    async def restart(self, session_id: str | None = None) -> CallToolResult:
+        """Discard the session's kernel and all its variables (and its saved snapshot); the next cell starts fresh."""
+        session = await self._session(session_id)
+        await session.arestart()
+        return _result({"restarted": True}, "The kernel was restarted; all variables are gone.")
+
+    async def list_variables(self, session_id: str | None = None) -> CallToolResult:
+        """The names of the variables defined in the session's kernel."""
+        session = await self._session(session_id)
+        try:
+            names = await self.code_mode.avariables(session.session_id, self.user_id)
+        except KeyError:  # no kernel yet: nothing defined
+            names = []
+        return _result({"variables": names}, ", ".join(names) or "no variables yet")
+
+    async def session_overview(self, session_id: str | None = None) -> CallToolResult:
+        """What the session holds (states and the variables that carry them), its tool handles, and which tools can run next."""
+        session = await self._session(session_id)
+        state = session.state()
+        text = await asyncio.to_thread(session.instructions)
+        return _result({"held": list(state.held), "artifacts": state.artifacts, "domains": list(state.domains), "instructions": text}, text)
+
+    async def aclose(self) -> None:
+        """Snapshot and stop every session's kernel."""
+        await self.code_mode.ashutdown()
+
+
+def _result(structured: dict[str, Any], text: str, cell: CellResult | None = None) -> CallToolResult:
+    """A tool result: a short text (and a cell's PNG images, as image content) for the model, the
+    JSON for programs (images counted there, not repeated in base64)."""
+    content: list[TextContent | ImageContent] = [TextContent(type="text", text=text)]
+    if cell is not None:
+        content += [ImageContent(type="image", data=base64.b64encode(image).decode("ascii"), mime_type="image/png") for image in cell.images]
+        structured = _without_image_data(structured)
+    return CallToolResult(content=content, structured_content=json.loads(json.dumps(structured, default=str)))
+
+
+def _without_image_data(structured: dict[str, Any]) -> dict[str, Any]:
+    """``structured`` with each ``images`` list of base64 strings replaced by its length."""
+    return {key: (len(value) if key == "images" and isinstance(value, list) else _without_image_data(value) if isinstance(value, dict) else value) for key, value in structured.items()}
+
+
+def serve(catalogs: Sequence[str] = ()) -> None:
+    """Run ``toolpath serve`` over stdio until the client disconnects."""
+    workspace = Workspace.open(list(catalogs))
+    server = ToolpathServer(workspace, user_id=getpass.getuser())
+
+    async def main() -> None:
+        try:
+            await server.mcp.run_stdio_async()
+        finally:
+            await server.aclose()
+
+    asyncio.run(main())

@@ -1,0 +1,72 @@
+"""``toolpath serve`` driven by the MCP SDK's own client over stdio: a real server subprocess."""
+
+import asyncio
+import base64
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parent.parent
+# A 1x1 PNG, shown by a cell through IPython.display.
+PIXEL = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC")
+
+
+def served(home):
+    return Client(StdioServerParameters(command=sys.executable, args=["-m", "planner.cli", "serve"], env={**os.environ, "TOOLPATH_HOME": str(home)}, cwd=str(ROOT)))
+
+
+def test_an_agent_searches_plans_runs_follows_up_and_restarts_through_the_server(tmp_path):
+    async def scenario():
+        async with served(tmp_path / "home") as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert {"search_skills", "plan_task", "run_task", "execute", "restart", "list_variables", "session_overview"} <= names
+
+            search = await client.call_tool("search_skills", {"query": "parse a SMILES string into a molecule", "k": 3})
+            assert not search.is_error and search.structured_content["hits"][0]["name"] in {"parse_molecule", "chemistry.molecule_parsed"}
+
+            planned = await client.call_tool("plan_task", {"task": ["identify the functional groups of this molecule", "check Lipinski's rule of five"], "inputs": {"smiles": "CCO"}})
+            assert not planned.is_error
+            assert [step["tool"] for step in planned.structured_content["plan"]["steps"]] == ["parse_molecule", "identify_functional_groups", "compute_descriptors"]
+
+            run = await client.call_tool("run_task", {"task": "parse this molecule", "inputs": {"smiles": "CCO"}, "session_id": "agent-1"})
+            assert not run.is_error and run.structured_content["result"]["status"] == "ok"
+
+            follow_up = await client.call_tool("execute", {"code": "molecule['formula']", "session_id": "agent-1"})
+            assert follow_up.content[0].text == "Out[2]: 'C2H6O'"
+            overview = await client.call_tool("session_overview", {"session_id": "agent-1"})
+            assert overview.structured_content["artifacts"] == {"molecule": "chemistry.molecule_parsed"}
+            other = await client.call_tool("list_variables", {})  # the default session is another kernel
+            assert "molecule" not in other.structured_content["variables"]
+
+            image = await client.call_tool("execute", {"code": f"from IPython.display import Image, display\ndisplay(Image(data={PIXEL!r}))", "session_id": "agent-1"})
+            assert [block.type for block in image.content] == ["text", "image"] and base64.b64decode(image.content[1].data) == PIXEL
+
+            unmatched = await client.call_tool("plan_task", {"task": "book a flight to Rome"})
+            assert unmatched.is_error and "no catalog can serve the task 'book a flight to Rome'" in unmatched.content[0].text
+            unknown_input = await client.call_tool("run_task", {"task": "parse this molecule", "inputs": {"not an identifier": 1}})
+            assert unknown_input.is_error
+
+            await client.call_tool("restart", {"session_id": "agent-1"})
+            gone = await client.call_tool("execute", {"code": "'molecule' in globals()", "session_id": "agent-1"})
+            assert gone.content[0].text.endswith("False")
+
+    asyncio.run(scenario())
+
+
+def test_a_session_comes_back_in_the_next_server(tmp_path):
+    async def scenario():
+        async with served(tmp_path / "home") as client:
+            await client.call_tool("run_task", {"task": "parse this molecule", "inputs": {"smiles": "CCO"}, "session_id": "agent-2"})
+        async with served(tmp_path / "home") as client:
+            overview = await client.call_tool("session_overview", {"session_id": "agent-2"})
+            assert overview.structured_content["held"] == ["chemistry.molecule_parsed"]
+            follow_up = await client.call_tool("run_task", {"task": "check Lipinski's rule of five for it", "session_id": "agent-2"})
+            assert follow_up.structured_content["result"]["status"] == "ok"
+            assert [step["tool"] for step in follow_up.structured_content["plan"]["steps"]] == ["compute_descriptors"]
+
+    asyncio.run(scenario())
