@@ -64,6 +64,10 @@ _RESTORE_FILE = "snapshot-restore"
 _NOTICE_NAMES = 20
 
 
+_EXECUTE_DESCRIPTION = "Run a Python cell in your persistent IPython kernel and get back what it printed, its value, its error and its images. Variables stay for later cells; top-level await works; tool handles are bound."
+_RESTART_DESCRIPTION = "Discard the kernel and all its variables; the next cell starts fresh."
+
+
 class SessionOwnerError(PermissionError):
     """A run asked for a session that belongs to another user (or to a user, when it gave none)."""
 
@@ -905,6 +909,27 @@ class CodeMode:
         if self.allow_restart:
             tools["restart"] = self.arestart
         return tools
+
+    def model_tool_schemas(self, api: Literal["openai", "anthropic"] = "openai") -> list[dict[str, Any]]:
+        """The JSON declarations of :meth:`model_tools` for a model API, from one source.
+
+        Args:
+            api: ``"openai"``: Chat Completions function tools (``{"type": "function", "function":
+                {"name", "description", "parameters"}}``); ``"anthropic"``: Messages API tools
+                (``{"name", "description", "input_schema"}``). The session id is not a parameter:
+                your program binds it.
+
+        Raises:
+            ValueError: another ``api``.
+        """
+        declared = [("execute", _EXECUTE_DESCRIPTION, {"type": "object", "properties": {"code": {"type": "string", "description": "The Python cell to run."}}, "required": ["code"], "additionalProperties": False})]
+        if self.allow_restart:
+            declared.append(("restart", _RESTART_DESCRIPTION, {"type": "object", "properties": {}, "additionalProperties": False}))
+        if api == "openai":
+            return [{"type": "function", "function": {"name": name, "description": description, "parameters": schema}} for name, description, schema in declared]
+        if api == "anthropic":
+            return [{"name": name, "description": description, "input_schema": schema} for name, description, schema in declared]
+        raise ValueError(f"api must be 'openai' or 'anthropic', got {api!r}")
 
     def instructions(self, session_id: str | None = None) -> str:
         """Text for a model: how the kernel behaves, the tool handles and the limits in force.

@@ -336,3 +336,21 @@ def test_tools_bound_for_one_session_stay_in_it_across_restarts_and_evictions(ch
         assert code_mode.run("'chemistry' in globals()", "mine").result == "False"
         with pytest.raises(ValueError, match="register them"):
             code_mode.bind("mine", [parse.model_copy(update={"id": None})])
+
+
+def test_model_tool_schemas_declare_execute_and_restart_for_both_apis():
+    import jsonschema
+
+    with CodeMode(pool_size=0, snapshot=False) as code_mode:
+        openai = code_mode.model_tool_schemas("openai")
+        anthropic = code_mode.model_tool_schemas("anthropic")
+        assert [tool["function"]["name"] for tool in openai] == [tool["name"] for tool in anthropic] == ["execute", "restart"]
+        for function, tool in zip((tool["function"] for tool in openai), anthropic):
+            assert openai[0]["type"] == "function" and function["parameters"] == tool["input_schema"]
+            jsonschema.Draft202012Validator.check_schema(tool["input_schema"])
+        execute = jsonschema.Draft202012Validator(anthropic[0]["input_schema"])
+        assert execute.is_valid({"code": "1 + 1"}) and not execute.is_valid({}) and not execute.is_valid({"code": "1", "session_id": "x"})
+        with pytest.raises(ValueError, match="openai"):
+            code_mode.model_tool_schemas("gemini")
+    with CodeMode(pool_size=0, snapshot=False, allow_restart=False) as no_restart:
+        assert [tool["name"] for tool in no_restart.model_tool_schemas("anthropic")] == ["execute"]
