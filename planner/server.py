@@ -11,6 +11,9 @@ then a round trip, not a new process. Tools (named and described for a model):
 - ``execute(code, session_id)``: a free cell; PNG images come back as MCP image content;
 - ``restart(session_id)``, ``list_variables(session_id)``, ``session_overview(session_id)``.
 
+Resources: ``toolpath://graph`` (the state graph as Mermaid text) and ``toolpath://catalogs/N``
+(each loaded catalog file).
+
 Every result carries structured content (JSON) and a short text. A tool that fails on bad input
 (an unknown state, a task nothing matches, another user's session) returns an error result with
 the reason; the server keeps serving.
@@ -28,6 +31,7 @@ import functools
 import getpass
 import json
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -82,6 +86,9 @@ class ToolpathServer:
         self.mcp = MCPServer("toolpath", instructions=INSTRUCTIONS, log_level="WARNING")
         for tool in (self.search_skills, self.plan_task, self.run_task, self.execute, self.restart, self.list_variables, self.session_overview):
             self.mcp.add_tool(_refusals_as_tool_errors(tool), structured_output=False)
+        self.mcp.resource("toolpath://graph", name="state graph", description="The state-transition graph of the loaded catalogs as Mermaid flowchart text: states (rounded) and tools (boxes), requires and produces as arrows.", mime_type="text/plain")(workspace.graph.to_mermaid)
+        for number, catalog in enumerate(workspace.loaded.catalogs):
+            self.mcp.resource(f"toolpath://catalogs/{number}", name=f"catalog {catalog.path.name}", description=f"The catalog file {catalog.path} (tools, their states and affordances).", mime_type="text/yaml" if catalog.path.suffix in (".yaml", ".yml") else "application/json")(_reader(catalog.path))
 
     async def _session(self, session_id: str | None) -> AgentSession:
         session_id = session_id or DEFAULT_SESSION
@@ -142,6 +149,15 @@ class ToolpathServer:
     async def aclose(self) -> None:
         """Snapshot and stop every session's kernel."""
         await self.code_mode.ashutdown()
+
+
+def _reader(path: Path) -> Callable[[], str]:
+    """A resource function returning the file's text (read when the resource is read)."""
+
+    def read() -> str:
+        return path.read_text(encoding="utf-8")
+
+    return read
 
 
 def _result(structured: dict[str, Any], text: str, cell: CellResult | None = None) -> CallToolResult:

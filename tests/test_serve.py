@@ -70,3 +70,17 @@ def test_a_session_comes_back_in_the_next_server(tmp_path):
             assert [step["tool"] for step in follow_up.structured_content["plan"]["steps"]] == ["compute_descriptors"]
 
     asyncio.run(scenario())
+
+
+def test_the_catalogs_and_the_state_graph_are_resources(tmp_path):
+    async def scenario():
+        async with served(tmp_path / "home") as client:
+            uris = {str(resource.uri) for resource in (await client.list_resources()).resources}
+            assert {"toolpath://graph", "toolpath://catalogs/0"} <= uris
+            graph = (await client.read_resource("toolpath://graph")).contents[0].text
+            catalog = (await client.read_resource("toolpath://catalogs/0")).contents[0].text
+            return graph, catalog
+
+    graph, catalog = asyncio.run(scenario())
+    assert graph.startswith("flowchart LR") and '"chemistry.parse_molecule"]' in graph and '("chemistry.molecule_parsed")' in graph
+    assert "parse_molecule" in catalog
