@@ -76,6 +76,7 @@ EXAMPLES = {
     "serve": """examples:
   toolpath serve
   toolpath serve --catalog my_catalog.yaml
+  toolpath serve --http 127.0.0.1:8765 --tokens tokens.json   # tokens.json: {"a-long-random-token": "alice"}
 MCP client configuration (e.g. Claude Desktop's mcpServers):
   {"mcpServers": {"toolpath": {"command": "toolpath", "args": ["serve"]}}}""",
 }
@@ -323,9 +324,12 @@ def command_graph(arguments: argparse.Namespace) -> int:
 
 
 def command_serve(arguments: argparse.Namespace) -> int:
-    from planner.server import serve  # the MCP SDK loads only for this command
+    from planner.server import ServeError, serve  # the MCP SDK loads only for this command
 
-    serve(arguments.catalog)
+    try:
+        serve(arguments.catalog, arguments.http, arguments.tokens, arguments.no_auth)
+    except ServeError as error:
+        raise CommandLineError(str(error)) from error
     return 0
 
 
@@ -383,9 +387,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     command("graph", "Summarise the state-transition graph of the catalogs.", command_graph)
 
-    serve_parser = commands.add_parser("serve", help="Serve skill search, planning and persistent kernels to agents over MCP (stdio).", description="Serve skill search, planning and persistent kernels to agents over MCP (stdio): the model and indexes load once.", epilog=EXAMPLES["serve"], formatter_class=argparse.RawDescriptionHelpFormatter)
+    serve_parser = commands.add_parser("serve", help="Serve skill search, planning and persistent kernels to agents over MCP (stdio or Streamable HTTP).", description="Serve skill search, planning and persistent kernels to agents over MCP (stdio, or Streamable HTTP with --http): the model and indexes load once.", epilog=EXAMPLES["serve"], formatter_class=argparse.RawDescriptionHelpFormatter)
     serve_parser.set_defaults(handler=command_serve)
     serve_parser.add_argument("--catalog", action="append", default=[], metavar="PATH", help="catalog file (YAML or JSON); repeatable; default: the shipped catalogs")
+    serve_parser.add_argument("--http", metavar="HOST:PORT", help="serve Streamable HTTP at this address (at /mcp) instead of stdio, e.g. 127.0.0.1:8765")
+    serve_parser.add_argument("--tokens", metavar="FILE", help='with --http: a JSON file {"bearer token": "user id", ...}; each request acts for its token\'s user')
+    serve_parser.add_argument("--no-auth", action="store_true", help="with --http on a loopback address: no tokens, every request acts for the local user")
     return parser
 
 

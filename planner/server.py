@@ -19,8 +19,10 @@ Every result carries structured content (JSON) and a short text. A tool that fai
 the reason; the server keeps serving.
 
 Sessions: each ``session_id`` is one :class:`planner.session.AgentSession` (one persistent kernel,
-snapshotted), created on first use; ``"main"`` when none is given. Users: over stdio, the local
-user owns the sessions this server creates.
+snapshotted), created on first use; ``"main"`` when none is given (``"main:USER"`` over
+authenticated HTTP, so users never share a default). Users: over stdio (and over HTTP with
+``--no-auth``, loopback only) the local user; over HTTP, the user a bearer token maps to in the
+tokens file. A session belongs to the user who created it: anyone else's call is refused.
 """
 
 from __future__ import annotations
@@ -29,11 +31,16 @@ import asyncio
 import base64
 import functools
 import getpass
+import hmac
+import ipaddress
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken, TokenVerifier
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, ImageContent, TextContent
@@ -73,30 +80,46 @@ class ToolpathServer:
 
     Args:
         workspace: the loaded catalogs.
-        user_id: the user every session of this server belongs to.
+        user_id: the user every session belongs to, when requests carry no token.
+        tokens: ``{bearer token: user id}``: requests must carry one of these tokens (HTTP), and
+            act for its user. ``url`` is then the server's address (for the OAuth resource metadata
+            the SDK publishes).
         code_mode_options: :class:`kernel.CodeMode` options for the shared kernels.
     """
 
-    def __init__(self, workspace: Workspace, user_id: str, **code_mode_options: Any):
+    def __init__(self, workspace: Workspace, user_id: str, tokens: dict[str, str] | None = None, url: str = "http://127.0.0.1", **code_mode_options: Any):
         self.workspace = workspace
         self.user_id = user_id
+        self.authenticated = tokens is not None
         self.code_mode: CodeMode = workspace.code_mode(**code_mode_options)
-        self._sessions: dict[str, AgentSession] = {}
+        self._sessions: dict[tuple[str, str], AgentSession] = {}
         self._lock = asyncio.Lock()
-        self.mcp = MCPServer("toolpath", instructions=INSTRUCTIONS, log_level="WARNING")
+        auth = {"token_verifier": StaticTokens(tokens), "auth": AuthSettings(issuer_url=url, resource_server_url=f"{url}/mcp")} if tokens is not None else {}
+        self.mcp = MCPServer("toolpath", instructions=INSTRUCTIONS, log_level="WARNING", **auth)
         for tool in (self.search_skills, self.plan_task, self.run_task, self.execute, self.restart, self.list_variables, self.session_overview):
             self.mcp.add_tool(_refusals_as_tool_errors(tool), structured_output=False)
         self.mcp.resource("toolpath://graph", name="state graph", description="The state-transition graph of the loaded catalogs as Mermaid flowchart text: states (rounded) and tools (boxes), requires and produces as arrows.", mime_type="text/plain")(workspace.graph.to_mermaid)
         for number, catalog in enumerate(workspace.loaded.catalogs):
             self.mcp.resource(f"toolpath://catalogs/{number}", name=f"catalog {catalog.path.name}", description=f"The catalog file {catalog.path} (tools, their states and affordances).", mime_type="text/yaml" if catalog.path.suffix in (".yaml", ".yml") else "application/json")(_reader(catalog.path))
 
+    def _user(self) -> str:
+        """The user this request acts for: its token's, or the server's."""
+        if not self.authenticated:
+            return self.user_id
+        token = get_access_token()
+        if token is None:  # the SDK's bearer middleware admits no request without one
+            raise ToolError("this request carries no bearer token")
+        return token.client_id
+
     async def _session(self, session_id: str | None) -> AgentSession:
-        session_id = session_id or DEFAULT_SESSION
-        async with self._lock:  # one AgentSession per id, even for concurrent first calls
-            session = self._sessions.get(session_id)
+        user = self._user()
+        session_id = session_id or (f"{DEFAULT_SESSION}:{user}" if self.authenticated else DEFAULT_SESSION)
+        async with self._lock:  # one AgentSession per user and id, even for concurrent first calls
+            session = self._sessions.get((user, session_id))
             if session is None:
-                session = await asyncio.to_thread(self.workspace.session, session_id, code_mode=self.code_mode, user_id=self.user_id)
-                self._sessions[session_id] = session
+                # Raises SessionOwnerError when the session belongs to someone else.
+                session = await asyncio.to_thread(self.workspace.session, session_id, code_mode=self.code_mode, user_id=user)
+                self._sessions[(user, session_id)] = session
         return session
 
     async def search_skills(self, query: str, k: int = 5, session_id: str | None = None) -> CallToolResult:
@@ -134,7 +157,7 @@ class ToolpathServer:
         """The names of the variables defined in the session's kernel."""
         session = await self._session(session_id)
         try:
-            names = await self.code_mode.avariables(session.session_id, self.user_id)
+            names = await self.code_mode.avariables(session.session_id, session.user_id)
         except KeyError:  # no kernel yet: nothing defined
             names = []
         return _result({"variables": names}, ", ".join(names) or "no variables yet")
@@ -149,6 +172,62 @@ class ToolpathServer:
     async def aclose(self) -> None:
         """Snapshot and stop every session's kernel."""
         await self.code_mode.ashutdown()
+
+
+class StaticTokens(TokenVerifier):
+    """Bearer tokens from a tokens file: each maps to a user id."""
+
+    def __init__(self, tokens: dict[str, str]):
+        self._tokens = [(token.encode(), user) for token, user in tokens.items()]
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        offered = token.encode()
+        # Every token is compared, in constant time, so timing tells nothing about which one is close.
+        matches = [user for known, user in self._tokens if hmac.compare_digest(known, offered)]
+        return AccessToken(token=token, client_id=matches[0], scopes=[]) if matches else None
+
+
+class ServeError(ValueError):
+    """``toolpath serve`` cannot start as asked (bad address, tokens file, or auth choice)."""
+
+
+def read_tokens(path: str) -> dict[str, str]:
+    """The tokens file: a JSON object ``{"token": "user id", ...}``.
+
+    Raises:
+        ServeError: the file cannot be read, is not such an object, or has an empty or short token.
+    """
+    try:
+        tokens = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ServeError(f"cannot read the tokens file {path}: {error.strerror or error}") from error
+    except ValueError as error:
+        raise ServeError(f"the tokens file {path} is not JSON ({error}); write an object like {{\"a-long-random-token\": \"alice\"}}") from error
+    if not isinstance(tokens, dict) or not tokens or not all(isinstance(token, str) and isinstance(user, str) and user for token, user in tokens.items()):
+        raise ServeError(f"the tokens file {path} must be a non-empty JSON object mapping each token to a user id (both strings)")
+    short = [token for token in tokens if len(token) < 16]
+    if short:
+        raise ServeError(f"the tokens file {path} has {len(short)} token(s) shorter than 16 characters; use long random tokens (e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')")
+    return tokens
+
+
+def http_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` as a pair.
+
+    Raises:
+        ServeError: not ``HOST:PORT`` with a port from 1 to 65535.
+    """
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ServeError(f"--http takes HOST:PORT (e.g. 127.0.0.1:8765), got {text!r}")
+    return host.strip("[]"), int(port)
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def _reader(path: Path) -> Callable[[], str]:
@@ -175,14 +254,40 @@ def _without_image_data(structured: dict[str, Any]) -> dict[str, Any]:
     return {key: (len(value) if key == "images" and isinstance(value, list) else _without_image_data(value) if isinstance(value, dict) else value) for key, value in structured.items()}
 
 
-def serve(catalogs: Sequence[str] = ()) -> None:
-    """Run ``toolpath serve`` over stdio until the client disconnects."""
+def serve(catalogs: Sequence[str] = (), http: str | None = None, tokens_file: str | None = None, no_auth: bool = False) -> None:
+    """Run ``toolpath serve``: over stdio until the client disconnects, or over Streamable HTTP at
+    ``http`` (``HOST:PORT``) until interrupted.
+
+    Over HTTP a tokens file (:func:`read_tokens`) is required, unless ``no_auth`` on a loopback
+    address (then every request acts for the local user).
+
+    Raises:
+        ServeError: a bad address or tokens file, or HTTP without auth on a non-loopback address
+            (checked before anything loads).
+    """
+    tokens = None
+    if http is None:
+        if tokens_file is not None or no_auth:
+            raise ServeError("--tokens and --no-auth only apply with --http (over stdio the user is the local user)")
+    else:
+        host, port = http_address(http)
+        if tokens_file is not None and no_auth:
+            raise ServeError("give either --tokens FILE or --no-auth, not both")
+        if tokens_file is None and not no_auth:
+            raise ServeError("over HTTP, toolpath serve needs --tokens FILE (bearer tokens mapped to user ids); on a loopback address --no-auth serves the local user without tokens")
+        if no_auth and not _is_loopback(host):
+            raise ServeError(f"--no-auth is only allowed on a loopback address (127.0.0.1, ::1, localhost), not {host}; give --tokens FILE")
+        tokens = read_tokens(tokens_file) if tokens_file is not None else None
     workspace = Workspace.open(list(catalogs))
-    server = ToolpathServer(workspace, user_id=getpass.getuser())
+    url = f"http://{host}:{port}" if http is not None else "http://127.0.0.1"
+    server = ToolpathServer(workspace, user_id=getpass.getuser(), tokens=tokens, url=url)
 
     async def main() -> None:
         try:
-            await server.mcp.run_stdio_async()
+            if http is None:
+                await server.mcp.run_stdio_async()
+            else:
+                await server.mcp.run_streamable_http_async(host=host, port=port)
         finally:
             await server.aclose()
 

@@ -2,12 +2,18 @@
 
 import asyncio
 import base64
+import json
 import os
+import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
+import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 pytestmark = pytest.mark.integration
 
@@ -84,3 +90,84 @@ def test_the_catalogs_and_the_state_graph_are_resources(tmp_path):
     graph, catalog = asyncio.run(scenario())
     assert graph.startswith("flowchart LR") and '"chemistry.parse_molecule"]' in graph and '("chemistry.molecule_parsed")' in graph
     assert "parse_molecule" in catalog
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture()
+def http_server(tmp_path):
+    """``toolpath serve --http`` on a free loopback port, with two users' tokens."""
+    tokens = {"alice-" + "a" * 32: "alice", "bob-" + "b" * 32: "bob"}
+    tokens_file = tmp_path / "tokens.json"
+    tokens_file.write_text(json.dumps(tokens))
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "planner.cli", "serve", "--http", f"127.0.0.1:{port}", "--tokens", str(tokens_file)],
+        cwd=str(ROOT), env={**os.environ, "TOOLPATH_HOME": str(tmp_path / "home")}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert process.poll() is None, process.stderr.read().decode()
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the server did not start listening"
+                time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/mcp", {user: token for token, user in tokens.items()}
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def over_http(url, token=None):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=120)))
+
+
+def test_over_http_each_token_is_a_user_and_sessions_are_their_owners(http_server):
+    url, tokens = http_server
+
+    async def scenario():
+        async with over_http(url, tokens["alice"]) as alice, over_http(url, tokens["bob"]) as bob:
+            run = await alice.call_tool("run_task", {"task": "parse this molecule", "inputs": {"smiles": "CCO"}, "session_id": "lab"})
+            assert not run.is_error and run.structured_content["result"]["status"] == "ok"
+            refused = await bob.call_tool("execute", {"code": "molecule", "session_id": "lab"})
+            assert refused.is_error and "belongs to another user" in refused.content[0].text and "C2H6O" not in refused.content[0].text
+            # Each user has a default session of their own.
+            await alice.call_tool("execute", {"code": "mine = 'alice'"})
+            theirs = await bob.call_tool("execute", {"code": "'mine' in globals()"})
+            assert theirs.content[0].text.endswith("False")
+            follow_up = await alice.call_tool("execute", {"code": "molecule['formula']", "session_id": "lab"})
+            assert follow_up.content[0].text == "Out[2]: 'C2H6O'"
+        async with httpx2.AsyncClient() as anonymous:  # no token: refused before any MCP message is read
+            response = await anonymous.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers={"Accept": "application/json, text/event-stream"})
+            assert response.status_code == 401
+        async with httpx2.AsyncClient() as forger:
+            response = await forger.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers={"Accept": "application/json, text/event-stream", "Authorization": "Bearer " + "x" * 40})
+            assert response.status_code == 401
+
+    asyncio.run(scenario())
+
+
+def test_eight_concurrent_clients_lose_or_cross_nothing(http_server):
+    url, tokens = http_server
+
+    async def client_calls(number):
+        async with over_http(url, tokens["alice"]) as client:
+            outputs = []
+            for call in range(50):
+                result = await client.call_tool("execute", {"code": f"print('c{number}-{call}')", "session_id": f"worker-{number}"})
+                outputs.append(result.content[0].text)
+            return outputs
+
+    async def scenario():
+        return await asyncio.gather(*(client_calls(number) for number in range(8)))
+
+    for number, outputs in enumerate(asyncio.run(scenario())):
+        assert outputs == [f"c{number}-{call}" for call in range(50)]
