@@ -43,7 +43,7 @@ from typing import Any, Literal, TypeVar
 
 from kernel.bindings import HOST_MODULE, Bindings, toolkit_of
 from kernel.bridge import Bridge, toolkit_spec
-from kernel.kernel_snapshot import pack, unpack
+from kernel.kernel_snapshot import pack, report_path, unpack
 from kernel.output import CellResult, OutputLimits
 from kernel.result_store import ResultStore
 from kernel.session import INTERRUPT_GRACE, KernelError, KernelSession
@@ -62,6 +62,9 @@ _DUMP_FILE = "snapshot-dump"
 _RESTORE_FILE = "snapshot-restore"
 #: Variables named in a restore notice before the rest are counted.
 _NOTICE_NAMES = 20
+#: The longest error text a notice carries (a full traceback would flood the model's context).
+_NOTICE_ERROR_CHARS = 300
+_INTROSPECTION_LIMITS = OutputLimits(max_output_chars=64_000_000)
 
 
 _EXECUTE_DESCRIPTION = "Run a Python cell in your persistent IPython kernel and get back what it printed, its value, its error and its images. Variables stay for later cells; top-level await works; tool handles are bound."
@@ -100,6 +103,12 @@ class _Session:
     saved_data: Any = None
     #: ``{variable: digest of its pickle}`` in the stored snapshot, as far as this kernel knows.
     digests: dict[str, str] = field(default_factory=dict)
+    #: Stored variables this kernel could not load (``{name: digest}``): kept in later snapshots
+    #: until the kernel defines that name itself, so a module missing for a while loses nothing.
+    unrestored: dict[str, str] = field(default_factory=dict)
+    #: The session lost a kernel (death, eviction, a stuck cell), so its next kernel's notice says
+    #: whether the variables came back.
+    lost_kernel: bool = False
 
 
 class CodeMode:
@@ -448,7 +457,8 @@ class CodeMode:
                     evalue = "the environment is still busy with an earlier cell that ignored its interrupt; retry in a moment, or restart to discard the kernel and its state"
                     return CellResult("busy", error={"ename": "Busy", "evalue": evalue, "traceback": ""}, notice=notice)
                 await self._discard(session)
-                notice = _join(notice, f"The kernel was restarted because an earlier cell would not stop; {self._what_is_lost()}.")
+                session.lost_kernel = True
+                notice = _join(notice, "The kernel was restarted because an earlier cell would not stop; this is a fresh kernel.")
             if session.kernel is None:
                 notice = _join(notice, await self._start_kernel(session))
             kernel = session.kernel
@@ -471,15 +481,13 @@ class CodeMode:
                 bridge.cancel_cell(cell_ids[0])
             if result.status == "dead" and session.kernel is kernel:
                 await self._discard(session)
-                session.notice = f"The kernel died during the previous cell; this is a fresh kernel and {self._what_is_lost()}."
+                session.lost_kernel = True
+                session.notice = _join(session.notice, "The kernel died during the previous cell; this is a fresh kernel.")
             elif result.status in ("ok", "error"):  # a failing cell may have changed variables too
                 self._schedule_snapshot(session)
             if notice:
                 result = _with_notice(result, notice)
             return result
-
-    def _what_is_lost(self) -> str:
-        return "variables are restored from the session's last snapshot" if self.snapshots is not None else "earlier variables are gone"
 
     async def _start_kernel(self, session: _Session) -> str:
         """Give ``session`` a kernel and restore its snapshot into it; the restore's notice."""
@@ -502,10 +510,9 @@ class CodeMode:
             ValueError: an empty or non-string session id or user id.
             registry.storage.StoreError: the owner cannot be looked up in the store.
         """
-        if not isinstance(session_id, str) or not session_id:
-            raise ValueError("session_id must be a non-empty string given by the caller")
-        if user_id is not None and (not isinstance(user_id, str) or not user_id):
-            raise ValueError("user_id must be a non-empty string given by the program (or None)")
+        _check_id(session_id, "session_id")
+        if user_id is not None:
+            _check_id(user_id, "user_id")
         session = self._sessions.get(session_id)
         if session is None:
             reason, evicted = self._evicted.get(session_id, ("", None))
@@ -518,14 +525,14 @@ class CodeMode:
                 if evicted is not None:
                     del self._evicted[session_id]
                     session.tools, session.universe, session.tools_version = evicted.tools, evicted.universe, evicted.tools_version
-                    session.data_provider = evicted.data_provider
-                    session.notice = f"This session's previous kernel was {reason}; this is a fresh kernel and {self._what_is_lost()}."
+                    session.data_provider, session.lost_kernel = evicted.data_provider, True
+                    session.notice = _join(evicted.notice, f"This session's previous kernel was {reason}; this is a fresh kernel.")
         if session.owner != user_id:
             if user_id is None:
-                raise SessionOwnerError(f"session {session_id!r} belongs to a user; pass that user's user_id to use it")
+                raise SessionOwnerError(f"session {_shown(session_id)} belongs to a user; pass that user's user_id to use it")
             if session.owner is None:
-                raise SessionOwnerError(f"session {session_id!r} was created without a user_id and belongs to no user; use it without user_id, or use another session id")
-            raise SessionOwnerError(f"session {session_id!r} belongs to another user, so user {user_id!r} cannot use it; use another session id")
+                raise SessionOwnerError(f"session {_shown(session_id)} was created without a user_id and belongs to no user; use it without user_id, or use another session id")
+            raise SessionOwnerError(f"session {_shown(session_id)} belongs to another user, so user {_shown(user_id)} cannot use it; use another session id")
         return session
 
     # -- snapshots ----------------------------------------------------------------------------------
@@ -537,8 +544,10 @@ class CodeMode:
         being overwritten by it (``keep_snapshot``) until :meth:`restart` discards it.
         """
         session.restored = False
+        lost, session.lost_kernel = session.lost_kernel, False
+        gone = "earlier variables are gone" if lost else ""
         if self.snapshots is None or session.kernel is None:
-            return ""
+            return _sentence(gone)
         kernel = session.kernel
         try:
             snapshot = await asyncio.to_thread(self.snapshots.load, session.session_id)
@@ -546,7 +555,7 @@ class CodeMode:
             session.keep_snapshot = True
             return f"This session's snapshot could not be read ({error}); this kernel starts empty, and its variables will not be saved over that snapshot (restart discards it)."
         if snapshot is None:
-            return ""
+            return _sentence(gone and f"{gone}: the session has no snapshot")
         session.saved_data = snapshot.data
         session.digests = dict(snapshot.digests)
         report: dict[str, Any] = {"restored": [], "failed": {}}
@@ -556,15 +565,17 @@ class CodeMode:
                 await asyncio.to_thread(_write_private, path, pack(snapshot.pickles))
                 loaded = await kernel.execute(f"import {_SNAPSHOT_MODULE} as _toolpath_snapshot\n_toolpath_snapshot.restore({path!r})\ndel _toolpath_snapshot", timeout=self.timeout, silent=True)
                 if loaded.status != "ok":
-                    raise KernelError(_describe_error(loaded))
-                report = json.loads(loaded.stdout.strip().splitlines()[-1])
-            except (OSError, KernelError, ValueError, IndexError) as error:
+                    raise KernelError(_short_error(loaded))
+                report = json.loads(await asyncio.to_thread(_read_and_remove, report_path(path)))
+            except (OSError, KernelError, ValueError) as error:
+                # Some variables may have loaded before it stopped; keep the snapshot whole.
                 session.keep_snapshot = True
-                return f"Restoring this session's snapshot failed ({error}); this kernel starts empty, and its variables will not be saved over that snapshot (restart discards it)."
+                return f"Restoring this session's snapshot stopped ({error}); some variables may be missing, so this kernel's variables will not be saved over that snapshot (restart discards it)."
             # Bind the handles again, over anything the snapshot restored under their names.
             self._bound_version.pop(kernel, None)
         session.restored = True
-        return _restore_notice(snapshot.saved, report["restored"], {**snapshot.skipped, **report["failed"]})
+        session.unrestored = {name: snapshot.digests[name] for name in report["failed"] if name in snapshot.digests}
+        return _restore_notice(snapshot.saved, report["restored"], {**snapshot.skipped, **report["failed"]}, kept=sorted(session.unrestored))
 
     def _schedule_snapshot(self, session: _Session) -> None:
         """Snapshot ``session`` once no cell has run for ``snapshot_debounce`` seconds."""
@@ -615,7 +626,7 @@ class CodeMode:
                 session.digests = {}
                 await self._write_snapshot(session)
         except Exception as error:  # the cell has already returned: tell the model next time, keep the old snapshot
-            session.notice = _join(session.notice, f"Saving this session's snapshot failed ({type(error).__name__}: {error}); the previous snapshot is kept.")
+            session.notice = _join(session.notice, f"Saving this session's snapshot failed ({_shortened(f'{type(error).__name__}: {error}')}); the previous snapshot, if any, is kept.")
 
     async def _write_snapshot(self, session: _Session) -> None:
         """Pickle the kernel's variables and store those whose pickle changed, in one transaction."""
@@ -623,12 +634,15 @@ class CodeMode:
         path = os.path.join(session.kernel.directory, _DUMP_FILE)
         dumped = await session.kernel.execute(f"import {_SNAPSHOT_MODULE} as _toolpath_snapshot\n_toolpath_snapshot.dump({path!r}, {self.max_variable_bytes}, {self.max_snapshot_bytes}, {session.digests!r})\ndel _toolpath_snapshot", timeout=self.timeout, silent=True)
         if dumped.status != "ok":
-            raise KernelError(_describe_error(dumped))
-        report = json.loads(dumped.stdout.strip().splitlines()[-1])
+            raise KernelError(_short_error(dumped))
+        report = json.loads(await asyncio.to_thread(_read_and_remove, report_path(path)))
         changed = unpack(await asyncio.to_thread(_read_and_remove, path))
+        # Variables that could not be loaded stay stored until the kernel defines the name itself.
+        session.unrestored = {name: digest for name, digest in session.unrestored.items() if name not in report["saved"] and name not in report["skipped"]}
+        saved = {**report["saved"], **session.unrestored}
         data = session.data_provider() if session.data_provider is not None else None
-        await asyncio.to_thread(self.snapshots.save, session.session_id, session.owner, report["saved"], changed, report["skipped"], data)
-        session.digests, session.saved_data = report["saved"], data
+        await asyncio.to_thread(self.snapshots.save, session.session_id, session.owner, saved, changed, report["skipped"], data)
+        session.digests, session.saved_data = saved, data
 
     async def _flush_all(self) -> None:
         """Write every pending snapshot (after any the debounce timer already started)."""
@@ -694,13 +708,15 @@ class CodeMode:
     async def _restart(self, session_id: str, user_id: str | None) -> None:
         if not self.allow_restart:
             raise PermissionError("restart is disabled for this CodeMode (allow_restart=False)")
+        if session_id not in self._sessions and session_id not in self._evicted and (self.snapshots is None or not (await asyncio.to_thread(self.snapshots.owner, session_id))[0]):
+            return  # nothing to restart, and nobody's session to claim
         session = await self._owned_session(session_id, user_id)
         # No lock: a restart must work while a stuck cell holds the session.
         if session.snapshot_timer is not None:
             session.snapshot_timer.cancel()
             session.snapshot_timer = None
-        session.dirty = session.keep_snapshot = session.restored = False
-        session.saved_data, session.digests = None, {}
+        session.dirty = session.keep_snapshot = session.restored = session.lost_kernel = False
+        session.saved_data, session.digests, session.unrestored = None, {}, {}
         if self.snapshots is not None:
             await asyncio.to_thread(self.snapshots.discard, session_id)
         if session.kernel is not None:
@@ -714,7 +730,8 @@ class CodeMode:
         if session is None or session.kernel is None:
             raise KeyError(f"session {session_id!r} has no kernel; run a cell first")
         async with session.lock:
-            result = await session.kernel.execute(code, timeout=30, silent=True)
+            # Uncapped: the answer is one JSON line, as long as the names of 10,000 variables.
+            result = await session.kernel.execute(code, timeout=30, silent=True, limits=_INTROSPECTION_LIMITS)
         if result.status != "ok":
             raise KernelError(f"inspecting the session failed: {_describe_error(result)}")
         return json.loads(result.stdout.strip().splitlines()[-1])
@@ -1137,7 +1154,42 @@ def _names(names: Iterable[str]) -> str:
     return shown + (f" and {len(names) - _NOTICE_NAMES} more" if len(names) > _NOTICE_NAMES else "")
 
 
-def _restore_notice(saved: float, restored: list[str], not_restored: dict[str, str]) -> str:
+def _check_id(value: object, what: str) -> None:
+    """A session or user id: a string with a non-blank character that SQLite can store (UTF-8).
+
+    Raises:
+        ValueError: anything else.
+    """
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{what} must be a non-blank string given by the program, got {_shown(value)}")
+    try:
+        value.encode()
+    except UnicodeEncodeError as error:
+        raise ValueError(f"{what} {_shown(value)} is not valid Unicode text (it has a lone surrogate at position {error.start})") from error
+
+
+def _shown(value: object) -> str:
+    """``repr(value)``, cut to 80 characters for messages."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _sentence(text: str) -> str:
+    return f"{text[0].upper()}{text[1:]}." if text else ""
+
+
+def _shortened(text: str) -> str:
+    return text if len(text) <= _NOTICE_ERROR_CHARS else text[: _NOTICE_ERROR_CHARS - 3] + "..."
+
+
+def _short_error(result: CellResult) -> str:
+    """A failed housekeeping cell in one short line (its exception, not the traceback)."""
+    if result.error:
+        return _shortened(f"{result.error.get('ename')}: {result.error.get('evalue')}")
+    return result.status
+
+
+def _restore_notice(saved: float, restored: list[str], not_restored: dict[str, str], kept: list[str] = ()) -> str:
     """What a restore brought back and what it did not, for the model (nothing for an empty snapshot)."""
     if not restored and not not_restored:
         return ""
@@ -1146,6 +1198,8 @@ def _restore_notice(saved: float, restored: list[str], not_restored: dict[str, s
     if not_restored:
         reasons = [f"{name} ({reason})" for name, reason in sorted(not_restored.items())]
         text += f" Not restored: {_names(reasons)}."
+    if kept:
+        text += f" The snapshot keeps {_names(kept)} for a later kernel that can load them (define the name, or restart, to drop them)."
     return text
 
 

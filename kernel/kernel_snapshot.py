@@ -4,8 +4,12 @@ CodeMode calls :func:`dump` in a silent cell to snapshot the user's variables an
 a fresh kernel to bring them back. Both exchange the variables through one file in the kernel's
 private directory (mode 0700): a sequence of records, each a variable's name and its own dill
 pickle (:func:`pack` / :func:`unpack`), so every variable loads or fails on its own and the host
-never unpickles anything. Both print one JSON line for the host: what was saved or restored, and
-what was skipped and why.
+never unpickles anything. Both write their report (what was saved or restored, what was skipped
+and why) as JSON to a second file beside it, not to stdout, which a cell may have redirected or a
+background thread may be writing to.
+
+Each variable gets at most :data:`VARIABLE_SECONDS` to pickle or to load (a ``__reduce__`` that
+sleeps, or exits): past that, or on any exception, that variable alone is skipped and named.
 
 What is snapshotted: the names IPython's ``%who_ls`` lists (no ``_``-prefixed names, none of
 IPython's own), except toolpath's own objects: the tool handles and the functions that bind them
@@ -15,14 +19,16 @@ from ``import pandas as pd``) is saved by name, as dill does, and imported again
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import os
 import pickle
+import signal
 import struct
 import types
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import dill
@@ -31,6 +37,41 @@ from kernel import kernel_setup
 
 #: The longest reason kept for a variable that could not be pickled or restored.
 _REASON_CHARS = 200
+#: Seconds one variable may take to pickle or to load (a 40 MB array takes about 0.05 s).
+VARIABLE_SECONDS = 10.0
+
+
+class _TooSlow(BaseException):
+    """Not an ``Exception``: a ``__reduce__`` that catches ``Exception`` must not swallow it."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Raise :class:`_TooSlow` in the block after ``seconds`` (SIGALRM: cells run in the kernel's
+    main thread, where the signal is delivered)."""
+
+    def expire(signum: int, frame: Any) -> None:
+        raise _TooSlow
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def report_path(path: str) -> str:
+    """The file beside ``path`` that holds the JSON report of a dump or restore."""
+    return f"{path}.report"
+
+
+def _write_report(path: str, report: dict[str, Any]) -> None:
+    partial = f"{report_path(path)}.partial"
+    with open(partial, "w", encoding="utf-8") as file:
+        json.dump(report, file)
+    os.replace(partial, report_path(path))
 
 
 class _TooLarge(Exception):
@@ -131,7 +172,7 @@ def _pickled(value: Any, namespace: dict[str, Any], limit: int) -> bytes:
     buffer = _BoundedBuffer(limit)
     try:
         _Pickler(buffer, namespace, value).dump(value)
-    except _TooLarge:
+    except (_TooLarge, _TooSlow):
         raise
     except Exception:  # a closure, a lambda held by an object ...: let dill try
         buffer = _BoundedBuffer(limit)
@@ -147,18 +188,23 @@ def dump(path: str, max_variable_bytes: int, max_snapshot_bytes: int, known: dic
     variables: smallest first, so one large variable never evicts many small ones. A variable whose
     pickle has the digest ``known`` gives for it (it is in the snapshot already) is not written.
 
-    Prints ``{"saved": {name: digest}, "skipped": {name: reason}}`` as one JSON line: every variable
-    the snapshot is to hold, written or not.
+    Writes ``{"saved": {name: digest}, "skipped": {name: reason}}`` to :func:`report_path`: every
+    variable the snapshot is to hold, written or not.
     """
     shell = kernel_setup._shell()
     pickles: dict[str, bytes] = {}
     skipped: dict[str, str] = {}
     for name in _candidates(shell):
         try:
-            pickles[name] = _pickled(shell.user_ns[name], shell.user_ns, max_variable_bytes)
+            with _time_limit(VARIABLE_SECONDS):
+                pickles[name] = _pickled(shell.user_ns[name], shell.user_ns, max_variable_bytes)
         except _TooLarge:
             skipped[name] = f"too large: its pickle is over max_variable_bytes ({max_variable_bytes:,} bytes)"
-        except Exception as error:  # anything dill cannot pickle either: a generator, a socket, a lock ...
+        except _TooSlow:
+            skipped[name] = f"too slow: pickling it took over {VARIABLE_SECONDS:g} s"
+        except BaseException as error:  # anything dill cannot pickle either (a generator, a socket), or a __reduce__ that exits
+            if isinstance(error, KeyboardInterrupt):
+                raise  # the cell's own interrupt (timeout): stop the snapshot
             skipped[name] = f"cannot be pickled ({_reason(error)})"
     total = 0
     saved: dict[str, str] = {}
@@ -176,7 +222,7 @@ def dump(path: str, max_variable_bytes: int, max_snapshot_bytes: int, known: dic
     with open(partial, "wb") as file:
         file.write(pack(changed))
     os.replace(partial, path)
-    print(json.dumps({"saved": saved, "skipped": skipped}))
+    _write_report(path, {"saved": saved, "skipped": skipped})
 
 
 def restore(path: str) -> None:
@@ -184,7 +230,7 @@ def restore(path: str) -> None:
     each on its own: one that fails to load is named with the reason, never raised. The file is
     removed afterwards.
 
-    Prints ``{"restored": [names], "failed": {name: reason}}`` as one JSON line.
+    Writes ``{"restored": [names], "failed": {name: reason}}`` to :func:`report_path`.
     """
     shell = kernel_setup._shell()
     try:
@@ -201,12 +247,18 @@ def restore(path: str) -> None:
         failed = {}
         for name, data in pending.items():
             try:
-                shell.user_ns[name] = dill.loads(data)
-            except Exception as error:  # a class or module the pickle needs is gone, a library changed ...
+                with _time_limit(VARIABLE_SECONDS):
+                    shell.user_ns[name] = dill.loads(data)
+            except _TooSlow:
+                failed[name] = f"could not be restored (loading it took over {VARIABLE_SECONDS:g} s)"
+                continue
+            except BaseException as error:  # a class or module it needs is gone, a library changed, a __reduce__ that exits ...
+                if isinstance(error, KeyboardInterrupt):
+                    raise
                 failed[name] = f"could not be restored ({_reason(error)})"
                 continue
             restored.append(name)
         if len(failed) == len(pending):
             break
         pending = {name: pending[name] for name in failed}
-    print(json.dumps({"restored": sorted(restored), "failed": failed}))
+    _write_report(path, {"restored": sorted(restored), "failed": failed})

@@ -145,7 +145,7 @@ def test_idle_sessions_are_evicted():
         time.sleep(1.5)
         assert short_lived.sessions() == []
         fresh = short_lived.run("'x' in globals()", "s")
-        assert fresh.result == "False" and "without use" in fresh.notice and "earlier variables are gone" in fresh.notice
+        assert fresh.result == "False" and "without use" in fresh.notice and "Earlier variables are gone." in fresh.notice
 
 
 def test_least_recently_used_idle_session_is_evicted():

@@ -204,16 +204,49 @@ def test_the_debounce_writes_once_cells_stop(store):
         assert snapshot is not None and list(snapshot.pickles) == ["counter"]
 
 
-def test_a_variable_that_fails_to_load_is_named_and_the_rest_restored(store, tmp_path):
+def test_a_variable_that_fails_to_load_is_named_kept_and_restored_once_it_can_be(store, tmp_path):
     module = tmp_path / "vanishing.py"
     module.write_text("class Thing:\n    pass\n")
     with code_mode(store, cwd=str(tmp_path)) as first:
         assert first.run("import vanishing\nthing = vanishing.Thing()\nplain = 'fine'", "s").status == "ok"
-    module.unlink()
+    module.rename(tmp_path / "away.py")
     with code_mode(store, cwd=str(tmp_path)) as second:
-        result = second.run("print(plain, 'thing' in globals())", "s")
+        result = second.run("print(plain, 'thing' in globals())\nlater = 2", "s")
         assert result.status == "ok" and result.stdout == "fine False\n"
         assert "thing (could not be restored" in result.notice and "vanishing" in result.notice
+        assert "keeps thing" in result.notice
+    (tmp_path / "away.py").rename(module)  # the module is back: so is the variable, with the new work
+    with code_mode(store, cwd=str(tmp_path)) as third:
+        assert third.run("print(type(thing).__name__, plain, later)", "s").stdout == "Thing fine 2\n"
+
+
+def test_cells_that_redirect_stdout_or_make_thousands_of_variables_are_still_saved(store):
+    with code_mode(store) as first:
+        first.run("import io, sys\nsys.stdout = io.StringIO()\nfor n in range(3000):\n    globals()[f'v{n}'] = n", "s")
+    with code_mode(store) as second:
+        assert second.run("print(v0 + v2999)", "s").stdout == "2999\n"
+
+
+def test_a_variable_that_exits_or_stalls_while_pickling_or_loading_costs_only_itself(store):
+    poison = "import sys, time\nclass Exits:\n    def __reduce__(self):\n        return (sys.exit, ('bye',))\nclass Stalls:\n    def __reduce__(self):\n        time.sleep(60)\n"
+    with code_mode(store) as first:
+        first.run("import kernel.kernel_snapshot as limits\nlimits.VARIABLE_SECONDS = 1\ndel limits", "s")
+        first.run(poison + "exits = Exits()\nstalls = Stalls()\nhealthy = [1, 2]", "s")
+    with code_mode(store) as second:
+        result = second.run("print(healthy, 'exits' in globals())\nnew_work = 42", "s")
+        assert result.stdout == "[1, 2] False\n"
+        assert "stalls (too slow" in result.notice and "exits (could not be restored (SystemExit" in result.notice
+        assert len(result.notice) < 1500
+    with code_mode(store) as third:  # and the new work was saved
+        assert third.run("print(new_work)", "s").stdout == "42\n"
+
+
+def test_a_kernel_lost_without_a_snapshot_says_its_variables_are_gone(store):
+    with code_mode(store, snapshot_debounce=60) as code_mode_:
+        code_mode_.run("a = 1", "s")
+        assert code_mode_.run("import os\nos._exit(1)", "s").status == "dead"
+        result = code_mode_.run("'a' in globals()", "s")
+        assert result.result == "False" and "Earlier variables are gone: the session has no snapshot." in result.notice
 
 
 def test_an_unreadable_snapshot_is_reported_and_never_overwritten(store):
