@@ -70,6 +70,7 @@ def _refusals_as_tool_errors(tool: Callable[..., Awaitable[CallToolResult]]) -> 
 
     return refusing
 
+
 INSTRUCTIONS = """toolpath plans tool paths over a catalog's state graph and runs them as one Python cell in a persistent kernel.
 Typical loop: search_skills to see what the catalogs can do; plan_task or run_task with the task in words (or as a list of steps); then execute free cells that use the variables the task left; session_overview shows what the session holds and what can run next.
 Every tool takes an optional session_id: calls with the same id share one kernel and its variables."""
