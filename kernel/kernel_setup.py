@@ -2,7 +2,8 @@
 
 CodeMode runs :func:`configure` once in every kernel it starts, :func:`keep_handles` after binding
 tool handles, and :func:`print_variables` / :func:`print_value` for its developer surface; those
-print JSON so the host can read the answer from the cell's stdout.
+send JSON on the kernel's own stdout stream (even when a cell redirected ``sys.stdout``), where the
+host reads the answer.
 
 ``configure`` also keeps the session usable when a cell breaks it by accident:
 
@@ -157,19 +158,36 @@ def _reopen_broken_streams(result: Any = None) -> None:
         print(f"toolpath: {' and '.join(reopened)} had been closed or replaced by something that is not a stream; reopened (output not yet shown when that happened was lost)", file=sys.stderr)
 
 
+def _answer(payload: Any) -> None:
+    """Send ``payload`` as one JSON line on the kernel's own stdout stream, even when a cell has
+    pointed ``sys.stdout`` elsewhere (a ``StringIO``, a file): the host reads the answer there."""
+    from ipykernel.iostream import OutStream
+
+    kernel = getattr(_shell(), "kernel", None)
+    if kernel is None:
+        print(json.dumps(payload))
+        return
+    stream = OutStream(kernel.session, kernel.iopub_thread, "stdout", watchfd=False)
+    stream.set_parent(kernel.get_parent())
+    stream.write(json.dumps(payload) + "\n")
+    stream.flush()
+
+
 def print_variables() -> None:
     """Print the names of the user's variables (IPython's ``%who_ls``) as a JSON list."""
-    print(json.dumps(sorted(_shell().run_line_magic("who_ls", "") or [])))
+    _answer(sorted(_shell().run_line_magic("who_ls", "") or []))
 
 
 def print_value(name: str) -> None:
     """Print ``{"value": ...}`` for a JSON-serialisable variable, else ``{"error": ...}``."""
     namespace = _shell().user_ns
     if name not in namespace:
-        print(json.dumps({"error": f"no variable named {name!r} in this session"}))
+        _answer({"error": f"no variable named {name!r} in this session"})
         return
     value = namespace[name]
     try:
-        print(json.dumps({"value": value}))
+        json.dumps(value)
     except (TypeError, ValueError):
-        print(json.dumps({"error": f"{name} is a {type(value).__name__}, which has no JSON form; inspect it with run()", "repr": repr(value)[:1000]}))
+        _answer({"error": f"{name} is a {type(value).__name__}, which has no JSON form; inspect it with run()", "repr": repr(value)[:1000]})
+        return
+    _answer({"value": value})

@@ -354,3 +354,13 @@ def test_model_tool_schemas_declare_execute_and_restart_for_both_apis():
             code_mode.model_tool_schemas("gemini")
     with CodeMode(pool_size=0, snapshot=False, allow_restart=False) as no_restart:
         assert [tool["name"] for tool in no_restart.model_tool_schemas("anthropic")] == ["execute"]
+
+
+def test_variables_and_values_are_read_even_when_a_cell_redirected_stdout():
+    with CodeMode(pool_size=0, snapshot=False) as code_mode:
+        code_mode.run("import io, sys\nsys.stdout = io.StringIO()\nanswer = 42\nfor n in range(10_000):\n    globals()[f'v{n}'] = n", "s")
+        names = code_mode.variables("s")
+        assert len(names) == 10_004 and "answer" in names  # answer, io, n, sys and the v's
+        assert code_mode.value("answer", "s") == 42
+        with pytest.raises(KeyError):
+            code_mode.value("missing", "s")
