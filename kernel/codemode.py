@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import inspect
 import itertools
 import json
@@ -699,10 +700,9 @@ class CodeMode:
         session = await self._owned_session(session_id, user_id)
         session.data_provider = provider
         if self.snapshots is not None and session.kernel is None and session.saved_data is None:
-            try:
+            # A damaged store is reported by the kernel's restore, which meets the same damage.
+            with contextlib.suppress(StoreError):
                 session.saved_data = await asyncio.to_thread(self.snapshots.saved_data, session_id)
-            except StoreError:
-                pass  # the kernel's restore meets the same damage and says so in its notice
         return session.saved_data
 
     async def _restart(self, session_id: str, user_id: str | None) -> None:
