@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kernel.codemode import CodeMode, SessionOwnerError, format_for_model
+    from kernel.mcp_connection import MCPConnectionError, MCPToolError
+    from kernel.mcp_toolkit import MCPToolkit
     from kernel.output import CellResult, OutputLimits
     from kernel.session import KernelBusyError, KernelError, KernelSession
     from kernel.snapshot import Snapshot, SnapshotStore
@@ -23,6 +25,9 @@ _HOME = {
     "SessionOwnerError": "kernel.codemode",
     "format_for_model": "kernel.codemode",
     "CellResult": "kernel.output",
+    "MCPConnectionError": "kernel.mcp_connection",
+    "MCPToolError": "kernel.mcp_connection",
+    "MCPToolkit": "kernel.mcp_toolkit",
     "OutputLimits": "kernel.output",
     "KernelBusyError": "kernel.session",
     "KernelError": "kernel.session",

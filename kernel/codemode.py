@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import importlib
 import inspect
 import itertools
 import json
@@ -40,7 +41,7 @@ import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from kernel.bindings import HOST_MODULE, Bindings, toolkit_of
 from kernel.bridge import Bridge, toolkit_spec
@@ -50,6 +51,9 @@ from kernel.result_store import ResultStore
 from kernel.session import INTERRUPT_GRACE, KernelError, KernelSession
 from kernel.snapshot import SnapshotConflictError, SnapshotStore
 from kernel.toolkit import Tool, Toolkit, as_toolkits
+
+if TYPE_CHECKING:
+    from kernel.mcp_toolkit import MCPConnections
 from registry import ToolDefinition
 from registry.storage import StoreError
 
@@ -118,10 +122,12 @@ class CodeMode:
     Args:
         tools: what to bind as awaitable handles in every kernel, one handle per toolkit or server:
             :class:`kernel.Toolkit` objects, plain functions and :class:`kernel.Tool` objects (one
-            toolkit named ``tools``), and registry tools (each needs ``id`` and ``module``, as a
-            :class:`registry.ToolRegistry` gives them). Registry tools with ``binding="kernel"``
-            are imported inside the kernel on first use; everything else runs in this process and
-            is called over the bridge: ``await inventory.stock_level("A-1")``.
+            toolkit named ``tools``), and registry tools (each needs ``id`` and ``module`` or
+            ``mcp_server``, as a :class:`registry.ToolRegistry` gives them). Registry tools with
+            ``binding="kernel"`` are imported inside the kernel on first use; everything else runs
+            in this process and is called over the bridge: ``await inventory.stock_level("A-1")``.
+            Registry tools served by an MCP server connect to it on their first call (one
+            connection per server configuration) and are disconnected when the run ends.
         allow_restart: offer ``restart`` to the model (see :meth:`model_tools`); ``False`` also makes
             :meth:`restart` raise.
         allow_shell: keep ``%%bash`` and ``!`` shell escapes; ``False`` removes them (this keeps a
@@ -162,7 +168,7 @@ class CodeMode:
 
     Raises:
         ValueError: for an unknown ``on_busy_kernel``, a negative number, two toolkits with one name,
-            or a registry tool without ``id``/``module``.
+            or a registry tool without ``id`` or without ``module``/``mcp_server``.
         registry.storage.StoreError: ``result_store`` is a directory or cannot be created.
         TypeError: a ``tools`` item that is not a toolkit, tool, callable or registry tool.
     """
@@ -208,13 +214,13 @@ class CodeMode:
             raise ValueError(f"timeout must be positive (or None), got {timeout}")
         items = list(tools)
         definitions = [tool for tool in items if isinstance(tool, ToolDefinition)]
-        missing = [tool.name for tool in definitions if tool.id is None or not tool.module]
-        if missing:
-            raise ValueError(f"tools {', '.join(missing)} have no id or module; register them in a ToolRegistry first")
+        _check_registered(definitions)
         #: Registry tools bound inside the kernel.
         self.tools = [tool for tool in definitions if tool.binding == "kernel"]
+        # Connections to the MCP servers of registry tools they serve (made with the first such tool).
+        self._mcp_connections: MCPConnections | None = None
         #: Toolkits whose calls run in this process.
-        self.toolkits = as_toolkits(tool for tool in items if not (isinstance(tool, ToolDefinition) and tool.binding == "kernel"))
+        self.toolkits = as_toolkits((tool for tool in items if not (isinstance(tool, ToolDefinition) and tool.binding == "kernel")), load=self._host_tool)
         self.max_result_bytes = max_result_bytes
         if result_store is not None and not offload_results:
             raise ValueError("result_store is only used with offload_results=True")
@@ -652,9 +658,7 @@ class CodeMode:
         await asyncio.gather(*(self._flush(session) for session in list(self._sessions.values()) if session.dirty))
 
     async def _bind_for_session(self, session_id: str, tools: list[ToolDefinition], universe: list[ToolDefinition], user_id: str | None) -> Bindings:
-        missing = [tool.name for tool in tools if tool.id is None or not tool.module]
-        if missing:
-            raise ValueError(f"tools {', '.join(missing)} have no id or module; register them in a ToolRegistry first")
+        _check_registered(tools)
         mine = {tool.id for tool in self.tools}
         toolkit_names = {toolkit.name for toolkit in self.toolkits}
         clash = next((tool for tool in tools if tool.binding == "host" and toolkit_of(tool) in toolkit_names), None)
@@ -671,11 +675,11 @@ class CodeMode:
             members = [tool for tool in new if tool.binding == "host" and toolkit_of(tool) == server]
             toolkit = self._session_toolkits.get(server)
             if toolkit is None:
-                self._session_toolkits[server] = Toolkit(server, members)
+                self._session_toolkits[server] = Toolkit(server, [self._host_tool(tool) for tool in members])
             else:
                 for tool in members:
                     if tool.name not in toolkit.functions:
-                        toolkit.register(tool)
+                        toolkit.register(self._host_tool(tool))
         session.tools, session.universe = trial.tools, trial.universe
         if new:
             session.tools_version += 1
@@ -748,6 +752,14 @@ class CodeMode:
         await asyncio.gather(*(self._stop_kernel(kernel) for kernel in kernels), return_exceptions=True)
 
     # -- runs: connecting and closing toolkits ------------------------------------------------------
+
+    def _host_tool(self, definition: ToolDefinition) -> Tool:
+        """The host :class:`Tool` of a registry tool: its module's function, or a call to its MCP server."""
+        if definition.mcp_server is None:
+            return Tool.from_definition(definition)
+        if self._mcp_connections is None:
+            self._mcp_connections = _mcp_toolkit().MCPConnections()
+        return _mcp_toolkit().catalog_tool(definition, self._mcp_connections)
 
     def _to_connect(self, asynchronous: bool) -> list[Toolkit]:
         if self._closed:
@@ -865,6 +877,8 @@ class CodeMode:
                     await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(toolkit.close(), loop))
             except Exception as error:  # close the others, then report every failure
                 errors.append(f"{toolkit.name}: {type(error).__name__}: {error}")
+        if self._mcp_connections is not None:
+            errors += await self._mcp_connections.aclose()
         if not self._closed:
             await self._await(self._flush_all())
         self._closed_run(errors)
@@ -890,6 +904,11 @@ class CodeMode:
                 asyncio.run_coroutine_threadsafe(toolkit.close(), loop).result()
             except Exception as error:  # close the others, then report every failure
                 errors.append(f"{toolkit.name}: {type(error).__name__}: {error}")
+        if self._mcp_connections is not None:
+            if _running_loop() in self._mcp_connections.loops:
+                errors.append("MCP servers of registry tools: they connected on this thread's running loop; use `await code_mode.aclose()`")
+            else:
+                errors += self._wait(self._mcp_connections.aclose())
         if not self._closed:
             self._wait(self._flush_all())
         self._closed_run(errors)
@@ -1201,6 +1220,19 @@ def _restore_notice(saved: float, restored: list[str], not_restored: dict[str, s
     if kept:
         text += f" The snapshot keeps {_names(kept)} for a later kernel that can load them (define the name, or restart, to drop them)."
     return text
+
+
+def _check_registered(tools: Iterable[ToolDefinition]) -> None:
+    """Registry tools must come from a :class:`registry.ToolRegistry`: with an id, and a module or an MCP server."""
+    missing = [tool.name for tool in tools if tool.id is None or (not tool.module and tool.mcp_server is None)]
+    if missing:
+        raise ValueError(f"tools {', '.join(missing)} have no id, or neither a module nor an MCP server; register them in a ToolRegistry first")
+
+
+def _mcp_toolkit() -> Any:
+    """:mod:`kernel.mcp_toolkit`, imported on first use: the MCP SDK takes about a second to import,
+    which only CodeModes with tools served over MCP should pay."""
+    return importlib.import_module("kernel.mcp_toolkit")
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -156,8 +156,12 @@ class Tool:
         """A host tool for a registry :class:`ToolDefinition`: its module is imported here, now.
 
         An import failure does not raise: the tool records it and raises it when called, so one
-        broken tool does not stop its toolkit from binding.
+        broken tool does not stop its toolkit from binding. So does a tool served by an MCP server,
+        which has no module: CodeMode calls its server instead (:func:`kernel.mcp_toolkit.catalog_tool`).
         """
+        if definition.mcp_server is not None:
+            error = "it is served by an MCP server, which only CodeMode(tools=[...]) connects (or use kernel.MCPToolkit)"
+            return cls(None, name=definition.name, description=definition.description, load_error=error)
         function, error = None, ""
         try:
             module = importlib.import_module(definition.module or "")
@@ -552,11 +556,12 @@ async def _awaited(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
 
 
-def as_toolkits(tools: Iterable[Any], default_name: str = "tools") -> list[Toolkit]:
+def as_toolkits(tools: Iterable[Any], default_name: str = "tools", load: Callable[[ToolDefinition], Tool] = Tool.from_definition) -> list[Toolkit]:
     """Group what was passed to ``CodeMode(tools=...)`` into toolkits.
 
     Toolkits stay as they are; callables and :class:`Tool` objects join one toolkit named
-    ``default_name``; host-bound registry tools join one toolkit per server.
+    ``default_name``; host-bound registry tools join one toolkit per server, each made a
+    :class:`Tool` by ``load``.
 
     Raises:
         TypeError: an item that is none of these.
@@ -570,7 +575,7 @@ def as_toolkits(tools: Iterable[Any], default_name: str = "tools") -> list[Toolk
                 raise ValueError(f"two toolkits are named {tool.name!r}; give each a distinct name")
             toolkits[tool.name] = tool
         elif isinstance(tool, ToolDefinition):
-            loose.setdefault(tool.server_name or default_name, []).append(tool)
+            loose.setdefault(tool.server_name or default_name, []).append(load(tool))
         elif isinstance(tool, Tool) or callable(tool):
             loose.setdefault(default_name, []).append(tool)
         else:

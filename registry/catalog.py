@@ -14,7 +14,9 @@ A catalog file has the top-level keys ``domain``, optional ``package``, ``states
         return_spec: {name: molecule, type: dict, state: chemistry.molecule_parsed}
         state_transition: {requires: [], produces: [chemistry.molecule_parsed]}
 
-A tool's ``server_name`` defaults to the catalog's ``domain``. The JSON Schema of this format is
+A tool's ``server_name`` defaults to the catalog's ``domain``. Tools implemented by an MCP server name
+it with ``mcp_server``, and the catalog declares it under ``mcp_servers`` (see
+:mod:`registry.mcp_servers`). The JSON Schema of this format is
 :func:`catalog_json_schema` (``toolpath schema``).
 
 The catalog JSON that agora-workbench serves — ``{server_name, tools: [...], skills: [...]}`` with
@@ -48,6 +50,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from registry.mcp_servers import MCPServerConfig
 from registry.names import function_names, require_printable
 from registry.states import State
 from registry.tool_registry import ToolRegistry
@@ -60,6 +63,7 @@ DUPLICATE_STATE = "TP102"
 DUPLICATE_TOOL = "TP103"
 NO_MODULE = "TP104"
 SHARED_FUNCTION = "TP105"
+UNKNOWN_MCP_SERVER = "TP106"
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,7 @@ class CatalogFile(BaseModel):
     package: str | None = Field(default=None, description="Package whose module `{package}.{name}` implements tool `name`.")
     states: list[State] = Field(default_factory=list, description="The states tools require and produce.")
     tools: list[ToolDefinition] = Field(default_factory=list, description="The tools of the domain.")
+    mcp_servers: dict[str, MCPServerConfig] = Field(default_factory=dict, description="MCP servers that implement tools (a tool names one with `mcp_server`), by name.")
 
     @field_validator("domain", "package")
     @classmethod
@@ -277,6 +282,7 @@ class Catalog:
     states: tuple[State, ...]
     tools: tuple[ToolDefinition, ...]
     locator: SourceLocator = field(repr=False, compare=False)
+    mcp_servers: dict[str, MCPServerConfig] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -761,7 +767,7 @@ def read_catalog(path: str | Path, *, max_bytes: int | None = None) -> Catalog:
         document = from_agora_workbench(document)
         locator.aliases = {"states": "skills", "domain": "server_name"}
     try:
-        header, states, tools, problems = _validate_items(document, locator)
+        header, states, tools, servers, problems = _validate_items(document, locator)
     except RecursionError:
         raise CatalogError([locator.problem([], "the document is nested too deeply to validate", UNREADABLE)]) from None
 
@@ -780,6 +786,15 @@ def read_catalog(path: str | Path, *, max_bytes: int | None = None) -> Catalog:
             if (server_name, tool.name) in seen_tools:
                 problems.append(locator.problem(["tools", index, "name"], f"server {server_name!r} already has a tool named {tool.name!r}", DUPLICATE_TOOL))
             seen_tools.add((server_name, tool.name))
+            if isinstance(tool.mcp_server, str):
+                server = servers.get(tool.mcp_server)
+                if server is None:
+                    if tool.mcp_server not in servers.invalid:  # that entry's own problem says enough
+                        declared = ", ".join(sorted(servers)) or "none"
+                        problems.append(locator.problem(["tools", index, "mcp_server"], f"tool {tool.name!r} names MCP server {tool.mcp_server!r}, which this catalog does not declare under `mcp_servers` (declared: {declared})", UNKNOWN_MCP_SERVER))
+                    continue
+                resolved.append(tool.model_copy(update={"server_name": server_name, "mcp_server": server}))
+                continue
             try:
                 module = resolver.resolve_module(tool)
             except ValueError as error:
@@ -788,19 +803,51 @@ def read_catalog(path: str | Path, *, max_bytes: int | None = None) -> Catalog:
             resolved.append(tool.model_copy(update={"server_name": server_name, "module": module}))
     catalog = None
     if header is not None:
-        catalog = Catalog(path, header.domain, header.package, tuple(state for _, state in states), tuple(resolved), locator)
+        catalog = Catalog(path, header.domain, header.package, tuple(state for _, state in states), tuple(resolved), locator, dict(servers))
     if problems:
         raise CatalogError(problems, partial=catalog)
     assert catalog is not None
     return catalog
 
 
-def _validate_items(document: dict, locator: SourceLocator) -> tuple[CatalogFile | None, list[tuple[int, State]], list[tuple[int, ToolDefinition]], list[CatalogProblem]]:
-    """Validate the header, then each state and tool on its own, so one bad item does not hide
-    the problems of the others; returns what is valid, with its index, and every problem."""
+class _Servers(dict[str, MCPServerConfig]):
+    """The valid ``mcp_servers`` entries by name; ``invalid`` names those that had problems."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.invalid: set[str] = set()
+
+
+def _validate_servers(value: Any, locator: SourceLocator) -> tuple[_Servers, list[CatalogProblem]]:
+    """Each ``mcp_servers`` entry on its own, named from its key."""
+    servers, problems = _Servers(), []
+    if not isinstance(value, dict):
+        problems.append(locator.problem(["mcp_servers"], f"expected a mapping of server names to {{command, args}} or {{url, headers}}, found {_short_repr(value)}"))
+        return servers, problems
+    for name, entry in value.items():
+        try:
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"server names are non-empty strings, not {_short_repr(name)}")
+            if isinstance(entry, dict) and entry.get("name", name) != name:
+                raise ValueError(f"`name` {_short_repr(entry['name'])} differs from the key {name!r}; the key names the server, so remove `name`")
+            servers[name] = MCPServerConfig.model_validate({**entry, "name": name} if isinstance(entry, dict) else entry)
+        except ValidationError as error:
+            servers.invalid.add(name)
+            problems.extend(_validation_problems(locator, error, prefix=["mcp_servers", name]))
+        except ValueError as error:
+            servers.invalid.add(str(name))
+            problems.append(locator.problem(["mcp_servers", str(name)], str(error)))
+    return servers, problems
+
+
+def _validate_items(document: dict, locator: SourceLocator) -> tuple[CatalogFile | None, list[tuple[int, State]], list[tuple[int, ToolDefinition]], _Servers, list[CatalogProblem]]:
+    """Validate the header, then each state, tool and MCP server on its own, so one bad item does
+    not hide the problems of the others; returns what is valid, with its index, and every problem."""
     problems: list[CatalogProblem] = []
     items: dict[str, list] = {"states": [], "tools": []}
     header_fields = dict(document)
+    servers, server_problems = _validate_servers(header_fields.pop("mcp_servers", None) or {}, locator)
+    problems.extend(server_problems)
     for key, model in (("states", State), ("tools", ToolDefinition)):
         value = header_fields.pop(key, None)
         if value is None:
@@ -818,7 +865,7 @@ def _validate_items(document: dict, locator: SourceLocator) -> tuple[CatalogFile
         header = CatalogFile.model_validate(header_fields)
     except ValidationError as error:
         problems[:0] = _validation_problems(locator, error)
-    return header, items["states"], items["tools"], problems
+    return header, items["states"], items["tools"], servers, problems
 
 
 @garbage_collection_paused()
@@ -853,17 +900,19 @@ def _shared_functions(catalogs: Sequence[Catalog]) -> list[CatalogProblem]:
     """Two differently named tools that one module would implement with the same function.
 
     ``get-forecast`` is implemented by ``get_forecast`` when its module has no function of its own
-    name; if a tool ``get_forecast`` lives in the same module, both would call one function.
+    name; if a tool ``get_forecast`` lives in the same module, both would call one function. Tools
+    served by MCP servers have no module and are called by their own names.
     """
     names_by_module: dict[str, set[str]] = {}
     for catalog in catalogs:
         for tool in catalog.tools:
-            names_by_module.setdefault(tool.module or "", set()).add(tool.name)
+            if tool.module:
+                names_by_module.setdefault(tool.module, set()).add(tool.name)
     problems = []
     for catalog in catalogs:
         for index, tool in enumerate(catalog.tools):
             fallback = function_names(tool.name)[1:]
-            if fallback and fallback[0] in names_by_module.get(tool.module or "", set()):
+            if fallback and tool.module and fallback[0] in names_by_module.get(tool.module, set()):
                 message = (
                     f"tools {tool.name!r} and {fallback[0]!r} would both be implemented by function {fallback[0]!r} of module "
                     f"{tool.module!r}; give {tool.name!r} its own module (`module:`) or a distinct name"

@@ -15,6 +15,7 @@
 | TP103 | error    | a tool name used twice within one server |
 | TP104 | error    | a tool whose module cannot be resolved (no ``module`` and no ``package``) |
 | TP105 | error    | two differently named tools that one module would implement with one function |
+| TP106 | error    | a tool names an MCP server its catalog does not declare under ``mcp_servers`` |
 
 TP1xx problems stop a catalog from loading; the linter reports them as findings and still checks
 every state and tool that did validate, in every file. Codes never change meaning; new rules get new codes.
@@ -55,6 +56,7 @@ RULES: dict[str, tuple[Severity, str]] = {
     "TP103": ("error", "duplicate tool name within a server"),
     "TP104": ("error", "tool module cannot be resolved"),
     "TP105": ("error", "two tools share one function"),
+    "TP106": ("error", "undeclared MCP server"),
 }
 
 
@@ -132,7 +134,7 @@ def _check_catalog(catalog: Catalog, declared: set[str], producible: set[str] | 
             if unreachable:
                 findings.append(_finding(catalog, ["tools", index, "state_transition", "requires"], "TP003", f"tool {tool.name!r} can never run from an empty start: no tool that can run produces {', '.join(unreachable)}"))
             if not transition.produces:
-                findings.append(_finding(catalog, ["tools", index, "state_transition"], "TP004", f"tool {tool.name!r} produces no state, so no plan will ever use it"))
+                findings.append(_finding(catalog, ["tools", index, "state_transition"], "TP004", f"tool {tool.name!r} produces no state, so no plan will ever use it; list what it produces under state_transition.produces"))
             if not tool.description and not tool.affordances:
                 findings.append(_finding(catalog, ["tools", index], "TP005", f"tool {tool.name!r} has neither description nor affordances; skill search cannot find it"))
         typed = [(["required_parameters", position], parameter.type) for position, parameter in enumerate(tool.required_parameters)]
@@ -213,8 +215,9 @@ def _lint(paths: Iterable[str | Path], import_modules: bool, max_bytes: int | No
     if import_modules:
         with _importable(catalogs):
             for catalog in catalogs:
-                for index in range(len(catalog.tools)):
-                    findings.extend(_check_import(catalog, index))
+                for index, tool in enumerate(catalog.tools):
+                    if tool.mcp_server is None:  # a tool served over MCP is not imported
+                        findings.extend(_check_import(catalog, index))
     findings.sort(key=lambda finding: (finding.path, finding.line or 0, finding.column or 0, finding.code))
     return findings, loaded
 

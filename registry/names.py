@@ -153,6 +153,18 @@ def attribute_name(tool_name: str) -> str:
     return python_identifier(python_identifier(tool_name).lstrip("_") or "tool")
 
 
+def parameter_name(wire_name: str) -> str:
+    """The keyword a parameter is passed by in Python: the wire name itself when Python accepts it as
+    a keyword argument (builtins such as ``id`` or ``type`` are fine there), else
+    :func:`python_identifier` of it (``from`` → ``from_``, ``repo-path`` → ``repo_path``).
+
+    Examples:
+        >>> parameter_name("type"), parameter_name("from"), parameter_name("repo-path")
+        ('type', 'from_', 'repo_path')
+    """
+    return wire_name if wire_name.isidentifier() and not keyword.iskeyword(wire_name) else python_identifier(wire_name)
+
+
 def strip_toolkit_suffix(toolkit_name: str) -> str:
     """``inventory_tools`` → ``inventory``: a toolkit's handle drops a trailing ``_tools``."""
     if toolkit_name.endswith("_tools") and len(toolkit_name) > len("_tools"):

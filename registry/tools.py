@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from registry.mcp_servers import MCPServerConfig
 from registry.names import require_printable
 from registry.states import StateTransition
 
@@ -95,6 +96,11 @@ class ToolDefinition(BaseModel):
         binding: where a kernel runs the tool: ``"kernel"`` (default; the module is imported inside
             the kernel and results stay there as live objects) or ``"host"`` (the call crosses the
             bridge to the host process, where connections, hooks and caching live).
+        mcp_server: the MCP server that implements the tool, which is then called by its ``name``
+            over MCP instead of being imported: in a catalog file, the name of a server declared
+            under ``mcp_servers`` (the catalog loader replaces it with that server's
+            :class:`registry.mcp_servers.MCPServerConfig`); in code, the config itself. Such a tool
+            has no module and runs on the host (``binding`` defaults to ``"host"``).
         id: assigned by :class:`registry.ToolRegistry` on registration; ``None`` before.
 
     Names (of the tool, its parameters and return), state tokens, modules and the server name are
@@ -120,9 +126,21 @@ class ToolDefinition(BaseModel):
     # strict: a quoted "3" or a boolean is a catalog mistake, not a number to coerce.
     cost: float = Field(default=1.0, ge=0, allow_inf_nan=False, strict=True)
     binding: Literal["kernel", "host"] = "kernel"
+    mcp_server: str | MCPServerConfig | None = None
     id: int | None = None
 
     _names_are_printable = _printable_fields(name="tool name", module="module", module_override="module", server_name="server name")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _served_over_mcp(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("mcp_server") is None:
+            return data
+        if data.get("binding", "host") != "host":
+            raise ValueError("a tool served by an MCP server runs on the host: remove `binding: kernel` or `mcp_server`")
+        if data.get("module") or data.get("module_override"):
+            raise ValueError("a tool served by an MCP server is not imported: remove `module`/`module_override` or `mcp_server`")
+        return {**data, "binding": "host"}
 
     @model_validator(mode="after")
     def _parameter_names_unique(self) -> ToolDefinition:

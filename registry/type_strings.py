@@ -9,6 +9,10 @@ Python type expression built only from dotted names, subscripts (``dict[str, int
 from __future__ import annotations
 
 import ast
+from typing import Any
+
+#: JSON Schema's primitive types as Python type names.
+_JSON_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "None", "object": "dict", "array": "list"}
 
 
 class TypeStringError(ValueError):
@@ -60,3 +64,34 @@ def check_type_string(text: str) -> None:
     except (ValueError, RecursionError, MemoryError) as error:
         raise TypeStringError(f"type {text!r}: cannot be parsed ({type(error).__name__})") from None
     _check(tree.body, text)
+
+
+def type_from_json_schema(schema: Any) -> str:
+    """The type string of a JSON Schema (a tool's input property, say): ``{"type": "array", "items":
+    {"type": "string"}}`` → ``"list[str]"``. Unions (``anyOf``, ``oneOf``, a list of types) become
+    ``|``; what has no type (or one this mapping does not know) is ``"Any"``.
+
+    Examples:
+        >>> type_from_json_schema({"type": "array", "items": {"type": "integer"}})
+        'list[int]'
+        >>> type_from_json_schema({"anyOf": [{"type": "string"}, {"type": "null"}]})
+        'str | None'
+        >>> type_from_json_schema({"type": "object", "additionalProperties": {"type": "number"}})
+        'dict[str, float]'
+    """
+    if not isinstance(schema, dict):
+        return "Any"
+    alternatives = schema.get("anyOf") or schema.get("oneOf")
+    kind = schema.get("type")
+    if isinstance(alternatives, list) and alternatives:
+        parts = [type_from_json_schema(alternative) for alternative in alternatives]
+    elif isinstance(kind, list) and kind:
+        parts = [type_from_json_schema({**schema, "type": single}) for single in kind]
+    elif kind == "array" and isinstance(schema.get("items"), dict):
+        return f"list[{type_from_json_schema(schema['items'])}]"
+    elif kind == "object" and isinstance(schema.get("additionalProperties"), dict) and not schema.get("properties"):
+        return f"dict[str, {type_from_json_schema(schema['additionalProperties'])}]"
+    else:
+        return _JSON_TYPES.get(kind, "Any") if isinstance(kind, str) else "Any"
+    unique = list(dict.fromkeys(parts))
+    return "Any" if "Any" in unique else " | ".join(unique)

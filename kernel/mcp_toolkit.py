@@ -1,0 +1,183 @@
+"""MCP servers' tools as host tools: a whole server as a toolkit, or catalog tools one by one.
+
+- :class:`MCPToolkit` binds every tool a server lists (every page of ``tools/list``) behind one
+  handle. CodeMode connects it when a run starts (its ``connect`` is async, so on the run's first
+  cell, on the caller's loop) and closes it when the run ends; one opened by hand
+  (``async with MCPToolkit(...)``) is left alone. Signatures come from the tools' input schemas.
+- :func:`catalog_tool` turns a registry :class:`ToolDefinition` whose ``mcp_server`` is set into a
+  host :class:`Tool` that calls that server, connected on first use through :class:`MCPConnections`.
+
+Names: a tool keeps its real name over the wire (``get-forecast``, ``gmail.search``); its handle
+attribute comes from :mod:`registry.names` as for every tool. Parameters are keyword-only and keep
+their names unless Python cannot take them as keywords (``from`` → ``from_``,
+:func:`registry.names.parameter_name`); the real names are sent. Arguments left out are not sent,
+so the server applies its own defaults.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kernel.mcp_connection import MCPConnection
+from kernel.toolkit import ShownText, Tool, Toolkit
+from registry import ToolDefinition
+from registry.mcp_servers import MCPServerConfig
+from registry.names import NameMap, parameter_name
+from registry.type_strings import type_from_json_schema
+
+
+class MCPToolkit(Toolkit):
+    """The tools of one MCP server, bound in a kernel as one handle.
+
+    Give either ``command`` (with ``args``, ``env``, ``cwd``: a server started over stdio) or ``url``
+    (with ``headers``: Streamable HTTP); ``${NAME}`` in those values reads an environment variable
+    at connect time.
+
+    Args:
+        name: the toolkit's (and server's) name; the handle is made from it (``time`` → ``time``).
+        include: names of the tools to bind (default: every listed tool).
+        connect_timeout: seconds to start or reach the server and list its tools.
+        call_timeout: seconds one call may take (default: no limit of its own; the cell's applies).
+        hooks / pre_hook / post_hook / cache_results / cache_ttl / max_cache_entries: as for
+            :class:`kernel.toolkit.Toolkit`.
+
+    Raises:
+        ValueError: neither or both of ``command`` and ``url``, or a URL that is not http(s).
+
+    Example::
+
+        time = MCPToolkit("time", command="uvx", args=["mcp-server-time"])
+        code_mode = CodeMode(tools=[time])
+        code_mode.run("await time.get_current_time(timezone='Europe/Paris')", "s1")
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        command: str | None = None,
+        args: Iterable[str] = (),
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        url: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        include: Iterable[str] | None = None,
+        connect_timeout: float = 30.0,
+        call_timeout: float | None = None,
+        **options: Any,
+    ):
+        super().__init__(name, requires_connect=True, **options)
+        config = MCPServerConfig(name=name, command=command, args=tuple(args), env=dict(env or {}), cwd=cwd, url=url, headers=dict(headers or {}), connect_timeout=connect_timeout, call_timeout=call_timeout)
+        self.connection = MCPConnection(config)
+        self.include = None if include is None else frozenset(include)
+
+    async def connect(self) -> None:
+        """Connect, list every tool (all pages) and register those included, replacing earlier ones.
+
+        Raises:
+            kernel.mcp_connection.MCPConnectionError: the server could not be started, reached or listed.
+            ValueError: ``include`` names a tool the server does not list.
+        """
+        await self.connection.connect()
+        listed = await self.connection.list_tools()
+        names = {tool.name for tool in listed}
+        missing = sorted(self.include - names) if self.include is not None else []
+        if missing:
+            await self.connection.aclose()
+            raise ValueError(f"MCP server {self.name!r} lists no tool {', '.join(map(repr, missing))}; it lists {', '.join(sorted(names)) or 'none'}")
+        self._tools = {}
+        for tool in listed:
+            if self.include is None or tool.name in self.include:
+                self.register(server_tool(self.connection, tool.name, tool.description or "", tool.input_schema))
+        self.is_connected = True
+
+    async def close(self) -> None:
+        """Close the connection (a stdio server process exits)."""
+        await self.connection.aclose()
+        self.is_connected = False
+
+    async def __aenter__(self) -> MCPToolkit:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.close()
+
+
+class MCPConnections:
+    """The connections of catalog tools served by MCP servers, one per server configuration, each
+    opened on first use (on the caller's loop) and kept until :meth:`aclose`."""
+
+    def __init__(self) -> None:
+        self._connections: dict[str, MCPConnection] = {}
+
+    def get(self, config: MCPServerConfig) -> MCPConnection:
+        return self._connections.setdefault(config.key(), MCPConnection(config))
+
+    @property
+    def loops(self) -> set[asyncio.AbstractEventLoop]:
+        """The loops of the open connections."""
+        return {connection.loop for connection in self._connections.values() if connection.is_connected and connection.loop is not None}
+
+    async def aclose(self) -> list[str]:
+        """Close every connection (they reconnect on their next call); returns what failed, as text."""
+        results = await asyncio.gather(*(connection.aclose() for connection in self._connections.values()), return_exceptions=True)
+        return [f"MCP server {connection.config.label!r}: {type(result).__name__}: {result}" for connection, result in zip(self._connections.values(), results) if isinstance(result, Exception)]
+
+
+def catalog_tool(definition: ToolDefinition, connections: MCPConnections) -> Tool:
+    """The host :class:`Tool` of a registry tool served by an MCP server (``mcp_server`` set): a call
+    of the tool by its name on that server.
+
+    The tool's signature is the catalog's: required parameters first, then optional ones with their
+    catalog defaults (shown, not sent).
+
+    Raises:
+        ValueError: ``definition`` names no MCP server.
+    """
+    server = definition.mcp_server
+    if server is None:
+        raise ValueError(f"tool {definition.name!r} is not served by an MCP server; use Tool.from_definition")
+    if isinstance(server, str):
+        error = f"its MCP server {server!r} is only a name: load the tool from a catalog that declares it under `mcp_servers`, or give an MCPServerConfig"
+        return Tool(None, name=definition.name, description=definition.description, load_error=error)
+    parameters = [inspect.Parameter(parameter.name, inspect.Parameter.KEYWORD_ONLY, annotation=ShownText(parameter.type)) for parameter in definition.required_parameters]
+    parameters += [inspect.Parameter(parameter.name, inspect.Parameter.KEYWORD_ONLY, default=parameter.default, annotation=ShownText(parameter.type)) for parameter in definition.optional_parameters]
+    returns = ShownText(definition.return_spec.type) if definition.return_spec else inspect.Signature.empty
+    signature = inspect.Signature(parameters, return_annotation=returns)
+    return _calling_tool(connections.get(server), definition.name, definition.description, signature, {parameter.name: parameter.name for parameter in definition.parameters})
+
+
+def server_tool(connection: MCPConnection, name: str, description: str, input_schema: Mapping[str, Any]) -> Tool:
+    """A host :class:`Tool` calling tool ``name`` of ``connection``'s server, its signature made
+    from the tool's JSON Schema ``input_schema`` (required properties first; a schema whose
+    ``additionalProperties`` allows more adds ``**arguments``)."""
+    properties = input_schema.get("properties") or {}
+    properties = properties if isinstance(properties, dict) else {}
+    required = [name for name in input_schema.get("required") or () if name in properties]
+    names = NameMap(properties, base=parameter_name)
+    order = [*required, *(name for name in properties if name not in required)]
+    parameters = []
+    for wire_name in order:
+        schema = properties[wire_name]
+        default = inspect.Parameter.empty if wire_name in required else (schema.get("default") if isinstance(schema, dict) else None)
+        parameters.append(inspect.Parameter(names.python(wire_name), inspect.Parameter.KEYWORD_ONLY, default=default, annotation=ShownText(type_from_json_schema(schema))))
+    if input_schema.get("additionalProperties") not in (None, False):
+        taken, rest = {parameter.name for parameter in parameters}, "arguments"
+        while rest in taken:
+            rest += "_"
+        parameters.append(inspect.Parameter(rest, inspect.Parameter.VAR_KEYWORD, annotation=ShownText("Any")))
+    return _calling_tool(connection, name, description, inspect.Signature(parameters), {names.python(wire_name): wire_name for wire_name in properties})
+
+
+def _calling_tool(connection: MCPConnection, name: str, description: str, signature: inspect.Signature, wire_names: dict[str, str]) -> Tool:
+    async def call(**arguments: Any) -> Any:
+        # Keyword-only parameters arrive as keywords; further ones (``**arguments``) keep their names.
+        return await connection.call(name, {wire_names.get(key, key): value for key, value in arguments.items()})
+
+    call.__signature__ = signature  # type: ignore[attr-defined]
+    call.__name__ = call.__qualname__ = name
+    return Tool(call, name=name, description=description)
