@@ -70,6 +70,12 @@ class MCPConnection:
         return self._client is not None and self._owner is not None and not self._owner.done()
 
     @property
+    def server_name(self) -> str | None:
+        """The name the connected server gives itself (``serverInfo.name``), if it gave one."""
+        info = self._client.server_info if self._client is not None else None
+        return info.name if info is not None else None
+
+    @property
     def loop(self) -> asyncio.AbstractEventLoop | None:
         """The event loop the connection lives on (``None`` before the first connect)."""
         return self._loop

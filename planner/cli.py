@@ -1,4 +1,4 @@
-"""The ``toolpath`` command line: validate, graph, search, plan, cell, run.
+"""The ``toolpath`` command line: validate, graph, search, plan, cell, run, serve, catalog draft.
 
 Exit status: 0 on success; 1 when an executed cell fails (exception, timeout, dead kernel) or
 ``validate`` finds problems; 2 when toolpath refuses before running anything (bad catalog, bad input,
@@ -73,6 +73,12 @@ EXAMPLES = {
     "graph": """examples:
   toolpath graph
   toolpath graph --catalog my_catalog.yaml --json""",
+    "draft": """examples:
+  toolpath catalog draft --mcp "uvx mcp-server-time" --output time.yaml
+  toolpath catalog draft --mcp "python -m mcp_server_git --repository ." --name git --domain git
+  toolpath catalog draft --mcp https://example.com/mcp --header 'Authorization: Bearer ${EXAMPLE_TOKEN}'
+${NAME} in --env and --header values is kept in the catalog and read from the environment when the
+server is connected, so the catalog holds no secret.""",
     "serve": """examples:
   toolpath serve
   toolpath serve --catalog my_catalog.yaml
@@ -333,6 +339,46 @@ def command_serve(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _pairs(values: Sequence[str], separator: str, option: str, example: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for value in values:
+        name, found, text = value.partition(separator)
+        if not found or not name.strip():
+            raise CommandLineError(f"{option} {value!r} is not NAME{separator}VALUE; e.g. {option} {example!r}")
+        pairs[name.strip()] = text.strip() if separator == ":" else text
+    return pairs
+
+
+def command_catalog_draft(arguments: argparse.Namespace) -> int:
+    import asyncio
+
+    from planner.draft import draft_catalog, server_config  # the MCP SDK loads only for this command
+
+    env = _pairs(arguments.env, "=", "--env", "GITHUB_TOKEN=${GITHUB_TOKEN}")
+    headers = _pairs(arguments.header, ":", "--header", "Authorization: Bearer ${TOKEN}")
+    if arguments.output and os.path.exists(arguments.output) and not arguments.force:
+        raise CommandLineError(f"{arguments.output} exists; pass --force to overwrite it")
+    try:
+        config = server_config(arguments.mcp, arguments.name or "", env, headers)
+    except ValueError as error:
+        raise CommandLineError(f"--mcp {arguments.mcp!r}: {error}") from None
+    from kernel import MCPConnectionError
+
+    try:
+        text = asyncio.run(draft_catalog(config, arguments.domain))
+    except (MCPConnectionError, KeyError) as error:
+        raise CommandLineError(str(error.args[0]) if isinstance(error, KeyError) else str(error)) from None
+    if not arguments.output:
+        print(text, end="")
+        return 0
+    temporary = f"{arguments.output}.{os.getpid()}.tmp"
+    with open(temporary, "w", encoding="utf-8") as file:  # whole or nothing: renamed into place
+        file.write(text)
+    os.replace(temporary, arguments.output)
+    print(f"wrote {arguments.output}; now declare its states and fill in each tool's state_transition, then `toolpath validate {arguments.output}`", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="toolpath",
@@ -386,6 +432,24 @@ def build_parser() -> argparse.ArgumentParser:
     schema.set_defaults(handler=command_schema)
 
     command("graph", "Summarise the state-transition graph of the catalogs.", command_graph)
+
+    catalog = commands.add_parser("catalog", help="Write catalogs: `toolpath catalog draft --mcp COMMAND|URL`.", description="Write catalogs.")
+    catalog_commands = catalog.add_subparsers(dest="catalog_command", required=True, metavar="COMMAND")
+    draft = catalog_commands.add_parser(
+        "draft",
+        help="Draft a catalog of an MCP server's tools (names, descriptions, parameters), leaving the states to you.",
+        description="Connect to an MCP server and write a catalog YAML of its tools, each served by that server: names, descriptions and parameters from their input schemas. The states are left for you to fill in; `toolpath validate` reports each tool that produces none (TP004).",
+        epilog=EXAMPLES["draft"],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    draft.set_defaults(handler=command_catalog_draft)
+    draft.add_argument("--mcp", required=True, metavar="COMMAND|URL", help="the server: a command line that starts it over stdio, or an http(s):// Streamable HTTP URL")
+    draft.add_argument("--name", metavar="NAME", help="the server's name under mcp_servers (default: the name the server gives itself)")
+    draft.add_argument("--domain", metavar="NAME", help="the catalog's domain (default: the server's name)")
+    draft.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="an environment variable for a server started by command; repeatable")
+    draft.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'", help="an HTTP header for a server reached by URL; repeatable")
+    draft.add_argument("--output", "-o", metavar="FILE", help="write the catalog here (default: standard output)")
+    draft.add_argument("--force", action="store_true", help="overwrite --output if it exists")
 
     serve_parser = commands.add_parser("serve", help="Serve skill search, planning and persistent kernels to agents over MCP (stdio or Streamable HTTP).", description="Serve skill search, planning and persistent kernels to agents over MCP (stdio, or Streamable HTTP with --http): the model and indexes load once.", epilog=EXAMPLES["serve"], formatter_class=argparse.RawDescriptionHelpFormatter)
     serve_parser.set_defaults(handler=command_serve)

@@ -3,10 +3,14 @@
 It lists its tools two per page, has names that are not Python identifiers (``get-forecast``,
 ``gmail.search``), a parameter named by a Python keyword (``from``), results of every shape
 (structured, a wrapped ``{"result": ...}``, plain text, an image) and a tool that reports an error.
+
+``python paged_server.py`` serves stdio; ``python paged_server.py --http PORT --token TOKEN`` serves
+Streamable HTTP at ``/mcp`` and answers 401 to a request without ``Authorization: Bearer TOKEN``.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import base64
 import json
@@ -63,11 +67,34 @@ async def call_tool(context, params: types.CallToolRequestParams) -> types.CallT
     return types.CallToolResult(content=[types.TextContent(type="text", text=f"unknown tool {params.name}")], is_error=True)
 
 
-async def main() -> None:
-    server = Server("paged", on_list_tools=list_tools, on_call_tool=call_tool)
+async def serve_stdio(server: Server) -> None:
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
+def serve_http(server: Server, port: int, token: str) -> None:
+    import uvicorn
+
+    app = server.streamable_http_app()
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope, receive, send):
+        if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != expected:
+            await send({"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"text/plain")]})
+            await send({"type": "http.response.body", "body": b"a bearer token is required"})
+            return
+        await app(scope, receive, send)
+
+    uvicorn.run(guarded, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+
+
 if __name__ == "__main__":
-    asyncio.run(main())
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http", type=int, metavar="PORT")
+    parser.add_argument("--token", default="")
+    options = parser.parse_args()
+    paged = Server("paged", on_list_tools=list_tools, on_call_tool=call_tool)
+    if options.http:
+        serve_http(paged, options.http, options.token)
+    else:
+        asyncio.run(serve_stdio(paged))

@@ -1,0 +1,130 @@
+"""Draft a catalog from an MCP server: its tools, with the states left for the author to fill in.
+
+``toolpath catalog draft --mcp "uvx mcp-server-time"`` connects to the server, reads every page of
+its tool list and writes a catalog in which each tool is served by that server (``mcp_server``), with
+its name, description, parameters (from the tool's input schema: required ones, then optional ones
+with their defaults; types mapped by :func:`registry.type_strings.type_from_json_schema`) and a return
+value (from its output schema when it has one, else its text). What no server can say is left
+empty for the author: the states, and each tool's ``state_transition``. ``toolpath validate`` then
+reports each tool that produces no state (TP004) until they are filled in.
+"""
+
+from __future__ import annotations
+
+import datetime
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import yaml
+
+from kernel.mcp_connection import MCPConnection
+from registry.mcp_servers import MCPServerConfig
+from registry.names import python_identifier
+from registry.type_strings import type_from_json_schema
+
+
+def server_config(target: str, name: str, env: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None) -> MCPServerConfig:
+    """The server ``target`` names: an ``http(s)://`` URL, else a command line (split like a shell does).
+
+    Raises:
+        ValueError: an empty command, ``env`` for a URL or ``headers`` for a command.
+    """
+    if target.startswith(("http://", "https://")):
+        return MCPServerConfig(name=name, url=target, headers=dict(headers or {}), env=dict(env or {}))
+    words = shlex.split(target)
+    if not words:
+        raise ValueError("the MCP server command is empty; give it like --mcp 'uvx mcp-server-time'")
+    return MCPServerConfig(name=name, command=words[0], args=tuple(words[1:]), env=dict(env or {}), headers=dict(headers or {}))
+
+
+async def draft_catalog(config: MCPServerConfig, domain: str | None = None) -> str:
+    """Connect to the server, list its tools and return the drafted catalog as YAML text.
+
+    Args:
+        config: the server; its ``name`` names it under ``mcp_servers`` (default: the name the
+            server gives itself, made an identifier).
+        domain: the catalog's domain (default: the server's name).
+
+    Raises:
+        kernel.mcp_connection.MCPConnectionError: the server could not be started, reached or listed.
+    """
+    connection = MCPConnection(config)
+    try:
+        await connection.connect()
+        tools = await connection.list_tools()
+        reported = connection.server_name
+    finally:
+        await connection.aclose()
+    name = config.name or python_identifier(reported or "server").lower()
+    document = catalog_document(config.model_copy(update={"name": name}), [tool.model_dump(by_alias=True, exclude_none=True) for tool in tools], domain or name)
+    return render(document, config)
+
+
+def catalog_document(config: MCPServerConfig, tools: Sequence[Mapping[str, Any]], domain: str) -> dict[str, Any]:
+    """The catalog (as plain data) of ``tools``, each a ``tools/list`` entry as JSON
+    (``name``, ``description``, ``inputSchema``, ``outputSchema``)."""
+    server = config.model_dump(exclude={"name"}, exclude_defaults=True)
+    if "args" in server:
+        server["args"] = list(server["args"])
+    return {
+        "domain": domain,
+        "mcp_servers": {config.name: server},
+        "states": [],
+        "tools": [_tool_entry(tool, config.name) for tool in tools],
+    }
+
+
+def _tool_entry(tool: Mapping[str, Any], server: str) -> dict[str, Any]:
+    schema = tool.get("inputSchema") or {}
+    properties = schema.get("properties") or {}
+    required = [name for name in schema.get("required") or () if name in properties]
+
+    def parameter(name: str, optional: bool) -> dict[str, Any]:
+        property_schema = properties[name] if isinstance(properties[name], dict) else {}
+        entry: dict[str, Any] = {"name": name, "type": type_from_json_schema(property_schema)}
+        description = property_schema.get("description") or property_schema.get("title")
+        if description:
+            entry["description"] = description
+        if optional and "default" in property_schema:
+            entry["default"] = property_schema["default"]
+        return entry
+
+    entry: dict[str, Any] = {"name": tool["name"]}
+    if tool.get("description"):
+        entry["description"] = " ".join(str(tool["description"]).split())
+    entry["mcp_server"] = server
+    if required:
+        entry["required_parameters"] = [parameter(name, False) for name in required]
+    optional = [name for name in properties if name not in required]
+    if optional:
+        entry["optional_parameters"] = [parameter(name, True) for name in optional]
+    entry["return_spec"] = _return_spec(tool)
+    entry["state_transition"] = {"requires": [], "produces": []}
+    return entry
+
+
+def _return_spec(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """The value a call returns (see :func:`kernel.mcp_connection.result_value`): the structured
+    content (unwrapped when the MCP SDK wrapped a non-object in ``result``), else the text."""
+    name = f"{python_identifier(tool['name'])}_result"
+    output = tool.get("outputSchema")
+    if not isinstance(output, dict):
+        return {"name": name, "type": "str", "description": "the tool's text output"}
+    properties = output.get("properties") or {}
+    if list(properties) == ["result"]:
+        return {"name": name, "type": type_from_json_schema(properties["result"])}
+    return {"name": name, "type": "dict", "description": f"keys: {', '.join(properties)}" if properties else "the tool's structured output"}
+
+
+def render(document: Mapping[str, Any], config: MCPServerConfig) -> str:
+    """The drafted catalog as YAML, under a comment saying where it came from and what is left to do."""
+    source = config.url if config.url is not None else shlex.join([config.command or "", *config.args])
+    tools = len(document["tools"])
+    header = (
+        f"# Drafted by `toolpath catalog draft` on {datetime.date.today().isoformat()} from the MCP server `{source}` ({tools} tool{'s' if tools != 1 else ''}).\n"
+        "# Left for you: declare the states these tools require and produce under `states`, fill in each\n"
+        "# tool's `state_transition` (and a parameter's or return's `state` where it carries one), and\n"
+        "# write affordances. Until then `toolpath validate` warns (TP004) that no plan can use a tool.\n"
+    )
+    return header + yaml.safe_dump(dict(document), sort_keys=False, allow_unicode=True, width=100)
