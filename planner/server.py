@@ -38,6 +38,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.settings import AuthSettings
@@ -232,12 +233,32 @@ def _is_loopback(host: str) -> bool:
 
 
 def _reader(path: Path) -> Callable[[], str]:
-    """A resource function returning the file's text (read when the resource is read)."""
+    """A resource function returning the file's text (read when the resource is read).
+
+    The ``env`` and ``headers`` of a catalog's MCP servers may hold secrets written in the file
+    itself, so their values are replaced by :data:`HIDDEN`; such a catalog is served re-written
+    (comments dropped).
+    """
 
     def read() -> str:
-        return path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
+        document = yaml.safe_load(text)
+        servers = document.get("mcp_servers") if isinstance(document, dict) else None
+        hidden = False
+        for server in servers.values() if isinstance(servers, dict) else ():
+            for key in ("env", "headers"):
+                values = server.get(key) if isinstance(server, dict) else None
+                if isinstance(values, dict) and values:
+                    server[key], hidden = dict.fromkeys(values, HIDDEN), True
+        if not hidden:
+            return text
+        return json.dumps(document, indent=2, ensure_ascii=False) if path.suffix == ".json" else yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
 
     return read
+
+
+#: What a catalog resource shows instead of an MCP server's ``env`` or ``headers`` value.
+HIDDEN = "<hidden>"
 
 
 def _result(structured: dict[str, Any], text: str, cell: CellResult | None = None) -> CallToolResult:

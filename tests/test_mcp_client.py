@@ -268,3 +268,34 @@ def test_catalog_errors_name_an_undeclared_server_and_a_tool_that_cannot_be_both
     assert any(code == "TP101" and line == 8 and "runs on the host" in message for code, line, message in messages)
     # the tool of the invalid server gets no second, misleading problem
     assert not any("'both'" in message and code == "TP106" for code, _, message in messages)
+
+
+def test_the_servers_catalog_resource_hides_mcp_server_environments_and_headers(tmp_path):
+    from mcp import Client
+
+    from planner.server import ToolpathServer
+
+    path = tmp_path / "clock.yaml"
+    path.write_text(
+        "domain: clock\n"
+        "mcp_servers:\n"
+        "  time: {command: uvx, args: [mcp-server-time], env: {API_KEY: sk-live-123456}}\n"
+        "  remote: {url: 'https://example.com/mcp', headers: {Authorization: 'Bearer abcdef'}}\n"
+        "states: [{token: clock.now_known, description: The time is known.}]\n"
+        "tools:\n"
+        "  - {name: get_current_time, mcp_server: time, state_transition: {produces: [clock.now_known]}}\n"
+    )
+
+    async def scenario():
+        server = ToolpathServer(Workspace.open([path]), user_id="me", snapshot=False)
+        try:
+            async with Client(server.mcp) as client:
+                text = (await client.read_resource("toolpath://catalogs/0")).contents[0].text
+        finally:
+            await server.aclose()
+        served = yaml.safe_load(text)
+        assert served["mcp_servers"]["time"] == {"command": "uvx", "args": ["mcp-server-time"], "env": {"API_KEY": "<hidden>"}}
+        assert served["mcp_servers"]["remote"]["headers"] == {"Authorization": "<hidden>"}
+        assert "sk-live" not in text and "abcdef" not in text and served["tools"][0]["name"] == "get_current_time"
+
+    asyncio.run(scenario())
