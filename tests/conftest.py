@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
 import textwrap
+import time
 import uuid
 
 import pytest
@@ -39,6 +42,35 @@ def fresh_sessions(toolpath_home):
             connection.execute("drop table if exists snapshot_variables")
             connection.execute("drop table if exists sessions")
         connection.close()
+
+
+@pytest.fixture()
+def listening_server():
+    """Start servers that listen on a free 127.0.0.1 port: ``listening_server(lambda port: argv,
+    **popen_options)`` returns the port once the server accepts connections (failing with its
+    stderr if it exits first); every server is stopped after the test."""
+    processes = []
+
+    def start(command, timeout=120.0, **options):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        process = subprocess.Popen(command(port), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **options)
+        processes.append(process)
+        deadline = time.monotonic() + timeout
+        while True:
+            assert process.poll() is None, process.stderr.read().decode()
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return port
+            except OSError:
+                assert time.monotonic() < deadline, "the server did not start listening"
+                time.sleep(0.1)
+
+    yield start
+    for process in processes:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,6 @@ listed two per page, odd names, every result shape), over stdio and Streamable H
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -14,8 +13,8 @@ import psutil
 import pytest
 import yaml
 
-from kernel import CodeMode, MCPConnectionError, MCPToolkit
-from planner.draft import catalog_document, draft_catalog, server_config
+from kernel import CodeMode, MCPToolkit
+from planner.draft import draft_catalog, server_config
 from planner.workspace import Workspace
 from registry import CatalogError, lint_catalogs, read_catalog
 
@@ -149,30 +148,11 @@ def test_a_server_that_dies_fails_one_call_and_the_next_call_starts_it_again():
         assert len(server_processes(PAGED_SERVER)) == 1
 
 
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture()
-def paged_over_http():
-    port, token = free_port(), "token-" + "t" * 30
-    process = subprocess.Popen([sys.executable, PAGED_SERVER, "--http", str(port), "--token", token], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, process.stderr.read().decode()
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the test server did not start listening"
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp", token
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+def paged_over_http(listening_server):
+    token = "token-" + "t" * 30
+    port = listening_server(lambda port: [sys.executable, PAGED_SERVER, "--http", str(port), "--token", token], timeout=60)
+    return f"http://127.0.0.1:{port}/mcp", token
 
 
 def test_over_streamable_http_headers_carry_a_token_read_from_the_environment(paged_over_http, monkeypatch):

@@ -4,10 +4,7 @@ import asyncio
 import base64
 import json
 import os
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx2
@@ -92,37 +89,17 @@ def test_the_catalogs_and_the_state_graph_are_resources(tmp_path):
     assert "parse_molecule" in catalog
 
 
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture()
-def http_server(tmp_path):
+def http_server(tmp_path, listening_server):
     """``toolpath serve --http`` on a free loopback port, with two users' tokens."""
     tokens = {"alice-" + "a" * 32: "alice", "bob-" + "b" * 32: "bob"}
     tokens_file = tmp_path / "tokens.json"
     tokens_file.write_text(json.dumps(tokens))
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "planner.cli", "serve", "--http", f"127.0.0.1:{port}", "--tokens", str(tokens_file)],
-        cwd=str(ROOT), env={**os.environ, "TOOLPATH_HOME": str(tmp_path / "home")}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    port = listening_server(
+        lambda port: [sys.executable, "-m", "planner.cli", "serve", "--http", f"127.0.0.1:{port}", "--tokens", str(tokens_file)],
+        cwd=str(ROOT), env={**os.environ, "TOOLPATH_HOME": str(tmp_path / "home")},
     )
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert process.poll() is None, process.stderr.read().decode()
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the server did not start listening"
-                time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/mcp", {user: token for token, user in tokens.items()}
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    return f"http://127.0.0.1:{port}/mcp", {user: token for token, user in tokens.items()}
 
 
 def over_http(url, token=None):
