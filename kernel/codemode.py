@@ -51,11 +51,11 @@ from kernel.result_store import ResultStore
 from kernel.session import INTERRUPT_GRACE, KernelError, KernelSession
 from kernel.snapshot import SnapshotConflictError, SnapshotStore
 from kernel.toolkit import Tool, Toolkit, as_toolkits
+from registry import ToolDefinition
+from registry.storage import StoreError
 
 if TYPE_CHECKING:
     from kernel.mcp_toolkit import MCPConnections
-from registry import ToolDefinition
-from registry.storage import StoreError
 
 T = TypeVar("T")
 

@@ -85,8 +85,8 @@ class MCPConnection:
 
         Raises:
             MCPConnectionError: the server could not be started or reached within
-                ``config.connect_timeout`` seconds, or failed the handshake.
-            KeyError: a ``${NAME}`` whose environment variable is not set.
+                ``config.connect_timeout`` seconds, failed the handshake, or its configuration
+                names an environment variable (``${NAME}``) that is not set.
         """
         if self._elsewhere():
             return await self._on_own_loop(self.connect())
@@ -102,7 +102,10 @@ class MCPConnection:
                 return
             await self._stop_owner()
             self._close_stderr()
-            config = self.config.expanded()
+            try:
+                config = self.config.expanded()
+            except KeyError as error:
+                raise MCPConnectionError(error.args[0]) from None
             ready: asyncio.Future = loop.create_future()
             self._closing = asyncio.Event()
             self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") if config.command is not None else None

@@ -8,6 +8,7 @@ no matching skill, no plan).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import math
 import os
@@ -350,9 +351,8 @@ def _pairs(values: Sequence[str], separator: str, option: str, example: str) -> 
 
 
 def command_catalog_draft(arguments: argparse.Namespace) -> int:
-    import asyncio
-
-    from planner.draft import draft_catalog, server_config  # the MCP SDK loads only for this command
+    from kernel import MCPConnectionError  # the MCP SDK loads only for this command
+    from planner.draft import draft_catalog, server_config
 
     env = _pairs(arguments.env, "=", "--env", "GITHUB_TOKEN=${GITHUB_TOKEN}")
     headers = _pairs(arguments.header, ":", "--header", "Authorization: Bearer ${TOKEN}")
@@ -362,12 +362,10 @@ def command_catalog_draft(arguments: argparse.Namespace) -> int:
         config = server_config(arguments.mcp, arguments.name or "", env, headers)
     except ValueError as error:
         raise CommandLineError(f"--mcp {arguments.mcp!r}: {error}") from None
-    from kernel import MCPConnectionError
-
     try:
         text = asyncio.run(draft_catalog(config, arguments.domain))
-    except (MCPConnectionError, KeyError) as error:
-        raise CommandLineError(str(error.args[0]) if isinstance(error, KeyError) else str(error)) from None
+    except MCPConnectionError as error:
+        raise CommandLineError(str(error)) from None
     if not arguments.output:
         print(text, end="")
         return 0

@@ -279,3 +279,32 @@ def test_the_servers_catalog_resource_hides_mcp_server_environments_and_headers(
         assert "sk-live" not in text and "abcdef" not in text and served["tools"][0]["name"] == "get_current_time"
 
     asyncio.run(scenario())
+
+
+def toolpath(*arguments):
+    return subprocess.run([sys.executable, "-m", "planner.cli", *arguments], capture_output=True, text=True, timeout=300, cwd=str(ROOT))
+
+
+def test_catalog_draft_writes_a_file_whole_and_refuses_to_overwrite_or_to_draft_from_a_broken_server(tmp_path, git_repository):
+    output = tmp_path / "git.yaml"
+    command = f"{sys.executable} -m mcp_server_git --repository {git_repository}"
+    drafted = toolpath("catalog", "draft", "--mcp", command, "--name", "git", "--output", str(output))
+    assert drafted.returncode == 0, drafted.stderr
+    assert f"wrote {output}" in drafted.stderr and "toolpath validate" in drafted.stderr
+    document = yaml.safe_load(output.read_text())
+    tools = {tool["name"]: tool for tool in document["tools"]}
+    assert document["domain"] == "git" and document["mcp_servers"]["git"]["args"][-1] == str(git_repository)
+    assert tools["git_diff_unstaged"]["required_parameters"] == [{"name": "repo_path", "type": "str", "description": "Repo Path"}]
+    assert tools["git_diff_unstaged"]["optional_parameters"] == [{"name": "context_lines", "type": "int", "description": "Context Lines", "default": 3}]
+    assert all(tool["mcp_server"] == "git" and tool["state_transition"] == {"requires": [], "produces": []} for tool in tools.values())
+    assert read_catalog(output).tools  # it loads as it is
+
+    before = output.read_text()
+    again = toolpath("catalog", "draft", "--mcp", command, "--output", str(output))
+    assert again.returncode == 2 and "exists; pass --force" in again.stderr and output.read_text() == before
+
+    broken = toolpath("catalog", "draft", "--mcp", f"{sys.executable} -c \"import sys; sys.exit('no config file')\"", "--output", str(tmp_path / "broken.yaml"))
+    assert broken.returncode == 2 and "could not be started or reached" in broken.stderr and "no config file" in broken.stderr
+    assert not (tmp_path / "broken.yaml").exists() and list(tmp_path.glob("*.tmp")) == []
+    empty = toolpath("catalog", "draft", "--mcp", "  ")
+    assert empty.returncode == 2 and "the MCP server command is empty" in empty.stderr
