@@ -9,12 +9,17 @@ event loop; one from another loop is sent to the owner's loop and awaited there.
 
 Contract:
 
-- ``connect()`` is idempotent, and connects again when the server closed the connection (a server
-  process that died is restarted by the next call, which says so if it fails again).
+- ``connect()`` starts or reaches the server, completes the handshake and lists every tool (all
+  pages of ``tools/list``), all within ``connect_timeout`` seconds, or stops the server again and
+  raises. It is idempotent, and connects again when the server has closed the connection.
+- A call after ``PING_AFTER_IDLE`` seconds without traffic pings the server first, so a server that
+  died while idle is started again and the call goes through; a server that dies *during* a call
+  fails that call (it is not retried: it may have run) and the next call starts it again.
 - Failures raise :class:`MCPConnectionError` naming the server, with the last lines the server wrote
-  to stderr (stdio servers: their stderr goes to a private temporary file, not to ours).
-- A tool result with ``isError`` raises :class:`MCPToolError` with the server's message; otherwise
-  the result becomes a Python value (see :func:`result_value`).
+  to stderr (stdio servers: their stderr goes to a private temporary file, not to ours). A tool
+  result with ``isError``, or a call the server refuses, raises :class:`MCPToolError`; a call over
+  ``call_timeout`` raises ``TimeoutError``. Otherwise the result becomes a Python value (see
+  :func:`result_value`).
 - ``aclose()`` ends the owner task (and so the server process of a stdio server) and waits for it.
 """
 
@@ -23,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
+import time
 from typing import Any
 
 import httpx2
@@ -31,6 +37,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
 from registry.mcp_servers import MCPServerConfig
 
@@ -39,14 +46,20 @@ STDERR_TAIL_CHARS = 2000
 #: Seconds an HTTP request may wait for the server's response stream: the MCP SDK's own default,
 #: since a Streamable HTTP server may hold a response open while a tool runs.
 HTTP_READ_TIMEOUT = 300.0
+#: Seconds without traffic after which a call pings the server first (a round trip of about a
+#: millisecond, paid only after a pause, when it cannot matter).
+PING_AFTER_IDLE = 1.0
+#: Seconds a closing server gets to leave the SDK's client cleanly before its task is cancelled.
+CLOSE_GRACE = 5.0
 
 
 class MCPConnectionError(RuntimeError):
-    """The MCP server could not be started or reached, or it closed the connection."""
+    """The MCP server could not be started, reached or listed, or it closed the connection."""
 
 
 class MCPToolError(RuntimeError):
-    """The MCP server ran the tool and reported an error (``isError``); the message is the server's."""
+    """The MCP server reported an error for a tool call (``isError``), or refused the call; the
+    message is the server's."""
 
 
 class MCPConnection:
@@ -59,11 +72,13 @@ class MCPConnection:
     def __init__(self, config: MCPServerConfig):
         self.config = config
         self._client: Client | None = None
+        self._tools: dict[str, mcp_types.Tool] = {}
         self._owner: asyncio.Task | None = None
         self._closing: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stderr: Any = None
         self._lock: asyncio.Lock | None = None
+        self._last_traffic = 0.0
 
     @property
     def is_connected(self) -> bool:
@@ -76,17 +91,22 @@ class MCPConnection:
         return info.name if info is not None else None
 
     @property
+    def tools(self) -> list[mcp_types.Tool]:
+        """The tools the server listed when it was last connected (empty before that)."""
+        return list(self._tools.values())
+
+    @property
     def loop(self) -> asyncio.AbstractEventLoop | None:
         """The event loop the connection lives on (``None`` before the first connect)."""
         return self._loop
 
     async def connect(self) -> None:
-        """Start (or reach) the server and complete the MCP handshake, unless already connected.
+        """Start (or reach) the server, complete the MCP handshake and list its tools, unless connected.
 
         Raises:
-            MCPConnectionError: the server could not be started or reached within
-                ``config.connect_timeout`` seconds, failed the handshake, or its configuration
-                names an environment variable (``${NAME}``) that is not set.
+            MCPConnectionError: the server could not be started, reached or listed within
+                ``config.connect_timeout`` seconds (it is stopped again), or its configuration names
+                an environment variable (``${NAME}``) that is not set.
         """
         if self._elsewhere():
             return await self._on_own_loop(self.connect())
@@ -104,24 +124,25 @@ class MCPConnection:
             self._close_stderr()
             try:
                 config = self.config.expanded()
-            except KeyError as error:
-                raise MCPConnectionError(error.args[0]) from None
+            except (KeyError, ValueError) as error:  # an unset ${NAME}, or a URL that is none once read
+                raise MCPConnectionError(error.args[0] if isinstance(error, KeyError) else f"MCP server {self.config.label!r}: {_reason(error)}") from None
             ready: asyncio.Future = loop.create_future()
             self._closing = asyncio.Event()
             self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") if config.command is not None else None
             self._owner = asyncio.create_task(self._own(config, ready, self._closing), name=f"toolpath-mcp-{self.config.label}")
             try:
-                await asyncio.wait_for(asyncio.shield(ready), self.config.connect_timeout)
-            except asyncio.TimeoutError:
-                message = self._describe(f"did not answer within {self.config.connect_timeout:g} s (connect_timeout)")
-                await self._stop_owner()
-                raise MCPConnectionError(message) from None
-            except asyncio.CancelledError:
-                await self._stop_owner()
-                raise
-            except Exception as error:
-                await self._stop_owner()  # first, so the server has exited and its stderr is complete
+                async with asyncio.timeout(self.config.connect_timeout):
+                    await asyncio.shield(ready)
+                    self._tools = await self._list_all()
+            except BaseException as error:
+                ready.cancel()  # the owner reports nothing more to anyone
+                await self._stop_owner(cancel=True)  # first, so a stdio server has exited and its stderr is complete
+                if isinstance(error, TimeoutError):
+                    raise MCPConnectionError(self._describe(f"did not start, answer and list its tools within {self.config.connect_timeout:g} s (connect_timeout)")) from None
+                if isinstance(error, MCPConnectionError) or not isinstance(error, Exception):
+                    raise
                 raise MCPConnectionError(self._describe(f"could not be started or reached ({_reason(error)})")) from None
+            self._last_traffic = time.monotonic()
 
     async def _own(self, config: MCPServerConfig, ready: asyncio.Future, closing: asyncio.Event) -> None:
         """The owner task: enter the client, report ready, wait for ``closing``, leave the client."""
@@ -146,27 +167,21 @@ class MCPConnection:
 
     async def _serve(self, client: Client, ready: asyncio.Future, closing: asyncio.Event) -> None:
         self._client = client
-        ready.set_result(None)
+        if not ready.done():
+            ready.set_result(None)
         await closing.wait()
 
-    async def list_tools(self) -> list[mcp_types.Tool]:
-        """Every tool the server lists, reading all pages of ``tools/list``.
-
-        Raises:
-            MCPConnectionError: as :meth:`connect`, or the listing failed.
-        """
-        if self._elsewhere():
-            return await self._on_own_loop(self.list_tools())
-        await self.connect()
-        tools: list[mcp_types.Tool] = []
+    async def _list_all(self) -> dict[str, mcp_types.Tool]:
+        """Every tool of every ``tools/list`` page, by name."""
+        tools: dict[str, mcp_types.Tool] = {}
         cursor: str | None = None
         seen: set[str] = set()
         while True:
             try:
                 page = await self._connected_client().list_tools(cursor=cursor)
-            except MCPError as error:
+            except (MCPError, ValidationError) as error:
                 raise MCPConnectionError(self._describe(f"failed to list its tools ({_reason(error)})")) from None
-            tools.extend(page.tools)
+            tools.update((tool.name, tool) for tool in page.tools)
             cursor = page.next_cursor
             if not cursor:
                 return tools
@@ -180,26 +195,44 @@ class MCPConnection:
         Connects first when needed, so a server that died since the last call is started again.
 
         Raises:
-            MCPToolError: the tool reported an error.
+            MCPToolError: the tool reported an error, the server refused the call, or lists no such tool.
+            TimeoutError: no answer within ``config.call_timeout`` seconds.
             MCPConnectionError: the server could not be reached, or closed the connection mid-call.
         """
         if self._elsewhere():
             return await self._on_own_loop(self.call(name, arguments))
         await self.connect()
+        if time.monotonic() - self._last_traffic > PING_AFTER_IDLE:
+            await self._check_alive()
+        if name not in self._tools:
+            self._tools = await self._list_all()  # a server may add tools after it was listed
+            if name not in self._tools:
+                raise MCPToolError(f"MCP server {self.config.label!r} lists no tool {name!r}; it lists {', '.join(sorted(self._tools)) or 'none'}")
         try:
             result = await self._connected_client().call_tool(name, arguments)
         except MCPError as error:
             if error.error.code == mcp_types.CONNECTION_CLOSED:
-                # Not retried: the call may have run before the server went away. The next call
-                # starts the server again.
                 message = self._describe(f"closed the connection during tool {name!r}; the next call connects again")
-                await self._stop_owner()
+                await self._stop_owner(cancel=True)
                 raise MCPConnectionError(message) from None
-            # The server refused the request itself (unknown tool, invalid arguments...).
+            if error.error.code == mcp_types.REQUEST_TIMEOUT:
+                raise TimeoutError(f"MCP server {self.config.label!r}, tool {name!r}: no answer within {self.config.call_timeout:g} s (call_timeout)") from None
             raise MCPToolError(f"MCP server {self.config.label!r} refused the call of tool {name!r}: {error.error.message}") from None
+        finally:
+            self._last_traffic = time.monotonic()
         if result.is_error:
             raise MCPToolError(f"MCP server {self.config.label!r}, tool {name!r}: {result_text(result) or 'the tool failed without a message'}")
         return result_value(result)
+
+    async def _check_alive(self) -> None:
+        """Ping the server; connect again if it has gone (a ping cannot have side effects)."""
+        try:
+            await self._connected_client().send_ping()
+        except MCPError as error:
+            if error.error.code != mcp_types.CONNECTION_CLOSED:
+                raise MCPConnectionError(self._describe(f"did not answer a ping ({error.error.message})")) from None
+            await self._stop_owner(cancel=True)
+            await self.connect()
 
     async def aclose(self) -> None:
         """Close the connection (and stop a stdio server); a no-op when not connected."""
@@ -210,12 +243,22 @@ class MCPConnection:
         self._owner = self._client = None
         self._close_stderr()
 
-    async def _stop_owner(self) -> None:
+    async def _stop_owner(self, cancel: bool = False) -> None:
+        """End the owner task: ask it to leave the client (or cancel it, for one that may be stuck
+        starting a server), and cancel it anyway after :data:`CLOSE_GRACE` seconds."""
         owner, self._owner = self._owner, None
-        if owner is not None:
-            assert self._closing is not None
-            self._closing.set()
-            await asyncio.gather(owner, return_exceptions=True)
+        if owner is None:
+            return
+        assert self._closing is not None
+        self._closing.set()
+        if cancel:
+            owner.cancel()
+        done, _ = await asyncio.wait({owner}, timeout=CLOSE_GRACE)
+        if not done:
+            owner.cancel()
+            await asyncio.wait({owner}, timeout=CLOSE_GRACE)
+        if owner.done() and not owner.cancelled():
+            owner.exception()  # retrieved: what it raised was reported to connect() or by the failed call
 
     def _close_stderr(self) -> None:
         if self._stderr is not None:
@@ -290,10 +333,15 @@ def _json_or_none(text: str) -> Any:
 
 
 def _reason(error: BaseException) -> str:
-    """``Type: message`` of an error, looking inside the exception groups anyio raises."""
+    """``Type: message`` of an error, looking inside the exception groups anyio raises, and
+    summing up a validation error (a reply the SDK refused, a configuration) in one line."""
     while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
         error = error.exceptions[0]
     if isinstance(error, BaseExceptionGroup):
         return "; ".join(_reason(inner) for inner in error.exceptions)
+    if isinstance(error, ValidationError):
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the value"
+        return f"{error.error_count()} invalid value(s), the first at {where}: {first['msg']}"
     text = str(error) or "no message"
     return text if isinstance(error, MCPError) else f"{type(error).__name__}: {text}"

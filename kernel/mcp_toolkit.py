@@ -21,6 +21,8 @@ import inspect
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
 from kernel.mcp_connection import MCPConnection
 from kernel.toolkit import ShownText, Tool, Toolkit
 from registry import ToolDefinition
@@ -45,7 +47,9 @@ class MCPToolkit(Toolkit):
             :class:`kernel.toolkit.Toolkit`.
 
     Raises:
-        ValueError: neither or both of ``command`` and ``url``, or a URL that is not http(s).
+        ValueError: neither or both of ``command`` and ``url``, a URL that is not http(s), or a
+            value of the wrong type.
+        TypeError: ``args`` given as one string.
 
     Example::
 
@@ -70,7 +74,12 @@ class MCPToolkit(Toolkit):
         **options: Any,
     ):
         super().__init__(name, requires_connect=True, **options)
-        config = MCPServerConfig(name=name, command=command, args=tuple(args), env=dict(env or {}), cwd=cwd, url=url, headers=dict(headers or {}), connect_timeout=connect_timeout, call_timeout=call_timeout)
+        if isinstance(args, str):
+            raise TypeError(f"args is a list of arguments, e.g. args=[{args!r}], not one string")
+        try:
+            config = MCPServerConfig(name=name, command=command, args=tuple(args), env=dict(env or {}), cwd=cwd, url=url, headers=dict(headers or {}), connect_timeout=connect_timeout, call_timeout=call_timeout)
+        except ValidationError as error:
+            raise ValueError(f"MCP server {name!r}: " + "; ".join(_problem(problem) for problem in error.errors())) from None
         self.connection = MCPConnection(config)
         self.include = None if include is None else frozenset(include)
 
@@ -82,16 +91,19 @@ class MCPToolkit(Toolkit):
             ValueError: ``include`` names a tool the server does not list.
         """
         await self.connection.connect()
-        listed = await self.connection.list_tools()
-        names = {tool.name for tool in listed}
-        missing = sorted(self.include - names) if self.include is not None else []
-        if missing:
-            await self.connection.aclose()
-            raise ValueError(f"MCP server {self.name!r} lists no tool {', '.join(map(repr, missing))}; it lists {', '.join(sorted(names)) or 'none'}")
+        try:
+            listed = self.connection.tools
+            names = {tool.name for tool in listed}
+            missing = sorted(self.include - names) if self.include is not None else []
+            if missing:
+                raise ValueError(f"MCP server {self.name!r} lists no tool {', '.join(map(repr, missing))}; it lists {', '.join(sorted(names)) or 'none'}")
+            tools = [server_tool(self.connection, tool.name, tool.description or "", tool.input_schema) for tool in listed if self.include is None or tool.name in self.include]
+        except BaseException:
+            await self.connection.aclose()  # not bound: the server must not outlive this failure
+            raise
         self._tools = {}
-        for tool in listed:
-            if self.include is None or tool.name in self.include:
-                self.register(server_tool(self.connection, tool.name, tool.description or "", tool.input_schema))
+        for tool in tools:
+            self.register(tool)
         self.is_connected = True
 
     async def close(self) -> None:
@@ -171,6 +183,12 @@ def server_tool(connection: MCPConnection, name: str, description: str, input_sc
             rest += "_"
         parameters.append(inspect.Parameter(rest, inspect.Parameter.VAR_KEYWORD, annotation=ShownText("Any")))
     return _calling_tool(connection, name, description, inspect.Signature(parameters), {names.python(wire_name): wire_name for wire_name in properties})
+
+
+def _problem(problem: Any) -> str:
+    """One pydantic error as ``field: message``."""
+    where = ".".join(str(part) for part in problem["loc"])
+    return f"{where}: {problem['msg']}" if where else problem["msg"]
 
 
 def _calling_tool(connection: MCPConnection, name: str, description: str, signature: inspect.Signature, wire_names: dict[str, str]) -> Tool:

@@ -52,8 +52,7 @@ async def draft_catalog(config: MCPServerConfig, domain: str | None = None) -> s
     connection = MCPConnection(config)
     try:
         await connection.connect()
-        tools = await connection.list_tools()
-        reported = connection.server_name
+        tools, reported = connection.tools, connection.server_name
     finally:
         await connection.aclose()
     name = config.name or python_identifier(reported or "server").lower()

@@ -283,6 +283,23 @@ class Catalog:
     tools: tuple[ToolDefinition, ...]
     locator: SourceLocator = field(repr=False, compare=False)
     mcp_servers: dict[str, MCPServerConfig] = field(default_factory=dict)
+    #: Index in the file's ``states``/``tools`` list of each item kept (items that failed validation
+    #: are left out of a partial catalog); empty when every item was kept.
+    state_indexes: tuple[int, ...] = ()
+    tool_indexes: tuple[int, ...] = ()
+
+    def file_location(self, location: Sequence[str | int]) -> list[str | int]:
+        """``location`` in the file: ``["tools", i, ...]`` and ``["states", i, ...]`` count this
+        catalog's kept items (``self.tools[i]``); the file's list may hold others before them."""
+        location = list(location)
+        indexes = {"tools": self.tool_indexes, "states": self.state_indexes}.get(location[0]) if location else None
+        if indexes and len(location) > 1 and isinstance(location[1], int):
+            location[1] = indexes[location[1]]
+        return location
+
+    def problem(self, location: Sequence[str | int], message: str, code: str = INVALID_FIELD) -> CatalogProblem:
+        """A problem at :meth:`file_location` of ``location``."""
+        return self.locator.problem(self.file_location(location), message, code)
 
 
 @dataclass(frozen=True)
@@ -777,7 +794,7 @@ def read_catalog(path: str | Path, *, max_bytes: int | None = None) -> Catalog:
             problems.append(locator.problem(["states", index, "token"], f"state {state.token!r} is declared twice", DUPLICATE_STATE))
         seen_tokens.add(state.token)
 
-    resolved: list[ToolDefinition] = []
+    resolved: list[tuple[int, ToolDefinition]] = []
     if header is not None:
         resolver = ToolRegistry(package=header.package)
         seen_tools: set[tuple[str | None, str]] = set()
@@ -789,21 +806,27 @@ def read_catalog(path: str | Path, *, max_bytes: int | None = None) -> Catalog:
             if isinstance(tool.mcp_server, str):
                 server = servers.get(tool.mcp_server)
                 if server is None:
-                    if tool.mcp_server not in servers.invalid:  # that entry's own problem says enough
+                    if not servers.has_problem(tool.mcp_server):  # else that entry's own problem says enough
                         declared = ", ".join(sorted(servers)) or "none"
                         problems.append(locator.problem(["tools", index, "mcp_server"], f"tool {tool.name!r} names MCP server {tool.mcp_server!r}, which this catalog does not declare under `mcp_servers` (declared: {declared})", UNKNOWN_MCP_SERVER))
                     continue
-                resolved.append(tool.model_copy(update={"server_name": server_name, "mcp_server": server}))
+                resolved.append((index, tool.model_copy(update={"server_name": server_name, "mcp_server": server})))
+                continue
+            if tool.mcp_server is not None:  # a server written inline
+                resolved.append((index, tool.model_copy(update={"server_name": server_name})))
                 continue
             try:
                 module = resolver.resolve_module(tool)
             except ValueError as error:
                 problems.append(locator.problem(["tools", index], str(error).replace("ToolRegistry(package=...)", "a top-level `package:`"), NO_MODULE))
                 continue
-            resolved.append(tool.model_copy(update={"server_name": server_name, "module": module}))
+            resolved.append((index, tool.model_copy(update={"server_name": server_name, "module": module})))
     catalog = None
     if header is not None:
-        catalog = Catalog(path, header.domain, header.package, tuple(state for _, state in states), tuple(resolved), locator, dict(servers))
+        catalog = Catalog(
+            path, header.domain, header.package, tuple(state for _, state in states), tuple(tool for _, tool in resolved), locator, dict(servers),
+            state_indexes=tuple(index for index, _ in states), tool_indexes=tuple(index for index, _ in resolved),
+        )
     if problems:
         raise CatalogError(problems, partial=catalog)
     assert catalog is not None
@@ -811,17 +834,25 @@ def read_catalog(path: str | Path, *, max_bytes: int | None = None) -> Catalog:
 
 
 class _Servers(dict[str, MCPServerConfig]):
-    """The valid ``mcp_servers`` entries by name; ``invalid`` names those that had problems."""
+    """The valid ``mcp_servers`` entries by name. ``invalid`` names those that had problems, and
+    ``unusable`` is set when ``mcp_servers`` itself was malformed: a tool naming one of those gets
+    no second problem."""
 
     def __init__(self) -> None:
         super().__init__()
         self.invalid: set[str] = set()
+        self.unusable = False
+
+    def has_problem(self, name: str) -> bool:
+        return self.unusable or name in self.invalid
 
 
-def _validate_servers(value: Any, locator: SourceLocator) -> tuple[_Servers, list[CatalogProblem]]:
-    """Each ``mcp_servers`` entry on its own, named from its key."""
+def _validate_servers(value: Any, locator: SourceLocator, directory: Path) -> tuple[_Servers, list[CatalogProblem]]:
+    """Each ``mcp_servers`` entry on its own, named from its key; a relative ``cwd`` is taken from
+    the catalog's ``directory``."""
     servers, problems = _Servers(), []
     if not isinstance(value, dict):
+        servers.unusable = True
         problems.append(locator.problem(["mcp_servers"], f"expected a mapping of server names to {{command, args}} or {{url, headers}}, found {_short_repr(value)}"))
         return servers, problems
     for name, entry in value.items():
@@ -830,7 +861,9 @@ def _validate_servers(value: Any, locator: SourceLocator) -> tuple[_Servers, lis
                 raise ValueError(f"server names are non-empty strings, not {_short_repr(name)}")
             if isinstance(entry, dict) and entry.get("name", name) != name:
                 raise ValueError(f"`name` {_short_repr(entry['name'])} differs from the key {name!r}; the key names the server, so remove `name`")
-            servers[name] = MCPServerConfig.model_validate({**entry, "name": name} if isinstance(entry, dict) else entry)
+            server = MCPServerConfig.model_validate(entry)
+            cwd = server.cwd if server.cwd is None or os.path.isabs(server.cwd) else str(directory / server.cwd)
+            servers[name] = server.model_copy(update={"name": name, "cwd": cwd})
         except ValidationError as error:
             servers.invalid.add(name)
             problems.extend(_validation_problems(locator, error, prefix=["mcp_servers", name]))
@@ -846,7 +879,8 @@ def _validate_items(document: dict, locator: SourceLocator) -> tuple[CatalogFile
     problems: list[CatalogProblem] = []
     items: dict[str, list] = {"states": [], "tools": []}
     header_fields = dict(document)
-    servers, server_problems = _validate_servers(header_fields.pop("mcp_servers", None) or {}, locator)
+    declared = header_fields.pop("mcp_servers", None)
+    servers, server_problems = _validate_servers({} if declared is None else declared, locator, Path(locator.path).resolve().parent)
     problems.extend(server_problems)
     for key, model in (("states", State), ("tools", ToolDefinition)):
         value = header_fields.pop(key, None)
@@ -917,7 +951,7 @@ def _shared_functions(catalogs: Sequence[Catalog]) -> list[CatalogProblem]:
                     f"tools {tool.name!r} and {fallback[0]!r} would both be implemented by function {fallback[0]!r} of module "
                     f"{tool.module!r}; give {tool.name!r} its own module (`module:`) or a distinct name"
                 )
-                problems.append(catalog.locator.problem(["tools", index, "name"], message, SHARED_FUNCTION))
+                problems.append(catalog.problem(["tools", index, "name"], message, SHARED_FUNCTION))
     return problems
 
 
@@ -955,13 +989,13 @@ def combine_catalogs(catalogs: Sequence[Catalog]) -> LoadedCatalogs:
         for index, state in enumerate(catalog.states):
             known = states.get(state.token)
             if known is not None and known.model_dump() != state.model_dump():
-                problems.append(catalog.locator.problem(["states", index, "token"], f"state {state.token!r} is also declared, differently, in {state_origin[state.token]}", DUPLICATE_STATE))
+                problems.append(catalog.problem(["states", index, "token"], f"state {state.token!r} is also declared, differently, in {state_origin[state.token]}", DUPLICATE_STATE))
             states.setdefault(state.token, state)
             state_origin.setdefault(state.token, catalog.path)
         for index, tool in enumerate(catalog.tools):
             key = (tool.server_name, tool.name)
             if key in tool_origin:
-                problems.append(catalog.locator.problem(["tools", index, "name"], f"tool {tool.name!r} of server {tool.server_name!r} is also defined in {tool_origin[key]}", DUPLICATE_TOOL))
+                problems.append(catalog.problem(["tools", index, "name"], f"tool {tool.name!r} of server {tool.server_name!r} is also defined in {tool_origin[key]}", DUPLICATE_TOOL))
             tool_origin.setdefault(key, catalog.path)
     problems.extend(_shared_functions(catalogs))
     if problems:

@@ -82,7 +82,7 @@ class Finding:
 
 
 def _finding(catalog: Catalog, location: list, code: str, message: str) -> Finding:
-    problem = catalog.locator.problem(location, message, code)
+    problem = catalog.problem(location, message, code)
     return Finding(problem.path, problem.line, problem.column, code, RULES[code][0], problem.field, message)
 
 
@@ -93,7 +93,7 @@ def _undeclared(catalog: Catalog, index: int, declared: set[str]) -> list[Findin
     for key in ("requires", "produces"):
         for token in sorted(getattr(tool.state_transition, key) - declared):
             location: list = ["tools", index, "state_transition", key]
-            item = catalog.locator.item_index(location, token)
+            item = catalog.locator.item_index(catalog.file_location(location), token)
             findings.append(_finding(catalog, location + ([item] if item is not None else []), "TP001", f"tool {tool.name!r} {key} {token!r}, which no catalog declares; declare it under states or fix the token"))
     carriers = [(["required_parameters", position], parameter.state) for position, parameter in enumerate(tool.required_parameters)]
     carriers += [(["optional_parameters", position], parameter.state) for position, parameter in enumerate(tool.optional_parameters)]

@@ -12,14 +12,16 @@ their own configuration files) and a tool names the one that serves it::
 
 A value in ``args``, ``env``, ``url`` or ``headers`` may name an environment variable as
 ``${NAME}``: it is read when the server is connected, so a catalog never has to hold a secret.
-Nothing here connects to anything; :mod:`kernel.mcp_connection` does.
+``type`` (``stdio``, ``http`` or ``streamable-http``), as MCP clients' own configuration files
+write it, may be given and must agree with ``command``/``url``. Nothing here connects to anything;
+:mod:`kernel.mcp_connection` does.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -47,6 +49,7 @@ class MCPServerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = ""
+    type: Literal["stdio", "http", "streamable-http"] | None = Field(default=None, description="The transport, as MCP clients' configuration files name it; implied by `command` or `url`.")
     command: str | None = Field(default=None, min_length=1, description="Executable that starts the server (stdio).")
     args: tuple[str, ...] = Field(default=(), description="Arguments of the command.")
     env: dict[str, str] = Field(default_factory=dict, description="Environment variables for the server process; ${NAME} reads one of the host's.")
@@ -61,10 +64,18 @@ class MCPServerConfig(BaseModel):
     def _printable(cls, value: str | None) -> str | None:
         return value if value is None else require_printable(value, "MCP server name or command")
 
+    @field_validator("type", mode="before")
+    @classmethod
+    def _known_transport(cls, transport: Any) -> Any:
+        if transport == "sse":
+            raise ValueError("the SSE transport is deprecated in MCP and not supported; use the server's Streamable HTTP endpoint (`url`)")
+        return transport
+
     @field_validator("url")
     @classmethod
     def _http_url(cls, url: str | None) -> str | None:
-        if url is not None and (urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc):
+        # A URL built from variables is checked once they are read (see expanded()).
+        if url is not None and not _VARIABLE.search(url) and (urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc):
             raise ValueError(f"url {url!r} is not an http:// or https:// address")
         return url
 
@@ -76,6 +87,8 @@ class MCPServerConfig(BaseModel):
             raise ValueError("`args`, `env` and `cwd` start a server process; a server reached by `url` takes `headers` instead")
         if self.command is not None and self.headers:
             raise ValueError("`headers` are sent to a server reached by `url`; a server started by `command` takes `env` instead")
+        if self.type is not None and (self.type == "stdio") != (self.command is not None):
+            raise ValueError(f"`type: {self.type}` disagrees with {'`command`' if self.command is not None else '`url`'}; `stdio` goes with `command`, `http` with `url` (or leave `type` out)")
         return self
 
     @property
@@ -88,6 +101,7 @@ class MCPServerConfig(BaseModel):
 
         Raises:
             KeyError: a variable that is not set; the message names it and the server.
+            ValueError: the URL is not an http(s) address once its variables are read.
         """
         environ = dict(os.environ) if environ is None else environ
 
@@ -106,7 +120,7 @@ class MCPServerConfig(BaseModel):
         }
         if self.url is not None:
             update["url"] = expand(self.url)
-        return self.model_copy(update=update)
+        return type(self).model_validate({**self.model_dump(), **update})
 
     def key(self) -> str:
         """A text that is equal for equal configurations (connections are shared by it)."""

@@ -131,6 +131,14 @@ class ToolDefinition(BaseModel):
 
     _names_are_printable = _printable_fields(name="tool name", module="module", module_override="module", server_name="server name")
 
+    @field_validator("mcp_server", mode="before")
+    @classmethod
+    def _server_name_or_config(cls, server: Any) -> Any:
+        # One clear message instead of one per member of the union.
+        if server is not None and not isinstance(server, (str, dict, MCPServerConfig)):
+            raise ValueError(f"mcp_server is the name of a server declared under `mcp_servers` (or a {{command: ...}} / {{url: ...}} mapping), not {type(server).__name__}")
+        return server
+
     @model_validator(mode="before")
     @classmethod
     def _served_over_mcp(cls, data: Any) -> Any:

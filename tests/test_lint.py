@@ -187,3 +187,23 @@ def test_one_invalid_item_does_not_hide_the_problems_of_the_others(tmp_path):
         """,
     )
     assert {"TP101", "TP001", "TP006"} <= set(codes(lint_catalogs([path])))
+
+
+def test_findings_after_an_invalid_item_point_at_their_own_item(tmp_path):
+    path = catalog(
+        tmp_path,
+        """\
+        domain: e
+        package: e
+        states:
+          - {token: e.bad, description: 3}
+          - {token: e.lonely, description: no tool makes it}
+        tools:
+          - {name: bad, cost: "x"}
+          - {name: good, description: fine, state_transition: {requires: [e.ghost]}}
+        """,
+    )
+    found = {(finding.code, finding.field, finding.line) for finding in lint_catalogs([path])}
+    assert ("TP002", "states[1].token", 5) in found  # not states[0], line 4
+    assert ("TP004", "tools[1].state_transition", 8) in found  # not tools[0], line 7
+    assert ("TP001", "tools[1].state_transition.requires[0]", 8) in found
