@@ -25,6 +25,9 @@ HOST_FUNCTION = "host_toolkit"
 BINDING_NAMES = frozenset({BINDER_FUNCTION, HOST_FUNCTION})
 #: The toolkit of a tool that names no server.
 DEFAULT_TOOLKIT = "tools"
+#: Characters of a host tool's first docstring line shown in instructions: a server's descriptions
+#: are not ours, and one of 200,000 characters must not become the model's prompt.
+MAX_SUMMARY_CHARS = 300
 
 
 def toolkit_of(tool: ToolDefinition) -> str:
@@ -123,7 +126,7 @@ class Bindings:
                 signature = signature_text(tool.signature) if tool.signature is not None else "(...)"
                 renamed = f"  (tool {name!r})" if attribute != name else ""
                 lines.append(f"  {handle}.{attribute}{signature}{renamed}")
-                summary = inspect.cleandoc(tool.description).split("\n", 1)[0] if tool.description else ""
+                summary = inspect.cleandoc(tool.description).split("\n", 1)[0][:MAX_SUMMARY_CHARS] if tool.description else ""
                 if summary:
                     lines.append(f"      {summary}")
                 if tool.pause_reason:

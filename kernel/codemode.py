@@ -983,9 +983,12 @@ class CodeMode:
         if self.tools or self.toolkits or session_tools:
             lines.append("Tool handles already bound in the kernel (every call is awaitable: `await handle.tool(...)`; gather many with asyncio.gather):")
             lines.extend(self._session_bindings(session).describe([*self.tools, *session_tools]))
-            for handle, (toolkit, _) in self.bindings.host_handles.items():
+            for handle, (toolkit, attributes) in self.bindings.host_handles.items():
                 if toolkit in self._failures:
                     lines.append(f"  {handle}: unavailable, {self._failures[toolkit]}")
+                elif not attributes and self._toolkit_named(toolkit).requires_connect:
+                    # An MCP server's tools are known once it is connected (the first cell, or aopen()).
+                    lines.append(f"  {handle}: its tools are listed when it connects, as the first cell starts; evaluate `{handle}` in a cell to see them")
             lines.extend(self.bindings.describe_toolkits(toolkit for toolkit in self.toolkits if toolkit.name not in self._failures))
             lines.append("Do not assign to a handle's name; if you did, `del` it and the handle is bound again from the next cell.")
         if self.result_store is not None:

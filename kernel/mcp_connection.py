@@ -12,9 +12,11 @@ Contract:
 - ``connect()`` starts or reaches the server, completes the handshake and lists every tool (all
   pages of ``tools/list``), all within ``connect_timeout`` seconds, or stops the server again and
   raises. It is idempotent, and connects again when the server has closed the connection.
-- A call after ``PING_AFTER_IDLE`` seconds without traffic pings the server first, so a server that
-  died while idle is started again and the call goes through; a server that dies *during* a call
-  fails that call (it is not retried: it may have run) and the next call starts it again.
+- A call after ``PROBE_AFTER_IDLE`` seconds without traffic first asks the server for the first
+  page of its tools (MCP's ``ping`` is gone as of protocol 2026-07-28; a listing has no side
+  effects), so a server that died while idle is started again and the call goes through. A server
+  that dies *during* a call fails that call (it is not retried: it may have run), and the next call
+  starts it again.
 - Failures raise :class:`MCPConnectionError` naming the server, with the last lines the server wrote
   to stderr (stdio servers: their stderr goes to a private temporary file, not to ours). A tool
   result with ``isError``, or a call the server refuses, raises :class:`MCPToolError`; a call over
@@ -46,9 +48,9 @@ STDERR_TAIL_CHARS = 2000
 #: Seconds an HTTP request may wait for the server's response stream: the MCP SDK's own default,
 #: since a Streamable HTTP server may hold a response open while a tool runs.
 HTTP_READ_TIMEOUT = 300.0
-#: Seconds without traffic after which a call pings the server first (a round trip of about a
-#: millisecond, paid only after a pause, when it cannot matter).
-PING_AFTER_IDLE = 1.0
+#: Seconds without traffic after which a call first checks that the server is still there (one
+#: round trip of about a millisecond over stdio, paid only after a pause, when it cannot matter).
+PROBE_AFTER_IDLE = 1.0
 #: Seconds a closing server gets to leave the SDK's client cleanly before its task is cancelled.
 CLOSE_GRACE = 5.0
 
@@ -202,7 +204,7 @@ class MCPConnection:
         if self._elsewhere():
             return await self._on_own_loop(self.call(name, arguments))
         await self.connect()
-        if time.monotonic() - self._last_traffic > PING_AFTER_IDLE:
+        if time.monotonic() - self._last_traffic > PROBE_AFTER_IDLE:
             await self._check_alive()
         if name not in self._tools:
             self._tools = await self._list_all()  # a server may add tools after it was listed
@@ -225,14 +227,16 @@ class MCPConnection:
         return result_value(result)
 
     async def _check_alive(self) -> None:
-        """Ping the server; connect again if it has gone (a ping cannot have side effects)."""
+        """Connect again if the server has gone; any other answer (an error included) means it is there."""
         try:
-            await self._connected_client().send_ping()
+            await self._connected_client().list_tools(cache_mode="bypass")
         except MCPError as error:
             if error.error.code != mcp_types.CONNECTION_CLOSED:
-                raise MCPConnectionError(self._describe(f"did not answer a ping ({error.error.message})")) from None
+                return
             await self._stop_owner(cancel=True)
             await self.connect()
+        except ValidationError:  # a reply the SDK refused: still a reply
+            return
 
     async def aclose(self) -> None:
         """Close the connection (and stop a stdio server); a no-op when not connected."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -352,28 +353,42 @@ def _pairs(values: Sequence[str], separator: str, option: str, example: str) -> 
 
 def command_catalog_draft(arguments: argparse.Namespace) -> int:
     from kernel import MCPConnectionError  # the MCP SDK loads only for this command
-    from planner.draft import draft_catalog, server_config
+    from planner.draft import draft_catalog, load_problems, server_config
 
     env = _pairs(arguments.env, "=", "--env", "GITHUB_TOKEN=${GITHUB_TOKEN}")
     headers = _pairs(arguments.header, ":", "--header", "Authorization: Bearer ${TOKEN}")
-    if arguments.output and os.path.exists(arguments.output) and not arguments.force:
-        raise CommandLineError(f"{arguments.output} exists; pass --force to overwrite it")
+    output = arguments.output
+    if output and os.path.exists(output) and not arguments.force:
+        raise CommandLineError(f"{output} exists; pass --force to overwrite it")
+    if output and not os.path.isdir(os.path.dirname(os.path.abspath(output))):
+        raise CommandLineError(f"the directory of {output} does not exist; create it first")
     try:
         config = server_config(arguments.mcp, arguments.name or "", env, headers)
     except ValueError as error:
         raise CommandLineError(f"--mcp {arguments.mcp!r}: {error}") from None
+    for option, values in (("--env", env), ("--header", headers)):
+        for name, value in values.items():
+            if "${" not in value:
+                print(f"toolpath: warning: {option} {name} is written into the catalog as given; write ${{NAME}} to read a secret from the environment when connecting instead", file=sys.stderr)
     try:
         text = asyncio.run(draft_catalog(config, arguments.domain))
     except MCPConnectionError as error:
         raise CommandLineError(str(error)) from None
-    if not arguments.output:
+    for problem in load_problems(text):
+        print(f"toolpath: warning: the draft does not load as it is: {problem}", file=sys.stderr)
+    if not output:
         print(text, end="")
         return 0
-    temporary = f"{arguments.output}.{os.getpid()}.tmp"
-    with open(temporary, "w", encoding="utf-8") as file:  # whole or nothing: renamed into place
-        file.write(text)
-    os.replace(temporary, arguments.output)
-    print(f"wrote {arguments.output}; now declare its states and fill in each tool's state_transition, then `toolpath validate {arguments.output}`", file=sys.stderr)
+    temporary = f"{output}.{os.getpid()}.tmp"
+    try:
+        with open(temporary, "w", encoding="utf-8") as file:  # whole or nothing: renamed into place
+            file.write(text)
+        os.replace(temporary, output)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise CommandLineError(f"cannot write {output}: {error.strerror or error}") from None
+    print(f"wrote {output}; now declare its states and fill in each tool's state_transition, then `toolpath validate {output}`", file=sys.stderr)
     return 0
 
 

@@ -12,25 +12,38 @@ reports each tool that produces no state (TP004) until they are filled in.
 from __future__ import annotations
 
 import datetime
+import re
 import shlex
+import tempfile
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
 from kernel.mcp_connection import MCPConnection
+from registry import CatalogError, read_catalog
 from registry.mcp_servers import MCPServerConfig
 from registry.names import python_identifier
 from registry.type_strings import type_from_json_schema
 
 
 def server_config(target: str, name: str, env: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None) -> MCPServerConfig:
-    """The server ``target`` names: an ``http(s)://`` URL, else a command line (split like a shell does).
+    """The server ``target`` names: a URL (``scheme://...``), else a command line (split like a shell does).
 
     Raises:
-        ValueError: an empty command, ``env`` for a URL or ``headers`` for a command.
+        ValueError: an empty command, a URL that is not http(s), ``env`` for a URL or ``headers``
+            for a command (as a one-line message).
     """
-    if target.startswith(("http://", "https://")):
+    try:
+        return _server_config(target, name, env, headers)
+    except ValidationError as error:
+        raise ValueError("; ".join(problem["msg"].removeprefix("Value error, ") for problem in error.errors())) from None
+
+
+def _server_config(target: str, name: str, env: Mapping[str, str] | None, headers: Mapping[str, str] | None) -> MCPServerConfig:
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", target):
         return MCPServerConfig(name=name, url=target, headers=dict(headers or {}), env=dict(env or {}))
     words = shlex.split(target)
     if not words:
@@ -114,6 +127,19 @@ def _return_spec(tool: Mapping[str, Any]) -> dict[str, Any]:
     if list(properties) == ["result"]:
         return {"name": name, "type": type_from_json_schema(properties["result"])}
     return {"name": name, "type": "dict", "description": f"keys: {', '.join(properties)}" if properties else "the tool's structured output"}
+
+
+def load_problems(text: str) -> list[str]:
+    """What stops the drafted catalog ``text`` from loading as it is (a parameter named by a Python
+    keyword, say), one line each; empty when it loads."""
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "draft.yaml"
+        path.write_text(text, encoding="utf-8")
+        try:
+            read_catalog(path)
+        except CatalogError as error:
+            return [f"line {problem.line}: {problem.code} {problem.field}: {problem.message}" for problem in error.problems]
+    return []
 
 
 def render(document: Mapping[str, Any], config: MCPServerConfig) -> str:

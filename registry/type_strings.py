@@ -69,7 +69,8 @@ def check_type_string(text: str) -> None:
 def type_from_json_schema(schema: Any) -> str:
     """The type string of a JSON Schema (a tool's input property, say): ``{"type": "array", "items":
     {"type": "string"}}`` → ``"list[str]"``. Unions (``anyOf``, ``oneOf``, a list of types) become
-    ``|``; what has no type (or one this mapping does not know) is ``"Any"``.
+    ``|``, an ``enum`` of strings a ``Literal``; what has no type (or one this mapping does not know,
+    a ``$ref`` included) is ``"Any"``.
 
     Examples:
         >>> type_from_json_schema({"type": "array", "items": {"type": "integer"}})
@@ -78,9 +79,14 @@ def type_from_json_schema(schema: Any) -> str:
         'str | None'
         >>> type_from_json_schema({"type": "object", "additionalProperties": {"type": "number"}})
         'dict[str, float]'
+        >>> type_from_json_schema({"type": "string", "enum": ["celsius", "fahrenheit"]})
+        "Literal['celsius', 'fahrenheit']"
     """
     if not isinstance(schema, dict):
         return "Any"
+    choices = schema.get("enum")
+    if isinstance(choices, list) and choices and all(isinstance(choice, str) for choice in choices):
+        return f"Literal[{', '.join(map(repr, dict.fromkeys(choices)))}]"
     alternatives = schema.get("anyOf") or schema.get("oneOf")
     kind = schema.get("type")
     if isinstance(alternatives, list) and alternatives:

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from kernel import CodeMode, MCPToolkit
+from kernel.mcp_connection import PROBE_AFTER_IDLE
 from planner.draft import draft_catalog, server_config
 from planner.workspace import Workspace
 from registry import CatalogError, lint_catalogs, read_catalog
@@ -93,8 +94,8 @@ def test_every_page_is_bound_names_are_mapped_and_results_become_values():
         )
         assert result.status == "ok", result.error
         listed, values = result.stdout.strip().splitlines()
-        # six tools over three pages of tools/list
-        assert listed == str(sorted(["count_words", "fail", "get_forecast", "gmail_search", "object_with_result", "pixel"]))
+        # eight tools over four pages of tools/list
+        assert listed == str(sorted(["count_words", "crash", "fail", "get_forecast", "gmail_search", "object_with_result", "pixel", "slow"]))
         # get-forecast and gmail.search were called by their real names, `from_` sent as `from`; the
         # server's default for `days` applied; {"result": 3} unwrapped; a real {"result": ...} kept
         assert values == "{'city': 'Oslo', 'days': 3, 'sky': 'clear'}|3 mails about invoices from bob|3|{'result': 'kept'}|image|image/png"
@@ -136,16 +137,38 @@ def test_a_toolkit_opened_by_hand_is_left_open_by_runs():
     asyncio.run(scenario())
 
 
-def test_a_server_that_dies_fails_one_call_and_the_next_call_starts_it_again():
+def test_a_server_that_dies_idle_is_restarted_and_one_that_dies_mid_call_fails_only_that_call():
     with CodeMode(tools=[paged_server()], snapshot=False, pool_size=0) as code_mode:
         assert code_mode.run("await paged.count_words(text='a b')", "s").result == "2"
         (process,) = server_processes(PAGED_SERVER)
         process.kill()
         process.wait(10)
-        lost = code_mode.run("await paged.count_words(text='a b c')", "s")
-        assert lost.status == "error" and "closed the connection" in lost.error["evalue"] and "the next call connects again" in lost.error["evalue"]
-        assert code_mode.run("await paged.count_words(text='a b c')", "s").result == "3"
+        time.sleep(PROBE_AFTER_IDLE + 0.2)
+        assert code_mode.run("await paged.count_words(text='a b c')", "s").result == "3"  # found gone, started again
+        (restarted,) = server_processes(PAGED_SERVER)
+        assert restarted.pid != process.pid
+        lost = code_mode.run("await paged.crash()", "s")
+        assert lost.status == "error" and "closed the connection during tool 'crash'" in lost.error["evalue"] and "the next call connects again" in lost.error["evalue"]
+        assert code_mode.run("await paged.count_words(text='a')", "s").result == "1"
         assert len(server_processes(PAGED_SERVER)) == 1
+
+
+def test_connect_and_call_timeouts_bound_the_waits_and_leave_no_server_behind():
+    stuck = MCPToolkit("stuck", command="sleep", args=["987.25"], connect_timeout=2)  # starts, never answers
+    broken = MCPToolkit("broken", command=sys.executable, args=[PAGED_SERVER, "--broken-listing"])
+    with CodeMode(tools=[stuck, broken, paged_server(call_timeout=1)], snapshot=False, pool_size=0, timeout=60) as code_mode:
+        assert "stuck: its tools are listed when it connects" in code_mode.instructions()
+        started = time.monotonic()
+        result = code_mode.run("await stuck.anything()", "s")
+        assert time.monotonic() - started < 20
+        assert result.status == "error" and "within 2 s (connect_timeout)" in result.error["evalue"]
+        assert not server_processes("987.25")
+        listing = code_mode.run("await broken.anything()", "s")
+        assert listing.status == "error" and "failed to list its tools" in listing.error["evalue"] and "the tool index is corrupt" in listing.error["evalue"]
+        assert [process for process in server_processes(PAGED_SERVER) if "--broken-listing" in process.cmdline()] == []
+        slow = code_mode.run("await paged.slow(seconds=5)", "s")
+        assert slow.status == "error" and slow.error["ename"] == "TimeoutError" and "no answer within 1 s (call_timeout)" in slow.error["evalue"]
+        assert code_mode.run("await paged.slow(seconds=0)", "s").result == "'done'"
 
 
 @pytest.fixture()
@@ -158,7 +181,8 @@ def paged_over_http(listening_server):
 def test_over_streamable_http_headers_carry_a_token_read_from_the_environment(paged_over_http, monkeypatch):
     url, token = paged_over_http
     monkeypatch.setenv("PAGED_TOKEN", token)
-    authorised = MCPToolkit("paged", url=url, headers={"Authorization": "Bearer ${PAGED_TOKEN}"})
+    monkeypatch.setenv("PAGED_URL", url)
+    authorised = MCPToolkit("paged", url="${PAGED_URL}", headers={"Authorization": "Bearer ${PAGED_TOKEN}"})
     refused = MCPToolkit("refused", url=url, headers={"Authorization": "Bearer not-the-token"}, connect_timeout=20)
     unset = MCPToolkit("unset", url=url, headers={"Authorization": "Bearer ${NO_SUCH_VARIABLE_SET}"})
     with CodeMode(tools=[authorised, refused, unset], snapshot=False, pool_size=0) as code_mode:
@@ -308,3 +332,11 @@ def test_catalog_draft_writes_a_file_whole_and_refuses_to_overwrite_or_to_draft_
     assert not (tmp_path / "broken.yaml").exists() and list(tmp_path.glob("*.tmp")) == []
     empty = toolpath("catalog", "draft", "--mcp", "  ")
     assert empty.returncode == 2 and "the MCP server command is empty" in empty.stderr
+
+
+def test_catalog_draft_warns_when_the_draft_would_not_load_and_when_a_value_is_written_as_given():
+    drafted = toolpath("catalog", "draft", "--mcp", f"{sys.executable} {PAGED_SERVER}", "--env", "API_KEY=sk-123")
+    assert drafted.returncode == 0, drafted.stderr
+    assert "--env API_KEY is written into the catalog as given; write ${NAME}" in drafted.stderr
+    assert "the draft does not load as it is" in drafted.stderr and "parameter name 'from'" in drafted.stderr  # gmail.search(from=...)
+    assert "name: gmail.search" in drafted.stdout and "API_KEY: sk-123" in drafted.stdout

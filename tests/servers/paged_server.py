@@ -6,6 +6,8 @@ It lists its tools two per page, has names that are not Python identifiers (``ge
 
 ``python paged_server.py`` serves stdio; ``python paged_server.py --http PORT --token TOKEN`` serves
 Streamable HTTP at ``/mcp`` and answers 401 to a request without ``Authorization: Bearer TOKEN``.
+``--broken-listing`` answers ``tools/list`` with an error. The tools ``slow`` (sleeps) and ``crash``
+(the process exits mid-call) are for timeouts and failures.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import argparse
 import asyncio
 import base64
 import json
+import os
 
 import mcp_types as types
 from mcp.server.lowlevel import Server
@@ -38,6 +41,8 @@ TOOLS = [
     types.Tool(name="object_with_result", description="Return an object that has a result key.", input_schema={"type": "object", "properties": {}}),
     types.Tool(name="pixel", description="A one-pixel image.", input_schema={"type": "object", "properties": {}}),
     types.Tool(name="fail", description="Always fails.", input_schema={"type": "object", "properties": {"why": {"type": "string"}}, "required": ["why"]}),
+    types.Tool(name="slow", description="Answer after some seconds.", input_schema={"type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]}),
+    types.Tool(name="crash", description="The server process exits during the call.", input_schema={"type": "object", "properties": {}}),
 ]
 
 
@@ -62,9 +67,18 @@ async def call_tool(context, params: types.CallToolRequestParams) -> types.CallT
         return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(value))], structured_content=value)
     if params.name == "pixel":
         return types.CallToolResult(content=[types.ImageContent(type="image", data=PIXEL, mime_type="image/png")])
+    if params.name == "slow":
+        await asyncio.sleep(arguments["seconds"])
+        return types.CallToolResult(content=[types.TextContent(type="text", text="done")])
+    if params.name == "crash":
+        os._exit(1)
     if params.name == "fail":
         return types.CallToolResult(content=[types.TextContent(type="text", text=f"it failed because {arguments['why']}")], is_error=True)
     return types.CallToolResult(content=[types.TextContent(type="text", text=f"unknown tool {params.name}")], is_error=True)
+
+
+async def broken_listing(context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    raise RuntimeError("the tool index is corrupt")
 
 
 async def serve_stdio(server: Server) -> None:
@@ -92,8 +106,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", type=int, metavar="PORT")
     parser.add_argument("--token", default="")
+    parser.add_argument("--broken-listing", action="store_true")
     options = parser.parse_args()
-    paged = Server("paged", on_list_tools=list_tools, on_call_tool=call_tool)
+    paged = Server("paged", on_list_tools=broken_listing if options.broken_listing else list_tools, on_call_tool=call_tool)
     if options.http:
         serve_http(paged, options.http, options.token)
     else:
