@@ -4,8 +4,13 @@ Prints one JSON object. For each catalog size (``--tools``, default 1,000 and 10
 seeded synthetic catalog, times building the registry and the state graph, then plans
 
 * ``--goals`` single-state goals (default 200), the common case: an agent asks for one state;
-* ``--multi-goals`` goals of 2–3 states (default 50), reported apart: sharing steps between goals
-  makes these a Steiner-tree problem, much harder to prove optimal.
+* ``--multi-goals`` goals of 2–3 states (default 50) and ``--five-goals`` goals of 5 states (default
+  20), reported apart: sharing steps between goals makes these a Steiner-tree problem, much harder
+  to prove optimal.
+
+Every plan gets ``--time-budget`` milliseconds (default: the planner's own) to prove optimality; a
+plan that is not proven carries a certified lower bound, and the report gives the mean gap
+(cost − lower bound, absolute and relative to the cost) over those plans.
 
 Each goal is planned twice: *cold* (bounds from the held states recomputed) and *warm* (bounds
 cached, as when an agent plans several goals from the same held states). The report gives p50/p95
@@ -78,7 +83,7 @@ def summary(times_ms: list[float]) -> dict:
     return {"p50_ms": round(statistics.median(ordered), 3), "p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))], 3), "max_ms": round(ordered[-1], 3)}
 
 
-def measure_toolpath(held: list[str], tools: list[dict], goal_sets: dict[str, list[list[str]]]) -> tuple[dict, dict[str, list[dict]]]:
+def measure_toolpath(held: list[str], tools: list[dict], goal_sets: dict[str, list[list[str]]], time_budget_ms: float | None) -> tuple[dict, dict[str, list[dict]]]:
     from planner import StateGraph, plan
     from registry import ToolDefinition, ToolRegistry
 
@@ -101,18 +106,21 @@ def measure_toolpath(held: list[str], tools: list[dict], goal_sets: dict[str, li
         for goal in goals:
             task.clear_cache()
             started = time.perf_counter()
-            found = plan(graph, goal, held)
+            found = plan(graph, goal, held, time_budget_ms=time_budget_ms)
             cold = (time.perf_counter() - started) * 1000
             started = time.perf_counter()
-            plan(graph, goal, held)
+            plan(graph, goal, held, time_budget_ms=time_budget_ms)
             warm = (time.perf_counter() - started) * 1000
-            results.append({"cold_ms": cold, "warm_ms": warm, "cost": found.cost, "steps": len(found.steps), "optimal": found.optimal})
+            results.append({"cold_ms": cold, "warm_ms": warm, "cost": found.cost, "lower_bound": found.lower_bound, "steps": len(found.steps), "optimal": found.optimal})
         runs[kind] = results
+        unproven = [result for result in results if not result["optimal"]]
         report[kind] = {
             "goals": len(results),
             "cold": summary([result["cold_ms"] for result in results]),
             "warm": summary([result["warm_ms"] for result in results]),
             "proven_optimal_share": round(sum(result["optimal"] for result in results) / len(results), 3),
+            "mean_gap_where_unproven": round(statistics.mean(result["cost"] - result["lower_bound"] for result in unproven), 3) if unproven else None,
+            "mean_relative_gap_where_unproven": round(statistics.mean((result["cost"] - result["lower_bound"]) / result["cost"] for result in unproven), 3) if unproven else None,
             "plan_steps_median": statistics.median(result["steps"] for result in results),
             "plan_steps_max": max(result["steps"] for result in results),
         }
@@ -199,6 +207,8 @@ def main() -> None:
     parser.add_argument("--tools", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--goals", type=int, default=200)
     parser.add_argument("--multi-goals", type=int, default=50)
+    parser.add_argument("--five-goals", type=int, default=20)
+    parser.add_argument("--time-budget", type=float, default=None, metavar="MS", help="milliseconds per plan to prove optimality (default: the planner's default)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pyperplan-python", type=Path, default=DEFAULT_PYPERPLAN_PYTHON)
     parser.add_argument("--pyperplan-goals", type=int, default=20, help="goals of each kind pyperplan gets (it is slow)")
@@ -211,14 +221,19 @@ def main() -> None:
         return
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    report: dict = {"states": STATES, "layers": LAYERS, "seed": args.seed, "sizes": {}}
+    from planner.planning import DEFAULT_TIME_BUDGET_MS
+
+    time_budget_ms = args.time_budget if args.time_budget is not None else DEFAULT_TIME_BUDGET_MS
+    report: dict = {"states": STATES, "layers": LAYERS, "seed": args.seed, "time_budget_ms": time_budget_ms, "sizes": {}}
     for size in args.tools:
         held, tools = synthetic_catalog(size, args.seed)
         goal_sets = {
             "single_state_goals": goals_of(held, tools, args.goals, (1, 1), args.seed + 1),
             "multi_state_goals": goals_of(held, tools, args.multi_goals, (2, 3), args.seed + 2),
+            "five_state_goals": goals_of(held, tools, args.five_goals, (5, 5), args.seed + 3),
         }
-        measured, runs = measure_toolpath(held, tools, goal_sets)
+        goal_sets = {kind: goals for kind, goals in goal_sets.items() if goals}
+        measured, runs = measure_toolpath(held, tools, goal_sets, time_budget_ms)
         measured["tools"] = size
         if args.pyperplan_python.exists() and args.pyperplan_goals > 0:
             for kind, goals in goal_sets.items():

@@ -25,7 +25,7 @@ from planner.cell import InputError, PlannedCell
 from planner.goals import NoMatchingSkillError
 from planner.graph import UnknownStateError
 from planner.parts import PartMatch, task_text
-from planner.planning import NoPlanError, Plan, alternative_plans
+from planner.planning import DEFAULT_TIME_BUDGET_MS, NoPlanError, Plan, alternative_plans
 from planner.search import QueryError, SkillHit
 from planner.task import TaskPlan, UnboundParametersError
 from planner.workspace import Workspace
@@ -113,15 +113,15 @@ def parse_inputs(pairs: Sequence[str]) -> dict[str, Any]:
     return inputs
 
 
-def positive_seconds(text: str) -> float:
-    """argparse type: a positive, finite number of seconds."""
+def positive_number(text: str) -> float:
+    """argparse type: a positive, finite number (of seconds or milliseconds, as the option says)."""
     try:
-        seconds = float(text)
+        number = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not (seconds > 0 and math.isfinite(seconds)):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive, finite number of seconds")
-    return seconds
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (number > 0 and math.isfinite(number)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive, finite number")
+    return number
 
 
 def hit_count(text: str) -> int:
@@ -144,7 +144,7 @@ def _indent(text: str, prefix: str = "    ") -> str:
 
 
 def _print_plan(plan: Plan) -> None:
-    proof = "optimal" if plan.optimal else "not proven optimal"
+    proof = "optimal" if plan.optimal else f"not proven optimal: no plan costs less than {plan.lower_bound:g}"
     print(f"Plan ({len(plan.steps)} step{'s' if len(plan.steps) != 1 else ''}, cost {plan.cost:g}, {proof}):")
     if not plan.steps:
         print("    (the goal is already held)")
@@ -267,7 +267,7 @@ def command_cell(arguments: argparse.Namespace) -> int:
 
 def command_plan(arguments: argparse.Namespace) -> int:
     workspace = Workspace.open(arguments.catalog)
-    goal_plan, *others = alternative_plans(workspace.graph, arguments.goal, held=arguments.have, avoid=arguments.avoid, k=arguments.k)
+    goal_plan, *others = alternative_plans(workspace.graph, arguments.goal, held=arguments.have, avoid=arguments.avoid, k=arguments.k, time_budget_ms=arguments.time_budget)
     if arguments.json:
         _emit_json({**goal_plan.to_dict(), "alternatives": [other.to_dict() for other in others]} if arguments.k > 1 else goal_plan.to_dict())
     else:
@@ -415,7 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = command("run", "Plan a task, execute its cell in a fresh kernel and print the outputs.", command_run)
     run.add_argument("task", metavar="TASK", nargs="?", help="what to achieve, in words (parts joined by 'and', 'then', ... are planned together)")
     task_options(run)
-    run.add_argument("--timeout", type=positive_seconds, default=300.0, metavar="SECONDS", help="interrupt the cell after this many seconds (default 300)")
+    run.add_argument("--timeout", type=positive_number, default=300.0, metavar="SECONDS", help="interrupt the cell after this many seconds (default 300)")
 
     cell = command("cell", "Print the planned cell of a task (or of explicit goal states) without running it.", command_cell)
     cell.add_argument("task", metavar="TASK", nargs="?", help="what to achieve, in words (parts joined by 'and', 'then', ... are planned together)")
@@ -428,6 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan_parser.add_argument("--have", action="append", default=[], metavar="TOKEN", help="a state already held; repeatable")
     plan_parser.add_argument("--avoid", action="append", default=[], metavar="TOOL", help="a tool (name or server.name) the plan must not use; repeatable")
     plan_parser.add_argument("--k", type=hit_count, default=1, metavar="N", help="also show up to N-1 alternative plans with other tool sets, cheapest first (1-100, default 1)")
+    plan_parser.add_argument("--time-budget", type=positive_number, default=DEFAULT_TIME_BUDGET_MS, metavar="MS", help=f"milliseconds each plan's search may spend proving it optimal; past them the best plan comes with a proven lower bound (default {DEFAULT_TIME_BUDGET_MS:g})")
 
     search = command("search", "Search states and tools by affordance.", command_search)
     search.add_argument("query", metavar="QUERY", help="what you want to achieve, in words")

@@ -7,20 +7,26 @@ its cost is the sum of its tools' ``cost``; no step is redundant.
 
 Because no tool deletes a state, the problem is a delete-free planning task: whether a plan exists is
 decided by a forward fixpoint, and the cheapest plan is found by :mod:`planner.delete_free` (bounds,
-LM-cut, then A* within ``max_expansions``). When that budget runs out, the best plan found is
-returned marked ``optimal=False``: never silently worse.
+LM-cut, then A* within ``time_budget_ms``). When that budget runs out, the best plan found is
+returned marked ``optimal=False`` with a certified ``lower_bound`` on the cost of any plan: never
+silently worse, and the gap is known.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from planner.delete_free import INFINITY, DeleteFreeTask
 from planner.graph import StateGraph
 from registry import ToolDefinition
+
+
+#: Milliseconds a plan's search may spend proving optimality after its bounds (see :func:`plan`).
+DEFAULT_TIME_BUDGET_MS = 250.0
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,11 @@ class Plan:
     """A plan: ``steps`` in execution order, their total ``cost``, and whether it is proven ``optimal``.
 
     ``goal`` holds the goal states; ``must_run`` the tools (``server.name``) the plan had to run.
+    ``lower_bound`` is proven: no plan for the same goal costs less (it equals ``cost`` when the plan
+    is optimal; default ``cost``, for an optimal plan only). ``gap`` is ``cost - lower_bound``.
+
+    Raises:
+        ValueError: a plan not proven optimal without a ``lower_bound``, or a bound above the cost.
     """
 
     goal: frozenset[str]
@@ -67,6 +78,20 @@ class Plan:
     cost: float
     optimal: bool
     must_run: frozenset[str] = frozenset()
+    lower_bound: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.lower_bound is None:
+            if not self.optimal:
+                raise ValueError("a plan not proven optimal needs its lower_bound")
+            object.__setattr__(self, "lower_bound", self.cost)  # frozen: set once, here
+        elif self.lower_bound > self.cost * (1 + 1e-9) + 1e-9:
+            raise ValueError(f"lower_bound {self.lower_bound} is above the plan's cost {self.cost}")
+
+    @property
+    def gap(self) -> float:
+        """How much cheaper than this plan the best plan could be (0 when proven optimal)."""
+        return 0.0 if self.optimal else max(0.0, self.cost - (self.lower_bound or 0.0))
 
     def reordered(self, tools: Sequence[ToolDefinition]) -> Plan:
         """This plan with its steps in the order of ``tools`` (the same tools, in an order where each
@@ -97,6 +122,7 @@ class Plan:
             "steps": [step.to_dict() for step in self.steps],
             "cost": self.cost,
             "optimal": self.optimal,
+            "lower_bound": self.lower_bound,
         }
 
 
@@ -187,9 +213,10 @@ def plan(
     goal: Iterable[str],
     held: Iterable[str] = (),
     avoid: Collection[str] = (),
-    max_expansions: int = 1_000,
+    max_expansions: int | None = None,
     must_run: Collection[str | ToolDefinition] = (),
     prefer: Mapping[int, float] | None = None,
+    time_budget_ms: float | None = DEFAULT_TIME_BUDGET_MS,
 ) -> Plan:
     """Find the cheapest plan that reaches every state of ``goal`` from the ``held`` states and runs
     every tool of ``must_run``.
@@ -199,9 +226,13 @@ def plan(
         goal: goal state tokens (all must hold at the end); at least one unless ``must_run`` names a tool.
         held: state tokens held before the plan starts.
         avoid: tool names (``name`` or ``server.name``) the plan must not use.
-        max_expansions: A* node budget (about 0.2 ms per node on 2 cores with a 1,000-tool catalog);
-            past it the best plan found answers with ``optimal=False``. Most single-state goals are
-            proven optimal by bounds alone, before any A* node (``benchmarks/bench_plan.py``).
+        max_expansions: A* node budget (``None``: no limit of its own); a node costs 0.2-2 ms
+            depending on the catalog, so ``time_budget_ms`` is the budget to use; this one makes a
+            test deterministic.
+        time_budget_ms: milliseconds the search may spend proving optimality after the bounds
+            (``None``: no limit); past it the best plan found answers with ``optimal=False`` and its
+            certified ``lower_bound``. Most single-state goals are proven optimal by bounds alone,
+            before any A* node (``benchmarks/bench_plan.py``).
         must_run: tools (or their ``name`` / ``server.name``) the plan must run, once each, even when
             what they produce is already held: "this tool must run" goals of a task.
         prefer: ``{tool id: score}``, higher for tools the task is more about (e.g. skill-search
@@ -228,7 +259,7 @@ def plan(
     both = [tool.name for tool in required if tool.id in avoided]
     if both:
         raise ValueError(f"{', '.join(both)} must run and is avoided; drop it from one of the two")
-    return _plan(graph, goal, held, avoided, max_expansions, required, prefer)
+    return _plan(graph, goal, held, avoided, max_expansions, required, prefer, time_budget_ms)
 
 
 def _tokens(tokens: Iterable[str]) -> frozenset[str]:
@@ -246,7 +277,17 @@ def _problem(graph: StateGraph, goal: Iterable[str], held: Iterable[str], avoid:
     return goal, held, frozenset(graph.resolve_tool(name).id for name in avoid)
 
 
-def _plan(graph: StateGraph, goal: frozenset[str], held: frozenset[str], avoided: frozenset[int], max_expansions: int, must_run: Sequence[ToolDefinition] = (), prefer: Mapping[int, float] | None = None) -> Plan:
+def _plan(
+    graph: StateGraph,
+    goal: frozenset[str],
+    held: frozenset[str],
+    avoided: frozenset[int],
+    max_expansions: int | None,
+    must_run: Sequence[ToolDefinition] = (),
+    prefer: Mapping[int, float] | None = None,
+    time_budget_ms: float | None = DEFAULT_TIME_BUDGET_MS,
+) -> Plan:
+    deadline = None if time_budget_ms is None else time.perf_counter() + time_budget_ms / 1000
     task = graph.delete_free_task
     marks: frozenset[int] = frozenset()
     if must_run or prefer:
@@ -262,13 +303,22 @@ def _plan(graph: StateGraph, goal: frozenset[str], held: frozenset[str], avoided
     names = frozenset(qualified_name(tool) for tool in must_run)
     if goal <= held and not must_run:
         return Plan(goal, held, (), 0.0, True)
-    result = task.search(held_states, task.states(goal) | marks, avoided_tools, max_expansions)
+    result = task.search(held_states, task.states(goal) | marks, avoided_tools, max_expansions, deadline)
     steps = [task.tools[index] for index in result.steps]
-    return Plan(goal, held, _annotate(steps, held), sum(tool.cost for tool in steps), result.optimal, names)
+    cost = sum(tool.cost for tool in steps)
+    lower_bound = result.lower_bound
+    if prefer and not result.optimal:
+        # The search ran on costs raised by preferences, each by at most PREFERENCE_EPSILON of the
+        # cheapest positive cost: no plan's raised cost exceeds its own by more than all of them.
+        unit = min((tool_cost for tool_cost in graph.delete_free_task.cost if tool_cost > 0), default=1.0)
+        lower_bound = max(0.0, lower_bound - PREFERENCE_EPSILON * unit * len(task.tools))
+    lower_bound = cost if result.optimal else min(cost, lower_bound)
+    return Plan(goal, held, _annotate(steps, held), cost, result.optimal, names, lower_bound)
 
 
 #: How much of the cheapest positive tool cost a preference may add to a tool's cost (see :func:`plan`).
 PREFERENCE_EPSILON = 1e-4
+
 
 
 def _preferred_costs(task: DeleteFreeTask, prefer: Mapping[int, float]) -> list[float]:
@@ -291,13 +341,14 @@ def plan_to_run(
     tool: ToolDefinition | str,
     held: Iterable[str] = (),
     avoid: Collection[str] = (),
-    max_expansions: int = 1_000,
+    max_expansions: int | None = None,
+    time_budget_ms: float | None = DEFAULT_TIME_BUDGET_MS,
 ) -> Plan:
     """The cheapest plan that ends by running ``tool``: a plan to its requirements, then the tool.
 
     Parameters:
         tool: the tool, or its ``name`` / ``server.name``.
-        held, avoid, max_expansions: as for :func:`plan`.
+        held, avoid, max_expansions, time_budget_ms: as for :func:`plan`.
 
     Returns:
         A :class:`Plan` whose goal is what the tool produces; ``optimal`` when the plan to the
@@ -309,9 +360,9 @@ def plan_to_run(
     """
     tool = graph.resolve_tool(tool) if isinstance(tool, str) else tool
     held = _tokens(held)
-    before = plan(graph, tool.state_transition.requires, held, avoid, max_expansions) if tool.state_transition.requires - held else Plan(frozenset(), held, (), 0.0, True)
+    before = plan(graph, tool.state_transition.requires, held, avoid, max_expansions, time_budget_ms=time_budget_ms) if tool.state_transition.requires - held else Plan(frozenset(), held, (), 0.0, True)
     steps = [step.tool for step in before.steps] + [tool]
-    return Plan(tool.state_transition.produces, held, _annotate(steps, held), before.cost + tool.cost, before.optimal)
+    return Plan(tool.state_transition.produces, held, _annotate(steps, held), before.cost + tool.cost, before.optimal, lower_bound=(before.lower_bound or 0.0) + tool.cost)
 
 
 def alternative_plans(
@@ -320,7 +371,8 @@ def alternative_plans(
     held: Iterable[str] = (),
     avoid: Collection[str] = (),
     k: int = 3,
-    max_expansions: int = 1_000,
+    max_expansions: int | None = None,
+    time_budget_ms: float | None = DEFAULT_TIME_BUDGET_MS,
 ) -> list[Plan]:
     """Up to ``k`` plans with pairwise distinct tool sets, cheapest first (the first is :func:`plan`'s
     unless that one was not proven optimal and a cheaper one turned up).
@@ -333,6 +385,8 @@ def alternative_plans(
 
     Parameters:
         graph, goal, held, avoid, max_expansions: as for :func:`plan`.
+        time_budget_ms: as for :func:`plan`, for each plan searched (a list of ``k`` plans may
+            search many more than ``k``).
         k: how many plans at most (at least 1).
 
     Returns:
@@ -345,7 +399,7 @@ def alternative_plans(
     if not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be a whole number of at least 1, got {k!r}")
     goal, held, base = _problem(graph, goal, held, avoid)
-    first = _plan(graph, goal, held, base, max_expansions)
+    first = _plan(graph, goal, held, base, max_expansions, time_budget_ms=time_budget_ms)
     found = [first]
     seen_tool_sets = {frozenset(step.tool.id for step in first.steps)}
     tried = {base}
@@ -360,7 +414,7 @@ def alternative_plans(
                     continue
                 tried.add(avoided)
                 try:
-                    candidate = _plan(graph, goal, held, avoided, max_expansions)
+                    candidate = _plan(graph, goal, held, avoided, max_expansions, time_budget_ms=time_budget_ms)
                 except NoPlanError:
                     continue
                 heapq.heappush(candidates, (candidate.cost, next(tie), candidate, avoided))

@@ -132,6 +132,28 @@ def test_fallback_past_the_search_budget_is_valid_and_says_it_is_not_proven_opti
     assert not result.optimal
     assert_valid(result)
     assert len(result.steps) == 2
+    # LM-cut proves only that no plan costs less than 1: the gap is certified, not guessed
+    assert result.lower_bound == 1 and result.gap == 1
+    assert result.to_dict()["lower_bound"] == 1
+
+
+# Singles cost 0.9 and pairs 1.0: the bounds' plan takes four singles (3.6), the best two pairs (2).
+PAIRS = (("x", [], ["s.g1", "s.g2"]), ("y", [], ["s.g3", "s.g4"]), ("z", [], ["s.g2", "s.g3"]), ("w", [], ["s.g1", "s.g4"]), *((f"single{n}", [], [f"s.g{n}"], 0.9) for n in range(1, 5)))
+
+
+def test_a_stopped_search_bounds_the_optimum_from_below_and_a_full_one_finds_it():
+    goal = ["s.g1", "s.g2", "s.g3", "s.g4"]
+    stopped = plan(graph_of(*PAIRS), goal, max_expansions=0)
+    assert not stopped.optimal and stopped.cost == pytest.approx(3.6)
+    assert stopped.lower_bound == pytest.approx(2.0)  # never above the optimum
+    full = plan(graph_of(*PAIRS), goal, time_budget_ms=None)
+    assert full.optimal and full.cost == full.lower_bound == 2.0
+
+
+def test_a_time_budget_of_zero_stops_the_search_with_a_certified_gap():
+    result = plan(graph_of(*SET_COVER), ["s.g1", "s.g2", "s.g3"], time_budget_ms=0)
+    assert not result.optimal and result.cost == 2 and result.lower_bound == 1
+    assert plan(graph_of(*SET_COVER), ["s.g1", "s.g2", "s.g3"], time_budget_ms=None).optimal
 
 
 def test_unknown_state_suggests_close_tokens(chemistry_graph):

@@ -60,7 +60,7 @@ tool_strategy = st.tuples(
     tools=st.lists(tool_strategy, min_size=1, max_size=12),
     held=st.frozensets(st.sampled_from(STATES), max_size=2),
     goal=st.frozensets(st.sampled_from(STATES), min_size=1, max_size=3),
-    max_expansions=st.sampled_from([50_000, 0]),  # 0: no A*, the bounds alone or the fallback
+    max_expansions=st.sampled_from([50_000, 2, 0]),  # 0: no A*, the bounds alone or the fallback; 2: stopped mid-search
 )
 def test_planner_matches_the_oracle(tools, held, goal, max_expansions):
     registry = ToolRegistry(package="random_catalog")
@@ -69,7 +69,7 @@ def test_planner_matches_the_oracle(tools, held, goal, max_expansions):
     graph = StateGraph(registry, [State(token) for token in STATES])
     best = oracle(tools, held, goal)
     try:
-        result = plan(graph, goal, held=held, max_expansions=max_expansions)
+        result = plan(graph, goal, held=held, max_expansions=max_expansions, time_budget_ms=None)
     except NoPlanError:
         assert best is None, f"the oracle found a plan of cost {best}"
         return
@@ -80,9 +80,10 @@ def test_planner_matches_the_oracle(tools, held, goal, max_expansions):
         rest = result.steps[:skipped] + result.steps[skipped + 1 :]
         assert not runs(rest, held, goal), f"step {result.steps[skipped].tool.name} is redundant"
     if result.optimal:
-        assert result.cost == best
+        assert result.cost == best == result.lower_bound
     else:
         assert result.cost >= best
+        assert result.lower_bound <= best + 1e-9, f"the certified lower bound {result.lower_bound} is above the optimum {best}"
 
 
 @settings(max_examples=200, deadline=None)
