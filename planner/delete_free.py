@@ -283,10 +283,12 @@ class DeleteFreeTask:
         if _at_most(upper, lower):
             return SearchResult(incumbent, True, upper)
         corridor = _Corridor(self, self._corridor(hmax, held, goal - held, upper))
-        root, cuts = corridor.lm_cut(held, goal - held)
+        root, cuts, complete = corridor.lm_cut(held, goal - held, deadline)
         lower = max(lower, root)
         if _at_most(upper, lower):
             return SearchResult(incumbent, True, upper)
+        if not complete:  # out of time before the bound was complete: what it has is still a bound
+            return SearchResult(incumbent, False, lower)
         better, bound = corridor.astar(held, goal, upper, cuts, max_expansions, deadline)
         if better is None:
             return SearchResult(incumbent, False, max(lower, bound))
@@ -410,24 +412,29 @@ class _Corridor:
                     fire(tool, NONE if reached_at == 0.0 else state, reached_at + cost[tool])
         return value, supporter
 
-    def lm_cut(self, held: frozenset[int], open_goal: frozenset[int]) -> tuple[float, list[tuple[set[int], float]]]:
-        """The LM-cut lower bound on the cost of reaching ``open_goal`` from ``held``, and its cuts.
+    def lm_cut(self, held: frozenset[int], open_goal: frozenset[int], deadline: float | None = None) -> tuple[float, list[tuple[set[int], float]], bool]:
+        """The LM-cut lower bound on the cost of reaching ``open_goal`` from ``held``, its cuts, and
+        whether it is complete.
 
         Every plan uses a tool of each cut; the cuts' values (cost partitioning) sum to the bound.
-        The bound is ``INFINITY`` (and the cuts empty) when the goal is out of reach.
+        The bound is ``INFINITY`` (and the cuts empty) when the goal is out of reach. Past
+        ``deadline`` (a ``time.perf_counter()`` value) it stops after the current cut: the sum so far
+        is still a lower bound, only a weaker one.
         """
         remaining = dict(self.cost)
         producers = self.task.producers
         total = 0.0
         cuts: list[tuple[set[int], float]] = []
         while True:
+            if deadline is not None and cuts and time.perf_counter() > deadline:
+                return total, cuts, False
             value, supporter = self.hmax(held, remaining)
             deepest = max(open_goal, key=lambda state: value.get(state, INFINITY))
             height = value.get(deepest, INFINITY)
             if height == INFINITY:
-                return INFINITY, []
+                return INFINITY, [], True
             if height <= 0.0:
-                return total, cuts
+                return total, cuts, True
             # Goal zone: states that reach the goal through zero-cost justification edges.
             zone: set[int] = set()
             stack = [deepest]
