@@ -18,11 +18,14 @@ from registry import State, ToolDefinition, ToolRegistry
 STATES = [f"s{index}" for index in range(7)]
 
 
-def oracle(tools: list[tuple[frozenset, frozenset, float]], held: frozenset, goal: frozenset) -> float | None:
-    """The minimum plan cost, or ``None`` when no plan exists."""
+def oracle(tools: list[tuple[frozenset, frozenset, float]], held: frozenset, goal: frozenset, must_run: frozenset[int] = frozenset()) -> float | None:
+    """The minimum cost of a plan that reaches ``goal`` and runs every tool of ``must_run`` (indices),
+    or ``None`` when no plan exists."""
     best = None
     for size in range(len(tools) + 1):
         for subset in itertools.combinations(range(len(tools)), size):
+            if not must_run <= set(subset):
+                continue
             reached, pending = set(held), set(subset)
             progress = True
             while progress:
@@ -61,22 +64,27 @@ tool_strategy = st.tuples(
     held=st.frozensets(st.sampled_from(STATES), max_size=2),
     goal=st.frozensets(st.sampled_from(STATES), min_size=1, max_size=3),
     max_expansions=st.sampled_from([50_000, 2, 0]),  # 0: no A*, the bounds alone or the fallback; 2: stopped mid-search
+    must_run=st.frozensets(st.integers(0, 11), max_size=2),
 )
-def test_planner_matches_the_oracle(tools, held, goal, max_expansions):
+def test_planner_matches_the_oracle(tools, held, goal, max_expansions, must_run):
     registry = ToolRegistry(package="random_catalog")
     for index, (requires, produces, cost) in enumerate(tools):
         registry.register_tool(ToolDefinition(name=f"t{index}", state_transition={"requires": requires, "produces": produces}, cost=cost))
     graph = StateGraph(registry, [State(token) for token in STATES])
-    best = oracle(tools, held, goal)
+    must_run = frozenset(index for index in must_run if index < len(tools))
+    best = oracle(tools, held, goal, must_run)
     try:
-        result = plan(graph, goal, held=held, max_expansions=max_expansions, time_budget_ms=None)
+        result = plan(graph, goal, held=held, max_expansions=max_expansions, time_budget_ms=None, must_run=[f"t{index}" for index in sorted(must_run)])
     except NoPlanError:
         assert best is None, f"the oracle found a plan of cost {best}"
         return
     assert best is not None, "the planner returned a plan the oracle says cannot exist"
+    assert {f"t{index}" for index in must_run} <= {step.tool.name for step in result.steps}
     assert runs(result.steps, held, goal)
     assert result.cost == sum(step.tool.cost for step in result.steps)
     for skipped in range(len(result.steps)):
+        if result.steps[skipped].tool.name in {f"t{index}" for index in must_run}:
+            continue  # it runs because it must, not for the goal
         rest = result.steps[:skipped] + result.steps[skipped + 1 :]
         assert not runs(rest, held, goal), f"step {result.steps[skipped].tool.name} is redundant"
     if result.optimal:
