@@ -161,8 +161,12 @@ class DeleteFreeTask:
             self._cache.popitem(last=False)
         return result
 
-    def _dijkstra(self, held: Collection[int], usable: Sequence[bool], cost: Sequence[float], additive: bool) -> RelaxedCosts:
-        """h_max (``additive=False``) or h_add costs of every state, over the ``usable`` tools."""
+    def _dijkstra(self, held: Collection[int], usable: Sequence[bool], cost: Sequence[float], additive: bool, target: int | None = None) -> RelaxedCosts:
+        """h_max (``additive=False``) or h_add costs of every state, over the ``usable`` tools.
+
+        With a ``target`` state it stops once that state's cost is final: what :meth:`extract` needs
+        to reach it is final by then (every state on its way costs no more), the rest is not.
+        """
         value = [INFINITY] * len(self.state_index)
         achiever = [NONE] * len(self.state_index)
         fired = [NONE] * len(self.tools)
@@ -191,6 +195,8 @@ class DeleteFreeTask:
             if done[state]:
                 continue
             done[state] = True
+            if state == target:
+                break
             for tool in self.consumers[state]:
                 if not usable[tool]:
                     continue
@@ -313,25 +319,40 @@ class DeleteFreeTask:
         usable = [True] * len(self.tools)
         for index in avoided:
             usable[index] = False
-        # Orders share prefixes, and so the states their plans reach: one Dijkstra per reached set.
-        costs_from: dict[frozenset[int], RelaxedCosts] = {held: root}
+        # Orders share prefixes, and so the states their plans reach: one search per reached set and
+        # next goal state, each stopping at that state.
+        searched: dict[tuple[frozenset[int], int], list[int]] = {}
+
+        def extension(reached: frozenset[int], state: int) -> list[int]:
+            if reached == held:
+                return self.extract(root, held, frozenset([state]))
+            if (reached, state) not in searched:
+                searched[reached, state] = self.extract(self._dijkstra(reached, usable, self.cost, additive=False, target=state), reached, frozenset([state]))
+            return searched[reached, state]
+
+        def attach(steps: list[int], state: int) -> list[int]:
+            reached = held.union(*(self.produces[tool] for tool in steps))
+            return steps if state in reached else steps + extension(reached, state)
+
         best: list[int] | None = None
         for order in orders:
             steps: list[int] = []
-            reached = held
             for state in order:
-                if state in reached:
-                    continue
-                costs = costs_from.get(reached)
-                if costs is None:
-                    costs = costs_from[reached] = self._dijkstra(reached, usable, self.cost, additive=False)
-                extension = self.extract(costs, reached, frozenset([state]))
-                steps += extension
-                reached = reached.union(*(self.produces[tool] for tool in extension))
+                steps = attach(steps, state)
             steps = self.without_redundant_steps(steps, held, goal)
             if best is None or self.plan_cost(steps) < self.plan_cost(best):
                 best = steps
         assert best is not None
+        # Then re-attach each goal state in turn to the plan for the others while that helps (the
+        # key-path exchange of Steiner-tree local search).
+        improved = True
+        while improved:
+            improved = False
+            for state in open_goal:
+                others = self.without_redundant_steps(list(best), held, goal - {state})
+                candidate = self.without_redundant_steps(attach(others, state), held, goal)
+                if not _at_most(self.plan_cost(best), self.plan_cost(candidate)):  # cheaper by more than rounding
+                    best, improved = candidate, True
         return best
 
     def _corridor(self, hmax: RelaxedCosts, held: frozenset[int], open_goal: frozenset[int], upper: float) -> list[int]:
