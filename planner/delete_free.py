@@ -12,14 +12,16 @@ here works in four stages and stops at the first that proves a plan optimal:
    give a second upper bound (computed only then), and a goal of several states a third: plans
    built goal state by goal state, each from the states the plan so far reaches, in every order of
    the goal states (a delete-free take on Takahashi & Matsuyama's Steiner-tree heuristic, Math.
-   Japonica 24, 1980). Goals of several states share steps, and that is where the first two fall
-   short: on ``benchmarks/bench_plan.py``'s 10,000-tool catalog, goals of 2–3 states went from 3 %
-   proven optimal at a p50 of 3.3 s to 77 % at 145 ms.
+   Japonica 24, 1980), then improved by re-attaching each goal state to the plan for the others
+   (Steiner-tree key-path exchange). Goals of several states share steps, and that is where the
+   first two fall short: on ``benchmarks/bench_plan.py``'s 10,000-tool catalog, goals of 2–3 states
+   went from 3 % proven optimal at a p50 of 3.3 s to 73 % at about 150 ms (250 ms budget).
 2. **A corridor**: a tool can be in a plan no dearer than the upper bound only if its requirements'
    h_max, its cost, and the cheapest chain of consumers from it to a goal state add up to at most
    that bound. Everything else is dropped.
 3. **LM-cut** (Helmert & Domshlak, ICAPS 2009) on the corridor: a stronger admissible lower bound,
-   exact on most catalog-shaped tasks.
+   exact on most catalog-shaped tasks. Past the deadline it stops, and the sum of its cuts so far
+   is the certified bound.
 4. **A\\*** over the sets of corridor states reached, with the root's LM-cut landmarks as the
    (admissible) heuristic and the upper bound pruning nodes that cannot beat it. When it runs out of
    nodes below the bound, the incumbent is optimal; when it exceeds its budget (expansions or a
