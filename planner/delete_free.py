@@ -448,10 +448,10 @@ class _Corridor:
         producers = self.task.producers
         total = 0.0
         cuts: list[tuple[set[int], float]] = []
+        value, supporter = self.hmax(held, remaining)
         while True:
             if deadline is not None and cuts and time.perf_counter() > deadline:
                 return total, cuts, False
-            value, supporter = self.hmax(held, remaining)
             deepest = max(open_goal, key=lambda state: value.get(state, INFINITY))
             height = value.get(deepest, INFINITY)
             if height == INFINITY:
@@ -489,6 +489,41 @@ class _Corridor:
             cuts.append((cut, step))
             for tool in cut:
                 remaining[tool] -= step
+            self._lower(value, supporter, remaining, cut)
+
+    def _lower(self, value: dict[int, float], supporter: dict[int, int], cost: dict[int, float], cheaper: set[int]) -> None:
+        """Bring ``value`` and ``supporter`` (from :meth:`hmax`) up to date after the ``cheaper`` tools'
+        costs fell (incremental LM-cut, after Pommerening & Helmert, ICAPS 2012).
+
+        Costs only fall, so h_max values only fall: a Dijkstra over the decreases, starting at what
+        the cheaper tools produce, touches only the states whose value changes and the tools that
+        require them, where recomputing from scratch would touch the whole corridor for every cut.
+        """
+        requires, produces = self.task.requires, self.task.produces
+        frontier: list[tuple[float, int]] = []
+
+        def offer(tool: int, through: float) -> None:
+            for state in produces[tool]:
+                if through < value.get(state, INFINITY):
+                    value[state] = through
+                    heapq.heappush(frontier, (through, state))
+
+        for tool in cheaper:
+            if tool in supporter:  # it fired: its requirements are reached
+                support = supporter[tool]
+                offer(tool, (0.0 if support == NONE else value[support]) + cost[tool])
+        while frontier:
+            reached_at, state = heapq.heappop(frontier)
+            if reached_at > value[state]:
+                continue  # a later, lower offer already went through
+            for tool in self.consumers.get(state, ()):
+                if tool not in supporter:
+                    continue
+                # The supporter is a requirement of largest value; the start (value 0) when that is 0.
+                top = max(requires[tool], key=lambda required: value.get(required, INFINITY))
+                height = value[top]
+                supporter[tool] = NONE if height == 0.0 else top
+                offer(tool, height + cost[tool])
 
     def astar(self, held: frozenset[int], goal: frozenset[int], upper: float, cuts: list[tuple[set[int], float]], max_expansions: int | None, deadline: float | None) -> tuple[list[int] | None, float]:
         """A plan cheaper than ``upper``, by A* over sets of reached states.
