@@ -34,8 +34,21 @@ done once and not counted. Speed-ups compare toolpath's *cold* times with it, on
 solve. Targets (issue 6): p50 ≤ 5 ms at 10,000 tools, ≥ 50× faster than pyperplan, equal costs
 wherever both claim optimality. Timings on shared machines are noisy: compare figures from one run.
 
+Fast Downward (GPL, never a toolpath dependency; ``up-fast-downward`` ships its planner binary) is
+the stronger anchor: A* with LM-cut (``astar(lmcut())``, optimal) on the same PDDL, each instance
+limited to ``--downward-timeout`` seconds, in its own virtual environment:
+
+    python -m venv benchmarks/.venv-downward
+    benchmarks/.venv-downward/bin/pip install -r benchmarks/requirements-downward.txt
+
+Its time per instance is the whole driver run, translation (grounding) included, as for pyperplan;
+``search_ms`` is the search component's own total. Speed-ups compare toolpath's cold times with the
+driver's wall time, on instances both solve; costs must be equal wherever both prove optimality
+(issue 17's targets, at 10,000 tools and 2–3-state goals: p50 ≤ 50 ms, ≥ 95 % proven, ≥ 10× faster).
+
 Usage: python benchmarks/bench_plan.py [--tools 1000 10000] [--goals 200] [--multi-goals 50]
-       [--pyperplan-python PATH] [--pyperplan-goals 20] [--pyperplan-timeout 10]
+       [--five-goals 20] [--time-budget MS] [--pyperplan-python PATH] [--pyperplan-goals 20]
+       [--pyperplan-timeout 10] [--downward-python PATH] [--downward-goals 20] [--downward-timeout 10]
 """
 
 from __future__ import annotations
@@ -51,6 +64,7 @@ import time
 from pathlib import Path
 
 DEFAULT_PYPERPLAN_PYTHON = Path(__file__).resolve().parent / ".venv-pyperplan" / "bin" / "python"
+DEFAULT_DOWNWARD_PYTHON = Path(__file__).resolve().parent / ".venv-downward" / "bin" / "python"
 STATES = 3000
 LAYERS = 30
 
@@ -184,15 +198,42 @@ def measure_pyperplan(python: Path, held: list[str], tools: list[dict], goals: l
     return [json.loads(line) for line in completed.stdout.splitlines() if line.startswith("{")]
 
 
-def compare(toolpath_runs: list[dict], pyperplan_runs: list[dict]) -> dict:
-    both = [(ours, theirs) for ours, theirs in zip(toolpath_runs, pyperplan_runs) if theirs["solved"]]
-    report: dict = {"instances": len(pyperplan_runs), "pyperplan_solved": len(both), "pyperplan_timed_out": sum(bool(run.get("timed_out")) for run in pyperplan_runs)}
+def measure_downward(python: Path, held: list[str], tools: list[dict], goals: list[list[str]], timeout: float) -> list[dict]:
+    """Fast Downward's ``astar(lmcut())`` on each goal: ``{solved, ms, search_ms, cost, timed_out}``."""
+    # Found without importing the package, whose __init__ wants the unified-planning framework.
+    locate = "import importlib.util, pathlib; print(pathlib.Path(importlib.util.find_spec('up_fast_downward').origin).parent / 'downward' / 'fast-downward.py')"
+    script = subprocess.run([str(python), "-c", locate], capture_output=True, text=True, check=True).stdout.strip()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="toolpath-bench-downward-") as directory:
+        pddl(held, tools, goals, Path(directory))
+        for number in range(len(goals)):
+            started = time.perf_counter()
+            try:
+                completed = subprocess.run(
+                    [str(python), script, "--plan-file", f"{directory}/plan-{number}", f"{directory}/domain.pddl", f"{directory}/problem-{number}.pddl", "--search", "astar(lmcut())"],
+                    capture_output=True, text=True, timeout=timeout, cwd=directory,
+                )
+            except subprocess.TimeoutExpired:
+                results.append({"solved": False, "ms": None, "cost": None, "timed_out": True})
+                continue
+            elapsed = (time.perf_counter() - started) * 1000
+            cost = next((float(line.rsplit(":", 1)[1]) for line in completed.stdout.splitlines() if "] Plan cost:" in line), None)
+            search = next((float(line.rsplit(":", 1)[1].strip().rstrip("s")) * 1000 for line in completed.stdout.splitlines() if "] Total time:" in line), None)
+            results.append({"solved": cost is not None, "ms": elapsed, "search_ms": search, "cost": cost})
+    return results
+
+
+def compare(toolpath_runs: list[dict], anchor_runs: list[dict], anchor: str = "pyperplan") -> dict:
+    both = [(ours, theirs) for ours, theirs in zip(toolpath_runs, anchor_runs) if theirs["solved"]]
+    report: dict = {"instances": len(anchor_runs), f"{anchor}_solved": len(both), f"{anchor}_timed_out": sum(bool(run.get("timed_out")) for run in anchor_runs)}
     if both:
         ours = statistics.median(pair[0]["cold_ms"] for pair in both)
         theirs = statistics.median(pair[1]["ms"] for pair in both)
         optimal_pairs = [pair for pair in both if pair[0]["optimal"]]
+        if all(pair[1].get("search_ms") is not None for pair in both):
+            report[f"{anchor}_search_only_p50_ms"] = round(statistics.median(pair[1]["search_ms"] for pair in both), 2)
         report |= {
-            "pyperplan_p50_ms": round(theirs, 2),
+            f"{anchor}_p50_ms": round(theirs, 2),
             "toolpath_cold_p50_ms_same_instances": round(ours, 3),
             "speedup_p50": round(theirs / ours, 1),
             "speedup_min": round(min(pair[1]["ms"] / pair[0]["cold_ms"] for pair in both), 1),
@@ -214,6 +255,9 @@ def main() -> None:
     parser.add_argument("--pyperplan-goals", type=int, default=20, help="goals of each kind pyperplan gets (it is slow)")
     parser.add_argument("--pyperplan-timeout", type=float, default=10.0, help="seconds per pyperplan instance")
     parser.add_argument("--pyperplan-worker", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--downward-python", type=Path, default=DEFAULT_DOWNWARD_PYTHON)
+    parser.add_argument("--downward-goals", type=int, default=20, help="goals of each kind Fast Downward gets")
+    parser.add_argument("--downward-timeout", type=float, default=10.0, help="seconds per Fast Downward instance")
     args = parser.parse_args()
     if args.pyperplan_worker:
         directory, problems, timeout = args.pyperplan_worker
@@ -242,6 +286,13 @@ def main() -> None:
                 measured[kind]["vs_pyperplan"] = compare(runs[kind][: len(sample)], theirs)
         else:
             measured["vs_pyperplan"] = f"skipped: --pyperplan-goals 0, or no pyperplan environment at {args.pyperplan_python} (see this script's docstring)"
+        if args.downward_python.exists() and args.downward_goals > 0:
+            for kind, goals in goal_sets.items():
+                sample = goals[: args.downward_goals]
+                theirs = measure_downward(args.downward_python, held, tools, sample, args.downward_timeout)
+                measured[kind]["vs_fast_downward"] = compare(runs[kind][: len(sample)], theirs, "fast_downward")
+        else:
+            measured["vs_fast_downward"] = f"skipped: --downward-goals 0, or no Fast Downward environment at {args.downward_python} (see this script's docstring)"
         report["sizes"][str(size)] = measured
     print(json.dumps(report, indent=2))
 
