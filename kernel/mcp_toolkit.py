@@ -21,8 +21,6 @@ import inspect
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pydantic import ValidationError
-
 from kernel.mcp_connection import MCPConnection
 from kernel.toolkit import ShownText, Tool, Toolkit
 from registry import ToolDefinition
@@ -77,9 +75,9 @@ class MCPToolkit(Toolkit):
         if isinstance(args, str):
             raise TypeError(f"args is a list of arguments, e.g. args=[{args!r}], not one string")
         try:
-            config = MCPServerConfig(name=name, command=command, args=tuple(args), env=dict(env or {}), cwd=cwd, url=url, headers=dict(headers or {}), connect_timeout=connect_timeout, call_timeout=call_timeout)
-        except ValidationError as error:
-            raise ValueError(f"MCP server {name!r}: " + "; ".join(_problem(problem) for problem in error.errors())) from None
+            config = MCPServerConfig.checked(name=name, command=command, args=tuple(args), env=dict(env or {}), cwd=cwd, url=url, headers=dict(headers or {}), connect_timeout=connect_timeout, call_timeout=call_timeout)
+        except ValueError as error:
+            raise ValueError(f"MCP server {name!r}: {error}") from None
         self.connection = MCPConnection(config)
         self.include = None if include is None else frozenset(include)
 
@@ -183,12 +181,6 @@ def server_tool(connection: MCPConnection, name: str, description: str, input_sc
             rest += "_"
         parameters.append(inspect.Parameter(rest, inspect.Parameter.VAR_KEYWORD, annotation=ShownText("Any")))
     return _calling_tool(connection, name, description, inspect.Signature(parameters), {names.python(wire_name): wire_name for wire_name in properties})
-
-
-def _problem(problem: Any) -> str:
-    """One pydantic error as ``field: message``."""
-    where = ".".join(str(part) for part in problem["loc"])
-    return f"{where}: {problem['msg']}" if where else problem["msg"]
 
 
 def _calling_tool(connection: MCPConnection, name: str, description: str, signature: inspect.Signature, wire_names: dict[str, str]) -> Tool:

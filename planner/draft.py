@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
 
 from kernel.mcp_connection import MCPConnection
 from registry import CatalogError, read_catalog
@@ -36,19 +35,12 @@ def server_config(target: str, name: str, env: Mapping[str, str] | None = None, 
         ValueError: an empty command, a URL that is not http(s), ``env`` for a URL or ``headers``
             for a command (as a one-line message).
     """
-    try:
-        return _server_config(target, name, env, headers)
-    except ValidationError as error:
-        raise ValueError("; ".join(problem["msg"].removeprefix("Value error, ") for problem in error.errors())) from None
-
-
-def _server_config(target: str, name: str, env: Mapping[str, str] | None, headers: Mapping[str, str] | None) -> MCPServerConfig:
     if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", target):
-        return MCPServerConfig(name=name, url=target, headers=dict(headers or {}), env=dict(env or {}))
+        return MCPServerConfig.checked(name=name, url=target, headers=dict(headers or {}), env=dict(env or {}))
     words = shlex.split(target)
     if not words:
         raise ValueError("the MCP server command is empty; give it like --mcp 'uvx mcp-server-time'")
-    return MCPServerConfig(name=name, command=words[0], args=tuple(words[1:]), env=dict(env or {}), headers=dict(headers or {}))
+    return MCPServerConfig.checked(name=name, command=words[0], args=tuple(words[1:]), env=dict(env or {}), headers=dict(headers or {}))
 
 
 async def draft_catalog(config: MCPServerConfig, domain: str | None = None) -> str:

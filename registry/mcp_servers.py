@@ -24,7 +24,7 @@ import re
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from registry.names import require_printable
 
@@ -90,6 +90,17 @@ class MCPServerConfig(BaseModel):
         if self.type is not None and (self.type == "stdio") != (self.command is not None):
             raise ValueError(f"`type: {self.type}` disagrees with {'`command`' if self.command is not None else '`url`'}; `stdio` goes with `command`, `http` with `url` (or leave `type` out)")
         return self
+
+    @classmethod
+    def checked(cls, **fields: Any) -> MCPServerConfig:
+        """A config from keyword ``fields``, for callers outside catalogs (which report problems by
+        line): an invalid one raises ``ValueError`` with every problem on one line, ``field: message``.
+        """
+        try:
+            return cls(**fields)
+        except ValidationError as error:
+            problems = (f"{'.'.join(map(str, problem['loc']))}: " * bool(problem["loc"]) + problem["msg"].removeprefix("Value error, ") for problem in error.errors())
+            raise ValueError("; ".join(problems)) from None
 
     @property
     def label(self) -> str:
