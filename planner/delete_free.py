@@ -223,8 +223,30 @@ class DeleteFreeTask:
             if tool not in chosen:
                 chosen.add(tool)
                 stack.extend(required for required in self.requires[tool] if required not in held)
-        # An achiever fired after its requirements were reached, so firing order is executable.
-        return sorted(chosen, key=costs.fired.__getitem__)
+        return self._executable_order(sorted(chosen, key=costs.fired.__getitem__), held)
+
+    def _executable_order(self, tools: list[int], held: Collection[int]) -> list[int]:
+        """``tools`` in an order where each runs after its requirements are held or produced.
+
+        The order given is kept where it is executable (firing order always is: an achiever fires
+        after its requirements are reached), so this costs one pass then; a tool that comes too
+        early waits for a later pass.
+        """
+        reached = set(held)
+        ordered: list[int] = []
+        pending = tools
+        while pending:
+            waiting = []
+            for tool in pending:
+                if reached.issuperset(self.requires[tool]):
+                    ordered.append(tool)
+                    reached.update(self.produces[tool])
+                else:
+                    waiting.append(tool)
+            if len(waiting) == len(pending):
+                raise ValueError("the tools cannot all run: some requirement is never produced")
+            pending = waiting
+        return ordered
 
     def plan_cost(self, steps: Iterable[int]) -> float:
         return sum(self.cost[tool] for tool in steps)
@@ -280,13 +302,29 @@ class DeleteFreeTask:
         incumbent = self.without_redundant_steps(self.extract(hmax, held, goal), held, goal)
         if _at_most(self.plan_cost(incumbent), lower):
             return SearchResult(incumbent, True, self.plan_cost(incumbent))
+        open_goal = goal - held
+        if len(open_goal) > 1:
+            # Goals of several states share steps: build plans goal state by goal state, first in
+            # the order deepest first (often enough), then from plans for pairs of goal states, which
+            # also bound the cost from below, then in the other orders.
+            steiner = _GoalByGoal(self, hmax, held, goal)
+            deepest_first = sorted(open_goal, key=lambda state: -hmax.value[state])
+            incumbent = min([incumbent, steiner.build([], deepest_first)], key=self.plan_cost)
+            if _at_most(self.plan_cost(incumbent), lower):
+                return SearchResult(incumbent, True, self.plan_cost(incumbent))
+            bound, pair_plans = self._goal_pairs(hmax, held, open_goal, self.plan_cost(incumbent))
+            lower = max(lower, bound)
+            for start in pair_plans:
+                incumbent = min([incumbent, steiner.build(start, deepest_first)], key=self.plan_cost)
+            if _at_most(self.plan_cost(incumbent), lower):
+                return SearchResult(incumbent, True, self.plan_cost(incumbent))
+            for order in steiner.other_orders(deepest_first):
+                incumbent = min([incumbent, steiner.build([], order)], key=self.plan_cost)
+                if _at_most(self.plan_cost(incumbent), lower):
+                    return SearchResult(incumbent, True, self.plan_cost(incumbent))
         # h_add's achievers favour cheap whole sub-plans, often cheaper than h_max's; only when needed.
         hadd = self.relaxed_costs(held, avoided, additive=True)
         incumbent = min([incumbent, self.without_redundant_steps(self.extract(hadd, held, goal), held, goal)], key=self.plan_cost)
-        if _at_most(self.plan_cost(incumbent), lower):
-            return SearchResult(incumbent, True, self.plan_cost(incumbent))
-        if len(goal - held) > 1:
-            incumbent = min([incumbent, self._goal_by_goal(held, goal, avoided)], key=self.plan_cost)
         upper = self.plan_cost(incumbent)
         if _at_most(upper, lower):
             return SearchResult(incumbent, True, upper)
@@ -305,57 +343,57 @@ class DeleteFreeTask:
         steps = self.without_redundant_steps(better, held, goal)
         return SearchResult(steps, True, self.plan_cost(steps))
 
-    #: Goal states up to which every order is tried; beyond, each state leads once (in h_max order after it).
-    ALL_ORDERS_UP_TO = 4
+    def _lowered(self, root: RelaxedCosts, reached: Iterable[int], target: int) -> RelaxedCosts:
+        """h_max costs once the ``reached`` states are held too, from ``root`` (h_max from the held
+        states), final up to ``target``'s cost.
 
-    def _goal_by_goal(self, held: frozenset[int], goal: frozenset[int], avoided: frozenset[int]) -> list[int]:
-        """The cheapest of the plans built one goal state at a time, each extension extracted from
-        h_max costs computed from the states the plan so far reaches (see the module docstring)."""
-        open_goal = sorted(goal - held)
-        root = self.relaxed_costs(held, avoided)
-        if len(open_goal) <= self.ALL_ORDERS_UP_TO:
-            orders = list(itertools.permutations(open_goal))
-        else:
-            deepest_first = sorted(open_goal, key=lambda state: -root.value[state])
-            orders = [(first, *(state for state in deepest_first if state != first)) for first in deepest_first]
-        usable = [True] * len(self.tools)
-        for index in avoided:
-            usable[index] = False
-        # Orders share prefixes, and so the states their plans reach: one search per reached set and
-        # next goal state, each stopping at that state.
-        searched: dict[tuple[frozenset[int], int], list[int]] = {}
+        Holding more states only lowers costs, so a Dijkstra over the decreases, from the newly
+        held states, touches only the states that get cheaper than ``target``; a search from
+        scratch would touch every state cheaper than it. Firing numbers of the tools that achieve
+        a lowered state are not kept up to date: :meth:`extract` orders its steps itself.
+        """
+        value, achiever = list(root.value), list(root.achiever)
+        frontier = [(0.0, state) for state in reached if value[state] > 0.0]
+        for _, state in frontier:
+            value[state], achiever[state] = 0.0, NONE
+        heapq.heapify(frontier)
+        while frontier:
+            reached_at, state = heapq.heappop(frontier)
+            if reached_at > value[state]:
+                continue  # a later, lower offer already went through
+            if reached_at >= value[target]:
+                break  # nothing cheaper than the target is left to lower it
+            for tool in self.consumers[state]:
+                if root.fired[tool] == NONE:  # avoided or unreachable: more held states reach no new state
+                    continue
+                through = self.cost[tool] + max(value[required] for required in self.requires[tool])
+                for produced in self.produces[tool]:
+                    if through < value[produced]:
+                        value[produced], achiever[produced] = through, tool
+                        heapq.heappush(frontier, (through, produced))
+        return RelaxedCosts(value, achiever, root.fired)
 
-        def extension(reached: frozenset[int], state: int) -> list[int]:
-            if reached == held:
-                return self.extract(root, held, frozenset([state]))
-            if (reached, state) not in searched:
-                searched[reached, state] = self.extract(self._dijkstra(reached, usable, self.cost, additive=False, target=state), reached, frozenset([state]))
-            return searched[reached, state]
+    def _goal_pairs(self, hmax: RelaxedCosts, held: frozenset[int], open_goal: frozenset[int], upper: float) -> tuple[float, list[list[int]]]:
+        """A lower bound on the cost of reaching ``open_goal``, and plans for pairs of its states.
 
-        def attach(steps: list[int], state: int) -> list[int]:
-            reached = held.union(*(self.produces[tool] for tool in steps))
-            return steps if state in reached else steps + extension(reached, state)
-
-        best: list[int] | None = None
-        for order in orders:
-            steps: list[int] = []
-            for state in order:
-                steps = attach(steps, state)
-            steps = self.without_redundant_steps(steps, held, goal)
-            if best is None or self.plan_cost(steps) < self.plan_cost(best):
-                best = steps
-        assert best is not None
-        # Then re-attach each goal state in turn to the plan for the others while that helps (the
-        # key-path exchange of Steiner-tree local search).
-        improved = True
-        while improved:
-            improved = False
-            for state in open_goal:
-                others = self.without_redundant_steps(list(best), held, goal - {state})
-                candidate = self.without_redundant_steps(attach(others, state), held, goal)
-                if not _at_most(self.plan_cost(best), self.plan_cost(candidate)):  # cheaper by more than rounding
-                    best, improved = candidate, True
-        return best
+        The bound is the largest h_max of a pair of goal states in the task compiled with the
+        conjunctions ``{x, g}`` (Haslum's Π^C, ICAPS 2012), one goal state ``g`` at a time (the
+        shallower first), stopped once it reaches ``upper``. h_max of one state misses what
+        reaching two costs beyond reaching the dearer one; a pair's h_max counts it. Its
+        achievers give a plan for the pair that shares steps where they can be shared: among the
+        many equally cheap ways to the dearer state, one that passes the other.
+        """
+        bound = max(hmax.value[state] for state in open_goal)
+        plans: list[list[int]] = []
+        ordered = sorted(open_goal, key=hmax.value.__getitem__)
+        for position, partner in enumerate(ordered[:-1]):
+            pairs = _Pairs(self, hmax, held, partner)
+            targets = ordered[position + 1 :]
+            bound = max(bound, pairs.run(targets, upper))
+            plans.extend(pairs.plan(target) for target in targets if pairs.final[target])
+            if _at_most(upper, bound):
+                break
+        return bound, plans
 
     def _corridor(self, hmax: RelaxedCosts, held: frozenset[int], open_goal: frozenset[int], upper: float) -> list[int]:
         """Tools that can be in a plan costing at most ``upper``: a backward Dijkstra from the goal.
@@ -387,6 +425,157 @@ class DeleteFreeTask:
                         distance[required] = through
                         heapq.heappush(frontier, (through, required))
         return sorted(kept)
+
+
+class _GoalByGoal:
+    """Plans built one goal state at a time, each extension extracted from h_max costs from the states
+    the plan so far reaches (see the module docstring); extensions are shared between orders."""
+
+    #: Goal states up to which every order is tried; beyond, each state leads once (deepest first after it).
+    ALL_ORDERS_UP_TO = 4
+
+    def __init__(self, task: DeleteFreeTask, root: RelaxedCosts, held: frozenset[int], goal: frozenset[int]):
+        self.task, self.root, self.held, self.goal = task, root, held, goal
+        self.searched: dict[tuple[frozenset[int], int], list[int]] = {}
+
+    def other_orders(self, first: Sequence[int]) -> list[tuple[int, ...]]:
+        """Orders of the goal states to try after ``first``."""
+        if len(first) <= self.ALL_ORDERS_UP_TO:
+            orders = list(itertools.permutations(first))
+        else:
+            orders = [(leader, *(state for state in first if state != leader)) for leader in first]
+        return [order for order in orders if order != tuple(first)]
+
+    def build(self, steps: list[int], order: Sequence[int]) -> list[int]:
+        """``steps`` extended to reach every goal state in ``order``, then improved by re-attaching each
+        goal state in turn to the plan for the others while that helps (the key-path exchange of
+        Steiner-tree local search)."""
+        task, held, goal = self.task, self.held, self.goal
+        for state in order:
+            steps = self._attach(steps, state)
+        best = task.without_redundant_steps(steps, held, goal)
+        improved = True
+        while improved:
+            improved = False
+            for state in order:
+                others = task.without_redundant_steps(list(best), held, goal - {state})
+                candidate = task.without_redundant_steps(self._attach(others, state), held, goal)
+                if not _at_most(task.plan_cost(best), task.plan_cost(candidate)):  # cheaper by more than rounding
+                    best, improved = candidate, True
+        return best
+
+    def _attach(self, steps: list[int], state: int) -> list[int]:
+        reached = self.held.union(*(self.task.produces[tool] for tool in steps))
+        if state in reached:
+            return steps
+        if reached == self.held:
+            return self.task.extract(self.root, self.held, frozenset([state]))
+        if (reached, state) not in self.searched:
+            lowered = self.task._lowered(self.root, reached - self.held, state)
+            self.searched[reached, state] = self.task.extract(lowered, reached, frozenset([state]))
+        return steps + self.searched[reached, state]
+
+
+class _Pairs:
+    """h_max of holding each state together with one ``partner`` state: the conjunctions ``{x, partner}``
+    of Haslum's Π^C compilation (ICAPS 2012), by a generalised Dijkstra over ``x``.
+
+    The cost of ``{x, partner}`` is the cheapest of: a tool producing both (after its requirements:
+    their h_max); a tool producing the partner after ``x`` and its own requirements are held (their
+    h_max); a tool producing ``x`` after each of its requirements is held together with the partner
+    (their pairs' costs). The first two are known from h_max and seed the search; the third is its
+    step. A conjunction of two states neither of which is the partner counts as the dearer state
+    alone, which only lowers the bound.
+    """
+
+    HELD, BOTH, LAST, CHAIN = range(4)
+
+    def __init__(self, task: DeleteFreeTask, hmax: RelaxedCosts, held: frozenset[int], partner: int):
+        self.task, self.hmax, self.held, self.partner = task, hmax, held, partner
+        self.cost = [INFINITY] * len(hmax.value)
+        self.how: list[tuple[int, int]] = [(self.HELD, NONE)] * len(hmax.value)
+        self.final = [False] * len(hmax.value)
+
+    def run(self, targets: Sequence[int], upper: float) -> float:
+        """Search until every target's pair cost is final, or every open pair costs ``upper`` or more;
+        returns the largest target's pair cost (a lower bound on reaching the targets and the partner)."""
+        task, value, fired = self.task, self.hmax.value, self.hmax.fired
+        alone = value[self.partner]
+        frontier: list[tuple[float, int]] = []
+
+        def offer(state: int, through: float, how: tuple[int, int]) -> None:
+            if through < self.cost[state]:
+                self.cost[state], self.how[state] = through, how
+                frontier.append((through, state))
+
+        last: list[tuple[float, float, int]] = []  # per producer of the partner: cost + requirements' h_max, cost, tool
+        for tool in task.producers[self.partner]:
+            if fired[tool] != NONE:
+                before = task.cost[tool] + max((value[required] for required in task.requires[tool]), default=0.0)
+                last.append((before, task.cost[tool], tool))
+                for state in task.produces[tool]:
+                    offer(state, before, (self.BOTH, tool))
+        last.sort()
+        for state, state_cost in enumerate(value):
+            if state in self.held:
+                offer(state, alone, (self.HELD, NONE))
+            elif state_cost < INFINITY:
+                through, tool = min((max(before, tool_cost + state_cost), tool) for before, tool_cost, tool in last)
+                offer(state, through, (self.LAST, tool))
+        for tool, requires in enumerate(task.requires):
+            if not requires and fired[tool] != NONE:
+                for state in task.produces[tool]:
+                    offer(state, task.cost[tool] + alone, (self.CHAIN, tool))
+        heapq.heapify(frontier)
+        missing = [len(requires) for requires in task.requires]
+        remaining = set(targets)
+        reached_at = alone
+        while frontier and remaining:
+            reached_at, state = heapq.heappop(frontier)
+            if self.final[state]:
+                continue
+            self.final[state] = True
+            remaining.discard(state)
+            if _at_most(upper, reached_at):
+                break  # every pair still open costs at least this much: enough to prove ``upper``
+            for tool in task.consumers[state]:
+                if fired[tool] == NONE:
+                    continue
+                missing[tool] -= 1
+                if missing[tool] == 0:
+                    through = task.cost[tool] + reached_at  # popped last: the dearest requirement pair
+                    for produced in task.produces[tool]:
+                        if through < self.cost[produced]:
+                            self.cost[produced], self.how[produced] = through, (self.CHAIN, tool)
+                            heapq.heappush(frontier, (through, produced))
+        return max([self.cost[target] for target in targets if target not in remaining] + ([reached_at] if remaining else []))
+
+    def plan(self, target: int) -> list[int]:
+        """A plan holding ``target`` and the partner, from the achievers (``target``'s cost must be final)."""
+        task, held = self.task, self.held
+        chosen: set[int] = set()
+        alone: set[int] = set()  # states to reach by themselves, through h_max's achievers
+        stack, seen = [target], set()
+        while stack:
+            state = stack.pop()
+            if state in seen:
+                continue
+            seen.add(state)
+            kind, tool = self.how[state]
+            if kind == self.HELD:
+                alone.add(self.partner)
+                continue
+            chosen.add(tool)
+            if kind == self.CHAIN:
+                stack.extend(task.requires[tool])
+                if not task.requires[tool]:
+                    alone.add(self.partner)
+            else:
+                alone.update(task.requires[tool])
+                if kind == self.LAST:
+                    alone.add(state)
+        steps = chosen.union(task.extract(self.hmax, held, frozenset(alone - held)))
+        return task._executable_order(sorted(steps, key=lambda tool: (self.hmax.fired[tool], tool)), held)
 
 
 class _Corridor:
