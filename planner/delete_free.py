@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import operator
 import time
 from collections import OrderedDict
 from collections.abc import Collection, Iterable, Sequence
@@ -99,6 +100,7 @@ class DeleteFreeTask:
         for tool in self.tools:
             self.requires.append(tuple(self._index(token) for token in sorted(tool.state_transition.requires)))
             self.produces.append(tuple(self._index(token) for token in sorted(tool.state_transition.produces)))
+        self.requiring_nothing = [index for index, requires in enumerate(self.requires) if not requires]
         self.consumers: list[list[int]] = [[] for _ in self.state_index]
         self.producers: list[list[int]] = [[] for _ in self.state_index]
         for index in range(len(self.tools)):
@@ -107,6 +109,7 @@ class DeleteFreeTask:
             for state in self.produces[index]:
                 self.producers[state].append(index)
         self._cache: OrderedDict[tuple[frozenset[int], frozenset[int], bool], RelaxedCosts] = OrderedDict()
+        self._ancestor_cache: OrderedDict[int, bytearray] = OrderedDict()
 
     def _index(self, token: str) -> int:
         return self.state_index.setdefault(token, len(self.state_index))
@@ -124,7 +127,7 @@ class DeleteFreeTask:
             The copy and the marks' state indices.
         """
         copy = DeleteFreeTask.__new__(DeleteFreeTask)
-        copy.tools, copy.tool_index, copy.requires = self.tools, self.tool_index, self.requires
+        copy.tools, copy.tool_index, copy.requires, copy.requiring_nothing = self.tools, self.tool_index, self.requires, self.requiring_nothing
         copy.cost = list(cost) if cost is not None else self.cost
         copy.state_index = dict(self.state_index)
         copy.produces = list(self.produces)
@@ -138,7 +141,7 @@ class DeleteFreeTask:
             copy.consumers.append([])
             copy.producers.append([tool])
             marks.append(mark)
-        copy._cache = OrderedDict()
+        copy._cache, copy._ancestor_cache = OrderedDict(), OrderedDict()
         return copy, frozenset(marks)
 
     def states(self, tokens: Iterable[str]) -> frozenset[int]:
@@ -146,8 +149,9 @@ class DeleteFreeTask:
         return frozenset(self.state_index[token] for token in tokens if token in self.state_index)
 
     def clear_cache(self) -> None:
-        """Forget the cached bounds (benchmarks use it to time a first plan from some held states)."""
+        """Forget the cached bounds and ancestors (benchmarks use it to time a first plan from some held states)."""
         self._cache.clear()
+        self._ancestor_cache.clear()
 
     def relaxed_costs(self, held: frozenset[int], avoided: frozenset[int], additive: bool = False) -> RelaxedCosts:
         """h_max (or, ``additive``, h_add) costs from ``held`` with every tool but ``avoided`` (tool indices); cached."""
@@ -189,8 +193,8 @@ class DeleteFreeTask:
             value[state] = 0.0
             frontier.append((0.0, state))
         heapq.heapify(frontier)
-        for tool, requires in enumerate(self.requires):
-            if not requires and usable[tool]:
+        for tool in self.requiring_nothing:
+            if usable[tool]:
                 fire(tool, cost[tool])
         while frontier:
             reached_at, state = heapq.heappop(frontier)
@@ -205,7 +209,7 @@ class DeleteFreeTask:
                 missing[tool] -= 1
                 if missing[tool] == 0:
                     # States pop in order of value, so the last requirement popped has the largest.
-                    through = cost[tool] + (sum(value[required] for required in self.requires[tool]) if additive else reached_at)
+                    through = cost[tool] + (sum(map(value.__getitem__, self.requires[tool])) if additive else reached_at)
                     fire(tool, through)
         return RelaxedCosts(value, achiever, fired)
 
@@ -352,11 +356,13 @@ class DeleteFreeTask:
         scratch would touch every state cheaper than it. Firing numbers of the tools that achieve
         a lowered state are not kept up to date: :meth:`extract` orders its steps itself.
         """
+        leads_to_target = self._ancestors(target)
         value, achiever = list(root.value), list(root.achiever)
-        frontier = [(0.0, state) for state in reached if value[state] > 0.0]
+        frontier = [(0.0, state) for state in reached if value[state] > 0.0 and leads_to_target[state]]
         for _, state in frontier:
             value[state], achiever[state] = 0.0, NONE
         heapq.heapify(frontier)
+        requires, cost, fired = self.requires, self.cost, root.fired
         while frontier:
             reached_at, state = heapq.heappop(frontier)
             if reached_at > value[state]:
@@ -364,11 +370,12 @@ class DeleteFreeTask:
             if reached_at >= value[target]:
                 break  # nothing cheaper than the target is left to lower it
             for tool in self.consumers[state]:
-                if root.fired[tool] == NONE:  # avoided or unreachable: more held states reach no new state
+                if fired[tool] == NONE:  # avoided or unreachable: more held states reach no new state
                     continue
-                through = self.cost[tool] + max(value[required] for required in self.requires[tool])
+                needed = requires[tool]
+                through = cost[tool] + (reached_at if len(needed) == 1 else max(map(value.__getitem__, needed)))
                 for produced in self.produces[tool]:
-                    if through < value[produced]:
+                    if through < value[produced] and leads_to_target[produced]:
                         value[produced], achiever[produced] = through, tool
                         heapq.heappush(frontier, (through, produced))
         return RelaxedCosts(value, achiever, root.fired)
@@ -394,6 +401,26 @@ class DeleteFreeTask:
             if _at_most(upper, bound):
                 break
         return bound, plans
+
+    def _ancestors(self, state: int) -> bytearray:
+        """Per state index, 1 when some chain of tools leads from it to ``state`` (``state`` included);
+        cached for the most recent states, like bounds."""
+        if state in self._ancestor_cache:
+            self._ancestor_cache.move_to_end(state)
+            return self._ancestor_cache[state]
+        marked = bytearray(len(self.state_index))
+        marked[state] = 1
+        stack = [state]
+        while stack:
+            for tool in self.producers[stack.pop()]:
+                for required in self.requires[tool]:
+                    if not marked[required]:
+                        marked[required] = 1
+                        stack.append(required)
+        self._ancestor_cache[state] = marked
+        if len(self._ancestor_cache) > self._CACHE_SIZE:
+            self._ancestor_cache.popitem(last=False)
+        return marked
 
     def _corridor(self, hmax: RelaxedCosts, held: frozenset[int], open_goal: frozenset[int], upper: float) -> list[int]:
         """Tools that can be in a plan costing at most ``upper``: a backward Dijkstra from the goal.
@@ -508,24 +535,29 @@ class _Pairs:
                 self.cost[state], self.how[state] = through, how
                 frontier.append((through, state))
 
+        # Only states that lead to a target need their pair's cost.
+        useful = bytearray(len(value))
+        for target in targets:
+            useful = bytearray(map(operator.or_, useful, task._ancestors(target)))
         last: list[tuple[float, float, int]] = []  # per producer of the partner: cost + requirements' h_max, cost, tool
         for tool in task.producers[self.partner]:
             if fired[tool] != NONE:
-                before = task.cost[tool] + max((value[required] for required in task.requires[tool]), default=0.0)
+                before = task.cost[tool] + max(map(value.__getitem__, task.requires[tool]), default=0.0)
                 last.append((before, task.cost[tool], tool))
                 for state in task.produces[tool]:
-                    offer(state, before, (self.BOTH, tool))
-        last.sort()
-        for state, state_cost in enumerate(value):
+                    if useful[state]:
+                        offer(state, before, (self.BOTH, tool))
+        for state in itertools.compress(range(len(value)), useful):
             if state in self.held:
                 offer(state, alone, (self.HELD, NONE))
-            elif state_cost < INFINITY:
-                through, tool = min((max(before, tool_cost + state_cost), tool) for before, tool_cost, tool in last)
+            elif value[state] < INFINITY:
+                through, tool = min((max(before, tool_cost + value[state]), tool) for before, tool_cost, tool in last)
                 offer(state, through, (self.LAST, tool))
-        for tool, requires in enumerate(task.requires):
-            if not requires and fired[tool] != NONE:
+        for tool in task.requiring_nothing:
+            if fired[tool] != NONE:
                 for state in task.produces[tool]:
-                    offer(state, task.cost[tool] + alone, (self.CHAIN, tool))
+                    if useful[state]:
+                        offer(state, task.cost[tool] + alone, (self.CHAIN, tool))
         heapq.heapify(frontier)
         missing = [len(requires) for requires in task.requires]
         remaining = set(targets)
@@ -545,7 +577,7 @@ class _Pairs:
                 if missing[tool] == 0:
                     through = task.cost[tool] + reached_at  # popped last: the dearest requirement pair
                     for produced in task.produces[tool]:
-                        if through < self.cost[produced]:
+                        if through < self.cost[produced] and useful[produced]:
                             self.cost[produced], self.how[produced] = through, (self.CHAIN, tool)
                             heapq.heappush(frontier, (through, produced))
         return max([self.cost[target] for target in targets if target not in remaining] + ([reached_at] if remaining else []))
