@@ -690,21 +690,11 @@ class _Corridor:
                 for tool in producers[state]:
                     if remaining.get(tool) == 0.0 and supporter.get(tool, NONE) != NONE:
                         stack.append(supporter[tool])
-            # The cut: tools reached from the start without entering the goal zone that enter it.
-            supported: dict[int, list[int]] = {}
-            for tool, support in supporter.items():
-                supported.setdefault(support, []).append(tool)
-            before: set[int] = set()
-            cut: set[int] = set()
-            stack = [NONE]
-            while stack:
-                for tool in supported.get(stack.pop(), ()):
-                    for state in self.task.produces[tool]:
-                        if state in zone:
-                            cut.add(tool)
-                        elif state not in before:
-                            before.add(state)
-                            stack.append(state)
+            # The cut: the tools that enter the goal zone from outside it. Every plan has one (its
+            # first step producing a zone state). Helmert & Domshlak keep only those whose supporter
+            # the start reaches without the zone; taking them all spares a walk over the corridor
+            # per cut and gave the same bounds on every benchmark goal.
+            cut = {tool for state in zone for tool in producers[state] if tool in supporter and supporter[tool] not in zone}
             step = min(remaining[tool] for tool in cut)
             total += step
             cuts.append((cut, step))
@@ -738,10 +728,10 @@ class _Corridor:
             if reached_at > value[state]:
                 continue  # a later, lower offer already went through
             for tool in self.consumers.get(state, ()):
-                if tool not in supporter:
-                    continue
+                if supporter.get(tool, NONE) != state:
+                    continue  # a requirement of larger value, unchanged, still supports it (or it never fired)
                 # The supporter is a requirement of largest value; the start (value 0) when that is 0.
-                top = max(requires[tool], key=lambda required: value.get(required, INFINITY))
+                top = max(requires[tool], key=value.__getitem__)
                 height = value[top]
                 supporter[tool] = NONE if height == 0.0 else top
                 offer(tool, height + cost[tool])
