@@ -46,7 +46,7 @@ import itertools
 import operator
 import time
 from collections import OrderedDict
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from registry import ToolDefinition
@@ -325,7 +325,7 @@ class DeleteFreeTask:
             incumbent = min([incumbent, steiner.build([], deepest_first)], key=self.plan_cost)
             if _at_most(self.plan_cost(incumbent), lower):
                 return SearchResult(incumbent, True, self.plan_cost(incumbent))
-            bound, pair_plans = self._goal_pairs(hmax, held, open_goal, self.plan_cost(incumbent))
+            bound, pair_plans, conjunctions = self._goal_pairs(hmax, held, open_goal, self.plan_cost(incumbent))
             lower = max(lower, bound)
             for start in pair_plans:
                 incumbent = min([incumbent, steiner.build(start, deepest_first)], key=self.plan_cost)
@@ -335,6 +335,9 @@ class DeleteFreeTask:
                 incumbent = min([incumbent, steiner.build([], order)], key=self.plan_cost)
                 if _at_most(self.plan_cost(incumbent), lower):
                     return SearchResult(incumbent, True, self.plan_cost(incumbent))
+            lower = max(lower, self._goal_triples(hmax, held, open_goal, self.plan_cost(incumbent), conjunctions, deadline))
+            if _at_most(self.plan_cost(incumbent), lower):
+                return SearchResult(incumbent, True, self.plan_cost(incumbent))
         # h_add's achievers favour cheap whole sub-plans, often cheaper than h_max's; only when needed.
         hadd = self.relaxed_costs(held, avoided, additive=True)
         incumbent = min([incumbent, self.without_redundant_steps(self.extract(hadd, held, goal), held, goal)], key=self.plan_cost)
@@ -389,7 +392,7 @@ class DeleteFreeTask:
                         heapq.heappush(frontier, (through, produced))
         return RelaxedCosts(value, achiever, root.fired)
 
-    def _goal_pairs(self, hmax: RelaxedCosts, held: frozenset[int], open_goal: frozenset[int], upper: float) -> tuple[float, list[list[int]]]:
+    def _goal_pairs(self, hmax: RelaxedCosts, held: frozenset[int], open_goal: frozenset[int], upper: float) -> tuple[float, list[list[int]], dict[frozenset[int], _Conjunction]]:
         """A lower bound on the cost of reaching ``open_goal``, and plans for pairs of its states.
 
         The bound is the largest h_max of a pair of goal states in the task compiled with the
@@ -397,19 +400,39 @@ class DeleteFreeTask:
         shallower first), stopped once it reaches ``upper``. h_max of one state misses what
         reaching two costs beyond reaching the dearer one; a pair's h_max counts it. Its
         achievers give a plan for the pair that shares steps where they can be shared: among the
-        many equally cheap ways to the dearer state, one that passes the other.
+        many equally cheap ways to the dearer state, one that passes the other. The searches come
+        back too, for :meth:`_goal_triples`.
         """
         bound = max(hmax.value[state] for state in open_goal)
         plans: list[list[int]] = []
+        made: dict[frozenset[int], _Conjunction] = {}
         ordered = sorted(open_goal, key=hmax.value.__getitem__)
         for position, partner in enumerate(ordered[:-1]):
-            pairs = _Pairs(self, hmax, held, partner)
+            pairs = made[frozenset([partner])] = _Conjunction(self, hmax, held, frozenset([partner]), made)
             targets = ordered[position + 1 :]
             bound = max(bound, pairs.run(targets, upper))
             plans.extend(pairs.plan(target) for target in targets if pairs.final[target])
             if _at_most(upper, bound):
                 break
-        return bound, plans
+        return bound, plans, made
+
+    def _goal_triples(self, hmax: RelaxedCosts, held: frozenset[int], open_goal: frozenset[int], upper: float, made: dict[frozenset[int], _Conjunction], deadline: float | None) -> float:
+        """The largest h_max of three goal states together in Π^C (as :meth:`_goal_pairs`, from
+        the pairs' searches ``made``), stopped once it reaches ``upper`` or past ``deadline``.
+
+        Three goal states may each pair up at no extra cost, yet not all three at once.
+        """
+        bound = 0.0
+        ordered = sorted(open_goal, key=hmax.value.__getitem__)
+        for first, second in itertools.combinations(range(len(ordered) - 1), 2):
+            partners = frozenset([ordered[first], ordered[second]])
+            if not all(frozenset([partner]) in made for partner in partners):
+                break
+            triples = made[partners] = _Conjunction(self, hmax, held, partners, made)
+            bound = max(bound, triples.run(ordered[second + 1 :], upper))
+            if _at_most(upper, bound) or (deadline is not None and time.perf_counter() > deadline):
+                break
+        return bound
 
     def _ancestors(self, state: int) -> bytearray:
         """Per state index, 1 when some chain of tools leads from it to ``state`` (``state`` included);
@@ -512,31 +535,54 @@ class _GoalByGoal:
         return steps + self.searched[reached, state]
 
 
-class _Pairs:
-    """h_max of holding each state together with one ``partner`` state: the conjunctions ``{x, partner}``
-    of Haslum's Π^C compilation (ICAPS 2012), by a generalised Dijkstra over ``x``.
+class _Conjunction:
+    """h_max of holding each state together with every state of ``partners``: the conjunctions
+    ``{x} ∪ partners`` of Haslum's Π^C compilation (ICAPS 2012), by a generalised Dijkstra over ``x``.
 
-    The cost of ``{x, partner}`` is the cheapest of: a tool producing both (after its requirements:
-    their h_max); a tool producing the partner after ``x`` and its own requirements are held (their
-    h_max); a tool producing ``x`` after each of its requirements is held together with the partner
-    (their pairs' costs). The first two are known from h_max and seed the search; the third is its
-    step. A conjunction of two states neither of which is the partner counts as the dearer state
-    alone, which only lowers the bound.
+    The last step to a conjunction is a tool that produces ``x`` or a partner; what it leaves out
+    of the conjunction (``rest``) must be held before it, with its requirements. So its cost is the
+    tool's plus the largest cost of holding ``rest`` with each requirement (and with ``x`` when the
+    tool does not produce ``x``). Those costs come from ``smaller``, the conjunctions with fewer
+    partners (h_max itself when ``rest`` is empty), except when the tool produces ``x`` and no
+    partner: then they are this search's own (its step). Conjunctions of states outside these
+    count as their dearest known part, which only lowers the bound.
     """
 
-    HELD, BOTH, LAST, CHAIN = range(4)
+    HELD, PRODUCES, LAST = range(3)
 
-    def __init__(self, task: DeleteFreeTask, hmax: RelaxedCosts, held: frozenset[int], partner: int):
-        self.task, self.hmax, self.held, self.partner = task, hmax, held, partner
+    def __init__(self, task: DeleteFreeTask, hmax: RelaxedCosts, held: frozenset[int], partners: frozenset[int], smaller: Mapping[frozenset[int], _Conjunction]):
+        self.task, self.hmax, self.held, self.partners, self.smaller = task, hmax, held, partners, smaller
         self.cost = [INFINITY] * len(hmax.value)
         self.how: list[tuple[int, int]] = [(self.HELD, NONE)] * len(hmax.value)
         self.final = [False] * len(hmax.value)
+        self.searched = bytearray(len(hmax.value))  # states this search offered costs to
+        self.floor = 0.0  # a searched state not final costs at least this much
+        self.together = self._alone(partners)
+
+    def _alone(self, states: frozenset[int]) -> float:
+        """A lower bound on the cost of holding ``states`` (a subset of the partners)."""
+        if len(states) <= 1:
+            return max((self.hmax.value[state] for state in states), default=0.0)
+        return max(self.smaller[states - {state}].at_least(state) for state in states)
+
+    def at_least(self, state: int) -> float:
+        """A lower bound on the cost of holding ``state`` with the partners (exact once final)."""
+        if self.final[state]:
+            return self.cost[state]
+        if self.searched[state]:
+            return max(self.floor, self.hmax.value[state])
+        return max(self.hmax.value[state], max(self.hmax.value[partner] for partner in self.partners))
+
+    def _with(self, rest: frozenset[int], state: int) -> float:
+        """A lower bound on the cost of holding ``state`` with ``rest`` (fewer states than the partners)."""
+        if not rest:
+            return self.hmax.value[state]
+        return self._alone(rest) if state in self.held else self.smaller[rest].at_least(state)
 
     def run(self, targets: Sequence[int], upper: float) -> float:
-        """Search until every target's pair cost is final, or every open pair costs ``upper`` or more;
-        returns the largest target's pair cost (a lower bound on reaching the targets and the partner)."""
+        """Search until every target's cost is final, or every open one costs ``upper`` or more;
+        returns the largest target's cost (a lower bound on holding the targets and the partners)."""
         task, value, fired = self.task, self.hmax.value, self.hmax.fired
-        alone = value[self.partner]
         frontier: list[tuple[float, int]] = []
 
         def offer(state: int, through: float, how: tuple[int, int]) -> None:
@@ -544,33 +590,35 @@ class _Pairs:
                 self.cost[state], self.how[state] = through, how
                 frontier.append((through, state))
 
-        # Only states that lead to a target need their pair's cost.
-        useful = bytearray(len(value))
+        # Only states that lead to a target need their cost.
         for target in targets:
-            useful = bytearray(map(operator.or_, useful, task._ancestors(target)))
-        last: list[tuple[float, float, int]] = []  # per producer of the partner: cost + requirements' h_max, cost, tool
-        for tool in task.producers[self.partner]:
-            if fired[tool] != NONE:
-                before = task.cost[tool] + max(map(value.__getitem__, task.requires[tool]), default=0.0)
-                last.append((before, task.cost[tool], tool))
-                for state in task.produces[tool]:
-                    if useful[state]:
-                        offer(state, before, (self.BOTH, tool))
-        for state in itertools.compress(range(len(value)), useful):
+            self.searched = bytearray(map(operator.or_, self.searched, task._ancestors(target)))
+        searched = self.searched
+        producing_partners = sorted({tool for partner in self.partners for tool in task.producers[partner] if fired[tool] != NONE})
+        last: list[tuple[float, float, frozenset[int], int]] = []  # per such tool: its cost with its requirements', its cost, rest, tool
+        for tool in producing_partners:
+            rest = self.partners.difference(task.produces[tool])
+            before = task.cost[tool] + max([self._alone(rest), *(self._with(rest, required) for required in task.requires[tool])])
+            last.append((before, task.cost[tool], rest, tool))
+            for state in task.produces[tool]:
+                if searched[state]:
+                    offer(state, before, (self.PRODUCES, tool))
+        for state in itertools.compress(range(len(value)), searched):
             if state in self.held:
-                offer(state, alone, (self.HELD, NONE))
+                offer(state, self.together, (self.HELD, NONE))
             elif value[state] < INFINITY:
-                through, tool = min((max(before, tool_cost + value[state]), tool) for before, tool_cost, tool in last)
-                offer(state, through, (self.LAST, tool))
+                for before, tool_cost, rest, tool in last:
+                    if state not in task.produces[tool]:
+                        offer(state, max(before, tool_cost + self._with(rest, state)), (self.LAST, tool))
         for tool in task.requiring_nothing:
             if fired[tool] != NONE:
                 for state in task.produces[tool]:
-                    if useful[state]:
-                        offer(state, task.cost[tool] + alone, (self.CHAIN, tool))
+                    if searched[state]:
+                        offer(state, task.cost[tool] + self.together, (self.PRODUCES, tool))
         heapq.heapify(frontier)
         missing = [len(requires) for requires in task.requires]
         remaining = set(targets)
-        reached_at = alone
+        reached_at = self.together
         while frontier and remaining:
             reached_at, state = heapq.heappop(frontier)
             if self.final[state]:
@@ -578,21 +626,22 @@ class _Pairs:
             self.final[state] = True
             remaining.discard(state)
             if _at_most(upper, reached_at):
-                break  # every pair still open costs at least this much: enough to prove ``upper``
+                break  # every conjunction still open costs at least this much: enough to prove ``upper``
             for tool in task.consumers[state]:
                 if fired[tool] == NONE:
                     continue
                 missing[tool] -= 1
                 if missing[tool] == 0:
-                    through = task.cost[tool] + reached_at  # popped last: the dearest requirement pair
+                    through = task.cost[tool] + reached_at  # popped last: the dearest requirement's conjunction
                     for produced in task.produces[tool]:
-                        if through < self.cost[produced] and useful[produced]:
-                            self.cost[produced], self.how[produced] = through, (self.CHAIN, tool)
+                        if through < self.cost[produced] and searched[produced]:
+                            self.cost[produced], self.how[produced] = through, (self.PRODUCES, tool)
                             heapq.heappush(frontier, (through, produced))
+        self.floor = reached_at if frontier else INFINITY
         return max([self.cost[target] for target in targets if target not in remaining] + ([reached_at] if remaining else []))
 
     def plan(self, target: int) -> list[int]:
-        """A plan holding ``target`` and the partner, from the achievers (``target``'s cost must be final)."""
+        """A plan holding ``target`` and the (one) partner, from the achievers (``target``'s cost must be final)."""
         task, held = self.task, self.held
         chosen: set[int] = set()
         alone: set[int] = set()  # states to reach by themselves, through h_max's achievers
@@ -604,13 +653,13 @@ class _Pairs:
             seen.add(state)
             kind, tool = self.how[state]
             if kind == self.HELD:
-                alone.add(self.partner)
+                alone.update(self.partners)
                 continue
             chosen.add(tool)
-            if kind == self.CHAIN:
-                stack.extend(task.requires[tool])
+            if kind == self.PRODUCES and self.partners.isdisjoint(task.produces[tool]):
+                stack.extend(task.requires[tool])  # each requirement held together with the partner
                 if not task.requires[tool]:
-                    alone.add(self.partner)
+                    alone.update(self.partners)
             else:
                 alone.update(task.requires[tool])
                 if kind == self.LAST:

@@ -116,19 +116,46 @@ def test_bounds_prove_a_diamond_optimal_without_search():
     assert_valid(result)
 
 
-# Any two of three tools cover three goal states; LM-cut bounds the cost by 1 only, so proving that
-# 2 is the minimum takes A*.
-SET_COVER = (("x", [], ["s.g1", "s.g2"]), ("y", [], ["s.g2", "s.g3"]), ("z", [], ["s.g1", "s.g3"]))
+# Four tools each produce three of four goal states: any two reach all four. LM-cut and the
+# conjunctions of two or three goal states all bound the cost by 1 only (one tool holds any three),
+# so proving that 2 is the minimum takes A*.
+SET_COVER = tuple((f"without_{left_out}", [], [f"s.g{n}" for n in range(1, 5) if n != left_out]) for left_out in range(1, 5))
+COVERED = ["s.g1", "s.g2", "s.g3", "s.g4"]
 
 
 def test_search_proves_what_the_bounds_cannot():
-    result = plan(graph_of(*SET_COVER), ["s.g1", "s.g2", "s.g3"])
+    result = plan(graph_of(*SET_COVER), COVERED)
     assert result.optimal and result.cost == 2
     assert_valid(result)
 
 
+def test_goal_states_that_pair_up_in_one_tool_but_never_all_three_are_proven_without_search():
+    # Each pair of goal states comes from one tool, so h_max and the pair bound say 1; the bound
+    # from the three together says 2.
+    graph = graph_of(("x", [], ["s.g1", "s.g2"]), ("y", [], ["s.g2", "s.g3"]), ("z", [], ["s.g1", "s.g3"]))
+    result = plan(graph, ["s.g1", "s.g2", "s.g3"], max_expansions=0)
+    assert result.optimal and result.cost == result.lower_bound == 2
+    assert_valid(result)
+
+
+def test_a_goal_state_on_the_way_to_another_is_passed_rather_than_reached_apart():
+    # Two equally cheap ways to s.deep; only the second passes s.side (its first step produces
+    # both). h_max's achievers may take the first and then add a step for s.side; the pair bound
+    # finds the shared plan and proves it.
+    graph = graph_of(
+        ("side_alone", [], ["s.side"]),
+        ("plain_first", [], ["s.a"]),
+        ("plain_second", ["s.a"], ["s.deep"]),
+        ("shared_first", [], ["s.b", "s.side"]),
+        ("shared_second", ["s.b"], ["s.deep"]),
+    )
+    result = plan(graph, ["s.deep", "s.side"], max_expansions=0)
+    assert names(result) == ["shared_first", "shared_second"]
+    assert result.optimal and result.cost == 2
+
+
 def test_fallback_past_the_search_budget_is_valid_and_says_it_is_not_proven_optimal():
-    result = plan(graph_of(*SET_COVER), ["s.g1", "s.g2", "s.g3"], max_expansions=0)
+    result = plan(graph_of(*SET_COVER), COVERED, max_expansions=0)
     assert not result.optimal
     assert_valid(result)
     assert len(result.steps) == 2
@@ -152,9 +179,9 @@ def test_a_stopped_search_bounds_the_optimum_from_below_and_a_full_one_finds_it(
 
 
 def test_a_time_budget_of_zero_stops_the_search_with_a_certified_gap():
-    result = plan(graph_of(*SET_COVER), ["s.g1", "s.g2", "s.g3"], time_budget_ms=0)
+    result = plan(graph_of(*SET_COVER), COVERED, time_budget_ms=0)
     assert not result.optimal and result.cost == 2 and result.lower_bound == 1
-    assert plan(graph_of(*SET_COVER), ["s.g1", "s.g2", "s.g3"], time_budget_ms=None).optimal
+    assert plan(graph_of(*SET_COVER), COVERED, time_budget_ms=None).optimal
 
 
 def test_unknown_state_suggests_close_tokens(chemistry_graph):
