@@ -328,7 +328,7 @@ class DeleteFreeTask:
 
             steiner = _GoalByGoal(self, hmax, held, goal)
             deepest_first = sorted(open_goal, key=lambda state: -hmax.value[state])
-            incumbent = min([incumbent, steiner.build([], deepest_first)], key=self.plan_cost)
+            incumbent = min([incumbent, steiner.build([], deepest_first, deadline)], key=self.plan_cost)
             if _at_most(self.plan_cost(incumbent), lower):
                 return SearchResult(incumbent, True, self.plan_cost(incumbent))
             bound, pair_plans, conjunctions = self._goal_pairs(hmax, held, open_goal, self.plan_cost(incumbent), deadline)
@@ -336,13 +336,13 @@ class DeleteFreeTask:
             for start in pair_plans:
                 if out_of_time():
                     break
-                incumbent = min([incumbent, steiner.build(start, deepest_first)], key=self.plan_cost)
+                incumbent = min([incumbent, steiner.build(start, deepest_first, deadline)], key=self.plan_cost)
             if _at_most(self.plan_cost(incumbent), lower):
                 return SearchResult(incumbent, True, self.plan_cost(incumbent))
             for order in steiner.other_orders(deepest_first):
                 if out_of_time():
                     break
-                incumbent = min([incumbent, steiner.build([], order)], key=self.plan_cost)
+                incumbent = min([incumbent, steiner.build([], order, deadline)], key=self.plan_cost)
                 if _at_most(self.plan_cost(incumbent), lower):
                     return SearchResult(incumbent, True, self.plan_cost(incumbent))
             lower = max(lower, self._goal_triples(hmax, held, open_goal, self.plan_cost(incumbent), conjunctions, deadline))
@@ -420,12 +420,12 @@ class DeleteFreeTask:
         made: dict[frozenset[int], _Conjunction] = {}
         ordered = sorted(open_goal, key=hmax.value.__getitem__)
         for position, partner in enumerate(ordered[:-1]):
+            if _at_most(upper, bound) or (deadline is not None and time.perf_counter() > deadline):
+                break
             pairs = made[frozenset([partner])] = _Conjunction(self, hmax, held, frozenset([partner]), made)
             targets = ordered[position + 1 :]
             bound = max(bound, pairs.run(targets, upper))
             plans.extend(pairs.plan(target) for target in targets if pairs.final[target])
-            if _at_most(upper, bound) or (deadline is not None and time.perf_counter() > deadline):
-                break
         return bound, plans, made
 
     def _goal_triples(self, hmax: RelaxedCosts, held: frozenset[int], open_goal: frozenset[int], upper: float, made: dict[frozenset[int], _Conjunction], deadline: float | None) -> float:
@@ -438,12 +438,10 @@ class DeleteFreeTask:
         ordered = sorted(open_goal, key=hmax.value.__getitem__)
         for first, second in itertools.combinations(range(len(ordered) - 1), 2):
             partners = frozenset([ordered[first], ordered[second]])
-            if not all(frozenset([partner]) in made for partner in partners):
+            if _at_most(upper, bound) or (deadline is not None and time.perf_counter() > deadline) or not all(frozenset([partner]) in made for partner in partners):
                 break
             triples = made[partners] = _Conjunction(self, hmax, held, partners, made)
             bound = max(bound, triples.run(ordered[second + 1 :], upper))
-            if _at_most(upper, bound) or (deadline is not None and time.perf_counter() > deadline):
-                break
         return bound
 
     def _ancestors(self, state: int) -> bytearray:
@@ -517,16 +515,16 @@ class _GoalByGoal:
             orders = [(leader, *(state for state in first if state != leader)) for leader in first]
         return [order for order in orders if order != tuple(first)]
 
-    def build(self, steps: list[int], order: Sequence[int]) -> list[int]:
+    def build(self, steps: list[int], order: Sequence[int], deadline: float | None) -> list[int]:
         """``steps`` extended to reach every goal state in ``order``, then improved by re-attaching each
         goal state in turn to the plan for the others while that helps (the key-path exchange of
-        Steiner-tree local search)."""
+        Steiner-tree local search) and ``deadline`` (a ``time.perf_counter()`` value) is not past."""
         task, held, goal = self.task, self.held, self.goal
         for state in order:
             steps = self._attach(steps, state)
         best = task.without_redundant_steps(steps, held, goal)
         improved = True
-        while improved:
+        while improved and (deadline is None or time.perf_counter() <= deadline):
             improved = False
             for state in order:
                 others = task.without_redundant_steps(list(best), held, goal - {state})
