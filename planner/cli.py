@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib.metadata
 import json
 import math
 import os
@@ -28,7 +29,7 @@ from planner.parts import PartMatch, task_text
 from planner.planning import DEFAULT_TIME_BUDGET_MS, NoPlanError, Plan, alternative_plans
 from planner.search import QueryError, SkillHit
 from planner.task import TaskPlan, UnboundParametersError
-from planner.workspace import Workspace
+from planner.workspace import CATALOGS_VARIABLE, Workspace, resolve_catalog_paths
 from registry import (
     AmbiguousToolNameError,
     CatalogError,
@@ -65,7 +66,8 @@ EXAMPLES = {
     "search": """examples:
   toolpath search "check drug-likeness"
   toolpath search "group similar molecules" --k 3 --json
-  toolpath search "filter drug-like molecules" --have chemistry.molecule_parsed --reachable-only""",
+  toolpath search "filter drug-like molecules" --have chemistry.molecule_parsed --reachable-only
+  toolpath search "greet a person" --add-catalog my_catalog.yaml""",
     "validate": """examples:
   toolpath validate catalogs/chemistry/catalog.yaml
   toolpath validate my_catalog.yaml other.json --import --json""",
@@ -206,7 +208,7 @@ def _task(arguments: argparse.Namespace) -> str | list[str]:
 
 def command_run(arguments: argparse.Namespace) -> int:
     task = _task(arguments)
-    workspace = Workspace.open(arguments.catalog)
+    workspace = Workspace.open(resolve_catalog_paths(arguments.catalog, arguments.add_catalog))
     task_plan = workspace.plan_task(task, parse_inputs(arguments.input), held=arguments.have)
     if task_plan.cell.unbound:
         raise UnboundParametersError(task_plan.cell.unbound)
@@ -241,7 +243,7 @@ def command_run(arguments: argparse.Namespace) -> int:
 def command_cell(arguments: argparse.Namespace) -> int:
     if bool(arguments.goal) == bool(arguments.task or arguments.step):
         raise CommandLineError("give either a TASK (or --step ...) or --goal TOKEN ..., not both and not neither")
-    workspace = Workspace.open(arguments.catalog)
+    workspace = Workspace.open(resolve_catalog_paths(arguments.catalog, arguments.add_catalog))
     inputs = parse_inputs(arguments.input)
     if arguments.goal:
         goal_plan, cell = workspace.plan_goal(arguments.goal, inputs, held=arguments.have)
@@ -266,7 +268,7 @@ def command_cell(arguments: argparse.Namespace) -> int:
 
 
 def command_plan(arguments: argparse.Namespace) -> int:
-    workspace = Workspace.open(arguments.catalog)
+    workspace = Workspace.open(resolve_catalog_paths(arguments.catalog, arguments.add_catalog))
     goal_plan, *others = alternative_plans(workspace.graph, arguments.goal, held=arguments.have, avoid=arguments.avoid, k=arguments.k, time_budget_ms=arguments.time_budget)
     if arguments.json:
         _emit_json({**goal_plan.to_dict(), "alternatives": [other.to_dict() for other in others]} if arguments.k > 1 else goal_plan.to_dict())
@@ -286,7 +288,7 @@ def _strength(hit: SkillHit) -> str:
 def command_search(arguments: argparse.Namespace) -> int:
     if not arguments.query.strip():
         raise CommandLineError("the query is empty; describe what you want to achieve")
-    workspace = Workspace.open(arguments.catalog)
+    workspace = Workspace.open(resolve_catalog_paths(arguments.catalog, arguments.add_catalog))
     hits = workspace.search(arguments.query, k=arguments.k, held=arguments.have, domain=arguments.domain or None, kind=arguments.kind, reachable_only=arguments.reachable_only)
     if not hits and not arguments.json:
         empty = not len(workspace.index)
@@ -319,7 +321,7 @@ def command_schema(arguments: argparse.Namespace) -> int:
 
 
 def command_graph(arguments: argparse.Namespace) -> int:
-    workspace = Workspace.open(arguments.catalog)
+    workspace = Workspace.open(resolve_catalog_paths(arguments.catalog, arguments.add_catalog))
     overview = workspace.graph.overview()
     if arguments.json:
         _emit_json(overview)
@@ -335,7 +337,7 @@ def command_serve(arguments: argparse.Namespace) -> int:
     from planner.server import ServeError, serve  # the MCP SDK loads only for this command
 
     try:
-        serve(arguments.catalog, arguments.http, arguments.tokens, arguments.no_auth)
+        serve(resolve_catalog_paths(arguments.catalog, arguments.add_catalog), arguments.http, arguments.tokens, arguments.no_auth)
     except ServeError as error:
         raise CommandLineError(str(error)) from error
     return 0
@@ -392,11 +394,19 @@ def command_catalog_draft(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _installed_version() -> str:
+    try:
+        return importlib.metadata.version("toolpath")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="toolpath",
         description="Plan tool paths over a state-transition graph and run them as one cell in an IPython kernel.",
     )
+    parser.add_argument("--version", action="version", version=f"toolpath {_installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, help_text: str, handler) -> argparse.ArgumentParser:
@@ -404,8 +414,12 @@ def build_parser() -> argparse.ArgumentParser:
         sub.set_defaults(handler=handler)
         sub.add_argument("--json", action="store_true", help="print one JSON object instead of text")
         if name != "validate":
-            sub.add_argument("--catalog", action="append", default=[], metavar="PATH", help="catalog file (YAML or JSON); repeatable; default: the shipped catalogs")
+            catalog_options(sub)
         return sub
+
+    def catalog_options(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--catalog", action="append", default=[], metavar="PATH", help=f"a catalog file (YAML or JSON) to load instead of the shipped ones and those ${CATALOGS_VARIABLE} lists; repeatable")
+        sub.add_argument("--add-catalog", action="append", default=[], metavar="PATH", help=f"a catalog file to load as well; repeatable (${CATALOGS_VARIABLE}, separated by '{os.pathsep}', adds files the same way)")
 
     def task_options(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("--step", action="append", default=[], metavar="TEXT", help="one part of the task, in words, instead of TASK; repeatable, in order (all are planned together)")
@@ -467,7 +481,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve_parser = commands.add_parser("serve", help="Serve skill search, planning and persistent kernels to agents over MCP (stdio or Streamable HTTP).", description="Serve skill search, planning and persistent kernels to agents over MCP (stdio, or Streamable HTTP with --http): the model and indexes load once.", epilog=EXAMPLES["serve"], formatter_class=argparse.RawDescriptionHelpFormatter)
     serve_parser.set_defaults(handler=command_serve)
-    serve_parser.add_argument("--catalog", action="append", default=[], metavar="PATH", help="catalog file (YAML or JSON); repeatable; default: the shipped catalogs")
+    catalog_options(serve_parser)
     serve_parser.add_argument("--http", metavar="HOST:PORT", help="serve Streamable HTTP at this address (at /mcp) instead of stdio, e.g. 127.0.0.1:8765")
     serve_parser.add_argument("--tokens", metavar="FILE", help='with --http: a JSON file {"bearer token": "user id", ...}; each request acts for its token\'s user')
     serve_parser.add_argument("--no-auth", action="store_true", help="with --http on a loopback address: no tokens, every request acts for the local user")

@@ -276,7 +276,7 @@ def _without_image_data(structured: dict[str, Any]) -> dict[str, Any]:
     return {key: (len(value) if key == "images" and isinstance(value, list) else _without_image_data(value) if isinstance(value, dict) else value) for key, value in structured.items()}
 
 
-def serve(catalogs: Sequence[str] = (), http: str | None = None, tokens_file: str | None = None, no_auth: bool = False) -> None:
+def serve(catalogs: Sequence[str | Path] = (), http: str | None = None, tokens_file: str | None = None, no_auth: bool = False) -> None:
     """Run ``toolpath serve``: over stdio until the client disconnects, or over Streamable HTTP at
     ``http`` (``HOST:PORT``) until interrupted.
 

@@ -30,7 +30,30 @@ from planner.planning import Plan, plan
 from planner.search import SkillHit, SkillIndex
 from planner.session import AgentSession, SessionState
 from planner.task import TaskPlan, TaskRun, UnboundParametersError
-from registry import LoadedCatalogs, ToolDefinition, import_roots, load_checked
+from registry import CatalogError, CatalogProblem, LoadedCatalogs, ToolDefinition, import_roots, load_checked
+from registry.catalog import UNREADABLE
+
+
+#: Environment variable listing catalog files (separated by ``os.pathsep``) to load with the shipped ones.
+CATALOGS_VARIABLE = "TOOLPATH_CATALOGS"
+
+
+def resolve_catalog_paths(only: Sequence[str | Path] = (), add: Sequence[str | Path] = ()) -> list[Path]:
+    """The catalog files to load: ``only`` when given, else the shipped catalogs and those
+    :data:`CATALOGS_VARIABLE` lists; then ``add``.
+
+    Raises:
+        CatalogError: a file the variable lists does not exist (TP100, naming the variable).
+    """
+    if only:
+        base = [Path(path) for path in only]
+    else:
+        listed = [Path(entry) for entry in os.environ.get(CATALOGS_VARIABLE, "").split(os.pathsep) if entry.strip()]
+        missing = [CatalogProblem(str(path), "", f"cannot read catalog file: it does not exist; fix or remove it in {CATALOGS_VARIABLE}", code=UNREADABLE) for path in listed if not path.exists()]
+        if missing:
+            raise CatalogError(missing)
+        base = [*default_catalog_paths(), *listed]
+    return base + [Path(path) for path in add]
 
 
 @dataclass
@@ -52,12 +75,13 @@ class Workspace:
 
     @classmethod
     def open(cls, catalog_paths: Iterable[str | Path] | None = None, embedder: Embedder | None = None) -> Workspace:
-        """Load ``catalog_paths`` (default: the shipped catalogs).
+        """Load ``catalog_paths`` (default: :func:`resolve_catalog_paths`: the shipped catalogs and those
+        ``TOOLPATH_CATALOGS`` lists).
 
         Raises:
             CatalogError: any load problem or lint error in any file; nothing is loaded.
         """
-        paths = list(catalog_paths) if catalog_paths else default_catalog_paths()
+        paths = list(catalog_paths) if catalog_paths else resolve_catalog_paths()
         return cls(load_checked(paths), embedder)
 
     @property

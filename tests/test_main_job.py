@@ -1,5 +1,6 @@
 """The main job end to end: the `toolpath` command on the shipped catalog, in real kernels."""
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -91,6 +92,12 @@ def test_plan_verb_json_and_unreachable_goal():
     assert json.loads(blocked.stdout)["missing"] == {"chemistry.molecules_clustered": ["chemistry.fingerprints_computed"]}
 
 
+def test_version_names_the_installed_release():
+    completed = toolpath("--version")
+    assert completed.returncode == 0
+    assert completed.stdout.strip() == f"toolpath {importlib.metadata.version('toolpath')}"
+
+
 def test_validate_reports_file_line_and_field(tmp_path):
     catalog = tmp_path / "broken.yaml"
     catalog.write_text("domain: demo\npackage: demo\ntools:\n  - name: t\n    cost: cheap\n")
@@ -126,6 +133,26 @@ def greetings_catalog(tmp_path, domain, greet_source, binding=""):
         )
     )
     return package / "catalog.yaml"
+
+
+def test_added_catalogs_load_with_the_shipped_ones_and_catalog_loads_only_its_own(tmp_path):
+    catalog = greetings_catalog(tmp_path, "greetings", "def greet(name: str) -> str:\n    return f'hello, {name}'\n")
+    both_goals = ("plan", "--goal", "greetings.greeted", "--goal", "chemistry.molecules_clustered", "--json")
+    added = toolpath(*both_goals, "--add-catalog", str(catalog))
+    assert added.returncode == 0, added.stderr
+    assert {step["tool"] for step in json.loads(added.stdout)["steps"]} == {"greet", "compute_fingerprints", "cluster_molecules"}
+    listed = toolpath(*both_goals, env={**os.environ, "TOOLPATH_CATALOGS": str(catalog)})
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout)["steps"] == json.loads(added.stdout)["steps"]
+    only = toolpath(*both_goals, "--catalog", str(catalog), env={**os.environ, "TOOLPATH_CATALOGS": str(catalog)})
+    assert only.returncode == 2 and "chemistry.molecules_clustered" in json.loads(only.stdout)["error"]
+
+
+def test_a_missing_file_in_toolpath_catalogs_is_named_with_the_variable(tmp_path):
+    missing = tmp_path / "gone.yaml"
+    completed = toolpath("plan", "--goal", "chemistry.molecules_clustered", env={**os.environ, "TOOLPATH_CATALOGS": str(missing)})
+    assert completed.returncode == 2
+    assert str(missing) in completed.stderr and "TOOLPATH_CATALOGS" in completed.stderr and "Traceback" not in completed.stderr
 
 
 def test_user_catalog_with_its_own_package_runs_in_the_kernel(tmp_path, embedder):
