@@ -154,11 +154,11 @@ def catalog_tool(definition: ToolDefinition, connections: MCPConnections) -> Too
     if isinstance(server, str):
         error = f"its MCP server {server!r} is only a name: load the tool from a catalog that declares it under `mcp_servers`, or give an MCPServerConfig"
         return Tool(None, name=definition.name, description=definition.description, load_error=error)
-    parameters = [inspect.Parameter(parameter.name, inspect.Parameter.KEYWORD_ONLY, annotation=ShownText(parameter.type)) for parameter in definition.required_parameters]
-    parameters += [inspect.Parameter(parameter.name, inspect.Parameter.KEYWORD_ONLY, default=parameter.default, annotation=ShownText(parameter.type)) for parameter in definition.optional_parameters]
+    parameters = [inspect.Parameter(parameter.python_name, inspect.Parameter.KEYWORD_ONLY, annotation=ShownText(parameter.type)) for parameter in definition.required_parameters]
+    parameters += [inspect.Parameter(parameter.python_name, inspect.Parameter.KEYWORD_ONLY, default=parameter.default, annotation=ShownText(parameter.type)) for parameter in definition.optional_parameters]
     returns = ShownText(definition.return_spec.type) if definition.return_spec else inspect.Signature.empty
     signature = inspect.Signature(parameters, return_annotation=returns)
-    return _calling_tool(connections.get(server), definition.name, definition.description, signature, {parameter.name: parameter.name for parameter in definition.parameters})
+    return _calling_tool(connections.get(server), definition.name, definition.description, signature, {parameter.python_name: parameter.name for parameter in definition.parameters})
 
 
 def server_tool(connection: MCPConnection, name: str, description: str, input_schema: Mapping[str, Any]) -> Tool:

@@ -21,7 +21,7 @@ from typing import Any
 from kernel.bindings import BINDER_FUNCTION, Bindings
 from planner.planning import Plan, qualified_name
 from registry import ToolDefinition, ToolRegistry
-from registry.names import python_identifier
+from registry.names import parameter_name, python_identifier
 
 
 
@@ -90,7 +90,7 @@ def check_input_names(inputs: Mapping[str, Any]) -> None:
         if not isinstance(name, str):
             raise InputError(f"input names must be strings, got {name!r}")
         if keyword.iskeyword(name) or keyword.issoftkeyword(name):
-            raise InputError(f"input name {name!r} is a Python keyword, so it cannot be a variable or a tool parameter")
+            raise InputError(f"input name {name!r} is a Python keyword, so it cannot be a variable; a tool parameter named {name!r} is passed as {parameter_name(name)!r}")
         if not name.isidentifier():
             raise InputError(f"input name {name!r} is not a valid Python name; inputs are passed to tools by parameter name (letters, digits, underscores; not starting with a digit)")
 
@@ -186,7 +186,7 @@ def render_cell(
         raise InputError(f"{bad!r} cannot be a kernel variable of the cell (not an identifier, a keyword, or starting with '_')")
     if bindings is None:
         # Handles must not take a name the cell uses for an input or a parameter (`text.load(text=text)`).
-        parameter_names = {parameter.name for step in plan.steps for parameter in step.tool.parameters}
+        parameter_names = {parameter.python_name for step in plan.steps for parameter in step.tool.parameters}
         bindings = Bindings.of([step.tool for step in plan.steps], taken=parameter_names | set(inputs) | set(variables), universe=registry or ())
         binding_code = bindings.code().rstrip("\n")
     else:
@@ -214,23 +214,24 @@ def render_cell(
         arguments = []
         for parameter in tool.parameters:
             required = parameter in tool.required_parameters
+            name = parameter.python_name  # inputs, variables and keywords are Python names
             source = by_state.get(parameter.state) if parameter.state else None
             if source is None and parameter.state and parameter.state in artifacts:
                 source = artifacts[parameter.state]
                 used_artifacts[source] = parameter.state
-            source = source or by_name.get(parameter.name)
-            if source is None and parameter.name in inputs:
-                source = input_variables[parameter.name]
-                used_inputs.add(parameter.name)
-            if source is None and required and parameter.name in variables:
-                source = parameter.name
+            source = source or by_name.get(name)
+            if source is None and name in inputs:
+                source = input_variables[name]
+                used_inputs.add(name)
+            if source is None and required and name in variables:
+                source = name
             if source is None and required:
-                if parameter.name not in unbound_variables:
-                    unbound_variables[parameter.name] = _unique_name(parameter.name, taken)
-                source = unbound_variables[parameter.name]
-                unbound.append(UnboundParameter(index, tool.name, parameter.name, parameter.type, parameter.description, source))
+                if name not in unbound_variables:
+                    unbound_variables[name] = _unique_name(name, taken)
+                source = unbound_variables[name]
+                unbound.append(UnboundParameter(index, tool.name, name, parameter.type, parameter.description, source))
             if source is not None:
-                arguments.append(f"{parameter.name}={source}")
+                arguments.append(f"{name}={source}")
         variable = _unique_name(tool.return_spec.name if tool.return_spec else f"{tool.name}_result", taken)
         step_variables.append(variable)
         call_lines.append(f"{variable} = await {bindings.targets[tool.id]}({', '.join(arguments)})")

@@ -346,7 +346,7 @@ def held_unless_replaced(graph: StateGraph, held: Collection[str], inputs: Mappi
     held = frozenset(held)
     if not inputs or not held:
         return held
-    replaced = {state for tool in graph.registry if any(parameter.name in inputs for parameter in tool.parameters) for state in tool.state_transition.produces}
+    replaced = {state for tool in graph.registry if any(parameter.python_name in inputs for parameter in tool.parameters) for state in tool.state_transition.produces}
     grown = True
     while grown:  # downstream: what tools make from a replaced state is replaced too
         grown = False

@@ -520,7 +520,7 @@ class AgentSession:
             requires, produces = tool.state_transition.requires, tool.state_transition.produces
             if not requires or not requires <= held or produces <= held:
                 continue
-            arguments = ", ".join(f"{parameter.name}={artifact_of[parameter.state]}" for parameter in tool.required_parameters if parameter.state in artifact_of)
+            arguments = ", ".join(f"{parameter.python_name}={artifact_of[parameter.state]}" for parameter in tool.required_parameters if parameter.state in artifact_of)
             if tool.id in targets:
                 steps.append(f"  {targets[tool.id]}({arguments}) -> {', '.join(sorted(produces - held))}")
             else:

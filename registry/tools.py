@@ -6,15 +6,19 @@ catalog imports nothing and :meth:`ToolDefinition.model_json_schema` describes c
 
 from __future__ import annotations
 
-import keyword
+import re
 from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from registry.mcp_servers import MCPServerConfig
-from registry.names import require_printable
+from registry.names import parameter_name, require_printable
 from registry.states import StateTransition
+
+
+#: A parameter's real name: what catalogs and MCP servers use (``from``, ``repo-path``, ``max.results``).
+_PARAMETER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 
 
 def _printable_fields(**labels: str) -> Any:
@@ -31,7 +35,11 @@ class ToolParameter(BaseModel):
     """One keyword parameter of a tool.
 
     Attributes:
-        name: the keyword the tool is called with; a valid Python identifier.
+        name: the parameter's real name, the one an MCP server receives: letters, digits, ``_``,
+            ``-`` and ``.``, not starting with a digit. Python code (cells, a module tool's
+            function) passes it as :attr:`python_name`: the name itself, or for a Python keyword
+            (``from``) or a name with ``-``/``.`` its identifier form (``from_``), the wire name ↔
+            Python name rule of tool names.
         type: the type as a string, e.g. ``"list[str]"``; never imported.
         description: what the value means, with units where there are any.
         default: the value used when an optional parameter is not passed (``None`` when unset).
@@ -51,10 +59,16 @@ class ToolParameter(BaseModel):
 
     @field_validator("name")
     @classmethod
-    def _name_is_keyword_argument(cls, name: str) -> str:
-        if not name.isidentifier() or keyword.iskeyword(name):
-            raise ValueError(f"parameter name {name!r} is not a valid Python keyword argument; use letters, digits and underscores")
+    def _name_has_a_python_form(cls, name: str) -> str:
+        if not _PARAMETER_NAME.fullmatch(name):
+            raise ValueError(f"parameter name {name!r} is not a parameter name; use letters, digits, '_', '-' and '.', not starting with a digit")
         return name
+
+    @property
+    def python_name(self) -> str:
+        """The keyword this parameter is passed by in Python (:func:`registry.names.parameter_name`):
+        ``name`` itself, or for a keyword or a name with ``-``/``.``, its identifier form (``from_``)."""
+        return parameter_name(self.name)
 
 
 class ReturnSpec(BaseModel):
@@ -152,11 +166,13 @@ class ToolDefinition(BaseModel):
 
     @model_validator(mode="after")
     def _parameter_names_unique(self) -> ToolDefinition:
-        seen: set[str] = set()
+        seen: dict[str, str] = {}  # Python name → real name
         for parameter in (*self.required_parameters, *self.optional_parameters):
-            if parameter.name in seen:
+            if parameter.name in seen.values():
                 raise ValueError(f"tool {self.name!r} declares parameter {parameter.name!r} twice")
-            seen.add(parameter.name)
+            if parameter.python_name in seen:
+                raise ValueError(f"tool {self.name!r}: parameters {seen[parameter.python_name]!r} and {parameter.name!r} are both passed as {parameter.python_name!r} in Python; rename one")
+            seen[parameter.python_name] = parameter.name
         return self
 
     @property
@@ -166,8 +182,8 @@ class ToolDefinition(BaseModel):
 
     def signature(self) -> str:
         """A Python-style signature for instructions, e.g. ``parse_molecule(smiles: str) -> dict``."""
-        parts = [f"{parameter.name}: {parameter.type}" for parameter in self.required_parameters]
-        parts += [f"{parameter.name}: {parameter.type} = {parameter.default!r}" for parameter in self.optional_parameters]
+        parts = [f"{parameter.python_name}: {parameter.type}" for parameter in self.required_parameters]
+        parts += [f"{parameter.python_name}: {parameter.type} = {parameter.default!r}" for parameter in self.optional_parameters]
         returns = self.return_spec.type if self.return_spec else "None"
         return f"{self.name}({', '.join(parts)}) -> {returns}"
 

@@ -164,6 +164,35 @@ def test_user_catalog_with_its_own_package_runs_in_the_kernel(tmp_path, embedder
     assert run.result.result == "'hello, Ada'"
 
 
+def test_a_parameter_named_by_a_python_keyword_is_passed_by_its_python_name(tmp_path, embedder):
+    package = tmp_path / "flights"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "book_flight.py").write_text("def book_flight(from_: str, to: str) -> str:\n    return f'{from_} -> {to}'\n")
+    (package / "catalog.yaml").write_text(
+        textwrap.dedent(
+            """\
+            domain: flights
+            package: flights
+            states:
+              - {token: flights.booked, description: A flight is booked., affordances: [book a flight between two airports]}
+            tools:
+              - name: book_flight
+                description: Book a flight.
+                required_parameters: [{name: from, type: str}, {name: to, type: str}]
+                return_spec: {name: booking, type: str, state: flights.booked}
+                state_transition: {requires: [], produces: [flights.booked]}
+            """
+        )
+    )
+    workspace = Workspace.open([package / "catalog.yaml"], embedder=embedder)
+    task = workspace.plan_task("book a flight", inputs={"from_": "LHR", "to": "JFK"})
+    assert "book_flight(from_=from_, to=to)" in task.cell.code
+    run = workspace.run_task(task)
+    assert run.result.status == "ok", run.result.error
+    assert run.result.result == "'LHR -> JFK'"
+
+
 def test_validate_cli_on_the_three_classic_mistakes(tmp_path):
     unknown_token = tmp_path / "unknown_token.yaml"
     unknown_token.write_text("domain: d\npackage: p\nstates: [{token: d.a, description: a}]\ntools:\n  - {name: t, description: t, state_transition: {requires: [d.typo], produces: [d.a]}}\n")

@@ -252,6 +252,36 @@ def test_a_drafted_catalog_with_its_states_filled_in_plans_and_runs_a_two_step_t
         assert follow_up.result == "'Asia/Tokyo'"
 
 
+def test_a_catalog_tool_with_a_keyword_parameter_takes_it_as_from_and_the_server_gets_from(tmp_path):
+    path = tmp_path / "mail.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "domain": "mail",
+                "mcp_servers": {"paged": {"command": sys.executable, "args": [PAGED_SERVER]}},
+                "states": [{"token": "mail.found", "description": "Mails were found.", "affordances": ["search mail from someone"]}],
+                "tools": [
+                    {
+                        "name": "gmail.search",
+                        "description": "Search mail by words and sender.",
+                        "mcp_server": "paged",
+                        "required_parameters": [{"name": "query", "type": "str"}, {"name": "from", "type": "str"}],
+                        "return_spec": {"name": "mails", "type": "str", "state": "mail.found"},
+                        "state_transition": {"requires": [], "produces": ["mail.found"]},
+                    }
+                ],
+            }
+        )
+    )
+    assert lint_catalogs([path]) == []
+    workspace = Workspace.open([path])
+    task_plan = workspace.plan_task("search mail from someone", {"query": "invoices", "from_": "bob"})
+    assert "gmail_search(query=query, from_=from_)" in task_plan.cell.code
+    run = workspace.run_task(task_plan, timeout=120)
+    assert run.result.status == "ok", run.result.error
+    assert run.result.result == "'3 mails about invoices from bob'"
+
+
 def test_catalog_errors_name_an_undeclared_server_and_a_tool_that_cannot_be_both(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text(

@@ -133,8 +133,11 @@ def test_lookups_that_miss_name_what_was_looked_up():
 
 
 def test_tool_definition_validates_parameters_and_exports_json_schema():
-    with pytest.raises(ValidationError, match="not a valid Python keyword argument"):
-        ToolParameter(name="class", type="str")
+    with pytest.raises(ValidationError, match="is not a parameter name"):
+        ToolParameter(name="2nd value", type="str")
+    assert ToolParameter(name="class", type="str").python_name == "class_"  # a keyword is passed by its Python name
+    with pytest.raises(ValidationError, match="'class' and 'class_' are both passed as 'class_' in Python"):
+        ToolDefinition(name="t", required_parameters=[{"name": "class", "type": "str"}, {"name": "class_", "type": "str"}])
     with pytest.raises(ValidationError, match="declares parameter 'x' twice"):
         ToolDefinition(name="t", required_parameters=[{"name": "x", "type": "int"}], optional_parameters=[{"name": "x", "type": "int"}])
     with pytest.raises(ValidationError):
