@@ -956,21 +956,24 @@ def _shared_functions(catalogs: Sequence[Catalog]) -> list[CatalogProblem]:
 
 
 def import_roots(catalogs: Iterable[Catalog]) -> list[str]:
-    """Directories to put on an import path so each catalog's ``package`` imports.
+    """Directories to put on an import path so each catalog's tools import, from any working directory.
 
-    A catalog at ``root/a/b/catalog.yaml`` with ``package: a.b`` needs ``root`` on the path.
+    Two layouts work: the catalog inside its package (``root/a/b/catalog.yaml`` with ``package: a.b``
+    needs ``root``), and the catalog beside it (``dir/catalog.yaml`` next to ``dir/a/`` or
+    ``dir/a.py``, for ``package: a`` or a tool's ``module: a.x``, needs ``dir``).
     """
     roots: list[str] = []
     for catalog in catalogs:
-        if not catalog.package:
-            continue
-        parts = catalog.package.split(".")
         directory = catalog.path.resolve().parent
-        if directory.parts[-len(parts) :] == tuple(parts):
-            root = str(directory.parents[len(parts) - 1])
-            if root not in roots:
-                roots.append(root)
-    return roots
+        if catalog.package:
+            parts = catalog.package.split(".")
+            if directory.parts[-len(parts) :] == tuple(parts):
+                roots.append(str(directory.parents[len(parts) - 1]))
+        modules = [catalog.package, *(tool.module_override or tool.module for tool in catalog.tools)]
+        tops = {module.split(".")[0] for module in modules if module}
+        if any((directory / top).is_dir() or (directory / f"{top}.py").is_file() for top in tops):
+            roots.append(str(directory))
+    return list(dict.fromkeys(roots))
 
 
 @garbage_collection_paused()

@@ -164,6 +164,19 @@ def test_user_catalog_with_its_own_package_runs_in_the_kernel(tmp_path, embedder
     assert run.result.result == "'hello, Ada'"
 
 
+def test_a_catalog_beside_its_package_validates_and_runs_from_any_directory(tmp_path):
+    inside = greetings_catalog(tmp_path, "greetings", "def greet(name: str) -> str:\n    return f'hello, {name}'\n")
+    beside = tmp_path / "catalog.yaml"
+    inside.rename(beside)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    validated = toolpath("validate", str(beside), "--import", cwd=elsewhere)
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+    run = toolpath("run", "say hello to a person", "--input", "name=Ada", "--catalog", str(beside), "--json", cwd=elsewhere)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert json.loads(run.stdout)["result"]["result"] == "'hello, Ada'"
+
+
 def test_a_parameter_named_by_a_python_keyword_is_passed_by_its_python_name(tmp_path, embedder):
     package = tmp_path / "flights"
     package.mkdir()
