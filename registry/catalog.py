@@ -34,6 +34,7 @@ give the same data, errors and positions.
 
 from __future__ import annotations
 
+import difflib
 import gc
 import json
 import os
@@ -41,7 +42,7 @@ import re
 import stat
 import sys
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,9 +53,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from registry.mcp_servers import MCPServerConfig
 from registry.names import function_names, require_printable
-from registry.states import State
+from registry.states import State, StateTransition
 from registry.tool_registry import ToolRegistry
-from registry.tools import ToolDefinition
+from registry.tools import ReturnSpec, ToolDefinition, ToolParameter
 
 #: Rule codes of problems that stop a catalog from loading (the linter adds its own, TP0xx).
 UNREADABLE = "TP100"
@@ -287,6 +288,10 @@ class Catalog:
     #: are left out of a partial catalog); empty when every item was kept.
     state_indexes: tuple[int, ...] = ()
     tool_indexes: tuple[int, ...] = ()
+    #: What items left out for a problem of their own would have declared or produced (as far as it
+    #: can be read), so the linter does not report their absence as further problems.
+    dropped_states: frozenset[str] = frozenset()
+    dropped_produces: frozenset[str] = frozenset()
 
     def file_location(self, location: Sequence[str | int]) -> list[str | int]:
         """``location`` in the file: ``["tools", i, ...]`` and ``["states", i, ...]`` count this
@@ -740,6 +745,36 @@ def _is_agora_workbench(document: dict) -> bool:
     return "server_name" in document and "domain" not in document
 
 
+def _listed(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _listed_mapping(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _dropped_tokens(items: Any, kept: set[int], tokens_of: Callable[[dict], list]) -> frozenset[str]:
+    """The string tokens ``tokens_of`` reads from the raw ``items`` (a file's list) not ``kept``."""
+    return frozenset(token for index, item in enumerate(_listed(items)) if index not in kept and isinstance(item, dict) for token in tokens_of(item) if isinstance(token, str))
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`` did you mean 'x'?`` for the known name closest to ``name`` (difflib's ratio ≥ 0.6), else ``""``."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" did you mean {close[0]!r}?" if close else ""
+
+
+def _field_names_at(location: Sequence[str | int]) -> list[str]:
+    """The fields allowed where the unknown field at ``location`` (its last key) was written."""
+    keys = [key for key in location[:-1] if isinstance(key, str)]
+    if "mcp_servers" in keys or "mcp_server" in keys:
+        model: type[BaseModel] = MCPServerConfig
+    else:
+        models = {"states": State, "tools": ToolDefinition, "required_parameters": ToolParameter, "optional_parameters": ToolParameter, "return_spec": ReturnSpec, "state_transition": StateTransition}
+        model = models.get(keys[-1], CatalogFile) if keys else CatalogFile
+    return list(model.model_fields)
+
+
 def _validation_problems(locator: SourceLocator, error: ValidationError, prefix: Sequence[str | int] = ()) -> list[CatalogProblem]:
     problems = []
     for detail in error.errors(include_url=False):
@@ -747,7 +782,7 @@ def _validation_problems(locator: SourceLocator, error: ValidationError, prefix:
         location = [*prefix, *(key for key in detail["loc"] if not (isinstance(key, str) and "[" in key))]
         message = detail["msg"]
         if detail["type"] == "extra_forbidden":
-            message = "unknown field; check its spelling (the catalog format is in README.md, the schema in `toolpath schema`)"
+            message = f"unknown field;{did_you_mean(str(location[-1]), _field_names_at(location))} check its spelling (the catalog format is in README.md, the schema in `toolpath schema`)"
         elif detail["type"] != "missing" and "input" in detail:
             message += f" (found {_short_repr(detail['input'])})"
         problems.append(locator.problem(location, message))
@@ -826,6 +861,8 @@ def read_catalog(path: str | Path, *, max_bytes: int | None = None) -> Catalog:
         catalog = Catalog(
             path, header.domain, header.package, tuple(state for _, state in states), tuple(tool for _, tool in resolved), locator, dict(servers),
             state_indexes=tuple(index for index, _ in states), tool_indexes=tuple(index for index, _ in resolved),
+            dropped_states=_dropped_tokens(document.get("states"), {index for index, _ in states}, lambda item: [item.get("token")]),
+            dropped_produces=_dropped_tokens(document.get("tools"), {index for index, _ in resolved}, lambda item: _listed(_listed_mapping(item.get("state_transition")).get("produces"))),
         )
     if problems:
         raise CatalogError(problems, partial=catalog)

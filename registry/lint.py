@@ -9,6 +9,12 @@
 | TP005 | warning  | a tool or state with neither description nor affordances (search cannot find it) |
 | TP006 | error    | a parameter or return type string that is not a type expression |
 | TP007 | error    | with ``import_modules``: a tool's module or function cannot be imported |
+| TP008 | error    | a tool's ``return_spec.state`` is not among the states it produces |
+| TP009 | warning  | a tool produces a state a later tool takes values of, but returns no value |
+| TP010 | error    | with ``import_modules``: a catalog parameter the tool's function does not take |
+| TP011 | error    | with ``import_modules``: a required parameter of the function the catalog does not declare |
+| TP012 | error    | with ``import_modules``: a name in a type string that does not resolve |
+| TP013 | warning  | states in a cycle no tool or held state starts (every producer of one needs another) |
 | TP100 | error    | the file cannot be read or is not valid YAML/JSON |
 | TP101 | error    | a field is missing, unknown or of the wrong type |
 | TP102 | error    | a state token declared twice (or differently in two files) |
@@ -23,21 +29,27 @@ every state and tool that did validate, in every file. Codes never change meanin
 
 from __future__ import annotations
 
+import ast
+import builtins
 import contextlib
 import functools
 import importlib
+import inspect
 import io
 import os
 import sys
-from collections.abc import Iterable, Iterator
+import typing
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from registry.catalog import Catalog, CatalogError, CatalogProblem, LoadedCatalogs, combine_catalogs, garbage_collection_paused, import_roots, read_catalog
+import networkx
+
+from registry.catalog import Catalog, CatalogError, CatalogProblem, LoadedCatalogs, combine_catalogs, did_you_mean, garbage_collection_paused, import_roots, read_catalog
 from registry.names import function_names
-from registry.tools import reachable_states
+from registry.tools import ToolDefinition, reachable_states
 from registry.type_strings import TypeStringError, check_type_string
 
 Severity = Literal["error", "warning"]
@@ -50,6 +62,12 @@ RULES: dict[str, tuple[Severity, str]] = {
     "TP005": ("warning", "no description or affordances"),
     "TP006": ("error", "unparseable type string"),
     "TP007": ("error", "module or function cannot be imported"),
+    "TP008": ("error", "returned state not produced"),
+    "TP009": ("warning", "produced state without a returned value"),
+    "TP010": ("error", "parameter the function does not take"),
+    "TP011": ("error", "function parameter the catalog does not declare"),
+    "TP012": ("error", "type name that does not resolve"),
+    "TP013": ("warning", "cycle of states nothing starts"),
     "TP100": ("error", "unreadable catalog"),
     "TP101": ("error", "invalid field"),
     "TP102": ("error", "duplicate state"),
@@ -86,22 +104,25 @@ def _finding(catalog: Catalog, location: list, code: str, message: str) -> Findi
     return Finding(problem.path, problem.line, problem.column, code, RULES[code][0], problem.field, message)
 
 
-def _undeclared(catalog: Catalog, index: int, declared: set[str]) -> list[Finding]:
-    """TP001 for every state token a tool mentions (transition, parameters, return) that no catalog declares."""
+def _undeclared(catalog: Catalog, index: int, declared: set[str], dropped: frozenset[str]) -> list[Finding]:
+    """TP001 for every state token a tool mentions (transition, parameters, return) that no catalog
+    declares (a state left out for a problem of its own is not reported again)."""
     tool = catalog.tools[index]
     findings = []
     for key in ("requires", "produces"):
-        for token in sorted(getattr(tool.state_transition, key) - declared):
+        for token in sorted(getattr(tool.state_transition, key) - declared - dropped):
             location: list = ["tools", index, "state_transition", key]
             item = catalog.locator.item_index(catalog.file_location(location), token)
-            findings.append(_finding(catalog, location + ([item] if item is not None else []), "TP001", f"tool {tool.name!r} {key} {token!r}, which no catalog declares; declare it under states or fix the token"))
+            findings.append(_finding(catalog, location + ([item] if item is not None else []), "TP001", f"tool {tool.name!r} {key} {token!r}, which no catalog declares;{did_you_mean(token, declared)} declare it under states or fix the token"))
     carriers = [(["required_parameters", position], parameter.state) for position, parameter in enumerate(tool.required_parameters)]
     carriers += [(["optional_parameters", position], parameter.state) for position, parameter in enumerate(tool.optional_parameters)]
     if tool.return_spec is not None:
         carriers.append((["return_spec"], tool.return_spec.state))
     for location, token in carriers:
-        if token is not None and token not in declared:
-            findings.append(_finding(catalog, ["tools", index, *location, "state"], "TP001", f"tool {tool.name!r} says a value carries state {token!r}, which no catalog declares; outputs will not be wired to it"))
+        if token is not None and token not in declared and token not in dropped:
+            findings.append(_finding(catalog, ["tools", index, *location, "state"], "TP001", f"tool {tool.name!r} says a value carries state {token!r}, which no catalog declares;{did_you_mean(token, declared)} outputs will not be wired to it"))
+    if tool.return_spec is not None and tool.return_spec.state is not None and tool.return_spec.state not in tool.state_transition.produces:
+        findings.append(_finding(catalog, ["tools", index, "return_spec", "state"], "TP008", f"tool {tool.name!r} returns a value of state {tool.return_spec.state!r} but does not produce that state; add it to state_transition.produces or fix return_spec.state"))
     return findings
 
 
@@ -115,37 +136,101 @@ def _type_string_problem(text: str) -> str | None:
     return None
 
 
-def _check_catalog(catalog: Catalog, declared: set[str], producible: set[str] | None, reachable: set[str] | None) -> list[Finding]:
-    """Every finding of the TP0xx rules in ``catalog``; the warnings only when ``producible`` and
-    ``reachable`` are given (:func:`load_checked` needs only the errors)."""
-    warnings = producible is not None and reachable is not None
+@dataclass(frozen=True)
+class _Facts:
+    """What the rules of one catalog need to know of all of them."""
+
+    declared: set[str]
+    #: Tokens that items left out for a problem of their own declare or produce.
+    dropped_states: frozenset[str]
+    dropped_produces: frozenset[str]
+    #: For the warnings (``None`` when only errors are wanted): states some tool produces, states
+    #: reachable from the empty set, each state of a cycle nothing starts with its cycle, and the
+    #: states a tool takes values of (a required parameter that carries the state or no state).
+    producible: set[str] | None = None
+    reachable: set[str] | None = None
+    cycles: dict[str, tuple[str, ...]] | None = None
+    taken: set[str] | None = None
+
+
+def _facts(checked: list[Catalog], warnings: bool) -> _Facts:
+    declared = {state.token for catalog in checked for state in catalog.states}
+    dropped_states = frozenset().union(*(catalog.dropped_states for catalog in checked))
+    dropped_produces = frozenset().union(*(catalog.dropped_produces for catalog in checked))
+    if not warnings:
+        return _Facts(declared, dropped_states, dropped_produces)
+    tools = [tool for catalog in checked for tool in catalog.tools]
+    producible = {token for tool in tools for token in tool.state_transition.produces}
+    reachable = reachable_states(tools)
+    # A cycle nothing starts: unreachable states that depend on each other through their producers.
+    dependencies = networkx.DiGraph()
+    for tool in tools:
+        for needed in tool.state_transition.requires - reachable:
+            dependencies.add_edges_from((needed, made) for made in tool.state_transition.produces - reachable)
+    cycles: dict[str, tuple[str, ...]] = {}
+    for component in networkx.strongly_connected_components(dependencies):
+        member = next(iter(component))
+        if len(component) > 1 or dependencies.has_edge(member, member):
+            cycle = tuple(sorted(component))
+            cycles.update(dict.fromkeys(cycle, cycle))
+    taken = {
+        token
+        for tool in tools
+        for token in tool.state_transition.requires
+        if any(parameter.state in (token, None) for parameter in tool.required_parameters)
+    }
+    return _Facts(declared, dropped_states, dropped_produces, producible, reachable, cycles, taken)
+
+
+def _check_catalog(catalog: Catalog, facts: _Facts) -> list[Finding]:
+    """Every finding of the TP0xx rules in ``catalog``; the warnings only when ``facts`` has them
+    (:func:`load_checked` needs only the errors)."""
+    warnings = facts.producible is not None
     findings: list[Finding] = []
     if warnings:
+        assert facts.producible is not None and facts.reachable is not None and facts.cycles is not None and facts.taken is not None
+        reported_cycles: set[tuple[str, ...]] = set()
         for index, state in enumerate(catalog.states):
-            if state.token not in producible:
+            if state.token not in facts.producible and state.token not in facts.dropped_produces:
                 findings.append(_finding(catalog, ["states", index, "token"], "TP002", f"no tool produces state {state.token!r}; it can only be held from the start (--have)"))
+            cycle = facts.cycles.get(state.token)
+            if cycle is not None and cycle not in reported_cycles:
+                reported_cycles.add(cycle)
+                findings.append(_finding(catalog, ["states", index, "token"], "TP013", f"states {', '.join(cycle)} form a cycle: every tool producing one needs another first, and no tool that can run or held state starts it; let a tool produce one of them from states that can be reached"))
             if not state.description and not state.affordances:
                 findings.append(_finding(catalog, ["states", index], "TP005", f"state {state.token!r} has neither description nor affordances; skill search cannot find it"))
     for index, tool in enumerate(catalog.tools):
         transition = tool.state_transition
-        findings.extend(_undeclared(catalog, index, declared))
+        findings.extend(_undeclared(catalog, index, facts.declared, facts.dropped_states))
         if warnings:
-            unreachable = sorted(transition.requires - reachable)
+            assert facts.reachable is not None and facts.cycles is not None and facts.taken is not None
+            # An undeclared requirement is TP001 already, and one a dropped tool produces is that tool's problem.
+            unreachable = sorted(transition.requires - facts.reachable - (transition.requires - facts.declared) - facts.dropped_produces)
             if unreachable:
-                findings.append(_finding(catalog, ["tools", index, "state_transition", "requires"], "TP003", f"tool {tool.name!r} can never run from an empty start: no tool that can run produces {', '.join(unreachable)}"))
+                in_cycles = [token for token in unreachable if token in facts.cycles]
+                why = f" ({', '.join(in_cycles)} in a cycle nothing starts, TP013)" if in_cycles else ""
+                findings.append(_finding(catalog, ["tools", index, "state_transition", "requires"], "TP003", f"tool {tool.name!r} can never run from an empty start: no tool that can run produces {', '.join(unreachable)}{why}"))
             if not transition.produces:
                 findings.append(_finding(catalog, ["tools", index, "state_transition"], "TP004", f"tool {tool.name!r} produces no state, so no plan will ever use it; list what it produces under state_transition.produces"))
+            elif tool.return_spec is None and transition.produces & facts.taken:
+                wanted = ", ".join(sorted(transition.produces & facts.taken))
+                findings.append(_finding(catalog, ["tools", index], "TP009", f"tool {tool.name!r} produces {wanted}, which later tools take values of, but declares no return_spec: its result cannot be passed on, so a plan asks the user for it; add return_spec with the state its value carries"))
             if not tool.description and not tool.affordances:
                 findings.append(_finding(catalog, ["tools", index], "TP005", f"tool {tool.name!r} has neither description nor affordances; skill search cannot find it"))
-        typed = [(["required_parameters", position], parameter.type) for position, parameter in enumerate(tool.required_parameters)]
-        typed += [(["optional_parameters", position], parameter.type) for position, parameter in enumerate(tool.optional_parameters)]
-        if tool.return_spec is not None:
-            typed.append((["return_spec"], tool.return_spec.type))
-        for location, text in typed:
+        for location, text in _typed(tool):
             problem = _type_string_problem(text)
             if problem is not None:
                 findings.append(_finding(catalog, ["tools", index, *location, "type"], "TP006", problem))
     return findings
+
+
+def _typed(tool: ToolDefinition) -> list[tuple[list, str]]:
+    """``(location within the tool, type string)`` of each parameter and the return."""
+    typed = [(["required_parameters", position], parameter.type) for position, parameter in enumerate(tool.required_parameters)]
+    typed += [(["optional_parameters", position], parameter.type) for position, parameter in enumerate(tool.optional_parameters)]
+    if tool.return_spec is not None:
+        typed.append((["return_spec"], tool.return_spec.type))
+    return typed
 
 
 @contextmanager
@@ -171,10 +256,87 @@ def _check_import(catalog: Catalog, index: int) -> list[Finding]:
     except (Exception, SystemExit) as error:
         return [_finding(catalog, ["tools", index], "TP007", f"tool {tool.name!r}: module {tool.module!r} cannot be imported ({type(error).__name__}: {error})")]
     candidates = function_names(tool.name)
-    if not any(callable(getattr(module, candidate, None)) for candidate in candidates):
+    function = next((getattr(module, candidate) for candidate in candidates if callable(getattr(module, candidate, None))), None)
+    if function is None:
         expected = " or ".join(repr(candidate) for candidate in candidates)
         return [_finding(catalog, ["tools", index], "TP007", f"tool {tool.name!r}: module {tool.module!r} has no function {expected}")]
-    return []
+    return [*_check_signature(catalog, index, function), *_check_type_names(catalog, index)]
+
+
+def _check_signature(catalog: Catalog, index: int, function: Callable) -> list[Finding]:
+    """TP010 for catalog parameters the function does not take, TP011 for the function's required
+    parameters the catalog does not declare."""
+    tool = catalog.tools[index]
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # a builtin or extension function may not tell
+        return []
+    keywords = {name: parameter for name, parameter in signature.parameters.items() if parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+    takes_any = any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in signature.parameters.values())
+    shown = f"{function.__name__}{signature}"
+    findings = []
+    for kind in ("required_parameters", "optional_parameters"):
+        for position, parameter in enumerate(getattr(tool, kind)):
+            if parameter.python_name not in keywords and not takes_any:
+                findings.append(_finding(catalog, ["tools", index, kind, position, "name"], "TP010", f"tool {tool.name!r}: {shown} has no parameter {parameter.python_name!r};{did_you_mean(parameter.python_name, keywords)} rename the catalog's parameter to match the function (a call would fail with a TypeError)"))
+    declared = {parameter.python_name for parameter in tool.parameters}
+    for name, parameter in keywords.items():
+        if parameter.default is inspect.Parameter.empty and name not in declared:
+            findings.append(_finding(catalog, ["tools", index], "TP011", f"tool {tool.name!r}: {shown} requires {name!r}, which the catalog does not declare; add it to required_parameters (a planned call would leave it out)"))
+    return findings
+
+
+def _check_type_names(catalog: Catalog, index: int) -> list[Finding]:
+    """TP012 for each name in the tool's type strings that is not a builtin, a :mod:`typing` name or
+    an importable dotted name (``rdkit.Chem.Mol``)."""
+    findings = []
+    for location, text in _typed(catalog.tools[index]):
+        if _type_string_problem(text) is not None:
+            continue  # TP006 says what is wrong with it
+        for name in _type_names(text):
+            if not _resolves(name):
+                known = [candidate for candidate in dir(builtins) if isinstance(getattr(builtins, candidate), type)] + list(typing.__all__)
+                findings.append(_finding(catalog, ["tools", index, *location, "type"], "TP012", f"type {text!r}: {name!r} is not a builtin, a typing name or an importable dotted name;{did_you_mean(name, known)} fix the type or install what provides it"))
+    return findings
+
+
+def _type_names(text: str) -> list[str]:
+    """The dotted names a type string uses, outside ``Literal[...]``'s values."""
+    names: list[str] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            names.append(ast.unparse(node))
+        elif isinstance(node, ast.Subscript):
+            visit(node.value)
+            if ast.unparse(node.value).split(".")[-1] != "Literal":
+                visit(node.slice)
+        else:
+            for child in ast.iter_child_nodes(node):
+                visit(child)
+
+    visit(ast.parse(text.strip(), mode="eval").body)
+    return list(dict.fromkeys(names))
+
+
+@functools.lru_cache(maxsize=1024)
+def _resolves(name: str) -> bool:
+    if "." not in name:
+        return hasattr(builtins, name) or hasattr(typing, name)
+    parts = name.split(".")
+    for split in range(len(parts) - 1, 0, -1):
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                value = importlib.import_module(".".join(parts[:split]))
+        except (Exception, SystemExit):  # not a module (or one that fails to import): try a shorter prefix
+            continue
+        try:
+            for attribute in parts[split:]:
+                value = getattr(value, attribute)
+        except AttributeError:
+            return False
+        return True
+    return False
 
 
 def _as_finding(problem: CatalogProblem) -> Finding:
@@ -204,14 +366,9 @@ def _lint(paths: Iterable[str | Path], import_modules: bool, max_bytes: int | No
         except CatalogError as error:
             findings.extend(_as_finding(problem) for problem in error.problems)
     checked = catalogs + checked
-    declared = {state.token for catalog in checked for state in catalog.states}
-    producible = reachable = None
-    if warnings:
-        tools = [tool for catalog in checked for tool in catalog.tools]
-        producible = {token for tool in tools for token in tool.state_transition.produces}
-        reachable = reachable_states(tools)
+    facts = _facts(checked, warnings)
     for catalog in checked:
-        findings.extend(_check_catalog(catalog, declared, producible, reachable))
+        findings.extend(_check_catalog(catalog, facts))
     if import_modules:
         with _importable(catalogs):
             for catalog in catalogs:

@@ -207,3 +207,103 @@ def test_findings_after_an_invalid_item_point_at_their_own_item(tmp_path):
     assert ("TP002", "states[1].token", 5) in found  # not states[0], line 4
     assert ("TP004", "tools[1].state_transition", 8) in found  # not tools[0], line 7
     assert ("TP001", "tools[1].state_transition.requires[0]", 8) in found
+
+
+def test_drift_between_catalog_and_code_gets_a_rule_each(tmp_path):
+    package = tmp_path / "drift_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "load_table.py").write_text("def load_table(path: str, sep: str) -> dict:\n    return {}\n")
+    (package / "describe.py").write_text("def describe(table: dict) -> str:\n    return ''\n")
+    path = catalog(
+        tmp_path,
+        """\
+        domain: drift
+        package: drift_pkg
+        states:
+          - {token: drift.loaded, description: A table is loaded.}
+          - {token: drift.described, description: A table is described.}
+        tools:
+          - name: load_table
+            description: Load a table.
+            required_parameters: [{name: csv_path, type: str}]
+            state_transition: {requires: [], produces: [drift.loaded]}
+          - name: describe
+            description: Describe a table.
+            required_parameters: [{name: table, type: strng, state: drift.loaded}]
+            return_spec: {name: summary, type: str, state: drift.loaded}
+            state_transition: {requires: [drift.loaded], produces: [drift.described]}
+        """,
+    )
+    without_import = lint_catalogs([path])
+    assert codes(without_import) == ["TP008", "TP009"]
+    with_import = {finding.code: finding for finding in lint_catalogs([path], import_modules=True)}
+    assert sorted(with_import) == ["TP008", "TP009", "TP010", "TP011", "TP012"]
+    assert "no parameter 'csv_path'; did you mean 'path'?" in with_import["TP010"].message and with_import["TP010"].field == "tools[0].required_parameters[0].name"
+    assert "requires 'sep', which the catalog does not declare" in with_import["TP011"].message
+    assert "'strng' is not a builtin" in with_import["TP012"].message and "did you mean 'str'?" in with_import["TP012"].message
+    assert "does not produce that state" in with_import["TP008"].message and with_import["TP008"].line == 14
+    assert "declares no return_spec" in with_import["TP009"].message and "drift.loaded" in with_import["TP009"].message
+
+
+def test_a_cycle_nothing_starts_is_named_once_and_the_tools_it_blocks_point_to_it(tmp_path):
+    path = catalog(
+        tmp_path,
+        """\
+        domain: loop
+        package: loop_pkg
+        states:
+          - {token: loop.a, description: a}
+          - {token: loop.b, description: b}
+          - {token: loop.done, description: done}
+        tools:
+          - {name: make_a, description: a, state_transition: {requires: [loop.b], produces: [loop.a]}}
+          - {name: make_b, description: b, state_transition: {requires: [loop.a], produces: [loop.b]}}
+          - {name: finish, description: f, state_transition: {requires: [loop.a], produces: [loop.done]}}
+        """,
+    )
+    findings = lint_catalogs([path])
+    assert codes(findings) == ["TP003", "TP003", "TP003", "TP013"]
+    (cycle,) = [finding for finding in findings if finding.code == "TP013"]
+    assert "loop.a, loop.b form a cycle" in cycle.message and cycle.line == 4
+    assert all("in a cycle nothing starts" in finding.message for finding in findings if finding.code == "TP003")
+
+
+def test_misspelled_tokens_and_fields_get_the_closest_name(tmp_path):
+    path = catalog(
+        tmp_path,
+        """\
+        domain: tab
+        package: tab_pkg
+        states: [{token: tab.table_loaded, description: loaded}]
+        tools:
+          - {name: load, description: l, state_transition: {requires: [], produces: [tab.table_loaded]}}
+          - {name: use, description: u, state_transition: {requires: [tab.table_loadd], produces: [tab.table_loaded]}}
+          - {name: odd, description: o, state_transition: {require: [], produces: [tab.table_loaded]}}
+        """,
+    )
+    by_code = {finding.code: finding for finding in lint_catalogs([path])}
+    assert "did you mean 'tab.table_loaded'?" in by_code["TP001"].message
+    assert "unknown field; did you mean 'requires'?" in by_code["TP101"].message
+    assert "TP003" not in by_code  # the misspelled requirement is reported once, as TP001
+
+
+def test_an_item_left_out_for_its_own_problem_sets_off_no_cascade(tmp_path):
+    path = catalog(
+        tmp_path,
+        """\
+        domain: cas
+        package: cas_pkg
+        states:
+          - {token: cas.ready, description: ready, affordances: {a: 1}}
+          - {token: cas.made, description: made}
+          - {token: cas.used, description: used}
+        tools:
+          - {name: make, description: m, cost: cheap, state_transition: {requires: [], produces: [cas.made]}}
+          - {name: use, description: u, state_transition: {requires: [cas.made, cas.ready], produces: [cas.used]}}
+        """,
+    )
+    findings = lint_catalogs([path])
+    # Only the two invalid fields: no TP001 for the dropped state, no TP002 for what the dropped tool
+    # produces, no TP003 for the tool that needs it.
+    assert codes(findings) == ["TP101", "TP101"], [str(finding) for finding in findings]
