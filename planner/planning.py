@@ -135,6 +135,8 @@ class NoPlanError(Exception):
         avoided: for each missing state that some avoided tool would produce, those tools' names.
         circular: for each unreachable goal state with no missing state behind it, the states it
             depends on: each is produced only by tools needing another of them (a cycle nothing starts).
+        given_by: for each missing state the user gives (``input: true``), the parameters (Python
+            names) that carry it: an input of one of these names holds it.
     """
 
     def __init__(
@@ -143,11 +145,13 @@ class NoPlanError(Exception):
         missing: dict[str, list[str]],
         avoided: dict[str, list[str]] | None = None,
         circular: dict[str, list[str]] | None = None,
+        given_by: dict[str, list[str]] | None = None,
     ):
         self.unreachable = unreachable
         self.missing = missing
         self.avoided = avoided or {}
         self.circular = circular or {}
+        self.given_by = given_by or {}
         reasons = []
         for goal in unreachable:
             causes = missing.get(goal) or []
@@ -161,12 +165,15 @@ class NoPlanError(Exception):
         super().__init__("no plan reaches the goal: " + "; ".join(reasons))
 
     def _why(self, state: str) -> str:
+        if state in self.given_by:
+            names = " or ".join(f"--input {name}=VALUE" for name in self.given_by[state]) or "an input"
+            return f"{state} is given by the user: pass {names} (or hold it with --have {state})"
         if state in self.avoided:
             return f"only avoided tools produce {state}: {', '.join(self.avoided[state])}"
         return f"no tool produces {state}"
 
     def to_dict(self) -> dict:
-        return {"error": str(self), "unreachable": self.unreachable, "missing": self.missing, "avoided": self.avoided, "circular": self.circular}
+        return {"error": str(self), "unreachable": self.unreachable, "missing": self.missing, "avoided": self.avoided, "circular": self.circular, "given_by": self.given_by}
 
 
 def _explain_unreachable(graph: StateGraph, goal: Iterable[str], reached: set[str], avoided_ids: frozenset[int]) -> NoPlanError:
@@ -194,7 +201,13 @@ def _explain_unreachable(graph: StateGraph, goal: Iterable[str], reached: set[st
         missing[target] = sorted(causes)
         if not causes:
             circular[target] = sorted(seen)
-    return NoPlanError(unreachable, missing, avoided, circular)
+    given_by = {
+        token: sorted({parameter.python_name for tool in graph.registry for parameter in tool.parameters if parameter.state == token})
+        for causes in missing.values()
+        for token in causes
+        if token in graph.states and graph.states[token].input
+    }
+    return NoPlanError(unreachable, missing, avoided, circular, given_by)
 
 
 def _annotate(steps: list[ToolDefinition], held: frozenset[str]) -> tuple[PlanStep, ...]:

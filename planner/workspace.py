@@ -24,7 +24,7 @@ from catalogs import default_catalog_paths
 from kernel import CellResult, CodeMode
 from planner.cell import PlannedCell, render_cell
 from planner.embedding import Embedder
-from planner.parts import checked_request, plan_parts, task_text
+from planner.parts import checked_request, input_states_given, plan_parts, task_text
 from planner.graph import StateGraph
 from planner.planning import Plan, plan
 from planner.search import SkillHit, SkillIndex
@@ -98,8 +98,9 @@ class Workspace:
         return plan(self.graph, goal, held=held, avoid=avoid)
 
     def plan_goal(self, goal: Iterable[str], inputs: Mapping[str, Any] | None = None, held: Iterable[str] = ()) -> tuple[Plan, PlannedCell]:
-        """Plan to explicit goal states and render the cell (no search)."""
-        goal_plan = self.plan(goal, held=held)
+        """Plan to explicit goal states and render the cell (no search); input states the inputs give
+        are held (:func:`planner.parts.input_states_given`)."""
+        goal_plan = self.plan(goal, held=frozenset(held) | input_states_given(self.graph, inputs or {}))
         return goal_plan, render_cell(goal_plan, inputs, registry=self.graph.registry)
 
     def plan_task(self, task: str | Sequence[str], inputs: Mapping[str, Any] | None = None, held: Collection[str] = ()) -> TaskPlan:

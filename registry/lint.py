@@ -3,8 +3,8 @@
 | code  | severity | finding |
 |-------|----------|---------|
 | TP001 | error    | a tool requires or produces (or a parameter/return carries) a state no catalog declares |
-| TP002 | warning  | a declared state that no tool produces (it can only be held from the start) |
-| TP003 | warning  | a tool that can never run from the empty state set (some requirement is unreachable) |
+| TP002 | warning  | a declared state that no tool produces and the user does not give (not ``input: true``) |
+| TP003 | warning  | a tool that can never run from the input states (some requirement is unreachable) |
 | TP004 | warning  | a tool that produces no state (the planner can never choose it) |
 | TP005 | warning  | a tool or state with neither description nor affordances (search cannot find it) |
 | TP006 | error    | a parameter or return type string that is not a type expression |
@@ -144,8 +144,8 @@ class _Facts:
     #: Tokens that items left out for a problem of their own declare or produce.
     dropped_states: frozenset[str]
     dropped_produces: frozenset[str]
-    #: For the warnings (``None`` when only errors are wanted): states some tool produces, states
-    #: reachable from the empty set, each state of a cycle nothing starts with its cycle, and the
+    #: For the warnings (``None`` when only errors are wanted): states some tool produces or the
+    #: user gives (input states), states reachable from the input states, each state of a cycle nothing starts with its cycle, and the
     #: states a tool takes values of (a required parameter that carries the state or no state).
     producible: set[str] | None = None
     reachable: set[str] | None = None
@@ -160,8 +160,9 @@ def _facts(checked: list[Catalog], warnings: bool) -> _Facts:
     if not warnings:
         return _Facts(declared, dropped_states, dropped_produces)
     tools = [tool for catalog in checked for tool in catalog.tools]
-    producible = {token for tool in tools for token in tool.state_transition.produces}
-    reachable = reachable_states(tools)
+    given = {state.token for catalog in checked for state in catalog.states if state.input}  # the user holds these
+    producible = {token for tool in tools for token in tool.state_transition.produces} | given
+    reachable = reachable_states(tools, given)
     # A cycle nothing starts: unreachable states that depend on each other through their producers.
     dependencies = networkx.DiGraph()
     for tool in tools:
@@ -192,7 +193,7 @@ def _check_catalog(catalog: Catalog, facts: _Facts) -> list[Finding]:
         reported_cycles: set[tuple[str, ...]] = set()
         for index, state in enumerate(catalog.states):
             if state.token not in facts.producible and state.token not in facts.dropped_produces:
-                findings.append(_finding(catalog, ["states", index, "token"], "TP002", f"no tool produces state {state.token!r}; it can only be held from the start (--have)"))
+                findings.append(_finding(catalog, ["states", index, "token"], "TP002", f"no tool produces state {state.token!r}; it can only be held from the start (--have); if the user gives it, mark it `input: true`"))
             cycle = facts.cycles.get(state.token)
             if cycle is not None and cycle not in reported_cycles:
                 reported_cycles.add(cycle)
@@ -209,7 +210,7 @@ def _check_catalog(catalog: Catalog, facts: _Facts) -> list[Finding]:
             if unreachable:
                 in_cycles = [token for token in unreachable if token in facts.cycles]
                 why = f" ({', '.join(in_cycles)} in a cycle nothing starts, TP013)" if in_cycles else ""
-                findings.append(_finding(catalog, ["tools", index, "state_transition", "requires"], "TP003", f"tool {tool.name!r} can never run from an empty start: no tool that can run produces {', '.join(unreachable)}{why}"))
+                findings.append(_finding(catalog, ["tools", index, "state_transition", "requires"], "TP003", f"tool {tool.name!r} can never run from the input states: no tool that can run produces {', '.join(unreachable)}{why}; if the user gives a value for it, mark that state `input: true`"))
             if not transition.produces:
                 findings.append(_finding(catalog, ["tools", index, "state_transition"], "TP004", f"tool {tool.name!r} produces no state, so no plan will ever use it; list what it produces under state_transition.produces"))
             elif tool.return_spec is None and transition.produces & facts.taken:

@@ -29,6 +29,9 @@ class State(BaseModel):
         description: one sentence saying what holding the state means.
         affordances: phrases saying what reaching the state lets an agent do ("check drug-likeness");
             skill search matches task text against them.
+        input: the user holds this state at the start by giving its value (a file path, a
+            request): no tool need produce it, and an input named like a parameter that carries it
+            (``state: TOKEN``) makes a task hold it.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -36,6 +39,7 @@ class State(BaseModel):
     token: str = Field(min_length=1)
     description: str = ""
     affordances: tuple[str, ...] = ()
+    input: bool = Field(default=False, description="The user holds this state at the start by giving its value (an input named like a parameter that carries it).")
 
     def __init__(self, token: str | None = None, description: str = "", affordances: Iterable[str] | None = None, **data: Any):
         if token is not None:
