@@ -26,7 +26,7 @@ from planner.cell import InputError, PlannedCell
 from planner.goals import NoMatchingSkillError
 from planner.graph import UnknownStateError
 from planner.parts import PartMatch, task_text
-from planner.planning import DEFAULT_TIME_BUDGET_MS, NoPlanError, Plan, alternative_plans
+from planner.planning import DEFAULT_TIME_BUDGET_MS, NoPlanError, Plan, alternative_plans, plan
 from planner.search import QueryError, SkillHit
 from planner.task import TaskPlan, UnboundParametersError
 from planner.workspace import CATALOGS_VARIABLE, Workspace, resolve_catalog_paths
@@ -76,7 +76,10 @@ EXAMPLES = {
   # then, first line of a catalog: # yaml-language-server: $schema=catalog.schema.json""",
     "graph": """examples:
   toolpath graph
-  toolpath graph --catalog my_catalog.yaml --json""",
+  toolpath graph --catalog my_catalog.yaml --json
+  toolpath graph --format svg --output graph.svg
+  toolpath graph --format png --goal chemistry.molecules_clustered --output plan.png
+  toolpath graph --format mermaid --goal chemistry.descriptors_computed""",
     "draft": """examples:
   toolpath catalog draft --mcp "uvx mcp-server-time" --output time.yaml
   toolpath catalog draft --mcp "python -m mcp_server_git --repository ." --name git --domain git
@@ -322,6 +325,10 @@ def command_schema(arguments: argparse.Namespace) -> int:
 
 def command_graph(arguments: argparse.Namespace) -> int:
     workspace = Workspace.open(resolve_catalog_paths(arguments.catalog, arguments.add_catalog))
+    if arguments.format is not None:
+        return _picture(workspace, arguments)
+    if arguments.goal or arguments.have or arguments.output:
+        raise CommandLineError("--goal, --have and --output go with --format (mermaid, dot, svg or png)")
     overview = workspace.graph.overview()
     if arguments.json:
         _emit_json(overview)
@@ -330,6 +337,27 @@ def command_graph(arguments: argparse.Namespace) -> int:
         print("entry tools (no requirements): " + (", ".join(overview["entry_tools"]) or "none"))
         if overview["undeclared_states"]:
             print("states used by tools but declared by no catalog: " + ", ".join(overview["undeclared_states"]))
+    return 0
+
+
+def _picture(workspace: Workspace, arguments: argparse.Namespace) -> int:
+    from planner import picture  # matplotlib loads only for an image
+
+    graph = workspace.graph
+    graph.check_states(arguments.have)
+    shown_plan = plan(graph, arguments.goal, held=arguments.have) if arguments.goal else None
+    if arguments.format in ("svg", "png"):
+        if not arguments.output:
+            raise CommandLineError(f"a {arguments.format} image is written to a file: give --output FILE")
+        written = picture.draw(graph, arguments.output, arguments.format, plan=shown_plan, held=arguments.have)
+        print(f"wrote {written}" if not arguments.json else json.dumps({"output": str(written), "format": arguments.format}))
+        return 0
+    text = (picture.mermaid if arguments.format == "mermaid" else picture.dot)(graph, plan=shown_plan, held=arguments.have)
+    if arguments.output:
+        with open(arguments.output, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    else:
+        sys.stdout.write(text)
     return 0
 
 
@@ -459,7 +487,11 @@ def build_parser() -> argparse.ArgumentParser:
     schema = commands.add_parser("schema", help="Print the JSON Schema of catalog files.", description="Print the JSON Schema of catalog files (for editors: # yaml-language-server: $schema=PATH).", epilog=EXAMPLES["schema"], formatter_class=argparse.RawDescriptionHelpFormatter)
     schema.set_defaults(handler=command_schema)
 
-    command("graph", "Summarise the state-transition graph of the catalogs.", command_graph)
+    graph = command("graph", "Summarise the state-transition graph of the catalogs, or draw it (--format).", command_graph)
+    graph.add_argument("--format", choices=["mermaid", "dot", "svg", "png"], help="draw the graph, left to right in layers by reachability: Mermaid or Graphviz DOT text, or an SVG/PNG image (matplotlib; no Graphviz needed)")
+    graph.add_argument("--goal", action="append", default=[], metavar="TOKEN", help="with --format: highlight the plan to this goal state; repeatable")
+    graph.add_argument("--have", action="append", default=[], metavar="TOKEN", help="with --format: a state held at the start (the first layer); repeatable")
+    graph.add_argument("--output", "-o", metavar="FILE", help="with --format: write here (required for svg and png; text goes to standard output otherwise)")
 
     catalog = commands.add_parser("catalog", help="Write catalogs: `toolpath catalog draft --mcp COMMAND|URL`.", description="Write catalogs.")
     catalog_commands = catalog.add_subparsers(dest="catalog_command", required=True, metavar="COMMAND")

@@ -22,11 +22,6 @@ class UnknownStateError(ValueError):
     """A state token that no catalog declares and no tool mentions; the message suggests close ones."""
 
 
-def _mermaid_label(text: str) -> str:
-    """``text`` safe inside a quoted Mermaid label (quotes and angle brackets as HTML entities)."""
-    return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
-
-
 def _suggest(name: str, known: Iterable[str]) -> str:
     matches = difflib.get_close_matches(name, list(known), n=3)
     return f"; did you mean {', '.join(matches)}?" if matches else ""
@@ -135,19 +130,10 @@ class StateGraph:
         }
 
     def to_mermaid(self) -> str:
-        """The graph as Mermaid flowchart text: states as rounded nodes, tools as boxes, an arrow
-        from each state a tool requires to the tool and from the tool to each state it produces.
-        Node ids are generated (``s0``, ``t0``, ...), so any token or name is safe in a label."""
-        state_ids = {token: f"s{number}" for number, token in enumerate(self.tokens)}
-        lines = ["flowchart LR"]
-        lines += [f'    {identifier}("{_mermaid_label(token)}")' for token, identifier in state_ids.items()]
-        for number, tool in enumerate(self.registry):
-            tool_id = f"t{number}"
-            label = f"{tool.server_name}.{tool.name}" if tool.server_name else tool.name
-            lines.append(f'    {tool_id}["{_mermaid_label(label)}"]')
-            lines += [f"    {state_ids[token]} --> {tool_id}" for token in sorted(tool.state_transition.requires)]
-            lines += [f"    {tool_id} --> {state_ids[token]}" for token in sorted(tool.state_transition.produces)]
-        return "\n".join(lines) + "\n"
+        """The graph as Mermaid flowchart text, laid out in layers (:func:`planner.picture.mermaid`)."""
+        from planner.picture import mermaid  # it imports this module
+
+        return mermaid(self)
 
     def to_networkx(self) -> nx.DiGraph:
         """A copy of the graph for users' own analysis."""

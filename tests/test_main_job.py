@@ -98,6 +98,18 @@ def test_version_names_the_installed_release():
     assert completed.stdout.strip() == f"toolpath {importlib.metadata.version('toolpath')}"
 
 
+def test_graph_draws_pictures_and_asks_for_a_file_for_images(tmp_path):
+    missing = toolpath("graph", "--format", "png")
+    assert missing.returncode == 2 and "--output FILE" in missing.stderr
+    drawn = toolpath("graph", "--format", "svg", "--goal", "chemistry.molecules_clustered", "--output", str(tmp_path / "plan.svg"))
+    assert drawn.returncode == 0, drawn.stderr
+    assert "<svg" in (tmp_path / "plan.svg").read_text()
+    mermaid = toolpath("graph", "--format", "mermaid")
+    assert mermaid.returncode == 0 and mermaid.stdout.startswith("flowchart LR")
+    stray = toolpath("graph", "--goal", "chemistry.molecules_clustered")
+    assert stray.returncode == 2 and "go with --format" in stray.stderr
+
+
 def test_validate_reports_file_line_and_field(tmp_path):
     catalog = tmp_path / "broken.yaml"
     catalog.write_text("domain: demo\npackage: demo\ntools:\n  - name: t\n    cost: cheap\n")
