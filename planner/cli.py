@@ -80,6 +80,9 @@ EXAMPLES = {
   toolpath graph --format svg --output graph.svg
   toolpath graph --format png --goal chemistry.molecules_clustered --output plan.png
   toolpath graph --format mermaid --goal chemistry.descriptors_computed""",
+    "init": """examples:
+  toolpath init lab_tools
+  toolpath init lab_tools --directory src""",
     "draft": """examples:
   toolpath catalog draft --mcp "uvx mcp-server-time" --output time.yaml
   toolpath catalog draft --mcp "python -m mcp_server_git --repository ." --name git --domain git
@@ -361,6 +364,21 @@ def _picture(workspace: Workspace, arguments: argparse.Namespace) -> int:
     return 0
 
 
+def command_init(arguments: argparse.Namespace) -> int:
+    from planner.scaffold import ScaffoldError, scaffold
+
+    try:
+        catalog = scaffold(arguments.domain, arguments.directory)
+    except ScaffoldError as error:
+        raise CommandLineError(str(error)) from error
+    print(f"wrote {catalog.parent}/ (catalog.yaml, summarise_text.py, tests/)")
+    print("next:")
+    print(f"  toolpath validate {catalog} --import")
+    print(f"  toolpath run \"summarise a text\" --add-catalog {catalog} --input text='Plans are cells. Cells run.'")
+    print(f"  cd {catalog.parent.parent} && python -m pytest {arguments.domain}")
+    return 0
+
+
 def command_serve(arguments: argparse.Namespace) -> int:
     from planner.server import ServeError, serve  # the MCP SDK loads only for this command
 
@@ -492,6 +510,11 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("--goal", action="append", default=[], metavar="TOKEN", help="with --format: highlight the plan to this goal state; repeatable")
     graph.add_argument("--have", action="append", default=[], metavar="TOKEN", help="with --format: a state held at the start (the first layer); repeatable")
     graph.add_argument("--output", "-o", metavar="FILE", help="with --format: write here (required for svg and png; text goes to standard output otherwise)")
+
+    init = commands.add_parser("init", help="Start a catalog package: catalog.yaml, one tool module and a test, ready to validate and run.", description="Start a catalog package DOMAIN/ (catalog.yaml inside it, one tool module, a pytest test) that validates and runs as generated.", epilog=EXAMPLES["init"], formatter_class=argparse.RawDescriptionHelpFormatter)
+    init.set_defaults(handler=command_init)
+    init.add_argument("domain", metavar="DOMAIN", help="the domain, also the package name (a lower-case Python name)")
+    init.add_argument("--directory", default=".", metavar="DIR", help="where to create the package (default: the current directory)")
 
     catalog = commands.add_parser("catalog", help="Write catalogs: `toolpath catalog draft --mcp COMMAND|URL`.", description="Write catalogs.")
     catalog_commands = catalog.add_subparsers(dest="catalog_command", required=True, metavar="COMMAND")

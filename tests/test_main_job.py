@@ -110,6 +110,22 @@ def test_graph_draws_pictures_and_asks_for_a_file_for_images(tmp_path):
     assert stray.returncode == 2 and "go with --format" in stray.stderr
 
 
+def test_init_writes_a_catalog_package_that_validates_runs_and_tests_as_generated(tmp_path):
+    created = toolpath("init", "lab_notes", "--directory", str(tmp_path))
+    assert created.returncode == 0, created.stderr
+    catalog = tmp_path / "lab_notes" / "catalog.yaml"
+    assert toolpath("validate", str(catalog), "--import", cwd=tmp_path.parent).returncode == 0
+    run = toolpath("run", "summarise a text", "--add-catalog", str(catalog), "--input", "text=Plans are cells. Cells run.", "--json", cwd=tmp_path.parent)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert json.loads(run.stdout)["result"]["result"] == "'Plans are cells.'"
+    tested = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "lab_notes"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    again = toolpath("init", "lab_notes", "--directory", str(tmp_path))
+    assert again.returncode == 2 and "already exists" in again.stderr
+    assert toolpath("init", "Not-A-Name", "--directory", str(tmp_path)).returncode == 2
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["lab_notes"]  # nothing half written
+
+
 def test_validate_reports_file_line_and_field(tmp_path):
     catalog = tmp_path / "broken.yaml"
     catalog.write_text("domain: demo\npackage: demo\ntools:\n  - name: t\n    cost: cheap\n")
