@@ -104,6 +104,18 @@ class CatalogError(ValueError):
         super().__init__(header + ":\n" + "\n".join(f"  {problem}" for problem in self.problems))
 
 
+class WorkflowSkill(BaseModel):
+    """A workflow skill, as agora-workbench serves them: a named kind of task and the states it
+    works with (not a state itself)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, description="The skill's name, e.g. `chemistry-rdkit`.")
+    description: str = Field(default="", description="What kinds of task the skill serves.")
+    domain: str | None = Field(default=None, description="The domain it belongs to.")
+    states: list[str] = Field(default_factory=list, description="Tokens of the states the skill works with.")
+
+
 class CatalogFile(BaseModel):
     """A toolpath catalog file: a domain's states and tools."""
 
@@ -114,6 +126,7 @@ class CatalogFile(BaseModel):
     states: list[State] = Field(default_factory=list, description="The states tools require and produce.")
     tools: list[ToolDefinition] = Field(default_factory=list, description="The tools of the domain.")
     mcp_servers: dict[str, MCPServerConfig] = Field(default_factory=dict, description="MCP servers that implement tools (a tool names one with `mcp_server`), by name.")
+    skills: list[WorkflowSkill] = Field(default_factory=list, description="Workflow skills (agora-workbench): named kinds of task and the states they work with.")
 
     @field_validator("domain", "package")
     @classmethod
@@ -171,7 +184,7 @@ class SourceLocator:
     the memory of its data.
 
     ``aliases`` renames top-level keys of a translated format back to the file's own
-    (agora-workbench's ``skills`` are this format's ``states``).
+    (agora-workbench's ``server_name`` is this format's ``domain``).
     """
 
     def __init__(self, path: Path, text: str, *, is_json: bool = False):
@@ -292,6 +305,7 @@ class Catalog:
     #: can be read), so the linter does not report their absence as further problems.
     dropped_states: frozenset[str] = frozenset()
     dropped_produces: frozenset[str] = frozenset()
+    skills: tuple[WorkflowSkill, ...] = ()
 
     def file_location(self, location: Sequence[str | int]) -> list[str | int]:
         """``location`` in the file: ``["tools", i, ...]`` and ``["states", i, ...]`` count this
@@ -704,40 +718,82 @@ def _plain_type(value: Any) -> Any:
 
 
 def from_agora_workbench(document: dict) -> dict:
-    """Translate agora-workbench's served catalog JSON into this module's catalog format.
+    """Translate the catalog an agora-workbench tool server serves (``GET /catalog``) into this
+    module's format.
 
-    agora-workbench serves ``{"server_name", "tools": [...], "skills": [...]}``: tools carry the
-    same fields as :class:`ToolDefinition`, with types written as qualified names
-    (``"builtins.str"``), and ``skills`` are the states (``token`` or ``name``, ``description``,
-    ``affordances``). The server name becomes the domain. Nothing from agora-workbench is imported;
-    fields this format does not know are kept so validation reports them.
+    The payload (agora-workbench 0.2, ``code_execution/server.py``) is ``{"server_name", "tools",
+    "skills"}``. Tools carry this format's fields, except that types are qualified names
+    (``"builtins.str"``), ``return_spec`` is a list of named values (``{name, type, description}``),
+    ``server_name`` is ``null`` and each has an ``id`` (its position on that server). ``skills`` are
+    workflow skills (``{name, description, domain, states}``), not states; the payload declares no
+    states at all, only tokens in ``state_transition`` and in skills. So:
+
+    - the server name becomes the domain, and each tool's server;
+    - every token becomes a declared state, described by the tools that produce it (their
+      descriptions and affordances are what search can match);
+    - one named return keeps its name and type; several become one ``dict`` named after the state
+      the tool produces, each field listed in its description; either carries that state when the
+      tool produces exactly one;
+    - ``id`` is dropped (toolpath numbers tools itself) and skills are kept as workflow skills.
+
+    Nothing from agora-workbench is imported; fields this format does not know are kept, so
+    validation reports them.
     """
-    translated: dict[str, Any] = {key: value for key, value in document.items() if key not in ("server_name", "skills")}
-    translated["domain"] = document.get("server_name")
-    skills = document.get("skills") or []
-    if isinstance(skills, list):
-        translated["states"] = [
-            ({"token": skill.get("token", skill.get("name")), **{key: value for key, value in skill.items() if key not in ("token", "name")}} if isinstance(skill, dict) else skill)
-            for skill in skills
-        ]
-    else:
-        translated["states"] = skills
+    server_name = document.get("server_name")
+    translated: dict[str, Any] = {key: value for key, value in document.items() if key != "server_name"}
+    translated["domain"] = server_name
     tools = document.get("tools")
     if isinstance(tools, list):
-        translated["tools"] = [_agora_tool(tool, document.get("server_name")) for tool in tools]
+        translated["tools"] = [_agora_tool(tool, server_name) for tool in tools]
+        translated.setdefault("states", _agora_states(translated["tools"], _listed(document.get("skills"))))
     return translated
+
+
+def _agora_states(tools: list, skills: list) -> list[dict]:
+    """A state for each token the tools and skills use, described by the tools that produce it."""
+    tokens: dict[str, dict[str, Any]] = {}
+    for tool in tools:
+        transition = _listed_mapping(tool.get("state_transition")) if isinstance(tool, dict) else {}
+        for token in [*_listed(transition.get("requires")), *_listed(transition.get("produces"))]:
+            if isinstance(token, str):
+                tokens.setdefault(token, {"token": token, "description": "", "affordances": []})
+        for token in _listed(transition.get("produces")):
+            if isinstance(token, str) and isinstance(tool.get("name"), str):
+                state = tokens[token]
+                made_by = f"{tool['name']}: {tool.get('description') or 'no description'}"
+                state["description"] = f"{state['description']} {made_by}".strip() if state["description"] else f"Reached by {made_by}"
+                state["affordances"] += [phrase for phrase in _listed(tool.get("affordances")) if isinstance(phrase, str) and phrase not in state["affordances"]]
+    for skill in skills:
+        for token in _listed(_listed_mapping(skill).get("states")):
+            if isinstance(token, str):
+                tokens.setdefault(token, {"token": token, "description": f"A state of the {skill.get('name')} skill.", "affordances": []})
+    return list(tokens.values())
 
 
 def _agora_tool(tool: Any, server_name: Any) -> Any:
     if not isinstance(tool, dict):
         return tool
-    tool = dict(tool)
-    tool.setdefault("server_name", server_name)
+    tool = {key: value for key, value in tool.items() if key != "id"}
+    if tool.get("server_name") is None:
+        tool["server_name"] = server_name
     for key in ("required_parameters", "optional_parameters"):
         if isinstance(tool.get(key), list):
             tool[key] = [{**parameter, "type": _plain_type(parameter.get("type"))} if isinstance(parameter, dict) else parameter for parameter in tool[key]]
-    if isinstance(tool.get("return_spec"), dict):
-        tool["return_spec"] = {**tool["return_spec"], "type": _plain_type(tool["return_spec"].get("type"))}
+    returns = tool.get("return_spec")
+    if isinstance(returns, list):
+        produced = [token for token in _listed(_listed_mapping(tool.get("state_transition")).get("produces")) if isinstance(token, str)]
+        carried = produced[0] if len(produced) == 1 else None
+        if not returns:
+            tool["return_spec"] = None
+        elif len(returns) == 1 and isinstance(returns[0], dict):
+            tool["return_spec"] = {**returns[0], "type": _plain_type(returns[0].get("type")), "state": carried}
+        else:
+            fields = [entry for entry in returns if isinstance(entry, dict)]
+            listed = "; ".join(f"{entry.get('name')} ({_plain_type(entry.get('type'))}): {entry.get('description') or ''}".rstrip(": ") for entry in fields)
+            name = carried.rsplit(".", 1)[-1] if carried else f"{tool.get('name')}_result"
+            tool["return_spec"] = {"name": name, "type": "dict", "description": f"a dict of {listed}", "state": carried}
+    elif isinstance(returns, dict):
+        tool["return_spec"] = {**returns, "type": _plain_type(returns.get("type"))}
     return tool
 
 
@@ -817,7 +873,7 @@ def read_catalog(path: str | Path, *, max_bytes: int | None = None) -> Catalog:
         raise CatalogError([locator.problem([], f"a catalog is a mapping with keys domain, package, states, tools; found {found}", UNREADABLE)])
     if _is_agora_workbench(document):
         document = from_agora_workbench(document)
-        locator.aliases = {"states": "skills", "domain": "server_name"}
+        locator.aliases = {"domain": "server_name"}
     try:
         header, states, tools, servers, problems = _validate_items(document, locator)
     except RecursionError:
@@ -863,6 +919,7 @@ def read_catalog(path: str | Path, *, max_bytes: int | None = None) -> Catalog:
             state_indexes=tuple(index for index, _ in states), tool_indexes=tuple(index for index, _ in resolved),
             dropped_states=_dropped_tokens(document.get("states"), {index for index, _ in states}, lambda item: [item.get("token")]),
             dropped_produces=_dropped_tokens(document.get("tools"), {index for index, _ in resolved}, lambda item: _listed(_listed_mapping(item.get("state_transition")).get("produces"))),
+            skills=tuple(header.skills),
         )
     if problems:
         raise CatalogError(problems, partial=catalog)

@@ -2,7 +2,7 @@
 
 | code  | severity | finding |
 |-------|----------|---------|
-| TP001 | error    | a tool requires or produces (or a parameter/return carries) a state no catalog declares |
+| TP001 | error    | a tool requires or produces (or a parameter/return carries, or a skill lists) a state no catalog declares |
 | TP002 | warning  | a declared state that no tool produces and the user does not give (not ``input: true``) |
 | TP003 | warning  | a tool that can never run from the input states (some requirement is unreachable) |
 | TP004 | warning  | a tool that produces no state (the planner can never choose it) |
@@ -200,6 +200,10 @@ def _check_catalog(catalog: Catalog, facts: _Facts) -> list[Finding]:
                 findings.append(_finding(catalog, ["states", index, "token"], "TP013", f"states {', '.join(cycle)} form a cycle: every tool producing one needs another first, and no tool that can run or held state starts it; let a tool produce one of them from states that can be reached"))
             if not state.description and not state.affordances:
                 findings.append(_finding(catalog, ["states", index], "TP005", f"state {state.token!r} has neither description nor affordances; skill search cannot find it"))
+    for index, skill in enumerate(catalog.skills):
+        for position, token in enumerate(skill.states):
+            if token not in facts.declared and token not in facts.dropped_states:
+                findings.append(_finding(catalog, ["skills", index, "states", position], "TP001", f"skill {skill.name!r} lists state {token!r}, which no catalog declares;{did_you_mean(token, facts.declared)} declare it under states or fix the token"))
     for index, tool in enumerate(catalog.tools):
         transition = tool.state_transition
         findings.extend(_undeclared(catalog, index, facts.declared, facts.dropped_states))

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from catalogs import default_catalog_paths
-from registry import CatalogError, load_catalogs, read_catalog
+from registry import lint_catalogs, CatalogError, load_catalogs, read_catalog
 
 GOOD = """\
 domain: demo
@@ -143,39 +143,93 @@ def test_same_file_twice_loads_once(tmp_path):
     assert len(loaded.registry) == 1
 
 
-def test_agora_workbench_catalog_json(tmp_path):
-    served = {
-        "server_name": "weather",
-        "tools": [
-            {
-                "name": "get_forecast",
-                "description": "Forecast for a city.",
-                "required_parameters": [{"name": "city", "type": "builtins.str", "description": "city name"}],
-                "optional_parameters": [{"name": "days", "type": "builtins.int", "default": 3}],
-                "return_spec": {"name": "forecast", "type": "builtins.list[builtins.dict]"},
-                "module": "weather_tools.forecast",
-                "state_transition": {"requires": [], "produces": ["weather.forecast_ready"]},
-            }
-        ],
-        "skills": [{"name": "weather.forecast_ready", "description": "A forecast is known.", "affordances": ["plan a trip"]}],
-    }
+# The shape agora-workbench 0.2's chemistry example server serves at GET /catalog (its
+# code_execution/server.py serializer): return_spec is a list of named values, server_name is null
+# on each tool, tools have an id, skills are workflow skills, and no state is declared.
+AGORA_CHEMISTRY = {
+    "server_name": "chemistry",
+    "tools": [
+        {
+            "name": "parse_molecule",
+            "description": "Parse a SMILES string.",
+            "required_parameters": [{"name": "smiles", "type": "builtins.str", "description": "SMILES string to parse", "default": None}],
+            "optional_parameters": [],
+            "return_spec": [
+                {"name": "canonical_smiles", "type": "builtins.str", "description": "Canonical SMILES"},
+                {"name": "molecular_weight", "type": "builtins.float", "description": "Molecular weight in Da"},
+            ],
+            "module": "chemistry_tools.parse_molecule",
+            "server_name": None,
+            "state_transition": {"requires": [], "produces": ["chemistry.molecule_parsed"]},
+            "affordances": ["parse a SMILES string", "get the molecular weight of a compound"],
+            "id": 0,
+        },
+        {
+            "name": "compute_descriptors",
+            "description": "Compute descriptors of a molecule.",
+            "required_parameters": [{"name": "smiles", "type": "builtins.str", "description": "SMILES string", "default": None}],
+            "optional_parameters": [{"name": "include_3d", "type": "builtins.bool", "description": "also 3D descriptors", "default": False}],
+            "return_spec": [{"name": "descriptors", "type": "builtins.dict", "description": "descriptor values"}],
+            "module": "chemistry_tools.compute_descriptors",
+            "server_name": None,
+            "state_transition": {"requires": ["chemistry.molecule_parsed"], "produces": ["chemistry.descriptors_computed"]},
+            "affordances": ["compute LogP", "check Lipinski's rule of five"],
+            "id": 1,
+        },
+    ],
+    "skills": [
+        {
+            "name": "chemistry-rdkit",
+            "description": "Molecular analysis with RDKit.",
+            "domain": "chemistry",
+            "states": ["chemistry.molecule_parsed", "chemistry.descriptors_computed", "chemistry.molecules_clustered"],
+        }
+    ],
+}
+
+
+def test_agora_workbench_served_catalog_loads_as_served(tmp_path):
+    path = tmp_path / "agora.json"
+    path.write_text(json.dumps(AGORA_CHEMISTRY))
+    # The skill lists a state no tool of this payload produces: a warning, not a failure to load.
+    assert [(finding.code, "chemistry.molecules_clustered" in finding.message) for finding in lint_catalogs([path])] == [("TP002", True)]
+    catalog = read_catalog(path)
+    parse, describe = catalog.tools
+    assert catalog.domain == "chemistry" and {parse.server_name, describe.server_name} == {"chemistry"}
+    assert parse.module == "chemistry_tools.parse_molecule" and [parameter.type for parameter in describe.parameters] == ["str", "bool"]
+    # several named values become one dict carrying the produced state; one keeps its name
+    assert (parse.return_spec.name, parse.return_spec.type, parse.return_spec.state) == ("molecule_parsed", "dict", "chemistry.molecule_parsed")
+    assert "molecular_weight (float): Molecular weight in Da" in parse.return_spec.description
+    assert (describe.return_spec.name, describe.return_spec.type, describe.return_spec.state) == ("descriptors", "dict", "chemistry.descriptors_computed")
+    states = {state.token: state for state in catalog.states}
+    assert set(states) == {"chemistry.molecule_parsed", "chemistry.descriptors_computed", "chemistry.molecules_clustered"}
+    assert states["chemistry.descriptors_computed"].affordances == ("compute LogP", "check Lipinski's rule of five")
+    assert "compute_descriptors" in states["chemistry.descriptors_computed"].description
+    (skill,) = catalog.skills
+    assert (skill.name, skill.domain) == ("chemistry-rdkit", "chemistry") and len(skill.states) == 3
+
+
+def test_agora_workbench_errors_point_at_the_served_fields(tmp_path):
+    served = json.loads(json.dumps(AGORA_CHEMISTRY))
+    served["tools"][1]["required_parameters"][0]["type"] = "builtins.str["
+    del served["tools"][0]["id"]  # optional
+    served["tools"][0]["cost"] = "cheap"
     path = tmp_path / "agora.json"
     path.write_text(json.dumps(served))
-    catalog = read_catalog(path)
-    (tool,) = catalog.tools
-    assert catalog.domain == "weather" and tool.server_name == "weather"
-    assert [parameter.type for parameter in tool.parameters] == ["str", "int"]
-    assert tool.return_spec.type == "list[dict]"
-    assert catalog.states[0].token == "weather.forecast_ready" and catalog.states[0].affordances == ("plan a trip",)
+    findings = {finding.code: finding for finding in lint_catalogs([path])}
+    assert findings["TP006"].field == "tools[1].required_parameters[0].type"
+    assert findings["TP101"].field == "tools[0].cost" and findings["TP101"].line is not None
 
 
-def test_agora_workbench_errors_point_at_skills(tmp_path):
-    path = tmp_path / "agora.json"
-    path.write_text(json.dumps({"server_name": "w", "tools": [], "skills": [{"name": "w.a", "affordances": "not a list"}]}))
-    with pytest.raises(CatalogError) as caught:
-        read_catalog(path)
-    (problem,) = caught.value.problems
-    assert problem.field == "skills[0].affordances"
+def test_a_skill_listing_an_undeclared_state_is_tp001(tmp_path):
+    path = tmp_path / "skills.yaml"
+    path.write_text(
+        "domain: d\npackage: p\nstates: [{token: d.ready, description: ready}]\n"
+        "tools: [{name: t, description: t, state_transition: {produces: [d.ready]}}]\n"
+        "skills: [{name: getting-ready, states: [d.ready, d.redy]}]\n"
+    )
+    (finding,) = lint_catalogs([path])
+    assert (finding.code, finding.field) == ("TP001", "skills[0].states[1]") and "did you mean 'd.ready'?" in finding.message
 
 
 def test_shipped_schema_is_current_and_shipped_catalogs_validate_against_it():
