@@ -1,0 +1,26 @@
+"""Tool plot_line: one column against another as a line, sorted by the first, as a PNG shown in the cell."""
+
+from __future__ import annotations
+
+import pandas
+
+from catalogs.tabular._common import check_columns, new_figure, show_figure
+
+
+def plot_line(table: pandas.DataFrame, x: str, y: str, output_path: str = "line.png") -> str:
+    """Draw column ``y`` against column ``x`` as a line (rows sorted by ``x``), save it at ``output_path``
+    and show it.
+
+    Returns:
+        The PNG's path.
+
+    Raises:
+        KeyError: a column the table does not have.
+    """
+    check_columns(table, x, y)
+    ordered = table.sort_values(x)
+    figure, axes = new_figure()
+    axes.plot(ordered[x], ordered[y], marker="o", color="#2f9e44")
+    axes.set_xlabel(x)
+    axes.set_ylabel(y)
+    return show_figure(figure, output_path)
