@@ -134,3 +134,31 @@ def tabular_catalog(tmp_path):
     )
     (package / "catalog.yaml").write_text(TABULAR_CATALOG.format(package=package_name))
     return package / "catalog.yaml"
+
+
+#: A catalog whose only tool needs the traveller's request: ``{input}`` is ``", input: true"`` to make
+#: that an input state, or ``""``.
+TRIP_CATALOG = """\
+domain: trip
+package: trip_pkg
+states:
+  - {{token: trip.request_given, description: The traveller's request is known.{input}}}
+  - {{token: trip.flights_found, description: Flights were found.}}
+tools:
+  - name: search_flights
+    description: Search flights for a request.
+    required_parameters: [{{name: request, type: str, state: trip.request_given}}]
+    return_spec: {{name: flights, type: list, state: trip.flights_found}}
+    state_transition: {{requires: [trip.request_given], produces: [trip.flights_found]}}
+"""
+
+
+@pytest.fixture()
+def trip_catalog():
+    """Write the trip catalog (:data:`TRIP_CATALOG`) to a path: ``trip_catalog(path, input_state=True)``."""
+
+    def write(path, input_state=True):
+        path.write_text(TRIP_CATALOG.format(input=", input: true" if input_state else ""))
+        return path
+
+    return write

@@ -309,19 +309,6 @@ def test_an_item_left_out_for_its_own_problem_sets_off_no_cascade(tmp_path):
     assert codes(findings) == ["TP101", "TP101"], [str(finding) for finding in findings]
 
 
-def test_input_states_need_no_producer_and_unblock_the_tools_that_need_them(tmp_path):
-    text = """\
-        domain: trip
-        package: trip_pkg
-        states:
-          - {token: trip.request_given, description: The traveller's request is known., INPUT}
-          - {token: trip.flights_found, description: Flights were found.}
-        tools:
-          - name: search_flights
-            description: Search flights for a request.
-            required_parameters: [{name: request, type: str, state: trip.request_given}]
-            return_spec: {name: flights, type: list, state: trip.flights_found}
-            state_transition: {requires: [trip.request_given], produces: [trip.flights_found]}
-        """
-    assert codes(lint_catalogs([catalog(tmp_path, text.replace(", INPUT", ""), "plain.yaml")])) == ["TP002", "TP003"]
-    assert lint_catalogs([catalog(tmp_path, text.replace("INPUT", "input: true"), "inputs.yaml")]) == []
+def test_input_states_need_no_producer_and_unblock_the_tools_that_need_them(tmp_path, trip_catalog):
+    assert codes(lint_catalogs([trip_catalog(tmp_path / "plain.yaml", input_state=False)])) == ["TP002", "TP003"]
+    assert lint_catalogs([trip_catalog(tmp_path / "inputs.yaml")]) == []

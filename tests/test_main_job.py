@@ -234,25 +234,8 @@ def test_a_parameter_named_by_a_python_keyword_is_passed_by_its_python_name(tmp_
     assert run.result.result == "'LHR -> JFK'"
 
 
-def test_an_input_state_is_held_when_the_input_that_carries_it_is_given(tmp_path):
-    path = tmp_path / "trip.yaml"
-    path.write_text(
-        textwrap.dedent(
-            """\
-            domain: trip
-            package: trip_pkg
-            states:
-              - {token: trip.request_given, description: The traveller's request is known., input: true}
-              - {token: trip.flights_found, description: Flights were found.}
-            tools:
-              - name: search_flights
-                description: Search flights for a request.
-                required_parameters: [{name: request, type: str, state: trip.request_given}]
-                return_spec: {name: flights, type: list, state: trip.flights_found}
-                state_transition: {requires: [trip.request_given], produces: [trip.flights_found]}
-            """
-        )
-    )
+def test_an_input_state_is_held_when_the_input_that_carries_it_is_given(tmp_path, trip_catalog):
+    path = trip_catalog(tmp_path / "trip.yaml")
     workspace = Workspace.open([path])
     goal_plan, cell = workspace.plan_goal(["trip.flights_found"], inputs={"request": "LHR to JFK"})
     assert [step.tool.name for step in goal_plan.steps] == ["search_flights"] and "trip.request_given" in goal_plan.held
