@@ -121,8 +121,6 @@ def _undeclared(catalog: Catalog, index: int, declared: set[str], dropped: froze
     for location, token in carriers:
         if token is not None and token not in declared and token not in dropped:
             findings.append(_finding(catalog, ["tools", index, *location, "state"], "TP001", f"tool {tool.name!r} says a value carries state {token!r}, which no catalog declares;{did_you_mean(token, declared)} outputs will not be wired to it"))
-    if tool.return_spec is not None and tool.return_spec.state is not None and tool.return_spec.state not in tool.state_transition.produces:
-        findings.append(_finding(catalog, ["tools", index, "return_spec", "state"], "TP008", f"tool {tool.name!r} returns a value of state {tool.return_spec.state!r} but does not produce that state; add it to state_transition.produces or fix return_spec.state"))
     return findings
 
 
@@ -207,6 +205,8 @@ def _check_catalog(catalog: Catalog, facts: _Facts) -> list[Finding]:
     for index, tool in enumerate(catalog.tools):
         transition = tool.state_transition
         findings.extend(_undeclared(catalog, index, facts.declared, facts.dropped_states))
+        if tool.return_spec is not None and tool.return_spec.state is not None and tool.return_spec.state not in transition.produces:
+            findings.append(_finding(catalog, ["tools", index, "return_spec", "state"], "TP008", f"tool {tool.name!r} returns a value of state {tool.return_spec.state!r} but does not produce that state; add it to state_transition.produces or fix return_spec.state"))
         if warnings:
             assert facts.reachable is not None and facts.cycles is not None and facts.taken is not None
             # An undeclared requirement is TP001 already, and one a dropped tool produces is that tool's problem.
