@@ -122,8 +122,8 @@ def _return_spec(tool: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def load_problems(text: str) -> list[str]:
-    """What stops the drafted catalog ``text`` from loading as it is (a parameter named by a Python
-    keyword, say), one line each; empty when it loads."""
+    """What stops the drafted catalog ``text`` from loading as it is (a parameter name such as
+    ``page size``, say), one line each; empty when it loads."""
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "draft.yaml"
         path.write_text(text, encoding="utf-8")

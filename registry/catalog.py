@@ -831,14 +831,19 @@ def _field_names_at(location: Sequence[str | int]) -> list[str]:
     return list(model.model_fields)
 
 
+#: A step pydantic adds to an error's location for a validator (``function-after[_check(), str]``).
+_VALIDATOR_STEP = re.compile(r"[a-z-]+\[.*\]")
+
+
 def _validation_problems(locator: SourceLocator, error: ValidationError, prefix: Sequence[str | int] = ()) -> list[CatalogProblem]:
     problems = []
     for detail in error.errors(include_url=False):
         # Pydantic appends the validator's kind ("function-after[...]") to some locations; drop it.
-        location = [*prefix, *(key for key in detail["loc"] if not (isinstance(key, str) and "[" in key))]
+        location = [*prefix, *(key for key in detail["loc"] if not (isinstance(key, str) and _VALIDATOR_STEP.fullmatch(key)))]
         message = detail["msg"]
         if detail["type"] == "extra_forbidden":
-            message = f"unknown field;{did_you_mean(str(location[-1]), _field_names_at(location))} check its spelling (the catalog format is in README.md, the schema in `toolpath schema`)"
+            suggestion = did_you_mean(str(location[-1]), _field_names_at(location)) if location else ""
+            message = f"unknown field;{suggestion} check its spelling (the catalog format is in README.md, the schema in `toolpath schema`)"
         elif detail["type"] != "missing" and "input" in detail:
             message += f" (found {_short_repr(detail['input'])})"
         problems.append(locator.problem(location, message))

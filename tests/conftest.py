@@ -74,8 +74,14 @@ def listening_server():
 
 
 @pytest.fixture(scope="session")
-def chemistry():
-    return load_catalogs(default_catalog_paths())
+def chemistry_catalog():
+    """The path of the shipped chemistry catalog (the tabular one ships beside it)."""
+    return next(path for path in default_catalog_paths() if path.parent.name == "chemistry")
+
+
+@pytest.fixture(scope="session")
+def chemistry(chemistry_catalog):
+    return load_catalogs([chemistry_catalog])
 
 
 @pytest.fixture(scope="session")
@@ -90,32 +96,32 @@ def embedder():
     return default_embedder()
 
 
-TABULAR_CATALOG = """\
-domain: tabular
+SHEETS_CATALOG = """\
+domain: sheets
 package: {package}
 states:
-  - {{token: tabular.table_loaded, description: A table is loaded from a CSV file., affordances: [load a table]}}
-  - {{token: tabular.report_written, description: A report on a table is written., affordances: [write a report on a table]}}
+  - {{token: sheets.table_loaded, description: A table is loaded from a CSV file., affordances: [load a table]}}
+  - {{token: sheets.report_written, description: A report on a table is written., affordances: [write a report on a table]}}
 tools:
   - name: load_csv
     description: Load a table from a CSV file.
     required_parameters: [{{name: path, type: str}}]
-    return_spec: {{name: table, type: dict, state: tabular.table_loaded}}
-    state_transition: {{requires: [], produces: [tabular.table_loaded]}}
+    return_spec: {{name: table, type: dict, state: sheets.table_loaded}}
+    state_transition: {{requires: [], produces: [sheets.table_loaded]}}
   - name: write_report
     description: Write a report on a table.
     binding: host
-    required_parameters: [{{name: table, type: dict, state: tabular.table_loaded}}]
-    return_spec: {{name: report, type: str, state: tabular.report_written}}
-    state_transition: {{requires: [tabular.table_loaded], produces: [tabular.report_written]}}
+    required_parameters: [{{name: table, type: dict, state: sheets.table_loaded}}]
+    return_spec: {{name: report, type: str, state: sheets.report_written}}
+    state_transition: {{requires: [sheets.table_loaded], produces: [sheets.report_written]}}
 """
 
 
 @pytest.fixture()
-def tabular_catalog(tmp_path):
-    """A domain ``tabular`` in its own package: ``load_csv`` runs in the kernel, ``write_report`` in
+def sheets_catalog(tmp_path):
+    """A domain ``sheets`` in its own package: ``load_csv`` runs in the kernel, ``write_report`` in
     this process and refuses a table loaded from a path containing "empty"."""
-    package_name = f"tabular_{uuid.uuid4().hex[:8]}"
+    package_name = f"sheets_{uuid.uuid4().hex[:8]}"
     package = tmp_path / package_name
     package.mkdir()
     (package / "__init__.py").write_text("")
@@ -132,7 +138,7 @@ def tabular_catalog(tmp_path):
             """
         )
     )
-    (package / "catalog.yaml").write_text(TABULAR_CATALOG.format(package=package_name))
+    (package / "catalog.yaml").write_text(SHEETS_CATALOG.format(package=package_name))
     return package / "catalog.yaml"
 
 

@@ -7,7 +7,6 @@ import re
 
 import pytest
 
-from catalogs import default_catalog_paths
 from kernel import CodeMode, KernelError
 from planner import SessionState, StalePlanError, Workspace
 
@@ -16,8 +15,8 @@ pytestmark = pytest.mark.integration
 ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
 
 @pytest.fixture()
-def workspace(tabular_catalog, embedder):
-    return Workspace.open([*default_catalog_paths(), tabular_catalog], embedder=embedder)
+def workspace(chemistry_catalog, sheets_catalog, embedder):
+    return Workspace.open([chemistry_catalog, sheets_catalog], embedder=embedder)
 
 
 def handle_calls(instructions):
@@ -53,11 +52,11 @@ def test_one_session_through_three_tasks_and_free_cells(workspace):
         assert third.result.status == "error" and "has no rows" in third.result.error["evalue"]
         assert (third.completed_steps, third.failed_step) == ((0,), 1)
         assert json.loads(json.dumps(third.to_dict()))["failed_step"] == {"index": 1, "tool": "write_report"}
-        assert "tabular.table_loaded" in session.held and "tabular.report_written" not in session.held
-        assert session.artifacts["table"] == "tabular.table_loaded"
+        assert "sheets.table_loaded" in session.held and "sheets.report_written" not in session.held
+        assert session.artifacts["table"] == "sheets.table_loaded"
 
         # The mixed domain is one handle: its kernel tool runs in the kernel, its host tool here.
-        mixed = session.execute("fixed = {**table, 'path': 'people.csv'}\n(sorted(dir(tabular)), table['loaded_by'], await tabular.write_report(table=fixed))")
+        mixed = session.execute("fixed = {**table, 'path': 'people.csv'}\n(sorted(dir(sheets)), table['loaded_by'], await sheets.write_report(table=fixed))")
         assert mixed.status == "ok", mixed.error
         names, loaded_by, report = eval(mixed.result)
         assert names == ["load_csv", "write_report"]
@@ -71,18 +70,18 @@ def test_one_session_through_three_tasks_and_free_cells(workspace):
 
         instructions = session.instructions()
         assert "  chemistry.molecule_parsed: molecule" in instructions
-        assert "  tabular.table_loaded: table" in instructions
+        assert "  sheets.table_loaded: table" in instructions
         assert "  chemistry.identify_functional_groups(molecule=molecule) -> chemistry.groups_identified" in instructions
-        assert "  tabular.write_report(table=table) -> tabular.report_written" in instructions
-        assert handle_calls(instructions) == sorted({*advertised, ("tabular", "load_csv"), ("tabular", "write_report")})
+        assert "  sheets.write_report(table=table) -> sheets.report_written" in instructions
+        assert handle_calls(instructions) == sorted({*advertised, ("sheets", "load_csv"), ("sheets", "write_report")})
 
         # Held states are reused until forgotten; then the table is loaded again from the new path.
-        session.forget("tabular.table_loaded")
+        session.forget("sheets.table_loaded")
         retried = session.run_task("write a report on the table", inputs={"path": "people.csv"})
         assert retried.result.status == "ok", retried.result.error
         assert retried.result.result.startswith("'3 rows from people.csv")
         assert retried.task_plan.cell.step_variables == ("table_2", "report")  # the old table is not overwritten
-        assert {"tabular.table_loaded", "tabular.report_written"} <= session.held
+        assert {"sheets.table_loaded", "sheets.report_written"} <= session.held
 
 
 def test_a_lost_kernel_takes_the_held_states_but_not_the_handles(workspace):

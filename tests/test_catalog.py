@@ -30,12 +30,12 @@ def write(directory, name, text):
 
 
 def test_shipped_chemistry_catalog_loads(chemistry):
-    assert len(chemistry.registry) == 7
-    expected = {"molecule_parsed", "groups_identified", "descriptors_computed", "candidates_filtered", "fingerprints_computed", "similarity_computed", "molecules_clustered"}
-    assert set(chemistry.states) == {f"chemistry.{name}" for name in expected}
+    assert len(chemistry.registry) == 8
+    expected = {"molecule_parsed", "groups_identified", "descriptors_computed", "candidates_filtered", "fingerprints_computed", "similarity_computed", "molecules_clustered", "descriptors_tabulated"}
+    assert set(chemistry.states) == {f"chemistry.{name}" for name in expected} | {"tabular.file_given", "tabular.table_loaded"}
     parse = chemistry.registry.get_tool_by_server_and_name("chemistry", "parse_molecule")
     assert parse.module == "catalogs.chemistry.parse_molecule"
-    assert all(state.description and state.affordances for state in chemistry.states.values())
+    assert all(state.description and (state.affordances or state.input) for state in chemistry.states.values())
 
 
 def test_server_defaults_to_domain_and_module_to_package(tmp_path):
@@ -108,7 +108,7 @@ def test_missing_file_is_a_catalog_error(tmp_path):
 
 def test_default_catalog_paths_are_shipped_yaml():
     paths = default_catalog_paths()
-    assert [path.parent.name for path in paths] == ["chemistry"]
+    assert [path.parent.name for path in paths] == ["chemistry", "tabular"]
 
 
 def test_duplicate_yaml_keys_are_an_error_not_last_one_wins(tmp_path):

@@ -293,21 +293,21 @@ def test_search_with_a_corrupt_cache_file_warns_in_one_line_and_still_answers(tm
     assert "Traceback" not in result.stderr
 
 
-def test_a_domain_with_host_and_kernel_tools_is_one_handle(tabular_catalog, embedder, monkeypatch):
-    workspace = Workspace.open([tabular_catalog], embedder=embedder)
+def test_a_domain_with_host_and_kernel_tools_is_one_handle(sheets_catalog, embedder, monkeypatch):
+    workspace = Workspace.open([sheets_catalog], embedder=embedder)
     task = workspace.plan_task("write a report on the table", inputs={"path": "people.csv"})
     assert [step.tool.name for step in task.plan.steps] == ["load_csv", "write_report"]
-    assert task.cell.code.count("tabular = ") == 1
+    assert task.cell.code.count("sheets = ") == 1
     run = workspace.run_task(task)
     assert run.result.status == "ok", run.result.error
     assert run.result.result == f"'3 rows from people.csv, written by {os.getpid()}'"
 
-    root = str(tabular_catalog.parent.parent)
+    root = str(sheets_catalog.parent.parent)
     monkeypatch.syspath_prepend(root)  # the host tool's module, for CodeMode given the registry directly
     from kernel import CodeMode
 
     with CodeMode(list(workspace.loaded.registry), pool_size=0, env={"PYTHONPATH": root}) as code_mode:
-        both = code_mode.run("table = await tabular.load_csv(path='a.csv')\n(sorted(dir(tabular)), table['loaded_by'], await tabular.write_report(table=table))", "mixed")
+        both = code_mode.run("table = await sheets.load_csv(path='a.csv')\n(sorted(dir(sheets)), table['loaded_by'], await sheets.write_report(table=table))", "mixed")
         assert both.status == "ok", both.error
         names, loaded_by, report = eval(both.result)
         assert names == ["load_csv", "write_report"] and loaded_by != os.getpid()  # loaded in the kernel

@@ -364,9 +364,21 @@ def test_catalog_draft_writes_a_file_whole_and_refuses_to_overwrite_or_to_draft_
     assert empty.returncode == 2 and "the MCP server command is empty" in empty.stderr
 
 
-def test_catalog_draft_warns_when_the_draft_would_not_load_and_when_a_value_is_written_as_given():
+def test_catalog_draft_warns_when_a_value_is_written_as_given_and_keeps_keyword_parameters(tmp_path):
     drafted = toolpath("catalog", "draft", "--mcp", f"{sys.executable} {PAGED_SERVER}", "--env", "API_KEY=sk-123")
     assert drafted.returncode == 0, drafted.stderr
     assert "--env API_KEY is written into the catalog as given; write ${NAME}" in drafted.stderr
-    assert "the draft does not load as it is" in drafted.stderr and "parameter name 'from'" in drafted.stderr  # gmail.search(from=...)
     assert "name: gmail.search" in drafted.stdout and "API_KEY: sk-123" in drafted.stdout
+    # gmail.search(from=...) loads: the parameter keeps its name and is passed in Python as from_
+    assert "does not load" not in drafted.stderr
+    path = tmp_path / "paged.yaml"
+    path.write_text(drafted.stdout)
+    search = next(tool for tool in read_catalog(path).tools if tool.name == "gmail.search")
+    assert [(parameter.name, parameter.python_name) for parameter in search.parameters] == [("query", "query"), ("from", "from_")]
+
+
+def test_a_draft_that_would_not_load_says_where_and_why():
+    from planner.draft import load_problems
+
+    (problem,) = load_problems("domain: d\ntools:\n  - name: t\n    required_parameters: [{name: page size, type: int}]\n")
+    assert problem.startswith("line 4: TP101 tools[0].required_parameters[0].name:") and "'page size' is not a parameter name" in problem

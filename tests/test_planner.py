@@ -198,7 +198,7 @@ def test_graph_queries(chemistry_graph):
     assert [tool.name for tool in chemistry_graph.tools_for("chemistry.molecules_clustered")] == ["cluster_molecules"]
     assert {tool.name for tool in chemistry_graph.next_steps(set())} == {"parse_molecule", "filter_drug_like", "compute_fingerprints"}
     overview = chemistry_graph.overview()
-    assert overview["states"] == 7 and overview["tools"] == 7 and overview["undeclared_states"] == []
+    assert overview["states"] == 10 and overview["tools"] == 8 and overview["undeclared_states"] == []
     exported = chemistry_graph.to_networkx()
     assert exported.has_edge(("state", "chemistry.molecule_parsed"), ("tool", 1))
 
