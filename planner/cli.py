@@ -19,6 +19,7 @@ import sys
 import textwrap
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from kernel import KernelError
@@ -214,7 +215,7 @@ def _task(arguments: argparse.Namespace) -> str | list[str]:
 
 def command_run(arguments: argparse.Namespace) -> int:
     task = _task(arguments)
-    workspace = Workspace.open(resolve_catalog_paths(arguments.catalog, arguments.add_catalog))
+    workspace = Workspace.open(_catalog_paths(arguments))
     task_plan = workspace.plan_task(task, parse_inputs(arguments.input), held=arguments.have)
     if task_plan.cell.unbound:
         raise UnboundParametersError(task_plan.cell.unbound)
@@ -249,7 +250,7 @@ def command_run(arguments: argparse.Namespace) -> int:
 def command_cell(arguments: argparse.Namespace) -> int:
     if bool(arguments.goal) == bool(arguments.task or arguments.step):
         raise CommandLineError("give either a TASK (or --step ...) or --goal TOKEN ..., not both and not neither")
-    workspace = Workspace.open(resolve_catalog_paths(arguments.catalog, arguments.add_catalog))
+    workspace = Workspace.open(_catalog_paths(arguments))
     inputs = parse_inputs(arguments.input)
     if arguments.goal:
         goal_plan, cell = workspace.plan_goal(arguments.goal, inputs, held=arguments.have)
@@ -274,7 +275,7 @@ def command_cell(arguments: argparse.Namespace) -> int:
 
 
 def command_plan(arguments: argparse.Namespace) -> int:
-    workspace = Workspace.open(resolve_catalog_paths(arguments.catalog, arguments.add_catalog))
+    workspace = Workspace.open(_catalog_paths(arguments))
     goal_plan, *others = alternative_plans(workspace.graph, arguments.goal, held=arguments.have, avoid=arguments.avoid, k=arguments.k, time_budget_ms=arguments.time_budget)
     if arguments.json:
         _emit_json({**goal_plan.to_dict(), "alternatives": [other.to_dict() for other in others]} if arguments.k > 1 else goal_plan.to_dict())
@@ -294,7 +295,7 @@ def _strength(hit: SkillHit) -> str:
 def command_search(arguments: argparse.Namespace) -> int:
     if not arguments.query.strip():
         raise CommandLineError("the query is empty; describe what you want to achieve")
-    workspace = Workspace.open(resolve_catalog_paths(arguments.catalog, arguments.add_catalog))
+    workspace = Workspace.open(_catalog_paths(arguments))
     hits = workspace.search(arguments.query, k=arguments.k, held=arguments.have, domain=arguments.domain or None, kind=arguments.kind, reachable_only=arguments.reachable_only)
     if not hits and not arguments.json:
         empty = not len(workspace.index)
@@ -327,7 +328,7 @@ def command_schema(arguments: argparse.Namespace) -> int:
 
 
 def command_graph(arguments: argparse.Namespace) -> int:
-    workspace = Workspace.open(resolve_catalog_paths(arguments.catalog, arguments.add_catalog))
+    workspace = Workspace.open(_catalog_paths(arguments))
     if arguments.format is not None:
         return _picture(workspace, arguments)
     if arguments.goal or arguments.have or arguments.output:
@@ -341,6 +342,12 @@ def command_graph(arguments: argparse.Namespace) -> int:
         if overview["undeclared_states"]:
             print("states used by tools but declared by no catalog: " + ", ".join(overview["undeclared_states"]))
     return 0
+
+
+def _catalog_paths(arguments: argparse.Namespace) -> list[Path]:
+    """The catalogs the command line names: ``--catalog``, else the shipped ones and
+    ``TOOLPATH_CATALOGS``; then ``--add-catalog``."""
+    return resolve_catalog_paths(arguments.catalog, arguments.add_catalog)
 
 
 def _picture(workspace: Workspace, arguments: argparse.Namespace) -> int:
@@ -383,7 +390,7 @@ def command_serve(arguments: argparse.Namespace) -> int:
     from planner.server import ServeError, serve  # the MCP SDK loads only for this command
 
     try:
-        serve(resolve_catalog_paths(arguments.catalog, arguments.add_catalog), arguments.http, arguments.tokens, arguments.no_auth)
+        serve(_catalog_paths(arguments), arguments.http, arguments.tokens, arguments.no_auth)
     except ServeError as error:
         raise CommandLineError(str(error)) from error
     return 0
