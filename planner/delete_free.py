@@ -178,12 +178,8 @@ class DeleteFreeTask:
             self._cache.popitem(last=False)
         return result
 
-    def _dijkstra(self, held: Collection[int], usable: Sequence[bool], cost: Sequence[float], additive: bool, target: int | None = None) -> RelaxedCosts:
-        """h_max (``additive=False``) or h_add costs of every state, over the ``usable`` tools.
-
-        With a ``target`` state it stops once that state's cost is final: what :meth:`extract` needs
-        to reach it is final by then (every state on its way costs no more), the rest is not.
-        """
+    def _dijkstra(self, held: Collection[int], usable: Sequence[bool], cost: Sequence[float], additive: bool) -> RelaxedCosts:
+        """h_max (``additive=False``) or h_add costs of every state, over the ``usable`` tools."""
         value = [INFINITY] * len(self.state_index)
         achiever = [NONE] * len(self.state_index)
         fired = [NONE] * len(self.tools)
@@ -212,8 +208,6 @@ class DeleteFreeTask:
             if done[state]:
                 continue
             done[state] = True
-            if state == target:
-                break
             for tool in self.consumers[state]:
                 if not usable[tool]:
                     continue
