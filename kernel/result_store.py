@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from kernel import wire
-from registry.storage import connected, database_file, table_exists
+from registry.storage import connected, database_file, table_exists, transaction
 
 _TABLE = "offloaded_results"
 _COLUMNS = ("id", "tool", "type", "size", "created", "body")
@@ -39,13 +39,10 @@ class ResultStore:
     def put(self, value_body: bytes, tool: str, value_type: str) -> str:
         """Store one encoded value (a :func:`kernel.wire.encode` frame without its header); return its id."""
         result_id = secrets.token_hex(8)
-        with connected(self.path, _PURPOSE) as database:
-            table_exists(database, _TABLE, _COLUMNS, ("id",), self.path, _PURPOSE)
-            with database.conn:
-                database[_TABLE].insert(
-                    {"id": result_id, "tool": tool, "type": value_type, "size": len(value_body), "created": time.time(), "body": value_body},
-                    pk="id",
-                )
+        with connected(self.path, _PURPOSE) as database, transaction(database, immediate=True):
+            if not table_exists(database, _TABLE, _COLUMNS, ("id",), self.path, _PURPOSE):
+                database.execute(f"create table {_TABLE} (id text primary key, tool text, type text, size integer, created float, body blob)")
+            database.execute(f"insert into {_TABLE} (id, tool, type, size, created, body) values (?, ?, ?, ?, ?, ?)", [result_id, tool, value_type, len(value_body), time.time(), value_body])
         return result_id
 
     def get(self, result_id: str) -> Any:
@@ -59,14 +56,13 @@ class ResultStore:
         with connected(self.path, _PURPOSE) as database:
             if not table_exists(database, _TABLE, _COLUMNS, ("id",), self.path, _PURPOSE):
                 raise KeyError(f"no offloaded result {result_id!r}")
-            rows = list(database.query(f"select body from {_TABLE} where id = ?", [result_id]))
-        if not rows:
+            row = database.execute(f"select body from {_TABLE} where id = ?", [result_id]).fetchone()
+        if row is None:
             raise KeyError(f"no offloaded result {result_id!r}")
-        return wire.decode(rows[0]["body"])["value"]
+        return wire.decode(row[0])["value"]
 
     def delete(self, result_id: str) -> None:
         """Forget one result (no error when it is already gone)."""
         with connected(self.path, _PURPOSE) as database:
             if table_exists(database, _TABLE, _COLUMNS, ("id",), self.path, _PURPOSE):
-                with database.conn:
-                    database.execute(f"delete from {_TABLE} where id = ?", [result_id])
+                database.execute(f"delete from {_TABLE} where id = ?", [result_id])

@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import sqlite_utils
-
-from registry.storage import StoreError, connected, database_file, table_exists
+from registry.storage import StoreError, connected, database_file, table_exists, transaction
 
 _PURPOSE = "snapshot store"
 _SESSIONS = "sessions"
@@ -77,26 +76,19 @@ class SnapshotStore:
         self.path = database_file(path, _PURPOSE)
 
     @contextmanager
-    def _writing(self) -> Iterator[sqlite_utils.Database]:
-        """A write transaction that takes SQLite's write lock when it begins (``BEGIN IMMEDIATE``):
-        two processes that read first and then write would otherwise deadlock on the upgrade and
-        one would fail. The tables are created inside it when missing."""
-        with connected(self.path, _PURPOSE) as database:
-            database.conn.execute("BEGIN IMMEDIATE")
-            try:
-                self._tables(database)
-                yield database
-            except BaseException:
-                database.conn.rollback()
-                raise
-            database.conn.commit()
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction holding SQLite's write lock from its start; the tables are created
+        inside it when missing."""
+        with connected(self.path, _PURPOSE) as database, transaction(database, immediate=True):
+            self._tables(database)
+            yield database
 
-    def _tables(self, database: sqlite_utils.Database) -> None:
+    def _tables(self, database: sqlite3.Connection) -> None:
         """Create the tables when missing (after checking any that exist)."""
         if not table_exists(database, _SESSIONS, _SESSION_COLUMNS, ("session_id",), self.path, _PURPOSE):
-            database[_SESSIONS].create({"session_id": str, "owner": str, "saved": float, "skipped": str, "data": str}, pk="session_id", if_not_exists=True)
+            database.execute(f"create table {_SESSIONS} (session_id text primary key, owner text, saved float, skipped text, data text)")
         if not table_exists(database, _VARIABLES, _VARIABLE_COLUMNS, ("session_id", "name"), self.path, _PURPOSE):
-            database[_VARIABLES].create({"session_id": str, "name": str, "size": int, "digest": str, "pickle": bytes}, pk=("session_id", "name"), if_not_exists=True)
+            database.execute(f"create table {_VARIABLES} (session_id text, name text, size integer, digest text, pickle blob, primary key (session_id, name))")
 
     def claim(self, session_id: str, owner: str | None) -> str | None:
         """Record ``owner`` as the owner of ``session_id`` unless the session is known already.
@@ -137,8 +129,8 @@ class SnapshotStore:
             if missing:
                 raise SnapshotConflictError(f"the stored snapshot of session {session_id!r} lacks {', '.join(missing)}")
             gone = [(session_id, name) for name in stored if name not in saved]
-            database.conn.executemany(f"delete from {_VARIABLES} where session_id = ? and name = ?", gone)
-            database.conn.executemany(
+            database.executemany(f"delete from {_VARIABLES} where session_id = ? and name = ?", gone)
+            database.executemany(
                 f"insert or replace into {_VARIABLES} (session_id, name, size, digest, pickle) values (?, ?, ?, ?, ?)",
                 [(session_id, name, len(value), saved[name], value) for name, value in changed.items()],
             )
@@ -153,7 +145,7 @@ class SnapshotStore:
         with connected(self.path, _PURPOSE) as database:
             if not table_exists(database, _SESSIONS, _SESSION_COLUMNS, ("session_id",), self.path, _PURPOSE) or not table_exists(database, _VARIABLES, _VARIABLE_COLUMNS, ("session_id", "name"), self.path, _PURPOSE):
                 return None
-            with database.atomic():  # variables and session row of one snapshot, not of two
+            with transaction(database):  # variables and session row of one snapshot, not of two
                 row = database.execute(f"select saved, skipped, data from {_SESSIONS} where session_id = ?", [session_id]).fetchone()
                 variables = database.execute(f"select name, digest, pickle from {_VARIABLES} where session_id = ?", [session_id]).fetchall()
         if row is None or not row[0]:

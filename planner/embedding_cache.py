@@ -19,7 +19,7 @@ import numpy as np
 from tqdm import tqdm
 
 from planner.embedding import Embedder, checked_vectors
-from registry.storage import StoreError, connected, database_file, table_exists
+from registry.storage import StoreError, connected, database_file, table_exists, transaction
 
 _TABLE = "embeddings"
 _COLUMNS = ("model_id", "text_hash", "dimension", "vector")
@@ -79,17 +79,13 @@ class EmbeddingCache:
 
     def put(self, model_id: str, vectors: dict[str, np.ndarray]) -> None:
         """Store ``{hash: vector}`` for ``model_id`` in one transaction (replacing equal keys)."""
-        with connected(self.path, _PURPOSE) as database:
-            table_exists(database, _TABLE, _COLUMNS, _PRIMARY_KEY, self.path, _PURPOSE)
-            with database.conn:
-                database[_TABLE].insert_all(
-                    (
-                        {"model_id": model_id, "text_hash": digest, "dimension": len(vector), "vector": np.asarray(vector, dtype="<f4").tobytes()}
-                        for digest, vector in vectors.items()
-                    ),
-                    pk=_PRIMARY_KEY,
-                    replace=True,
-                )
+        with connected(self.path, _PURPOSE) as database, transaction(database, immediate=True):
+            if not table_exists(database, _TABLE, _COLUMNS, _PRIMARY_KEY, self.path, _PURPOSE):
+                database.execute(f"create table {_TABLE} (model_id text, text_hash text, dimension integer, vector blob, primary key (model_id, text_hash))")
+            database.executemany(
+                f"insert or replace into {_TABLE} (model_id, text_hash, dimension, vector) values (?, ?, ?, ?)",
+                [(model_id, digest, len(vector), np.asarray(vector, dtype="<f4").tobytes()) for digest, vector in vectors.items()],
+            )
 
 
 def warn_unusable(error: StoreError) -> None:

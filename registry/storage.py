@@ -7,6 +7,10 @@ code from whoever wrote it.
 Every way the file can be unusable (a directory, not a database, corrupt, unreadable, read-only, a
 table with other columns, a full disk, locked too long) is raised as one type, :class:`StoreError`,
 whose message names the file and what to do; callers that can work without the store catch it.
+
+Connections are the standard library's ``sqlite3`` in autocommit mode; a :func:`transaction` groups
+statements. (sqlite-utils was used before: importing it loads pandas when installed, about 0.4 s of
+every command that reads the embedding cache.)
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import platformdirs
-import sqlite_utils
 
 #: Environment variable naming toolpath's data directory (default: the user data directory).
 HOME_VARIABLE = "TOOLPATH_HOME"
@@ -45,10 +48,14 @@ class StoreError(Exception):
         super().__init__(f"{purpose} {path} is unusable: {problem}. {remedy}")
 
 
+def default_home() -> Path:
+    """``$TOOLPATH_HOME``, else toolpath's directory in the platform's user data directory."""
+    return Path(os.environ.get(HOME_VARIABLE) or platformdirs.user_data_dir("toolpath", appauthor=False))
+
+
 def default_database_path() -> Path:
     """``$TOOLPATH_HOME/toolpath.db``, else ``toolpath.db`` in the platform's user data directory."""
-    home = os.environ.get(HOME_VARIABLE) or platformdirs.user_data_dir("toolpath", appauthor=False)
-    return Path(home) / "toolpath.db"
+    return default_home() / "toolpath.db"
 
 
 def database_file(path: str | os.PathLike[str] | None, purpose: str) -> Path:
@@ -71,15 +78,13 @@ def database_file(path: str | os.PathLike[str] | None, purpose: str) -> Path:
     return path
 
 
-def connect(path: Path) -> sqlite_utils.Database:
-    """A connection that waits up to 5 s for another process's write instead of failing."""
-    database = sqlite_utils.Database(path)
-    database.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_SECONDS * 1000}")
-    return database
+def connect(path: Path) -> sqlite3.Connection:
+    """An autocommit connection that waits up to 5 s for another process's write instead of failing."""
+    return sqlite3.connect(path, timeout=_BUSY_TIMEOUT_SECONDS, isolation_level=None)
 
 
 @contextmanager
-def connected(path: Path, purpose: str) -> Iterator[sqlite_utils.Database]:
+def connected(path: Path, purpose: str) -> Iterator[sqlite3.Connection]:
     """:func:`connect` to ``path`` for the ``with`` block, closing it afterwards.
 
     Raises:
@@ -95,7 +100,24 @@ def connected(path: Path, purpose: str) -> Iterator[sqlite_utils.Database]:
         raise store_error(path, purpose, error) from error
 
 
-def table_exists(database: sqlite_utils.Database, table: str, columns: Iterable[str], primary_key: Iterable[str], path: Path, purpose: str) -> bool:
+@contextmanager
+def transaction(database: sqlite3.Connection, immediate: bool = False) -> Iterator[None]:
+    """One transaction for the ``with`` block: committed when it ends, rolled back when it raises.
+
+    ``immediate`` takes SQLite's write lock when the transaction begins (``BEGIN IMMEDIATE``): two
+    processes that read first and then write would otherwise deadlock on the upgrade, and one fail.
+    """
+    database.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+    try:
+        yield
+    except BaseException:
+        if database.in_transaction:  # SQLite rolls back by itself on some errors (a full disk)
+            database.execute("ROLLBACK")
+        raise
+    database.execute("COMMIT")
+
+
+def table_exists(database: sqlite3.Connection, table: str, columns: Iterable[str], primary_key: Iterable[str], path: Path, purpose: str) -> bool:
     """Whether ``table`` exists in ``database`` (the file at ``path``); one that exists must have
     exactly these columns and this primary key. An absent table is the caller's to create.
 
@@ -104,14 +126,17 @@ def table_exists(database: sqlite_utils.Database, table: str, columns: Iterable[
             program, or by an incompatible toolpath).
         sqlite3.Error: the file cannot be read (inside :func:`connected`, that becomes a StoreError).
     """
-    if not database[table].exists():
+    # Rows of table_info: (position, name, type, not null, default, position in the primary key or 0).
+    rows = database.execute("select * from pragma_table_info(?)", [table]).fetchall()
+    if not rows:
         return False
-    found, found_key = list(database[table].columns_dict), database[table].pks
+    found = [row[1] for row in rows]
+    found_key = [row[1] for row in sorted((row for row in rows if row[5]), key=lambda row: row[5])]
     expected, expected_key = list(columns), list(primary_key)
     if sorted(found) != sorted(expected):
         problem = f"its {table} table has columns ({', '.join(found)}), not ({', '.join(expected)})"
     elif found_key != expected_key:
-        problem = f"its {table} table has primary key ({', '.join(found_key)}), not ({', '.join(expected_key)})"
+        problem = f"its {table} table has primary key ({', '.join(found_key) or 'none'}), not ({', '.join(expected_key)})"
     else:
         return True
     raise StoreError(path, purpose, problem, f"Delete or move it (toolpath creates a new one), or {_elsewhere(path)}.")

@@ -2,8 +2,10 @@
 what to do; skill search warns once and answers without the cache; malformed cache rows are
 re-embedded; the CLI prints one warning line and still answers."""
 
+import contextlib
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -12,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import sqlite_utils
 
 import registry.storage
 from kernel import wire
@@ -22,6 +23,12 @@ from planner.embedding_cache import EmbeddingCache, text_hash
 from registry import State, ToolDefinition, ToolRegistry
 from registry.storage import StoreError
 
+
+def write_sql(path, *statements):
+    """Run SQL statements on the file at ``path``, as another program would."""
+    with contextlib.closing(sqlite3.connect(path)) as database, database:
+        for statement in statements:
+            database.execute(statement)
 
 
 def ignores_file_modes() -> bool:
@@ -95,11 +102,11 @@ def make_truncated(path):
 
 
 def make_wrong_columns(path):
-    sqlite_utils.Database(path)["embeddings"].insert({"model_id": "test/word-count-v1", "text": "parse", "vector": b""})
+    write_sql(path, "create table embeddings (model_id text, text text, vector blob)")
 
 
 def make_no_primary_key(path):
-    sqlite_utils.Database(path)["embeddings"].insert({"model_id": "test/word-count-v1", "text_hash": "", "dimension": 1, "vector": b""})
+    write_sql(path, "create table embeddings (model_id text, text_hash text, dimension integer, vector blob)", "insert into embeddings values ('test/word-count-v1', '', 1, x'')")
 
 
 def make_read_only(path):
@@ -194,11 +201,9 @@ def test_search_on_a_full_disk_warns_once_and_still_answers(home, full_disk):
 
 def corrupt_one_row(path, text, **columns):
     """Overwrite columns of the cached row of ``text``."""
-    database = sqlite_utils.Database(path)
-    with database.conn:
-        assignments = ", ".join(f"{name} = ?" for name in columns)
+    assignments = ", ".join(f"{name} = ?" for name in columns)
+    with contextlib.closing(sqlite3.connect(path)) as database, database:
         updated = database.execute(f"update embeddings set {assignments} where text_hash = ?", [*columns.values(), text_hash(text)]).rowcount
-    database.close()
     assert updated == 1
 
 
@@ -247,7 +252,7 @@ def test_the_result_store_raises_a_store_error_when_the_disk_is_full(tmp_path, f
 
 def test_the_result_store_refuses_a_table_with_other_columns_and_a_directory(tmp_path):
     path = tmp_path / "toolpath.db"
-    sqlite_utils.Database(path)["offloaded_results"].insert({"id": "abc", "payload": b""}, pk="id")
+    write_sql(path, "create table offloaded_results (id text primary key, payload blob)")
     with pytest.raises(StoreError, match="its offloaded_results table has columns"):
         ResultStore(path).get("abc")
     (tmp_path / "results").mkdir()
@@ -274,10 +279,7 @@ def malformed_row_home(tmp_path, chemistry_graph, embedder):
     """A home whose cache holds the real model's vectors of the shipped catalog, one row cut short."""
     path = tmp_path / "toolpath.db"
     SkillIndex(chemistry_graph, embedder, cache=path)
-    database = sqlite_utils.Database(path)
-    with database.conn:
-        database.execute("update embeddings set vector = substr(vector, 1, 10) where rowid = (select min(rowid) from embeddings)")
-    database.close()
+    write_sql(path, "update embeddings set vector = substr(vector, 1, 10) where rowid = (select min(rowid) from embeddings)")
     return tmp_path
 
 
