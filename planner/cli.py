@@ -8,10 +8,9 @@ no matching skill, no plan).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import importlib.metadata
 import json
+import logging
 import math
 import os
 import signal
@@ -20,37 +19,37 @@ import textwrap
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kernel import KernelError
-from planner.cell import InputError, PlannedCell
-from planner.goals import NoMatchingSkillError
-from planner.graph import UnknownStateError
-from planner.parts import PartMatch, task_text
-from planner.planning import DEFAULT_TIME_BUDGET_MS, NoPlanError, Plan, alternative_plans, plan
-from planner.search import QueryError, SkillHit
-from planner.task import TaskPlan, UnboundParametersError
+from planner.planning import DEFAULT_TIME_BUDGET_MS, NoPlanError, alternative_plans, plan
 from planner.workspace import CATALOGS_VARIABLE, Workspace, resolve_catalog_paths
-from registry import (
-    AmbiguousToolNameError,
-    CatalogError,
-    ToolNotFoundError,
-    catalog_json_schema,
-    lint_catalogs,
-)
 
-REFUSALS = (
-    CatalogError,
-    NoMatchingSkillError,
-    NoPlanError,
-    UnknownStateError,
-    InputError,
-    UnboundParametersError,
-    ToolNotFoundError,
-    AmbiguousToolNameError,
-    KernelError,
-    QueryError,
-)
+if TYPE_CHECKING:
+    from planner.cell import PlannedCell
+    from planner.parts import PartMatch
+    from planner.planning import Plan
+    from planner.search import SkillHit
+    from planner.task import TaskPlan
+
+#: Errors that mean toolpath refused before running anything (exit status 2), by module. Each
+#: command imports only the layers it uses (search and kernels take seconds): an error class whose
+#: module was never imported cannot have been raised, so only imported modules are looked at.
+REFUSALS = {
+    "registry.catalog": ("CatalogError",),
+    "registry.tool_registry": ("ToolNotFoundError", "AmbiguousToolNameError"),
+    "planner.goals": ("NoMatchingSkillError",),
+    "planner.planning": ("NoPlanError",),
+    "planner.graph": ("UnknownStateError",),
+    "planner.cell": ("InputError",),
+    "planner.task": ("UnboundParametersError",),
+    "planner.search": ("QueryError",),
+    "kernel.session": ("KernelError",),
+}
+
+
+def is_refusal(error: BaseException) -> bool:
+    """Whether ``error`` is one of :data:`REFUSALS`."""
+    return any(isinstance(error, getattr(sys.modules[module], name)) for module, names in REFUSALS.items() if module in sys.modules for name in names)
 
 EXAMPLES = {
     "run": """examples:
@@ -164,6 +163,8 @@ def _print_plan(plan: Plan) -> None:
 
 
 def _print_task_plan(task_plan: TaskPlan) -> None:
+    from planner.parts import task_text
+
     print(f"Task: {task_text(task_plan.task)}")
     if len(task_plan.parts) > 1:
         print("Parts:")
@@ -213,8 +214,19 @@ def _task(arguments: argparse.Namespace) -> str | list[str]:
     return arguments.step or arguments.task
 
 
+def _prepare_query_model() -> None:
+    """Start loading the query embedding model in a thread: it overlaps loading the catalogs and
+    the search code, on another core."""
+    from planner.embedding import default_embedder
+
+    default_embedder().prepare_queries()
+
+
 def command_run(arguments: argparse.Namespace) -> int:
+    from planner.task import UnboundParametersError
+
     task = _task(arguments)
+    _prepare_query_model()
     workspace = Workspace.open(_catalog_paths(arguments))
     task_plan = workspace.plan_task(task, parse_inputs(arguments.input), held=arguments.have)
     if task_plan.cell.unbound:
@@ -250,6 +262,8 @@ def command_run(arguments: argparse.Namespace) -> int:
 def command_cell(arguments: argparse.Namespace) -> int:
     if bool(arguments.goal) == bool(arguments.task or arguments.step):
         raise CommandLineError("give either a TASK (or --step ...) or --goal TOKEN ..., not both and not neither")
+    if not arguments.goal:
+        _prepare_query_model()
     workspace = Workspace.open(_catalog_paths(arguments))
     inputs = parse_inputs(arguments.input)
     if arguments.goal:
@@ -295,6 +309,7 @@ def _strength(hit: SkillHit) -> str:
 def command_search(arguments: argparse.Namespace) -> int:
     if not arguments.query.strip():
         raise CommandLineError("the query is empty; describe what you want to achieve")
+    _prepare_query_model()
     workspace = Workspace.open(_catalog_paths(arguments))
     hits = workspace.search(arguments.query, k=arguments.k, held=arguments.have, domain=arguments.domain or None, kind=arguments.kind, reachable_only=arguments.reachable_only)
     if not hits and not arguments.json:
@@ -310,6 +325,8 @@ def command_search(arguments: argparse.Namespace) -> int:
 
 
 def command_validate(arguments: argparse.Namespace) -> int:
+    from registry import lint_catalogs
+
     findings = lint_catalogs(arguments.catalogs, import_modules=arguments.import_modules)
     errors = sum(finding.severity == "error" for finding in findings)
     if arguments.json:
@@ -323,6 +340,8 @@ def command_validate(arguments: argparse.Namespace) -> int:
 
 
 def command_schema(arguments: argparse.Namespace) -> int:
+    from registry import catalog_json_schema
+
     print(json.dumps(catalog_json_schema(), indent=2))
     return 0
 
@@ -407,6 +426,8 @@ def _pairs(values: Sequence[str], separator: str, option: str, example: str) -> 
 
 
 def command_catalog_draft(arguments: argparse.Namespace) -> int:
+    import asyncio
+
     from kernel import MCPConnectionError  # the MCP SDK loads only for this command
     from planner.draft import draft_catalog, load_problems, server_config
 
@@ -447,11 +468,19 @@ def command_catalog_draft(arguments: argparse.Namespace) -> int:
     return 0
 
 
-def _installed_version() -> str:
-    try:
-        return importlib.metadata.version("toolpath")
-    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
-        return "(not installed)"
+class _VersionAction(argparse.Action):
+    """``--version``: the installed version, looked up only when asked (importlib.metadata is slow to load)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        
+        try:
+            version = importlib.metadata.version("toolpath")
+        except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+            version = "(not installed)"
+        parser.exit(message=f"toolpath {version}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -459,7 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="toolpath",
         description="Plan tool paths over a state-transition graph and run them as one cell in an IPython kernel.",
     )
-    parser.add_argument("--version", action="version", version=f"toolpath {_installed_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, help_text: str, handler) -> argparse.ArgumentParser:
@@ -563,17 +592,17 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = build_parser().parse_args(argv)
     warnings.showwarning = _show_warning
+    # toolpath's own progress notes (e.g. a one-off model export) go to standard error.
+    notes = logging.getLogger("planner")
+    if not notes.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("toolpath: %(message)s"))
+        notes.addHandler(handler)
+        notes.setLevel(logging.INFO)
     signal.signal(signal.SIGTERM, _exit_on_signal)
     signal.signal(signal.SIGHUP, _exit_on_signal)
     try:
         return arguments.handler(arguments)
-    except (CommandLineError, *REFUSALS) as error:
-        if getattr(arguments, "json", False):
-            payload = error.to_dict() if isinstance(error, NoPlanError) else {"error": str(error)}
-            _emit_json(payload)
-        else:
-            print(f"toolpath: {error}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("toolpath: interrupted", file=sys.stderr)
         return 130
@@ -581,6 +610,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader (e.g. `| head`) went away; stop quietly as Unix tools do.
         sys.stdout = open(os.devnull, "w")
         return 141
+    except Exception as error:
+        if not isinstance(error, CommandLineError) and not is_refusal(error):
+            raise
+        if getattr(arguments, "json", False):
+            payload = error.to_dict() if isinstance(error, NoPlanError) else {"error": str(error)}
+            _emit_json(payload)
+        else:
+            print(f"toolpath: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

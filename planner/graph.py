@@ -11,11 +11,13 @@ from __future__ import annotations
 import difflib
 from collections.abc import Collection, Iterable, Mapping
 from functools import cached_property
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from planner.delete_free import DeleteFreeTask
 from registry import State, ToolDefinition, ToolNotFoundError, ToolRegistry, reachable_states
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 class UnknownStateError(ValueError):
@@ -34,40 +36,56 @@ class StateGraph:
         registry: the tools.
         states: declared states, as a ``{token: State}`` mapping or an iterable of ``State``.
 
-    The graph is built once; rebuild it after changing the registry.
+    The graph is built once (its networkx form on first use of :attr:`graph`); rebuild it after
+    changing the registry.
     """
 
     def __init__(self, registry: ToolRegistry, states: Mapping[str, State] | Iterable[State] = ()):
         self.registry = registry
         declared = states.values() if isinstance(states, Mapping) else states
         self.states: dict[str, State] = {state.token: state for state in declared}
-        self.graph = nx.DiGraph()
         self._producers: dict[str, list[ToolDefinition]] = {}
         self._consumers: dict[str, list[ToolDefinition]] = {}
-        for token, state in self.states.items():
-            self.graph.add_node(("state", token), kind="state", label=token, declared=True, description=state.description)
         for tool in registry:
-            self.graph.add_node(("tool", tool.id), kind="tool", label=f"{tool.server_name}.{tool.name}", cost=tool.cost)
             for token in tool.state_transition.requires:
-                self._add_undeclared(token)
-                self.graph.add_edge(("state", token), ("tool", tool.id))
                 self._consumers.setdefault(token, []).append(tool)
             for token in tool.state_transition.produces:
-                self._add_undeclared(token)
-                self.graph.add_edge(("tool", tool.id), ("state", token))
                 self._producers.setdefault(token, []).append(tool)
+        self._tokens = set(self.states) | set(self._producers) | set(self._consumers)
 
-    def _add_undeclared(self, token: str) -> None:
-        if ("state", token) not in self.graph:
-            self.graph.add_node(("state", token), kind="state", label=token, declared=False, description="")
+    @cached_property
+    def graph(self) -> nx.DiGraph:
+        """The bipartite graph: nodes ``("state", token)`` (attributes ``kind``, ``label``,
+        ``declared``, ``description``) and ``("tool", id)`` (``kind``, ``label``, ``cost``); edges
+        from each required state to its tool and from each tool to the states it produces.
+
+        Built on first use: planning and search need only the producer and consumer lists, and
+        importing networkx costs about 0.2 s of every command.
+        """
+        import networkx as nx
+
+        graph = nx.DiGraph()
+        for token, state in self.states.items():
+            graph.add_node(("state", token), kind="state", label=token, declared=True, description=state.description)
+        for tool in self.registry:
+            graph.add_node(("tool", tool.id), kind="tool", label=f"{tool.server_name}.{tool.name}", cost=tool.cost)
+            for token in tool.state_transition.requires:
+                if ("state", token) not in graph:
+                    graph.add_node(("state", token), kind="state", label=token, declared=False, description="")
+                graph.add_edge(("state", token), ("tool", tool.id))
+            for token in tool.state_transition.produces:
+                if ("state", token) not in graph:
+                    graph.add_node(("state", token), kind="state", label=token, declared=False, description="")
+                graph.add_edge(("tool", tool.id), ("state", token))
+        return graph
 
     @property
     def tokens(self) -> list[str]:
         """Every state token in the graph, declared or only mentioned by a tool, sorted."""
-        return sorted(node[1] for node, kind in self.graph.nodes(data="kind") if kind == "state")
+        return sorted(self._tokens)
 
     def has_state(self, token: str) -> bool:
-        return ("state", token) in self.graph
+        return token in self._tokens
 
     def check_states(self, tokens: Iterable[str]) -> None:
         """Raise :class:`UnknownStateError` for the first token the graph does not know."""

@@ -47,15 +47,15 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, ImageContent, TextContent
 
 from kernel import CellResult, CodeMode, SessionOwnerError, format_for_model
-from planner.cli import REFUSALS
+from planner.cli import is_refusal
 from planner.session import AgentSession, StalePlanError
 from planner.workspace import Workspace
 from registry.storage import StoreError
 
 #: The session a tool uses when the caller names none.
 DEFAULT_SESSION = "main"
-#: Errors that mean "this request cannot be served as asked": the model gets the reason.
-_REFUSALS = (*REFUSALS, SessionOwnerError, StalePlanError, StoreError, ValueError, TypeError)
+#: Errors besides the CLI's refusals that mean "this request cannot be served as asked": the model gets the reason.
+_REFUSALS = (SessionOwnerError, StalePlanError, StoreError, ValueError, TypeError)
 
 
 def _refusals_as_tool_errors(tool: Callable[..., Awaitable[CallToolResult]]) -> Callable[..., Awaitable[CallToolResult]]:
@@ -66,8 +66,10 @@ def _refusals_as_tool_errors(tool: Callable[..., Awaitable[CallToolResult]]) -> 
     async def refusing(*args: Any, **kwargs: Any) -> CallToolResult:
         try:
             return await tool(*args, **kwargs)
-        except _REFUSALS as error:
-            raise ToolError(str(error)) from error
+        except Exception as error:
+            if isinstance(error, _REFUSALS) or is_refusal(error):
+                raise ToolError(str(error)) from error
+            raise
 
     return refusing
 

@@ -9,6 +9,9 @@ Example::
     print(task.cell.code)
     run = workspace.run_task(task)                     # a fresh kernel, shut down afterwards
     print(run.result.result)
+
+Skill search, cells and kernels are imported by the methods that use them, so a workspace that only
+plans (``toolpath plan``) loads neither the embedding model nor jupyter_client.
 """
 
 from __future__ import annotations
@@ -18,20 +21,21 @@ import sys
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from catalogs import default_catalog_paths
-from kernel import CellResult, CodeMode
-from planner.cell import PlannedCell, render_cell
-from planner.embedding import Embedder
-from planner.parts import checked_request, input_states_given, plan_parts, task_text
 from planner.graph import StateGraph
 from planner.planning import Plan, plan
-from planner.search import SkillHit, SkillIndex
-from planner.session import AgentSession, SessionState
-from planner.task import TaskPlan, TaskRun, UnboundParametersError
 from registry import CatalogError, CatalogProblem, LoadedCatalogs, ToolDefinition, import_roots, load_checked
 from registry.catalog import UNREADABLE
+
+if TYPE_CHECKING:
+    from kernel import CodeMode
+    from planner.cell import PlannedCell
+    from planner.embedding import Embedder
+    from planner.search import SkillHit, SkillIndex
+    from planner.session import AgentSession, SessionState
+    from planner.task import TaskPlan, TaskRun
 
 
 #: Environment variable listing catalog files (separated by ``os.pathsep``) to load with the shipped ones.
@@ -87,6 +91,8 @@ class Workspace:
     @property
     def index(self) -> SkillIndex:
         if self._index is None:
+            from planner.search import SkillIndex
+
             self._index = SkillIndex(self.graph, self.embedder)
         return self._index
 
@@ -100,6 +106,9 @@ class Workspace:
     def plan_goal(self, goal: Iterable[str], inputs: Mapping[str, Any] | None = None, held: Iterable[str] = ()) -> tuple[Plan, PlannedCell]:
         """Plan to explicit goal states and render the cell (no search); input states the inputs give
         are held (:func:`planner.parts.input_states_given`)."""
+        from planner.cell import render_cell
+        from planner.parts import input_states_given
+
         goal_plan = self.plan(goal, held=frozenset(held) | input_states_given(self.graph, inputs or {}))
         return goal_plan, render_cell(goal_plan, inputs, registry=self.graph.registry)
 
@@ -111,6 +120,10 @@ class Workspace:
             NoMatchingSkillError, NoPlanError, QueryError, InputError, UnknownStateError: see
             :func:`planner.parts.plan_parts` and :func:`planner.goals.choose_goal`.
         """
+        from planner.cell import render_cell
+        from planner.parts import checked_request, plan_parts, task_text
+        from planner.task import TaskPlan
+
         task, held = checked_request(self.graph, task, inputs, held)  # before the model loads: fail fast
         text = task_text(task)
         parts, joint = plan_parts(task, self.index, self.graph, inputs=inputs, held=held)
@@ -127,6 +140,8 @@ class Workspace:
             timeout: seconds before a cell is interrupted.
             options: further :class:`kernel.CodeMode` parameters (``pool_size`` defaults to 0 here).
         """
+        from kernel import CodeMode
+
         roots = import_roots(self.loaded.catalogs)
         existing = os.environ.get("PYTHONPATH")
         env = dict(options.pop("env", None) or {})
@@ -150,6 +165,8 @@ class Workspace:
             user_id: the user the session acts for; a session is refused to any other
                 (:class:`kernel.SessionOwnerError`).
         """
+        from planner.session import AgentSession
+
         return AgentSession(self, session_id, code_mode=code_mode, state=state, user_id=user_id, **code_mode_options)
 
     def _host_tools(self, task_plan: TaskPlan) -> list[ToolDefinition]:
@@ -159,6 +176,8 @@ class Workspace:
     def _check_runnable(self, task_plan: TaskPlan) -> bool:
         """Raise for unbound inputs or a session's plan; False when there is nothing to run (the goal
         is already held)."""
+        from planner.task import UnboundParametersError
+
         if task_plan.session_id is not None:
             raise ValueError(f"this task plan belongs to session {task_plan.session_id!r} (its cell uses that session's handles and variables); run it with that session's run_task")
         if task_plan.cell.unbound:
@@ -175,6 +194,9 @@ class Workspace:
             ValueError: ``task_plan`` was made by an agent session.
             KernelError: the kernel could not start.
         """
+        from kernel import CellResult
+        from planner.task import TaskRun
+
         if not self._check_runnable(task_plan):
             return TaskRun(task_plan, CellResult("ok"))
         async with self.code_mode(timeout, tools=self._host_tools(task_plan), snapshot=False) as code_mode:
@@ -182,6 +204,9 @@ class Workspace:
 
     def run_task(self, task_plan: TaskPlan, timeout: float | None = 300.0, session_id: str = "toolpath-run") -> TaskRun:
         """Sync :meth:`arun_task`; works inside a running event loop too."""
+        from kernel import CellResult
+        from planner.task import TaskRun
+
         if not self._check_runnable(task_plan):
             return TaskRun(task_plan, CellResult("ok"))
         with self.code_mode(timeout, tools=self._host_tools(task_plan), snapshot=False) as code_mode:

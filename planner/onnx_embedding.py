@@ -1,0 +1,236 @@
+"""Query embeddings through ONNX Runtime: the shipped all-MiniLM-L6-v2 without torch.
+
+Importing torch and sentence-transformers takes seconds and about 500 MB; a search embeds one short
+query. :class:`OnnxEmbedder` embeds texts with the same weights, exported once to ONNX
+(:mod:`planner.onnx_export`, run in a subprocess) and tokenised by the model's own ``tokenizer.json``
+(``tokenizers``): a fresh process is ready to embed in about 0.1 s, in about 100 MB. The vectors
+agree with sentence-transformers' to :data:`TOLERANCE` (1 − cosine), so cached vectors stay valid.
+
+The export is kept in ``$TOOLPATH_HOME/models/<model>-<model version>/onnxruntime-<version>/``, one
+per model version and runtime version. It is made again when missing, or when it does not load, its
+files have other sizes than written, or its vector of a probe text no longer matches the one
+sentence-transformers gave at export (a damaged file).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from planner.embedding import DEFAULT_MODEL_ID, EmbedderUnavailableError, default_model_path, default_model_version
+from registry.storage import HOME_VARIABLE, default_home
+
+logger = logging.getLogger(__name__)
+
+#: Largest 1 − cosine allowed between this path and sentence-transformers (issue 19: the query path
+#: must agree with the reference to 1e-5, so vectors cached by either stay valid).
+TOLERANCE = 1e-5
+#: Texts checked at export, and (the first) each time the export is loaded: a short query, one with
+#: punctuation and digits, and one past the 256-token limit, so truncation is checked too.
+PROBE_TEXTS = (
+    "group similar molecules",
+    "Is aspirin (CC(=O)Oc1ccccc1C(=O)O) drug-like? Check Lipinski's rule of 5.",
+    " ".join(["compute the molecular descriptors of each compound in the table"] * 40),
+)
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+OUTPUT_NAME = "sentence_embedding"
+MODEL_FILE, DATA_FILE, MANIFEST_FILE = "model.onnx", "model.onnx.data", "manifest.json"
+#: Threads of one query's forward pass. Measured with benchmarks/bench_cli.py on 2 cores: a query of
+#: a dozen tokens is too small to split well, and one thread stays as fast with a CPU-bound process
+#: running, where two wait on each other.
+QUERY_THREADS = 1
+#: Seconds the export may take (about 20 s here: loading torch, tracing, optimising, checking).
+EXPORT_TIMEOUT_SECONDS = 600
+
+
+class QueryModelError(EmbedderUnavailableError):
+    """The ONNX query model cannot be exported or loaded; the message says why and what to do."""
+
+
+def inference_session(model: Path, threads: int):
+    """An ONNX Runtime CPU session of an exported model, as queries use it.
+
+    Raises:
+        ValueError: the file does not load (missing, damaged, or from an incompatible runtime).
+    """
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    # Idle threads spinning for work burn a core between queries and fight a busy machine for it.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # The export is optimised already (planner.onnx_export): loading skips the passes.
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    try:
+        return onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+    except Exception as error:  # onnxruntime's errors (InvalidProtobuf, Fail, ...) share no base but Exception
+        raise ValueError(f"{model} does not load ({error})") from error
+
+
+class OnnxEmbedder:
+    """all-MiniLM-L6-v2 through ONNX Runtime; vectors equal sentence-transformers' to 1e-5.
+
+    Args:
+        home: where exports are kept; default ``$TOOLPATH_HOME`` (:func:`registry.storage.default_home`).
+        threads: ONNX Runtime intra-op threads (default :data:`QUERY_THREADS`).
+
+    Calling it maps ``n`` texts to an ``(n, 384)`` float32 array of unit rows. The model is loaded,
+    and exported when needed, by :meth:`load` or on the first call.
+
+    Raises (from :meth:`load` and the first call):
+        QueryModelError: onnxruntime or tokenizers is not installed, the export directory cannot be
+            written, or the export fails (its error quoted) or does not load.
+    """
+
+    model_id = DEFAULT_MODEL_ID
+
+    def __init__(self, home: str | os.PathLike[str] | None = None, threads: int = QUERY_THREADS):
+        self.home = Path(home) if home is not None else None
+        self.threads = threads
+        self._session = None
+        self._tokenizer = None
+        self._dimension = 0
+        self._loading: threading.Thread | None = None
+        self._load_error: QueryModelError | None = None
+
+    @property
+    def directory(self) -> Path:
+        """Where this model version's export for the installed ONNX Runtime is kept.
+
+        Raises:
+            QueryModelError: onnxruntime is not installed.
+        """
+        try:
+            import onnxruntime
+        except ImportError as error:
+            raise QueryModelError(f"onnxruntime is not installed; install toolpath with its dependencies: pip install -e . ({error})") from error
+        home = self.home if self.home is not None else default_home()
+        return home / "models" / f"{DEFAULT_MODEL_ID.replace('/', '--')}-{default_model_version()}" / f"onnxruntime-{onnxruntime.__version__}"
+
+    def load(self, background: bool = False) -> None:
+        """Load the model now (exporting it first when needed), or start loading it in a thread
+        with ``background=True`` and return at once: the next call waits for it. A command that
+        will embed a query starts this before its other work; the two overlap on another core."""
+        if self._session is not None or self._loading is not None:
+            return
+        if not background:
+            self._load()
+            return
+        self._loading = threading.Thread(target=self._load_recording_error, name="toolpath-query-model", daemon=True)
+        self._loading.start()
+
+    def _load_recording_error(self) -> None:
+        try:
+            self._load()
+        except QueryModelError as error:
+            self._load_error = error
+
+    def _load(self) -> None:
+        directory = self.directory
+        try:
+            self._open(directory)
+        except (OSError, ValueError, KeyError):
+            _export(directory)  # missing or damaged: export again, and trust what that export checked
+            try:
+                self._open(directory)
+            except (OSError, ValueError, KeyError) as error:
+                raise QueryModelError(f"the query model exported to {directory} does not load: {error}. Delete that directory to export it again") from error
+
+    def _open(self, directory: Path) -> None:
+        """Load the export in ``directory`` and check it on the first probe text.
+
+        Raises:
+            OSError, KeyError: a file is missing or the manifest incomplete.
+            ValueError: the manifest is not JSON, a file has another size than written, the model
+                does not load, or its vector of the probe text differs from the recorded one.
+        """
+        try:
+            from tokenizers import Tokenizer
+        except ImportError as error:
+            raise QueryModelError(f"tokenizers is not installed; install toolpath with its dependencies: pip install -e . ({error})") from error
+        manifest = json.loads((directory / MANIFEST_FILE).read_text(encoding="utf-8"))
+        for name, size in manifest["sizes"].items():
+            if (directory / name).stat().st_size != size:
+                raise ValueError(f"{directory / name} has {(directory / name).stat().st_size} bytes, not the {size} written")
+        session = inference_session(directory / MODEL_FILE, self.threads)
+        tokenizer = Tokenizer.from_file(str(default_model_path() / "tokenizer.json"))
+        # tokenizer.json pads and truncates to 128 tokens; sentence-transformers pads to the longest
+        # text and truncates at the model's max_seq_length: do the same.
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(manifest["max_tokens"])
+        probe = manifest["probes"][0]
+        distance = 1 - float(_forward(session, tokenizer, [probe["text"]])[0] @ np.asarray(probe["vector"], dtype=np.float32))
+        if not distance <= TOLERANCE:
+            raise ValueError(f"{directory / MODEL_FILE} gives 1 - cosine = {distance:.2e} on its probe text, over {TOLERANCE:g}")
+        self._session, self._tokenizer, self._dimension = session, tokenizer, int(manifest["dimension"])
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        if self._loading is not None:
+            self._loading.join()
+            self._loading = None
+            if self._load_error is not None:
+                raise self._load_error
+        if self._session is None:
+            self._load()
+        if not texts:
+            return np.zeros((0, self._dimension), dtype=np.float32)
+        return _forward(self._session, self._tokenizer, texts)
+
+
+def _forward(session, tokenizer, texts: Sequence[str]) -> np.ndarray:
+    """``(len(texts), d)`` unit vectors; the texts of one call are padded to the longest."""
+    encodings = tokenizer.encode_batch(list(texts))
+    width = max(len(encoding.ids) for encoding in encodings)
+    feed = {name: np.zeros((len(encodings), width), dtype=np.int64) for name in INPUT_NAMES}
+    for row, encoding in enumerate(encodings):
+        for name, values in zip(INPUT_NAMES, (encoding.ids, encoding.attention_mask, encoding.type_ids)):
+            feed[name][row, : len(values)] = values
+    return session.run(None, feed)[0]
+
+
+def _export(directory: Path) -> None:
+    """Export the model into ``directory`` (replacing what is there) in a subprocess.
+
+    The export is written to a sibling directory and renamed into place, so a reader never sees
+    half of it; when another process renames its export there first, that one is kept.
+
+    Raises:
+        QueryModelError: the directory cannot be written, or the export fails (its error quoted).
+    """
+    logger.info("exporting the embedding model to ONNX for fast queries (once per model and onnxruntime version; about 20 s)")
+    try:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".export-", dir=directory.parent))
+    except OSError as error:
+        raise QueryModelError(f"cannot write the ONNX query model under {directory.parent}: {error.strerror or error}; set {HOME_VARIABLE} to a writable directory") from error
+    try:
+        # planner may be importable only through this process's sys.path (a source tree).
+        source_root = str(Path(__file__).resolve().parent.parent)
+        environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [source_root, os.environ.get("PYTHONPATH")])), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        command = [sys.executable, "-m", "planner.onnx_export", str(staging)]
+        try:
+            completed = subprocess.run(command, capture_output=True, text=True, timeout=EXPORT_TIMEOUT_SECONDS, env=environment)
+        except subprocess.TimeoutExpired:
+            raise QueryModelError(f"exporting the query model to ONNX took over {EXPORT_TIMEOUT_SECONDS} s and was stopped; try again on a less busy machine") from None
+        if completed.returncode != 0:
+            lines = completed.stderr.strip().splitlines()
+            reason = lines[-1] if lines else f"exit status {completed.returncode}"
+            raise QueryModelError(f"exporting the query model to ONNX failed ({reason}); run `python -m planner.onnx_export DIRECTORY` to see the whole error")
+        shutil.rmtree(directory, ignore_errors=True)
+        try:
+            staging.rename(directory)
+        except OSError:
+            pass  # another process's export got there first; it is checked on loading like this one
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
