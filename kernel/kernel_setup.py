@@ -21,6 +21,8 @@ import json
 import sys
 from typing import Any
 
+#: The MIME type under which a cell's value is sent as JSON text, beside IPython's ``text/plain``.
+VALUE_MIME = "application/vnd.toolpath.value+json"
 SHELL_DISABLED = "shell commands are disabled in this session (allow_shell=False); use Python instead"
 #: IPython's subprocess-running cell magics (its ScriptMagics defaults, and a few more if present).
 SCRIPT_MAGICS = ("bash", "sh", "zsh", "perl", "ruby", "python", "python2", "python3", "pypy")
@@ -49,6 +51,7 @@ def configure(allow_shell: bool = True) -> None:
     boundary (``subprocess`` and ``os.system`` still work).
     """
     shell = _shell()
+    _send_json_values(shell)
     shell.events.register("pre_run_cell", _before_cell)
     shell.events.register("post_run_cell", _reopen_broken_streams)
     shell.set_custom_exc(_HANDLE_ERRORS, _explain_handle_error)
@@ -65,6 +68,29 @@ def configure(allow_shell: bool = True) -> None:
             shell.register_magic_function(_refuse_shell, magic_kind="line", magic_name=name)
     shell.system = _refuse_shell
     shell.getoutput = _refuse_shell
+
+
+def _send_json_values(shell: Any) -> None:
+    """Add a display formatter that sends each value that is plain JSON (dicts, lists, strings,
+    numbers, booleans) as JSON text under :data:`VALUE_MIME`, so the host gets the value itself and
+    not only its repr. Other values (NaN, sets, objects) get no such form."""
+    from IPython.core.formatters import BaseFormatter
+
+    class JSONValueFormatter(BaseFormatter):
+        format_type = VALUE_MIME
+        _return_type = str
+
+        def __call__(self, obj: Any) -> str | None:
+            try:
+                return json.dumps(obj, allow_nan=False, ensure_ascii=False)
+            except (TypeError, ValueError, RecursionError):
+                return None
+
+    formatter = shell.display_formatter
+    formatter.formatters[VALUE_MIME] = JSONValueFormatter(parent=formatter)
+    # A formatter added after start-up is used only once listed as active.
+    if formatter.active_types and VALUE_MIME not in formatter.active_types:
+        formatter.active_types = [*formatter.active_types, VALUE_MIME]
 
 
 #: The tool handles CodeMode bound, by variable name.

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
+
+from kernel.kernel_setup import VALUE_MIME
 
 #: An exception's type name is a name, not a stream: a few hundred characters say it.
 _MAX_ENAME_CHARS = 200
@@ -43,6 +46,8 @@ class CellResult:
             kernel died during the cell).
         stdout / stderr: the streams, in order of arrival, capped.
         result: the ``text/plain`` form of the cell's last expression (``Out[n]``), capped.
+        result_json: the same value as JSON text when it is plain JSON (dicts, lists, strings,
+            numbers, booleans; no NaN) and fits the output cap, else ``None``; :attr:`value` parses it.
         error: ``{"ename", "evalue", "traceback"}`` (traceback without ANSI colours, capped).
         execution_count: the kernel's ``In[n]`` number.
         images: PNG images the cell displayed, as bytes.
@@ -68,14 +73,23 @@ class CellResult:
     dropped_images: tuple[str, ...] = ()
     notice: str = ""
     tool_calls: dict[str, int] = field(default_factory=dict)
+    result_json: str | None = None
+
+    @property
+    def value(self) -> Any:
+        """The cell's value parsed from :attr:`result_json`; ``None`` when there is none."""
+        return json.loads(self.result_json) if self.result_json is not None else None
 
     def to_dict(self) -> dict:
-        """JSON-ready form; images become base64 strings."""
+        """JSON-ready form; images become base64 strings. ``result`` is the cell's value itself when
+        it is plain JSON (``result_is_json``), else its text; ``result_text`` is always the text."""
         return {
             "status": self.status,
             "stdout": self.stdout,
             "stderr": self.stderr,
-            "result": self.result,
+            "result": self.value if self.result_json is not None else self.result,
+            "result_is_json": self.result_json is not None,
+            "result_text": self.result,
             "error": self.error,
             "execution_count": self.execution_count,
             "images": [base64.b64encode(image).decode("ascii") for image in self.images],
@@ -143,6 +157,7 @@ class CellOutput:
     stdout: CappedText = field(init=False)
     stderr: CappedText = field(init=False)
     result: str | None = None
+    result_json: str | None = None
     error: dict | None = None
     images: list[bytes] = field(default_factory=list)
     dropped_images: list[str] = field(default_factory=list)
@@ -163,6 +178,7 @@ class CellOutput:
                 self._add_image(data["image/png"])
             if kind == "execute_result":
                 self.result = data.get("text/plain")
+                self.result_json = data.get(VALUE_MIME)
         elif kind == "error":
             self.error = {
                 "ename": content.get("ename", ""),
@@ -201,6 +217,8 @@ class CellOutput:
             result, cut = cap(self.result, limit)
             if cut:
                 truncated.append("result")
+        # A value too large for the cap stays as capped text only: half a JSON document is no value.
+        result_json = self.result_json if self.result_json is not None and len(self.result_json) <= limit else None
         final_error = error if error is not None else self.error
         if final_error is not None:
             final_error = dict(final_error)
@@ -221,4 +239,5 @@ class CellOutput:
             (*self.dropped_images, *([f"{self._more_dropped:,} more images dropped"] if self._more_dropped else [])),
             notice,
             dict(tool_calls or {}),
+            result_json,
         )

@@ -307,6 +307,8 @@ def _strength(hit: SkillHit) -> str:
 
 
 def command_search(arguments: argparse.Namespace) -> int:
+    from planner.search import MIN_SCORE
+
     if not arguments.query.strip():
         raise CommandLineError("the query is empty; describe what you want to achieve")
     _prepare_query_model()
@@ -316,11 +318,15 @@ def command_search(arguments: argparse.Namespace) -> int:
         empty = not len(workspace.index)
         print("nothing to search: the catalogs declare no states or tools" if empty else "no hit passes the filters", file=sys.stderr)
     if arguments.json:
-        _emit_json({"query": arguments.query, "have": sorted(arguments.have), "mode": workspace.index.mode, "hits": [hit.to_dict() for hit in hits]})
-    else:
-        for hit in hits:
-            how = (" -> ".join(step.tool.name for step in hit.plan.steps) or "held now") if hit.plan is not None else ("reachable" if hit.reachable else "unreachable")
-            print(f"{hit.score:.4f}  {hit.kind:<5}  {hit.name}    ({hit.matched})  [{how}]")
+        _emit_json({"query": arguments.query, "have": sorted(arguments.have), "mode": workspace.index.mode, "min_score": MIN_SCORE, "hits": [{**hit.to_dict(), "matches": hit.matches()} for hit in hits]})
+        return 0
+    if hits:
+        print(f"{'similarity' if hits[0].similarity is not None else 'BM25':>10}  kind   name    (best-matching text)  [plan from the held states]")
+    for hit in hits:
+        how = (" -> ".join(step.tool.name for step in hit.plan.steps) or "held now") if hit.plan is not None else ("reachable" if hit.reachable else "unreachable")
+        strength = hit.similarity if hit.similarity is not None else hit.lexical
+        weak = "" if hit.matches() else f"  -- weak: below {MIN_SCORE:g}, a task would not match it"
+        print(f"{strength:>10.2f}  {hit.kind:<5}  {hit.name}    ({hit.matched})  [{how}]{weak}")
     return 0
 
 

@@ -33,17 +33,12 @@ from typing import Any
 from planner.cell import PlannedCell, render_cell
 from planner.graph import StateGraph
 from planner.planning import NoPlanError, Plan, plan, plan_to_run
-from planner.search import SkillHit, SkillIndex
+from planner.search import MIN_SCORE, SkillHit, SkillIndex
 from registry import ToolDefinition
 
-MIN_SCORE = 0.35
 MARGIN = 0.05
 WORK_MARGIN = 0.10
 LEXICAL_MARGIN = 0.10
-
-
-def _matches(hit: SkillHit, min_score: float) -> bool:
-    return hit.similarity >= min_score if hit.similarity is not None else hit.lexical > 0
 
 
 def _close(hit: SkillHit, best: SkillHit, margin: float) -> bool:
@@ -189,7 +184,7 @@ def choose_goal(
         QueryError: an empty task.
     """
     hits = index.search(task, k=k, held=held)
-    matching = [hit for hit in hits if _matches(hit, min_score) and hit.states]
+    matching = [hit for hit in hits if hit.matches(min_score) and hit.states]
     named = _named_tools(task, graph)
     if not matching and not named:
         raise NoMatchingSkillError(task, hits, min_score)

@@ -6,14 +6,17 @@ query. :class:`OnnxEmbedder` embeds texts with the same weights, exported once t
 (``tokenizers``): a fresh process is ready to embed in about 0.1 s, in about 100 MB. The vectors
 agree with sentence-transformers' to :data:`TOLERANCE` (1 − cosine), so cached vectors stay valid.
 
-The export is kept in ``$TOOLPATH_HOME/models/<model>-<model version>/onnxruntime-<version>/``, one
-per model version and runtime version. It is made again when missing, or when it does not load, its
-files have other sizes than written, or its vector of a probe text no longer matches the one
-sentence-transformers gave at export (a damaged file).
+The export is kept in ``<models>/<model>-<model version>/onnxruntime-<version>/``, one per model
+version and runtime version, where ``<models>`` is ``$TOOLPATH_MODELS`` or else
+``$TOOLPATH_HOME/models`` (:func:`models_directory`). It is made again when missing or damaged: a
+file of another size or SHA-256 digest than written (checked while the command starts, in the
+loading thread: about 0.1 s of another core), a model that does not load, or a vector of a probe
+text that no longer matches the one sentence-transformers gave at export.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -45,6 +48,9 @@ PROBE_TEXTS = (
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT_NAME = "sentence_embedding"
 MODEL_FILE, DATA_FILE, MANIFEST_FILE = "model.onnx", "model.onnx.data", "manifest.json"
+#: Environment variable naming where exported models are kept (default ``$TOOLPATH_HOME/models``):
+#: one export can serve several homes, or live elsewhere than a read-only home.
+MODELS_VARIABLE = "TOOLPATH_MODELS"
 #: Threads of one query's forward pass. Measured with benchmarks/bench_cli.py on 2 cores: a query of
 #: a dozen tokens is too small to split well, and one thread stays as fast with a CPU-bound process
 #: running, where two wait on each other.
@@ -55,6 +61,17 @@ EXPORT_TIMEOUT_SECONDS = 600
 
 class QueryModelError(EmbedderUnavailableError):
     """The ONNX query model cannot be exported or loaded; the message says why and what to do."""
+
+
+def models_directory() -> Path:
+    """``$TOOLPATH_MODELS``, else ``$TOOLPATH_HOME/models`` (:func:`registry.storage.default_home`)."""
+    return Path(os.environ.get(MODELS_VARIABLE) or default_home() / "models")
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 digest of a file, as hex."""
+    with open(path, "rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
 
 
 def inference_session(model: Path, threads: int):
@@ -82,7 +99,7 @@ class OnnxEmbedder:
     """all-MiniLM-L6-v2 through ONNX Runtime; vectors equal sentence-transformers' to 1e-5.
 
     Args:
-        home: where exports are kept; default ``$TOOLPATH_HOME`` (:func:`registry.storage.default_home`).
+        models: where exports are kept; default :func:`models_directory`.
         threads: ONNX Runtime intra-op threads (default :data:`QUERY_THREADS`).
 
     Calling it maps ``n`` texts to an ``(n, 384)`` float32 array of unit rows. The model is loaded,
@@ -95,8 +112,8 @@ class OnnxEmbedder:
 
     model_id = DEFAULT_MODEL_ID
 
-    def __init__(self, home: str | os.PathLike[str] | None = None, threads: int = QUERY_THREADS):
-        self.home = Path(home) if home is not None else None
+    def __init__(self, models: str | os.PathLike[str] | None = None, threads: int = QUERY_THREADS):
+        self.models = Path(models) if models is not None else None
         self.threads = threads
         self._session = None
         self._tokenizer = None
@@ -115,8 +132,8 @@ class OnnxEmbedder:
             import onnxruntime
         except ImportError as error:
             raise QueryModelError(f"onnxruntime is not installed; install toolpath with its dependencies: pip install -e . ({error})") from error
-        home = self.home if self.home is not None else default_home()
-        return home / "models" / f"{DEFAULT_MODEL_ID.replace('/', '--')}-{default_model_version()}" / f"onnxruntime-{onnxruntime.__version__}"
+        models = self.models if self.models is not None else models_directory()
+        return models / f"{DEFAULT_MODEL_ID.replace('/', '--')}-{default_model_version()}" / f"onnxruntime-{onnxruntime.__version__}"
 
     def load(self, background: bool = False) -> None:
         """Load the model now (exporting it first when needed), or start loading it in a thread
@@ -152,17 +169,17 @@ class OnnxEmbedder:
 
         Raises:
             OSError, KeyError: a file is missing or the manifest incomplete.
-            ValueError: the manifest is not JSON, a file has another size than written, the model
-                does not load, or its vector of the probe text differs from the recorded one.
+            ValueError: the manifest is not JSON, a file has another size or digest than written,
+                the model does not load, or its vector of the probe text differs from the recorded one.
         """
         try:
             from tokenizers import Tokenizer
         except ImportError as error:
             raise QueryModelError(f"tokenizers is not installed; install toolpath with its dependencies: pip install -e . ({error})") from error
         manifest = json.loads((directory / MANIFEST_FILE).read_text(encoding="utf-8"))
-        for name, size in manifest["sizes"].items():
-            if (directory / name).stat().st_size != size:
-                raise ValueError(f"{directory / name} has {(directory / name).stat().st_size} bytes, not the {size} written")
+        for name, written in manifest["files"].items():
+            if (directory / name).stat().st_size != written["bytes"] or file_sha256(directory / name) != written["sha256"]:
+                raise ValueError(f"{directory / name} is not the file written (its size or SHA-256 digest differs)")
         session = inference_session(directory / MODEL_FILE, self.threads)
         tokenizer = Tokenizer.from_file(str(default_model_path() / "tokenizer.json"))
         # tokenizer.json pads and truncates to 128 tokens; sentence-transformers pads to the longest
@@ -213,7 +230,7 @@ def _export(directory: Path) -> None:
         directory.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".export-", dir=directory.parent))
     except OSError as error:
-        raise QueryModelError(f"cannot write the ONNX query model under {directory.parent}: {error.strerror or error}; set {HOME_VARIABLE} to a writable directory") from error
+        raise QueryModelError(f"cannot write the ONNX query model under {directory.parent}: {error.strerror or error}; set {MODELS_VARIABLE} (or {HOME_VARIABLE}) to a writable directory") from error
     try:
         # planner may be importable only through this process's sys.path (a source tree).
         source_root = str(Path(__file__).resolve().parent.parent)

@@ -11,7 +11,7 @@ searches. It writes into DIRECTORY:
   ``sentence_embedding`` (``(batch, 384)`` float32, unit rows). Weights kept apart are memory-mapped
   when loaded: half the peak memory and a quarter of the load time of weights inside the graph.
 - ``manifest.json``: what was exported (model id and package version, the torch, ONNX Runtime and
-  opset versions, the tokenizer's maximum length, the files' sizes) and sentence-transformers'
+  opset versions, the tokenizer's maximum length, the files' sizes and SHA-256 digests) and sentence-transformers'
   vectors of :data:`planner.onnx_embedding.PROBE_TEXTS`, which the query process checks against.
 
 The export is checked before it is kept: ONNX Runtime's vectors of the probe texts, one by one and as
@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from planner.embedding import DEFAULT_MODEL_ID, default_model_path, default_model_version
-from planner.onnx_embedding import DATA_FILE, INPUT_NAMES, MANIFEST_FILE, MODEL_FILE, OUTPUT_NAME, PROBE_TEXTS, TOLERANCE, inference_session
+from planner.onnx_embedding import DATA_FILE, INPUT_NAMES, MANIFEST_FILE, MODEL_FILE, OUTPUT_NAME, PROBE_TEXTS, TOLERANCE, file_sha256, inference_session
 
 #: ONNX opset of the graph; ONNX Runtime 1.16 and later run it.
 OPSET = 18
@@ -114,7 +114,7 @@ def export(directory: Path) -> None:
         "opset": OPSET,
         "max_tokens": model.get_max_seq_length(),
         "dimension": int(reference.shape[1]),
-        "sizes": {name: (directory / name).stat().st_size for name in (MODEL_FILE, DATA_FILE)},
+        "files": {name: {"bytes": (directory / name).stat().st_size, "sha256": file_sha256(directory / name)} for name in (MODEL_FILE, DATA_FILE)},
         "probes": [{"text": text, "vector": vector.tolist()} for text, vector in zip(PROBE_TEXTS, reference)],
     }
     (directory / MANIFEST_FILE).write_text(json.dumps(manifest), encoding="utf-8")

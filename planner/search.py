@@ -41,6 +41,10 @@ RRF_K = 20
 #: Weight of the dense ranking in the fusion (BM25 gets the rest); tuned on MetaTool dev (grid 0.5-0.9).
 DENSE_WEIGHT = 0.8
 
+#: Cosine similarity a hit needs to match a task (:func:`planner.goals.choose_goal`, which says how
+#: it was set); ``toolpath search`` marks hits below it.
+MIN_SCORE = 0.35
+
 #: Query vectors kept per index (see ``SkillIndex._query_vector``).
 _RECENT_QUERIES = 64
 
@@ -77,6 +81,11 @@ class SkillHit:
     states: frozenset[str]
     reachable: bool
     plan: Plan | None
+
+    def matches(self, min_score: float = MIN_SCORE) -> bool:
+        """Whether a task would match this hit: its similarity reaches ``min_score``, or, in an
+        index without embeddings, it shares a word with the query."""
+        return self.similarity >= min_score if self.similarity is not None else self.lexical > 0
 
     def to_dict(self) -> dict:
         return {

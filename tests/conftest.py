@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import textwrap
@@ -19,14 +18,22 @@ from registry import load_catalogs
 @pytest.fixture(scope="session", autouse=True)
 def toolpath_home(tmp_path_factory):
     """Keep the embedding cache and result store of the tests (and the CLIs they start) out of the user's data directory."""
-    home = tmp_path_factory.mktemp("toolpath-home")
-    previous = os.environ.get("TOOLPATH_HOME")
-    os.environ["TOOLPATH_HOME"] = str(home)
-    yield home
-    if previous is None:
-        del os.environ["TOOLPATH_HOME"]
-    else:
-        os.environ["TOOLPATH_HOME"] = previous
+    with pytest.MonkeyPatch.context() as patch:
+        home = tmp_path_factory.mktemp("toolpath-home")
+        patch.setenv("TOOLPATH_HOME", str(home))
+        yield home
+
+
+@pytest.fixture(scope="session", autouse=True)
+def toolpath_models(tmp_path_factory):
+    """One ONNX export of the query model for the whole test session (it takes about 20 s), shared
+    by the tests and CLIs that use a home of their own."""
+    from planner.onnx_embedding import MODELS_VARIABLE
+
+    with pytest.MonkeyPatch.context() as patch:
+        models = tmp_path_factory.mktemp("toolpath-models")
+        patch.setenv(MODELS_VARIABLE, str(models))
+        yield models
 
 
 @pytest.fixture(autouse=True)

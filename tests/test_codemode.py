@@ -51,6 +51,18 @@ def test_state_persists_within_a_session_and_not_across(code_mode):
     assert "secret" in code_mode.variables("alice") and code_mode.value("secret", "alice") == 42
 
 
+def test_a_plain_json_value_comes_back_as_json_beside_its_repr(code_mode):
+    value = code_mode.run('{"weights": [180.16, 46.07], "name": "aspirin", "passes": True, "note": None}', "json")
+    assert value.value == {"weights": [180.16, 46.07], "name": "aspirin", "passes": True, "note": None}
+    assert value.result.startswith("{'weights'") and value.to_dict()["result"] == value.value and value.to_dict()["result_is_json"]
+    for not_json in ("{1, 2}", "float('nan')", "object()"):
+        other = code_mode.run(not_json, "json")
+        assert other.result_json is None and other.result is not None, not_json
+        assert other.to_dict()["result"] == other.result and not other.to_dict()["result_is_json"]
+    huge = code_mode.run("list(range(100_000))", "json")
+    assert huge.result_json is None and "result" in huge.truncated
+
+
 def test_exceptions_return_their_traceback(code_mode):
     result = code_mode.run("def fail():\n    raise ValueError('bad input')\nfail()", "errors")
     assert result.status == "error" and result.error["ename"] == "ValueError"

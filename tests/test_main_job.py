@@ -47,10 +47,12 @@ def test_run_aspirin_json_reports_weight_and_lipinski_pass():
     assert [step["tool"] for step in payload["plan"]["steps"]] == ["parse_molecule", "compute_descriptors"]
     assert {"tool", "requires", "produces"} <= set(payload["plan"]["steps"][0]) and payload["plan"]["cost"] == 2
     result = payload["result"]
-    assert set(result) >= {"status", "stdout", "stderr", "result", "error"}
+    assert set(result) >= {"status", "stdout", "stderr", "result", "result_text", "error"}
     assert result["status"] == "ok"
-    assert "'molecular_weight': 180.16" in result["result"]
-    assert "'lipinski': {'passes': True" in result["result"]
+    # The value itself, as JSON, and its repr beside it.
+    assert result["result_is_json"] and result["result"]["molecular_weight"] == 180.16
+    assert result["result"]["lipinski"]["passes"] is True
+    assert "'lipinski': {'passes': True" in result["result_text"]
     assert not kernels_marked(marker), "an ipykernel outlived the CLI command"
 
 
@@ -117,7 +119,7 @@ def test_init_writes_a_catalog_package_that_validates_runs_and_tests_as_generate
     assert toolpath("validate", str(catalog), "--import", cwd=tmp_path.parent).returncode == 0
     run = toolpath("run", "summarise a text", "--add-catalog", str(catalog), "--input", "text=Plans are cells. Cells run.", "--json", cwd=tmp_path.parent)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert json.loads(run.stdout)["result"]["result"] == "'Plans are cells.'"
+    assert json.loads(run.stdout)["result"]["result"] == "Plans are cells."
     tested = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "lab_notes"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert tested.returncode == 0, tested.stdout + tested.stderr
     again = toolpath("init", "lab_notes", "--directory", str(tmp_path))
@@ -202,7 +204,7 @@ def test_a_catalog_beside_its_package_validates_and_runs_from_any_directory(tmp_
     assert validated.returncode == 0, validated.stdout + validated.stderr
     run = toolpath("run", "say hello to a person", "--input", "name=Ada", "--catalog", str(beside), "--json", cwd=elsewhere)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert json.loads(run.stdout)["result"]["result"] == "'hello, Ada'"
+    assert json.loads(run.stdout)["result"]["result_text"] == "'hello, Ada'"
 
 
 def test_a_parameter_named_by_a_python_keyword_is_passed_by_its_python_name(tmp_path, embedder):
