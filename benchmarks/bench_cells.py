@@ -1,5 +1,6 @@
 """Cell round trips: raw jupyter_client vs CodeMode vs an agent session's free cell, and first-cell
-latency with and without the pool.
+latency with and without the pool. The three kinds of cells run interleaved, on kernels started
+together, so load drift during the run lands on all of them alike.
 
 Prints one JSON object. Targets (issue 4): CodeMode median round trip ≤ 1.25 × raw jupyter_client;
 first cell of a new session with the warm pool ≤ 60 ms. An agent session reads the kernel's variable
@@ -13,12 +14,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from jupyter_client.manager import AsyncKernelManager
 
@@ -26,57 +29,75 @@ from kernel import CodeMode
 from planner import Workspace
 
 
-async def raw_round_trips(cells: int) -> list[float]:
-    """Trivial cells through jupyter_client alone: execute, then wait for the kernel to go idle.
-
-    Same transport as CodeMode (IPC sockets) so the comparison measures CodeMode's own overhead.
-    """
+@contextlib.asynccontextmanager
+async def raw_kernel() -> AsyncIterator[Callable[[], Awaitable[float]]]:
+    """A kernel driven by jupyter_client alone; yields a function timing one trivial cell (execute,
+    then wait for the kernel to go idle). Same transport as CodeMode (IPC sockets), so the
+    comparison measures CodeMode's own overhead."""
     directory = tempfile.TemporaryDirectory(prefix="bench-raw-")
     manager = AsyncKernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(directory.name, "kernel"), connection_file=os.path.join(directory.name, "connection.json"))
     await manager.start_kernel()
     client = manager.client()
     client.start_channels()
     await client.wait_for_ready(timeout=60)
-    timings = []
+
+    async def round_trip() -> float:
+        started = time.perf_counter()
+        message_id = client.execute("1 + 1")
+        while True:
+            message = await client.get_iopub_msg(timeout=10)
+            if message["parent_header"].get("msg_id") == message_id and message["msg_type"] == "status" and message["content"]["execution_state"] == "idle":
+                break
+        await client.get_shell_msg(timeout=10)
+        return time.perf_counter() - started
+
     try:
-        for _ in range(cells):
-            started = time.perf_counter()
-            message_id = client.execute("1 + 1")
-            while True:
-                message = await client.get_iopub_msg(timeout=10)
-                if message["parent_header"].get("msg_id") == message_id and message["msg_type"] == "status" and message["content"]["execution_state"] == "idle":
-                    break
-            await client.get_shell_msg(timeout=10)
-            timings.append(time.perf_counter() - started)
+        yield round_trip
     finally:
         client.stop_channels()
         await manager.shutdown_kernel(now=True)
         directory.cleanup()
-    return timings
 
 
-async def codemode_round_trips(cells: int) -> list[float]:
+@contextlib.asynccontextmanager
+async def codemode_kernel() -> AsyncIterator[Callable[[], Awaitable[float]]]:
     async with CodeMode(pool_size=0) as code_mode:
         await code_mode.arun("0", "bench")  # start the kernel outside the timing
-        timings = []
-        for _ in range(cells):
+
+        async def round_trip() -> float:
             started = time.perf_counter()
             result = await code_mode.arun("1 + 1", "bench")
-            timings.append(time.perf_counter() - started)
             assert result.result == "2", result
-    return timings
+            return time.perf_counter() - started
+
+        yield round_trip
 
 
-async def session_round_trips(cells: int) -> list[float]:
+@contextlib.asynccontextmanager
+async def session_kernel() -> AsyncIterator[Callable[[], Awaitable[float]]]:
     """Free cells of an agent session on the shipped catalogs (no embedding model is loaded)."""
     async with Workspace.open().session("bench") as session:
         await session.aexecute("0")
-        timings = []
-        for _ in range(cells):
+
+        async def round_trip() -> float:
             started = time.perf_counter()
             result = await session.aexecute("1 + 1")
-            timings.append(time.perf_counter() - started)
             assert result.result == "2", result
+            return time.perf_counter() - started
+
+        yield round_trip
+
+
+async def round_trips(cells: int) -> dict[str, list[float]]:
+    """``cells`` round trips of each kind, interleaved (raw, CodeMode, session, raw, ...) on three
+    kernels started together, so a change of load during the run hits all three alike."""
+    kinds = {"raw_jupyter_client": raw_kernel, "codemode": codemode_kernel, "agent_session": session_kernel}
+    async with contextlib.AsyncExitStack() as stack:
+        runners = {name: await stack.enter_async_context(kernel()) for name, kernel in kinds.items()}
+        timings: dict[str, list[float]] = {name: [] for name in runners}
+        for _ in range(cells):
+            for name, round_trip in runners.items():
+                timings[name].append(await round_trip())
     return timings
 
 
@@ -105,9 +126,8 @@ def summary(timings: list[float]) -> dict:
 
 
 async def main(cells: int, cold: int, warm: int) -> dict:
-    raw = summary(await raw_round_trips(cells))
-    codemode = summary(await codemode_round_trips(cells))
-    session = summary(await session_round_trips(cells))
+    timings = await round_trips(cells)
+    raw, codemode, session = (summary(timings[name]) for name in ("raw_jupyter_client", "codemode", "agent_session"))
     cold_first = summary(await first_cell(0, cold))
     warm_first = summary(await first_cell(1, warm))
     return {

@@ -481,7 +481,8 @@ class _VersionAction(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version and exit")
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
-        
+        import importlib.metadata
+
         try:
             version = importlib.metadata.version("toolpath")
         except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed

@@ -48,6 +48,7 @@ from mcp_types import CallToolResult, ImageContent, TextContent
 
 from kernel import CellResult, CodeMode, SessionOwnerError, format_for_model
 from planner.cli import is_refusal
+from planner.embedding import default_embedder
 from planner.session import AgentSession, StalePlanError
 from planner.workspace import Workspace
 from registry.storage import StoreError
@@ -302,6 +303,7 @@ def serve(catalogs: Sequence[str | Path] = (), http: str | None = None, tokens_f
         if no_auth and not _is_loopback(host):
             raise ServeError(f"--no-auth is only allowed on a loopback address (127.0.0.1, ::1, localhost), not {host}; give --tokens FILE")
         tokens = read_tokens(tokens_file) if tokens_file is not None else None
+    default_embedder().prepare_queries()  # the query model loads in a thread while the catalogs do
     workspace = Workspace.open(list(catalogs))
     url = f"http://{host}:{port}" if http is not None else "http://127.0.0.1"
     server = ToolpathServer(workspace, user_id=getpass.getuser(), tokens=tokens, url=url)
