@@ -487,7 +487,8 @@ class _VersionAction(argparse.Action):
             version = importlib.metadata.version("toolpath")
         except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
             version = "(not installed)"
-        parser.exit(message=f"toolpath {version}\n")
+        print(f"toolpath {version}")
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
