@@ -13,8 +13,8 @@ import functools
 import importlib.metadata
 import os
 import warnings
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np

@@ -330,7 +330,7 @@ class SkillIndex:
         if query_vector.shape != self._vectors.shape[1:]:
             raise ValueError(f"the embedder returned a {query_vector.shape[0]}-dimensional query vector for an index of {self._vectors.shape[1]} dimensions")
         # Not `@`: a BLAS matrix-vector product wakes OpenBLAS's threads, which then spin and starve
-        # torch's threads on the next query (2.5x slower queries on 2 cores); einsum stays in one thread.
+        # the embedding model's threads on the next query (2.5x slower with torch on 2 cores); einsum stays in one thread.
         similarities = np.einsum("ij,j->i", self._vectors, query_vector)
         starts = np.asarray(self._first_text)
         best = np.maximum.reduceat(similarities, starts)
