@@ -126,6 +126,16 @@ class StateGraph:
             if tool.state_transition.requires <= held and not tool.state_transition.produces <= held
         ]
 
+    def input_states_given(self, inputs: Mapping[str, object]) -> frozenset[str]:
+        """The input states (``State.input``) whose value ``inputs`` give: an input is named like a
+        parameter that carries the state, so a task holds the state from the start."""
+        return frozenset(
+            parameter.state
+            for tool in self.registry
+            for parameter in tool.parameters
+            if parameter.state and parameter.python_name in inputs and parameter.state in self.states and self.states[parameter.state].input
+        )
+
     def reachable(self, held: Collection[str], avoid: Collection[int] = ()) -> set[str]:
         """Every state reachable from ``held`` with the tools not in ``avoid`` (ids): a forward fixpoint."""
         return reachable_states((tool for tool in self.registry if tool.id not in avoid), held)

@@ -357,17 +357,6 @@ def held_unless_replaced(graph: StateGraph, held: Collection[str], inputs: Mappi
     return held - replaced
 
 
-def input_states_given(graph: StateGraph, inputs: Mapping[str, Any]) -> frozenset[str]:
-    """The input states (``State.input``) whose value ``inputs`` give: an input is named like a
-    parameter that carries the state, so a task holds the state from the start."""
-    return frozenset(
-        parameter.state
-        for tool in graph.registry
-        for parameter in tool.parameters
-        if parameter.state and parameter.python_name in inputs and parameter.state in graph.states and graph.states[parameter.state].input
-    )
-
-
 def plan_parts(
     task: str | Sequence[str],
     index: SkillIndex,
@@ -379,7 +368,7 @@ def plan_parts(
     """Split ``task`` (free text) or take its steps (a list), match each part and plan them jointly.
 
     Held states the inputs replace (:func:`held_unless_replaced`) are planned again; input states
-    the inputs give (:func:`input_states_given`) are held.
+    the inputs give (:meth:`planner.graph.StateGraph.input_states_given`) are held.
 
     Returns:
         The parts with what each matched, and the joint plan.
@@ -390,7 +379,7 @@ def plan_parts(
         NoPlanError: no single plan reaches the goals of all matched parts.
     """
     task = checked_task(task)
-    held = held_unless_replaced(graph, held, inputs or {}) | input_states_given(graph, inputs or {})
+    held = held_unless_replaced(graph, held, inputs or {}) | graph.input_states_given(inputs or {})
     if isinstance(task, str):
         cut = fragments(task) or [(task.strip(), False)]
         texts, weak = [text for text, _ in cut], {position for position, (_, comma) in enumerate(cut) if comma}

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 from kernel import CellResult, CodeMode, KernelError
 from kernel.bindings import Bindings, toolkit_of
 from planner.cell import PlannedCell, is_variable_name, render_cell
-from planner.parts import checked_request, input_states_given, plan_parts, task_text
+from planner.parts import checked_request, plan_parts, task_text
 from planner.planning import Plan
 from planner.search import SkillHit
 from planner.task import TaskPlan, TaskRun, UnboundParametersError
@@ -419,7 +419,7 @@ class AgentSession:
         self._check_kernel()
         with self._lock:
             # Input states the task's own inputs give are held for that task only, never by the session.
-            gone = sorted(task_plan.plan.held - self._held - input_states_given(self.workspace.graph, task_plan.inputs))
+            gone = sorted(task_plan.plan.held - self._held - self.workspace.graph.input_states_given(task_plan.inputs))
             lost = sorted(variable for variable, state in task_plan.cell.used_artifacts.items() if self._artifacts.get(variable) != state)
         if gone or lost:
             missing = ", ".join(gone) if gone else ", ".join(lost)

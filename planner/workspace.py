@@ -105,11 +105,10 @@ class Workspace:
 
     def plan_goal(self, goal: Iterable[str], inputs: Mapping[str, Any] | None = None, held: Iterable[str] = ()) -> tuple[Plan, PlannedCell]:
         """Plan to explicit goal states and render the cell (no search); input states the inputs give
-        are held (:func:`planner.parts.input_states_given`)."""
+        are held (:meth:`planner.graph.StateGraph.input_states_given`)."""
         from planner.cell import render_cell
-        from planner.parts import input_states_given
 
-        goal_plan = self.plan(goal, held=frozenset(held) | input_states_given(self.graph, inputs or {}))
+        goal_plan = self.plan(goal, held=frozenset(held) | self.graph.input_states_given(inputs or {}))
         return goal_plan, render_cell(goal_plan, inputs, registry=self.graph.registry)
 
     def plan_task(self, task: str | Sequence[str], inputs: Mapping[str, Any] | None = None, held: Collection[str] = ()) -> TaskPlan:

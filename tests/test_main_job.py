@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 
+from catalogs import default_catalog_paths
 from planner import NoPlanError, Workspace
 
 pytestmark = pytest.mark.integration
@@ -285,6 +286,34 @@ def test_search_cli_reports_reachability_and_plans():
     assert {hit["kind"] for hit in only_tools["hits"]} == {"tool"}
     refused = toolpath("search", "molecules", "--have", "chemistry.no_such_state")
     assert refused.returncode != 0 and "unknown state" in refused.stderr
+
+
+def test_search_shows_similarities_and_marks_hits_no_task_would_match():
+    related = toolpath("search", "group similar molecules", "--k", "2")
+    assert related.returncode == 0, related.stderr
+    first = related.stdout.splitlines()[1].split()
+    assert float(first[0]) > 0.5 and first[2] == "chemistry.molecules_clustered" and "weak" not in related.stdout
+    unrelated = toolpath("search", "book a flight to Paris", "--k", "3")
+    lines = unrelated.stdout.splitlines()[1:]
+    assert len(lines) == 3 and all("weak: below 0.35" in line and float(line.split()[0]) < 0.35 for line in lines)
+    report = json.loads(toolpath("search", "book a flight to Paris", "--k", "3", "--json").stdout)
+    assert report["min_score"] == 0.35 and not any(hit["matches"] for hit in report["hits"])
+
+
+def test_commands_that_neither_search_nor_run_load_no_model_and_no_kernel_code():
+    probe = (
+        "import contextlib, io, json, sys\n"
+        "from planner.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "    main(sys.argv[1:])\n"
+        "heavy = ('torch', 'sentence_transformers', 'onnxruntime', 'bm25s', 'jupyter_client', 'kernel.session', 'kernel.codemode', 'networkx')\n"
+        "print(json.dumps(sorted(name for name in heavy if name in sys.modules)))\n"
+    )
+    catalog = str(default_catalog_paths()[0])
+    for arguments in (["plan", "--goal", "chemistry.molecules_clustered"], ["validate", catalog], ["schema"], ["--help"], ["cell", "--goal", "chemistry.descriptors_computed", "--input", "smiles=CCO"]):
+        completed = subprocess.run([sys.executable, "-c", probe, *arguments], capture_output=True, text=True, timeout=120)
+        assert completed.returncode == 0, completed.stderr
+        assert json.loads(completed.stdout.splitlines()[-1]) == [], arguments
 
 
 def test_search_with_a_corrupt_cache_file_warns_in_one_line_and_still_answers(tmp_path):
