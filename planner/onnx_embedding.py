@@ -16,6 +16,7 @@ text that no longer matches the one sentence-transformers gave at export.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -159,6 +160,7 @@ class OnnxEmbedder:
         try:
             self._open(directory)
         except (OSError, ValueError, KeyError):
+            _refuse_if_failed_before(directory)
             _export(directory)  # missing or damaged: export again, and trust what that export checked
             try:
                 self._open(directory)
@@ -217,11 +219,50 @@ def _forward(session, tokenizer, texts: Sequence[str]) -> np.ndarray:
     return session.run(None, feed)[0]
 
 
+#: Packages whose versions decide whether an export can run; a failed export is tried again only
+#: when one of them changed (or its record is deleted).
+_EXPORT_PACKAGES = ("torch", "onnx", "sentence-transformers", "transformers")
+
+
+def _export_environment() -> dict[str, str | None]:
+    import importlib.metadata
+
+    versions: dict[str, str | None] = {}
+    for package in _EXPORT_PACKAGES:
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = None
+    return versions
+
+
+def _failure_record(directory: Path) -> Path:
+    return directory.with_name(directory.name + ".failed")
+
+
+def _refuse_if_failed_before(directory: Path) -> None:
+    """Raise the recorded error when exporting into ``directory`` failed with the packages installed
+    now: an export that cannot run would otherwise cost every command its 20 s again.
+
+    Raises:
+        QueryModelError: the recorded failure, saying how to try again.
+    """
+    record = _failure_record(directory)
+    try:
+        failure = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if isinstance(failure, dict) and failure.get("environment") == _export_environment():
+        raise QueryModelError(f"{failure.get('error')} (recorded in {record}: the export is tried again when torch, onnx or sentence-transformers change, or when that file is deleted)")
+
+
 def _export(directory: Path) -> None:
     """Export the model into ``directory`` (replacing what is there) in a subprocess.
 
     The export is written to a sibling directory and renamed into place, so a reader never sees
     half of it; when another process renames its export there first, that one is kept.
+
+    A failed export is recorded beside the directory (:func:`_refuse_if_failed_before`).
 
     Raises:
         QueryModelError: the directory cannot be written, or the export fails (its error quoted).
@@ -244,7 +285,11 @@ def _export(directory: Path) -> None:
         if completed.returncode != 0:
             lines = completed.stderr.strip().splitlines()
             reason = lines[-1] if lines else f"exit status {completed.returncode}"
-            raise QueryModelError(f"exporting the query model to ONNX failed ({reason}); run `python -m planner.onnx_export DIRECTORY` to see the whole error")
+            error = QueryModelError(f"exporting the query model to ONNX failed ({reason}); run `python -m planner.onnx_export DIRECTORY` to see the whole error")
+            with contextlib.suppress(OSError):  # the record only saves time: without it, the next command tries again
+                _failure_record(directory).write_text(json.dumps({"error": str(error), "environment": _export_environment()}), encoding="utf-8")
+            raise error
+        _failure_record(directory).unlink(missing_ok=True)
         shutil.rmtree(directory, ignore_errors=True)
         try:
             staging.rename(directory)
