@@ -53,9 +53,10 @@ MODEL_FILE, DATA_FILE, MANIFEST_FILE = "model.onnx", "model.onnx.data", "manifes
 #: one export can serve several homes, or live elsewhere than a read-only home.
 MODELS_VARIABLE = "TOOLPATH_MODELS"
 #: Threads of one query's forward pass: two where there are two cores. Measured with
-#: benchmarks/bench_cli.py on 2 cores (300 MetaTool queries): p50/p95 8.2/15.6 ms with two threads
-#: against 12.4/23.1 ms with one when idle, and 11.7/22.0 against 13.1/24.5 ms with a CPU-bound
-#: process running (idle threads do not spin, so a busy machine does not starve them).
+#: benchmarks/bench_cli.py on 2 cores (300 MetaTool queries, two runs): idle, two threads gave p50
+#: 8.2 and 10.0 ms against 12.4 and 14.2 ms with one; with a CPU-bound process running the two were
+#: even (p50 11.7 vs 13.1 ms, then 15.0 vs 13.5 ms). Idle threads do not spin, so a busy machine
+#: does not starve them.
 QUERY_THREADS = min(2, os.cpu_count() or 1)
 #: Seconds the export may take (about 20 s here: loading torch, tracing, optimising, checking).
 EXPORT_TIMEOUT_SECONDS = 600
