@@ -122,7 +122,7 @@ class OnnxEmbedder:
         self._tokenizer = None
         self._dimension = 0
         self._loading: threading.Thread | None = None
-        self._load_error: QueryModelError | None = None
+        self._load_error: Exception | None = None
 
     @property
     def directory(self) -> Path:
@@ -153,7 +153,7 @@ class OnnxEmbedder:
     def _load_recording_error(self) -> None:
         try:
             self._load()
-        except QueryModelError as error:
+        except Exception as error:  # raised in the caller's thread by the next call, as a load there would
             self._load_error = error
 
     def _load(self) -> None:
