@@ -268,12 +268,12 @@ def _export(directory: Path) -> None:
     Raises:
         QueryModelError: the directory cannot be written, or the export fails (its error quoted).
     """
-    logger.info("exporting the embedding model to ONNX for fast queries (once per model and onnxruntime version; about 20 s)")
     try:
         directory.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".export-", dir=directory.parent))
     except OSError as error:
         raise QueryModelError(f"cannot write the ONNX query model under {directory.parent}: {error.strerror or error}; set {MODELS_VARIABLE} (or {HOME_VARIABLE}) to a writable directory") from error
+    logger.info("exporting the embedding model to ONNX for fast queries (once per model and onnxruntime version; about 20 s)")
     try:
         # planner may be importable only through this process's sys.path (a source tree).
         source_root = str(Path(__file__).resolve().parent.parent)
