@@ -292,9 +292,9 @@ def _export(directory: Path) -> None:
             raise error
         _failure_record(directory).unlink(missing_ok=True)
         shutil.rmtree(directory, ignore_errors=True)
-        try:
+        # When another process's export got there first, the rename fails and that export is kept:
+        # it is checked on loading like this one.
+        with contextlib.suppress(OSError):
             staging.rename(directory)
-        except OSError:
-            pass  # another process's export got there first; it is checked on loading like this one
     finally:
         shutil.rmtree(staging, ignore_errors=True)
