@@ -567,13 +567,12 @@ class CodeMode:
         session.digests = dict(snapshot.digests)
         report: dict[str, Any] = {"restored": [], "failed": {}}
         if snapshot.pickles:
-            path = os.path.join(kernel.directory, _RESTORE_FILE)
             try:
-                await asyncio.to_thread(_write_private, path, pack(snapshot.pickles))
-                loaded = await kernel.execute(f"import {_SNAPSHOT_MODULE} as _toolpath_snapshot\n_toolpath_snapshot.restore({path!r})\ndel _toolpath_snapshot", timeout=self.timeout, silent=True)
+                await kernel.write_file(_RESTORE_FILE, pack(snapshot.pickles))
+                loaded = await kernel.execute(f"import {_SNAPSHOT_MODULE} as _toolpath_snapshot\n_toolpath_snapshot.restore({kernel.path(_RESTORE_FILE)!r})\ndel _toolpath_snapshot", timeout=self.timeout, silent=True)
                 if loaded.status != "ok":
                     raise KernelError(_short_error(loaded))
-                report = json.loads(await asyncio.to_thread(_read_and_remove, report_path(path)))
+                report = json.loads(await kernel.take_file(report_path(_RESTORE_FILE)))
             except (OSError, KernelError, ValueError) as error:
                 # Some variables may have loaded before it stopped; keep the snapshot whole.
                 session.keep_snapshot = True
@@ -638,12 +637,12 @@ class CodeMode:
     async def _write_snapshot(self, session: _Session) -> None:
         """Pickle the kernel's variables and store those whose pickle changed, in one transaction."""
         assert session.kernel is not None and self.snapshots is not None
-        path = os.path.join(session.kernel.directory, _DUMP_FILE)
-        dumped = await session.kernel.execute(f"import {_SNAPSHOT_MODULE} as _toolpath_snapshot\n_toolpath_snapshot.dump({path!r}, {self.max_variable_bytes}, {self.max_snapshot_bytes}, {session.digests!r})\ndel _toolpath_snapshot", timeout=self.timeout, silent=True)
+        kernel = session.kernel
+        dumped = await kernel.execute(f"import {_SNAPSHOT_MODULE} as _toolpath_snapshot\n_toolpath_snapshot.dump({kernel.path(_DUMP_FILE)!r}, {self.max_variable_bytes}, {self.max_snapshot_bytes}, {session.digests!r})\ndel _toolpath_snapshot", timeout=self.timeout, silent=True)
         if dumped.status != "ok":
             raise KernelError(_short_error(dumped))
-        report = json.loads(await asyncio.to_thread(_read_and_remove, report_path(path)))
-        changed = unpack(await asyncio.to_thread(_read_and_remove, path))
+        report = json.loads(await kernel.take_file(report_path(_DUMP_FILE)))
+        changed = unpack(await kernel.take_file(_DUMP_FILE))
         # Variables that could not be loaded stay stored until the kernel defines the name itself.
         session.unrestored = {name: digest for name, digest in session.unrestored.items() if name not in report["saved"] and name not in report["skipped"]}
         saved = {**report["saved"], **session.unrestored}
@@ -1155,19 +1154,6 @@ class CodeMode:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.ashutdown()
-
-
-def _write_private(path: str, data: bytes) -> None:
-    """Write ``data`` to a new file readable by this user only."""
-    with open(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600), "wb") as file:
-        file.write(data)
-
-
-def _read_and_remove(path: str) -> bytes:
-    with open(path, "rb") as file:
-        data = file.read()
-    os.remove(path)
-    return data
 
 
 def _names(names: Iterable[str]) -> str:

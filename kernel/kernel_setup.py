@@ -184,7 +184,7 @@ def _reopen_broken_streams(result: Any = None) -> None:
         print(f"toolpath: {' and '.join(reopened)} had been closed or replaced by something that is not a stream; reopened (output not yet shown when that happened was lost)", file=sys.stderr)
 
 
-def _answer(payload: Any) -> None:
+def answer(payload: Any) -> None:
     """Send ``payload`` as one JSON line on the kernel's own stdout stream, even when a cell has
     pointed ``sys.stdout`` elsewhere (a ``StringIO``, a file): the host reads the answer there."""
     from ipykernel.iostream import OutStream
@@ -201,19 +201,19 @@ def _answer(payload: Any) -> None:
 
 def print_variables() -> None:
     """Print the names of the user's variables (IPython's ``%who_ls``) as a JSON list."""
-    _answer(sorted(_shell().run_line_magic("who_ls", "") or []))
+    answer(sorted(_shell().run_line_magic("who_ls", "") or []))
 
 
 def print_value(name: str) -> None:
     """Print ``{"value": ...}`` for a JSON-serialisable variable, else ``{"error": ...}``."""
     namespace = _shell().user_ns
     if name not in namespace:
-        _answer({"error": f"no variable named {name!r} in this session"})
+        answer({"error": f"no variable named {name!r} in this session"})
         return
     value = namespace[name]
     try:
         json.dumps(value)
     except (TypeError, ValueError):
-        _answer({"error": f"{name} is a {type(value).__name__}, which has no JSON form; inspect it with run()", "repr": repr(value)[:1000]})
+        answer({"error": f"{name} is a {type(value).__name__}, which has no JSON form; inspect it with run()", "repr": repr(value)[:1000]})
         return
-    _answer({"value": value})
+    answer({"value": value})

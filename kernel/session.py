@@ -1,10 +1,14 @@
-"""KernelSession: one ipykernel, started and driven through jupyter_client's public async API.
+"""KernelSession: one IPython kernel, started and driven through public APIs.
 
 The session starts the kernel with a chosen interpreter (default: the running one, so the kernel
 sees the same installed packages, toolpath's included), executes cells and collects what a person
 would see: stdout, stderr, the ``Out[n]`` text, or the traceback. Leaving the ``async with`` block
-always shuts the kernel down; the kernel also exits by itself if the host process dies, because
+always shuts the kernel down; a local kernel also exits by itself if the host process dies, because
 jupyter_client starts it with the parent-process watchdog ipykernel provides.
+
+Where the kernel runs: on this machine through jupyter_client's ``AsyncKernelManager`` (default),
+wherever an installed kernelspec's provisioner puts it (``kernel_name``), or on a Jupyter Kernel
+Gateway or Enterprise Gateway (``gateway``, :mod:`kernel.gateway`). The cell protocol is the same.
 
 Each kernel has a private temporary directory (connection file with the kernel's key, sockets, log)
 holding an ``owner.json`` that names the host process. A host killed with SIGKILL cannot remove it,
@@ -14,9 +18,11 @@ so the first kernel a process starts removes this user's directories whose owner
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import math
 import os
+import posixpath
 import queue
 import shutil
 import stat
@@ -24,13 +30,18 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import psutil
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
+from jupyter_client.provisioning import LocalProvisioner
 
 from kernel.handles import TOOL_CALLS_PAYLOAD
 from kernel.output import CellOutput, CellResult, OutputLimits
+
+if TYPE_CHECKING:
+    from kernel.gateway import Gateway, GatewayKernel
 
 _POLL_SECONDS = 0.5
 #: Seconds a cell gets to stop after its timeout interrupt before it is reported as stuck.
@@ -41,6 +52,11 @@ _OWNER_FILE = "owner.json"
 #: A directory with no owner file is another process's that is still starting, unless it is older.
 _UNOWNED_GRACE_SECONDS = 3600.0
 _stale_directories_removed = False
+_FILES_MODULE = "kernel.kernel_files"
+#: Bytes of a file carried by one housekeeping cell to or from a remote kernel: about 1.4 MB of
+#: base64 per message, well under the 10 MiB a gateway's WebSocket accepts by default (Tornado's).
+TRANSFER_CHUNK_BYTES = 1 << 20
+_TRANSFER_LIMITS = OutputLimits(max_output_chars=4 * TRANSFER_CHUNK_BYTES)
 
 
 def _owner() -> dict[str, float]:
@@ -125,6 +141,79 @@ class _InterpreterSpecs(KernelSpecManager):
         )
 
 
+class _ManagedKernel:
+    """A kernel started by jupyter_client's ``AsyncKernelManager`` and driven through its client:
+    ipykernel on an interpreter over IPC sockets in ``directory``, or a kernelspec through the
+    provisioner its ``metadata.kernel_provisioner`` names (jupyter_client's provisioner machinery;
+    ``gateway_provisioners`` ships Kubernetes, Docker, YARN and SSH ones)."""
+
+    def __init__(self, directory: str, python: str, kernel_name: str | None, log: Any):
+        self._log = log
+        if kernel_name is None:
+            # IPC sockets in a private directory rather than TCP: no ports on the machine, and only
+            # this user can reach the kernel (jupyter_client's TCP transport is unencrypted).
+            self.manager = AsyncKernelManager(
+                kernel_name=_KERNEL_NAME,
+                kernel_spec_manager=_InterpreterSpecs(python),
+                transport="ipc",
+                ip=os.path.join(directory, "kernel"),
+                connection_file=os.path.join(directory, "connection.json"),
+            )
+        else:
+            # The kernelspec and its provisioner decide where the kernel runs and how it is reached.
+            self.manager = AsyncKernelManager(kernel_name=kernel_name, connection_file=os.path.join(directory, "connection.json"))
+        self.client: Any = None
+        self.kernel_id: str | None = None
+
+    @property
+    def remote(self) -> bool:
+        """True unless jupyter_client's local provisioner (or a subclass) launched the kernel here."""
+        return self.manager.provisioner is not None and not isinstance(self.manager.provisioner, LocalProvisioner)
+
+    async def start(self, cwd: str | None, env: dict[str, str], timeout: float) -> None:
+        # The kernel's own stdout/stderr (startup warnings, crashes) go to a log, not the user's terminal.
+        await self.manager.start_kernel(cwd=cwd, env=env, stdout=self._log, stderr=self._log)
+        self.client = self.manager.client()
+        self.client.start_channels()
+        await self.client.wait_for_ready(timeout=timeout)
+        self.kernel_id = self.manager.kernel_id
+
+    async def execute(self, code: str, silent: bool, store_history: bool) -> str:
+        # allow_stdin=False makes input() raise StdinNotImplementedError instead of hanging the cell.
+        return self.client.execute(code, silent=silent, store_history=store_history, allow_stdin=False)
+
+    async def get_iopub_msg(self, timeout: float) -> dict:
+        return await self.client.get_iopub_msg(timeout=timeout)
+
+    async def get_shell_msg(self, timeout: float) -> dict:
+        return await self.client.get_shell_msg(timeout=timeout)
+
+    async def interrupt(self) -> None:
+        await self.manager.interrupt_kernel()
+
+    async def is_alive(self) -> bool:
+        return await self.manager.is_alive()
+
+    async def shutdown(self) -> None:
+        if self.client is not None:
+            self.client.stop_channels()
+        if self.manager.has_kernel:
+            try:
+                await asyncio.wait_for(self.manager.shutdown_kernel(now=False), timeout=10.0)
+            except (TimeoutError, RuntimeError):
+                await self.manager.shutdown_kernel(now=True)
+
+    def log_tail(self, limit: int = 2000) -> str:
+        """The last ``limit`` characters the kernel process wrote to its stdout/stderr."""
+        if self._log is None or self._log.closed:
+            return ""
+        self._log.flush()
+        self._log.seek(0, os.SEEK_END)
+        size = self._log.tell()
+        self._log.seek(max(0, size - limit))
+        return self._log.read().decode("utf-8", "replace").strip()
+
+
 class KernelSession:
     """A running IPython kernel for one session.
 
@@ -132,26 +221,43 @@ class KernelSession:
         python: the kernel's interpreter; default ``sys.executable``.
         cwd: the kernel's working directory (and first entry of its import path); default the
             current directory.
-        env: variables laid over the host's environment for the kernel.
+        env: variables laid over the host's environment for the kernel (a gateway kernel gets these
+            alone: the gateway passes on the ones its configuration allows, and ``KERNEL_*`` ones).
         startup_timeout: seconds to wait for the kernel to answer after starting.
+        kernel_name: start this installed kernelspec instead, through jupyter_client's provisioner
+            machinery (its ``metadata.kernel_provisioner``); with ``gateway``, the gateway's kernelspec.
+        gateway: start the kernel on this :class:`kernel.gateway.Gateway` instead of on this machine.
 
-    The kernel's sockets, connection file (it holds the kernel's key) and output log live in a
-    private temporary directory that :meth:`shutdown` removes.
+    Raises:
+        ValueError: ``python`` with ``kernel_name`` or ``gateway`` (the kernelspec names the
+            interpreter), or ``cwd`` with ``gateway`` (the gateway chooses it).
+
+    A local kernel's sockets, connection file (it holds the kernel's key) and output log live in a
+    private temporary directory that :meth:`shutdown` removes. A :attr:`remote` kernel (on a gateway,
+    or launched elsewhere by a provisioner) gets its private directory on its own host, and files
+    move in and out of it over its Jupyter channels (:meth:`write_file`, :meth:`take_file`); it
+    needs toolpath installed where it runs.
 
     Use as ``async with KernelSession() as session: result = await session.execute(code)``.
     """
 
-    def __init__(self, python: str | None = None, cwd: str | None = None, env: dict[str, str] | None = None, startup_timeout: float = 60.0):
+    def __init__(self, python: str | None = None, cwd: str | None = None, env: dict[str, str] | None = None, startup_timeout: float = 60.0, kernel_name: str | None = None, gateway: Gateway | None = None):
+        if python is not None and (kernel_name is not None or gateway is not None):
+            raise ValueError("python cannot be combined with kernel_name or a gateway: the kernelspec names the kernel's interpreter")
+        if cwd is not None and gateway is not None:
+            raise ValueError("cwd cannot be set for gateway kernels: the gateway chooses their working directory (Enterprise Gateway reads KERNEL_WORKING_DIR from env)")
         self.python = python or sys.executable
-        self.cwd = cwd or os.getcwd()
+        self.cwd = cwd if gateway is not None else cwd or os.getcwd()
         self.env = env or {}
         self.startup_timeout = startup_timeout
-        self._manager: AsyncKernelManager | None = None
-        self._client = None
+        self.kernel_name = kernel_name
+        self.gateway = gateway
+        self._kernel: _ManagedKernel | GatewayKernel | None = None
         self._directory: tempfile.TemporaryDirectory | None = None
         self._log = None
+        self._kernel_directory = ""
         self._stuck_message_id: str | None = None
-        #: The kernel's id (jupyter_client's), set once it has started; a restarted kernel is a new session with a new id.
+        #: The kernel's id (jupyter_client's, or the gateway's), set once it has started; a restarted kernel is a new session with a new id.
         self.kernel_id: str | None = None
 
     async def __aenter__(self) -> KernelSession:
@@ -163,57 +269,59 @@ class KernelSession:
 
     @property
     def started(self) -> bool:
-        return self._client is not None
+        return self._kernel is not None and self.kernel_id is not None
+
+    @property
+    def remote(self) -> bool:
+        """True when the kernel may run on another host (a gateway kernel, or one a non-local
+        provisioner launched): it shares no files with this process."""
+        return self._kernel is not None and self._kernel.remote
 
     async def start(self) -> None:
         """Start the kernel and wait until it answers.
 
         Raises:
-            KernelError: the kernel did not start or answer within ``startup_timeout`` seconds.
+            KernelError: the kernel did not start or answer within ``startup_timeout`` seconds, or a
+                remote kernel cannot import toolpath.
         """
         global _stale_directories_removed
-        if not _stale_directories_removed:
-            _stale_directories_removed = True
-            remove_stale_directories()
-        # IPC sockets in a private directory rather than TCP: no ports on the machine, and only this
-        # user can reach the kernel (jupyter_client's TCP transport is unencrypted).
-        self._directory = tempfile.TemporaryDirectory(prefix=_DIRECTORY_PREFIX)
-        with open(os.path.join(self._directory.name, _OWNER_FILE), "w", encoding="utf-8") as file:
-            json.dump(_owner(), file)
-        manager = AsyncKernelManager(
-            kernel_name=_KERNEL_NAME,
-            kernel_spec_manager=_InterpreterSpecs(self.python),
-            transport="ipc",
-            ip=os.path.join(self._directory.name, "kernel"),
-            connection_file=os.path.join(self._directory.name, "connection.json"),
-        )
-        # The kernel's own stdout/stderr (startup warnings, crashes) go to a log, not the user's terminal.
-        self._log = open(os.path.join(self._directory.name, "kernel.log"), "w+b")
-        self._manager = manager
         try:
-            await manager.start_kernel(cwd=self.cwd, env={**os.environ, **self.env}, stdout=self._log, stderr=self._log)
-            client = manager.client()
-            client.start_channels()
-            self._client = client
-            await client.wait_for_ready(timeout=self.startup_timeout)
-            self.kernel_id = manager.kernel_id
-        except BaseException as error:
-            log = self._log_tail()
-            await self.shutdown()
-            if not isinstance(error, Exception):
-                raise
-            detail = f"; the kernel said:\n{log}" if log else ""
-            raise KernelError(f"could not start an IPython kernel with {self.python}: {error}. Check that ipykernel is installed for that interpreter{detail}") from error
+            if self.gateway is not None:
+                from kernel.gateway import GatewayKernel
 
-    def _log_tail(self, limit: int = 2000) -> str:
-        """The last ``limit`` characters the kernel process wrote to its stdout/stderr."""
-        if self._log is None or self._log.closed:
-            return ""
-        self._log.flush()
-        self._log.seek(0, os.SEEK_END)
-        size = self._log.tell()
-        self._log.seek(max(0, size - limit))
-        return self._log.read().decode("utf-8", "replace").strip()
+                self._kernel = GatewayKernel(self.gateway, self.env)
+                await self._kernel.start(self.startup_timeout)
+            else:
+                if not _stale_directories_removed:
+                    _stale_directories_removed = True
+                    remove_stale_directories()
+                self._directory = tempfile.TemporaryDirectory(prefix=_DIRECTORY_PREFIX)
+                with open(os.path.join(self._directory.name, _OWNER_FILE), "w", encoding="utf-8") as file:
+                    json.dump(_owner(), file)
+                self._log = open(os.path.join(self._directory.name, "kernel.log"), "w+b")
+                self._kernel = _ManagedKernel(self._directory.name, self.python, self.kernel_name, self._log)
+                await self._kernel.start(self.cwd, {**os.environ, **self.env}, self.startup_timeout)
+            self.kernel_id = self._kernel.kernel_id
+            if self._kernel.remote:
+                self._kernel_directory = await self._remote_directory()
+            else:
+                assert self._directory is not None
+                self._kernel_directory = self._directory.name
+        except BaseException as error:
+            log = self._kernel.log_tail() if isinstance(self._kernel, _ManagedKernel) else ""
+            await self.shutdown()
+            if not isinstance(error, Exception) or isinstance(error, KernelError):
+                raise
+            where = f"on the gateway at {self.gateway.url}" if self.gateway is not None else f"from kernelspec {self.kernel_name!r}" if self.kernel_name else f"with {self.python}"
+            detail = f"; the kernel said:\n{log}" if log else ""
+            raise KernelError(f"could not start an IPython kernel {where}: {type(error).__name__}: {error}. Check that ipykernel is installed for that interpreter{detail}") from error
+
+    async def _remote_directory(self) -> str:
+        """Create the remote kernel's private directory (this also checks toolpath is importable there)."""
+        answer = await self.execute(f"import {_FILES_MODULE} as _toolpath_files\n_toolpath_files.create_directory()\ndel _toolpath_files", timeout=60, silent=True, limits=_TRANSFER_LIMITS)
+        if answer.status != "ok":
+            raise KernelError(f"the remote kernel cannot run toolpath's kernel code ({_error_line(answer)}); install toolpath where the kernel runs (in its image, for Enterprise Gateway)")
+        return json.loads(answer.stdout.strip().splitlines()[-1])["directory"]
 
     @property
     def busy(self) -> bool:
@@ -224,11 +332,11 @@ class KernelSession:
         """Wait up to ``timeout`` seconds for a stuck cell to finish; True when the kernel is free."""
         if self._stuck_message_id is None:
             return True
-        assert self._client is not None
+        assert self._kernel is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                message = await self._client.get_iopub_msg(timeout=min(_POLL_SECONDS, max(0.01, deadline - time.monotonic())))
+                message = await self._kernel.get_iopub_msg(timeout=min(_POLL_SECONDS, max(0.01, deadline - time.monotonic())))
             except queue.Empty:
                 continue
             if message.get("parent_header", {}).get("msg_id") == self._stuck_message_id and message["msg_type"] == "status" and message["content"].get("execution_state") == "idle":
@@ -237,14 +345,70 @@ class KernelSession:
         return False
 
     async def is_alive(self) -> bool:
-        return self._manager is not None and await self._manager.is_alive()
+        return self._kernel is not None and await self._kernel.is_alive()
 
     @property
     def directory(self) -> str:
-        """The kernel's private directory (mode 0700), removed by :meth:`shutdown`."""
+        """The local kernel's private directory on this host (mode 0700), removed by :meth:`shutdown`.
+
+        Raises:
+            KernelError: the session is not started, or its kernel is :attr:`remote`.
+        """
         if self._directory is None:
-            raise KernelError("the kernel session is not started")
+            raise KernelError("the kernel session is not started" if self._kernel is None else "a gateway kernel has no directory on this host")
         return self._directory.name
+
+    def path(self, name: str) -> str:
+        """Where the kernel sees file ``name`` of its private directory (on the kernel's host)."""
+        if not self._kernel_directory:
+            raise KernelError("the kernel session is not started")
+        return posixpath.join(self._kernel_directory, name) if self.remote else os.path.join(self._kernel_directory, name)
+
+    async def write_file(self, name: str, data: bytes) -> None:
+        """Write ``data`` to file ``name`` of the kernel's private directory, readable by its user only.
+
+        A remote kernel receives it in silent cells of :data:`TRANSFER_CHUNK_BYTES` each.
+
+        Raises:
+            KernelError: a remote kernel failed to store a chunk.
+            OSError: a local file could not be written.
+        """
+        if not self.remote:
+            await asyncio.to_thread(_write_private, self.path(name), data)
+            return
+        for start in range(0, max(len(data), 1), TRANSFER_CHUNK_BYTES):
+            chunk = base64.b64encode(data[start : start + TRANSFER_CHUNK_BYTES]).decode()
+            await self._file_call(f"append({name!r}, {chunk!r}, truncate={start == 0})")
+
+    async def take_file(self, name: str) -> bytes:
+        """Read file ``name`` of the kernel's private directory and remove it.
+
+        Raises:
+            KernelError: a remote kernel could not send it (the message says why).
+            OSError: a local file could not be read.
+        """
+        if not self.remote:
+            return await asyncio.to_thread(_read_and_remove, self.path(name))
+        chunks = []
+        offset = 0
+        while True:
+            answer = await self._file_call(f"send({name!r}, {offset}, {TRANSFER_CHUNK_BYTES})")
+            chunk = base64.b64decode(answer["data"])
+            chunks.append(chunk)
+            offset += len(chunk)
+            if offset >= answer["size"] or not chunk:
+                break
+        await self._file_call(f"remove({name!r})")
+        return b"".join(chunks)
+
+    async def _file_call(self, call: str) -> dict:
+        answer = await self.execute(f"import {_FILES_MODULE} as _toolpath_files\n_toolpath_files.{call}\ndel _toolpath_files", timeout=120, silent=True, limits=_TRANSFER_LIMITS)
+        if answer.status != "ok":
+            raise KernelError(f"moving a file to or from the remote kernel failed: {_error_line(answer)}")
+        reply = json.loads(answer.stdout.strip().splitlines()[-1])
+        if "error" in reply:
+            raise KernelError(f"moving a file to or from the remote kernel failed: {reply['error']}")
+        return reply
 
     async def execute(self, code: str, timeout: float | None = 300.0, limits: OutputLimits | None = None, silent: bool = False, interrupt_grace: float = INTERRUPT_GRACE, on_start: Callable[[str], None] | None = None) -> CellResult:
         """Run ``code`` as one cell (top-level ``await`` allowed) and collect its output.
@@ -263,16 +427,15 @@ class KernelSession:
             KernelBusyError: an earlier aborted cell still holds the kernel.
             ValueError: a timeout that is not a positive number.
         """
-        if self._client is None or self._manager is None:
+        if self._kernel is None or self.kernel_id is None:
             raise KernelError("the kernel session is not started; use `async with KernelSession() as session`")
         if self._stuck_message_id is not None:
             raise KernelBusyError("an earlier cell ignored its interrupt and is still running; wait for it or restart the kernel")
         if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
             raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
-        client, manager = self._client, self._manager
+        kernel = self._kernel
         output = CellOutput(limits or OutputLimits())
-        # allow_stdin=False makes input() raise StdinNotImplementedError instead of hanging the cell.
-        message_id = client.execute(code, silent=silent, store_history=not silent, allow_stdin=False)
+        message_id = await kernel.execute(code, silent=silent, store_history=not silent)
         if on_start is not None:
             on_start(message_id)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -284,14 +447,14 @@ class KernelSession:
                     self._stuck_message_id = message_id
                     evalue = f"the cell ran over {timeout:g} s and ignored the interrupt for {interrupt_grace:g} s; it may still be running"
                     return output.build("aborted", error={"ename": "Aborted", "evalue": evalue, "traceback": ""})
-                await manager.interrupt_kernel()
+                await kernel.interrupt()
                 interrupted = True
                 deadline = time.monotonic() + interrupt_grace
             try:
-                message = await client.get_iopub_msg(timeout=_POLL_SECONDS)
+                message = await kernel.get_iopub_msg(timeout=_POLL_SECONDS)
             except queue.Empty:
-                if not await manager.is_alive():
-                    log = self._log_tail()
+                if not await kernel.is_alive():
+                    log = kernel.log_tail()
                     evalue = "the kernel process exited during the cell; its variables are gone" + (f". Its last output:\n{log}" if log else "")
                     return output.build("dead", error={"ename": "KernelDied", "evalue": evalue, "traceback": ""})
                 continue
@@ -303,6 +466,7 @@ class KernelSession:
                     break
                 continue
             output.add(kind, content)
+
         reply = await self._shell_reply(message_id)
         execution_count = reply.get("execution_count")
         tool_calls = _tool_calls(reply)
@@ -324,10 +488,10 @@ class KernelSession:
 
     async def _shell_reply(self, message_id: str) -> dict:
         """The content of the shell reply to ``message_id`` (status, execution count), ``{}`` if none comes."""
-        assert self._client is not None
+        assert self._kernel is not None
         try:
             while True:
-                reply = await self._client.get_shell_msg(timeout=5.0)
+                reply = await self._kernel.get_shell_msg(timeout=5.0)
                 if reply.get("parent_header", {}).get("msg_id") == message_id:
                     return reply.get("content", {})
         except queue.Empty:
@@ -335,22 +499,38 @@ class KernelSession:
 
     async def shutdown(self) -> None:
         """Stop the kernel and its channels and remove its private directory; safe to call twice."""
-        client, manager, directory, log = self._client, self._manager, self._directory, self._log
-        self._client = self._manager = self._directory = self._log = None
+        kernel, directory, log = self._kernel, self._directory, self._log
+        self._kernel = self._directory = self._log = None
         self._stuck_message_id = None
+        self._kernel_directory = ""
         try:
-            if client is not None:
-                client.stop_channels()
-            if manager is not None and manager.has_kernel:
-                try:
-                    await asyncio.wait_for(manager.shutdown_kernel(now=False), timeout=10.0)
-                except (TimeoutError, RuntimeError):
-                    await manager.shutdown_kernel(now=True)
+            if kernel is not None:
+                await kernel.shutdown()
         finally:
             if log is not None:
                 log.close()
             if directory is not None:
                 directory.cleanup()
+
+
+def _write_private(path: str, data: bytes) -> None:
+    """Write ``data`` to a new file readable by this user only."""
+    with open(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600), "wb") as file:
+        file.write(data)
+
+
+def _read_and_remove(path: str) -> bytes:
+    with open(path, "rb") as file:
+        data = file.read()
+    os.remove(path)
+    return data
+
+
+def _error_line(result: CellResult) -> str:
+    """A failed housekeeping cell's exception in one line."""
+    if result.error:
+        return f"{result.error.get('ename')}: {result.error.get('evalue')}"[:300]
+    return result.status
 
 
 #: Distinct tool-call targets kept from one reply, and their longest name: a cell could write any

@@ -1,0 +1,235 @@
+"""Kernels on a Jupyter Kernel Gateway or Enterprise Gateway, driven over their public REST and WebSocket API.
+
+Enterprise Gateway starts kernels on Kubernetes, YARN, Docker or SSH hosts; Kernel Gateway starts
+them on its own machine. Both serve the same API (jupyter_server's):
+
+- ``POST /api/kernels`` starts a kernel (``{"name": kernelspec, "env": {...}}``), ``GET`` and
+  ``DELETE /api/kernels/{id}`` read and shut it down, ``POST /api/kernels/{id}/interrupt``
+  interrupts its cell;
+- one WebSocket per kernel, ``/api/kernels/{id}/channels``, carries its Jupyter messages as JSON
+  objects tagged with their ``channel`` (jupyter_server's default WebSocket protocol, which needs
+  no subprotocol). The gateway signs them for the kernel.
+
+Every request carries ``Authorization: token <gateway token>``.
+
+jupyter_server's own gateway client is not used: it reads its settings from a process-wide
+singleton (one gateway per process) and waits for messages by spinning on ``asyncio.sleep(0)``,
+a busy loop per waiting cell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import queue
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import httpx2
+import websockets
+from jupyter_client.jsonutil import json_default
+from jupyter_client.session import Session
+
+from kernel.session import KernelError
+
+#: Seconds a REST request to the gateway may take (starting a kernel has its own limit).
+REQUEST_TIMEOUT = 30.0
+#: Execution states the gateway announces when the kernel process is gone (jupyter_server sends
+#: ``restarting`` when its restarter replaces a dead kernel, ``dead`` when it gives up).
+_LOST_STATES = ("restarting", "autorestarting", "dead")
+
+
+@dataclass(frozen=True)
+class Gateway:
+    """A Jupyter Kernel Gateway or Enterprise Gateway that starts this process's kernels.
+
+    Args:
+        url: the gateway's base URL, ``http(s)://host:port[/base_url]``.
+        token: its auth token (Kernel Gateway's ``--KernelGatewayApp.auth_token``, Enterprise
+            Gateway's ``--EnterpriseGatewayApp.auth_token``); ``None`` when it needs none.
+        kernel_name: the gateway's kernelspec to start; ``None`` for the gateway's default.
+        request_timeout: seconds a REST request may take.
+
+    Raises:
+        ValueError: a URL that is not ``http://`` or ``https://`` with a host.
+    """
+
+    url: str
+    token: str | None = None
+    kernel_name: str | None = None
+    request_timeout: float = REQUEST_TIMEOUT
+    headers: dict[str, str] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"gateway_url must be an http:// or https:// URL with a host, like http://gateway:8888, got {self.url!r}")
+        object.__setattr__(self, "url", urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + "/", "", "")))
+        object.__setattr__(self, "headers", {"Authorization": f"token {self.token}"} if self.token else {})
+
+    def websocket_url(self, kernel_id: str) -> str:
+        """The kernel's channels WebSocket: the base URL with ``ws``/``wss`` for ``http``/``https``."""
+        parts = urlsplit(self.url)
+        scheme = "wss" if parts.scheme == "https" else "ws"
+        return urlunsplit((scheme, parts.netloc, f"{parts.path}api/kernels/{quote(kernel_id, safe='')}/channels", "", ""))
+
+
+class GatewayKernel:
+    """One kernel on a gateway, with the operations :class:`kernel.session.KernelSession` drives.
+
+    Messages are read from the WebSocket by one task as they arrive and queued by channel; a cell
+    waits on its queue without polling.
+    """
+
+    remote = True
+
+    def __init__(self, gateway: Gateway, env: dict[str, str]):
+        self.gateway = gateway
+        self.env = env
+        self.kernel_id: str | None = None
+        self._http: httpx2.AsyncClient | None = None
+        self._socket: Any = None
+        self._reader: asyncio.Task | None = None
+        self._queues: dict[str, asyncio.Queue] = {"iopub": asyncio.Queue(), "shell": asyncio.Queue()}
+        self._session = Session(key=b"")
+        #: Why the kernel is known to be gone ("" while it is not).
+        self._lost = ""
+
+    async def start(self, timeout: float) -> None:
+        """Ask the gateway for a kernel and open its channels.
+
+        Raises:
+            KernelError: the gateway cannot be reached, refuses the token, has no such kernelspec,
+                or the kernel does not answer within ``timeout`` seconds; the message says which.
+        """
+        self._http = httpx2.AsyncClient(base_url=self.gateway.url, headers=self.gateway.headers, timeout=self.gateway.request_timeout)
+        body: dict[str, Any] = {"env": self.env}
+        if self.gateway.kernel_name:
+            body["name"] = self.gateway.kernel_name
+        # Starting a kernel on a cluster (pulling an image, scheduling a pod) takes longer than a request.
+        model = await self._request("POST", "api/kernels", json=body, timeout=timeout)
+        if not isinstance(model, dict) or not isinstance(model.get("id"), str):
+            raise KernelError(f"the gateway at {self.gateway.url} answered a kernel start with {str(model)[:200]!r}, not a kernel model")
+        self.kernel_id = model["id"]
+        try:
+            self._socket = await websockets.connect(self.gateway.websocket_url(self.kernel_id), additional_headers=self.gateway.headers, max_size=None, open_timeout=self.gateway.request_timeout)
+        except (OSError, websockets.exceptions.WebSocketException, TimeoutError) as error:
+            raise KernelError(f"cannot open the channels of kernel {self.kernel_id} on the gateway at {self.gateway.url}: {type(error).__name__}: {error}") from None
+        self._reader = asyncio.create_task(self._route())
+        await self._wait_for_ready(timeout)
+
+    async def _request(self, method: str, path: str, json: Any = None, timeout: float | None = None, missing_ok: bool = False) -> Any:
+        """One REST request; its JSON answer (``None`` for an empty one, or a 404 with ``missing_ok``)."""
+        assert self._http is not None
+        try:
+            response = await self._http.request(method, path, json=json, timeout=timeout or self.gateway.request_timeout)
+        except httpx2.HTTPError as error:
+            raise KernelError(f"cannot reach the kernel gateway at {self.gateway.url} ({type(error).__name__}: {error}); check gateway_url and that the gateway is running") from None
+        if response.status_code == 404 and missing_ok:
+            return None
+        if response.status_code in (401, 403):
+            raise KernelError(f"the kernel gateway at {self.gateway.url} refused the request (HTTP {response.status_code}); check gateway_token")
+        if response.status_code >= 400:
+            raise KernelError(f"the kernel gateway at {self.gateway.url} answered {method} {path} with HTTP {response.status_code}: {_reason(response)}")
+        return response.json() if response.content else None
+
+    async def _wait_for_ready(self, timeout: float) -> None:
+        """Send ``kernel_info_request`` until the kernel answers (it ignores requests while starting)."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            message_id = await self._send("shell", "kernel_info_request", {})
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    reply = await self.get_shell_msg(timeout=1.0)
+                    if reply.get("parent_header", {}).get("msg_id") == message_id:
+                        return
+            if self._lost or asyncio.get_running_loop().time() > deadline:
+                raise KernelError(f"kernel {self.kernel_id} on the gateway at {self.gateway.url} did not answer within {timeout:g} s" + (f" ({self._lost})" if self._lost else ""))
+
+    async def _route(self) -> None:
+        """Queue each incoming message by channel; note when the gateway says the kernel is gone."""
+        try:
+            async for raw in self._socket:
+                if isinstance(raw, bytes):
+                    continue  # only comm messages carry binary buffers, and cells' output has none
+                message = json.loads(raw)
+                channel = message.get("channel")
+                if channel == "iopub" and message.get("msg_type") == "status" and message.get("content", {}).get("execution_state") in _LOST_STATES:
+                    self._lost = f"the gateway reported the kernel {message['content']['execution_state']}"
+                if channel in self._queues:
+                    self._queues[channel].put_nowait(message)
+        except websockets.exceptions.ConnectionClosed as error:
+            self._lost = self._lost or f"the gateway closed the kernel's channels ({error})"
+        except ValueError as error:
+            self._lost = self._lost or f"the gateway sent a message that is not JSON ({error})"
+
+    async def _send(self, channel: str, message_type: str, content: dict[str, Any]) -> str:
+        message = self._session.msg(message_type, content)
+        message["channel"] = channel
+        try:
+            await self._socket.send(json.dumps(message, default=json_default))
+        except websockets.exceptions.ConnectionClosed as error:
+            self._lost = self._lost or f"the gateway closed the kernel's channels ({error})"
+        return message["header"]["msg_id"]
+
+    async def execute(self, code: str, silent: bool, store_history: bool) -> str:
+        """Send an ``execute_request`` (stdin off: ``input()`` raises in the cell); its message id."""
+        return await self._send("shell", "execute_request", {"code": code, "silent": silent, "store_history": store_history, "user_expressions": {}, "allow_stdin": False, "stop_on_error": True})
+
+    async def get_iopub_msg(self, timeout: float) -> dict[str, Any]:
+        return await self._next("iopub", timeout)
+
+    async def get_shell_msg(self, timeout: float) -> dict[str, Any]:
+        return await self._next("shell", timeout)
+
+    async def _next(self, channel: str, timeout: float) -> dict[str, Any]:
+        """The next message of ``channel``; ``queue.Empty`` after ``timeout`` seconds, as jupyter_client's clients raise."""
+        try:
+            return await asyncio.wait_for(self._queues[channel].get(), timeout)
+        except TimeoutError:
+            raise queue.Empty from None
+
+    async def interrupt(self) -> None:
+        await self._request("POST", f"api/kernels/{quote(self.kernel_id or '', safe='')}/interrupt")
+
+    async def is_alive(self) -> bool:
+        """False once the gateway said the kernel died or restarted, or no longer lists it."""
+        if self._lost or self.kernel_id is None:
+            return False
+        try:
+            model = await self._request("GET", f"api/kernels/{quote(self.kernel_id, safe='')}", missing_ok=True)
+        except KernelError:
+            return False
+        return isinstance(model, dict) and model.get("execution_state") != "dead"
+
+    async def shutdown(self, now: bool = False) -> None:
+        """Close the channels and ask the gateway to shut the kernel down (it may already be gone)."""
+        if self._reader is not None:
+            self._reader.cancel()
+        if self._socket is not None:
+            with contextlib.suppress(Exception):  # the connection may already be broken; the DELETE still matters
+                await self._socket.close()
+        try:
+            if self.kernel_id is not None and self._http is not None:
+                await self._request("DELETE", f"api/kernels/{quote(self.kernel_id, safe='')}", missing_ok=True)
+        finally:
+            if self._http is not None:
+                await self._http.aclose()
+            self._http = self._socket = self._reader = None
+
+    def log_tail(self) -> str:
+        """The kernel's own output is in the gateway's log, not here."""
+        return ""
+
+
+def _reason(response: httpx2.Response) -> str:
+    """The gateway's error message (jupyter_server answers ``{"message": ..., "reason": ...}``)."""
+    try:
+        answer = response.json()
+    except ValueError:
+        return response.text[:300]
+    if isinstance(answer, dict):
+        return str(answer.get("message") or answer.get("reason") or answer)[:300]
+    return str(answer)[:300]
