@@ -1,9 +1,14 @@
-"""The host end of the bridge: one Unix socket per kernel through which cells call host tools.
+"""The host end of the bridge, through which cells call host tools.
+
+A local kernel gets its own Unix socket; kernels on other hosts share one TCP endpoint per CodeMode
+(:class:`BridgeListener`), served over TLS with a certificate the kernel pins.
 
 Contract:
 
-- The socket lives in the kernel's private directory (mode 0700) and is itself mode 0600, so only
-  this user's processes can connect. The first frame of every connection must be the hello: JSON
+- A Unix socket lives in the kernel's private directory (mode 0700) and is itself mode 0600, so only
+  this user's processes can connect. A TCP connection must complete a TLS handshake within 10
+  seconds; its hello names the kernel's generation, which picks the kernel's bridge, and must carry
+  that kernel's token. The first frame of every connection must be the hello: JSON
   only, at most :data:`kernel.wire.MAX_HELLO_BYTES`, exactly ``{op, token, generation}`` with the
   kernel's secret token and generation, read within 10 seconds. Anything else is refused and the
   connection closed; nothing of an unauthenticated peer is unpickled or buffered beyond 4 kB. A
@@ -33,17 +38,21 @@ Contract:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import os
 import secrets
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernel import wire
 from kernel.output import cap
 from kernel.result_store import ResultStore
 from kernel.toolkit import ToolExitError, Toolkit, annotation_text, contained
 from registry.storage import StoreError
+
+if TYPE_CHECKING:
+    from kernel.bridge_tls import BridgeCertificate
 
 #: Resolves a call's target (``"handle.attribute"``) to its toolkit and the tool's real name.
 Lookup = Callable[[str], "tuple[Toolkit, str] | None"]
@@ -69,10 +78,17 @@ class Bridge:
             up to :func:`kernel.wire.frame_limit` of it.
         result_store: where oversized results go; ``None`` makes them ``ResultTooLarge``.
         accept_pickles: load pickled call arguments; ``False`` accepts JSON only.
+        listener: serve through this TCP endpoint instead of a Unix socket (``directory`` is then ``None``).
+
+    Raises:
+        ValueError: both or neither of ``directory`` and ``listener``.
     """
 
-    def __init__(self, directory: str, generation: int, lookup: Lookup, max_result_bytes: int, result_store: ResultStore | None = None, accept_pickles: bool = True):
-        self.path = os.path.join(directory, "bridge.sock")
+    def __init__(self, directory: str | None, generation: int, lookup: Lookup, max_result_bytes: int, result_store: ResultStore | None = None, accept_pickles: bool = True, listener: BridgeListener | None = None):
+        if (directory is None) == (listener is None):
+            raise ValueError("a bridge is reached through a Unix socket in directory, or through a listener: give exactly one")
+        self.path = os.path.join(directory, "bridge.sock") if directory is not None else ""
+        self.listener = listener
         self.token = secrets.token_hex(32)
         self.generation = generation
         self.lookup = lookup
@@ -88,12 +104,17 @@ class Bridge:
         self._serving: set[asyncio.Task] = set()
 
     async def start(self) -> None:
+        if self.listener is not None:
+            self.listener.attach(self)
+            return
         self._server = await asyncio.start_unix_server(self._serve, path=self.path)
         os.chmod(self.path, 0o600)
 
     def spec(self) -> dict[str, Any]:
-        """What the kernel needs to connect: socket path, token, generation and the limits it must keep."""
-        return {"socket": self.path, "token": self.token, "generation": self.generation, "max_frame_bytes": self.max_frame_bytes, "json_only": not self.accept_pickles}
+        """What the kernel needs to connect: the socket path (or the TCP address and the certificate to
+        pin), token, generation and the limits it must keep."""
+        endpoint = self.listener.spec() if self.listener is not None else {"socket": self.path}
+        return {**endpoint, "token": self.token, "generation": self.generation, "max_frame_bytes": self.max_frame_bytes, "json_only": not self.accept_pickles}
 
     def cancel_cell(self, cell_id: str) -> int:
         """Cancel the in-flight calls started by cell ``cell_id``; returns how many were cancelled."""
@@ -112,6 +133,8 @@ class Bridge:
         if self._server is not None:
             self._server.close()
             self._server = None
+        if self.listener is not None:
+            self.listener.detach(self)
         for task, _ in list(self._calls.values()):
             task.cancel()
         for writer in list(self._connections):
@@ -121,18 +144,27 @@ class Bridge:
         # mid-read when the loop stops.
         if self._serving:
             await asyncio.wait(self._serving, timeout=1.0)
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
+        if self.path:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Serve a connection to this kernel's Unix socket."""
+        await self.serve(reader, writer, *await read_hello(reader))
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, hello: tuple[str, int] | None, reason: str) -> None:
+        """Serve one connection whose hello was read (``hello`` is ``None`` and ``reason`` says why
+        when it was not a hello): welcome it if the token and generation are this kernel's, then
+        answer its calls until it closes."""
         task = asyncio.current_task()
         assert task is not None
         self._serving.add(task)
         try:
-            if not await self._admit(reader, writer):
+            refusal = self._refusal(hello) if hello is not None else reason
+            if refusal:
+                await _refuse(writer, refusal)
                 return
+            self._send(writer, {"op": "welcome"})
             self._connections.add(writer)
             while True:
                 try:
@@ -146,7 +178,7 @@ class Bridge:
                 if body is None:
                     return
                 self._receive(body, writer)
-        except (asyncio.IncompleteReadError, ConnectionError):
+        except (asyncio.IncompleteReadError, OSError):  # OSError: a reset, or a broken TLS record
             return
         finally:
             # The kernel hung up (it died, or dropped this connection): nobody awaits these replies,
@@ -197,29 +229,14 @@ class Bridge:
             await asyncio.wait(tasks)
         await writer.drain()
 
-    async def _admit(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
-        """Read the hello frame; True when its token and generation are this kernel's."""
-        try:
-            body = await asyncio.wait_for(wire.read_frame(reader, wire.MAX_HELLO_BYTES), timeout=HELLO_TIMEOUT)
-        except wire.FrameTooLarge as error:
-            body, reason = None, f"the hello is too long ({error})"
-        except (TimeoutError, asyncio.IncompleteReadError):
-            body, reason = None, "no hello arrived"
-        else:
-            reason = "the first message must be a JSON hello {op, token, generation}"
-        hello = wire.decode_hello(body) if body is not None else None
-        if hello is not None:
-            token, generation = hello
-            if not secrets.compare_digest(token.encode(), self.token.encode()):
-                reason = "wrong token: this connection does not belong to the kernel the socket serves"
-            elif generation != self.generation:
-                reason = f"call from kernel generation {generation!r}, but this socket serves generation {self.generation}"
-            else:
-                self._send(writer, {"op": "welcome"})
-                return True
-        self._send(writer, {"op": "refused", "reason": reason})
-        await writer.drain()
-        return False
+    def _refusal(self, hello: tuple[str, int]) -> str:
+        """Why a connection with this hello is refused ("" when its token and generation are this kernel's)."""
+        token, generation = hello
+        if not secrets.compare_digest(token.encode(), self.token.encode()):
+            return "wrong token: this connection does not belong to the kernel the socket serves"
+        if generation != self.generation:
+            return f"call from kernel generation {generation!r}, but this socket serves generation {self.generation}"
+        return ""
 
     async def _call(self, message: dict[str, Any], writer: asyncio.StreamWriter, key: tuple[int, int | str]) -> None:
         call_id, target = message["id"], message["target"]
@@ -282,6 +299,87 @@ class Bridge:
         if len(frame) - 4 > self.max_frame_bytes:
             frame = wire.encode({"op": "error", "id": _usable_id(message.get("id")), "type": "BridgeError", "message": f"the host's {message.get('op')} reply was {len(frame) - 4:,} bytes, over the frame limit of {self.max_frame_bytes:,}"})
         writer.write(frame)
+
+
+async def read_hello(reader: asyncio.StreamReader) -> tuple[tuple[str, int] | None, str]:
+    """Read a connection's first frame: ``((token, generation), "")`` for a well-formed hello, else
+    ``(None, why not)``. At most :data:`kernel.wire.MAX_HELLO_BYTES` are read, for at most
+    :data:`HELLO_TIMEOUT` seconds, and nothing but JSON is decoded."""
+    try:
+        body = await asyncio.wait_for(wire.read_frame(reader, wire.MAX_HELLO_BYTES), timeout=HELLO_TIMEOUT)
+    except wire.FrameTooLarge as error:
+        return None, f"the hello is too long ({error})"
+    except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+        return None, "no hello arrived"
+    hello = wire.decode_hello(body) if body is not None else None
+    return hello, "" if hello is not None else "the first message must be a JSON hello {op, token, generation}"
+
+
+async def _refuse(writer: asyncio.StreamWriter, reason: str) -> None:
+    if not writer.is_closing():
+        writer.write(wire.encode({"op": "refused", "reason": reason}))
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()
+
+
+class BridgeListener:
+    """One TLS-over-TCP endpoint through which every remote kernel of a CodeMode reaches its bridge.
+
+    Args:
+        listen: ``(host, port)`` to listen on; port 0 picks a free one.
+        address: ``(host, port)`` kernels connect to (port 0: the port listened on). It must be
+            a name or address the certificate holds: a generated one holds exactly this host.
+        certificate: the TLS certificate and context (:mod:`kernel.bridge_tls`).
+    """
+
+    def __init__(self, listen: tuple[str, int], address: tuple[str, int], certificate: BridgeCertificate):
+        self.listen, self.address, self.certificate = listen, address, certificate
+        self._server: asyncio.AbstractServer | None = None
+        self._bridges: dict[int, Bridge] = {}
+        self._port = 0
+
+    async def start(self) -> None:
+        """Listen.
+
+        Raises:
+            OSError: the address cannot be listened on (in use, not this host's); the message names it.
+        """
+        host, port = self.listen
+        try:
+            self._server = await asyncio.start_server(self._serve, host, port, ssl=self.certificate.context, ssl_handshake_timeout=HELLO_TIMEOUT)
+        except OSError as error:
+            raise OSError(error.errno, f"the bridge cannot listen on {host}:{port} ({error.strerror or error}); set bridge_listen to an address of this host") from None
+        self._port = self._server.sockets[0].getsockname()[1]
+
+    def spec(self) -> dict[str, Any]:
+        host, port = self.address
+        return {"address": [host, port or self._port], "certificate": self.certificate.pem}
+
+    @property
+    def port(self) -> int:
+        """The port listened on."""
+        return self._port
+
+    def attach(self, bridge: Bridge) -> None:
+        self._bridges[bridge.generation] = bridge
+
+    def detach(self, bridge: Bridge) -> None:
+        if self._bridges.get(bridge.generation) is bridge:
+            del self._bridges[bridge.generation]
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        hello, reason = await read_hello(reader)
+        bridge = self._bridges.get(hello[1]) if hello is not None else None
+        if bridge is not None:
+            await bridge.serve(reader, writer, hello, reason)
+            return
+        await _refuse(writer, reason or f"no kernel of generation {hello[1]!r} is served here (it was shut down or replaced)")  # type: ignore[index]
+        writer.close()
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
 
 
 def _usable_id(call_id: Any) -> int | str | None:

@@ -3,7 +3,8 @@
 CodeMode calls :func:`install` in every kernel with the bridge's address and a description of each
 host toolkit; a cell then reaches a toolkit through its handle (``await inventory.stock_level("x")``)
 or through :func:`host_toolkit`, which planned cells use. Each call is one frame to the host over the
-kernel's Unix socket (:mod:`kernel.wire`); many calls share one connection and may be in flight at
+kernel's Unix socket, or over TLS to the host's TCP endpoint for a kernel on another host
+(:mod:`kernel.wire`); many calls share one connection and may be in flight at
 once, so ``asyncio.gather`` over a thousand calls costs a thousand round trips' worth of bytes, not
 of latency.
 
@@ -25,6 +26,7 @@ import builtins
 import inspect
 import itertools
 import json
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -95,11 +97,22 @@ class _Connection:
             self.pending.clear()
 
 
+def client_context(certificate: str) -> ssl.SSLContext:
+    """A TLS context that trusts exactly ``certificate`` (PEM, the host's bridge certificate or chain)
+    and checks that it names the host connected to."""
+    context = ssl.create_default_context(cadata=certificate)
+    # The pinned certificate is itself the trust anchor, whether self-signed or issued by a CA the
+    # kernel does not know.
+    context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+    return context
+
+
 class BridgeClient:
     """The kernel's end of the bridge: connects on first use, on the loop that makes the call.
 
     Args:
-        socket: the host's Unix socket.
+        endpoint: the host's Unix socket (a local kernel), or ``(host, port, certificate PEM)`` of
+            its TLS endpoint (a kernel on another host).
         token, generation: what the hello carries.
         max_frame_bytes: largest frame either end accepts (:func:`kernel.wire.frame_limit`); a call
             whose arguments would exceed it raises :class:`BridgeError` without being sent.
@@ -107,8 +120,8 @@ class BridgeClient:
             :class:`BridgeError` without being sent.
     """
 
-    def __init__(self, socket: str, token: str, generation: int, max_frame_bytes: int = wire.MAX_FRAME_BYTES, json_only: bool = False):
-        self.socket, self.token, self.generation = socket, token, generation
+    def __init__(self, endpoint: str | tuple[str, int, str], token: str, generation: int, max_frame_bytes: int = wire.MAX_FRAME_BYTES, json_only: bool = False):
+        self.endpoint, self.token, self.generation = endpoint, token, generation
         self.max_frame_bytes, self.json_only = max_frame_bytes, json_only
         self._ids = itertools.count(1)
         self._connections: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}
@@ -128,9 +141,14 @@ class BridgeClient:
 
     async def _open(self) -> _Connection:
         try:
-            reader, writer = await asyncio.open_unix_connection(self.socket)
-        except OSError as error:
-            raise BridgeError(f"cannot reach the host bridge at {self.socket} ({error}); restart the kernel") from None
+            if isinstance(self.endpoint, str):
+                reader, writer = await asyncio.open_unix_connection(self.endpoint)
+            else:
+                host, port, certificate = self.endpoint
+                reader, writer = await asyncio.open_connection(host, port, ssl=client_context(certificate), server_hostname=host, ssl_handshake_timeout=30)
+        except (OSError, TimeoutError) as error:
+            where = self.endpoint if isinstance(self.endpoint, str) else f"{self.endpoint[0]}:{self.endpoint[1]}"
+            raise BridgeError(f"cannot reach the host bridge at {where} ({error}); check that this kernel's host can reach that address (CodeMode's bridge_address), or restart the kernel") from None
         writer.write(wire.encode({"op": "hello", "token": self.token, "generation": self.generation}))
         try:
             body = await wire.read_frame(reader, self.max_frame_bytes)
@@ -157,7 +175,7 @@ class BridgeClient:
         """The call's frame, or :class:`BridgeError` saying why the host would refuse it."""
         message = {"op": "call", "id": call_id, "target": target, "args": list(args), "kwargs": kwargs, "cell": current_cell()}
         if self.json_only and not wire.is_json_value(message):
-            raise BridgeError(f"the arguments of {target} are not JSON values, and this host accepts JSON only from its kernels (CodeMode(accept_pickles=False)); pass str, int, float, bool, None, lists and dicts with string keys, or save the data to a file and pass its path")
+            raise BridgeError(f"the arguments of {target} are not JSON values, and the host accepts only JSON from this kernel (CodeMode's accept_pickles is off, as it is by default for kernels on other hosts); pass str, int, float, bool, None, lists and dicts with string keys, or save the data to a file and pass its path")
         try:
             frame = wire.encode(message)
         except wire.WireError as error:
@@ -321,6 +339,8 @@ def _function(client: BridgeClient, toolkit: str, handle: str, attribute: str, s
 
 _installed: dict[str, Any] = {}
 _results: ResultsHandle | None = None
+#: Why there is no ``results`` handle.
+_results_off = ""
 _client: BridgeClient | None = None
 
 
@@ -330,12 +350,12 @@ def install(spec: str) -> None:
     The handles are then available through :func:`host_toolkit`, and the ``results`` handle through
     :func:`results_handle` when offloading is on.
     """
-    global _results
+    global _client, _results, _results_off
     track_cells()
-    global _client
     data = json.loads(spec)
-    address = (data["socket"], data["token"], data["generation"], data["max_frame_bytes"], data["json_only"])
-    if _client is None or (_client.socket, _client.token, _client.generation, _client.max_frame_bytes, _client.json_only) != address:
+    endpoint = data["socket"] if "socket" in data else (data["address"][0], data["address"][1], data["certificate"])
+    address = (endpoint, data["token"], data["generation"], data["max_frame_bytes"], data["json_only"])
+    if _client is None or (_client.endpoint, _client.token, _client.generation, _client.max_frame_bytes, _client.json_only) != address:
         if _client is not None:
             _client.close()
         _client = BridgeClient(*address)
@@ -350,6 +370,7 @@ def install(spec: str) -> None:
     _installed.clear()
     _installed.update(handles)
     _results = ResultsHandle(data["results"]) if data.get("results") else None
+    _results_off = data.get("results_off") or "result offloading is off; enable it with CodeMode(offload_results=True)"
 
 
 def host_toolkit(name: str) -> Any:
@@ -363,4 +384,4 @@ def host_toolkit(name: str) -> Any:
 
 def results_handle() -> ResultsHandle | FailedHandle:
     """The ``results`` handle for offloaded results, or a :class:`FailedHandle` when offloading is off."""
-    return _results if _results is not None else FailedHandle("results", "result offloading is off; enable it with CodeMode(offload_results=True)")
+    return _results if _results is not None else FailedHandle("results", _results_off)

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from kernel.bindings import HOST_MODULE, Bindings, toolkit_of
-from kernel.bridge import Bridge, toolkit_spec
+from kernel.bridge import Bridge, BridgeListener, toolkit_spec
 from kernel.kernel_snapshot import pack, report_path, unpack
 from kernel.output import CellResult, OutputLimits
 from kernel.result_store import ResultStore
@@ -156,7 +156,8 @@ class CodeMode:
         accept_pickles: let cells pass non-JSON arguments (a DataFrame) to host tools as pickles,
             which the host loads. A cell already runs code as this user, so for a local kernel this
             is no new power; ``False`` makes the host accept JSON only, for kernels it should not
-            trust (a cell passing other values gets a ``BridgeError`` saying so).
+            trust (a cell passing other values gets a ``BridgeError`` saying so). Default: pickles
+            from local kernels, JSON only from kernels on other hosts.
         snapshot: keep each session's variables in ``snapshot_store`` and restore them into its next
             kernel (after this process restarts, an eviction or a death; not after
             :meth:`restart`). ``False`` keeps nothing (owners then live in this process only).
@@ -165,10 +166,28 @@ class CodeMode:
         max_snapshot_bytes: budget of one session's snapshot; the smallest variables are kept first.
         snapshot_store: the SQLite file of snapshots and owners; default ``$TOOLPATH_HOME/toolpath.db``.
             Restoring a snapshot runs its pickles' code: the file is created readable by its owner only.
+        kernel_name: start kernels from this kernelspec instead of ipykernel on ``python``: an
+            installed one, started through jupyter_client's provisioner machinery (so a
+            ``metadata.kernel_provisioner`` such as gateway_provisioners' Kubernetes one decides
+            where it runs), or with ``gateway_url`` the gateway's kernelspec (default: its default).
+        gateway_url: run every kernel on this Jupyter Kernel Gateway or Enterprise Gateway
+            (``http(s)://host:port``), over its REST and WebSocket API.
+        gateway_token: the gateway's auth token.
+        bridge_address: ``host:port`` through which kernels on other hosts (gateway kernels, or
+            kernels a non-local provisioner launched) reach this process's host tools, over TLS;
+            default ``127.0.0.1`` and a free port, which only kernels on this machine can reach.
+            Port 0 means the port listened on.
+        bridge_listen: ``host:port`` the bridge listens on, when it differs from ``bridge_address``
+            (``0.0.0.0:7443`` behind a Kubernetes Service named in ``bridge_address``).
+        bridge_certificate: ``(certificate file, key file)``, PEM, for the bridge's TLS; default a
+            self-signed certificate for ``bridge_address``'s host, made at start. Kernels trust
+            exactly this certificate (CodeMode sends it with the bridge's address).
 
     Raises:
         ValueError: for an unknown ``on_busy_kernel``, a negative number, two toolkits with one name,
-            or a registry tool without ``id`` or without ``module``/``mcp_server``.
+            a registry tool without ``id`` or without ``module``/``mcp_server``, a bad gateway URL
+            or bridge address, ``python`` with ``kernel_name`` or ``gateway_url``, ``cwd`` or
+            ``offload_results`` with ``gateway_url``, or a bridge certificate that cannot be loaded.
         registry.storage.StoreError: ``result_store`` is a directory or cannot be created.
         TypeError: a ``tools`` item that is not a toolkit, tool, callable or registry tool.
     """
@@ -196,12 +215,18 @@ class CodeMode:
         max_result_bytes: int = 1_000_000,
         offload_results: bool = False,
         result_store: str | os.PathLike[str] | None = None,
-        accept_pickles: bool = True,
+        accept_pickles: bool | None = None,
         snapshot: bool = True,
         snapshot_debounce: float = 1.5,
         max_variable_bytes: int = 2_000_000,
         max_snapshot_bytes: int = 64_000_000,
         snapshot_store: str | os.PathLike[str] | None = None,
+        kernel_name: str | None = None,
+        gateway_url: str | None = None,
+        gateway_token: str | None = None,
+        bridge_address: str | None = None,
+        bridge_listen: str | None = None,
+        bridge_certificate: tuple[str, str] | None = None,
     ):
         if on_busy_kernel not in ("wait", "restart"):
             raise ValueError(f"on_busy_kernel must be 'wait' or 'restart', got {on_busy_kernel!r}")
@@ -212,6 +237,24 @@ class CodeMode:
             raise ValueError(f"max_kernels must be at least 1 (or None), got {max_kernels}")
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout must be positive (or None), got {timeout}")
+        if python is not None and (kernel_name is not None or gateway_url is not None):
+            raise ValueError("python cannot be combined with kernel_name or gateway_url: the kernelspec names the kernels' interpreter")
+        if gateway_url is None and gateway_token is not None:
+            raise ValueError("gateway_token is only used with gateway_url")
+        self.gateway = None
+        if gateway_url is not None:
+            from kernel.gateway import Gateway  # its HTTP and WebSocket clients only for gateway users
+
+            self.gateway = Gateway(gateway_url, gateway_token, kernel_name)
+        if self.gateway is not None and cwd is not None:
+            raise ValueError("cwd cannot be set for gateway kernels: the gateway chooses their working directory (Enterprise Gateway reads KERNEL_WORKING_DIR from env)")
+        if self.gateway is not None and offload_results:
+            raise ValueError(f"offload_results needs kernels on this machine: offloaded results are read from the SQLite file, which a kernel on a gateway cannot open; without it, results over max_result_bytes={max_result_bytes:,} raise ResultTooLarge in the cell")
+        self.kernel_name = kernel_name
+        self.bridge_address = _host_port(bridge_address or "127.0.0.1:0", "bridge_address")
+        self.bridge_listen = _host_port(bridge_listen, "bridge_listen") if bridge_listen is not None else self.bridge_address
+        self._bridge_certificate = bridge_tls().load(*bridge_certificate) if bridge_certificate is not None else None
+        self._listener: BridgeListener | None = None
         items = list(tools)
         definitions = [tool for tool in items if isinstance(tool, ToolDefinition)]
         _check_registered(definitions)
@@ -301,7 +344,7 @@ class CodeMode:
     # -- kernels ---------------------------------------------------------------------------------
 
     async def _new_kernel(self) -> KernelSession:
-        kernel = KernelSession(python=self.python, cwd=self.cwd, env=self.env)
+        kernel = KernelSession(python=self.python, cwd=self.cwd, env=self.env, kernel_name=self.kernel_name, gateway=self.gateway)
         await kernel.start()
         try:
             setup = await kernel.execute(f"import {_SETUP_MODULE} as _toolpath_setup\n_toolpath_setup.configure(allow_shell={self.allow_shell!r})\ndel _toolpath_setup", timeout=60, silent=True)
@@ -340,12 +383,13 @@ class CodeMode:
         self._kernel_targets[kernel] = targets
         bridge = self._bridges.get(kernel)
         if bridge is None and (specs or self.result_store is not None):
-            bridge = Bridge(kernel.directory, next(self._generations), lambda target: self._kernel_targets.get(kernel, {}).get(target), self.max_result_bytes, self.result_store, self.accept_pickles)
-            await bridge.start()
+            bridge = await self._new_bridge(kernel)
             self._bridges[kernel] = bridge
         code = bindings.code()
         if bridge is not None:
-            spec = {**bridge.spec(), "toolkits": specs, "results": str(self.result_store.path) if self.result_store else None}
+            spec = {**bridge.spec(), "toolkits": specs, "results": str(bridge.result_store.path) if bridge.result_store else None}
+            if self.result_store is not None and bridge.result_store is None:
+                spec["results_off"] = "offloaded results are kept in the host's SQLite file, which this kernel on another host cannot open; results over max_result_bytes raise ResultTooLarge instead"
             code = f"import {HOST_MODULE} as _toolpath_bridge\n_toolpath_bridge.install({json.dumps(spec)!r})\ndel _toolpath_bridge\n" + code
             if self.result_store is not None:
                 code += f"from {HOST_MODULE} import results_handle as _toolpath_results\nresults = _toolpath_results()\ndel _toolpath_results\n"
@@ -356,6 +400,28 @@ class CodeMode:
             if bound.status != "ok":
                 raise KernelError(f"binding the tool handles failed: {_describe_error(bound)}")
         self._bound_version[kernel] = version
+
+    async def _new_bridge(self, kernel: KernelSession) -> Bridge:
+        """The bridge of ``kernel``: its own Unix socket when it is local, else the TLS endpoint kernels
+        on other hosts share, which accepts JSON only unless ``accept_pickles`` says otherwise."""
+        accept_pickles = self.accept_pickles if self.accept_pickles is not None else not kernel.remote
+        lookup = lambda target: self._kernel_targets.get(kernel, {}).get(target)  # noqa: E731 - consulted at call time
+        if kernel.remote:
+            bridge = Bridge(None, next(self._generations), lookup, self.max_result_bytes, None, accept_pickles, listener=await self._bridge_listener())
+        else:
+            bridge = Bridge(kernel.directory, next(self._generations), lookup, self.max_result_bytes, self.result_store, accept_pickles)
+        await bridge.start()
+        return bridge
+
+    async def _bridge_listener(self) -> BridgeListener:
+        """The TLS endpoint of this CodeMode's remote kernels, started on first use."""
+        if self._listener is None:
+            if self._bridge_certificate is None:
+                self._bridge_certificate = await asyncio.to_thread(bridge_tls().generate, self.bridge_address[0])
+            listener = BridgeListener(self.bridge_listen, self.bridge_address, self._bridge_certificate)
+            await listener.start()
+            self._listener = listener
+        return self._listener
 
     def _host_binding(self, bindings: Bindings) -> tuple[dict[str, tuple[Toolkit, str]], dict[str, Any]]:
         """For the host handles of ``bindings``: the bridge's call targets (``"handle.attribute"`` →
@@ -749,6 +815,8 @@ class CodeMode:
         self._sessions.clear()
         self._pool = []
         await asyncio.gather(*(self._stop_kernel(kernel) for kernel in kernels), return_exceptions=True)
+        if self._listener is not None:
+            await self._listener.close()
 
     # -- runs: connecting and closing toolkits ------------------------------------------------------
 
@@ -1216,6 +1284,25 @@ def _check_registered(tools: Iterable[ToolDefinition]) -> None:
     missing = [tool.name for tool in tools if tool.id is None or (not tool.module and tool.mcp_server is None)]
     if missing:
         raise ValueError(f"tools {', '.join(missing)} have no id, or neither a module nor an MCP server; register them in a ToolRegistry first")
+
+
+def _host_port(text: str, what: str) -> tuple[str, int]:
+    """``(host, port)`` from ``"host:port"`` (``"[::1]:7443"`` for IPv6).
+
+    Raises:
+        ValueError: no port, or a port outside 0–65535; the message names the option.
+    """
+    host, _, port = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"{what} must be 'host:port' (port 0 for a free one), like 127.0.0.1:0 or [::1]:7443, got {text!r}")
+    return host, int(port)
+
+
+def bridge_tls() -> Any:
+    """:mod:`kernel.bridge_tls`, imported when a remote kernel first needs the bridge's TLS: the
+    cryptography package is not needed by local kernels."""
+    return importlib.import_module("kernel.bridge_tls")
 
 
 def _mcp_toolkit() -> Any:
