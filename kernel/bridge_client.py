@@ -175,7 +175,7 @@ class BridgeClient:
         """The call's frame, or :class:`BridgeError` saying why the host would refuse it."""
         message = {"op": "call", "id": call_id, "target": target, "args": list(args), "kwargs": kwargs, "cell": current_cell()}
         if self.json_only and not wire.is_json_value(message):
-            raise BridgeError(f"the arguments of {target} are not JSON values, and the host accepts only JSON from this kernel (CodeMode's accept_pickles is off, as it is by default for kernels on other hosts); pass str, int, float, bool, None, lists and dicts with string keys, or save the data to a file and pass its path")
+            raise BridgeError(f"the arguments of {target} are not JSON values, and the host accepts JSON only from this kernel (CodeMode's accept_pickles is off, as it is by default for kernels on other hosts); pass str, int, float, bool, None, lists and dicts with string keys, or save the data to a file and pass its path")
         try:
             frame = wire.encode(message)
         except wire.WireError as error:

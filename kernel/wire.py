@@ -138,7 +138,7 @@ def decode(body: bytes, accept_pickles: bool = True) -> dict[str, Any]:
             if not isinstance(envelope, dict):
                 raise WireError("the envelope of a pickled frame must be a JSON object")
             if not accept_pickles:
-                raise WireError("pickled values are refused: this host accepts only JSON from this kernel (CodeMode's accept_pickles is off, as it is by default for kernels on other hosts)", envelope)
+                raise WireError("pickled values are refused: this host accepts JSON only from this kernel (CodeMode's accept_pickles is off, as it is by default for kernels on other hosts)", envelope)
             message = {**envelope, **pickle.loads(body[start + size :])}
         else:
             raise WireError(f"unknown codec byte {codec!r}")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import secrets
 import socket
 import subprocess
+import sys
 import textwrap
 import time
 import uuid
@@ -59,25 +61,61 @@ def listening_server():
     processes = []
 
     def start(command, timeout=120.0, **options):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
+        port = _free_port()
         process = subprocess.Popen(command(port), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **options)
         processes.append(process)
-        deadline = time.monotonic() + timeout
-        while True:
-            assert process.poll() is None, process.stderr.read().decode()
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return port
-            except OSError:
-                assert time.monotonic() < deadline, "the server did not start listening"
-                time.sleep(0.1)
+        _wait_for_port(process, port, timeout)
+        return port
 
     yield start
     for process in processes:
         process.terminate()
         process.wait(timeout=30)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _wait_for_port(process: subprocess.Popen, port: int, timeout: float, log=None) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            raise AssertionError(f"the server exited with {process.returncode}: {log.read_text() if log else process.stderr.read().decode()}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline, "the server did not start listening"
+            time.sleep(0.1)
+
+
+@pytest.fixture(scope="session")
+def kernel_gateway(tmp_path_factory):
+    """A real Jupyter Kernel Gateway (the test extra installs it) on a free 127.0.0.1 port with a token,
+    for the whole test session: ``{"gateway_url": ..., "gateway_token": ...}``, CodeMode's options."""
+    port, token = _free_port(), secrets.token_hex(16)
+    log = tmp_path_factory.mktemp("kernel-gateway") / "gateway.log"
+    command = [sys.executable, "-m", "kernel_gateway", "--KernelGatewayApp.ip=127.0.0.1", f"--KernelGatewayApp.port={port}", f"--KernelGatewayApp.auth_token={token}"]
+    with open(log, "wb") as output:  # a file, not a pipe nobody reads: a gateway logs every request
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, cwd=log.parent)
+    try:
+        _wait_for_port(process, port, 120.0, log)
+        yield {"gateway_url": f"http://127.0.0.1:{port}", "gateway_token": token}
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+@pytest.fixture(scope="module", params=["local", "gateway"])
+def kernel_place(request):
+    """CodeMode options for kernels on this machine, then for kernels on a real Kernel Gateway."""
+    return {} if request.param == "local" else request.getfixturevalue("kernel_gateway")
 
 
 @pytest.fixture(scope="session")

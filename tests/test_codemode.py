@@ -38,8 +38,9 @@ def kernel_pids():
 
 
 @pytest.fixture(scope="module")
-def code_mode():
-    with CodeMode(timeout=4, interrupt_grace=2, busy_wait=0.5, max_output_chars=2000, pool_size=1) as shared:
+def code_mode(kernel_place):
+    """One CodeMode per place kernels run (this machine, a Kernel Gateway), with a warm pool."""
+    with CodeMode(timeout=4, interrupt_grace=2, busy_wait=0.5, max_output_chars=2000, pool_size=1, **kernel_place) as shared:
         yield shared
 
 
@@ -105,16 +106,16 @@ def test_input_is_refused(code_mode):
     assert result.status == "error" and "StdinNotImplementedError" in result.error["ename"]
 
 
-def test_a_kernel_that_ignores_sigint_is_aborted_then_busy_then_restarted():
+def test_a_kernel_that_ignores_sigint_is_aborted_then_busy_then_restarted(kernel_place):
     ignore = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.05)"
-    with CodeMode(timeout=1, interrupt_grace=0.5, busy_wait=0.5, pool_size=0) as waiting:
+    with CodeMode(timeout=1, interrupt_grace=0.5, busy_wait=0.5, pool_size=0, **kernel_place) as waiting:
         assert waiting.run(ignore, "s").status == "aborted"
         busy = waiting.run("1", "s")
         assert busy.status == "busy" and "retry" in busy.error["evalue"] and "restart" in busy.error["evalue"]
         waiting.restart("s")
         after = waiting.run("1 + 1", "s")
         assert after.result == "2" and "restarted" in after.notice
-    with CodeMode(timeout=1, interrupt_grace=0.5, busy_wait=0.5, pool_size=0, on_busy_kernel="restart") as restarting:
+    with CodeMode(timeout=1, interrupt_grace=0.5, busy_wait=0.5, pool_size=0, on_busy_kernel="restart", **kernel_place) as restarting:
         assert restarting.run(ignore, "s").status == "aborted"
         rerun = restarting.run("'ran'", "s")
         assert rerun.result == "'ran'" and "restarted" in rerun.notice

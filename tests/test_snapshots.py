@@ -29,7 +29,8 @@ def code_mode(store, **options):
     return CodeMode(**options)
 
 
-def test_variables_survive_shutdown_and_a_new_process(store, tmp_path):
+def test_variables_survive_shutdown_and_a_new_process(store, tmp_path, kernel_place):
+    """Saved from a kernel on this machine, restored into one here and into one on a gateway."""
     script = textwrap.dedent(
         f"""
         from kernel import CodeMode
@@ -49,7 +50,7 @@ def test_variables_survive_shutdown_and_a_new_process(store, tmp_path):
     )
     subprocess.run([sys.executable, "-c", script], check=True, cwd=ROOT, timeout=120)
 
-    with code_mode(store) as later:
+    with code_mode(store, **kernel_place) as later:
         result = later.run("print(older(table, 1).age.tolist(), origin.x, isinstance(origin, Point), pd.__name__)", "analysis", user_id="alice")
         assert result.status == "ok", result
         assert result.stdout == "[37, 42] 3 True pandas\n"
@@ -121,15 +122,28 @@ def test_a_host_killed_in_the_middle_of_writing_keeps_the_previous_snapshot(stor
         assert later.run("print(version, first_only, 'second_only' in globals())", "s").stdout == "1 kept False\n"
 
 
-def test_restart_discards_the_kernel_and_its_snapshot(store):
-    with code_mode(store) as first:
+def test_a_session_moves_from_a_gateway_kernel_to_a_local_one_and_back(store, kernel_gateway):
+    # 4 MB of array: the snapshot crosses the gateway in several chunks each way.
+    with code_mode(store, max_variable_bytes=8_000_000, **kernel_gateway) as remote:
+        assert remote.run("import numpy as np\nweights = np.arange(500_000)\nlabel = 'w'", "moving").status == "ok"
+    with code_mode(store, max_variable_bytes=8_000_000) as local:
+        moved = local.run("int(weights.sum()), label", "moving")
+        assert moved.result == "(124999750000, 'w')" and "Restored 3 variable(s)" in moved.notice
+        local.run("weights = weights * 2", "moving")
+    with code_mode(store, max_variable_bytes=8_000_000, **kernel_gateway) as remote:
+        back = remote.run("int(weights.sum()), label", "moving")
+        assert back.result == "(249999500000, 'w')" and "Restored 3 variable(s)" in back.notice
+
+
+def test_restart_discards_the_kernel_and_its_snapshot(store, kernel_place):
+    with code_mode(store, **kernel_place) as first:
         first.run("x = 1", "s", user_id="alice")
         first.close()
         assert SnapshotStore(store).load("s") is not None
         first.restart("s", user_id="alice")
         assert SnapshotStore(store).load("s") is None
         assert first.run("'x' in globals()", "s", user_id="alice").result == "False"
-    with code_mode(store) as second:
+    with code_mode(store, **kernel_place) as second:
         result = second.run("'x' in globals()", "s", user_id="alice")
         assert result.result == "False" and "Restored" not in result.notice
     assert SnapshotStore(store).owner("s") == (True, "alice")

@@ -106,9 +106,11 @@ def inventory(record):
 
 
 @pytest.fixture(scope="module")
-def code_mode(inventory, tmp_path_factory):
+def code_mode(inventory, tmp_path_factory, kernel_place):
+    """Host tools called from kernels on this machine (a Unix socket), then from kernels on a Kernel
+    Gateway (the TLS endpoint; pickled arguments allowed, as a host that trusts its kernels says)."""
     store = tmp_path_factory.mktemp("home") / "toolpath.db"
-    with CodeMode([inventory], pool_size=0, timeout=5, interrupt_grace=2, max_result_bytes=100_000, offload_results=False) as shared:
+    with CodeMode([inventory], pool_size=0, timeout=5, interrupt_grace=2, max_result_bytes=100_000, offload_results=False, accept_pickles=True, **kernel_place) as shared:
         shared.store_path = store
         yield shared
 
@@ -207,12 +209,17 @@ def test_an_interrupted_cell_cancels_its_host_calls(code_mode, record):
 def test_a_forged_token_or_a_stale_generation_is_refused(code_mode):
     code_mode.run("1", "forge")
     bridge = code_mode._bridges[code_mode._sessions["forge"].kernel]  # the host's end of this kernel's socket
-    assert stat.S_IMODE(os.stat(bridge.path).st_mode) == 0o600
+    spec = bridge.spec()
+    if bridge.listener is None:
+        assert stat.S_IMODE(os.stat(bridge.path).st_mode) == 0o600
+        endpoint = spec["socket"]
+    else:
+        endpoint = (*spec["address"], spec["certificate"])
     attempt = (
         "from kernel.bridge_client import BridgeClient, BridgeError\n"
         "async def attempt(token, generation):\n"
         "    try:\n"
-        f"        await BridgeClient({bridge.path!r}, token, generation).call('inventory.stock_level', ('a',), {{}})\n"
+        f"        await BridgeClient({endpoint!r}, token, generation).call('inventory.stock_level', ('a',), {{}})\n"
         "    except BridgeError as error:\n"
         "        return str(error)\n"
         "    return 'accepted'\n"
