@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import json
 import queue
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -30,7 +31,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import httpx2
 import websockets
 from jupyter_client.jsonutil import json_default
-from jupyter_client.session import Session
+from jupyter_client.session import msg_header
 
 from kernel.session import KernelError
 
@@ -93,7 +94,8 @@ class GatewayKernel:
         self._socket: Any = None
         self._reader: asyncio.Task | None = None
         self._queues: dict[str, asyncio.Queue] = {"iopub": asyncio.Queue(), "shell": asyncio.Queue()}
-        self._session = Session(key=b"")
+        # The gateway signs messages with the kernel's key; the client only names its session.
+        self._session_id = uuid.uuid4().hex
         #: Why the kernel is known to be gone ("" while it is not).
         self._lost = ""
 
@@ -108,8 +110,11 @@ class GatewayKernel:
         body: dict[str, Any] = {"env": self.env}
         if self.gateway.kernel_name:
             body["name"] = self.gateway.kernel_name
-        # Starting a kernel on a cluster (pulling an image, scheduling a pod) takes longer than a request.
-        model = await self._request("POST", "api/kernels", json=body, timeout=timeout)
+        try:
+            # Starting a kernel on a cluster (pulling an image, scheduling a pod) takes longer than a request.
+            model = await self._request("POST", "api/kernels", json=body, timeout=timeout)
+        except KernelError as error:
+            raise (await self._missing_kernelspec()) or error from None
         if not isinstance(model, dict) or not isinstance(model.get("id"), str):
             raise KernelError(f"the gateway at {self.gateway.url} answered a kernel start with {str(model)[:200]!r}, not a kernel model")
         self.kernel_id = model["id"]
@@ -134,6 +139,20 @@ class GatewayKernel:
         if response.status_code >= 400:
             raise KernelError(f"the kernel gateway at {self.gateway.url} answered {method} {path} with HTTP {response.status_code}: {_reason(response)}")
         return response.json() if response.content else None
+
+    async def _missing_kernelspec(self) -> KernelError | None:
+        """The error to give when the gateway has no kernelspec of the name asked for (gateways answer
+        that with a bare HTTP 500), or ``None``."""
+        if not self.gateway.kernel_name:
+            return None
+        try:
+            specs = await self._request("GET", "api/kernelspecs")
+        except KernelError:
+            return None
+        names = sorted(specs.get("kernelspecs", {})) if isinstance(specs, dict) else []
+        if not names or self.gateway.kernel_name in names:
+            return None
+        return KernelError(f"the kernel gateway at {self.gateway.url} has no kernelspec {self.gateway.kernel_name!r}; it has {', '.join(names)} (set kernel_name to one of them)")
 
     async def _wait_for_ready(self, timeout: float) -> None:
         """Send ``kernel_info_request`` until the kernel answers (it ignores requests while starting)."""
@@ -166,13 +185,14 @@ class GatewayKernel:
             self._lost = self._lost or f"the gateway sent a message that is not JSON ({error})"
 
     async def _send(self, channel: str, message_type: str, content: dict[str, Any]) -> str:
-        message = self._session.msg(message_type, content)
-        message["channel"] = channel
+        message_id = uuid.uuid4().hex
+        header = msg_header(message_id, message_type, "toolpath", self._session_id)
+        message = {"header": header, "msg_id": message_id, "msg_type": message_type, "parent_header": {}, "metadata": {}, "content": content, "buffers": [], "channel": channel}
         try:
             await self._socket.send(json.dumps(message, default=json_default))
         except websockets.exceptions.ConnectionClosed as error:
             self._lost = self._lost or f"the gateway closed the kernel's channels ({error})"
-        return message["header"]["msg_id"]
+        return message_id
 
     async def execute(self, code: str, silent: bool, store_history: bool) -> str:
         """Send an ``execute_request`` (stdin off: ``input()`` raises in the cell); its message id."""

@@ -1,0 +1,163 @@
+"""What is particular to kernels on a gateway: its API, its errors, and the TLS bridge they call host tools through.
+
+The shared cases (cells, caps, images, timeouts, deaths, restarts, host tools, snapshots) run against
+the same real Kernel Gateway in test_codemode.py, test_toolkit_bridge.py and test_snapshots.py.
+"""
+
+import datetime
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from kernel import CodeMode, KernelError, Toolkit
+from kernel.bridge_tls import generate
+
+pytestmark = pytest.mark.integration
+
+
+def on_gateway(gateway, kernel_id) -> bool:
+    """Whether the gateway has kernel ``kernel_id`` (Kernel Gateway does not list its kernels by default)."""
+    request = urllib.request.Request(f"{gateway['gateway_url']}/api/kernels/{kernel_id}", headers={"Authorization": f"token {gateway['gateway_token']}"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.load(response)["id"] == kernel_id
+    except urllib.error.HTTPError as error:
+        if error.code == 404:
+            return False
+        raise
+
+
+def stock_level(sku: str) -> int:
+    """Units of ``sku`` in stock."""
+    return len(sku)
+
+
+def test_kernels_live_on_the_gateway_and_are_shut_down_there(kernel_gateway):
+    with CodeMode(pool_size=1, **kernel_gateway) as code_mode:
+        code_mode.run("x = 1", "s")
+        first = code_mode.kernel_id("s")
+        assert on_gateway(kernel_gateway, first)
+        code_mode.restart("s")
+        assert not on_gateway(kernel_gateway, first)
+        assert code_mode.run("'x' in globals()", "s").result == "False"
+        second = code_mode.kernel_id("s")
+        assert second != first and on_gateway(kernel_gateway, second)
+    assert not on_gateway(kernel_gateway, second)
+
+
+def test_a_wrong_token_or_an_unreachable_gateway_is_a_clear_error(kernel_gateway):
+    with CodeMode(pool_size=0, gateway_url=kernel_gateway["gateway_url"], gateway_token="wrong") as code_mode:
+        with pytest.raises(KernelError, match=r"refused the request \(HTTP 40[13]\); check gateway_token"):
+            code_mode.run("1", "s")
+    with CodeMode(pool_size=0, gateway_url="http://127.0.0.1:9", gateway_token="x") as code_mode:
+        with pytest.raises(KernelError, match="cannot reach the kernel gateway at http://127.0.0.1:9/"):
+            code_mode.run("1", "s")
+    with CodeMode(pool_size=0, kernel_name="no-such-kernelspec", **kernel_gateway) as code_mode:
+        with pytest.raises(KernelError, match="has no kernelspec 'no-such-kernelspec'; it has python3"):
+            code_mode.run("1", "s")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"gateway_url": "gateway:8888"}, "http:// or https:// URL"),
+        ({"gateway_url": "http://gateway:8888", "python": "/usr/bin/python3"}, "python cannot be combined"),
+        ({"gateway_url": "http://gateway:8888", "cwd": "/tmp"}, "cwd cannot be set for gateway kernels"),
+        ({"gateway_url": "http://gateway:8888", "offload_results": True}, "offload_results needs kernels on this machine"),
+        ({"gateway_token": "secret"}, "gateway_token is only used with gateway_url"),
+        ({"bridge_address": "10.0.0.5"}, "bridge_address must be 'host:port'"),
+        ({"bridge_listen": "0.0.0.0:99999"}, "bridge_listen must be 'host:port'"),
+        ({"bridge_certificate": ("/nonexistent.pem", "/nonexistent.key")}, r"bridge_certificate \(/nonexistent.pem, /nonexistent.key\) cannot be used"),
+    ],
+)
+def test_options_that_cannot_work_are_refused_at_construction(options, message):
+    with pytest.raises(ValueError, match=message):
+        CodeMode(**options)
+
+
+def test_gateway_kernels_send_json_only_unless_the_host_allows_pickles(kernel_gateway):
+    inventory = Toolkit("inventory", [stock_level])
+    with CodeMode([inventory], pool_size=0, **kernel_gateway) as strict:
+        refused = strict.run("await inventory.stock_level({'a', 'b'})", "s")
+        assert refused.error["ename"] == "BridgeError" and "accepts JSON only" in refused.error["evalue"]
+        assert strict.run("await inventory.stock_level('abc')", "s").result == "3"
+    with CodeMode([inventory], pool_size=0, accept_pickles=True, **kernel_gateway) as trusting:
+        assert trusting.run("await inventory.stock_level({'a', 'b'})", "s").result == "2"
+
+
+def bridge_endpoint(code_mode, session_id):
+    spec = code_mode._bridges[code_mode._sessions[session_id].kernel].spec()
+    return spec["address"], spec["certificate"], spec["token"], spec["generation"]
+
+
+def test_the_bridge_speaks_tls_only_and_the_kernel_trusts_only_the_hosts_certificate(kernel_gateway):
+    inventory = Toolkit("inventory", [stock_level])
+    with CodeMode([inventory], pool_size=0, **kernel_gateway) as code_mode:
+        code_mode.run("1", "s")
+        (host, port), certificate, token, generation = bridge_endpoint(code_mode, "s")
+        # Plain TCP gets no answer: the host waits for a TLS handshake and drops the connection.
+        plain = code_mode.run(
+            "import asyncio, struct, json\n"
+            f"reader, writer = await asyncio.open_connection({host!r}, {port})\n"
+            f"hello = b'J' + json.dumps({{'op': 'hello', 'token': {token!r}, 'generation': {generation}}}).encode()\n"
+            "writer.write(struct.pack('>I', len(hello)) + hello)\n"
+            "answer = await asyncio.wait_for(reader.read(), 30)\n"
+            "answer",
+            "s",
+        )
+        assert plain.result == "b''", plain
+        # A kernel told to pin another certificate refuses the host's.
+        impostor = generate(host).pem
+        pinned = code_mode.run(
+            "from kernel.bridge_client import BridgeClient, BridgeError\n"
+            "try:\n"
+            f"    await BridgeClient(({host!r}, {port}, {impostor!r}), {token!r}, {generation}).call('inventory.stock_level', ('a',), {{}})\n"
+            "except BridgeError as error:\n"
+            "    print(error)",
+            "s",
+        )
+        assert "CERTIFICATE_VERIFY_FAILED" in pinned.stdout and "cannot reach the host bridge" in pinned.stdout
+
+
+def issued_certificate(directory, host):
+    """A key and a certificate for ``host`` issued by a new certificate authority (not self-signed),
+    written as PEM files; the kernel pins the certificate without knowing the authority."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def certificate(subject, issuer, public_key, signing_key, extensions):
+        builder = x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(public_key).serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+        for extension, critical in extensions:
+            builder = builder.add_extension(extension, critical=critical)
+        return builder.sign(signing_key, hashes.SHA256())
+
+    authority_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    authority_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test authority")])
+    authority = certificate(authority_name, authority_name, authority_key.public_key(), authority_key, [(x509.BasicConstraints(ca=True, path_length=0), True), (x509.SubjectKeyIdentifier.from_public_key(authority_key.public_key()), False)])
+    leaf = certificate(
+        x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)]),
+        authority_name,
+        key.public_key(),
+        authority_key,
+        [(x509.SubjectAlternativeName([x509.DNSName(host)]), False), (x509.BasicConstraints(ca=False, path_length=None), True), (x509.AuthorityKeyIdentifier.from_issuer_public_key(authority_key.public_key()), False), (x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)],
+    )
+    assert authority.subject != leaf.subject
+    certificate_file, key_file = directory / "bridge.pem", directory / "bridge.key"
+    certificate_file.write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    return certificate_file, key_file
+
+
+def test_a_given_certificate_serves_the_bridge(kernel_gateway, tmp_path):
+    certificate, key = issued_certificate(tmp_path, "localhost")
+    inventory = Toolkit("inventory", [stock_level])
+    with CodeMode([inventory], pool_size=0, bridge_address="localhost:0", bridge_certificate=(str(certificate), str(key)), **kernel_gateway) as code_mode:
+        assert code_mode.run("await inventory.stock_level('four')", "s").result == "4"
+        assert bridge_endpoint(code_mode, "s")[1] == certificate.read_text()
+    with pytest.raises(ValueError, match="cannot be used"):
+        CodeMode(bridge_certificate=(str(certificate), str(certificate)))  # a certificate is no key
