@@ -1,10 +1,13 @@
-"""Cell round trips: raw jupyter_client vs CodeMode vs an agent session's free cell, and first-cell
-latency with and without the pool. The three kinds of cells run interleaved, on kernels started
-together, so load drift during the run lands on all of them alike.
+"""Cell round trips: raw jupyter_client vs CodeMode vs an agent session's free cell vs CodeMode on a
+Jupyter Kernel Gateway, and first-cell latency with and without the pool, here and on the gateway.
+The kinds of cells run interleaved, on kernels started together, so load drift during the run lands
+on all of them alike.
 
 Prints one JSON object. Targets (issue 4): CodeMode median round trip ≤ 1.25 × raw jupyter_client;
 first cell of a new session with the warm pool ≤ 60 ms. An agent session reads the kernel's variable
-names after each cell (one silent cell more), reported as its own ratio to CodeMode. Timings on
+names after each cell (one silent cell more), reported as its own ratio to CodeMode. The gateway
+(issue 20) is started here on 127.0.0.1 (jupyter-kernel-gateway, from the test extra), so its
+figures are the cost of the REST/WebSocket path and the TLS bridge without a network. Timings on
 shared machines are noisy: compare the ratios measured in one run.
 
 Usage: python benchmarks/bench_cells.py [--cells 200] [--cold 3] [--warm 10]
@@ -17,11 +20,14 @@ import asyncio
 import contextlib
 import json
 import os
+import secrets
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 from jupyter_client.manager import AsyncKernelManager
 
@@ -59,9 +65,35 @@ async def raw_kernel() -> AsyncIterator[Callable[[], Awaitable[float]]]:
         directory.cleanup()
 
 
+@contextlib.contextmanager
+def kernel_gateway() -> Iterator[dict[str, str]]:
+    """A Jupyter Kernel Gateway on a free 127.0.0.1 port with a token: CodeMode's gateway options."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    token = secrets.token_hex(16)
+    process = subprocess.Popen([sys.executable, "-m", "kernel_gateway", "--KernelGatewayApp.ip=127.0.0.1", f"--KernelGatewayApp.port={port}", f"--KernelGatewayApp.auth_token={token}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                raise SystemExit(f"the Kernel Gateway exited ({process.returncode}); is jupyter-kernel-gateway installed? pip install -e '.[test]'")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise SystemExit("the Kernel Gateway did not listen within 60 s") from None
+                time.sleep(0.1)
+        yield {"gateway_url": f"http://127.0.0.1:{port}", "gateway_token": token}
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
 @contextlib.asynccontextmanager
-async def codemode_kernel() -> AsyncIterator[Callable[[], Awaitable[float]]]:
-    async with CodeMode(pool_size=0) as code_mode:
+async def codemode_kernel(**options: str) -> AsyncIterator[Callable[[], Awaitable[float]]]:
+    async with CodeMode(pool_size=0, **options) as code_mode:
         await code_mode.arun("0", "bench")  # start the kernel outside the timing
 
         async def round_trip() -> float:
@@ -88,12 +120,12 @@ async def session_kernel() -> AsyncIterator[Callable[[], Awaitable[float]]]:
         yield round_trip
 
 
-async def round_trips(cells: int) -> dict[str, list[float]]:
-    """``cells`` round trips of each kind, interleaved (raw, CodeMode, session, raw, ...) on three
-    kernels started together, so a change of load during the run hits all three alike."""
-    kinds = {"raw_jupyter_client": raw_kernel, "codemode": codemode_kernel, "agent_session": session_kernel}
+async def round_trips(cells: int, gateway: dict[str, str]) -> dict[str, list[float]]:
+    """``cells`` round trips of each kind, interleaved (raw, CodeMode, session, gateway, raw, ...) on
+    four kernels started together, so a change of load during the run hits all of them alike."""
+    kinds = {"raw_jupyter_client": raw_kernel(), "codemode": codemode_kernel(), "agent_session": session_kernel(), "codemode_gateway": codemode_kernel(**gateway)}
     async with contextlib.AsyncExitStack() as stack:
-        runners = {name: await stack.enter_async_context(kernel()) for name, kernel in kinds.items()}
+        runners = {name: await stack.enter_async_context(kernel) for name, kernel in kinds.items()}
         timings: dict[str, list[float]] = {name: [] for name in runners}
         for _ in range(cells):
             for name, round_trip in runners.items():
@@ -101,10 +133,10 @@ async def round_trips(cells: int) -> dict[str, list[float]]:
     return timings
 
 
-async def first_cell(pool_size: int, sessions: int) -> list[float]:
+async def first_cell(pool_size: int, sessions: int, **options: str) -> list[float]:
     """Latency of the first cell of ``sessions`` new sessions (the pool refilled before each)."""
     timings = []
-    async with CodeMode(pool_size=pool_size) as code_mode:
+    async with CodeMode(pool_size=pool_size, **options) as code_mode:
         for number in range(sessions):
             deadline = time.monotonic() + 60
             while code_mode.pool_ready() < pool_size and time.monotonic() < deadline:
@@ -125,11 +157,13 @@ def summary(timings: list[float]) -> dict:
     }
 
 
-async def main(cells: int, cold: int, warm: int) -> dict:
-    timings = await round_trips(cells)
-    raw, codemode, session = (summary(timings[name]) for name in ("raw_jupyter_client", "codemode", "agent_session"))
+async def main(cells: int, cold: int, warm: int, gateway: dict[str, str]) -> dict:
+    timings = await round_trips(cells, gateway)
+    raw, codemode, session, on_gateway = (summary(timings[name]) for name in ("raw_jupyter_client", "codemode", "agent_session", "codemode_gateway"))
     cold_first = summary(await first_cell(0, cold))
     warm_first = summary(await first_cell(1, warm))
+    gateway_cold_first = summary(await first_cell(0, cold, **gateway))
+    gateway_warm_first = summary(await first_cell(1, warm, **gateway))
     return {
         "python": sys.version.split()[0],
         "round_trip": {
@@ -141,6 +175,11 @@ async def main(cells: int, cold: int, warm: int) -> dict:
             "agent_session_to_codemode": round(session["median_ms"] / codemode["median_ms"], 3),
         },
         "first_cell": {"cold": cold_first, "warm_pool": warm_first, "target_warm_ms": 60},
+        "gateway": {
+            "round_trip": on_gateway,
+            "round_trip_to_local_codemode": round(on_gateway["median_ms"] / codemode["median_ms"], 3),
+            "first_cell": {"cold": gateway_cold_first, "warm_pool": gateway_warm_first},
+        },
     }
 
 
@@ -150,4 +189,5 @@ if __name__ == "__main__":
     parser.add_argument("--cold", type=int, default=3)
     parser.add_argument("--warm", type=int, default=10)
     options = parser.parse_args()
-    print(json.dumps(asyncio.run(main(options.cells, options.cold, options.warm)), indent=2))
+    with kernel_gateway() as gateway:
+        print(json.dumps(asyncio.run(main(options.cells, options.cold, options.warm, gateway)), indent=2))

@@ -817,6 +817,8 @@ class CodeMode:
         await asyncio.gather(*(self._stop_kernel(kernel) for kernel in kernels), return_exceptions=True)
         if self._listener is not None:
             await self._listener.close()
+        if self.gateway is not None:
+            await self.gateway.aclose()
 
     # -- runs: connecting and closing toolkits ------------------------------------------------------
 

@@ -23,8 +23,8 @@ import asyncio
 import contextlib
 import json
 import queue
+import socket
 import uuid
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -42,7 +42,6 @@ REQUEST_TIMEOUT = 30.0
 _LOST_STATES = ("restarting", "autorestarting", "dead")
 
 
-@dataclass(frozen=True)
 class Gateway:
     """A Jupyter Kernel Gateway or Enterprise Gateway that starts this process's kernels.
 
@@ -55,20 +54,38 @@ class Gateway:
 
     Raises:
         ValueError: a URL that is not ``http://`` or ``https://`` with a host.
+
+    Its kernels share one HTTP client, made on first use on the loop that drives them (making one
+    loads the TLS trust store, about 40 ms that would otherwise delay a cell each time a kernel
+    starts); :meth:`aclose` closes it.
     """
 
-    url: str
-    token: str | None = None
-    kernel_name: str | None = None
-    request_timeout: float = REQUEST_TIMEOUT
-    headers: dict[str, str] = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        parts = urlsplit(self.url)
+    def __init__(self, url: str, token: str | None = None, kernel_name: str | None = None, request_timeout: float = REQUEST_TIMEOUT):
+        parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"gateway_url must be an http:// or https:// URL with a host, like http://gateway:8888, got {self.url!r}")
-        object.__setattr__(self, "url", urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + "/", "", "")))
-        object.__setattr__(self, "headers", {"Authorization": f"token {self.token}"} if self.token else {})
+            raise ValueError(f"gateway_url must be an http:// or https:// URL with a host, like http://gateway:8888, got {url!r}")
+        self.url = urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + "/", "", ""))
+        self.token, self.kernel_name, self.request_timeout = token, kernel_name, request_timeout
+        self.headers = {"Authorization": f"token {token}"} if token else {}
+        self._http: httpx2.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __repr__(self) -> str:
+        return f"Gateway({self.url!r}, kernel_name={self.kernel_name!r})"  # never the token
+
+    def http(self) -> httpx2.AsyncClient:
+        """The HTTP client of the gateway's REST API, made on first use on the running loop (and
+        made again on another loop: a client's connections belong to the loop that opened them)."""
+        loop = asyncio.get_running_loop()
+        if self._http is None or self._loop is not loop:
+            self._http, self._loop = httpx2.AsyncClient(base_url=self.url, headers=self.headers, timeout=self.request_timeout), loop
+        return self._http
+
+    async def aclose(self) -> None:
+        """Close the HTTP client (a later kernel start makes a new one)."""
+        http, self._http = self._http, None
+        if http is not None:
+            await http.aclose()
 
     def websocket_url(self, kernel_id: str) -> str:
         """The kernel's channels WebSocket: the base URL with ``ws``/``wss`` for ``http``/``https``."""
@@ -90,7 +107,6 @@ class GatewayKernel:
         self.gateway = gateway
         self.env = env
         self.kernel_id: str | None = None
-        self._http: httpx2.AsyncClient | None = None
         self._socket: Any = None
         self._reader: asyncio.Task | None = None
         self._queues: dict[str, asyncio.Queue] = {"iopub": asyncio.Queue(), "shell": asyncio.Queue()}
@@ -106,7 +122,6 @@ class GatewayKernel:
             KernelError: the gateway cannot be reached, refuses the token, has no such kernelspec,
                 or the kernel does not answer within ``timeout`` seconds; the message says which.
         """
-        self._http = httpx2.AsyncClient(base_url=self.gateway.url, headers=self.gateway.headers, timeout=self.gateway.request_timeout)
         body: dict[str, Any] = {"env": self.env}
         if self.gateway.kernel_name:
             body["name"] = self.gateway.kernel_name
@@ -127,9 +142,8 @@ class GatewayKernel:
 
     async def _request(self, method: str, path: str, json: Any = None, timeout: float | None = None, missing_ok: bool = False) -> Any:
         """One REST request; its JSON answer (``None`` for an empty one, or a 404 with ``missing_ok``)."""
-        assert self._http is not None
         try:
-            response = await self._http.request(method, path, json=json, timeout=timeout or self.gateway.request_timeout)
+            response = await self.gateway.http().request(method, path, json=json, timeout=timeout or self.gateway.request_timeout)
         except httpx2.HTTPError as error:
             raise KernelError(f"cannot reach the kernel gateway at {self.gateway.url} ({type(error).__name__}: {error}); check gateway_url and that the gateway is running") from None
         if response.status_code == 404 and missing_ok:
@@ -169,8 +183,10 @@ class GatewayKernel:
 
     async def _route(self) -> None:
         """Queue each incoming message by channel; note when the gateway says the kernel is gone."""
+        connection = self._socket.transport.get_extra_info("socket")
         try:
             async for raw in self._socket:
+                _acknowledge_now(connection)
                 if isinstance(raw, bytes):
                     continue  # only comm messages carry binary buffers, and cells' output has none
                 message = json.loads(raw)
@@ -215,14 +231,14 @@ class GatewayKernel:
         await self._request("POST", f"api/kernels/{quote(self.kernel_id or '', safe='')}/interrupt")
 
     async def is_alive(self) -> bool:
-        """False once the gateway said the kernel died or restarted, or no longer lists it."""
-        if self._lost or self.kernel_id is None:
-            return False
-        try:
-            model = await self._request("GET", f"api/kernels/{quote(self.kernel_id, safe='')}", missing_ok=True)
-        except KernelError:
-            return False
-        return isinstance(model, dict) and model.get("execution_state") != "dead"
+        """False once the gateway said the kernel died or restarted, or closed its channels.
+
+        The WebSocket is the test: jupyter_server announces a dead kernel on it (``restarting`` when
+        its restarter replaces the process, ``dead`` when it gives up) and closes it when the kernel
+        is shut down or culled, and a silent network is caught by the WebSocket's own pings (20 s).
+        A REST request per check would cost a connection to the gateway each time.
+        """
+        return not self._lost and self._socket is not None and self._reader is not None and not self._reader.done()
 
     async def shutdown(self, now: bool = False) -> None:
         """Close the channels and ask the gateway to shut the kernel down (it may already be gone)."""
@@ -231,17 +247,26 @@ class GatewayKernel:
         if self._socket is not None:
             with contextlib.suppress(Exception):  # the connection may already be broken; the DELETE still matters
                 await self._socket.close()
-        try:
-            if self.kernel_id is not None and self._http is not None:
-                await self._request("DELETE", f"api/kernels/{quote(self.kernel_id, safe='')}", missing_ok=True)
-        finally:
-            if self._http is not None:
-                await self._http.aclose()
-            self._http = self._socket = self._reader = None
+        self._socket = self._reader = None
+        if self.kernel_id is not None:
+            await self._request("DELETE", f"api/kernels/{quote(self.kernel_id, safe='')}", missing_ok=True)
 
     def log_tail(self) -> str:
         """The kernel's own output is in the gateway's log, not here."""
         return ""
+
+
+def _acknowledge_now(connection: Any) -> None:
+    """Acknowledge what the gateway sent at once (Linux ``TCP_QUICKACK``).
+
+    A gateway's WebSocket (Tornado's) does not set ``TCP_NODELAY``, so every message it writes while
+    the previous one is unacknowledged waits for this end's ACK, which Linux delays by up to 40 ms:
+    a cell's messages after ``busy`` arrived 40 ms late, and a trivial cell took 50 ms instead of 13
+    (``benchmarks/bench_cells.py``). The flag is not sticky, hence once per message.
+    """
+    if connection is not None and hasattr(socket, "TCP_QUICKACK"):
+        with contextlib.suppress(OSError):
+            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
 
 
 def _reason(response: httpx2.Response) -> str:
