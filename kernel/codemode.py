@@ -251,8 +251,8 @@ class CodeMode:
         if self.gateway is not None and offload_results:
             raise ValueError(f"offload_results needs kernels on this machine: offloaded results are read from the SQLite file, which a kernel on a gateway cannot open; without it, results over max_result_bytes={max_result_bytes:,} raise ResultTooLarge in the cell")
         self.kernel_name = kernel_name
-        self.bridge_address = _host_port(bridge_address or "127.0.0.1:0", "bridge_address")
-        self.bridge_listen = _host_port(bridge_listen, "bridge_listen") if bridge_listen is not None else self.bridge_address
+        self.bridge_address = parse_host_port(bridge_address or "127.0.0.1:0", "bridge_address")
+        self.bridge_listen = parse_host_port(bridge_listen, "bridge_listen") if bridge_listen is not None else self.bridge_address
         self._bridge_certificate = bridge_tls().load(*bridge_certificate) if bridge_certificate is not None else None
         self._listener: BridgeListener | None = None
         items = list(tools)
@@ -1288,7 +1288,7 @@ def _check_registered(tools: Iterable[ToolDefinition]) -> None:
         raise ValueError(f"tools {', '.join(missing)} have no id, or neither a module nor an MCP server; register them in a ToolRegistry first")
 
 
-def _host_port(text: str, what: str) -> tuple[str, int]:
+def parse_host_port(text: str, what: str) -> tuple[str, int]:
     """``(host, port)`` from ``"host:port"`` (``"[::1]:7443"`` for IPv6).
 
     Raises:

@@ -149,7 +149,7 @@ class GatewayKernel:
         if response.status_code == 404 and missing_ok:
             return None
         if response.status_code in (401, 403):
-            raise KernelError(f"the kernel gateway at {self.gateway.url} refused the request (HTTP {response.status_code}); check gateway_token")
+            raise KernelError(f"the kernel gateway at {self.gateway.url} refused the request (HTTP {response.status_code}); check the gateway token (CodeMode's gateway_token, or $TOOLPATH_GATEWAY_TOKEN for the toolpath command)")
         if response.status_code >= 400:
             raise KernelError(f"the kernel gateway at {self.gateway.url} answered {method} {path} with HTTP {response.status_code}: {_reason(response)}")
         return response.json() if response.content else None

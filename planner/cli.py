@@ -121,6 +121,46 @@ def parse_inputs(pairs: Sequence[str]) -> dict[str, Any]:
     return inputs
 
 
+def host_and_port(text: str) -> str:
+    """argparse type: ``HOST:PORT`` (port 0: a free one), checked as CodeMode checks it."""
+    from kernel.codemode import parse_host_port
+
+    try:
+        parse_host_port(text, "the address")
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
+#: Environment variables of the kernel options (a token stays out of the command line, which
+#: other users of the machine can read).
+GATEWAY_URL_VARIABLE = "TOOLPATH_GATEWAY_URL"
+GATEWAY_TOKEN_VARIABLE = "TOOLPATH_GATEWAY_TOKEN"
+
+
+def code_mode_options(arguments: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`kernel.CodeMode` options of ``--gateway-url``, ``--kernel-name`` and ``--bridge-*``
+    (and ``$TOOLPATH_GATEWAY_URL``, ``$TOOLPATH_GATEWAY_TOKEN``); empty for kernels on this machine.
+
+    Raises:
+        CommandLineError: a gateway token without a gateway URL.
+    """
+    options: dict[str, Any] = {}
+    gateway_url = arguments.gateway_url or os.environ.get(GATEWAY_URL_VARIABLE)
+    token = os.environ.get(GATEWAY_TOKEN_VARIABLE)
+    if gateway_url:
+        options["gateway_url"], options["gateway_token"] = gateway_url, token or None
+    if arguments.kernel_name:
+        options["kernel_name"] = arguments.kernel_name
+    if arguments.bridge_address:
+        options["bridge_address"] = arguments.bridge_address
+    if arguments.bridge_listen:
+        options["bridge_listen"] = arguments.bridge_listen
+    if arguments.bridge_certificate:
+        options["bridge_certificate"] = tuple(arguments.bridge_certificate)
+    return options
+
+
 def positive_number(text: str) -> float:
     """argparse type: a positive, finite number (of seconds or milliseconds, as the option says)."""
     try:
@@ -236,7 +276,10 @@ def command_run(arguments: argparse.Namespace) -> int:
     if not arguments.json:
         _print_task_plan(task_plan)
         print("Running in a fresh IPython kernel..." if task_plan.plan.steps else "Nothing to run: the goal is already held.", flush=True)
-    run = workspace.run_task(task_plan, timeout=arguments.timeout)
+    try:
+        run = workspace.run_task(task_plan, timeout=arguments.timeout, **code_mode_options(arguments))
+    except ValueError as error:  # CodeMode refused the kernel options (e.g. an unreadable certificate)
+        raise CommandLineError(str(error)) from error
     result = run.result
     if arguments.json:
         _emit_json(run.to_dict())
@@ -415,8 +458,8 @@ def command_serve(arguments: argparse.Namespace) -> int:
     from planner.server import ServeError, serve  # the MCP SDK loads only for this command
 
     try:
-        serve(_catalog_paths(arguments), arguments.http, arguments.tokens, arguments.no_auth)
-    except ServeError as error:
+        serve(_catalog_paths(arguments), arguments.http, arguments.tokens, arguments.no_auth, code_mode_options(arguments))
+    except (ServeError, ValueError) as error:  # ValueError: CodeMode refused the kernel options
         raise CommandLineError(str(error)) from error
     return 0
 
@@ -516,10 +559,19 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--input", action="append", default=[], metavar="NAME=VALUE", help="a tool parameter value; VALUE is parsed as JSON when it parses, else taken as a string; repeatable")
         sub.add_argument("--have", action="append", default=[], metavar="TOKEN", help="a state already held; repeatable")
 
+    def kernel_options(sub: argparse.ArgumentParser) -> None:
+        where = sub.add_argument_group("where kernels run (default: this machine)")
+        where.add_argument("--gateway-url", metavar="URL", help=f"run kernels on this Jupyter Kernel Gateway or Enterprise Gateway (default ${GATEWAY_URL_VARIABLE}); its token is read from ${GATEWAY_TOKEN_VARIABLE}")
+        where.add_argument("--kernel-name", metavar="NAME", help="start kernels from this kernelspec: the gateway's, or an installed one (its kernel provisioner decides where it runs)")
+        where.add_argument("--bridge-address", type=host_and_port, metavar="HOST:PORT", help="where kernels on other hosts reach this process's host tools, over TLS (default 127.0.0.1 and a free port)")
+        where.add_argument("--bridge-listen", type=host_and_port, metavar="HOST:PORT", help="where the bridge listens, when it differs from --bridge-address (e.g. 0.0.0.0:7443 behind a Kubernetes Service)")
+        where.add_argument("--bridge-certificate", nargs=2, metavar=("CERT", "KEY"), help="PEM certificate and key for the bridge's TLS (default: a self-signed certificate made at start)")
+
     run = command("run", "Plan a task, execute its cell in a fresh kernel and print the outputs.", command_run)
     run.add_argument("task", metavar="TASK", nargs="?", help="what to achieve, in words (parts joined by 'and', 'then', ... are planned together)")
     task_options(run)
     run.add_argument("--timeout", type=positive_number, default=300.0, metavar="SECONDS", help="interrupt the cell after this many seconds (default 300)")
+    kernel_options(run)
 
     cell = command("cell", "Print the planned cell of a task (or of explicit goal states) without running it.", command_cell)
     cell.add_argument("task", metavar="TASK", nargs="?", help="what to achieve, in words (parts joined by 'and', 'then', ... are planned together)")
@@ -584,6 +636,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve_parser.add_argument("--http", metavar="HOST:PORT", help="serve Streamable HTTP at this address (at /mcp) instead of stdio, e.g. 127.0.0.1:8765")
     serve_parser.add_argument("--tokens", metavar="FILE", help='with --http: a JSON file {"bearer token": "user id", ...}; each request acts for its token\'s user')
     serve_parser.add_argument("--no-auth", action="store_true", help="with --http on a loopback address: no tokens, every request acts for the local user")
+    kernel_options(serve_parser)
     return parser
 
 

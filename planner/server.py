@@ -279,9 +279,10 @@ def _without_image_data(structured: dict[str, Any]) -> dict[str, Any]:
     return {key: (len(value) if key == "images" and isinstance(value, list) else _without_image_data(value) if isinstance(value, dict) else value) for key, value in structured.items()}
 
 
-def serve(catalogs: Sequence[str | Path] = (), http: str | None = None, tokens_file: str | None = None, no_auth: bool = False) -> None:
+def serve(catalogs: Sequence[str | Path] = (), http: str | None = None, tokens_file: str | None = None, no_auth: bool = False, code_mode_options: dict[str, Any] | None = None) -> None:
     """Run ``toolpath serve``: over stdio until the client disconnects, or over Streamable HTTP at
-    ``http`` (``HOST:PORT``) until interrupted.
+    ``http`` (``HOST:PORT``) until interrupted. ``code_mode_options`` go to the shared
+    :class:`kernel.CodeMode` (where its kernels run: a gateway, a kernelspec, the bridge).
 
     Over HTTP a tokens file (:func:`read_tokens`) is required, unless ``no_auth`` on a loopback
     address (then every request acts for the local user).
@@ -306,7 +307,7 @@ def serve(catalogs: Sequence[str | Path] = (), http: str | None = None, tokens_f
     default_embedder().prepare_queries()  # the query model loads in a thread while the catalogs do
     workspace = Workspace.open(list(catalogs))
     url = f"http://{host}:{port}" if http is not None else "http://127.0.0.1"
-    server = ToolpathServer(workspace, user_id=getpass.getuser(), tokens=tokens, url=url)
+    server = ToolpathServer(workspace, user_id=getpass.getuser(), tokens=tokens, url=url, **(code_mode_options or {}))
 
     async def main() -> None:
         try:

@@ -183,10 +183,11 @@ class Workspace:
             raise UnboundParametersError(task_plan.cell.unbound)
         return bool(task_plan.plan.steps)
 
-    async def arun_task(self, task_plan: TaskPlan, timeout: float | None = 300.0, session_id: str = "toolpath-run") -> TaskRun:
+    async def arun_task(self, task_plan: TaskPlan, timeout: float | None = 300.0, session_id: str = "toolpath-run", **code_mode_options: Any) -> TaskRun:
         """Execute the planned cell in a fresh CodeMode kernel, then shut the kernel down.
 
         A plan with no steps (the goal is already held) runs nothing and starts no kernel.
+        ``code_mode_options`` are further :class:`kernel.CodeMode` options (e.g. ``gateway_url``).
 
         Raises:
             UnboundParametersError: the cell needs inputs that were not given (nothing is started).
@@ -198,15 +199,15 @@ class Workspace:
 
         if not self._check_runnable(task_plan):
             return TaskRun(task_plan, CellResult("ok"))
-        async with self.code_mode(timeout, tools=self._host_tools(task_plan), snapshot=False) as code_mode:
+        async with self.code_mode(timeout, tools=self._host_tools(task_plan), snapshot=False, **code_mode_options) as code_mode:
             return TaskRun(task_plan, await code_mode.arun(task_plan.cell.code, session_id))
 
-    def run_task(self, task_plan: TaskPlan, timeout: float | None = 300.0, session_id: str = "toolpath-run") -> TaskRun:
+    def run_task(self, task_plan: TaskPlan, timeout: float | None = 300.0, session_id: str = "toolpath-run", **code_mode_options: Any) -> TaskRun:
         """Sync :meth:`arun_task`; works inside a running event loop too."""
         from kernel import CellResult
         from planner.task import TaskRun
 
         if not self._check_runnable(task_plan):
             return TaskRun(task_plan, CellResult("ok"))
-        with self.code_mode(timeout, tools=self._host_tools(task_plan), snapshot=False) as code_mode:
+        with self.code_mode(timeout, tools=self._host_tools(task_plan), snapshot=False, **code_mode_options) as code_mode:
             return TaskRun(task_plan, code_mode.run(task_plan.cell.code, session_id))

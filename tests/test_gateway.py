@@ -6,6 +6,9 @@ the same real Kernel Gateway in test_codemode.py, test_toolkit_bridge.py and tes
 
 import datetime
 import json
+import os
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 
@@ -53,7 +56,7 @@ def test_kernels_live_on_the_gateway_and_are_shut_down_there(kernel_gateway):
 
 def test_a_wrong_token_or_an_unreachable_gateway_is_a_clear_error(kernel_gateway):
     with CodeMode(pool_size=0, gateway_url=kernel_gateway["gateway_url"], gateway_token="wrong") as code_mode:
-        with pytest.raises(KernelError, match=r"refused the request \(HTTP 40[13]\); check gateway_token"):
+        with pytest.raises(KernelError, match=r"refused the request \(HTTP 40[13]\); check the gateway token"):
             code_mode.run("1", "s")
     with CodeMode(pool_size=0, gateway_url="http://127.0.0.1:9", gateway_token="x") as code_mode:
         with pytest.raises(KernelError, match="cannot reach the kernel gateway at http://127.0.0.1:9/"):
@@ -161,3 +164,13 @@ def test_a_given_certificate_serves_the_bridge(kernel_gateway, tmp_path):
         assert bridge_endpoint(code_mode, "s")[1] == certificate.read_text()
     with pytest.raises(ValueError, match="cannot be used"):
         CodeMode(bridge_certificate=(str(certificate), str(certificate)))  # a certificate is no key
+
+
+def test_the_run_command_runs_its_cell_on_a_gateway(kernel_gateway, tmp_path):
+    command = [sys.executable, "-m", "planner.cli", "run", "is aspirin drug-like? check Lipinski's rule of five", "--input", "smiles=CC(=O)Oc1ccccc1C(=O)O", "--json", "--gateway-url", kernel_gateway["gateway_url"]]
+    environment = {**os.environ, "TOOLPATH_GATEWAY_TOKEN": kernel_gateway["gateway_token"]}
+    finished = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=300)
+    assert finished.returncode == 0, finished.stderr
+    assert json.loads(finished.stdout)["result"]["result"]["lipinski"]["passes"] is True
+    refused = subprocess.run(command, env={**environment, "TOOLPATH_GATEWAY_TOKEN": "wrong"}, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and "refused the request (HTTP 40" in refused.stderr and "TOOLPATH_GATEWAY_TOKEN" in refused.stderr
