@@ -173,4 +173,5 @@ def test_the_run_command_runs_its_cell_on_a_gateway(kernel_gateway, tmp_path):
     assert finished.returncode == 0, finished.stderr
     assert json.loads(finished.stdout)["result"]["result"]["lipinski"]["passes"] is True
     refused = subprocess.run(command, env={**environment, "TOOLPATH_GATEWAY_TOKEN": "wrong"}, capture_output=True, text=True, timeout=300)
-    assert refused.returncode == 2 and "refused the request (HTTP 40" in refused.stderr and "TOOLPATH_GATEWAY_TOKEN" in refused.stderr
+    error = json.loads(refused.stdout)["error"]  # with --json, the refusal is JSON too
+    assert refused.returncode == 2 and "refused the request (HTTP 40" in error and "TOOLPATH_GATEWAY_TOKEN" in error
