@@ -355,11 +355,6 @@ class BridgeListener:
         host, port = self.address
         return {"address": [host, port or self._port], "certificate": self.certificate.pem}
 
-    @property
-    def port(self) -> int:
-        """The port listened on."""
-        return self._port
-
     def attach(self, bridge: Bridge) -> None:
         self._bridges[bridge.generation] = bridge
 
@@ -369,11 +364,13 @@ class BridgeListener:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         hello, reason = await read_hello(reader)
-        bridge = self._bridges.get(hello[1]) if hello is not None else None
-        if bridge is not None:
+        if hello is None:
+            await _refuse(writer, reason)
+        elif (bridge := self._bridges.get(hello[1])) is None:
+            await _refuse(writer, f"no kernel of generation {hello[1]!r} is served here (it was shut down or replaced)")
+        else:
             await bridge.serve(reader, writer, hello, reason)
             return
-        await _refuse(writer, reason or f"no kernel of generation {hello[1]!r} is served here (it was shut down or replaced)")  # type: ignore[index]
         writer.close()
 
     async def close(self) -> None:

@@ -15,6 +15,10 @@ Contract:
   retry or restart — or, with ``on_busy_kernel="restart"``, restarts the kernel and runs the cell.
 - A kernel that dies is reported with its last output; the next cell starts a fresh kernel and says
   that earlier state is gone.
+- Kernels run on this machine (ipykernel on ``python``), from a kernelspec through its provisioner
+  (``kernel_name``), or on a Jupyter Kernel/Enterprise Gateway (``gateway_url``). A kernel that may
+  be on another host gets the same contract; it reaches host tools over TLS, sends them JSON only by
+  default, and its snapshots travel over its Jupyter channels (see the README).
 - Tools: registry tools with ``binding="kernel"`` are imported inside the kernel; everything else
   (toolkits, plain functions, host-bound registry tools) runs in this process and is reached over
   the bridge (:mod:`kernel.bridge`). A *run* starts with the first cell (or :meth:`CodeMode.open`)
@@ -253,7 +257,7 @@ class CodeMode:
         self.kernel_name = kernel_name
         self.bridge_address = parse_host_port(bridge_address or "127.0.0.1:0", "bridge_address")
         self.bridge_listen = parse_host_port(bridge_listen, "bridge_listen") if bridge_listen is not None else self.bridge_address
-        self._bridge_certificate = bridge_tls().load(*bridge_certificate) if bridge_certificate is not None else None
+        self._bridge_certificate = _bridge_tls().load(*bridge_certificate) if bridge_certificate is not None else None
         self._listener: BridgeListener | None = None
         items = list(tools)
         definitions = [tool for tool in items if isinstance(tool, ToolDefinition)]
@@ -405,7 +409,10 @@ class CodeMode:
         """The bridge of ``kernel``: its own Unix socket when it is local, else the TLS endpoint kernels
         on other hosts share, which accepts JSON only unless ``accept_pickles`` says otherwise."""
         accept_pickles = self.accept_pickles if self.accept_pickles is not None else not kernel.remote
-        lookup = lambda target: self._kernel_targets.get(kernel, {}).get(target)  # noqa: E731 - consulted at call time
+
+        def lookup(target: str) -> tuple[Toolkit, str] | None:  # consulted at call time: later bindings count
+            return self._kernel_targets.get(kernel, {}).get(target)
+
         if kernel.remote:
             bridge = Bridge(None, next(self._generations), lookup, self.max_result_bytes, None, accept_pickles, listener=await self._bridge_listener())
         else:
@@ -417,9 +424,12 @@ class CodeMode:
         """The TLS endpoint of this CodeMode's remote kernels, started on first use."""
         if self._listener is None:
             if self._bridge_certificate is None:
-                self._bridge_certificate = await asyncio.to_thread(bridge_tls().generate, self.bridge_address[0])
+                self._bridge_certificate = await asyncio.to_thread(_bridge_tls().generate, self.bridge_address[0])
             listener = BridgeListener(self.bridge_listen, self.bridge_address, self._bridge_certificate)
-            await listener.start()
+            try:
+                await listener.start()
+            except OSError as error:
+                raise KernelError(str(error)) from None
             self._listener = listener
         return self._listener
 
@@ -1301,7 +1311,7 @@ def parse_host_port(text: str, what: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def bridge_tls() -> Any:
+def _bridge_tls() -> Any:
     """:mod:`kernel.bridge_tls`, imported when a remote kernel first needs the bridge's TLS: the
     cryptography package is not needed by local kernels."""
     return importlib.import_module("kernel.bridge_tls")

@@ -312,9 +312,14 @@ class KernelSession:
             await self.shutdown()
             if not isinstance(error, Exception) or isinstance(error, KernelError):
                 raise
-            where = f"on the gateway at {self.gateway.url}" if self.gateway is not None else f"from kernelspec {self.kernel_name!r}" if self.kernel_name else f"with {self.python}"
+            if self.gateway is not None:
+                where, check = f"on the gateway at {self.gateway.url}", "Check the gateway's log"
+            elif self.kernel_name is not None:
+                where, check = f"from kernelspec {self.kernel_name!r}", "Check the kernelspec (jupyter kernelspec list) and its provisioner"
+            else:
+                where, check = f"with {self.python}", "Check that ipykernel is installed for that interpreter"
             detail = f"; the kernel said:\n{log}" if log else ""
-            raise KernelError(f"could not start an IPython kernel {where}: {type(error).__name__}: {error}. Check that ipykernel is installed for that interpreter{detail}") from error
+            raise KernelError(f"could not start an IPython kernel {where}: {type(error).__name__}: {error}. {check}{detail}") from error
 
     async def _remote_directory(self) -> str:
         """Create the remote kernel's private directory (this also checks toolpath is importable there)."""

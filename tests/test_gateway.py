@@ -71,6 +71,7 @@ def test_a_wrong_token_or_an_unreachable_gateway_is_a_clear_error(kernel_gateway
     [
         ({"gateway_url": "gateway:8888"}, "http:// or https:// URL"),
         ({"gateway_url": "http://gateway:8888", "python": "/usr/bin/python3"}, "python cannot be combined"),
+        ({"kernel_name": "python3", "python": "/usr/bin/python3"}, "python cannot be combined"),
         ({"gateway_url": "http://gateway:8888", "cwd": "/tmp"}, "cwd cannot be set for gateway kernels"),
         ({"gateway_url": "http://gateway:8888", "offload_results": True}, "offload_results needs kernels on this machine"),
         ({"gateway_token": "secret"}, "gateway_token is only used with gateway_url"),
@@ -175,3 +176,11 @@ def test_the_run_command_runs_its_cell_on_a_gateway(kernel_gateway, tmp_path):
     refused = subprocess.run(command, env={**environment, "TOOLPATH_GATEWAY_TOKEN": "wrong"}, capture_output=True, text=True, timeout=300)
     error = json.loads(refused.stdout)["error"]  # with --json, the refusal is JSON too
     assert refused.returncode == 2 and "refused the request (HTTP 40" in error and "TOOLPATH_GATEWAY_TOKEN" in error
+
+
+def test_a_bridge_address_this_host_cannot_listen_on_is_a_clear_error(kernel_gateway):
+    inventory = Toolkit("inventory", [stock_level])
+    # 203.0.113.0/24 is reserved for documentation (RFC 5737): no interface of this machine has it.
+    with CodeMode([inventory], pool_size=0, bridge_address="203.0.113.7:7443", **kernel_gateway) as code_mode:
+        with pytest.raises(KernelError, match="the bridge cannot listen on 203.0.113.7:7443.*set bridge_listen"):
+            code_mode.run("1", "s")

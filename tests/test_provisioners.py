@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel import CodeMode, Toolkit
+from kernel import CodeMode, KernelError, Toolkit
 
 pytestmark = pytest.mark.integration
 
@@ -60,3 +60,9 @@ def test_a_kernelspec_provisioner_drives_a_session_end_to_end(provisioned_kernel
     with CodeMode([shelves], kernel_name=kernel_name, pool_size=0, timeout=30, snapshot_store=store) as later:
         restored = later.run("sum(counts)", "s")
         assert restored.result == "49500" and "Restored" in restored.notice
+
+
+def test_an_unknown_kernelspec_is_a_clear_error(provisioned_kernelspecs):
+    with CodeMode(kernel_name="toolpath-missing", pool_size=0) as code_mode:
+        with pytest.raises(KernelError, match="kernelspec 'toolpath-missing'.*No such kernel named toolpath-missing.*jupyter kernelspec list"):
+            code_mode.run("1", "s")

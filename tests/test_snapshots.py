@@ -149,10 +149,10 @@ def test_restart_discards_the_kernel_and_its_snapshot(store, kernel_place):
     assert SnapshotStore(store).owner("s") == (True, "alice")
 
 
-def test_a_session_belongs_to_the_user_who_created_it(store):
-    with code_mode(store) as first:
+def test_a_session_belongs_to_the_user_who_created_it(store, kernel_place):
+    with code_mode(store, **kernel_place) as first:
         first.run("secret = 'alice only'", "s", user_id="alice")
-    with code_mode(store) as second:  # the owner is kept in the store, for every later process
+    with code_mode(store, **kernel_place) as second:  # the owner is kept in the store, for every later process
         with pytest.raises(SessionOwnerError, match="belongs to another user"):
             second.run("print(secret)", "s", user_id="bob")
         with pytest.raises(SessionOwnerError, match="pass that user's user_id"):
