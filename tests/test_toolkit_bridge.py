@@ -31,7 +31,8 @@ class Recorder:
 
 
 @pytest.fixture(scope="module")
-def record():
+def record(kernel_place):
+    """The host tools' calls, one record (and so one toolkit and its cache) per place kernels run."""
     return Recorder()
 
 
