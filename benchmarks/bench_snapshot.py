@@ -16,7 +16,11 @@ Prints one JSON object:
 Targets (issue 15): ≤ 1 s each way; ≤ 10 % fewer cells/s with snapshots on. The machine is noisy:
 compare figures of one run.
 
-Usage: python benchmarks/bench_snapshot.py [--runs 5] [--cells 300]
+With ``--gateway`` the snapshot and restore are measured again on kernels of a Jupyter Kernel
+Gateway started on 127.0.0.1 (``gateway``): a remote kernel's snapshot travels over its channels in
+1 MiB cells (issue 20).
+
+Usage: python benchmarks/bench_snapshot.py [--runs 5] [--cells 300] [--gateway]
 """
 
 from __future__ import annotations
@@ -44,12 +48,12 @@ records = [{{"id": n, "name": f"item-{{n}}", "tags": ["x", "y"]}} for n in range
 LIMITS = {"max_variable_bytes": 48_000_000, "max_snapshot_bytes": 64_000_000}
 
 
-def snapshot_and_restore(runs: int) -> dict:
+def snapshot_and_restore(runs: int, **place: str) -> dict:
     writes, rewrites, restores, sizes = [], [], [], []
     with tempfile.TemporaryDirectory(prefix="toolpath-bench-snapshot-") as directory:
         for run in range(runs):
             store = Path(directory) / f"run-{run}.db"
-            with CodeMode(pool_size=0, timeout=120, snapshot_store=store, **LIMITS) as writer:
+            with CodeMode(pool_size=0, timeout=120, snapshot_store=store, **LIMITS, **place) as writer:
                 result = writer.run(STATE.format(run=run), "bench")
                 if result.status != "ok":
                     raise RuntimeError(f"building the state failed: {result.error}")
@@ -61,7 +65,7 @@ def snapshot_and_restore(runs: int) -> dict:
                 writer.close()
                 rewrites.append(time.perf_counter() - started)
             sizes.append(store.stat().st_size)
-            with CodeMode(pool_size=0, timeout=120, snapshot_store=store, **LIMITS) as reader:
+            with CodeMode(pool_size=0, timeout=120, snapshot_store=store, **LIMITS, **place) as reader:
                 started = time.perf_counter()
                 reader.start(f"empty-{run}")
                 empty = time.perf_counter() - started
@@ -97,8 +101,14 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--cells", type=int, default=300)
+    parser.add_argument("--gateway", action="store_true", help="also measure snapshot and restore on a Kernel Gateway's kernels")
     options = parser.parse_args()
     report = {"python": sys.version.split()[0], "targets": {"snapshot_s": 1.0, "restore_s": 1.0, "slowdown": 0.10}}
     report.update(snapshot_and_restore(options.runs))
     report.update(cell_loop(options.cells))
+    if options.gateway:
+        from bench_cells import kernel_gateway  # this script's directory is on sys.path
+
+        with kernel_gateway() as gateway:
+            report["gateway"] = snapshot_and_restore(options.runs, **gateway)
     print(json.dumps(report, indent=2))

@@ -134,7 +134,7 @@ class GatewayKernel:
             raise KernelError(f"the gateway at {self.gateway.url} answered a kernel start with {str(model)[:200]!r}, not a kernel model")
         self.kernel_id = model["id"]
         try:
-            self._socket = await websockets.connect(self.gateway.websocket_url(self.kernel_id), additional_headers=self.gateway.headers, max_size=None, open_timeout=self.gateway.request_timeout)
+            self._socket = await websockets.connect(self.gateway.websocket_url(self.kernel_id), additional_headers=self.gateway.headers, max_size=None, open_timeout=self.gateway.request_timeout, compression=None)
         except (OSError, websockets.exceptions.WebSocketException, TimeoutError) as error:
             raise KernelError(f"cannot open the channels of kernel {self.kernel_id} on the gateway at {self.gateway.url}: {type(error).__name__}: {error}") from None
         self._reader = asyncio.create_task(self._route())
@@ -199,6 +199,10 @@ class GatewayKernel:
             self._lost = self._lost or f"the gateway closed the kernel's channels ({error})"
         except ValueError as error:
             self._lost = self._lost or f"the gateway sent a message that is not JSON ({error})"
+
+    async def send_shell(self, message_type: str, content: dict[str, Any]) -> str:
+        """Send a shell request (a comm message, say); its message id."""
+        return await self._send("shell", message_type, content)
 
     async def _send(self, channel: str, message_type: str, content: dict[str, Any]) -> str:
         message_id = uuid.uuid4().hex

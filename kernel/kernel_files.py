@@ -2,10 +2,16 @@
 
 A kernel on another host shares no files with CodeMode, so the snapshot files that a local kernel
 reads and writes in its host-made private directory (see :mod:`kernel.kernel_snapshot`) live in a
-directory this module makes on the kernel's own host, and move through silent cells: the host sends
-base64 chunks as :func:`append` calls and reads them back with :func:`send`, which answers on the
-kernel's own stdout stream (see :func:`kernel.kernel_setup.answer`). Names are plain file names;
-every answer is one JSON line.
+directory this module makes on the kernel's own host, and move over the kernel's Jupyter channels:
+
+- into the kernel as comm messages of the ``toolpath.files`` target (:data:`COMM_TARGET`): a
+  ``comm_open`` naming the file, one ``comm_msg`` per base64 chunk, a ``comm_close``. Comm messages
+  are handled between cells, and parsing a cell that carries a megabyte of base64 as a literal
+  takes IPython about 0.7 s, against milliseconds for a comm message;
+- out of the kernel through silent cells: :func:`send` answers a chunk on the kernel's own stdout
+  stream (see :func:`kernel.kernel_setup.answer`).
+
+Names are plain file names; every answer is one JSON line.
 """
 
 from __future__ import annotations
@@ -16,20 +22,47 @@ import contextlib
 import os
 import shutil
 import tempfile
+from typing import Any
 
 from kernel.kernel_setup import answer
 
+#: The comm target through which the host writes files into this directory.
+COMM_TARGET = "toolpath.files"
 _directory = ""
 
 
 def create_directory() -> None:
-    """Make the kernel's private directory (mode 0700, removed when the kernel exits) and answer
-    ``{"directory": path}``."""
+    """Make the kernel's private directory (mode 0700, removed when the kernel exits), register the
+    :data:`COMM_TARGET` that writes files into it, and answer ``{"directory": path}``."""
     global _directory
     if not _directory:
         _directory = tempfile.mkdtemp(prefix="toolpath-kernel-")
         atexit.register(shutil.rmtree, _directory, True)
+        from comm import get_comm_manager  # ipykernel's comm manager inside a kernel
+
+        get_comm_manager().register_target(COMM_TARGET, _receive_file)
     answer({"directory": _directory})
+
+
+def _receive_file(comm: Any, message: dict[str, Any]) -> None:
+    """A ``comm_open`` of :data:`COMM_TARGET`: empty (or create) the file its data names, and append
+    the base64 ``chunk`` of each ``comm_msg`` to it."""
+    path = _path(message["content"]["data"]["name"])
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600))
+
+    def append_chunk(chunk_message: dict[str, Any]) -> None:
+        with open(path, "ab") as file:
+            file.write(base64.b64decode(chunk_message["content"]["data"]["chunk"]))
+
+    comm.on_msg(append_chunk)
+
+
+def size(name: str) -> None:
+    """Answer ``{"size": bytes}`` of file ``name``, or ``{"error": ...}`` when it cannot be read."""
+    try:
+        answer({"size": os.stat(_path(name)).st_size})
+    except OSError as error:
+        answer({"error": f"{name}: {error.strerror or error}"})
 
 
 def _path(name: str) -> str:
@@ -38,14 +71,6 @@ def _path(name: str) -> str:
     if os.path.basename(name) != name or name in ("", ".", ".."):
         raise ValueError(f"{name!r} is not a plain file name")
     return os.path.join(_directory, name)
-
-
-def append(name: str, chunk: str, truncate: bool = False) -> None:
-    """Append base64 ``chunk`` to file ``name`` (emptied first with ``truncate``); answer ``{}``."""
-    flags = os.O_CREAT | os.O_WRONLY | (os.O_TRUNC if truncate else os.O_APPEND)
-    with open(os.open(_path(name), flags, 0o600), "wb") as file:
-        file.write(base64.b64decode(chunk))
-    answer({})
 
 
 def send(name: str, offset: int, size: int) -> None:

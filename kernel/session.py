@@ -29,6 +29,7 @@ import stat
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -53,8 +54,11 @@ _OWNER_FILE = "owner.json"
 _UNOWNED_GRACE_SECONDS = 3600.0
 _stale_directories_removed = False
 _FILES_MODULE = "kernel.kernel_files"
-#: Bytes of a file carried by one housekeeping cell to or from a remote kernel: about 1.4 MB of
-#: base64 per message, well under the 10 MiB a gateway's WebSocket accepts by default (Tornado's).
+_FILES_COMM_TARGET = "toolpath.files"  # kernel.kernel_files.COMM_TARGET, not imported: it runs in kernels
+#: Seconds a remote kernel gets to take or send one file.
+_TRANSFER_SECONDS = 300.0
+#: Bytes of a file carried by one message to or from a remote kernel: about 1.4 MB of base64 per
+#: message, well under the 10 MiB a gateway's WebSocket accepts by default (Tornado's).
 TRANSFER_CHUNK_BYTES = 1 << 20
 _TRANSFER_LIMITS = OutputLimits(max_output_chars=4 * TRANSFER_CHUNK_BYTES)
 
@@ -181,6 +185,11 @@ class _ManagedKernel:
     async def execute(self, code: str, silent: bool, store_history: bool) -> str:
         # allow_stdin=False makes input() raise StdinNotImplementedError instead of hanging the cell.
         return self.client.execute(code, silent=silent, store_history=store_history, allow_stdin=False)
+
+    async def send_shell(self, message_type: str, content: dict[str, Any]) -> str:
+        message = self.client.session.msg(message_type, content)
+        self.client.shell_channel.send(message)
+        return message["header"]["msg_id"]
 
     async def get_iopub_msg(self, timeout: float) -> dict:
         return await self.client.get_iopub_msg(timeout=timeout)
@@ -337,6 +346,14 @@ class KernelSession:
         """Wait up to ``timeout`` seconds for a stuck cell to finish; True when the kernel is free."""
         if self._stuck_message_id is None:
             return True
+        if not await self._until_idle(self._stuck_message_id, timeout):
+            return False
+        self._stuck_message_id = None
+        return True
+
+    async def _until_idle(self, message_id: str, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the kernel to finish handling request ``message_id``
+        (its ``idle`` status); other messages are dropped."""
         assert self._kernel is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -344,8 +361,7 @@ class KernelSession:
                 message = await self._kernel.get_iopub_msg(timeout=min(_POLL_SECONDS, max(0.01, deadline - time.monotonic())))
             except queue.Empty:
                 continue
-            if message.get("parent_header", {}).get("msg_id") == self._stuck_message_id and message["msg_type"] == "status" and message["content"].get("execution_state") == "idle":
-                self._stuck_message_id = None
+            if message.get("parent_header", {}).get("msg_id") == message_id and message["msg_type"] == "status" and message["content"].get("execution_state") == "idle":
                 return True
         return False
 
@@ -372,7 +388,8 @@ class KernelSession:
     async def write_file(self, name: str, data: bytes) -> None:
         """Write ``data`` to file ``name`` of the kernel's private directory, readable by its user only.
 
-        A remote kernel receives it in silent cells of :data:`TRANSFER_CHUNK_BYTES` each.
+        A remote kernel receives it as comm messages of :data:`TRANSFER_CHUNK_BYTES` each (see
+        :mod:`kernel.kernel_files`), then says how many bytes it wrote.
 
         Raises:
             KernelError: a remote kernel failed to store a chunk.
@@ -381,9 +398,18 @@ class KernelSession:
         if not self.remote:
             await asyncio.to_thread(_write_private, self.path(name), data)
             return
-        for start in range(0, max(len(data), 1), TRANSFER_CHUNK_BYTES):
-            chunk = base64.b64encode(data[start : start + TRANSFER_CHUNK_BYTES]).decode()
-            await self._file_call(f"append({name!r}, {chunk!r}, truncate={start == 0})")
+        assert self._kernel is not None
+        comm_id = uuid.uuid4().hex
+        await self._kernel.send_shell("comm_open", {"comm_id": comm_id, "target_name": _FILES_COMM_TARGET, "data": {"name": name}})
+        for start in range(0, len(data), TRANSFER_CHUNK_BYTES):
+            await self._kernel.send_shell("comm_msg", {"comm_id": comm_id, "data": {"chunk": base64.b64encode(data[start : start + TRANSFER_CHUNK_BYTES]).decode()}})
+        closed = await self._kernel.send_shell("comm_close", {"comm_id": comm_id, "data": {}})
+        # The kernel handles shell messages in order: once the close is done, every chunk is written.
+        if not await self._until_idle(closed, _TRANSFER_SECONDS):
+            raise KernelError(f"the remote kernel did not take file {name} within {_TRANSFER_SECONDS:g} s")
+        written = await self._file_call(f"size({name!r})")
+        if written["size"] != len(data):
+            raise KernelError(f"the remote kernel wrote {written['size']:,} of the {len(data):,} bytes of file {name}; see the kernel's log")
 
     async def take_file(self, name: str) -> bytes:
         """Read file ``name`` of the kernel's private directory and remove it.
@@ -407,7 +433,7 @@ class KernelSession:
         return b"".join(chunks)
 
     async def _file_call(self, call: str) -> dict:
-        answer = await self.execute(f"import {_FILES_MODULE} as _toolpath_files\n_toolpath_files.{call}\ndel _toolpath_files", timeout=120, silent=True, limits=_TRANSFER_LIMITS)
+        answer = await self.execute(f"import {_FILES_MODULE} as _toolpath_files\n_toolpath_files.{call}\ndel _toolpath_files", timeout=_TRANSFER_SECONDS, silent=True, limits=_TRANSFER_LIMITS)
         if answer.status != "ok":
             raise KernelError(f"moving a file to or from the remote kernel failed: {_error_line(answer)}")
         reply = json.loads(answer.stdout.strip().splitlines()[-1])
