@@ -279,7 +279,9 @@ class Bridge:
             return
         too_large = f"the result of {tool} is {len(frame):,} bytes, over max_result_bytes={self.max_result_bytes:,}"
         if self.result_store is None:
-            ways_out = "ask the tool for less (filter or paginate), enable result offloading (CodeMode(offload_results=True)), or raise max_result_bytes"
+            # A kernel on another host cannot read offloaded results, so do not suggest them there.
+            offloading = "" if self.listener is not None else "enable result offloading (CodeMode(offload_results=True)), "
+            ways_out = f"ask the tool for less (filter or paginate), {offloading}or raise max_result_bytes"
             self._send(writer, {"op": "error", "id": call_id, "type": "ResultTooLarge", "message": f"{too_large}; {ways_out}"})
             return
         try:
@@ -348,7 +350,7 @@ class BridgeListener:
         try:
             self._server = await asyncio.start_server(self._serve, host, port, ssl=self.certificate.context, ssl_handshake_timeout=HELLO_TIMEOUT)
         except OSError as error:
-            raise OSError(error.errno, f"the bridge cannot listen on {host}:{port} ({error.strerror or error}); set bridge_listen to an address of this host") from None
+            raise OSError(error.errno, f"the bridge cannot listen on {host}:{port} ({error.strerror or error}); set bridge_listen (or bridge_address) to an address of this host and a free port") from None
         self._port = self._server.sockets[0].getsockname()[1]
 
     def spec(self) -> dict[str, Any]:

@@ -174,14 +174,18 @@ class BridgeClient:
     def _frame(self, target: str, call_id: int, args: tuple, kwargs: dict[str, Any]) -> bytes:
         """The call's frame, or :class:`BridgeError` saying why the host would refuse it."""
         message = {"op": "call", "id": call_id, "target": target, "args": list(args), "kwargs": kwargs, "cell": current_cell()}
+        # A kernel on another host shares no files with the host: a path would not help there.
+        on_host = isinstance(self.endpoint, str)
         if self.json_only and not wire.is_json_value(message):
-            raise BridgeError(f"the arguments of {target} are not JSON values, and the host accepts JSON only from this kernel (CodeMode's accept_pickles is off, as it is by default for kernels on other hosts); pass str, int, float, bool, None, lists and dicts with string keys, or save the data to a file and pass its path")
+            by_file = ", or save the data to a file and pass its path" if on_host else ""
+            raise BridgeError(f"the arguments of {target} are not JSON values, and the host accepts JSON only from this kernel (CodeMode's accept_pickles is off, as it is by default for kernels on other hosts); pass str, int, float, bool, None, lists and dicts with string keys{by_file}")
         try:
             frame = wire.encode(message)
         except wire.WireError as error:
             raise BridgeError(f"the arguments of {target} cannot cross the bridge: {error}") from None
         if len(frame) - 4 > self.max_frame_bytes:
-            raise BridgeError(f"the arguments of {target} are {len(frame) - 4:,} bytes, over the bridge's limit of {self.max_frame_bytes:,} (max_result_bytes + 64 KiB); save the data to a file and pass its path, or raise CodeMode(max_result_bytes=...)")
+            ways_out = "save the data to a file and pass its path, or raise CodeMode(max_result_bytes=...)" if on_host else "pass less, or raise CodeMode(max_result_bytes=...)"
+            raise BridgeError(f"the arguments of {target} are {len(frame) - 4:,} bytes, over the bridge's limit of {self.max_frame_bytes:,} (max_result_bytes + 64 KiB); {ways_out}")
         return frame
 
     async def call(self, target: str, args: tuple, kwargs: dict[str, Any]) -> Any:

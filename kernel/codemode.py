@@ -257,6 +257,8 @@ class CodeMode:
         self.kernel_name = kernel_name
         self.bridge_address = parse_host_port(bridge_address or "127.0.0.1:0", "bridge_address")
         self.bridge_listen = parse_host_port(bridge_listen, "bridge_listen") if bridge_listen is not None else self.bridge_address
+        if bridge_certificate is not None and (isinstance(bridge_certificate, (str, bytes)) or len(bridge_certificate) != 2):
+            raise ValueError(f"bridge_certificate must be (certificate file, key file), got {bridge_certificate!r}")
         self._bridge_certificate = _bridge_tls().load(*bridge_certificate) if bridge_certificate is not None else None
         self._listener: BridgeListener | None = None
         items = list(tools)
@@ -526,7 +528,10 @@ class CodeMode:
             now = time.monotonic()
             for session in list(self._sessions.values()):
                 if session.kernel is not None and not session.lock.locked() and now - session.last_used > self.idle_ttl:
-                    await self._discard(session, evicted=f"shut down after {self.idle_ttl:g} s without use")
+                    try:
+                        await self._discard(session, evicted=f"shut down after {self.idle_ttl:g} s without use")
+                    except Exception as error:  # one kernel that fails to stop must not end eviction for all
+                        session.notice = _join(session.notice, f"Stopping this session's idle kernel failed ({_shortened(f'{type(error).__name__}: {error}')}).")
 
     # -- cells ------------------------------------------------------------------------------------
 
@@ -559,6 +564,10 @@ class CodeMode:
                 # restart() (or an eviction) shut this kernel down under the running cell.
                 evalue = "the kernel was restarted while this cell ran; the cell was stopped and earlier variables are gone"
                 result = CellResult("dead", error={"ename": "KernelRestarted", "evalue": evalue, "traceback": ""})
+            if result.status == "dead" and session.kernel is not kernel:
+                # restart() (or an eviction) shut this kernel down under the running cell, and the
+                # kernel's end was seen before any error of the closed channels.
+                result = CellResult("dead", error={"ename": "KernelRestarted", "evalue": "the kernel was restarted while this cell ran; the cell was stopped and earlier variables are gone", "traceback": ""})
             session.last_used = time.monotonic()
             if bridge is not None and cell_ids and result.status in ("timeout", "aborted"):
                 bridge.cancel_cell(cell_ids[0])
@@ -818,9 +827,11 @@ class CodeMode:
     async def _shutdown(self) -> None:
         await self._flush_all()
         self._closed = True
-        for task in (self._reaper, self._pool_filling):
-            if task is not None:
-                task.cancel()
+        background = [task for task in (self._reaper, self._pool_filling) if task is not None]
+        for task in background:
+            task.cancel()
+        # A kernel being started for the pool stops it itself on cancellation: let it finish that.
+        await asyncio.gather(*background, return_exceptions=True)
         kernels = [session.kernel for session in self._sessions.values() if session.kernel is not None] + self._pool
         self._sessions.clear()
         self._pool = []

@@ -37,6 +37,8 @@ from kernel.session import KernelError
 
 #: Seconds a REST request to the gateway may take (starting a kernel has its own limit).
 REQUEST_TIMEOUT = 30.0
+#: Seconds between asking the gateway whether it still has a kernel whose cell is silent.
+CHECK_SECONDS = 2.0
 #: Execution states the gateway announces when the kernel process is gone (jupyter_server sends
 #: ``restarting`` when its restarter replaces a dead kernel, ``dead`` when it gives up).
 _LOST_STATES = ("restarting", "autorestarting", "dead")
@@ -62,8 +64,16 @@ class Gateway:
 
     def __init__(self, url: str, token: str | None = None, kernel_name: str | None = None, request_timeout: float = REQUEST_TIMEOUT):
         parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"gateway_url must be an http:// or https:// URL with a host, like http://gateway:8888, got {url!r}")
+        try:
+            parts.port  # noqa: B018 - urllib checks the port only when it is read
+        except ValueError:
+            raise ValueError(f"gateway_url has a port that is not a number from 0 to 65535: {url!r}") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname or any(character.isspace() for character in url):
+            raise ValueError(f"gateway_url must be an http:// or https:// URL with a host and no spaces, like http://gateway:8888, got {url!r}")
+        if parts.username is not None or parts.password is not None:
+            raise ValueError("gateway_url must not hold credentials (user:password@): give the gateway's token as gateway_token")
+        if token is not None and (not token or not token.isascii() or not token.isprintable() or any(character.isspace() for character in token)):
+            raise ValueError("gateway_token must be printable ASCII without spaces or line breaks (check for a trailing newline)")
         self.url = urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + "/", "", ""))
         self.token, self.kernel_name, self.request_timeout = token, kernel_name, request_timeout
         self.headers = {"Authorization": f"token {token}"} if token else {}
@@ -112,8 +122,11 @@ class GatewayKernel:
         self._queues: dict[str, asyncio.Queue] = {"iopub": asyncio.Queue(), "shell": asyncio.Queue()}
         # The gateway signs messages with the kernel's key; the client only names its session.
         self._session_id = uuid.uuid4().hex
-        #: Why the kernel is known to be gone ("" while it is not).
-        self._lost = ""
+        #: Why the kernel is known to be gone ("" while it is not), and why its channels closed.
+        self._lost = self._disconnected = ""
+        self._timeout = REQUEST_TIMEOUT
+        #: Loop time the gateway last said it has the kernel.
+        self._checked = 0.0
 
     async def start(self, timeout: float) -> None:
         """Ask the gateway for a kernel and open its channels.
@@ -125,29 +138,59 @@ class GatewayKernel:
         body: dict[str, Any] = {"env": self.env}
         if self.gateway.kernel_name:
             body["name"] = self.gateway.kernel_name
+        # Starting a kernel on a cluster (pulling an image, scheduling a pod) takes longer than a request.
+        request = asyncio.ensure_future(self._request("POST", "api/kernels", json=body, timeout=timeout))
         try:
-            # Starting a kernel on a cluster (pulling an image, scheduling a pod) takes longer than a request.
-            model = await self._request("POST", "api/kernels", json=body, timeout=timeout)
+            model = await asyncio.shield(request)
+        except asyncio.CancelledError:
+            # The gateway starts the kernel anyway: shut it down once its id is known.
+            with contextlib.suppress(Exception):
+                started = await request
+                await self._request("DELETE", f"api/kernels/{quote(started['id'], safe='')}", missing_ok=True)
+            raise
         except KernelError as error:
             raise (await self._missing_kernelspec()) or error from None
         if not isinstance(model, dict) or not isinstance(model.get("id"), str):
             raise KernelError(f"the gateway at {self.gateway.url} answered a kernel start with {str(model)[:200]!r}, not a kernel model")
         self.kernel_id = model["id"]
-        try:
-            self._socket = await websockets.connect(self.gateway.websocket_url(self.kernel_id), additional_headers=self.gateway.headers, max_size=None, open_timeout=self.gateway.request_timeout, compression=None)
-        except (OSError, websockets.exceptions.WebSocketException, TimeoutError) as error:
-            raise KernelError(f"cannot open the channels of kernel {self.kernel_id} on the gateway at {self.gateway.url}: {type(error).__name__}: {error}") from None
-        self._reader = asyncio.create_task(self._route())
+        self._timeout = timeout
+        await self._connect()
         await self._wait_for_ready(timeout)
+
+    async def _connect(self) -> None:
+        """Open the kernel's channels (a gateway may hold the handshake until the kernel is up)."""
+        assert self.kernel_id is not None
+        try:
+            self._socket = await websockets.connect(self.gateway.websocket_url(self.kernel_id), additional_headers=self.gateway.headers, max_size=None, open_timeout=self._timeout, compression=None)
+        except (OSError, websockets.exceptions.WebSocketException, TimeoutError) as error:
+            raise KernelError(f"cannot open the channels of kernel {self.kernel_id} on the gateway at {self.gateway.url}: {type(error).__name__}: {error or 'no answer'}; check the gateway's log (the kernel may have failed to start)") from None
+        self._disconnected = ""
+        self._reader = asyncio.create_task(self._route())
+
+    def connection_lost(self) -> str:
+        """Why the kernel's channels closed while the kernel may still be running ("" while they are
+        open); :meth:`reconnect` opens them again."""
+        return self._disconnected
+
+    async def reconnect(self) -> None:
+        """Open the kernel's channels again; messages sent while they were closed are lost.
+
+        Raises:
+            KernelError: the channels cannot be opened.
+        """
+        await self._close_channels()
+        await self._connect()
 
     async def _request(self, method: str, path: str, json: Any = None, timeout: float | None = None, missing_ok: bool = False) -> Any:
         """One REST request; its JSON answer (``None`` for an empty one, or a 404 with ``missing_ok``)."""
         try:
             response = await self.gateway.http().request(method, path, json=json, timeout=timeout or self.gateway.request_timeout)
         except httpx2.HTTPError as error:
-            raise KernelError(f"cannot reach the kernel gateway at {self.gateway.url} ({type(error).__name__}: {error}); check gateway_url and that the gateway is running") from None
+            raise KernelError(f"cannot reach the kernel gateway at {self.gateway.url} ({type(error).__name__}: {error or 'no answer in time'}); check gateway_url (http or https, host, port) and that the gateway is running") from None
         if response.status_code == 404 and missing_ok:
             return None
+        if response.status_code == 404 and method == "POST" and path == "api/kernels":
+            raise KernelError(f"the kernel gateway at {self.gateway.url} has no kernels API there (HTTP 404); check gateway_url, including its base path")
         if response.status_code in (401, 403):
             raise KernelError(f"the kernel gateway at {self.gateway.url} refused the request (HTTP {response.status_code}); check the gateway token (CodeMode's gateway_token, or $TOOLPATH_GATEWAY_TOKEN for the toolpath command)")
         if response.status_code >= 400:
@@ -178,8 +221,9 @@ class GatewayKernel:
                     reply = await self.get_shell_msg(timeout=1.0)
                     if reply.get("parent_header", {}).get("msg_id") == message_id:
                         return
-            if self._lost or asyncio.get_running_loop().time() > deadline:
-                raise KernelError(f"kernel {self.kernel_id} on the gateway at {self.gateway.url} did not answer within {timeout:g} s" + (f" ({self._lost})" if self._lost else ""))
+            gone = self._lost or self._disconnected
+            if gone or asyncio.get_running_loop().time() > deadline:
+                raise KernelError(f"kernel {self.kernel_id} on the gateway at {self.gateway.url} did not answer within {timeout:g} s" + (f" ({gone})" if gone else "") + "; check the gateway's log")
 
     async def _route(self) -> None:
         """Queue each incoming message by channel; note when the gateway says the kernel is gone."""
@@ -196,9 +240,9 @@ class GatewayKernel:
                 if channel in self._queues:
                     self._queues[channel].put_nowait(message)
         except websockets.exceptions.ConnectionClosed as error:
-            self._lost = self._lost or f"the gateway closed the kernel's channels ({error})"
+            self._disconnected = f"the gateway closed the kernel's channels ({error})"
         except ValueError as error:
-            self._lost = self._lost or f"the gateway sent a message that is not JSON ({error})"
+            self._disconnected = f"the gateway sent a message that is not JSON ({error})"
 
     async def send_shell(self, message_type: str, content: dict[str, Any]) -> str:
         """Send a shell request (a comm message, say); its message id."""
@@ -211,7 +255,7 @@ class GatewayKernel:
         try:
             await self._socket.send(json.dumps(message, default=json_default))
         except websockets.exceptions.ConnectionClosed as error:
-            self._lost = self._lost or f"the gateway closed the kernel's channels ({error})"
+            self._disconnected = self._disconnected or f"the gateway closed the kernel's channels ({error})"
         return message_id
 
     async def execute(self, code: str, silent: bool, store_history: bool) -> str:
@@ -232,28 +276,47 @@ class GatewayKernel:
             raise queue.Empty from None
 
     async def interrupt(self) -> None:
-        await self._request("POST", f"api/kernels/{quote(self.kernel_id or '', safe='')}/interrupt")
+        if await self._request("POST", f"api/kernels/{quote(self.kernel_id or '', safe='')}/interrupt", missing_ok=True) is None and not self._lost:
+            self._lost = "the gateway no longer has the kernel (it was shut down or culled)"
 
     async def is_alive(self) -> bool:
-        """False once the gateway said the kernel died or restarted, or closed its channels.
+        """False once the gateway said the kernel died or restarted, or no longer has it.
 
-        The WebSocket is the test: jupyter_server announces a dead kernel on it (``restarting`` when
-        its restarter replaces the process, ``dead`` when it gives up) and closes it when the kernel
-        is shut down or culled, and a silent network is caught by the WebSocket's own pings (20 s).
-        A REST request per check would cost a connection to the gateway each time.
+        jupyter_server announces a dead kernel on its WebSocket (``restarting`` when its restarter
+        replaces the process, ``dead`` when it gives up), but leaves the WebSocket of a kernel it shut
+        down or culled open: the gateway is asked too, at most every :data:`CHECK_SECONDS` (and at
+        once when the channels closed). An unreachable gateway counts as a lost kernel.
         """
-        return not self._lost and self._socket is not None and self._reader is not None and not self._reader.done()
+        if self._lost or self.kernel_id is None:
+            return False
+        now = asyncio.get_running_loop().time()
+        if self._disconnected or now - self._checked >= CHECK_SECONDS:
+            try:
+                model = await self._request("GET", f"api/kernels/{quote(self.kernel_id, safe='')}", missing_ok=True)
+            except KernelError as error:
+                self._lost = str(error)
+                return False
+            if not isinstance(model, dict) or model.get("execution_state") == "dead":
+                self._lost = "the gateway no longer has the kernel (it was shut down or culled)"
+                return False
+            self._checked = now
+        return True
 
-    async def shutdown(self, now: bool = False) -> None:
-        """Close the channels and ask the gateway to shut the kernel down (it may already be gone)."""
+    async def _close_channels(self) -> None:
         if self._reader is not None:
             self._reader.cancel()
         if self._socket is not None:
-            with contextlib.suppress(Exception):  # the connection may already be broken; the DELETE still matters
+            with contextlib.suppress(Exception):  # the connection may already be broken
                 await self._socket.close()
         self._socket = self._reader = None
+
+    async def shutdown(self, now: bool = False) -> None:
+        """Close the channels and ask the gateway to shut the kernel down. Best effort: a gateway that
+        cannot be reached keeps the kernel until it culls it, which is not this caller's error."""
+        await self._close_channels()
         if self.kernel_id is not None:
-            await self._request("DELETE", f"api/kernels/{quote(self.kernel_id, safe='')}", missing_ok=True)
+            with contextlib.suppress(KernelError):
+                await self._request("DELETE", f"api/kernels/{quote(self.kernel_id, safe='')}", missing_ok=True)
 
     def log_tail(self) -> str:
         """The kernel's own output is in the gateway's log, not here."""

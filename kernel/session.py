@@ -200,6 +200,13 @@ class _ManagedKernel:
     async def interrupt(self) -> None:
         await self.manager.interrupt_kernel()
 
+    def connection_lost(self) -> str:
+        """ZMQ reconnects by itself: a local or provisioned kernel's channels are never lost."""
+        return ""
+
+    async def reconnect(self) -> None:
+        """Nothing to do (see :meth:`connection_lost`)."""
+
     async def is_alive(self) -> bool:
         return await self.manager.is_alive()
 
@@ -332,10 +339,8 @@ class KernelSession:
 
     async def _remote_directory(self) -> str:
         """Create the remote kernel's private directory (this also checks toolpath is importable there)."""
-        answer = await self.execute(f"import {_FILES_MODULE} as _toolpath_files\n_toolpath_files.create_directory()\ndel _toolpath_files", timeout=60, silent=True, limits=_TRANSFER_LIMITS)
-        if answer.status != "ok":
-            raise KernelError(f"the remote kernel cannot run toolpath's kernel code ({_error_line(answer)}); install toolpath where the kernel runs (in its image, for Enterprise Gateway)")
-        return json.loads(answer.stdout.strip().splitlines()[-1])["directory"]
+        reply = await self._file_call("create_directory()", "the remote kernel cannot run toolpath's kernel code; install toolpath where the kernel runs (in its image, for Enterprise Gateway)")
+        return reply["directory"]
 
     @property
     def busy(self) -> bool:
@@ -360,6 +365,8 @@ class KernelSession:
             try:
                 message = await self._kernel.get_iopub_msg(timeout=min(_POLL_SECONDS, max(0.01, deadline - time.monotonic())))
             except queue.Empty:
+                if self._kernel.connection_lost() or not await self._kernel.is_alive():
+                    return False
                 continue
             if message.get("parent_header", {}).get("msg_id") == message_id and message["msg_type"] == "status" and message["content"].get("execution_state") == "idle":
                 return True
@@ -406,7 +413,7 @@ class KernelSession:
         closed = await self._kernel.send_shell("comm_close", {"comm_id": comm_id, "data": {}})
         # The kernel handles shell messages in order: once the close is done, every chunk is written.
         if not await self._until_idle(closed, _TRANSFER_SECONDS):
-            raise KernelError(f"the remote kernel did not take file {name} within {_TRANSFER_SECONDS:g} s")
+            raise KernelError(f"the remote kernel did not take file {name} (it is gone, its channels closed, or it took over {_TRANSFER_SECONDS:g} s)")
         written = await self._file_call(f"size({name!r})")
         if written["size"] != len(data):
             raise KernelError(f"the remote kernel wrote {written['size']:,} of the {len(data):,} bytes of file {name}; see the kernel's log")
@@ -432,13 +439,23 @@ class KernelSession:
         await self._file_call(f"remove({name!r})")
         return b"".join(chunks)
 
-    async def _file_call(self, call: str) -> dict:
+    async def _file_call(self, call: str, failure: str = "moving a file to or from the remote kernel failed") -> dict:
+        """Run ``kernel.kernel_files.<call>`` in a silent cell; its JSON answer.
+
+        Raises:
+            KernelError: ``failure``, and why: the cell failed, its answer did not arrive, or it is
+                an ``{"error": ...}``.
+        """
         answer = await self.execute(f"import {_FILES_MODULE} as _toolpath_files\n_toolpath_files.{call}\ndel _toolpath_files", timeout=_TRANSFER_SECONDS, silent=True, limits=_TRANSFER_LIMITS)
         if answer.status != "ok":
-            raise KernelError(f"moving a file to or from the remote kernel failed: {_error_line(answer)}")
-        reply = json.loads(answer.stdout.strip().splitlines()[-1])
+            raise KernelError(f"{failure} ({_error_line(answer)})")
+        lines = answer.stdout.strip().splitlines()
+        if not lines:
+            dropped = f" ({answer.stderr.strip()[:200]})" if answer.stderr.strip() else ""
+            raise KernelError(f"{failure}: the kernel's answer did not arrive{dropped}; a gateway drops output over its IOPub data rate limit: set it higher, or to 0 (Kernel Gateway: --ZMQChannelsWebsocketConnection.iopub_data_rate_limit=0)")
+        reply = json.loads(lines[-1])
         if "error" in reply:
-            raise KernelError(f"moving a file to or from the remote kernel failed: {reply['error']}")
+            raise KernelError(f"{failure}: {reply['error']}")
         return reply
 
     async def execute(self, code: str, timeout: float | None = 300.0, limits: OutputLimits | None = None, silent: bool = False, interrupt_grace: float = INTERRUPT_GRACE, on_start: Callable[[str], None] | None = None) -> CellResult:
@@ -488,6 +505,11 @@ class KernelSession:
                     log = kernel.log_tail()
                     evalue = "the kernel process exited during the cell; its variables are gone" + (f". Its last output:\n{log}" if log else "")
                     return output.build("dead", error={"ename": "KernelDied", "evalue": evalue, "traceback": ""})
+                lost = kernel.connection_lost()
+                if lost:
+                    await kernel.reconnect()
+                    evalue = f"{lost}; the kernel is still running and keeps its variables, but this cell's output is lost, and the cell may not have run (a gateway closes the connection on a message over its size limit, 10 MiB by default)"
+                    return output.build("error", error={"ename": "ConnectionLost", "evalue": evalue, "traceback": ""})
                 continue
             if message.get("parent_header", {}).get("msg_id") != message_id:
                 continue

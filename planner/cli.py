@@ -150,6 +150,8 @@ def code_mode_options(arguments: argparse.Namespace) -> dict[str, Any]:
     token = os.environ.get(GATEWAY_TOKEN_VARIABLE)
     if gateway_url:
         options["gateway_url"], options["gateway_token"] = gateway_url, token or None
+    elif token:
+        raise CommandLineError(f"${GATEWAY_TOKEN_VARIABLE} is set but no gateway is: give --gateway-url (or ${GATEWAY_URL_VARIABLE}), or unset the token to run kernels on this machine")
     if arguments.kernel_name:
         options["kernel_name"] = arguments.kernel_name
     if arguments.bridge_address:
