@@ -64,12 +64,12 @@ class Gateway:
 
     def __init__(self, url: str, token: str | None = None, kernel_name: str | None = None, request_timeout: float = REQUEST_TIMEOUT):
         parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname or any(character.isspace() for character in url):
+            raise ValueError(f"gateway_url must be an http:// or https:// URL with a host and no spaces, like http://gateway:8888, got {url!r}")
         try:
             parts.port  # noqa: B018 - urllib checks the port only when it is read
         except ValueError:
             raise ValueError(f"gateway_url has a port that is not a number from 0 to 65535: {url!r}") from None
-        if parts.scheme not in ("http", "https") or not parts.hostname or any(character.isspace() for character in url):
-            raise ValueError(f"gateway_url must be an http:// or https:// URL with a host and no spaces, like http://gateway:8888, got {url!r}")
         if parts.username is not None or parts.password is not None:
             raise ValueError("gateway_url must not hold credentials (user:password@): give the gateway's token as gateway_token")
         if token is not None and (not token or not token.isascii() or not token.isprintable() or any(character.isspace() for character in token)):

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -78,6 +79,12 @@ def test_a_wrong_token_or_an_unreachable_gateway_is_a_clear_error(kernel_gateway
         ({"bridge_address": "10.0.0.5"}, "bridge_address must be 'host:port'"),
         ({"bridge_listen": "0.0.0.0:99999"}, "bridge_listen must be 'host:port'"),
         ({"bridge_certificate": ("/nonexistent.pem", "/nonexistent.key")}, r"bridge_certificate \(/nonexistent.pem, /nonexistent.key\) cannot be used"),
+        ({"bridge_certificate": "bridge.pem"}, r"bridge_certificate must be \(certificate file, key file\)"),
+        ({"gateway_url": "http://127.0.0.1:notaport"}, "a port that is not a number"),
+        ({"gateway_url": "http://127.0.0.1:99999"}, "a port that is not a number"),
+        ({"gateway_url": "http://gateway:8888 "}, "no spaces"),
+        ({"gateway_url": "http://user:secret@gateway:8888"}, "must not hold credentials"),
+        ({"gateway_url": "http://gateway:8888", "gateway_token": "token\n"}, "trailing newline"),
     ],
 )
 def test_options_that_cannot_work_are_refused_at_construction(options, message):
@@ -184,3 +191,45 @@ def test_a_bridge_address_this_host_cannot_listen_on_is_a_clear_error(kernel_gat
     with CodeMode([inventory], pool_size=0, bridge_address="203.0.113.7:7443", **kernel_gateway) as code_mode:
         with pytest.raises(KernelError, match="the bridge cannot listen on 203.0.113.7:7443.*set bridge_listen"):
             code_mode.run("1", "s")
+
+
+def gateway_request(gateway, method, path):
+    request = urllib.request.Request(f"{gateway['gateway_url']}/{path}", method=method, headers={"Authorization": f"token {gateway['gateway_token']}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        body = response.read()
+    return json.loads(body) if body else None
+
+
+def test_a_kernel_the_gateway_shut_down_is_reported_dead_and_replaced(kernel_gateway):
+    # A culled kernel's WebSocket stays open: CodeMode asks the gateway when a cell goes quiet.
+    with CodeMode(pool_size=0, timeout=60, **kernel_gateway) as code_mode:
+        code_mode.run("x = 1", "s")
+        gateway_request(kernel_gateway, "DELETE", f"api/kernels/{code_mode.kernel_id('s')}")
+        started = time.monotonic()
+        gone = code_mode.run("x", "s")
+        assert gone.status == "dead" and time.monotonic() - started < 20, gone
+        fresh = code_mode.run("'x' in globals()", "s")
+        assert fresh.result == "False" and "fresh kernel" in fresh.notice
+
+
+def test_a_cell_over_the_gateways_message_limit_loses_the_connection_not_the_kernel(kernel_gateway):
+    with CodeMode(pool_size=0, timeout=60, snapshot=False, **kernel_gateway) as code_mode:
+        code_mode.run("kept = 42", "s")
+        kernel_id = code_mode.kernel_id("s")
+        huge = code_mode.run("y = '" + "a" * 11_000_000 + "'", "s")  # Tornado's default limit is 10 MiB
+        assert huge.status == "error" and huge.error["ename"] == "ConnectionLost" and "still running and keeps its variables" in huge.error["evalue"]
+        assert code_mode.run("kept", "s").result == "42" and code_mode.kernel_id("s") == kernel_id
+
+
+def test_no_kernel_is_left_on_the_gateway_when_shutdown_interrupts_the_pool(kernel_gateway):
+    for attempt in range(6):
+        code_mode = CodeMode(pool_size=1, **kernel_gateway)
+        time.sleep(0.1 + 0.15 * attempt)  # before, during and after the pool kernel's start
+        code_mode.shutdown()
+    assert gateway_request(kernel_gateway, "GET", "api/kernels") == []
+
+
+def test_a_gateway_token_without_a_gateway_is_refused_by_the_command_line(tmp_path):
+    command = [sys.executable, "-m", "planner.cli", "run", "is aspirin drug-like?", "--input", "smiles=CCO"]
+    refused = subprocess.run(command, env={**os.environ, "TOOLPATH_GATEWAY_TOKEN": "secret"}, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and "TOOLPATH_GATEWAY_TOKEN is set but no gateway is" in refused.stderr
