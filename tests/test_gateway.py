@@ -25,12 +25,18 @@ from kernel.bridge_tls import generate
 pytestmark = pytest.mark.integration
 
 
+def gateway_request(gateway, method, path):
+    """The JSON answer of one request to the gateway's REST API (``None`` when empty)."""
+    request = urllib.request.Request(f"{gateway['gateway_url']}/{path}", method=method, headers={"Authorization": f"token {gateway['gateway_token']}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        body = response.read()
+    return json.loads(body) if body else None
+
+
 def on_gateway(gateway, kernel_id) -> bool:
-    """Whether the gateway has kernel ``kernel_id`` (Kernel Gateway does not list its kernels by default)."""
-    request = urllib.request.Request(f"{gateway['gateway_url']}/api/kernels/{kernel_id}", headers={"Authorization": f"token {gateway['gateway_token']}"})
+    """Whether the gateway has kernel ``kernel_id``."""
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return json.load(response)["id"] == kernel_id
+        return gateway_request(gateway, "GET", f"api/kernels/{kernel_id}")["id"] == kernel_id
     except urllib.error.HTTPError as error:
         if error.code == 404:
             return False
@@ -157,7 +163,6 @@ def issued_certificate(directory, host):
         authority_key,
         [(x509.SubjectAlternativeName([x509.DNSName(host)]), False), (x509.BasicConstraints(ca=False, path_length=None), True), (x509.AuthorityKeyIdentifier.from_issuer_public_key(authority_key.public_key()), False), (x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)],
     )
-    assert authority.subject != leaf.subject
     certificate_file, key_file = directory / "bridge.pem", directory / "bridge.key"
     certificate_file.write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
     key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
@@ -191,13 +196,6 @@ def test_a_bridge_address_this_host_cannot_listen_on_is_a_clear_error(kernel_gat
     with CodeMode([inventory], pool_size=0, bridge_address="203.0.113.7:7443", **kernel_gateway) as code_mode:
         with pytest.raises(KernelError, match="the bridge cannot listen on 203.0.113.7:7443.*set bridge_listen"):
             code_mode.run("1", "s")
-
-
-def gateway_request(gateway, method, path):
-    request = urllib.request.Request(f"{gateway['gateway_url']}/{path}", method=method, headers={"Authorization": f"token {gateway['gateway_token']}"})
-    with urllib.request.urlopen(request, timeout=10) as response:
-        body = response.read()
-    return json.loads(body) if body else None
 
 
 def test_a_kernel_the_gateway_shut_down_is_reported_dead_and_replaced(kernel_gateway):
