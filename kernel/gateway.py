@@ -182,7 +182,7 @@ class GatewayKernel:
         await self._connect()
 
     async def _request(self, method: str, path: str, json: Any = None, timeout: float | None = None, missing_ok: bool = False) -> Any:
-        """One REST request; its JSON answer (``None`` for an empty one, or a 404 with ``missing_ok``)."""
+        """One REST request; its JSON answer (``{}`` for an empty one), or ``None`` for a 404 with ``missing_ok``."""
         try:
             response = await self.gateway.http().request(method, path, json=json, timeout=timeout or self.gateway.request_timeout)
         except httpx2.HTTPError as error:
@@ -195,7 +195,7 @@ class GatewayKernel:
             raise KernelError(f"the kernel gateway at {self.gateway.url} refused the request (HTTP {response.status_code}); check the gateway token (CodeMode's gateway_token, or $TOOLPATH_GATEWAY_TOKEN for the toolpath command)")
         if response.status_code >= 400:
             raise KernelError(f"the kernel gateway at {self.gateway.url} answered {method} {path} with HTTP {response.status_code}: {_reason(response)}")
-        return response.json() if response.content else None
+        return response.json() if response.content else {}
 
     async def _missing_kernelspec(self) -> KernelError | None:
         """The error to give when the gateway has no kernelspec of the name asked for (gateways answer
