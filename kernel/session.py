@@ -377,10 +377,11 @@ class KernelSession:
 
     @property
     def directory(self) -> str:
-        """The local kernel's private directory on this host (mode 0700), removed by :meth:`shutdown`.
+        """The kernel's private directory on this host (mode 0700; its connection file, and for a
+        local kernel its sockets), removed by :meth:`shutdown`.
 
         Raises:
-            KernelError: the session is not started, or its kernel is :attr:`remote`.
+            KernelError: the session is not started, or its kernel runs on a gateway.
         """
         if self._directory is None:
             raise KernelError("the kernel session is not started" if self._kernel is None else "a gateway kernel has no directory on this host")
