@@ -39,6 +39,7 @@ from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning import LocalProvisioner
 
 from kernel.handles import TOOL_CALLS_PAYLOAD
+from kernel.kernel_files import COMM_TARGET
 from kernel.output import CellOutput, CellResult, OutputLimits
 
 if TYPE_CHECKING:
@@ -54,7 +55,6 @@ _OWNER_FILE = "owner.json"
 _UNOWNED_GRACE_SECONDS = 3600.0
 _stale_directories_removed = False
 _FILES_MODULE = "kernel.kernel_files"
-_FILES_COMM_TARGET = "toolpath.files"  # kernel.kernel_files.COMM_TARGET, not imported: it runs in kernels
 #: Seconds a remote kernel gets to take or send one file.
 _TRANSFER_SECONDS = 300.0
 #: Bytes of a file carried by one message to or from a remote kernel: about 1.4 MB of base64 per
@@ -183,7 +183,7 @@ class _ManagedKernel:
         self.kernel_id = self.manager.kernel_id
 
     async def execute(self, code: str, silent: bool, store_history: bool) -> str:
-        # allow_stdin=False makes input() raise StdinNotImplementedError instead of hanging the cell.
+        # Without stdin, input() in a cell raises at once instead of hanging it.
         return self.client.execute(code, silent=silent, store_history=store_history, allow_stdin=False)
 
     async def send_shell(self, message_type: str, content: dict[str, Any]) -> str:
@@ -408,7 +408,7 @@ class KernelSession:
             return
         assert self._kernel is not None
         comm_id = uuid.uuid4().hex
-        await self._kernel.send_shell("comm_open", {"comm_id": comm_id, "target_name": _FILES_COMM_TARGET, "data": {"name": name}})
+        await self._kernel.send_shell("comm_open", {"comm_id": comm_id, "target_name": COMM_TARGET, "data": {"name": name}})
         for start in range(0, len(data), TRANSFER_CHUNK_BYTES):
             await self._kernel.send_shell("comm_msg", {"comm_id": comm_id, "data": {"chunk": base64.b64encode(data[start : start + TRANSFER_CHUNK_BYTES]).decode()}})
         closed = await self._kernel.send_shell("comm_close", {"comm_id": comm_id, "data": {}})
