@@ -1,5 +1,8 @@
-"""The shipped tabular catalog: each tool on the sample data, and a task across the chemistry and
-tabular domains planned and run end to end in a real kernel."""
+"""The shipped tabular catalog: each tool on the sample data, the writing tools refusing paths that
+would destroy data, and a task across the chemistry and tabular domains planned and run end to end in
+a real kernel."""
+
+import shutil
 
 import pandas
 import pytest
@@ -7,6 +10,7 @@ import pytest
 from catalogs.chemistry._common import InvalidSmilesError
 from catalogs.chemistry.tabulate_descriptors import tabulate_descriptors
 from catalogs.tabular import SAMPLE_DATA
+from catalogs.tabular._common import OutputPathError
 from catalogs.tabular.describe_table import describe_table
 from catalogs.tabular.filter_rows import filter_rows
 from catalogs.tabular.group_and_aggregate import group_and_aggregate
@@ -70,6 +74,46 @@ def test_reports_in_markdown_and_html(compounds, tmp_path):
     assert markdown.startswith("# Compounds\n\n20 rows, 4 columns.") and "| aspirin | CC(=O)Oc1ccccc1C(=O)O |" in markdown
     page = open(write_report(compounds, str(tmp_path / "report.html"), title="Compounds <1>")).read()
     assert "<title>Compounds &lt;1&gt;</title>" in page and "<table" in page
+
+
+def test_no_report_or_plot_overwrites_a_file_the_kernel_read_as_data(tmp_path, monkeypatch):
+    data = shutil.copy(COMPOUNDS, tmp_path / "compounds.csv")
+    original = data.read_bytes()
+    table = load_table(str(data))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "report.md").symlink_to(data)
+    for spelling in (str(data), "compounds.csv", "report.md"):  # any spelling of the same file
+        with pytest.raises(OutputPathError, match=r"write_report refuses to write over .*compounds.csv: this kernel read it as data \(load_table\); pass another path"):
+            write_report(table, path=spelling)
+    for plot, columns in ((plot_histogram, ["year_introduced"]), (plot_scatter, ["year_introduced"] * 2), (plot_line, ["year_introduced"] * 2)):
+        with pytest.raises(OutputPathError, match=rf"{plot.__name__} refuses to write over .*compounds.csv"):
+            plot(table, *columns, output_path=str(data))
+    assert data.read_bytes() == original
+
+
+def test_files_read_by_join_tables_and_tabulate_descriptors_are_protected_too(compounds, tmp_path):
+    suppliers = shutil.copy(SAMPLE_DATA / "suppliers.csv", tmp_path / "suppliers.csv")
+    molecules = shutil.copy(COMPOUNDS, tmp_path / "molecules.csv")
+    joined = join_tables(compounds, str(suppliers), on="name")
+    tabulate_descriptors(str(molecules))
+    for path, reader in ((suppliers, "join_tables"), (molecules, "tabulate_descriptors")):
+        original = path.read_bytes()
+        with pytest.raises(OutputPathError, match=rf"read it as data \({reader}\)"):
+            write_report(joined, path=str(path))
+        assert path.read_bytes() == original
+
+
+def test_writing_tools_refuse_other_kinds_of_file_and_directories(compounds, tmp_path, monkeypatch):
+    with pytest.raises(OutputPathError, match=r"write_report writes .md, .markdown, .html or .htm files, not 'x.xlsx': pass a path such as report.md"):
+        write_report(compounds, path=str(tmp_path / "x.xlsx"))
+    with pytest.raises(OutputPathError, match=r"plot_scatter writes .png files, not 'x.svg': pass a path such as scatter.png"):
+        plot_scatter(compounds, "year_introduced", "year_introduced", output_path=str(tmp_path / "x.svg"))
+    with pytest.raises(OutputPathError, match=r"write_report cannot write to .*: it is a directory; pass a file path in it, such as .*report.md"):
+        write_report(compounds, path=str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.chdir(tmp_path)  # the defaults still write where they did
+    assert write_report(compounds) == "report.md" and plot_histogram(compounds, "year_introduced") == "histogram.png"
+    assert (tmp_path / "report.md").read_text().startswith("# Table report") and (tmp_path / "histogram.png").read_bytes()[:8] == PNG
 
 
 def test_descriptors_of_a_table_of_molecules(tmp_path):

@@ -18,7 +18,7 @@ def tabulate_descriptors(path: str, smiles_column: str = "smiles") -> pandas.Dat
         KeyError: no such column. InvalidSmilesError: a SMILES RDKit cannot parse (naming its row).
         FileNotFoundError, ValueError: as for ``tabular.load_table``.
     """
-    table = read_table(path)
+    table = read_table(path, "tabulate_descriptors")
     check_columns(table, smiles_column)
     rows = []
     for index, smiles in enumerate(table[smiles_column]):

@@ -1,5 +1,6 @@
-"""Helpers shared by the tabular tools: reading files by suffix, column checks with clear errors,
-and figures that are saved as PNG and shown in the cell."""
+"""Helpers shared by the tabular tools: reading files by suffix (and remembering them), output paths
+checked before writing, column checks with clear errors, and figures that are saved as PNG and shown in
+the cell."""
 
 from __future__ import annotations
 
@@ -11,8 +12,22 @@ import pandas
 READERS = {".csv": pandas.read_csv, ".tsv": lambda path: pandas.read_csv(path, sep="\t"), ".parquet": pandas.read_parquet, ".xlsx": pandas.read_excel, ".xls": pandas.read_excel}
 
 
-def read_table(path: str | Path) -> pandas.DataFrame:
-    """Read a CSV, TSV, Parquet or Excel file by its suffix.
+#: File suffixes the plots write.
+PNG_SUFFIXES = (".png",)
+
+# Resolved path of every file read as data → the tool that read it. Module-level on purpose: the tools
+# run in one kernel process per session, so this remembers the session's inputs for as long as it lasts.
+_read_as_data: dict[Path, str] = {}
+
+
+class OutputPathError(ValueError):
+    """A writing tool was given a path it must not write: the wrong kind of file, a directory, or a
+    file this process read as data."""
+
+
+def read_table(path: str | Path, tool_name: str) -> pandas.DataFrame:
+    """Read a CSV, TSV, Parquet or Excel file by its suffix, and remember it (with ``tool_name``, the
+    tool reading it) so that no tool writes over it afterwards.
 
     Raises:
         FileNotFoundError: no such file.
@@ -24,7 +39,28 @@ def read_table(path: str | Path) -> pandas.DataFrame:
         raise ValueError(f"cannot read {path.name}: use a file ending in {', '.join(READERS)}")
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
+    _read_as_data[path.resolve()] = tool_name
     return reader(path)
+
+
+def checked_output_path(path: str | Path, tool_name: str, suffixes: tuple[str, ...], example: str) -> Path:
+    """``path`` as a ``Path``, once it is safe for ``tool_name`` to write: it ends in one of ``suffixes``,
+    is not a directory, and is not (through any link or relative spelling) a file this process read as
+    data. ``example`` is a file name to suggest, such as ``report.md``.
+
+    Raises:
+        OutputPathError: naming the path and what to pass instead.
+    """
+    path = Path(path)
+    reader = _read_as_data.get(path.resolve())
+    if reader is not None:
+        raise OutputPathError(f"{tool_name} refuses to write over {path.resolve()}: this kernel read it as data ({reader}); pass another path, such as {example}")
+    if path.is_dir():
+        raise OutputPathError(f"{tool_name} cannot write to {path}: it is a directory; pass a file path in it, such as {path / example}")
+    if path.suffix.lower() not in suffixes:
+        kinds = f"{', '.join(suffixes[:-1])} or {suffixes[-1]}" if len(suffixes) > 1 else suffixes[0]
+        raise OutputPathError(f"{tool_name} writes {kinds} files, not {path.name!r}: pass a path such as {example}")
+    return path
 
 
 def check_columns(table: pandas.DataFrame, *columns: str) -> None:

@@ -15,7 +15,7 @@ def join_tables(table: pandas.DataFrame, other_path: str, on: str, how: Literal[
     Raises:
         KeyError: ``on`` missing from either table. FileNotFoundError, ValueError: as for load_table.
     """
-    other = read_table(other_path)
+    other = read_table(other_path, "join_tables")
     check_columns(table, on)
     check_columns(other, on)
     return table.merge(other, on=on, how=how)

@@ -13,4 +13,4 @@ def load_table(path: str) -> pandas.DataFrame:
     Raises:
         FileNotFoundError: no such file. ValueError: a suffix it cannot read.
     """
-    return read_table(path)
+    return read_table(path, "load_table")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas
 
-from catalogs.tabular._common import check_columns, new_figure, show_figure
+from catalogs.tabular._common import PNG_SUFFIXES, check_columns, checked_output_path, new_figure, show_figure
 
 
 def plot_histogram(table: pandas.DataFrame, column: str, bins: int = 20, output_path: str = "histogram.png") -> str:
@@ -15,7 +15,9 @@ def plot_histogram(table: pandas.DataFrame, column: str, bins: int = 20, output_
 
     Raises:
         KeyError: a column the table does not have.
+        OutputPathError: ``output_path`` is not a ``.png``, is a directory, or is a file this kernel read as data.
     """
+    output_path = checked_output_path(output_path, "plot_histogram", PNG_SUFFIXES, "histogram.png")
     check_columns(table, column)
     figure, axes = new_figure()
     axes.hist(table[column].dropna(), bins=bins, color="#4c6ef5", edgecolor="white")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas
 
-from catalogs.tabular._common import check_columns, new_figure, show_figure
+from catalogs.tabular._common import PNG_SUFFIXES, check_columns, checked_output_path, new_figure, show_figure
 
 
 def plot_line(table: pandas.DataFrame, x: str, y: str, output_path: str = "line.png") -> str:
@@ -16,7 +16,9 @@ def plot_line(table: pandas.DataFrame, x: str, y: str, output_path: str = "line.
 
     Raises:
         KeyError: a column the table does not have.
+        OutputPathError: ``output_path`` is not a ``.png``, is a directory, or is a file this kernel read as data.
     """
+    output_path = checked_output_path(output_path, "plot_line", PNG_SUFFIXES, "line.png")
     check_columns(table, x, y)
     ordered = table.sort_values(x)
     figure, axes = new_figure()

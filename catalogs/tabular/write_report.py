@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import html
-from pathlib import Path
 
 import pandas
 
+from catalogs.tabular._common import checked_output_path
+
+#: File suffixes write_report writes: Markdown, then HTML.
+REPORT_SUFFIXES = (".md", ".markdown", ".html", ".htm")
+
 
 def write_report(table: pandas.DataFrame, path: str = "report.md", title: str = "Table report") -> str:
-    """Write a report of ``table`` to ``path``: HTML when it ends in ``.html``, else Markdown.
+    """Write a report of ``table`` to ``path``: HTML when it ends in ``.html``/``.htm``, Markdown when it
+    ends in ``.md``/``.markdown``.
 
     Returns:
         The report's path.
+
+    Raises:
+        OutputPathError: ``path`` has another suffix, is a directory, or is a file this kernel read as data.
     """
-    path = Path(path)
+    path = checked_output_path(path, "write_report", REPORT_SUFFIXES, "report.md")
     statistics = table.describe(include="all").T
     head = table.head(5)
     if path.suffix.lower() in (".html", ".htm"):
