@@ -1,32 +1,80 @@
 """The planned cell: Python code that binds the handles of a plan's tools and calls them in order.
 
-Data flow: a parameter takes the return value of the latest earlier step whose return names the same
-``state``; failing that, the held artifact of that state (a kernel variable of the session carrying
-it); failing that, the return of an earlier step with the same name; failing that, the user input of
-the same name. A required parameter with none of these is read from the kernel variable of its name
-when the session has one; otherwise it is *unbound*: the cell still refers to it by name (so it
-compiles, and runs in a session where the name is defined later) and the instructions list it.
-Optional parameters are passed only when an input of that name is given.
+**Wiring.** Every argument of every step has one stated source (:class:`ArgumentSource`), the first
+of these that exists:
+
+1. ``step``: the most recent earlier step whose return carries the parameter's ``state`` or a
+   refinement of it (``State.refines``: filtered rows are a table, so "filter the rows, then plot
+   them" plots the filtered rows); for a parameter that carries no state, the most recent earlier
+   step whose return has the parameter's name;
+2. ``held``: the newest held artifact (a session's kernel variable) carrying that state or a
+   refinement of it;
+3. ``input``: a user input meant for the parameter (:func:`planner.inputs.input_for`): a plain
+   input fills required parameters of its name, a step-qualified one (``write_report.path``) that
+   tool's parameter, required or optional;
+4. ``variable``: for a required parameter, the kernel variable of its name when the session has one;
+5. ``default`` for an optional parameter, ``unbound`` for a required one: the cell still refers to
+   an unbound one by name (so it compiles, and runs once the name is defined) and the
+   instructions list it.
+
+A parameter with ``role: output`` (a file the tool writes) takes no step's return by name and no
+kernel variable, and never a path the user gave as data: a step-qualified input that names the
+same file as another input is refused, and so is a plain input that would feed both a parameter the
+tool reads and one it writes. New variables never take a name the kernel or the cell already uses.
 """
 
 from __future__ import annotations
 
 import ast
 import keyword
-import math
+import os
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from kernel.bindings import BINDER_FUNCTION, Bindings
+from planner.inputs import InputError, check_input_names, input_for, is_qualified, names_tool, python_literal, split_name
 from planner.planning import Plan, qualified_name
-from registry import ToolDefinition, ToolRegistry
-from registry.names import parameter_name, python_identifier
+from registry import ToolDefinition, ToolParameter, ToolRegistry
+from registry.names import python_identifier
+
+__all__ = ["ArgumentSource", "InputError", "PlannedCell", "UnboundParameter", "check_input_names", "is_variable_name", "render_cell"]
+
+SourceKind = Literal["step", "held", "input", "variable", "default", "unbound"]
 
 
+@dataclass(frozen=True)
+class ArgumentSource:
+    """Where one argument of a planned step comes from (see the module docstring for the order).
 
-class InputError(ValueError):
-    """A user input that cannot become a variable of the cell (bad name, or a value with no literal form)."""
+    Attributes:
+        kind: ``"step"``, ``"held"``, ``"input"``, ``"variable"``, ``"default"`` or ``"unbound"``.
+        variable: the cell variable passed (``None`` for ``default``).
+        step: for ``step``, the index (0-based) of the step whose return it is.
+        input: for ``input``, the input's name (``path`` or ``write_report.path``).
+        state: for ``step`` and ``held``, the state the value carries.
+    """
+
+    kind: SourceKind
+    variable: str | None = None
+    step: int | None = None
+    input: str | None = None
+    state: str | None = None
+
+    @property
+    def label(self) -> str:
+        """Short form: ``step 1`` (1-based), ``held molecule``, ``input path``, ``variable smiles``, ``default``, ``unbound``."""
+        if self.kind == "step":
+            return f"step {self.step + 1}"  # type: ignore[operator]
+        if self.kind == "input":
+            return f"input {self.input}"
+        if self.kind in ("held", "variable"):
+            return f"{self.kind} {self.variable}"
+        return self.kind
+
+    def to_dict(self) -> dict[str, Any]:
+        fields = {"variable": self.variable, "step": None if self.step is None else self.step + 1, "input": self.input, "state": self.state}
+        return {"source": self.kind, "label": self.label, **{name: value for name, value in fields.items() if value is not None}}
 
 
 @dataclass(frozen=True)
@@ -65,6 +113,10 @@ class PlannedCell:
             :attr:`kernel.CellResult.tool_calls` says which of them completed.
         step_variables: the variable each step's return is assigned to, in plan order.
         used_artifacts: ``{variable: state}`` of held artifacts the cell reads.
+        arguments: per step, in plan order, ``{parameter's Python name: ArgumentSource}`` for
+            every parameter of its tool.
+        advice: ``{input name: how to pass it}`` for inputs that went unused although an optional
+            parameter of their name is on the plan (such a parameter takes only ``TOOL.PARAMETER``).
     """
 
     code: str
@@ -77,57 +129,27 @@ class PlannedCell:
     step_targets: tuple[str, ...] = ()
     step_variables: tuple[str, ...] = ()
     used_artifacts: dict[str, str] = field(default_factory=dict)
+    arguments: tuple[dict[str, ArgumentSource], ...] = ()
+    advice: dict[str, str] = field(default_factory=dict)
 
     @property
     def saved_chars(self) -> int | None:
         """Characters the instructions save against describing the whole registry (``None`` without one)."""
         return None if self.catalog_instruction_chars is None else self.catalog_instruction_chars - len(self.instructions)
 
-
-def check_input_names(inputs: Mapping[str, Any]) -> None:
-    """Raise :class:`InputError` for an input name that cannot be a Python variable."""
-    for name in inputs:
-        if not isinstance(name, str):
-            raise InputError(f"input names must be strings, got {name!r}")
-        if keyword.iskeyword(name) or keyword.issoftkeyword(name):
-            raise InputError(f"input name {name!r} is a Python keyword, so it cannot be a variable; a tool parameter named {name!r} is passed as {parameter_name(name)!r}")
-        if not name.isidentifier():
-            raise InputError(f"input name {name!r} is not a valid Python name; inputs are passed to tools by parameter name (letters, digits, underscores; not starting with a digit)")
+    def wiring(self, plan: Plan) -> list[dict[str, Any]]:
+        """Per step of ``plan`` (the plan this cell was rendered from): its number (1-based), tool
+        (``server.name``) and each argument's source, as JSON-ready dicts."""
+        return [
+            {"step": number, "tool": qualified_name(step.tool), "variable": variable, "arguments": {name: source.to_dict() for name, source in arguments.items()}}
+            for number, (step, variable, arguments) in enumerate(zip(plan.steps, self.step_variables, self.arguments), 1)
+        ]
 
 
 def is_variable_name(name: object) -> bool:
     """Whether ``name`` can be a kernel variable the session tracks: an identifier, not a keyword,
     not starting with ``_`` (IPython's own names)."""
     return isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name) and not keyword.issoftkeyword(name) and not name.startswith("_")
-
-
-_LITERAL_TYPES = (str, int, bool, type(None))
-
-
-def _python_literal(value: Any) -> str:
-    """Python source that evaluates to ``value``: JSON-like values only (dict, list, str, finite numbers, bool, None).
-
-    Raises:
-        InputError: for other types, NaN or infinite floats, or values nested too deeply.
-    """
-    stack, seen = [value], 0
-    while stack:
-        item = stack.pop()
-        seen += 1
-        if isinstance(item, float):
-            if not math.isfinite(item):
-                raise InputError(f"input value {item!r} is not a finite number; Python source has no literal for it")
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif not isinstance(item, _LITERAL_TYPES):
-            raise InputError(f"input value of type {type(item).__name__} has no literal form; pass JSON values (strings, numbers, lists, objects)")
-    try:
-        return repr(value)
-    except RecursionError:
-        raise InputError("input value is nested too deeply to write into a cell") from None
 
 
 def _unique_name(base: str, taken: set[str]) -> str:
@@ -140,6 +162,24 @@ def _unique_name(base: str, taken: set[str]) -> str:
     return candidate
 
 
+def _same_file(first: Any, second: Any) -> bool:
+    """Whether two input values name the same file (strings only; ``~`` and ``..`` resolved)."""
+    if not isinstance(first, str) or not isinstance(second, str) or not first.strip() or not second.strip():
+        return False
+    paths = [os.path.realpath(os.path.expanduser(value)) for value in (first, second)]
+    return paths[0] == paths[1]
+
+
+def _kinds(token: str, refinements: Mapping[str, str]) -> frozenset[str]:
+    """``token`` and the states refining it, directly or not (as :meth:`planner.graph.StateGraph.kinds_of`)."""
+    kinds = {token}
+    while True:
+        more = {special for special, general in refinements.items() if general in kinds} - kinds
+        if not more:
+            return frozenset(kinds)
+        kinds |= more
+
+
 def render_cell(
     plan: Plan,
     inputs: Mapping[str, Any] | None = None,
@@ -150,44 +190,53 @@ def render_cell(
     artifacts: Mapping[str, str] | None = None,
     variables: Collection[str] = (),
     also_show: Iterable[str] = (),
+    refinements: Mapping[str, str] | None = None,
 ) -> PlannedCell:
-    """Render ``plan`` as a cell that runs in a toolpath kernel session.
+    """Render ``plan`` as a cell that runs in a toolpath kernel session (wiring: module docstring).
 
     Parameters:
         plan: the plan to render.
-        inputs: user inputs by parameter name (JSON-like values). Each becomes a variable named
-            like the input, unless that name is reserved (``print`` → ``print_``) or taken.
+        inputs: user inputs by parameter name, or ``TOOL.PARAMETER`` (:mod:`planner.inputs`),
+            JSON-like values. Each used one becomes a variable named like the input (``path``;
+            ``write_report_path``), unless that name is reserved (``print`` → ``print_``) or taken.
         task: the task text, quoted in the cell's header comment.
         registry: the registry the plan's tools come from; with it, a tool's attribute name is the
             same in every cell (names are de-duplicated over the whole server, not just the plan).
         bindings: handles a session has already bound in its kernel: the cell calls tools through
             them and binds nothing itself.
-        artifacts: ``{state: variable}`` for held states whose artifact a kernel variable carries;
-            steps needing such a state read that variable.
+        artifacts: ``{variable: state}``, oldest first: kernel variables carrying held states'
+            artifacts; a step needing such a state (or one it refines) reads the newest.
         variables: names already defined in the kernel: new variables never take them, and a
             required parameter nothing else supplies is read from the variable of its name.
         also_show: kernel variables the final expression shows too (the artifacts of parts of the
             task that were already held), after the plan's own results.
+        refinements: ``{state: the state it refines}`` (:attr:`planner.graph.StateGraph.refinements`).
 
     Returns:
         A :class:`PlannedCell`.
 
     Raises:
-        InputError: an input name that is not a Python name, a value without a literal form, or an
-            artifact or variable name that is not a plain identifier.
+        InputError: an input name that is not a parameter name, a value without a literal form,
+            an artifact or variable name that is not a plain identifier, a step-qualified input
+            naming a parameter its tool does not have, or an input that would go where it is not
+            meant (an output parameter given a file the user gave as data; one plain input feeding
+            parameters a tool reads and parameters a tool writes).
         ValueError: ``bindings`` given without a handle for one of the plan's tools.
     """
     inputs = dict(inputs or {})
     artifacts = dict(artifacts or {})
+    refinements = dict(refinements or {})
     check_input_names(inputs)
+    _check_qualified_inputs(plan, inputs)
     also_show = list(also_show)
-    bad = next((variable for variable in [*artifacts.values(), *variables, *also_show] if not is_variable_name(variable)), None)
+    bad = next((variable for variable in [*artifacts, *variables, *also_show] if not is_variable_name(variable)), None)
     if bad is not None:
         raise InputError(f"{bad!r} cannot be a kernel variable of the cell (not an identifier, a keyword, or starting with '_')")
     if bindings is None:
         # Handles must not take a name the cell uses for an input or a parameter (`text.load(text=text)`).
         parameter_names = {parameter.python_name for step in plan.steps for parameter in step.tool.parameters}
-        bindings = Bindings.of([step.tool for step in plan.steps], taken=parameter_names | set(inputs) | set(variables), universe=registry or ())
+        input_names = {python_identifier(name.replace(".", "_")) for name in inputs}
+        bindings = Bindings.of([step.tool for step in plan.steps], taken=parameter_names | input_names | set(variables), universe=registry or ())
         binding_code = bindings.code().rstrip("\n")
     else:
         unbound_tools = [step.tool.name for step in plan.steps if step.tool.id not in bindings.targets]
@@ -198,47 +247,56 @@ def render_cell(
     for name, (_, attributes) in bindings.host_handles.items():
         handles.setdefault(name, []).extend(attribute for attribute in attributes if attribute not in handles[name])
 
-    taken = set(handles) | {BINDER_FUNCTION} | set(variables) | set(artifacts.values())
+    taken = set(handles) | {BINDER_FUNCTION} | set(variables) | set(artifacts)
     # A variable must not shadow a builtin or IPython's names in the persistent kernel.
-    input_variables = {name: _unique_name(name, taken) for name in inputs}
+    input_variables = {name: _unique_name(name.replace(".", "_"), taken) for name in inputs}
     unbound_variables: dict[str, str] = {}
-    used_inputs: set[str] = set()
-    used_artifacts: dict[str, str] = {}
     unbound: list[UnboundParameter] = []
-    by_state: dict[str, str] = {}
-    by_name: dict[str, str] = {}
+    used_artifacts: dict[str, str] = {}
+    fed: dict[str, list[tuple[int, ToolDefinition, ToolParameter]]] = {}  # input name -> the parameters it feeds
+    returns: list[tuple[str | None, str | None, str]] = []  # per earlier step: (state, return name, variable)
     call_lines: list[str] = []
     step_variables: list[str] = []
+    step_arguments: list[dict[str, ArgumentSource]] = []
     for index, step in enumerate(plan.steps):
         tool = step.tool
-        arguments = []
+        sources: dict[str, ArgumentSource] = {}
         for parameter in tool.parameters:
-            required = parameter in tool.required_parameters
             name = parameter.python_name  # inputs, variables and keywords are Python names
-            source = by_state.get(parameter.state) if parameter.state else None
-            if source is None and parameter.state and parameter.state in artifacts:
-                source = artifacts[parameter.state]
-                used_artifacts[source] = parameter.state
-            source = source or by_name.get(name)
-            if source is None and name in inputs:
-                source = input_variables[name]
-                used_inputs.add(name)
-            if source is None and required and name in variables:
-                source = name
+            required = parameter in tool.required_parameters
+            output = parameter.role == "output"
+            source: ArgumentSource | None = None
+            kinds = _kinds(parameter.state, refinements) if parameter.state else frozenset()
+            for position in range(len(returns) - 1, -1, -1):
+                state, returned, variable = returns[position]
+                if (state in kinds) if parameter.state else (returned == name and not output):
+                    source = ArgumentSource("step", variable, step=position, state=state)
+                    break
+            if source is None and kinds:
+                held = next((variable for variable, state in reversed(artifacts.items()) if state in kinds), None)
+                if held is not None:
+                    source = ArgumentSource("held", held, state=artifacts[held])
+                    used_artifacts[held] = artifacts[held]
+            if source is None:
+                meant = input_for(tool, parameter, inputs)
+                if meant is not None:
+                    source = ArgumentSource("input", input_variables[meant], input=meant)
+                    fed.setdefault(meant, []).append((index, tool, parameter))
+            if source is None and required and not output and name in variables:
+                source = ArgumentSource("variable", name)
             if source is None and required:
                 if name not in unbound_variables:
                     unbound_variables[name] = _unique_name(name, taken)
-                source = unbound_variables[name]
-                unbound.append(UnboundParameter(index, tool.name, name, parameter.type, parameter.description, source))
-            if source is not None:
-                arguments.append(f"{name}={source}")
+                source = ArgumentSource("unbound", unbound_variables[name])
+                unbound.append(UnboundParameter(index, tool.name, name, parameter.type, parameter.description, source.variable))  # type: ignore[arg-type]
+            sources[name] = source or ArgumentSource("default")
+        step_arguments.append(sources)
         variable = _unique_name(tool.return_spec.name if tool.return_spec else f"{tool.name}_result", taken)
         step_variables.append(variable)
-        call_lines.append(f"{variable} = await {bindings.targets[tool.id]}({', '.join(arguments)})")
-        if tool.return_spec is not None:
-            if tool.return_spec.state:
-                by_state[tool.return_spec.state] = variable
-            by_name[tool.return_spec.name] = variable
+        arguments = ", ".join(f"{name}={source.variable}" for name, source in sources.items() if source.kind != "default")
+        call_lines.append(f"{variable} = await {bindings.targets[tool.id]}({arguments})")
+        returns.append((tool.return_spec.state, tool.return_spec.name, variable) if tool.return_spec else (None, None, variable))
+    _check_destinations(inputs, fed)
 
     result_variables = tuple(
         dict.fromkeys(
@@ -256,10 +314,9 @@ def render_cell(
         lines.append("# Every goal state is already held: there is nothing to run.")
     elif binding_code:
         lines.append(binding_code)
-    given = [name for name in inputs if name in used_inputs]
-    if given:
+    if fed:
         lines.append("")
-        lines.extend(f"{input_variables[name]} = {_python_literal(inputs[name])}" for name in given)
+        lines.extend(f"{input_variables[name]} = {python_literal(inputs[name])}" for name in inputs if name in fed)
     if call_lines:
         lines.append("")
         lines.extend(call_lines)
@@ -271,18 +328,62 @@ def render_cell(
     # The promise is that a planned cell always compiles; check it here rather than in the kernel.
     compile(code, "<planned cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
 
+    unused = tuple(name for name in inputs if name not in fed)
     return PlannedCell(
         code=code,
         instructions=_instructions(plan, unbound, bindings, used_artifacts),
         handles=handles,
         unbound=tuple(unbound),
-        unused_inputs=tuple(name for name in inputs if name not in used_inputs),
+        unused_inputs=unused,
         result_variables=result_variables,
         catalog_instruction_chars=_catalog_instruction_chars(registry) if registry is not None else None,
         step_targets=tuple(bindings.targets[step.tool.id] for step in plan.steps),
         step_variables=tuple(step_variables),
         used_artifacts=used_artifacts,
+        arguments=tuple(step_arguments),
+        advice=_advice(plan, unused, step_arguments),
     )
+
+
+def _check_qualified_inputs(plan: Plan, inputs: Mapping[str, Any]) -> None:
+    """Refuse a step-qualified input naming a parameter its tool (on the plan) does not have."""
+    for name in inputs:
+        qualifier, parameter = split_name(name)
+        if qualifier is None:
+            continue
+        for step in plan.steps:
+            tool = step.tool
+            if names_tool(qualifier, tool) and not any(parameter in (known.python_name, known.name) for known in tool.parameters):
+                offered = ", ".join(known.python_name for known in tool.parameters) or "none"
+                raise InputError(f"input {name!r}: {tool.name} has no parameter {parameter!r} (its parameters: {offered})")
+
+
+def _check_destinations(inputs: Mapping[str, Any], fed: Mapping[str, list[tuple[int, ToolDefinition, ToolParameter]]]) -> None:
+    """Refuse inputs that would make a tool write where the user's data is (see the module docstring)."""
+    for name, uses in fed.items():
+        reads = [(index, tool, parameter) for index, tool, parameter in uses if parameter.role != "output"]
+        writes = [(index, tool, parameter) for index, tool, parameter in uses if parameter.role == "output"]
+        if reads and writes:
+            described = "; ".join(f"step {index + 1} {tool.name}.{parameter.python_name} {'writes to' if parameter.role == 'output' else 'reads'} it" for index, tool, parameter in uses)
+            _, tool, parameter = writes[0]
+            raise InputError(f"input {name!r} would be both read as data and written over ({described}); give the destination its own input, e.g. {tool.name}.{parameter.python_name}=FILE")
+        if writes:
+            clash = next((other for other, other_uses in fed.items() if other != name and any(parameter.role != "output" for _, _, parameter in other_uses) and _same_file(inputs[name], inputs[other])), None)
+            if clash is None:
+                clash = next((other for other in inputs if other not in fed and _same_file(inputs[name], inputs[other])), None)
+            if clash is not None:
+                _, tool, parameter = writes[0]
+                raise InputError(f"input {name!r} names the file {inputs[name]!r}, which input {clash!r} gives as data; {tool.name} would write over it ({parameter.python_name} is where it writes): choose another file")
+
+
+def _advice(plan: Plan, unused: Iterable[str], arguments: list[dict[str, ArgumentSource]]) -> dict[str, str]:
+    """For each unused plain input named like an optional parameter on the plan: how to pass it."""
+    advice = {}
+    for name in unused:
+        targets = [f"{step.tool.name}.{name}" for step, sources in zip(plan.steps, arguments) if not is_qualified(name) and name in sources and sources[name].kind == "default"]
+        if targets:
+            advice[name] = f"input {name!r} was not used: a plain input fills only required parameters; to set the optional parameter, pass {' or '.join(dict.fromkeys(targets))}"
+    return advice
 
 
 #: ``{ids of the tool objects: (the tools, kept so their ids stay theirs, and the length)}``: every

@@ -242,7 +242,7 @@ def _warn_about_parts(task_plan: TaskPlan) -> None:
 
 def _warn_about_inputs(cell: PlannedCell) -> None:
     for name in cell.unused_inputs:
-        print(f"warning: input {name!r} is not a parameter of any tool on the plan; it was not used", file=sys.stderr)
+        print(f"warning: {cell.advice.get(name) or f'input {name!r} is not a parameter of any tool on the plan; it was not used'}", file=sys.stderr)
     for parameter in cell.unbound:
         print(f"warning: {parameter.parameter} ({parameter.type}, for {parameter.tool}) is unbound: define it before running the cell, or pass --input {parameter.parameter}=VALUE", file=sys.stderr)
 
@@ -297,6 +297,8 @@ def command_run(arguments: argparse.Namespace) -> int:
             print(_indent(result.result, "  "))
         if result.error:
             print(_indent(result.error.get("traceback") or f"{result.error['ename']}: {result.error['evalue']}", "  "))
+        if run.variables:
+            print(f"  {run.variables_text()}")
         failed = run.failed_step
         if failed is not None:
             steps = task_plan.plan.steps

@@ -202,7 +202,7 @@ def choose_goal(
             first_unreachable = first_unreachable or hit
             candidates[key] = GoalCandidate(hit.states, hit, None, None, "no plan reaches it from the held states", order, _close(hit, best, margin), _close(hit, best, work_margin))
             continue
-        cell = render(hit.plan) if render is not None else render_cell(hit.plan, inputs, task, registry=graph.registry)
+        cell = render(hit.plan) if render is not None else render_cell(hit.plan, inputs, task, registry=graph.registry, refinements=graph.refinements)
         candidates[key] = GoalCandidate(hit.states, hit, hit.plan, cell, None, order, _close(hit, best, margin), _close(hit, best, work_margin), hit.kind == "tool" and hit.name in {tool.name for tool in named})
 
     def rank(candidate: GoalCandidate) -> tuple:

@@ -14,6 +14,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from planner.delete_free import DeleteFreeTask
+from planner.inputs import input_for
 from registry import State, ToolDefinition, ToolNotFoundError, ToolRegistry, reachable_states
 
 if TYPE_CHECKING:
@@ -126,14 +127,30 @@ class StateGraph:
             if tool.state_transition.requires <= held and not tool.state_transition.produces <= held
         ]
 
+    @cached_property
+    def refinements(self) -> dict[str, str]:
+        """``{state: the more general state it refines}`` for every declared state with ``refines``."""
+        return {token: state.refines for token, state in self.states.items() if state.refines}
+
+    def kinds_of(self, token: str) -> frozenset[str]:
+        """``token`` and every state that refines it, directly or through others: the states whose
+        artifacts a parameter carrying ``token`` takes (lint refuses refinement cycles, TP014)."""
+        kinds, grown = {token}, True
+        while grown:
+            more = {special for special, general in self.refinements.items() if general in kinds}
+            grown = not more <= kinds
+            kinds |= more
+        return frozenset(kinds)
+
     def input_states_given(self, inputs: Mapping[str, object]) -> frozenset[str]:
-        """The input states (``State.input``) whose value ``inputs`` give: an input is named like a
-        parameter that carries the state, so a task holds the state from the start."""
+        """The input states (``State.input``) whose value ``inputs`` give: an input is meant for a
+        parameter that carries the state (:func:`planner.inputs.input_for`), so a task holds the
+        state from the start."""
         return frozenset(
             parameter.state
             for tool in self.registry
             for parameter in tool.parameters
-            if parameter.state and parameter.python_name in inputs and parameter.state in self.states and self.states[parameter.state].input
+            if parameter.state and parameter.state in self.states and self.states[parameter.state].input and input_for(tool, parameter, inputs) is not None
         )
 
     def reachable(self, held: Collection[str], avoid: Collection[int] = ()) -> set[str]:

@@ -23,13 +23,13 @@ from __future__ import annotations
 import heapq
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from planner.cell import check_input_names
+from planner.inputs import check_input_names, input_for
 from planner.goals import MIN_SCORE, GoalChoice, NoMatchingSkillError, choose_goal
 from planner.graph import StateGraph
-from planner.planning import NoPlanError, Plan, plan, qualified_name
+from planner.planning import NoPlanError, Plan, TieBreak, plan, qualified_name
 from planner.search import QueryError, SkillIndex
 from registry import ToolDefinition
 
@@ -257,10 +257,15 @@ def _match(text: str, index: SkillIndex, graph: StateGraph, inputs: Mapping[str,
         return PartMatch(text, None, str(error))
 
 
-def joint_plan(graph: StateGraph, matches: Sequence[PartMatch], held: Collection[str] = (), prefer: Mapping[int, float] | None = None) -> Plan:
+def joint_plan(graph: StateGraph, matches: Sequence[PartMatch], held: Collection[str] = (), relevance: Mapping[int, float] | None = None) -> Plan:
     """One cost-optimal plan for the goals of every matched part: their states reached, their tools
-    run; among plans of equal cost, the one whose tools ``prefer`` scores highest (see
-    :func:`planner.planning.plan`); steps ordered by data flow, then by the first part each serves.
+    run; steps ordered by data flow, then by the first part each serves.
+
+    Among plans of equal cost, tools of the domains the task is about (the domains of the parts'
+    matched states and tools) win over tools of other domains, and then the tools ``relevance``
+    scores higher (the task's words match them better). So a cross-domain bridge (chemistry's
+    ``tabulate_descriptors`` also loads a table) serves only when the task asks for what it adds.
+    The plan's ``tie_breaks`` say where a tie was broken and why.
 
     Raises:
         NoPlanError: no single plan reaches every part's goal.
@@ -270,8 +275,13 @@ def joint_plan(graph: StateGraph, matches: Sequence[PartMatch], held: Collection
     tools = list({match.tool.id: match.tool for match in matches if match.status == "matched" and match.tool is not None}.values())
     if not states and not tools:
         raise ValueError("no part of the task asks for work the held states do not already do")
-    joint = plan(graph, states, held=held, must_run=tools, prefer=prefer)
-    return _ordered_by_parts(joint, matches)
+    domains = frozenset(match.choice.chosen.hit.server for match in matches if match.status == "matched" and match.choice is not None) - {None}
+    relevance = dict(relevance or {})
+    # In-domain tools first, then by relevance: every in-domain score lies above every other one.
+    span = (max(relevance.values()) - min(relevance.values()) + 1.0) if relevance else 1.0
+    prefer = {tool.id: relevance.get(tool.id, 0.0) + (span if tool.server_name in domains else 0.0) for tool in graph.registry}
+    joint = _ordered_by_parts(plan(graph, states, held=held, must_run=tools, prefer=prefer), matches)
+    return replace(joint, tie_breaks=_tie_breaks(graph, joint, domains, relevance))
 
 
 def _relevance(index: SkillIndex, matches: Sequence[PartMatch]) -> dict[int, float]:
@@ -284,9 +294,42 @@ def _relevance(index: SkillIndex, matches: Sequence[PartMatch]) -> dict[int, flo
     return best
 
 
+def _tie_breaks(graph: StateGraph, joint: Plan, domains: frozenset[str], relevance: Mapping[int, float]) -> tuple[TieBreak, ...]:
+    """Each step (not one the task asked to run) that other tools could have taken at the same
+    cost: producing everything the step gives later steps and the goal, and runnable at that point."""
+    ties = []
+    reached = set(joint.held)
+    for position, step in enumerate(joint.steps):
+        later = set(joint.goal).union(*(other.requires for other in joint.steps[position + 1 :]))
+        supplies = step.produces & later
+        if supplies and qualified_name(step.tool) not in joint.must_run:
+            token = next(iter(supplies))
+            rivals = [
+                tool
+                for tool in graph.tools_for(token)
+                if tool.id != step.tool.id and tool.cost == step.tool.cost and supplies <= tool.state_transition.produces and tool.state_transition.requires <= reached
+            ]
+            if rivals:
+                ties.append(TieBreak(position, qualified_name(step.tool), tuple(qualified_name(tool) for tool in rivals), _why_chosen(step.tool, rivals, domains, relevance)))
+        reached |= step.produces
+    return tuple(ties)
+
+
+def _why_chosen(chosen: ToolDefinition, rivals: Sequence[ToolDefinition], domains: frozenset[str], relevance: Mapping[int, float]) -> str:
+    outside = sorted({tool.server_name or "" for tool in rivals if tool.server_name not in domains})
+    if chosen.server_name in domains and outside:
+        return f"the task is about {', '.join(sorted(domains))}, not {', '.join(outside)}"
+    if all(relevance.get(chosen.id, 0.0) > relevance.get(tool.id, 0.0) for tool in rivals):
+        return f"the task's words match {chosen.name} best"
+    return "no preference between them (the same cost, domain and match to the task's words)"
+
+
 def _ordered_by_parts(joint: Plan, matches: Sequence[PartMatch]) -> Plan:
     """``joint`` with its steps in a data-flow order that runs the first part's steps first."""
     steps = list(joint.steps)
+    # A state held before the plan needs no producer first, so its producers set no order: the
+    # parts do ("simplify the text, then expand it" simplifies the held text first).
+    needs = [{source for token, source in step.satisfied_by.items() if source is not None and token not in joint.held} for step in steps]
     # The first part each step serves: the part whose goal it produces or whose tool it is, then
     # (backwards) the earliest part of any step it feeds.
     serves = [len(matches)] * len(steps)
@@ -296,15 +339,13 @@ def _ordered_by_parts(joint: Plan, matches: Sequence[PartMatch]) -> Plan:
                 serves[position] = min(serves[position], number)
                 break
     for position in range(len(steps) - 1, -1, -1):
-        for required_from in steps[position].satisfied_by.values():
-            if required_from is not None:
-                serves[required_from] = min(serves[required_from], serves[position])
-    waiting = [sum(1 for source in step.satisfied_by.values() if source is not None) for step in steps]
+        for required_from in needs[position]:
+            serves[required_from] = min(serves[required_from], serves[position])
+    waiting = [len(sources) for sources in needs]
     feeds: list[list[int]] = [[] for _ in steps]
-    for position, step in enumerate(steps):
-        for source in set(step.satisfied_by.values()):
-            if source is not None:
-                feeds[source].append(position)
+    for position, sources in enumerate(needs):
+        for source in sources:
+            feeds[source].append(position)
     ready = [(serves[position], position) for position in range(len(steps)) if not waiting[position]]
     heapq.heapify(ready)
     order: list[int] = []
@@ -312,7 +353,7 @@ def _ordered_by_parts(joint: Plan, matches: Sequence[PartMatch]) -> Plan:
         _, position = heapq.heappop(ready)
         order.append(position)
         for consumer in feeds[position]:
-            waiting[consumer] -= sum(1 for source in steps[consumer].satisfied_by.values() if source == position)
+            waiting[consumer] -= 1
             if not waiting[consumer]:
                 heapq.heappush(ready, (serves[consumer], consumer))
     return joint.reordered([steps[position].tool for position in order])
@@ -339,14 +380,16 @@ def checked_request(graph: StateGraph, task: object, inputs: Mapping[str, Any] |
 
 
 def held_unless_replaced(graph: StateGraph, held: Collection[str], inputs: Mapping[str, Any]) -> frozenset[str]:
-    """The held states a task's inputs do not replace: an input named like a parameter of a tool
-    means "use this value", so the states that tool produces, and everything produced from them,
-    are planned again rather than taken as held (a new ``smiles`` re-parses the molecule instead
-    of analysing the one parsed before)."""
+    """The states a session holds that a task's inputs do not replace. An input meant for a
+    parameter of a tool (:func:`planner.inputs.input_for`) means "use this value", so the states
+    that tool produces, and everything produced from them, are planned again rather than taken as
+    held (a new ``smiles`` re-parses the molecule instead of analysing the one parsed before). A
+    state an input itself carries stays held: the input is its value."""
     held = frozenset(held)
     if not inputs or not held:
         return held
-    replaced = {state for tool in graph.registry if any(parameter.python_name in inputs for parameter in tool.parameters) for state in tool.state_transition.produces}
+    carried = {parameter.state for tool in graph.registry for parameter in tool.parameters if parameter.state and input_for(tool, parameter, inputs) is not None}
+    replaced = {state for tool in graph.registry if any(input_for(tool, parameter, inputs) is not None for parameter in tool.parameters) for state in tool.state_transition.produces}
     grown = True
     while grown:  # downstream: what tools make from a replaced state is replaced too
         grown = False
@@ -354,7 +397,7 @@ def held_unless_replaced(graph: StateGraph, held: Collection[str], inputs: Mappi
             if tool.state_transition.requires & replaced and not tool.state_transition.produces <= replaced:
                 replaced |= tool.state_transition.produces
                 grown = True
-    return held - replaced
+    return held - (replaced - carried)
 
 
 def plan_parts(
@@ -364,11 +407,13 @@ def plan_parts(
     inputs: Mapping[str, Any] | None = None,
     held: Collection[str] = (),
     render: Callable[[Plan], Any] | None = None,
+    session_held: Collection[str] = (),
 ) -> tuple[tuple[PartMatch, ...], Plan]:
     """Split ``task`` (free text) or take its steps (a list), match each part and plan them jointly.
 
-    Held states the inputs replace (:func:`held_unless_replaced`) are planned again; input states
-    the inputs give (:meth:`planner.graph.StateGraph.input_states_given`) are held.
+    ``held`` states (the caller's word) stay held. ``session_held`` states (what an agent session
+    holds from earlier tasks) stay held unless the inputs replace them (:func:`held_unless_replaced`).
+    Input states the inputs give (:meth:`planner.graph.StateGraph.input_states_given`) are held.
 
     Returns:
         The parts with what each matched, and the joint plan.
@@ -379,7 +424,7 @@ def plan_parts(
         NoPlanError: no single plan reaches the goals of all matched parts.
     """
     task = checked_task(task)
-    held = held_unless_replaced(graph, held, inputs or {}) | graph.input_states_given(inputs or {})
+    held = frozenset(held) | held_unless_replaced(graph, session_held, inputs or {}) | graph.input_states_given(inputs or {})
     if isinstance(task, str):
         cut = fragments(task) or [(task.strip(), False)]
         texts, weak = [text for text, _ in cut], {position for position, (_, comma) in enumerate(cut) if comma}

@@ -35,8 +35,8 @@ class PlanStep:
 
     Attributes:
         tool: the tool definition (from the registry; ``tool.id`` is set).
-        satisfied_by: for each required state, the index of the earlier step that produced it, or
-            ``None`` when it was held before the plan started.
+        satisfied_by: for each required state, the index of the most recent earlier step that
+            produced it, or ``None`` when no earlier step did (it was held before the plan started).
     """
 
     tool: ToolDefinition
@@ -61,12 +61,34 @@ class PlanStep:
 
 
 @dataclass(frozen=True)
+class TieBreak:
+    """A step whose tool won over others that would have served the plan at the same cost.
+
+    Attributes:
+        step: index (0-based) of the step.
+        chosen: the step's tool (``server.name``).
+        over: the tools (``server.name``) passed over: same cost, producing everything the step
+            gives the plan, runnable at that point.
+        because: why the chosen tool won, in words.
+    """
+
+    step: int
+    chosen: str
+    over: tuple[str, ...]
+    because: str
+
+    def to_dict(self) -> dict:
+        return {"step": self.step + 1, "chosen": self.chosen, "over": list(self.over), "because": self.because}
+
+
+@dataclass(frozen=True)
 class Plan:
     """A plan: ``steps`` in execution order, their total ``cost``, and whether it is proven ``optimal``.
 
     ``goal`` holds the goal states; ``must_run`` the tools (``server.name``) the plan had to run.
     ``lower_bound`` is proven: no plan for the same goal costs less (it equals ``cost`` when the plan
     is optimal; default ``cost``, for an optimal plan only). ``gap`` is ``cost - lower_bound``.
+    ``tie_breaks`` says which steps won a tie and why (set by :func:`planner.parts.joint_plan`).
 
     Raises:
         ValueError: a plan not proven optimal without a ``lower_bound``, or a bound above the cost.
@@ -79,6 +101,7 @@ class Plan:
     optimal: bool
     must_run: frozenset[str] = frozenset()
     lower_bound: float | None = None
+    tie_breaks: tuple[TieBreak, ...] = ()
 
     def __post_init__(self) -> None:
         if self.lower_bound is None:
@@ -107,7 +130,7 @@ class Plan:
             if not tool.state_transition.requires <= reached:
                 raise ValueError(f"{tool.name} would run before its requirements {', '.join(sorted(tool.state_transition.requires - reached))}")
             reached |= tool.state_transition.produces
-        return replace(self, steps=_annotate(list(tools), self.held))
+        return replace(self, steps=_annotate(list(tools)))
 
     @property
     def reached(self) -> frozenset[str]:
@@ -123,6 +146,7 @@ class Plan:
             "cost": self.cost,
             "optimal": self.optimal,
             "lower_bound": self.lower_bound,
+            "tie_breaks": [tie.to_dict() for tie in self.tie_breaks],
         }
 
 
@@ -210,14 +234,16 @@ def _explain_unreachable(graph: StateGraph, goal: Iterable[str], reached: set[st
     return NoPlanError(unreachable, missing, avoided, circular, given_by)
 
 
-def _annotate(steps: list[ToolDefinition], held: frozenset[str]) -> tuple[PlanStep, ...]:
-    first_producer: dict[str, int] = {}
+def _annotate(steps: list[ToolDefinition]) -> tuple[PlanStep, ...]:
+    # The most recent earlier producer, as the planned cell wires values: "expand, then simplify"
+    # simplifies the expanded text, not the text held before the plan.
+    latest_producer: dict[str, int] = {}
     annotated = []
     for index, tool in enumerate(steps):
-        satisfied = {token: (None if token in held else first_producer[token]) for token in tool.state_transition.requires}
+        satisfied = {token: latest_producer.get(token) for token in tool.state_transition.requires}
         annotated.append(PlanStep(tool, satisfied))
         for token in tool.state_transition.produces:
-            first_producer.setdefault(token, index)
+            latest_producer[token] = index
     return tuple(annotated)
 
 
@@ -326,7 +352,7 @@ def _plan(
         unit = min((tool_cost for tool_cost in graph.delete_free_task.cost if tool_cost > 0), default=1.0)
         lower_bound = max(0.0, lower_bound - PREFERENCE_EPSILON * unit * len(task.tools))
     lower_bound = cost if result.optimal else min(cost, lower_bound)
-    return Plan(goal, held, _annotate(steps, held), cost, result.optimal, names, lower_bound)
+    return Plan(goal, held, _annotate(steps), cost, result.optimal, names, lower_bound)
 
 
 #: How much of the cheapest positive tool cost a preference may add to a tool's cost (see :func:`plan`).
@@ -375,7 +401,7 @@ def plan_to_run(
     held = _tokens(held)
     before = plan(graph, tool.state_transition.requires, held, avoid, max_expansions, time_budget_ms=time_budget_ms) if tool.state_transition.requires - held else Plan(frozenset(), held, (), 0.0, True)
     steps = [step.tool for step in before.steps] + [tool]
-    return Plan(tool.state_transition.produces, held, _annotate(steps, held), before.cost + tool.cost, before.optimal, lower_bound=(before.lower_bound or 0.0) + tool.cost)
+    return Plan(tool.state_transition.produces, held, _annotate(steps), before.cost + tool.cost, before.optimal, lower_bound=(before.lower_bound or 0.0) + tool.cost)
 
 
 def alternative_plans(

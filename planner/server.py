@@ -144,7 +144,7 @@ class ToolpathServer:
         """Plan a task (in words or as a list of steps) and run its cell in the session's kernel. The variables it makes stay for later cells and tasks."""
         session = await self._session(session_id)
         run = await session.arun_task(task, inputs)
-        return _result(run.to_dict(), format_for_model(run.result), run.result)
+        return _result(run.to_dict(), run.text(), run.result)
 
     async def execute(self, code: str, session_id: str | None = None) -> CallToolResult:
         """Run Python code as one cell in the session's persistent kernel (top-level await works; tool handles are bound). Returns what the cell printed, its value, error and images."""

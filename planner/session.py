@@ -148,8 +148,8 @@ class AgentSession:
         self._domains: list[str] = []
         self._bindings: Bindings | None = None
         self._variables: set[str] = set()  # the kernel's variable names after the last cell
-        # Variables promised to planned cells not yet run, so two plans never pick the same name.
-        self._reserved: set[str] = set()
+        # Variables of planned cells now running: a task started meanwhile never picks one of them.
+        self._running: set[str] = set()
         self._kernel_id: str | None = None
         self._notice = ""
         self._closed = False
@@ -370,15 +370,13 @@ class AgentSession:
         """:meth:`search` in a worker thread (the first search loads the embedding model)."""
         return await asyncio.to_thread(self.search, query, k, **filters)
 
-    def _render(self, plan: Plan, inputs: Mapping[str, Any] | None, task: str | None, bindings: Bindings, reserve: bool = False, also_show: Sequence[str] = ()) -> PlannedCell:
-        """The session's cell for ``plan``; with ``reserve``, its new variables are promised to it;
-        ``also_show``: held artifacts the final expression shows too."""
+    def _render(self, plan: Plan, inputs: Mapping[str, Any] | None, task: str | None, bindings: Bindings, also_show: Sequence[str] = ()) -> PlannedCell:
+        """The session's cell for ``plan`` (``also_show``: held artifacts the final expression shows
+        too). Planning promises no variable name: running does (:meth:`_runnable`)."""
         with self._lock:
-            artifacts = self._artifact_of()
-            cell = render_cell(plan, inputs, task, registry=self.workspace.graph.registry, bindings=bindings, artifacts={state: variable for state, variable in artifacts.items() if state in plan.held}, variables=self._variables | self._reserved, also_show=also_show)
-            if reserve:
-                self._reserved.update(cell.step_variables)
-            return cell
+            graph = self.workspace.graph
+            artifacts = {variable: state for variable, state in self._artifacts.items() if state in plan.held}
+            return render_cell(plan, inputs, task, registry=graph.registry, bindings=bindings, artifacts=artifacts, variables=self._variables | self._running, also_show=also_show, refinements=graph.refinements)
 
     def plan_task(self, task: str | Sequence[str], inputs: Mapping[str, Any] | None = None, held: str | Collection[str] | None = None) -> TaskPlan:
         """Plan a task in words or as a list of steps (:meth:`planner.Workspace.plan_task`) from the
@@ -392,15 +390,17 @@ class AgentSession:
         self._check_open()
         self._check_kernel()
         graph = self.workspace.graph
-        task, held = checked_request(graph, task, inputs, self.held if held is None else held)
+        # Held states the caller names stay held; the session's own may be replaced by the inputs.
+        task, explicit = checked_request(graph, task, inputs, () if held is None else held)
         text = task_text(task)
-        parts, joint = plan_parts(task, self.workspace.index, graph, inputs=inputs, held=held, render=lambda plan: self._render(plan, inputs, text, self._prospective_bindings(plan)))
+        session_held = self.held if held is None else ()
+        parts, joint = plan_parts(task, self.workspace.index, graph, inputs=inputs, held=explicit, session_held=session_held, render=lambda plan: self._render(plan, inputs, text, self._prospective_bindings(plan)))
         self.bind_domains(toolkit_of(step.tool) for step in joint.steps)
         bindings = self._bindings if self._bindings is not None else self._prospective_bindings(joint)
         with self._lock:
             artifact_of = self._artifact_of()
         already = [artifact_of[state] for part in parts if part.status == "held" for state in sorted(part.goal) if state in artifact_of]
-        cell = self._render(joint, inputs, text, bindings, reserve=True, also_show=already)
+        cell = self._render(joint, inputs, text, bindings, also_show=already)
         return TaskPlan(task, dict(inputs or {}), parts, joint, cell, session_id=self.session_id)
 
     async def aplan_task(self, task: str | Sequence[str], inputs: Mapping[str, Any] | None = None, held: str | Collection[str] | None = None) -> TaskPlan:
@@ -408,7 +408,9 @@ class AgentSession:
         return await asyncio.to_thread(self.plan_task, task, inputs, held)
 
     def _runnable(self, task: str | Sequence[str] | TaskPlan, inputs: Mapping[str, Any] | None) -> TaskPlan:
-        """The task plan to run: planned now for a task text; checked against what the session holds."""
+        """The task plan to run: planned now for a task text; checked against what the session
+        holds; its variables reserved until :meth:`_finish_task` (rendered again with new names
+        when the kernel, or a task running meanwhile, has taken one since it was planned)."""
         self._check_open()
         task_plan = task if isinstance(task, TaskPlan) else self.plan_task(task, inputs)
         if task_plan.session_id != self.session_id:
@@ -421,9 +423,14 @@ class AgentSession:
             # Input states the task's own inputs give are held for that task only, never by the session.
             gone = sorted(task_plan.plan.held - self._held - self.workspace.graph.input_states_given(task_plan.inputs))
             lost = sorted(variable for variable, state in task_plan.cell.used_artifacts.items() if self._artifacts.get(variable) != state)
-        if gone or lost:
-            missing = ", ".join(gone) if gone else ", ".join(lost)
-            raise StalePlanError(f"the task was planned with {'held states' if gone else 'artifacts'} the session no longer has ({missing}); plan it again")
+            if gone or lost:
+                missing = ", ".join(gone) if gone else ", ".join(lost)
+                raise StalePlanError(f"the task was planned with {'held states' if gone else 'artifacts'} the session no longer has ({missing}); plan it again")
+            if set(task_plan.cell.step_variables) & (self._variables | self._running):
+                shown = [variable for variable in task_plan.cell.result_variables if variable not in task_plan.cell.step_variables]
+                bindings = self._bindings if self._bindings is not None else self._prospective_bindings(task_plan.plan)
+                task_plan = replace(task_plan, cell=self._render(task_plan.plan, task_plan.inputs, task_text(task_plan.task), bindings, also_show=shown))
+            self._running.update(task_plan.cell.step_variables)
         return task_plan
 
     def _record(self, task_plan: TaskPlan, run: TaskRun) -> None:
@@ -469,7 +476,7 @@ class AgentSession:
     def _finish_task(self, task_plan: TaskPlan, result: CellResult, variables: list[str] | None) -> TaskRun:
         run = TaskRun(task_plan, result)
         with self._lock:
-            self._reserved.difference_update(task_plan.cell.step_variables)
+            self._running.difference_update(task_plan.cell.step_variables)
         if self._kernel_id is not None:  # the kernel that ran the cell still holds its variables
             self._record(task_plan, run)
         self._after_cell(variables)

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kernel import CellResult
+from kernel import CellResult, format_for_model
 from planner.cell import PlannedCell, UnboundParameter
 from planner.parts import PartMatch
 from planner.planning import Plan
@@ -63,8 +63,10 @@ class TaskPlan:
             "cell": self.cell.code,
             "instructions": self.cell.instructions,
             "instructions_saved_chars": self.cell.saved_chars,
+            "wiring": self.cell.wiring(self.plan),
             "unbound": [parameter.to_dict() for parameter in self.cell.unbound],
             "unused_inputs": list(self.cell.unused_inputs),
+            "input_advice": dict(self.cell.advice),
         }
 
 
@@ -92,11 +94,30 @@ class TaskRun:
         completed = set(self.completed_steps)
         return next((index for index in range(len(self.task_plan.plan.steps)) if index not in completed), None)
 
+    @property
+    def variables(self) -> dict[str, str | None]:
+        """``{variable: state it carries, or None}`` of the completed steps, in plan order: the
+        kernel variables the run made (a session keeps them for later cells)."""
+        steps, names = self.task_plan.plan.steps, self.task_plan.cell.step_variables
+        return {names[index]: steps[index].tool.return_spec.state if steps[index].tool.return_spec else None for index in self.completed_steps}
+
+    def variables_text(self) -> str:
+        """One line naming the variables the run made and their states (``""`` when none)."""
+        if not self.variables:
+            return ""
+        return "Variables made: " + ", ".join(f"{variable} ({state})" if state else variable for variable, state in self.variables.items())
+
+    def text(self) -> str:
+        """What the run showed, for a model: the cell's result (:func:`kernel.format_for_model`)
+        and the variables it made."""
+        return "\n".join(part for part in (format_for_model(self.result).rstrip("\n"), self.variables_text()) if part)
+
     def to_dict(self) -> dict:
         failed = self.failed_step
         return {
             **self.task_plan.to_dict(),
             "result": self.result.to_dict(),
+            "variables": self.variables,
             "completed_steps": list(self.completed_steps),
             "failed_step": None if failed is None else {"index": failed, "tool": self.task_plan.plan.steps[failed].tool.name},
         }

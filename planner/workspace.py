@@ -109,7 +109,7 @@ class Workspace:
         from planner.cell import render_cell
 
         goal_plan = self.plan(goal, held=frozenset(held) | self.graph.input_states_given(inputs or {}))
-        return goal_plan, render_cell(goal_plan, inputs, registry=self.graph.registry)
+        return goal_plan, render_cell(goal_plan, inputs, registry=self.graph.registry, refinements=self.graph.refinements)
 
     def plan_task(self, task: str | Sequence[str], inputs: Mapping[str, Any] | None = None, held: Collection[str] = ()) -> TaskPlan:
         """Plan a task given in words or as a list of steps (see :mod:`planner.parts`): each part is
@@ -126,7 +126,7 @@ class Workspace:
         task, held = checked_request(self.graph, task, inputs, held)  # before the model loads: fail fast
         text = task_text(task)
         parts, joint = plan_parts(task, self.index, self.graph, inputs=inputs, held=held)
-        cell = render_cell(joint, inputs, text, registry=self.graph.registry)
+        cell = render_cell(joint, inputs, text, registry=self.graph.registry, refinements=self.graph.refinements)
         return TaskPlan(task, dict(inputs or {}), parts, joint, cell)
 
     def code_mode(self, timeout: float | None = 300.0, **options: Any) -> CodeMode:

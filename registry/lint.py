@@ -2,7 +2,7 @@
 
 | code  | severity | finding |
 |-------|----------|---------|
-| TP001 | error    | a tool requires or produces (or a parameter/return carries, or a skill lists) a state no catalog declares |
+| TP001 | error    | a tool requires or produces (or a parameter/return carries, a skill lists, or a state refines) a state no catalog declares |
 | TP002 | warning  | a declared state that no tool produces and the user does not give (not ``input: true``) |
 | TP003 | warning  | a tool that can never run from the input states (some requirement is unreachable) |
 | TP004 | warning  | a tool that produces no state (the planner can never choose it) |
@@ -15,6 +15,7 @@
 | TP011 | error    | with ``import_modules``: a required parameter of the function the catalog does not declare |
 | TP012 | error    | with ``import_modules``: a name in a type string that does not resolve |
 | TP013 | warning  | states in a cycle no tool or held state starts (every producer of one needs another) |
+| TP014 | error    | states whose ``refines`` lead back to themselves (a refines b refines a) |
 | TP100 | error    | the file cannot be read or is not valid YAML/JSON |
 | TP101 | error    | a field is missing, unknown or of the wrong type |
 | TP102 | error    | a state token declared twice (or differently in two files) |
@@ -66,6 +67,7 @@ RULES: dict[str, tuple[Severity, str]] = {
     "TP011": ("error", "function parameter the catalog does not declare"),
     "TP012": ("error", "type name that does not resolve"),
     "TP013": ("warning", "cycle of states nothing starts"),
+    "TP014": ("error", "refinement cycle"),
     "TP100": ("error", "unreadable catalog"),
     "TP101": ("error", "invalid field"),
     "TP102": ("error", "duplicate state"),
@@ -137,6 +139,8 @@ class _Facts:
     """What the rules of one catalog need to know of all of them."""
 
     declared: set[str]
+    #: ``{state: the state it refines}`` over every catalog.
+    refines: dict[str, str]
     #: Tokens that items left out for a problem of their own declare or produce.
     dropped_states: frozenset[str]
     dropped_produces: frozenset[str]
@@ -151,10 +155,11 @@ class _Facts:
 
 def _facts(checked: list[Catalog], warnings: bool) -> _Facts:
     declared = {state.token for catalog in checked for state in catalog.states}
+    refines = {state.token: state.refines for catalog in checked for state in catalog.states if state.refines}
     dropped_states = frozenset().union(*(catalog.dropped_states for catalog in checked))
     dropped_produces = frozenset().union(*(catalog.dropped_produces for catalog in checked))
     if not warnings:
-        return _Facts(declared, dropped_states, dropped_produces)
+        return _Facts(declared, refines, dropped_states, dropped_produces)
     tools = [tool for catalog in checked for tool in catalog.tools]
     given = {state.token for catalog in checked for state in catalog.states if state.input}  # the user holds these
     producible = {token for tool in tools for token in tool.state_transition.produces} | given
@@ -177,7 +182,7 @@ def _facts(checked: list[Catalog], warnings: bool) -> _Facts:
         for token in tool.state_transition.requires
         if any(parameter.state in (token, None) for parameter in tool.required_parameters)
     }
-    return _Facts(declared, dropped_states, dropped_produces, producible, reachable, cycles, taken)
+    return _Facts(declared, refines, dropped_states, dropped_produces, producible, reachable, cycles, taken)
 
 
 def _check_catalog(catalog: Catalog, facts: _Facts) -> list[Finding]:
@@ -197,6 +202,8 @@ def _check_catalog(catalog: Catalog, facts: _Facts) -> list[Finding]:
                 findings.append(_finding(catalog, ["states", index, "token"], "TP013", f"states {', '.join(cycle)} form a cycle: every tool producing one needs another first, and no tool that can run or held state starts it; let a tool produce one of them from states that can be reached"))
             if not state.description and not state.affordances:
                 findings.append(_finding(catalog, ["states", index], "TP005", f"state {state.token!r} has neither description nor affordances; skill search cannot find it"))
+    for index, state in enumerate(catalog.states):
+        findings.extend(_refinement_findings(catalog, index, state.refines, facts))
     for index, skill in enumerate(catalog.skills):
         for position, token in enumerate(skill.states):
             if token not in facts.declared and token not in facts.dropped_states:
@@ -226,6 +233,23 @@ def _check_catalog(catalog: Catalog, facts: _Facts) -> list[Finding]:
             if problem is not None:
                 findings.append(_finding(catalog, ["tools", index, *location, "type"], "TP006", problem))
     return findings
+
+
+def _refinement_findings(catalog: Catalog, index: int, general: str | None, facts: _Facts) -> list[Finding]:
+    """TP001 for a state refining an undeclared one; TP014 when following ``refines`` from it comes
+    back to it (reported on each state of the cycle)."""
+    if general is None:
+        return []
+    token = catalog.states[index].token
+    if general not in facts.declared and general not in facts.dropped_states:
+        return [_finding(catalog, ["states", index, "refines"], "TP001", f"state {token!r} refines {general!r}, which no catalog declares;{did_you_mean(general, facts.declared)} declare it under states or fix the token")]
+    seen = [token]
+    while general is not None and general not in seen:
+        seen.append(general)
+        general = facts.refines.get(general)
+    if general == token:
+        return [_finding(catalog, ["states", index, "refines"], "TP014", f"state {token!r} refines itself through {' -> '.join(seen[1:])}; a state can only refine a more general one, so break the cycle")]
+    return []
 
 
 def _typed(tool: ToolDefinition) -> list[tuple[list, str]]:

@@ -32,6 +32,10 @@ class State(BaseModel):
         input: the user holds this state at the start by giving its value (a file path, a
             request): no tool need produce it, and an input named like a parameter that carries it
             (``state: TOKEN``) makes a task hold it.
+        refines: the token of a more general state this one is a kind of (``tabular.rows_filtered``
+            refines ``tabular.table_loaded``: filtered rows are a table). A parameter carrying the
+            general state takes the most recent artifact of it *or* of a refinement, so "filter the
+            rows, then plot them" plots the filtered rows. Refinements chain; a cycle is a lint error.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -40,6 +44,7 @@ class State(BaseModel):
     description: str = ""
     affordances: tuple[str, ...] = ()
     input: bool = Field(default=False, description="The user holds this state at the start by giving its value (an input named like a parameter that carries it).")
+    refines: str | None = Field(default=None, description="A more general state this one is a kind of: parameters carrying that state also take this one's artifacts.")
 
     def __init__(self, token: str | None = None, description: str = "", affordances: Iterable[str] | None = None, **data: Any):
         if token is not None:
@@ -56,9 +61,11 @@ class State(BaseModel):
             raise ValueError(f"expected a list of phrases, got the single string {value!r}; write [{value!r}]")
         return value
 
-    @field_validator("token")
+    @field_validator("token", "refines")
     @classmethod
-    def _token_has_no_whitespace(cls, token: str) -> str:
+    def _token_has_no_whitespace(cls, token: str | None) -> str | None:
+        if token is None:
+            return None
         require_printable(token, "state token")
         if token != token.strip() or any(character.isspace() for character in token):
             raise ValueError(f"state token {token!r} contains whitespace; use dots and underscores")

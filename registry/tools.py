@@ -45,6 +45,10 @@ class ToolParameter(BaseModel):
         default: the value used when an optional parameter is not passed (``None`` when unset).
         state: the state whose artifact this parameter carries, e.g. ``"chemistry.molecule_parsed"``;
             the planner feeds it the return value of an earlier step that produced that state.
+        role: ``"input"`` (default): a value the tool reads; ``"output"``: a destination the tool
+            writes to (a report's or a plot's path). A planned cell never passes an output
+            parameter a value the user gave as data or a path a step of the cell reads, and never
+            fills it from a kernel variable of its name (see :mod:`planner.cell`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -54,6 +58,7 @@ class ToolParameter(BaseModel):
     description: str = ""
     default: Any = None
     state: str | None = None
+    role: Literal["input", "output"] = "input"
 
     _names_are_printable = _printable_fields(name="parameter name", state="state token")
 

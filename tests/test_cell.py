@@ -32,12 +32,22 @@ def test_unbound_required_parameter_is_listed_and_cell_still_compiles(chemistry_
     assert compiles(cell.code)
 
 
-def test_optional_parameters_are_passed_only_when_given(chemistry_graph):
+def test_optional_parameters_take_only_step_qualified_inputs(chemistry_graph):
     goal = ["chemistry.molecules_clustered"]
     plain = render_cell(plan(chemistry_graph, goal), {"smiles_list": ["CCO"]})
     assert "distance_threshold" not in plain.code
-    tuned = render_cell(plan(chemistry_graph, goal), {"smiles_list": ["CCO"], "distance_threshold": 0.8})
-    assert "cluster_molecules(fingerprints=fingerprints, distance_threshold=distance_threshold)" in tuned.code
+    assert plain.arguments[1]["distance_threshold"].label == "default"
+    # A plain input fills required parameters only: it is reported unused, with how to pass it.
+    unqualified = render_cell(plan(chemistry_graph, goal), {"smiles_list": ["CCO"], "distance_threshold": 0.8})
+    assert "distance_threshold" not in unqualified.code and unqualified.unused_inputs == ("distance_threshold",)
+    assert "pass cluster_molecules.distance_threshold" in unqualified.advice["distance_threshold"]
+    tuned = render_cell(plan(chemistry_graph, goal), {"smiles_list": ["CCO"], "cluster_molecules.distance_threshold": 0.8})
+    assert "cluster_molecules_distance_threshold = 0.8" in tuned.code
+    assert "cluster_molecules(fingerprints=fingerprints, distance_threshold=cluster_molecules_distance_threshold)" in tuned.code
+    assert tuned.arguments[1]["distance_threshold"].label == "input cluster_molecules.distance_threshold"
+    assert tuned.arguments[1]["fingerprints"].label == "step 1" and tuned.unused_inputs == ()
+    with pytest.raises(InputError, match="cluster_molecules has no parameter 'threshold'"):
+        render_cell(plan(chemistry_graph, goal), {"smiles_list": ["CCO"], "cluster_molecules.threshold": 0.8})
 
 
 def test_unused_inputs_are_reported(chemistry_graph):
@@ -62,6 +72,9 @@ def test_bad_input_names_are_refused(chemistry_graph):
     result = plan(chemistry_graph, ["chemistry.descriptors_computed"])
     with pytest.raises(InputError, match="not a valid Python name"):
         render_cell(result, {"smiles list": "x"})
+    for qualified in (".smiles", "parse molecule.smiles", "parse_molecule.", "parse_molecule.1x"):
+        with pytest.raises(InputError, match="TOOL.PARAMETER"):
+            render_cell(result, {qualified: "x"})
     with pytest.raises(InputError, match="keyword"):
         render_cell(result, {"class": "x"})
     with pytest.raises(InputError, match="finite"):
@@ -166,7 +179,7 @@ def test_a_session_cell_reads_held_artifacts_and_kernel_variables_and_binds_noth
         follow_up,
         {"smiles_list": ["CCO"]},
         bindings=session_handles,
-        artifacts={"chemistry.molecule_parsed": "molecule"},
+        artifacts={"molecule": "chemistry.molecule_parsed"},
         variables={"molecule", "fingerprints", "query_smiles"},
     )
     assert "bind_module_tools" not in cell.code and "# Handles are bound by the session." in cell.code

@@ -95,16 +95,29 @@ def test_a_part_that_matches_nothing_is_named_not_dropped(workspace):
     assert reported["parts"][1] == {**reported["parts"][1], "part": "book a flight to Paris next Tuesday", "status": "unmatched", "matched": None, "goal": []}
 
 
-def test_a_part_already_held_says_so_unless_new_inputs_replace_it(workspace):
+def test_a_part_already_held_says_so_and_states_the_caller_holds_stay_held(workspace):
     held = ["chemistry.molecule_parsed", "chemistry.groups_identified"]
     task_plan = workspace.plan_task(["find the functional groups of the molecule", "check Lipinski's rule of five"], held=held)
     assert [part.status for part in task_plan.parts] == ["held", "matched"]
     assert tool_names(task_plan) == ["compute_descriptors"]
-    # A new SMILES means a new molecule: what was parsed before, and made from it, is planned again.
-    replaced = workspace.plan_task(["find the functional groups of the molecule", "check Lipinski's rule of five"], held=held, inputs={"smiles": ASPIRIN})
-    assert [part.status for part in replaced.parts] == ["matched", "matched"]
-    assert tool_names(replaced) == ["parse_molecule", "identify_functional_groups", "compute_descriptors"]
-    assert replaced.cell.unused_inputs == ()
+    # The caller's word that a state is held stands, inputs or not: the SMILES goes unused, and says so.
+    kept = workspace.plan_task(["find the functional groups of the molecule", "check Lipinski's rule of five"], held=held, inputs={"smiles": ASPIRIN})
+    assert [part.status for part in kept.parts] == ["held", "matched"] and kept.cell.unused_inputs == ("smiles",)
+
+
+def test_new_inputs_replace_what_a_session_held_but_not_the_state_they_carry(workspace):
+    from planner.parts import plan_parts
+
+    # A session's held states are another matter: a new SMILES means a new molecule, so what was
+    # parsed before, and made from it, is planned again.
+    session_held = ["chemistry.molecule_parsed", "chemistry.groups_identified"]
+    steps = ["find the functional groups of the molecule", "check Lipinski's rule of five"]
+    parts, replaced = plan_parts(steps, workspace.index, workspace.graph, inputs={"smiles": ASPIRIN}, session_held=session_held)
+    assert [part.status for part in parts] == ["matched", "matched"]
+    assert [step.tool.name for step in replaced.steps] == ["parse_molecule", "identify_functional_groups", "compute_descriptors"]
+    # An input that carries a held state is that state's value: the state stays held.
+    parts, loaded = plan_parts(["describe the table"], workspace.index, workspace.graph, inputs={"path": "data.csv"}, session_held=["tabular.file_given"])
+    assert "tabular.file_given" in loaded.held and [step.tool.name for step in loaded.steps] == ["load_table", "describe_table"]
 
 
 def test_a_tool_that_must_run_runs_even_when_its_state_is_held(chemistry_graph):

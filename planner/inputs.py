@@ -1,0 +1,93 @@
+"""User inputs of a task: their names, which parameters each is meant for, and their literal form.
+
+An input is given by name, and goes only where it is meant:
+
+- a plain name (``path``) fills the *required* parameters of that (Python) name on the plan;
+- a step-qualified name (``write_report.path``, or ``tabular.write_report.path`` when two servers
+  share the tool name) fills that parameter of that tool, required or optional. Optional
+  parameters (a report's title, a plot's bins, an output file) take only such inputs, so a value
+  the user gave for one tool never lands in another tool's option by a shared name.
+
+Values are JSON-like (dict, list, str, finite numbers, bool, None) and written into the cell as
+Python literals.
+"""
+
+from __future__ import annotations
+
+import keyword
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from registry import ToolDefinition, ToolParameter
+from registry.names import parameter_name
+
+
+class InputError(ValueError):
+    """A user input that cannot become a variable of the cell (bad name, or a value with no literal
+    form), or that would go where it is not meant (see :mod:`planner.inputs`)."""
+
+
+def split_name(name: str) -> tuple[str | None, str]:
+    """``(tool, parameter)`` of an input name: ``(None, "path")`` for ``path``,
+    ``("write_report", "path")`` for ``write_report.path`` (the tool may be ``server.tool``)."""
+    tool, _, parameter = name.rpartition(".")
+    return (tool or None), parameter
+
+
+def check_input_names(inputs: Mapping[str, Any]) -> None:
+    """Raise :class:`InputError` for an input name that is neither a Python name nor ``TOOL.PARAMETER``."""
+    for name in inputs:
+        if not isinstance(name, str):
+            raise InputError(f"input names must be strings, got {name!r}")
+        tool, dot, parameter = name.rpartition(".")
+        if keyword.iskeyword(parameter) or keyword.issoftkeyword(parameter):
+            raise InputError(f"input name {name!r} is a Python keyword, so it cannot be a variable; a tool parameter named {parameter!r} is passed as {parameter_name(parameter)!r}")
+        if not parameter.isidentifier() or (dot and (not tool.strip(".") or any(character.isspace() or not character.isprintable() for character in tool))):
+            raise InputError(f"input name {name!r} is not a valid Python name: use the parameter's Python name (letters, digits, underscores; not starting with a digit), or TOOL.PARAMETER for one tool's parameter (e.g. write_report.path)")
+
+
+def is_qualified(name: str) -> bool:
+    return "." in name
+
+
+def names_tool(qualifier: str, tool: ToolDefinition) -> bool:
+    """Whether the ``TOOL`` part of a step-qualified input names ``tool`` (``name`` or ``server.name``)."""
+    return qualifier == tool.name or (tool.server_name is not None and qualifier == f"{tool.server_name}.{tool.name}")
+
+
+def input_for(tool: ToolDefinition, parameter: ToolParameter, inputs: Mapping[str, Any]) -> str | None:
+    """The name of the input meant for ``parameter`` of ``tool``, or ``None``: a step-qualified
+    input naming both, else (for a required parameter) a plain input of its Python name."""
+    for name in inputs:
+        qualifier, bare = split_name(name)
+        if qualifier is not None and bare in (parameter.python_name, parameter.name) and names_tool(qualifier, tool):
+            return name
+    if parameter in tool.required_parameters and parameter.python_name in inputs:
+        return parameter.python_name
+    return None
+
+
+def python_literal(value: Any) -> str:
+    """Python source that evaluates to ``value``: JSON-like values only (dict, list, str, finite numbers, bool, None).
+
+    Raises:
+        InputError: for other types, NaN or infinite floats, or values nested too deeply.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                raise InputError(f"input value {item!r} is not a finite number; Python source has no literal for it")
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif not isinstance(item, (str, int, bool, type(None))):
+            raise InputError(f"input value of type {type(item).__name__} has no literal form; pass JSON values (strings, numbers, lists, objects)")
+    try:
+        return repr(value)
+    except RecursionError:
+        raise InputError("input value is nested too deeply to write into a cell") from None
