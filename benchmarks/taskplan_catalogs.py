@@ -5,10 +5,13 @@ built at run time from the files there and never copied into the project.
 
 **TMDB** (RestBench, 46 endpoints). What is inferred from ``tmdb_oas.json`` and ``tool.json``:
 
-- *requires*: every path parameter named ``{kind_id}`` (``{movie_id}``, ``{person_id}`` ...),
-  ``{season_number}`` or ``{episode_number}`` is a state (``tmdb.movie_id`` ...) the endpoint needs.
-  Other parameters (``query``, ``{media_type}``, ``{time_window}``) are user inputs, not states.
-- *produces*, where the 200-response schema says so:
+- *requires*: every path parameter named ``{kind_id}`` (``{movie_id}``, ``{person_id}`` ...) is a
+  state (``tmdb.movie_id`` ...) the endpoint needs, and the parameter carries it (``state:``), so
+  a planned cell passes the id an earlier step found. Other parameters (``query``,
+  ``{media_type}``, ``{time_window}``, ``{season_number}``, ``{episode_number}``) are user inputs,
+  not states: requests say "the second episode of the first season", they do not look it up.
+- *produces*, where the 200-response schema (or, where the schema is broken, its example: the
+  trending endpoint's schema names its list ``""``) says so:
   - a ``results`` array of a listing, search, discovery, trending, similar or recommendations
     endpoint lists ids of the kind its path names (``/search/person`` → ``tmdb.person_id``;
     ``/movie/{movie_id}/similar`` → ``tmdb.movie_id``; trending lists movies, shows and people);
@@ -45,7 +48,7 @@ DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "taskpl
 _KINDS = ("movie", "tv", "person", "collection", "company", "network")
 _LISTINGS = {"popular", "top_rated", "now_playing", "on_the_air", "similar", "recommendations", "upcoming"}
 _PEOPLE = {"cast", "crew", "guest_stars", "created_by"}
-_NESTED = {"production_companies": "company_id", "networks": "network_id", "belongs_to_collection": "collection_id", "parts": "movie_id", "seasons": "season_number", "episodes": "episode_number"}
+_NESTED = {"production_companies": "company_id", "networks": "network_id", "belongs_to_collection": "collection_id", "parts": "movie_id"}
 
 
 def _words(name: str) -> str:
@@ -54,8 +57,10 @@ def _words(name: str) -> str:
 
 
 def _response_properties(operation: dict[str, Any]) -> dict[str, Any]:
-    schema = operation.get("responses", {}).get("200", {}).get("content", {}).get("application/json", {}).get("schema", {})
-    return schema.get("properties", {}) or {}
+    """The 200 response's top-level properties: the schema's, and the keys of its example."""
+    content = operation.get("responses", {}).get("200", {}).get("content", {}).get("application/json", {})
+    example = content.get("examples", {}).get("response", {}).get("value")
+    return {**(example if isinstance(example, dict) else {}), **(content.get("schema", {}).get("properties", {}) or {})}
 
 
 def _first_sentences(operation: dict[str, Any]) -> list[str]:
@@ -96,14 +101,14 @@ def tmdb_catalog(data: Path = DEFAULT_DATA) -> dict[str, Any]:
     for endpoint in endpoints:
         path = endpoint["raw"]
         operation = specification["paths"][path]["get"]
-        requires = {f"tmdb.{name}" for name in re.findall(r"\{(\w+)\}", path) if name.endswith("_id") or name in ("season_number", "episode_number")}
+        requires = {f"tmdb.{name}" for name in re.findall(r"\{(\w+)\}", path) if name.endswith("_id")}
         produces = {f"tmdb.{name}" for name in _tmdb_produces(path, _response_properties(operation))} - requires
         own = f"tmdb.result.{_words(endpoint['id']).replace(' ', '_')}"
         states[own] = {"token": own, "description": f"The result of {endpoint['id']}: {endpoint['desc']}", "affordances": [endpoint["desc"], endpoint["raw_desc"]]}
         for token in requires | produces:
             kind = token.removeprefix("tmdb.").replace("_", " ")
             states.setdefault(token, {"token": token, "description": f"A {kind} is known.", "affordances": [f"find the {kind}"]})
-        parameters = [{"name": name, "type": "str"} for name in re.findall(r"\{(\w+)\}", path)]
+        parameters = [{"name": name, "type": "str", **({"state": f"tmdb.{name}"} if f"tmdb.{name}" in requires else {})} for name in re.findall(r"\{(\w+)\}", path)]
         parameters += [{"name": parameter["name"], "type": "str"} for parameter in operation.get("parameters", []) if parameter.get("required") and parameter.get("in") == "query"]
         tools.append(
             {
