@@ -84,6 +84,23 @@ def test_one_session_through_three_tasks_and_free_cells(workspace):
         assert {"sheets.table_loaded", "sheets.report_written"} <= session.held
 
 
+def test_planning_reserves_no_name_and_a_run_says_what_it_made(workspace):
+    with workspace.session("names-are-real") as session:
+        never_run = session.plan_task("parse this molecule", inputs={"smiles": ASPIRIN})
+        assert never_run.cell.step_variables == ("molecule",)
+        run = session.run_task("parse this molecule", inputs={"smiles": ASPIRIN})
+        assert run.task_plan.cell.step_variables == ("molecule",)  # no `molecule_2` for a plan never run
+        assert run.variables == {"molecule": "chemistry.molecule_parsed"}
+        assert run.text().endswith("Variables made: molecule (chemistry.molecule_parsed)")
+        assert session.execute("molecule['formula']").result == "'C9H8O4'"
+        # A plan made before the kernel took its name is given a new one when it runs: nothing is overwritten.
+        stale_names = session.plan_task("parse this molecule", inputs={"smiles": "CCO"}, held=[])
+        session.execute("molecule_2 = 'mine'")
+        ran = session.run_task(stale_names)
+        assert ran.result.status == "ok" and ran.task_plan.cell.step_variables == ("molecule_3",)
+        assert session.execute("molecule_2").result == "'mine'"
+
+
 def test_a_lost_kernel_takes_the_held_states_but_not_the_handles(workspace):
     with workspace.session("agent-2") as session:
         session.run_task("parse this molecule", inputs={"smiles": ASPIRIN})
