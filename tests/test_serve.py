@@ -38,6 +38,9 @@ def test_an_agent_searches_plans_runs_follows_up_and_restarts_through_the_server
 
             run = await client.call_tool("run_task", {"task": "parse this molecule", "inputs": {"smiles": "CCO"}, "session_id": "agent-1"})
             assert not run.is_error and run.structured_content["result"]["status"] == "ok"
+            # The model is told which variables the run made, so its follow-up names one that exists.
+            assert run.content[0].text.endswith("Variables made: molecule (chemistry.molecule_parsed)")
+            assert run.structured_content["variables"] == {"molecule": "chemistry.molecule_parsed"}
 
             follow_up = await client.call_tool("execute", {"code": "molecule['formula']", "session_id": "agent-1"})
             assert follow_up.content[0].text == "Out[2]: 'C2H6O'"
