@@ -85,6 +85,7 @@ class CaseResult:
     files_checked: int = 0
     files_unchanged: int = 0
     planned: list[dict] = field(default_factory=list)
+    artifacts: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
 
     @property
@@ -94,6 +95,8 @@ class CaseResult:
     def report(self) -> str:
         """The differences, one per line, then the planned wiring (for assertion messages)."""
         lines = [f"case {self.name}:", *(f"  - {difference}" for difference in self.differences)]
+        if self.artifacts:
+            lines.append(f"  held artifacts before the task: {self.artifacts}")
         if self.planned:
             lines.append("  planned:")
             lines += [f"    {step['step']}. {step['tool']}({', '.join(f'{name}: {label}' for name, label in step['arguments'].items())})" for step in self.planned]
@@ -180,6 +183,7 @@ class Runner:
                 if earlier.status != "ok":
                     result.differences.append(f"earlier turn {number} ended {earlier.status}: {_error_text(earlier)}")
                     return
+            result.artifacts = dict(session.artifacts)
             task_plan = self._plan(case, result, lambda: session.plan_task(task, inputs, held=held or None))
             if task_plan is not None:
                 self._compare(case, result, task_plan)
@@ -318,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "cases": len(results),
                 "passed": len(results) - len(failed),
-                "failed": [{"name": result.name, "differences": result.differences, "planned": result.planned} for result in failed],
+                "failed": [{"name": result.name, "differences": result.differences, "planned": result.planned, **({"held_artifacts": result.artifacts} if result.artifacts else {})} for result in failed],
                 "arguments": {"checked": sum(result.arguments_checked for result in results), "matching": sum(result.arguments_matching for result in results)},
                 "files": {"checked": sum(result.files_checked for result in results), "unchanged": sum(result.files_unchanged for result in results)},
                 "seconds": round(seconds, 1),

@@ -98,10 +98,17 @@ def summarize_text(text: str, max_sentences: int = 1) -> str:
     return "Summary: " + " ".join(sentences[:max_sentences])
 
 
-def save_text(text: str, path: str) -> str:
-    """Write ``text`` to the ``.txt`` file ``path`` (never over a file read as data); return the path."""
+def suggest_title(text: str) -> str:
+    """A title for ``text``: its first five words, capitalised, without punctuation."""
+    return " ".join(word.capitalize() for word in _WORD.findall(text)[:5])
+
+
+def save_text(text: str, path: str, title: str | None = None) -> str:
+    """Write ``text`` to the ``.txt`` file ``path`` (never over a file read as data), after a line
+    ``# title`` when ``title`` is given; return the path."""
     output = _checked_output(path, "save_text", ".txt")
-    output.write_text(text + "\n", encoding="utf-8")
+    heading = f"# {title}\n\n" if title else ""
+    output.write_text(heading + text + "\n", encoding="utf-8")
     return str(output)
 
 
