@@ -171,7 +171,8 @@ def _same_file(first: Any, second: Any) -> bool:
 
 
 def _kinds(token: str, refinements: Mapping[str, str]) -> frozenset[str]:
-    """``token`` and the states refining it, directly or not (as :meth:`planner.graph.StateGraph.kinds_of`)."""
+    """``token`` and every state that refines it, directly or through others: the states whose
+    artifacts a parameter carrying ``token`` takes (lint refuses refinement cycles, TP014)."""
     kinds = {token}
     while True:
         more = {special for special, general in refinements.items() if general in kinds} - kinds

@@ -132,16 +132,6 @@ class StateGraph:
         """``{state: the more general state it refines}`` for every declared state with ``refines``."""
         return {token: state.refines for token, state in self.states.items() if state.refines}
 
-    def kinds_of(self, token: str) -> frozenset[str]:
-        """``token`` and every state that refines it, directly or through others: the states whose
-        artifacts a parameter carrying ``token`` takes (lint refuses refinement cycles, TP014)."""
-        kinds, grown = {token}, True
-        while grown:
-            more = {special for special, general in self.refinements.items() if general in kinds}
-            grown = not more <= kinds
-            kinds |= more
-        return frozenset(kinds)
-
     def input_states_given(self, inputs: Mapping[str, object]) -> frozenset[str]:
         """The input states (``State.input``) whose value ``inputs`` give: an input is meant for a
         parameter that carries the state (:func:`planner.inputs.input_for`), so a task holds the

@@ -458,25 +458,35 @@ class AgentSession:
             and what :meth:`plan_task` raises.
         """
         task_plan = self._runnable(task, inputs)
-        if not task_plan.plan.steps:
-            return TaskRun(task_plan, self._take_notice(CellResult("ok")))
-        result = self.code_mode.run(task_plan.cell.code, self.session_id, self.user_id)
-        self._check_kernel()
-        return self._finish_task(task_plan, result, self._variables_now())
+        try:
+            if not task_plan.plan.steps:
+                return TaskRun(task_plan, self._take_notice(CellResult("ok")))
+            result = self.code_mode.run(task_plan.cell.code, self.session_id, self.user_id)
+            self._check_kernel()
+            return self._finish_task(task_plan, result, self._variables_now())
+        finally:
+            self._release(task_plan)
 
     async def arun_task(self, task: str | Sequence[str] | TaskPlan, inputs: Mapping[str, Any] | None = None) -> TaskRun:
         """Async :meth:`run_task`."""
         task_plan = await asyncio.to_thread(self._runnable, task, inputs)
-        if not task_plan.plan.steps:
-            return TaskRun(task_plan, self._take_notice(CellResult("ok")))
-        result = await self.code_mode.arun(task_plan.cell.code, self.session_id, self.user_id)
-        self._check_kernel()
-        return self._finish_task(task_plan, result, await self._avariables())
+        try:
+            if not task_plan.plan.steps:
+                return TaskRun(task_plan, self._take_notice(CellResult("ok")))
+            result = await self.code_mode.arun(task_plan.cell.code, self.session_id, self.user_id)
+            self._check_kernel()
+            return self._finish_task(task_plan, result, await self._avariables())
+        finally:
+            self._release(task_plan)
+
+    def _release(self, task_plan: TaskPlan) -> None:
+        """Give back the names :meth:`_runnable` reserved (after the kernel's variables are read,
+        so a task starting meanwhile sees them in one or the other)."""
+        with self._lock:
+            self._running.difference_update(task_plan.cell.step_variables)
 
     def _finish_task(self, task_plan: TaskPlan, result: CellResult, variables: list[str] | None) -> TaskRun:
         run = TaskRun(task_plan, result)
-        with self._lock:
-            self._running.difference_update(task_plan.cell.step_variables)
         if self._kernel_id is not None:  # the kernel that ran the cell still holds its variables
             self._record(task_plan, run)
         self._after_cell(variables)
