@@ -4,8 +4,9 @@ Each case of ``dataflow_cases.yaml`` (beside this file) is a task as a user woul
 list of step texts, with inputs — and the plan it must get: every step's tool and the source of
 EVERY argument of every step, written as :attr:`planner.cell.ArgumentSource.label` (``step 1``,
 ``held molecule``, ``input path``, ``input write_report.path``, ``variable query``, ``default``,
-``unbound``). The case is then run for real in a fresh kernel (or, with ``before:``, in an agent
-session whose earlier tasks ran first) in a temporary directory, and the runner checks the cell's
+``unbound``; ``TaskPlan.to_dict()["wiring"]`` must say the same). The case is then run for real in
+a fresh kernel (or, with ``before:``, in an agent session whose earlier tasks ran first) in a
+temporary directory, and the runner checks the cell's
 status, that the ``unchanged`` files (the user's data) have the same SHA-256 afterwards, that the
 ``created`` files exist, and any ``result_contains`` / ``contains`` text. A case with ``refused:
 NAME`` passes when planning raises an exception of that class (e.g. ``InputError``).
@@ -211,6 +212,12 @@ class Runner:
     def _compare(self, case: dict, result: CaseResult, task_plan) -> None:
         """Every step's tool and every argument's source against the case's ``steps``."""
         planned = result.planned = _wiring(task_plan)
+        reported = [
+            {"step": step["step"], "tool": step["tool"], "arguments": {name: source["label"] for name, source in step["arguments"].items()}}
+            for step in task_plan.to_dict().get("wiring") or []
+        ]
+        if reported != planned:
+            result.differences.append(f"to_dict()['wiring'] says {reported}, the cell's arguments say {planned}")
         expected = case["steps"]
         planned_tools = [step["tool"] for step in planned]
         expected_tools = [step["tool"] for step in expected]

@@ -2,7 +2,8 @@
 
 One state type, ``textflow.text``, flows through several tools that each take a text and return a
 text (expand, simplify, translate, summarize), so a chain of them is wired by state alone; a text can
-be read from a file, saved to a file, or read aloud into a WAV file. The transforms are deterministic
+be read from a file, given a title (which ``save_text`` takes by its name), saved to a file (a
+``role: output`` path), or read aloud into a WAV file. The transforms are deterministic
 and leave visible marks, so a run shows which step received which text:
 
 - expand appends the sentence :data:`textflow.tools.EXPANSION`;
