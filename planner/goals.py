@@ -30,7 +30,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from planner.cell import PlannedCell, render_cell
+from planner.cell import InputError, PlannedCell, render_cell
 from planner.graph import StateGraph
 from planner.planning import NoPlanError, Plan, plan, plan_to_run
 from planner.search import MIN_SCORE, SkillHit, SkillIndex
@@ -181,6 +181,8 @@ def choose_goal(
     Raises:
         NoMatchingSkillError: no hit scores at least ``min_score``.
         NoPlanError: hits match, but no plan reaches any of them (the best one's explanation).
+        InputError: the best candidates' cells would put an input where it is not meant (a
+            candidate refused so is passed over when another serves).
         QueryError: an empty task.
     """
     hits = index.search(task, k=k, held=held)
@@ -194,6 +196,7 @@ def choose_goal(
     # A tool hit is its own goal ("run this tool"), even when a state hit names what it produces.
     candidates: dict[tuple[frozenset[str], str | None], GoalCandidate] = {}
     first_unreachable: SkillHit | None = None
+    refused: dict[tuple[frozenset[str], str | None], InputError] = {}
     for order, hit in enumerate(matching):
         key = (hit.states, hit.name if hit.kind == "tool" else None)
         if key in candidates:
@@ -202,7 +205,12 @@ def choose_goal(
             first_unreachable = first_unreachable or hit
             candidates[key] = GoalCandidate(hit.states, hit, None, None, "no plan reaches it from the held states", order, _close(hit, best, margin), _close(hit, best, work_margin))
             continue
-        cell = render(hit.plan) if render is not None else render_cell(hit.plan, inputs, task, registry=graph.registry, refinements=graph.refinements)
+        try:
+            cell = render(hit.plan) if render is not None else render_cell(hit.plan, inputs, task, registry=graph.registry, refinements=graph.refinements)
+        except InputError as error:  # this goal's plan would put an input where it is not meant
+            refused[key] = error
+            candidates[key] = GoalCandidate(hit.states, hit, None, None, str(error), order, _close(hit, best, margin), _close(hit, best, work_margin))
+            continue
         candidates[key] = GoalCandidate(hit.states, hit, hit.plan, cell, None, order, _close(hit, best, margin), _close(hit, best, work_margin), hit.kind == "tool" and hit.name in {tool.name for tool in named})
 
     def rank(candidate: GoalCandidate) -> tuple:
@@ -211,7 +219,9 @@ def choose_goal(
     ordered = sorted(candidates.values(), key=rank, reverse=True)
     chosen = ordered[0]
     if chosen.plan is None:
-        assert first_unreachable is not None
+        refusal = refused.get((chosen.goal, chosen.hit.name if chosen.hit.kind == "tool" else None))
+        if refusal is not None or first_unreachable is None:  # the best candidates' plans were refused for their inputs
+            raise refusal or next(iter(refused.values()))
         raise _why_unreachable(graph, first_unreachable, held)
     passed_over = tuple(replace(candidate, lost_because=candidate.lost_to(chosen)) for candidate in ordered[1:] if candidate.close)
     return GoalChoice(chosen, passed_over)

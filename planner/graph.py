@@ -132,16 +132,14 @@ class StateGraph:
         """``{state: the more general state it refines}`` for every declared state with ``refines``."""
         return {token: state.refines for token, state in self.states.items() if state.refines}
 
+    def states_carried(self, inputs: Mapping[str, object]) -> frozenset[str]:
+        """The states whose value ``inputs`` give: an input meant for a parameter that carries the
+        state (:func:`planner.inputs.input_for`) is a new value of that state."""
+        return frozenset(parameter.state for tool in self.registry for parameter in tool.parameters if parameter.state and input_for(tool, parameter, inputs) is not None)
+
     def input_states_given(self, inputs: Mapping[str, object]) -> frozenset[str]:
-        """The input states (``State.input``) whose value ``inputs`` give: an input is meant for a
-        parameter that carries the state (:func:`planner.inputs.input_for`), so a task holds the
-        state from the start."""
-        return frozenset(
-            parameter.state
-            for tool in self.registry
-            for parameter in tool.parameters
-            if parameter.state and parameter.state in self.states and self.states[parameter.state].input and input_for(tool, parameter, inputs) is not None
-        )
+        """The input states (``State.input``) among :meth:`states_carried`: a task holds them from the start."""
+        return frozenset(token for token in self.states_carried(inputs) if token in self.states and self.states[token].input)
 
     def reachable(self, held: Collection[str], avoid: Collection[int] = ()) -> set[str]:
         """Every state reachable from ``held`` with the tools not in ``avoid`` (ids): a forward fixpoint."""

@@ -388,7 +388,7 @@ def held_unless_replaced(graph: StateGraph, held: Collection[str], inputs: Mappi
     held = frozenset(held)
     if not inputs or not held:
         return held
-    carried = {parameter.state for tool in graph.registry for parameter in tool.parameters if parameter.state and input_for(tool, parameter, inputs) is not None}
+    carried = graph.states_carried(inputs)
     replaced = {state for tool in graph.registry if any(input_for(tool, parameter, inputs) is not None for parameter in tool.parameters) for state in tool.state_transition.produces}
     grown = True
     while grown:  # downstream: what tools make from a replaced state is replaced too

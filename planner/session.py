@@ -375,7 +375,9 @@ class AgentSession:
         too). Planning promises no variable name: running does (:meth:`_runnable`)."""
         with self._lock:
             graph = self.workspace.graph
-            artifacts = {variable: state for variable, state in self._artifacts.items() if state in plan.held}
+            # An input that carries a state is a newer value of it than the artifact held before.
+            carried = graph.states_carried(inputs or {})
+            artifacts = {variable: state for variable, state in self._artifacts.items() if state in plan.held and state not in carried}
             return render_cell(plan, inputs, task, registry=graph.registry, bindings=bindings, artifacts=artifacts, variables=self._variables | self._running, also_show=also_show, refinements=graph.refinements)
 
     def plan_task(self, task: str | Sequence[str], inputs: Mapping[str, Any] | None = None, held: str | Collection[str] | None = None) -> TaskPlan:
