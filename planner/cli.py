@@ -315,7 +315,7 @@ def command_cell(arguments: argparse.Namespace) -> int:
     inputs = parse_inputs(arguments.input)
     if arguments.goal:
         goal_plan, cell = workspace.plan_goal(arguments.goal, inputs, held=arguments.have)
-        payload = {"goal": sorted(goal_plan.goal), "plan": goal_plan.to_dict(), "cell": cell.code, "instructions": cell.instructions, "instructions_saved_chars": cell.saved_chars, "unbound": [parameter.to_dict() for parameter in cell.unbound]}
+        payload = {"goal": sorted(goal_plan.goal), "plan": goal_plan.to_dict(), "cell": cell.code, "instructions": cell.instructions, "instructions_saved_chars": cell.saved_chars, "wiring": cell.wiring(goal_plan), "unbound": [parameter.to_dict() for parameter in cell.unbound], "unused_inputs": list(cell.unused_inputs), "input_advice": dict(cell.advice)}
     else:
         task_plan = workspace.plan_task(_task(arguments), inputs, held=arguments.have)
         _warn_about_parts(task_plan)
