@@ -17,8 +17,8 @@ of these that exists:
    an unbound one by name (so it compiles, and runs once the name is defined) and the
    instructions list it.
 
-A parameter with ``role: output`` (a file the tool writes) takes no step's return by name and no
-kernel variable, and never a path the user gave as data: a step-qualified input that names the
+A parameter with ``role: output`` (a file the tool writes) takes no step's return, no held
+artifact and no kernel variable, and never a path the user gave as data: a step-qualified input that names the
 same file as another input is refused, and so is a plain input that would feed both a parameter the
 tool reads and one it writes. New variables never take a name the kernel or the cell already uses.
 """
@@ -163,11 +163,15 @@ def _unique_name(base: str, taken: set[str]) -> str:
 
 
 def _same_file(first: Any, second: Any) -> bool:
-    """Whether two input values name the same file (strings only; ``~`` and ``..`` resolved)."""
+    """Whether two input values name the same file (strings only; ``~``, ``..`` and symbolic links
+    resolved; two hard links to one file are the same file)."""
     if not isinstance(first, str) or not isinstance(second, str) or not first.strip() or not second.strip():
         return False
-    paths = [os.path.realpath(os.path.expanduser(value)) for value in (first, second)]
-    return paths[0] == paths[1]
+    try:
+        paths = [os.path.realpath(os.path.expanduser(value)) for value in (first, second)]
+        return paths[0] == paths[1] or (os.path.exists(paths[0]) and os.path.exists(paths[1]) and os.path.samefile(*paths))
+    except (ValueError, OSError):  # a NUL byte, or a path the OS refuses: no file to clash with
+        return False
 
 
 def _kinds(token: str, refinements: Mapping[str, str]) -> frozenset[str]:
@@ -267,10 +271,11 @@ def render_cell(
             required = parameter in tool.required_parameters
             output = parameter.role == "output"
             source: ArgumentSource | None = None
-            kinds = _kinds(parameter.state, refinements) if parameter.state else frozenset()
-            for position in range(len(returns) - 1, -1, -1):
+            # A destination takes nothing a step returned or the session holds: that may be a file read.
+            kinds = _kinds(parameter.state, refinements) if parameter.state and not output else frozenset()
+            for position in [] if output else range(len(returns) - 1, -1, -1):
                 state, returned, variable = returns[position]
-                if (state in kinds) if parameter.state else (returned == name and not output):
+                if (state in kinds) if parameter.state else returned == name:
                     source = ArgumentSource("step", variable, step=position, state=state)
                     break
             if source is None and kinds:

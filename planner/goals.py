@@ -32,6 +32,7 @@ from typing import Any
 
 from planner.cell import InputError, PlannedCell, render_cell
 from planner.graph import StateGraph
+from planner.inputs import names_a_step
 from planner.planning import NoPlanError, Plan, plan, plan_to_run
 from planner.search import MIN_SCORE, SkillHit, SkillIndex
 from registry import ToolDefinition
@@ -207,7 +208,11 @@ def choose_goal(
             continue
         try:
             cell = render(hit.plan) if render is not None else render_cell(hit.plan, inputs, task, registry=graph.registry, refinements=graph.refinements)
-        except InputError as error:  # this goal's plan would put an input where it is not meant
+        except InputError as error:
+            # A tool the user addressed by a step-qualified input is meant: its refusal is the
+            # answer, not a reason to quietly plan another tool.
+            if names_a_step(inputs or {}, [step.tool for step in hit.plan.steps]):
+                raise
             refused[key] = error
             candidates[key] = GoalCandidate(hit.states, hit, None, None, str(error), order, _close(hit, best, margin), _close(hit, best, work_margin))
             continue

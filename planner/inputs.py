@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import keyword
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from registry import ToolDefinition, ToolParameter
@@ -41,10 +41,15 @@ def check_input_names(inputs: Mapping[str, Any]) -> None:
         if not isinstance(name, str):
             raise InputError(f"input names must be strings, got {name!r}")
         tool, dot, parameter = name.rpartition(".")
-        if keyword.iskeyword(parameter) or keyword.issoftkeyword(parameter):
+        if keyword.iskeyword(parameter):  # a soft keyword (`match`) is a fine keyword argument
             raise InputError(f"input name {name!r} is a Python keyword, so it cannot be a variable; a tool parameter named {parameter!r} is passed as {parameter_name(parameter)!r}")
         if not parameter.isidentifier() or (dot and (not tool.strip(".") or any(character.isspace() or not character.isprintable() for character in tool))):
             raise InputError(f"input name {name!r} is not a valid Python name: use the parameter's Python name (letters, digits, underscores; not starting with a digit), or TOOL.PARAMETER for one tool's parameter (e.g. write_report.path)")
+
+
+def names_a_step(inputs: Mapping[str, Any], tools: Iterable[ToolDefinition]) -> bool:
+    """Whether a step-qualified input names one of ``tools``: the user addressed that tool."""
+    return any(qualifier is not None and any(names_tool(qualifier, tool) for tool in tools) for qualifier, _ in map(split_name, inputs))
 
 
 def is_qualified(name: str) -> bool:

@@ -88,6 +88,20 @@ def test_a_report_never_takes_the_path_of_the_table_it_reports_on(shipped, tmp_p
         shipped.plan_task("load the table and write a report", inputs={"path": str(data), "write_report.path": str(data)})
 
 
+def test_a_destination_the_user_names_is_refused_not_swapped_for_another_tool(shipped, tmp_path):
+    data = shutil.copy(SAMPLE_DATA / "compounds.csv", tmp_path / "compounds.csv")
+    with pytest.raises(InputError, match="write over it"):
+        shipped.plan_task("plot a histogram of price_per_gram", inputs={"path": str(data), "column": "price_per_gram", "plot_histogram.output_path": str(data)})
+    # A hard link is the same file under another name (and another suffix).
+    link = tmp_path / "compounds.md"
+    link.hardlink_to(data)
+    with pytest.raises(InputError, match="which input 'path' gives as data"):
+        shipped.plan_task("load the table and write a report", inputs={"path": str(data), "write_report.path": str(link)})
+    # A NUL byte names no file: no crash, and the kernel's open() refuses it later.
+    cell = shipped.plan_task("load the table and write a report", inputs={"path": str(data), "write_report.path": "report\x00.md"}).cell
+    assert cell.arguments[1]["path"].label == "input write_report.path"
+
+
 @pytest.mark.integration
 def test_run_writes_the_report_beside_and_leaves_the_users_csv_alone(tmp_path):
     data = shutil.copy(SAMPLE_DATA / "compounds.csv", tmp_path / "compounds.csv")
@@ -156,6 +170,21 @@ def test_one_input_may_not_feed_a_parameter_read_and_one_written():
     # An output parameter takes no kernel variable of its name: a session's `path` is the user's data.
     session_cell = render_cell(saving, {"load.path": "data.csv"}, variables={"path"})
     assert session_cell.arguments[1]["path"].label == "unbound"
+    # Nor an earlier step's return, even one carrying its state: the file a step found may be data.
+    registry.register_tool(ToolDefinition(name="find", server_name="files", return_spec={"name": "found", "type": "str", "state": "files.found"}, state_transition={"produces": ["files.found"]}))
+    registry.register_tool(ToolDefinition(name="export", server_name="files", required_parameters=[{"name": "table", "type": "dict", "state": "files.loaded"}, {"name": "dest", "type": "str", "state": "files.found", "role": "output"}], state_transition={"requires": ["files.loaded", "files.found"], "produces": ["files.exported"]}))
+    graph = StateGraph(registry, [State("files.loaded"), State("files.saved"), State("files.found"), State("files.exported")])
+    exporting = render_cell(plan(graph, ["files.exported"]), {"path": "data.csv"})
+    assert exporting.arguments[-1]["dest"].label == "unbound"
+
+
+def test_a_parameter_named_by_a_soft_keyword_takes_its_input(tmp_path):
+    registry = ToolRegistry(package="grep_tools")
+    registry.register_tool(ToolDefinition(name="grep", server_name="text", required_parameters=[{"name": "match", "type": "str"}], state_transition={"produces": ["text.found"]}))
+    from planner import StateGraph
+
+    cell = render_cell(plan(StateGraph(registry, [State("text.found")]), ["text.found"]), {"match": "needle"})
+    assert cell.arguments[0]["match"].label == "input match" and cell.unbound == ()
 
 
 def test_refinement_cycles_and_unknown_refined_states_are_lint_errors(tmp_path):

@@ -15,9 +15,10 @@ READERS = {".csv": pandas.read_csv, ".tsv": lambda path: pandas.read_csv(path, s
 #: File suffixes the plots write.
 PNG_SUFFIXES = (".png",)
 
-# Resolved path of every file read as data → the tool that read it. Module-level on purpose: the tools
-# run in one kernel process per session, so this remembers the session's inputs for as long as it lasts.
-_read_as_data: dict[Path, str] = {}
+# Every file read as data, by its identity (device, inode: the same through any symbolic or hard link)
+# → its resolved path and the tool that read it. Module-level on purpose: the tools run in one kernel
+# process per session, so this remembers the session's inputs for as long as it lasts.
+_read_as_data: dict[tuple[int, int], tuple[Path, str]] = {}
 
 
 class OutputPathError(ValueError):
@@ -39,7 +40,8 @@ def read_table(path: str | Path, tool_name: str) -> pandas.DataFrame:
         raise ValueError(f"cannot read {path.name}: use a file ending in {', '.join(READERS)}")
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
-    _read_as_data[path.resolve()] = tool_name
+    status = path.stat()
+    _read_as_data[(status.st_dev, status.st_ino)] = (path.resolve(), tool_name)
     return reader(path)
 
 
@@ -52,9 +54,11 @@ def checked_output_path(path: str | Path, tool_name: str, suffixes: tuple[str, .
         OutputPathError: naming the path and what to pass instead.
     """
     path = Path(path)
-    reader = _read_as_data.get(path.resolve())
-    if reader is not None:
-        raise OutputPathError(f"{tool_name} refuses to write over {path.resolve()}: this kernel read it as data ({reader}); pass another path, such as {example}")
+    status = path.stat() if path.exists() else None
+    read = _read_as_data.get((status.st_dev, status.st_ino)) if status is not None else None
+    if read is not None:
+        read_path, reader = read
+        raise OutputPathError(f"{tool_name} refuses to write over {read_path}: this kernel read it as data ({reader}); pass another path, such as {example}")
     if path.is_dir():
         raise OutputPathError(f"{tool_name} cannot write to {path}: it is a directory; pass a file path in it, such as {path / example}")
     if path.suffix.lower() not in suffixes:
