@@ -280,8 +280,22 @@ def joint_plan(graph: StateGraph, matches: Sequence[PartMatch], held: Collection
     # In-domain tools first, then by relevance: every in-domain score lies above every other one.
     span = (max(relevance.values()) - min(relevance.values()) + 1.0) if relevance else 1.0
     prefer = {tool.id: relevance.get(tool.id, 0.0) + (span if tool.server_name in domains else 0.0) for tool in graph.registry}
-    joint = _ordered_by_parts(plan(graph, states, held=held, must_run=tools, prefer=prefer), matches)
+    joint = _ordered_by_parts(_with_repeats(plan(graph, states, held=held, must_run=tools, prefer=prefer), matches), matches)
     return replace(joint, tie_breaks=_tie_breaks(graph, joint, domains, relevance))
+
+
+def _with_repeats(joint: Plan, matches: Sequence[PartMatch]) -> Plan:
+    """``joint`` with one more call of a tool for each further part that asks to run it: "set an
+    alarm for 7, ..., set another for 5:30" calls the tool twice (each part is a call the user asked
+    for; a plan, being a set of tools, runs it once)."""
+    asked: dict[int, int] = {}
+    for match in matches:
+        if match.status == "matched" and match.tool is not None:
+            asked[match.tool.id] = asked.get(match.tool.id, 0) + 1
+    extra = [step for step in joint.steps for _ in range(asked.get(step.tool.id, 1) - 1)]
+    if not extra:
+        return joint
+    return replace(joint, steps=(*joint.steps, *extra), cost=joint.cost + sum(step.tool.cost for step in extra), lower_bound=(joint.lower_bound or 0.0) + sum(step.tool.cost for step in extra))
 
 
 def _relevance(index: SkillIndex, matches: Sequence[PartMatch]) -> dict[int, float]:
@@ -330,14 +344,19 @@ def _ordered_by_parts(joint: Plan, matches: Sequence[PartMatch]) -> Plan:
     # A state held before the plan needs no producer first, so its producers set no order: the
     # parts do ("simplify the text, then expand it" simplifies the held text first).
     needs = [{source for token, source in step.satisfied_by.items() if source is not None and token not in joint.held} for step in steps]
-    # The first part each step serves: the part whose goal it produces or whose tool it is, then
-    # (backwards) the earliest part of any step it feeds.
+    # The first part each step serves: the part whose goal it produces or whose tool it is (the k-th
+    # call of a tool serves the k-th part asking for it), then (backwards) the earliest part of any
+    # step it feeds.
+    asking: dict[int, list[int]] = {}
+    for number, match in enumerate(matches):
+        if match.status == "matched" and match.tool is not None:
+            asking.setdefault(match.tool.id, []).append(number)
     serves = [len(matches)] * len(steps)
     for position, step in enumerate(steps):
-        for number, match in enumerate(matches):
-            if match.status == "matched" and ((match.tool is not None and match.tool.id == step.tool.id) or (match.tool is None and step.produces & match.goal)):
-                serves[position] = min(serves[position], number)
-                break
+        parts = asking.get(step.tool.id)  # type: ignore[arg-type]
+        served = [parts.pop(0)] if parts else []
+        served += [number for number, match in enumerate(matches) if match.status == "matched" and match.tool is None and step.produces & match.goal][:1]
+        serves[position] = min(served, default=len(matches))
     for position in range(len(steps) - 1, -1, -1):
         for required_from in needs[position]:
             serves[required_from] = min(serves[required_from], serves[position])

@@ -145,3 +145,11 @@ def test_cli_takes_steps_and_reports_parts(tmp_path):
     assert "the part 'book a flight to Paris' of the task matched nothing" in completed.stderr
     both = toolpath("cell", "check it", "--step", "check Lipinski's rule of five")
     assert both.returncode == 2 and "not both" in both.stderr
+
+
+def test_a_tool_asked_for_twice_is_called_twice_in_the_order_asked(workspace):
+    steps = ["call parse_molecule on the first SMILES", "call compute_descriptors on that molecule", "call parse_molecule again to check it"]
+    task_plan = workspace.plan_task(steps, inputs={"smiles": ASPIRIN})
+    assert tool_names(task_plan) == ["parse_molecule", "compute_descriptors", "parse_molecule"]
+    assert task_plan.plan.cost == 3 and task_plan.cell.step_variables == ("molecule", "descriptors", "molecule_2")
+    assert "descriptors = await chemistry.compute_descriptors(molecule=molecule)" in task_plan.cell.code
