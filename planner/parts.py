@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import heapq
 import re
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -285,13 +286,11 @@ def joint_plan(graph: StateGraph, matches: Sequence[PartMatch], held: Collection
 
 
 def _with_repeats(joint: Plan, matches: Sequence[PartMatch]) -> Plan:
-    """``joint`` with one more call of a tool for each further part that asks to run it: "set an
-    alarm for 7, ..., set another for 5:30" calls the tool twice (each part is a call the user asked
-    for; a plan, being a set of tools, runs it once)."""
-    asked: dict[int, int] = {}
-    for match in matches:
-        if match.status == "matched" and match.tool is not None:
-            asked[match.tool.id] = asked.get(match.tool.id, 0) + 1
+    """``joint`` with one more call of a tool for each further part that asks to run it (steps
+    "call clock_alarm_set for 7:00", "call clock_alarm_cancel", "call clock_alarm_set for 5:30" are
+    three calls; a plan, being a set of tools, runs each once). A part whose goal is a *state*
+    already reached adds nothing: the state is held."""
+    asked = Counter(match.tool.id for match in matches if match.status == "matched" and match.tool is not None)
     extra = [step for step in joint.steps for _ in range(asked.get(step.tool.id, 1) - 1)]
     if not extra:
         return joint
