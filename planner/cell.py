@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from kernel.bindings import BINDER_FUNCTION, Bindings
+from planner.graph import kinds_of
 from planner.inputs import InputError, check_input_names, input_for, is_qualified, names_tool, python_literal, split_name
 from planner.planning import Plan, qualified_name
 from registry import ToolDefinition, ToolParameter, ToolRegistry
@@ -174,17 +175,6 @@ def _same_file(first: Any, second: Any) -> bool:
         return False
 
 
-def _kinds(token: str, refinements: Mapping[str, str]) -> frozenset[str]:
-    """``token`` and every state that refines it, directly or through others: the states whose
-    artifacts a parameter carrying ``token`` takes (lint refuses refinement cycles, TP014)."""
-    kinds = {token}
-    while True:
-        more = {special for special, general in refinements.items() if general in kinds} - kinds
-        if not more:
-            return frozenset(kinds)
-        kinds |= more
-
-
 def render_cell(
     plan: Plan,
     inputs: Mapping[str, Any] | None = None,
@@ -272,7 +262,7 @@ def render_cell(
             output = parameter.role == "output"
             source: ArgumentSource | None = None
             # A destination takes nothing a step returned or the session holds: that may be a file read.
-            kinds = _kinds(parameter.state, refinements) if parameter.state and not output else frozenset()
+            kinds = kinds_of(parameter.state, refinements) if parameter.state and not output else frozenset()
             for position in [] if output else range(len(returns) - 1, -1, -1):
                 state, returned, variable = returns[position]
                 if (state in kinds) if parameter.state else returned == name:

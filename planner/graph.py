@@ -30,6 +30,17 @@ def _suggest(name: str, known: Iterable[str]) -> str:
     return f"; did you mean {', '.join(matches)}?" if matches else ""
 
 
+def kinds_of(token: str, refinements: Mapping[str, str]) -> frozenset[str]:
+    """``token`` and every state that refines it, directly or through others (``refinements``:
+    ``{state: the state it refines}``, as :attr:`StateGraph.refinements`): the states whose artifacts
+    a parameter carrying ``token`` takes. Lint refuses refinement cycles (TP014); one made in code
+    still ends, each state being added once."""
+    kinds = {token}
+    while more := {special for special, general in refinements.items() if general in kinds} - kinds:
+        kinds |= more
+    return frozenset(kinds)
+
+
 class StateGraph:
     """The tools of a registry as a bipartite state/tool ``networkx.DiGraph``.
 

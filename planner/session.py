@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from kernel import CellResult, CodeMode, KernelError
 from kernel.bindings import Bindings, toolkit_of
 from planner.cell import PlannedCell, is_variable_name, render_cell
+from planner.graph import kinds_of
 from planner.parts import checked_request, plan_parts, task_text
 from planner.planning import Plan
 from planner.search import SkillHit
@@ -189,6 +190,12 @@ class AgentSession:
         """The session's knowledge as plain data (for saving; see :class:`SessionState`)."""
         with self._lock:
             return SessionState(self.session_id, tuple(sorted(self._held)), dict(self._artifacts), tuple(self._domains), self._kernel_id)
+
+    def _newest_artifact(self, state: str) -> str | None:
+        """The newest variable carrying ``state`` or a refinement of it (as a planned cell reads it)."""
+        kinds = kinds_of(state, self.workspace.graph.refinements)
+        with self._lock:
+            return next((variable for variable, carried in reversed(self._artifacts.items()) if carried in kinds), None)
 
     def _artifact_of(self) -> dict[str, str]:
         """``{state: variable}``, the newest variable for each state."""
@@ -530,17 +537,18 @@ class AgentSession:
         for state in held:
             carrier = artifact_of.get(state)
             lines.append(f"  {state}: {carrier}" if carrier else f"  {state} (no variable carries it)")
-        lines.extend(self._next_steps(set(held), artifact_of))
+        lines.extend(self._next_steps(set(held)))
         return "\n".join(lines) + "\n"
 
-    def _next_steps(self, held: set[str], artifact_of: dict[str, str]) -> list[str]:
+    def _next_steps(self, held: set[str]) -> list[str]:
         targets = self._bindings.targets if self._bindings is not None else {}
         steps = []
         for tool in self.workspace.loaded.registry:
             requires, produces = tool.state_transition.requires, tool.state_transition.produces
             if not requires or not requires <= held or produces <= held:
                 continue
-            arguments = ", ".join(f"{parameter.python_name}={artifact_of[parameter.state]}" for parameter in tool.required_parameters if parameter.state in artifact_of)
+            carriers = {parameter.python_name: self._newest_artifact(parameter.state) for parameter in tool.required_parameters if parameter.state and parameter.role != "output"}
+            arguments = ", ".join(f"{name}={variable}" for name, variable in carriers.items() if variable is not None)
             if tool.id in targets:
                 steps.append(f"  {targets[tool.id]}({arguments}) -> {', '.join(sorted(produces - held))}")
             else:

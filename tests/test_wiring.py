@@ -205,3 +205,15 @@ def test_refinement_cycles_and_unknown_refined_states_are_lint_errors(tmp_path):
     )
     findings = {(finding.code, finding.line) for finding in lint_catalogs([catalog])}
     assert {("TP014", 3), ("TP014", 4), ("TP001", 5)} <= findings
+
+
+@pytest.mark.integration
+def test_a_session_follow_up_takes_the_filtered_rows_it_holds(shipped, tmp_path):
+    data = shutil.copy(SAMPLE_DATA / "compounds.csv", tmp_path / "compounds.csv")
+    with shipped.session("filtered-follow-up", cwd=str(tmp_path), snapshot=False) as session:
+        first = session.run_task("filter the rows to analgesics", inputs={"path": str(data), "query": "category == 'analgesic'"})
+        assert first.result.status == "ok" and session.artifacts == {"table": "tabular.table_loaded", "rows": "tabular.rows_filtered"}
+        assert "tabular.plot_histogram(table=rows) -> tabular.histogram_plotted" in session.instructions()
+        follow_up = session.plan_task("plot a histogram of year_introduced", inputs={"column": "year_introduced"})
+        assert labels(follow_up) == [("plot_histogram", {"table": "held rows", "column": "input column", "bins": "default", "output_path": "default"})]
+        assert session.run_task(follow_up).result.status == "ok" and (tmp_path / "histogram.png").exists()
