@@ -16,6 +16,7 @@
 | TP012 | error    | with ``import_modules``: a name in a type string that does not resolve |
 | TP013 | warning  | states in a cycle no tool or held state starts (every producer of one needs another) |
 | TP014 | error    | states whose ``refines`` lead back to themselves (a refines b refines a) |
+| TP015 | warning  | a parameter with ``role: output`` that carries a ``state`` (a destination is never wired from a step) |
 | TP100 | error    | the file cannot be read or is not valid YAML/JSON |
 | TP101 | error    | a field is missing, unknown or of the wrong type |
 | TP102 | error    | a state token declared twice (or differently in two files) |
@@ -68,6 +69,7 @@ RULES: dict[str, tuple[Severity, str]] = {
     "TP012": ("error", "type name that does not resolve"),
     "TP013": ("warning", "cycle of states nothing starts"),
     "TP014": ("error", "refinement cycle"),
+    "TP015": ("warning", "output parameter that carries a state"),
     "TP100": ("error", "unreadable catalog"),
     "TP101": ("error", "invalid field"),
     "TP102": ("error", "duplicate state"),
@@ -226,6 +228,10 @@ def _check_catalog(catalog: Catalog, facts: _Facts) -> list[Finding]:
             elif tool.return_spec is None and transition.produces & facts.taken:
                 wanted = ", ".join(sorted(transition.produces & facts.taken))
                 findings.append(_finding(catalog, ["tools", index], "TP009", f"tool {tool.name!r} produces {wanted}, which later tools take values of, but declares no return_spec: its result cannot be passed on, so a plan asks the user for it; add return_spec with the state its value carries"))
+            for key in ("required_parameters", "optional_parameters"):
+                for position, parameter in enumerate(getattr(tool, key)):
+                    if parameter.role == "output" and parameter.state is not None:
+                        findings.append(_finding(catalog, ["tools", index, key, position, "state"], "TP015", f"parameter {parameter.name!r} of tool {tool.name!r} is an output (role: output) and carries state {parameter.state!r}: a destination never takes an earlier step's value or a held artifact (it could be a file the plan reads), so the state is ignored; remove it"))
             if not tool.description and not tool.affordances:
                 findings.append(_finding(catalog, ["tools", index], "TP005", f"tool {tool.name!r} has neither description nor affordances; skill search cannot find it"))
         for location, text in _typed(tool):

@@ -199,12 +199,17 @@ def test_refinement_cycles_and_unknown_refined_states_are_lint_errors(tmp_path):
               - {token: loop.a, description: A., refines: loop.b}
               - {token: loop.b, description: B., refines: loop.a}
               - {token: loop.c, description: C., refines: loop.missing}
-            tools: []
+            tools:
+              - name: save
+                description: Save a file.
+                module: loop_tools.save
+                required_parameters: [{name: dest, type: str, role: output, state: loop.a}]
+                state_transition: {produces: [loop.b]}
             """
         )
     )
     findings = {(finding.code, finding.line) for finding in lint_catalogs([catalog])}
-    assert {("TP014", 3), ("TP014", 4), ("TP001", 5)} <= findings
+    assert {("TP014", 3), ("TP014", 4), ("TP001", 5), ("TP015", 10)} <= findings
 
 
 @pytest.mark.integration
