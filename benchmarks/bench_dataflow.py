@@ -270,10 +270,9 @@ class Runner:
 
 def _wiring(task_plan) -> list[dict]:
     """``[{step, tool, arguments: {parameter: label}}]`` of a task plan (``cell.arguments``)."""
-    arguments = getattr(task_plan.cell, "arguments", None) or [{} for _ in task_plan.plan.steps]
     return [
         {"step": number, "tool": f"{step.tool.server_name}.{step.tool.name}", "arguments": {name: source.label for name, source in sources.items()}}
-        for number, (step, sources) in enumerate(zip(task_plan.plan.steps, arguments), 1)
+        for number, (step, sources) in enumerate(zip(task_plan.plan.steps, task_plan.cell.arguments), 1)
     ]
 
 
