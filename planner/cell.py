@@ -356,6 +356,9 @@ def _check_qualified_inputs(plan: Plan, inputs: Mapping[str, Any]) -> None:
 
 def _check_destinations(inputs: Mapping[str, Any], fed: Mapping[str, list[tuple[int, ToolDefinition, ToolParameter]]]) -> None:
     """Refuse inputs that would make a tool write where the user's data is (see the module docstring)."""
+    # The user's data: what inputs feed to parameters tools read, and unused inputs naming a file.
+    data = [name for name, uses in fed.items() if any(parameter.role != "output" for _, _, parameter in uses)]
+    data += [name for name in inputs if name not in fed and isinstance(inputs[name], str) and os.path.lexists(os.path.expanduser(inputs[name]))]
     for name, uses in fed.items():
         reads = [(index, tool, parameter) for index, tool, parameter in uses if parameter.role != "output"]
         writes = [(index, tool, parameter) for index, tool, parameter in uses if parameter.role == "output"]
@@ -364,9 +367,7 @@ def _check_destinations(inputs: Mapping[str, Any], fed: Mapping[str, list[tuple[
             _, tool, parameter = writes[0]
             raise InputError(f"input {name!r} would be both read as data and written over ({described}); give the destination its own input, e.g. {tool.name}.{parameter.python_name}=FILE")
         if writes:
-            clash = next((other for other, other_uses in fed.items() if other != name and any(parameter.role != "output" for _, _, parameter in other_uses) and _same_file(inputs[name], inputs[other])), None)
-            if clash is None:
-                clash = next((other for other in inputs if other not in fed and _same_file(inputs[name], inputs[other])), None)
+            clash = next((other for other in data if other != name and _same_file(inputs[name], inputs[other])), None)
             if clash is not None:
                 _, tool, parameter = writes[0]
                 raise InputError(f"input {name!r} names the file {inputs[name]!r}, which input {clash!r} gives as data; {tool.name} would write over it ({parameter.python_name} is where it writes): choose another file")

@@ -222,3 +222,13 @@ def test_a_session_follow_up_takes_the_filtered_rows_it_holds(shipped, tmp_path)
         follow_up = session.plan_task("plot a histogram of year_introduced", inputs={"column": "year_introduced"})
         assert labels(follow_up) == [("plot_histogram", {"table": "held rows", "column": "input column", "bins": "default", "output_path": "default"})]
         assert session.run_task(follow_up).result.status == "ok" and (tmp_path / "histogram.png").exists()
+
+
+def test_a_destination_equal_to_some_text_that_names_no_file_is_allowed(shipped, tmp_path):
+    data = shutil.copy(SAMPLE_DATA / "compounds.csv", tmp_path / "compounds.csv")
+    destination = str(tmp_path / "summary.md")
+    # An unused input counts as the user's data only when it names a file that exists.
+    cell = shipped.plan_task("load the table and write a report", inputs={"path": str(data), "write_report.path": destination, "caption": destination}).cell
+    assert cell.arguments[1]["path"].label == "input write_report.path" and cell.unused_inputs == ("caption",)
+    with pytest.raises(InputError, match="which input 'backup' gives as data"):
+        shipped.plan_task("load the table and write a report", inputs={"path": str(SAMPLE_DATA / "suppliers.csv"), "write_report.path": str(data), "backup": str(data)})
