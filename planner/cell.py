@@ -258,34 +258,17 @@ def render_cell(
         sources: dict[str, ArgumentSource] = {}
         for parameter in tool.parameters:
             name = parameter.python_name  # inputs, variables and keywords are Python names
-            required = parameter in tool.required_parameters
-            output = parameter.role == "output"
-            source: ArgumentSource | None = None
-            # A destination takes nothing a step returned or the session holds: that may be a file read.
-            kinds = kinds_of(parameter.state, refinements) if parameter.state and not output else frozenset()
-            for position in [] if output else range(len(returns) - 1, -1, -1):
-                state, returned, variable = returns[position]
-                if (state in kinds) if parameter.state else returned == name:
-                    source = ArgumentSource("step", variable, step=position, state=state)
-                    break
-            if source is None and kinds:
-                held = next((variable for variable, state in reversed(artifacts.items()) if state in kinds), None)
-                if held is not None:
-                    source = ArgumentSource("held", held, state=artifacts[held])
-                    used_artifacts[held] = artifacts[held]
-            if source is None:
-                meant = input_for(tool, parameter, inputs)
-                if meant is not None:
-                    source = ArgumentSource("input", input_variables[meant], input=meant)
-                    fed.setdefault(meant, []).append((index, tool, parameter))
-            if source is None and required and not output and name in variables:
-                source = ArgumentSource("variable", name)
-            if source is None and required:
+            source = _source(tool, parameter, returns, artifacts, inputs, input_variables, variables, refinements)
+            if source.kind == "held":
+                used_artifacts[source.variable] = source.state  # type: ignore[index,assignment]
+            elif source.kind == "input":
+                fed.setdefault(source.input, []).append((index, tool, parameter))  # type: ignore[arg-type]
+            elif source.kind == "unbound":
                 if name not in unbound_variables:
                     unbound_variables[name] = _unique_name(name, taken)
                 source = ArgumentSource("unbound", unbound_variables[name])
-                unbound.append(UnboundParameter(index, tool.name, name, parameter.type, parameter.description, source.variable))  # type: ignore[arg-type]
-            sources[name] = source or ArgumentSource("default")
+                unbound.append(UnboundParameter(index, tool.name, name, parameter.type, parameter.description, unbound_variables[name]))
+            sources[name] = source
         step_arguments.append(sources)
         variable = _unique_name(tool.return_spec.name if tool.return_spec else f"{tool.name}_result", taken)
         step_variables.append(variable)
@@ -339,6 +322,41 @@ def render_cell(
         arguments=tuple(step_arguments),
         advice=_advice(plan, unused, step_arguments),
     )
+
+
+def _source(
+    tool: ToolDefinition,
+    parameter: ToolParameter,
+    returns: list[tuple[str | None, str | None, str]],
+    artifacts: Mapping[str, str],
+    inputs: Mapping[str, Any],
+    input_variables: Mapping[str, str],
+    variables: Collection[str],
+    refinements: Mapping[str, str],
+) -> ArgumentSource:
+    """Where ``parameter`` of ``tool`` takes its value from (the order of the module docstring).
+
+    ``returns`` holds each earlier step's ``(state, return name, variable)``; an ``unbound`` source
+    comes back without its variable (the caller names it)."""
+    name, output = parameter.python_name, parameter.role == "output"
+    # A destination takes nothing a step returned or the session holds: that may be a file read.
+    if not output:
+        kinds = kinds_of(parameter.state, refinements) if parameter.state else frozenset()
+        for position in range(len(returns) - 1, -1, -1):
+            state, returned, variable = returns[position]
+            if (state in kinds) if parameter.state else returned == name:
+                return ArgumentSource("step", variable, step=position, state=state)
+        held = next((variable for variable, state in reversed(artifacts.items()) if state in kinds), None)
+        if held is not None:
+            return ArgumentSource("held", held, state=artifacts[held])
+    meant = input_for(tool, parameter, inputs)
+    if meant is not None:
+        return ArgumentSource("input", input_variables[meant], input=meant)
+    if parameter not in tool.required_parameters:
+        return ArgumentSource("default")
+    if not output and name in variables:
+        return ArgumentSource("variable", name)
+    return ArgumentSource("unbound")
 
 
 def _check_qualified_inputs(plan: Plan, inputs: Mapping[str, Any]) -> None:
