@@ -295,7 +295,7 @@ def render_cell(
         lines.append(binding_code)
     if fed:
         lines.append("")
-        lines.extend(f"{input_variables[name]} = {python_literal(inputs[name])}" for name in inputs if name in fed)
+        lines.extend(f"{input_variables[name]} = {python_literal(inputs[name], name)}" for name in inputs if name in fed)
     if call_lines:
         lines.append("")
         lines.extend(call_lines)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import keyword
 import math
+import operator
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -73,26 +74,60 @@ def input_for(tool: ToolDefinition, parameter: ToolParameter, inputs: Mapping[st
     return None
 
 
-def python_literal(value: Any) -> str:
-    """Python source that evaluates to ``value``: JSON-like values only (dict, list, str, finite numbers, bool, None).
+#: How deeply an input value may nest (lists and dicts in each other). CPython's parser refuses
+#: more than 200 nested brackets in source ("too many nested parentheses"); half leaves room.
+MAX_NESTING = 100
+
+
+def plain_value(value: Any, name: str = "input") -> Any:
+    """``value`` rebuilt from exact built-in JSON-like types: ``dict`` (keys ``str``, ``int``,
+    ``float``, ``bool`` or ``None``), ``list`` (from a list or tuple), ``str``, ``int``, finite
+    ``float``, ``bool``, ``None``. Subclasses are converted to their base type (a ``StrEnum`` to its
+    string, ``numpy.float64`` to ``float``, an integer with ``__index__`` to ``int``), so no
+    ``__repr__`` of the caller's ever reaches a cell.
 
     Raises:
-        InputError: for other types, NaN or infinite floats, or values nested too deeply.
+        InputError: naming the input: another type, a NaN or infinite float, or nesting deeper
+            than :data:`MAX_NESTING`.
     """
-    stack = [value]
-    while stack:
-        item = stack.pop()
+
+    def convert(item: Any, depth: int) -> Any:
+        if depth > MAX_NESTING:
+            raise InputError(f"input {name!r} is nested more than {MAX_NESTING} levels deep; a cell cannot hold it as a literal: pass it as a file path instead")
+        if item is None or isinstance(item, bool):
+            return None if item is None else bool(item)
+        if isinstance(item, str):
+            return str.__str__(item)  # the characters, whatever the subclass's __str__ says
         if isinstance(item, float):
             if not math.isfinite(item):
-                raise InputError(f"input value {item!r} is not a finite number; Python source has no literal for it")
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif not isinstance(item, (str, int, bool, type(None))):
-            raise InputError(f"input value of type {type(item).__name__} has no literal form; pass JSON values (strings, numbers, lists, objects)")
-    try:
-        return repr(value)
-    except RecursionError:
-        raise InputError("input value is nested too deeply to write into a cell") from None
+                raise InputError(f"input {name!r} holds {float(item)!r}, which is not a finite number; Python source has no literal for it")
+            return float(item)
+        if isinstance(item, int) or (hasattr(type(item), "__index__") and not isinstance(item, (list, tuple, dict))):
+            return operator.index(item)
+        if isinstance(item, (list, tuple)):
+            return [convert(element, depth + 1) for element in item]
+        if isinstance(item, dict):
+            return {convert_key(key): convert(element, depth + 1) for key, element in item.items()}
+        raise InputError(f"input {name!r} holds a value of type {_type_name(item)}, which has no literal form; pass JSON values (strings, numbers, lists, objects)")
+
+    def convert_key(key: Any) -> Any:
+        if key is not None and not isinstance(key, (str, int, float)):
+            raise InputError(f"input {name!r} has a dict key of type {_type_name(key)}; keys must be strings or numbers")
+        return convert(key, 0)
+
+    return convert(value, 0)
+
+
+def _type_name(value: Any) -> str:
+    kind = type(value)
+    return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+
+
+def python_literal(value: Any, name: str = "input") -> str:
+    """Python source that evaluates to ``value`` (:func:`plain_value` of it): only the ``repr`` of
+    exact built-in types is written into a cell.
+
+    Raises:
+        InputError: see :func:`plain_value`.
+    """
+    return repr(plain_value(value, name))

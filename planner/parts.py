@@ -27,11 +27,11 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from planner.inputs import check_input_names, input_for
+from planner.inputs import check_input_names, input_for, plain_value
 from planner.goals import MIN_SCORE, GoalChoice, NoMatchingSkillError, choose_goal
 from planner.graph import StateGraph
 from planner.planning import NoPlanError, Plan, TieBreak, plan, qualified_name
-from planner.search import QueryError, SkillIndex
+from planner.search import QueryError, SkillIndex, check_text
 from registry import ToolDefinition
 
 # Lines and semicolons end a part; so do ".", "!" or "?" followed by space ("people.csv" stays whole).
@@ -128,17 +128,22 @@ def checked_task(task: object) -> str | tuple[str, ...]:
     """``task`` as planning takes it: a non-empty text, or a tuple of non-empty step texts.
 
     Raises:
-        QueryError: anything else (an empty text, no steps, a step that is not a non-empty string).
+        QueryError: anything else (an empty text, no steps, a step that is not a non-empty string),
+            or a text with a control character or bytes that were not UTF-8
+            (:func:`planner.search.check_text`).
     """
     if isinstance(task, str):
         if not task.strip():
             raise QueryError("the task is empty; describe what you want to achieve")
+        check_text(task, "task")
         return task
     if isinstance(task, (bytes, Mapping)) or not isinstance(task, Iterable):
         raise QueryError(f"a task is a text or a list of step texts, not {type(task).__name__}")
     steps = tuple(task)
     if not steps or any(not isinstance(step, str) or not step.strip() for step in steps):
         raise QueryError("give at least one step, each a non-empty description")
+    for number, step in enumerate(steps, 1):
+        check_text(step, f"step {number}")
     return steps
 
 
@@ -388,12 +393,15 @@ def checked_request(graph: StateGraph, task: object, inputs: Mapping[str, Any] |
     takes them (one held state may be a plain string).
 
     Raises:
-        QueryError: see :func:`checked_task`. InputError: a bad input name. UnknownStateError: an
-            unknown held state.
+        QueryError: see :func:`checked_task`. InputError: a bad input name, or a value with no
+            literal form (:func:`planner.inputs.plain_value`): refused here, whatever the plan, so
+            no goal is passed over for it. UnknownStateError: an unknown held state.
     """
     held = frozenset([held] if isinstance(held, str) else held)
     graph.check_states(held)
     check_input_names(inputs or {})
+    for name, value in (inputs or {}).items():
+        plain_value(value, name)
     return checked_task(task), held
 
 

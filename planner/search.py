@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 import warnings
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
@@ -104,6 +105,24 @@ class SkillHit:
 
 class QueryError(ValueError):
     """A search query that cannot be answered as given (empty, or a bad ``k``)."""
+
+
+def check_text(text: str, what: str = "query") -> None:
+    """Refuse a query or task text that no model should read and no terminal should echo.
+
+    Raises:
+        QueryError: naming ``what`` and the position (0-based) of a control character other than
+            tab and line ends (a NUL, a terminal escape), or of a lone surrogate (bytes that were not
+            UTF-8: Python decodes such command-line bytes to U+DC80-U+DCFF).
+    """
+    for position, character in enumerate(text):
+        code = ord(character)
+        if 0xDC80 <= code <= 0xDCFF:
+            raise QueryError(f"the {what} is not valid UTF-8: byte 0x{code - 0xDC00:02x} at character {position}; give the text in UTF-8")
+        if 0xD800 <= code <= 0xDFFF:
+            raise QueryError(f"the {what} holds a lone surrogate U+{code:04X} at character {position}; give it as text")
+        if unicodedata.category(character) == "Cc" and character not in "\t\n\r":
+            raise QueryError(f"the {what} holds the control character U+{code:04X} at character {position}; remove it")
 
 
 @dataclass(frozen=True)
@@ -261,6 +280,7 @@ class SkillIndex:
         """
         if not query or not query.strip():
             raise QueryError("the query is empty; describe what you want to achieve")
+        check_text(query)
         if not isinstance(k, int) or k < 1:
             raise QueryError(f"k must be a whole number of at least 1, got {k!r}")
         if kind not in (None, "state", "tool"):

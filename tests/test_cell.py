@@ -194,3 +194,38 @@ def test_a_session_cell_reads_held_artifacts_and_kernel_variables_and_binds_noth
 
     with pytest.raises(ValueError, match="no handle for compute_fingerprints, compute_descriptors"):
         render_cell(follow_up, bindings=Bindings.of([registry.get_tool_by_name("parse_molecule")], universe=registry))
+
+
+def test_only_plain_values_reach_a_cell_and_no_callers_repr_runs(chemistry_graph):
+    import enum
+
+    import numpy
+
+    class Shape(enum.StrEnum):
+        RING = "c1ccccc1"
+
+    class Sneaky(str):
+        def __repr__(self):
+            return "__import__('os').system('touch pwned')"
+
+    result = plan(chemistry_graph, ["chemistry.descriptors_computed"])
+    for value, literal in ((Shape.RING, "'c1ccccc1'"), (Sneaky("CCO"), "'CCO'"), (numpy.str_("CCN"), "'CCN'")):
+        cell = render_cell(result, {"smiles": value})
+        assert f"smiles = {literal}" in cell.code and "pwned" not in cell.code
+    clusters = plan(chemistry_graph, ["chemistry.molecules_clustered"])
+    tuned = render_cell(clusters, {"smiles_list": ("CCO", "CCN"), "cluster_molecules.distance_threshold": numpy.float64(0.5), "compute_fingerprints.radius": numpy.int64(3)})
+    assert "smiles_list = ['CCO', 'CCN']" in tuned.code and "= 0.5\n" in tuned.code and "compute_fingerprints_radius = 3" in tuned.code
+    with pytest.raises(InputError, match=r"input 'smiles' holds a value of type numpy.bool"):
+        render_cell(result, {"smiles": numpy.bool_(True)})
+
+
+def test_inputs_nested_deeper_than_a_cell_can_hold_are_refused(chemistry_graph):
+    deep: list = []
+    for _ in range(150):
+        deep = [deep]
+    with pytest.raises(InputError, match="input 'smiles_list' is nested more than 100 levels deep"):
+        render_cell(plan(chemistry_graph, ["chemistry.candidates_filtered"]), {"smiles_list": deep})
+    shallow: list = []
+    for _ in range(99):
+        shallow = [shallow]
+    assert compiles(render_cell(plan(chemistry_graph, ["chemistry.candidates_filtered"]), {"smiles_list": shallow}).code)

@@ -1,5 +1,6 @@
 """Tasks with several parts: splitting, matching each part, one joint plan (shipped chemistry catalog)."""
 
+import re
 import json
 import subprocess
 import sys
@@ -8,6 +9,7 @@ import pytest
 
 from planner import Workspace, plan
 from planner.parts import split_task
+from planner.search import QueryError
 
 ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
 
@@ -153,3 +155,17 @@ def test_a_tool_asked_for_twice_is_called_twice_in_the_order_asked(workspace):
     assert tool_names(task_plan) == ["parse_molecule", "compute_descriptors", "parse_molecule"]
     assert task_plan.plan.cost == 3 and task_plan.cell.step_variables == ("molecule", "descriptors", "molecule_2")
     assert "descriptors = await chemistry.compute_descriptors(molecule=molecule)" in task_plan.cell.code
+
+
+@pytest.mark.parametrize(
+    ("task", "message"),
+    [
+        ("parse this\x00 molecule", "the task holds the control character U+0000 at character 10"),
+        ("parse \x1b[31mthis molecule", "the task holds the control character U+001B at character 6"),
+        ("parse this \udcff molecule", "the task is not valid UTF-8: byte 0xff at character 11"),
+        (["parse this molecule", "check \x07 it"], "step 2 holds the control character U+0007"),
+    ],
+)
+def test_tasks_with_control_characters_or_bytes_that_were_not_utf8_are_refused(workspace, task, message):
+    with pytest.raises(QueryError, match=re.escape(message)):
+        workspace.plan_task(task, inputs={"smiles": ASPIRIN})

@@ -19,6 +19,14 @@ ROOT = Path(__file__).resolve().parent.parent
 PIXEL = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC")
 
 
+def _nested(depth):
+    """A list ``depth`` lists deep: ``[[[...]]]``."""
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
 def served(home):
     return Client(StdioServerParameters(command=sys.executable, args=["-m", "planner.cli", "serve"], env={**os.environ, "TOOLPATH_HOME": str(home)}, cwd=str(ROOT)))
 
@@ -56,6 +64,10 @@ def test_an_agent_searches_plans_runs_follows_up_and_restarts_through_the_server
             assert unmatched.is_error and "no catalog can serve the task 'book a flight to Rome'" in unmatched.content[0].text
             unknown_input = await client.call_tool("run_task", {"task": "parse this molecule", "inputs": {"not an identifier": 1}})
             assert unknown_input.is_error
+            escaped = await client.call_tool("plan_task", {"task": "parse this \x1b[2J molecule"})
+            assert escaped.is_error and "the task holds the control character U+001B at character 11" in escaped.content[0].text
+            nested = await client.call_tool("plan_task", {"task": "parse this molecule", "inputs": {"smiles": _nested(120)}})
+            assert nested.is_error and "input 'smiles' is nested more than 100 levels deep" in nested.content[0].text
 
             await client.call_tool("restart", {"session_id": "agent-1"})
             gone = await client.call_tool("execute", {"code": "'molecule' in globals()", "session_id": "agent-1"})
