@@ -8,8 +8,9 @@ An input is given by name, and goes only where it is meant:
   parameters (a report's title, a plot's bins, an output file) take only such inputs, so a value
   the user gave for one tool never lands in another tool's option by a shared name.
 
-Values are JSON-like (dict, list, str, finite numbers, bool, None) and written into the cell as
-Python literals.
+Values are JSON-like (dict, list, str, finite numbers, bool, None, nested at most
+:data:`MAX_NESTING` deep) and written into the cell as Python literals of exact built-in types
+(:func:`plain_value`): a caller's subclass or ``__repr__`` never reaches the cell.
 """
 
 from __future__ import annotations
