@@ -30,9 +30,9 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from planner.cell import InputError, PlannedCell, render_cell
+from planner.cell import PlannedCell, render_cell
 from planner.graph import StateGraph
-from planner.inputs import names_a_step
+from planner.inputs import InputError, names_a_step
 from planner.planning import NoPlanError, Plan, plan, plan_to_run
 from planner.search import MIN_SCORE, SkillHit, SkillIndex
 from registry import ToolDefinition
