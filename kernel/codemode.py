@@ -8,7 +8,8 @@ Contract:
 
 - The first cell of a session starts its kernel (taken from a pool of pre-started kernels when one
   is ready); the kernel is reused until it has been idle for ``idle_ttl`` seconds. ``max_kernels``
-  caps live session kernels: a new session evicts the least recently used idle one.
+  caps live session kernels, ``max_kernels_per_user`` those of one owner: a new session evicts the
+  least recently used idle one (its owner's own, for the per-user cap).
 - Cells of one session run one at a time, in call order; sessions run in parallel.
 - A cell over ``timeout`` is interrupted. One that ignores the interrupt returns ``"aborted"``; the
   next cell waits up to ``busy_wait`` seconds for it, then returns ``"busy"`` telling the model to
@@ -148,6 +149,12 @@ class CodeMode:
         max_output_chars / max_images_per_cell / max_image_bytes: output caps per cell
             (:class:`kernel.OutputLimits`).
         max_kernels: cap on live session kernels (pool kernels not included); ``None`` for no cap.
+            A new session beyond it evicts the least recently used idle session (snapshotted);
+            when every kernel runs a cell for ``busy_wait`` seconds, it gets a ``KernelError``.
+        max_kernels_per_user: cap on one owner's live session kernels (sessions created without a
+            ``user_id`` count as one owner); ``None`` for no cap. A new session beyond it evicts
+            that owner's least recently used idle session, or gets a ``KernelError`` when all of
+            theirs run cells for ``busy_wait`` seconds.
         pool_size: kernels kept started and ready for new sessions; 0 disables the pool.
         interrupt_grace: seconds a timed-out cell gets to stop after the interrupt before it is
             reported ``"aborted"``.
@@ -214,6 +221,7 @@ class CodeMode:
         max_images_per_cell: int = 8,
         max_image_bytes: int = 5_000_000,
         max_kernels: int | None = None,
+        max_kernels_per_user: int | None = None,
         pool_size: int = 1,
         interrupt_grace: float = INTERRUPT_GRACE,
         max_result_bytes: int = 1_000_000,
@@ -237,8 +245,9 @@ class CodeMode:
         for name, value in (("interrupt_grace", interrupt_grace), ("busy_wait", busy_wait), ("idle_ttl", idle_ttl), ("pool_size", pool_size), ("max_output_chars", max_output_chars), ("max_images_per_cell", max_images_per_cell), ("max_image_bytes", max_image_bytes), ("max_result_bytes", max_result_bytes), ("snapshot_debounce", snapshot_debounce), ("max_variable_bytes", max_variable_bytes), ("max_snapshot_bytes", max_snapshot_bytes)):
             if value < 0:
                 raise ValueError(f"{name} must not be negative, got {value}")
-        if max_kernels is not None and max_kernels < 1:
-            raise ValueError(f"max_kernels must be at least 1 (or None), got {max_kernels}")
+        for name, cap in (("max_kernels", max_kernels), ("max_kernels_per_user", max_kernels_per_user)):
+            if cap is not None and cap < 1:
+                raise ValueError(f"{name} must be at least 1 (or None), got {cap}")
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout must be positive (or None), got {timeout}")
         if python is not None and (kernel_name is not None or gateway_url is not None):
@@ -309,6 +318,7 @@ class CodeMode:
         self.startup_code = startup_code
         self.limits = OutputLimits(max_output_chars, max_images_per_cell, max_image_bytes)
         self.max_kernels = max_kernels
+        self.max_kernels_per_user = max_kernels_per_user
         self.pool_size = pool_size
         self.interrupt_grace = interrupt_grace
         self._sessions: dict[str, _Session] = {}
@@ -489,22 +499,31 @@ class CodeMode:
         self._fill_pool()
         return kernel
 
-    async def _make_room(self, joining: str) -> None:
-        """Evict the least recently used idle session when a new one would exceed ``max_kernels``,
-        waiting up to ``busy_wait`` seconds for one to become idle."""
-        if self.max_kernels is None:
-            return
+    async def _make_room(self, joining: _Session) -> None:
+        """Evict the least recently used idle session when ``joining`` would exceed
+        ``max_kernels_per_user`` (one of its owner's sessions) or ``max_kernels`` (anyone's),
+        waiting up to ``busy_wait`` seconds for one to become idle.
+
+        Raises:
+            KernelError: every kernel under the cap reached is still running a cell after the wait.
+        """
         deadline = time.monotonic() + self.busy_wait
         while True:
-            live = [session for session in self._sessions.values() if (session.kernel is not None or session.starting) and session.session_id != joining]
-            if len(live) < self.max_kernels:
+            live = [session for session in self._sessions.values() if (session.kernel is not None or session.starting) and session is not joining]
+            owned = [session for session in live if session.owner == joining.owner]
+            if self.max_kernels_per_user is not None and len(owned) >= self.max_kernels_per_user:
+                candidates, option, cap, which = owned, "max_kernels_per_user", self.max_kernels_per_user, "the cap on one user's kernels"
+            elif self.max_kernels is not None and len(live) >= self.max_kernels:
+                candidates, option, cap, which = live, "max_kernels", self.max_kernels, "the cap on all users' kernels together"
+            else:
                 return
-            idle = sorted((session for session in live if session.kernel is not None and not session.lock.locked()), key=lambda session: session.last_used)
+            idle = sorted((session for session in candidates if session.kernel is not None and not session.lock.locked()), key=lambda session: session.last_used)
             if idle:
-                await self._discard(idle[0], evicted=f"shut down to make room for another session (max_kernels={self.max_kernels})")
+                await self._discard(idle[0], evicted=f"shut down to make room for another session ({option}={cap}, {which})")
                 continue
             if time.monotonic() > deadline:
-                raise KernelError(f"all {self.max_kernels} kernels are running cells; retry when one finishes, or raise max_kernels")
+                flag = "--" + option.replace("_", "-")
+                raise KernelError(f"{option}={cap} ({which}) is reached and all {len(candidates)} of those kernels are running cells; retry when one finishes, end or restart a session you no longer need, or raise the cap: CodeMode({option}=N), toolpath serve {flag} N")
             await asyncio.sleep(0.05)
 
     async def _discard(self, session: _Session, evicted: str = "") -> None:
@@ -583,9 +602,9 @@ class CodeMode:
 
     async def _start_kernel(self, session: _Session) -> str:
         """Give ``session`` a kernel and restore its snapshot into it; the restore's notice."""
-        session.starting = True  # counts against max_kernels while its kernel starts
+        session.starting = True  # counts against the caps while its kernel starts
         try:
-            await self._make_room(session.session_id)
+            await self._make_room(session)
             session.kernel = await self._take_kernel()
         finally:
             session.starting = False

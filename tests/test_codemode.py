@@ -10,7 +10,7 @@ import zlib
 
 import pytest
 
-from kernel import CodeMode
+from kernel import CodeMode, KernelError
 
 pytestmark = pytest.mark.integration
 
@@ -169,6 +169,40 @@ def test_least_recently_used_idle_session_is_evicted():
         capped.run("c = 1", "third")
         assert capped.sessions() == ["first", "third"]
         assert "max_kernels=2" in capped.run("1", "second").notice
+
+
+def test_a_user_over_their_kernel_cap_evicts_their_own_idle_session_not_anothers():
+    with CodeMode(max_kernels_per_user=1, pool_size=0, timeout=10) as capped:
+        capped.run("theirs = 1", "bob-lab", user_id="bob")  # the least recently used of all
+        capped.run("x = 41", "alice-1", user_id="alice")
+        capped.run("y = 1", "alice-2", user_id="alice")
+        assert sorted(capped.sessions()) == ["alice-2", "bob-lab"]
+        back = capped.run("x + 1", "alice-1", user_id="alice")  # evicted with a snapshot: x comes back
+        assert back.result == "42" and "max_kernels_per_user=1" in back.notice
+        assert capped.run("theirs", "bob-lab", user_id="bob").notice == ""
+
+
+def test_when_every_kernel_under_a_cap_is_busy_the_error_names_that_cap_and_how_to_raise_it():
+    async def scenario(options, first, second):
+        async with CodeMode(pool_size=0, timeout=20, busy_wait=0.5, snapshot=False, **options) as capped:
+            busy = asyncio.ensure_future(capped.arun("import time\ntime.sleep(6)", "busy", user_id=first))
+            while "busy" not in capped.sessions() or capped.kernel_id("busy") is None:
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.5)  # the sleeping cell has started
+            try:
+                await capped.arun("1", "joining", user_id=second)
+            finally:
+                await capped.arestart("busy", user_id=first)  # stops the sleeping cell
+                await busy
+
+    with pytest.raises(KernelError) as per_user:
+        asyncio.run(scenario({"max_kernels_per_user": 1}, "alice", "alice"))
+    assert "max_kernels_per_user=1 (the cap on one user's kernels)" in str(per_user.value)
+    assert "CodeMode(max_kernels_per_user=N), toolpath serve --max-kernels-per-user N" in str(per_user.value)
+    with pytest.raises(KernelError) as total:
+        asyncio.run(scenario({"max_kernels": 1, "max_kernels_per_user": 4}, "alice", "bob"))
+    assert "max_kernels=1 (the cap on all users' kernels together)" in str(total.value)
+    assert "CodeMode(max_kernels=N), toolpath serve --max-kernels N" in str(total.value)
 
 
 def test_concurrent_sessions_never_lose_or_cross_output():
