@@ -9,10 +9,22 @@ Python type expression built only from dotted names, subscripts (``dict[str, int
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from typing import Any
 
 #: JSON Schema's primitive types as Python type names.
 _JSON_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "None", "object": "dict", "array": "list"}
+#: Levels of nested schemas a type follows (``list[list[...]]``, each ``anyOf`` a level too); deeper
+#: ones are ``Any``. Pydantic's schema of ``list[dict[str, list[int]]] | None`` nests 5; 12 leaves
+#: room for real tools and keeps a schema built to nest cheap.
+MAX_SCHEMA_DEPTH = 12
+#: Schema objects one conversion looks at; the rest count as ``Any``. Bounds the work on a schema
+#: that fans out (long ``anyOf`` lists, sub-schemas shared in a Python object); a real tool
+#: parameter has tens.
+MAX_SCHEMA_NODES = 1000
+#: Characters of a type string: it is shown in a signature line a model reads, where a longer one
+#: is noise (the same order as a tool summary's 300, :data:`kernel.bindings.MAX_SUMMARY_CHARS`).
+MAX_TYPE_CHARS = 300
 
 
 class TypeStringError(ValueError):
@@ -70,7 +82,13 @@ def type_from_json_schema(schema: Any) -> str:
     """The type string of a JSON Schema (a tool's input property, say): ``{"type": "array", "items":
     {"type": "string"}}`` → ``"list[str]"``. Unions (``anyOf``, ``oneOf``, a list of types) become
     ``|``, an ``enum`` of strings a ``Literal``; what has no type (or one this mapping does not know,
-    a ``$ref`` included) is ``"Any"``.
+    a ``$ref`` included: references are not followed, so a cycle of them costs nothing) is ``"Any"``.
+
+    The schema comes from a server, so the conversion is bounded whatever its shape: it looks at
+    most :data:`MAX_SCHEMA_NODES` schema objects, none nested deeper than :data:`MAX_SCHEMA_DEPTH`
+    (deeper ones are ``Any``), and a type whose text would exceed :data:`MAX_TYPE_CHARS` becomes
+    its general type (``list``, ``dict``, ``str``…, else ``Any``). Nothing is raised; a schema that
+    is not an object (``true``, say) is ``"Any"``.
 
     Examples:
         >>> type_from_json_schema({"type": "array", "items": {"type": "integer"}})
@@ -81,23 +99,45 @@ def type_from_json_schema(schema: Any) -> str:
         'dict[str, float]'
         >>> type_from_json_schema({"type": "string", "enum": ["celsius", "fahrenheit"]})
         "Literal['celsius', 'fahrenheit']"
+        >>> type_from_json_schema({"type": "string", "enum": [f"unit {number}" for number in range(1000)]})
+        'str'
     """
-    if not isinstance(schema, dict):
+    return _schema_type(schema, 0, [MAX_SCHEMA_NODES])
+
+
+def _schema_type(schema: Any, depth: int, nodes_left: list[int]) -> str:
+    """:func:`type_from_json_schema` of ``schema`` found ``depth`` levels down; ``nodes_left`` (one
+    count, shared by the whole conversion) is decremented for each schema object looked at."""
+    if not isinstance(schema, dict) or depth >= MAX_SCHEMA_DEPTH or nodes_left[0] <= 0:
         return "Any"
-    choices = schema.get("enum")
-    if isinstance(choices, list) and choices and all(isinstance(choice, str) for choice in choices):
-        return f"Literal[{', '.join(map(repr, dict.fromkeys(choices)))}]"
-    alternatives = schema.get("anyOf") or schema.get("oneOf")
+    nodes_left[0] -= 1
     kind = schema.get("type")
-    if isinstance(alternatives, list) and alternatives:
-        parts = [type_from_json_schema(alternative) for alternative in alternatives]
+    choices = schema.get("enum")
+    alternatives = schema.get("anyOf") or schema.get("oneOf")
+    if isinstance(choices, list) and choices and all(isinstance(choice, str) for choice in choices):
+        text = f"Literal[{', '.join(map(repr, dict.fromkeys(choices)))}]"
+    elif isinstance(alternatives, list) and alternatives:
+        text = _union(_schema_type(alternative, depth + 1, nodes_left) for alternative in alternatives)
     elif isinstance(kind, list) and kind:
-        parts = [type_from_json_schema({**schema, "type": single}) for single in kind]
-    elif kind == "array" and isinstance(schema.get("items"), dict):
-        return f"list[{type_from_json_schema(schema['items'])}]"
-    elif kind == "object" and isinstance(schema.get("additionalProperties"), dict) and not schema.get("properties"):
-        return f"dict[str, {type_from_json_schema(schema['additionalProperties'])}]"
+        # Each type of the list once: `["array", "array"]` must not convert `items` twice per level.
+        kinds = dict.fromkeys(single if isinstance(single, str) else None for single in kind)
+        text = _union(_kind_type(schema, single, depth, nodes_left) for single in kinds)
     else:
-        return _JSON_TYPES.get(kind, "Any") if isinstance(kind, str) else "Any"
+        text = _kind_type(schema, kind, depth, nodes_left)
+    if len(text) <= MAX_TYPE_CHARS:
+        return text
+    return _JSON_TYPES.get(kind, "Any") if isinstance(kind, str) else "Any"
+
+
+def _kind_type(schema: dict[str, Any], kind: Any, depth: int, nodes_left: list[int]) -> str:
+    """The type of ``schema`` read as JSON type ``kind`` (one of its ``type`` list, say)."""
+    if kind == "array" and isinstance(schema.get("items"), dict):
+        return f"list[{_schema_type(schema['items'], depth + 1, nodes_left)}]"
+    if kind == "object" and isinstance(schema.get("additionalProperties"), dict) and not schema.get("properties"):
+        return f"dict[str, {_schema_type(schema['additionalProperties'], depth + 1, nodes_left)}]"
+    return _JSON_TYPES.get(kind, "Any") if isinstance(kind, str) else "Any"
+
+
+def _union(parts: Iterable[str]) -> str:
     unique = list(dict.fromkeys(parts))
     return "Any" if "Any" in unique else " | ".join(unique)
