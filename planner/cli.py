@@ -163,6 +163,19 @@ def code_mode_options(arguments: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+#: ``toolpath serve``'s cap on one user's live kernels: an agent rarely works in more than a few
+#: sessions at once, and a user's next session snapshots and stops their least recently used idle one.
+SERVE_MAX_KERNELS_PER_USER = 4
+#: ``toolpath serve``'s cap on all users' live kernels together: an idle kernel takes about 50 MB
+#: (40 took 2 GB), so 32 is about 1.6 GB before any data, room for 8 users at their cap.
+SERVE_MAX_KERNELS = 32
+
+
+def kernel_caps(arguments: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`kernel.CodeMode` caps of ``toolpath serve``'s ``--max-kernels`` and ``--max-kernels-per-user``."""
+    return {"max_kernels": arguments.max_kernels, "max_kernels_per_user": arguments.max_kernels_per_user}
+
+
 def positive_number(text: str) -> float:
     """argparse type: a positive, finite number (of seconds or milliseconds, as the option says)."""
     try:
@@ -172,6 +185,17 @@ def positive_number(text: str) -> float:
     if not (number > 0 and math.isfinite(number)):
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive, finite number")
     return number
+
+
+def positive_count(text: str) -> int:
+    """argparse type: a whole number of at least 1."""
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{count} is not at least 1")
+    return count
 
 
 def hit_count(text: str) -> int:
@@ -462,7 +486,7 @@ def command_serve(arguments: argparse.Namespace) -> int:
     from planner.server import ServeError, serve  # the MCP SDK loads only for this command
 
     try:
-        serve(_catalog_paths(arguments), arguments.http, arguments.tokens, arguments.no_auth, code_mode_options(arguments))
+        serve(_catalog_paths(arguments), arguments.http, arguments.tokens, arguments.no_auth, {**code_mode_options(arguments), **kernel_caps(arguments)})
     except (ServeError, ValueError) as error:  # ValueError: CodeMode refused the kernel options
         raise CommandLineError(str(error)) from error
     return 0
@@ -640,6 +664,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve_parser.add_argument("--http", metavar="HOST:PORT", help="serve Streamable HTTP at this address (at /mcp) instead of stdio, e.g. 127.0.0.1:8765")
     serve_parser.add_argument("--tokens", metavar="FILE", help='with --http: a JSON file {"bearer token": "user id", ...}; each request acts for its token\'s user')
     serve_parser.add_argument("--no-auth", action="store_true", help="with --http on a loopback address: no tokens, every request acts for the local user")
+    serve_parser.add_argument("--max-kernels-per-user", type=positive_count, default=SERVE_MAX_KERNELS_PER_USER, metavar="N", help=f"live kernels one user may have; a new session beyond them snapshots and stops that user's least recently used idle one (default {SERVE_MAX_KERNELS_PER_USER})")
+    serve_parser.add_argument("--max-kernels", type=positive_count, default=SERVE_MAX_KERNELS, metavar="N", help=f"live kernels of all users together, each about 50 MB when idle; a new session beyond them snapshots and stops the least recently used idle one (default {SERVE_MAX_KERNELS})")
     kernel_options(serve_parser)
     return parser
 

@@ -15,14 +15,15 @@ Resources: ``toolpath://graph`` (the state graph as Mermaid text) and ``toolpath
 (each loaded catalog file).
 
 Every result carries structured content (JSON) and a short text. A tool that fails on bad input
-(an unknown state, a task nothing matches, another user's session) returns an error result with
-the reason; the server keeps serving.
+(an unknown state, a task nothing matches) returns an error result with the reason; the server
+keeps serving.
 
-Sessions: each ``session_id`` is one :class:`planner.session.AgentSession` (one persistent kernel,
-snapshotted), created on first use; ``"main"`` when none is given (``"main:USER"`` over
-authenticated HTTP, so users never share a default). Users: over stdio (and over HTTP with
-``--no-auth``, loopback only) the local user; over HTTP, the user a bearer token maps to in the
-tokens file. A session belongs to the user who created it: anyone else's call is refused.
+Users: over stdio (and over HTTP with ``--no-auth``, loopback only) the local user; over HTTP, the
+user a bearer token maps to in the tokens file. Sessions: each user's ``session_id`` is one
+:class:`planner.session.AgentSession` of theirs (one persistent kernel, snapshotted), created on
+first use; ``"main"`` when none is given. Session ids are per user: two users' ``"lab"`` are two
+sessions, and no id reaches another user's session or tells whether it exists (see
+:func:`kernel_session_id`).
 """
 
 from __future__ import annotations
@@ -80,6 +81,19 @@ Typical loop: search_skills to see what the catalogs can do; plan_task or run_ta
 Every tool takes an optional session_id: calls with the same id share one kernel and its variables."""
 
 
+def kernel_session_id(user_id: str, session_id: str, authenticated: bool) -> str:
+    """The :class:`kernel.CodeMode` session id (the key in the snapshot store) of ``user_id``'s
+    ``session_id``.
+
+    Without tokens there is one user, so it is ``session_id`` itself: sessions the local user made
+    before ids were per user, or through the Python API, come back. With tokens it is the JSON text
+    of ``[user_id, session_id]``: JSON quotes and escapes both strings, so no two pairs give the same
+    key (user ``"a:b"`` with id ``"c"`` and user ``"a"`` with id ``"b:c"`` differ), and whatever id
+    a user passes, the key names that user.
+    """
+    return json.dumps([user_id, session_id], ensure_ascii=False) if authenticated else session_id
+
+
 class ToolpathServer:
     """The MCP server over one :class:`planner.Workspace` (see the module docstring).
 
@@ -117,13 +131,20 @@ class ToolpathServer:
         return token.client_id
 
     async def _session(self, session_id: str | None) -> AgentSession:
+        """This request's user's session ``session_id`` (default ``"main"``).
+
+        Raises:
+            ValueError: a blank session id.
+        """
         user = self._user()
-        session_id = session_id or (f"{DEFAULT_SESSION}:{user}" if self.authenticated else DEFAULT_SESSION)
+        session_id = session_id or DEFAULT_SESSION
+        if not session_id.strip():
+            raise ValueError(f"session_id must name a session, or be left out for {DEFAULT_SESSION!r}; got {session_id!r}")
         async with self._lock:  # one AgentSession per user and id, even for concurrent first calls
             session = self._sessions.get((user, session_id))
             if session is None:
-                # Raises SessionOwnerError when the session belongs to someone else.
-                session = await asyncio.to_thread(self.workspace.session, session_id, code_mode=self.code_mode, user_id=user)
+                # SessionOwnerError only when the Python API gave that key to another user in a shared store.
+                session = await asyncio.to_thread(self.workspace.session, kernel_session_id(user, session_id, self.authenticated), code_mode=self.code_mode, user_id=user)
                 self._sessions[(user, session_id)] = session
         return session
 

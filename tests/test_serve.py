@@ -105,16 +105,27 @@ def test_the_catalogs_and_the_state_graph_are_resources(tmp_path):
 
 
 @pytest.fixture()
-def http_server(tmp_path, listening_server):
+def serve_over_http(tmp_path, listening_server):
+    """``serve_over_http(*options)``: ``toolpath serve --http`` on a free loopback port with two
+    users' tokens and extra options; returns its MCP URL and ``{user: token}``."""
+
+    def start(*options):
+        tokens = {"alice-" + "a" * 32: "alice", "bob-" + "b" * 32: "bob"}
+        tokens_file = tmp_path / "tokens.json"
+        tokens_file.write_text(json.dumps(tokens))
+        port = listening_server(
+            lambda port: [sys.executable, "-m", "planner.cli", "serve", "--http", f"127.0.0.1:{port}", "--tokens", str(tokens_file), *options],
+            cwd=str(ROOT), env={**os.environ, "TOOLPATH_HOME": str(tmp_path / "home")},
+        )
+        return f"http://127.0.0.1:{port}/mcp", {user: token for token, user in tokens.items()}
+
+    return start
+
+
+@pytest.fixture()
+def http_server(serve_over_http):
     """``toolpath serve --http`` on a free loopback port, with two users' tokens."""
-    tokens = {"alice-" + "a" * 32: "alice", "bob-" + "b" * 32: "bob"}
-    tokens_file = tmp_path / "tokens.json"
-    tokens_file.write_text(json.dumps(tokens))
-    port = listening_server(
-        lambda port: [sys.executable, "-m", "planner.cli", "serve", "--http", f"127.0.0.1:{port}", "--tokens", str(tokens_file)],
-        cwd=str(ROOT), env={**os.environ, "TOOLPATH_HOME": str(tmp_path / "home")},
-    )
-    return f"http://127.0.0.1:{port}/mcp", {user: token for token, user in tokens.items()}
+    return serve_over_http()
 
 
 def over_http(url, token=None):
@@ -122,21 +133,36 @@ def over_http(url, token=None):
     return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=120)))
 
 
-def test_over_http_each_token_is_a_user_and_sessions_are_their_owners(http_server):
+def test_over_http_each_user_has_their_own_sessions_and_cannot_reach_anothers(http_server):
     url, tokens = http_server
 
     async def scenario():
         async with over_http(url, tokens["alice"]) as alice, over_http(url, tokens["bob"]) as bob:
             run = await alice.call_tool("run_task", {"task": "parse this molecule", "inputs": {"smiles": "CCO"}, "session_id": "lab"})
             assert not run.is_error and run.structured_content["result"]["status"] == "ok"
-            refused = await bob.call_tool("execute", {"code": "molecule", "session_id": "lab"})
-            assert refused.is_error and "belongs to another user" in refused.content[0].text and "C2H6O" not in refused.content[0].text
-            # Each user has a default session of their own.
-            await alice.call_tool("execute", {"code": "mine = 'alice'"})
-            theirs = await bob.call_tool("execute", {"code": "'mine' in globals()"})
-            assert theirs.content[0].text.endswith("False")
-            follow_up = await alice.call_tool("execute", {"code": "molecule['formula']", "session_id": "lab"})
-            assert follow_up.content[0].text == "Out[2]: 'C2H6O'"
+            # Bob's "lab" is his own session, not a refusal and not Alice's kernel.
+            theirs = await bob.call_tool("execute", {"code": "'molecule' in globals()", "session_id": "lab"})
+            assert not theirs.is_error and theirs.content[0].text.endswith("False")
+            await bob.call_tool("execute", {"code": "owner = 'bob'", "session_id": "lab"})
+            follow_up = await alice.call_tool("execute", {"code": "molecule['formula'], 'owner' in globals()", "session_id": "lab"})
+            assert follow_up.content[0].text == "Out[2]: ('C2H6O', False)"
+
+            # The id that was Bob's default session is now just one of Alice's.
+            claimed = await alice.call_tool("execute", {"code": "planted = 'alice'", "session_id": "main:bob"})
+            assert not claimed.is_error
+            default = await bob.call_tool("execute", {"code": "'planted' in globals()"})
+            assert not default.is_error and default.content[0].text.endswith("False")
+
+            # Whether Bob has a session of an id tells Alice nothing: her answers are the same.
+            await bob.call_tool("execute", {"code": "secret = 1", "session_id": "bobs-notes"})
+            answers = []
+            for session_id in ("bobs-notes", "nobodys-notes"):
+                for tool, arguments in (("list_variables", {}), ("restart", {}), ("execute", {"code": "secret"})):
+                    result = await alice.call_tool(tool, {**arguments, "session_id": session_id})
+                    answers.append((result.is_error, [block.text for block in result.content]))
+            assert answers[:3] == answers[3:]
+            kept = await bob.call_tool("execute", {"code": "secret", "session_id": "bobs-notes"})
+            assert kept.content[0].text == "Out[2]: 1"
         async with httpx2.AsyncClient() as anonymous:  # no token: refused before any MCP message is read
             response = await anonymous.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers={"Accept": "application/json, text/event-stream"})
             assert response.status_code == 401
@@ -147,8 +173,8 @@ def test_over_http_each_token_is_a_user_and_sessions_are_their_owners(http_serve
     asyncio.run(scenario())
 
 
-def test_eight_concurrent_clients_lose_or_cross_nothing(http_server):
-    url, tokens = http_server
+def test_eight_concurrent_clients_lose_or_cross_nothing(serve_over_http):
+    url, tokens = serve_over_http("--max-kernels-per-user", "8")  # eight live sessions of one user
 
     async def client_calls(number):
         async with over_http(url, tokens["alice"]) as client:
@@ -163,3 +189,19 @@ def test_eight_concurrent_clients_lose_or_cross_nothing(http_server):
 
     for number, outputs in enumerate(asyncio.run(scenario())):
         assert outputs == [f"c{number}-{call}" for call in range(50)]
+
+
+def test_a_user_over_the_kernel_cap_gives_up_their_own_idle_kernel_which_comes_back(serve_over_http):
+    url, tokens = serve_over_http("--max-kernels-per-user", "1")
+
+    async def scenario():
+        async with over_http(url, tokens["alice"]) as alice, over_http(url, tokens["bob"]) as bob:
+            await bob.call_tool("execute", {"code": "kept = True"})  # the least recently used kernel
+            await alice.call_tool("execute", {"code": "x = 41", "session_id": "one"})
+            await alice.call_tool("execute", {"code": "y = 1", "session_id": "two"})  # stops "one", Alice's own
+            back = await alice.call_tool("execute", {"code": "x + 1", "session_id": "one"})
+            assert "max_kernels_per_user=1" in back.content[0].text and back.content[0].text.endswith("Out[1]: 42")
+            untouched = await bob.call_tool("execute", {"code": "kept"})
+            assert untouched.content[0].text == "Out[2]: True"
+
+    asyncio.run(scenario())
