@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from planner.cell import PlannedCell, render_cell
     from planner.goals import NoMatchingSkillError, choose_goal
     from planner.graph import StateGraph, UnknownStateError
-    from planner.planning import NoPlanError, Plan, PlanStep, alternative_plans, plan, plan_to_run
+    from planner.planning import NoPlanError, Plan, PlanningCancelled, PlanningTimeout, PlanStep, alternative_plans, plan, plan_to_run
     from planner.search import SkillHit, SkillIndex
     from planner.session import AgentSession, SessionState, StalePlanError
     from planner.task import TaskPlan, TaskRun, UnboundParametersError
@@ -25,6 +25,8 @@ _HOME = {
     "NoPlanError": "planner.planning",
     "Plan": "planner.planning",
     "PlanStep": "planner.planning",
+    "PlanningCancelled": "planner.planning",
+    "PlanningTimeout": "planner.planning",
     "PlannedCell": "planner.cell",
     "SessionState": "planner.session",
     "SkillHit": "planner.search",

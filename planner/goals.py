@@ -33,7 +33,7 @@ from typing import Any
 from planner.cell import PlannedCell, render_cell
 from planner.graph import StateGraph
 from planner.inputs import InputError, names_a_step
-from planner.planning import NoPlanError, Plan, plan, plan_to_run
+from planner.planning import NO_BUDGET, NoPlanError, Plan, TaskBudget, plan, plan_to_run
 from planner.search import MIN_SCORE, SkillHit, SkillIndex
 from registry import ToolDefinition
 
@@ -172,12 +172,13 @@ def choose_goal(
     margin: float = MARGIN,
     render: Callable[[Plan], PlannedCell] | None = None,
     work_margin: float = WORK_MARGIN,
+    budget: TaskBudget = NO_BUDGET,
 ) -> GoalChoice:
     """Pick the goal states for ``task``.
 
     ``render`` turns each candidate's plan into its cell (default :func:`planner.cell.render_cell`
     with ``inputs``, ``task`` and the graph's registry); a session passes one that wires its
-    artifacts and handles.
+    artifacts and handles. ``budget`` is checked before the search and before each candidate.
 
     Raises:
         NoMatchingSkillError: no hit scores at least ``min_score``.
@@ -185,7 +186,9 @@ def choose_goal(
         InputError: the best candidates' cells would put an input where it is not meant (a
             candidate refused so is passed over when another serves).
         QueryError: an empty task.
+        PlanningTimeout, PlanningCancelled: from ``budget`` (:class:`planner.planning.TaskBudget`).
     """
+    budget.check()
     hits = index.search(task, k=k, held=held)
     matching = [hit for hit in hits if hit.matches(min_score) and hit.states]
     named = _named_tools(task, graph)
@@ -202,6 +205,7 @@ def choose_goal(
         key = (hit.states, hit.name if hit.kind == "tool" else None)
         if key in candidates:
             continue
+        budget.check()
         if hit.plan is None:
             first_unreachable = first_unreachable or hit
             candidates[key] = GoalCandidate(hit.states, hit, None, None, "no plan reaches it from the held states", order, _close(hit, best, margin), _close(hit, best, work_margin))

@@ -9,6 +9,7 @@ summarize the news") the next one. The cut is generous on purpose: :func:`match_
 fragment that matches no skill by :data:`FRAGMENT_MIN_SCORE` is words of its neighbour, not a part
 ("donors *and acceptors*", "in the city center"); neighbours that chose the same goal are one part. An
 agent that already decomposed its task passes its steps instead, and they are taken as they are.
+A task over :data:`MAX_TASK_CHARS` characters or :data:`MAX_TASK_PARTS` parts is refused up front.
 
 Each part gets its goal from :func:`planner.goals.choose_goal`: a state to reach, or a tool that
 must run (a tool hit, or a tool the part names). The goals of all parts are planned **jointly** as
@@ -30,7 +31,7 @@ from typing import Any, Literal
 from planner.inputs import check_input_names, input_for, plain_value
 from planner.goals import MIN_SCORE, GoalChoice, NoMatchingSkillError, choose_goal
 from planner.graph import StateGraph
-from planner.planning import NoPlanError, Plan, TieBreak, plan, qualified_name
+from planner.planning import NO_BUDGET, NoPlanError, Plan, TaskBudget, TieBreak, plan, qualified_name
 from planner.search import QueryError, SkillIndex, check_text
 from registry import ToolDefinition
 
@@ -124,33 +125,68 @@ def split_task(text: str) -> list[str]:
     return [piece for piece, _ in fragments(text)] or [text.strip()]
 
 
+#: Characters a task may have (a text, or all its steps together). The embedding model reads the
+#: first 256 word pieces of a text (about 1,000 characters of English), so this is
+#: :data:`MAX_TASK_PARTS` parts of up to 100 characters: a long task, not a document.
+MAX_TASK_CHARS = 10_000
+#: Parts a task text may be cut into (:func:`fragments`, before neighbours join). Each part is one
+#: skill search and a plan per candidate goal; 100 plan in a few seconds with the shipped catalogs
+#: (``benchmarks/bench_long_tasks.py``), well within :data:`planner.planning.DEFAULT_TASK_BUDGET_S`;
+#: a task with more parts is several tasks.
+MAX_TASK_PARTS = 100
+#: Steps a task given as a list may have: each step is a part (see :data:`MAX_TASK_PARTS`).
+MAX_TASK_STEPS = MAX_TASK_PARTS
+
+_SPLIT_IT = "split it into smaller tasks and plan them one after another"
+
+
 def checked_task(task: object) -> str | tuple[str, ...]:
     """``task`` as planning takes it: a non-empty text, or a tuple of non-empty step texts.
 
     Raises:
         QueryError: anything else (an empty text, no steps, a step that is not a non-empty string),
-            or a text with a control character or bytes that were not UTF-8
-            (:func:`planner.search.check_text`).
+            a text with a control character or bytes that were not UTF-8
+            (:func:`planner.search.check_text`), or a task over :data:`MAX_TASK_CHARS` characters,
+            :data:`MAX_TASK_PARTS` parts or :data:`MAX_TASK_STEPS` steps (the message gives the
+            limit and the task's size).
     """
     if isinstance(task, str):
         if not task.strip():
             raise QueryError("the task is empty; describe what you want to achieve")
+        _check_size(len(task))
         check_text(task, "task")
+        parts = len(fragments(task))
+        if parts > MAX_TASK_PARTS:
+            raise QueryError(f"the task has {parts} parts (cut at sentences, lines, 'and', 'then' and commas), more than the {MAX_TASK_PARTS} a task may have; {_SPLIT_IT}")
         return task
     if isinstance(task, (bytes, Mapping)) or not isinstance(task, Iterable):
         raise QueryError(f"a task is a text or a list of step texts, not {type(task).__name__}")
     steps = tuple(task)
     if not steps or any(not isinstance(step, str) or not step.strip() for step in steps):
         raise QueryError("give at least one step, each a non-empty description")
+    if len(steps) > MAX_TASK_STEPS:
+        raise QueryError(f"the task has {len(steps)} steps, more than the {MAX_TASK_STEPS} a task may have; {_SPLIT_IT}")
+    _check_size(sum(len(step) for step in steps))
     for number, step in enumerate(steps, 1):
         check_text(step, f"step {number}")
     return steps
+
+
+def _check_size(characters: int) -> None:
+    if characters > MAX_TASK_CHARS:
+        raise QueryError(f"the task is {characters:,} characters long, more than the {MAX_TASK_CHARS:,} a task may have; {_SPLIT_IT}")
 
 
 #: The cosine similarity a fragment of free text cut off at a bare comma needs to be a part of its
 #: own; a weaker one ("in the city center") belongs to the part before it. Set on the UltraTool requests outside
 #: the paper's test ids (``benchmarks/bench_taskplan.py``); a whole task needs only ``MIN_SCORE``.
 FRAGMENT_MIN_SCORE = 0.6
+
+#: Characters past which a part is not matched again as fragments join it: it keeps its goal. The
+#: embedding model reads the first 256 word pieces of a text (about 1,000 characters of English), so
+#: matching a longer part again would mostly repeat its first answer, while costing a full-length
+#: embedding for every fragment that joins (issue 30: "check Lipinski's rule of five and " x 50).
+LONG_PART_CHARS = 1_000
 
 Status = Literal["matched", "held", "unmatched"]
 
@@ -210,8 +246,9 @@ def match_parts(
     merge: bool = True,
     weak: Collection[int] = (),
     fragment_min_score: float | None = None,
+    budget: TaskBudget = NO_BUDGET,
 ) -> list[PartMatch]:
-    """Choose a goal for each part.
+    """Choose a goal for each part; a text said again ("take a nap, take a nap") is matched once.
 
     Parameters:
         parts: the parts, in order.
@@ -223,28 +260,47 @@ def match_parts(
             fragment is a part, and one that matches nothing is reported as unmatched, never
             dropped.
         fragment_min_score: default :data:`FRAGMENT_MIN_SCORE`.
+        budget: checked before each match (:meth:`planner.planning.TaskBudget.check`).
         index, graph, inputs, held, render: as for :func:`planner.goals.choose_goal`.
 
     Returns:
         One :class:`PartMatch` per (merged) part, in order.
+
+    Raises:
+        PlanningTimeout, PlanningCancelled: from ``budget``.
     """
+    found: dict[tuple[str, float], PartMatch] = {}
+
+    def matched(text: str, min_score: float = MIN_SCORE) -> PartMatch:
+        budget.check()
+        if (text, min_score) not in found:
+            found[text, min_score] = _match(text, index, graph, inputs, held, render, min_score, budget)
+        return found[text, min_score]
+
     if not merge:
-        return [_match(text, index, graph, inputs, held, render) for text in parts]
+        return [matched(text) for text in parts]
     threshold = FRAGMENT_MIN_SCORE if fragment_min_score is None else fragment_min_score
     matches: list[PartMatch] = []
     for position, text in enumerate(parts):
         comma = position in weak and bool(matches)
-        match = _match(text, index, graph, inputs, held, render, threshold if comma else MIN_SCORE)
+        match = matched(text, threshold if comma else MIN_SCORE)
         if match.choice is None and comma:
             previous = matches[-1]
-            glued = _match(f"{previous.text}, {text}", index, graph, inputs, held, render)
+            glued_text = f"{previous.text}, {text}"
+            # A glued text is kept only when it wants the previous part's goal: an unmatched part has
+            # none, and a long one keeps its goal (see LONG_PART_CHARS).
+            glued = matched(glued_text) if previous.choice is not None and len(previous.text) < LONG_PART_CHARS else PartMatch(glued_text, None)
             keep = glued.choice is not None and glued.goal == previous.goal and glued.tool == previous.tool
-            matches[-1] = glued if keep else PartMatch(f"{previous.text}, {text}", previous.choice, previous.problem)
+            matches[-1] = glued if keep else PartMatch(glued_text, previous.choice, previous.problem)
             continue
         if match.choice is not None and matches and matches[-1].goal == match.goal and matches[-1].tool == match.tool:
             # The same goal said twice ("is it drug-like? check Lipinski's rule"): one part.
             previous = matches[-1]
-            joined = _match(f"{previous.text} {text}", index, graph, inputs, held, render)
+            if len(previous.text) >= LONG_PART_CHARS or previous.text.endswith(text):
+                # Long (see LONG_PART_CHARS), or the same words again ("X and X"): nothing new to match.
+                matches[-1] = PartMatch(f"{previous.text} {text}", previous.choice, previous.problem)
+                continue
+            joined = matched(f"{previous.text} {text}")
             matches[-1] = joined if joined.goal == previous.goal and joined.tool == previous.tool else max(previous, match, key=_similarity)
             continue
         matches.append(match)
@@ -256,9 +312,9 @@ def _similarity(match: PartMatch) -> float:
     return (hit.similarity if hit.similarity is not None else hit.lexical) if hit is not None else float("-inf")
 
 
-def _match(text: str, index: SkillIndex, graph: StateGraph, inputs: Mapping[str, Any] | None, held: Collection[str], render: Callable[[Plan], Any] | None, min_score: float = MIN_SCORE) -> PartMatch:
+def _match(text: str, index: SkillIndex, graph: StateGraph, inputs: Mapping[str, Any] | None, held: Collection[str], render: Callable[[Plan], Any] | None, min_score: float = MIN_SCORE, budget: TaskBudget = NO_BUDGET) -> PartMatch:
     try:
-        return PartMatch(text, choose_goal(text, index, graph, inputs=inputs, held=held, render=render, min_score=min_score))
+        return PartMatch(text, choose_goal(text, index, graph, inputs=inputs, held=held, render=render, min_score=min_score, budget=budget))
     except (NoMatchingSkillError, NoPlanError) as error:
         return PartMatch(text, None, str(error))
 
@@ -302,11 +358,12 @@ def _with_repeats(joint: Plan, matches: Sequence[PartMatch]) -> Plan:
     return replace(joint, steps=(*joint.steps, *extra), cost=joint.cost + sum(step.tool.cost for step in extra), lower_bound=(joint.lower_bound or 0.0) + sum(step.tool.cost for step in extra))
 
 
-def _relevance(index: SkillIndex, matches: Sequence[PartMatch]) -> dict[int, float]:
+def _relevance(index: SkillIndex, matches: Sequence[PartMatch], budget: TaskBudget = NO_BUDGET) -> dict[int, float]:
     """Each tool's best search score over the matched parts: what the task is about, for ties."""
     best: dict[int, float] = {}
     for match in matches:
         if match.status == "matched":
+            budget.check()
             for tool_id, score in index.tool_relevance(match.text).items():
                 best[tool_id] = max(score, best.get(tool_id, score))
     return best
@@ -434,12 +491,14 @@ def plan_parts(
     held: Collection[str] = (),
     render: Callable[[Plan], Any] | None = None,
     session_held: Collection[str] = (),
+    budget: TaskBudget = NO_BUDGET,
 ) -> tuple[tuple[PartMatch, ...], Plan]:
     """Split ``task`` (free text) or take its steps (a list), match each part and plan them jointly.
 
     ``held`` states (the caller's word) stay held. ``session_held`` states (what an agent session
     holds from earlier tasks) stay held unless the inputs replace them (:func:`held_unless_replaced`).
     Input states the inputs give (:meth:`planner.graph.StateGraph.input_states_given`) are held.
+    ``budget`` is checked between parts, candidate goals and before the joint plan.
 
     Returns:
         The parts with what each matched, and the joint plan.
@@ -448,6 +507,7 @@ def plan_parts(
         QueryError: an empty task or step.
         NoMatchingSkillError: no part matches any skill (the whole text was tried as one part too).
         NoPlanError: no single plan reaches the goals of all matched parts.
+        PlanningTimeout, PlanningCancelled: from ``budget`` (:class:`planner.planning.TaskBudget`).
     """
     task = checked_task(task)
     held = frozenset(held) | held_unless_replaced(graph, session_held, inputs or {}) | graph.input_states_given(inputs or {})
@@ -457,15 +517,17 @@ def plan_parts(
     else:
         texts, weak = list(task), set()
     if len(texts) == 1:
-        matches = [PartMatch(texts[0], choose_goal(texts[0], index, graph, inputs=inputs, held=held, render=render))]
+        matches = [PartMatch(texts[0], choose_goal(texts[0], index, graph, inputs=inputs, held=held, render=render, budget=budget))]
     else:
-        matches = match_parts(texts, index, graph, inputs, held, render, merge=isinstance(task, str), weak=weak)
+        matches = match_parts(texts, index, graph, inputs, held, render, merge=isinstance(task, str), weak=weak, budget=budget)
     if all(match.choice is None for match in matches):
         whole = task_text(task)
-        choice = choose_goal(whole, index, graph, inputs=inputs, held=held, render=render)  # raises when nothing serves it
+        choice = choose_goal(whole, index, graph, inputs=inputs, held=held, render=render, budget=budget)  # raises when nothing serves it
         matches = [PartMatch(whole, choice)]
     if not any(match.status == "matched" for match in matches):
         goal = frozenset().union(*(match.goal for match in matches))
         return tuple(matches), Plan(goal, frozenset(held), (), 0.0, True)
-    return tuple(matches), joint_plan(graph, matches, held, _relevance(index, matches))
+    relevance = _relevance(index, matches, budget)
+    budget.check()
+    return tuple(matches), joint_plan(graph, matches, held, relevance)
 

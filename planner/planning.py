@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
+import threading
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -27,6 +29,78 @@ from registry import ToolDefinition
 
 #: Milliseconds a plan's search may spend proving optimality after its bounds (see :func:`plan`).
 DEFAULT_TIME_BUDGET_MS = 250.0
+
+#: Seconds planning one task may take by default: splitting it, choosing every part's goal and the
+#: joint plan (:class:`TaskBudget`). A task of :data:`planner.parts.MAX_TASK_PARTS` parts plans in
+#: well under this (``benchmarks/bench_long_tasks.py``); an agent kept waiting longer is better
+#: told to split its task.
+DEFAULT_TASK_BUDGET_S = 30.0
+
+
+class PlanningStopped(Exception):
+    """Planning a task stopped before it finished (:class:`TaskBudget`); nothing was planned."""
+
+
+class PlanningTimeout(PlanningStopped, TimeoutError):
+    """Planning a task outlasted its time budget; ``budget_s`` holds the budget in seconds."""
+
+    def __init__(self, budget_s: float):
+        self.budget_s = budget_s
+        super().__init__(f"planning the task took longer than its time budget of {budget_s:g} s; split it into smaller tasks, or give it more time (time_budget_s=SECONDS)")
+
+
+class PlanningCancelled(PlanningStopped):
+    """The caller cancelled planning a task (its client is gone)."""
+
+
+@dataclass(frozen=True)
+class TaskBudget:
+    """When planning one task must stop: past a deadline, or once a cancellation event is set.
+
+    Planning is cooperative: it calls :meth:`check` between parts, between candidate goals and
+    before the joint plan, so it stops within one such step of the deadline or the cancellation.
+
+    Attributes:
+        seconds: the time budget in seconds (``None``: no limit).
+        deadline: ``time.monotonic()`` value past which :meth:`check` raises (``None``: no limit).
+        cancel: an event another thread sets to stop the planning (``None``: never cancelled).
+    """
+
+    seconds: float | None = None
+    deadline: float | None = None
+    cancel: threading.Event | None = None
+
+    @classmethod
+    def start(cls, seconds: float | None = DEFAULT_TASK_BUDGET_S, cancel: threading.Event | None = None) -> TaskBudget:
+        """A budget of ``seconds`` from now (``None``: no limit), stopped early when ``cancel`` is set.
+
+        Raises:
+            ValueError: see :meth:`check_seconds`.
+        """
+        cls.check_seconds(seconds)
+        return cls(seconds, None if seconds is None else time.monotonic() + seconds, cancel)
+
+    @staticmethod
+    def check_seconds(seconds: object) -> None:
+        """Refuse a budget that is not a positive, finite number of seconds or ``None`` (``ValueError``)."""
+        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds <= 0):
+            raise ValueError(f"time_budget_s must be a positive, finite number of seconds or None, got {seconds!r}")
+
+    def check(self) -> None:
+        """Stop here when the caller cancelled or the time is up.
+
+        Raises:
+            PlanningCancelled: the cancellation event is set.
+            PlanningTimeout: the deadline has passed.
+        """
+        if self.cancel is not None and self.cancel.is_set():
+            raise PlanningCancelled("planning the task was cancelled by its caller")
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise PlanningTimeout(self.seconds)  # type: ignore[arg-type]  # a deadline comes with its seconds
+
+
+#: A budget that never stops planning (for callers that plan without one).
+NO_BUDGET = TaskBudget()
 
 
 @dataclass(frozen=True)

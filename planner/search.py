@@ -207,6 +207,7 @@ class SkillIndex:
             self._bm25.index(_tokens(documents), show_progress=False)
         self.embedder: Embedder | None = None
         self._recent_queries: dict[str, np.ndarray] = {}
+        self._queries_ready = False
         self._cached: CachedEmbedder | None = None
         self._vectors = np.zeros((0, 1), dtype=np.float32)
         if mode != "bm25" and self._texts:
@@ -331,6 +332,18 @@ class SkillIndex:
         lexical = self._bm25.get_scores(query_tokens) if query_tokens else np.zeros(len(self._entries), dtype=np.float32)
         score = self._fused(similarity, lexical)
         return {entry.tool_id: float(score[index]) for index, entry in enumerate(self._entries) if entry.kind == "tool" and entry.tool_id is not None}
+
+    def load_query_model(self) -> None:
+        """Embed one probe query now (once per index), so whatever the embedder loads on first use
+        loads here: the shipped ONNX query model takes seconds, and about 20 s when it is first
+        exported. Planning calls this before its time budget starts, so the budget counts planning.
+
+        Raises:
+            ValueError: the embedder's output is not a finite ``(1, d)`` array.
+        """
+        if self.embedder is not None and not self._queries_ready:
+            checked_vectors(self.embedder(["probe"]), 1, self.embedder)
+            self._queries_ready = True
 
     def _query_vector(self, query: str) -> np.ndarray:
         """The query's unit vector; the last few are kept, since planning a task searches each part

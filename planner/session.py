@@ -47,7 +47,7 @@ from kernel.bindings import Bindings, toolkit_of
 from planner.cell import PlannedCell, is_variable_name, render_cell
 from planner.graph import kinds_of
 from planner.parts import checked_request, plan_parts, task_text
-from planner.planning import Plan
+from planner.planning import DEFAULT_TASK_BUDGET_S, Plan, PlanningCancelled, TaskBudget
 from planner.search import SkillHit
 from planner.task import TaskPlan, TaskRun, UnboundParametersError
 from registry import ToolDefinition
@@ -387,23 +387,39 @@ class AgentSession:
             artifacts = {variable: state for variable, state in self._artifacts.items() if state in plan.held and state not in carried}
             return render_cell(plan, inputs, task, registry=graph.registry, bindings=bindings, artifacts=artifacts, variables=self._variables | self._running, also_show=also_show, refinements=graph.refinements)
 
-    def plan_task(self, task: str | Sequence[str], inputs: Mapping[str, Any] | None = None, held: str | Collection[str] | None = None) -> TaskPlan:
+    def plan_task(
+        self,
+        task: str | Sequence[str],
+        inputs: Mapping[str, Any] | None = None,
+        held: str | Collection[str] | None = None,
+        *,
+        time_budget_s: float | None = DEFAULT_TASK_BUDGET_S,
+        cancel: threading.Event | None = None,
+    ) -> TaskPlan:
         """Plan a task in words or as a list of steps (:meth:`planner.Workspace.plan_task`) from the
         held states (or ``held``); the cell reads held artifacts and calls the session's handles.
         Binds the plan's new domains, so the cell also runs when the agent executes it as a free cell.
 
+        ``time_budget_s`` (seconds, ``None``: no limit) and ``cancel`` (an event another thread sets
+        to stop) bound the planning, as for :meth:`planner.Workspace.plan_task`.
+
         Raises:
-            NoMatchingSkillError, NoPlanError, QueryError, InputError, UnknownStateError: see
-            :meth:`planner.Workspace.plan_task`.
+            NoMatchingSkillError, NoPlanError, QueryError, InputError, UnknownStateError,
+            PlanningTimeout, PlanningCancelled, ValueError: see :meth:`planner.Workspace.plan_task`.
         """
         self._check_open()
         self._check_kernel()
+        TaskBudget.check_seconds(time_budget_s)
         graph = self.workspace.graph
         # Held states the caller names stay held; the session's own may be replaced by the inputs.
         task, explicit = checked_request(graph, task, inputs, () if held is None else held)
         text = task_text(task)
         session_held = self.held if held is None else ()
-        parts, joint = plan_parts(task, self.workspace.index, graph, inputs=inputs, held=explicit, session_held=session_held, render=lambda plan: self._render(plan, inputs, text, self._prospective_bindings(plan)))
+        index = self.workspace.index
+        index.load_query_model()  # loading the model is not planning: the budget starts after it
+        budget = TaskBudget.start(time_budget_s, cancel)
+        parts, joint = plan_parts(task, index, graph, inputs=inputs, held=explicit, session_held=session_held, render=lambda plan: self._render(plan, inputs, text, self._prospective_bindings(plan)), budget=budget)
+        budget.check()  # a cancelled plan binds no domains
         self.bind_domains(toolkit_of(step.tool) for step in joint.steps)
         bindings = self._bindings if self._bindings is not None else self._prospective_bindings(joint)
         with self._lock:
@@ -412,16 +428,26 @@ class AgentSession:
         cell = self._render(joint, inputs, text, bindings, also_show=already)
         return TaskPlan(task, dict(inputs or {}), parts, joint, cell, session_id=self.session_id)
 
-    async def aplan_task(self, task: str | Sequence[str], inputs: Mapping[str, Any] | None = None, held: str | Collection[str] | None = None) -> TaskPlan:
-        """:meth:`plan_task` in a worker thread."""
-        return await asyncio.to_thread(self.plan_task, task, inputs, held)
+    async def aplan_task(self, task: str | Sequence[str], inputs: Mapping[str, Any] | None = None, held: str | Collection[str] | None = None, *, time_budget_s: float | None = DEFAULT_TASK_BUDGET_S) -> TaskPlan:
+        """:meth:`plan_task` in a worker thread. Cancelling the awaiting coroutine (its client is
+        gone) stops the worker at its next check (:class:`planner.planning.TaskBudget`)."""
+        cancel = threading.Event()
+        try:
+            return await asyncio.to_thread(self.plan_task, task, inputs, held, time_budget_s=time_budget_s, cancel=cancel)
+        except asyncio.CancelledError:
+            cancel.set()
+            raise
 
-    def _runnable(self, task: str | Sequence[str] | TaskPlan, inputs: Mapping[str, Any] | None) -> TaskPlan:
+    def _runnable(self, task: str | Sequence[str] | TaskPlan, inputs: Mapping[str, Any] | None, time_budget_s: float | None = DEFAULT_TASK_BUDGET_S, cancel: threading.Event | None = None, reserved: list[TaskPlan] | None = None) -> TaskPlan:
         """The task plan to run: planned now for a task text; checked against what the session
         holds; its variables reserved until :meth:`_finish_task` (rendered again with new names
-        when the kernel, or a task running meanwhile, has taken one since it was planned)."""
+        when the kernel, or a task running meanwhile, has taken one since it was planned).
+
+        ``reserved`` receives the plan once its variables are reserved, and ``cancel`` set before
+        that reserves nothing (raising PlanningCancelled): both under the session's lock, so a
+        cancelled caller knows exactly what to give back."""
         self._check_open()
-        task_plan = task if isinstance(task, TaskPlan) else self.plan_task(task, inputs)
+        task_plan = task if isinstance(task, TaskPlan) else self.plan_task(task, inputs, time_budget_s=time_budget_s, cancel=cancel)
         if task_plan.session_id != self.session_id:
             made_by = f"session {task_plan.session_id!r}" if task_plan.session_id else "Workspace.plan_task"
             raise ValueError(f"this task plan was made by {made_by}; plan it with this session's plan_task, so its cell uses this session's handles and variables")
@@ -439,7 +465,11 @@ class AgentSession:
                 shown = [variable for variable in task_plan.cell.result_variables if variable not in task_plan.cell.step_variables]
                 bindings = self._bindings if self._bindings is not None else self._prospective_bindings(task_plan.plan)
                 task_plan = replace(task_plan, cell=self._render(task_plan.plan, task_plan.inputs, task_text(task_plan.task), bindings, also_show=shown))
+            if cancel is not None and cancel.is_set():
+                raise PlanningCancelled("running the task was cancelled by its caller")
             self._running.update(task_plan.cell.step_variables)
+            if reserved is not None:
+                reserved.append(task_plan)
         return task_plan
 
     def _record(self, task_plan: TaskPlan, run: TaskRun) -> None:
@@ -454,11 +484,12 @@ class AgentSession:
                     self._artifacts.pop(variable, None)
                     self._artifacts[variable] = tool.return_spec.state
 
-    def run_task(self, task: str | Sequence[str] | TaskPlan, inputs: Mapping[str, Any] | None = None) -> TaskRun:
+    def run_task(self, task: str | Sequence[str] | TaskPlan, inputs: Mapping[str, Any] | None = None, *, time_budget_s: float | None = DEFAULT_TASK_BUDGET_S) -> TaskRun:
         """Plan ``task`` (unless it is already a :class:`TaskPlan` of this session) and run its cell in
         the session's kernel; completed steps' states become held.
 
-        A plan with no steps (its goal is already held) runs nothing.
+        A plan with no steps (its goal is already held) runs nothing. ``time_budget_s`` bounds the
+        planning only (:meth:`plan_task`); the kernel's own timeout bounds the cell.
 
         Raises:
             UnboundParametersError: the cell needs inputs that were not given (nothing runs).
@@ -466,7 +497,7 @@ class AgentSession:
             KernelError: the kernel could not start.
             and what :meth:`plan_task` raises.
         """
-        task_plan = self._runnable(task, inputs)
+        task_plan = self._runnable(task, inputs, time_budget_s)
         try:
             if not task_plan.plan.steps:
                 return TaskRun(task_plan, self._take_notice(CellResult("ok")))
@@ -476,9 +507,20 @@ class AgentSession:
         finally:
             self._release(task_plan)
 
-    async def arun_task(self, task: str | Sequence[str] | TaskPlan, inputs: Mapping[str, Any] | None = None) -> TaskRun:
-        """Async :meth:`run_task`."""
-        task_plan = await asyncio.to_thread(self._runnable, task, inputs)
+    async def arun_task(self, task: str | Sequence[str] | TaskPlan, inputs: Mapping[str, Any] | None = None, *, time_budget_s: float | None = DEFAULT_TASK_BUDGET_S) -> TaskRun:
+        """Async :meth:`run_task`. Cancelling the awaiting coroutine while the task is planned (its
+        client is gone) stops the planning thread at its next check, and gives back any variable
+        names it reserved."""
+        cancel = threading.Event()
+        reserved: list[TaskPlan] = []
+        try:
+            task_plan = await asyncio.to_thread(self._runnable, task, inputs, time_budget_s, cancel, reserved)
+        except asyncio.CancelledError:
+            with self._lock:
+                cancel.set()
+                for reserved_plan in reserved:
+                    self._release(reserved_plan)
+            raise
         try:
             if not task_plan.plan.steps:
                 return TaskRun(task_plan, self._take_notice(CellResult("ok")))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from catalogs import default_catalog_paths
 from planner.graph import StateGraph
-from planner.planning import Plan, plan
+from planner.planning import DEFAULT_TASK_BUDGET_S, Plan, TaskBudget, plan
 from registry import CatalogError, CatalogProblem, LoadedCatalogs, ToolDefinition, import_roots, load_checked
 from registry.catalog import UNREADABLE
 
@@ -111,21 +112,41 @@ class Workspace:
         goal_plan = self.plan(goal, held=frozenset(held) | self.graph.input_states_given(inputs or {}))
         return goal_plan, render_cell(goal_plan, inputs, registry=self.graph.registry, refinements=self.graph.refinements)
 
-    def plan_task(self, task: str | Sequence[str], inputs: Mapping[str, Any] | None = None, held: Collection[str] = ()) -> TaskPlan:
+    def plan_task(
+        self,
+        task: str | Sequence[str],
+        inputs: Mapping[str, Any] | None = None,
+        held: Collection[str] = (),
+        *,
+        time_budget_s: float | None = DEFAULT_TASK_BUDGET_S,
+        cancel: threading.Event | None = None,
+    ) -> TaskPlan:
         """Plan a task given in words or as a list of steps (see :mod:`planner.parts`): each part is
         matched by skill search, and the goals of all parts get one joint plan and cell.
 
+        Args:
+            time_budget_s: seconds the planning may take (``None``: no limit); the clock starts
+                once the task is checked, so loading the embedding model does not count.
+            cancel: an event another thread sets to stop the planning (e.g. its client is gone).
+
         Raises:
             NoMatchingSkillError, NoPlanError, QueryError, InputError, UnknownStateError: see
-            :func:`planner.parts.plan_parts` and :func:`planner.goals.choose_goal`.
+            :func:`planner.parts.plan_parts` and :func:`planner.goals.choose_goal`; QueryError
+            also for a task over the size limits (:data:`planner.parts.MAX_TASK_CHARS`,
+            :data:`planner.parts.MAX_TASK_PARTS`, :data:`planner.parts.MAX_TASK_STEPS`).
+            PlanningTimeout: planning outlasted ``time_budget_s``. PlanningCancelled: ``cancel`` was set.
+            ValueError: ``time_budget_s`` is not a positive number or ``None``.
         """
         from planner.cell import render_cell
         from planner.parts import checked_request, plan_parts, task_text
         from planner.task import TaskPlan
 
+        TaskBudget.check_seconds(time_budget_s)
         task, held = checked_request(self.graph, task, inputs, held)  # before the model loads: fail fast
         text = task_text(task)
-        parts, joint = plan_parts(task, self.index, self.graph, inputs=inputs, held=held)
+        index = self.index
+        index.load_query_model()  # loading the model is not planning: the budget starts after it
+        parts, joint = plan_parts(task, index, self.graph, inputs=inputs, held=held, budget=TaskBudget.start(time_budget_s, cancel))
         cell = render_cell(joint, inputs, text, registry=self.graph.registry, refinements=self.graph.refinements)
         return TaskPlan(task, dict(inputs or {}), parts, joint, cell)
 
