@@ -4,6 +4,8 @@
   handle. CodeMode connects it when a run starts (its ``connect`` is async, so on the run's first
   cell, on the caller's loop) and closes it when the run ends; one opened by hand
   (``async with MCPToolkit(...)``) is left alone. Signatures come from the tools' input schemas.
+  A tool that cannot be bound (:func:`unbindable_reason`: an empty name, say) is skipped with a
+  warning naming it and why, and listed in :attr:`MCPToolkit.skipped`; the others are bound.
 - :func:`catalog_tool` turns a registry :class:`ToolDefinition` whose ``mcp_server`` is set into a
   host :class:`Tool` that calls that server, connected on first use through :class:`MCPConnections`.
 
@@ -18,15 +20,24 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kernel.mcp_connection import MCPConnection
+import mcp_types
+
+from kernel.mcp_connection import MCPConnection, MCPConnectionError
 from kernel.toolkit import ShownText, Tool, Toolkit
 from registry import ToolDefinition
 from registry.mcp_servers import MCPServerConfig
-from registry.names import NameMap, parameter_name
+from registry.names import NameMap, parameter_name, require_printable
 from registry.type_strings import type_from_json_schema
+
+#: The longest tool name bound: MCP's own limit ("Tool names SHOULD be between 1 and 128 characters",
+#: specification 2025-11-25, SEP-986). A longer one would fill every instruction line and cell that names it.
+MAX_TOOL_NAME_CHARS = 128
+#: Characters of a skipped tool's name quoted in a warning.
+SHOWN_NAME_CHARS = 60
 
 
 class MCPToolkit(Toolkit):
@@ -39,7 +50,7 @@ class MCPToolkit(Toolkit):
     Args:
         name: the toolkit's (and server's) name; the handle is made from it (``time`` → ``time``).
         include: names of the tools to bind (default: every listed tool).
-        connect_timeout: seconds to start or reach the server and list its tools.
+        connect_timeout: seconds to start or reach the server, list its tools and bind them.
         call_timeout: seconds one call may take (default: no limit of its own; the cell's applies).
         hooks / pre_hook / post_hook / cache_results / cache_ttl / max_cache_entries: as for
             :class:`kernel.toolkit.Toolkit`.
@@ -80,14 +91,22 @@ class MCPToolkit(Toolkit):
             raise ValueError(f"MCP server {name!r}: {error}") from None
         self.connection = MCPConnection(config)
         self.include = None if include is None else frozenset(include)
+        #: ``{tool name: why it was not bound}`` for the tools the last connect skipped.
+        self.skipped: dict[str, str] = {}
 
     async def connect(self) -> None:
         """Connect, list every tool (all pages) and register those included, replacing earlier ones.
 
+        A tool that cannot be bound (see :func:`unbindable_reason`) is skipped: it is named, with
+        why, in a ``RuntimeWarning`` and in :attr:`skipped`.
+
         Raises:
-            kernel.mcp_connection.MCPConnectionError: the server could not be started, reached or listed.
+            kernel.mcp_connection.MCPConnectionError: the server could not be started, reached or
+                listed, or its tools not bound, within ``connect_timeout`` seconds.
             ValueError: ``include`` names a tool the server does not list.
         """
+        timeout = self.connection.config.connect_timeout
+        deadline = asyncio.get_running_loop().time() + timeout
         await self.connection.connect()
         try:
             listed = self.connection.tools
@@ -95,13 +114,23 @@ class MCPToolkit(Toolkit):
             missing = sorted(self.include - names) if self.include is not None else []
             if missing:
                 raise ValueError(f"MCP server {self.name!r} lists no tool {', '.join(map(repr, missing))}; it lists {', '.join(sorted(names)) or 'none'}")
-            tools = [server_tool(self.connection, tool.name, tool.description or "", tool.input_schema) for tool in listed if self.include is None or tool.name in self.include]
+            included = [tool for tool in listed if self.include is None or tool.name in self.include]
+            try:
+                async with asyncio.timeout_at(deadline):
+                    # In a thread: a server may list thousands of tools, and this loop runs other sessions' cells.
+                    tools, skipped = await asyncio.to_thread(_bound_tools, self.connection, included)
+            except TimeoutError:
+                raise MCPConnectionError(f"MCP server {self.name!r}: binding its {len(included)} tools did not finish within {timeout:g} s (connect_timeout); raise connect_timeout, or bind fewer with include=[...]") from None
         except BaseException:
             await self.connection.aclose()  # not bound: the server must not outlive this failure
             raise
         self._tools = {}
         for tool in tools:
             self.register(tool)
+        self.skipped = skipped
+        if skipped:
+            listing = "; ".join(f"{shown_name(name)} ({reason})" for name, reason in skipped.items())
+            warnings.warn(f"MCP server {self.name!r}: skipped {len(skipped)} tool{'s' if len(skipped) != 1 else ''} that cannot be bound: {listing}. Its other tools are bound; ask the server's maintainers to fix these.", RuntimeWarning, stacklevel=2)
         self.is_connected = True
 
     async def close(self) -> None:
@@ -161,6 +190,38 @@ def catalog_tool(definition: ToolDefinition, connections: MCPConnections) -> Too
     return _calling_tool(connections.get(server), definition.name, definition.description, signature, {parameter.python_name: parameter.name for parameter in definition.parameters})
 
 
+def unbindable_reason(name: str, input_schema: Any) -> str:
+    """Why a tool a server lists cannot be bound as a host tool or drafted into a catalog; empty
+    when it can be.
+
+    A tool cannot when its name is empty, holds a control character (names end up in generated
+    code) or is longer than :data:`MAX_TOOL_NAME_CHARS`, or when its input schema is not a JSON
+    object, or its ``properties`` not an object, or its ``required`` not a list of names. Names that
+    are merely not Python identifiers (``!!!``, ``class``, ``get-time`` beside ``get_time``) are fine:
+    :mod:`registry.names` gives them attributes.
+
+    Examples:
+        >>> unbindable_reason("get-time", {"type": "object"}), unbindable_reason("", {})
+        ('', 'its name is empty')
+    """
+    if not name:
+        return "its name is empty"
+    if len(name) > MAX_TOOL_NAME_CHARS:
+        return f"its name is {len(name)} characters long; MCP allows {MAX_TOOL_NAME_CHARS}"
+    try:
+        require_printable(name, "its name")
+    except ValueError as error:
+        return str(error)
+    if not isinstance(input_schema, dict):
+        return f"its input schema is a JSON {type(input_schema).__name__}, not an object"
+    if not isinstance(input_schema.get("properties") or {}, dict):
+        return "its input schema's `properties` is not a JSON object"
+    required = input_schema.get("required") or []
+    if not isinstance(required, list) or not all(isinstance(property_name, str) for property_name in required):
+        return "its input schema's `required` is not a list of property names"
+    return ""
+
+
 def server_tool(connection: MCPConnection, name: str, description: str, input_schema: Mapping[str, Any]) -> Tool:
     """A host :class:`Tool` calling tool ``name`` of ``connection``'s server, its signature made
     from the tool's JSON Schema ``input_schema`` (required properties first; a schema whose
@@ -181,6 +242,27 @@ def server_tool(connection: MCPConnection, name: str, description: str, input_sc
             rest += "_"
         parameters.append(inspect.Parameter(rest, inspect.Parameter.VAR_KEYWORD, annotation=ShownText("Any")))
     return _calling_tool(connection, name, description, inspect.Signature(parameters), {names.python(wire_name): wire_name for wire_name in properties})
+
+
+def _bound_tools(connection: MCPConnection, listed: Iterable[mcp_types.Tool]) -> tuple[list[Tool], dict[str, str]]:
+    """``(tools, skipped)``: a host tool for each listed tool that can be bound, and ``{name: why
+    not}`` for the others."""
+    tools, skipped = [], {}
+    for tool in listed:
+        reason = unbindable_reason(tool.name, tool.input_schema)
+        if reason:
+            skipped[tool.name] = reason
+        else:
+            tools.append(server_tool(connection, tool.name, tool.description or "", tool.input_schema))
+    return tools, skipped
+
+
+def shown_name(name: str) -> str:
+    """A server's tool name quoted for a message on one line (control characters escaped), only its
+    start when it is long."""
+    if len(name) <= SHOWN_NAME_CHARS:
+        return repr(name)
+    return f"{name[:SHOWN_NAME_CHARS]!r}… ({len(name)} characters)"
 
 
 def _calling_tool(connection: MCPConnection, name: str, description: str, signature: inspect.Signature, wire_names: dict[str, str]) -> Tool:

@@ -7,6 +7,10 @@ with their defaults; types mapped by :func:`registry.type_strings.type_from_json
 value (from its output schema when it has one, else its text). What no server can say is left
 empty for the author: the states, and each tool's ``state_transition``. ``toolpath validate`` then
 reports each tool that produces no state (TP004) until they are filled in.
+
+A tool that toolpath cannot bind (:func:`kernel.mcp_toolkit.unbindable_reason`: an empty name, a
+control character in it, an input schema that is not an object...) is left out, and named with why
+in a ``RuntimeWarning`` and in the catalog's header comment.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import datetime
 import re
 import shlex
 import tempfile
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +27,7 @@ from typing import Any
 import yaml
 
 from kernel.mcp_connection import MCPConnection
+from kernel.mcp_toolkit import shown_name, unbindable_reason
 from registry import CatalogError, read_catalog
 from registry.mcp_servers import MCPServerConfig
 from registry.names import python_identifier
@@ -51,6 +57,8 @@ async def draft_catalog(config: MCPServerConfig, domain: str | None = None) -> s
             server gives itself, made an identifier).
         domain: the catalog's domain (default: the server's name).
 
+    Tools that cannot be drafted are left out and named in a ``RuntimeWarning`` and the header.
+
     Raises:
         kernel.mcp_connection.MCPConnectionError: the server could not be started, reached or listed.
     """
@@ -61,13 +69,26 @@ async def draft_catalog(config: MCPServerConfig, domain: str | None = None) -> s
     finally:
         await connection.aclose()
     name = config.name or python_identifier(reported or "server").lower()
-    document = catalog_document(config.model_copy(update={"name": name}), [tool.model_dump(by_alias=True, exclude_none=True) for tool in tools], domain or name)
-    return render(document, config)
+    listed = [tool.model_dump(by_alias=True, exclude_none=True) for tool in tools]
+    skipped = skipped_tools(listed)
+    if skipped:
+        listing = "; ".join(f"{shown_name(tool)} ({reason})" for tool, reason in skipped.items())
+        warnings.warn(f"left out {len(skipped)} tool{'s' if len(skipped) != 1 else ''} of the MCP server that toolpath cannot bind: {listing}", RuntimeWarning, stacklevel=2)
+    document = catalog_document(config.model_copy(update={"name": name}), listed, domain or name)
+    return render(document, config, skipped)
+
+
+def skipped_tools(tools: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """``{name: why}`` for the ``tools/list`` entries (as JSON) that cannot be drafted, by
+    :func:`kernel.mcp_toolkit.unbindable_reason`."""
+    reasons = {tool["name"]: unbindable_reason(tool["name"], tool.get("inputSchema")) for tool in tools}
+    return {name: reason for name, reason in reasons.items() if reason}
 
 
 def catalog_document(config: MCPServerConfig, tools: Sequence[Mapping[str, Any]], domain: str) -> dict[str, Any]:
     """The catalog (as plain data) of ``tools``, each a ``tools/list`` entry as JSON
-    (``name``, ``description``, ``inputSchema``, ``outputSchema``)."""
+    (``name``, ``description``, ``inputSchema``, ``outputSchema``), less those
+    :func:`skipped_tools` names."""
     server = config.model_dump(exclude={"name"}, exclude_defaults=True)
     if "args" in server:
         server["args"] = list(server["args"])
@@ -75,7 +96,7 @@ def catalog_document(config: MCPServerConfig, tools: Sequence[Mapping[str, Any]]
         "domain": domain,
         "mcp_servers": {config.name: server},
         "states": [],
-        "tools": [_tool_entry(tool, config.name) for tool in tools],
+        "tools": [_tool_entry(tool, config.name) for tool in tools if not unbindable_reason(tool["name"], tool.get("inputSchema"))],
     }
 
 
@@ -134,8 +155,9 @@ def load_problems(text: str) -> list[str]:
     return []
 
 
-def render(document: Mapping[str, Any], config: MCPServerConfig) -> str:
-    """The drafted catalog as YAML, under a comment saying where it came from and what is left to do."""
+def render(document: Mapping[str, Any], config: MCPServerConfig, skipped: Mapping[str, str] | None = None) -> str:
+    """The drafted catalog as YAML, under a comment saying where it came from, which tools
+    (``skipped``: ``{name: why}``) it leaves out and what is left to do."""
     source = config.url if config.url is not None else shlex.join([config.command or "", *config.args])
     tools = len(document["tools"])
     header = (
@@ -144,4 +166,6 @@ def render(document: Mapping[str, Any], config: MCPServerConfig) -> str:
         "# tool's `state_transition` (and a parameter's or return's `state` where it carries one), and\n"
         "# write affordances. Until then `toolpath validate` warns (TP004) that no plan can use a tool.\n"
     )
+    if skipped:
+        header += "# Left out, as toolpath cannot bind them:\n" + "".join(f"#   {shown_name(name)}: {reason}\n" for name, reason in skipped.items())
     return header + yaml.safe_dump(dict(document), sort_keys=False, allow_unicode=True, width=100)

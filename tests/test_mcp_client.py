@@ -23,6 +23,16 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGED_SERVER = str(ROOT / "tests" / "servers" / "paged_server.py")
+ODD_SERVER = str(ROOT / "tests" / "servers" / "odd_server.py")
+#: The tools of odd_server.py that cannot be bound, with why.
+ODD_SKIPPED = {
+    "": "its name is empty",
+    "bad\x00name": "contains the control character U+0000",
+    "tab\tname": "contains the control character U+0009",
+    "x" * 200: "its name is 200 characters long; MCP allows 128",
+    "listed_properties": "its input schema's `properties` is not a JSON object",
+    "counted_required": "its input schema's `required` is not a list of property names",
+}
 
 
 def time_server(name="time"):
@@ -169,6 +179,42 @@ def test_connect_and_call_timeouts_bound_the_waits_and_leave_no_server_behind():
         slow = code_mode.run("await paged.slow(seconds=5)", "s")
         assert slow.status == "error" and slow.error["ename"] == "TimeoutError" and "no answer within 1 s (call_timeout)" in slow.error["evalue"]
         assert code_mode.run("await paged.slow(seconds=0)", "s").result == "'done'"
+
+
+def test_tools_with_odd_names_or_schemas_are_skipped_by_name_and_the_others_bind_and_answer():
+    odd = MCPToolkit("odd", command=sys.executable, args=[ODD_SERVER])
+    with CodeMode(tools=[odd], snapshot=False, pool_size=0) as code_mode:
+        with pytest.warns(RuntimeWarning, match=r"MCP server 'odd': skipped 6 tools that cannot be bound: '' \(its name is empty\); 'bad\\x00name' \(its name"):
+            result = code_mode.run(
+                "print(sorted(name for name in dir(odd) if not name.startswith('_')))\n"
+                "print(await odd.echo(text='hi'))\n"
+                "print(await odd.tool(), await odd.class_(), await odd.get_time(), await odd.get_time_2(), sep='|')\n"
+                "print(await odd.deep(rows=[[['a']]]))",
+                "s",
+            )
+        assert result.status == "ok", result.error
+        assert result.stdout.splitlines() == [
+            str(sorted(["class_", "deep", "echo", "get_time", "get_time_2", "tool"])),
+            'echo: {"text": "hi"}',
+            "!!!: {}|class: {}|get_time: {}|get-time: {}",
+            'deep: {"rows": [[["a"]]]}',
+        ]
+        assert list(odd.skipped) == list(ODD_SKIPPED)
+        assert all(why in odd.skipped[name] for name, why in ODD_SKIPPED.items())
+        # the 30-level schema's type stops at the depth cap
+        assert f"odd.deep(*, rows: {'list[' * 12}Any{']' * 12} = None)" in code_mode.instructions()
+
+
+def test_catalog_draft_leaves_out_the_tools_that_cannot_be_bound_and_names_them(tmp_path):
+    with pytest.warns(RuntimeWarning, match=r"left out 6 tools of the MCP server that toolpath cannot bind: '' \(its name is empty\)"):
+        text = asyncio.run(draft_catalog(server_config(f"{sys.executable} {ODD_SERVER}", "odd")))
+    assert "# Left out, as toolpath cannot bind them:\n#   '': its name is empty\n#   'bad\\x00name': its name" in text
+    assert f"#   {'x' * 60!r}… (200 characters): its name is 200 characters long" in text  # a long name is shortened
+    path = tmp_path / "odd.yaml"
+    path.write_text(text)
+    catalog = read_catalog(path)
+    assert [tool.name for tool in catalog.tools] == ["echo", "!!!", "class", "get-time", "get_time", "deep"]
+    assert catalog.tools[-1].optional_parameters[0].type == "list[" * 12 + "Any" + "]" * 12
 
 
 @pytest.fixture()
