@@ -483,10 +483,15 @@ def command_init(arguments: argparse.Namespace) -> int:
 
 
 def command_serve(arguments: argparse.Namespace) -> int:
+    from planner.http_serving import HttpLimits
     from planner.server import ServeError, serve  # the MCP SDK loads only for this command
 
     try:
-        serve(_catalog_paths(arguments), arguments.http, arguments.tokens, arguments.no_auth, {**code_mode_options(arguments), **kernel_caps(arguments)})
+        limits = None
+        if arguments.max_connections is not None or arguments.request_timeout is not None:
+            defaults = HttpLimits()
+            limits = HttpLimits(max_connections=arguments.max_connections or defaults.max_connections, request_timeout=arguments.request_timeout or defaults.request_timeout)
+        serve(_catalog_paths(arguments), arguments.http, arguments.tokens, arguments.no_auth, {**code_mode_options(arguments), **kernel_caps(arguments)}, limits, arguments.allowed_host)
     except (ServeError, ValueError) as error:  # ValueError: CodeMode refused the kernel options
         raise CommandLineError(str(error)) from error
     return 0
@@ -664,6 +669,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve_parser.add_argument("--http", metavar="HOST:PORT", help="serve Streamable HTTP at this address (at /mcp) instead of stdio, e.g. 127.0.0.1:8765")
     serve_parser.add_argument("--tokens", metavar="FILE", help='with --http: a JSON file {"bearer token": "user id", ...}; each request acts for its token\'s user')
     serve_parser.add_argument("--no-auth", action="store_true", help="with --http on a loopback address: no tokens, every request acts for the local user")
+    serve_parser.add_argument("--allowed-host", action="append", default=[], metavar="NAME[:PORT]", help="with --http: a Host name clients (or a proxy) use for this server besides its address; requests naming any other Host or Origin are refused (DNS rebinding); repeatable")
+    serve_parser.add_argument("--max-connections", type=positive_count, metavar="N", help="with --http: open connections at once (default 200, fewer if the open-file limit is low); more are answered 503")
+    serve_parser.add_argument("--request-timeout", type=positive_number, metavar="SECONDS", help="with --http: time a client has to send a whole request, head and body (default 20)")
     serve_parser.add_argument("--max-kernels-per-user", type=positive_count, default=SERVE_MAX_KERNELS_PER_USER, metavar="N", help=f"live kernels one user may have; a new session beyond them snapshots and stops that user's least recently used idle one (default {SERVE_MAX_KERNELS_PER_USER})")
     serve_parser.add_argument("--max-kernels", type=positive_count, default=SERVE_MAX_KERNELS, metavar="N", help=f"live kernels of all users together, each about 50 MB when idle; a new session beyond them snapshots and stops the least recently used idle one (default {SERVE_MAX_KERNELS})")
     kernel_options(serve_parser)

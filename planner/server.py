@@ -50,6 +50,7 @@ from mcp_types import CallToolResult, ImageContent, TextContent
 from kernel import CellResult, CodeMode, SessionOwnerError, format_for_model
 from planner.cli import is_refusal
 from planner.embedding import default_embedder
+from planner.http_serving import HttpLimits, connection_cap, host_check, serve_http
 from planner.session import AgentSession, StalePlanError
 from planner.workspace import Workspace
 from registry.storage import StoreError
@@ -300,22 +301,24 @@ def _without_image_data(structured: dict[str, Any]) -> dict[str, Any]:
     return {key: (len(value) if key == "images" and isinstance(value, list) else _without_image_data(value) if isinstance(value, dict) else value) for key, value in structured.items()}
 
 
-def serve(catalogs: Sequence[str | Path] = (), http: str | None = None, tokens_file: str | None = None, no_auth: bool = False, code_mode_options: dict[str, Any] | None = None) -> None:
+def serve(catalogs: Sequence[str | Path] = (), http: str | None = None, tokens_file: str | None = None, no_auth: bool = False, code_mode_options: dict[str, Any] | None = None, http_limits: HttpLimits | None = None, allowed_hosts: Sequence[str] = ()) -> None:
     """Run ``toolpath serve``: over stdio until the client disconnects, or over Streamable HTTP at
-    ``http`` (``HOST:PORT``) until interrupted. ``code_mode_options`` go to the shared
+    ``http`` (``HOST:PORT``) until SIGTERM/SIGINT. ``code_mode_options`` go to the shared
     :class:`kernel.CodeMode` (where its kernels run: a gateway, a kernelspec, the bridge).
 
     Over HTTP a tokens file (:func:`read_tokens`) is required, unless ``no_auth`` on a loopback
-    address (then every request acts for the local user).
+    address (then every request acts for the local user); connections are bounded by
+    ``http_limits`` (:class:`planner.http_serving.HttpLimits`) and the Host and Origin headers
+    checked against the bound address and ``allowed_hosts`` (:func:`planner.http_serving.host_check`).
 
     Raises:
-        ServeError: a bad address or tokens file, or HTTP without auth on a non-loopback address
-            (checked before anything loads).
+        ServeError: a bad address or tokens file, HTTP without auth on a non-loopback address, or
+            too few file descriptors (checked before anything loads).
     """
     tokens = None
     if http is None:
-        if tokens_file is not None or no_auth:
-            raise ServeError("--tokens and --no-auth only apply with --http (over stdio the user is the local user)")
+        if tokens_file is not None or no_auth or allowed_hosts or http_limits is not None:
+            raise ServeError("--tokens, --no-auth, --allowed-host and the connection limits only apply with --http (over stdio the user is the local user)")
     else:
         host, port = http_address(http)
         if tokens_file is not None and no_auth:
@@ -325,6 +328,10 @@ def serve(catalogs: Sequence[str | Path] = (), http: str | None = None, tokens_f
         if no_auth and not _is_loopback(host):
             raise ServeError(f"--no-auth is only allowed on a loopback address (127.0.0.1, ::1, localhost), not {host}; give --tokens FILE")
         tokens = read_tokens(tokens_file) if tokens_file is not None else None
+        try:
+            connection_cap(http_limits or HttpLimits())
+        except ValueError as error:
+            raise ServeError(str(error)) from error
     default_embedder().prepare_queries()  # the query model loads in a thread while the catalogs do
     workspace = Workspace.open(list(catalogs))
     url = f"http://{host}:{port}" if http is not None else "http://127.0.0.1"
@@ -335,7 +342,8 @@ def serve(catalogs: Sequence[str | Path] = (), http: str | None = None, tokens_f
             if http is None:
                 await server.mcp.run_stdio_async()
             else:
-                await server.mcp.run_streamable_http_async(host=host, port=port)
+                app = server.mcp.streamable_http_app(transport_security=host_check(host, port, allowed_hosts), host=host)
+                await serve_http(app, host, port, http_limits or HttpLimits())
         finally:
             await server.aclose()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import socket
 import subprocess
@@ -53,39 +54,57 @@ def fresh_sessions(toolpath_home):
         connection.close()
 
 
-@pytest.fixture()
-def listening_server():
-    """Start servers that listen on a free 127.0.0.1 port: ``listening_server(lambda port: argv,
-    **popen_options)`` returns the port once the server accepts connections (failing with its
-    stderr if it exits first); every server is stopped after the test."""
+@contextlib.contextmanager
+def _listening_servers():
+    """Start servers that listen on a free loopback port: ``start(lambda port: argv, host=...,
+    **popen_options)`` returns the port once the server accepts connections at ``host`` (default
+    127.0.0.1; failing with its stderr if it exits first); ``start.processes`` lists their
+    processes; every server is stopped on leaving."""
     processes = []
 
-    def start(command, timeout=120.0, **options):
-        port = _free_port()
+    def start(command, timeout=120.0, host="127.0.0.1", **options):
+        port = _free_port(host)
         process = subprocess.Popen(command(port), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **options)
         processes.append(process)
-        _wait_for_port(process, port, timeout)
+        _wait_for_port(process, port, timeout, host=host)
         return port
 
-    yield start
-    for process in processes:
-        process.terminate()
-        process.wait(timeout=30)
+    start.processes = processes
+    try:
+        yield start
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(timeout=30)
 
 
-def _free_port() -> int:
+@pytest.fixture()
+def listening_server():
+    """Servers stopped after the test (see :func:`_listening_servers`)."""
+    with _listening_servers() as start:
+        yield start
+
+
+@pytest.fixture(scope="module")
+def module_listening_server():
+    """Servers shared by a module's tests, stopped after the last (see :func:`_listening_servers`)."""
+    with _listening_servers() as start:
+        yield start
+
+
+def _free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
+        probe.bind((host, 0))
         return probe.getsockname()[1]
 
 
-def _wait_for_port(process: subprocess.Popen, port: int, timeout: float, log=None) -> None:
+def _wait_for_port(process: subprocess.Popen, port: int, timeout: float, log=None, host: str = "127.0.0.1") -> None:
     deadline = time.monotonic() + timeout
     while True:
         if process.poll() is not None:
             raise AssertionError(f"the server exited with {process.returncode}: {log.read_text() if log else process.stderr.read().decode()}")
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            socket.create_connection((host, port), timeout=1).close()
             return
         except OSError:
             assert time.monotonic() < deadline, "the server did not start listening"

@@ -1,0 +1,214 @@
+"""Serving an ASGI app over HTTP with uvicorn, within stated limits, for ``toolpath serve --http``.
+
+The MCP SDK's ``run_streamable_http_async`` starts uvicorn with its defaults: no bound on open
+connections, no time limit on a request's head or body, a graceful shutdown that waits for every
+open stream, and the event loop's default error handler. Anyone who could reach the port could
+then exhaust the process's file descriptors with idle or slow connections (``accept`` failing with
+EMFILE, the error report itself failing and ending the loop, every user's kernels with it), and
+SIGTERM could wait forever on one long request. :func:`serve_http` runs the same app under
+uvicorn with :class:`HttpLimits`:
+
+- at most ``max_connections`` open connections (never more than the descriptors left after a
+  reserve for kernels, catalogs and the store); at the cap a new connection replaces the one that
+  has waited longest without a request being served, or is answered ``503`` when all are busy;
+- a client has ``request_timeout`` seconds from connecting (or from the first byte of a later
+  request on a kept-alive connection) to send a whole request, head and body, so slow-header
+  ("slowloris") and slow-body connections are closed; an idle kept-alive connection is closed
+  after ``keep_alive_timeout`` seconds (uvicorn's own setting);
+- on SIGTERM or SIGINT, requests still running after ``shutdown_timeout`` seconds are cancelled;
+- an error the event loop reports (e.g. ``accept`` failing with EMFILE, which asyncio retries a
+  second later) is written to standard error in one line and never ends the loop.
+
+uvicorn's ``limit_concurrency`` is not used: it counts connections only once a request arrives
+and answers 503 then, after the descriptor is already held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import resource
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import h11
+import uvicorn
+from mcp.server.transport_security import TransportSecuritySettings
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+#: Descriptors kept free of HTTP connections: each kernel holds about ten (ZeroMQ sockets, pipes,
+#: its connection file), and the catalogs, SQLite store and MCP toolkits need their own.
+RESERVED_DESCRIPTORS = 256
+#: The listening socket's backlog. asyncio accepts up to this many connections in one go before
+#: any of them can be refused or closed, so it must fit well inside the reserve (uvicorn's default
+#: is 2,048).
+BACKLOG = 64
+
+_TOO_MANY_CONNECTIONS = b"too many open connections to this server; retry later\n"
+_SERVICE_UNAVAILABLE = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(_TOO_MANY_CONNECTIONS), _TOO_MANY_CONNECTIONS)
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    """Bounds on what HTTP clients can hold of the server (see the module docstring).
+
+    Attributes:
+        max_connections: open connections at once; lowered to the descriptors available less
+            :data:`RESERVED_DESCRIPTORS`. 200 keeps a few dozen agents with an open event stream
+            each well inside Linux's usual soft limit of 1,024 descriptors.
+        request_timeout: seconds a client has to send a whole request (head and body).
+        keep_alive_timeout: seconds an idle kept-alive connection stays open (uvicorn's default is 5).
+        shutdown_timeout: seconds running requests get on SIGTERM/SIGINT before they are cancelled.
+    """
+
+    max_connections: int = 200
+    request_timeout: float = 20.0
+    keep_alive_timeout: int = 5
+    shutdown_timeout: int = 5
+
+    def __post_init__(self) -> None:
+        for name in ("max_connections", "request_timeout", "keep_alive_timeout", "shutdown_timeout"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+
+def connection_cap(limits: HttpLimits) -> int:
+    """The number of connections the server admits: ``limits.max_connections``, or fewer when the
+    process's descriptor limit (raised to its hard limit first) leaves less after the reserve.
+
+    Raises:
+        ValueError: fewer than 16 descriptors would be left for connections (the message says how
+            to raise the limit).
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        # Raising the soft limit up to the hard one needs no privilege; servers commonly do it.
+        wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 65_536)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+        except (ValueError, OSError):
+            pass
+    available = soft - RESERVED_DESCRIPTORS
+    if available < 16:
+        raise ValueError(f"the open-file limit is {soft} descriptors, which leaves {max(available, 0)} for HTTP connections after {RESERVED_DESCRIPTORS} kept for kernels and files; raise it (e.g. `ulimit -n 4096`) and start again")
+    return min(limits.max_connections, available)
+
+
+class BoundedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a cap on open connections and a time limit per request (set
+    on the class by :func:`serve_http`).
+
+    At the cap a new connection takes the place of the connection that has waited longest
+    without a request in progress (idle, or still sending its request); only when every
+    connection is busy is the new one answered 503. A flood of idle connections therefore costs
+    a real client a reconnect at most, never a refusal.
+    """
+
+    max_connections: int = HttpLimits.max_connections
+    request_timeout: float = HttpLimits.request_timeout
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._request_timer: asyncio.TimerHandle | None = None
+        self._waiting_since = 0.0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        if len(self.connections) >= self.max_connections and not self._close_longest_waiting():
+            # Answer and let go at once: holding the descriptor is what the cap prevents.
+            transport.write(_SERVICE_UNAVAILABLE)
+            transport.close()
+            self.transport = transport
+            return
+        super().connection_made(transport)
+        self._start_request_timer()
+
+    def data_received(self, data: bytes) -> None:
+        if self.cycle is not None and self.conn.their_state is h11.IDLE and not self.conn.trailing_data[0]:
+            # The first bytes of another request on a kept-alive connection: its own time starts.
+            self._cancel_request_timer()
+            self._start_request_timer()
+        super().data_received(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self not in self.connections:
+            return  # refused in connection_made: nothing of it was set up
+        self._cancel_request_timer()
+        super().connection_lost(exc)
+
+    def _waiting(self) -> bool:
+        """No request of this connection is being served: it is idle or still sending one
+        (h11 stays IDLE until a request's head is complete and in SEND_BODY until its body is)."""
+        return self.conn.their_state in (h11.IDLE, h11.SEND_BODY) and (self.cycle is None or self.cycle.response_complete)
+
+    def _close_longest_waiting(self) -> bool:
+        waiting = [connection for connection in self.connections if isinstance(connection, BoundedH11Protocol) and connection._waiting() and not connection.transport.is_closing()]
+        if not waiting:
+            return False
+        min(waiting, key=lambda connection: connection._waiting_since).transport.close()
+        return True
+
+    def _start_request_timer(self) -> None:
+        self._waiting_since = self.loop.time()
+        self._request_timer = self.loop.call_later(self.request_timeout, self._request_timed_out)
+
+    def _cancel_request_timer(self) -> None:
+        if self._request_timer is not None:
+            self._request_timer.cancel()
+            self._request_timer = None
+
+    def _request_timed_out(self) -> None:
+        self._request_timer = None
+        if self.conn.their_state in (h11.IDLE, h11.SEND_BODY) and not self.transport.is_closing():
+            self.transport.close()
+
+
+#: Addresses that accept connections on every interface: no one Host name is the server's.
+WILDCARD_ADDRESSES = frozenset({"0.0.0.0", "::", ""})
+
+
+def host_check(host: str, port: int, allowed_hosts: Sequence[str] = ()) -> TransportSecuritySettings:
+    """The Host/Origin allow-list for a server bound to ``host:port`` (the MCP SDK checks it on
+    every request and answers 421/403 otherwise), against DNS rebinding: a web page whose name
+    an attacker re-points at this address must not reach the server through a visitor's browser.
+
+    The SDK protects only ``127.0.0.1``, ``localhost`` and ``::1`` by itself; this allows, for any
+    address, the bound address with its port (``localhost`` also as ``127.0.0.1`` and ``[::1]``)
+    and each of ``allowed_hosts`` (names a proxy or DNS gives the server, ``NAME`` or
+    ``NAME:PORT``). A wildcard address (``0.0.0.0``, ``::``) with no ``allowed_hosts`` admits any
+    Host: it is only served with bearer tokens, which a rebinding page does not have.
+    """
+    names = ["localhost", "127.0.0.1", "[::1]"] if host == "localhost" else [] if host in WILDCARD_ADDRESSES else [f"[{host}]" if ":" in host else host]
+    hosts = [f"{name}:{port}" for name in names] + [name if ":" in name.rsplit("]", 1)[-1] else f"{name}:{port}" for name in allowed_hosts]
+    if port == 80:  # clients leave the default port out of Host
+        hosts += [name.removesuffix(":80") for name in hosts if name.endswith(":80")]
+    if not hosts:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    origins = [f"{scheme}://{name}" for name in hosts for scheme in ("http", "https")]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
+
+
+def report_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """An event-loop error handler that cannot fail: one line on standard error, written with
+    ``os.write`` because formatting a traceback may need files the process has no descriptor for."""
+    error = context.get("exception")
+    line = f"toolpath serve: {context.get('message', 'event loop error')}" + (f": {type(error).__name__}: {error}" if error is not None else "") + "\n"
+    try:
+        os.write(sys.stderr.fileno(), line.encode("utf-8", "replace"))
+    except Exception:  # nowhere left to say it; the loop must go on
+        pass
+
+
+async def serve_http(app: Any, host: str, port: int, limits: HttpLimits) -> None:
+    """Serve the ASGI ``app`` at ``host:port`` until SIGTERM/SIGINT, within ``limits``.
+
+    Raises:
+        ValueError: too few descriptors for connections (see :func:`connection_cap`).
+        OSError: the address cannot be bound.
+    """
+    protocol = type("ServeProtocol", (BoundedH11Protocol,), {"max_connections": connection_cap(limits), "request_timeout": limits.request_timeout})
+    asyncio.get_running_loop().set_exception_handler(report_loop_error)
+    config = uvicorn.Config(app, host=host, port=port, http=protocol, log_level="warning", backlog=BACKLOG, timeout_keep_alive=limits.keep_alive_timeout, timeout_graceful_shutdown=limits.shutdown_timeout)
+    await uvicorn.Server(config).serve()
