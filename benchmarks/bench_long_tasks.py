@@ -6,8 +6,9 @@ seconds is reported with the number of parts the planner found (``null`` when it
 with the refusal's type):
 
 * ``nap``: "take a nap, " repeated ``--repeats`` times (matches no skill: every fragment is searched);
-* ``lipinski``: "check Lipinski's rule of five and " repeated, then "compute the descriptors" (one
-  goal said many times: neighbours that want the same goal are joined);
+* ``lipinski``: "check Lipinski's rule of five and " repeated, then "compute the descriptors", as
+  many fragments as the repeat count (one goal said many times: neighbours that want the same goal
+  are joined);
 * ``mixed``: ``--clauses`` distinct clauses joined by " and " (chemistry actions and unrelated ones).
 
 ``ratios`` divide each series' time at one size by its time at the size before: near 2 for doubled
@@ -46,7 +47,7 @@ def main(repeats: list[int], clauses: int) -> dict:
     workspace.plan_task("is aspirin drug-like?", inputs={"smiles": "CCO"})  # loads the model
     series = {
         "nap": {count: timed(workspace, "take a nap, " * count) for count in repeats},
-        "lipinski": {count: timed(workspace, "check Lipinski's rule of five and " * count + "compute the descriptors") for count in repeats},
+        "lipinski": {count: timed(workspace, "check Lipinski's rule of five and " * (count - 1) + "compute the descriptors") for count in repeats},
     }
     mixed = " and ".join(_ACTIONS[number % len(_ACTIONS)].format(n=number) for number in range(clauses))
     ratios = {name: [round(runs[later]["seconds"] / max(runs[earlier]["seconds"], 1e-3), 2) for earlier, later in zip(repeats, repeats[1:])] for name, runs in series.items()}
