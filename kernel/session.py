@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import math
 import os
@@ -489,41 +490,51 @@ class KernelSession:
             on_start(message_id)
         deadline = None if timeout is None else time.monotonic() + timeout
         interrupted = False
-        while True:
-            # The deadline is checked on every message, so a cell that prints continuously still times out.
-            if deadline is not None and time.monotonic() > deadline:
-                if interrupted:
-                    self._stuck_message_id = message_id
-                    evalue = f"the cell ran over {timeout:g} s and ignored the interrupt for {interrupt_grace:g} s; it may still be running"
-                    return output.build("aborted", error={"ename": "Aborted", "evalue": evalue, "traceback": ""})
-                await kernel.interrupt()
-                interrupted = True
-                deadline = time.monotonic() + interrupt_grace
-            try:
-                message = await kernel.get_iopub_msg(timeout=_POLL_SECONDS)
-            except queue.Empty:
-                if not await kernel.is_alive():
-                    log = kernel.log_tail()
-                    evalue = "the kernel process exited during the cell; its variables are gone" + (f". Its last output:\n{log}" if log else "")
-                    return output.build("dead", error={"ename": "KernelDied", "evalue": evalue, "traceback": ""})
-                lost = kernel.connection_lost()
-                if lost:
-                    await kernel.reconnect()
-                    evalue = f"{lost}; the kernel is still running and keeps its variables, but this cell's output is lost, and the cell may not have run (a gateway closes the connection on a message over its size limit, 10 MiB by default)"
-                    return output.build("error", error={"ename": "ConnectionLost", "evalue": evalue, "traceback": ""})
-                continue
-            if message.get("parent_header", {}).get("msg_id") != message_id:
-                continue
-            kind, content = message["msg_type"], message["content"]
-            if kind == "status":
-                if content.get("execution_state") == "idle":
-                    break
-                continue
-            output.add(kind, content)
+        try:
+            while True:
+                # The deadline is checked on every message, so a cell that prints continuously still times out.
+                if deadline is not None and time.monotonic() > deadline:
+                    if interrupted:
+                        self._stuck_message_id = message_id
+                        evalue = f"the cell ran over {timeout:g} s and ignored the interrupt for {interrupt_grace:g} s; it may still be running"
+                        return output.build("aborted", error={"ename": "Aborted", "evalue": evalue, "traceback": ""})
+                    await kernel.interrupt()
+                    interrupted = True
+                    deadline = time.monotonic() + interrupt_grace
+                try:
+                    message = await kernel.get_iopub_msg(timeout=_POLL_SECONDS)
+                except queue.Empty:
+                    if not await kernel.is_alive():
+                        log = kernel.log_tail()
+                        evalue = "the kernel process exited during the cell; its variables are gone" + (f". Its last output:\n{log}" if log else "")
+                        return output.build("dead", error={"ename": "KernelDied", "evalue": evalue, "traceback": ""})
+                    lost = kernel.connection_lost()
+                    if lost:
+                        await kernel.reconnect()
+                        evalue = f"{lost}; the kernel is still running and keeps its variables, but this cell's output is lost, and the cell may not have run (a gateway closes the connection on a message over its size limit, 10 MiB by default)"
+                        return output.build("error", error={"ename": "ConnectionLost", "evalue": evalue, "traceback": ""})
+                    continue
+                if message.get("parent_header", {}).get("msg_id") != message_id:
+                    continue
+                kind, content = message["msg_type"], message["content"]
+                if kind == "status":
+                    if content.get("execution_state") == "idle":
+                        break
+                    continue
+                output.add(kind, content)
+        except asyncio.CancelledError:
+            # Whoever awaited the cell is gone (a client that disconnected, a cancelled task): the
+            # cell is stopped rather than left running for no one, holding the kernel.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._stop_cell(message_id, interrupt_grace))
+            raise
 
         reply = await self._shell_reply(message_id)
         execution_count = reply.get("execution_count")
         tool_calls = _tool_calls(reply)
+        if reply.get("status") == "aborted":
+            evalue = "the kernel skipped this cell: it arrived while an earlier cell was failing (Jupyter aborts requests queued behind an error); run it again"
+            return output.build("aborted", error={"ename": "Aborted", "evalue": evalue, "traceback": ""})
         if output.error is None and reply.get("status") == "error":
             # The cell raised but no error reached iopub (it broke the streams that carry it): the
             # shell reply still says so.
@@ -539,6 +550,15 @@ class KernelSession:
             error = {**output.error, "ename": "Timeout", "evalue": f"the cell ran over {timeout:g} s and was interrupted"}
             return output.build("timeout", execution_count, error=error, tool_calls=tool_calls)
         return output.build("error", execution_count, tool_calls=tool_calls)
+
+    async def _stop_cell(self, message_id: str, interrupt_grace: float) -> None:
+        """Interrupt the running cell ``message_id`` and wait up to ``interrupt_grace`` seconds for
+        it to end: a cell sent while it still unwinds would be skipped by the kernel (Jupyter aborts
+        requests queued behind a failing one). One still running then holds the kernel (:attr:`busy`)."""
+        assert self._kernel is not None
+        await self._kernel.interrupt()
+        if not await self._until_idle(message_id, interrupt_grace):
+            self._stuck_message_id = message_id
 
     async def _shell_reply(self, message_id: str) -> dict:
         """The content of the shell reply to ``message_id`` (status, execution count), ``{}`` if none comes."""

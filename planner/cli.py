@@ -38,7 +38,7 @@ REFUSALS = {
     "registry.catalog": ("CatalogError",),
     "registry.tool_registry": ("ToolNotFoundError", "AmbiguousToolNameError"),
     "planner.goals": ("NoMatchingSkillError",),
-    "planner.planning": ("NoPlanError",),
+    "planner.planning": ("NoPlanError", "PlanningTimeout"),
     "planner.graph": ("UnknownStateError",),
     "planner.cell": ("InputError",),
     "planner.task": ("UnboundParametersError",),

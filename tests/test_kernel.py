@@ -59,6 +59,33 @@ def test_timeout_interrupts_the_cell_and_the_kernel_stays_usable():
     assert after.result == "'still here'"
 
 
+def test_a_cell_whose_caller_is_gone_is_interrupted_not_left_running():
+    async def scenario():
+        async with KernelSession() as session:
+            long_cell = asyncio.create_task(session.execute("import time\nstarted = time.monotonic()\ntry:\n    time.sleep(60)\nfinally:\n    ran_for = time.monotonic() - started", timeout=120))
+            await asyncio.sleep(3)  # the cell is sleeping
+            long_cell.cancel()  # e.g. the MCP client that asked for it disconnected
+            with pytest.raises(asyncio.CancelledError):
+                await long_cell
+            return await session.execute("ran_for", timeout=120)
+
+    after = run(scenario())
+    assert after.status == "ok" and float(after.result) < 30
+
+
+def test_a_cell_the_kernel_skipped_behind_a_failing_one_says_so():
+    async def scenario():
+        async with KernelSession() as session:
+            failing = asyncio.create_task(session.execute("import time\ntime.sleep(1)\n1/0"))
+            await asyncio.sleep(0.3)
+            queued = await session.execute("2 + 2")  # sent while the first is still running
+            return await failing, queued
+
+    failing, queued = run(scenario())
+    assert failing.status == "error"
+    assert queued.status == "aborted" and "skipped this cell" in queued.error["evalue"]
+
+
 def test_dead_kernel_is_reported():
     async def scenario():
         async with KernelSession() as session:

@@ -9,6 +9,7 @@ import threading
 import pytest
 
 from planner import PlanningCancelled, PlanningTimeout, Workspace
+from planner.cli import is_refusal
 from planner.goals import NoMatchingSkillError
 from planner.parts import MAX_TASK_CHARS, MAX_TASK_PARTS, MAX_TASK_STEPS
 from planner.search import QueryError
@@ -59,6 +60,8 @@ def test_a_time_budget_too_small_raises_the_timeout_naming_it(workspace):
     with pytest.raises(PlanningTimeout, match=r"longer than its time budget of 1e-09 s; split it into smaller tasks, or give it more time \(time_budget_s=SECONDS\)") as caught:
         workspace.plan_task("identify the functional groups of this molecule and check Lipinski's rule of five", inputs={"smiles": ASPIRIN}, time_budget_s=1e-9)
     assert caught.value.budget_s == 1e-9 and isinstance(caught.value, TimeoutError)
+    # The command line and the MCP server pass the message on as a refusal, not a traceback.
+    assert is_refusal(caught.value)
     # No limit, or a generous one, plans as before.
     assert tool_names(workspace.plan_task("check Lipinski's rule of five", inputs={"smiles": ASPIRIN}, time_budget_s=None)) == ["parse_molecule", "compute_descriptors"]
     for bad in (0, -1.0, math.nan, math.inf, True, "30"):
