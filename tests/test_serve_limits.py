@@ -1,6 +1,6 @@
 """``toolpath serve --http`` against hostile clients on loopback: floods of idle connections under a
-low open-file limit, requests that never finish, forged Host and Origin headers, SIGTERM during
-a long request. Each test runs a real server process."""
+low open-file limit, requests that never finish, forged Host and Origin headers, a client that
+gives up on a long cell, SIGTERM during a long request. Each test runs a real server process."""
 
 import asyncio
 import os
@@ -111,6 +111,28 @@ def test_forged_host_or_origin_is_refused_on_any_loopback_address(limited_server
         own = http.post(url, json=initialize, headers={**headers, "Origin": f"http://{HOST}:{port}"})
         assert own.status_code == 200
     assert _search(url) in {"parse_molecule", "chemistry.molecule_parsed"}
+
+
+def test_a_cell_whose_client_gave_up_is_stopped(limited_server):
+    url, _ = limited_server
+    cell = "import time\nstarted = time.monotonic()\ntry:\n    time.sleep(60)\nfinally:\n    ran_for = time.monotonic() - started"
+
+    async def scenario():
+        async with _client(url) as client:
+            await client.call_tool("execute", {"code": "1", "session_id": "gone"})  # the kernel is up
+
+        async def gives_up():
+            async with _client(url) as client:
+                await client.call_tool("execute", {"code": cell, "session_id": "gone"})
+
+        call = asyncio.create_task(gives_up())
+        await asyncio.sleep(4)
+        call.cancel()
+        await asyncio.gather(call, return_exceptions=True)
+        async with _client(url) as client:
+            return (await client.call_tool("execute", {"code": "ran_for", "session_id": "gone"})).structured_content["result"]
+
+    assert float(asyncio.run(scenario())) < 30
 
 
 def test_sigterm_stops_the_server_promptly_while_a_cell_runs(tmp_path, listening_server):
