@@ -1,0 +1,233 @@
+"""A normal client's latency while hostile clients load ``toolpath serve --http`` (issue 30).
+
+Starts a real server on a free 127.0.0.1 port with two users' bearer tokens, under an open-file
+limit of 1,024 (Linux's usual default), and a normal client (user ``alice``) that calls
+``search_skills`` and ``execute("1 + 1")`` in turn, one call at a time. For each load below the
+normal client makes ``--calls`` calls while the load runs, and the report gives its p50 / p95
+(milliseconds), the calls that failed (with the first error), and the server's largest count of
+open descriptors, resident memory (MB) and child processes (its kernels) seen during the phase:
+
+- ``quiet``: nothing else;
+- ``idle_connections``: 1,100 connections that send nothing (more than the server's descriptors);
+- ``slow_requests``: 300 connections sending a request head one byte a second (slowloris);
+- ``long_tasks``: another user (``mallory``) sends ``plan_task`` with a task of 50,000 characters,
+  with "take a nap, " × 200 (both over the caps) and × 99 (just under), back to back, from two
+  connections;
+- ``many_sessions``: ``mallory`` opens 40 sessions, each running a cell;
+- ``forged_host``: requests with ``Host: attacker.example``, back to back.
+
+Target: no failed call of the normal client and p95 ≤ 3 × its quiet p95 under every load.
+``within_target`` says, per load, whether both held.
+
+Usage: python benchmarks/bench_abuse.py [--calls 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import resource
+import secrets
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+ROOT = Path(__file__).resolve().parent.parent
+#: The server's open-file limit: Linux's usual default soft limit.
+FILE_LIMIT = 1024
+_queries = itertools.count()
+
+
+def _file_limit() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (FILE_LIMIT, FILE_LIMIT))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Server:
+    """``toolpath serve --http`` in a subprocess, with its descriptors and memory sampled."""
+
+    def __init__(self, home: Path, tokens: dict[str, str]):
+        tokens_file = home / "tokens.json"
+        tokens_file.write_text(json.dumps(tokens))
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.process = subprocess.Popen([sys.executable, "-m", "planner.cli", "serve", "--http", f"127.0.0.1:{self.port}", "--tokens", str(tokens_file)], cwd=ROOT, env={**os.environ, "TOOLPATH_HOME": str(home)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_file_limit)
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"toolpath serve --http did not start (exit {self.process.poll()})") from None
+                time.sleep(0.2)
+
+    def sample(self) -> tuple[int, float, int]:
+        """(open descriptors, resident MB, child processes) of the server now; zeros once it has exited."""
+        try:
+            descriptors = len(os.listdir(f"/proc/{self.process.pid}/fd"))
+            status = Path(f"/proc/{self.process.pid}/status").read_text()
+            children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text().split()
+        except OSError:
+            return 0, 0.0, 0
+        rss_kb = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+        return descriptors, rss_kb / 1024, len(children)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def client(url: str, token: str) -> Client:
+    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120)))
+
+
+async def normal_calls(url: str, token: str, calls: int) -> dict:
+    """The normal client's ``calls`` calls (search and a cell in turn): p50 / p95 ms and failures."""
+    samples, failures, first_error = [], 0, None
+    async with client(url, token) as session:
+        await session.call_tool("execute", {"code": "1 + 1", "session_id": "normal"})  # its kernel is up before timing
+        for number in range(calls):
+            started = time.perf_counter()
+            try:
+                if number % 2:
+                    result = await session.call_tool("execute", {"code": "1 + 1", "session_id": "normal"})
+                else:
+                    result = await session.call_tool("search_skills", {"query": f"compute molecular descriptors {next(_queries)}", "k": 3, "session_id": "normal"})
+                if result.is_error:
+                    raise RuntimeError(result.content[0].text)
+            except Exception as error:  # a failed call is what this benchmark counts
+                failures += 1
+                first_error = first_error or f"{type(error).__name__}: {error}"[:300]
+            samples.append(time.perf_counter() - started)
+    ordered = sorted(samples)
+    return {"p50_ms": round(statistics.median(ordered) * 1000, 1), "p95_ms": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] * 1000, 1), "failed": failures, **({"first_error": first_error} if first_error else {})}
+
+
+async def idle_connections(port: int, stop: asyncio.Event) -> None:
+    held = []
+    try:
+        for _ in range(1100):
+            with contextlib.suppress(OSError):
+                held.append(await asyncio.open_connection("127.0.0.1", port))
+        await stop.wait()
+    finally:
+        for _, writer in held:
+            writer.close()
+
+
+async def slow_requests(port: int, stop: asyncio.Event) -> None:
+    async def one() -> None:
+        while not stop.is_set():
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode())
+                while not stop.is_set() and not writer.is_closing():
+                    writer.write(b"X")
+                    await writer.drain()
+                    await asyncio.sleep(1)
+                writer.close()
+            except OSError:
+                await asyncio.sleep(0.5)  # closed by the server: come back, as an attacker would
+
+    await asyncio.gather(*(one() for _ in range(300)))
+
+
+async def long_tasks(url: str, token: str, stop: asyncio.Event) -> None:
+    tasks = ["summarise this text " + "and also this " * 3_500, "take a nap, " * 200, "take a nap, " * 99]
+
+    async def one() -> None:
+        async with client(url, token) as session:
+            for task in itertools.cycle(tasks):
+                if stop.is_set():
+                    return
+                with contextlib.suppress(Exception):
+                    await session.call_tool("plan_task", {"task": task})
+
+    await asyncio.gather(one(), one())
+
+
+async def many_sessions(url: str, token: str, stop: asyncio.Event) -> None:
+    async with client(url, token) as session:
+        await asyncio.gather(*(session.call_tool("execute", {"code": "x = 1", "session_id": f"squat-{number}"}) for number in range(40)), return_exceptions=True)
+    await stop.wait()
+
+
+async def forged_host(port: int, stop: asyncio.Event) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}}
+    async with httpx2.AsyncClient(timeout=30) as http:
+        while not stop.is_set():
+            with contextlib.suppress(Exception):
+                await http.post(f"http://127.0.0.1:{port}/mcp", json=body, headers={"Host": "attacker.example", "Accept": "application/json, text/event-stream"})
+
+
+async def phase(server: Server, tokens: dict[str, str], calls: int, load: Callable[[asyncio.Event], Awaitable[None]] | None) -> dict:
+    stop = asyncio.Event()
+    peak = [0, 0.0, 0]
+
+    async def sampling() -> None:
+        while not stop.is_set():
+            peak[:] = map(max, peak, server.sample())
+            await asyncio.sleep(0.5)
+
+    background = [asyncio.create_task(sampling())] + ([asyncio.create_task(load(stop))] if load else [])
+    if load:
+        await asyncio.sleep(5)  # the load builds up before the normal client starts
+    try:
+        result = await normal_calls(server.url, tokens["alice"], calls)
+    finally:
+        stop.set()
+        await asyncio.wait(background, timeout=60)
+    return {**result, "server_fds_max": peak[0], "server_rss_mb_max": round(peak[1], 1), "server_children_max": peak[2], "server_alive": server.process.poll() is None}
+
+
+def main(calls: int) -> dict:
+    tokens = {"alice": secrets.token_urlsafe(32), "mallory": secrets.token_urlsafe(32)}
+    loads: dict[str, Callable[[Server], Callable[[asyncio.Event], Awaitable[None]] | None]] = {
+        "quiet": lambda server: None,
+        "idle_connections": lambda server: lambda stop: idle_connections(server.port, stop),
+        "slow_requests": lambda server: lambda stop: slow_requests(server.port, stop),
+        "long_tasks": lambda server: lambda stop: long_tasks(server.url, tokens["mallory"], stop),
+        "many_sessions": lambda server: lambda stop: many_sessions(server.url, tokens["mallory"], stop),
+        "forged_host": lambda server: lambda stop: forged_host(server.port, stop),
+    }
+    report: dict = {"python": sys.version.split()[0], "calls": calls, "server_file_limit": FILE_LIMIT, "targets": {"failed": 0, "p95_over_quiet_p95": 3.0}}
+    with tempfile.TemporaryDirectory(prefix="toolpath-bench-abuse-") as directory:
+        server = Server(Path(directory), {token: user for user, token in tokens.items()})
+        try:
+            for name, load in loads.items():
+                report[name] = asyncio.run(phase(server, tokens, calls, load(server)))
+                if not report[name]["server_alive"]:
+                    break
+        finally:
+            server.stop()
+    quiet_p95 = report["quiet"]["p95_ms"]
+    report["within_target"] = {name: report[name]["failed"] == 0 and report[name]["p95_ms"] <= 3 * quiet_p95 for name in loads if name in report and name != "quiet"}
+    return report
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=40, help="normal calls per load (default 40)")
+    print(json.dumps(main(parser.parse_args().calls), indent=2))
