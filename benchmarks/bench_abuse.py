@@ -42,6 +42,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx2
+import psutil
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -83,13 +84,10 @@ class Server:
     def sample(self) -> tuple[int, float, int]:
         """(open descriptors, resident MB, child processes) of the server now; zeros once it has exited."""
         try:
-            descriptors = len(os.listdir(f"/proc/{self.process.pid}/fd"))
-            status = Path(f"/proc/{self.process.pid}/status").read_text()
-            children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text().split()
-        except OSError:
+            process = psutil.Process(self.process.pid)
+            return process.num_fds(), process.memory_info().rss / 2**20, len(process.children())
+        except psutil.Error:
             return 0, 0.0, 0
-        rss_kb = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
-        return descriptors, rss_kb / 1024, len(children)
 
     def stop(self) -> None:
         self.process.terminate()
