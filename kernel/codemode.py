@@ -154,7 +154,9 @@ class CodeMode:
         max_kernels_per_user: cap on one owner's live session kernels (sessions created without a
             ``user_id`` count as one owner); ``None`` for no cap. A new session beyond it evicts
             that owner's least recently used idle session, or gets a ``KernelError`` when all of
-            theirs run cells for ``busy_wait`` seconds.
+            theirs run cells for ``busy_wait`` seconds. With this cap, one owner's kernels start
+            (and restore) one at a time, so one user opening many sessions at once takes one
+            core for it, not every core other users' cells need.
         pool_size: kernels kept started and ready for new sessions; 0 disables the pool.
         interrupt_grace: seconds a timed-out cell gets to stop after the interrupt before it is
             reported ``"aborted"``.
@@ -326,6 +328,8 @@ class CodeMode:
         # whose bound tools its next kernel binds again.
         self._evicted: dict[str, tuple[str, _Session]] = {}
         self._pool: list[KernelSession] = []
+        # With max_kernels_per_user: one kernel start at a time per owner (see the docstring).
+        self._owner_starts: dict[str | None, asyncio.Lock] = {}
         # Snapshots the debounce timer started and that are still being written.
         self._snapshotting: set[asyncio.Task] = set()
         self._pool_filling: asyncio.Task | None = None
@@ -602,6 +606,12 @@ class CodeMode:
 
     async def _start_kernel(self, session: _Session) -> str:
         """Give ``session`` a kernel and restore its snapshot into it; the restore's notice."""
+        if self.max_kernels_per_user is None:
+            return await self._start_kernel_now(session)
+        async with self._owner_starts.setdefault(session.owner, asyncio.Lock()):
+            return await self._start_kernel_now(session)
+
+    async def _start_kernel_now(self, session: _Session) -> str:
         session.starting = True  # counts against the caps while its kernel starts
         try:
             await self._make_room(session)
