@@ -61,6 +61,7 @@ from registry.storage import StoreError
 
 if TYPE_CHECKING:
     from kernel.mcp_toolkit import MCPConnections
+    from kernel.sandbox import SandboxPolicy
 
 T = TypeVar("T")
 
@@ -170,7 +171,7 @@ class CodeMode:
             which the host loads. A cell already runs code as this user, so for a local kernel this
             is no new power; ``False`` makes the host accept JSON only, for kernels it should not
             trust (a cell passing other values gets a ``BridgeError`` saying so). Default: pickles
-            from local kernels, JSON only from kernels on other hosts.
+            from plain local kernels, JSON only from sandboxed kernels and kernels on other hosts.
         snapshot: keep each session's variables in ``snapshot_store`` and restore them into its next
             kernel (after this process restarts, an eviction or a death; not after
             :meth:`restart`). ``False`` keeps nothing (owners then live in this process only).
@@ -195,6 +196,12 @@ class CodeMode:
         bridge_certificate: ``(certificate file, key file)``, PEM, for the bridge's TLS; default a
             self-signed certificate for ``bridge_address``'s host, made at start. Kernels trust
             exactly this certificate (CodeMode sends it with the bridge's address).
+        sandbox: start each local kernel inside bubblewrap with this
+            :class:`kernel.sandbox.SandboxPolicy`: it sees none of this process's files but the
+            Python environment, none of its environment, other sessions' directories, the store or
+            (by default) the network, within memory, CPU, process, file and disk limits. Bridges
+            then take JSON only unless ``accept_pickles=True``. Not with ``kernel_name`` or
+            ``gateway_url``, whose kernels run where they say.
 
     Raises:
         ValueError: for an unknown ``on_busy_kernel``, a negative number, two toolkits with one name,
@@ -241,6 +248,7 @@ class CodeMode:
         bridge_address: str | None = None,
         bridge_listen: str | None = None,
         bridge_certificate: tuple[str, str] | None = None,
+        sandbox: SandboxPolicy | None = None,
     ):
         if on_busy_kernel not in ("wait", "restart"):
             raise ValueError(f"on_busy_kernel must be 'wait' or 'restart', got {on_busy_kernel!r}")
@@ -256,6 +264,13 @@ class CodeMode:
             raise ValueError("python cannot be combined with kernel_name or gateway_url: the kernelspec names the kernels' interpreter")
         if gateway_url is None and gateway_token is not None:
             raise ValueError("gateway_token is only used with gateway_url")
+        if sandbox is not None and (kernel_name is not None or gateway_url is not None):
+            raise ValueError("sandbox applies to kernels this process starts itself, not with kernel_name or gateway_url (their kernels run where the kernelspec or gateway says)")
+        if sandbox is not None:
+            from kernel.sandbox import bwrap_path
+
+            bwrap_path()  # raises SandboxUnavailableError here, not at the first cell
+        self.sandbox = sandbox
         self.gateway = None
         if gateway_url is not None:
             from kernel.gateway import Gateway  # its HTTP and WebSocket clients only for gateway users
@@ -364,7 +379,7 @@ class CodeMode:
     # -- kernels ---------------------------------------------------------------------------------
 
     async def _new_kernel(self) -> KernelSession:
-        kernel = KernelSession(python=self.python, cwd=self.cwd, env=self.env, kernel_name=self.kernel_name, gateway=self.gateway)
+        kernel = KernelSession(python=self.python, cwd=self.cwd, env=self.env, kernel_name=self.kernel_name, gateway=self.gateway, sandbox=self.sandbox)
         await kernel.start()
         try:
             setup = await kernel.execute(f"import {_SETUP_MODULE} as _toolpath_setup\n_toolpath_setup.configure(allow_shell={self.allow_shell!r})\ndel _toolpath_setup", timeout=60, silent=True)
@@ -424,7 +439,8 @@ class CodeMode:
     async def _new_bridge(self, kernel: KernelSession) -> Bridge:
         """The bridge of ``kernel``: its own Unix socket when it is local, else the TLS endpoint kernels
         on other hosts share, which accepts JSON only unless ``accept_pickles`` says otherwise."""
-        accept_pickles = self.accept_pickles if self.accept_pickles is not None else not kernel.remote
+        # A kernel that is not trusted with this process's power (remote, sandboxed) sends JSON only.
+        accept_pickles = self.accept_pickles if self.accept_pickles is not None else not (kernel.remote or self.sandbox is not None)
 
         def lookup(target: str) -> tuple[Toolkit, str] | None:  # consulted at call time: later bindings count
             return self._kernel_targets.get(kernel, {}).get(target)

