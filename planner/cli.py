@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import getpass
 import json
 import logging
 import math
@@ -93,6 +94,7 @@ server is connected, so the catalog holds no secret.""",
   toolpath serve
   toolpath serve --catalog my_catalog.yaml
   toolpath serve --http 127.0.0.1:8765 --tokens tokens.json   # tokens.json: {"a-long-random-token": "alice"}
+  toolpath serve --hash-token    # reads a token, prints "sha256:...": a tokens.json key that does not give the token away
 MCP client configuration (e.g. Claude Desktop's mcpServers):
   {"mcpServers": {"toolpath": {"command": "toolpath", "args": ["serve"]}}}""",
 }
@@ -169,6 +171,12 @@ SERVE_MAX_KERNELS_PER_USER = 4
 #: ``toolpath serve``'s cap on all users' live kernels together: an idle kernel takes about 50 MB
 #: (40 took 2 GB), so 32 is about 1.6 GB before any data, room for 8 users at their cap.
 SERVE_MAX_KERNELS = 32
+#: ``toolpath serve``'s cap on the session ids one user may use: an agent rarely needs more than a
+#: few, and each holds a session's state in the server (its kernel is capped apart) until it stops.
+SERVE_MAX_SESSIONS_PER_USER = 20
+#: ``toolpath serve``'s cap on one user's tasks and cells running at once: as many as their live
+#: kernels (:data:`SERVE_MAX_KERNELS_PER_USER`), since more would only wait for a kernel.
+SERVE_MAX_TASKS_PER_USER = 4
 
 
 def kernel_caps(arguments: argparse.Namespace) -> dict[str, Any]:
@@ -486,15 +494,36 @@ def command_serve(arguments: argparse.Namespace) -> int:
     from planner.http_serving import HttpLimits
     from planner.server import ServeError, serve  # the MCP SDK loads only for this command
 
+    if arguments.hash_token:
+        print(_hashed_token_from_stdin())
+        return 0
     try:
         limits = None
         if arguments.max_connections is not None or arguments.request_timeout is not None:
             defaults = HttpLimits()
             limits = HttpLimits(max_connections=arguments.max_connections or defaults.max_connections, request_timeout=arguments.request_timeout or defaults.request_timeout)
-        serve(_catalog_paths(arguments), arguments.http, arguments.tokens, arguments.no_auth, {**code_mode_options(arguments), **kernel_caps(arguments)}, limits, arguments.allowed_host)
+        quotas = {"max_sessions_per_user": arguments.max_sessions_per_user, "max_tasks_per_user": arguments.max_tasks_per_user}
+        serve(_catalog_paths(arguments), arguments.http, arguments.tokens, arguments.no_auth, {**code_mode_options(arguments), **kernel_caps(arguments)}, limits, arguments.allowed_host, quotas, arguments.max_request_bytes)
     except (ServeError, ValueError) as error:  # ValueError: CodeMode refused the kernel options
         raise CommandLineError(str(error)) from error
     return 0
+
+
+def _hashed_token_from_stdin() -> str:
+    """``toolpath serve --hash-token``: the hashed form of the token read from standard input
+    (without echo at a terminal), for a tokens file.
+
+    Raises:
+        CommandLineError: no token, a token with spaces or line breaks inside, or a short one.
+    """
+    from planner.server import MIN_TOKEN_LENGTH, hash_token
+
+    token = (getpass.getpass("token (not shown): ") if sys.stdin.isatty() else sys.stdin.read()).strip()
+    if not token or any(character.isspace() for character in token):
+        raise CommandLineError("--hash-token reads one bearer token, without spaces or line breaks, from standard input; e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))' | tee token.txt | toolpath serve --hash-token")
+    if len(token) < MIN_TOKEN_LENGTH:
+        raise CommandLineError(f"the token has {len(token)} characters, fewer than {MIN_TOKEN_LENGTH}; use a long random one (e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')")
+    return hash_token(token)
 
 
 def _pairs(values: Sequence[str], separator: str, option: str, example: str) -> dict[str, str]:
@@ -667,13 +696,17 @@ def build_parser() -> argparse.ArgumentParser:
     serve_parser.set_defaults(handler=command_serve)
     catalog_options(serve_parser)
     serve_parser.add_argument("--http", metavar="HOST:PORT", help="serve Streamable HTTP at this address (at /mcp) instead of stdio, e.g. 127.0.0.1:8765")
-    serve_parser.add_argument("--tokens", metavar="FILE", help='with --http: a JSON file {"bearer token": "user id", ...}; each request acts for its token\'s user')
+    serve_parser.add_argument("--tokens", metavar="FILE", help='with --http: a JSON file {"bearer token": "user id", ...}, where a token may be given hashed as "sha256:<hex digest>" (see --hash-token); each request acts for its token\'s user')
+    serve_parser.add_argument("--hash-token", action="store_true", help='read a bearer token from standard input and print its hashed form, "sha256:<hex digest>", a tokens file key that does not give the token away; serves nothing')
     serve_parser.add_argument("--no-auth", action="store_true", help="with --http on a loopback address: no tokens, every request acts for the local user")
     serve_parser.add_argument("--allowed-host", action="append", default=[], metavar="NAME[:PORT]", help="with --http: a Host name clients (or a proxy) use for this server besides its address; requests naming any other Host or Origin are refused (DNS rebinding); repeatable")
     serve_parser.add_argument("--max-connections", type=positive_count, metavar="N", help="with --http: open connections at once (default 200, fewer if the open-file limit is low); more are answered 503")
     serve_parser.add_argument("--request-timeout", type=positive_number, metavar="SECONDS", help="with --http: time a client has to send a whole request, head and body (default 20)")
     serve_parser.add_argument("--max-kernels-per-user", type=positive_count, default=SERVE_MAX_KERNELS_PER_USER, metavar="N", help=f"live kernels one user may have; a new session beyond them snapshots and stops that user's least recently used idle one (default {SERVE_MAX_KERNELS_PER_USER})")
     serve_parser.add_argument("--max-kernels", type=positive_count, default=SERVE_MAX_KERNELS, metavar="N", help=f"live kernels of all users together, each about 50 MB when idle; a new session beyond them snapshots and stops the least recently used idle one (default {SERVE_MAX_KERNELS})")
+    serve_parser.add_argument("--max-sessions-per-user", type=positive_count, default=SERVE_MAX_SESSIONS_PER_USER, metavar="N", help=f"distinct session ids one user may use in this server; a call naming a new one beyond them is an error (default {SERVE_MAX_SESSIONS_PER_USER})")
+    serve_parser.add_argument("--max-tasks-per-user", type=positive_count, default=SERVE_MAX_TASKS_PER_USER, metavar="N", help=f"plan_task, run_task and execute calls one user may have running at once; one more is an error at once, not queued (default {SERVE_MAX_TASKS_PER_USER})")
+    serve_parser.add_argument("--max-request-bytes", type=positive_count, metavar="N", help="with --http: the largest request body, in bytes; a larger one is answered 413 (default: the MCP SDK's, 4 MiB)")
     kernel_options(serve_parser)
     return parser
 

@@ -30,14 +30,18 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import functools
 import getpass
+import hashlib
 import hmac
 import ipaddress
 import json
-from collections.abc import Awaitable, Callable, Sequence
+import re
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import yaml
 from mcp.server.auth.middleware.auth_context import get_access_token
@@ -45,10 +49,12 @@ from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp_types import CallToolResult, ImageContent, TextContent
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kernel import CellResult, CodeMode, SessionOwnerError, format_for_model
-from planner.cli import is_refusal
+from planner.cli import SERVE_MAX_SESSIONS_PER_USER, SERVE_MAX_TASKS_PER_USER, is_refusal
 from planner.embedding import default_embedder
 from planner.http_serving import HttpLimits, connection_cap, host_check, serve_http
 from planner.session import AgentSession, StalePlanError
@@ -101,18 +107,29 @@ class ToolpathServer:
     Args:
         workspace: the loaded catalogs.
         user_id: the user every session belongs to, when requests carry no token.
-        tokens: ``{bearer token: user id}``: requests must carry one of these tokens (HTTP), and
-            act for its user. ``url`` is then the server's address (for the OAuth resource metadata
-            the SDK publishes).
+        tokens: ``{bearer token: user id}``, where a token may be given hashed as
+            ``"sha256:<hex digest>"`` (see :class:`StaticTokens`): requests must carry one of these
+            tokens (HTTP), and act for its user. ``url`` is then the server's address (for the OAuth
+            resource metadata the SDK publishes).
+        max_sessions_per_user: distinct session ids one user may use in this server; a call naming
+            a new one beyond them is an error result.
+        max_tasks_per_user: ``plan_task``, ``run_task`` and ``execute`` calls one user may have
+            running at once; one more is an error result at once (not queued).
         code_mode_options: :class:`kernel.CodeMode` options for the shared kernels.
+
+    Raises:
+        ValueError: a malformed hashed token, or the same token twice.
     """
 
-    def __init__(self, workspace: Workspace, user_id: str, tokens: dict[str, str] | None = None, url: str = "http://127.0.0.1", **code_mode_options: Any):
+    def __init__(self, workspace: Workspace, user_id: str, tokens: dict[str, str] | None = None, url: str = "http://127.0.0.1", max_sessions_per_user: int = SERVE_MAX_SESSIONS_PER_USER, max_tasks_per_user: int = SERVE_MAX_TASKS_PER_USER, **code_mode_options: Any):
         self.workspace = workspace
         self.user_id = user_id
         self.authenticated = tokens is not None
+        self.max_sessions_per_user = max_sessions_per_user
+        self.max_tasks_per_user = max_tasks_per_user
         self.code_mode: CodeMode = workspace.code_mode(**code_mode_options)
         self._sessions: dict[tuple[str, str], AgentSession] = {}
+        self._tasks_running: dict[str, int] = {}
         self._lock = asyncio.Lock()
         auth = {"token_verifier": StaticTokens(tokens), "auth": AuthSettings(issuer_url=url, resource_server_url=f"{url}/mcp")} if tokens is not None else {}
         self.mcp = MCPServer("toolpath", instructions=INSTRUCTIONS, log_level="WARNING", **auth)
@@ -144,10 +161,38 @@ class ToolpathServer:
         async with self._lock:  # one AgentSession per user and id, even for concurrent first calls
             session = self._sessions.get((user, session_id))
             if session is None:
+                if sum(owner == user for owner, _ in self._sessions) >= self.max_sessions_per_user:
+                    raise ToolError(
+                        f"user {user!r} already has {self.max_sessions_per_user} sessions in this server, the most one user may have "
+                        f"(toolpath serve --max-sessions-per-user {self.max_sessions_per_user}); use one of them again by its session_id, "
+                        "or ask the server's operator to raise --max-sessions-per-user"
+                    )
                 # SessionOwnerError only when the Python API gave that key to another user in a shared store.
                 session = await asyncio.to_thread(self.workspace.session, kernel_session_id(user, session_id, self.authenticated), code_mode=self.code_mode, user_id=user)
                 self._sessions[(user, session_id)] = session
         return session
+
+    @contextlib.contextmanager
+    def _task_slot(self) -> Iterator[None]:
+        """Hold one of this request's user's ``max_tasks_per_user`` places for a running task or cell.
+
+        Raises:
+            ToolError: the user already has that many running.
+        """
+        user = self._user()
+        running = self._tasks_running.get(user, 0)
+        if running >= self.max_tasks_per_user:
+            raise ToolError(
+                f"user {user!r} already has {running} tasks or cells running in this server, the most one user may run at once "
+                f"(toolpath serve --max-tasks-per-user {self.max_tasks_per_user}); wait for one to finish and call again"
+            )
+        self._tasks_running[user] = running + 1
+        try:
+            yield
+        finally:
+            self._tasks_running[user] -= 1
+            if not self._tasks_running[user]:
+                del self._tasks_running[user]
 
     async def search_skills(self, query: str, k: int = 5, session_id: str | None = None) -> CallToolResult:
         """Find the states and tools of the loaded catalogs that match what you want to achieve, in words. Each hit says whether a plan from the session's held states reaches it."""
@@ -158,20 +203,23 @@ class ToolpathServer:
 
     async def plan_task(self, task: str | list[str], inputs: dict[str, Any] | None = None, session_id: str | None = None) -> CallToolResult:
         """Plan a task, given in words or as a list of step descriptions, from what the session holds. Returns the parts it matched, the plan and the Python cell that runs it (and how to use it); nothing runs."""
-        session = await self._session(session_id)
-        task_plan = await session.aplan_task(task, inputs)
+        with self._task_slot():
+            session = await self._session(session_id)
+            task_plan = await session.aplan_task(task, inputs)
         return _result(task_plan.to_dict(), task_plan.cell.code)
 
     async def run_task(self, task: str | list[str], inputs: dict[str, Any] | None = None, session_id: str | None = None) -> CallToolResult:
         """Plan a task (in words or as a list of steps) and run its cell in the session's kernel. The variables it makes stay for later cells and tasks."""
-        session = await self._session(session_id)
-        run = await session.arun_task(task, inputs)
+        with self._task_slot():
+            session = await self._session(session_id)
+            run = await session.arun_task(task, inputs)
         return _result(run.to_dict(), run.text(), run.result)
 
     async def execute(self, code: str, session_id: str | None = None) -> CallToolResult:
         """Run Python code as one cell in the session's persistent kernel (top-level await works; tool handles are bound). Returns what the cell printed, its value, error and images."""
-        session = await self._session(session_id)
-        result = await session.aexecute(code)
+        with self._task_slot():
+            session = await self._session(session_id)
+            result = await session.aexecute(code)
         return _result(result.to_dict(), format_for_model(result), result)
 
     async def restart(self, session_id: str | None = None) -> CallToolResult:
@@ -201,17 +249,60 @@ class ToolpathServer:
         await self.code_mode.ashutdown()
 
 
+#: How a tokens file marks a hashed token: ``"sha256:"`` and the token's SHA-256 digest in hex.
+HASHED_TOKEN_PREFIX = "sha256:"
+_HEX_DIGEST = re.compile(r"[0-9a-fA-F]{64}")
+
+
+def hash_token(token: str) -> str:
+    """``token``'s hashed form for a tokens file: ``"sha256:<64 hex digits>"``."""
+    return HASHED_TOKEN_PREFIX + hashlib.sha256(token.encode()).hexdigest()
+
+
+def _token_digest(key: str) -> bytes:
+    """The SHA-256 digest of the token a tokens-file key stands for (the key itself, or the token
+    it is the hashed form of).
+
+    Raises:
+        ValueError: a key starting with ``"sha256:"`` that 64 hex digits do not follow.
+    """
+    if not key.startswith(HASHED_TOKEN_PREFIX):
+        return hashlib.sha256(key.encode()).digest()
+    digest = key.removeprefix(HASHED_TOKEN_PREFIX)
+    if not _HEX_DIGEST.fullmatch(digest):
+        raise ValueError(f"starts with {HASHED_TOKEN_PREFIX!r} but {len(digest)} characters follow, not 64 hex digits; write {HASHED_TOKEN_PREFIX!r} and the token's SHA-256 hex digest, as `toolpath serve --hash-token` prints it")
+    return bytes.fromhex(digest)
+
+
 class StaticTokens(TokenVerifier):
-    """Bearer tokens from a tokens file: each maps to a user id."""
+    """Bearer tokens from a tokens file: ``{token: user id}``, where a key ``"sha256:<hex digest>"``
+    stands for the token with that SHA-256 digest (:func:`hash_token`), so the file need not hold
+    the token itself.
+
+    Raises:
+        ValueError: a malformed hashed key (naming its user), or two keys for the same token.
+    """
 
     def __init__(self, tokens: dict[str, str]):
-        self._tokens = [(token.encode(), user) for token, user in tokens.items()]
+        self._digests: list[tuple[bytes, str]] = []
+        for key, user in tokens.items():
+            try:
+                self._digests.append((_token_digest(key), user))
+            except ValueError as error:
+                raise ValueError(f"the token of user {user!r} {error}") from None
+        if len({digest for digest, _ in self._digests}) < len(self._digests):
+            raise ValueError("the same token is given twice (plain and hashed, or hashed in upper and lower case); keep one entry per token")
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        offered = token.encode()
-        # Every token is compared, in constant time, so timing tells nothing about which one is close.
-        matches = [user for known, user in self._tokens if hmac.compare_digest(known, offered)]
+        offered = hashlib.sha256(token.encode()).digest()
+        # Every digest is compared, in constant time, so timing tells nothing about which one is close.
+        matches = [user for known, user in self._digests if hmac.compare_digest(known, offered)]
         return AccessToken(token=token, client_id=matches[0], scopes=[]) if matches else None
+
+
+#: The shortest plain token a tokens file (or ``--hash-token``) takes: 16 random characters are
+#: beyond guessing over a network.
+MIN_TOKEN_LENGTH = 16
 
 
 class ServeError(ValueError):
@@ -219,10 +310,12 @@ class ServeError(ValueError):
 
 
 def read_tokens(path: str) -> dict[str, str]:
-    """The tokens file: a JSON object ``{"token": "user id", ...}``.
+    """The tokens file: a JSON object ``{"token": "user id", ...}``; a key may be a token's hashed
+    form, ``"sha256:<hex digest>"`` (:func:`hash_token`).
 
     Raises:
-        ServeError: the file cannot be read, is not such an object, or has an empty or short token.
+        ServeError: the file cannot be read, is not such an object, has an empty or short plain
+            token, a malformed hashed one, or the same token twice.
     """
     try:
         tokens = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -232,9 +325,13 @@ def read_tokens(path: str) -> dict[str, str]:
         raise ServeError(f"the tokens file {path} is not JSON ({error}); write an object like {{\"a-long-random-token\": \"alice\"}}") from error
     if not isinstance(tokens, dict) or not tokens or not all(isinstance(token, str) and isinstance(user, str) and user for token, user in tokens.items()):
         raise ServeError(f"the tokens file {path} must be a non-empty JSON object mapping each token to a user id (both strings)")
-    short = [token for token in tokens if len(token) < 16]
+    short = [token for token in tokens if len(token) < MIN_TOKEN_LENGTH and not token.startswith(HASHED_TOKEN_PREFIX)]
     if short:
-        raise ServeError(f"the tokens file {path} has {len(short)} token(s) shorter than 16 characters; use long random tokens (e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')")
+        raise ServeError(f"the tokens file {path} has {len(short)} token(s) shorter than {MIN_TOKEN_LENGTH} characters; use long random tokens (e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')")
+    try:
+        StaticTokens(tokens)
+    except ValueError as error:
+        raise ServeError(f"in the tokens file {path}, {error}") from error
     return tokens
 
 
@@ -260,9 +357,10 @@ def _is_loopback(host: str) -> bool:
 def _reader(path: Path) -> Callable[[], str]:
     """A resource function returning the file's text (read when the resource is read).
 
-    The ``env`` and ``headers`` of a catalog's MCP servers may hold secrets written in the file
-    itself, so their values are replaced by :data:`HIDDEN`; such a catalog is served re-written
-    (comments dropped).
+    A catalog's MCP servers may hold secrets written in the file itself, so what could be one is
+    replaced by :data:`HIDDEN`: every ``env`` and ``headers`` value, and in ``url`` and ``args``
+    what :func:`_hide_in_url` and :func:`_hide_in_args` hide. Such a catalog is served re-written
+    (comments dropped); the rest of it reads as written.
     """
 
     def read() -> str:
@@ -271,10 +369,19 @@ def _reader(path: Path) -> Callable[[], str]:
         servers = document.get("mcp_servers") if isinstance(document, dict) else None
         hidden = False
         for server in servers.values() if isinstance(servers, dict) else ():
+            if not isinstance(server, dict):
+                continue
+            shown = dict(server)
             for key in ("env", "headers"):
-                values = server.get(key) if isinstance(server, dict) else None
-                if isinstance(values, dict) and values:
-                    server[key], hidden = dict.fromkeys(values, HIDDEN), True
+                if isinstance(server.get(key), dict):
+                    shown[key] = dict.fromkeys(server[key], HIDDEN)
+            if isinstance(server.get("url"), str):
+                shown["url"] = _hide_in_url(server["url"])
+            if isinstance(server.get("args"), list) and all(isinstance(argument, str) for argument in server["args"]):
+                shown["args"] = _hide_in_args(server["args"])
+            if shown != server:
+                server.update(shown)
+                hidden = True
         if not hidden:
             return text
         return json.dumps(document, indent=2, ensure_ascii=False) if path.suffix == ".json" else yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
@@ -282,8 +389,58 @@ def _reader(path: Path) -> Callable[[], str]:
     return read
 
 
-#: What a catalog resource shows instead of an MCP server's ``env`` or ``headers`` value.
+#: What a catalog resource shows instead of a value of an MCP server's that may be a secret.
 HIDDEN = "<hidden>"
+#: An environment variable reference, ``${NAME}``: read when the server connects, so no secret.
+_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+#: Words that make a flag or a ``NAME=value`` name one of a secret (``--api-key``, ``GITHUB_TOKEN``).
+_SECRET_WORDS = frozenset({"token", "key", "apikey", "password", "passwd", "secret", "credential", "credentials", "authorization"})
+#: A flag or a name with its value: ``--token=abc``, ``API_KEY=abc``, ``Authorization: Bearer abc``.
+_NAMED_VALUE = re.compile(r"(-{0,2}[A-Za-z][\w.-]*)(=|:\s*)(.*)", re.DOTALL)
+
+
+def _shown(value: str) -> str:
+    """``value``, or :data:`HIDDEN` unless it names an environment variable (``${NAME}``)."""
+    return value if _REFERENCE.search(value) else HIDDEN
+
+
+def _names_secret(name: str) -> bool:
+    """Whether a flag or variable name is a secret's: one of its words (split at ``-``, ``_``,
+    ``.`` and camelCase) is in :data:`_SECRET_WORDS`."""
+    return any(word.lower() in _SECRET_WORDS for word in re.findall(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])", name))
+
+
+def _hide_in_url(url: str) -> str:
+    """``url`` with its user and password (``user:pass@``) and its query's values hidden; all of it
+    when it does not parse."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return HIDDEN
+    host = parts.netloc
+    if "@" in host:
+        userinfo, _, host = host.rpartition("@")
+        host = f"{_shown(userinfo)}@{host}"
+    query = urlencode([(name, _shown(value)) for name, value in parse_qsl(parts.query, keep_blank_values=True)], safe="<>${}")
+    return urlunsplit(parts._replace(netloc=host, query=query))
+
+
+def _hide_in_args(arguments: list[str]) -> list[str]:
+    """``arguments`` with what may be secrets hidden: the value after a secret's flag
+    (``--token abc``), of ``--token=abc`` and ``GITHUB_TOKEN=abc``, and of URLs (:func:`_hide_in_url`)."""
+    shown = []
+    for index, argument in enumerate(arguments):
+        named = _NAMED_VALUE.fullmatch(argument)
+        previous = arguments[index - 1] if index else ""
+        if "://" in argument:
+            shown.append(_hide_in_url(argument))
+        elif named and _names_secret(named[1]):
+            shown.append(named[1] + named[2] + _shown(named[3]))
+        elif previous.startswith("-") and _names_secret(previous) and "=" not in previous and not argument.startswith("-"):
+            shown.append(_shown(argument))
+        else:
+            shown.append(argument)
+    return shown
 
 
 def _result(structured: dict[str, Any], text: str, cell: CellResult | None = None) -> CallToolResult:
@@ -301,15 +458,18 @@ def _without_image_data(structured: dict[str, Any]) -> dict[str, Any]:
     return {key: (len(value) if key == "images" and isinstance(value, list) else _without_image_data(value) if isinstance(value, dict) else value) for key, value in structured.items()}
 
 
-def serve(catalogs: Sequence[str | Path] = (), http: str | None = None, tokens_file: str | None = None, no_auth: bool = False, code_mode_options: dict[str, Any] | None = None, http_limits: HttpLimits | None = None, allowed_hosts: Sequence[str] = ()) -> None:
+def serve(catalogs: Sequence[str | Path] = (), http: str | None = None, tokens_file: str | None = None, no_auth: bool = False, code_mode_options: dict[str, Any] | None = None, http_limits: HttpLimits | None = None, allowed_hosts: Sequence[str] = (), quotas: dict[str, int] | None = None, max_request_bytes: int | None = None) -> None:
     """Run ``toolpath serve``: over stdio until the client disconnects, or over Streamable HTTP at
     ``http`` (``HOST:PORT``) until SIGTERM/SIGINT. ``code_mode_options`` go to the shared
-    :class:`kernel.CodeMode` (where its kernels run: a gateway, a kernelspec, the bridge).
+    :class:`kernel.CodeMode` (where its kernels run: a gateway, a kernelspec, the bridge), and
+    ``quotas`` (``max_sessions_per_user``, ``max_tasks_per_user``) to :class:`ToolpathServer`.
 
     Over HTTP a tokens file (:func:`read_tokens`) is required, unless ``no_auth`` on a loopback
     address (then every request acts for the local user); connections are bounded by
-    ``http_limits`` (:class:`planner.http_serving.HttpLimits`) and the Host and Origin headers
-    checked against the bound address and ``allowed_hosts`` (:func:`planner.http_serving.host_check`).
+    ``http_limits`` (:class:`planner.http_serving.HttpLimits`), request bodies by
+    ``max_request_bytes`` (default the MCP SDK's, 4 MiB; a larger one is answered 413 with a reason),
+    and the Host and Origin headers checked against the bound address and ``allowed_hosts``
+    (:func:`planner.http_serving.host_check`).
 
     Raises:
         ServeError: a bad address or tokens file, HTTP without auth on a non-loopback address, or
@@ -317,8 +477,8 @@ def serve(catalogs: Sequence[str | Path] = (), http: str | None = None, tokens_f
     """
     tokens = None
     if http is None:
-        if tokens_file is not None or no_auth or allowed_hosts or http_limits is not None:
-            raise ServeError("--tokens, --no-auth, --allowed-host and the connection limits only apply with --http (over stdio the user is the local user)")
+        if tokens_file is not None or no_auth or allowed_hosts or http_limits is not None or max_request_bytes is not None:
+            raise ServeError("--tokens, --no-auth, --allowed-host, --max-request-bytes and the connection limits only apply with --http (over stdio the user is the local user)")
     else:
         host, port = http_address(http)
         if tokens_file is not None and no_auth:
@@ -335,16 +495,42 @@ def serve(catalogs: Sequence[str | Path] = (), http: str | None = None, tokens_f
     default_embedder().prepare_queries()  # the query model loads in a thread while the catalogs do
     workspace = Workspace.open(list(catalogs))
     url = f"http://{host}:{port}" if http is not None else "http://127.0.0.1"
-    server = ToolpathServer(workspace, user_id=getpass.getuser(), tokens=tokens, url=url, **(code_mode_options or {}))
+    server = ToolpathServer(workspace, user_id=getpass.getuser(), tokens=tokens, url=url, **(quotas or {}), **(code_mode_options or {}))
+    body_limit = max_request_bytes or DEFAULT_MAX_REQUEST_BODY_SIZE
 
     async def main() -> None:
         try:
             if http is None:
                 await server.mcp.run_stdio_async()
             else:
-                app = server.mcp.streamable_http_app(transport_security=host_check(host, port, allowed_hosts), host=host)
-                await serve_http(app, host, port, http_limits or HttpLimits())
+                app = server.mcp.streamable_http_app(transport_security=host_check(host, port, allowed_hosts), host=host, max_request_body_size=body_limit)
+                await serve_http(_explaining_body_limit(app, body_limit), host, port, http_limits or HttpLimits())
         finally:
             await server.aclose()
 
     asyncio.run(main())
+
+
+def _explaining_body_limit(app: ASGIApp, limit: int) -> ASGIApp:
+    """``app``, whose ``413`` answers (the MCP SDK's request body limit, "Request body too large")
+    say instead what the limit is and how to change it."""
+    reason = (f"the request body is over {limit} bytes, the most this server accepts (toolpath serve --max-request-bytes {limit}); "
+              "send less in one call, or ask the server's operator to raise --max-request-bytes\n").encode()
+
+    async def explaining(scope: Scope, receive: Receive, send: Send) -> None:
+        refused = False
+
+        async def sending(message: Message) -> None:
+            nonlocal refused
+            if message["type"] == "http.response.start" and message["status"] == 413:
+                refused = True
+                await send({**message, "headers": [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(reason)).encode())]})
+            elif refused and message["type"] == "http.response.body":
+                if not message.get("more_body", False):
+                    await send({"type": "http.response.body", "body": reason})
+            else:
+                await send(message)
+
+        await app(scope, receive, sending)
+
+    return explaining

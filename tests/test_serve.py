@@ -2,15 +2,22 @@
 
 import asyncio
 import base64
+import hashlib
 import json
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx2
 import pytest
+import yaml
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+
+from planner.server import ServeError, ToolpathServer, read_tokens
+from planner.workspace import Workspace
 
 pytestmark = pytest.mark.integration
 
@@ -104,15 +111,20 @@ def test_the_catalogs_and_the_state_graph_are_resources(tmp_path):
     assert "parse_molecule" in catalog
 
 
+def _sha256(token):
+    return "sha256:" + hashlib.sha256(token.encode()).hexdigest()
+
+
 @pytest.fixture()
 def serve_over_http(tmp_path, listening_server):
     """``serve_over_http(*options)``: ``toolpath serve --http`` on a free loopback port with two
-    users' tokens and extra options; returns its MCP URL and ``{user: token}``."""
+    users' tokens (Alice's plain in the tokens file, Bob's hashed) and extra options; returns its
+    MCP URL and ``{user: token}``."""
 
     def start(*options):
         tokens = {"alice-" + "a" * 32: "alice", "bob-" + "b" * 32: "bob"}
         tokens_file = tmp_path / "tokens.json"
-        tokens_file.write_text(json.dumps(tokens))
+        tokens_file.write_text(json.dumps({token if user == "alice" else _sha256(token): user for token, user in tokens.items()}))
         port = listening_server(
             lambda port: [sys.executable, "-m", "planner.cli", "serve", "--http", f"127.0.0.1:{port}", "--tokens", str(tokens_file), *options],
             cwd=str(ROOT), env={**os.environ, "TOOLPATH_HOME": str(tmp_path / "home")},
@@ -174,7 +186,7 @@ def test_over_http_each_user_has_their_own_sessions_and_cannot_reach_anothers(ht
 
 
 def test_eight_concurrent_clients_lose_or_cross_nothing(serve_over_http):
-    url, tokens = serve_over_http("--max-kernels-per-user", "8")  # eight live sessions of one user
+    url, tokens = serve_over_http("--max-kernels-per-user", "8", "--max-tasks-per-user", "8")  # eight live sessions of one user, all busy
 
     async def client_calls(number):
         async with over_http(url, tokens["alice"]) as client:
@@ -205,3 +217,89 @@ def test_a_user_over_the_kernel_cap_gives_up_their_own_idle_kernel_which_comes_b
             assert untouched.content[0].text == "Out[2]: True"
 
     asyncio.run(scenario())
+
+
+def test_a_user_over_a_quota_gets_an_error_naming_it_and_another_user_is_served(serve_over_http):
+    url, tokens = serve_over_http("--max-sessions-per-user", "2", "--max-tasks-per-user", "1", "--max-request-bytes", "100000")
+
+    async def scenario():
+        async with over_http(url, tokens["alice"]) as alice, over_http(url, tokens["bob"]) as bob:
+            for session_id in ("one", "two"):
+                assert not (await alice.call_tool("execute", {"code": "1", "session_id": session_id})).is_error
+            third = await alice.call_tool("execute", {"code": "1", "session_id": "three"})
+            assert third.is_error and "user 'alice' already has 2 sessions" in third.content[0].text and "--max-sessions-per-user 2" in third.content[0].text
+            again = await alice.call_tool("execute", {"code": "'still here'", "session_id": "one"})
+            assert again.content[0].text == "Out[2]: 'still here'"
+            for session_id in ("one", "two"):  # Bob's sessions are his own count
+                assert not (await bob.call_tool("execute", {"code": "1", "session_id": session_id})).is_error
+
+            long_cell = asyncio.create_task(alice.call_tool("execute", {"code": "import time\ntime.sleep(6)", "session_id": "one"}))
+            await asyncio.sleep(2)  # the cell is running
+            started = time.monotonic()
+            busy = await alice.call_tool("plan_task", {"task": "parse this molecule", "session_id": "two"})
+            assert busy.is_error and "--max-tasks-per-user 1" in busy.content[0].text and "wait for one to finish" in busy.content[0].text
+            assert time.monotonic() - started < 2 and not long_cell.done()  # refused at once, not queued
+            served = await bob.call_tool("execute", {"code": "'bob is served'", "session_id": "one"})
+            assert served.content[0].text == "Out[2]: 'bob is served'"
+            assert not (await long_cell).is_error
+            assert not (await alice.call_tool("execute", {"code": "1", "session_id": "two"})).is_error  # her place is free again
+
+        async with httpx2.AsyncClient(timeout=30) as http:
+            headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {tokens['alice']}"}
+            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "execute", "arguments": {"code": "x = '" + "y" * 200_000 + "'"}}}
+            response = await http.post(url, json=call, headers=headers)
+            assert response.status_code == 413 and "over 100000 bytes" in response.text and "--max-request-bytes 100000" in response.text
+
+    asyncio.run(scenario())
+
+
+def test_hashed_tokens_are_read_and_malformed_ones_refused_with_what_to_write(tmp_path):
+    token = "a-long-random-token-of-alice"
+    hashed = subprocess.run([sys.executable, "-m", "planner.cli", "serve", "--hash-token"], input=token + "\n", capture_output=True, text=True, cwd=str(ROOT), timeout=120)
+    assert hashed.returncode == 0 and hashed.stdout.strip() == _sha256(token)
+    short = subprocess.run([sys.executable, "-m", "planner.cli", "serve", "--hash-token"], input="short\n", capture_output=True, text=True, cwd=str(ROOT), timeout=120)
+    assert short.returncode != 0 and "fewer than 16" in short.stderr
+
+    tokens_file = tmp_path / "tokens.json"
+    tokens_file.write_text(json.dumps({_sha256(token): "alice", "b" * 20: "bob"}))
+    assert read_tokens(str(tokens_file)) == {_sha256(token): "alice", "b" * 20: "bob"}
+    for tokens, message in (
+        ({"sha256:abc123": "alice"}, "the token of user 'alice' starts with 'sha256:' but 6 characters follow, not 64 hex digits; write 'sha256:' and the token's SHA-256 hex digest, as `toolpath serve --hash-token` prints it"),
+        ({"sha256:" + "g" * 64: "alice"}, "not 64 hex digits"),
+        ({token: "alice", _sha256(token): "mallory"}, "the same token is given twice"),
+        ({"short": "bob"}, "shorter than 16 characters"),
+    ):
+        tokens_file.write_text(json.dumps(tokens))
+        with pytest.raises(ServeError, match="tokens file") as refused:
+            read_tokens(str(tokens_file))
+        assert message in str(refused.value)
+
+
+def test_a_catalog_resource_hides_secrets_in_its_servers_urls_and_arguments(tmp_path):
+    path = tmp_path / "remote.yaml"
+    path.write_text(yaml.safe_dump({
+        "domain": "remote",
+        "mcp_servers": {
+            "search": {"url": "https://user:hunter2@search.example/mcp?api_key=sk-live-1&region=${REGION}"},
+            "git": {"command": "npx", "args": ["-y", "git-server", "--token", "ghp_secret1", "--api-key=sk-secret2", "--password", "${GIT_PASSWORD}", "-e", "GITHUB_TOKEN=ghp_secret3", "--repository", "/srv/repo", "--verbose"]},
+            "proxy": {"command": "npx", "args": ["mcp-remote", "https://${PROXY_USER}:${PROXY_PASSWORD}@proxy.example/mcp", "--header", "Authorization: Bearer secret4"]},
+        },
+        "states": [{"token": "remote.found", "description": "Something was found."}],
+        "tools": [{"name": "search", "mcp_server": "search", "state_transition": {"produces": ["remote.found"]}}],
+    }, sort_keys=False))
+
+    async def scenario():
+        server = ToolpathServer(Workspace.open([path]), user_id="me", snapshot=False)
+        try:
+            async with Client(server.mcp) as client:
+                return (await client.read_resource("toolpath://catalogs/0")).contents[0].text
+        finally:
+            await server.aclose()
+
+    text = asyncio.run(scenario())
+    served = yaml.safe_load(text)
+    assert served["mcp_servers"]["search"]["url"] == "https://<hidden>@search.example/mcp?api_key=<hidden>&region=${REGION}"
+    assert served["mcp_servers"]["git"]["args"] == ["-y", "git-server", "--token", "<hidden>", "--api-key=<hidden>", "--password", "${GIT_PASSWORD}", "-e", "GITHUB_TOKEN=<hidden>", "--repository", "/srv/repo", "--verbose"]
+    assert served["mcp_servers"]["proxy"]["args"] == ["mcp-remote", "https://${PROXY_USER}:${PROXY_PASSWORD}@proxy.example/mcp", "--header", "Authorization: <hidden>"]
+    assert not any(secret in text for secret in ("hunter2", "sk-live-1", "ghp_secret1", "sk-secret2", "ghp_secret3", "secret4"))
+    assert served["tools"][0]["name"] == "search" and served["states"][0]["token"] == "remote.found"
