@@ -1,0 +1,140 @@
+"""Attacks from inside a cell, against plain local kernels and sandboxed ones (issue 31).
+
+Each attack is run twice, through a real CodeMode: against plain local kernels, where it must
+succeed (so the test is known to bite), and against kernels in :mod:`kernel.sandbox`, where it
+must fail. Skipped, with the reason, where bubblewrap cannot run (no user namespaces).
+"""
+
+import json
+import os
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+from kernel import CodeMode
+from kernel.sandbox import SandboxPolicy, SandboxUnavailableError, bwrap_arguments, bwrap_path
+
+pytestmark = pytest.mark.integration
+
+SECRET = "BOB-PRIVATE-7"
+POLICY = SandboxPolicy(memory_bytes=256 * 2**20, disk_bytes=16 * 2**20)
+
+
+def _sandbox_problem():
+    try:
+        probe = subprocess.run([*bwrap_arguments(POLICY, tempfile.gettempdir(), {}), "--", "true"], capture_output=True, text=True, timeout=30)
+    except SandboxUnavailableError as error:
+        return str(error)
+    return "" if probe.returncode == 0 else f"bubblewrap cannot run here: {probe.stderr.strip()}"
+
+
+SANDBOX_PROBLEM = _sandbox_problem()
+
+
+@pytest.fixture(params=["plain", "sandboxed"])
+def placement(request, tmp_path, monkeypatch):
+    """``(name, CodeMode)``: kernels on this machine, plain or sandboxed, with a store in ``tmp_path``
+    and a secret in this process's environment."""
+    if request.param == "sandboxed" and SANDBOX_PROBLEM:
+        pytest.skip(SANDBOX_PROBLEM)
+    monkeypatch.setenv("TOOLPATH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("SERVER_SECRET", SECRET)
+
+    def echo(value):
+        return repr(value)
+
+    with CodeMode([echo], pool_size=0, timeout=60, sandbox=POLICY if request.param == "sandboxed" else None) as code_mode:
+        yield request.param, code_mode
+
+
+def _attack(code_mode, cell):
+    """The attack cell's value (its ``Out`` text), or its error name when it raised."""
+    result = code_mode.run(cell, "alice")
+    return result.result if result.status == "ok" else result.error["ename"]
+
+
+def test_a_cell_cannot_read_the_servers_tokens_file(placement, tmp_path):
+    name, code_mode = placement
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"a-long-secret-token-of-bob": "bob"}))
+    read = _attack(code_mode, f"open({str(tokens)!r}).read()")
+    assert ("a-long-secret-token-of-bob" in read) == (name == "plain")
+
+
+def test_a_cell_cannot_read_the_store_or_another_sessions_variables(placement, tmp_path):
+    name, code_mode = placement
+    code_mode.run(f"note = {SECRET!r}", "bob")
+    store = tmp_path / "home" / "toolpath.db"
+    for _ in range(100):  # bob's snapshot is written a moment after his cell
+        if store.exists() and SECRET.encode() in store.read_bytes():
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError("bob's snapshot never reached the store")
+    read = _attack(code_mode, f"open({str(store)!r}, 'rb').read().count({SECRET.encode()!r})")
+    assert (read not in ("0", "FileNotFoundError", "PermissionError")) == (name == "plain")
+
+
+def test_a_cell_cannot_reach_another_sessions_directory(placement):
+    name, code_mode = placement
+    code_mode.run("1", "bob")
+    bob_directory = code_mode._sessions["bob"].kernel.directory
+    read = _attack(code_mode, f"import os\nsorted(os.listdir({bob_directory!r}))")
+    assert ("connection.json" in read) == (name == "plain")
+
+
+def test_a_cell_cannot_see_the_servers_environment(placement):
+    name, code_mode = placement
+    read = _attack(code_mode, "import os\nos.environ.get('SERVER_SECRET')")
+    assert (SECRET in str(read)) == (name == "plain")
+
+
+def test_a_cell_cannot_reach_the_network(placement):
+    name, code_mode = placement
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    threading.Thread(target=lambda: listener.accept()[0].close(), daemon=True).start()
+    try:
+        read = _attack(code_mode, f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=5).close()\n'connected'")
+    finally:
+        listener.close()
+    assert (read == "'connected'") == (name == "plain")
+
+
+def test_a_cell_cannot_run_code_in_the_server_through_a_pickled_argument(placement, tmp_path):
+    name, code_mode = placement
+    marker = tmp_path / "ran-in-the-server"
+    cell = f"import os\nclass Payload:\n    def __reduce__(self):\n        return (os.mkdir, ({str(marker)!r},))\nawait tools.echo(Payload())"
+    outcome = _attack(code_mode, cell)
+    assert marker.exists() == (name == "plain")
+    if name == "sandboxed":
+        assert outcome == "BridgeError"
+
+
+def test_a_cell_cannot_exhaust_memory_or_disk(placement):
+    name, code_mode = placement
+    memory = _attack(code_mode, "hoard = bytearray(400 * 2**20)\nlen(hoard)")
+    assert (memory == "MemoryError") == (name == "sandboxed")
+    code_mode.run("del hoard", "alice")
+    disk = _attack(code_mode, "import os, tempfile\npath = os.path.join(tempfile.gettempdir(), 'toolpath-sandbox-test-fill')\ntry:\n    with open(path, 'wb') as file:\n        file.write(b'x' * (64 * 2**20))\nfinally:\n    if os.path.exists(path):\n        os.remove(path)\n'written'")
+    assert (disk == "OSError") == (name == "sandboxed")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="RLIMIT_NPROC does not bind for root, which the kernel exempts; the sandbox's process cap applies to servers run as another user")
+def test_a_cell_cannot_start_unbounded_processes(placement):
+    name, code_mode = placement
+    forked = _attack(code_mode, "import subprocess\nchildren = []\ntry:\n    for _ in range(400):\n        children.append(subprocess.Popen(['sleep', '30']))\nfinally:\n    for child in children:\n        child.kill()\nlen(children)")
+    assert (forked == "BlockingIOError" or forked == "OSError") == (name == "sandboxed")
+
+
+def test_a_policy_is_checked_and_bubblewrap_is_found():
+    with pytest.raises(ValueError, match="memory_bytes must be a positive whole number"):
+        SandboxPolicy(memory_bytes=0)
+    if not SANDBOX_PROBLEM:
+        assert os.access(bwrap_path(), os.X_OK)
+    with pytest.raises(ValueError, match="not with kernel_name or gateway_url"):
+        CodeMode(sandbox=SandboxPolicy(), kernel_name="python3")
