@@ -1,5 +1,6 @@
 """Cell round trips: raw jupyter_client vs CodeMode vs an agent session's free cell vs CodeMode on a
-Jupyter Kernel Gateway, and first-cell latency with and without the pool, here and on the gateway.
+Jupyter Kernel Gateway vs CodeMode's sandboxed kernels (issue 31), and first-cell latency with and
+without the pool, here, on the gateway and sandboxed.
 The kinds of cells run interleaved, on kernels started together, so load drift during the run lands
 on all of them alike.
 
@@ -32,6 +33,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from jupyter_client.manager import AsyncKernelManager
 
 from kernel import CodeMode
+from kernel.sandbox import SandboxPolicy
 from planner import Workspace
 
 
@@ -123,7 +125,7 @@ async def session_kernel() -> AsyncIterator[Callable[[], Awaitable[float]]]:
 async def round_trips(cells: int, gateway: dict[str, str]) -> dict[str, list[float]]:
     """``cells`` round trips of each kind, interleaved (raw, CodeMode, session, gateway, raw, ...) on
     four kernels started together, so a change of load during the run hits all of them alike."""
-    kinds = {"raw_jupyter_client": raw_kernel(), "codemode": codemode_kernel(), "agent_session": session_kernel(), "codemode_gateway": codemode_kernel(**gateway)}
+    kinds = {"raw_jupyter_client": raw_kernel(), "codemode": codemode_kernel(), "agent_session": session_kernel(), "codemode_gateway": codemode_kernel(**gateway), "codemode_sandboxed": codemode_kernel(sandbox=SandboxPolicy())}
     async with contextlib.AsyncExitStack() as stack:
         runners = {name: await stack.enter_async_context(kernel) for name, kernel in kinds.items()}
         timings: dict[str, list[float]] = {name: [] for name in runners}
@@ -159,11 +161,13 @@ def summary(timings: list[float]) -> dict:
 
 async def main(cells: int, cold: int, warm: int, gateway: dict[str, str]) -> dict:
     timings = await round_trips(cells, gateway)
-    raw, codemode, session, on_gateway = (summary(timings[name]) for name in ("raw_jupyter_client", "codemode", "agent_session", "codemode_gateway"))
+    raw, codemode, session, on_gateway, sandboxed = (summary(timings[name]) for name in ("raw_jupyter_client", "codemode", "agent_session", "codemode_gateway", "codemode_sandboxed"))
     cold_first = summary(await first_cell(0, cold))
     warm_first = summary(await first_cell(1, warm))
     gateway_cold_first = summary(await first_cell(0, cold, **gateway))
     gateway_warm_first = summary(await first_cell(1, warm, **gateway))
+    sandboxed_cold_first = summary(await first_cell(0, cold, sandbox=SandboxPolicy()))
+    sandboxed_warm_first = summary(await first_cell(1, warm, sandbox=SandboxPolicy()))
     return {
         "python": sys.version.split()[0],
         "round_trip": {
@@ -179,6 +183,12 @@ async def main(cells: int, cold: int, warm: int, gateway: dict[str, str]) -> dic
             "round_trip": on_gateway,
             "round_trip_to_local_codemode": round(on_gateway["median_ms"] / codemode["median_ms"], 3),
             "first_cell": {"cold": gateway_cold_first, "warm_pool": gateway_warm_first},
+        },
+        "sandboxed": {
+            "round_trip": sandboxed,
+            "round_trip_to_local_codemode": round(sandboxed["median_ms"] / codemode["median_ms"], 3),
+            "first_cell": {"cold": sandboxed_cold_first, "warm_pool": sandboxed_warm_first},
+            "cold_first_cell_to_local": round(sandboxed_cold_first["median_ms"] / cold_first["median_ms"], 3),
         },
     }
 
