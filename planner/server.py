@@ -125,13 +125,14 @@ class ToolpathServer:
         self.workspace = workspace
         self.user_id = user_id
         self.authenticated = tokens is not None
+        verifier = StaticTokens(tokens) if tokens is not None else None  # before any kernel: it may refuse the tokens
         self.max_sessions_per_user = max_sessions_per_user
         self.max_tasks_per_user = max_tasks_per_user
         self.code_mode: CodeMode = workspace.code_mode(**code_mode_options)
         self._sessions: dict[tuple[str, str], AgentSession] = {}
         self._tasks_running: dict[str, int] = {}
         self._lock = asyncio.Lock()
-        auth = {"token_verifier": StaticTokens(tokens), "auth": AuthSettings(issuer_url=url, resource_server_url=f"{url}/mcp")} if tokens is not None else {}
+        auth = {"token_verifier": verifier, "auth": AuthSettings(issuer_url=url, resource_server_url=f"{url}/mcp")} if verifier is not None else {}
         self.mcp = MCPServer("toolpath", instructions=INSTRUCTIONS, log_level="WARNING", **auth)
         for tool in (self.search_skills, self.plan_task, self.run_task, self.execute, self.restart, self.list_variables, self.session_overview):
             self.mcp.add_tool(_refusals_as_tool_errors(tool), structured_output=False)
