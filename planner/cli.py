@@ -491,6 +491,7 @@ def command_init(arguments: argparse.Namespace) -> int:
 
 
 def command_serve(arguments: argparse.Namespace) -> int:
+    from kernel.sandbox import SandboxPolicy
     from planner.http_serving import HttpLimits
     from planner.server import ServeError, serve  # the MCP SDK loads only for this command
 
@@ -503,7 +504,8 @@ def command_serve(arguments: argparse.Namespace) -> int:
             defaults = HttpLimits()
             limits = HttpLimits(max_connections=arguments.max_connections or defaults.max_connections, request_timeout=arguments.request_timeout or defaults.request_timeout)
         quotas = {"max_sessions_per_user": arguments.max_sessions_per_user, "max_tasks_per_user": arguments.max_tasks_per_user}
-        serve(_catalog_paths(arguments), arguments.http, arguments.tokens, arguments.no_auth, {**code_mode_options(arguments), **kernel_caps(arguments)}, limits, arguments.allowed_host, quotas, arguments.max_request_bytes)
+        sandbox = SandboxPolicy(network=arguments.sandbox_network, read_only=tuple(arguments.sandbox_read)) if arguments.sandbox_network or arguments.sandbox_read else None
+        serve(_catalog_paths(arguments), arguments.http, arguments.tokens, arguments.no_auth, {**code_mode_options(arguments), **kernel_caps(arguments)}, limits, arguments.allowed_host, quotas, arguments.max_request_bytes, arguments.kernels, sandbox)
     except (ServeError, ValueError) as error:  # ValueError: CodeMode refused the kernel options
         raise CommandLineError(str(error)) from error
     return 0
@@ -699,6 +701,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve_parser.add_argument("--tokens", metavar="FILE", help='with --http: a JSON file {"bearer token": "user id", ...}, where a token may be given hashed as "sha256:<hex digest>" (see --hash-token); each request acts for its token\'s user')
     serve_parser.add_argument("--hash-token", action="store_true", help='read a bearer token from standard input and print its hashed form, "sha256:<hex digest>", a tokens file key that does not give the token away; serves nothing')
     serve_parser.add_argument("--no-auth", action="store_true", help="with --http on a loopback address: no tokens, every request acts for the local user")
+    serve_parser.add_argument("--kernels", choices=("auto", "sandboxed", "plain"), default="auto", help="where users' code runs on this machine: sandboxed (bubblewrap: no view of this server's files, environment, other sessions or the network), or plain (as this server's user, with its files); auto: sandboxed with --tokens, plain otherwise")
+    serve_parser.add_argument("--sandbox-read", action="append", default=[], metavar="PATH", help="a host path sandboxed kernels may read (e.g. a data directory or your catalogs' modules); repeatable")
+    serve_parser.add_argument("--sandbox-network", action="store_true", help="let sandboxed kernels use the network (default: none)")
     serve_parser.add_argument("--allowed-host", action="append", default=[], metavar="NAME[:PORT]", help="with --http: a Host name clients (or a proxy) use for this server besides its address; requests naming any other Host or Origin are refused (DNS rebinding); repeatable")
     serve_parser.add_argument("--max-connections", type=positive_count, metavar="N", help="with --http: open connections at once (default 200, fewer if the open-file limit is low); more are answered 503")
     serve_parser.add_argument("--request-timeout", type=positive_number, metavar="SECONDS", help="with --http: time a client has to send a whole request, head and body (default 20)")

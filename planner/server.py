@@ -54,6 +54,7 @@ from mcp_types import CallToolResult, ImageContent, TextContent
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kernel import CellResult, CodeMode, SessionOwnerError, format_for_model
+from kernel.sandbox import SandboxPolicy, sandbox_problem
 from planner.cli import SERVE_MAX_SESSIONS_PER_USER, SERVE_MAX_TASKS_PER_USER, is_refusal
 from planner.embedding import default_embedder
 from planner.http_serving import HttpLimits, connection_cap, host_check, serve_http
@@ -459,7 +460,39 @@ def _without_image_data(structured: dict[str, Any]) -> dict[str, Any]:
     return {key: (len(value) if key == "images" and isinstance(value, list) else _without_image_data(value) if isinstance(value, dict) else value) for key, value in structured.items()}
 
 
-def serve(catalogs: Sequence[str | Path] = (), http: str | None = None, tokens_file: str | None = None, no_auth: bool = False, code_mode_options: dict[str, Any] | None = None, http_limits: HttpLimits | None = None, allowed_hosts: Sequence[str] = (), quotas: dict[str, int] | None = None, max_request_bytes: int | None = None) -> None:
+def kernel_placement(kernels: str, multi_user: bool, code_mode_options: dict[str, Any], sandbox: SandboxPolicy | None = None) -> dict[str, Any]:
+    """The :class:`kernel.CodeMode` option that places the server's kernels: ``{"sandbox": policy}``
+    for sandboxed local kernels, else ``{}``.
+
+    ``kernels`` is ``"auto"`` (sandboxed when ``multi_user``: one user's code must not reach the
+    server's files, environment or other users' sessions; plain otherwise), ``"sandboxed"`` or
+    ``"plain"`` (the operator's explicit choice that users share trust). Kernels a gateway or a
+    kernelspec places (``code_mode_options``) are left where those say.
+
+    Raises:
+        ServeError: ``"sandboxed"`` with a gateway or kernelspec, an unknown ``kernels``, a
+            ``sandbox`` policy for kernels that are not sandboxed, or sandboxed kernels where
+            bubblewrap cannot run (the message says what to do instead).
+    """
+    if kernels not in ("auto", "sandboxed", "plain"):
+        raise ServeError(f"--kernels takes auto, sandboxed or plain, got {kernels!r}")
+    elsewhere = "gateway_url" in code_mode_options or "kernel_name" in code_mode_options
+    if sandbox is not None and (elsewhere or kernels == "plain" or (kernels == "auto" and not multi_user)):
+        raise ServeError("--sandbox-read and --sandbox-network apply to sandboxed kernels: give --tokens or --kernels sandboxed")
+    if elsewhere:
+        if kernels == "sandboxed":
+            raise ServeError("--kernels sandboxed is for kernels on this machine; with --gateway-url or --kernel-name the gateway or kernelspec decides how they are isolated")
+        return {}
+    if kernels == "plain" or (kernels == "auto" and not multi_user):
+        return {}
+    problem = sandbox_problem()
+    if problem:
+        why = "with --tokens, users' kernels run sandboxed so that one user's code cannot read this server's files, environment or other users' sessions" if kernels == "auto" else "--kernels sandboxed"
+        raise ServeError(f"{why}, but {problem}. Run kernels on a gateway (--gateway-url), or give --kernels plain if every user may read this server's files and each other's sessions")
+    return {"sandbox": sandbox or SandboxPolicy()}
+
+
+def serve(catalogs: Sequence[str | Path] = (), http: str | None = None, tokens_file: str | None = None, no_auth: bool = False, code_mode_options: dict[str, Any] | None = None, http_limits: HttpLimits | None = None, allowed_hosts: Sequence[str] = (), quotas: dict[str, int] | None = None, max_request_bytes: int | None = None, kernels: str = "auto", sandbox: SandboxPolicy | None = None) -> None:
     """Run ``toolpath serve``: over stdio until the client disconnects, or over Streamable HTTP at
     ``http`` (``HOST:PORT``) until SIGTERM/SIGINT. ``code_mode_options`` go to the shared
     :class:`kernel.CodeMode` (where its kernels run: a gateway, a kernelspec, the bridge), and
@@ -470,11 +503,13 @@ def serve(catalogs: Sequence[str | Path] = (), http: str | None = None, tokens_f
     ``http_limits`` (:class:`planner.http_serving.HttpLimits`), request bodies by
     ``max_request_bytes`` (default the MCP SDK's, 4 MiB; a larger one is answered 413 with a reason),
     and the Host and Origin headers checked against the bound address and ``allowed_hosts``
-    (:func:`planner.http_serving.host_check`).
+    (:func:`planner.http_serving.host_check`). ``kernels`` and ``sandbox`` place the kernels (see
+    :func:`kernel_placement`): with a tokens file they are sandboxed unless ``kernels="plain"``.
 
     Raises:
-        ServeError: a bad address or tokens file, HTTP without auth on a non-loopback address, or
-            too few file descriptors (checked before anything loads).
+        ServeError: a bad address or tokens file, HTTP without auth on a non-loopback address, too
+            few file descriptors, or kernels that cannot be placed as asked (checked before anything
+            loads).
     """
     tokens = None
     if http is None:
@@ -493,10 +528,11 @@ def serve(catalogs: Sequence[str | Path] = (), http: str | None = None, tokens_f
             connection_cap(http_limits or HttpLimits())
         except ValueError as error:
             raise ServeError(str(error)) from error
+    placement = kernel_placement(kernels, tokens is not None, code_mode_options or {}, sandbox)
     default_embedder().prepare_queries()  # the query model loads in a thread while the catalogs do
     workspace = Workspace.open(list(catalogs))
     url = f"http://{host}:{port}" if http is not None else "http://127.0.0.1"
-    server = ToolpathServer(workspace, user_id=getpass.getuser(), tokens=tokens, url=url, **(quotas or {}), **(code_mode_options or {}))
+    server = ToolpathServer(workspace, user_id=getpass.getuser(), tokens=tokens, url=url, **(quotas or {}), **(code_mode_options or {}), **placement)
     body_limit = max_request_bytes or DEFAULT_MAX_REQUEST_BODY_SIZE
 
     async def main() -> None:

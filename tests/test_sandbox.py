@@ -8,15 +8,13 @@ must fail. Skipped, with the reason, where bubblewrap cannot run (no user namesp
 import json
 import os
 import socket
-import subprocess
-import tempfile
 import threading
 import time
 
 import pytest
 
 from kernel import CodeMode
-from kernel.sandbox import SandboxPolicy, SandboxUnavailableError, bwrap_arguments, bwrap_path
+from kernel.sandbox import SandboxPolicy, bwrap_path, sandbox_problem
 
 pytestmark = pytest.mark.integration
 
@@ -24,15 +22,7 @@ SECRET = "BOB-PRIVATE-7"
 POLICY = SandboxPolicy(memory_bytes=256 * 2**20, disk_bytes=16 * 2**20)
 
 
-def _sandbox_problem():
-    try:
-        probe = subprocess.run([*bwrap_arguments(POLICY, tempfile.gettempdir(), {}), "--", "true"], capture_output=True, text=True, timeout=30)
-    except SandboxUnavailableError as error:
-        return str(error)
-    return "" if probe.returncode == 0 else f"bubblewrap cannot run here: {probe.stderr.strip()}"
-
-
-SANDBOX_PROBLEM = _sandbox_problem()
+SANDBOX_PROBLEM = sandbox_problem()
 
 
 @pytest.fixture(params=["plain", "sandboxed"])

@@ -16,7 +16,8 @@ import yaml
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from planner.server import ServeError, ToolpathServer, read_tokens
+from kernel.sandbox import SandboxPolicy, sandbox_problem
+from planner.server import ServeError, ToolpathServer, kernel_placement, read_tokens
 from planner.workspace import Workspace
 
 pytestmark = pytest.mark.integration
@@ -143,6 +144,32 @@ def http_server(serve_over_http):
 def over_http(url, token=None):
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=120)))
+
+
+@pytest.mark.skipif(bool(sandbox_problem()), reason=sandbox_problem() or "sandboxed kernels run here")
+def test_over_http_users_code_is_sandboxed_unless_the_operator_says_plain(serve_over_http, tmp_path, monkeypatch):
+    monkeypatch.setenv("SERVER_SECRET", "server-private-value")
+    attack = "import os\n(os.path.exists({tokens!r}), os.environ.get('SERVER_SECRET'))"
+
+    async def alice_attacks(url, tokens):
+        async with over_http(url, tokens["alice"]) as client:
+            result = await client.call_tool("execute", {"code": attack.format(tokens=str(tmp_path / "tokens.json"))})
+            return result.structured_content["result"]
+
+    url, tokens = serve_over_http()
+    assert asyncio.run(alice_attacks(url, tokens)) == [False, None]
+    url, tokens = serve_over_http("--kernels", "plain")
+    assert asyncio.run(alice_attacks(url, tokens)) == [True, "server-private-value"]
+
+
+def test_multi_user_serve_refuses_plain_kernels_it_cannot_sandbox_unless_told(monkeypatch):
+    monkeypatch.setattr("planner.server.sandbox_problem", lambda: "bubblewrap cannot set up a sandbox here: no user namespaces")
+    with pytest.raises(ServeError, match="users' kernels run sandboxed .* no user namespaces. Run kernels on a gateway \\(--gateway-url\\), or give --kernels plain"):
+        kernel_placement("auto", True, {})
+    assert kernel_placement("plain", True, {}) == {} and kernel_placement("auto", False, {}) == {}
+    assert kernel_placement("auto", True, {"gateway_url": "http://gateway:8888"}) == {}
+    with pytest.raises(ServeError, match="--sandbox-read and --sandbox-network apply to sandboxed kernels"):
+        kernel_placement("plain", True, {}, SandboxPolicy(network=True))
 
 
 def test_over_http_each_user_has_their_own_sessions_and_cannot_reach_anothers(http_server):
