@@ -57,6 +57,7 @@ from kernel.session import INTERRUPT_GRACE, KernelError, KernelSession
 from kernel.snapshot import SnapshotConflictError, SnapshotStore
 from kernel.toolkit import Tool, Toolkit, as_toolkits
 from registry import ToolDefinition
+from kernel.sandbox import limit_notice
 from registry.storage import StoreError
 
 if TYPE_CHECKING:
@@ -608,6 +609,8 @@ class CodeMode:
                 # kernel's end was seen before any error of the closed channels.
                 result = CellResult("dead", error={"ename": "KernelRestarted", "evalue": "the kernel was restarted while this cell ran; the cell was stopped and earlier variables are gone", "traceback": ""})
             session.last_used = time.monotonic()
+            if self.sandbox is not None:
+                notice = _join(notice, limit_notice(self.sandbox, result.status, result.error))
             if bridge is not None and cell_ids and result.status in ("timeout", "aborted"):
                 bridge.cancel_cell(cell_ids[0])
             if result.status == "dead" and session.kernel is kernel:

@@ -173,6 +173,24 @@ def bwrap_arguments(policy: SandboxPolicy, directory: str, environment: dict[str
     return arguments
 
 
+def limit_notice(policy: SandboxPolicy, status: str, error: dict[str, str] | None) -> str:
+    """A sentence naming the sandbox limit a cell's failure points at, or ``""``.
+
+    ``status`` and ``error`` are a :class:`kernel.CellResult`'s: ``MemoryError`` is the memory
+    limit, "No space left on device" / "File too large" the disk limit, and a kernel that died
+    may have used up its CPU time (Linux kills it with SIGXCPU, which the host cannot tell apart
+    from other deaths).
+    """
+    name, value = (error or {}).get("ename", ""), (error or {}).get("evalue", "")
+    if name == "MemoryError" and policy.memory_bytes is not None:
+        return f"The sandbox lets a kernel use {policy.memory_bytes:,} bytes of memory (SandboxPolicy.memory_bytes); free variables (del), or work in smaller pieces."
+    if "No space left on device" in value or "File too large" in value:
+        return f"The sandbox gives a kernel {policy.disk_bytes:,} bytes of disk in its home and /tmp, and files up to that size (SandboxPolicy.disk_bytes)."
+    if status == "dead" and policy.cpu_seconds is not None:
+        return f"A sandboxed kernel is stopped after {policy.cpu_seconds:,} s of CPU time (SandboxPolicy.cpu_seconds), which may be why it died."
+    return ""
+
+
 class SandboxedProvisioner(LocalProvisioner):
     """jupyter_client's local provisioner, launching the kernel inside bubblewrap (see the module
     docstring). Its config is a :meth:`SandboxPolicy.to_config` plus ``directory``, the kernel's

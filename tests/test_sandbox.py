@@ -112,6 +112,9 @@ def test_a_cell_cannot_exhaust_memory_or_disk(placement):
     code_mode.run("del hoard", "alice")
     disk = _attack(code_mode, "import os, tempfile\npath = os.path.join(tempfile.gettempdir(), 'toolpath-sandbox-test-fill')\ntry:\n    with open(path, 'wb') as file:\n        file.write(b'x' * (64 * 2**20))\nfinally:\n    if os.path.exists(path):\n        os.remove(path)\n'written'")
     assert (disk == "OSError") == (name == "sandboxed")
+    if name == "sandboxed":  # the result says which limit was hit, and how to live with it
+        again = code_mode.run("hoard = bytearray(400 * 2**20)", "alice")
+        assert "lets a kernel use 268,435,456 bytes of memory (SandboxPolicy.memory_bytes)" in again.notice
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="RLIMIT_NPROC does not bind for root, which the kernel exempts; the sandbox's process cap applies to servers run as another user")
