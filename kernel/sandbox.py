@@ -161,12 +161,13 @@ def bwrap_arguments(policy: SandboxPolicy, directory: str, environment: dict[str
         arguments += ["--ro-bind-try", path, path]
     for path in ETC_FILES:
         arguments += ["--ro-bind-try", path, path]
-    for path in [*python_paths(), *policy.read_only]:
-        arguments += ["--ro-bind", path, path]
     arguments += ["--proc", "/proc", "--dev", "/dev"]
     arguments += ["--size", str(policy.disk_bytes), "--tmpfs", "/tmp"]
     arguments += ["--size", str(policy.disk_bytes), "--tmpfs", SANDBOX_HOME]
-    # After /tmp's tmpfs: the private directory usually lives under /tmp on the host.
+    # After the tmpfs mounts, which would hide paths under them (the private directory and a
+    # catalog's modules often live under /tmp on the host).
+    for path in [*python_paths(), *policy.read_only]:
+        arguments += ["--ro-bind", path, path]
     arguments += ["--bind", directory, directory, "--chdir", SANDBOX_HOME, "--clearenv"]
     for name, value in environment.items():
         arguments += ["--setenv", name, value]

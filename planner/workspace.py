@@ -20,6 +20,7 @@ import os
 import sys
 import threading
 from collections.abc import Collection, Iterable, Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +29,7 @@ from catalogs import default_catalog_paths
 from planner.graph import StateGraph
 from planner.planning import DEFAULT_TASK_BUDGET_S, Plan, TaskBudget, plan
 from registry import CatalogError, CatalogProblem, LoadedCatalogs, ToolDefinition, import_roots, load_checked
-from registry.catalog import UNREADABLE
+from registry.catalog import UNREADABLE, module_paths
 
 if TYPE_CHECKING:
     from kernel import CodeMode
@@ -169,6 +170,10 @@ class Workspace:
             env["PYTHONPATH"] = os.pathsep.join([*roots, existing] if existing else roots)
         if any(tool.binding == "host" for tool in self.loaded.registry):
             sys.path.extend(root for root in roots if root not in sys.path)
+        sandbox = options.get("sandbox")
+        if sandbox is not None:
+            # A sandboxed kernel sees exactly the catalogs' modules, not the rest of their directories.
+            options["sandbox"] = dataclasses.replace(sandbox, read_only=(*sandbox.read_only, *module_paths(self.loaded.catalogs)))
         options.setdefault("pool_size", 0)
         return CodeMode(timeout=timeout, env=env, **options)
 

@@ -1075,6 +1075,16 @@ def import_roots(catalogs: Iterable[Catalog]) -> list[str]:
     return list(dict.fromkeys(roots))
 
 
+def module_paths(catalogs: Iterable[Catalog]) -> list[str]:
+    """The package directories and module files the catalogs' tools import, under
+    :func:`import_roots`: what a sandboxed kernel must see of those directories, and nothing else
+    of them (a catalog's directory may hold other files)."""
+    catalogs = list(catalogs)
+    tops = sorted({module.split(".")[0] for catalog in catalogs for module in (catalog.package, *(tool.module_override or tool.module for tool in catalog.tools)) if module})
+    paths = [candidate for root in import_roots(catalogs) for top in tops for candidate in (os.path.join(root, top), os.path.join(root, f"{top}.py")) if os.path.exists(candidate)]
+    return list(dict.fromkeys(paths))
+
+
 @garbage_collection_paused()
 def combine_catalogs(catalogs: Sequence[Catalog]) -> LoadedCatalogs:
     """Cross-check catalogs already read, then register all their tools into one registry.

@@ -124,6 +124,27 @@ def test_a_cell_cannot_start_unbounded_processes(placement):
     assert (forked == "BlockingIOError" or forked == "OSError") == (name == "sandboxed")
 
 
+@pytest.mark.skipif(bool(SANDBOX_PROBLEM), reason=SANDBOX_PROBLEM or "sandboxed kernels run here")
+def test_a_sandboxed_kernel_imports_a_catalogs_own_modules_and_nothing_else_beside_them(tmp_path, monkeypatch):
+    from planner import Workspace
+
+    monkeypatch.setenv("TOOLPATH_HOME", str(tmp_path / "home"))
+    (tmp_path / "greeting_tools").mkdir()
+    (tmp_path / "greeting_tools" / "__init__.py").write_text("")
+    (tmp_path / "greeting_tools" / "greet.py").write_text("def greet(name: str) -> str:\n    return f'hello {name}'\n")
+    (tmp_path / "tokens.json").write_text('{"a-long-secret-token-of-bob": "bob"}')  # beside the catalog
+    catalog = tmp_path / "greeting.yaml"
+    catalog.write_text(
+        "domain: greeting\n"
+        "states:\n  - {token: greeting.greeted, description: Someone was greeted.}\n"
+        "tools:\n  - name: greet\n    description: Greet someone by name.\n    module: greeting_tools.greet\n"
+        "    required_parameters: [{name: name, type: str}]\n    state_transition: {produces: [greeting.greeted]}\n"
+    )
+    with Workspace.open([catalog]).code_mode(sandbox=POLICY) as code_mode:
+        assert code_mode.run("import greeting_tools.greet\ngreeting_tools.greet.greet('ada')", "a").result == "'hello ada'"
+        assert _attack(code_mode, f"open({str(tmp_path / 'tokens.json')!r}).read()") == "FileNotFoundError"
+
+
 def test_a_policy_is_checked_and_bubblewrap_is_found():
     with pytest.raises(ValueError, match="memory_bytes must be a positive whole number"):
         SandboxPolicy(memory_bytes=0)
