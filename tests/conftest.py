@@ -160,6 +160,14 @@ def embedder():
     return default_embedder()
 
 
+@pytest.fixture(scope="module")
+def workspace(embedder):
+    """A workspace on the shipped catalogs, per test module (modules with other catalogs define their own)."""
+    from planner import Workspace
+
+    return Workspace.open(embedder=embedder)
+
+
 SHEETS_CATALOG = """\
 domain: sheets
 package: {package}

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from planner import PlanningCancelled, PlanningTimeout, Workspace
+from planner import PlanningCancelled, PlanningTimeout
 from planner.cli import is_refusal
 from planner.goals import NoMatchingSkillError
 from planner.parts import MAX_TASK_CHARS, MAX_TASK_PARTS, MAX_TASK_STEPS
@@ -16,11 +16,6 @@ from planner.search import QueryError
 
 ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
 LIPINSKI = "check Lipinski's rule of five and "
-
-
-@pytest.fixture(scope="module")
-def workspace(embedder):
-    return Workspace.open(embedder=embedder)
 
 
 def tool_names(task_plan):

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from planner import Workspace, plan
+from planner import plan
 from planner.parts import split_task
 from planner.search import QueryError
 
@@ -37,11 +37,6 @@ ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
 )
 def test_split_task_cuts_at_sentences_enumerations_and_connectives(text, parts):
     assert split_task(text) == parts
-
-
-@pytest.fixture(scope="module")
-def workspace(embedder):
-    return Workspace.open(embedder=embedder)
 
 
 def tool_names(task_plan):
