@@ -477,13 +477,12 @@ def kernel_placement(kernels: str, multi_user: bool, code_mode_options: dict[str
     if kernels not in ("auto", "sandboxed", "plain"):
         raise ServeError(f"--kernels takes auto, sandboxed or plain, got {kernels!r}")
     elsewhere = "gateway_url" in code_mode_options or "kernel_name" in code_mode_options
-    if sandbox is not None and (elsewhere or kernels == "plain" or (kernels == "auto" and not multi_user)):
+    if elsewhere and kernels == "sandboxed":
+        raise ServeError("--kernels sandboxed is for kernels on this machine; with --gateway-url or --kernel-name the gateway or kernelspec decides how they are isolated")
+    sandboxed = not elsewhere and (kernels == "sandboxed" or (kernels == "auto" and multi_user))
+    if sandbox is not None and not sandboxed:
         raise ServeError("--sandbox-read and --sandbox-network apply to sandboxed kernels: give --tokens or --kernels sandboxed")
-    if elsewhere:
-        if kernels == "sandboxed":
-            raise ServeError("--kernels sandboxed is for kernels on this machine; with --gateway-url or --kernel-name the gateway or kernelspec decides how they are isolated")
-        return {}
-    if kernels == "plain" or (kernels == "auto" and not multi_user):
+    if not sandboxed:
         return {}
     problem = sandbox_problem()
     if problem:
