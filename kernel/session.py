@@ -55,7 +55,8 @@ _DIRECTORY_PREFIX = "toolpath-kernel-"
 _OWNER_FILE = "owner.json"
 #: A directory with no owner file is another process's that is still starting, unless it is older.
 _UNOWNED_GRACE_SECONDS = 3600.0
-_stale_directories_removed = False
+#: Roots (``None``: the temporary directory) already swept of dead processes' kernel directories.
+_stale_directories_removed: set[str | None] = set()
 _FILES_MODULE = "kernel.kernel_files"
 #: Seconds a remote kernel gets to take or send one file.
 _TRANSFER_SECONDS = 300.0
@@ -323,7 +324,6 @@ class KernelSession:
             KernelError: the kernel did not start or answer within ``startup_timeout`` seconds, or a
                 remote kernel cannot import toolpath.
         """
-        global _stale_directories_removed
         try:
             if self.gateway is not None:
                 from kernel.gateway import GatewayKernel
@@ -331,10 +331,15 @@ class KernelSession:
                 self._kernel = GatewayKernel(self.gateway, self.env)
                 await self._kernel.start(self.startup_timeout)
             else:
-                if not _stale_directories_removed:
-                    _stale_directories_removed = True
-                    remove_stale_directories()
-                self._directory = tempfile.TemporaryDirectory(prefix=_DIRECTORY_PREFIX)
+                root = None
+                if self.sandbox is not None:
+                    from kernel.sandbox import private_directory_root
+
+                    root = private_directory_root()
+                if root not in _stale_directories_removed:
+                    _stale_directories_removed.add(root)
+                    remove_stale_directories(root)
+                self._directory = tempfile.TemporaryDirectory(prefix=_DIRECTORY_PREFIX, dir=root)
                 with open(os.path.join(self._directory.name, _OWNER_FILE), "w", encoding="utf-8") as file:
                     json.dump(_owner(), file)
                 self._log = open(os.path.join(self._directory.name, "kernel.log"), "w+b")

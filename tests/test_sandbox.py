@@ -131,6 +131,24 @@ def test_a_cell_cannot_start_unbounded_processes(placement):
     assert (forked == "BlockingIOError" or forked == "OSError") == (name == "sandboxed")
 
 
+def test_a_cell_cannot_fill_the_hosts_disk_through_its_private_directory(placement):
+    # The private directory is the one place the kernel writes that the host sees; each file
+    # stays under the per-file limit (16 MiB), 40 of them are far over the sandbox's memory.
+    name, code_mode = placement
+    if name == "sandboxed" and CONTROL_GROUP_PROBLEM:
+        pytest.skip(f"without a control group, the private directory is bounded per file only: {CONTROL_GROUP_PROBLEM}")
+    fill = (
+        "import os\nfrom ipykernel.connect import get_connection_file\n"
+        "directory = os.path.dirname(get_connection_file())\nwritten = 0\n"
+        "try:\n    for index in range(40):\n        with open(os.path.join(directory, f'fill-{index}'), 'wb') as file:\n"
+        "            file.write(b'x' * (15 * 2**20))\n        written += 1\n"
+        "finally:\n    for index in range(40):\n        if os.path.exists(os.path.join(directory, f'fill-{index}')):\n"
+        "            os.remove(os.path.join(directory, f'fill-{index}'))\nwritten"
+    )
+    outcome = code_mode.run(fill, "alice")
+    assert (outcome.status == "ok" and outcome.result == "40") == (name == "plain"), outcome
+
+
 def test_a_cell_cannot_use_more_memory_through_many_processes(placement):
     # Each child stays under the per-process limit (256 MiB); together they are far over it.
     name, code_mode = placement
@@ -177,6 +195,9 @@ def test_a_sandboxed_kernel_has_no_capabilities_no_writable_kernel_settings_and_
         remount = _attack(code_mode, f"import subprocess\nsubprocess.run(['mount', '-o', 'remount,rw,bind', {package!r}], capture_output=True).returncode")
         assert remount != "0"  # mount refused (or absent): the read-only binds stay read-only
         assert _attack(code_mode, f"open({os.path.join(package, 'planted.py')!r}, 'w')") == "OSError"
+        # Outside its home, /tmp and /dev/shm, nothing is writable (bubblewrap's own root and /dev
+        # are unsized tmpfs mounts that would take the host's memory).
+        assert [_attack(code_mode, f"open({path!r}, 'w').write('x')") for path in ("/planted", "/dev/planted", "/dev/null")] == ["OSError", "OSError", "1"]
         # bubblewrap is process 1 in the sandbox: its environment is the sandbox's, not the server's.
         assert _attack(code_mode, f"open('/proc/1/environ', 'rb').read().count({SECRET.encode()!r})") == "0"
 
