@@ -106,8 +106,9 @@ class SandboxPolicy:
     def __post_init__(self) -> None:
         for name in ("memory_bytes", "cpu_seconds", "processes", "open_files", "disk_bytes"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                raise ValueError(f"SandboxPolicy.{name} must be a positive whole number (or None), got {value!r}")
+            if (value is not None or name == "disk_bytes") and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                lifted = " (the home, /tmp and /dev/shm are memory: they always have a size)" if name == "disk_bytes" else " (or None)"
+                raise ValueError(f"SandboxPolicy.{name} must be a positive whole number{lifted}, got {value!r}")
         object.__setattr__(self, "read_only", tuple(str(Path(path).resolve()) for path in self.read_only))
 
     def limits(self) -> dict[str, int]:

@@ -490,6 +490,35 @@ def command_init(arguments: argparse.Namespace) -> int:
     return 0
 
 
+#: ``--sandbox-limit`` fields (:class:`kernel.sandbox.SandboxPolicy`'s limits) and byte-size suffixes.
+SANDBOX_LIMITS = ("memory_bytes", "cpu_seconds", "processes", "open_files", "disk_bytes")
+SIZE_SUFFIXES = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+
+
+def _sandbox_limits(items: Sequence[str]) -> dict[str, int | None]:
+    """``--sandbox-limit FIELD=VALUE`` options as SandboxPolicy keywords: VALUE is a whole number
+    (``_bytes`` fields also take a KiB, MiB or GiB suffix), or ``none`` to lift the limit.
+
+    Raises:
+        CommandLineError: an unknown field or a value that is not a whole number (the message says
+            what is accepted).
+    """
+    limits: dict[str, int | None] = {}
+    for item in items:
+        field, _, value = item.partition("=")
+        if field not in SANDBOX_LIMITS:
+            raise CommandLineError(f"--sandbox-limit {item!r}: the field is one of {', '.join(SANDBOX_LIMITS)} (e.g. --sandbox-limit memory_bytes=1GiB)")
+        scale = next((size for suffix, size in SIZE_SUFFIXES.items() if field.endswith("_bytes") and value.endswith(suffix)), 1)
+        number = value[:-3] if scale != 1 else value
+        if value == "none":
+            limits[field] = None
+        elif number.isdigit():
+            limits[field] = int(number) * scale
+        else:
+            raise CommandLineError(f"--sandbox-limit {item!r}: give a whole number{' (or with KiB, MiB or GiB)' if field.endswith('_bytes') else ''}, or none to lift the limit")
+    return limits
+
+
 def command_serve(arguments: argparse.Namespace) -> int:
     from kernel.sandbox import SandboxPolicy
     from planner.http_serving import HttpLimits
@@ -504,7 +533,9 @@ def command_serve(arguments: argparse.Namespace) -> int:
             defaults = HttpLimits()
             limits = HttpLimits(max_connections=arguments.max_connections or defaults.max_connections, request_timeout=arguments.request_timeout or defaults.request_timeout)
         quotas = {"max_sessions_per_user": arguments.max_sessions_per_user, "max_tasks_per_user": arguments.max_tasks_per_user}
-        sandbox = SandboxPolicy(network=arguments.sandbox_network, read_only=tuple(arguments.sandbox_read)) if arguments.sandbox_network or arguments.sandbox_read else None
+        sandbox = None
+        if arguments.sandbox_network or arguments.sandbox_read or arguments.sandbox_limit:
+            sandbox = SandboxPolicy(network=arguments.sandbox_network, read_only=tuple(arguments.sandbox_read), **_sandbox_limits(arguments.sandbox_limit))
         serve(_catalog_paths(arguments), arguments.http, arguments.tokens, arguments.no_auth, {**code_mode_options(arguments), **kernel_caps(arguments)}, limits, arguments.allowed_host, quotas, arguments.max_request_bytes, arguments.kernels, sandbox)
     except (ServeError, ValueError) as error:  # ValueError: CodeMode refused the kernel options
         raise CommandLineError(str(error)) from error
@@ -704,6 +735,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve_parser.add_argument("--kernels", choices=("auto", "sandboxed", "plain"), default="auto", help="where users' code runs on this machine: sandboxed (bubblewrap: no view of this server's files, environment, other sessions or the network), or plain (as this server's user, with its files); auto: sandboxed with --tokens, plain otherwise")
     serve_parser.add_argument("--sandbox-read", action="append", default=[], metavar="PATH", help="a host path sandboxed kernels may read (e.g. a data directory or your catalogs' modules); repeatable")
     serve_parser.add_argument("--sandbox-network", action="store_true", help="let sandboxed kernels use the network (default: none)")
+    serve_parser.add_argument("--sandbox-limit", action="append", default=[], metavar="FIELD=VALUE", help="a sandboxed kernel's limit: memory_bytes (default 2GiB), cpu_seconds (3600), processes (256), open_files (1024) or disk_bytes (512MiB); none lifts one (not disk_bytes); repeatable")
     serve_parser.add_argument("--allowed-host", action="append", default=[], metavar="NAME[:PORT]", help="with --http: a Host name clients (or a proxy) use for this server besides its address; requests naming any other Host or Origin are refused (DNS rebinding); repeatable")
     serve_parser.add_argument("--max-connections", type=positive_count, metavar="N", help="with --http: open connections at once (default 200, fewer if the open-file limit is low); more are answered 503")
     serve_parser.add_argument("--request-timeout", type=positive_number, metavar="SECONDS", help="with --http: time a client has to send a whole request, head and body (default 20)")

@@ -481,7 +481,7 @@ def kernel_placement(kernels: str, multi_user: bool, code_mode_options: dict[str
         raise ServeError("--kernels sandboxed is for kernels on this machine; with --gateway-url or --kernel-name the gateway or kernelspec decides how they are isolated")
     sandboxed = not elsewhere and (kernels == "sandboxed" or (kernels == "auto" and multi_user))
     if sandbox is not None and not sandboxed:
-        raise ServeError("--sandbox-read and --sandbox-network apply to sandboxed kernels: give --tokens or --kernels sandboxed")
+        raise ServeError("--sandbox-read, --sandbox-network and --sandbox-limit apply to sandboxed kernels: give --tokens or --kernels sandboxed")
     if not sandboxed:
         return {}
     problem = sandbox_problem()

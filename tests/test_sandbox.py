@@ -205,6 +205,8 @@ def test_a_sandboxed_kernel_has_no_capabilities_no_writable_kernel_settings_and_
 def test_a_policy_is_checked_and_bubblewrap_is_found():
     with pytest.raises(ValueError, match="memory_bytes must be a positive whole number"):
         SandboxPolicy(memory_bytes=0)
+    with pytest.raises(ValueError, match="disk_bytes must be a positive whole number .*always have a size"):
+        SandboxPolicy(disk_bytes=None)
     if not SANDBOX_PROBLEM:
         assert os.access(bwrap_path(), os.X_OK)
     with pytest.raises(ValueError, match="not with kernel_name or gateway_url"):

@@ -5,8 +5,10 @@ import base64
 import hashlib
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -168,8 +170,20 @@ def test_multi_user_serve_refuses_plain_kernels_it_cannot_sandbox_unless_told(mo
         kernel_placement("auto", True, {})
     assert kernel_placement("plain", True, {}) == {} and kernel_placement("auto", False, {}) == {}
     assert kernel_placement("auto", True, {"gateway_url": "http://gateway:8888"}) == {}
-    with pytest.raises(ServeError, match="--sandbox-read and --sandbox-network apply to sandboxed kernels"):
+    with pytest.raises(ServeError, match="--sandbox-read, --sandbox-network and --sandbox-limit apply to sandboxed kernels"):
         kernel_placement("plain", True, {}, SandboxPolicy(network=True))
+
+
+def test_sandbox_limits_are_read_from_the_command_line_with_what_to_write_when_wrong():
+    from planner.cli import CommandLineError, _sandbox_limits
+
+    assert _sandbox_limits(["memory_bytes=1GiB", "processes=64", "cpu_seconds=none", "disk_bytes=512"]) == {"memory_bytes": 2**30, "processes": 64, "cpu_seconds": None, "disk_bytes": 512}
+    with pytest.raises(CommandLineError, match="the field is one of memory_bytes, cpu_seconds, processes, open_files, disk_bytes"):
+        _sandbox_limits(["memory=1GiB"])
+    with pytest.raises(CommandLineError, match="give a whole number, or none"):
+        _sandbox_limits(["processes=1GiB"])
+    with pytest.raises(CommandLineError, match=r"give a whole number \(or with KiB, MiB or GiB\)"):
+        _sandbox_limits(["memory_bytes=-5"])
 
 
 def test_over_http_each_user_has_their_own_sessions_and_cannot_reach_anothers(http_server):
@@ -330,3 +344,119 @@ def test_a_catalog_resource_hides_secrets_in_its_servers_urls_and_arguments(tmp_
     assert served["mcp_servers"]["proxy"]["args"] == ["mcp-remote", "https://${PROXY_USER}:${PROXY_PASSWORD}@proxy.example/mcp", "--header", "Authorization: <hidden>"]
     assert not any(secret in text for secret in ("hunter2", "sk-live-1", "ghp_secret1", "sk-secret2", "ghp_secret3", "secret4"))
     assert served["tools"][0]["name"] == "search" and served["states"][0]["token"] == "remote.found"
+
+
+# Attacks from a user's cells against a multi-user `toolpath serve --http` (issue 31): each must
+# succeed where the operator chose plain kernels (so the test bites) and fail in the default,
+# sandboxed kernels. Alice attacks; Bob, the server and the machine are the targets.
+
+VICTIM_SECRET = "BOB-PRIVATE-7"
+SERVER_SECRET = "server-private-value"
+
+
+@pytest.fixture(scope="module", params=["plain", "sandboxed"])
+def attacked_server(request, tmp_path_factory, module_listening_server):
+    """``(placement, run, paths)``: a multi-user server with plain or sandboxed kernels (small
+    limits), a catalog whose MCP server is reached through the bridge, and a secret in its
+    environment; ``run(user, code)`` is a cell's structured result, ``paths`` the server's files."""
+    if request.param == "sandboxed" and sandbox_problem():
+        pytest.skip(sandbox_problem())
+    directory = tmp_path_factory.mktemp(f"attacked-{request.param}")
+    tokens = {"alice-" + "a" * 32: "alice", "bob-" + "b" * 32: "bob"}
+    paths = {"tokens": directory / "tokens.json", "home": directory / "home", "catalog": directory / "mail.yaml", "marker": directory / "ran-in-the-server"}
+    paths["tokens"].write_text(json.dumps(tokens))
+    paged = str(ROOT / "tests" / "servers" / "paged_server.py")
+    paths["catalog"].write_text(yaml.safe_dump({
+        "domain": "mail",
+        "mcp_servers": {"paged": {"command": sys.executable, "args": [paged]}},
+        "states": [{"token": "mail.counted", "description": "Words were counted.", "affordances": ["count the words of a text"]}],
+        "tools": [{"name": "count_words", "description": "Count the words of a text.", "mcp_server": "paged", "required_parameters": [{"name": "text", "type": "str"}], "state_transition": {"produces": ["mail.counted"]}}],
+    }))
+    limits = ["--sandbox-limit", "memory_bytes=256MiB", "--sandbox-limit", "disk_bytes=16MiB", "--sandbox-limit", "processes=64"]
+    options = ["--kernels", "plain"] if request.param == "plain" else limits
+    port = module_listening_server(
+        lambda port: [sys.executable, "-m", "planner.cli", "serve", "--http", f"127.0.0.1:{port}", "--tokens", str(paths["tokens"]), "--catalog", str(paths["catalog"]), *options],
+        cwd=str(ROOT), env={**os.environ, "TOOLPATH_HOME": str(paths["home"]), "SERVER_SECRET": SERVER_SECRET},
+    )
+    token_of = {user: token for token, user in tokens.items()}
+
+    def run(user, code, tool="execute", **arguments):
+        async def call():
+            async with over_http(f"http://127.0.0.1:{port}/mcp", token_of[user]) as client:
+                return (await client.call_tool(tool, {"code": code, **arguments} if tool == "execute" else arguments)).structured_content
+
+        return asyncio.run(call())
+
+    return request.param, run, paths
+
+
+def _value(result):
+    """A cell's value as text (its ``Out``), or its error's name when it raised, or its status."""
+    if result["status"] == "ok":
+        return str(result["result_text"])
+    return (result.get("error") or {}).get("ename") or result["status"]
+
+
+def test_over_http_a_cell_cannot_read_the_tokens_file_or_the_servers_environment(attacked_server):
+    placement, run, paths = attacked_server
+    tokens = _value(run("alice", f"open({str(paths['tokens'])!r}).read()"))
+    environment = _value(run("alice", "import os\nos.environ.get('SERVER_SECRET')"))
+    assert ("bob-" + "b" * 32 in tokens, SERVER_SECRET in environment) == ((True, True) if placement == "plain" else (False, False))
+
+
+def test_over_http_a_cell_cannot_read_the_store_or_another_users_kernel_directory(attacked_server):
+    placement, run, paths = attacked_server
+    run("bob", f"note = {VICTIM_SECRET!r}")
+    store = paths["home"] / "toolpath.db"
+    for _ in range(100):  # Bob's snapshot is written a moment after his cell
+        if store.exists() and VICTIM_SECRET.encode() in store.read_bytes():
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError("bob's snapshot never reached the store")
+    read = _value(run("alice", f"open({str(store)!r}, 'rb').read().count({VICTIM_SECRET.encode()!r})"))
+    # Every kernel directory on the machine but her own whose connection file (the key to drive
+    # that kernel) she can read: Bob's among them on plain kernels.
+    others = (
+        "import glob, os\nfrom ipykernel.connect import get_connection_file\n"
+        "own = os.path.dirname(get_connection_file())\nfound = 0\n"
+        "for path in glob.glob('/tmp/toolpath-kernel-*/connection.json') + glob.glob('/dev/shm/toolpath-kernel-*/connection.json'):\n"
+        "    if os.path.dirname(path) != own:\n        try:\n            found += bool(open(path).read())\n        except OSError:\n            pass\nfound"
+    )
+    directories = _value(run("alice", others))
+    assert (read not in ("0", "FileNotFoundError"), directories != "0") == ((True, True) if placement == "plain" else (False, False))
+
+
+def test_over_http_a_cell_cannot_run_code_in_the_server_through_the_bridge(attacked_server):
+    placement, run, paths = attacked_server
+    planned = run("alice", None, "run_task", task="count the words of a text", inputs={"text": "one two three"})
+    assert planned["result"]["status"] == "ok", planned  # the planned cell left its handle, mail.count_words, bound
+    cell = f"import os\nclass Payload:\n    def __reduce__(self):\n        return (os.mkdir, ({str(paths['marker'])!r},))\nawait mail.count_words(text=Payload())"
+    outcome = _value(run("alice", cell))
+    assert paths["marker"].exists() == (placement == "plain"), outcome
+    if placement == "sandboxed":
+        assert outcome == "BridgeError"
+
+
+def test_over_http_a_cell_cannot_reach_the_network(attacked_server):
+    placement, run, _ = attacked_server
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    threading.Thread(target=lambda: listener.accept()[0].close(), daemon=True).start()
+    try:
+        reached = _value(run("alice", f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=5).close()\n'connected'"))
+    finally:
+        listener.close()
+    assert (reached == "'connected'") == (placement == "plain")
+
+
+def test_over_http_a_cell_cannot_exhaust_the_machines_memory_processes_or_disk(attacked_server):
+    placement, run, _ = attacked_server
+    children = "import time; hoard = b'x' * (200 * 2**20); time.sleep(2)"
+    memory = _value(run("alice", f"import subprocess, sys\nchildren = [subprocess.Popen([sys.executable, '-c', {children!r}]) for _ in range(4)]\n[child.wait() for child in children]"))
+    processes = _value(run("alice", "import subprocess\nchildren = []\ntry:\n    for _ in range(100):\n        children.append(subprocess.Popen(['sleep', '30']))\nfinally:\n    for child in children:\n        child.kill()\nlen(children)"))
+    disk = _value(run("alice", "import os\nwritten = 0\ntry:\n    for index in range(40):\n        with open(f'/tmp/fill-{index}', 'wb') as file:\n            file.write(b'x' * (15 * 2**20))\n        written += 1\nfinally:\n    for index in range(40):\n        if os.path.exists(f'/tmp/fill-{index}'):\n            os.remove(f'/tmp/fill-{index}')\nwritten"))
+    if placement == "plain":
+        assert (memory, processes, disk) == ("[0, 0, 0, 0]", "100", "40")
+    else:  # children killed past the group's memory, a refused fork, a full /tmp
+        assert "-9" in memory and processes == "BlockingIOError" and disk == "OSError", (memory, processes, disk)
