@@ -9,7 +9,8 @@ then a round trip, not a new process. Tools (named and described for a model):
   cell (the parts it matched, the plan, the cell and its instructions); nothing runs;
 - ``run_task(task, inputs, session_id)``: plan and run it in the session's kernel;
 - ``execute(code, session_id)``: a free cell; PNG images come back as MCP image content;
-- ``restart(session_id)``, ``list_variables(session_id)``, ``session_overview(session_id)``.
+- ``restart(session_id)``, ``close_session(session_id)`` (ends it and frees its place among the
+  user's sessions), ``list_variables(session_id)``, ``session_overview(session_id)``.
 
 Resources: ``toolpath://graph`` (the state graph as Mermaid text) and ``toolpath://catalogs/N``
 (each loaded catalog file).
@@ -112,8 +113,8 @@ class ToolpathServer:
             ``"sha256:<hex digest>"`` (see :class:`StaticTokens`): requests must carry one of these
             tokens (HTTP), and act for its user. ``url`` is then the server's address (for the OAuth
             resource metadata the SDK publishes).
-        max_sessions_per_user: distinct session ids one user may use in this server; a call naming
-            a new one beyond them is an error result.
+        max_sessions_per_user: sessions one user may have open in this server (``close_session``
+            ends one); a call naming a new one beyond them is an error result.
         max_tasks_per_user: ``plan_task``, ``run_task`` and ``execute`` calls one user may have
             running at once; one more is an error result at once (not queued).
         code_mode_options: :class:`kernel.CodeMode` options for the shared kernels.
@@ -135,7 +136,7 @@ class ToolpathServer:
         self._lock = asyncio.Lock()
         auth = {"token_verifier": verifier, "auth": AuthSettings(issuer_url=url, resource_server_url=f"{url}/mcp")} if verifier is not None else {}
         self.mcp = MCPServer("toolpath", instructions=INSTRUCTIONS, log_level="WARNING", **auth)
-        for tool in (self.search_skills, self.plan_task, self.run_task, self.execute, self.restart, self.list_variables, self.session_overview):
+        for tool in (self.search_skills, self.plan_task, self.run_task, self.execute, self.restart, self.close_session, self.list_variables, self.session_overview):
             self.mcp.add_tool(_refusals_as_tool_errors(tool), structured_output=False)
         self.mcp.resource("toolpath://graph", name="state graph", description="The state-transition graph of the loaded catalogs as Mermaid flowchart text: states (rounded) and tools (boxes), requires and produces as arrows.", mime_type="text/plain")(workspace.graph.to_mermaid)
         for number, catalog in enumerate(workspace.loaded.catalogs):
@@ -167,7 +168,7 @@ class ToolpathServer:
                     raise ToolError(
                         f"user {user!r} already has {self.max_sessions_per_user} sessions in this server, the most one user may have "
                         f"(toolpath serve --max-sessions-per-user {self.max_sessions_per_user}); use one of them again by its session_id, "
-                        "or ask the server's operator to raise --max-sessions-per-user"
+                        "end one with close_session, or ask the server's operator to raise --max-sessions-per-user"
                     )
                 # SessionOwnerError only when the Python API gave that key to another user in a shared store.
                 session = await asyncio.to_thread(self.workspace.session, kernel_session_id(user, session_id, self.authenticated), code_mode=self.code_mode, user_id=user)
@@ -229,6 +230,18 @@ class ToolpathServer:
         session = await self._session(session_id)
         await session.arestart()
         return _result({"restarted": True}, "The kernel was restarted; all variables are gone.")
+
+    async def close_session(self, session_id: str | None = None) -> CallToolResult:
+        """End the session: its kernel stops and its variables and saved snapshot are deleted. It no longer counts among your sessions; its session_id, used again, starts a new empty session."""
+        user = self._user()
+        session_id = session_id or DEFAULT_SESSION
+        async with self._lock:
+            session = self._sessions.pop((user, session_id), None)
+        if session is None:  # not used since this server started: its snapshot may be in the store
+            session = await asyncio.to_thread(self.workspace.session, kernel_session_id(user, session_id, self.authenticated), code_mode=self.code_mode, user_id=user)
+        await session.arestart()
+        await session.ashutdown()
+        return _result({"closed": True}, f"Session {session_id!r} is closed; its kernel, variables and snapshot are gone.")
 
     async def list_variables(self, session_id: str | None = None) -> CallToolResult:
         """The names of the variables defined in the session's kernel."""

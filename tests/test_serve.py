@@ -45,7 +45,7 @@ def test_an_agent_searches_plans_runs_follows_up_and_restarts_through_the_server
     async def scenario():
         async with served(tmp_path / "home") as client:
             names = {tool.name for tool in (await client.list_tools()).tools}
-            assert {"search_skills", "plan_task", "run_task", "execute", "restart", "list_variables", "session_overview"} <= names
+            assert {"search_skills", "plan_task", "run_task", "execute", "restart", "close_session", "list_variables", "session_overview"} <= names
 
             search = await client.call_tool("search_skills", {"query": "parse a SMILES string into a molecule", "k": 3})
             assert not search.is_error and search.structured_content["hits"][0]["name"] in {"parse_molecule", "chemistry.molecule_parsed"}
@@ -271,6 +271,14 @@ def test_a_user_over_a_quota_gets_an_error_naming_it_and_another_user_is_served(
             assert third.is_error and "user 'alice' already has 2 sessions" in third.content[0].text and "--max-sessions-per-user 2" in third.content[0].text
             again = await alice.call_tool("execute", {"code": "'still here'", "session_id": "one"})
             assert again.content[0].text == "Out[2]: 'still here'"
+            await alice.call_tool("execute", {"code": "closing = 'gone'", "session_id": "two"})
+            assert not (await alice.call_tool("close_session", {"session_id": "two"})).is_error  # her place is free
+            assert not (await alice.call_tool("execute", {"code": "1", "session_id": "three"})).is_error
+            reopened = await alice.call_tool("execute", {"code": "'closing' in globals()", "session_id": "two"})
+            assert reopened.is_error and "already has 2 sessions" in reopened.content[0].text
+            await alice.call_tool("close_session", {"session_id": "three"})
+            reopened = await alice.call_tool("execute", {"code": "'closing' in globals()", "session_id": "two"})
+            assert reopened.content[0].text == "Out[1]: False"  # a new, empty session: nothing was restored
             for session_id in ("one", "two"):  # Bob's sessions are his own count
                 assert not (await bob.call_tool("execute", {"code": "1", "session_id": session_id})).is_error
 
