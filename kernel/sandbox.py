@@ -175,6 +175,18 @@ def private_directory_root() -> str | None:
         return CHARGED_DIRECTORY_ROOT if any(line.split()[1:3] == [CHARGED_DIRECTORY_ROOT, "tmpfs"] for line in mounts) else None
 
 
+def weaker_limits() -> str:
+    """What sandboxed kernels cannot be held to on this host, as a sentence, or ``""`` when every
+    limit of :class:`SandboxPolicy` binds: without a control group (:mod:`kernel.sandbox_cgroup`),
+    memory is capped per process, processes only by ``RLIMIT_NPROC`` (not at all for a kernel
+    started by root), and the private directory per file."""
+    problem = control_group_problem()
+    if not problem:
+        return ""
+    processes = "not at all (Linux exempts kernels started by root from RLIMIT_NPROC)" if os.geteuid() == 0 else "per sandbox (RLIMIT_NPROC)"
+    return f"sandboxed kernels get no control group here ({problem}): memory is capped per process, not for all of a kernel's processes together; processes {processes}; and what a kernel writes to its private directory per file only"
+
+
 def python_paths() -> list[str]:
     """Host paths the kernel's Python needs, read-only: the installation, the environment, and
     toolpath's packages (an editable install keeps them outside the environment)."""

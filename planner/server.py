@@ -39,6 +39,7 @@ import hmac
 import ipaddress
 import json
 import re
+import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,7 @@ from mcp_types import CallToolResult, ImageContent, TextContent
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kernel import CellResult, CodeMode, SessionOwnerError, format_for_model
-from kernel.sandbox import SandboxPolicy, sandbox_problem
+from kernel.sandbox import SandboxPolicy, sandbox_problem, weaker_limits
 from planner.cli import SERVE_MAX_SESSIONS_PER_USER, SERVE_MAX_TASKS_PER_USER, is_refusal
 from planner.embedding import default_embedder
 from planner.http_serving import HttpLimits, connection_cap, host_check, serve_http
@@ -541,6 +542,8 @@ def serve(catalogs: Sequence[str | Path] = (), http: str | None = None, tokens_f
         except ValueError as error:
             raise ServeError(str(error)) from error
     placement = kernel_placement(kernels, tokens is not None, code_mode_options or {}, sandbox)
+    if "sandbox" in placement and weaker_limits():
+        print(f"toolpath serve: warning: {weaker_limits()}", file=sys.stderr)
     default_embedder().prepare_queries()  # the query model loads in a thread while the catalogs do
     workspace = Workspace.open(list(catalogs))
     url = f"http://{host}:{port}" if http is not None else "http://127.0.0.1"

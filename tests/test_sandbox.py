@@ -204,6 +204,19 @@ def test_a_sandboxed_kernel_has_no_capabilities_no_writable_kernel_settings_and_
         assert _attack(code_mode, f"open('/proc/1/environ', 'rb').read().count({SECRET.encode()!r})") == "0"
 
 
+def test_without_a_control_group_the_limits_that_do_not_bind_are_named(monkeypatch):
+    import kernel.sandbox
+
+    monkeypatch.setattr(kernel.sandbox, "control_group_problem", lambda: "no writable cgroup hierarchy")
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert "(no writable cgroup hierarchy): memory is capped per process" in kernel.sandbox.weaker_limits()
+    assert "processes not at all (Linux exempts kernels started by root" in kernel.sandbox.weaker_limits()
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert "processes per sandbox (RLIMIT_NPROC)" in kernel.sandbox.weaker_limits()
+    monkeypatch.setattr(kernel.sandbox, "control_group_problem", lambda: "")
+    assert kernel.sandbox.weaker_limits() == ""
+
+
 def test_a_policy_is_checked_and_bubblewrap_is_found():
     with pytest.raises(ValueError, match="memory_bytes must be a positive whole number"):
         SandboxPolicy(memory_bytes=0)
