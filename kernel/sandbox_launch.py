@@ -1,6 +1,6 @@
 """Start a sandboxed kernel's command inside its control group and resource limits.
 
-``python -m kernel.sandbox_launch [--join=FILE]... [--limits=RLIMIT_DATA=N,RLIMIT_CPU=N,...] -- COMMAND...``
+``python -I -S kernel/sandbox_launch.py [--join=FILE]... [--limits=RLIMIT_DATA=N,RLIMIT_CPU=N,...] -- COMMAND...``
 (written by :class:`kernel.sandbox.SandboxedProvisioner`): ``--join`` writes this process's id to a
 control group's ``cgroup.procs`` (outside bubblewrap, before it starts, so nothing it starts is
 outside the group); ``--limits`` sets resource limits (inside bubblewrap, where ``RLIMIT_NPROC``
@@ -49,9 +49,9 @@ def main(arguments: list[str]) -> None:
         elif option == "--limits":
             apply_limits(value)
         else:
-            raise SystemExit(f"unknown option {option!r}; usage: python -m kernel.sandbox_launch [--join=FILE]... [--limits=LIMITS] -- COMMAND...")
+            raise SystemExit(f"unknown option {option!r}; usage: python -I -S kernel/sandbox_launch.py [--join=FILE]... [--limits=LIMITS] -- COMMAND...")
     if len(arguments) < 2:
-        raise SystemExit("usage: python -m kernel.sandbox_launch [--join=FILE]... [--limits=LIMITS] -- COMMAND...")
+        raise SystemExit("usage: python -I -S kernel/sandbox_launch.py [--join=FILE]... [--limits=LIMITS] -- COMMAND...")
     os.execvp(arguments[1], arguments[1:])
 
 
