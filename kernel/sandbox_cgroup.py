@@ -32,6 +32,8 @@ CONTROLLERS = ("pids", "memory")
 REMOVE_SECONDS = 5.0
 #: A group's name starts with this, under the server's own group.
 GROUP_PREFIX = "toolpath-kernel-"
+#: An empty group older than this, in seconds, is a dead server's (see :func:`remove_stale_groups`).
+STALE_SECONDS = 60.0
 
 
 class ControlGroupUnavailableError(OSError):
@@ -136,9 +138,12 @@ class KernelControlGroup:
                     _write(directory, ("pids.max",), str(processes))
                 if "memory" in controllers:
                     _write(directory, ("memory.max", "memory.limit_in_bytes"), str(memory_bytes))
-                    # With swap, the group could page out past its limit: cap memory and swap together.
-                    with contextlib.suppress(ControlGroupUnavailableError):
-                        _write(directory, ("memory.swap.max", "memory.memsw.limit_in_bytes"), "0" if os.path.exists(os.path.join(directory, "memory.swap.max")) else str(memory_bytes))
+                    # With swap, the group could page out past its limit: no swap (v2), or
+                    # memory and swap together under the same limit (v1, with swap accounting).
+                    if os.path.exists(os.path.join(directory, "memory.swap.max")):
+                        _write(directory, ("memory.swap.max",), "0")
+                    elif os.path.exists(os.path.join(directory, "memory.memsw.limit_in_bytes")):
+                        _write(directory, ("memory.memsw.limit_in_bytes",), str(memory_bytes))
         except OSError as error:
             cls(tuple(made)).remove()
             if isinstance(error, ControlGroupUnavailableError):
@@ -157,16 +162,6 @@ class KernelControlGroup:
             with contextlib.suppress(OSError), open(path, encoding="utf-8") as file:
                 found.update(int(line) for line in file if line.strip())
         return found
-
-    def out_of_memory(self) -> bool:
-        """Whether the group's out-of-memory killer has stopped a process (the ``oom_kill`` count of
-        v2's ``memory.events`` or v1's ``memory.oom_control``)."""
-        for directory in self.directories:
-            for name in ("memory.events", "memory.oom_control"):
-                with contextlib.suppress(OSError), open(os.path.join(directory, name), encoding="utf-8") as file:
-                    if any(line.split() and line.split()[0] == "oom_kill" and line.split()[1] != "0" for line in file):
-                        return True
-        return False
 
     def remove(self) -> None:
         """Stop every process left in the group and remove its directories; safe to call twice.
@@ -189,12 +184,32 @@ class KernelControlGroup:
                     time.sleep(0.05)
 
 
+def remove_stale_groups() -> list[str]:
+    """Remove kernels' groups (under this process's own) that have been empty for
+    :data:`STALE_SECONDS`: left by a server that was killed before it could remove them. A new
+    group is joined within milliseconds of being made, so an old empty one belongs to no kernel.
+
+    Returns:
+        The directories removed; one that cannot be read or removed is left.
+    """
+    removed = []
+    with contextlib.suppress(ControlGroupUnavailableError, OSError):
+        for parent in _parents(CONTROLLERS):
+            for entry in os.scandir(parent):
+                with contextlib.suppress(OSError):
+                    if entry.name.startswith(GROUP_PREFIX) and time.time() - entry.stat().st_mtime > STALE_SECONDS and not KernelControlGroup((entry.path,)).processes():
+                        os.rmdir(entry.path)
+                        removed.append(entry.path)
+    return removed
+
+
 @functools.cache
 def control_group_problem() -> str:
     """Why kernels cannot get a control group here, or ``""`` when they can (probed once per
-    process by making and removing one)."""
+    process by making and removing one; stale groups are removed then too)."""
     try:
         KernelControlGroup.create(processes=1, memory_bytes=2**30).remove()
     except ControlGroupUnavailableError as error:
         return str(error)
+    remove_stale_groups()
     return ""
