@@ -70,7 +70,7 @@ class Server:
         tokens_file.write_text(json.dumps(tokens))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
-        self.process = subprocess.Popen([sys.executable, "-m", "planner.cli", "serve", "--http", f"127.0.0.1:{self.port}", "--tokens", str(tokens_file)], cwd=ROOT, env={**os.environ, "TOOLPATH_HOME": str(home)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_file_limit)
+        self.process = subprocess.Popen([sys.executable, "-m", "toolpath.planner.cli", "serve", "--http", f"127.0.0.1:{self.port}", "--tokens", str(tokens_file)], cwd=ROOT, env={**os.environ, "TOOLPATH_HOME": str(home)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_file_limit)
         deadline = time.monotonic() + 180
         while True:
             try:

@@ -57,7 +57,7 @@ def parse(output: str) -> dict[str, float]:
 
 
 def measure_toolpath(calls: int) -> dict[str, float]:
-    from kernel import CodeMode, Toolkit
+    from toolpath.kernel import CodeMode, Toolkit
 
     with CodeMode([Toolkit("inventory_tools", [stock_level])], pool_size=0) as code_mode:
         code_mode.run(CELL.format(calls=50), "warm-up")

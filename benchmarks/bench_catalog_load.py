@@ -41,7 +41,7 @@ from pathlib import Path
 
 import yaml
 
-from registry.catalog import yaml_parser
+from toolpath.registry.catalog import yaml_parser
 
 ENTRY_POINTS = ("read_catalog", "load_catalogs", "load_checked")
 TYPES = ("str", "int", "float", "list[str]", "dict[str, float]", "bench.Artifact | None")
@@ -49,7 +49,7 @@ TYPES = ("str", "int", "float", "list[str]", "dict[str, float]", "bench.Artifact
 #: Run in the subprocess: time one call and report peak RSS (ru_maxrss is KiB on Linux, bytes on macOS).
 MEASURE = """
 import gc, json, resource, sys, time
-import registry
+from toolpath import registry
 entry_point, path = sys.argv[1], sys.argv[2]
 function = getattr(registry, entry_point)
 scale = 1 if sys.platform == "darwin" else 1024

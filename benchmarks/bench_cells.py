@@ -32,9 +32,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 from jupyter_client.manager import AsyncKernelManager
 
-from kernel import CodeMode
-from kernel.sandbox import SandboxPolicy
-from planner import Workspace
+from toolpath.kernel import CodeMode
+from toolpath.kernel.sandbox import SandboxPolicy
+from toolpath.planner import Workspace
 
 
 @contextlib.asynccontextmanager

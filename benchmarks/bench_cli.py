@@ -42,8 +42,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from catalogs import default_catalog_paths  # noqa: E402
-from registry import load_catalogs  # noqa: E402
+from toolpath.catalogs import default_catalog_paths  # noqa: E402
+from toolpath.registry import load_catalogs  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "metatool"
 ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
@@ -82,7 +82,7 @@ def command_timings(rounds: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-cli-") as home:
         environment["TOOLPATH_HOME"] = home
         environment.pop("TOOLPATH_MODELS", None)
-        processes = {name: [sys.executable, "-m", "planner.cli", *arguments] for name, arguments in COMMANDS.items()}
+        processes = {name: [sys.executable, "-m", "toolpath.planner.cli", *arguments] for name, arguments in COMMANDS.items()}
         processes["import torch"] = [sys.executable, "-c", "import torch"]
         warm_up = {name: timed(command, environment)[0] for name, command in processes.items()}
         wall: dict[str, list[float]] = {name: [] for name in processes}
@@ -134,8 +134,8 @@ def cpu_bound_process():
 
 
 def embedding_timings(queries: list[str]) -> dict:
-    from planner.embedding import SentenceTransformerEmbedder
-    from planner.onnx_embedding import OnnxEmbedder
+    from toolpath.planner.embedding import SentenceTransformerEmbedder
+    from toolpath.planner.onnx_embedding import OnnxEmbedder
 
     with tempfile.TemporaryDirectory(prefix="bench-models-") as scratch:
         models = os.environ.get("TOOLPATH_MODELS") or scratch

@@ -2,7 +2,7 @@
 
 Each case of ``dataflow_cases.yaml`` (beside this file) is a task as a user would give it — words or a
 list of step texts, with inputs — and the plan it must get: every step's tool and the source of
-EVERY argument of every step, written as :attr:`planner.cell.ArgumentSource.label` (``step 1``,
+EVERY argument of every step, written as :attr:`toolpath.planner.cell.ArgumentSource.label` (``step 1``,
 ``held molecule``, ``input path``, ``input write_report.path``, ``variable query``, ``default``,
 ``unbound``; ``TaskPlan.to_dict()["wiring"]`` must say the same). The case is then run for real in
 a fresh kernel (or, with ``before:``, in an agent session whose earlier tasks ran first) in a
@@ -34,7 +34,7 @@ Case fields (only ``name``, ``task`` and ``steps`` or ``refused`` are required):
 
 The sample data is copied per case (``catalogs/tabular/data`` for ``shipped``,
 ``benchmarks/textflow/data`` for ``textflow``) into ``<case dir>/data``; cells run in
-``<case dir>/work``. One :class:`planner.Workspace` is opened per catalog set and reused. When
+``<case dir>/work``. One :class:`toolpath.planner.Workspace` is opened per catalog set and reused. When
 ``TOOLPATH_HOME`` is not set, a temporary one is used (so the run writes nothing of yours; the
 catalogs are then embedded again, about half a minute); set it to keep the embedding cache.
 
@@ -126,14 +126,14 @@ def load_cases(path: Path = CASES) -> list[dict]:
 
 
 class Runner:
-    """Runs cases, opening one :class:`planner.Workspace` per catalog set on first use."""
+    """Runs cases, opening one :class:`toolpath.planner.Workspace` per catalog set on first use."""
 
     def __init__(self) -> None:
         self._workspaces: dict[str, Any] = {}
 
     def workspace(self, catalogs: str):
         if catalogs not in self._workspaces:
-            from planner import Workspace
+            from toolpath.planner import Workspace
 
             self._workspaces[catalogs] = Workspace.open(CATALOG_SETS[catalogs]["catalogs"])
         return self._workspaces[catalogs]

@@ -1,7 +1,7 @@
 """Planning time of long task texts (issue 30): does it grow linearly with the number of parts?
 
 Prints one JSON object. With the shipped catalogs, each text is planned once (after one warm-up
-task loads the embedding model) by :meth:`planner.Workspace.plan_task`, and its wall time in
+task loads the embedding model) by :meth:`toolpath.planner.Workspace.plan_task`, and its wall time in
 seconds is reported with the number of parts the planner found (``null`` when it refused the task,
 with the refusal's type):
 
@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from planner import Workspace  # noqa: E402
+from toolpath.planner import Workspace  # noqa: E402
 
 _ACTIONS = ["compute the descriptors of molecule {n}", "book a flight to city {n}", "find the functional groups of compound {n}", "water plant {n}", "cluster library {n} by similarity"]
 

@@ -100,8 +100,8 @@ def summary(times_ms: list[float]) -> dict:
 
 
 def measure_toolpath(held: list[str], tools: list[dict], goal_sets: dict[str, list[list[str]]], time_budget_ms: float | None) -> tuple[dict, dict[str, list[dict]]]:
-    from planner import StateGraph, plan
-    from registry import ToolDefinition, ToolRegistry
+    from toolpath.planner import StateGraph, plan
+    from toolpath.registry import ToolDefinition, ToolRegistry
 
     started = time.perf_counter()
     registry = ToolRegistry()
@@ -269,7 +269,7 @@ def main() -> None:
         return
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from planner.planning import DEFAULT_TIME_BUDGET_MS
+    from toolpath.planner.planning import DEFAULT_TIME_BUDGET_MS
 
     time_budget_ms = args.time_budget if args.time_budget is not None else DEFAULT_TIME_BUDGET_MS
     report: dict = {"states": STATES, "layers": LAYERS, "seed": args.seed, "time_budget_ms": time_budget_ms, "sizes": {}}

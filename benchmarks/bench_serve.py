@@ -40,7 +40,7 @@ from mcp.client.streamable_http import streamable_http_client
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from planner import Workspace  # noqa: E402
+from toolpath.planner import Workspace  # noqa: E402
 
 QUERY = "compute molecular descriptors"
 CELL = "1 + 1"
@@ -99,7 +99,7 @@ def over_http(home: Path, calls: int) -> dict:
     tokens = home / "tokens.json"
     tokens.write_text(json.dumps({token: "bench"}))
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "planner.cli", "serve", "--http", f"127.0.0.1:{port}", "--tokens", str(tokens)], cwd=ROOT, env={**os.environ, "TOOLPATH_HOME": str(home)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen([sys.executable, "-m", "toolpath.planner.cli", "serve", "--http", f"127.0.0.1:{port}", "--tokens", str(tokens)], cwd=ROOT, env={**os.environ, "TOOLPATH_HOME": str(home)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -124,7 +124,7 @@ def over_http(home: Path, calls: int) -> dict:
 
 def over_stdio(home: Path, calls: int) -> dict:
     async def run() -> dict:
-        parameters = StdioServerParameters(command=sys.executable, args=["-m", "planner.cli", "serve"], env={**os.environ, "TOOLPATH_HOME": str(home)}, cwd=str(ROOT))
+        parameters = StdioServerParameters(command=sys.executable, args=["-m", "toolpath.planner.cli", "serve"], env={**os.environ, "TOOLPATH_HOME": str(home)}, cwd=str(ROOT))
         async with Client(parameters) as client:
             return await through(client, calls)
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kernel import CodeMode  # noqa: E402
+from toolpath.kernel import CodeMode  # noqa: E402
 
 STATE = """
 import numpy as np

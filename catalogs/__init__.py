@@ -1,7 +1,7 @@
 """Domain catalogs shipped with toolpath.
 
 Each sub-package holds a ``catalog.yaml`` and one module per tool; tool ``X`` of
-``catalogs.chemistry`` is ``from catalogs.chemistry.X import X``.
+``toolpath.catalogs.chemistry`` is ``from toolpath.catalogs.chemistry.X import X``.
 """
 
 from __future__ import annotations

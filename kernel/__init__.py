@@ -1,8 +1,8 @@
 """CodeMode kernels: persistent IPython kernels in which every tool is an awaitable handle.
 
-``kernel.session`` runs on the host; ``kernel.handles`` is imported inside the kernel.
+``toolpath.kernel.session`` runs on the host; ``toolpath.kernel.handles`` is imported inside the kernel.
 
-The names below load on first use: a kernel imports ``kernel.handles`` (and so this package) in its
+The names below load on first use: a kernel imports ``toolpath.kernel.handles`` (and so this package) in its
 first cell, and must not pay for the host side (jupyter_client, SQLite, dill: about a second) there.
 """
 
@@ -12,33 +12,33 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kernel.codemode import CodeMode, SessionOwnerError, format_for_model
-    from kernel.mcp_connection import MCPConnectionError, MCPToolError
-    from kernel.mcp_toolkit import MCPToolkit
-    from kernel.output import CellResult, OutputLimits
-    from kernel.session import KernelBusyError, KernelError, KernelSession
-    from kernel.snapshot import Snapshot, SnapshotStore
-    from kernel.toolkit import Tool, ToolCall, ToolExitError, Toolkit, ToolPausedError
+    from toolpath.kernel.codemode import CodeMode, SessionOwnerError, format_for_model
+    from toolpath.kernel.mcp_connection import MCPConnectionError, MCPToolError
+    from toolpath.kernel.mcp_toolkit import MCPToolkit
+    from toolpath.kernel.output import CellResult, OutputLimits
+    from toolpath.kernel.session import KernelBusyError, KernelError, KernelSession
+    from toolpath.kernel.snapshot import Snapshot, SnapshotStore
+    from toolpath.kernel.toolkit import Tool, ToolCall, ToolExitError, Toolkit, ToolPausedError
 
 _HOME = {
-    "CodeMode": "kernel.codemode",
-    "SessionOwnerError": "kernel.codemode",
-    "format_for_model": "kernel.codemode",
-    "CellResult": "kernel.output",
-    "MCPConnectionError": "kernel.mcp_connection",
-    "MCPToolError": "kernel.mcp_connection",
-    "MCPToolkit": "kernel.mcp_toolkit",
-    "OutputLimits": "kernel.output",
-    "KernelBusyError": "kernel.session",
-    "KernelError": "kernel.session",
-    "KernelSession": "kernel.session",
-    "Snapshot": "kernel.snapshot",
-    "SnapshotStore": "kernel.snapshot",
-    "Tool": "kernel.toolkit",
-    "ToolCall": "kernel.toolkit",
-    "ToolExitError": "kernel.toolkit",
-    "Toolkit": "kernel.toolkit",
-    "ToolPausedError": "kernel.toolkit",
+    "CodeMode": "toolpath.kernel.codemode",
+    "SessionOwnerError": "toolpath.kernel.codemode",
+    "format_for_model": "toolpath.kernel.codemode",
+    "CellResult": "toolpath.kernel.output",
+    "MCPConnectionError": "toolpath.kernel.mcp_connection",
+    "MCPToolError": "toolpath.kernel.mcp_connection",
+    "MCPToolkit": "toolpath.kernel.mcp_toolkit",
+    "OutputLimits": "toolpath.kernel.output",
+    "KernelBusyError": "toolpath.kernel.session",
+    "KernelError": "toolpath.kernel.session",
+    "KernelSession": "toolpath.kernel.session",
+    "Snapshot": "toolpath.kernel.snapshot",
+    "SnapshotStore": "toolpath.kernel.snapshot",
+    "Tool": "toolpath.kernel.toolkit",
+    "ToolCall": "toolpath.kernel.toolkit",
+    "ToolExitError": "toolpath.kernel.toolkit",
+    "Toolkit": "toolpath.kernel.toolkit",
+    "ToolPausedError": "toolpath.kernel.toolkit",
 }
 
 __all__ = sorted(_HOME)
@@ -46,7 +46,7 @@ __all__ = sorted(_HOME)
 
 def __getattr__(name: str) -> Any:
     if name not in _HOME:
-        raise AttributeError(f"module 'kernel' has no attribute {name!r}")
+        raise AttributeError(f"module 'toolpath.kernel' has no attribute {name!r}")
     value = getattr(importlib.import_module(_HOME[name]), name)
     globals()[name] = value
     return value

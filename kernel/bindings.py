@@ -1,10 +1,10 @@
 """Handle bindings: which handle and attribute each tool gets, and the code that binds them.
 
 Tools are grouped into one handle per server (toolkit); handle names come from
-:func:`registry.names.handle_name` and attribute names from :class:`registry.names.NameMap`, so the
+:func:`toolpath.registry.names.handle_name` and attribute names from :class:`toolpath.registry.names.NameMap`, so the
 names a cell calls, the names the kernel binds and the names the instructions advertise are the
-same. In-kernel handles are bound by :mod:`kernel.handles` (tool modules are imported lazily on first
-use); host handles are fetched from :mod:`kernel.bridge_client`, where CodeMode installed them.
+same. In-kernel handles are bound by :mod:`toolpath.kernel.handles` (tool modules are imported lazily on first
+use); host handles are fetched from :mod:`toolpath.kernel.bridge_client`, where CodeMode installed them.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import inspect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from kernel.toolkit import Toolkit, signature_text
-from registry import ToolDefinition
-from registry.names import attribute_name, handle_name, name_map
+from toolpath.kernel.toolkit import Toolkit, signature_text
+from toolpath.registry import ToolDefinition
+from toolpath.registry.names import attribute_name, handle_name, name_map
 
-BINDER_MODULE = "kernel.handles"
+BINDER_MODULE = "toolpath.kernel.handles"
 BINDER_FUNCTION = "bind_module_tools"
-HOST_MODULE = "kernel.bridge_client"
+HOST_MODULE = "toolpath.kernel.bridge_client"
 HOST_FUNCTION = "host_toolkit"
 #: Names the binding code itself uses in the kernel namespace.
 BINDING_NAMES = frozenset({BINDER_FUNCTION, HOST_FUNCTION})

@@ -9,12 +9,12 @@ Contract:
   this user's processes can connect. A TCP connection must complete a TLS handshake within 10
   seconds; its hello names the kernel's generation, which picks the kernel's bridge, and must carry
   that kernel's token. The first frame of every connection must be the hello: JSON
-  only, at most :data:`kernel.wire.MAX_HELLO_BYTES`, exactly ``{op, token, generation}`` with the
+  only, at most :data:`toolpath.kernel.wire.MAX_HELLO_BYTES`, exactly ``{op, token, generation}`` with the
   kernel's secret token and generation, read within 10 seconds. Anything else is refused and the
   connection closed; nothing of an unauthenticated peer is unpickled or buffered beyond 4 kB. A
   kernel that replaced another has a new socket, token and generation, so a call from the previous
   kernel cannot land.
-- After the hello, frames are at most :func:`kernel.wire.frame_limit` of ``max_result_bytes``. A
+- After the hello, frames are at most :func:`toolpath.kernel.wire.frame_limit` of ``max_result_bytes``. A
   longer announced length is refused at once: the host answers ``closing``, reads nothing more on
   that connection, lets its in-flight calls finish and reply, then closes it; the kernel's next call
   opens a new connection, so the session goes on.
@@ -24,7 +24,7 @@ Contract:
 - Call arguments may be pickles (how a DataFrame reaches a host tool): a cell already runs code as
   this user, so this gives a local kernel no new power. ``accept_pickles=False`` refuses them, for
   kernels the host should not trust.
-- Each call runs :meth:`kernel.toolkit.Toolkit.acall` on the loop of the current run (the caller's
+- Each call runs :meth:`toolpath.kernel.toolkit.Toolkit.acall` on the loop of the current run (the caller's
   loop, set by CodeMode for every cell), so async transports that live there work; when that loop
   is this bridge's own loop the call simply runs here.
 - A call is tagged with the cell that started it (a background task keeps the tag of the cell that
@@ -45,14 +45,14 @@ import secrets
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kernel import wire
-from kernel.output import cap
-from kernel.result_store import ResultStore
-from kernel.toolkit import ToolExitError, Toolkit, annotation_text, contained
-from registry.storage import StoreError
+from toolpath.kernel import wire
+from toolpath.kernel.output import cap
+from toolpath.kernel.result_store import ResultStore
+from toolpath.kernel.toolkit import ToolExitError, Toolkit, annotation_text, contained
+from toolpath.registry.storage import StoreError
 
 if TYPE_CHECKING:
-    from kernel.bridge_tls import BridgeCertificate
+    from toolpath.kernel.bridge_tls import BridgeCertificate
 
 #: Resolves a call's target (``"handle.attribute"``) to its toolkit and the tool's real name.
 Lookup = Callable[[str], "tuple[Toolkit, str] | None"]
@@ -75,7 +75,7 @@ class Bridge:
         generation: this kernel's generation number; a hello with another one is refused.
         lookup: resolves call targets; consulted at call time, so tools bound later are found.
         max_result_bytes: largest result frame sent to the kernel; frames from the kernel may be
-            up to :func:`kernel.wire.frame_limit` of it.
+            up to :func:`toolpath.kernel.wire.frame_limit` of it.
         result_store: where oversized results go; ``None`` makes them ``ResultTooLarge``.
         accept_pickles: load pickled call arguments; ``False`` accepts JSON only.
         listener: serve through this TCP endpoint instead of a Unix socket (``directory`` is then ``None``).
@@ -305,7 +305,7 @@ class Bridge:
 
 async def read_hello(reader: asyncio.StreamReader) -> tuple[tuple[str, int] | None, str]:
     """Read a connection's first frame: ``((token, generation), "")`` for a well-formed hello, else
-    ``(None, why not)``. At most :data:`kernel.wire.MAX_HELLO_BYTES` are read, for at most
+    ``(None, why not)``. At most :data:`toolpath.kernel.wire.MAX_HELLO_BYTES` are read, for at most
     :data:`HELLO_TIMEOUT` seconds, and nothing but JSON is decoded."""
     try:
         body = await asyncio.wait_for(wire.read_frame(reader, wire.MAX_HELLO_BYTES), timeout=HELLO_TIMEOUT)
@@ -331,7 +331,7 @@ class BridgeListener:
         listen: ``(host, port)`` to listen on; port 0 picks a free one.
         address: ``(host, port)`` kernels connect to (port 0: the port listened on). It must be
             a name or address the certificate holds: a generated one holds exactly this host.
-        certificate: the TLS certificate and context (:mod:`kernel.bridge_tls`).
+        certificate: the TLS certificate and context (:mod:`toolpath.kernel.bridge_tls`).
     """
 
     def __init__(self, listen: tuple[str, int], address: tuple[str, int], certificate: BridgeCertificate):
@@ -435,11 +435,11 @@ def _nearest_builtin(kind: type[BaseException]) -> str:
 
 
 def toolkit_spec(toolkit: Toolkit, attributes: dict[str, str], error: str = "") -> dict[str, Any]:
-    """How the kernel should bind ``toolkit`` (the JSON :func:`kernel.bridge_client.install` reads).
+    """How the kernel should bind ``toolkit`` (the JSON :func:`toolpath.kernel.bridge_client.install` reads).
 
     Args:
         toolkit: the toolkit.
-        attributes: ``{attribute: tool real name}`` from :class:`kernel.bindings.Bindings`.
+        attributes: ``{attribute: tool real name}`` from :class:`toolpath.kernel.bindings.Bindings`.
         error: why the whole toolkit cannot be bound (its handle then raises it on every access).
     """
     if error:

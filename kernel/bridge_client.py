@@ -4,7 +4,7 @@ CodeMode calls :func:`install` in every kernel with the bridge's address and a d
 host toolkit; a cell then reaches a toolkit through its handle (``await inventory.stock_level("x")``)
 or through :func:`host_toolkit`, which planned cells use. Each call is one frame to the host over the
 kernel's Unix socket, or over TLS to the host's TCP endpoint for a kernel on another host
-(:mod:`kernel.wire`); many calls share one connection and may be in flight at
+(:mod:`toolpath.kernel.wire`); many calls share one connection and may be in flight at
 once, so ``asyncio.gather`` over a thousand calls costs a thousand round trips' worth of bytes, not
 of latency.
 
@@ -30,9 +30,9 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
-from kernel import wire
-from kernel.handles import awaitable, current_cell, track_cells
-from kernel.toolkit import ShownText, ToolExitError, ToolPausedError
+from toolpath.kernel import wire
+from toolpath.kernel.handles import awaitable, current_cell, track_cells
+from toolpath.kernel.toolkit import ShownText, ToolExitError, ToolPausedError
 
 
 class BridgeError(RuntimeError):
@@ -114,7 +114,7 @@ class BridgeClient:
         endpoint: the host's Unix socket (a local kernel), or ``(host, port, certificate PEM)`` of
             its TLS endpoint (a kernel on another host).
         token, generation: what the hello carries.
-        max_frame_bytes: largest frame either end accepts (:func:`kernel.wire.frame_limit`); a call
+        max_frame_bytes: largest frame either end accepts (:func:`toolpath.kernel.wire.frame_limit`); a call
             whose arguments would exceed it raises :class:`BridgeError` without being sent.
         json_only: the host refuses pickled arguments; a call with non-JSON arguments raises
             :class:`BridgeError` without being sent.
@@ -286,13 +286,13 @@ class ResultsHandle:
 
     async def get(self, result_id: str) -> Any:
         """The offloaded value with id ``result_id`` (``KeyError`` if there is none)."""
-        from kernel.result_store import ResultStore
+        from toolpath.kernel.result_store import ResultStore
 
         return await asyncio.to_thread(ResultStore(self._path).get, result_id)
 
     async def delete(self, result_id: str) -> None:
         """Forget an offloaded value once it has been read."""
-        from kernel.result_store import ResultStore
+        from toolpath.kernel.result_store import ResultStore
 
         await asyncio.to_thread(ResultStore(self._path).delete, result_id)
 

@@ -1,9 +1,9 @@
-"""TLS for the bridge's TCP endpoint, which kernels on other hosts connect to (see :mod:`kernel.bridge`).
+"""TLS for the bridge's TCP endpoint, which kernels on other hosts connect to (see :mod:`toolpath.kernel.bridge`).
 
 The host either generates a certificate (an ECDSA P-256 key and a self-signed certificate naming the
 address kernels connect to) or is given one. Either way the kernel trusts exactly that certificate:
 CodeMode sends its PEM with the bridge's address and token, and the kernel pins it
-(:func:`kernel.bridge_client.client_context`), so no certificate authority is involved and a
+(:func:`toolpath.kernel.bridge_client.client_context`), so no certificate authority is involved and a
 generated certificate is as safe as a bought one.
 """
 

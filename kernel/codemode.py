@@ -22,7 +22,7 @@ Contract:
   default, and its snapshots travel over its Jupyter channels (see the README).
 - Tools: registry tools with ``binding="kernel"`` are imported inside the kernel; everything else
   (toolkits, plain functions, host-bound registry tools) runs in this process and is reached over
-  the bridge (:mod:`kernel.bridge`). A *run* starts with the first cell (or :meth:`CodeMode.open`)
+  the bridge (:mod:`toolpath.kernel.bridge`). A *run* starts with the first cell (or :meth:`CodeMode.open`)
   and ends with :meth:`CodeMode.close`: toolkits that need a connection are connected when it
   starts — an async ``connect()`` on the first cell, on the caller's loop — and closed when it ends;
   kernels outlive runs.
@@ -48,26 +48,26 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from kernel.bindings import HOST_MODULE, Bindings, toolkit_of
-from kernel.bridge import Bridge, BridgeListener, toolkit_spec
-from kernel.kernel_snapshot import pack, report_path, unpack
-from kernel.output import CellResult, OutputLimits
-from kernel.result_store import ResultStore
-from kernel.session import INTERRUPT_GRACE, KernelError, KernelSession
-from kernel.snapshot import SnapshotConflictError, SnapshotStore
-from kernel.toolkit import Tool, Toolkit, as_toolkits
-from registry import ToolDefinition
-from kernel.sandbox import limit_notice
-from registry.storage import StoreError
+from toolpath.kernel.bindings import HOST_MODULE, Bindings, toolkit_of
+from toolpath.kernel.bridge import Bridge, BridgeListener, toolkit_spec
+from toolpath.kernel.kernel_snapshot import pack, report_path, unpack
+from toolpath.kernel.output import CellResult, OutputLimits
+from toolpath.kernel.result_store import ResultStore
+from toolpath.kernel.session import INTERRUPT_GRACE, KernelError, KernelSession
+from toolpath.kernel.snapshot import SnapshotConflictError, SnapshotStore
+from toolpath.kernel.toolkit import Tool, Toolkit, as_toolkits
+from toolpath.registry import ToolDefinition
+from toolpath.kernel.sandbox import limit_notice
+from toolpath.registry.storage import StoreError
 
 if TYPE_CHECKING:
-    from kernel.mcp_toolkit import MCPConnections
-    from kernel.sandbox import SandboxPolicy
+    from toolpath.kernel.mcp_toolkit import MCPConnections
+    from toolpath.kernel.sandbox import SandboxPolicy
 
 T = TypeVar("T")
 
-_SETUP_MODULE = "kernel.kernel_setup"
-_SNAPSHOT_MODULE = "kernel.kernel_snapshot"
+_SETUP_MODULE = "toolpath.kernel.kernel_setup"
+_SNAPSHOT_MODULE = "toolpath.kernel.kernel_snapshot"
 _EVICTION_MEMORY = 10_000
 #: Files in a kernel's private directory through which variables leave and enter it.
 _DUMP_FILE = "snapshot-dump"
@@ -128,9 +128,9 @@ class CodeMode:
 
     Args:
         tools: what to bind as awaitable handles in every kernel, one handle per toolkit or server:
-            :class:`kernel.Toolkit` objects, plain functions and :class:`kernel.Tool` objects (one
+            :class:`toolpath.kernel.Toolkit` objects, plain functions and :class:`toolpath.kernel.Tool` objects (one
             toolkit named ``tools``), and registry tools (each needs ``id`` and ``module`` or
-            ``mcp_server``, as a :class:`registry.ToolRegistry` gives them). Registry tools with
+            ``mcp_server``, as a :class:`toolpath.registry.ToolRegistry` gives them). Registry tools with
             ``binding="kernel"`` are imported inside the kernel on first use; everything else runs
             in this process and is called over the bridge: ``await inventory.stock_level("A-1")``.
             Registry tools served by an MCP server connect to it on their first call (one
@@ -149,7 +149,7 @@ class CodeMode:
         env: variables laid over the process environment for the kernels.
         startup_code: Python run in every new kernel before its first cell.
         max_output_chars / max_images_per_cell / max_image_bytes: output caps per cell
-            (:class:`kernel.OutputLimits`).
+            (:class:`toolpath.kernel.OutputLimits`).
         max_kernels: cap on live session kernels (pool kernels not included); ``None`` for no cap.
             A new session beyond it evicts the least recently used idle session (snapshotted);
             when every kernel runs a cell for ``busy_wait`` seconds, it gets a ``KernelError``.
@@ -167,7 +167,7 @@ class CodeMode:
         offload_results: keep oversized results in the SQLite file and give the cell an id to read
             them back with ``await results.get(id)``.
         result_store: that SQLite file; default ``$TOOLPATH_HOME/toolpath.db`` (see
-            :func:`registry.storage.default_database_path`).
+            :func:`toolpath.registry.storage.default_database_path`).
         accept_pickles: let cells pass non-JSON arguments (a DataFrame) to host tools as pickles,
             which the host loads. A cell already runs code as this user, so for a local kernel this
             is no new power; ``False`` makes the host accept JSON only, for kernels it should not
@@ -198,7 +198,7 @@ class CodeMode:
             self-signed certificate for ``bridge_address``'s host, made at start. Kernels trust
             exactly this certificate (CodeMode sends it with the bridge's address).
         sandbox: start each local kernel inside bubblewrap with this
-            :class:`kernel.sandbox.SandboxPolicy`: it sees none of this process's files but the
+            :class:`toolpath.kernel.sandbox.SandboxPolicy`: it sees none of this process's files but the
             Python environment, none of its environment, other sessions' directories, the store or
             (by default) the network, within memory, CPU, process, file and disk limits. Bridges
             then take JSON only unless ``accept_pickles=True``. Not with ``kernel_name`` or
@@ -268,13 +268,13 @@ class CodeMode:
         if sandbox is not None and (kernel_name is not None or gateway_url is not None):
             raise ValueError("sandbox applies to kernels this process starts itself, not with kernel_name or gateway_url (their kernels run where the kernelspec or gateway says)")
         if sandbox is not None:
-            from kernel.sandbox import bwrap_path
+            from toolpath.kernel.sandbox import bwrap_path
 
             bwrap_path()  # raises SandboxUnavailableError here, not at the first cell
         self.sandbox = sandbox
         self.gateway = None
         if gateway_url is not None:
-            from kernel.gateway import Gateway  # its HTTP and WebSocket clients only for gateway users
+            from toolpath.kernel.gateway import Gateway  # its HTTP and WebSocket clients only for gateway users
 
             self.gateway = Gateway(gateway_url, gateway_token, kernel_name)
         if self.gateway is not None and cwd is not None:
@@ -1222,7 +1222,7 @@ class CodeMode:
                 one already bound. Default: the tools bound so far.
 
         Returns:
-            The session's :class:`kernel.bindings.Bindings` (CodeMode's own handles included).
+            The session's :class:`toolpath.kernel.bindings.Bindings` (CodeMode's own handles included).
 
         Raises:
             ValueError: a tool without ``id``/``module``, a host tool of one of CodeMode's own
@@ -1351,7 +1351,7 @@ def _restore_notice(saved: float, restored: list[str], not_restored: dict[str, s
 
 
 def _check_registered(tools: Iterable[ToolDefinition]) -> None:
-    """Registry tools must come from a :class:`registry.ToolRegistry`: with an id, and a module or an MCP server."""
+    """Registry tools must come from a :class:`toolpath.registry.ToolRegistry`: with an id, and a module or an MCP server."""
     missing = [tool.name for tool in tools if tool.id is None or (not tool.module and tool.mcp_server is None)]
     if missing:
         raise ValueError(f"tools {', '.join(missing)} have no id, or neither a module nor an MCP server; register them in a ToolRegistry first")
@@ -1371,15 +1371,15 @@ def parse_host_port(text: str, what: str) -> tuple[str, int]:
 
 
 def _bridge_tls() -> Any:
-    """:mod:`kernel.bridge_tls`, imported when a remote kernel first needs the bridge's TLS: the
+    """:mod:`toolpath.kernel.bridge_tls`, imported when a remote kernel first needs the bridge's TLS: the
     cryptography package is not needed by local kernels."""
-    return importlib.import_module("kernel.bridge_tls")
+    return importlib.import_module("toolpath.kernel.bridge_tls")
 
 
 def _mcp_toolkit() -> Any:
-    """:mod:`kernel.mcp_toolkit`, imported on first use: the MCP SDK takes about a second to import,
+    """:mod:`toolpath.kernel.mcp_toolkit`, imported on first use: the MCP SDK takes about a second to import,
     which only CodeModes with tools served over MCP should pay."""
-    return importlib.import_module("kernel.mcp_toolkit")
+    return importlib.import_module("toolpath.kernel.mcp_toolkit")
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -33,7 +33,7 @@ import websockets
 from jupyter_client.jsonutil import json_default
 from jupyter_client.session import msg_header
 
-from kernel.session import KernelError
+from toolpath.kernel.session import KernelError
 
 #: Seconds a REST request to the gateway may take (starting a kernel has its own limit).
 REQUEST_TIMEOUT = 30.0
@@ -105,7 +105,7 @@ class Gateway:
 
 
 class GatewayKernel:
-    """One kernel on a gateway, with the operations :class:`kernel.session.KernelSession` drives.
+    """One kernel on a gateway, with the operations :class:`toolpath.kernel.session.KernelSession` drives.
 
     Messages are read from the WebSocket by one task as they arrive and queued by channel; a cell
     waits on its queue without polling.

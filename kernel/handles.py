@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from registry.names import function_names
+from toolpath.registry.names import function_names
 
 
 @contextmanager
@@ -237,10 +237,10 @@ class ToolHandle:
     Args:
         toolkit: the handle's name (for messages, and calls are reported as ``toolkit.attribute``).
         tools: ``{attribute: (tool wire name, module)}``; the attribute names come from
-            :class:`registry.names.NameMap`, and the function named like the tool is looked up in
+            :class:`toolpath.registry.names.NameMap`, and the function named like the tool is looked up in
             the module.
         host: the host handle of the same domain's host-bound tools (see
-            :mod:`kernel.bridge_client`), whose attributes this handle also offers: a domain is one
+            :mod:`toolpath.kernel.bridge_client`), whose attributes this handle also offers: a domain is one
             handle wherever its tools run.
     """
 

@@ -1,7 +1,7 @@
 """A remote kernel's private directory (this module is imported *in the kernel process*).
 
 A kernel on another host shares no files with CodeMode, so the snapshot files that a local kernel
-reads and writes in its host-made private directory (see :mod:`kernel.kernel_snapshot`) live in a
+reads and writes in its host-made private directory (see :mod:`toolpath.kernel.kernel_snapshot`) live in a
 directory this module makes on the kernel's own host, and move over the kernel's Jupyter channels:
 
 - into the kernel as comm messages of the ``toolpath.files`` target (:data:`COMM_TARGET`): a
@@ -9,7 +9,7 @@ directory this module makes on the kernel's own host, and move over the kernel's
   are handled between cells, and parsing a cell that carries a megabyte of base64 as a literal
   takes IPython about 0.7 s, against milliseconds for a comm message;
 - out of the kernel through silent cells: :func:`send` answers a chunk on the kernel's own stdout
-  stream (see :func:`kernel.kernel_setup.answer`).
+  stream (see :func:`toolpath.kernel.kernel_setup.answer`).
 
 Names are plain file names; every answer is one JSON line.
 """
@@ -24,7 +24,7 @@ import shutil
 import tempfile
 from typing import Any
 
-from kernel.kernel_setup import answer
+from toolpath.kernel.kernel_setup import answer
 
 #: The comm target through which the host writes files into this directory.
 COMM_TARGET = "toolpath.files"

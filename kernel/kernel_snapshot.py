@@ -33,7 +33,7 @@ from typing import Any
 
 import dill
 
-from kernel import kernel_setup
+from toolpath.kernel import kernel_setup
 
 #: The longest reason kept for a variable that could not be pickled or restored.
 _REASON_CHARS = 200
@@ -130,7 +130,7 @@ def _reason(error: BaseException) -> str:
 
 
 #: toolpath's kernel-side modules: their functions and objects are toolpath's, not the user's.
-_TOOLPATH_MODULES = frozenset({"kernel.handles", "kernel.bridge_client", "kernel.kernel_setup", __name__})
+_TOOLPATH_MODULES = frozenset({"toolpath.kernel.handles", "toolpath.kernel.bridge_client", "toolpath.kernel.kernel_setup", __name__})
 
 
 def _is_toolpath_object(value: Any) -> bool:

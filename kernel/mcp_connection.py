@@ -41,7 +41,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from registry.mcp_servers import MCPServerConfig
+from toolpath.registry.mcp_servers import MCPServerConfig
 
 #: Characters of a server's stderr quoted in an error (its last lines).
 STDERR_TAIL_CHARS = 2000

@@ -10,9 +10,9 @@
   host :class:`Tool` that calls that server, connected on first use through :class:`MCPConnections`.
 
 Names: a tool keeps its real name over the wire (``get-forecast``, ``gmail.search``); its handle
-attribute comes from :mod:`registry.names` as for every tool. Parameters are keyword-only and keep
+attribute comes from :mod:`toolpath.registry.names` as for every tool. Parameters are keyword-only and keep
 their names unless Python cannot take them as keywords (``from`` → ``from_``,
-:func:`registry.names.parameter_name`); the real names are sent. Arguments left out are not sent,
+:func:`toolpath.registry.names.parameter_name`); the real names are sent. Arguments left out are not sent,
 so the server applies its own defaults.
 """
 
@@ -26,12 +26,12 @@ from typing import Any
 
 import mcp_types
 
-from kernel.mcp_connection import MCPConnection, MCPConnectionError
-from kernel.toolkit import ShownText, Tool, Toolkit
-from registry import ToolDefinition
-from registry.mcp_servers import MCPServerConfig
-from registry.names import NameMap, parameter_name, require_printable
-from registry.type_strings import type_from_json_schema
+from toolpath.kernel.mcp_connection import MCPConnection, MCPConnectionError
+from toolpath.kernel.toolkit import ShownText, Tool, Toolkit
+from toolpath.registry import ToolDefinition
+from toolpath.registry.mcp_servers import MCPServerConfig
+from toolpath.registry.names import NameMap, parameter_name, require_printable
+from toolpath.registry.type_strings import type_from_json_schema
 
 #: The longest tool name bound: MCP's own limit ("Tool names SHOULD be between 1 and 128 characters",
 #: specification 2025-11-25, SEP-986). A longer one would fill every instruction line and cell that names it.
@@ -53,7 +53,7 @@ class MCPToolkit(Toolkit):
         connect_timeout: seconds to start or reach the server, list its tools and bind them.
         call_timeout: seconds one call may take (default: no limit of its own; the cell's applies).
         hooks / pre_hook / post_hook / cache_results / cache_ttl / max_cache_entries: as for
-            :class:`kernel.toolkit.Toolkit`.
+            :class:`toolpath.kernel.toolkit.Toolkit`.
 
     Raises:
         ValueError: neither or both of ``command`` and ``url``, a URL that is not http(s), or a
@@ -198,7 +198,7 @@ def unbindable_reason(name: str, input_schema: Any) -> str:
     code) or is longer than :data:`MAX_TOOL_NAME_CHARS`, or when its input schema is not a JSON
     object, or its ``properties`` not an object, or its ``required`` not a list of names. Names that
     are merely not Python identifiers (``!!!``, ``class``, ``get-time`` beside ``get_time``) are fine:
-    :mod:`registry.names` gives them attributes.
+    :mod:`toolpath.registry.names` gives them attributes.
 
     Examples:
         >>> unbindable_reason("get-time", {"type": "object"}), unbindable_reason("", {})

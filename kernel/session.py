@@ -8,7 +8,7 @@ jupyter_client starts it with the parent-process watchdog ipykernel provides.
 
 Where the kernel runs: on this machine through jupyter_client's ``AsyncKernelManager`` (default),
 wherever an installed kernelspec's provisioner puts it (``kernel_name``), or on a Jupyter Kernel
-Gateway or Enterprise Gateway (``gateway``, :mod:`kernel.gateway`). The cell protocol is the same.
+Gateway or Enterprise Gateway (``gateway``, :mod:`toolpath.kernel.gateway`). The cell protocol is the same.
 
 Each kernel has a private temporary directory (connection file with the kernel's key, sockets, log)
 holding an ``owner.json`` that names the host process. A host killed with SIGKILL cannot remove it,
@@ -39,13 +39,13 @@ from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning import LocalProvisioner
 
-from kernel.handles import TOOL_CALLS_PAYLOAD
-from kernel.kernel_files import COMM_TARGET
-from kernel.output import CellOutput, CellResult, OutputLimits
+from toolpath.kernel.handles import TOOL_CALLS_PAYLOAD
+from toolpath.kernel.kernel_files import COMM_TARGET
+from toolpath.kernel.output import CellOutput, CellResult, OutputLimits
 
 if TYPE_CHECKING:
-    from kernel.gateway import Gateway, GatewayKernel
-    from kernel.sandbox import SandboxPolicy
+    from toolpath.kernel.gateway import Gateway, GatewayKernel
+    from toolpath.kernel.sandbox import SandboxPolicy
 
 _POLL_SECONDS = 0.5
 #: Seconds a cell gets to stop after its timeout interrupt before it is reported as stuck.
@@ -57,7 +57,7 @@ _OWNER_FILE = "owner.json"
 _UNOWNED_GRACE_SECONDS = 3600.0
 #: Roots (``None``: the temporary directory) already swept of dead processes' kernel directories.
 _stale_directories_removed: set[str | None] = set()
-_FILES_MODULE = "kernel.kernel_files"
+_FILES_MODULE = "toolpath.kernel.kernel_files"
 #: Seconds a remote kernel gets to take or send one file.
 _TRANSFER_SECONDS = 300.0
 #: Bytes of a file carried by one message to or from a remote kernel: about 1.4 MB of base64 per
@@ -135,7 +135,7 @@ class KernelBusyError(KernelError):
 
 class _InterpreterSpecs(KernelSpecManager):
     """A kernel-spec source with one spec: ipykernel on a given interpreter, whatever specs are
-    installed; sandboxed by :mod:`kernel.sandbox`'s provisioner when given its config."""
+    installed; sandboxed by :mod:`toolpath.kernel.sandbox`'s provisioner when given its config."""
 
     def __init__(self, python: str, sandbox: dict[str, Any] | None = None, **kwargs):
         super().__init__(**kwargs)
@@ -145,7 +145,7 @@ class _InterpreterSpecs(KernelSpecManager):
     def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
         if self._sandbox is None:
             return KernelSpec(argv=[self._python, "-m", "ipykernel_launcher", "-f", "{connection_file}"], display_name="toolpath (Python)", language="python")
-        from kernel.sandbox import PROVISIONER_NAME
+        from toolpath.kernel.sandbox import PROVISIONER_NAME
 
         return KernelSpec(
             argv=[self._python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
@@ -253,9 +253,9 @@ class KernelSession:
         startup_timeout: seconds to wait for the kernel to answer after starting.
         kernel_name: start this installed kernelspec instead, through jupyter_client's provisioner
             machinery (its ``metadata.kernel_provisioner``); with ``gateway``, the gateway's kernelspec.
-        gateway: start the kernel on this :class:`kernel.gateway.Gateway` instead of on this machine.
+        gateway: start the kernel on this :class:`toolpath.kernel.gateway.Gateway` instead of on this machine.
         sandbox: start the local kernel inside bubblewrap with this
-            :class:`kernel.sandbox.SandboxPolicy` (see :mod:`kernel.sandbox`): it sees none of the
+            :class:`toolpath.kernel.sandbox.SandboxPolicy` (see :mod:`toolpath.kernel.sandbox`): it sees none of the
             host's files but the Python environment, gets none of its environment but ``env`` and
             runs in a private home (its working directory, whatever ``cwd`` says).
 
@@ -280,7 +280,7 @@ class KernelSession:
         if sandbox is not None and (kernel_name is not None or gateway is not None):
             raise ValueError("sandbox applies to kernels this process starts itself; a kernelspec or a gateway decides where its kernels run")
         if sandbox is not None:
-            from kernel.sandbox import bwrap_path
+            from toolpath.kernel.sandbox import bwrap_path
 
             bwrap_path()  # raises SandboxUnavailableError now, not at the first cell
         if cwd is not None and gateway is not None:
@@ -326,14 +326,14 @@ class KernelSession:
         """
         try:
             if self.gateway is not None:
-                from kernel.gateway import GatewayKernel
+                from toolpath.kernel.gateway import GatewayKernel
 
                 self._kernel = GatewayKernel(self.gateway, self.env)
                 await self._kernel.start(self.startup_timeout)
             else:
                 root = None
                 if self.sandbox is not None:
-                    from kernel.sandbox import private_directory_root
+                    from toolpath.kernel.sandbox import private_directory_root
 
                     root = private_directory_root()
                 if root not in _stale_directories_removed:
@@ -426,7 +426,7 @@ class KernelSession:
         """Write ``data`` to file ``name`` of the kernel's private directory, readable by its user only.
 
         A remote kernel receives it as comm messages of :data:`TRANSFER_CHUNK_BYTES` each (see
-        :mod:`kernel.kernel_files`), then says how many bytes it wrote.
+        :mod:`toolpath.kernel.kernel_files`), then says how many bytes it wrote.
 
         Raises:
             KernelError: a remote kernel failed to store a chunk.
@@ -470,7 +470,7 @@ class KernelSession:
         return b"".join(chunks)
 
     async def _file_call(self, call: str, failure: str = "moving a file to or from the remote kernel failed") -> dict:
-        """Run ``kernel.kernel_files.<call>`` in a silent cell; its JSON answer.
+        """Run ``toolpath.kernel.kernel_files.<call>`` in a silent cell; its JSON answer.
 
         Raises:
             KernelError: ``failure``, and why: the cell failed, its answer did not arrive, or it is
@@ -642,7 +642,7 @@ _MAX_TARGET_CHARS = 300
 
 
 def _tool_calls(reply: dict) -> dict[str, int]:
-    """The completed tool calls a cell's execute reply reports (see :mod:`kernel.handles`); entries
+    """The completed tool calls a cell's execute reply reports (see :mod:`toolpath.kernel.handles`); entries
     of any other shape are ignored, since the reply comes from code the cell could have replaced."""
     calls: dict[str, int] = {}
     for payload in reply.get("payload") or []:

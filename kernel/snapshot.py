@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from registry.storage import StoreError, connected, database_file, table_exists, transaction
+from toolpath.registry.storage import StoreError, connected, database_file, table_exists, transaction
 
 _PURPOSE = "snapshot store"
 _SESSIONS = "sessions"

@@ -40,8 +40,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from registry import ToolDefinition
-from registry.names import function_names
+from toolpath.registry import ToolDefinition
+from toolpath.registry.names import function_names
 
 #: A middleware hook: ``hook(name, call_next, arguments) -> result`` (sync or async).
 Hook = Callable[..., Any]
@@ -157,7 +157,7 @@ class Tool:
 
         An import failure does not raise: the tool records it and raises it when called, so one
         broken tool does not stop its toolkit from binding. So does a tool served by an MCP server,
-        which has no module: CodeMode calls its server instead (:func:`kernel.mcp_toolkit.catalog_tool`).
+        which has no module: CodeMode calls its server instead (:func:`toolpath.kernel.mcp_toolkit.catalog_tool`).
         """
         if definition.mcp_server is not None:
             error = "it is served by an MCP server, which only CodeMode(tools=[...]) connects (or use kernel.MCPToolkit)"

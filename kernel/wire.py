@@ -1,4 +1,4 @@
-"""The bridge's wire format, shared by the host (:mod:`kernel.bridge`) and the kernel (:mod:`kernel.bridge_client`).
+"""The bridge's wire format, shared by the host (:mod:`toolpath.kernel.bridge`) and the kernel (:mod:`toolpath.kernel.bridge_client`).
 
 A frame is a 4-byte big-endian body length, then the body: one codec byte and a message, a ``dict``
 with an ``"op"`` key. The codec is ``J`` (UTF-8 JSON) when the whole message is exactly a JSON value —

@@ -10,39 +10,39 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from planner.cell import PlannedCell, render_cell
-    from planner.goals import NoMatchingSkillError, choose_goal
-    from planner.graph import StateGraph, UnknownStateError
-    from planner.planning import NoPlanError, Plan, PlanningCancelled, PlanningTimeout, PlanStep, alternative_plans, plan, plan_to_run
-    from planner.search import SkillHit, SkillIndex
-    from planner.session import AgentSession, SessionState, StalePlanError
-    from planner.task import TaskPlan, TaskRun, UnboundParametersError
-    from planner.workspace import Workspace
+    from toolpath.planner.cell import PlannedCell, render_cell
+    from toolpath.planner.goals import NoMatchingSkillError, choose_goal
+    from toolpath.planner.graph import StateGraph, UnknownStateError
+    from toolpath.planner.planning import NoPlanError, Plan, PlanningCancelled, PlanningTimeout, PlanStep, alternative_plans, plan, plan_to_run
+    from toolpath.planner.search import SkillHit, SkillIndex
+    from toolpath.planner.session import AgentSession, SessionState, StalePlanError
+    from toolpath.planner.task import TaskPlan, TaskRun, UnboundParametersError
+    from toolpath.planner.workspace import Workspace
 
 _HOME = {
-    "AgentSession": "planner.session",
-    "NoMatchingSkillError": "planner.goals",
-    "NoPlanError": "planner.planning",
-    "Plan": "planner.planning",
-    "PlanStep": "planner.planning",
-    "PlanningCancelled": "planner.planning",
-    "PlanningTimeout": "planner.planning",
-    "PlannedCell": "planner.cell",
-    "SessionState": "planner.session",
-    "SkillHit": "planner.search",
-    "SkillIndex": "planner.search",
-    "StalePlanError": "planner.session",
-    "StateGraph": "planner.graph",
-    "TaskPlan": "planner.task",
-    "TaskRun": "planner.task",
-    "UnboundParametersError": "planner.task",
-    "UnknownStateError": "planner.graph",
-    "Workspace": "planner.workspace",
-    "alternative_plans": "planner.planning",
-    "choose_goal": "planner.goals",
-    "plan": "planner.planning",
-    "plan_to_run": "planner.planning",
-    "render_cell": "planner.cell",
+    "AgentSession": "toolpath.planner.session",
+    "NoMatchingSkillError": "toolpath.planner.goals",
+    "NoPlanError": "toolpath.planner.planning",
+    "Plan": "toolpath.planner.planning",
+    "PlanStep": "toolpath.planner.planning",
+    "PlanningCancelled": "toolpath.planner.planning",
+    "PlanningTimeout": "toolpath.planner.planning",
+    "PlannedCell": "toolpath.planner.cell",
+    "SessionState": "toolpath.planner.session",
+    "SkillHit": "toolpath.planner.search",
+    "SkillIndex": "toolpath.planner.search",
+    "StalePlanError": "toolpath.planner.session",
+    "StateGraph": "toolpath.planner.graph",
+    "TaskPlan": "toolpath.planner.task",
+    "TaskRun": "toolpath.planner.task",
+    "UnboundParametersError": "toolpath.planner.task",
+    "UnknownStateError": "toolpath.planner.graph",
+    "Workspace": "toolpath.planner.workspace",
+    "alternative_plans": "toolpath.planner.planning",
+    "choose_goal": "toolpath.planner.goals",
+    "plan": "toolpath.planner.planning",
+    "plan_to_run": "toolpath.planner.planning",
+    "render_cell": "toolpath.planner.cell",
 }
 
 __all__ = sorted(_HOME)
@@ -50,7 +50,7 @@ __all__ = sorted(_HOME)
 
 def __getattr__(name: str) -> Any:
     if name not in _HOME:
-        raise AttributeError(f"module 'planner' has no attribute {name!r}")
+        raise AttributeError(f"module 'toolpath.planner' has no attribute {name!r}")
     value = getattr(importlib.import_module(_HOME[name]), name)
     globals()[name] = value
     return value

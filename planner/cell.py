@@ -9,7 +9,7 @@ of these that exists:
    step whose return has the parameter's name;
 2. ``held``: the newest held artifact (a session's kernel variable) carrying that state or a
    refinement of it;
-3. ``input``: a user input meant for the parameter (:func:`planner.inputs.input_for`): a plain
+3. ``input``: a user input meant for the parameter (:func:`toolpath.planner.inputs.input_for`): a plain
    input fills required parameters of its name, a step-qualified one (``write_report.path``) that
    tool's parameter, required or optional;
 4. ``variable``: for a required parameter, the kernel variable of its name when the session has one;
@@ -32,12 +32,12 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from kernel.bindings import BINDER_FUNCTION, Bindings
-from planner.graph import kinds_of
-from planner.inputs import InputError, check_input_names, input_for, is_qualified, names_tool, python_literal, split_name
-from planner.planning import Plan, qualified_name
-from registry import ToolDefinition, ToolParameter, ToolRegistry
-from registry.names import python_identifier
+from toolpath.kernel.bindings import BINDER_FUNCTION, Bindings
+from toolpath.planner.graph import kinds_of
+from toolpath.planner.inputs import InputError, check_input_names, input_for, is_qualified, names_tool, python_literal, split_name
+from toolpath.planner.planning import Plan, qualified_name
+from toolpath.registry import ToolDefinition, ToolParameter, ToolRegistry
+from toolpath.registry.names import python_identifier
 
 __all__ = ["ArgumentSource", "InputError", "PlannedCell", "UnboundParameter", "check_input_names", "is_variable_name", "render_cell"]
 
@@ -111,7 +111,7 @@ class PlannedCell:
             been bound instead of the path's (``None`` when rendered without a registry); compare
             with ``len(instructions)`` to see what binding only the path saves.
         step_targets: what each step calls (``handle.attribute``), in plan order; a cell's
-            :attr:`kernel.CellResult.tool_calls` says which of them completed.
+            :attr:`toolpath.kernel.CellResult.tool_calls` says which of them completed.
         step_variables: the variable each step's return is assigned to, in plan order.
         used_artifacts: ``{variable: state}`` of held artifacts the cell reads.
         arguments: per step, in plan order, ``{parameter's Python name: ArgumentSource}`` for
@@ -191,7 +191,7 @@ def render_cell(
 
     Parameters:
         plan: the plan to render.
-        inputs: user inputs by parameter name, or ``TOOL.PARAMETER`` (:mod:`planner.inputs`),
+        inputs: user inputs by parameter name, or ``TOOL.PARAMETER`` (:mod:`toolpath.planner.inputs`),
             JSON-like values. Each used one becomes a variable named like the input (``path``;
             ``write_report_path``), unless that name is reserved (``print`` → ``print_``) or taken.
         task: the task text, quoted in the cell's header comment.
@@ -205,7 +205,7 @@ def render_cell(
             required parameter nothing else supplies is read from the variable of its name.
         also_show: kernel variables the final expression shows too (the artifacts of parts of the
             task that were already held), after the plan's own results.
-        refinements: ``{state: the state it refines}`` (:attr:`planner.graph.StateGraph.refinements`).
+        refinements: ``{state: the state it refines}`` (:attr:`toolpath.planner.graph.StateGraph.refinements`).
 
     Returns:
         A :class:`PlannedCell`.

@@ -22,29 +22,29 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from planner.planning import DEFAULT_TIME_BUDGET_MS, NoPlanError, alternative_plans, plan
-from planner.workspace import CATALOGS_VARIABLE, Workspace, resolve_catalog_paths
+from toolpath.planner.planning import DEFAULT_TIME_BUDGET_MS, NoPlanError, alternative_plans, plan
+from toolpath.planner.workspace import CATALOGS_VARIABLE, Workspace, resolve_catalog_paths
 
 if TYPE_CHECKING:
-    from planner.cell import PlannedCell
-    from planner.parts import PartMatch
-    from planner.planning import Plan
-    from planner.search import SkillHit
-    from planner.task import TaskPlan
+    from toolpath.planner.cell import PlannedCell
+    from toolpath.planner.parts import PartMatch
+    from toolpath.planner.planning import Plan
+    from toolpath.planner.search import SkillHit
+    from toolpath.planner.task import TaskPlan
 
 #: Errors that mean toolpath refused before running anything (exit status 2), by module. Each
 #: command imports only the layers it uses (search and kernels take seconds): an error class whose
 #: module was never imported cannot have been raised, so only imported modules are looked at.
 REFUSALS = {
-    "registry.catalog": ("CatalogError",),
-    "registry.tool_registry": ("ToolNotFoundError", "AmbiguousToolNameError"),
-    "planner.goals": ("NoMatchingSkillError",),
-    "planner.planning": ("NoPlanError", "PlanningTimeout"),
-    "planner.graph": ("UnknownStateError",),
-    "planner.cell": ("InputError",),
-    "planner.task": ("UnboundParametersError",),
-    "planner.search": ("QueryError",),
-    "kernel.session": ("KernelError",),
+    "toolpath.registry.catalog": ("CatalogError",),
+    "toolpath.registry.tool_registry": ("ToolNotFoundError", "AmbiguousToolNameError"),
+    "toolpath.planner.goals": ("NoMatchingSkillError",),
+    "toolpath.planner.planning": ("NoPlanError", "PlanningTimeout"),
+    "toolpath.planner.graph": ("UnknownStateError",),
+    "toolpath.planner.cell": ("InputError",),
+    "toolpath.planner.task": ("UnboundParametersError",),
+    "toolpath.planner.search": ("QueryError",),
+    "toolpath.kernel.session": ("KernelError",),
 }
 
 
@@ -125,7 +125,7 @@ def parse_inputs(pairs: Sequence[str]) -> dict[str, Any]:
 
 def host_and_port(text: str) -> str:
     """argparse type: ``HOST:PORT`` (port 0: a free one), checked as CodeMode checks it."""
-    from kernel.codemode import parse_host_port
+    from toolpath.kernel.codemode import parse_host_port
 
     try:
         parse_host_port(text, "the address")
@@ -141,7 +141,7 @@ GATEWAY_TOKEN_VARIABLE = "TOOLPATH_GATEWAY_TOKEN"
 
 
 def code_mode_options(arguments: argparse.Namespace) -> dict[str, Any]:
-    """The :class:`kernel.CodeMode` options of ``--gateway-url``, ``--kernel-name`` and ``--bridge-*``
+    """The :class:`toolpath.kernel.CodeMode` options of ``--gateway-url``, ``--kernel-name`` and ``--bridge-*``
     (and ``$TOOLPATH_GATEWAY_URL``, ``$TOOLPATH_GATEWAY_TOKEN``); empty for kernels on this machine.
 
     Raises:
@@ -180,7 +180,7 @@ SERVE_MAX_TASKS_PER_USER = 4
 
 
 def kernel_caps(arguments: argparse.Namespace) -> dict[str, Any]:
-    """The :class:`kernel.CodeMode` caps of ``toolpath serve``'s ``--max-kernels`` and ``--max-kernels-per-user``."""
+    """The :class:`toolpath.kernel.CodeMode` caps of ``toolpath serve``'s ``--max-kernels`` and ``--max-kernels-per-user``."""
     return {"max_kernels": arguments.max_kernels, "max_kernels_per_user": arguments.max_kernels_per_user}
 
 
@@ -237,7 +237,7 @@ def _print_plan(plan: Plan) -> None:
 
 
 def _print_task_plan(task_plan: TaskPlan) -> None:
-    from planner.parts import task_text
+    from toolpath.planner.parts import task_text
 
     print(f"Task: {task_text(task_plan.task)}")
     if len(task_plan.parts) > 1:
@@ -291,13 +291,13 @@ def _task(arguments: argparse.Namespace) -> str | list[str]:
 def _prepare_query_model() -> None:
     """Start loading the query embedding model in a thread: it overlaps loading the catalogs and
     the search code, on another core."""
-    from planner.embedding import default_embedder
+    from toolpath.planner.embedding import default_embedder
 
     default_embedder().prepare_queries()
 
 
 def command_run(arguments: argparse.Namespace) -> int:
-    from planner.task import UnboundParametersError
+    from toolpath.planner.task import UnboundParametersError
 
     task = _task(arguments)
     _prepare_query_model()
@@ -386,7 +386,7 @@ def _strength(hit: SkillHit) -> str:
 
 
 def command_search(arguments: argparse.Namespace) -> int:
-    from planner.search import MIN_SCORE
+    from toolpath.planner.search import MIN_SCORE
 
     if not arguments.query.strip():
         raise CommandLineError("the query is empty; describe what you want to achieve")
@@ -410,7 +410,7 @@ def command_search(arguments: argparse.Namespace) -> int:
 
 
 def command_validate(arguments: argparse.Namespace) -> int:
-    from registry import lint_catalogs
+    from toolpath.registry import lint_catalogs
 
     findings = lint_catalogs(arguments.catalogs, import_modules=arguments.import_modules)
     errors = sum(finding.severity == "error" for finding in findings)
@@ -425,7 +425,7 @@ def command_validate(arguments: argparse.Namespace) -> int:
 
 
 def command_schema(arguments: argparse.Namespace) -> int:
-    from registry import catalog_json_schema
+    from toolpath.registry import catalog_json_schema
 
     print(json.dumps(catalog_json_schema(), indent=2))
     return 0
@@ -455,7 +455,7 @@ def _catalog_paths(arguments: argparse.Namespace) -> list[Path]:
 
 
 def _picture(workspace: Workspace, arguments: argparse.Namespace) -> int:
-    from planner import picture  # matplotlib loads only for an image
+    from toolpath.planner import picture  # matplotlib loads only for an image
 
     graph = workspace.graph
     graph.check_states(arguments.have)
@@ -476,7 +476,7 @@ def _picture(workspace: Workspace, arguments: argparse.Namespace) -> int:
 
 
 def command_init(arguments: argparse.Namespace) -> int:
-    from planner.scaffold import ScaffoldError, scaffold
+    from toolpath.planner.scaffold import ScaffoldError, scaffold
 
     try:
         catalog = scaffold(arguments.domain, arguments.directory)
@@ -490,7 +490,7 @@ def command_init(arguments: argparse.Namespace) -> int:
     return 0
 
 
-#: ``--sandbox-limit`` fields (:class:`kernel.sandbox.SandboxPolicy`'s limits) and byte-size suffixes.
+#: ``--sandbox-limit`` fields (:class:`toolpath.kernel.sandbox.SandboxPolicy`'s limits) and byte-size suffixes.
 SANDBOX_LIMITS = ("memory_bytes", "cpu_seconds", "processes", "open_files", "disk_bytes")
 SIZE_SUFFIXES = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 
@@ -520,9 +520,9 @@ def _sandbox_limits(items: Sequence[str]) -> dict[str, int | None]:
 
 
 def command_serve(arguments: argparse.Namespace) -> int:
-    from kernel.sandbox import SandboxPolicy
-    from planner.http_serving import HttpLimits
-    from planner.server import ServeError, serve  # the MCP SDK loads only for this command
+    from toolpath.kernel.sandbox import SandboxPolicy
+    from toolpath.planner.http_serving import HttpLimits
+    from toolpath.planner.server import ServeError, serve  # the MCP SDK loads only for this command
 
     if arguments.hash_token:
         print(_hashed_token_from_stdin())
@@ -549,7 +549,7 @@ def _hashed_token_from_stdin() -> str:
     Raises:
         CommandLineError: no token, a token with spaces or line breaks inside, or a short one.
     """
-    from planner.server import MIN_TOKEN_LENGTH, hash_token
+    from toolpath.planner.server import MIN_TOKEN_LENGTH, hash_token
 
     token = (getpass.getpass("token (not shown): ") if sys.stdin.isatty() else sys.stdin.read()).strip()
     if not token or any(character.isspace() for character in token):
@@ -572,8 +572,8 @@ def _pairs(values: Sequence[str], separator: str, option: str, example: str) -> 
 def command_catalog_draft(arguments: argparse.Namespace) -> int:
     import asyncio
 
-    from kernel import MCPConnectionError  # the MCP SDK loads only for this command
-    from planner.draft import draft_catalog, load_problems, server_config
+    from toolpath.kernel import MCPConnectionError  # the MCP SDK loads only for this command
+    from toolpath.planner.draft import draft_catalog, load_problems, server_config
 
     env = _pairs(arguments.env, "=", "--env", "GITHUB_TOKEN=${GITHUB_TOKEN}")
     headers = _pairs(arguments.header, ":", "--header", "Authorization: Bearer ${TOKEN}")

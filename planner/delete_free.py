@@ -51,7 +51,7 @@ from collections import OrderedDict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from registry import ToolDefinition
+from toolpath.registry import ToolDefinition
 
 INFINITY = float("inf")
 #: No tool index: the achiever of a held or unreachable state, the supporter of a tool that requires nothing.

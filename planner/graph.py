@@ -13,9 +13,9 @@ from collections.abc import Collection, Iterable, Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from planner.delete_free import DeleteFreeTask
-from planner.inputs import input_for
-from registry import State, ToolDefinition, ToolNotFoundError, ToolRegistry, reachable_states
+from toolpath.planner.delete_free import DeleteFreeTask
+from toolpath.planner.inputs import input_for
+from toolpath.registry import State, ToolDefinition, ToolNotFoundError, ToolRegistry, reachable_states
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -145,7 +145,7 @@ class StateGraph:
 
     def states_carried(self, inputs: Mapping[str, object]) -> frozenset[str]:
         """The states whose value ``inputs`` give: an input meant for a parameter that carries the
-        state (:func:`planner.inputs.input_for`) is a new value of that state."""
+        state (:func:`toolpath.planner.inputs.input_for`) is a new value of that state."""
         return frozenset(parameter.state for tool in self.registry for parameter in tool.parameters if parameter.state and input_for(tool, parameter, inputs) is not None)
 
     def input_states_given(self, inputs: Mapping[str, object]) -> frozenset[str]:
@@ -174,8 +174,8 @@ class StateGraph:
         }
 
     def to_mermaid(self) -> str:
-        """The graph as Mermaid flowchart text, laid out in layers (:func:`planner.picture.mermaid`)."""
-        from planner.picture import mermaid  # it imports this module
+        """The graph as Mermaid flowchart text, laid out in layers (:func:`toolpath.planner.picture.mermaid`)."""
+        from toolpath.planner.picture import mermaid  # it imports this module
 
         return mermaid(self)
 

@@ -21,13 +21,13 @@ import operator
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from registry import ToolDefinition, ToolParameter
-from registry.names import parameter_name
+from toolpath.registry import ToolDefinition, ToolParameter
+from toolpath.registry.names import parameter_name
 
 
 class InputError(ValueError):
     """A user input that cannot become a variable of the cell (bad name, or a value with no literal
-    form), or that would go where it is not meant (see :mod:`planner.inputs`)."""
+    form), or that would go where it is not meant (see :mod:`toolpath.planner.inputs`)."""
 
 
 def split_name(name: str) -> tuple[str | None, str]:

@@ -2,7 +2,7 @@
 
 Importing torch and sentence-transformers takes seconds and about 500 MB; a search embeds one short
 query. :class:`OnnxEmbedder` embeds texts with the same weights, exported once to ONNX
-(:mod:`planner.onnx_export`, run in a subprocess) and tokenised by the model's own ``tokenizer.json``
+(:mod:`toolpath.planner.onnx_export`, run in a subprocess) and tokenised by the model's own ``tokenizer.json``
 (``tokenizers``): a fresh process is ready to embed in about 0.1 s, in about 100 MB. The vectors
 agree with sentence-transformers' to :data:`TOLERANCE` (1 − cosine), so cached vectors stay valid.
 
@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from planner.embedding import DEFAULT_MODEL_ID, EmbedderUnavailableError, default_model_path, default_model_version
-from registry.storage import HOME_VARIABLE, default_home
+from toolpath.planner.embedding import DEFAULT_MODEL_ID, EmbedderUnavailableError, default_model_path, default_model_version
+from toolpath.registry.storage import HOME_VARIABLE, default_home
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class QueryModelError(EmbedderUnavailableError):
 
 
 def models_directory() -> Path:
-    """``$TOOLPATH_MODELS``, else ``$TOOLPATH_HOME/models`` (:func:`registry.storage.default_home`)."""
+    """``$TOOLPATH_MODELS``, else ``$TOOLPATH_HOME/models`` (:func:`toolpath.registry.storage.default_home`)."""
     return Path(os.environ.get(MODELS_VARIABLE) or default_home() / "models")
 
 
@@ -278,7 +278,7 @@ def _export(directory: Path) -> None:
         # planner may be importable only through this process's sys.path (a source tree).
         source_root = str(Path(__file__).resolve().parent.parent)
         environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [source_root, os.environ.get("PYTHONPATH")])), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-        command = [sys.executable, "-m", "planner.onnx_export", str(staging)]
+        command = [sys.executable, "-m", "toolpath.planner.onnx_export", str(staging)]
         try:
             completed = subprocess.run(command, capture_output=True, text=True, timeout=EXPORT_TIMEOUT_SECONDS, env=environment)
         except subprocess.TimeoutExpired:
@@ -286,7 +286,7 @@ def _export(directory: Path) -> None:
         if completed.returncode != 0:
             lines = completed.stderr.strip().splitlines()
             reason = lines[-1] if lines else f"exit status {completed.returncode}"
-            error = QueryModelError(f"exporting the query model to ONNX failed ({reason}); run `python -m planner.onnx_export DIRECTORY` to see the whole error")
+            error = QueryModelError(f"exporting the query model to ONNX failed ({reason}); run `python -m toolpath.planner.onnx_export DIRECTORY` to see the whole error")
             with contextlib.suppress(OSError):  # the record only saves time: without it, the next command tries again
                 _failure_record(directory).write_text(json.dumps({"error": str(error), "environment": _export_environment()}), encoding="utf-8")
             raise error

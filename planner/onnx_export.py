@@ -1,6 +1,6 @@
 """Export the shipped all-MiniLM-L6-v2 to ONNX, for embedding queries without torch.
 
-Run in its own process by :mod:`planner.onnx_embedding` (``python -m planner.onnx_export DIRECTORY``),
+Run in its own process by :mod:`toolpath.planner.onnx_embedding` (``python -m toolpath.planner.onnx_export DIRECTORY``),
 so torch and sentence-transformers (seconds to import, about 500 MB) never load in the process that
 searches. It writes into DIRECTORY:
 
@@ -12,11 +12,11 @@ searches. It writes into DIRECTORY:
   when loaded: half the peak memory and a quarter of the load time of weights inside the graph.
 - ``manifest.json``: what was exported (model id and package version, the torch, ONNX Runtime and
   opset versions, the tokenizer's maximum length, the files' sizes and SHA-256 digests) and sentence-transformers'
-  vectors of :data:`planner.onnx_embedding.PROBE_TEXTS`, which the query process checks against.
+  vectors of :data:`toolpath.planner.onnx_embedding.PROBE_TEXTS`, which the query process checks against.
 
 The export is checked before it is kept: ONNX Runtime's vectors of the probe texts, one by one and as
 one padded batch, loaded as the query process loads them, must agree with sentence-transformers' to
-:data:`planner.onnx_embedding.TOLERANCE` (1 − cosine).
+:data:`toolpath.planner.onnx_embedding.TOLERANCE` (1 − cosine).
 
 Exit status: 0 when written; 1 with the reason on standard error otherwise.
 """
@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from planner.embedding import DEFAULT_MODEL_ID, default_model_path, default_model_version
-from planner.onnx_embedding import DATA_FILE, INPUT_NAMES, MANIFEST_FILE, MODEL_FILE, OUTPUT_NAME, PROBE_TEXTS, TOLERANCE, file_sha256, inference_session
+from toolpath.planner.embedding import DEFAULT_MODEL_ID, default_model_path, default_model_version
+from toolpath.planner.onnx_embedding import DATA_FILE, INPUT_NAMES, MANIFEST_FILE, MODEL_FILE, OUTPUT_NAME, PROBE_TEXTS, TOLERANCE, file_sha256, inference_session
 
 #: ONNX opset of the graph; ONNX Runtime 1.16 and later run it.
 OPSET = 18
@@ -123,7 +123,7 @@ def export(directory: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
     if len(arguments) != 1 or not os.path.isdir(arguments[0]):
-        print("usage: python -m planner.onnx_export DIRECTORY (an existing directory)", file=sys.stderr)
+        print("usage: python -m toolpath.planner.onnx_export DIRECTORY (an existing directory)", file=sys.stderr)
         return 2
     try:
         export(Path(arguments[0]))

@@ -19,8 +19,8 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from planner.graph import StateGraph
-from planner.planning import Plan
+from toolpath.planner.graph import StateGraph
+from toolpath.planner.planning import Plan
 
 #: The formats :func:`render` writes.
 FORMATS = ("mermaid", "dot", "svg", "png")

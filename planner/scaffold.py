@@ -54,7 +54,7 @@ def _files(domain: str) -> dict[str, str]:
 
         from pathlib import Path
 
-        from registry import lint_catalogs
+        from toolpath.registry import lint_catalogs
         from {domain}.summarise_text import summarise_text
 
         CATALOG = Path(__file__).resolve().parent.parent / "catalog.yaml"

@@ -21,7 +21,7 @@ keeps serving.
 
 Users: over stdio (and over HTTP with ``--no-auth``, loopback only) the local user; over HTTP, the
 user a bearer token maps to in the tokens file. Sessions: each user's ``session_id`` is one
-:class:`planner.session.AgentSession` of theirs (one persistent kernel, snapshotted), created on
+:class:`toolpath.planner.session.AgentSession` of theirs (one persistent kernel, snapshotted), created on
 first use; ``"main"`` when none is given. Session ids are per user: two users' ``"lab"`` are two
 sessions, and no id reaches another user's session or tells whether it exists (see
 :func:`kernel_session_id`).
@@ -55,14 +55,14 @@ from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp_types import CallToolResult, ImageContent, TextContent
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kernel import CellResult, CodeMode, SessionOwnerError, format_for_model
-from kernel.sandbox import SandboxPolicy, sandbox_problem, weaker_limits
-from planner.cli import SERVE_MAX_SESSIONS_PER_USER, SERVE_MAX_TASKS_PER_USER, is_refusal
-from planner.embedding import default_embedder
-from planner.http_serving import HttpLimits, connection_cap, host_check, serve_http
-from planner.session import AgentSession, StalePlanError
-from planner.workspace import Workspace
-from registry.storage import StoreError
+from toolpath.kernel import CellResult, CodeMode, SessionOwnerError, format_for_model
+from toolpath.kernel.sandbox import SandboxPolicy, sandbox_problem, weaker_limits
+from toolpath.planner.cli import SERVE_MAX_SESSIONS_PER_USER, SERVE_MAX_TASKS_PER_USER, is_refusal
+from toolpath.planner.embedding import default_embedder
+from toolpath.planner.http_serving import HttpLimits, connection_cap, host_check, serve_http
+from toolpath.planner.session import AgentSession, StalePlanError
+from toolpath.planner.workspace import Workspace
+from toolpath.registry.storage import StoreError
 
 #: The session a tool uses when the caller names none.
 DEFAULT_SESSION = "main"
@@ -92,7 +92,7 @@ Every tool takes an optional session_id: calls with the same id share one kernel
 
 
 def kernel_session_id(user_id: str, session_id: str, authenticated: bool) -> str:
-    """The :class:`kernel.CodeMode` session id (the key in the snapshot store) of ``user_id``'s
+    """The :class:`toolpath.kernel.CodeMode` session id (the key in the snapshot store) of ``user_id``'s
     ``session_id``.
 
     Without tokens there is one user, so it is ``session_id`` itself: sessions the local user made
@@ -105,7 +105,7 @@ def kernel_session_id(user_id: str, session_id: str, authenticated: bool) -> str
 
 
 class ToolpathServer:
-    """The MCP server over one :class:`planner.Workspace` (see the module docstring).
+    """The MCP server over one :class:`toolpath.planner.Workspace` (see the module docstring).
 
     Args:
         workspace: the loaded catalogs.
@@ -118,7 +118,7 @@ class ToolpathServer:
             ends one); a call naming a new one beyond them is an error result.
         max_tasks_per_user: ``plan_task``, ``run_task`` and ``execute`` calls one user may have
             running at once; one more is an error result at once (not queued).
-        code_mode_options: :class:`kernel.CodeMode` options for the shared kernels.
+        code_mode_options: :class:`toolpath.kernel.CodeMode` options for the shared kernels.
 
     Raises:
         ValueError: a malformed hashed token, or the same token twice.
@@ -475,7 +475,7 @@ def _without_image_data(structured: dict[str, Any]) -> dict[str, Any]:
 
 
 def kernel_placement(kernels: str, multi_user: bool, code_mode_options: dict[str, Any], sandbox: SandboxPolicy | None = None) -> dict[str, Any]:
-    """The :class:`kernel.CodeMode` option that places the server's kernels: ``{"sandbox": policy}``
+    """The :class:`toolpath.kernel.CodeMode` option that places the server's kernels: ``{"sandbox": policy}``
     for sandboxed local kernels, else ``{}``.
 
     ``kernels`` is ``"auto"`` (sandboxed when ``multi_user``: one user's code must not reach the
@@ -508,15 +508,15 @@ def kernel_placement(kernels: str, multi_user: bool, code_mode_options: dict[str
 def serve(catalogs: Sequence[str | Path] = (), http: str | None = None, tokens_file: str | None = None, no_auth: bool = False, code_mode_options: dict[str, Any] | None = None, http_limits: HttpLimits | None = None, allowed_hosts: Sequence[str] = (), quotas: dict[str, int] | None = None, max_request_bytes: int | None = None, kernels: str = "auto", sandbox: SandboxPolicy | None = None) -> None:
     """Run ``toolpath serve``: over stdio until the client disconnects, or over Streamable HTTP at
     ``http`` (``HOST:PORT``) until SIGTERM/SIGINT. ``code_mode_options`` go to the shared
-    :class:`kernel.CodeMode` (where its kernels run: a gateway, a kernelspec, the bridge), and
+    :class:`toolpath.kernel.CodeMode` (where its kernels run: a gateway, a kernelspec, the bridge), and
     ``quotas`` (``max_sessions_per_user``, ``max_tasks_per_user``) to :class:`ToolpathServer`.
 
     Over HTTP a tokens file (:func:`read_tokens`) is required, unless ``no_auth`` on a loopback
     address (then every request acts for the local user); connections are bounded by
-    ``http_limits`` (:class:`planner.http_serving.HttpLimits`), request bodies by
+    ``http_limits`` (:class:`toolpath.planner.http_serving.HttpLimits`), request bodies by
     ``max_request_bytes`` (default the MCP SDK's, 4 MiB; a larger one is answered 413 with a reason),
     and the Host and Origin headers checked against the bound address and ``allowed_hosts``
-    (:func:`planner.http_serving.host_check`). ``kernels`` and ``sandbox`` place the kernels (see
+    (:func:`toolpath.planner.http_serving.host_check`). ``kernels`` and ``sandbox`` place the kernels (see
     :func:`kernel_placement`): with a tokens file they are sandboxed unless ``kernels="plain"``.
 
     Raises:

@@ -6,7 +6,7 @@ Contract:
 
 - **Held states and artifacts.** A state becomes held once the step producing it has completed in the
   session's kernel. The planned cell's tool calls report which of them returned
-  (:attr:`kernel.CellResult.tool_calls`, sent in the execute reply, not parsed from output), so a
+  (:attr:`toolpath.kernel.CellResult.tool_calls`, sent in the execute reply, not parsed from output), so a
   cell that fails at step 3 leaves steps 1–2's states held and names step 3. A step whose return
   names a state leaves that state's *artifact*: the variable carrying it (``molecule`` →
   ``chemistry.molecule_parsed``). Variables the agent makes itself are declared with
@@ -24,7 +24,7 @@ Contract:
 - **Persistence and ownership.** The session's held states, artifacts and domains are saved with
   every kernel snapshot; ``workspace.session(session_id, user_id=...)`` in a later process restores
   them with the kernel's variables. A session belongs to the ``user_id`` that created it: another
-  user (or none) is refused with :class:`kernel.SessionOwnerError` before any kernel starts.
+  user (or none) is refused with :class:`toolpath.kernel.SessionOwnerError` before any kernel starts.
   After each cell the session reads the kernel's variable names: an artifact whose variable was
   deleted is dropped, and so is its state unless another variable carries it. A variable the agent
   *reassigns* is not detected: :meth:`AgentSession.forget` its state, or declare the new value.
@@ -42,18 +42,18 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from kernel import CellResult, CodeMode, KernelError
-from kernel.bindings import Bindings, toolkit_of
-from planner.cell import PlannedCell, is_variable_name, render_cell
-from planner.graph import kinds_of
-from planner.parts import checked_request, plan_parts, task_text
-from planner.planning import DEFAULT_TASK_BUDGET_S, Plan, PlanningCancelled, TaskBudget
-from planner.search import SkillHit
-from planner.task import TaskPlan, TaskRun, UnboundParametersError
-from registry import ToolDefinition
+from toolpath.kernel import CellResult, CodeMode, KernelError
+from toolpath.kernel.bindings import Bindings, toolkit_of
+from toolpath.planner.cell import PlannedCell, is_variable_name, render_cell
+from toolpath.planner.graph import kinds_of
+from toolpath.planner.parts import checked_request, plan_parts, task_text
+from toolpath.planner.planning import DEFAULT_TASK_BUDGET_S, Plan, PlanningCancelled, TaskBudget
+from toolpath.planner.search import SkillHit
+from toolpath.planner.task import TaskPlan, TaskRun, UnboundParametersError
+from toolpath.registry import ToolDefinition
 
 if TYPE_CHECKING:
-    from planner.workspace import Workspace
+    from toolpath.planner.workspace import Workspace
 
 #: Lines of "next steps" in the instructions; the rest are counted.
 MAX_NEXT_STEPS = 15
@@ -115,7 +115,7 @@ class SessionState:
 class AgentSession:
     """One agent's persistent kernel, with the states it holds, their artifacts and its handles.
 
-    Create it with :meth:`planner.Workspace.session`. Use it as a context manager, or call
+    Create it with :meth:`toolpath.planner.Workspace.session`. Use it as a context manager, or call
     :meth:`shutdown` when done.
 
     Args:
@@ -126,8 +126,8 @@ class AgentSession:
         state: a :class:`SessionState` to restore (see the module docstring); by default, the one
             saved with the session's last snapshot, if any.
         user_id: the user this session acts for (given by the program, never by cell code); see
-            :meth:`kernel.CodeMode.arun`.
-        code_mode_options: :meth:`planner.Workspace.code_mode` options for the session's own CodeMode.
+            :meth:`toolpath.kernel.CodeMode.arun`.
+        code_mode_options: :meth:`toolpath.planner.Workspace.code_mode` options for the session's own CodeMode.
 
     Raises:
         UnknownStateError: ``state`` names a state no catalog declares.
@@ -367,7 +367,7 @@ class AgentSession:
     # -- search, plan, run --------------------------------------------------------------------------
 
     def search(self, query: str, k: int = 10, **filters: Any) -> list[SkillHit]:
-        """:meth:`planner.Workspace.search`, ranked with the session's held states unless ``held`` is given."""
+        """:meth:`toolpath.planner.Workspace.search`, ranked with the session's held states unless ``held`` is given."""
         self._check_open()
         self._check_kernel()
         filters.setdefault("held", self.held)
@@ -396,16 +396,16 @@ class AgentSession:
         time_budget_s: float | None = DEFAULT_TASK_BUDGET_S,
         cancel: threading.Event | None = None,
     ) -> TaskPlan:
-        """Plan a task in words or as a list of steps (:meth:`planner.Workspace.plan_task`) from the
+        """Plan a task in words or as a list of steps (:meth:`toolpath.planner.Workspace.plan_task`) from the
         held states (or ``held``); the cell reads held artifacts and calls the session's handles.
         Binds the plan's new domains, so the cell also runs when the agent executes it as a free cell.
 
         ``time_budget_s`` (seconds, ``None``: no limit) and ``cancel`` (an event another thread sets
-        to stop) bound the planning, as for :meth:`planner.Workspace.plan_task`.
+        to stop) bound the planning, as for :meth:`toolpath.planner.Workspace.plan_task`.
 
         Raises:
             NoMatchingSkillError, NoPlanError, QueryError, InputError, UnknownStateError,
-            PlanningTimeout, PlanningCancelled, ValueError: see :meth:`planner.Workspace.plan_task`.
+            PlanningTimeout, PlanningCancelled, ValueError: see :meth:`toolpath.planner.Workspace.plan_task`.
         """
         self._check_open()
         self._check_kernel()
@@ -430,7 +430,7 @@ class AgentSession:
 
     async def aplan_task(self, task: str | Sequence[str], inputs: Mapping[str, Any] | None = None, held: str | Collection[str] | None = None, *, time_budget_s: float | None = DEFAULT_TASK_BUDGET_S) -> TaskPlan:
         """:meth:`plan_task` in a worker thread. Cancelling the awaiting coroutine (its client is
-        gone) stops the worker at its next check (:class:`planner.planning.TaskBudget`)."""
+        gone) stops the worker at its next check (:class:`toolpath.planner.planning.TaskBudget`)."""
         cancel = threading.Event()
         try:
             return await asyncio.to_thread(self.plan_task, task, inputs, held, time_budget_s=time_budget_s, cancel=cancel)
@@ -545,7 +545,7 @@ class AgentSession:
 
     def execute(self, code: str) -> CellResult:
         """Run a free cell in the session's kernel (format it for a model with
-        :func:`kernel.format_for_model`). Tool calls in free cells do not make states held: declare
+        :func:`toolpath.kernel.format_for_model`). Tool calls in free cells do not make states held: declare
         them with :meth:`declare`."""
         self._check_open()
         result = self.code_mode.run(code, self.session_id, self.user_id)
@@ -625,7 +625,7 @@ class AgentSession:
 
     def shutdown(self) -> None:
         """Snapshot and stop the session's kernel (and its own CodeMode, when it made one); a later
-        ``workspace.session`` with this id restores it. Later calls raise :class:`kernel.KernelError`.
+        ``workspace.session`` with this id restores it. Later calls raise :class:`toolpath.kernel.KernelError`.
         Safe to call twice."""
         if self._closed:
             return

@@ -6,10 +6,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kernel import CellResult, format_for_model
-from planner.cell import PlannedCell, UnboundParameter
-from planner.parts import PartMatch
-from planner.planning import Plan
+from toolpath.kernel import CellResult, format_for_model
+from toolpath.planner.cell import PlannedCell, UnboundParameter
+from toolpath.planner.parts import PartMatch
+from toolpath.planner.planning import Plan
 
 
 class UnboundParametersError(ValueError):
@@ -33,7 +33,7 @@ class TaskPlan:
         plan: one plan for the goals of every matched part.
         cell: the planned cell.
         session_id: the agent session that planned it (its cell uses that session's handles and
-            variables); ``None`` for :meth:`planner.Workspace.plan_task`.
+            variables); ``None`` for :meth:`toolpath.planner.Workspace.plan_task`.
     """
 
     task: str | tuple[str, ...]
@@ -80,7 +80,7 @@ class TaskRun:
     @property
     def completed_steps(self) -> tuple[int, ...]:
         """Indexes of the plan's steps whose tool call returned: all of them when the cell ran
-        through, else those its :attr:`kernel.CellResult.tool_calls` report."""
+        through, else those its :attr:`toolpath.kernel.CellResult.tool_calls` report."""
         targets = self.task_plan.cell.step_targets
         if self.result.status == "ok":
             return tuple(range(len(targets)))
@@ -108,7 +108,7 @@ class TaskRun:
         return "Variables made: " + ", ".join(f"{variable} ({state})" if state else variable for variable, state in self.variables.items())
 
     def text(self) -> str:
-        """What the run showed, for a model: the cell's result (:func:`kernel.format_for_model`)
+        """What the run showed, for a model: the cell's result (:func:`toolpath.kernel.format_for_model`)
         and the variables it made."""
         return "\n".join(part for part in (format_for_model(self.result).rstrip("\n"), self.variables_text()) if part)
 

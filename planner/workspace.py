@@ -2,7 +2,7 @@
 
 Example::
 
-    from planner.workspace import Workspace
+    from toolpath.planner.workspace import Workspace
 
     workspace = Workspace.open()                       # the shipped catalogs
     task = workspace.plan_task("is aspirin drug-like?", inputs={"smiles": "CC(=O)Oc1ccccc1C(=O)O"})
@@ -25,19 +25,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from catalogs import default_catalog_paths
-from planner.graph import StateGraph
-from planner.planning import DEFAULT_TASK_BUDGET_S, Plan, TaskBudget, plan
-from registry import CatalogError, CatalogProblem, LoadedCatalogs, ToolDefinition, import_roots, load_checked
-from registry.catalog import UNREADABLE, module_paths
+from toolpath.catalogs import default_catalog_paths
+from toolpath.planner.graph import StateGraph
+from toolpath.planner.planning import DEFAULT_TASK_BUDGET_S, Plan, TaskBudget, plan
+from toolpath.registry import CatalogError, CatalogProblem, LoadedCatalogs, ToolDefinition, import_roots, load_checked
+from toolpath.registry.catalog import UNREADABLE, module_paths
 
 if TYPE_CHECKING:
-    from kernel import CodeMode
-    from planner.cell import PlannedCell
-    from planner.embedding import Embedder
-    from planner.search import SkillHit, SkillIndex
-    from planner.session import AgentSession, SessionState
-    from planner.task import TaskPlan, TaskRun
+    from toolpath.kernel import CodeMode
+    from toolpath.planner.cell import PlannedCell
+    from toolpath.planner.embedding import Embedder
+    from toolpath.planner.search import SkillHit, SkillIndex
+    from toolpath.planner.session import AgentSession, SessionState
+    from toolpath.planner.task import TaskPlan, TaskRun
 
 
 #: Environment variable listing catalog files (separated by ``os.pathsep``) to load with the shipped ones.
@@ -67,7 +67,7 @@ class Workspace:
     """Loaded catalogs with their state graph and (built on first use) skill index.
 
     Args:
-        loaded: the catalogs, as returned by :func:`registry.load_catalogs`.
+        loaded: the catalogs, as returned by :func:`toolpath.registry.load_catalogs`.
         embedder: the embedder for skill search; default the embedded all-MiniLM-L6-v2.
     """
 
@@ -93,13 +93,13 @@ class Workspace:
     @property
     def index(self) -> SkillIndex:
         if self._index is None:
-            from planner.search import SkillIndex
+            from toolpath.planner.search import SkillIndex
 
             self._index = SkillIndex(self.graph, self.embedder)
         return self._index
 
     def search(self, query: str, k: int = 10, **filters: Any) -> list[SkillHit]:
-        """:meth:`planner.search.SkillIndex.search` (filters: ``held``, ``domain``, ``kind``, ``reachable_only``)."""
+        """:meth:`toolpath.planner.search.SkillIndex.search` (filters: ``held``, ``domain``, ``kind``, ``reachable_only``)."""
         return self.index.search(query, k=k, **filters)
 
     def plan(self, goal: Iterable[str], held: Iterable[str] = (), avoid: Collection[str] = ()) -> Plan:
@@ -107,8 +107,8 @@ class Workspace:
 
     def plan_goal(self, goal: Iterable[str], inputs: Mapping[str, Any] | None = None, held: Iterable[str] = ()) -> tuple[Plan, PlannedCell]:
         """Plan to explicit goal states and render the cell (no search); input states the inputs give
-        are held (:meth:`planner.graph.StateGraph.input_states_given`)."""
-        from planner.cell import render_cell
+        are held (:meth:`toolpath.planner.graph.StateGraph.input_states_given`)."""
+        from toolpath.planner.cell import render_cell
 
         goal_plan = self.plan(goal, held=frozenset(held) | self.graph.input_states_given(inputs or {}))
         return goal_plan, render_cell(goal_plan, inputs, registry=self.graph.registry, refinements=self.graph.refinements)
@@ -122,7 +122,7 @@ class Workspace:
         time_budget_s: float | None = DEFAULT_TASK_BUDGET_S,
         cancel: threading.Event | None = None,
     ) -> TaskPlan:
-        """Plan a task given in words or as a list of steps (see :mod:`planner.parts`): each part is
+        """Plan a task given in words or as a list of steps (see :mod:`toolpath.planner.parts`): each part is
         matched by skill search, and the goals of all parts get one joint plan and cell.
 
         Args:
@@ -132,15 +132,15 @@ class Workspace:
 
         Raises:
             NoMatchingSkillError, NoPlanError, QueryError, InputError, UnknownStateError: see
-            :func:`planner.parts.plan_parts` and :func:`planner.goals.choose_goal`; QueryError
-            also for a task over the size limits (:data:`planner.parts.MAX_TASK_CHARS`,
-            :data:`planner.parts.MAX_TASK_PARTS`, :data:`planner.parts.MAX_TASK_STEPS`).
+            :func:`toolpath.planner.parts.plan_parts` and :func:`toolpath.planner.goals.choose_goal`; QueryError
+            also for a task over the size limits (:data:`toolpath.planner.parts.MAX_TASK_CHARS`,
+            :data:`toolpath.planner.parts.MAX_TASK_PARTS`, :data:`toolpath.planner.parts.MAX_TASK_STEPS`).
             PlanningTimeout: planning outlasted ``time_budget_s``. PlanningCancelled: ``cancel`` was set.
             ValueError: ``time_budget_s`` is not a positive number or ``None``.
         """
-        from planner.cell import render_cell
-        from planner.parts import checked_request, plan_parts, task_text
-        from planner.task import TaskPlan
+        from toolpath.planner.cell import render_cell
+        from toolpath.planner.parts import checked_request, plan_parts, task_text
+        from toolpath.planner.task import TaskPlan
 
         TaskBudget.check_seconds(time_budget_s)
         task, held = checked_request(self.graph, task, inputs, held)  # before the model loads: fail fast
@@ -152,16 +152,16 @@ class Workspace:
         return TaskPlan(task, dict(inputs or {}), parts, joint, cell)
 
     def code_mode(self, timeout: float | None = 300.0, **options: Any) -> CodeMode:
-        """A :class:`kernel.CodeMode` whose kernels can import every loaded catalog's tools.
+        """A :class:`toolpath.kernel.CodeMode` whose kernels can import every loaded catalog's tools.
 
         Catalog tools with ``binding: host`` run in this process, so when the catalogs have any, their
         import roots are also appended to ``sys.path`` here.
 
         Args:
             timeout: seconds before a cell is interrupted.
-            options: further :class:`kernel.CodeMode` parameters (``pool_size`` defaults to 0 here).
+            options: further :class:`toolpath.kernel.CodeMode` parameters (``pool_size`` defaults to 0 here).
         """
-        from kernel import CodeMode
+        from toolpath.kernel import CodeMode
 
         roots = import_roots(self.loaded.catalogs)
         existing = os.environ.get("PYTHONPATH")
@@ -178,19 +178,19 @@ class Workspace:
         return CodeMode(timeout=timeout, env=env, **options)
 
     def session(self, session_id: str = "session", *, code_mode: CodeMode | None = None, state: SessionState | None = None, user_id: str | None = None, **code_mode_options: Any) -> AgentSession:
-        """An :class:`planner.session.AgentSession`: one persistent kernel that keeps its held states,
+        """An :class:`toolpath.planner.session.AgentSession`: one persistent kernel that keeps its held states,
         artifacts and handles across tasks and free cells.
 
         Args:
             session_id: the CodeMode session id.
             code_mode: a CodeMode shared with other sessions (default: the session makes its own,
                 with :meth:`code_mode` and ``code_mode_options``, and shuts it down with itself).
-            state: a saved :class:`planner.session.SessionState` to restore (default: the one saved
+            state: a saved :class:`toolpath.planner.session.SessionState` to restore (default: the one saved
                 with the session's last kernel snapshot, if any).
             user_id: the user the session acts for; a session is refused to any other
-                (:class:`kernel.SessionOwnerError`).
+                (:class:`toolpath.kernel.SessionOwnerError`).
         """
-        from planner.session import AgentSession
+        from toolpath.planner.session import AgentSession
 
         return AgentSession(self, session_id, code_mode=code_mode, state=state, user_id=user_id, **code_mode_options)
 
@@ -201,7 +201,7 @@ class Workspace:
     def _check_runnable(self, task_plan: TaskPlan) -> bool:
         """Raise for unbound inputs or a session's plan; False when there is nothing to run (the goal
         is already held)."""
-        from planner.task import UnboundParametersError
+        from toolpath.planner.task import UnboundParametersError
 
         if task_plan.session_id is not None:
             raise ValueError(f"this task plan belongs to session {task_plan.session_id!r} (its cell uses that session's handles and variables); run it with that session's run_task")
@@ -213,15 +213,15 @@ class Workspace:
         """Execute the planned cell in a fresh CodeMode kernel, then shut the kernel down.
 
         A plan with no steps (the goal is already held) runs nothing and starts no kernel.
-        ``code_mode_options`` are further :class:`kernel.CodeMode` options (e.g. ``gateway_url``).
+        ``code_mode_options`` are further :class:`toolpath.kernel.CodeMode` options (e.g. ``gateway_url``).
 
         Raises:
             UnboundParametersError: the cell needs inputs that were not given (nothing is started).
             ValueError: ``task_plan`` was made by an agent session.
             KernelError: the kernel could not start.
         """
-        from kernel import CellResult
-        from planner.task import TaskRun
+        from toolpath.kernel import CellResult
+        from toolpath.planner.task import TaskRun
 
         if not self._check_runnable(task_plan):
             return TaskRun(task_plan, CellResult("ok"))
@@ -230,8 +230,8 @@ class Workspace:
 
     def run_task(self, task_plan: TaskPlan, timeout: float | None = 300.0, session_id: str = "toolpath-run", **code_mode_options: Any) -> TaskRun:
         """Sync :meth:`arun_task`; works inside a running event loop too."""
-        from kernel import CellResult
-        from planner.task import TaskRun
+        from toolpath.kernel import CellResult
+        from toolpath.planner.task import TaskRun
 
         if not self._check_runnable(task_plan):
             return TaskRun(task_plan, CellResult("ok"))

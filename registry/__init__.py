@@ -3,12 +3,12 @@
 This layer imports nothing from ``kernel`` or ``planner``.
 """
 
-from registry.catalog import Catalog, CatalogError, CatalogFile, CatalogProblem, LoadedCatalogs, catalog_json_schema, combine_catalogs, import_roots, load_catalogs, read_catalog
-from registry.lint import RULES, Finding, lint_catalogs, load_checked
-from registry.names import handle_name, python_identifier
-from registry.states import State, StateTransition
-from registry.tool_registry import AmbiguousToolNameError, ToolNotFoundError, ToolRegistry
-from registry.tools import ReturnSpec, ToolDefinition, ToolParameter, reachable_states
+from toolpath.registry.catalog import Catalog, CatalogError, CatalogFile, CatalogProblem, LoadedCatalogs, catalog_json_schema, combine_catalogs, import_roots, load_catalogs, read_catalog
+from toolpath.registry.lint import RULES, Finding, lint_catalogs, load_checked
+from toolpath.registry.names import handle_name, python_identifier
+from toolpath.registry.states import State, StateTransition
+from toolpath.registry.tool_registry import AmbiguousToolNameError, ToolNotFoundError, ToolRegistry
+from toolpath.registry.tools import ReturnSpec, ToolDefinition, ToolParameter, reachable_states
 
 __all__ = [
     "AmbiguousToolNameError",

@@ -16,7 +16,7 @@ A catalog file has the top-level keys ``domain``, optional ``package``, ``states
 
 A tool's ``server_name`` defaults to the catalog's ``domain``. Tools implemented by an MCP server name
 it with ``mcp_server``, and the catalog declares it under ``mcp_servers`` (see
-:mod:`registry.mcp_servers`). The JSON Schema of this format is
+:mod:`toolpath.registry.mcp_servers`). The JSON Schema of this format is
 :func:`catalog_json_schema` (``toolpath schema``).
 
 The catalog JSON that agora-workbench serves — ``{server_name, tools: [...], skills: [...]}`` with
@@ -51,11 +51,11 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from registry.mcp_servers import MCPServerConfig
-from registry.names import function_names, require_printable
-from registry.states import State, StateTransition
-from registry.tool_registry import ToolRegistry
-from registry.tools import ReturnSpec, ToolDefinition, ToolParameter
+from toolpath.registry.mcp_servers import MCPServerConfig
+from toolpath.registry.names import function_names, require_printable
+from toolpath.registry.states import State, StateTransition
+from toolpath.registry.tool_registry import ToolRegistry
+from toolpath.registry.tools import ReturnSpec, ToolDefinition, ToolParameter
 
 #: Rule codes of problems that stop a catalog from loading (the linter adds its own, TP0xx).
 UNREADABLE = "TP100"

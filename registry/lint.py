@@ -47,10 +47,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from registry.catalog import Catalog, CatalogError, CatalogProblem, LoadedCatalogs, combine_catalogs, did_you_mean, garbage_collection_paused, import_roots, read_catalog
-from registry.names import function_names
-from registry.tools import ToolDefinition, reachable_states
-from registry.type_strings import TypeStringError, check_type_string
+from toolpath.registry.catalog import Catalog, CatalogError, CatalogProblem, LoadedCatalogs, combine_catalogs, did_you_mean, garbage_collection_paused, import_roots, read_catalog
+from toolpath.registry.names import function_names
+from toolpath.registry.tools import ToolDefinition, reachable_states
+from toolpath.registry.type_strings import TypeStringError, check_type_string
 
 Severity = Literal["error", "warning"]
 
@@ -421,7 +421,7 @@ def lint_catalogs(paths: Iterable[str | Path], import_modules: bool = False, *, 
         import_modules: also import each tool's module and check the function exists (runs their
             import-time code, with the catalogs' package roots and the current directory on the
             import path, as a kernel would have them).
-        max_bytes: the largest catalog file read, as in :func:`registry.read_catalog` (a larger one
+        max_bytes: the largest catalog file read, as in :func:`toolpath.registry.read_catalog` (a larger one
             is a TP100 finding).
 
     Returns:
@@ -431,9 +431,9 @@ def lint_catalogs(paths: Iterable[str | Path], import_modules: bool = False, *, 
 
 
 def load_checked(paths: Iterable[str | Path], *, max_bytes: int | None = None) -> LoadedCatalogs:
-    """Load catalogs for use: like :func:`registry.load_catalogs`, but lint *errors* (an undeclared
+    """Load catalogs for use: like :func:`toolpath.registry.load_catalogs`, but lint *errors* (an undeclared
     state, an unparseable type) also refuse the whole set; warnings do not. ``max_bytes`` limits
-    the size of each file, as in :func:`registry.read_catalog`.
+    the size of each file, as in :func:`toolpath.registry.read_catalog`.
 
     Raises:
         CatalogError: listing every error finding. Nothing is registered.

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
-from registry.names import require_printable
+from toolpath.registry.names import require_printable
 
 
 class State(BaseModel):

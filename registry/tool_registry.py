@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from registry.names import module_basename
-from registry.tools import ToolDefinition
+from toolpath.registry.names import module_basename
+from toolpath.registry.tools import ToolDefinition
 
 
 #: Values a parameter default can share with the caller's definition: nothing can change them.
@@ -61,8 +61,8 @@ class ToolRegistry:
 
     Args:
         package: dotted package used to resolve the module of a tool that names none:
-            ``{package}.{name}`` (``ToolRegistry(package="catalogs.chemistry")`` imports tool ``X``
-            from ``catalogs.chemistry.X``).
+            ``{package}.{name}`` (``ToolRegistry(package="toolpath.catalogs.chemistry")`` imports tool ``X``
+            from ``toolpath.catalogs.chemistry.X``).
 
     Every lookup that finds nothing raises :class:`ToolNotFoundError` (a ``ValueError``) naming what
     was looked up; a bare name that several servers expose raises :class:`AmbiguousToolNameError`.

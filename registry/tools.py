@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from registry.mcp_servers import MCPServerConfig
-from registry.names import parameter_name, require_printable
-from registry.states import StateTransition
+from toolpath.registry.mcp_servers import MCPServerConfig
+from toolpath.registry.names import parameter_name, require_printable
+from toolpath.registry.states import StateTransition
 
 
 #: A parameter's real name: what catalogs and MCP servers use (``from``, ``repo-path``, ``max.results``).
@@ -48,7 +48,7 @@ class ToolParameter(BaseModel):
         role: ``"input"`` (default): a value the tool reads; ``"output"``: a destination the tool
             writes to (a report's or a plot's path). A planned cell never passes an output
             parameter a value the user gave as data or a path a step of the cell reads, and never
-            fills it from a kernel variable of its name (see :mod:`planner.cell`).
+            fills it from a kernel variable of its name (see :mod:`toolpath.planner.cell`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -71,7 +71,7 @@ class ToolParameter(BaseModel):
 
     @property
     def python_name(self) -> str:
-        """The keyword this parameter is passed by in Python (:func:`registry.names.parameter_name`):
+        """The keyword this parameter is passed by in Python (:func:`toolpath.registry.names.parameter_name`):
         ``name`` itself, or for a keyword or a name with ``-``/``.``, its identifier form (``from_``)."""
         return parameter_name(self.name)
 
@@ -118,9 +118,9 @@ class ToolDefinition(BaseModel):
         mcp_server: the MCP server that implements the tool, which is then called by its ``name``
             over MCP instead of being imported: in a catalog file, the name of a server declared
             under ``mcp_servers`` (the catalog loader replaces it with that server's
-            :class:`registry.mcp_servers.MCPServerConfig`); in code, the config itself. Such a tool
+            :class:`toolpath.registry.mcp_servers.MCPServerConfig`); in code, the config itself. Such a tool
             has no module and runs on the host (``binding`` defaults to ``"host"``).
-        id: assigned by :class:`registry.ToolRegistry` on registration; ``None`` before.
+        id: assigned by :class:`toolpath.registry.ToolRegistry` on registration; ``None`` before.
 
     Names (of the tool, its parameters and return), state tokens, modules and the server name are
     written into planned cells and import paths, so a control character (Unicode category Cc, tab

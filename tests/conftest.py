@@ -13,9 +13,9 @@ import uuid
 
 import pytest
 
-from catalogs import default_catalog_paths
-from planner import StateGraph
-from registry import load_catalogs
+from toolpath.catalogs import default_catalog_paths
+from toolpath.planner import StateGraph
+from toolpath.registry import load_catalogs
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -31,7 +31,7 @@ def toolpath_home(tmp_path_factory):
 def toolpath_models(tmp_path_factory):
     """One ONNX export of the query model for the whole test session (it takes about 20 s), shared
     by the tests and CLIs that use a home of their own."""
-    from planner.onnx_embedding import MODELS_VARIABLE
+    from toolpath.planner.onnx_embedding import MODELS_VARIABLE
 
     with pytest.MonkeyPatch.context() as patch:
         models = tmp_path_factory.mktemp("toolpath-models")
@@ -155,7 +155,7 @@ def chemistry_graph(chemistry):
 
 @pytest.fixture(scope="session")
 def embedder():
-    from planner.embedding import default_embedder
+    from toolpath.planner.embedding import default_embedder
 
     return default_embedder()
 
@@ -163,7 +163,7 @@ def embedder():
 @pytest.fixture(scope="module")
 def workspace(embedder):
     """A workspace on the shipped catalogs, per test module (modules with other catalogs define their own)."""
-    from planner import Workspace
+    from toolpath.planner import Workspace
 
     return Workspace.open(embedder=embedder)
 

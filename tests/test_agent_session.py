@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from kernel import CodeMode, KernelError
-from planner import SessionState, StalePlanError, Workspace
+from toolpath.kernel import CodeMode, KernelError
+from toolpath.planner import SessionState, StalePlanError, Workspace
 
 pytestmark = pytest.mark.integration
 

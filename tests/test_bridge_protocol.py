@@ -1,6 +1,6 @@
 """The host end of the bridge against a hostile or broken peer: raw frames on a real Unix socket.
 
-No kernel is needed: each test starts a :class:`kernel.bridge.Bridge` on its own event loop and talks
+No kernel is needed: each test starts a :class:`toolpath.kernel.bridge.Bridge` on its own event loop and talks
 to it the way any local process could, byte by byte.
 """
 
@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernel import Toolkit, wire
-from kernel.bridge import MAX_ERROR_MESSAGE_CHARS, Bridge
-from kernel.result_store import ResultStore
+from toolpath.kernel import Toolkit, wire
+from toolpath.kernel.bridge import MAX_ERROR_MESSAGE_CHARS, Bridge
+from toolpath.kernel.result_store import ResultStore
 
 HEADER = struct.Struct(">I")
 

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from catalogs import default_catalog_paths
-from registry import lint_catalogs, CatalogError, load_catalogs, read_catalog
+from toolpath.catalogs import default_catalog_paths
+from toolpath.registry import lint_catalogs, CatalogError, load_catalogs, read_catalog
 
 GOOD = """\
 domain: demo
@@ -34,7 +34,7 @@ def test_shipped_chemistry_catalog_loads(chemistry):
     expected = {"molecule_parsed", "groups_identified", "descriptors_computed", "candidates_filtered", "fingerprints_computed", "similarity_computed", "molecules_clustered", "descriptors_tabulated"}
     assert set(chemistry.states) == {f"chemistry.{name}" for name in expected} | {"tabular.file_given", "tabular.table_loaded"}
     parse = chemistry.registry.get_tool_by_server_and_name("chemistry", "parse_molecule")
-    assert parse.module == "catalogs.chemistry.parse_molecule"
+    assert parse.module == "toolpath.catalogs.chemistry.parse_molecule"
     assert all(state.description and (state.affordances or state.input) for state in chemistry.states.values())
 
 
@@ -237,7 +237,7 @@ def test_shipped_schema_is_current_and_shipped_catalogs_validate_against_it():
     import yaml
     from pathlib import Path
 
-    from registry import catalog_json_schema
+    from toolpath.registry import catalog_json_schema
 
     shipped = Path(default_catalog_paths()[0]).parent.parent / "catalog.schema.json"
     schema = json.loads(shipped.read_text())
@@ -323,7 +323,7 @@ def test_directory_is_refused_as_not_a_regular_file(tmp_path):
 
 
 def test_oversize_catalog_is_refused_with_how_to_raise_the_limit(tmp_path, monkeypatch):
-    from registry import load_checked
+    from toolpath.registry import load_checked
 
     path = write(tmp_path, "big.yaml", GOOD)
     size = path.stat().st_size
@@ -349,7 +349,7 @@ def test_oversize_catalog_is_refused_with_how_to_raise_the_limit(tmp_path, monke
 
 
 def test_validate_cli_honours_the_size_limit_variable(tmp_path, monkeypatch, capsys):
-    from planner.cli import main
+    from toolpath.planner.cli import main
 
     path = write(tmp_path, "demo.yaml", GOOD)
     monkeypatch.setenv("TOOLPATH_MAX_CATALOG_BYTES", "64")
@@ -464,7 +464,7 @@ PARSER_CASES = {
 
 @pytest.mark.parametrize("text", PARSER_CASES.values(), ids=PARSER_CASES.keys())
 def test_libyaml_and_the_pure_python_fallback_agree(tmp_path, monkeypatch, text):
-    import registry.catalog as catalog_module
+    from toolpath.registry import catalog as catalog_module
 
     if catalog_module.yaml_parser() != "libyaml":
         pytest.skip("PyYAML has no libyaml here: the fallback is the only parser")

@@ -10,9 +10,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from catalogs import default_catalog_paths
-from planner import NoPlanError, StateGraph, plan, render_cell
-from registry import CatalogError, load_catalogs, load_checked, read_catalog
+from toolpath.catalogs import default_catalog_paths
+from toolpath.planner import NoPlanError, StateGraph, plan, render_cell
+from toolpath.registry import CatalogError, load_catalogs, load_checked, read_catalog
 
 SHIPPED = default_catalog_paths()[0].read_text()
 SHIPPED_DOCUMENT = yaml.safe_load(SHIPPED)

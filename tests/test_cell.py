@@ -2,8 +2,8 @@ import ast
 
 import pytest
 
-from planner import plan, render_cell
-from planner.cell import InputError
+from toolpath.planner import plan, render_cell
+from toolpath.planner.cell import InputError
 
 ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
 
@@ -82,8 +82,8 @@ def test_bad_input_names_are_refused(chemistry_graph):
 
 
 def test_an_input_named_like_a_handle_renames_the_handle_not_the_input():
-    from planner import StateGraph
-    from registry import ToolDefinition, ToolRegistry
+    from toolpath.planner import StateGraph
+    from toolpath.registry import ToolDefinition, ToolRegistry
 
     registry = ToolRegistry()
     registry.register_tool(ToolDefinition(name="load_text", server_name="text", module="textkit", required_parameters=[{"name": "text", "type": "str"}], state_transition={"produces": ["text.loaded"]}))
@@ -94,8 +94,8 @@ def test_an_input_named_like_a_handle_renames_the_handle_not_the_input():
 
 
 def test_two_servers_with_colliding_python_names_get_distinct_handles():
-    from planner import StateGraph
-    from registry import ToolDefinition, ToolRegistry
+    from toolpath.planner import StateGraph
+    from toolpath.registry import ToolDefinition, ToolRegistry
 
     registry = ToolRegistry()
     registry.register_tool(ToolDefinition(name="load", server_name="my-domain", module="a", state_transition={"produces": ["s.a"]}))
@@ -117,8 +117,8 @@ def test_empty_plan_renders_a_cell_that_compiles(chemistry_graph):
 
 
 def test_colliding_tool_names_bind_as_distinct_callable_attributes():
-    from planner import StateGraph
-    from registry import ToolDefinition, ToolRegistry
+    from toolpath.planner import StateGraph
+    from toolpath.registry import ToolDefinition, ToolRegistry
 
     registry = ToolRegistry()
     for name, token in (("get_forecast", "w.a"), ("get-forecast", "w.b"), ("lambda", "w.c")):
@@ -133,8 +133,8 @@ def test_colliding_tool_names_bind_as_distinct_callable_attributes():
 
 
 def test_reserved_input_names_become_safe_variables_and_keep_their_keyword(chemistry_graph):
-    from planner import StateGraph
-    from registry import ToolDefinition, ToolRegistry
+    from toolpath.planner import StateGraph
+    from toolpath.registry import ToolDefinition, ToolRegistry
 
     registry = ToolRegistry()
     registry.register_tool(ToolDefinition(name="show", server_name="ui", module="ui", required_parameters=[{"name": "print", "type": "str"}, {"name": "id", "type": "int"}], state_transition={"produces": ["ui.shown"]}))
@@ -145,8 +145,8 @@ def test_reserved_input_names_become_safe_variables_and_keep_their_keyword(chemi
 
 
 def test_tool_attribute_names_do_not_depend_on_the_rest_of_the_plan():
-    from planner import StateGraph
-    from registry import ToolDefinition, ToolRegistry
+    from toolpath.planner import StateGraph
+    from toolpath.registry import ToolDefinition, ToolRegistry
 
     registry = ToolRegistry()
     registry.register_tool(ToolDefinition(name="get_forecast", server_name="weather", module="a", state_transition={"produces": ["w.a"]}))
@@ -169,7 +169,7 @@ def test_instructions_report_what_binding_only_the_path_saves(chemistry_graph):
 
 
 def test_a_session_cell_reads_held_artifacts_and_kernel_variables_and_binds_nothing(chemistry_graph):
-    from kernel.bindings import Bindings
+    from toolpath.kernel.bindings import Bindings
 
     registry = chemistry_graph.registry
     session_handles = Bindings.of(list(registry), universe=registry)

@@ -1,13 +1,13 @@
 import pytest
 
-from catalogs.chemistry._common import InvalidSmilesError
-from catalogs.chemistry.cluster_molecules import cluster_molecules
-from catalogs.chemistry.compute_descriptors import compute_descriptors
-from catalogs.chemistry.compute_fingerprints import compute_fingerprints
-from catalogs.chemistry.compute_similarity import compute_similarity
-from catalogs.chemistry.filter_drug_like import filter_drug_like
-from catalogs.chemistry.identify_functional_groups import identify_functional_groups
-from catalogs.chemistry.parse_molecule import parse_molecule
+from toolpath.catalogs.chemistry._common import InvalidSmilesError
+from toolpath.catalogs.chemistry.cluster_molecules import cluster_molecules
+from toolpath.catalogs.chemistry.compute_descriptors import compute_descriptors
+from toolpath.catalogs.chemistry.compute_fingerprints import compute_fingerprints
+from toolpath.catalogs.chemistry.compute_similarity import compute_similarity
+from toolpath.catalogs.chemistry.filter_drug_like import filter_drug_like
+from toolpath.catalogs.chemistry.identify_functional_groups import identify_functional_groups
+from toolpath.catalogs.chemistry.parse_molecule import parse_molecule
 
 ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
 # Cyclosporin A: a classic rule-of-five violator (MW ~1203 Da).

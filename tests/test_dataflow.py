@@ -32,7 +32,7 @@ def runner():
 
 def test_every_case_lists_every_argument_of_every_step():
     """The expectations name real tools and all of their parameters, required and optional."""
-    from planner import Workspace
+    from toolpath.planner import Workspace
 
     assert len(CASES) >= 30
     registries = {name: Workspace.open(catalogs["catalogs"]).loaded.registry for name, catalogs in bench_dataflow.CATALOG_SETS.items()}

@@ -19,8 +19,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from kernel import CodeMode, KernelError, Toolkit
-from kernel.bridge_tls import generate
+from toolpath.kernel import CodeMode, KernelError, Toolkit
+from toolpath.kernel.bridge_tls import generate
 
 pytestmark = pytest.mark.integration
 
@@ -132,7 +132,7 @@ def test_the_bridge_speaks_tls_only_and_the_kernel_trusts_only_the_hosts_certifi
         # A kernel told to pin another certificate refuses the host's.
         impostor = generate(host).pem
         pinned = code_mode.run(
-            "from kernel.bridge_client import BridgeClient, BridgeError\n"
+            "from toolpath.kernel.bridge_client import BridgeClient, BridgeError\n"
             "try:\n"
             f"    await BridgeClient(({host!r}, {port}, {impostor!r}), {token!r}, {generation}).call('inventory.stock_level', ('a',), {{}})\n"
             "except BridgeError as error:\n"
@@ -180,7 +180,7 @@ def test_a_given_certificate_serves_the_bridge(kernel_gateway, tmp_path):
 
 
 def test_the_run_command_runs_its_cell_on_a_gateway(kernel_gateway, tmp_path):
-    command = [sys.executable, "-m", "planner.cli", "run", "is aspirin drug-like? check Lipinski's rule of five", "--input", "smiles=CC(=O)Oc1ccccc1C(=O)O", "--json", "--gateway-url", kernel_gateway["gateway_url"]]
+    command = [sys.executable, "-m", "toolpath.planner.cli", "run", "is aspirin drug-like? check Lipinski's rule of five", "--input", "smiles=CC(=O)Oc1ccccc1C(=O)O", "--json", "--gateway-url", kernel_gateway["gateway_url"]]
     environment = {**os.environ, "TOOLPATH_GATEWAY_TOKEN": kernel_gateway["gateway_token"]}
     finished = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=300)
     assert finished.returncode == 0, finished.stderr
@@ -228,6 +228,6 @@ def test_no_kernel_is_left_on_the_gateway_when_shutdown_interrupts_the_pool(kern
 
 
 def test_a_gateway_token_without_a_gateway_is_refused_by_the_command_line(tmp_path):
-    command = [sys.executable, "-m", "planner.cli", "run", "is aspirin drug-like?", "--input", "smiles=CCO"]
+    command = [sys.executable, "-m", "toolpath.planner.cli", "run", "is aspirin drug-like?", "--input", "smiles=CCO"]
     refused = subprocess.run(command, env={**os.environ, "TOOLPATH_GATEWAY_TOKEN": "secret"}, capture_output=True, text=True, timeout=300)
     assert refused.returncode == 2 and "TOOLPATH_GATEWAY_TOKEN is set but no gateway is" in refused.stderr

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from kernel import KernelSession
+from toolpath.kernel import KernelSession
 
 pytestmark = pytest.mark.integration
 
@@ -107,8 +107,8 @@ def test_kernel_process_is_gone_after_the_session():
 
 def test_tool_handles_are_awaitable_with_real_signature_and_docstring():
     code = (
-        "from kernel.handles import bind_module_tools\n"
-        "chemistry = bind_module_tools('chemistry', {'parse_molecule': ('parse_molecule', 'catalogs.chemistry.parse_molecule')})\n"
+        "from toolpath.kernel.handles import bind_module_tools\n"
+        "chemistry = bind_module_tools('chemistry', {'parse_molecule': ('parse_molecule', 'toolpath.catalogs.chemistry.parse_molecule')})\n"
         "import inspect\n"
         "molecule = await chemistry.parse_molecule(smiles='CCO')\n"
         "(str(inspect.signature(chemistry.parse_molecule, eval_str=True)), 'SMILES' in chemistry.parse_molecule.__doc__, molecule['formula'], dir(chemistry))"
@@ -142,7 +142,7 @@ async def wait(seconds: float) -> float:
     return seconds
 '''
 
-BIND_SLOW_TOOLS = "from kernel.handles import bind_module_tools\nslow = bind_module_tools('slow', {'nap': ('nap', 'slow_tools'), 'wait': ('wait', 'slow_tools')})\n"
+BIND_SLOW_TOOLS = "from toolpath.kernel.handles import bind_module_tools\nslow = bind_module_tools('slow', {'nap': ('nap', 'slow_tools'), 'wait': ('wait', 'slow_tools')})\n"
 
 
 @pytest.mark.parametrize("call", ["await slow.nap(seconds=60)", "await slow.wait(seconds=60)"])
@@ -185,7 +185,7 @@ def test_timeout_must_be_positive():
 def test_timeout_interrupts_an_async_tool_that_blocks_and_a_slow_import(tmp_path):
     (tmp_path / "blocking_tools.py").write_text("import time\n\nasync def block(seconds):\n    time.sleep(seconds)\n")
     (tmp_path / "slow_import.py").write_text("import time\ntime.sleep(60)\n\ndef never():\n    pass\n")
-    bind = "from kernel.handles import bind_module_tools\nb = bind_module_tools('b', {'block': ('block', 'blocking_tools'), 'never': ('never', 'slow_import')})\n"
+    bind = "from toolpath.kernel.handles import bind_module_tools\nb = bind_module_tools('b', {'block': ('block', 'blocking_tools'), 'never': ('never', 'slow_import')})\n"
 
     async def scenario():
         async with KernelSession(cwd=str(tmp_path)) as session:

@@ -4,7 +4,7 @@ import json
 import os
 import threading
 
-from kernel.session import _owner, remove_stale_directories
+from toolpath.kernel.session import _owner, remove_stale_directories
 
 
 def test_stale_directory_cleanup_reads_owner_files_without_blocking(tmp_path):

@@ -1,7 +1,7 @@
 import textwrap
 
-from catalogs import default_catalog_paths
-from registry import lint_catalogs
+from toolpath.catalogs import default_catalog_paths
+from toolpath.registry import lint_catalogs
 
 
 def catalog(tmp_path, text, name="catalog.yaml"):
@@ -156,8 +156,8 @@ def test_two_tools_sharing_one_function_is_an_error(tmp_path):
 def test_workspaces_refuse_catalogs_with_lint_errors(tmp_path):
     import pytest
 
-    from planner import Workspace
-    from registry import CatalogError
+    from toolpath.planner import Workspace
+    from toolpath.registry import CatalogError
 
     path = catalog(tmp_path, "domain: d\npackage: p\ntools: [{name: t, description: t, state_transition: {produces: [d.ghost]}}]\n")
     with pytest.raises(CatalogError, match="TP001"):

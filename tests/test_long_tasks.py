@@ -8,11 +8,11 @@ import threading
 
 import pytest
 
-from planner import PlanningCancelled, PlanningTimeout
-from planner.cli import is_refusal
-from planner.goals import NoMatchingSkillError
-from planner.parts import MAX_TASK_CHARS, MAX_TASK_PARTS, MAX_TASK_STEPS
-from planner.search import QueryError
+from toolpath.planner import PlanningCancelled, PlanningTimeout
+from toolpath.planner.cli import is_refusal
+from toolpath.planner.goals import NoMatchingSkillError
+from toolpath.planner.parts import MAX_TASK_CHARS, MAX_TASK_PARTS, MAX_TASK_STEPS
+from toolpath.planner.search import QueryError
 
 ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
 LIPINSKI = "check Lipinski's rule of five and "

@@ -10,8 +10,8 @@ import uuid
 
 import pytest
 
-from catalogs import default_catalog_paths
-from planner import NoPlanError, Workspace
+from toolpath.catalogs import default_catalog_paths
+from toolpath.planner import NoPlanError, Workspace
 
 pytestmark = pytest.mark.integration
 
@@ -19,7 +19,7 @@ ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
 
 
 def toolpath(*arguments, cwd=None, env=None):
-    return subprocess.run([sys.executable, "-m", "planner.cli", *arguments], capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
+    return subprocess.run([sys.executable, "-m", "toolpath.planner.cli", *arguments], capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
 
 
 def kernels_marked(marker):
@@ -303,10 +303,10 @@ def test_search_shows_similarities_and_marks_hits_no_task_would_match():
 def test_commands_that_neither_search_nor_run_load_no_model_and_no_kernel_code():
     probe = (
         "import contextlib, io, json, sys\n"
-        "from planner.cli import main\n"
+        "from toolpath.planner.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
         "    main(sys.argv[1:])\n"
-        "heavy = ('torch', 'sentence_transformers', 'onnxruntime', 'bm25s', 'jupyter_client', 'kernel.session', 'kernel.codemode', 'networkx')\n"
+        "heavy = ('torch', 'sentence_transformers', 'onnxruntime', 'bm25s', 'jupyter_client', 'toolpath.kernel.session', 'toolpath.kernel.codemode', 'networkx')\n"
         "print(json.dumps(sorted(name for name in heavy if name in sys.modules)))\n"
     )
     catalog = str(default_catalog_paths()[0])
@@ -335,7 +335,7 @@ def test_a_domain_with_host_and_kernel_tools_is_one_handle(sheets_catalog, embed
 
     root = str(sheets_catalog.parent.parent)
     monkeypatch.syspath_prepend(root)  # the host tool's module, for CodeMode given the registry directly
-    from kernel import CodeMode
+    from toolpath.kernel import CodeMode
 
     with CodeMode(list(workspace.loaded.registry), pool_size=0, env={"PYTHONPATH": root}) as code_mode:
         both = code_mode.run("table = await sheets.load_csv(path='a.csv')\n(sorted(dir(sheets)), table['loaded_by'], await sheets.write_report(table=table))", "mixed")

@@ -5,7 +5,7 @@ import unicodedata
 from hypothesis import given
 from hypothesis import strategies as st
 
-from registry.names import KERNEL_RESERVED_NAMES, NameMap, handle_name, python_identifier
+from toolpath.registry.names import KERNEL_RESERVED_NAMES, NameMap, handle_name, python_identifier
 
 
 def usable(identifier):

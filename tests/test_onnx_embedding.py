@@ -12,10 +12,10 @@ import warnings
 import numpy as np
 import pytest
 
-from catalogs import default_catalog_paths
-from planner.embedding import DefaultEmbedder, SentenceTransformerEmbedder
-from planner.onnx_embedding import DATA_FILE, MANIFEST_FILE, MODEL_FILE, OnnxEmbedder, QueryModelError
-from registry import load_catalogs
+from toolpath.catalogs import default_catalog_paths
+from toolpath.planner.embedding import DefaultEmbedder, SentenceTransformerEmbedder
+from toolpath.planner.onnx_embedding import DATA_FILE, MANIFEST_FILE, MODEL_FILE, OnnxEmbedder, QueryModelError
+from toolpath.registry import load_catalogs
 
 pytestmark = pytest.mark.integration
 
@@ -96,7 +96,7 @@ def test_a_damaged_export_is_noticed_and_exported_again(onnx, toolpath_models, t
         shutil.rmtree(directory)
         shutil.copytree(good, directory)
 
-    monkeypatch.setattr("planner.onnx_embedding._export", export_again)
+    monkeypatch.setattr("toolpath.planner.onnx_embedding._export", export_again)
     embedder = OnnxEmbedder(tmp_path)
     vector = embedder(["group similar molecules"])
     assert exported == [damaged]
@@ -140,10 +140,10 @@ def test_an_export_that_cannot_run_says_why_and_queries_fall_back_to_sentence_tr
 def test_search_from_the_command_line_imports_no_torch_once_the_catalog_is_embedded(toolpath_models):
     probe = (
         "import sys, contextlib, io\n"
-        "from planner.cli import main\n"
+        "from toolpath.planner.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
         "    main(['search', 'group similar molecules', '--k', '1', '--json'])\n"
-        "print(json.dumps({'hits': json.loads(out.getvalue())['hits'], 'loaded': sorted(m for m in ('torch', 'sentence_transformers', 'jupyter_client', 'kernel.session') if m in sys.modules)}))\n"
+        "print(json.dumps({'hits': json.loads(out.getvalue())['hits'], 'loaded': sorted(m for m in ('torch', 'sentence_transformers', 'jupyter_client', 'toolpath.kernel.session') if m in sys.modules)}))\n"
     )
     for _ in range(2):  # the first may embed the catalogs' texts (sentence-transformers) into the cache
         completed = subprocess.run([sys.executable, "-c", "import json\n" + probe], capture_output=True, text=True, timeout=300)

@@ -3,9 +3,9 @@
 import random
 import xml.dom.minidom
 
-from planner import StateGraph, plan
-from planner import picture
-from registry import State, ToolDefinition, ToolRegistry
+from toolpath.planner import StateGraph, plan
+from toolpath.planner import picture
+from toolpath.registry import State, ToolDefinition, ToolRegistry
 
 
 def forty_five_tools() -> StateGraph:

@@ -2,8 +2,8 @@ import random
 
 import pytest
 
-from planner import NoPlanError, StateGraph, UnknownStateError, alternative_plans, plan, plan_to_run
-from registry import ToolDefinition, ToolRegistry
+from toolpath.planner import NoPlanError, StateGraph, UnknownStateError, alternative_plans, plan, plan_to_run
+from toolpath.registry import ToolDefinition, ToolRegistry
 
 
 def graph_of(*tools):

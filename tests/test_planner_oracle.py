@@ -12,8 +12,8 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner import NoPlanError, StateGraph, alternative_plans, plan
-from registry import State, ToolDefinition, ToolRegistry
+from toolpath.planner import NoPlanError, StateGraph, alternative_plans, plan
+from toolpath.registry import State, ToolDefinition, ToolRegistry
 
 STATES = [f"s{index}" for index in range(7)]
 

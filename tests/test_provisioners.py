@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel import CodeMode, KernelError, Toolkit
+from toolpath.kernel import CodeMode, KernelError, Toolkit
 
 pytestmark = pytest.mark.integration
 

@@ -3,7 +3,7 @@ from enum import Enum
 import pytest
 from pydantic import ValidationError
 
-from registry import AmbiguousToolNameError, ReturnSpec, State, StateTransition, ToolDefinition, ToolNotFoundError, ToolParameter, ToolRegistry
+from toolpath.registry import AmbiguousToolNameError, ReturnSpec, State, StateTransition, ToolDefinition, ToolNotFoundError, ToolParameter, ToolRegistry
 
 
 class Stage(str, Enum):

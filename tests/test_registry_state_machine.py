@@ -4,8 +4,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from registry import AmbiguousToolNameError, ToolDefinition, ToolNotFoundError, ToolRegistry
-from registry.names import module_basename
+from toolpath.registry import AmbiguousToolNameError, ToolDefinition, ToolNotFoundError, ToolRegistry
+from toolpath.registry.names import module_basename
 
 SERVERS = st.sampled_from([None, "web", "files"])
 NAMES = st.sampled_from(["search", "read", "write", "get-forecast"])

@@ -1,7 +1,7 @@
 """Attacks from inside a cell, against plain local kernels and sandboxed ones (issue 31).
 
 Each attack is run twice, through a real CodeMode: against plain local kernels, where it must
-succeed (so the test is known to bite), and against kernels in :mod:`kernel.sandbox`, where it
+succeed (so the test is known to bite), and against kernels in :mod:`toolpath.kernel.sandbox`, where it
 must fail. Skipped, with the reason, where bubblewrap cannot run (no user namespaces).
 """
 
@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from kernel import CodeMode
-from kernel.sandbox import SandboxPolicy, bwrap_path, sandbox_problem
-from kernel.sandbox_cgroup import control_group_problem
+from toolpath.kernel import CodeMode
+from toolpath.kernel.sandbox import SandboxPolicy, bwrap_path, sandbox_problem
+from toolpath.kernel.sandbox_cgroup import control_group_problem
 
 pytestmark = pytest.mark.integration
 
@@ -162,7 +162,7 @@ def test_a_cell_cannot_use_more_memory_through_many_processes(placement):
 
 @pytest.mark.skipif(bool(SANDBOX_PROBLEM), reason=SANDBOX_PROBLEM or "sandboxed kernels run here")
 def test_a_sandboxed_kernel_imports_a_catalogs_own_modules_and_nothing_else_beside_them(tmp_path, monkeypatch):
-    from planner import Workspace
+    from toolpath.planner import Workspace
 
     monkeypatch.setenv("TOOLPATH_HOME", str(tmp_path / "home"))
     (tmp_path / "greeting_tools").mkdir()
@@ -184,7 +184,7 @@ def test_a_sandboxed_kernel_imports_a_catalogs_own_modules_and_nothing_else_besi
 @pytest.mark.skipif(bool(SANDBOX_PROBLEM), reason=SANDBOX_PROBLEM or "sandboxed kernels run here")
 def test_a_sandboxed_kernel_has_no_capabilities_no_writable_kernel_settings_and_no_server_environment(tmp_path, monkeypatch):
     # Sandbox only: against a plain kernel run as root these would change the real host.
-    import kernel
+    from toolpath import kernel
 
     monkeypatch.setenv("TOOLPATH_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("SERVER_SECRET", SECRET)
@@ -205,16 +205,16 @@ def test_a_sandboxed_kernel_has_no_capabilities_no_writable_kernel_settings_and_
 
 
 def test_without_a_control_group_the_limits_that_do_not_bind_are_named(monkeypatch):
-    import kernel.sandbox
+    from toolpath.kernel import sandbox
 
-    monkeypatch.setattr(kernel.sandbox, "control_group_problem", lambda: "no writable cgroup hierarchy")
+    monkeypatch.setattr(sandbox, "control_group_problem", lambda: "no writable cgroup hierarchy")
     monkeypatch.setattr(os, "geteuid", lambda: 0)
-    assert "(no writable cgroup hierarchy): memory is capped per process" in kernel.sandbox.weaker_limits()
-    assert "processes not at all (Linux exempts kernels started by root" in kernel.sandbox.weaker_limits()
+    assert "(no writable cgroup hierarchy): memory is capped per process" in sandbox.weaker_limits()
+    assert "processes not at all (Linux exempts kernels started by root" in sandbox.weaker_limits()
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    assert "processes per sandbox (RLIMIT_NPROC)" in kernel.sandbox.weaker_limits()
-    monkeypatch.setattr(kernel.sandbox, "control_group_problem", lambda: "")
-    assert kernel.sandbox.weaker_limits() == ""
+    assert "processes per sandbox (RLIMIT_NPROC)" in sandbox.weaker_limits()
+    monkeypatch.setattr(sandbox, "control_group_problem", lambda: "")
+    assert sandbox.weaker_limits() == ""
 
 
 def test_a_policy_is_checked_and_bubblewrap_is_found():

@@ -7,11 +7,11 @@ import warnings
 import numpy as np
 import pytest
 
-from planner import NoMatchingSkillError, NoPlanError, SkillIndex, StateGraph, choose_goal
-from planner.search import QueryError
-from planner.embedding import SentenceTransformerEmbedder
-from planner.embedding_cache import EmbeddingCache
-from registry import State, ToolDefinition, ToolRegistry
+from toolpath.planner import NoMatchingSkillError, NoPlanError, SkillIndex, StateGraph, choose_goal
+from toolpath.planner.search import QueryError
+from toolpath.planner.embedding import SentenceTransformerEmbedder
+from toolpath.planner.embedding_cache import EmbeddingCache
+from toolpath.registry import State, ToolDefinition, ToolRegistry
 
 pytestmark = pytest.mark.integration
 
@@ -268,7 +268,7 @@ def test_goal_choice_explains_when_no_hit_can_be_reached():
 
 @pytest.mark.integration
 def test_goal_choice_never_picks_a_held_state_and_says_true_reasons(index, chemistry_graph):
-    from planner.goals import choose_goal
+    from toolpath.planner.goals import choose_goal
 
     held = choose_goal("validate a SMILES string and get the molecular weight of a molecule", index, chemistry_graph, inputs={"smiles": "CCO"}, held=["chemistry.molecule_parsed"])
     assert held.chosen.plan.steps, "a task asks for work: a held goal must not be chosen"

@@ -18,9 +18,9 @@ import yaml
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from kernel.sandbox import SandboxPolicy, sandbox_problem
-from planner.server import ServeError, ToolpathServer, kernel_placement, read_tokens
-from planner.workspace import Workspace
+from toolpath.kernel.sandbox import SandboxPolicy, sandbox_problem
+from toolpath.planner.server import ServeError, ToolpathServer, kernel_placement, read_tokens
+from toolpath.planner.workspace import Workspace
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +38,7 @@ def _nested(depth):
 
 
 def served(home):
-    return Client(StdioServerParameters(command=sys.executable, args=["-m", "planner.cli", "serve"], env={**os.environ, "TOOLPATH_HOME": str(home)}, cwd=str(ROOT)))
+    return Client(StdioServerParameters(command=sys.executable, args=["-m", "toolpath.planner.cli", "serve"], env={**os.environ, "TOOLPATH_HOME": str(home)}, cwd=str(ROOT)))
 
 
 def test_an_agent_searches_plans_runs_follows_up_and_restarts_through_the_server(tmp_path):
@@ -129,7 +129,7 @@ def serve_over_http(tmp_path, listening_server):
         tokens_file = tmp_path / "tokens.json"
         tokens_file.write_text(json.dumps({token if user == "alice" else _sha256(token): user for token, user in tokens.items()}))
         port = listening_server(
-            lambda port: [sys.executable, "-m", "planner.cli", "serve", "--http", f"127.0.0.1:{port}", "--tokens", str(tokens_file), *options],
+            lambda port: [sys.executable, "-m", "toolpath.planner.cli", "serve", "--http", f"127.0.0.1:{port}", "--tokens", str(tokens_file), *options],
             cwd=str(ROOT), env={**os.environ, "TOOLPATH_HOME": str(tmp_path / "home")},
         )
         return f"http://127.0.0.1:{port}/mcp", {user: token for token, user in tokens.items()}
@@ -165,7 +165,7 @@ def test_over_http_users_code_is_sandboxed_unless_the_operator_says_plain(serve_
 
 
 def test_multi_user_serve_refuses_plain_kernels_it_cannot_sandbox_unless_told(monkeypatch):
-    monkeypatch.setattr("planner.server.sandbox_problem", lambda: "bubblewrap cannot set up a sandbox here: no user namespaces")
+    monkeypatch.setattr("toolpath.planner.server.sandbox_problem", lambda: "bubblewrap cannot set up a sandbox here: no user namespaces")
     with pytest.raises(ServeError, match="users' kernels run sandboxed .* no user namespaces. Run kernels on a gateway \\(--gateway-url\\), or give --kernels plain"):
         kernel_placement("auto", True, {})
     assert kernel_placement("plain", True, {}) == {} and kernel_placement("auto", False, {}) == {}
@@ -175,7 +175,7 @@ def test_multi_user_serve_refuses_plain_kernels_it_cannot_sandbox_unless_told(mo
 
 
 def test_sandbox_limits_are_read_from_the_command_line_with_what_to_write_when_wrong():
-    from planner.cli import CommandLineError, _sandbox_limits
+    from toolpath.planner.cli import CommandLineError, _sandbox_limits
 
     assert _sandbox_limits(["memory_bytes=1GiB", "processes=64", "cpu_seconds=none", "disk_bytes=512"]) == {"memory_bytes": 2**30, "processes": 64, "cpu_seconds": None, "disk_bytes": 512}
     with pytest.raises(CommandLineError, match="the field is one of memory_bytes, cpu_seconds, processes, open_files, disk_bytes"):
@@ -304,9 +304,9 @@ def test_a_user_over_a_quota_gets_an_error_naming_it_and_another_user_is_served(
 
 def test_hashed_tokens_are_read_and_malformed_ones_refused_with_what_to_write(tmp_path):
     token = "a-long-random-token-of-alice"
-    hashed = subprocess.run([sys.executable, "-m", "planner.cli", "serve", "--hash-token"], input=token + "\n", capture_output=True, text=True, cwd=str(ROOT), timeout=120)
+    hashed = subprocess.run([sys.executable, "-m", "toolpath.planner.cli", "serve", "--hash-token"], input=token + "\n", capture_output=True, text=True, cwd=str(ROOT), timeout=120)
     assert hashed.returncode == 0 and hashed.stdout.strip() == _sha256(token)
-    short = subprocess.run([sys.executable, "-m", "planner.cli", "serve", "--hash-token"], input="short\n", capture_output=True, text=True, cwd=str(ROOT), timeout=120)
+    short = subprocess.run([sys.executable, "-m", "toolpath.planner.cli", "serve", "--hash-token"], input="short\n", capture_output=True, text=True, cwd=str(ROOT), timeout=120)
     assert short.returncode != 0 and "fewer than 16" in short.stderr
 
     tokens_file = tmp_path / "tokens.json"
@@ -383,7 +383,7 @@ def attacked_server(request, tmp_path_factory, module_listening_server):
     limits = ["--sandbox-limit", "memory_bytes=256MiB", "--sandbox-limit", "disk_bytes=16MiB", "--sandbox-limit", "processes=64"]
     options = ["--kernels", "plain"] if request.param == "plain" else limits
     port = module_listening_server(
-        lambda port: [sys.executable, "-m", "planner.cli", "serve", "--http", f"127.0.0.1:{port}", "--tokens", str(paths["tokens"]), "--catalog", str(paths["catalog"]), *options],
+        lambda port: [sys.executable, "-m", "toolpath.planner.cli", "serve", "--http", f"127.0.0.1:{port}", "--tokens", str(paths["tokens"]), "--catalog", str(paths["catalog"]), *options],
         cwd=str(ROOT), env={**os.environ, "TOOLPATH_HOME": str(paths["home"]), "SERVER_SECRET": SERVER_SECRET},
     )
     token_of = {user: token for token, user in tokens.items()}

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kernel import CodeMode, SessionOwnerError, SnapshotStore
-from planner import Workspace
+from toolpath.kernel import CodeMode, SessionOwnerError, SnapshotStore
+from toolpath.planner import Workspace
 
 pytestmark = pytest.mark.integration
 
@@ -33,7 +33,7 @@ def test_variables_survive_shutdown_and_a_new_process(store, tmp_path, kernel_pl
     """Saved from a kernel on this machine, restored into one here and into one on a gateway."""
     script = textwrap.dedent(
         f"""
-        from kernel import CodeMode
+        from toolpath.kernel import CodeMode
         with CodeMode(pool_size=0, snapshot_store={str(store)!r}) as code_mode:
             result = code_mode.run('''
         import pandas as pd
@@ -87,8 +87,8 @@ def test_a_host_killed_in_the_middle_of_writing_keeps_the_previous_snapshot(stor
         f"""
         import time
         from pathlib import Path
-        import kernel.snapshot
-        from kernel import CodeMode
+        from toolpath.kernel import snapshot as snapshot_module
+        from toolpath.kernel import CodeMode
 
         class SlowClock:
             def time(self):
@@ -99,7 +99,7 @@ def test_a_host_killed_in_the_middle_of_writing_keeps_the_previous_snapshot(stor
             code_mode.run("version = 1\\nfirst_only = 'kept'", "s")
             code_mode.close()  # writes the first snapshot
             code_mode.run("version = 2\\ndel first_only\\nsecond_only = 'lost'", "s")
-            kernel.snapshot.time = SlowClock()
+            snapshot_module.time = SlowClock()
             code_mode.close()
         """
     )
@@ -244,7 +244,7 @@ def test_cells_that_redirect_stdout_or_make_thousands_of_variables_are_still_sav
 def test_a_variable_that_exits_or_stalls_while_pickling_or_loading_costs_only_itself(store):
     poison = "import sys, time\nclass Exits:\n    def __reduce__(self):\n        return (sys.exit, ('bye',))\nclass Stalls:\n    def __reduce__(self):\n        time.sleep(60)\n"
     with code_mode(store) as first:
-        first.run("import kernel.kernel_snapshot as limits\nlimits.VARIABLE_SECONDS = 1\ndel limits", "s")
+        first.run("import toolpath.kernel.kernel_snapshot as limits\nlimits.VARIABLE_SECONDS = 1\ndel limits", "s")
         first.run(poison + "exits = Exits()\nstalls = Stalls()\nhealthy = [1, 2]", "s")
     with code_mode(store) as second:
         result = second.run("print(healthy, 'exits' in globals())\nnew_work = 42", "s")

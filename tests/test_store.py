@@ -15,13 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import registry.storage
-from kernel import wire
-from kernel.result_store import ResultStore
-from planner import SkillIndex, StateGraph
-from planner.embedding_cache import EmbeddingCache, text_hash
-from registry import State, ToolDefinition, ToolRegistry
-from registry.storage import StoreError
+from toolpath.registry import storage as store_module
+from toolpath.kernel import wire
+from toolpath.kernel.result_store import ResultStore
+from toolpath.planner import SkillIndex, StateGraph
+from toolpath.planner.embedding_cache import EmbeddingCache, text_hash
+from toolpath.registry import State, ToolDefinition, ToolRegistry
+from toolpath.registry.storage import StoreError
 
 
 def write_sql(path, *statements):
@@ -143,7 +143,7 @@ def home(tmp_path, monkeypatch):
 @pytest.fixture
 def full_disk(monkeypatch):
     """Every connection refuses to grow its file, as SQLite does when the disk is full."""
-    connect = registry.storage.connect
+    connect = store_module.connect
 
     def connect_without_space(path):
         database = connect(path)
@@ -151,7 +151,7 @@ def full_disk(monkeypatch):
         database.execute(f"pragma max_page_count = {max(pages, 1)}")
         return database
 
-    monkeypatch.setattr(registry.storage, "connect", connect_without_space)
+    monkeypatch.setattr(store_module, "connect", connect_without_space)
 
 
 def use_embedding_cache(path):
@@ -271,7 +271,7 @@ def test_the_result_store_still_says_key_error_for_an_unknown_id(tmp_path):
 
 
 def toolpath(*arguments, home):
-    return subprocess.run([sys.executable, "-m", "planner.cli", *arguments], capture_output=True, text=True, timeout=300, env={**os.environ, "TOOLPATH_HOME": str(home)})
+    return subprocess.run([sys.executable, "-m", "toolpath.planner.cli", *arguments], capture_output=True, text=True, timeout=300, env={**os.environ, "TOOLPATH_HOME": str(home)})
 
 
 @pytest.fixture

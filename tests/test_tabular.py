@@ -7,19 +7,19 @@ import shutil
 import pandas
 import pytest
 
-from catalogs.chemistry._common import InvalidSmilesError
-from catalogs.chemistry.tabulate_descriptors import tabulate_descriptors
-from catalogs.tabular import SAMPLE_DATA
-from catalogs.tabular._common import OutputPathError
-from catalogs.tabular.describe_table import describe_table
-from catalogs.tabular.filter_rows import filter_rows
-from catalogs.tabular.group_and_aggregate import group_and_aggregate
-from catalogs.tabular.join_tables import join_tables
-from catalogs.tabular.load_table import load_table
-from catalogs.tabular.plot_histogram import plot_histogram
-from catalogs.tabular.plot_line import plot_line
-from catalogs.tabular.plot_scatter import plot_scatter
-from catalogs.tabular.write_report import write_report
+from toolpath.catalogs.chemistry._common import InvalidSmilesError
+from toolpath.catalogs.chemistry.tabulate_descriptors import tabulate_descriptors
+from toolpath.catalogs.tabular import SAMPLE_DATA
+from toolpath.catalogs.tabular._common import OutputPathError
+from toolpath.catalogs.tabular.describe_table import describe_table
+from toolpath.catalogs.tabular.filter_rows import filter_rows
+from toolpath.catalogs.tabular.group_and_aggregate import group_and_aggregate
+from toolpath.catalogs.tabular.join_tables import join_tables
+from toolpath.catalogs.tabular.load_table import load_table
+from toolpath.catalogs.tabular.plot_histogram import plot_histogram
+from toolpath.catalogs.tabular.plot_line import plot_line
+from toolpath.catalogs.tabular.plot_scatter import plot_scatter
+from toolpath.catalogs.tabular.write_report import write_report
 
 COMPOUNDS = SAMPLE_DATA / "compounds.csv"
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -129,7 +129,7 @@ def test_descriptors_of_a_table_of_molecules(tmp_path):
 
 @pytest.mark.integration
 def test_a_task_across_chemistry_and_tabular_plans_and_runs_with_its_plot(embedder, tmp_path, monkeypatch):
-    from planner import Workspace
+    from toolpath.planner import Workspace
 
     monkeypatch.chdir(tmp_path)  # the kernel writes scatter.png in its working directory
     workspace = Workspace.open(embedder=embedder)

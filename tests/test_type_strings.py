@@ -3,7 +3,7 @@ cheap whatever the schema's shape (issue 30, item 3)."""
 
 import json
 
-from registry.type_strings import MAX_SCHEMA_DEPTH, MAX_TYPE_CHARS, check_type_string, type_from_json_schema
+from toolpath.registry.type_strings import MAX_SCHEMA_DEPTH, MAX_TYPE_CHARS, check_type_string, type_from_json_schema
 
 DEPTH_CAPPED_LIST = "list[" * MAX_SCHEMA_DEPTH + "Any" + "]" * MAX_SCHEMA_DEPTH
 

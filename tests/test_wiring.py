@@ -13,10 +13,10 @@ import textwrap
 
 import pytest
 
-from catalogs.tabular import SAMPLE_DATA
-from planner import Workspace, plan, render_cell
-from planner.cell import InputError
-from registry import State, ToolDefinition, ToolRegistry
+from toolpath.catalogs.tabular import SAMPLE_DATA
+from toolpath.planner import Workspace, plan, render_cell
+from toolpath.planner.cell import InputError
+from toolpath.registry import State, ToolDefinition, ToolRegistry
 
 #: A type-level catalog: one type (a text) flows through several tools.
 TEXT_CATALOG = """\
@@ -106,7 +106,7 @@ def test_a_destination_the_user_names_is_refused_not_swapped_for_another_tool(sh
 def test_run_writes_the_report_beside_and_leaves_the_users_csv_alone(tmp_path):
     data = shutil.copy(SAMPLE_DATA / "compounds.csv", tmp_path / "compounds.csv")
     before = digest(data)
-    done = subprocess.run([sys.executable, "-m", "planner.cli", "run", "load the table and write a report", "--input", f"path={data}"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "toolpath.planner.cli", "run", "load the table and write a report", "--input", f"path={data}"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert digest(data) == before and (tmp_path / "report.md").read_text().startswith("# Table report")
     assert "Variables made: table (tabular.table_loaded), report_path (tabular.report_written)" in done.stdout
@@ -159,7 +159,7 @@ def test_one_input_may_not_feed_a_parameter_read_and_one_written():
     registry = ToolRegistry(package="files_tools")
     registry.register_tool(ToolDefinition(name="load", server_name="files", required_parameters=[{"name": "path", "type": "str"}], return_spec={"name": "table", "type": "dict", "state": "files.loaded"}, state_transition={"produces": ["files.loaded"]}))
     registry.register_tool(ToolDefinition(name="save", server_name="files", required_parameters=[{"name": "table", "type": "dict", "state": "files.loaded"}, {"name": "path", "type": "str", "role": "output"}], state_transition={"requires": ["files.loaded"], "produces": ["files.saved"]}))
-    from planner import StateGraph
+    from toolpath.planner import StateGraph
 
     graph = StateGraph(registry, [State("files.loaded"), State("files.saved")])
     saving = plan(graph, ["files.saved"])
@@ -181,14 +181,14 @@ def test_one_input_may_not_feed_a_parameter_read_and_one_written():
 def test_a_parameter_named_by_a_soft_keyword_takes_its_input(tmp_path):
     registry = ToolRegistry(package="grep_tools")
     registry.register_tool(ToolDefinition(name="grep", server_name="text", required_parameters=[{"name": "match", "type": "str"}], state_transition={"produces": ["text.found"]}))
-    from planner import StateGraph
+    from toolpath.planner import StateGraph
 
     cell = render_cell(plan(StateGraph(registry, [State("text.found")]), ["text.found"]), {"match": "needle"})
     assert cell.arguments[0]["match"].label == "input match" and cell.unbound == ()
 
 
 def test_refinement_cycles_and_unknown_refined_states_are_lint_errors(tmp_path):
-    from registry import lint_catalogs
+    from toolpath.registry import lint_catalogs
 
     catalog = tmp_path / "loop.yaml"
     catalog.write_text(

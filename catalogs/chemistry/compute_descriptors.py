@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from catalogs.chemistry._common import descriptor_values, lipinski_violations, molecule_from_record, passes_lipinski, veber_violations
+from toolpath.catalogs.chemistry._common import descriptor_values, lipinski_violations, molecule_from_record, passes_lipinski, veber_violations
 
 
 def compute_descriptors(molecule: dict) -> dict:

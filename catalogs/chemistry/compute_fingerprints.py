@@ -5,7 +5,7 @@ from __future__ import annotations
 from rdkit import Chem
 from rdkit.Chem import rdFingerprintGenerator
 
-from catalogs.chemistry._common import molecules_from_smiles_list
+from toolpath.catalogs.chemistry._common import molecules_from_smiles_list
 
 
 def compute_fingerprints(smiles_list: list[str], radius: int = 2, n_bits: int = 2048) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rdkit import DataStructs
 from rdkit.Chem import rdFingerprintGenerator
 
-from catalogs.chemistry._common import molecule_from_smiles
+from toolpath.catalogs.chemistry._common import molecule_from_smiles
 
 
 def compute_similarity(query_smiles: str, fingerprints: dict) -> list[dict]:

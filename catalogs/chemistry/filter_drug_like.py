@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from catalogs.chemistry._common import descriptor_values, lipinski_violations, molecules_from_smiles_list, passes_lipinski, veber_violations
+from toolpath.catalogs.chemistry._common import descriptor_values, lipinski_violations, molecules_from_smiles_list, passes_lipinski, veber_violations
 
 RULES = ("lipinski", "veber", "both")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rdkit import Chem
 
-from catalogs.chemistry._common import molecule_from_record
+from toolpath.catalogs.chemistry._common import molecule_from_record
 
 # Patterns after Daylight's SMARTS examples (daylight.com/dayhtml_tutorials/languages/smarts/smarts_examples.html).
 FUNCTIONAL_GROUP_SMARTS: dict[str, str] = {

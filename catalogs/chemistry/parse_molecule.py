@@ -5,7 +5,7 @@ from __future__ import annotations
 from rdkit import Chem
 from rdkit.Chem import Descriptors, rdMolDescriptors
 
-from catalogs.chemistry._common import molecule_from_smiles
+from toolpath.catalogs.chemistry._common import molecule_from_smiles
 
 
 def parse_molecule(smiles: str) -> dict:

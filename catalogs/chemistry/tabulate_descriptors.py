@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas
 
-from catalogs.chemistry._common import descriptor_values, lipinski_violations, molecule_from_smiles, passes_lipinski
-from catalogs.tabular._common import check_columns, read_table
+from toolpath.catalogs.chemistry._common import descriptor_values, lipinski_violations, molecule_from_smiles, passes_lipinski
+from toolpath.catalogs.tabular._common import check_columns, read_table
 
 
 def tabulate_descriptors(path: str, smiles_column: str = "smiles") -> pandas.DataFrame:

@@ -6,7 +6,7 @@ from typing import Literal
 
 import pandas
 
-from catalogs.tabular._common import check_columns
+from toolpath.catalogs.tabular._common import check_columns
 
 
 def group_and_aggregate(table: pandas.DataFrame, by: str, column: str, how: Literal["mean", "sum", "min", "max", "count", "median"] = "mean") -> pandas.DataFrame:

@@ -6,7 +6,7 @@ from typing import Literal
 
 import pandas
 
-from catalogs.tabular._common import check_columns, read_table
+from toolpath.catalogs.tabular._common import check_columns, read_table
 
 
 def join_tables(table: pandas.DataFrame, other_path: str, on: str, how: Literal["inner", "left", "right", "outer"] = "inner") -> pandas.DataFrame:

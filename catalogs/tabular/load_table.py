@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas
 
-from catalogs.tabular._common import read_table
+from toolpath.catalogs.tabular._common import read_table
 
 
 def load_table(path: str) -> pandas.DataFrame:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas
 
-from catalogs.tabular._common import PNG_SUFFIXES, check_columns, checked_output_path, new_figure, show_figure
+from toolpath.catalogs.tabular._common import PNG_SUFFIXES, check_columns, checked_output_path, new_figure, show_figure
 
 
 def plot_scatter(table: pandas.DataFrame, x: str, y: str, output_path: str = "scatter.png") -> str:

@@ -6,7 +6,7 @@ import html
 
 import pandas
 
-from catalogs.tabular._common import checked_output_path
+from toolpath.catalogs.tabular._common import checked_output_path
 
 #: File suffixes write_report writes: Markdown, then HTML.
 REPORT_SUFFIXES = (".md", ".markdown", ".html", ".htm")

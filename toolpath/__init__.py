@@ -1,0 +1,54 @@
+"""toolpath: workflow planning for LLM agents over a state-transition graph of tools, run as
+planned cells in persistent IPython kernels.
+
+The names a newcomer needs, from the sub-packages that hold them (each loads on first use, so
+``import toolpath`` costs nothing until one is touched):
+
+- catalogs and the data model (``toolpath.registry``): ``load_catalogs``, ``ToolDefinition``,
+  ``State``, ``StateTransition``, ``ToolRegistry``;
+- planning (``toolpath.planner``): ``Workspace``, ``AgentSession``, ``StateGraph``, ``plan``;
+- kernels (``toolpath.kernel``): ``CodeMode``, ``Toolkit``, ``Tool``, ``MCPToolkit``,
+  ``KernelSession``, ``CellResult``, ``SandboxPolicy``.
+
+``toolpath.catalogs`` holds the shipped example catalogs (chemistry, tabular).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from toolpath.kernel import CellResult, CodeMode, KernelSession, MCPToolkit, Tool, Toolkit
+    from toolpath.kernel.sandbox import SandboxPolicy
+    from toolpath.planner import AgentSession, StateGraph, Workspace, plan
+    from toolpath.registry import State, StateTransition, ToolDefinition, ToolRegistry, load_catalogs
+
+_HOME = {
+    "AgentSession": "toolpath.planner",
+    "CellResult": "toolpath.kernel",
+    "CodeMode": "toolpath.kernel",
+    "KernelSession": "toolpath.kernel",
+    "MCPToolkit": "toolpath.kernel",
+    "SandboxPolicy": "toolpath.kernel.sandbox",
+    "State": "toolpath.registry",
+    "StateGraph": "toolpath.planner",
+    "StateTransition": "toolpath.registry",
+    "Tool": "toolpath.kernel",
+    "ToolDefinition": "toolpath.registry",
+    "ToolRegistry": "toolpath.registry",
+    "Toolkit": "toolpath.kernel",
+    "Workspace": "toolpath.planner",
+    "load_catalogs": "toolpath.registry",
+    "plan": "toolpath.planner",
+}
+
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module 'toolpath' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOME[name]), name)
+    globals()[name] = value
+    return value
