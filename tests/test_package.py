@@ -1,0 +1,74 @@
+"""toolpath as a library (issue 32): one import name, and nothing of the user's shadows it.
+
+A user's own folder named ``kernel``, ``planner``, ``registry`` or ``catalogs`` (next to their script,
+or as the kernel's working directory) was imported instead of toolpath's: from the CLI, inside
+planned cells and while restoring a snapshot.
+"""
+
+import importlib
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import toolpath
+
+ROOT = Path(__file__).resolve().parent.parent
+OLD_NAMES = ("kernel", "planner", "registry", "catalogs")
+
+
+def test_every_name_of_the_facade_resolves_and_nothing_else_is_offered():
+    for name in toolpath.__all__:
+        assert getattr(toolpath, name) is not None, name
+    assert toolpath.Workspace is importlib.import_module("toolpath.planner.workspace").Workspace
+    with pytest.raises(AttributeError, match="module 'toolpath' has no attribute 'Kernel'"):
+        toolpath.Kernel  # noqa: B018
+
+
+@pytest.mark.integration
+def test_the_built_wheel_holds_one_top_level_package(tmp_path):
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".venv*", ".git", "__pycache__", "*.egg-info", "build", "dist", ".pytest_cache", ".hypothesis"))
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "wheels"), str(source)], capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr
+    (wheel,) = (tmp_path / "wheels").glob("toolpath-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    assert {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")} == {"toolpath"}
+    for package in ("toolpath/kernel/kernel_setup.py", "toolpath/planner/cli.py", "toolpath/registry/catalog.py", "toolpath/catalogs/chemistry/catalog.yaml", "toolpath/catalogs/catalog.schema.json"):
+        assert package in names
+
+
+@pytest.fixture()
+def shadowing_folder(tmp_path):
+    """A working directory with the user's own packages ``kernel``, ``planner``, ``registry`` and
+    ``catalogs``, each of which fails loudly when imported."""
+    for name in OLD_NAMES:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(f"raise ImportError('the user\\'s own {name} package was imported')\n")
+    return tmp_path
+
+
+@pytest.mark.integration
+def test_the_cli_runs_a_task_from_a_folder_with_the_users_own_kernel_and_catalogs_packages(shadowing_folder):
+    run = subprocess.run([sys.executable, "-m", "toolpath.planner.cli", "run", "parse this molecule", "--input", "smiles=CCO"], capture_output=True, text=True, cwd=shadowing_folder, timeout=300, env={**os.environ, "PYTHONPATH": str(shadowing_folder)})
+    assert run.returncode == 0, run.stderr
+    assert "C2H6O" in run.stdout
+
+
+@pytest.mark.integration
+def test_a_planned_cell_and_a_snapshot_restore_run_in_a_kernel_whose_folder_shadows_the_old_names(shadowing_folder):
+    workspace = toolpath.Workspace.open()
+    with workspace.session("shadowed", cwd=str(shadowing_folder)) as session:
+        run = session.run_task("parse this molecule", {"smiles": "CCO"})
+        assert run.result.status == "ok", run.result.error
+        # In the kernel, `kernel` is the user's own package: toolpath took no name of theirs.
+        theirs = session.execute("import kernel")
+        assert theirs.status == "error" and "the user's own kernel package was imported" in theirs.error["evalue"]
+    with workspace.session("shadowed", cwd=str(shadowing_folder)) as restored:
+        again = restored.execute("molecule['formula']")
+        assert again.status == "ok" and again.result == "'C2H6O'", (again.status, again.error, again.notice)
