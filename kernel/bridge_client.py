@@ -30,20 +30,21 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
+from toolpath.errors import ToolpathError
 from toolpath.kernel import wire
 from toolpath.kernel.handles import awaitable, current_cell, track_cells
 from toolpath.kernel.toolkit import ShownText, ToolExitError, ToolPausedError
 
 
-class BridgeError(RuntimeError):
+class BridgeError(ToolpathError, RuntimeError):
     """The call could not cross the bridge (connection refused or lost, value not transferable)."""
 
 
-class ToolError(RuntimeError):
+class ToolError(ToolpathError, RuntimeError):
     """A host tool raised an exception whose type is not a Python built-in; the message names it."""
 
 
-class ResultTooLarge(RuntimeError):
+class ResultTooLarge(ToolpathError, RuntimeError):
     """The tool's result is over the host's ``max_result_bytes``; the message names the ways out."""
 
 

@@ -48,6 +48,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from toolpath.errors import Refusal
 from toolpath.kernel.bindings import HOST_MODULE, Bindings, toolkit_of
 from toolpath.kernel.bridge import Bridge, BridgeListener, toolkit_spec
 from toolpath.kernel.kernel_snapshot import pack, report_path, unpack
@@ -83,7 +84,7 @@ _EXECUTE_DESCRIPTION = "Run a Python cell in your persistent IPython kernel and 
 _RESTART_DESCRIPTION = "Discard the kernel and all its variables; the next cell starts fresh."
 
 
-class SessionOwnerError(PermissionError):
+class SessionOwnerError(Refusal, PermissionError):
     """A run asked for a session that belongs to another user (or to a user, when it gave none)."""
 
 

@@ -41,6 +41,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from toolpath.errors import ToolpathError
 from toolpath.registry.mcp_servers import MCPServerConfig
 
 #: Characters of a server's stderr quoted in an error (its last lines).
@@ -55,11 +56,11 @@ PROBE_AFTER_IDLE = 1.0
 CLOSE_GRACE = 5.0
 
 
-class MCPConnectionError(RuntimeError):
+class MCPConnectionError(ToolpathError, RuntimeError):
     """The MCP server could not be started, reached or listed, or it closed the connection."""
 
 
-class MCPToolError(RuntimeError):
+class MCPToolError(ToolpathError, RuntimeError):
     """The MCP server reported an error for a tool call (``isError``), or refused the call; the
     message is the server's."""
 

@@ -46,6 +46,7 @@ from typing import Any
 from jupyter_client.provisioning import LocalProvisioner
 from traitlets import Dict
 
+from toolpath.errors import ToolpathError
 from toolpath.kernel.sandbox_cgroup import KernelControlGroup, control_group_problem
 
 #: The provisioner's entry-point name (``pyproject.toml``), for kernelspecs' ``metadata.kernel_provisioner``.
@@ -73,7 +74,7 @@ WRITABLE_DIRECTORIES = ("/tmp", SANDBOX_HOME, "/dev/shm")
 KEPT_VARIABLES = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
 
 
-class SandboxUnavailableError(RuntimeError):
+class SandboxUnavailableError(ToolpathError, RuntimeError):
     """Sandboxed kernels cannot run on this machine (no bubblewrap, or no user namespaces)."""
 
 

@@ -26,6 +26,8 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from toolpath.errors import ToolpathError
+
 #: Controllers a kernel's group uses.
 CONTROLLERS = ("pids", "memory")
 #: How long :meth:`KernelControlGroup.remove` waits for the group's processes to go, in seconds.
@@ -36,7 +38,7 @@ GROUP_PREFIX = "toolpath-kernel-"
 STALE_SECONDS = 60.0
 
 
-class ControlGroupUnavailableError(OSError):
+class ControlGroupUnavailableError(ToolpathError, OSError):
     """No writable cgroup hierarchy holds a controller a kernel's group needs (the message says which and why)."""
 
 

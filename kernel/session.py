@@ -39,6 +39,7 @@ from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning import LocalProvisioner
 
+from toolpath.errors import ToolpathError
 from toolpath.kernel.handles import TOOL_CALLS_PAYLOAD
 from toolpath.kernel.kernel_files import COMM_TARGET
 from toolpath.kernel.output import CellOutput, CellResult, OutputLimits
@@ -125,7 +126,7 @@ def remove_stale_directories(root: str | None = None) -> list[str]:
     return removed
 
 
-class KernelError(RuntimeError):
+class KernelError(ToolpathError, RuntimeError):
     """The kernel could not be started, or died; the message says what to check."""
 
 

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolpath.errors import ToolpathError
 from toolpath.registry.storage import StoreError, connected, database_file, table_exists, transaction
 
 _PURPOSE = "snapshot store"
@@ -35,7 +36,7 @@ _VARIABLES = "snapshot_variables"
 _VARIABLE_COLUMNS = ("session_id", "name", "size", "digest", "pickle")
 
 
-class SnapshotConflictError(Exception):
+class SnapshotConflictError(ToolpathError):
     """The stored snapshot is not the one an incremental save builds on (another process wrote the
     session meanwhile); nothing was written. Save every variable instead."""
 

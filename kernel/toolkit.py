@@ -40,6 +40,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolpath.errors import ToolpathError
 from toolpath.registry import ToolDefinition
 from toolpath.registry.names import function_names
 
@@ -83,12 +84,12 @@ def signature_text(signature: inspect.Signature) -> str:
     return str(signature.replace(parameters=parameters, return_annotation=shown(signature.return_annotation)))
 
 
-class ToolExitError(RuntimeError):
+class ToolExitError(ToolpathError, RuntimeError):
     """A tool raised ``SystemExit``, ``KeyboardInterrupt`` or another exception that must not stop the
     host (an argparse-based tool exits on bad arguments); the message names what it raised."""
 
 
-class ToolPausedError(RuntimeError):
+class ToolPausedError(ToolpathError, RuntimeError):
     """The tool would pause the run (confirmation, user input, external execution or approval).
 
     Such tools cannot run inside a cell: the model must ask for them as a regular tool call, so the

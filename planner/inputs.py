@@ -21,11 +21,12 @@ import operator
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from toolpath.errors import Refusal
 from toolpath.registry import ToolDefinition, ToolParameter
 from toolpath.registry.names import parameter_name
 
 
-class InputError(ValueError):
+class InputError(Refusal, ValueError):
     """A user input that cannot become a variable of the cell (bad name, or a value with no literal
     form), or that would go where it is not meant (see :mod:`toolpath.planner.inputs`)."""
 

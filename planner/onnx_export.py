@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from toolpath.errors import ToolpathError
 from toolpath.planner.embedding import DEFAULT_MODEL_ID, default_model_path, default_model_version
 from toolpath.planner.onnx_embedding import DATA_FILE, INPUT_NAMES, MANIFEST_FILE, MODEL_FILE, OUTPUT_NAME, PROBE_TEXTS, TOLERANCE, file_sha256, inference_session
 
@@ -38,7 +39,7 @@ from toolpath.planner.onnx_embedding import DATA_FILE, INPUT_NAMES, MANIFEST_FIL
 OPSET = 18
 
 
-class ExportError(RuntimeError):
+class ExportError(ToolpathError, RuntimeError):
     """The model cannot be exported, or the export disagrees with sentence-transformers."""
 
 

@@ -22,6 +22,7 @@ import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from toolpath.errors import Refusal, ToolpathError
 from toolpath.planner.delete_free import INFINITY, DeleteFreeTask
 from toolpath.planner.graph import StateGraph
 from toolpath.registry import ToolDefinition
@@ -37,11 +38,11 @@ DEFAULT_TIME_BUDGET_MS = 250.0
 DEFAULT_TASK_BUDGET_S = 30.0
 
 
-class PlanningStopped(Exception):
+class PlanningStopped(ToolpathError):
     """Planning a task stopped before it finished (:class:`TaskBudget`); nothing was planned."""
 
 
-class PlanningTimeout(PlanningStopped, TimeoutError):
+class PlanningTimeout(PlanningStopped, Refusal, TimeoutError):
     """Planning a task outlasted its time budget; ``budget_s`` holds the budget in seconds."""
 
     def __init__(self, budget_s: float):
@@ -224,7 +225,7 @@ class Plan:
         }
 
 
-class NoPlanError(Exception):
+class NoPlanError(Refusal):
     """No sequence of tools reaches the goal.
 
     Attributes:

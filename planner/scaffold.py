@@ -13,8 +13,10 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+from toolpath.errors import Refusal
 
-class ScaffoldError(ValueError):
+
+class ScaffoldError(Refusal, ValueError):
     """The package cannot be written: a bad domain name or a directory already there."""
 
 

@@ -31,6 +31,7 @@ import bm25s
 import numpy as np
 import Stemmer
 
+from toolpath.errors import Refusal
 from toolpath.planner.embedding import Embedder, EmbedderUnavailableError, checked_vectors, default_embedder
 from toolpath.planner.embedding_cache import CachedEmbedder, EmbeddingCache, warn_unusable
 from toolpath.planner.graph import StateGraph
@@ -103,7 +104,7 @@ class SkillHit:
         }
 
 
-class QueryError(ValueError):
+class QueryError(Refusal, ValueError):
     """A search query that cannot be answered as given (empty, or a bad ``k``)."""
 
 

@@ -55,19 +55,21 @@ from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp_types import CallToolResult, ImageContent, TextContent
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from toolpath.kernel import CellResult, CodeMode, SessionOwnerError, format_for_model
+from toolpath.errors import Refusal
+from toolpath.kernel import CellResult, CodeMode, KernelError, format_for_model
 from toolpath.kernel.sandbox import SandboxPolicy, sandbox_problem, weaker_limits
-from toolpath.planner.cli import SERVE_MAX_SESSIONS_PER_USER, SERVE_MAX_TASKS_PER_USER, is_refusal
+from toolpath.planner.cli import SERVE_MAX_SESSIONS_PER_USER, SERVE_MAX_TASKS_PER_USER
 from toolpath.planner.embedding import default_embedder
 from toolpath.planner.http_serving import HttpLimits, connection_cap, host_check, serve_http
-from toolpath.planner.session import AgentSession, StalePlanError
+from toolpath.planner.session import AgentSession
 from toolpath.planner.workspace import Workspace
 from toolpath.registry.storage import StoreError
 
 #: The session a tool uses when the caller names none.
 DEFAULT_SESSION = "main"
-#: Errors besides the CLI's refusals that mean "this request cannot be served as asked": the model gets the reason.
-_REFUSALS = (SessionOwnerError, StalePlanError, StoreError, ValueError, TypeError)
+#: Errors that mean "this request cannot be served as asked": the model gets the reason. (Other
+#: toolpath errors, such as an MCP server's failure, may carry what only the operator should see.)
+_REFUSALS = (Refusal, KernelError, StoreError, ValueError, TypeError)
 
 
 def _refusals_as_tool_errors(tool: Callable[..., Awaitable[CallToolResult]]) -> Callable[..., Awaitable[CallToolResult]]:
@@ -79,7 +81,7 @@ def _refusals_as_tool_errors(tool: Callable[..., Awaitable[CallToolResult]]) -> 
         try:
             return await tool(*args, **kwargs)
         except Exception as error:
-            if isinstance(error, _REFUSALS) or is_refusal(error):
+            if isinstance(error, _REFUSALS):
                 raise ToolError(str(error)) from error
             raise
 
@@ -321,7 +323,7 @@ class StaticTokens(TokenVerifier):
 MIN_TOKEN_LENGTH = 16
 
 
-class ServeError(ValueError):
+class ServeError(Refusal, ValueError):
     """``toolpath serve`` cannot start as asked (bad address, tokens file, or auth choice)."""
 
 

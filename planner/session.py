@@ -42,6 +42,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from toolpath.errors import Refusal
 from toolpath.kernel import CellResult, CodeMode, KernelError
 from toolpath.kernel.bindings import Bindings, toolkit_of
 from toolpath.planner.cell import PlannedCell, is_variable_name, render_cell
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
 MAX_NEXT_STEPS = 15
 
 
-class StalePlanError(RuntimeError):
+class StalePlanError(Refusal, RuntimeError):
     """A task plan relies on held states or artifacts the session no longer has; plan it again."""
 
 

@@ -6,13 +6,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from toolpath.errors import Refusal
 from toolpath.kernel import CellResult, format_for_model
 from toolpath.planner.cell import PlannedCell, UnboundParameter
 from toolpath.planner.parts import PartMatch
 from toolpath.planner.planning import Plan
 
 
-class UnboundParametersError(ValueError):
+class UnboundParametersError(Refusal, ValueError):
     """The planned cell needs inputs that were not given; ``unbound`` lists them."""
 
     def __init__(self, unbound: Iterable[UnboundParameter]):

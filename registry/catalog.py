@@ -51,6 +51,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from toolpath.errors import Refusal
 from toolpath.registry.mcp_servers import MCPServerConfig
 from toolpath.registry.names import function_names, require_printable
 from toolpath.registry.states import State, StateTransition
@@ -89,7 +90,7 @@ class CatalogProblem:
         return {"path": self.path, "line": self.line, "column": self.column, "code": self.code, "severity": "error", "field": self.field, "message": self.message}
 
 
-class CatalogError(ValueError):
+class CatalogError(Refusal, ValueError):
     """A catalog could not be loaded; ``problems`` says where and why. Nothing was registered.
 
     ``partial`` is the part of a single file that did validate (for the linter's further checks),

@@ -24,13 +24,15 @@ from pathlib import Path
 
 import platformdirs
 
+from toolpath.errors import ToolpathError
+
 #: Environment variable naming toolpath's data directory (default: the user data directory).
 HOME_VARIABLE = "TOOLPATH_HOME"
 #: Seconds a connection waits for another process's write before giving up.
 _BUSY_TIMEOUT_SECONDS = 5
 
 
-class StoreError(Exception):
+class StoreError(ToolpathError):
     """toolpath's SQLite file cannot be used.
 
     Attributes:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from toolpath.errors import Refusal
 from toolpath.registry.names import module_basename
 from toolpath.registry.tools import ToolDefinition
 
@@ -43,11 +44,11 @@ def _detached_copy(tool: ToolDefinition, update: dict[str, Any]) -> ToolDefiniti
     return copied
 
 
-class ToolNotFoundError(ValueError):
+class ToolNotFoundError(Refusal, ValueError):
     """A lookup (by id, name, or server and name) matched no tool."""
 
 
-class AmbiguousToolNameError(ValueError):
+class AmbiguousToolNameError(Refusal, ValueError):
     """A bare tool name is exposed by several servers; ``servers`` lists them."""
 
     def __init__(self, name: str, servers: list[str]):

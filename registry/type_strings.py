@@ -12,6 +12,8 @@ import ast
 from collections.abc import Iterable
 from typing import Any
 
+from toolpath.errors import Refusal
+
 #: JSON Schema's primitive types as Python type names.
 _JSON_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "None", "object": "dict", "array": "list"}
 #: Levels of nested schemas a type follows (``list[list[...]]``, each ``anyOf`` a level too); deeper
@@ -27,7 +29,7 @@ MAX_SCHEMA_NODES = 1000
 MAX_TYPE_CHARS = 300
 
 
-class TypeStringError(ValueError):
+class TypeStringError(Refusal, ValueError):
     """A type string that is not a type expression; the message says what is wrong."""
 
 

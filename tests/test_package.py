@@ -72,3 +72,25 @@ def test_a_planned_cell_and_a_snapshot_restore_run_in_a_kernel_whose_folder_shad
     with workspace.session("shadowed", cwd=str(shadowing_folder)) as restored:
         again = restored.execute("molecule['formula']")
         assert again.status == "ok" and again.result == "'C2H6O'", (again.status, again.error, again.notice)
+
+
+def test_every_public_error_descends_from_toolpath_error_and_refusals_keep_their_builtin_bases():
+    import inspect
+    import pkgutil
+
+    from toolpath.errors import Refusal, ToolpathError
+
+    outside = []
+    for package in ("toolpath.registry", "toolpath.kernel", "toolpath.planner"):
+        for module_info in pkgutil.iter_modules(importlib.import_module(package).__path__):
+            module = importlib.import_module(f"{package}.{module_info.name}")
+            for name, value in vars(module).items():
+                if inspect.isclass(value) and issubclass(value, BaseException) and value.__module__ == module.__name__ and not name.startswith("_"):
+                    if not issubclass(value, ToolpathError):
+                        outside.append(f"{module.__name__}.{name}")
+    assert outside == []
+    from toolpath.planner import NoPlanError, PlanningTimeout, UnknownStateError
+    from toolpath.registry import CatalogError
+
+    assert issubclass(CatalogError, Refusal) and issubclass(CatalogError, ValueError)
+    assert issubclass(UnknownStateError, ValueError) and issubclass(PlanningTimeout, TimeoutError) and issubclass(NoPlanError, Refusal)

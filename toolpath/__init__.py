@@ -10,13 +10,17 @@ The names a newcomer needs, from the sub-packages that hold them (each loads on 
 - kernels (``toolpath.kernel``): ``CodeMode``, ``Toolkit``, ``Tool``, ``MCPToolkit``,
   ``KernelSession``, ``CellResult``, ``SandboxPolicy``.
 
-``toolpath.catalogs`` holds the shipped example catalogs (chemistry, tabular).
+``ToolpathError`` is the root of every error toolpath raises on purpose, and ``Refusal`` the branch
+for "refused before anything ran" (:mod:`toolpath.errors`). ``toolpath.catalogs`` holds the
+shipped example catalogs (chemistry, tabular).
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
+
+from toolpath.errors import Refusal, ToolpathError
 
 if TYPE_CHECKING:
     from toolpath.kernel import CellResult, CodeMode, KernelSession, MCPToolkit, Tool, Toolkit
@@ -43,7 +47,7 @@ _HOME = {
     "plan": "toolpath.planner",
 }
 
-__all__ = sorted(_HOME)
+__all__ = sorted([*_HOME, "Refusal", "ToolpathError"])
 
 
 def __getattr__(name: str) -> Any:
