@@ -94,3 +94,19 @@ def test_every_public_error_descends_from_toolpath_error_and_refusals_keep_their
 
     assert issubclass(CatalogError, Refusal) and issubclass(CatalogError, ValueError)
     assert issubclass(UnknownStateError, ValueError) and issubclass(PlanningTimeout, TimeoutError) and issubclass(NoPlanError, Refusal)
+
+
+def test_imports_flow_one_way_registry_then_kernel_then_planner():
+    import ast
+
+    layers = {"registry": 0, "kernel": 1, "planner": 2}
+    upward = []
+    for folder, rank in layers.items():
+        for path in sorted((ROOT / folder).glob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                for name in names:
+                    parts = name.split(".")
+                    if parts[0] == "toolpath" and len(parts) > 1 and layers.get(parts[1], -1) > rank:
+                        upward.append(f"{folder}/{path.name}:{node.lineno} imports {name}")
+    assert upward == []
