@@ -70,7 +70,14 @@ class Server:
         tokens_file.write_text(json.dumps(tokens))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
-        self.process = subprocess.Popen([sys.executable, "-m", "toolpath.planner.cli", "serve", "--http", f"127.0.0.1:{self.port}", "--tokens", str(tokens_file)], cwd=ROOT, env={**os.environ, "TOOLPATH_HOME": str(home)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_file_limit)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "toolpath.planner.cli", "serve", "--http", f"127.0.0.1:{self.port}", "--tokens", str(tokens_file)],
+            cwd=ROOT,
+            env={**os.environ, "TOOLPATH_HOME": str(home)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=_file_limit,
+        )
         deadline = time.monotonic() + 180
         while True:
             try:
@@ -112,7 +119,9 @@ async def normal_calls(url: str, token: str, calls: int) -> dict:
                 if number % 2:
                     result = await session.call_tool("execute", {"code": "1 + 1", "session_id": "normal"})
                 else:
-                    result = await session.call_tool("search_skills", {"query": f"compute molecular descriptors {next(_queries)}", "k": 3, "session_id": "normal"})
+                    result = await session.call_tool(
+                        "search_skills", {"query": f"compute molecular descriptors {next(_queries)}", "k": 3, "session_id": "normal"}
+                    )
                 if result.is_error:
                     raise RuntimeError(result.content[0].text)
             except Exception as error:  # a failed call is what this benchmark counts
@@ -120,7 +129,12 @@ async def normal_calls(url: str, token: str, calls: int) -> dict:
                 first_error = first_error or f"{type(error).__name__}: {error}"[:300]
             samples.append(time.perf_counter() - started)
     ordered = sorted(samples)
-    return {"p50_ms": round(statistics.median(ordered) * 1000, 1), "p95_ms": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] * 1000, 1), "failed": failures, **({"first_error": first_error} if first_error else {})}
+    return {
+        "p50_ms": round(statistics.median(ordered) * 1000, 1),
+        "p95_ms": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] * 1000, 1),
+        "failed": failures,
+        **({"first_error": first_error} if first_error else {}),
+    }
 
 
 async def idle_connections(port: int, stop: asyncio.Event) -> None:
@@ -168,16 +182,25 @@ async def long_tasks(url: str, token: str, stop: asyncio.Event) -> None:
 
 async def many_sessions(url: str, token: str, stop: asyncio.Event) -> None:
     async with client(url, token) as session:
-        await asyncio.gather(*(session.call_tool("execute", {"code": "x = 1", "session_id": f"squat-{number}"}) for number in range(40)), return_exceptions=True)
+        await asyncio.gather(
+            *(session.call_tool("execute", {"code": "x = 1", "session_id": f"squat-{number}"}) for number in range(40)), return_exceptions=True
+        )
     await stop.wait()
 
 
 async def forged_host(port: int, stop: asyncio.Event) -> None:
-    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}},
+    }
     async with httpx2.AsyncClient(timeout=30) as http:
         while not stop.is_set():
             with contextlib.suppress(Exception):
-                await http.post(f"http://127.0.0.1:{port}/mcp", json=body, headers={"Host": "attacker.example", "Accept": "application/json, text/event-stream"})
+                await http.post(
+                    f"http://127.0.0.1:{port}/mcp", json=body, headers={"Host": "attacker.example", "Accept": "application/json, text/event-stream"}
+                )
 
 
 async def phase(server: Server, tokens: dict[str, str], calls: int, load: Callable[[asyncio.Event], Awaitable[None]] | None) -> dict:
@@ -197,7 +220,13 @@ async def phase(server: Server, tokens: dict[str, str], calls: int, load: Callab
     finally:
         stop.set()
         await asyncio.wait(background, timeout=60)
-    return {**result, "server_fds_max": peak[0], "server_rss_mb_max": round(peak[1], 1), "server_children_max": peak[2], "server_alive": server.process.poll() is None}
+    return {
+        **result,
+        "server_fds_max": peak[0],
+        "server_rss_mb_max": round(peak[1], 1),
+        "server_children_max": peak[2],
+        "server_alive": server.process.poll() is None,
+    }
 
 
 def main(calls: int) -> dict:
@@ -221,7 +250,9 @@ def main(calls: int) -> dict:
         finally:
             server.stop()
     quiet_p95 = report["quiet"]["p95_ms"]
-    report["within_target"] = {name: report[name]["failed"] == 0 and report[name]["p95_ms"] <= 3 * quiet_p95 for name in loads if name in report and name != "quiet"}
+    report["within_target"] = {
+        name: report[name]["failed"] == 0 and report[name]["p95_ms"] <= 3 * quiet_p95 for name in loads if name in report and name != "quiet"
+    }
     return report
 
 

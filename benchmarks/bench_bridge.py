@@ -87,11 +87,15 @@ def agno_in_its_environment(python: Path, calls: int) -> dict:
     if not python.exists():
         return {"skipped": f"no agno environment at {python}; see this script's docstring to create it"}
     started = time.perf_counter()
-    completed = subprocess.run([str(python), __file__, "--agno-worker", "--calls", str(calls)], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ""})
+    completed = subprocess.run(
+        [str(python), __file__, "--agno-worker", "--calls", str(calls)], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ""}
+    )
     if completed.returncode != 0:
         return {"skipped": f"agno run failed: {completed.stderr.strip()[-500:]}"}
     figures = json.loads(completed.stdout.strip().splitlines()[-1])
-    version = subprocess.run([str(python), "-c", "from importlib.metadata import version; print(version('agno'))"], capture_output=True, text=True).stdout.strip()
+    version = subprocess.run(
+        [str(python), "-c", "from importlib.metadata import version; print(version('agno'))"], capture_output=True, text=True
+    ).stdout.strip()
     return {**figures, "agno_version": version, "wall_s": round(time.perf_counter() - started, 1)}
 
 

@@ -113,7 +113,9 @@ def measure(entry_point: str, path: Path, repeat: int) -> dict:
     """Median figures of ``repeat`` fresh subprocesses running ``entry_point`` on ``path``."""
     runs = []
     for _ in range(repeat):
-        completed = subprocess.run([sys.executable, "-c", MEASURE, entry_point, str(path)], capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+        completed = subprocess.run(
+            [sys.executable, "-c", MEASURE, entry_point, str(path)], capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent
+        )
         if completed.returncode != 0:
             raise SystemExit(f"{entry_point} on {path.name} failed:\n{completed.stderr[-4000:]}")
         runs.append(json.loads(completed.stdout))
@@ -142,7 +144,10 @@ def main(tools: int, unproduced: int, seed: int, repeat: int) -> dict:
         with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
             paths = pool.submit(write_catalogs, tools, unproduced, seed, Path(directory)).result()
         for form, path in paths.items():
-            report[form] = {"file_mib": round(path.stat().st_size / 2**20, 2), **{entry_point: measure(entry_point, path, repeat) for entry_point in ENTRY_POINTS}}
+            report[form] = {
+                "file_mib": round(path.stat().st_size / 2**20, 2),
+                **{entry_point: measure(entry_point, path, repeat) for entry_point in ENTRY_POINTS},
+            }
     return report
 
 

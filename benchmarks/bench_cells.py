@@ -43,7 +43,9 @@ async def raw_kernel() -> AsyncIterator[Callable[[], Awaitable[float]]]:
     then wait for the kernel to go idle). Same transport as CodeMode (IPC sockets), so the
     comparison measures CodeMode's own overhead."""
     directory = tempfile.TemporaryDirectory(prefix="bench-raw-")
-    manager = AsyncKernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(directory.name, "kernel"), connection_file=os.path.join(directory.name, "connection.json"))
+    manager = AsyncKernelManager(
+        kernel_name="python3", transport="ipc", ip=os.path.join(directory.name, "kernel"), connection_file=os.path.join(directory.name, "connection.json")
+    )
     await manager.start_kernel()
     client = manager.client()
     client.start_channels()
@@ -74,7 +76,18 @@ def kernel_gateway() -> Iterator[dict[str, str]]:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     token = secrets.token_hex(16)
-    process = subprocess.Popen([sys.executable, "-m", "kernel_gateway", "--KernelGatewayApp.ip=127.0.0.1", f"--KernelGatewayApp.port={port}", f"--KernelGatewayApp.auth_token={token}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kernel_gateway",
+            "--KernelGatewayApp.ip=127.0.0.1",
+            f"--KernelGatewayApp.port={port}",
+            f"--KernelGatewayApp.auth_token={token}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -125,7 +138,13 @@ async def session_kernel() -> AsyncIterator[Callable[[], Awaitable[float]]]:
 async def round_trips(cells: int, gateway: dict[str, str]) -> dict[str, list[float]]:
     """``cells`` round trips of each kind, interleaved (raw, CodeMode, session, gateway, raw, ...) on
     four kernels started together, so a change of load during the run hits all of them alike."""
-    kinds = {"raw_jupyter_client": raw_kernel(), "codemode": codemode_kernel(), "agent_session": session_kernel(), "codemode_gateway": codemode_kernel(**gateway), "codemode_sandboxed": codemode_kernel(sandbox=SandboxPolicy())}
+    kinds = {
+        "raw_jupyter_client": raw_kernel(),
+        "codemode": codemode_kernel(),
+        "agent_session": session_kernel(),
+        "codemode_gateway": codemode_kernel(**gateway),
+        "codemode_sandboxed": codemode_kernel(sandbox=SandboxPolicy()),
+    }
     async with contextlib.AsyncExitStack() as stack:
         runners = {name: await stack.enter_async_context(kernel) for name, kernel in kinds.items()}
         timings: dict[str, list[float]] = {name: [] for name in runners}
@@ -161,7 +180,9 @@ def summary(timings: list[float]) -> dict:
 
 async def main(cells: int, cold: int, warm: int, gateway: dict[str, str]) -> dict:
     timings = await round_trips(cells, gateway)
-    raw, codemode, session, on_gateway, sandboxed = (summary(timings[name]) for name in ("raw_jupyter_client", "codemode", "agent_session", "codemode_gateway", "codemode_sandboxed"))
+    raw, codemode, session, on_gateway, sandboxed = (
+        summary(timings[name]) for name in ("raw_jupyter_client", "codemode", "agent_session", "codemode_gateway", "codemode_sandboxed")
+    )
     cold_first = summary(await first_cell(0, cold))
     warm_first = summary(await first_cell(1, warm))
     gateway_cold_first = summary(await first_cell(0, cold, **gateway))

@@ -100,7 +100,9 @@ class CaseResult:
             lines.append(f"  held artifacts before the task: {self.artifacts}")
         if self.planned:
             lines.append("  planned:")
-            lines += [f"    {step['step']}. {step['tool']}({', '.join(f'{name}: {label}' for name, label in step['arguments'].items())})" for step in self.planned]
+            lines += [
+                f"    {step['step']}. {step['tool']}({', '.join(f'{name}: {label}' for name, label in step['arguments'].items())})" for step in self.planned
+            ]
         return "\n".join(lines)
 
 
@@ -320,7 +322,10 @@ def main(argv: list[str] | None = None) -> int:
         for case in cases:
             results.append(runner.run(case))
             if options.verbose:
-                print(f"{'pass' if results[-1].passed else 'FAIL'} {results[-1].report() if not results[-1].passed else case['name']} ({results[-1].seconds} s)", file=sys.stderr)
+                print(
+                    f"{'pass' if results[-1].passed else 'FAIL'} {results[-1].report() if not results[-1].passed else case['name']} ({results[-1].seconds} s)",
+                    file=sys.stderr,
+                )
         seconds = time.perf_counter() - started
     failed = [result for result in results if not result.passed]
     print(
@@ -328,7 +333,15 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "cases": len(results),
                 "passed": len(results) - len(failed),
-                "failed": [{"name": result.name, "differences": result.differences, "planned": result.planned, **({"held_artifacts": result.artifacts} if result.artifacts else {})} for result in failed],
+                "failed": [
+                    {
+                        "name": result.name,
+                        "differences": result.differences,
+                        "planned": result.planned,
+                        **({"held_artifacts": result.artifacts} if result.artifacts else {}),
+                    }
+                    for result in failed
+                ],
                 "arguments": {"checked": sum(result.arguments_checked for result in results), "matching": sum(result.arguments_matching for result in results)},
                 "files": {"checked": sum(result.files_checked for result in results), "unchanged": sum(result.files_unchanged for result in results)},
                 "seconds": round(seconds, 1),

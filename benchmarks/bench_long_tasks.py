@@ -29,7 +29,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from toolpath.planner import Workspace  # noqa: E402
 
-_ACTIONS = ["compute the descriptors of molecule {n}", "book a flight to city {n}", "find the functional groups of compound {n}", "water plant {n}", "cluster library {n} by similarity"]
+_ACTIONS = [
+    "compute the descriptors of molecule {n}",
+    "book a flight to city {n}",
+    "find the functional groups of compound {n}",
+    "water plant {n}",
+    "cluster library {n} by similarity",
+]
 
 
 def timed(workspace: Workspace, text: str) -> dict:
@@ -50,7 +56,10 @@ def main(repeats: list[int], clauses: int) -> dict:
         "lipinski": {count: timed(workspace, "check Lipinski's rule of five and " * (count - 1) + "compute the descriptors") for count in repeats},
     }
     mixed = " and ".join(_ACTIONS[number % len(_ACTIONS)].format(n=number) for number in range(clauses))
-    ratios = {name: [round(runs[later]["seconds"] / max(runs[earlier]["seconds"], 1e-3), 2) for earlier, later in zip(repeats, repeats[1:])] for name, runs in series.items()}
+    ratios = {
+        name: [round(runs[later]["seconds"] / max(runs[earlier]["seconds"], 1e-3), 2) for earlier, later in zip(repeats, repeats[1:])]
+        for name, runs in series.items()
+    }
     return {**series, "mixed": timed(workspace, mixed), "ratios": ratios}
 
 

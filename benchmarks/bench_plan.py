@@ -99,7 +99,9 @@ def summary(times_ms: list[float]) -> dict:
     return {"p50_ms": round(statistics.median(ordered), 3), "p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))], 3), "max_ms": round(ordered[-1], 3)}
 
 
-def measure_toolpath(held: list[str], tools: list[dict], goal_sets: dict[str, list[list[str]]], time_budget_ms: float | None) -> tuple[dict, dict[str, list[dict]]]:
+def measure_toolpath(
+    held: list[str], tools: list[dict], goal_sets: dict[str, list[list[str]]], time_budget_ms: float | None
+) -> tuple[dict, dict[str, list[dict]]]:
     from toolpath.planner import StateGraph, plan
     from toolpath.registry import ToolDefinition, ToolRegistry
 
@@ -107,7 +109,9 @@ def measure_toolpath(held: list[str], tools: list[dict], goal_sets: dict[str, li
     registry = ToolRegistry()
     for tool in tools:
         registry.register_tool(
-            ToolDefinition(name=tool["name"], module="synthetic", server_name="synthetic", state_transition={"requires": tool["requires"], "produces": tool["produces"]})
+            ToolDefinition(
+                name=tool["name"], module="synthetic", server_name="synthetic", state_transition={"requires": tool["requires"], "produces": tool["produces"]}
+            )
         )
     registry_s = time.perf_counter() - started
     started = time.perf_counter()
@@ -127,7 +131,9 @@ def measure_toolpath(held: list[str], tools: list[dict], goal_sets: dict[str, li
             started = time.perf_counter()
             plan(graph, goal, held, time_budget_ms=time_budget_ms)
             warm = (time.perf_counter() - started) * 1000
-            results.append({"cold_ms": cold, "warm_ms": warm, "cost": found.cost, "lower_bound": found.lower_bound, "steps": len(found.steps), "optimal": found.optimal})
+            results.append(
+                {"cold_ms": cold, "warm_ms": warm, "cost": found.cost, "lower_bound": found.lower_bound, "steps": len(found.steps), "optimal": found.optimal}
+            )
         runs[kind] = results
         unproven = [result for result in results if not result["optimal"]]
         report[kind] = {
@@ -136,7 +142,9 @@ def measure_toolpath(held: list[str], tools: list[dict], goal_sets: dict[str, li
             "warm": summary([result["warm_ms"] for result in results]),
             "proven_optimal_share": round(sum(result["optimal"] for result in results) / len(results), 3),
             "mean_gap_where_unproven": round(statistics.mean(result["cost"] - result["lower_bound"] for result in unproven), 3) if unproven else None,
-            "mean_relative_gap_where_unproven": round(statistics.mean((result["cost"] - result["lower_bound"]) / result["cost"] for result in unproven), 3) if unproven else None,
+            "mean_relative_gap_where_unproven": round(statistics.mean((result["cost"] - result["lower_bound"]) / result["cost"] for result in unproven), 3)
+            if unproven
+            else None,
             "plan_steps_median": statistics.median(result["steps"] for result in results),
             "plan_steps_max": max(result["steps"] for result in results),
         }
@@ -156,7 +164,9 @@ def pddl(held: list[str], tools: list[dict], goals: list[list[str]], directory: 
     initial = " ".join(f"({state})" for state in held)
     for number, goal in enumerate(goals):
         goal_text = " ".join(f"({state})" for state in goal)
-        (directory / f"problem-{number}.pddl").write_text(f"(define (problem p{number}) (:domain synthetic) (:objects) (:init {initial}) (:goal (and {goal_text})))\n")
+        (directory / f"problem-{number}.pddl").write_text(
+            f"(define (problem p{number}) (:domain synthetic) (:objects) (:init {initial}) (:goal (and {goal_text})))\n"
+        )
 
 
 def pyperplan_worker(directory: Path, problems: int, timeout: float) -> None:
@@ -213,14 +223,35 @@ def measure_downward(python: Path, held: list[str], tools: list[dict], goals: li
             # The driver enforces the limit on its translator and search processes itself (killing
             # only the driver would leave the search running); the subprocess timeout is a backstop.
             completed = subprocess.run(
-                [str(python), script, "--overall-time-limit", f"{timeout:g}s", "--plan-file", f"{directory}/plan-{number}", f"{directory}/domain.pddl", f"{directory}/problem-{number}.pddl", "--search", "astar(lmcut())"],
-                capture_output=True, text=True, timeout=timeout + 30, cwd=directory,
+                [
+                    str(python),
+                    script,
+                    "--overall-time-limit",
+                    f"{timeout:g}s",
+                    "--plan-file",
+                    f"{directory}/plan-{number}",
+                    f"{directory}/domain.pddl",
+                    f"{directory}/problem-{number}.pddl",
+                    "--search",
+                    "astar(lmcut())",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=timeout + 30,
+                cwd=directory,
             )
             elapsed = (time.perf_counter() - started) * 1000
             cost = next((float(line.rsplit(":", 1)[1]) for line in completed.stdout.splitlines() if "] Plan cost:" in line), None)
             if cost is None:
                 # The driver's exit codes for running out of time in translation and in search.
-                results.append({"solved": False, "ms": None, "cost": None, "timed_out": completed.returncode in (DOWNWARD_TRANSLATE_OUT_OF_TIME, DOWNWARD_SEARCH_OUT_OF_TIME)})
+                results.append(
+                    {
+                        "solved": False,
+                        "ms": None,
+                        "cost": None,
+                        "timed_out": completed.returncode in (DOWNWARD_TRANSLATE_OUT_OF_TIME, DOWNWARD_SEARCH_OUT_OF_TIME),
+                    }
+                )
                 continue
             search = next((float(line.rsplit(":", 1)[1].strip().rstrip("s")) * 1000 for line in completed.stdout.splitlines() if "] Total time:" in line), None)
             results.append({"solved": True, "ms": elapsed, "search_ms": search, "cost": cost})
@@ -253,7 +284,9 @@ def main() -> None:
     parser.add_argument("--goals", type=int, default=200)
     parser.add_argument("--multi-goals", type=int, default=50)
     parser.add_argument("--five-goals", type=int, default=20)
-    parser.add_argument("--time-budget", type=float, default=None, metavar="MS", help="milliseconds per plan to prove optimality (default: the planner's default)")
+    parser.add_argument(
+        "--time-budget", type=float, default=None, metavar="MS", help="milliseconds per plan to prove optimality (default: the planner's default)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pyperplan-python", type=Path, default=DEFAULT_PYPERPLAN_PYTHON)
     parser.add_argument("--pyperplan-goals", type=int, default=20, help="goals of each kind pyperplan gets (it is slow)")
@@ -296,7 +329,9 @@ def main() -> None:
                 theirs = measure_downward(args.downward_python, held, tools, sample, args.downward_timeout)
                 measured[kind]["vs_fast_downward"] = compare(runs[kind][: len(sample)], theirs, "fast_downward")
         else:
-            measured["vs_fast_downward"] = f"skipped: --downward-goals 0, or no Fast Downward environment at {args.downward_python} (see this script's docstring)"
+            measured["vs_fast_downward"] = (
+                f"skipped: --downward-goals 0, or no Fast Downward environment at {args.downward_python} (see this script's docstring)"
+            )
         report["sizes"][str(size)] = measured
     print(json.dumps(report, indent=2))
 

@@ -109,8 +109,12 @@ def measure_quality(data: Path, tune: bool, limit: int | None) -> dict:
         for mode in ("bm25", "dense", "hybrid"):
             report[mode] = quality(SkillIndex(graph, embedder, mode=mode, cache=cache), single, multi)
         report["hybrid_with_sentence_transformers_queries"] = quality(SkillIndex(graph, PrecomputedQueries(texts, reference), cache=cache), single, multi)
-        report["hybrid_recall_at_5_change_from_query_path"] = round(report["hybrid"]["recall_at_5"] - report["hybrid_with_sentence_transformers_queries"]["recall_at_5"], 4)
-        report["query_path_agreement"] = agreement(fast, reference, [tool.description for tool in graph.registry] + list(dict.fromkeys(query.strip() for query, _ in single))[:1000])
+        report["hybrid_recall_at_5_change_from_query_path"] = round(
+            report["hybrid"]["recall_at_5"] - report["hybrid_with_sentence_transformers_queries"]["recall_at_5"], 4
+        )
+        report["query_path_agreement"] = agreement(
+            fast, reference, [tool.description for tool in graph.registry] + list(dict.fromkeys(query.strip() for query, _ in single))[:1000]
+        )
         if tune:
             grid = {}
             for rrf_k, weight in itertools.product((1, 5, 20, 60), (0.5, 0.6, 0.7, 0.8, 0.9)):
@@ -135,7 +139,9 @@ def speed_graph(affordances: list[str], tools: int, per_tool: int) -> StateGraph
     for number in range(tools):
         texts = affordances[number * per_tool : (number + 1) * per_tool]
         registry.register_tool(
-            ToolDefinition(name=f"tool_{number}", module="bench", server_name="bench", affordances=texts, state_transition={"produces": [f"bench.done_{number}"]})
+            ToolDefinition(
+                name=f"tool_{number}", module="bench", server_name="bench", affordances=texts, state_transition={"produces": [f"bench.done_{number}"]}
+            )
         )
     return StateGraph(registry)
 

@@ -99,7 +99,13 @@ def over_http(home: Path, calls: int) -> dict:
     tokens = home / "tokens.json"
     tokens.write_text(json.dumps({token: "bench"}))
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "toolpath.planner.cli", "serve", "--http", f"127.0.0.1:{port}", "--tokens", str(tokens)], cwd=ROOT, env={**os.environ, "TOOLPATH_HOME": str(home)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "toolpath.planner.cli", "serve", "--http", f"127.0.0.1:{port}", "--tokens", str(tokens)],
+        cwd=ROOT,
+        env={**os.environ, "TOOLPATH_HOME": str(home)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -112,7 +118,9 @@ def over_http(home: Path, calls: int) -> dict:
                 time.sleep(0.2)
 
         async def run() -> dict:
-            transport = streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120))
+            transport = streamable_http_client(
+                f"http://127.0.0.1:{port}/mcp", http_client=httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120)
+            )
             async with Client(transport) as client:
                 return await through(client, calls)
 
@@ -124,7 +132,9 @@ def over_http(home: Path, calls: int) -> dict:
 
 def over_stdio(home: Path, calls: int) -> dict:
     async def run() -> dict:
-        parameters = StdioServerParameters(command=sys.executable, args=["-m", "toolpath.planner.cli", "serve"], env={**os.environ, "TOOLPATH_HOME": str(home)}, cwd=str(ROOT))
+        parameters = StdioServerParameters(
+            command=sys.executable, args=["-m", "toolpath.planner.cli", "serve"], env={**os.environ, "TOOLPATH_HOME": str(home)}, cwd=str(ROOT)
+        )
         async with Client(parameters) as client:
             return await through(client, calls)
 

@@ -44,8 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from taskplan_catalogs import DEFAULT_DATA, write_catalogs  # noqa: E402
 
-from toolpath.planner import parts as parts_module  # noqa: E402
 from toolpath.planner import Workspace  # noqa: E402
+from toolpath.planner import parts as parts_module  # noqa: E402
 
 #: Values of ``FRAGMENT_MIN_SCORE`` tried by ``--tune``.
 FRAGMENT_GRID = (0.35, 0.45, 0.55, 0.6, 0.65, 0.7, 0.8)

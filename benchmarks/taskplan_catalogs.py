@@ -104,12 +104,22 @@ def tmdb_catalog(data: Path = DEFAULT_DATA) -> dict[str, Any]:
         requires = {f"tmdb.{name}" for name in re.findall(r"\{(\w+)\}", path) if name.endswith("_id")}
         produces = {f"tmdb.{name}" for name in _tmdb_produces(path, _response_properties(operation))} - requires
         own = f"tmdb.result.{_words(endpoint['id']).replace(' ', '_')}"
-        states[own] = {"token": own, "description": f"The result of {endpoint['id']}: {endpoint['desc']}", "affordances": [endpoint["desc"], endpoint["raw_desc"]]}
+        states[own] = {
+            "token": own,
+            "description": f"The result of {endpoint['id']}: {endpoint['desc']}",
+            "affordances": [endpoint["desc"], endpoint["raw_desc"]],
+        }
         for token in requires | produces:
             kind = token.removeprefix("tmdb.").replace("_", " ")
             states.setdefault(token, {"token": token, "description": f"A {kind} is known.", "affordances": [f"find the {kind}"]})
-        parameters = [{"name": name, "type": "str", **({"state": f"tmdb.{name}"} if f"tmdb.{name}" in requires else {})} for name in re.findall(r"\{(\w+)\}", path)]
-        parameters += [{"name": parameter["name"], "type": "str"} for parameter in operation.get("parameters", []) if parameter.get("required") and parameter.get("in") == "query"]
+        parameters = [
+            {"name": name, "type": "str", **({"state": f"tmdb.{name}"} if f"tmdb.{name}" in requires else {})} for name in re.findall(r"\{(\w+)\}", path)
+        ]
+        parameters += [
+            {"name": parameter["name"], "type": "str"}
+            for parameter in operation.get("parameters", [])
+            if parameter.get("required") and parameter.get("in") == "query"
+        ]
         tools.append(
             {
                 "name": endpoint["id"],
@@ -129,7 +139,14 @@ def ultratool_catalog(data: Path = DEFAULT_DATA) -> dict[str, Any]:
     for node in nodes:
         own = f"ultratool.result.{node['id']}"
         states.append({"token": own, "description": f"The result of {node['id']}: {node['desc']}", "affordances": [node["desc"]]})
-        tools.append({"name": node["id"], "description": f"{node['desc']} (domains: {', '.join(node.get('domain', []))})", "state_transition": {"requires": [], "produces": [own]}, "affordances": [_words(node["id"])]})
+        tools.append(
+            {
+                "name": node["id"],
+                "description": f"{node['desc']} (domains: {', '.join(node.get('domain', []))})",
+                "state_transition": {"requires": [], "produces": [own]},
+                "affordances": [_words(node["id"])],
+            }
+        )
     return {"domain": "ultratool", "package": "ultratool_api", "states": states, "tools": tools}
 
 

@@ -49,7 +49,9 @@ class Bindings:
     host_handles: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, tools: Iterable[ToolDefinition], taken: Iterable[str] = (), universe: Iterable[ToolDefinition] = (), toolkits: Sequence[Toolkit] = ()) -> Bindings:
+    def of(
+        cls, tools: Iterable[ToolDefinition], taken: Iterable[str] = (), universe: Iterable[ToolDefinition] = (), toolkits: Sequence[Toolkit] = ()
+    ) -> Bindings:
         """Name the handles of ``tools`` and ``toolkits``.
 
         Args:
@@ -110,7 +112,7 @@ class Bindings:
             entries = "".join(f"\n    {attribute!r}: {target!r}," for attribute, target in attributes.items())
             host = f", host={HOST_FUNCTION}({self.host_handles[name][0]!r})" if name in self.host_handles else ""
             lines.append(f"{name} = {BINDER_FUNCTION}({name!r}, {{{entries}\n}}{host})")
-        for name, (toolkit, attributes) in self.host_handles.items():
+        for name, (toolkit, _) in self.host_handles.items():
             if name not in self.handles:
                 lines.append(f"{name} = {HOST_FUNCTION}({toolkit!r})")
         return "\n".join(lines) + "\n" if lines else ""

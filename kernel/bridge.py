@@ -84,7 +84,16 @@ class Bridge:
         ValueError: both or neither of ``directory`` and ``listener``.
     """
 
-    def __init__(self, directory: str | None, generation: int, lookup: Lookup, max_result_bytes: int, result_store: ResultStore | None = None, accept_pickles: bool = True, listener: BridgeListener | None = None):
+    def __init__(
+        self,
+        directory: str | None,
+        generation: int,
+        lookup: Lookup,
+        max_result_bytes: int,
+        result_store: ResultStore | None = None,
+        accept_pickles: bool = True,
+        listener: BridgeListener | None = None,
+    ):
         if (directory is None) == (listener is None):
             raise ValueError("a bridge is reached through a Unix socket in directory, or through a listener: give exactly one")
         self.path = os.path.join(directory, "bridge.sock") if directory is not None else ""
@@ -243,7 +252,15 @@ class Bridge:
         try:
             found = self.lookup(target)
             if found is None:
-                self._send(writer, {"op": "error", "id": call_id, "type": "LookupError", "message": f"no host tool is bound as {target!r}; it may have been removed: list the handles with dir()"})
+                self._send(
+                    writer,
+                    {
+                        "op": "error",
+                        "id": call_id,
+                        "type": "LookupError",
+                        "message": f"no host tool is bound as {target!r}; it may have been removed: list the handles with dir()",
+                    },
+                )
                 return
             toolkit, name = found
             call = contained(toolkit.acall(name, message.get("args") or (), message.get("kwargs") or {}))
@@ -271,7 +288,15 @@ class Bridge:
         try:
             frame = wire.encode({"op": "result", "id": call_id, "value": value})
         except (wire.WireError, ValueError, RecursionError) as error:  # json refuses deep nesting
-            self._send(writer, {"op": "error", "id": call_id, "type": "BridgeError", "message": f"the result of {tool} (type {type(value).__name__}) cannot cross the bridge: {error}; return JSON-like data, or bind the tool in-kernel"})
+            self._send(
+                writer,
+                {
+                    "op": "error",
+                    "id": call_id,
+                    "type": "BridgeError",
+                    "message": f"the result of {tool} (type {type(value).__name__}) cannot cross the bridge: {error}; return JSON-like data, or bind the tool in-kernel",
+                },
+            )
             return
         if len(frame) <= self.max_result_bytes:
             if not writer.is_closing():
@@ -299,7 +324,14 @@ class Bridge:
             return
         frame = wire.encode(message)
         if len(frame) - 4 > self.max_frame_bytes:
-            frame = wire.encode({"op": "error", "id": _usable_id(message.get("id")), "type": "BridgeError", "message": f"the host's {message.get('op')} reply was {len(frame) - 4:,} bytes, over the frame limit of {self.max_frame_bytes:,}"})
+            frame = wire.encode(
+                {
+                    "op": "error",
+                    "id": _usable_id(message.get("id")),
+                    "type": "BridgeError",
+                    "message": f"the host's {message.get('op')} reply was {len(frame) - 4:,} bytes, over the frame limit of {self.max_frame_bytes:,}",
+                }
+            )
         writer.write(frame)
 
 
@@ -350,7 +382,10 @@ class BridgeListener:
         try:
             self._server = await asyncio.start_server(self._serve, host, port, ssl=self.certificate.context, ssl_handshake_timeout=HELLO_TIMEOUT)
         except OSError as error:
-            raise OSError(error.errno, f"the bridge cannot listen on {host}:{port} ({error.strerror or error}); set bridge_listen (or bridge_address) to an address of this host and a free port") from None
+            raise OSError(
+                error.errno,
+                f"the bridge cannot listen on {host}:{port} ({error.strerror or error}); set bridge_listen (or bridge_address) to an address of this host and a free port",
+            ) from None
         self._port = self._server.sockets[0].getsockname()[1]
 
     def spec(self) -> dict[str, Any]:

@@ -79,7 +79,12 @@ class _Connection:
                 try:
                     message = wire.decode(body)
                 except wire.WireError as error:
-                    message = {"op": "error", "id": error.envelope.get("id"), "type": "BridgeError", "message": f"the result cannot be loaded in the kernel: {error}"}
+                    message = {
+                        "op": "error",
+                        "id": error.envelope.get("id"),
+                        "type": "BridgeError",
+                        "message": f"the result cannot be loaded in the kernel: {error}",
+                    }
                 if message.get("op") == "closing":
                     # The host answers the calls in flight, then hangs up; new calls open a new connection.
                     self.closed_reason = reason = f"the host closed this bridge connection: {message.get('reason')}"
@@ -149,7 +154,9 @@ class BridgeClient:
                 reader, writer = await asyncio.open_connection(host, port, ssl=client_context(certificate), server_hostname=host, ssl_handshake_timeout=30)
         except (OSError, TimeoutError) as error:
             where = self.endpoint if isinstance(self.endpoint, str) else f"{self.endpoint[0]}:{self.endpoint[1]}"
-            raise BridgeError(f"cannot reach the host bridge at {where} ({error}); check that this kernel's host can reach that address (CodeMode's bridge_address), or restart the kernel") from None
+            raise BridgeError(
+                f"cannot reach the host bridge at {where} ({error}); check that this kernel's host can reach that address (CodeMode's bridge_address), or restart the kernel"
+            ) from None
         writer.write(wire.encode({"op": "hello", "token": self.token, "generation": self.generation}))
         try:
             body = await wire.read_frame(reader, self.max_frame_bytes)
@@ -179,14 +186,22 @@ class BridgeClient:
         on_host = isinstance(self.endpoint, str)
         if self.json_only and not wire.is_json_value(message):
             by_file = ", or save the data to a file and pass its path" if on_host else ""
-            raise BridgeError(f"the arguments of {target} are not JSON values, and the host accepts JSON only from this kernel (CodeMode's accept_pickles is off, as it is by default for kernels on other hosts); pass str, int, float, bool, None, lists and dicts with string keys{by_file}")
+            raise BridgeError(
+                f"the arguments of {target} are not JSON values, and the host accepts JSON only from this kernel (CodeMode's accept_pickles is off, as it is by default for kernels on other hosts); pass str, int, float, bool, None, lists and dicts with string keys{by_file}"
+            )
         try:
             frame = wire.encode(message)
         except wire.WireError as error:
             raise BridgeError(f"the arguments of {target} cannot cross the bridge: {error}") from None
         if len(frame) - 4 > self.max_frame_bytes:
-            ways_out = "save the data to a file and pass its path, or raise CodeMode(max_result_bytes=...)" if on_host else "pass less, or raise CodeMode(max_result_bytes=...)"
-            raise BridgeError(f"the arguments of {target} are {len(frame) - 4:,} bytes, over the bridge's limit of {self.max_frame_bytes:,} (max_result_bytes + 64 KiB); {ways_out}")
+            ways_out = (
+                "save the data to a file and pass its path, or raise CodeMode(max_result_bytes=...)"
+                if on_host
+                else "pass less, or raise CodeMode(max_result_bytes=...)"
+            )
+            raise BridgeError(
+                f"the arguments of {target} are {len(frame) - 4:,} bytes, over the bridge's limit of {self.max_frame_bytes:,} (max_result_bytes + 64 KiB); {ways_out}"
+            )
         return frame
 
     async def call(self, target: str, args: tuple, kwargs: dict[str, Any]) -> Any:

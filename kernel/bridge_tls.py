@@ -45,7 +45,7 @@ def generate(host: str) -> BridgeCertificate:
         alternative: x509.GeneralName = x509.IPAddress(ipaddress.ip_address(host))
     except ValueError:
         alternative = x509.DNSName(host)
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     public_key = key.public_key()
     certificate = (
         x509.CertificateBuilder()
@@ -57,7 +57,20 @@ def generate(host: str) -> BridgeCertificate:
         .not_valid_after(now + datetime.timedelta(days=VALID_DAYS))
         .add_extension(x509.SubjectAlternativeName([alternative]), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False, data_encipherment=False, key_agreement=False, key_cert_sign=False, crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(public_key), critical=False)
@@ -85,7 +98,9 @@ def load(certificate_file: str, key_file: str) -> BridgeCertificate:
             pem = file.read()
         return BridgeCertificate(pem, _server_context(certificate_file, key_file))
     except (OSError, ssl.SSLError, UnicodeDecodeError) as error:
-        raise ValueError(f"bridge_certificate ({certificate_file}, {key_file}) cannot be used: {error}; give a PEM certificate file and its PEM key file") from None
+        raise ValueError(
+            f"bridge_certificate ({certificate_file}, {key_file}) cannot be used: {error}; give a PEM certificate file and its PEM key file"
+        ) from None
 
 
 def _server_context(certificate_file: str, key_file: str) -> ssl.SSLContext:

@@ -54,11 +54,11 @@ from toolpath.kernel.bridge import Bridge, BridgeListener, toolkit_spec
 from toolpath.kernel.kernel_snapshot import pack, report_path, unpack
 from toolpath.kernel.output import CellResult, OutputLimits
 from toolpath.kernel.result_store import ResultStore
+from toolpath.kernel.sandbox import limit_notice
 from toolpath.kernel.session import INTERRUPT_GRACE, KernelError, KernelSession
 from toolpath.kernel.snapshot import SnapshotConflictError, SnapshotStore
 from toolpath.kernel.toolkit import Tool, Toolkit, as_toolkits
 from toolpath.registry import ToolDefinition
-from toolpath.kernel.sandbox import limit_notice
 from toolpath.registry.storage import StoreError
 
 if TYPE_CHECKING:
@@ -254,7 +254,19 @@ class CodeMode:
     ):
         if on_busy_kernel not in ("wait", "restart"):
             raise ValueError(f"on_busy_kernel must be 'wait' or 'restart', got {on_busy_kernel!r}")
-        for name, value in (("interrupt_grace", interrupt_grace), ("busy_wait", busy_wait), ("idle_ttl", idle_ttl), ("pool_size", pool_size), ("max_output_chars", max_output_chars), ("max_images_per_cell", max_images_per_cell), ("max_image_bytes", max_image_bytes), ("max_result_bytes", max_result_bytes), ("snapshot_debounce", snapshot_debounce), ("max_variable_bytes", max_variable_bytes), ("max_snapshot_bytes", max_snapshot_bytes)):
+        for name, value in (
+            ("interrupt_grace", interrupt_grace),
+            ("busy_wait", busy_wait),
+            ("idle_ttl", idle_ttl),
+            ("pool_size", pool_size),
+            ("max_output_chars", max_output_chars),
+            ("max_images_per_cell", max_images_per_cell),
+            ("max_image_bytes", max_image_bytes),
+            ("max_result_bytes", max_result_bytes),
+            ("snapshot_debounce", snapshot_debounce),
+            ("max_variable_bytes", max_variable_bytes),
+            ("max_snapshot_bytes", max_snapshot_bytes),
+        ):
             if value < 0:
                 raise ValueError(f"{name} must not be negative, got {value}")
         for name, cap in (("max_kernels", max_kernels), ("max_kernels_per_user", max_kernels_per_user)):
@@ -267,7 +279,9 @@ class CodeMode:
         if gateway_url is None and gateway_token is not None:
             raise ValueError("gateway_token is only used with gateway_url")
         if sandbox is not None and (kernel_name is not None or gateway_url is not None):
-            raise ValueError("sandbox applies to kernels this process starts itself, not with kernel_name or gateway_url (their kernels run where the kernelspec or gateway says)")
+            raise ValueError(
+                "sandbox applies to kernels this process starts itself, not with kernel_name or gateway_url (their kernels run where the kernelspec or gateway says)"
+            )
         if sandbox is not None:
             from toolpath.kernel.sandbox import bwrap_path
 
@@ -279,9 +293,13 @@ class CodeMode:
 
             self.gateway = Gateway(gateway_url, gateway_token, kernel_name)
         if self.gateway is not None and cwd is not None:
-            raise ValueError("cwd cannot be set for gateway kernels: the gateway chooses their working directory (Enterprise Gateway reads KERNEL_WORKING_DIR from env)")
+            raise ValueError(
+                "cwd cannot be set for gateway kernels: the gateway chooses their working directory (Enterprise Gateway reads KERNEL_WORKING_DIR from env)"
+            )
         if self.gateway is not None and offload_results:
-            raise ValueError(f"offload_results needs kernels on this machine: offloaded results are read from the SQLite file, which a kernel on a gateway cannot open; without it, results over max_result_bytes={max_result_bytes:,} raise ResultTooLarge in the cell")
+            raise ValueError(
+                f"offload_results needs kernels on this machine: offloaded results are read from the SQLite file, which a kernel on a gateway cannot open; without it, results over max_result_bytes={max_result_bytes:,} raise ResultTooLarge in the cell"
+            )
         self.kernel_name = kernel_name
         self.bridge_address = parse_host_port(bridge_address or "127.0.0.1:0", "bridge_address")
         self.bridge_listen = parse_host_port(bridge_listen, "bridge_listen") if bridge_listen is not None else self.bridge_address
@@ -384,7 +402,11 @@ class CodeMode:
         kernel = KernelSession(python=self.python, cwd=self.cwd, env=self.env, kernel_name=self.kernel_name, gateway=self.gateway, sandbox=self.sandbox)
         await kernel.start()
         try:
-            setup = await kernel.execute(f"import {_SETUP_MODULE} as _toolpath_setup\n_toolpath_setup.configure(allow_shell={self.allow_shell!r})\ndel _toolpath_setup", timeout=60, silent=True)
+            setup = await kernel.execute(
+                f"import {_SETUP_MODULE} as _toolpath_setup\n_toolpath_setup.configure(allow_shell={self.allow_shell!r})\ndel _toolpath_setup",
+                timeout=60,
+                silent=True,
+            )
             if setup.status != "ok":
                 raise KernelError(f"setting up the kernel failed: {_describe_error(setup)}")
             await self._bind(kernel, None)
@@ -426,7 +448,9 @@ class CodeMode:
         if bridge is not None:
             spec = {**bridge.spec(), "toolkits": specs, "results": str(bridge.result_store.path) if bridge.result_store else None}
             if self.result_store is not None and bridge.result_store is None:
-                spec["results_off"] = "offloaded results are kept in the host's SQLite file, which this kernel on another host cannot open; results over max_result_bytes raise ResultTooLarge instead"
+                spec["results_off"] = (
+                    "offloaded results are kept in the host's SQLite file, which this kernel on another host cannot open; results over max_result_bytes raise ResultTooLarge instead"
+                )
             code = f"import {HOST_MODULE} as _toolpath_bridge\n_toolpath_bridge.install({json.dumps(spec)!r})\ndel _toolpath_bridge\n" + code
             if self.result_store is not None:
                 code += f"from {HOST_MODULE} import results_handle as _toolpath_results\nresults = _toolpath_results()\ndel _toolpath_results\n"
@@ -539,13 +563,17 @@ class CodeMode:
                 candidates, option, cap, which = live, "max_kernels", self.max_kernels, "the cap on all users' kernels together"
             else:
                 return
-            idle = sorted((session for session in candidates if session.kernel is not None and not session.lock.locked()), key=lambda session: session.last_used)
+            idle = sorted(
+                (session for session in candidates if session.kernel is not None and not session.lock.locked()), key=lambda session: session.last_used
+            )
             if idle:
                 await self._discard(idle[0], evicted=f"shut down to make room for another session ({option}={cap}, {which})")
                 continue
             if time.monotonic() > deadline:
                 flag = "--" + option.replace("_", "-")
-                raise KernelError(f"{option}={cap} ({which}) is reached and all {len(candidates)} of those kernels are running cells; retry when one finishes, end or restart a session you no longer need, or raise the cap: CodeMode({option}=N), toolpath serve {flag} N")
+                raise KernelError(
+                    f"{option}={cap} ({which}) is reached and all {len(candidates)} of those kernels are running cells; retry when one finishes, end or restart a session you no longer need, or raise the cap: CodeMode({option}=N), toolpath serve {flag} N"
+                )
             await asyncio.sleep(0.05)
 
     async def _discard(self, session: _Session, evicted: str = "") -> None:
@@ -572,7 +600,9 @@ class CodeMode:
                     try:
                         await self._discard(session, evicted=f"shut down after {self.idle_ttl:g} s without use")
                     except Exception as error:  # one kernel that fails to stop must not end eviction for all
-                        session.notice = _join(session.notice, f"Stopping this session's idle kernel failed ({_shortened(f'{type(error).__name__}: {error}')}).")
+                        session.notice = _join(
+                            session.notice, f"Stopping this session's idle kernel failed ({_shortened(f'{type(error).__name__}: {error}')})."
+                        )
 
     # -- cells ------------------------------------------------------------------------------------
 
@@ -608,7 +638,14 @@ class CodeMode:
             if result.status == "dead" and session.kernel is not kernel:
                 # restart() (or an eviction) shut this kernel down under the running cell, and the
                 # kernel's end was seen before any error of the closed channels.
-                result = CellResult("dead", error={"ename": "KernelRestarted", "evalue": "the kernel was restarted while this cell ran; the cell was stopped and earlier variables are gone", "traceback": ""})
+                result = CellResult(
+                    "dead",
+                    error={
+                        "ename": "KernelRestarted",
+                        "evalue": "the kernel was restarted while this cell ran; the cell was stopped and earlier variables are gone",
+                        "traceback": "",
+                    },
+                )
             session.last_used = time.monotonic()
             if self.sandbox is not None:
                 notice = _join(notice, limit_notice(self.sandbox, result.status, result.error))
@@ -672,7 +709,9 @@ class CodeMode:
             if user_id is None:
                 raise SessionOwnerError(f"session {_shown(session_id)} belongs to a user; pass that user's user_id to use it")
             if session.owner is None:
-                raise SessionOwnerError(f"session {_shown(session_id)} was created without a user_id and belongs to no user; use it without user_id, or use another session id")
+                raise SessionOwnerError(
+                    f"session {_shown(session_id)} was created without a user_id and belongs to no user; use it without user_id, or use another session id"
+                )
             raise SessionOwnerError(f"session {_shown(session_id)} belongs to another user, so user {_shown(user_id)} cannot use it; use another session id")
         return session
 
@@ -703,7 +742,11 @@ class CodeMode:
         if snapshot.pickles:
             try:
                 await kernel.write_file(_RESTORE_FILE, pack(snapshot.pickles))
-                loaded = await kernel.execute(f"import {_SNAPSHOT_MODULE} as _toolpath_snapshot\n_toolpath_snapshot.restore({kernel.path(_RESTORE_FILE)!r})\ndel _toolpath_snapshot", timeout=self.timeout, silent=True)
+                loaded = await kernel.execute(
+                    f"import {_SNAPSHOT_MODULE} as _toolpath_snapshot\n_toolpath_snapshot.restore({kernel.path(_RESTORE_FILE)!r})\ndel _toolpath_snapshot",
+                    timeout=self.timeout,
+                    silent=True,
+                )
                 if loaded.status != "ok":
                     raise KernelError(_short_error(loaded))
                 report = json.loads(await kernel.take_file(report_path(_RESTORE_FILE)))
@@ -766,13 +809,20 @@ class CodeMode:
                 session.digests = {}
                 await self._write_snapshot(session)
         except Exception as error:  # the cell has already returned: tell the model next time, keep the old snapshot
-            session.notice = _join(session.notice, f"Saving this session's snapshot failed ({_shortened(f'{type(error).__name__}: {error}')}); the previous snapshot, if any, is kept.")
+            session.notice = _join(
+                session.notice,
+                f"Saving this session's snapshot failed ({_shortened(f'{type(error).__name__}: {error}')}); the previous snapshot, if any, is kept.",
+            )
 
     async def _write_snapshot(self, session: _Session) -> None:
         """Pickle the kernel's variables and store those whose pickle changed, in one transaction."""
         assert session.kernel is not None and self.snapshots is not None
         kernel = session.kernel
-        dumped = await kernel.execute(f"import {_SNAPSHOT_MODULE} as _toolpath_snapshot\n_toolpath_snapshot.dump({kernel.path(_DUMP_FILE)!r}, {self.max_variable_bytes}, {self.max_snapshot_bytes}, {session.digests!r})\ndel _toolpath_snapshot", timeout=self.timeout, silent=True)
+        dumped = await kernel.execute(
+            f"import {_SNAPSHOT_MODULE} as _toolpath_snapshot\n_toolpath_snapshot.dump({kernel.path(_DUMP_FILE)!r}, {self.max_variable_bytes}, {self.max_snapshot_bytes}, {session.digests!r})\ndel _toolpath_snapshot",
+            timeout=self.timeout,
+            silent=True,
+        )
         if dumped.status != "ok":
             raise KernelError(_short_error(dumped))
         report = json.loads(await kernel.take_file(report_path(_DUMP_FILE)))
@@ -796,7 +846,9 @@ class CodeMode:
         toolkit_names = {toolkit.name for toolkit in self.toolkits}
         clash = next((tool for tool in tools if tool.binding == "host" and toolkit_of(tool) in toolkit_names), None)
         if clash is not None:
-            raise ValueError(f"host tool {clash.name!r} belongs to {toolkit_of(clash)!r}, which is one of this CodeMode's own toolkits; pass its tools to CodeMode(tools=...) instead of binding them per session")
+            raise ValueError(
+                f"host tool {clash.name!r} belongs to {toolkit_of(clash)!r}, which is one of this CodeMode's own toolkits; pass its tools to CodeMode(tools=...) instead of binding them per session"
+            )
         session = await self._owned_session(session_id, user_id)
         new = [tool for tool in tools if tool.id not in mine and tool.id not in session.tools]
         if not new and not universe:
@@ -845,7 +897,11 @@ class CodeMode:
     async def _restart(self, session_id: str, user_id: str | None) -> None:
         if not self.allow_restart:
             raise PermissionError("restart is disabled for this CodeMode (allow_restart=False)")
-        if session_id not in self._sessions and session_id not in self._evicted and (self.snapshots is None or not (await asyncio.to_thread(self.snapshots.owner, session_id))[0]):
+        if (
+            session_id not in self._sessions
+            and session_id not in self._evicted
+            and (self.snapshots is None or not (await asyncio.to_thread(self.snapshots.owner, session_id))[0])
+        ):
             return  # nothing to restart, and nobody's session to claim
         session = await self._owned_session(session_id, user_id)
         # No lock: a restart must work while a stuck cell holds the session.
@@ -907,7 +963,11 @@ class CodeMode:
         return [
             toolkit
             for toolkit in self.toolkits
-            if toolkit.requires_connect and not toolkit.is_connected and toolkit.name not in ours and toolkit.name not in self._failures and inspect.iscoroutinefunction(toolkit.connect) == asynchronous
+            if toolkit.requires_connect
+            and not toolkit.is_connected
+            and toolkit.name not in ours
+            and toolkit.name not in self._failures
+            and inspect.iscoroutinefunction(toolkit.connect) == asynchronous
         ]
 
     def _claim(self, toolkit: Toolkit) -> concurrent.futures.Future | None:
@@ -1097,11 +1157,24 @@ class CodeMode:
         Raises:
             ValueError: another ``api``.
         """
-        declared = [("execute", _EXECUTE_DESCRIPTION, {"type": "object", "properties": {"code": {"type": "string", "description": "The Python cell to run."}}, "required": ["code"], "additionalProperties": False})]
+        declared = [
+            (
+                "execute",
+                _EXECUTE_DESCRIPTION,
+                {
+                    "type": "object",
+                    "properties": {"code": {"type": "string", "description": "The Python cell to run."}},
+                    "required": ["code"],
+                    "additionalProperties": False,
+                },
+            )
+        ]
         if self.allow_restart:
             declared.append(("restart", _RESTART_DESCRIPTION, {"type": "object", "properties": {}, "additionalProperties": False}))
         if api == "openai":
-            return [{"type": "function", "function": {"name": name, "description": description, "parameters": schema}} for name, description, schema in declared]
+            return [
+                {"type": "function", "function": {"name": name, "description": description, "parameters": schema}} for name, description, schema in declared
+            ]
         if api == "anthropic":
             return [{"name": name, "description": description, "input_schema": schema} for name, description, schema in declared]
         raise ValueError(f"api must be 'openai' or 'anthropic', got {api!r}")
@@ -1137,7 +1210,9 @@ class CodeMode:
         else:
             lines.append("Shell commands (%%bash, !) are disabled: use Python.")
         timeout = "no time limit" if self.timeout is None else f"{self.timeout:g} seconds"
-        lines.append(f"Each cell may run for {timeout}; output streams are cut to {self.limits.max_output_chars:,} characters (head and tail kept); at most {self.limits.max_images_per_cell} images of {self.limits.max_image_bytes:,} bytes each are returned.")
+        lines.append(
+            f"Each cell may run for {timeout}; output streams are cut to {self.limits.max_output_chars:,} characters (head and tail kept); at most {self.limits.max_images_per_cell} images of {self.limits.max_image_bytes:,} bytes each are returned."
+        )
         if self.allow_restart:
             lines.append("Call restart to discard the kernel and start again with no variables.")
         return "\n".join(lines) + "\n"

@@ -161,9 +161,13 @@ class GatewayKernel:
         """Open the kernel's channels (a gateway may hold the handshake until the kernel is up)."""
         assert self.kernel_id is not None
         try:
-            self._socket = await websockets.connect(self.gateway.websocket_url(self.kernel_id), additional_headers=self.gateway.headers, max_size=None, open_timeout=self._timeout, compression=None)
+            self._socket = await websockets.connect(
+                self.gateway.websocket_url(self.kernel_id), additional_headers=self.gateway.headers, max_size=None, open_timeout=self._timeout, compression=None
+            )
         except (OSError, websockets.exceptions.WebSocketException, TimeoutError) as error:
-            raise KernelError(f"cannot open the channels of kernel {self.kernel_id} on the gateway at {self.gateway.url}: {type(error).__name__}: {error or 'no answer'}; check the gateway's log (the kernel may have failed to start)") from None
+            raise KernelError(
+                f"cannot open the channels of kernel {self.kernel_id} on the gateway at {self.gateway.url}: {type(error).__name__}: {error or 'no answer'}; check the gateway's log (the kernel may have failed to start)"
+            ) from None
         self._disconnected = ""
         self._reader = asyncio.create_task(self._route())
 
@@ -186,13 +190,17 @@ class GatewayKernel:
         try:
             response = await self.gateway.http().request(method, path, json=json, timeout=timeout or self.gateway.request_timeout)
         except httpx2.HTTPError as error:
-            raise KernelError(f"cannot reach the kernel gateway at {self.gateway.url} ({type(error).__name__}: {error or 'no answer in time'}); check gateway_url (http or https, host, port) and that the gateway is running") from None
+            raise KernelError(
+                f"cannot reach the kernel gateway at {self.gateway.url} ({type(error).__name__}: {error or 'no answer in time'}); check gateway_url (http or https, host, port) and that the gateway is running"
+            ) from None
         if response.status_code == 404 and missing_ok:
             return None
         if response.status_code == 404 and method == "POST" and path == "api/kernels":
             raise KernelError(f"the kernel gateway at {self.gateway.url} has no kernels API there (HTTP 404); check gateway_url, including its base path")
         if response.status_code in (401, 403):
-            raise KernelError(f"the kernel gateway at {self.gateway.url} refused the request (HTTP {response.status_code}); check the gateway token (CodeMode's gateway_token, or $TOOLPATH_GATEWAY_TOKEN for the toolpath command)")
+            raise KernelError(
+                f"the kernel gateway at {self.gateway.url} refused the request (HTTP {response.status_code}); check the gateway token (CodeMode's gateway_token, or $TOOLPATH_GATEWAY_TOKEN for the toolpath command)"
+            )
         if response.status_code >= 400:
             raise KernelError(f"the kernel gateway at {self.gateway.url} answered {method} {path} with HTTP {response.status_code}: {_reason(response)}")
         return response.json() if response.content else {}
@@ -209,7 +217,9 @@ class GatewayKernel:
         names = sorted(specs.get("kernelspecs", {})) if isinstance(specs, dict) else []
         if not names or self.gateway.kernel_name in names:
             return None
-        return KernelError(f"the kernel gateway at {self.gateway.url} has no kernelspec {self.gateway.kernel_name!r}; it has {', '.join(names)} (set kernel_name to one of them)")
+        return KernelError(
+            f"the kernel gateway at {self.gateway.url} has no kernelspec {self.gateway.kernel_name!r}; it has {', '.join(names)} (set kernel_name to one of them)"
+        )
 
     async def _wait_for_ready(self, timeout: float) -> None:
         """Send ``kernel_info_request`` until the kernel answers (it ignores requests while starting)."""
@@ -223,7 +233,11 @@ class GatewayKernel:
                         return
             gone = self._lost or self._disconnected
             if gone or asyncio.get_running_loop().time() > deadline:
-                raise KernelError(f"kernel {self.kernel_id} on the gateway at {self.gateway.url} did not answer within {timeout:g} s" + (f" ({gone})" if gone else "") + "; check the gateway's log")
+                raise KernelError(
+                    f"kernel {self.kernel_id} on the gateway at {self.gateway.url} did not answer within {timeout:g} s"
+                    + (f" ({gone})" if gone else "")
+                    + "; check the gateway's log"
+                )
 
     async def _route(self) -> None:
         """Queue each incoming message by channel; note when the gateway says the kernel is gone."""
@@ -251,7 +265,16 @@ class GatewayKernel:
     async def _send(self, channel: str, message_type: str, content: dict[str, Any]) -> str:
         message_id = uuid.uuid4().hex
         header = msg_header(message_id, message_type, "toolpath", self._session_id)
-        message = {"header": header, "msg_id": message_id, "msg_type": message_type, "parent_header": {}, "metadata": {}, "content": content, "buffers": [], "channel": channel}
+        message = {
+            "header": header,
+            "msg_id": message_id,
+            "msg_type": message_type,
+            "parent_header": {},
+            "metadata": {},
+            "content": content,
+            "buffers": [],
+            "channel": channel,
+        }
         try:
             await self._socket.send(json.dumps(message, default=json_default))
         except websockets.exceptions.ConnectionClosed as error:
@@ -260,7 +283,11 @@ class GatewayKernel:
 
     async def execute(self, code: str, silent: bool, store_history: bool) -> str:
         """Send an ``execute_request`` (stdin off: ``input()`` raises in the cell); its message id."""
-        return await self._send("shell", "execute_request", {"code": code, "silent": silent, "store_history": store_history, "user_expressions": {}, "allow_stdin": False, "stop_on_error": True})
+        return await self._send(
+            "shell",
+            "execute_request",
+            {"code": code, "silent": silent, "store_history": store_history, "user_expressions": {}, "allow_stdin": False, "stop_on_error": True},
+        )
 
     async def get_iopub_msg(self, timeout: float) -> dict[str, Any]:
         return await self._next("iopub", timeout)

@@ -269,7 +269,9 @@ class ToolHandle:
             with _sigint_handler(signal.default_int_handler):
                 module = importlib.import_module(module_name)
         except Exception as error:  # importing runs the module's code: report whatever it raised
-            raise RuntimeError(f"tool {self._toolkit}.{name} cannot be bound: importing module {module_name!r} failed ({type(error).__name__}: {error}); check the tool's module in its catalog") from None
+            raise RuntimeError(
+                f"tool {self._toolkit}.{name} cannot be bound: importing module {module_name!r} failed ({type(error).__name__}: {error}); check the tool's module in its catalog"
+            ) from None
         function = next((getattr(module, candidate) for candidate in function_names(name) if callable(getattr(module, candidate, None))), None)
         if function is None:
             expected = " or ".join(repr(candidate) for candidate in function_names(name))

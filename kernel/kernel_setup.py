@@ -156,7 +156,12 @@ def _handle_hint(namespace: dict[str, Any], error: BaseException) -> str:
 def _is_broken(stream: Any) -> bool:
     """A stream print() and ipykernel cannot use: ``None``, closed, or without ``write``/``flush``."""
     try:
-        return stream is None or bool(getattr(stream, "closed", False)) or not callable(getattr(stream, "write", None)) or not callable(getattr(stream, "flush", None))
+        return (
+            stream is None
+            or bool(getattr(stream, "closed", False))
+            or not callable(getattr(stream, "write", None))
+            or not callable(getattr(stream, "flush", None))
+        )
     except Exception:  # an object whose attributes raise is no stream either
         return True
 
@@ -181,7 +186,10 @@ def _reopen_broken_streams(result: Any = None) -> None:
             setattr(sys, name, fresh)
             reopened.append(f"sys.{name}")
     if reopened:
-        print(f"toolpath: {' and '.join(reopened)} had been closed or replaced by something that is not a stream; reopened (output not yet shown when that happened was lost)", file=sys.stderr)
+        print(
+            f"toolpath: {' and '.join(reopened)} had been closed or replaced by something that is not a stream; reopened (output not yet shown when that happened was lost)",
+            file=sys.stderr,
+        )
 
 
 def answer(payload: Any) -> None:

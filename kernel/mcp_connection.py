@@ -141,7 +141,9 @@ class MCPConnection:
                 ready.cancel()  # the owner reports nothing more to anyone
                 await self._stop_owner(cancel=True)  # first, so a stdio server has exited and its stderr is complete
                 if isinstance(error, TimeoutError):
-                    raise MCPConnectionError(self._describe(f"did not start, answer and list its tools within {self.config.connect_timeout:g} s (connect_timeout)")) from None
+                    raise MCPConnectionError(
+                        self._describe(f"did not start, answer and list its tools within {self.config.connect_timeout:g} s (connect_timeout)")
+                    ) from None
                 if isinstance(error, MCPConnectionError) or not isinstance(error, Exception):
                     raise
                 raise MCPConnectionError(self._describe(f"could not be started or reached ({_reason(error)})")) from None

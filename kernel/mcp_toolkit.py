@@ -86,7 +86,17 @@ class MCPToolkit(Toolkit):
         if isinstance(args, str):
             raise TypeError(f"args is a list of arguments, e.g. args=[{args!r}], not one string")
         try:
-            config = MCPServerConfig.checked(name=name, command=command, args=tuple(args), env=dict(env or {}), cwd=cwd, url=url, headers=dict(headers or {}), connect_timeout=connect_timeout, call_timeout=call_timeout)
+            config = MCPServerConfig.checked(
+                name=name,
+                command=command,
+                args=tuple(args),
+                env=dict(env or {}),
+                cwd=cwd,
+                url=url,
+                headers=dict(headers or {}),
+                connect_timeout=connect_timeout,
+                call_timeout=call_timeout,
+            )
         except ValueError as error:
             raise ValueError(f"MCP server {name!r}: {error}") from None
         self.connection = MCPConnection(config)
@@ -120,7 +130,9 @@ class MCPToolkit(Toolkit):
                     # In a thread: a server may list thousands of tools, and this loop runs other sessions' cells.
                     tools, skipped = await asyncio.to_thread(_bound_tools, self.connection, included)
             except TimeoutError:
-                raise MCPConnectionError(f"MCP server {self.name!r}: binding its {len(included)} tools did not finish within {timeout:g} s (connect_timeout); raise connect_timeout, or bind fewer with include=[...]") from None
+                raise MCPConnectionError(
+                    f"MCP server {self.name!r}: binding its {len(included)} tools did not finish within {timeout:g} s (connect_timeout); raise connect_timeout, or bind fewer with include=[...]"
+                ) from None
         except BaseException:
             await self.connection.aclose()  # not bound: the server must not outlive this failure
             raise
@@ -130,7 +142,11 @@ class MCPToolkit(Toolkit):
         self.skipped = skipped
         if skipped:
             listing = "; ".join(f"{shown_name(name)} ({reason})" for name, reason in skipped.items())
-            warnings.warn(f"MCP server {self.name!r}: skipped {len(skipped)} tool{'s' if len(skipped) != 1 else ''} that cannot be bound: {listing}. Its other tools are bound; ask the server's maintainers to fix these.", RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"MCP server {self.name!r}: skipped {len(skipped)} tool{'s' if len(skipped) != 1 else ''} that cannot be bound: {listing}. Its other tools are bound; ask the server's maintainers to fix these.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         self.is_connected = True
 
     async def close(self) -> None:
@@ -164,7 +180,11 @@ class MCPConnections:
     async def aclose(self) -> list[str]:
         """Close every connection (they reconnect on their next call); returns what failed, as text."""
         results = await asyncio.gather(*(connection.aclose() for connection in self._connections.values()), return_exceptions=True)
-        return [f"MCP server {connection.config.label!r}: {type(result).__name__}: {result}" for connection, result in zip(self._connections.values(), results) if isinstance(result, Exception)]
+        return [
+            f"MCP server {connection.config.label!r}: {type(result).__name__}: {result}"
+            for connection, result in zip(self._connections.values(), results)
+            if isinstance(result, Exception)
+        ]
 
 
 def catalog_tool(definition: ToolDefinition, connections: MCPConnections) -> Tool:
@@ -183,11 +203,23 @@ def catalog_tool(definition: ToolDefinition, connections: MCPConnections) -> Too
     if isinstance(server, str):
         error = f"its MCP server {server!r} is only a name: load the tool from a catalog that declares it under `mcp_servers`, or give an MCPServerConfig"
         return Tool(None, name=definition.name, description=definition.description, load_error=error)
-    parameters = [inspect.Parameter(parameter.python_name, inspect.Parameter.KEYWORD_ONLY, annotation=ShownText(parameter.type)) for parameter in definition.required_parameters]
-    parameters += [inspect.Parameter(parameter.python_name, inspect.Parameter.KEYWORD_ONLY, default=parameter.default, annotation=ShownText(parameter.type)) for parameter in definition.optional_parameters]
+    parameters = [
+        inspect.Parameter(parameter.python_name, inspect.Parameter.KEYWORD_ONLY, annotation=ShownText(parameter.type))
+        for parameter in definition.required_parameters
+    ]
+    parameters += [
+        inspect.Parameter(parameter.python_name, inspect.Parameter.KEYWORD_ONLY, default=parameter.default, annotation=ShownText(parameter.type))
+        for parameter in definition.optional_parameters
+    ]
     returns = ShownText(definition.return_spec.type) if definition.return_spec else inspect.Signature.empty
     signature = inspect.Signature(parameters, return_annotation=returns)
-    return _calling_tool(connections.get(server), definition.name, definition.description, signature, {parameter.python_name: parameter.name for parameter in definition.parameters})
+    return _calling_tool(
+        connections.get(server),
+        definition.name,
+        definition.description,
+        signature,
+        {parameter.python_name: parameter.name for parameter in definition.parameters},
+    )
 
 
 def unbindable_reason(name: str, input_schema: Any) -> str:
@@ -235,7 +267,9 @@ def server_tool(connection: MCPConnection, name: str, description: str, input_sc
     for wire_name in order:
         schema = properties[wire_name]
         default = inspect.Parameter.empty if wire_name in required else (schema.get("default") if isinstance(schema, dict) else None)
-        parameters.append(inspect.Parameter(names.python(wire_name), inspect.Parameter.KEYWORD_ONLY, default=default, annotation=ShownText(type_from_json_schema(schema))))
+        parameters.append(
+            inspect.Parameter(names.python(wire_name), inspect.Parameter.KEYWORD_ONLY, default=default, annotation=ShownText(type_from_json_schema(schema)))
+        )
     if input_schema.get("additionalProperties") not in (None, False):
         taken, rest = {parameter.name for parameter in parameters}, "arguments"
         while rest in taken:

@@ -208,7 +208,9 @@ class CellOutput:
         else:
             self.images.append(image)
 
-    def build(self, status: Status, execution_count: int | None = None, error: dict | None = None, notice: str = "", tool_calls: dict[str, int] | None = None) -> CellResult:
+    def build(
+        self, status: Status, execution_count: int | None = None, error: dict | None = None, notice: str = "", tool_calls: dict[str, int] | None = None
+    ) -> CellResult:
         """The capped result; ``error`` (if given) replaces the cell's own."""
         limit = self.limits.max_output_chars
         truncated = [name for name, stream in (("stdout", self.stdout), ("stderr", self.stderr)) if stream.truncated]

@@ -42,7 +42,10 @@ class ResultStore:
         with connected(self.path, _PURPOSE) as database, transaction(database, immediate=True):
             if not table_exists(database, _TABLE, _COLUMNS, ("id",), self.path, _PURPOSE):
                 database.execute(f"create table {_TABLE} (id text primary key, tool text, type text, size integer, created float, body blob)")
-            database.execute(f"insert into {_TABLE} (id, tool, type, size, created, body) values (?, ?, ?, ?, ?, ?)", [result_id, tool, value_type, len(value_body), time.time(), value_body])
+            database.execute(
+                f"insert into {_TABLE} (id, tool, type, size, created, body) values (?, ?, ?, ?, ?, ?)",
+                [result_id, tool, value_type, len(value_body), time.time(), value_body],
+            )
         return result_id
 
     def get(self, result_id: str) -> Any:

@@ -55,7 +55,19 @@ PROVISIONER_NAME = "toolpath-sandbox"
 #: in a folder of its own (an editable install maps them to the source tree's folders).
 TOOLPATH_PACKAGES = ("toolpath", "toolpath.kernel", "toolpath.registry", "toolpath.catalogs", "toolpath.planner")
 #: Files of ``/etc`` that programs read and that hold no secret (dynamic linker, time zone, TLS roots, names).
-ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/ssl", "/etc/ca-certificates", "/etc/nsswitch.conf", "/etc/hosts", "/etc/resolv.conf", "/etc/mime.types", "/etc/fonts")
+ETC_FILES = (
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/nsswitch.conf",
+    "/etc/hosts",
+    "/etc/resolv.conf",
+    "/etc/mime.types",
+    "/etc/fonts",
+)
 #: System directories, read-only.
 SYSTEM_DIRECTORIES = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32")
 #: Parts of ``/proc`` that change the host's kernel, made read-only (bubblewrap leaves them
@@ -119,7 +131,13 @@ class SandboxPolicy:
 
     def limits(self) -> dict[str, int]:
         """The resource limits :mod:`toolpath.kernel.sandbox_launch` sets: ``{"RLIMIT_…": value}``."""
-        limits = {"RLIMIT_DATA": self.memory_bytes, "RLIMIT_CPU": self.cpu_seconds, "RLIMIT_NPROC": self.processes, "RLIMIT_NOFILE": self.open_files, "RLIMIT_FSIZE": self.disk_bytes}
+        limits = {
+            "RLIMIT_DATA": self.memory_bytes,
+            "RLIMIT_CPU": self.cpu_seconds,
+            "RLIMIT_NPROC": self.processes,
+            "RLIMIT_NOFILE": self.open_files,
+            "RLIMIT_FSIZE": self.disk_bytes,
+        }
         return {name: value for name, value in limits.items() if value is not None}
 
     def group_memory_bytes(self) -> int | None:
@@ -257,7 +275,9 @@ def limit_notice(policy: SandboxPolicy, status: str, error: dict[str, str] | Non
     if status == "dead":
         limits = [f"{policy.cpu_seconds:,} s of CPU time (SandboxPolicy.cpu_seconds)"] if policy.cpu_seconds is not None else []
         if policy.memory_bytes is not None and not control_group_problem():
-            limits.append(f"{policy.group_memory_bytes():,} bytes of memory for all its processes and files (SandboxPolicy.memory_bytes, plus its home, /tmp and /dev/shm)")
+            limits.append(
+                f"{policy.group_memory_bytes():,} bytes of memory for all its processes and files (SandboxPolicy.memory_bytes, plus its home, /tmp and /dev/shm)"
+            )
         return f"A sandboxed kernel is stopped past {' or '.join(limits)}, which may be why it died." if limits else ""
     return ""
 

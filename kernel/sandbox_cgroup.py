@@ -199,7 +199,11 @@ def remove_stale_groups() -> list[str]:
         for parent in _parents(CONTROLLERS):
             for entry in os.scandir(parent):
                 with contextlib.suppress(OSError):
-                    if entry.name.startswith(GROUP_PREFIX) and time.time() - entry.stat().st_mtime > STALE_SECONDS and not KernelControlGroup((entry.path,)).processes():
+                    if (
+                        entry.name.startswith(GROUP_PREFIX)
+                        and time.time() - entry.stat().st_mtime > STALE_SECONDS
+                        and not KernelControlGroup((entry.path,)).processes()
+                    ):
                         os.rmdir(entry.path)
                         removed.append(entry.path)
     return removed

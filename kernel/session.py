@@ -111,7 +111,11 @@ def remove_stale_directories(root: str | None = None) -> list[str]:
         return removed
     for entry in entries:
         try:
-            if not entry.name.startswith(_DIRECTORY_PREFIX) or not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.getuid():
+            if (
+                not entry.name.startswith(_DIRECTORY_PREFIX)
+                or not entry.is_dir(follow_symlinks=False)
+                or entry.stat(follow_symlinks=False).st_uid != os.getuid()
+            ):
                 continue
             owner = _read_owner(os.path.join(entry.path, _OWNER_FILE))
             if owner is not None:
@@ -275,7 +279,16 @@ class KernelSession:
     Use as ``async with KernelSession() as session: result = await session.execute(code)``.
     """
 
-    def __init__(self, python: str | None = None, cwd: str | None = None, env: dict[str, str] | None = None, startup_timeout: float = 60.0, kernel_name: str | None = None, gateway: Gateway | None = None, sandbox: SandboxPolicy | None = None):
+    def __init__(
+        self,
+        python: str | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        startup_timeout: float = 60.0,
+        kernel_name: str | None = None,
+        gateway: Gateway | None = None,
+        sandbox: SandboxPolicy | None = None,
+    ):
         if python is not None and (kernel_name is not None or gateway is not None):
             raise ValueError("python cannot be combined with kernel_name or a gateway: the kernelspec names the kernel's interpreter")
         if sandbox is not None and (kernel_name is not None or gateway is not None):
@@ -285,7 +298,9 @@ class KernelSession:
 
             bwrap_path()  # raises SandboxUnavailableError now, not at the first cell
         if cwd is not None and gateway is not None:
-            raise ValueError("cwd cannot be set for gateway kernels: the gateway chooses their working directory (Enterprise Gateway reads KERNEL_WORKING_DIR from env)")
+            raise ValueError(
+                "cwd cannot be set for gateway kernels: the gateway chooses their working directory (Enterprise Gateway reads KERNEL_WORKING_DIR from env)"
+            )
         self.python = python or sys.executable
         self.cwd = cwd if gateway is not None else cwd or os.getcwd()
         self.env = env or {}
@@ -369,7 +384,10 @@ class KernelSession:
 
     async def _remote_directory(self) -> str:
         """Create the remote kernel's private directory (this also checks toolpath is importable there)."""
-        reply = await self._file_call("create_directory()", "the remote kernel cannot run toolpath's kernel code; install toolpath where the kernel runs (in its image, for Enterprise Gateway)")
+        reply = await self._file_call(
+            "create_directory()",
+            "the remote kernel cannot run toolpath's kernel code; install toolpath where the kernel runs (in its image, for Enterprise Gateway)",
+        )
         return reply["directory"]
 
     @property
@@ -398,7 +416,11 @@ class KernelSession:
                 if self._kernel.connection_lost() or not await self._kernel.is_alive():
                     return False
                 continue
-            if message.get("parent_header", {}).get("msg_id") == message_id and message["msg_type"] == "status" and message["content"].get("execution_state") == "idle":
+            if (
+                message.get("parent_header", {}).get("msg_id") == message_id
+                and message["msg_type"] == "status"
+                and message["content"].get("execution_state") == "idle"
+            ):
                 return True
         return False
 
@@ -440,7 +462,9 @@ class KernelSession:
         comm_id = uuid.uuid4().hex
         await self._kernel.send_shell("comm_open", {"comm_id": comm_id, "target_name": COMM_TARGET, "data": {"name": name}})
         for start in range(0, len(data), TRANSFER_CHUNK_BYTES):
-            await self._kernel.send_shell("comm_msg", {"comm_id": comm_id, "data": {"chunk": base64.b64encode(data[start : start + TRANSFER_CHUNK_BYTES]).decode()}})
+            await self._kernel.send_shell(
+                "comm_msg", {"comm_id": comm_id, "data": {"chunk": base64.b64encode(data[start : start + TRANSFER_CHUNK_BYTES]).decode()}}
+            )
         closed = await self._kernel.send_shell("comm_close", {"comm_id": comm_id, "data": {}})
         # The kernel handles shell messages in order: once the close is done, every chunk is written.
         if not await self._until_idle(closed, _TRANSFER_SECONDS):
@@ -477,19 +501,34 @@ class KernelSession:
             KernelError: ``failure``, and why: the cell failed, its answer did not arrive, or it is
                 an ``{"error": ...}``.
         """
-        answer = await self.execute(f"import {_FILES_MODULE} as _toolpath_files\n_toolpath_files.{call}\ndel _toolpath_files", timeout=_TRANSFER_SECONDS, silent=True, limits=_TRANSFER_LIMITS)
+        answer = await self.execute(
+            f"import {_FILES_MODULE} as _toolpath_files\n_toolpath_files.{call}\ndel _toolpath_files",
+            timeout=_TRANSFER_SECONDS,
+            silent=True,
+            limits=_TRANSFER_LIMITS,
+        )
         if answer.status != "ok":
             raise KernelError(f"{failure} ({_error_line(answer)})")
         lines = answer.stdout.strip().splitlines()
         if not lines:
             dropped = f" ({answer.stderr.strip()[:200]})" if answer.stderr.strip() else ""
-            raise KernelError(f"{failure}: the kernel's answer did not arrive{dropped}; a gateway drops output over its IOPub data rate limit: set it higher, or to 0 (Kernel Gateway: --ZMQChannelsWebsocketConnection.iopub_data_rate_limit=0)")
+            raise KernelError(
+                f"{failure}: the kernel's answer did not arrive{dropped}; a gateway drops output over its IOPub data rate limit: set it higher, or to 0 (Kernel Gateway: --ZMQChannelsWebsocketConnection.iopub_data_rate_limit=0)"
+            )
         reply = json.loads(lines[-1])
         if "error" in reply:
             raise KernelError(f"{failure}: {reply['error']}")
         return reply
 
-    async def execute(self, code: str, timeout: float | None = 300.0, limits: OutputLimits | None = None, silent: bool = False, interrupt_grace: float = INTERRUPT_GRACE, on_start: Callable[[str], None] | None = None) -> CellResult:
+    async def execute(
+        self,
+        code: str,
+        timeout: float | None = 300.0,
+        limits: OutputLimits | None = None,
+        silent: bool = False,
+        interrupt_grace: float = INTERRUPT_GRACE,
+        on_start: Callable[[str], None] | None = None,
+    ) -> CellResult:
         """Run ``code`` as one cell (top-level ``await`` allowed) and collect its output.
 
         Args:
@@ -568,7 +607,12 @@ class KernelSession:
             # The cell raised but no error reached iopub (it broke the streams that carry it): the
             # shell reply still says so.
             traceback = "\n".join(str(line) for line in reply.get("traceback") or [])
-            return output.build("error", execution_count, error={"ename": str(reply.get("ename", "")), "evalue": str(reply.get("evalue", "")), "traceback": traceback}, tool_calls=tool_calls)
+            return output.build(
+                "error",
+                execution_count,
+                error={"ename": str(reply.get("ename", "")), "evalue": str(reply.get("evalue", "")), "traceback": traceback},
+                tool_calls=tool_calls,
+            )
         if output.error is None:
             # The cell finished as the interrupt was sent; the interrupt may also have cut it short
             # without an exception (a very short timeout can land before user code runs). Say so.
@@ -649,6 +693,12 @@ def _tool_calls(reply: dict) -> dict[str, int]:
     for payload in reply.get("payload") or []:
         if isinstance(payload, dict) and payload.get("source") == TOOL_CALLS_PAYLOAD and isinstance(payload.get("tool_calls"), dict):
             for target, count in payload["tool_calls"].items():
-                if isinstance(target, str) and len(target) <= _MAX_TARGET_CHARS and type(count) is int and count > 0 and (target in calls or len(calls) < _MAX_CALL_TARGETS):
+                if (
+                    isinstance(target, str)
+                    and len(target) <= _MAX_TARGET_CHARS
+                    and type(count) is int
+                    and count > 0
+                    and (target in calls or len(calls) < _MAX_CALL_TARGETS)
+                ):
                     calls[target] = calls.get(target, 0) + count
     return calls

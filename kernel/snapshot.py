@@ -110,7 +110,15 @@ class SnapshotStore:
             row = database.execute(f"select owner from {_SESSIONS} where session_id = ?", [session_id]).fetchone()
         return (row is not None, row[0] if row is not None else None)
 
-    def save(self, session_id: str, owner: str | None, saved: Mapping[str, str], changed: Mapping[str, bytes], skipped: Mapping[str, str], data: Mapping[str, Any] | None) -> None:
+    def save(
+        self,
+        session_id: str,
+        owner: str | None,
+        saved: Mapping[str, str],
+        changed: Mapping[str, bytes],
+        skipped: Mapping[str, str],
+        data: Mapping[str, Any] | None,
+    ) -> None:
         """Make the session's snapshot hold exactly the variables ``saved`` names, in one transaction.
 
         Args:
@@ -144,7 +152,9 @@ class SnapshotStore:
     def load(self, session_id: str) -> Snapshot | None:
         """The session's snapshot, or ``None`` when it has none (never saved, or discarded)."""
         with connected(self.path, _PURPOSE) as database:
-            if not table_exists(database, _SESSIONS, _SESSION_COLUMNS, ("session_id",), self.path, _PURPOSE) or not table_exists(database, _VARIABLES, _VARIABLE_COLUMNS, ("session_id", "name"), self.path, _PURPOSE):
+            if not table_exists(database, _SESSIONS, _SESSION_COLUMNS, ("session_id",), self.path, _PURPOSE) or not table_exists(
+                database, _VARIABLES, _VARIABLE_COLUMNS, ("session_id", "name"), self.path, _PURPOSE
+            ):
                 return None
             with transaction(database):  # variables and session row of one snapshot, not of two
                 row = database.execute(f"select saved, skipped, data from {_SESSIONS} where session_id = ?", [session_id]).fetchone()
@@ -154,7 +164,9 @@ class SnapshotStore:
         try:
             skipped, data = json.loads(row[1] or "{}"), json.loads(row[2]) if row[2] else None
         except ValueError as error:
-            raise StoreError(self.path, _PURPOSE, f"the snapshot of session {session_id!r} is damaged ({error})", "Restart the session to discard that snapshot") from error
+            raise StoreError(
+                self.path, _PURPOSE, f"the snapshot of session {session_id!r} is damaged ({error})", "Restart the session to discard that snapshot"
+            ) from error
         return Snapshot({name: pickle for name, _, pickle in variables}, {name: digest for name, digest, _ in variables}, skipped, data, row[0])
 
     def saved_data(self, session_id: str) -> dict[str, Any] | None:
@@ -166,7 +178,9 @@ class SnapshotStore:
         try:
             return json.loads(row[0]) if row is not None and row[0] else None
         except ValueError as error:
-            raise StoreError(self.path, _PURPOSE, f"the snapshot of session {session_id!r} is damaged ({error})", "Restart the session to discard that snapshot") from error
+            raise StoreError(
+                self.path, _PURPOSE, f"the snapshot of session {session_id!r} is damaged ({error})", "Restart the session to discard that snapshot"
+            ) from error
 
     def discard(self, session_id: str) -> None:
         """Delete the session's snapshot; its owner stays (the session still belongs to them)."""

@@ -289,7 +289,9 @@ class Toolkit:
         if tool is None:
             raise KeyError(f"toolkit {self.name!r} has no tool {name!r}; its tools: {', '.join(self._tools) or 'none'}")
         if tool.pause_reason:
-            raise ToolPausedError(f"tool {name!r} of {self.name!r} {tool.pause_reason}, so it cannot run inside a cell; ask for it as a regular tool call instead")
+            raise ToolPausedError(
+                f"tool {name!r} of {self.name!r} {tool.pause_reason}, so it cannot run inside a cell; ask for it as a regular tool call instead"
+            )
         if tool.function is None or tool.signature is None:
             raise RuntimeError(f"tool {name!r} of {self.name!r} is unavailable: {tool.load_error}")
         arguments = dict(tool.signature.bind(*args, **(kwargs or {})).arguments)

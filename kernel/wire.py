@@ -140,7 +140,10 @@ def decode(body: bytes, accept_pickles: bool = True) -> dict[str, Any]:
             if not isinstance(envelope, dict):
                 raise WireError("the envelope of a pickled frame must be a JSON object")
             if not accept_pickles:
-                raise WireError("pickled values are refused: this host accepts JSON only from this kernel (CodeMode's accept_pickles is off, as it is by default for kernels on other hosts)", envelope)
+                raise WireError(
+                    "pickled values are refused: this host accepts JSON only from this kernel (CodeMode's accept_pickles is off, as it is by default for kernels on other hosts)",
+                    envelope,
+                )
             message = {**envelope, **pickle.loads(body[start + size :])}
         else:
             raise WireError(f"unknown codec byte {codec!r}")
@@ -149,7 +152,9 @@ def decode(body: bytes, accept_pickles: bool = True) -> dict[str, Any]:
     except BaseException as error:  # unpickling runs arbitrary reconstruction code, which may even exit
         if codec == JSON_CODEC and (leading := _LEADING_ID.match(body[1:])):
             envelope = {"id": int(leading.group(1))}
-        raise WireError(f"the value cannot be loaded in this process ({type(error).__name__}: {error})", envelope if isinstance(envelope, dict) else None) from None
+        raise WireError(
+            f"the value cannot be loaded in this process ({type(error).__name__}: {error})", envelope if isinstance(envelope, dict) else None
+        ) from None
     if not isinstance(message, dict) or "op" not in message:
         raise WireError("a bridge message must be an object with an 'op' key")
     return message

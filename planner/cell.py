@@ -90,7 +90,14 @@ class UnboundParameter:
     variable: str
 
     def to_dict(self) -> dict:
-        return {"step": self.step, "tool": self.tool, "parameter": self.parameter, "type": self.type, "description": self.description, "variable": self.variable}
+        return {
+            "step": self.step,
+            "tool": self.tool,
+            "parameter": self.parameter,
+            "type": self.type,
+            "description": self.description,
+            "variable": self.variable,
+        }
 
 
 @dataclass(frozen=True)
@@ -142,7 +149,12 @@ class PlannedCell:
         """Per step of ``plan`` (the plan this cell was rendered from): its number (1-based), tool
         (``server.name``) and each argument's source, as JSON-ready dicts."""
         return [
-            {"step": number, "tool": qualified_name(step.tool), "variable": variable, "arguments": {name: source.to_dict() for name, source in arguments.items()}}
+            {
+                "step": number,
+                "tool": qualified_name(step.tool),
+                "variable": variable,
+                "arguments": {name: source.to_dict() for name, source in arguments.items()},
+            }
             for number, (step, variable, arguments) in enumerate(zip(plan.steps, self.step_variables, self.arguments), 1)
         ]
 
@@ -381,23 +393,36 @@ def _check_destinations(inputs: Mapping[str, Any], fed: Mapping[str, list[tuple[
         reads = [(index, tool, parameter) for index, tool, parameter in uses if parameter.role != "output"]
         writes = [(index, tool, parameter) for index, tool, parameter in uses if parameter.role == "output"]
         if reads and writes:
-            described = "; ".join(f"step {index + 1} {tool.name}.{parameter.python_name} {'writes to' if parameter.role == 'output' else 'reads'} it" for index, tool, parameter in uses)
+            described = "; ".join(
+                f"step {index + 1} {tool.name}.{parameter.python_name} {'writes to' if parameter.role == 'output' else 'reads'} it"
+                for index, tool, parameter in uses
+            )
             _, tool, parameter = writes[0]
-            raise InputError(f"input {name!r} would be both read as data and written over ({described}); give the destination its own input, e.g. {tool.name}.{parameter.python_name}=FILE")
+            raise InputError(
+                f"input {name!r} would be both read as data and written over ({described}); give the destination its own input, e.g. {tool.name}.{parameter.python_name}=FILE"
+            )
         if writes:
             clash = next((other for other in data if other != name and _same_file(inputs[name], inputs[other])), None)
             if clash is not None:
                 _, tool, parameter = writes[0]
-                raise InputError(f"input {name!r} names the file {inputs[name]!r}, which input {clash!r} gives as data; {tool.name} would write over it ({parameter.python_name} is where it writes): choose another file")
+                raise InputError(
+                    f"input {name!r} names the file {inputs[name]!r}, which input {clash!r} gives as data; {tool.name} would write over it ({parameter.python_name} is where it writes): choose another file"
+                )
 
 
 def _advice(plan: Plan, unused: Iterable[str], arguments: list[dict[str, ArgumentSource]]) -> dict[str, str]:
     """For each unused plain input named like an optional parameter on the plan: how to pass it."""
     advice = {}
     for name in unused:
-        targets = [f"{step.tool.name}.{name}" for step, sources in zip(plan.steps, arguments) if not is_qualified(name) and name in sources and sources[name].kind == "default"]
+        targets = [
+            f"{step.tool.name}.{name}"
+            for step, sources in zip(plan.steps, arguments)
+            if not is_qualified(name) and name in sources and sources[name].kind == "default"
+        ]
         if targets:
-            advice[name] = f"input {name!r} was not used: a plain input fills only required parameters; to set the optional parameter, pass {' or '.join(dict.fromkeys(targets))}"
+            advice[name] = (
+                f"input {name!r} was not used: a plain input fills only required parameters; to set the optional parameter, pass {' or '.join(dict.fromkeys(targets))}"
+            )
     return advice
 
 

@@ -134,7 +134,9 @@ def code_mode_options(arguments: argparse.Namespace) -> dict[str, Any]:
     if gateway_url:
         options["gateway_url"], options["gateway_token"] = gateway_url, token or None
     elif token:
-        raise CommandLineError(f"${GATEWAY_TOKEN_VARIABLE} is set but no gateway is: give --gateway-url (or ${GATEWAY_URL_VARIABLE}), or unset the token to run kernels on this machine")
+        raise CommandLineError(
+            f"${GATEWAY_TOKEN_VARIABLE} is set but no gateway is: give --gateway-url (or ${GATEWAY_URL_VARIABLE}), or unset the token to run kernels on this machine"
+        )
     if arguments.kernel_name:
         options["kernel_name"] = arguments.kernel_name
     if arguments.bridge_address:
@@ -257,7 +259,10 @@ def _warn_about_inputs(cell: PlannedCell) -> None:
     for name in cell.unused_inputs:
         print(f"warning: {cell.advice.get(name) or f'input {name!r} is not a parameter of any tool on the plan; it was not used'}", file=sys.stderr)
     for parameter in cell.unbound:
-        print(f"warning: {parameter.parameter} ({parameter.type}, for {parameter.tool}) is unbound: define it before running the cell, or pass --input {parameter.parameter}=VALUE", file=sys.stderr)
+        print(
+            f"warning: {parameter.parameter} ({parameter.type}, for {parameter.tool}) is unbound: define it before running the cell, or pass --input {parameter.parameter}=VALUE",
+            file=sys.stderr,
+        )
 
 
 def _task(arguments: argparse.Namespace) -> str | list[str]:
@@ -328,7 +333,17 @@ def command_cell(arguments: argparse.Namespace) -> int:
     inputs = parse_inputs(arguments.input)
     if arguments.goal:
         goal_plan, cell = workspace.plan_goal(arguments.goal, inputs, held=arguments.have)
-        payload = {"goal": sorted(goal_plan.goal), "plan": goal_plan.to_dict(), "cell": cell.code, "instructions": cell.instructions, "instructions_saved_chars": cell.saved_chars, "wiring": cell.wiring(goal_plan), "unbound": [parameter.to_dict() for parameter in cell.unbound], "unused_inputs": list(cell.unused_inputs), "input_advice": dict(cell.advice)}
+        payload = {
+            "goal": sorted(goal_plan.goal),
+            "plan": goal_plan.to_dict(),
+            "cell": cell.code,
+            "instructions": cell.instructions,
+            "instructions_saved_chars": cell.saved_chars,
+            "wiring": cell.wiring(goal_plan),
+            "unbound": [parameter.to_dict() for parameter in cell.unbound],
+            "unused_inputs": list(cell.unused_inputs),
+            "input_advice": dict(cell.advice),
+        }
     else:
         task_plan = workspace.plan_task(_task(arguments), inputs, held=arguments.have)
         _warn_about_parts(task_plan)
@@ -350,7 +365,9 @@ def command_cell(arguments: argparse.Namespace) -> int:
 
 def command_plan(arguments: argparse.Namespace) -> int:
     workspace = Workspace.open(_catalog_paths(arguments))
-    goal_plan, *others = alternative_plans(workspace.graph, arguments.goal, held=arguments.have, avoid=arguments.avoid, k=arguments.k, time_budget_ms=arguments.time_budget)
+    goal_plan, *others = alternative_plans(
+        workspace.graph, arguments.goal, held=arguments.have, avoid=arguments.avoid, k=arguments.k, time_budget_ms=arguments.time_budget
+    )
     if arguments.json:
         _emit_json({**goal_plan.to_dict(), "alternatives": [other.to_dict() for other in others]} if arguments.k > 1 else goal_plan.to_dict())
     else:
@@ -373,17 +390,31 @@ def command_search(arguments: argparse.Namespace) -> int:
         raise CommandLineError("the query is empty; describe what you want to achieve")
     _prepare_query_model()
     workspace = Workspace.open(_catalog_paths(arguments))
-    hits = workspace.search(arguments.query, k=arguments.k, held=arguments.have, domain=arguments.domain or None, kind=arguments.kind, reachable_only=arguments.reachable_only)
+    hits = workspace.search(
+        arguments.query, k=arguments.k, held=arguments.have, domain=arguments.domain or None, kind=arguments.kind, reachable_only=arguments.reachable_only
+    )
     if not hits and not arguments.json:
         empty = not len(workspace.index)
         print("nothing to search: the catalogs declare no states or tools" if empty else "no hit passes the filters", file=sys.stderr)
     if arguments.json:
-        _emit_json({"query": arguments.query, "have": sorted(arguments.have), "mode": workspace.index.mode, "min_score": MIN_SCORE, "hits": [{**hit.to_dict(), "matches": hit.matches()} for hit in hits]})
+        _emit_json(
+            {
+                "query": arguments.query,
+                "have": sorted(arguments.have),
+                "mode": workspace.index.mode,
+                "min_score": MIN_SCORE,
+                "hits": [{**hit.to_dict(), "matches": hit.matches()} for hit in hits],
+            }
+        )
         return 0
     if hits:
         print(f"{'similarity' if hits[0].similarity is not None else 'BM25':>10}  kind   name    (best-matching text)  [plan from the held states]")
     for hit in hits:
-        how = (" -> ".join(step.tool.name for step in hit.plan.steps) or "held now") if hit.plan is not None else ("reachable" if hit.reachable else "unreachable")
+        how = (
+            (" -> ".join(step.tool.name for step in hit.plan.steps) or "held now")
+            if hit.plan is not None
+            else ("reachable" if hit.reachable else "unreachable")
+        )
         strength = hit.similarity if hit.similarity is not None else hit.lexical
         weak = "" if hit.matches() else f"  -- weak: below {MIN_SCORE:g}, a task would not match it"
         print(f"{strength:>10.2f}  {hit.kind:<5}  {hit.name}    ({hit.matched})  [{how}]{weak}")
@@ -496,7 +527,9 @@ def _sandbox_limits(items: Sequence[str]) -> dict[str, int | None]:
         elif number.isdigit():
             limits[field] = int(number) * scale
         else:
-            raise CommandLineError(f"--sandbox-limit {item!r}: give a whole number{' (or with KiB, MiB or GiB)' if field.endswith('_bytes') else ''}, or none to lift the limit")
+            raise CommandLineError(
+                f"--sandbox-limit {item!r}: give a whole number{' (or with KiB, MiB or GiB)' if field.endswith('_bytes') else ''}, or none to lift the limit"
+            )
     return limits
 
 
@@ -512,12 +545,26 @@ def command_serve(arguments: argparse.Namespace) -> int:
         limits = None
         if arguments.max_connections is not None or arguments.request_timeout is not None:
             defaults = HttpLimits()
-            limits = HttpLimits(max_connections=arguments.max_connections or defaults.max_connections, request_timeout=arguments.request_timeout or defaults.request_timeout)
+            limits = HttpLimits(
+                max_connections=arguments.max_connections or defaults.max_connections, request_timeout=arguments.request_timeout or defaults.request_timeout
+            )
         quotas = {"max_sessions_per_user": arguments.max_sessions_per_user, "max_tasks_per_user": arguments.max_tasks_per_user}
         sandbox = None
         if arguments.sandbox_network or arguments.sandbox_read or arguments.sandbox_limit:
             sandbox = SandboxPolicy(network=arguments.sandbox_network, read_only=tuple(arguments.sandbox_read), **_sandbox_limits(arguments.sandbox_limit))
-        serve(_catalog_paths(arguments), arguments.http, arguments.tokens, arguments.no_auth, {**code_mode_options(arguments), **kernel_caps(arguments)}, limits, arguments.allowed_host, quotas, arguments.max_request_bytes, arguments.kernels, sandbox)
+        serve(
+            _catalog_paths(arguments),
+            arguments.http,
+            arguments.tokens,
+            arguments.no_auth,
+            {**code_mode_options(arguments), **kernel_caps(arguments)},
+            limits,
+            arguments.allowed_host,
+            quotas,
+            arguments.max_request_bytes,
+            arguments.kernels,
+            sandbox,
+        )
     except (ServeError, ValueError) as error:  # ValueError: CodeMode refused the kernel options
         raise CommandLineError(str(error)) from error
     return 0
@@ -534,9 +581,13 @@ def _hashed_token_from_stdin() -> str:
 
     token = (getpass.getpass("token (not shown): ") if sys.stdin.isatty() else sys.stdin.read()).strip()
     if not token or any(character.isspace() for character in token):
-        raise CommandLineError("--hash-token reads one bearer token, without spaces or line breaks, from standard input; e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))' | tee token.txt | toolpath serve --hash-token")
+        raise CommandLineError(
+            "--hash-token reads one bearer token, without spaces or line breaks, from standard input; e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))' | tee token.txt | toolpath serve --hash-token"
+        )
     if len(token) < MIN_TOKEN_LENGTH:
-        raise CommandLineError(f"the token has {len(token)} characters, fewer than {MIN_TOKEN_LENGTH}; use a long random one (e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')")
+        raise CommandLineError(
+            f"the token has {len(token)} characters, fewer than {MIN_TOKEN_LENGTH}; use a long random one (e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )
     return hash_token(token)
 
 
@@ -570,7 +621,10 @@ def command_catalog_draft(arguments: argparse.Namespace) -> int:
     for option, values in (("--env", env), ("--header", headers)):
         for name, value in values.items():
             if "${" not in value:
-                print(f"toolpath: warning: {option} {name} is written into the catalog as given; write ${{NAME}} to read a secret from the environment when connecting instead", file=sys.stderr)
+                print(
+                    f"toolpath: warning: {option} {name} is written into the catalog as given; write ${{NAME}} to read a secret from the environment when connecting instead",
+                    file=sys.stderr,
+                )
     try:
         text = asyncio.run(draft_catalog(config, arguments.domain))
     except MCPConnectionError as error:
@@ -627,21 +681,68 @@ def build_parser() -> argparse.ArgumentParser:
         return sub
 
     def catalog_options(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument("--catalog", action="append", default=[], metavar="PATH", help=f"a catalog file (YAML or JSON) to load instead of the shipped ones and those ${CATALOGS_VARIABLE} lists; repeatable")
-        sub.add_argument("--add-catalog", action="append", default=[], metavar="PATH", help=f"a catalog file to load as well; repeatable (${CATALOGS_VARIABLE}, separated by '{os.pathsep}', adds files the same way)")
+        sub.add_argument(
+            "--catalog",
+            action="append",
+            default=[],
+            metavar="PATH",
+            help=f"a catalog file (YAML or JSON) to load instead of the shipped ones and those ${CATALOGS_VARIABLE} lists; repeatable",
+        )
+        sub.add_argument(
+            "--add-catalog",
+            action="append",
+            default=[],
+            metavar="PATH",
+            help=f"a catalog file to load as well; repeatable (${CATALOGS_VARIABLE}, separated by '{os.pathsep}', adds files the same way)",
+        )
 
     def task_options(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument("--step", action="append", default=[], metavar="TEXT", help="one part of the task, in words, instead of TASK; repeatable, in order (all are planned together)")
-        sub.add_argument("--input", action="append", default=[], metavar="NAME=VALUE", help="a tool parameter value; VALUE is parsed as JSON when it parses, else taken as a string; repeatable")
+        sub.add_argument(
+            "--step",
+            action="append",
+            default=[],
+            metavar="TEXT",
+            help="one part of the task, in words, instead of TASK; repeatable, in order (all are planned together)",
+        )
+        sub.add_argument(
+            "--input",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help="a tool parameter value; VALUE is parsed as JSON when it parses, else taken as a string; repeatable",
+        )
         sub.add_argument("--have", action="append", default=[], metavar="TOKEN", help="a state already held; repeatable")
 
     def kernel_options(sub: argparse.ArgumentParser) -> None:
         where = sub.add_argument_group("where kernels run (default: this machine)")
-        where.add_argument("--gateway-url", metavar="URL", help=f"run kernels on this Jupyter Kernel Gateway or Enterprise Gateway (default ${GATEWAY_URL_VARIABLE}); its token is read from ${GATEWAY_TOKEN_VARIABLE}")
-        where.add_argument("--kernel-name", metavar="NAME", help="start kernels from this kernelspec: the gateway's, or an installed one (its kernel provisioner decides where it runs)")
-        where.add_argument("--bridge-address", type=host_and_port, metavar="HOST:PORT", help="where kernels on other hosts reach this process's host tools, over TLS (default 127.0.0.1 and a free port)")
-        where.add_argument("--bridge-listen", type=host_and_port, metavar="HOST:PORT", help="where the bridge listens, when it differs from --bridge-address (e.g. 0.0.0.0:7443 behind a Kubernetes Service)")
-        where.add_argument("--bridge-certificate", nargs=2, metavar=("CERT", "KEY"), help="PEM certificate and key for the bridge's TLS (default: a self-signed certificate made at start)")
+        where.add_argument(
+            "--gateway-url",
+            metavar="URL",
+            help=f"run kernels on this Jupyter Kernel Gateway or Enterprise Gateway (default ${GATEWAY_URL_VARIABLE}); its token is read from ${GATEWAY_TOKEN_VARIABLE}",
+        )
+        where.add_argument(
+            "--kernel-name",
+            metavar="NAME",
+            help="start kernels from this kernelspec: the gateway's, or an installed one (its kernel provisioner decides where it runs)",
+        )
+        where.add_argument(
+            "--bridge-address",
+            type=host_and_port,
+            metavar="HOST:PORT",
+            help="where kernels on other hosts reach this process's host tools, over TLS (default 127.0.0.1 and a free port)",
+        )
+        where.add_argument(
+            "--bridge-listen",
+            type=host_and_port,
+            metavar="HOST:PORT",
+            help="where the bridge listens, when it differs from --bridge-address (e.g. 0.0.0.0:7443 behind a Kubernetes Service)",
+        )
+        where.add_argument(
+            "--bridge-certificate",
+            nargs=2,
+            metavar=("CERT", "KEY"),
+            help="PEM certificate and key for the bridge's TLS (default: a self-signed certificate made at start)",
+        )
 
     run = command("run", "Plan a task, execute its cell in a fresh kernel and print the outputs.", command_run)
     run.add_argument("task", metavar="TASK", nargs="?", help="what to achieve, in words (parts joined by 'and', 'then', ... are planned together)")
@@ -659,31 +760,62 @@ def build_parser() -> argparse.ArgumentParser:
     plan_parser.add_argument("--goal", action="append", required=True, metavar="TOKEN", help="a goal state; repeatable (all must be reached)")
     plan_parser.add_argument("--have", action="append", default=[], metavar="TOKEN", help="a state already held; repeatable")
     plan_parser.add_argument("--avoid", action="append", default=[], metavar="TOOL", help="a tool (name or server.name) the plan must not use; repeatable")
-    plan_parser.add_argument("--k", type=hit_count, default=1, metavar="N", help="also show up to N-1 alternative plans with other tool sets, cheapest first (1-100, default 1)")
-    plan_parser.add_argument("--time-budget", type=positive_number, default=DEFAULT_TIME_BUDGET_MS, metavar="MS", help=f"milliseconds each plan's search may spend proving it optimal; past them the best plan comes with a proven lower bound (default {DEFAULT_TIME_BUDGET_MS:g})")
+    plan_parser.add_argument(
+        "--k", type=hit_count, default=1, metavar="N", help="also show up to N-1 alternative plans with other tool sets, cheapest first (1-100, default 1)"
+    )
+    plan_parser.add_argument(
+        "--time-budget",
+        type=positive_number,
+        default=DEFAULT_TIME_BUDGET_MS,
+        metavar="MS",
+        help=f"milliseconds each plan's search may spend proving it optimal; past them the best plan comes with a proven lower bound (default {DEFAULT_TIME_BUDGET_MS:g})",
+    )
 
     search = command("search", "Search states and tools by affordance.", command_search)
     search.add_argument("query", metavar="QUERY", help="what you want to achieve, in words")
     search.add_argument("--k", type=hit_count, default=5, metavar="N", help="number of hits (1-100, default 5)")
-    search.add_argument("--have", action="append", default=[], metavar="TOKEN", help="a state already held; hits say whether they are reachable from these; repeatable")
+    search.add_argument(
+        "--have", action="append", default=[], metavar="TOKEN", help="a state already held; hits say whether they are reachable from these; repeatable"
+    )
     search.add_argument("--domain", action="append", default=[], metavar="NAME", help="keep only hits of this server/domain; repeatable")
     search.add_argument("--kind", choices=["state", "tool"], help="keep only states or only tools")
     search.add_argument("--reachable-only", action="store_true", help="keep only hits a plan from the held states reaches")
 
     validate = command("validate", "Lint catalog files: every problem with file, line, rule code and field (codes: see registry/lint.py).", command_validate)
     validate.add_argument("catalogs", nargs="+", metavar="CATALOG", help="catalog files (YAML or JSON), linted together")
-    validate.add_argument("--import", dest="import_modules", action="store_true", help="also import each tool's module and check its function exists (runs the modules' import-time code)")
+    validate.add_argument(
+        "--import",
+        dest="import_modules",
+        action="store_true",
+        help="also import each tool's module and check its function exists (runs the modules' import-time code)",
+    )
 
-    schema = commands.add_parser("schema", help="Print the JSON Schema of catalog files.", description="Print the JSON Schema of catalog files (for editors: # yaml-language-server: $schema=PATH).", epilog=EXAMPLES["schema"], formatter_class=argparse.RawDescriptionHelpFormatter)
+    schema = commands.add_parser(
+        "schema",
+        help="Print the JSON Schema of catalog files.",
+        description="Print the JSON Schema of catalog files (for editors: # yaml-language-server: $schema=PATH).",
+        epilog=EXAMPLES["schema"],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     schema.set_defaults(handler=command_schema)
 
     graph = command("graph", "Summarise the state-transition graph of the catalogs, or draw it (--format).", command_graph)
-    graph.add_argument("--format", choices=["mermaid", "dot", "svg", "png"], help="draw the graph, left to right in layers by reachability: Mermaid or Graphviz DOT text, or an SVG/PNG image (matplotlib; no Graphviz needed)")
+    graph.add_argument(
+        "--format",
+        choices=["mermaid", "dot", "svg", "png"],
+        help="draw the graph, left to right in layers by reachability: Mermaid or Graphviz DOT text, or an SVG/PNG image (matplotlib; no Graphviz needed)",
+    )
     graph.add_argument("--goal", action="append", default=[], metavar="TOKEN", help="with --format: highlight the plan to this goal state; repeatable")
     graph.add_argument("--have", action="append", default=[], metavar="TOKEN", help="with --format: a state held at the start (the first layer); repeatable")
     graph.add_argument("--output", "-o", metavar="FILE", help="with --format: write here (required for svg and png; text goes to standard output otherwise)")
 
-    init = commands.add_parser("init", help="Start a catalog package: catalog.yaml, one tool module and a test, ready to validate and run.", description="Start a catalog package DOMAIN/ (catalog.yaml inside it, one tool module, a pytest test) that validates and runs as generated.", epilog=EXAMPLES["init"], formatter_class=argparse.RawDescriptionHelpFormatter)
+    init = commands.add_parser(
+        "init",
+        help="Start a catalog package: catalog.yaml, one tool module and a test, ready to validate and run.",
+        description="Start a catalog package DOMAIN/ (catalog.yaml inside it, one tool module, a pytest test) that validates and runs as generated.",
+        epilog=EXAMPLES["init"],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     init.set_defaults(handler=command_init)
     init.add_argument("domain", metavar="DOMAIN", help="the domain, also the package name (a lower-case Python name)")
     init.add_argument("--directory", default=".", metavar="DIR", help="where to create the package (default: the current directory)")
@@ -698,7 +830,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     draft.set_defaults(handler=command_catalog_draft)
-    draft.add_argument("--mcp", required=True, metavar="COMMAND|URL", help="the server: a command line that starts it over stdio, or an http(s):// Streamable HTTP URL")
+    draft.add_argument(
+        "--mcp", required=True, metavar="COMMAND|URL", help="the server: a command line that starts it over stdio, or an http(s):// Streamable HTTP URL"
+    )
     draft.add_argument("--name", metavar="NAME", help="the server's name under mcp_servers (default: the name the server gives itself)")
     draft.add_argument("--domain", metavar="NAME", help="the catalog's domain (default: the server's name)")
     draft.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="an environment variable for a server started by command; repeatable")
@@ -706,25 +840,98 @@ def build_parser() -> argparse.ArgumentParser:
     draft.add_argument("--output", "-o", metavar="FILE", help="write the catalog here (default: standard output)")
     draft.add_argument("--force", action="store_true", help="overwrite --output if it exists")
 
-    serve_parser = commands.add_parser("serve", help="Serve skill search, planning and persistent kernels to agents over MCP (stdio or Streamable HTTP).", description="Serve skill search, planning and persistent kernels to agents over MCP (stdio, or Streamable HTTP with --http): the model and indexes load once.", epilog=EXAMPLES["serve"], formatter_class=argparse.RawDescriptionHelpFormatter)
+    serve_parser = commands.add_parser(
+        "serve",
+        help="Serve skill search, planning and persistent kernels to agents over MCP (stdio or Streamable HTTP).",
+        description="Serve skill search, planning and persistent kernels to agents over MCP (stdio, or Streamable HTTP with --http): the model and indexes load once.",
+        epilog=EXAMPLES["serve"],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     serve_parser.set_defaults(handler=command_serve)
     catalog_options(serve_parser)
     serve_parser.add_argument("--http", metavar="HOST:PORT", help="serve Streamable HTTP at this address (at /mcp) instead of stdio, e.g. 127.0.0.1:8765")
-    serve_parser.add_argument("--tokens", metavar="FILE", help='with --http: a JSON file {"bearer token": "user id", ...}, where a token may be given hashed as "sha256:<hex digest>" (see --hash-token); each request acts for its token\'s user')
-    serve_parser.add_argument("--hash-token", action="store_true", help='read a bearer token from standard input and print its hashed form, "sha256:<hex digest>", a tokens file key that does not give the token away; serves nothing')
+    serve_parser.add_argument(
+        "--tokens",
+        metavar="FILE",
+        help='with --http: a JSON file {"bearer token": "user id", ...}, where a token may be given hashed as "sha256:<hex digest>" (see --hash-token); each request acts for its token\'s user',
+    )
+    serve_parser.add_argument(
+        "--hash-token",
+        action="store_true",
+        help='read a bearer token from standard input and print its hashed form, "sha256:<hex digest>", a tokens file key that does not give the token away; serves nothing',
+    )
     serve_parser.add_argument("--no-auth", action="store_true", help="with --http on a loopback address: no tokens, every request acts for the local user")
-    serve_parser.add_argument("--kernels", choices=("auto", "sandboxed", "plain"), default="auto", help="where users' code runs on this machine: sandboxed (bubblewrap: no view of this server's files, environment, other sessions or the network), or plain (as this server's user, with its files); auto: sandboxed with --tokens, plain otherwise")
-    serve_parser.add_argument("--sandbox-read", action="append", default=[], metavar="PATH", help="a host path sandboxed kernels may read (e.g. a data directory or your catalogs' modules); repeatable")
+    serve_parser.add_argument(
+        "--kernels",
+        choices=("auto", "sandboxed", "plain"),
+        default="auto",
+        help="where users' code runs on this machine: sandboxed (bubblewrap: no view of this server's files, environment, other sessions or the network), or plain (as this server's user, with its files); auto: sandboxed with --tokens, plain otherwise",
+    )
+    serve_parser.add_argument(
+        "--sandbox-read",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a host path sandboxed kernels may read (e.g. a data directory or your catalogs' modules); repeatable",
+    )
     serve_parser.add_argument("--sandbox-network", action="store_true", help="let sandboxed kernels use the network (default: none)")
-    serve_parser.add_argument("--sandbox-limit", action="append", default=[], metavar="FIELD=VALUE", help="a sandboxed kernel's limit: memory_bytes (default 2GiB), cpu_seconds (3600), processes (256), open_files (1024) or disk_bytes (512MiB); none lifts one (not disk_bytes); repeatable")
-    serve_parser.add_argument("--allowed-host", action="append", default=[], metavar="NAME[:PORT]", help="with --http: a Host name clients (or a proxy) use for this server besides its address; requests naming any other Host or Origin are refused (DNS rebinding); repeatable")
-    serve_parser.add_argument("--max-connections", type=positive_count, metavar="N", help="with --http: open connections at once (default 200, fewer if the open-file limit is low); more are answered 503")
-    serve_parser.add_argument("--request-timeout", type=positive_number, metavar="SECONDS", help="with --http: time a client has to send a whole request, head and body (default 20)")
-    serve_parser.add_argument("--max-kernels-per-user", type=positive_count, default=SERVE_MAX_KERNELS_PER_USER, metavar="N", help=f"live kernels one user may have; a new session beyond them snapshots and stops that user's least recently used idle one (default {SERVE_MAX_KERNELS_PER_USER})")
-    serve_parser.add_argument("--max-kernels", type=positive_count, default=SERVE_MAX_KERNELS, metavar="N", help=f"live kernels of all users together, each about 50 MB when idle; a new session beyond them snapshots and stops the least recently used idle one (default {SERVE_MAX_KERNELS})")
-    serve_parser.add_argument("--max-sessions-per-user", type=positive_count, default=SERVE_MAX_SESSIONS_PER_USER, metavar="N", help=f"distinct session ids one user may use in this server; a call naming a new one beyond them is an error (default {SERVE_MAX_SESSIONS_PER_USER})")
-    serve_parser.add_argument("--max-tasks-per-user", type=positive_count, default=SERVE_MAX_TASKS_PER_USER, metavar="N", help=f"plan_task, run_task and execute calls one user may have running at once; one more is an error at once, not queued (default {SERVE_MAX_TASKS_PER_USER})")
-    serve_parser.add_argument("--max-request-bytes", type=positive_count, metavar="N", help="with --http: the largest request body, in bytes; a larger one is answered 413 (default: the MCP SDK's, 4 MiB)")
+    serve_parser.add_argument(
+        "--sandbox-limit",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a sandboxed kernel's limit: memory_bytes (default 2GiB), cpu_seconds (3600), processes (256), open_files (1024) or disk_bytes (512MiB); none lifts one (not disk_bytes); repeatable",
+    )
+    serve_parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME[:PORT]",
+        help="with --http: a Host name clients (or a proxy) use for this server besides its address; requests naming any other Host or Origin are refused (DNS rebinding); repeatable",
+    )
+    serve_parser.add_argument(
+        "--max-connections",
+        type=positive_count,
+        metavar="N",
+        help="with --http: open connections at once (default 200, fewer if the open-file limit is low); more are answered 503",
+    )
+    serve_parser.add_argument(
+        "--request-timeout", type=positive_number, metavar="SECONDS", help="with --http: time a client has to send a whole request, head and body (default 20)"
+    )
+    serve_parser.add_argument(
+        "--max-kernels-per-user",
+        type=positive_count,
+        default=SERVE_MAX_KERNELS_PER_USER,
+        metavar="N",
+        help=f"live kernels one user may have; a new session beyond them snapshots and stops that user's least recently used idle one (default {SERVE_MAX_KERNELS_PER_USER})",
+    )
+    serve_parser.add_argument(
+        "--max-kernels",
+        type=positive_count,
+        default=SERVE_MAX_KERNELS,
+        metavar="N",
+        help=f"live kernels of all users together, each about 50 MB when idle; a new session beyond them snapshots and stops the least recently used idle one (default {SERVE_MAX_KERNELS})",
+    )
+    serve_parser.add_argument(
+        "--max-sessions-per-user",
+        type=positive_count,
+        default=SERVE_MAX_SESSIONS_PER_USER,
+        metavar="N",
+        help=f"distinct session ids one user may use in this server; a call naming a new one beyond them is an error (default {SERVE_MAX_SESSIONS_PER_USER})",
+    )
+    serve_parser.add_argument(
+        "--max-tasks-per-user",
+        type=positive_count,
+        default=SERVE_MAX_TASKS_PER_USER,
+        metavar="N",
+        help=f"plan_task, run_task and execute calls one user may have running at once; one more is an error at once, not queued (default {SERVE_MAX_TASKS_PER_USER})",
+    )
+    serve_parser.add_argument(
+        "--max-request-bytes",
+        type=positive_count,
+        metavar="N",
+        help="with --http: the largest request body, in bytes; a larger one is answered 413 (default: the MCP SDK's, 4 MiB)",
+    )
     kernel_options(serve_parser)
     return parser
 

@@ -298,7 +298,9 @@ class DeleteFreeTask:
                     needers[state] -= 1
         return kept
 
-    def search(self, held: frozenset[int], goal: frozenset[int], avoided: frozenset[int], max_expansions: int | None = None, deadline: float | None = None) -> SearchResult:
+    def search(
+        self, held: frozenset[int], goal: frozenset[int], avoided: frozenset[int], max_expansions: int | None = None, deadline: float | None = None
+    ) -> SearchResult:
         """The cheapest plan reaching ``goal`` from ``held`` without ``avoided`` tools.
 
         The goal must be reachable (every goal state has a finite h_max) and not already held.
@@ -398,7 +400,9 @@ class DeleteFreeTask:
                         heapq.heappush(frontier, (through, produced))
         return RelaxedCosts(value, achiever, root.fired)
 
-    def _goal_pairs(self, hmax: RelaxedCosts, held: frozenset[int], open_goal: frozenset[int], upper: float, deadline: float | None) -> tuple[float, list[list[int]], dict[frozenset[int], _Conjunction]]:
+    def _goal_pairs(
+        self, hmax: RelaxedCosts, held: frozenset[int], open_goal: frozenset[int], upper: float, deadline: float | None
+    ) -> tuple[float, list[list[int]], dict[frozenset[int], _Conjunction]]:
         """A lower bound on the cost of reaching ``open_goal``, and plans for pairs of its states.
 
         The bound is the largest h_max of a pair of goal states in the task compiled with the
@@ -422,7 +426,15 @@ class DeleteFreeTask:
             plans.extend(pairs.plan(target) for target in targets if pairs.final[target])
         return bound, plans, made
 
-    def _goal_triples(self, hmax: RelaxedCosts, held: frozenset[int], open_goal: frozenset[int], upper: float, made: dict[frozenset[int], _Conjunction], deadline: float | None) -> float:
+    def _goal_triples(
+        self,
+        hmax: RelaxedCosts,
+        held: frozenset[int],
+        open_goal: frozenset[int],
+        upper: float,
+        made: dict[frozenset[int], _Conjunction],
+        deadline: float | None,
+    ) -> float:
         """The largest h_max of three goal states together in Π^C (as :meth:`_goal_pairs`, from
         the pairs' searches ``made``), stopped once it reaches ``upper`` or past ``deadline``.
 
@@ -432,7 +444,11 @@ class DeleteFreeTask:
         ordered = sorted(open_goal, key=hmax.value.__getitem__)
         for first, second in itertools.combinations(range(len(ordered) - 1), 2):
             partners = frozenset([ordered[first], ordered[second]])
-            if _at_most(upper, bound) or (deadline is not None and time.perf_counter() > deadline) or not all(frozenset([partner]) in made for partner in partners):
+            if (
+                _at_most(upper, bound)
+                or (deadline is not None and time.perf_counter() > deadline)
+                or not all(frozenset([partner]) in made for partner in partners)
+            ):
                 break
             triples = made[partners] = _Conjunction(self, hmax, held, partners, made)
             bound = max(bound, triples.run(ordered[second + 1 :], upper))
@@ -554,7 +570,9 @@ class _Conjunction:
 
     HELD, PRODUCES, LAST = range(3)
 
-    def __init__(self, task: DeleteFreeTask, hmax: RelaxedCosts, held: frozenset[int], partners: frozenset[int], smaller: Mapping[frozenset[int], _Conjunction]):
+    def __init__(
+        self, task: DeleteFreeTask, hmax: RelaxedCosts, held: frozenset[int], partners: frozenset[int], smaller: Mapping[frozenset[int], _Conjunction]
+    ):
         self.task, self.hmax, self.held, self.partners, self.smaller = task, hmax, held, partners, smaller
         self.cost = [INFINITY] * len(hmax.value)
         self.how: list[tuple[int, int]] = [(self.HELD, NONE)] * len(hmax.value)
@@ -801,7 +819,9 @@ class _Corridor:
                 supporter[tool] = NONE if height == 0.0 else top
                 offer(tool, height + cost[tool])
 
-    def astar(self, held: frozenset[int], goal: frozenset[int], upper: float, cuts: list[tuple[set[int], float]], max_expansions: int | None, deadline: float | None) -> tuple[list[int] | None, float]:
+    def astar(
+        self, held: frozenset[int], goal: frozenset[int], upper: float, cuts: list[tuple[set[int], float]], max_expansions: int | None, deadline: float | None
+    ) -> tuple[list[int] | None, float]:
         """A plan cheaper than ``upper``, by A* over sets of reached states.
 
         The heuristic is the landmark heuristic of the root's LM-cut: the values of the cuts the
@@ -867,7 +887,9 @@ class _Corridor:
                 return steps, estimate_here
             expansions += 1
             # The clock is read at the first node and every 32nd after: a node costs 0.2-2 ms.
-            if (max_expansions is not None and expansions > max_expansions) or (deadline is not None and expansions % 32 == 1 and time.perf_counter() > deadline):
+            if (max_expansions is not None and expansions > max_expansions) or (
+                deadline is not None and expansions % 32 == 1 and time.perf_counter() > deadline
+            ):
                 return None, min(upper, estimate_here)
             remaining_bound = estimate_here - spent
             for tool, need in needs.items():

@@ -73,7 +73,11 @@ async def draft_catalog(config: MCPServerConfig, domain: str | None = None) -> s
     skipped = skipped_tools(listed)
     if skipped:
         listing = "; ".join(f"{shown_name(tool)} ({reason})" for tool, reason in skipped.items())
-        warnings.warn(f"left out {len(skipped)} tool{'s' if len(skipped) != 1 else ''} of the MCP server that toolpath cannot bind: {listing}", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"left out {len(skipped)} tool{'s' if len(skipped) != 1 else ''} of the MCP server that toolpath cannot bind: {listing}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     document = catalog_document(config.model_copy(update={"name": name}), listed, domain or name)
     return render(document, config, skipped)
 

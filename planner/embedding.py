@@ -82,7 +82,9 @@ class SentenceTransformerEmbedder:
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as error:
-            raise EmbedderUnavailableError(f"sentence-transformers is not installed ({error}); install toolpath with its dependencies: pip install -e .") from error
+            raise EmbedderUnavailableError(
+                f"sentence-transformers is not installed ({error}); install toolpath with its dependencies: pip install -e ."
+            ) from error
         return SentenceTransformer(self.model_path or str(default_model_path()), device="cpu")
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
@@ -102,7 +104,9 @@ def checked_vectors(vectors: object, count: int, embedder: object) -> np.ndarray
     try:
         array = np.asarray(vectors, dtype=np.float32)
     except (TypeError, ValueError) as error:
-        raise ValueError(f"embedder {embedder!r} returned {type(vectors).__name__}, not numbers ({error}); it must return an (n, d) float array for n texts") from None
+        raise ValueError(
+            f"embedder {embedder!r} returned {type(vectors).__name__}, not numbers ({error}); it must return an (n, d) float array for n texts"
+        ) from None
     if array.ndim != 2 or len(array) != count or (count and array.shape[1] == 0):
         raise ValueError(f"embedder {embedder!r} returned shape {array.shape} for {count} texts; it must return an (n, d) float array with n = {count}")
     if not np.isfinite(array).all():

@@ -66,7 +66,11 @@ class EmbeddingCache:
             for start in range(0, len(unique), _LOOKUP_CHUNK):
                 chunk = unique[start : start + _LOOKUP_CHUNK]
                 placeholders = ", ".join("?" * len(chunk))
-                rows.extend(database.execute(f"select text_hash, dimension, vector from {_TABLE} where model_id = ? and text_hash in ({placeholders})", [model_id, *chunk]))
+                rows.extend(
+                    database.execute(
+                        f"select text_hash, dimension, vector from {_TABLE} where model_id = ? and text_hash in ({placeholders})", [model_id, *chunk]
+                    )
+                )
         decoded = {digest: vector for digest, dimension, blob in rows if (vector := _vector(dimension, blob)) is not None}
         found: dict[str, np.ndarray] = {}
         if decoded:
@@ -74,7 +78,11 @@ class EmbeddingCache:
             ((dimension, _),) = Counter(len(vector) for vector in decoded.values()).most_common(1)
             found = {digest: vector for digest, vector in decoded.items() if len(vector) == dimension}
         if len(found) < len(rows):
-            warnings.warn(f"ignored {len(rows) - len(found)} malformed row(s) of the embedding cache {self.path}; their texts are embedded again and the rows rewritten", RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"ignored {len(rows) - len(found)} malformed row(s) of the embedding cache {self.path}; their texts are embedded again and the rows rewritten",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         return found
 
     def put(self, model_id: str, vectors: dict[str, np.ndarray]) -> None:

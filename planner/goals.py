@@ -59,7 +59,9 @@ class NoMatchingSkillError(Refusal, LookupError):
         if hits and hits[0].similarity is not None:
             closest = f" (closest: {hits[0].kind} {hits[0].name!r} at similarity {hits[0].similarity:.2f}, below {min_score:.2f})"
         shown = task if len(task) <= 120 else task[:117] + "..."
-        super().__init__(f"no catalog can serve the task {shown!r}: no state or tool matches it{closest}. Rephrase the task, or load a catalog for this domain with --catalog")
+        super().__init__(
+            f"no catalog can serve the task {shown!r}: no state or tool matches it{closest}. Rephrase the task, or load a catalog for this domain with --catalog"
+        )
 
 
 @dataclass(frozen=True)
@@ -147,7 +149,18 @@ def _named_hit(tool: ToolDefinition, graph: StateGraph, held: Collection[str], b
     except NoPlanError:
         tool_plan = None
     score, similarity, lexical = (best.score, best.similarity, best.lexical) if best is not None else (0.0, None, 0.0)
-    return SkillHit("tool", tool.name, tool.server_name, score, similarity, lexical, f"the task names {tool.name}", tool.state_transition.produces, tool_plan is not None, tool_plan)
+    return SkillHit(
+        "tool",
+        tool.name,
+        tool.server_name,
+        score,
+        similarity,
+        lexical,
+        f"the task names {tool.name}",
+        tool.state_transition.produces,
+        tool_plan is not None,
+        tool_plan,
+    )
 
 
 def _why_unreachable(graph: StateGraph, hit: SkillHit, held: Collection[str]) -> NoPlanError:
@@ -209,7 +222,9 @@ def choose_goal(
         budget.check()
         if hit.plan is None:
             first_unreachable = first_unreachable or hit
-            candidates[key] = GoalCandidate(hit.states, hit, None, None, "no plan reaches it from the held states", order, _close(hit, best, margin), _close(hit, best, work_margin))
+            candidates[key] = GoalCandidate(
+                hit.states, hit, None, None, "no plan reaches it from the held states", order, _close(hit, best, margin), _close(hit, best, work_margin)
+            )
             continue
         try:
             cell = render(hit.plan) if render is not None else render_cell(hit.plan, inputs, task, registry=graph.registry, refinements=graph.refinements)
@@ -221,10 +236,26 @@ def choose_goal(
             refused[key] = error
             candidates[key] = GoalCandidate(hit.states, hit, None, None, str(error), order, _close(hit, best, margin), _close(hit, best, work_margin))
             continue
-        candidates[key] = GoalCandidate(hit.states, hit, hit.plan, cell, None, order, _close(hit, best, margin), _close(hit, best, work_margin), hit.kind == "tool" and hit.name in {tool.name for tool in named})
+        candidates[key] = GoalCandidate(
+            hit.states,
+            hit,
+            hit.plan,
+            cell,
+            None,
+            order,
+            _close(hit, best, margin),
+            _close(hit, best, work_margin),
+            hit.kind == "tool" and hit.name in {tool.name for tool in named},
+        )
 
     def rank(candidate: GoalCandidate) -> tuple:
-        return (candidate.plan is not None, candidate.named, candidate.near and candidate.needs_work, candidate.close and candidate.binds_all_inputs, -candidate.order)
+        return (
+            candidate.plan is not None,
+            candidate.named,
+            candidate.near and candidate.needs_work,
+            candidate.close and candidate.binds_all_inputs,
+            -candidate.order,
+        )
 
     ordered = sorted(candidates.values(), key=rank, reverse=True)
     chosen = ordered[0]

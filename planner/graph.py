@@ -133,11 +133,7 @@ class StateGraph:
     def next_steps(self, held: Collection[str]) -> list[ToolDefinition]:
         """Tools applicable now (every required state held) that would add at least one new state."""
         held = set(held)
-        return [
-            tool
-            for tool in self.registry
-            if tool.state_transition.requires <= held and not tool.state_transition.produces <= held
-        ]
+        return [tool for tool in self.registry if tool.state_transition.requires <= held and not tool.state_transition.produces <= held]
 
     @cached_property
     def refinements(self) -> dict[str, str]:
@@ -147,7 +143,9 @@ class StateGraph:
     def states_carried(self, inputs: Mapping[str, object]) -> frozenset[str]:
         """The states whose value ``inputs`` give: an input meant for a parameter that carries the
         state (:func:`toolpath.planner.inputs.input_for`) is a new value of that state."""
-        return frozenset(parameter.state for tool in self.registry for parameter in tool.parameters if parameter.state and input_for(tool, parameter, inputs) is not None)
+        return frozenset(
+            parameter.state for tool in self.registry for parameter in tool.parameters if parameter.state and input_for(tool, parameter, inputs) is not None
+        )
 
     def input_states_given(self, inputs: Mapping[str, object]) -> frozenset[str]:
         """The input states (``State.input``) among :meth:`states_carried`: a task holds them from the start."""

@@ -47,7 +47,10 @@ RESERVED_DESCRIPTORS = 256
 BACKLOG = 64
 
 _TOO_MANY_CONNECTIONS = b"too many open connections to this server; retry later\n"
-_SERVICE_UNAVAILABLE = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(_TOO_MANY_CONNECTIONS), _TOO_MANY_CONNECTIONS)
+_SERVICE_UNAVAILABLE = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s" % (
+    len(_TOO_MANY_CONNECTIONS),
+    _TOO_MANY_CONNECTIONS,
+)
 
 
 @dataclass(frozen=True)
@@ -93,7 +96,9 @@ def connection_cap(limits: HttpLimits) -> int:
             pass
     available = soft - RESERVED_DESCRIPTORS
     if available < 16:
-        raise ValueError(f"the open-file limit is {soft} descriptors, which leaves {max(available, 0)} for HTTP connections after {RESERVED_DESCRIPTORS} kept for kernels and files; raise it (e.g. `ulimit -n 4096`) and start again")
+        raise ValueError(
+            f"the open-file limit is {soft} descriptors, which leaves {max(available, 0)} for HTTP connections after {RESERVED_DESCRIPTORS} kept for kernels and files; raise it (e.g. `ulimit -n 4096`) and start again"
+        )
     return min(limits.max_connections, available)
 
 
@@ -144,7 +149,11 @@ class BoundedH11Protocol(H11Protocol):
         return self.conn.their_state in (h11.IDLE, h11.SEND_BODY) and (self.cycle is None or self.cycle.response_complete)
 
     def _close_longest_waiting(self) -> bool:
-        waiting = [connection for connection in self.connections if isinstance(connection, BoundedH11Protocol) and connection._waiting() and not connection.transport.is_closing()]
+        waiting = [
+            connection
+            for connection in self.connections
+            if isinstance(connection, BoundedH11Protocol) and connection._waiting() and not connection.transport.is_closing()
+        ]
         if not waiting:
             return False
         min(waiting, key=lambda connection: connection._waiting_since).transport.close()
@@ -210,5 +219,14 @@ async def serve_http(app: Any, host: str, port: int, limits: HttpLimits) -> None
     """
     protocol = type("ServeProtocol", (BoundedH11Protocol,), {"max_connections": connection_cap(limits), "request_timeout": limits.request_timeout})
     asyncio.get_running_loop().set_exception_handler(report_loop_error)
-    config = uvicorn.Config(app, host=host, port=port, http=protocol, log_level="warning", backlog=BACKLOG, timeout_keep_alive=limits.keep_alive_timeout, timeout_graceful_shutdown=limits.shutdown_timeout)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http=protocol,
+        log_level="warning",
+        backlog=BACKLOG,
+        timeout_keep_alive=limits.keep_alive_timeout,
+        timeout_graceful_shutdown=limits.shutdown_timeout,
+    )
     await uvicorn.Server(config).serve()

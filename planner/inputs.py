@@ -45,9 +45,13 @@ def check_input_names(inputs: Mapping[str, Any]) -> None:
             raise InputError(f"input names must be strings, got {name!r}")
         tool, dot, parameter = name.rpartition(".")
         if keyword.iskeyword(parameter):  # a soft keyword (`match`) is a fine keyword argument
-            raise InputError(f"input name {name!r} is a Python keyword, so it cannot be a variable; a tool parameter named {parameter!r} is passed as {parameter_name(parameter)!r}")
+            raise InputError(
+                f"input name {name!r} is a Python keyword, so it cannot be a variable; a tool parameter named {parameter!r} is passed as {parameter_name(parameter)!r}"
+            )
         if not parameter.isidentifier() or (dot and (not tool.strip(".") or any(character.isspace() or not character.isprintable() for character in tool))):
-            raise InputError(f"input name {name!r} is not a valid Python name: use the parameter's Python name (letters, digits, underscores; not starting with a digit), or TOOL.PARAMETER for one tool's parameter (e.g. write_report.path)")
+            raise InputError(
+                f"input name {name!r} is not a valid Python name: use the parameter's Python name (letters, digits, underscores; not starting with a digit), or TOOL.PARAMETER for one tool's parameter (e.g. write_report.path)"
+            )
 
 
 def names_a_step(inputs: Mapping[str, Any], tools: Iterable[ToolDefinition]) -> bool:
@@ -95,7 +99,9 @@ def plain_value(value: Any, name: str = "input") -> Any:
 
     def convert(item: Any, depth: int) -> Any:
         if depth > MAX_NESTING:
-            raise InputError(f"input {name!r} is nested more than {MAX_NESTING} levels deep; a cell cannot hold it as a literal: pass it as a file path instead")
+            raise InputError(
+                f"input {name!r} is nested more than {MAX_NESTING} levels deep; a cell cannot hold it as a literal: pass it as a file path instead"
+            )
         if item is None or isinstance(item, bool):
             return None if item is None else bool(item)
         if isinstance(item, str):
@@ -110,7 +116,9 @@ def plain_value(value: Any, name: str = "input") -> Any:
             return [convert(element, depth + 1) for element in item]
         if isinstance(item, dict):
             return {convert_key(key): convert(element, depth + 1) for key, element in item.items()}
-        raise InputError(f"input {name!r} holds a value of type {_type_name(item)}, which has no literal form; pass JSON values (strings, numbers, lists, objects)")
+        raise InputError(
+            f"input {name!r} holds a value of type {_type_name(item)}, which has no literal form; pass JSON values (strings, numbers, lists, objects)"
+        )
 
     def convert_key(key: Any) -> Any:
         if key is not None and not isinstance(key, (str, int, float)):

@@ -254,7 +254,9 @@ def _refuse_if_failed_before(directory: Path) -> None:
     except (OSError, ValueError):
         return
     if isinstance(failure, dict) and failure.get("environment") == _export_environment():
-        raise QueryModelError(f"{failure.get('error')} (recorded in {record}: the export is tried again when torch, onnx or sentence-transformers change, or when that file is deleted)")
+        raise QueryModelError(
+            f"{failure.get('error')} (recorded in {record}: the export is tried again when torch, onnx or sentence-transformers change, or when that file is deleted)"
+        )
 
 
 def _export(directory: Path) -> None:
@@ -272,21 +274,32 @@ def _export(directory: Path) -> None:
         directory.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".export-", dir=directory.parent))
     except OSError as error:
-        raise QueryModelError(f"cannot write the ONNX query model under {directory.parent}: {error.strerror or error}; set {MODELS_VARIABLE} (or {HOME_VARIABLE}) to a writable directory") from error
+        raise QueryModelError(
+            f"cannot write the ONNX query model under {directory.parent}: {error.strerror or error}; set {MODELS_VARIABLE} (or {HOME_VARIABLE}) to a writable directory"
+        ) from error
     logger.info("exporting the embedding model to ONNX for fast queries (once per model and onnxruntime version; about 20 s)")
     try:
         # planner may be importable only through this process's sys.path (a source tree).
         source_root = str(Path(__file__).resolve().parent.parent)
-        environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [source_root, os.environ.get("PYTHONPATH")])), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        environment = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [source_root, os.environ.get("PYTHONPATH")])),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+        }
         command = [sys.executable, "-m", "toolpath.planner.onnx_export", str(staging)]
         try:
             completed = subprocess.run(command, capture_output=True, text=True, timeout=EXPORT_TIMEOUT_SECONDS, env=environment)
         except subprocess.TimeoutExpired:
-            raise QueryModelError(f"exporting the query model to ONNX took over {EXPORT_TIMEOUT_SECONDS} s and was stopped; try again on a less busy machine") from None
+            raise QueryModelError(
+                f"exporting the query model to ONNX took over {EXPORT_TIMEOUT_SECONDS} s and was stopped; try again on a less busy machine"
+            ) from None
         if completed.returncode != 0:
             lines = completed.stderr.strip().splitlines()
             reason = lines[-1] if lines else f"exit status {completed.returncode}"
-            error = QueryModelError(f"exporting the query model to ONNX failed ({reason}); run `python -m toolpath.planner.onnx_export DIRECTORY` to see the whole error")
+            error = QueryModelError(
+                f"exporting the query model to ONNX failed ({reason}); run `python -m toolpath.planner.onnx_export DIRECTORY` to see the whole error"
+            )
             with contextlib.suppress(OSError):  # the record only saves time: without it, the next command tries again
                 _failure_record(directory).write_text(json.dumps({"error": str(error), "environment": _export_environment()}), encoding="utf-8")
             raise error

@@ -33,7 +33,17 @@ import numpy as np
 
 from toolpath.errors import ToolpathError
 from toolpath.planner.embedding import DEFAULT_MODEL_ID, default_model_path, default_model_version
-from toolpath.planner.onnx_embedding import DATA_FILE, INPUT_NAMES, MANIFEST_FILE, MODEL_FILE, OUTPUT_NAME, PROBE_TEXTS, TOLERANCE, file_sha256, inference_session
+from toolpath.planner.onnx_embedding import (
+    DATA_FILE,
+    INPUT_NAMES,
+    MANIFEST_FILE,
+    MODEL_FILE,
+    OUTPUT_NAME,
+    PROBE_TEXTS,
+    TOLERANCE,
+    file_sha256,
+    inference_session,
+)
 
 #: ONNX opset of the graph; ONNX Runtime 1.16 and later run it.
 OPSET = 18
@@ -102,7 +112,9 @@ def export(directory: Path) -> None:
     session = inference_session(directory / MODEL_FILE, threads=1)
     padded = tokenize(list(PROBE_TEXTS))
     batch = session.run(None, {name: padded[name].numpy() for name in INPUT_NAMES})[0]
-    single = np.concatenate([session.run(None, {name: value.numpy() for name, value in tokenize([text]).items() if name in INPUT_NAMES})[0] for text in PROBE_TEXTS])
+    single = np.concatenate(
+        [session.run(None, {name: value.numpy() for name, value in tokenize([text]).items() if name in INPUT_NAMES})[0] for text in PROBE_TEXTS]
+    )
     for label, vectors in (("one by one", single), ("as a padded batch", batch)):
         distance = float((1 - (vectors * reference).sum(axis=1)).max())
         if distance > TOLERANCE:

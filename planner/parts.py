@@ -28,9 +28,9 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from toolpath.planner.inputs import check_input_names, input_for, plain_value
 from toolpath.planner.goals import MIN_SCORE, GoalChoice, NoMatchingSkillError, choose_goal
 from toolpath.planner.graph import StateGraph
+from toolpath.planner.inputs import check_input_names, input_for, plain_value
 from toolpath.planner.planning import NO_BUDGET, NoPlanError, Plan, TaskBudget, TieBreak, plan, qualified_name
 from toolpath.planner.search import QueryError, SkillIndex, check_text
 from toolpath.registry import ToolDefinition
@@ -63,7 +63,7 @@ def _enumerated(line: str) -> list[str]:
     if len(markers) < 2 or [int(marker.group(1)) for marker in markers] != list(range(1, len(markers) + 1)):
         return [line]
     cuts = [marker.start() for marker in markers] + [len(line)]
-    return [line[:cuts[0]], *(line[marker.end() : cuts[number + 1]] for number, marker in enumerate(markers))]
+    return [line[: cuts[0]], *(line[marker.end() : cuts[number + 1]] for number, marker in enumerate(markers))]
 
 
 def fragments(text: str) -> list[tuple[str, bool]]:
@@ -157,7 +157,9 @@ def checked_task(task: object) -> str | tuple[str, ...]:
         check_text(task, "task")
         parts = len(fragments(task))
         if parts > MAX_TASK_PARTS:
-            raise QueryError(f"the task has {parts} parts (cut at sentences, lines, 'and', 'then' and commas), more than the {MAX_TASK_PARTS} a task may have; {_SPLIT_IT}")
+            raise QueryError(
+                f"the task has {parts} parts (cut at sentences, lines, 'and', 'then' and commas), more than the {MAX_TASK_PARTS} a task may have; {_SPLIT_IT}"
+            )
         return task
     if isinstance(task, (bytes, Mapping)) or not isinstance(task, Iterable):
         raise QueryError(f"a task is a text or a list of step texts, not {type(task).__name__}")
@@ -312,7 +314,16 @@ def _similarity(match: PartMatch) -> float:
     return (hit.similarity if hit.similarity is not None else hit.lexical) if hit is not None else float("-inf")
 
 
-def _match(text: str, index: SkillIndex, graph: StateGraph, inputs: Mapping[str, Any] | None, held: Collection[str], render: Callable[[Plan], Any] | None, min_score: float = MIN_SCORE, budget: TaskBudget = NO_BUDGET) -> PartMatch:
+def _match(
+    text: str,
+    index: SkillIndex,
+    graph: StateGraph,
+    inputs: Mapping[str, Any] | None,
+    held: Collection[str],
+    render: Callable[[Plan], Any] | None,
+    min_score: float = MIN_SCORE,
+    budget: TaskBudget = NO_BUDGET,
+) -> PartMatch:
     try:
         return PartMatch(text, choose_goal(text, index, graph, inputs=inputs, held=held, render=render, min_score=min_score, budget=budget))
     except (NoMatchingSkillError, NoPlanError) as error:
@@ -355,7 +366,12 @@ def _with_repeats(joint: Plan, matches: Sequence[PartMatch]) -> Plan:
     extra = [step for step in joint.steps for _ in range(asked.get(step.tool.id, 1) - 1)]
     if not extra:
         return joint
-    return replace(joint, steps=(*joint.steps, *extra), cost=joint.cost + sum(step.tool.cost for step in extra), lower_bound=(joint.lower_bound or 0.0) + sum(step.tool.cost for step in extra))
+    return replace(
+        joint,
+        steps=(*joint.steps, *extra),
+        cost=joint.cost + sum(step.tool.cost for step in extra),
+        lower_bound=(joint.lower_bound or 0.0) + sum(step.tool.cost for step in extra),
+    )
 
 
 def _relevance(index: SkillIndex, matches: Sequence[PartMatch], budget: TaskBudget = NO_BUDGET) -> dict[int, float]:
@@ -382,10 +398,17 @@ def _tie_breaks(graph: StateGraph, joint: Plan, domains: frozenset[str], relevan
             rivals = [
                 tool
                 for tool in graph.tools_for(token)
-                if tool.id != step.tool.id and tool.cost == step.tool.cost and supplies <= tool.state_transition.produces and tool.state_transition.requires <= reached
+                if tool.id != step.tool.id
+                and tool.cost == step.tool.cost
+                and supplies <= tool.state_transition.produces
+                and tool.state_transition.requires <= reached
             ]
             if rivals:
-                ties.append(TieBreak(position, qualified_name(step.tool), tuple(qualified_name(tool) for tool in rivals), _why_chosen(step.tool, rivals, domains, relevance)))
+                ties.append(
+                    TieBreak(
+                        position, qualified_name(step.tool), tuple(qualified_name(tool) for tool in rivals), _why_chosen(step.tool, rivals, domains, relevance)
+                    )
+                )
         reached |= step.produces
     return tuple(ties)
 
@@ -445,7 +468,9 @@ def task_text(task: str | Sequence[str]) -> str:
     return task if isinstance(task, str) else "; ".join(task)
 
 
-def checked_request(graph: StateGraph, task: object, inputs: Mapping[str, Any] | None, held: str | Collection[str]) -> tuple[str | tuple[str, ...], frozenset[str]]:
+def checked_request(
+    graph: StateGraph, task: object, inputs: Mapping[str, Any] | None, held: str | Collection[str]
+) -> tuple[str | tuple[str, ...], frozenset[str]]:
     """Check a task, its inputs and held states before anything loads: ``(task, held)`` as planning
     takes them (one held state may be a plain string).
 
@@ -472,7 +497,12 @@ def held_unless_replaced(graph: StateGraph, held: Collection[str], inputs: Mappi
     if not inputs or not held:
         return held
     carried = graph.states_carried(inputs)
-    replaced = {state for tool in graph.registry if any(input_for(tool, parameter, inputs) is not None for parameter in tool.parameters) for state in tool.state_transition.produces}
+    replaced = {
+        state
+        for tool in graph.registry
+        if any(input_for(tool, parameter, inputs) is not None for parameter in tool.parameters)
+        for state in tool.state_transition.produces
+    }
     grown = True
     while grown:  # downstream: what tools make from a replaced state is replaced too
         grown = False
@@ -530,4 +560,3 @@ def plan_parts(
     relevance = _relevance(index, matches, budget)
     budget.check()
     return tuple(matches), joint_plan(graph, matches, held, relevance)
-

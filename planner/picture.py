@@ -70,6 +70,7 @@ def layered(graph: StateGraph, held: Iterable[str] = ()) -> Layout:
         columns.setdefault(layer[node], []).append(node)
     rank: dict[Node, int] = {}
     for level in sorted(columns):
+
         def barycentre(node: Node) -> float:
             before = [rank[predecessor] for predecessor in graph.graph.predecessors(node) if predecessor in rank]
             return sum(before) / len(before) if before else math.inf
@@ -181,7 +182,9 @@ def draw(graph: StateGraph, path: str | Path, image_format: str, plan: Plan | No
         on_plan = source in marked and target in marked
         (source_x, source_y), (target_x, target_y) = position[source], position[target]
         axes.annotate(
-            "", xy=(target_x - half[target], target_y), xytext=(source_x + half[source], source_y),
+            "",
+            xy=(target_x - half[target], target_y),
+            xytext=(source_x + half[source], source_y),
             arrowprops={"arrowstyle": "-|>", "color": "#e8590c" if on_plan else "#adb5bd", "lw": 1.6 if on_plan else 0.6, "shrinkA": 0, "shrinkB": 0},
             zorder=1,
         )
@@ -189,7 +192,16 @@ def draw(graph: StateGraph, path: str | Path, image_format: str, plan: Plan | No
         tool = node[0] == "tool"
         face = "#ffd8a8" if node in marked else ("#e9ecef" if tool else "#d0ebff")
         edge = "#e8590c" if node in marked else ("#495057" if tool else "#1c7ed6")
-        axes.text(x, y, _label(graph, node), ha="center", va="center", fontsize=7, zorder=2, bbox={"boxstyle": "square,pad=0.3" if tool else "round,pad=0.3", "facecolor": face, "edgecolor": edge, "linewidth": 0.8})
+        axes.text(
+            x,
+            y,
+            _label(graph, node),
+            ha="center",
+            va="center",
+            fontsize=7,
+            zorder=2,
+            bbox={"boxstyle": "square,pad=0.3" if tool else "round,pad=0.3", "facecolor": face, "edgecolor": edge, "linewidth": 0.8},
+        )
     axes.set_xlim(-1.4, 2.6 * max(layout.layers - 1, 0) + 1.4)
     axes.set_ylim(-0.45 * layout.widest / 2 - 0.4, 0.45 * layout.widest / 2 + 0.4)
     axes.axis("off")
@@ -198,4 +210,3 @@ def draw(graph: StateGraph, path: str | Path, image_format: str, plan: Plan | No
     figure.savefig(path, format=image_format, dpi=150)
     pyplot.close(figure)
     return path
-

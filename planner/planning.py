@@ -27,7 +27,6 @@ from toolpath.planner.delete_free import INFINITY, DeleteFreeTask
 from toolpath.planner.graph import StateGraph
 from toolpath.registry import ToolDefinition
 
-
 #: Milliseconds a plan's search may spend proving optimality after its bounds (see :func:`plan`).
 DEFAULT_TIME_BUDGET_MS = 250.0
 
@@ -47,7 +46,9 @@ class PlanningTimeout(PlanningStopped, Refusal, TimeoutError):
 
     def __init__(self, budget_s: float):
         self.budget_s = budget_s
-        super().__init__(f"planning the task took longer than its time budget of {budget_s:g} s; split it into smaller tasks, or give it more time (time_budget_s=SECONDS)")
+        super().__init__(
+            f"planning the task took longer than its time budget of {budget_s:g} s; split it into smaller tasks, or give it more time (time_budget_s=SECONDS)"
+        )
 
 
 class PlanningCancelled(PlanningStopped):
@@ -256,7 +257,9 @@ class NoPlanError(Refusal):
             causes = missing.get(goal) or []
             if not causes and goal in self.circular:
                 loop = ", ".join(self.circular[goal])
-                reasons.append(f"{goal} is unreachable: every tool that leads to it needs one of {loop} first, and only tools that need one of them produce them (a cycle no tool or held state starts)")
+                reasons.append(
+                    f"{goal} is unreachable: every tool that leads to it needs one of {loop} first, and only tools that need one of them produce them (a cycle no tool or held state starts)"
+                )
             elif not causes:
                 reasons.append(f"{goal} is unreachable")
             for cause in causes:
@@ -272,7 +275,14 @@ class NoPlanError(Refusal):
         return f"no tool produces {state}"
 
     def to_dict(self) -> dict:
-        return {"error": str(self), "unreachable": self.unreachable, "missing": self.missing, "avoided": self.avoided, "circular": self.circular, "given_by": self.given_by}
+        return {
+            "error": str(self),
+            "unreachable": self.unreachable,
+            "missing": self.missing,
+            "avoided": self.avoided,
+            "circular": self.circular,
+            "given_by": self.given_by,
+        }
 
 
 def _explain_unreachable(graph: StateGraph, goal: Iterable[str], reached: set[str], avoided_ids: frozenset[int]) -> NoPlanError:
@@ -381,7 +391,9 @@ def _tokens(tokens: Iterable[str]) -> frozenset[str]:
     return frozenset([tokens] if isinstance(tokens, str) else tokens)
 
 
-def _problem(graph: StateGraph, goal: Iterable[str], held: Iterable[str], avoid: Collection[str], allow_empty_goal: bool = False) -> tuple[frozenset[str], frozenset[str], frozenset[int]]:
+def _problem(
+    graph: StateGraph, goal: Iterable[str], held: Iterable[str], avoid: Collection[str], allow_empty_goal: bool = False
+) -> tuple[frozenset[str], frozenset[str], frozenset[int]]:
     """Check a planning problem and return ``(goal, held, avoided tool ids)``."""
     goal, held, avoid = _tokens(goal), _tokens(held), _tokens(avoid)
     if not goal and not allow_empty_goal:
@@ -434,7 +446,6 @@ def _plan(
 PREFERENCE_EPSILON = 1e-4
 
 
-
 def _preferred_costs(task: DeleteFreeTask, prefer: Mapping[int, float]) -> list[float]:
     """Tool costs raised by up to ``PREFERENCE_EPSILON`` of the cheapest positive cost, least for
     the tools ``prefer`` scores highest (by rank, so the scores' scale does not matter)."""
@@ -474,9 +485,15 @@ def plan_to_run(
     """
     tool = graph.resolve_tool(tool) if isinstance(tool, str) else tool
     held = _tokens(held)
-    before = plan(graph, tool.state_transition.requires, held, avoid, max_expansions, time_budget_ms=time_budget_ms) if tool.state_transition.requires - held else Plan(frozenset(), held, (), 0.0, True)
+    before = (
+        plan(graph, tool.state_transition.requires, held, avoid, max_expansions, time_budget_ms=time_budget_ms)
+        if tool.state_transition.requires - held
+        else Plan(frozenset(), held, (), 0.0, True)
+    )
     steps = [step.tool for step in before.steps] + [tool]
-    return Plan(tool.state_transition.produces, held, _annotate(steps), before.cost + tool.cost, before.optimal, lower_bound=(before.lower_bound or 0.0) + tool.cost)
+    return Plan(
+        tool.state_transition.produces, held, _annotate(steps), before.cost + tool.cost, before.optimal, lower_bound=(before.lower_bound or 0.0) + tool.cost
+    )
 
 
 def alternative_plans(

@@ -42,7 +42,7 @@ def _files(domain: str) -> dict[str, str]:
             return_spec: {{name: summary, type: str, description: the first sentence, state: {domain}.text_summarised}}
             state_transition: {{requires: [{domain}.text_given], produces: [{domain}.text_summarised]}}
         """
-    module = '''\
+    module = f'''\
         """Tool ``summarise_text`` of the {domain} catalog: one module per tool, a function of the same name."""
 
 
@@ -50,7 +50,7 @@ def _files(domain: str) -> dict[str, str]:
             """The first sentence of ``text`` (up to and including its first period)."""
             head, period, _ = text.strip().partition(".")
             return head + period
-        '''.format(domain=domain)
+        '''
     test = f'''\
         """Tests of the {domain} catalog: it lints clean with its modules imported, and its tool works."""
 

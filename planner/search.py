@@ -199,7 +199,9 @@ class SkillIndex:
             documents.append(" ".join(texts))
         for tool in graph.registry:
             transition = tool.state_transition
-            texts = self._add(_Entry("tool", tool.name, tool.server_name, transition.produces, tool.id), [tool.description, *tool.affordances, _words(tool.name)])
+            texts = self._add(
+                _Entry("tool", tool.name, tool.server_name, transition.produces, tool.id), [tool.description, *tool.affordances, _words(tool.name)]
+            )
             parameters = [_words(parameter.name) for parameter in (*tool.required_parameters, *tool.optional_parameters)]
             # The name as written too, so a request that names the tool ("call SearchPeople") matches it.
             documents.append(" ".join([*texts, *parameters, tool.name]))
@@ -311,7 +313,9 @@ class SkillIndex:
                 continue
             matched = self._texts[best_text[index]] if best_text is not None else self._lexical_match(index, set(query_tokens))
             dense = None if similarity is None else float(similarity[index])
-            hits.append(SkillHit(entry.kind, entry.name, entry.server, float(score[index]), dense, float(lexical[index]), matched, entry.states, reachable, goal_plan))
+            hits.append(
+                SkillHit(entry.kind, entry.name, entry.server, float(score[index]), dense, float(lexical[index]), matched, entry.states, reachable, goal_plan)
+            )
             if len(hits) == k:
                 break
         return hits

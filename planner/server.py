@@ -126,7 +126,16 @@ class ToolpathServer:
         ValueError: a malformed hashed token, or the same token twice.
     """
 
-    def __init__(self, workspace: Workspace, user_id: str, tokens: dict[str, str] | None = None, url: str = "http://127.0.0.1", max_sessions_per_user: int = SERVE_MAX_SESSIONS_PER_USER, max_tasks_per_user: int = SERVE_MAX_TASKS_PER_USER, **code_mode_options: Any):
+    def __init__(
+        self,
+        workspace: Workspace,
+        user_id: str,
+        tokens: dict[str, str] | None = None,
+        url: str = "http://127.0.0.1",
+        max_sessions_per_user: int = SERVE_MAX_SESSIONS_PER_USER,
+        max_tasks_per_user: int = SERVE_MAX_TASKS_PER_USER,
+        **code_mode_options: Any,
+    ):
         self.workspace = workspace
         self.user_id = user_id
         self.authenticated = tokens is not None
@@ -139,11 +148,30 @@ class ToolpathServer:
         self._lock = asyncio.Lock()
         auth = {"token_verifier": verifier, "auth": AuthSettings(issuer_url=url, resource_server_url=f"{url}/mcp")} if verifier is not None else {}
         self.mcp = MCPServer("toolpath", instructions=INSTRUCTIONS, log_level="WARNING", **auth)
-        for tool in (self.search_skills, self.plan_task, self.run_task, self.execute, self.restart, self.close_session, self.list_variables, self.session_overview):
+        for tool in (
+            self.search_skills,
+            self.plan_task,
+            self.run_task,
+            self.execute,
+            self.restart,
+            self.close_session,
+            self.list_variables,
+            self.session_overview,
+        ):
             self.mcp.add_tool(_refusals_as_tool_errors(tool), structured_output=False)
-        self.mcp.resource("toolpath://graph", name="state graph", description="The state-transition graph of the loaded catalogs as Mermaid flowchart text: states (rounded) and tools (boxes), requires and produces as arrows.", mime_type="text/plain")(workspace.graph.to_mermaid)
+        self.mcp.resource(
+            "toolpath://graph",
+            name="state graph",
+            description="The state-transition graph of the loaded catalogs as Mermaid flowchart text: states (rounded) and tools (boxes), requires and produces as arrows.",
+            mime_type="text/plain",
+        )(workspace.graph.to_mermaid)
         for number, catalog in enumerate(workspace.loaded.catalogs):
-            self.mcp.resource(f"toolpath://catalogs/{number}", name=f"catalog {catalog.path.name}", description=f"The catalog file {catalog.path} (tools, their states and affordances).", mime_type="text/yaml" if catalog.path.suffix in (".yaml", ".yml") else "application/json")(_reader(catalog.path))
+            self.mcp.resource(
+                f"toolpath://catalogs/{number}",
+                name=f"catalog {catalog.path.name}",
+                description=f"The catalog file {catalog.path} (tools, their states and affordances).",
+                mime_type="text/yaml" if catalog.path.suffix in (".yaml", ".yml") else "application/json",
+            )(_reader(catalog.path))
 
     def _user(self) -> str:
         """The user this request acts for: its token's, or the server's."""
@@ -174,7 +202,9 @@ class ToolpathServer:
                         "end one with close_session, or ask the server's operator to raise --max-sessions-per-user"
                     )
                 # SessionOwnerError only when the Python API gave that key to another user in a shared store.
-                session = await asyncio.to_thread(self.workspace.session, kernel_session_id(user, session_id, self.authenticated), code_mode=self.code_mode, user_id=user)
+                session = await asyncio.to_thread(
+                    self.workspace.session, kernel_session_id(user, session_id, self.authenticated), code_mode=self.code_mode, user_id=user
+                )
                 self._sessions[(user, session_id)] = session
         return session
 
@@ -204,7 +234,12 @@ class ToolpathServer:
         """Find the states and tools of the loaded catalogs that match what you want to achieve, in words. Each hit says whether a plan from the session's held states reaches it."""
         session = await self._session(session_id)
         hits = await session.asearch(query, k)
-        lines = [f"{hit.kind} {f'{hit.server}.' if hit.kind == 'tool' and hit.server else ''}{hit.name}" + (f" (similarity {hit.similarity:.2f})" if hit.similarity is not None else "") + f": {hit.matched}" for hit in hits]
+        lines = [
+            f"{hit.kind} {f'{hit.server}.' if hit.kind == 'tool' and hit.server else ''}{hit.name}"
+            + (f" (similarity {hit.similarity:.2f})" if hit.similarity is not None else "")
+            + f": {hit.matched}"
+            for hit in hits
+        ]
         return _result({"hits": [hit.to_dict() for hit in hits]}, "\n".join(lines) or "no matching state or tool")
 
     async def plan_task(self, task: str | list[str], inputs: dict[str, Any] | None = None, session_id: str | None = None) -> CallToolResult:
@@ -241,7 +276,9 @@ class ToolpathServer:
         async with self._lock:
             session = self._sessions.pop((user, session_id), None)
         if session is None:  # not used since this server started: its snapshot may be in the store
-            session = await asyncio.to_thread(self.workspace.session, kernel_session_id(user, session_id, self.authenticated), code_mode=self.code_mode, user_id=user)
+            session = await asyncio.to_thread(
+                self.workspace.session, kernel_session_id(user, session_id, self.authenticated), code_mode=self.code_mode, user_id=user
+            )
         await session.arestart()
         await session.ashutdown()
         return _result({"closed": True}, f"Session {session_id!r} is closed; its kernel, variables and snapshot are gone.")
@@ -288,7 +325,9 @@ def _token_digest(key: str) -> bytes:
         return hashlib.sha256(key.encode()).digest()
     digest = key.removeprefix(HASHED_TOKEN_PREFIX)
     if not _HEX_DIGEST.fullmatch(digest):
-        raise ValueError(f"starts with {HASHED_TOKEN_PREFIX!r} but {len(digest)} characters follow, not 64 hex digits; write {HASHED_TOKEN_PREFIX!r} and the token's SHA-256 hex digest, as `toolpath serve --hash-token` prints it")
+        raise ValueError(
+            f"starts with {HASHED_TOKEN_PREFIX!r} but {len(digest)} characters follow, not 64 hex digits; write {HASHED_TOKEN_PREFIX!r} and the token's SHA-256 hex digest, as `toolpath serve --hash-token` prints it"
+        )
     return bytes.fromhex(digest)
 
 
@@ -340,12 +379,14 @@ def read_tokens(path: str) -> dict[str, str]:
     except OSError as error:
         raise ServeError(f"cannot read the tokens file {path}: {error.strerror or error}") from error
     except ValueError as error:
-        raise ServeError(f"the tokens file {path} is not JSON ({error}); write an object like {{\"a-long-random-token\": \"alice\"}}") from error
+        raise ServeError(f'the tokens file {path} is not JSON ({error}); write an object like {{"a-long-random-token": "alice"}}') from error
     if not isinstance(tokens, dict) or not tokens or not all(isinstance(token, str) and isinstance(user, str) and user for token, user in tokens.items()):
         raise ServeError(f"the tokens file {path} must be a non-empty JSON object mapping each token to a user id (both strings)")
     short = [token for token in tokens if len(token) < MIN_TOKEN_LENGTH and not token.startswith(HASHED_TOKEN_PREFIX)]
     if short:
-        raise ServeError(f"the tokens file {path} has {len(short)} token(s) shorter than {MIN_TOKEN_LENGTH} characters; use long random tokens (e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')")
+        raise ServeError(
+            f"the tokens file {path} has {len(short)} token(s) shorter than {MIN_TOKEN_LENGTH} characters; use long random tokens (e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )
     try:
         StaticTokens(tokens)
     except ValueError as error:
@@ -473,7 +514,10 @@ def _result(structured: dict[str, Any], text: str, cell: CellResult | None = Non
 
 def _without_image_data(structured: dict[str, Any]) -> dict[str, Any]:
     """``structured`` with each ``images`` list of base64 strings replaced by its length."""
-    return {key: (len(value) if key == "images" and isinstance(value, list) else _without_image_data(value) if isinstance(value, dict) else value) for key, value in structured.items()}
+    return {
+        key: (len(value) if key == "images" and isinstance(value, list) else _without_image_data(value) if isinstance(value, dict) else value)
+        for key, value in structured.items()
+    }
 
 
 def kernel_placement(kernels: str, multi_user: bool, code_mode_options: dict[str, Any], sandbox: SandboxPolicy | None = None) -> dict[str, Any]:
@@ -494,7 +538,9 @@ def kernel_placement(kernels: str, multi_user: bool, code_mode_options: dict[str
         raise ServeError(f"--kernels takes auto, sandboxed or plain, got {kernels!r}")
     elsewhere = "gateway_url" in code_mode_options or "kernel_name" in code_mode_options
     if elsewhere and kernels == "sandboxed":
-        raise ServeError("--kernels sandboxed is for kernels on this machine; with --gateway-url or --kernel-name the gateway or kernelspec decides how they are isolated")
+        raise ServeError(
+            "--kernels sandboxed is for kernels on this machine; with --gateway-url or --kernel-name the gateway or kernelspec decides how they are isolated"
+        )
     sandboxed = not elsewhere and (kernels == "sandboxed" or (kernels == "auto" and multi_user))
     if sandbox is not None and not sandboxed:
         raise ServeError("--sandbox-read, --sandbox-network and --sandbox-limit apply to sandboxed kernels: give --tokens or --kernels sandboxed")
@@ -502,12 +548,30 @@ def kernel_placement(kernels: str, multi_user: bool, code_mode_options: dict[str
         return {}
     problem = sandbox_problem()
     if problem:
-        why = "with --tokens, users' kernels run sandboxed so that one user's code cannot read this server's files, environment or other users' sessions" if kernels == "auto" else "--kernels sandboxed"
-        raise ServeError(f"{why}, but {problem}. Run kernels on a gateway (--gateway-url), or give --kernels plain if every user may read this server's files and each other's sessions")
+        why = (
+            "with --tokens, users' kernels run sandboxed so that one user's code cannot read this server's files, environment or other users' sessions"
+            if kernels == "auto"
+            else "--kernels sandboxed"
+        )
+        raise ServeError(
+            f"{why}, but {problem}. Run kernels on a gateway (--gateway-url), or give --kernels plain if every user may read this server's files and each other's sessions"
+        )
     return {"sandbox": sandbox or SandboxPolicy()}
 
 
-def serve(catalogs: Sequence[str | Path] = (), http: str | None = None, tokens_file: str | None = None, no_auth: bool = False, code_mode_options: dict[str, Any] | None = None, http_limits: HttpLimits | None = None, allowed_hosts: Sequence[str] = (), quotas: dict[str, int] | None = None, max_request_bytes: int | None = None, kernels: str = "auto", sandbox: SandboxPolicy | None = None) -> None:
+def serve(
+    catalogs: Sequence[str | Path] = (),
+    http: str | None = None,
+    tokens_file: str | None = None,
+    no_auth: bool = False,
+    code_mode_options: dict[str, Any] | None = None,
+    http_limits: HttpLimits | None = None,
+    allowed_hosts: Sequence[str] = (),
+    quotas: dict[str, int] | None = None,
+    max_request_bytes: int | None = None,
+    kernels: str = "auto",
+    sandbox: SandboxPolicy | None = None,
+) -> None:
     """Run ``toolpath serve``: over stdio until the client disconnects, or over Streamable HTTP at
     ``http`` (``HOST:PORT``) until SIGTERM/SIGINT. ``code_mode_options`` go to the shared
     :class:`toolpath.kernel.CodeMode` (where its kernels run: a gateway, a kernelspec, the bridge), and
@@ -529,13 +593,17 @@ def serve(catalogs: Sequence[str | Path] = (), http: str | None = None, tokens_f
     tokens = None
     if http is None:
         if tokens_file is not None or no_auth or allowed_hosts or http_limits is not None or max_request_bytes is not None:
-            raise ServeError("--tokens, --no-auth, --allowed-host, --max-request-bytes and the connection limits only apply with --http (over stdio the user is the local user)")
+            raise ServeError(
+                "--tokens, --no-auth, --allowed-host, --max-request-bytes and the connection limits only apply with --http (over stdio the user is the local user)"
+            )
     else:
         host, port = http_address(http)
         if tokens_file is not None and no_auth:
             raise ServeError("give either --tokens FILE or --no-auth, not both")
         if tokens_file is None and not no_auth:
-            raise ServeError("over HTTP, toolpath serve needs --tokens FILE (bearer tokens mapped to user ids); on a loopback address --no-auth serves the local user without tokens")
+            raise ServeError(
+                "over HTTP, toolpath serve needs --tokens FILE (bearer tokens mapped to user ids); on a loopback address --no-auth serves the local user without tokens"
+            )
         if no_auth and not _is_loopback(host):
             raise ServeError(f"--no-auth is only allowed on a loopback address (127.0.0.1, ::1, localhost), not {host}; give --tokens FILE")
         tokens = read_tokens(tokens_file) if tokens_file is not None else None
@@ -568,8 +636,10 @@ def serve(catalogs: Sequence[str | Path] = (), http: str | None = None, tokens_f
 def _explaining_body_limit(app: ASGIApp, limit: int) -> ASGIApp:
     """``app``, whose ``413`` answers (the MCP SDK's request body limit, "Request body too large")
     say instead what the limit is and how to change it."""
-    reason = (f"the request body is over {limit} bytes, the most this server accepts (toolpath serve --max-request-bytes {limit}); "
-              "send less in one call, or ask the server's operator to raise --max-request-bytes\n").encode()
+    reason = (
+        f"the request body is over {limit} bytes, the most this server accepts (toolpath serve --max-request-bytes {limit}); "
+        "send less in one call, or ask the server's operator to raise --max-request-bytes\n"
+    ).encode()
 
     async def explaining(scope: Scope, receive: Receive, send: Send) -> None:
         refused = False

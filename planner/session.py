@@ -84,7 +84,13 @@ class SessionState:
     kernel_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"session_id": self.session_id, "held": list(self.held), "artifacts": dict(self.artifacts), "domains": list(self.domains), "kernel_id": self.kernel_id}
+        return {
+            "session_id": self.session_id,
+            "held": list(self.held),
+            "artifacts": dict(self.artifacts),
+            "domains": list(self.domains),
+            "kernel_id": self.kernel_id,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SessionState:
@@ -136,7 +142,15 @@ class AgentSession:
         kernel.SessionOwnerError: the session belongs to another user.
     """
 
-    def __init__(self, workspace: Workspace, session_id: str, code_mode: CodeMode | None = None, state: SessionState | None = None, user_id: str | None = None, **code_mode_options: Any):
+    def __init__(
+        self,
+        workspace: Workspace,
+        session_id: str,
+        code_mode: CodeMode | None = None,
+        state: SessionState | None = None,
+        user_id: str | None = None,
+        **code_mode_options: Any,
+    ):
         if not isinstance(session_id, str) or not session_id.strip():
             raise ValueError(f"session_id must be a non-empty string, got {session_id!r}")
         self.workspace = workspace
@@ -209,7 +223,9 @@ class AgentSession:
         self.bind_domains(state.domains)
         if state.kernel_id is not None and state.kernel_id == self.code_mode.kernel_id(self.session_id):
             self._held = set(state.held)
-            self._artifacts = {variable: carried for variable, carried in state.artifacts.items() if is_variable_name(variable) and variable not in self._handle_names()}
+            self._artifacts = {
+                variable: carried for variable, carried in state.artifacts.items() if is_variable_name(variable) and variable not in self._handle_names()
+            }
             self._kernel_id = state.kernel_id
             self._after_cell(self._variables_now())  # artifacts whose variable is gone are dropped
         elif state.held:
@@ -229,7 +245,9 @@ class AgentSession:
         self.code_mode.start(self.session_id, self.user_id)
         with self._lock:
             self._held = {token for token in state.held if token in known}
-            self._artifacts = {variable: carried for variable, carried in state.artifacts.items() if carried in self._held and variable not in self._handle_names()}
+            self._artifacts = {
+                variable: carried for variable, carried in state.artifacts.items() if carried in self._held and variable not in self._handle_names()
+            }
             self._kernel_id = self.code_mode.kernel_id(self.session_id)
         self._after_cell(self._variables_now())
 
@@ -386,7 +404,17 @@ class AgentSession:
             # An input that carries a state is a newer value of it than the artifact held before.
             carried = graph.states_carried(inputs or {})
             artifacts = {variable: state for variable, state in self._artifacts.items() if state in plan.held and state not in carried}
-            return render_cell(plan, inputs, task, registry=graph.registry, bindings=bindings, artifacts=artifacts, variables=self._variables | self._running, also_show=also_show, refinements=graph.refinements)
+            return render_cell(
+                plan,
+                inputs,
+                task,
+                registry=graph.registry,
+                bindings=bindings,
+                artifacts=artifacts,
+                variables=self._variables | self._running,
+                also_show=also_show,
+                refinements=graph.refinements,
+            )
 
     def plan_task(
         self,
@@ -419,7 +447,16 @@ class AgentSession:
         index = self.workspace.index
         index.load_query_model()  # loading the model is not planning: the budget starts after it
         budget = TaskBudget.start(time_budget_s, cancel)
-        parts, joint = plan_parts(task, index, graph, inputs=inputs, held=explicit, session_held=session_held, render=lambda plan: self._render(plan, inputs, text, self._prospective_bindings(plan)), budget=budget)
+        parts, joint = plan_parts(
+            task,
+            index,
+            graph,
+            inputs=inputs,
+            held=explicit,
+            session_held=session_held,
+            render=lambda plan: self._render(plan, inputs, text, self._prospective_bindings(plan)),
+            budget=budget,
+        )
         budget.check()  # a cancelled plan binds no domains
         self.bind_domains(toolkit_of(step.tool) for step in joint.steps)
         bindings = self._bindings if self._bindings is not None else self._prospective_bindings(joint)
@@ -429,7 +466,14 @@ class AgentSession:
         cell = self._render(joint, inputs, text, bindings, also_show=already)
         return TaskPlan(task, dict(inputs or {}), parts, joint, cell, session_id=self.session_id)
 
-    async def aplan_task(self, task: str | Sequence[str], inputs: Mapping[str, Any] | None = None, held: str | Collection[str] | None = None, *, time_budget_s: float | None = DEFAULT_TASK_BUDGET_S) -> TaskPlan:
+    async def aplan_task(
+        self,
+        task: str | Sequence[str],
+        inputs: Mapping[str, Any] | None = None,
+        held: str | Collection[str] | None = None,
+        *,
+        time_budget_s: float | None = DEFAULT_TASK_BUDGET_S,
+    ) -> TaskPlan:
         """:meth:`plan_task` in a worker thread. Cancelling the awaiting coroutine (its client is
         gone) stops the worker at its next check (:class:`toolpath.planner.planning.TaskBudget`)."""
         cancel = threading.Event()
@@ -439,7 +483,14 @@ class AgentSession:
             cancel.set()
             raise
 
-    def _runnable(self, task: str | Sequence[str] | TaskPlan, inputs: Mapping[str, Any] | None, time_budget_s: float | None = DEFAULT_TASK_BUDGET_S, cancel: threading.Event | None = None, reserved: list[TaskPlan] | None = None) -> TaskPlan:
+    def _runnable(
+        self,
+        task: str | Sequence[str] | TaskPlan,
+        inputs: Mapping[str, Any] | None,
+        time_budget_s: float | None = DEFAULT_TASK_BUDGET_S,
+        cancel: threading.Event | None = None,
+        reserved: list[TaskPlan] | None = None,
+    ) -> TaskPlan:
         """The task plan to run: planned now for a task text; checked against what the session
         holds; its variables reserved until :meth:`_finish_task` (rendered again with new names
         when the kernel, or a task running meanwhile, has taken one since it was planned).
@@ -451,7 +502,9 @@ class AgentSession:
         task_plan = task if isinstance(task, TaskPlan) else self.plan_task(task, inputs, time_budget_s=time_budget_s, cancel=cancel)
         if task_plan.session_id != self.session_id:
             made_by = f"session {task_plan.session_id!r}" if task_plan.session_id else "Workspace.plan_task"
-            raise ValueError(f"this task plan was made by {made_by}; plan it with this session's plan_task, so its cell uses this session's handles and variables")
+            raise ValueError(
+                f"this task plan was made by {made_by}; plan it with this session's plan_task, so its cell uses this session's handles and variables"
+            )
         if task_plan.cell.unbound:
             raise UnboundParametersError(task_plan.cell.unbound)
         self._check_kernel()
@@ -485,7 +538,9 @@ class AgentSession:
                     self._artifacts.pop(variable, None)
                     self._artifacts[variable] = tool.return_spec.state
 
-    def run_task(self, task: str | Sequence[str] | TaskPlan, inputs: Mapping[str, Any] | None = None, *, time_budget_s: float | None = DEFAULT_TASK_BUDGET_S) -> TaskRun:
+    def run_task(
+        self, task: str | Sequence[str] | TaskPlan, inputs: Mapping[str, Any] | None = None, *, time_budget_s: float | None = DEFAULT_TASK_BUDGET_S
+    ) -> TaskRun:
         """Plan ``task`` (unless it is already a :class:`TaskPlan` of this session) and run its cell in
         the session's kernel; completed steps' states become held.
 
@@ -508,7 +563,9 @@ class AgentSession:
         finally:
             self._release(task_plan)
 
-    async def arun_task(self, task: str | Sequence[str] | TaskPlan, inputs: Mapping[str, Any] | None = None, *, time_budget_s: float | None = DEFAULT_TASK_BUDGET_S) -> TaskRun:
+    async def arun_task(
+        self, task: str | Sequence[str] | TaskPlan, inputs: Mapping[str, Any] | None = None, *, time_budget_s: float | None = DEFAULT_TASK_BUDGET_S
+    ) -> TaskRun:
         """Async :meth:`run_task`. Cancelling the awaiting coroutine while the task is planned (its
         client is gone) stops the planning thread at its next check, and gives back any variable
         names it reserved."""
@@ -590,7 +647,11 @@ class AgentSession:
             requires, produces = tool.state_transition.requires, tool.state_transition.produces
             if not requires or not requires <= held or produces <= held:
                 continue
-            carriers = {parameter.python_name: self._newest_artifact(parameter.state) for parameter in tool.required_parameters if parameter.state and parameter.role != "output"}
+            carriers = {
+                parameter.python_name: self._newest_artifact(parameter.state)
+                for parameter in tool.required_parameters
+                if parameter.state and parameter.role != "output"
+            }
             arguments = ", ".join(f"{name}={variable}" for name, variable in carriers.items() if variable is not None)
             if tool.id in targets:
                 steps.append(f"  {targets[tool.id]}({arguments}) -> {', '.join(sorted(produces - held))}")

@@ -20,7 +20,9 @@ class UnboundParametersError(Refusal, ValueError):
         self.unbound = tuple(unbound)
         names = ", ".join(f"{parameter.parameter} ({parameter.type}, for {parameter.tool})" for parameter in self.unbound)
         example = self.unbound[0].parameter if self.unbound else "NAME"
-        super().__init__(f"the plan needs inputs that were not given: {names}. Pass them as inputs ({{{example!r}: ...}}), or --input {example}=VALUE on the command line")
+        super().__init__(
+            f"the plan needs inputs that were not given: {names}. Pass them as inputs ({{{example!r}: ...}}), or --input {example}=VALUE on the command line"
+        )
 
 
 @dataclass(frozen=True)

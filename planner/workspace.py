@@ -16,11 +16,11 @@ plans (``toolpath plan``) loads neither the embedding model nor jupyter_client.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import threading
 from collections.abc import Collection, Iterable, Mapping, Sequence
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,7 +55,11 @@ def resolve_catalog_paths(only: Sequence[str | Path] = (), add: Sequence[str | P
         base = [Path(path) for path in only]
     else:
         listed = [Path(entry) for entry in os.environ.get(CATALOGS_VARIABLE, "").split(os.pathsep) if entry.strip()]
-        missing = [CatalogProblem(str(path), "", f"cannot read catalog file: it does not exist; fix or remove it in {CATALOGS_VARIABLE}", code=UNREADABLE) for path in listed if not path.exists()]
+        missing = [
+            CatalogProblem(str(path), "", f"cannot read catalog file: it does not exist; fix or remove it in {CATALOGS_VARIABLE}", code=UNREADABLE)
+            for path in listed
+            if not path.exists()
+        ]
         if missing:
             raise CatalogError(missing)
         base = [*default_catalog_paths(), *listed]
@@ -177,7 +181,15 @@ class Workspace:
         options.setdefault("pool_size", 0)
         return CodeMode(timeout=timeout, env=env, **options)
 
-    def session(self, session_id: str = "session", *, code_mode: CodeMode | None = None, state: SessionState | None = None, user_id: str | None = None, **code_mode_options: Any) -> AgentSession:
+    def session(
+        self,
+        session_id: str = "session",
+        *,
+        code_mode: CodeMode | None = None,
+        state: SessionState | None = None,
+        user_id: str | None = None,
+        **code_mode_options: Any,
+    ) -> AgentSession:
         """An :class:`toolpath.planner.session.AgentSession`: one persistent kernel that keeps its held states,
         artifacts and handles across tasks and free cells.
 
@@ -204,7 +216,9 @@ class Workspace:
         from toolpath.planner.task import UnboundParametersError
 
         if task_plan.session_id is not None:
-            raise ValueError(f"this task plan belongs to session {task_plan.session_id!r} (its cell uses that session's handles and variables); run it with that session's run_task")
+            raise ValueError(
+                f"this task plan belongs to session {task_plan.session_id!r} (its cell uses that session's handles and variables); run it with that session's run_task"
+            )
         if task_plan.cell.unbound:
             raise UnboundParametersError(task_plan.cell.unbound)
         return bool(task_plan.plan.steps)

@@ -3,7 +3,18 @@
 This layer imports nothing from ``kernel`` or ``planner``.
 """
 
-from toolpath.registry.catalog import Catalog, CatalogError, CatalogFile, CatalogProblem, LoadedCatalogs, catalog_json_schema, combine_catalogs, import_roots, load_catalogs, read_catalog
+from toolpath.registry.catalog import (
+    Catalog,
+    CatalogError,
+    CatalogFile,
+    CatalogProblem,
+    LoadedCatalogs,
+    catalog_json_schema,
+    combine_catalogs,
+    import_roots,
+    load_catalogs,
+    read_catalog,
+)
 from toolpath.registry.lint import RULES, Finding, lint_catalogs, load_checked
 from toolpath.registry.names import handle_name, python_identifier
 from toolpath.registry.states import State, StateTransition

@@ -87,7 +87,15 @@ class CatalogProblem:
         return f"{where}: {self.code}{field_path} {self.message}"
 
     def to_dict(self) -> dict:
-        return {"path": self.path, "line": self.line, "column": self.column, "code": self.code, "severity": "error", "field": self.field, "message": self.message}
+        return {
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "code": self.code,
+            "severity": "error",
+            "field": self.field,
+            "message": self.message,
+        }
 
 
 class CatalogError(Refusal, ValueError):
@@ -126,8 +134,12 @@ class CatalogFile(BaseModel):
     package: str | None = Field(default=None, description="Package whose module `{package}.{name}` implements tool `name`.")
     states: list[State] = Field(default_factory=list, description="The states tools require and produce.")
     tools: list[ToolDefinition] = Field(default_factory=list, description="The tools of the domain.")
-    mcp_servers: dict[str, MCPServerConfig] = Field(default_factory=dict, description="MCP servers that implement tools (a tool names one with `mcp_server`), by name.")
-    skills: list[WorkflowSkill] = Field(default_factory=list, description="Workflow skills (agora-workbench): named kinds of task and the states they work with.")
+    mcp_servers: dict[str, MCPServerConfig] = Field(
+        default_factory=dict, description="MCP servers that implement tools (a tool names one with `mcp_server`), by name."
+    )
+    skills: list[WorkflowSkill] = Field(
+        default_factory=list, description="Workflow skills (agora-workbench): named kinds of task and the states they work with."
+    )
 
     @field_validator("domain", "package")
     @classmethod
@@ -368,12 +380,21 @@ def _size_limit(path: Path, max_bytes: int | None) -> int:
     except ValueError:
         limit = 0
     if limit < 1:
-        raise _unreadable(path, f"the environment variable {MAX_CATALOG_BYTES_VARIABLE}={configured!r} is not a positive number of bytes; set it to one (e.g. {4 * DEFAULT_MAX_CATALOG_BYTES} for 64 MiB) or unset it")
+        raise _unreadable(
+            path,
+            f"the environment variable {MAX_CATALOG_BYTES_VARIABLE}={configured!r} is not a positive number of bytes; set it to one (e.g. {4 * DEFAULT_MAX_CATALOG_BYTES} for 64 MiB) or unset it",
+        )
     return limit
 
 
 def _file_kind(mode: int) -> str:
-    kinds = [(stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")]
+    kinds = [
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ]
     return next((kind for test, kind in kinds if test(mode)), "not a regular file")
 
 
@@ -487,7 +508,9 @@ class _CatalogConstructor(yaml.constructor.SafeConstructor):
         try:
             return super().construct_yaml_timestamp(node)
         except (ValueError, OverflowError) as error:
-            raise yaml.constructor.ConstructorError(None, None, f"{node.value!r} is not a valid date or time ({error}); quote it if it is text", node.start_mark) from None
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{node.value!r} is not a valid date or time ({error}); quote it if it is text", node.start_mark
+            ) from None
 
     def construct_tree(self, root: yaml.Node) -> tuple[Any, bool]:
         """The data of a document, built without PyYAML's per-node generators.
@@ -644,7 +667,9 @@ def _load_yaml(path: Path, text: str) -> Any:
             try:
                 expanded, written = _alias_expansion(root)
             except ValueError as error:
-                raise CatalogError([CatalogProblem(str(path), "", f"invalid YAML: {error}", root.start_mark.line + 1, root.start_mark.column + 1, UNREADABLE)]) from None
+                raise CatalogError(
+                    [CatalogProblem(str(path), "", f"invalid YAML: {error}", root.start_mark.line + 1, root.start_mark.column + 1, UNREADABLE)]
+                ) from None
             if expanded - written > MAX_ALIAS_EXPANSION:
                 message = f"the document expands to {expanded:,} nodes through aliases, {expanded - written:,} more than it holds (limit {MAX_ALIAS_EXPANSION:,}); write it out without anchors"
                 raise CatalogError([CatalogProblem(str(path), "", message, code=UNREADABLE)])
@@ -763,7 +788,9 @@ def _agora_states(tools: list, skills: list) -> list[dict]:
                 state = tokens[token]
                 made_by = f"{tool['name']}: {tool.get('description') or 'no description'}"
                 state["description"] = f"{state['description']} {made_by}".strip() if state["description"] else f"Reached by {made_by}"
-                state["affordances"] += [phrase for phrase in _listed(tool.get("affordances")) if isinstance(phrase, str) and phrase not in state["affordances"]]
+                state["affordances"] += [
+                    phrase for phrase in _listed(tool.get("affordances")) if isinstance(phrase, str) and phrase not in state["affordances"]
+                ]
     for skill in skills:
         for token in _listed(_listed_mapping(skill).get("states")):
             if isinstance(token, str):
@@ -812,7 +839,13 @@ def _listed_mapping(value: Any) -> dict:
 
 def _dropped_tokens(items: Any, kept: set[int], tokens_of: Callable[[dict], list]) -> frozenset[str]:
     """The string tokens ``tokens_of`` reads from the raw ``items`` (a file's list) not ``kept``."""
-    return frozenset(token for index, item in enumerate(_listed(items)) if index not in kept and isinstance(item, dict) for token in tokens_of(item) if isinstance(token, str))
+    return frozenset(
+        token
+        for index, item in enumerate(_listed(items))
+        if index not in kept and isinstance(item, dict)
+        for token in tokens_of(item)
+        if isinstance(token, str)
+    )
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
@@ -827,7 +860,14 @@ def _field_names_at(location: Sequence[str | int]) -> list[str]:
     if "mcp_servers" in keys or "mcp_server" in keys:
         model: type[BaseModel] = MCPServerConfig
     else:
-        models = {"states": State, "tools": ToolDefinition, "required_parameters": ToolParameter, "optional_parameters": ToolParameter, "return_spec": ReturnSpec, "state_transition": StateTransition}
+        models = {
+            "states": State,
+            "tools": ToolDefinition,
+            "required_parameters": ToolParameter,
+            "optional_parameters": ToolParameter,
+            "return_spec": ReturnSpec,
+            "state_transition": StateTransition,
+        }
         model = models.get(keys[-1], CatalogFile) if keys else CatalogFile
     return list(model.model_fields)
 
@@ -905,7 +945,13 @@ def read_catalog(path: str | Path, *, max_bytes: int | None = None) -> Catalog:
                 if server is None:
                     if not servers.has_problem(tool.mcp_server):  # else that entry's own problem says enough
                         declared = ", ".join(sorted(servers)) or "none"
-                        problems.append(locator.problem(["tools", index, "mcp_server"], f"tool {tool.name!r} names MCP server {tool.mcp_server!r}, which this catalog does not declare under `mcp_servers` (declared: {declared})", UNKNOWN_MCP_SERVER))
+                        problems.append(
+                            locator.problem(
+                                ["tools", index, "mcp_server"],
+                                f"tool {tool.name!r} names MCP server {tool.mcp_server!r}, which this catalog does not declare under `mcp_servers` (declared: {declared})",
+                                UNKNOWN_MCP_SERVER,
+                            )
+                        )
                     continue
                 resolved.append((index, tool.model_copy(update={"server_name": server_name, "mcp_server": server})))
                 continue
@@ -921,10 +967,19 @@ def read_catalog(path: str | Path, *, max_bytes: int | None = None) -> Catalog:
     catalog = None
     if header is not None:
         catalog = Catalog(
-            path, header.domain, header.package, tuple(state for _, state in states), tuple(tool for _, tool in resolved), locator, dict(servers),
-            state_indexes=tuple(index for index, _ in states), tool_indexes=tuple(index for index, _ in resolved),
+            path,
+            header.domain,
+            header.package,
+            tuple(state for _, state in states),
+            tuple(tool for _, tool in resolved),
+            locator,
+            dict(servers),
+            state_indexes=tuple(index for index, _ in states),
+            tool_indexes=tuple(index for index, _ in resolved),
             dropped_states=_dropped_tokens(document.get("states"), {index for index, _ in states}, lambda item: [item.get("token")]),
-            dropped_produces=_dropped_tokens(document.get("tools"), {index for index, _ in resolved}, lambda item: _listed(_listed_mapping(item.get("state_transition")).get("produces"))),
+            dropped_produces=_dropped_tokens(
+                document.get("tools"), {index for index, _ in resolved}, lambda item: _listed(_listed_mapping(item.get("state_transition")).get("produces"))
+            ),
             skills=tuple(header.skills),
         )
     if problems:
@@ -953,7 +1008,9 @@ def _validate_servers(value: Any, locator: SourceLocator, directory: Path) -> tu
     servers, problems = _Servers(), []
     if not isinstance(value, dict):
         servers.unusable = True
-        problems.append(locator.problem(["mcp_servers"], f"expected a mapping of server names to {{command, args}} or {{url, headers}}, found {_short_repr(value)}"))
+        problems.append(
+            locator.problem(["mcp_servers"], f"expected a mapping of server names to {{command, args}} or {{url, headers}}, found {_short_repr(value)}")
+        )
         return servers, problems
     for name, entry in value.items():
         try:
@@ -973,7 +1030,9 @@ def _validate_servers(value: Any, locator: SourceLocator, directory: Path) -> tu
     return servers, problems
 
 
-def _validate_items(document: dict, locator: SourceLocator) -> tuple[CatalogFile | None, list[tuple[int, State]], list[tuple[int, ToolDefinition]], _Servers, list[CatalogProblem]]:
+def _validate_items(
+    document: dict, locator: SourceLocator
+) -> tuple[CatalogFile | None, list[tuple[int, State]], list[tuple[int, ToolDefinition]], _Servers, list[CatalogProblem]]:
     """Validate the header, then each state, tool and MCP server on its own, so one bad item does
     not hide the problems of the others; returns what is valid, with its index, and every problem."""
     problems: list[CatalogProblem] = []
@@ -1081,8 +1140,21 @@ def module_paths(catalogs: Iterable[Catalog]) -> list[str]:
     :func:`import_roots`: what a sandboxed kernel must see of those directories, and nothing else
     of them (a catalog's directory may hold other files)."""
     catalogs = list(catalogs)
-    tops = sorted({module.split(".")[0] for catalog in catalogs for module in (catalog.package, *(tool.module_override or tool.module for tool in catalog.tools)) if module})
-    paths = [candidate for root in import_roots(catalogs) for top in tops for candidate in (os.path.join(root, top), os.path.join(root, f"{top}.py")) if os.path.exists(candidate)]
+    tops = sorted(
+        {
+            module.split(".")[0]
+            for catalog in catalogs
+            for module in (catalog.package, *(tool.module_override or tool.module for tool in catalog.tools))
+            if module
+        }
+    )
+    paths = [
+        candidate
+        for root in import_roots(catalogs)
+        for top in tops
+        for candidate in (os.path.join(root, top), os.path.join(root, f"{top}.py"))
+        if os.path.exists(candidate)
+    ]
     return list(dict.fromkeys(paths))
 
 
@@ -1102,13 +1174,21 @@ def combine_catalogs(catalogs: Sequence[Catalog]) -> LoadedCatalogs:
         for index, state in enumerate(catalog.states):
             known = states.get(state.token)
             if known is not None and known.model_dump() != state.model_dump():
-                problems.append(catalog.problem(["states", index, "token"], f"state {state.token!r} is also declared, differently, in {state_origin[state.token]}", DUPLICATE_STATE))
+                problems.append(
+                    catalog.problem(
+                        ["states", index, "token"], f"state {state.token!r} is also declared, differently, in {state_origin[state.token]}", DUPLICATE_STATE
+                    )
+                )
             states.setdefault(state.token, state)
             state_origin.setdefault(state.token, catalog.path)
         for index, tool in enumerate(catalog.tools):
             key = (tool.server_name, tool.name)
             if key in tool_origin:
-                problems.append(catalog.problem(["tools", index, "name"], f"tool {tool.name!r} of server {tool.server_name!r} is also defined in {tool_origin[key]}", DUPLICATE_TOOL))
+                problems.append(
+                    catalog.problem(
+                        ["tools", index, "name"], f"tool {tool.name!r} of server {tool.server_name!r} is also defined in {tool_origin[key]}", DUPLICATE_TOOL
+                    )
+                )
             tool_origin.setdefault(key, catalog.path)
     problems.extend(_shared_functions(catalogs))
     if problems:

@@ -47,7 +47,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from toolpath.registry.catalog import Catalog, CatalogError, CatalogProblem, LoadedCatalogs, combine_catalogs, did_you_mean, garbage_collection_paused, import_roots, read_catalog
+from toolpath.registry.catalog import (
+    Catalog,
+    CatalogError,
+    CatalogProblem,
+    LoadedCatalogs,
+    combine_catalogs,
+    did_you_mean,
+    garbage_collection_paused,
+    import_roots,
+    read_catalog,
+)
 from toolpath.registry.names import function_names
 from toolpath.registry.tools import ToolDefinition, reachable_states
 from toolpath.registry.type_strings import TypeStringError, check_type_string
@@ -115,14 +125,28 @@ def _undeclared(catalog: Catalog, index: int, declared: set[str], dropped: froze
         for token in sorted(getattr(tool.state_transition, key) - declared - dropped):
             location: list = ["tools", index, "state_transition", key]
             item = catalog.locator.item_index(catalog.file_location(location), token)
-            findings.append(_finding(catalog, location + ([item] if item is not None else []), "TP001", f"tool {tool.name!r} {key} {token!r}, which no catalog declares;{did_you_mean(token, declared)} declare it under states or fix the token"))
+            findings.append(
+                _finding(
+                    catalog,
+                    location + ([item] if item is not None else []),
+                    "TP001",
+                    f"tool {tool.name!r} {key} {token!r}, which no catalog declares;{did_you_mean(token, declared)} declare it under states or fix the token",
+                )
+            )
     carriers = [(["required_parameters", position], parameter.state) for position, parameter in enumerate(tool.required_parameters)]
     carriers += [(["optional_parameters", position], parameter.state) for position, parameter in enumerate(tool.optional_parameters)]
     if tool.return_spec is not None:
         carriers.append((["return_spec"], tool.return_spec.state))
     for location, token in carriers:
         if token is not None and token not in declared and token not in dropped:
-            findings.append(_finding(catalog, ["tools", index, *location, "state"], "TP001", f"tool {tool.name!r} says a value carries state {token!r}, which no catalog declares;{did_you_mean(token, declared)} outputs will not be wired to it"))
+            findings.append(
+                _finding(
+                    catalog,
+                    ["tools", index, *location, "state"],
+                    "TP001",
+                    f"tool {tool.name!r} says a value carries state {token!r}, which no catalog declares;{did_you_mean(token, declared)} outputs will not be wired to it",
+                )
+            )
     return findings
 
 
@@ -179,10 +203,7 @@ def _facts(checked: list[Catalog], warnings: bool) -> _Facts:
                 cycle = tuple(sorted(component))
                 cycles.update(dict.fromkeys(cycle, cycle))
     taken = {
-        token
-        for tool in tools
-        for token in tool.state_transition.requires
-        if any(parameter.state in (token, None) for parameter in tool.required_parameters)
+        token for tool in tools for token in tool.state_transition.requires if any(parameter.state in (token, None) for parameter in tool.required_parameters)
     }
     return _Facts(declared, refines, dropped_states, dropped_produces, producible, reachable, cycles, taken)
 
@@ -197,24 +218,54 @@ def _check_catalog(catalog: Catalog, facts: _Facts) -> list[Finding]:
         reported_cycles: set[tuple[str, ...]] = set()
         for index, state in enumerate(catalog.states):
             if state.token not in facts.producible and state.token not in facts.dropped_produces:
-                findings.append(_finding(catalog, ["states", index, "token"], "TP002", f"no tool produces state {state.token!r}; it can only be held from the start (--have); if the user gives it, mark it `input: true`"))
+                findings.append(
+                    _finding(
+                        catalog,
+                        ["states", index, "token"],
+                        "TP002",
+                        f"no tool produces state {state.token!r}; it can only be held from the start (--have); if the user gives it, mark it `input: true`",
+                    )
+                )
             cycle = facts.cycles.get(state.token)
             if cycle is not None and cycle not in reported_cycles:
                 reported_cycles.add(cycle)
-                findings.append(_finding(catalog, ["states", index, "token"], "TP013", f"states {', '.join(cycle)} form a cycle: every tool producing one needs another first, and no tool that can run or held state starts it; let a tool produce one of them from states that can be reached"))
+                findings.append(
+                    _finding(
+                        catalog,
+                        ["states", index, "token"],
+                        "TP013",
+                        f"states {', '.join(cycle)} form a cycle: every tool producing one needs another first, and no tool that can run or held state starts it; let a tool produce one of them from states that can be reached",
+                    )
+                )
             if not state.description and not state.affordances:
-                findings.append(_finding(catalog, ["states", index], "TP005", f"state {state.token!r} has neither description nor affordances; skill search cannot find it"))
+                findings.append(
+                    _finding(catalog, ["states", index], "TP005", f"state {state.token!r} has neither description nor affordances; skill search cannot find it")
+                )
     for index, state in enumerate(catalog.states):
         findings.extend(_refinement_findings(catalog, index, state.refines, facts))
     for index, skill in enumerate(catalog.skills):
         for position, token in enumerate(skill.states):
             if token not in facts.declared and token not in facts.dropped_states:
-                findings.append(_finding(catalog, ["skills", index, "states", position], "TP001", f"skill {skill.name!r} lists state {token!r}, which no catalog declares;{did_you_mean(token, facts.declared)} declare it under states or fix the token"))
+                findings.append(
+                    _finding(
+                        catalog,
+                        ["skills", index, "states", position],
+                        "TP001",
+                        f"skill {skill.name!r} lists state {token!r}, which no catalog declares;{did_you_mean(token, facts.declared)} declare it under states or fix the token",
+                    )
+                )
     for index, tool in enumerate(catalog.tools):
         transition = tool.state_transition
         findings.extend(_undeclared(catalog, index, facts.declared, facts.dropped_states))
         if tool.return_spec is not None and tool.return_spec.state is not None and tool.return_spec.state not in transition.produces:
-            findings.append(_finding(catalog, ["tools", index, "return_spec", "state"], "TP008", f"tool {tool.name!r} returns a value of state {tool.return_spec.state!r} but does not produce that state; add it to state_transition.produces or fix return_spec.state"))
+            findings.append(
+                _finding(
+                    catalog,
+                    ["tools", index, "return_spec", "state"],
+                    "TP008",
+                    f"tool {tool.name!r} returns a value of state {tool.return_spec.state!r} but does not produce that state; add it to state_transition.produces or fix return_spec.state",
+                )
+            )
         if warnings:
             assert facts.reachable is not None and facts.cycles is not None and facts.taken is not None
             # An undeclared requirement is TP001 already, and one a dropped tool produces is that tool's problem.
@@ -222,18 +273,48 @@ def _check_catalog(catalog: Catalog, facts: _Facts) -> list[Finding]:
             if unreachable:
                 in_cycles = [token for token in unreachable if token in facts.cycles]
                 why = f" ({', '.join(in_cycles)} in a cycle nothing starts, TP013)" if in_cycles else ""
-                findings.append(_finding(catalog, ["tools", index, "state_transition", "requires"], "TP003", f"tool {tool.name!r} can never run from the input states: no tool that can run produces {', '.join(unreachable)}{why}; if the user gives a value for it, mark that state `input: true`"))
+                findings.append(
+                    _finding(
+                        catalog,
+                        ["tools", index, "state_transition", "requires"],
+                        "TP003",
+                        f"tool {tool.name!r} can never run from the input states: no tool that can run produces {', '.join(unreachable)}{why}; if the user gives a value for it, mark that state `input: true`",
+                    )
+                )
             if not transition.produces:
-                findings.append(_finding(catalog, ["tools", index, "state_transition"], "TP004", f"tool {tool.name!r} produces no state, so no plan will ever use it; list what it produces under state_transition.produces"))
+                findings.append(
+                    _finding(
+                        catalog,
+                        ["tools", index, "state_transition"],
+                        "TP004",
+                        f"tool {tool.name!r} produces no state, so no plan will ever use it; list what it produces under state_transition.produces",
+                    )
+                )
             elif tool.return_spec is None and transition.produces & facts.taken:
                 wanted = ", ".join(sorted(transition.produces & facts.taken))
-                findings.append(_finding(catalog, ["tools", index], "TP009", f"tool {tool.name!r} produces {wanted}, which later tools take values of, but declares no return_spec: its result cannot be passed on, so a plan asks the user for it; add return_spec with the state its value carries"))
+                findings.append(
+                    _finding(
+                        catalog,
+                        ["tools", index],
+                        "TP009",
+                        f"tool {tool.name!r} produces {wanted}, which later tools take values of, but declares no return_spec: its result cannot be passed on, so a plan asks the user for it; add return_spec with the state its value carries",
+                    )
+                )
             for key in ("required_parameters", "optional_parameters"):
                 for position, parameter in enumerate(getattr(tool, key)):
                     if parameter.role == "output" and parameter.state is not None:
-                        findings.append(_finding(catalog, ["tools", index, key, position, "state"], "TP015", f"parameter {parameter.name!r} of tool {tool.name!r} is an output (role: output) and carries state {parameter.state!r}: a destination never takes an earlier step's value or a held artifact (it could be a file the plan reads), so the state is ignored; remove it"))
+                        findings.append(
+                            _finding(
+                                catalog,
+                                ["tools", index, key, position, "state"],
+                                "TP015",
+                                f"parameter {parameter.name!r} of tool {tool.name!r} is an output (role: output) and carries state {parameter.state!r}: a destination never takes an earlier step's value or a held artifact (it could be a file the plan reads), so the state is ignored; remove it",
+                            )
+                        )
             if not tool.description and not tool.affordances:
-                findings.append(_finding(catalog, ["tools", index], "TP005", f"tool {tool.name!r} has neither description nor affordances; skill search cannot find it"))
+                findings.append(
+                    _finding(catalog, ["tools", index], "TP005", f"tool {tool.name!r} has neither description nor affordances; skill search cannot find it")
+                )
         for location, text in _typed(tool):
             problem = _type_string_problem(text)
             if problem is not None:
@@ -248,13 +329,27 @@ def _refinement_findings(catalog: Catalog, index: int, general: str | None, fact
         return []
     token = catalog.states[index].token
     if general not in facts.declared and general not in facts.dropped_states:
-        return [_finding(catalog, ["states", index, "refines"], "TP001", f"state {token!r} refines {general!r}, which no catalog declares;{did_you_mean(general, facts.declared)} declare it under states or fix the token")]
+        return [
+            _finding(
+                catalog,
+                ["states", index, "refines"],
+                "TP001",
+                f"state {token!r} refines {general!r}, which no catalog declares;{did_you_mean(general, facts.declared)} declare it under states or fix the token",
+            )
+        ]
     seen = [token]
     while general is not None and general not in seen:
         seen.append(general)
         general = facts.refines.get(general)
     if general == token:
-        return [_finding(catalog, ["states", index, "refines"], "TP014", f"state {token!r} refines itself through {' -> '.join(seen[1:])}; a state can only refine a more general one, so break the cycle")]
+        return [
+            _finding(
+                catalog,
+                ["states", index, "refines"],
+                "TP014",
+                f"state {token!r} refines itself through {' -> '.join(seen[1:])}; a state can only refine a more general one, so break the cycle",
+            )
+        ]
     return []
 
 
@@ -288,7 +383,9 @@ def _check_import(catalog: Catalog, index: int) -> list[Finding]:
         with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
             module = importlib.import_module(tool.module or "")
     except (Exception, SystemExit) as error:
-        return [_finding(catalog, ["tools", index], "TP007", f"tool {tool.name!r}: module {tool.module!r} cannot be imported ({type(error).__name__}: {error})")]
+        return [
+            _finding(catalog, ["tools", index], "TP007", f"tool {tool.name!r}: module {tool.module!r} cannot be imported ({type(error).__name__}: {error})")
+        ]
     candidates = function_names(tool.name)
     function = next((getattr(module, candidate) for candidate in candidates if callable(getattr(module, candidate, None))), None)
     if function is None:
@@ -305,18 +402,36 @@ def _check_signature(catalog: Catalog, index: int, function: Callable) -> list[F
         signature = inspect.signature(function)
     except (TypeError, ValueError):  # a builtin or extension function may not tell
         return []
-    keywords = {name: parameter for name, parameter in signature.parameters.items() if parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+    keywords = {
+        name: parameter
+        for name, parameter in signature.parameters.items()
+        if parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    }
     takes_any = any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in signature.parameters.values())
     shown = f"{function.__name__}{signature}"
     findings = []
     for kind in ("required_parameters", "optional_parameters"):
         for position, parameter in enumerate(getattr(tool, kind)):
             if parameter.python_name not in keywords and not takes_any:
-                findings.append(_finding(catalog, ["tools", index, kind, position, "name"], "TP010", f"tool {tool.name!r}: {shown} has no parameter {parameter.python_name!r};{did_you_mean(parameter.python_name, keywords)} rename the catalog's parameter to match the function (a call would fail with a TypeError)"))
+                findings.append(
+                    _finding(
+                        catalog,
+                        ["tools", index, kind, position, "name"],
+                        "TP010",
+                        f"tool {tool.name!r}: {shown} has no parameter {parameter.python_name!r};{did_you_mean(parameter.python_name, keywords)} rename the catalog's parameter to match the function (a call would fail with a TypeError)",
+                    )
+                )
     declared = {parameter.python_name for parameter in tool.parameters}
     for name, parameter in keywords.items():
         if parameter.default is inspect.Parameter.empty and name not in declared:
-            findings.append(_finding(catalog, ["tools", index], "TP011", f"tool {tool.name!r}: {shown} requires {name!r}, which the catalog does not declare; add it to required_parameters (a planned call would leave it out)"))
+            findings.append(
+                _finding(
+                    catalog,
+                    ["tools", index],
+                    "TP011",
+                    f"tool {tool.name!r}: {shown} requires {name!r}, which the catalog does not declare; add it to required_parameters (a planned call would leave it out)",
+                )
+            )
     return findings
 
 
@@ -330,7 +445,14 @@ def _check_type_names(catalog: Catalog, index: int) -> list[Finding]:
         for name in _type_names(text):
             if not _resolves(name):
                 known = [candidate for candidate in dir(builtins) if isinstance(getattr(builtins, candidate), type)] + list(typing.__all__)
-                findings.append(_finding(catalog, ["tools", index, *location, "type"], "TP012", f"type {text!r}: {name!r} is not a builtin, a typing name or an importable dotted name;{did_you_mean(name, known)} fix the type or install what provides it"))
+                findings.append(
+                    _finding(
+                        catalog,
+                        ["tools", index, *location, "type"],
+                        "TP012",
+                        f"type {text!r}: {name!r} is not a builtin, a typing name or an importable dotted name;{did_you_mean(name, known)} fix the type or install what provides it",
+                    )
+                )
     return findings
 
 

@@ -49,7 +49,9 @@ class MCPServerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = ""
-    type: Literal["stdio", "http", "streamable-http"] | None = Field(default=None, description="The transport, as MCP clients' configuration files name it; implied by `command` or `url`.")
+    type: Literal["stdio", "http", "streamable-http"] | None = Field(
+        default=None, description="The transport, as MCP clients' configuration files name it; implied by `command` or `url`."
+    )
     command: str | None = Field(default=None, min_length=1, description="Executable that starts the server (stdio).")
     args: tuple[str, ...] = Field(default=(), description="Arguments of the command.")
     env: dict[str, str] = Field(default_factory=dict, description="Environment variables for the server process; ${NAME} reads one of the host's.")
@@ -88,7 +90,9 @@ class MCPServerConfig(BaseModel):
         if self.command is not None and self.headers:
             raise ValueError("`headers` are sent to a server reached by `url`; a server started by `command` takes `env` instead")
         if self.type is not None and (self.type == "stdio") != (self.command is not None):
-            raise ValueError(f"`type: {self.type}` disagrees with {'`command`' if self.command is not None else '`url`'}; `stdio` goes with `command`, `http` with `url` (or leave `type` out)")
+            raise ValueError(
+                f"`type: {self.type}` disagrees with {'`command`' if self.command is not None else '`url`'}; `stdio` goes with `command`, `http` with `url` (or leave `type` out)"
+            )
         return self
 
     @classmethod
@@ -99,7 +103,9 @@ class MCPServerConfig(BaseModel):
         try:
             return cls(**fields)
         except ValidationError as error:
-            problems = (f"{'.'.join(map(str, problem['loc']))}: " * bool(problem["loc"]) + problem["msg"].removeprefix("Value error, ") for problem in error.errors())
+            problems = (
+                f"{'.'.join(map(str, problem['loc']))}: " * bool(problem["loc"]) + problem["msg"].removeprefix("Value error, ") for problem in error.errors()
+            )
             raise ValueError("; ".join(problems)) from None
 
     @property
@@ -119,7 +125,9 @@ class MCPServerConfig(BaseModel):
         def expand(text: str) -> str:
             def value(match: re.Match[str]) -> str:
                 if match.group(1) not in environ:
-                    raise KeyError(f"MCP server {self.label!r} needs the environment variable {match.group(1)} (written ${{{match.group(1)}}} in its configuration); set it")
+                    raise KeyError(
+                        f"MCP server {self.label!r} needs the environment variable {match.group(1)} (written ${{{match.group(1)}}} in its configuration); set it"
+                    )
                 return environ[match.group(1)]
 
             return _VARIABLE.sub(value, text)

@@ -26,9 +26,8 @@ carriage return breaks the code.
 
 from __future__ import annotations
 
-import functools
-
 import builtins
+import functools
 import keyword
 import re
 import unicodedata

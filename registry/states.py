@@ -43,8 +43,12 @@ class State(BaseModel):
     token: str = Field(min_length=1)
     description: str = ""
     affordances: tuple[str, ...] = ()
-    input: bool = Field(default=False, description="The user holds this state at the start by giving its value (an input named like a parameter that carries it).")
-    refines: str | None = Field(default=None, description="A more general state this one is a kind of: parameters carrying that state also take this one's artifacts.")
+    input: bool = Field(
+        default=False, description="The user holds this state at the start by giving its value (an input named like a parameter that carries it)."
+    )
+    refines: str | None = Field(
+        default=None, description="A more general state this one is a kind of: parameters carrying that state also take this one's artifacts."
+    )
 
     def __init__(self, token: str | None = None, description: str = "", affordances: Iterable[str] | None = None, **data: Any):
         if token is not None:

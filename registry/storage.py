@@ -151,13 +151,17 @@ def store_error(path: Path, purpose: str, error: sqlite3.Error | OSError) -> Sto
         # The primary result code is the low byte of SQLite's extended code.
         code = (getattr(error, "sqlite_errorcode", None) or 0) & 0xFF
         if code in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT):
-            return StoreError(path, purpose, f"it is not a SQLite database or is corrupt ({error})", f"Delete or move it (toolpath creates a new one), or {elsewhere}.")
+            return StoreError(
+                path, purpose, f"it is not a SQLite database or is corrupt ({error})", f"Delete or move it (toolpath creates a new one), or {elsewhere}."
+            )
         if code == sqlite3.SQLITE_FULL:
             return _disk_full(path, purpose)
         if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM):
             return _no_access(path, purpose, str(error))
         if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-            return StoreError(path, purpose, f"another process kept it locked for over {_BUSY_TIMEOUT_SECONDS} s", f"Try again when that process is done, or {elsewhere}.")
+            return StoreError(
+                path, purpose, f"another process kept it locked for over {_BUSY_TIMEOUT_SECONDS} s", f"Try again when that process is done, or {elsewhere}."
+            )
         return StoreError(path, purpose, str(error), f"Delete or move it (toolpath creates a new one), or {elsewhere}.")
     where = f" ({error.filename})" if error.filename is not None and Path(os.fsdecode(error.filename)) != path else ""
     problem = f"{error.strerror or error}{where}"
@@ -176,7 +180,12 @@ def _disk_full(path: Path, purpose: str) -> StoreError:
 
 
 def _no_access(path: Path, purpose: str, problem: str) -> StoreError:
-    return StoreError(path, purpose, f"it cannot be read or written ({problem})", f"Make it and its directory readable and writable by you (chmod u+rw), or {_elsewhere(path)}.")
+    return StoreError(
+        path,
+        purpose,
+        f"it cannot be read or written ({problem})",
+        f"Make it and its directory readable and writable by you (chmod u+rw), or {_elsewhere(path)}.",
+    )
 
 
 def _elsewhere(path: Path) -> str:

@@ -16,7 +16,6 @@ from toolpath.errors import Refusal
 from toolpath.registry.names import module_basename
 from toolpath.registry.tools import ToolDefinition
 
-
 #: Values a parameter default can share with the caller's definition: nothing can change them.
 _IMMUTABLE_DEFAULTS = (str, int, float, bool, bytes, type(None))
 

@@ -16,7 +16,6 @@ from toolpath.registry.mcp_servers import MCPServerConfig
 from toolpath.registry.names import parameter_name, require_printable
 from toolpath.registry.states import StateTransition
 
-
 #: A parameter's real name: what catalogs and MCP servers use (``from``, ``repo-path``, ``max.results``).
 _PARAMETER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 
@@ -155,7 +154,9 @@ class ToolDefinition(BaseModel):
     def _server_name_or_config(cls, server: Any) -> Any:
         # One clear message instead of one per member of the union.
         if server is not None and not isinstance(server, (str, dict, MCPServerConfig)):
-            raise ValueError(f"mcp_server is the name of a server declared under `mcp_servers` (or a {{command: ...}} / {{url: ...}} mapping), not {type(server).__name__}")
+            raise ValueError(
+                f"mcp_server is the name of a server declared under `mcp_servers` (or a {{command: ...}} / {{url: ...}} mapping), not {type(server).__name__}"
+            )
         return server
 
     @model_validator(mode="before")
@@ -176,7 +177,9 @@ class ToolDefinition(BaseModel):
             if parameter.name in seen.values():
                 raise ValueError(f"tool {self.name!r} declares parameter {parameter.name!r} twice")
             if parameter.python_name in seen:
-                raise ValueError(f"tool {self.name!r}: parameters {seen[parameter.python_name]!r} and {parameter.name!r} are both passed as {parameter.python_name!r} in Python; rename one")
+                raise ValueError(
+                    f"tool {self.name!r}: parameters {seen[parameter.python_name]!r} and {parameter.name!r} are both passed as {parameter.python_name!r} in Python; rename one"
+                )
             seen[parameter.python_name] = parameter.name
         return self
 

@@ -117,7 +117,15 @@ def kernel_gateway(tmp_path_factory):
     for the whole test session: ``{"gateway_url": ..., "gateway_token": ...}``, CodeMode's options."""
     port, token = _free_port(), secrets.token_hex(16)
     log = tmp_path_factory.mktemp("kernel-gateway") / "gateway.log"
-    command = [sys.executable, "-m", "kernel_gateway", "--KernelGatewayApp.ip=127.0.0.1", f"--KernelGatewayApp.port={port}", f"--KernelGatewayApp.auth_token={token}", "--JupyterWebsocketPersonality.list_kernels=True"]
+    command = [
+        sys.executable,
+        "-m",
+        "kernel_gateway",
+        "--KernelGatewayApp.ip=127.0.0.1",
+        f"--KernelGatewayApp.port={port}",
+        f"--KernelGatewayApp.auth_token={token}",
+        "--JupyterWebsocketPersonality.list_kernels=True",
+    ]
     with open(log, "wb") as output:  # a file, not a pipe nobody reads: a gateway logs every request
         process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, cwd=log.parent)
     try:

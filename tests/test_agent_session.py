@@ -14,6 +14,7 @@ pytestmark = pytest.mark.integration
 
 ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
 
+
 @pytest.fixture()
 def workspace(chemistry_catalog, sheets_catalog, embedder):
     return Workspace.open([chemistry_catalog, sheets_catalog], embedder=embedder)

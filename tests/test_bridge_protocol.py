@@ -226,7 +226,20 @@ def test_a_bogus_length_after_the_hello_closes_only_that_connection_and_answers_
         ({"op": "cancel", "id": {"a": 1}}, "call id must be an integer or a string"),
         ({"id": 3}, "'op' key"),
     ],
-    ids=["list-id", "bool-id", "missing-id", "list-target", "missing-target", "text-args", "list-kwargs", "integer-cell", "unknown-op", "list-op", "dict-id-cancel", "no-op"],
+    ids=[
+        "list-id",
+        "bool-id",
+        "missing-id",
+        "list-target",
+        "missing-target",
+        "text-args",
+        "list-kwargs",
+        "integer-cell",
+        "unknown-op",
+        "list-op",
+        "dict-id-cancel",
+        "no-op",
+    ],
 )
 def test_a_malformed_message_gets_an_error_reply_and_the_connection_goes_on(message, expected):
     answer, after = answer_then_a_valid_call(json_frame(message), 99)

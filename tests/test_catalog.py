@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from toolpath.catalogs import default_catalog_paths
-from toolpath.registry import lint_catalogs, CatalogError, load_catalogs, read_catalog
+from toolpath.registry import CatalogError, lint_catalogs, load_catalogs, read_catalog
 
 GOOD = """\
 domain: demo
@@ -31,7 +31,16 @@ def write(directory, name, text):
 
 def test_shipped_chemistry_catalog_loads(chemistry):
     assert len(chemistry.registry) == 8
-    expected = {"molecule_parsed", "groups_identified", "descriptors_computed", "candidates_filtered", "fingerprints_computed", "similarity_computed", "molecules_clustered", "descriptors_tabulated"}
+    expected = {
+        "molecule_parsed",
+        "groups_identified",
+        "descriptors_computed",
+        "candidates_filtered",
+        "fingerprints_computed",
+        "similarity_computed",
+        "molecules_clustered",
+        "descriptors_tabulated",
+    }
     assert set(chemistry.states) == {f"chemistry.{name}" for name in expected} | {"tabular.file_given", "tabular.table_loaded"}
     parse = chemistry.registry.get_tool_by_server_and_name("chemistry", "parse_molecule")
     assert parse.module == "toolpath.catalogs.chemistry.parse_molecule"
@@ -233,9 +242,10 @@ def test_a_skill_listing_an_undeclared_state_is_tp001(tmp_path):
 
 
 def test_shipped_schema_is_current_and_shipped_catalogs_validate_against_it():
+    from pathlib import Path
+
     import jsonschema
     import yaml
-    from pathlib import Path
 
     from toolpath.registry import catalog_json_schema
 
@@ -378,7 +388,9 @@ def test_yaml_integer_longer_than_python_allows_is_an_error_at_its_position(tmp_
 
 def test_yaml_default_too_large_to_print_is_refused(tmp_path):
     # 0xfff... of 4,000 digits parses, but no one could print it (or a signature showing it).
-    text = GOOD.replace("    description: Finish.\n", "    description: Finish.\n    optional_parameters: [{name: size, type: int, default: 0x" + "f" * 4000 + "}]\n")
+    text = GOOD.replace(
+        "    description: Finish.\n", "    description: Finish.\n    optional_parameters: [{name: size, type: int, default: 0x" + "f" * 4000 + "}]\n"
+    )
     with pytest.raises(CatalogError) as caught:
         read_catalog(write(tmp_path, "huge.yaml", text))
     (problem,) = caught.value.problems
@@ -415,8 +427,18 @@ def test_impossible_yaml_date_is_an_error_at_its_position(tmp_path):
         ("    description: Finish.", '    description: Finish.\n    server_name: "demo\\e"', "tools[0].server_name", "U+001B"),
         ("domain: demo", 'domain: "de\\x7fmo"', "domain", "U+007F"),
         ("package: demo_tools", 'package: "demo\\ntools"', "package", "U+000A"),
-        ("    description: Finish.", '    description: Finish.\n    required_parameters: [{name: "smi\\0les", type: str}]', "tools[0].required_parameters[0].name", "U+0000"),
-        ("    description: Finish.", '    description: Finish.\n    return_spec: {name: done, type: str, state: "demo.\\x85done"}', "tools[0].return_spec.state", "U+0085"),
+        (
+            "    description: Finish.",
+            '    description: Finish.\n    required_parameters: [{name: "smi\\0les", type: str}]',
+            "tools[0].required_parameters[0].name",
+            "U+0000",
+        ),
+        (
+            "    description: Finish.",
+            '    description: Finish.\n    return_spec: {name: done, type: str, state: "demo.\\x85done"}',
+            "tools[0].return_spec.state",
+            "U+0085",
+        ),
         ("    description: Finish.", '    description: Finish.\n    module: "demo_tools.\\0finish"', "tools[0].module", "U+0000"),
         ("    description: Finish.", '    description: Finish.\n    module_override: "demo_tools.fin\\aish"', "tools[0].module_override", "U+0007"),
     ],
@@ -455,7 +477,10 @@ PARSER_CASES = {
     "tab indentation": "domain: demo\ntools:\n\t- name: x\n",
     "integer too long": GOOD.replace("    description: Finish.\n", f"    description: Finish.\n    cost: {TOO_MANY_DIGITS}\n"),
     "impossible date": GOOD.replace("    description: Finish.\n", "    description: Finish.\n    cost: 2024-02-30\n"),
-    "alias and merge": GOOD.replace("    description: Finish.\n", "    description: &text Finish.\n    affordances: [*text]\n    return_spec: {<<: {name: done, type: str}, state: demo.done}\n"),
+    "alias and merge": GOOD.replace(
+        "    description: Finish.\n",
+        "    description: &text Finish.\n    affordances: [*text]\n    return_spec: {<<: {name: done, type: str}, state: demo.done}\n",
+    ),
     "recursive alias": "domain: &d [*d]\n",
     "undefined alias": "domain: *nowhere\n",
     "invalid field": GOOD.replace("produces: [demo.done]", "produces: demo.done"),
@@ -476,7 +501,12 @@ def test_libyaml_and_the_pure_python_fallback_agree(tmp_path, monkeypatch, text)
             catalog = read_catalog(path)
         except CatalogError as error:
             # The parsers word syntax errors differently ("invalid YAML: ..."); where they point must agree.
-            outcomes.append([(problem.code, problem.field, problem.line, problem.column, "invalid YAML" in problem.message or problem.message) for problem in error.problems])
+            outcomes.append(
+                [
+                    (problem.code, problem.field, problem.line, problem.column, "invalid YAML" in problem.message or problem.message)
+                    for problem in error.problems
+                ]
+            )
         else:
             outcomes.append([tool.model_dump() for tool in catalog.tools])
     assert outcomes[0] == outcomes[1]

@@ -16,7 +16,29 @@ from toolpath.registry import CatalogError, load_catalogs, load_checked, read_ca
 
 SHIPPED = default_catalog_paths()[0].read_text()
 SHIPPED_DOCUMENT = yaml.safe_load(SHIPPED)
-FIELDS = ["domain", "package", "states", "tools", "token", "description", "affordances", "name", "type", "state_transition", "requires", "produces", "required_parameters", "optional_parameters", "return_spec", "cost", "module", "server_name", "skills", "default", "state"]
+FIELDS = [
+    "domain",
+    "package",
+    "states",
+    "tools",
+    "token",
+    "description",
+    "affordances",
+    "name",
+    "type",
+    "state_transition",
+    "requires",
+    "produces",
+    "required_parameters",
+    "optional_parameters",
+    "return_spec",
+    "cost",
+    "module",
+    "server_name",
+    "skills",
+    "default",
+    "state",
+]
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=12), st.sampled_from(FIELDS))
 documents = st.recursive(
@@ -75,7 +97,11 @@ def test_random_structures(directory, document, as_json):
 
 
 @FUZZ
-@given(edits=st.lists(st.tuples(st.integers(min_value=0, max_value=len(SHIPPED)), st.integers(min_value=0, max_value=40), st.text(max_size=8)), min_size=1, max_size=6))
+@given(
+    edits=st.lists(
+        st.tuples(st.integers(min_value=0, max_value=len(SHIPPED)), st.integers(min_value=0, max_value=40), st.text(max_size=8)), min_size=1, max_size=6
+    )
+)
 def test_mutated_shipped_catalog(directory, edits):
     text = SHIPPED
     for position, length, replacement in edits:

@@ -57,7 +57,9 @@ def test_unused_inputs_are_reported(chemistry_graph):
 
 
 def test_several_goals_end_with_a_dict_of_results(chemistry_graph):
-    cell = render_cell(plan(chemistry_graph, ["chemistry.similarity_computed", "chemistry.molecules_clustered"]), {"smiles_list": ["CCO"], "query_smiles": "CCO"})
+    cell = render_cell(
+        plan(chemistry_graph, ["chemistry.similarity_computed", "chemistry.molecules_clustered"]), {"smiles_list": ["CCO"], "query_smiles": "CCO"}
+    )
     assert cell.code.rstrip().splitlines()[-1] == "{'similarities': similarities, 'clusters': clusters}"
     assert compiles(cell.code)
 
@@ -86,7 +88,15 @@ def test_an_input_named_like_a_handle_renames_the_handle_not_the_input():
     from toolpath.registry import ToolDefinition, ToolRegistry
 
     registry = ToolRegistry()
-    registry.register_tool(ToolDefinition(name="load_text", server_name="text", module="textkit", required_parameters=[{"name": "text", "type": "str"}], state_transition={"produces": ["text.loaded"]}))
+    registry.register_tool(
+        ToolDefinition(
+            name="load_text",
+            server_name="text",
+            module="textkit",
+            required_parameters=[{"name": "text", "type": "str"}],
+            state_transition={"produces": ["text.loaded"]},
+        )
+    )
     cell = render_cell(plan(StateGraph(registry), ["text.loaded"]), {"text": "hello"})
     assert "await text_2.load_text(text=text)" in cell.code
     assert cell.unbound == ()
@@ -137,7 +147,15 @@ def test_reserved_input_names_become_safe_variables_and_keep_their_keyword(chemi
     from toolpath.registry import ToolDefinition, ToolRegistry
 
     registry = ToolRegistry()
-    registry.register_tool(ToolDefinition(name="show", server_name="ui", module="ui", required_parameters=[{"name": "print", "type": "str"}, {"name": "id", "type": "int"}], state_transition={"produces": ["ui.shown"]}))
+    registry.register_tool(
+        ToolDefinition(
+            name="show",
+            server_name="ui",
+            module="ui",
+            required_parameters=[{"name": "print", "type": "str"}, {"name": "id", "type": "int"}],
+            state_transition={"produces": ["ui.shown"]},
+        )
+    )
     cell = render_cell(plan(StateGraph(registry), ["ui.shown"]), {"print": "text"})
     assert "print_ = 'text'" in cell.code and "await ui.show(print=print_, id=id_)" in cell.code
     assert [(parameter.parameter, parameter.variable) for parameter in cell.unbound] == [("id", "id_")]
@@ -162,7 +180,9 @@ def test_instructions_report_what_binding_only_the_path_saves(chemistry_graph):
     with_registry = render_cell(goal_plan, {"smiles": "CCO"}, registry=chemistry_graph.registry)
     every_tool = [tool.name for tool in chemistry_graph.registry]
     assert len(every_tool) > len(goal_plan.steps)
-    assert with_registry.catalog_instruction_chars > 0 and with_registry.saved_chars == with_registry.catalog_instruction_chars - len(with_registry.instructions)
+    assert with_registry.catalog_instruction_chars > 0 and with_registry.saved_chars == with_registry.catalog_instruction_chars - len(
+        with_registry.instructions
+    )
     absent = [name for name in every_tool if name not in {step.tool.name for step in goal_plan.steps}]
     assert absent and not any(f".{name}(" in with_registry.instructions for name in absent)
     assert render_cell(goal_plan, {"smiles": "CCO"}).saved_chars is None
@@ -213,7 +233,9 @@ def test_only_plain_values_reach_a_cell_and_no_callers_repr_runs(chemistry_graph
         cell = render_cell(result, {"smiles": value})
         assert f"smiles = {literal}" in cell.code and "pwned" not in cell.code
     clusters = plan(chemistry_graph, ["chemistry.molecules_clustered"])
-    tuned = render_cell(clusters, {"smiles_list": ("CCO", "CCN"), "cluster_molecules.distance_threshold": numpy.float64(0.5), "compute_fingerprints.radius": numpy.int64(3)})
+    tuned = render_cell(
+        clusters, {"smiles_list": ("CCO", "CCN"), "cluster_molecules.distance_threshold": numpy.float64(0.5), "compute_fingerprints.radius": numpy.int64(3)}
+    )
     assert "smiles_list = ['CCO', 'CCN']" in tuned.code and "= 0.5\n" in tuned.code and "compute_fingerprints_radius = 3" in tuned.code
     with pytest.raises(InputError, match=r"input 'smiles' holds a value of type numpy.bool"):
         render_cell(result, {"smiles": numpy.bool_(True)})

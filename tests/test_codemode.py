@@ -22,7 +22,9 @@ def png(width=1, height=1):
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
     rows = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+    )
 
 
 def kernel_pids():
@@ -142,7 +144,14 @@ def test_shell_on_and_off(tmp_path):
 
 
 def test_cwd_env_python_and_startup_code(tmp_path):
-    options = {"cwd": str(tmp_path), "env": {"TOOLPATH_TEST_FLAG": "on"}, "python": sys.executable, "startup_code": "prepared = 'yes'", "pool_size": 0, "timeout": 10}
+    options = {
+        "cwd": str(tmp_path),
+        "env": {"TOOLPATH_TEST_FLAG": "on"},
+        "python": sys.executable,
+        "startup_code": "prepared = 'yes'",
+        "pool_size": 0,
+        "timeout": 10,
+    }
     with CodeMode(**options) as configured:
         result = configured.run("import os, sys\n(os.getcwd(), os.environ['TOOLPATH_TEST_FLAG'], sys.executable, prepared)", "s")
         assert eval(result.result) == (str(tmp_path), "on", sys.executable, "yes")
@@ -252,7 +261,9 @@ def test_registry_tools_are_bound_as_handles_and_listed_in_the_instructions(chem
         instructions = with_tools.instructions()
         assert "chemistry.parse_molecule(smiles: str) -> dict" in instructions
         assert "chemistry.compute_descriptors(molecule: dict) -> dict" in instructions
-        result = with_tools.run("descriptors = await chemistry.compute_descriptors(molecule=await chemistry.parse_molecule(smiles='CCO'))\ndescriptors['molecular_weight']", "s")
+        result = with_tools.run(
+            "descriptors = await chemistry.compute_descriptors(molecule=await chemistry.parse_molecule(smiles='CCO'))\ndescriptors['molecular_weight']", "s"
+        )
         assert result.result == "46.07"
         assert with_tools.run("sorted(dir(chemistry))", "s").result == "['compute_descriptors', 'parse_molecule']"
     with pytest.raises(ValueError, match="register them"):
@@ -342,7 +353,9 @@ def test_a_cell_reports_which_tool_calls_returned_even_when_it_fails(chemistry):
 
     tools = [chemistry.registry.get_tool_by_name("parse_molecule"), fails, slow]
     with CodeMode(tools, pool_size=0, timeout=30) as code_mode:
-        failed = code_mode.run("a = await chemistry.parse_molecule(smiles='CCO')\nb = await chemistry.parse_molecule(smiles='CCC')\nawait tools.fails('third call')", "calls")
+        failed = code_mode.run(
+            "a = await chemistry.parse_molecule(smiles='CCO')\nb = await chemistry.parse_molecule(smiles='CCC')\nawait tools.fails('third call')", "calls"
+        )
         assert failed.status == "error"
         assert failed.tool_calls == {"chemistry.parse_molecule": 2}
         assert failed.to_dict()["tool_calls"] == {"chemistry.parse_molecule": 2}

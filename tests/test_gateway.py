@@ -145,10 +145,18 @@ def test_the_bridge_speaks_tls_only_and_the_kernel_trusts_only_the_hosts_certifi
 def issued_certificate(directory, host):
     """A key and a certificate for ``host`` issued by a new certificate authority (not self-signed),
     written as PEM files; the kernel pins the certificate without knowing the authority."""
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
 
     def certificate(subject, issuer, public_key, signing_key, extensions):
-        builder = x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(public_key).serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(issuer)
+            .public_key(public_key)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+        )
         for extension, critical in extensions:
             builder = builder.add_extension(extension, critical=critical)
         return builder.sign(signing_key, hashes.SHA256())
@@ -161,7 +169,12 @@ def issued_certificate(directory, host):
         authority_name,
         key.public_key(),
         authority_key,
-        [(x509.SubjectAlternativeName([x509.DNSName(host)]), False), (x509.BasicConstraints(ca=False, path_length=None), True), (x509.AuthorityKeyIdentifier.from_issuer_public_key(authority_key.public_key()), False), (x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)],
+        [
+            (x509.SubjectAlternativeName([x509.DNSName(host)]), False),
+            (x509.BasicConstraints(ca=False, path_length=None), True),
+            (x509.AuthorityKeyIdentifier.from_issuer_public_key(authority_key.public_key()), False),
+            (x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False),
+        ],
     )
     certificate_file, key_file = directory / "bridge.pem", directory / "bridge.key"
     certificate_file.write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
@@ -180,7 +193,18 @@ def test_a_given_certificate_serves_the_bridge(kernel_gateway, tmp_path):
 
 
 def test_the_run_command_runs_its_cell_on_a_gateway(kernel_gateway, tmp_path):
-    command = [sys.executable, "-m", "toolpath.planner.cli", "run", "is aspirin drug-like? check Lipinski's rule of five", "--input", "smiles=CC(=O)Oc1ccccc1C(=O)O", "--json", "--gateway-url", kernel_gateway["gateway_url"]]
+    command = [
+        sys.executable,
+        "-m",
+        "toolpath.planner.cli",
+        "run",
+        "is aspirin drug-like? check Lipinski's rule of five",
+        "--input",
+        "smiles=CC(=O)Oc1ccccc1C(=O)O",
+        "--json",
+        "--gateway-url",
+        kernel_gateway["gateway_url"],
+    ]
     environment = {**os.environ, "TOOLPATH_GATEWAY_TOKEN": kernel_gateway["gateway_token"]}
     finished = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=300)
     assert finished.returncode == 0, finished.stderr

@@ -62,7 +62,11 @@ def test_timeout_interrupts_the_cell_and_the_kernel_stays_usable():
 def test_a_cell_whose_caller_is_gone_is_interrupted_not_left_running():
     async def scenario():
         async with KernelSession() as session:
-            long_cell = asyncio.create_task(session.execute("import time\nstarted = time.monotonic()\ntry:\n    time.sleep(60)\nfinally:\n    ran_for = time.monotonic() - started", timeout=120))
+            long_cell = asyncio.create_task(
+                session.execute(
+                    "import time\nstarted = time.monotonic()\ntry:\n    time.sleep(60)\nfinally:\n    ran_for = time.monotonic() - started", timeout=120
+                )
+            )
             await asyncio.sleep(3)  # the cell is sleeping
             long_cell.cancel()  # e.g. the MCP client that asked for it disconnected
             with pytest.raises(asyncio.CancelledError):
@@ -142,7 +146,9 @@ async def wait(seconds: float) -> float:
     return seconds
 '''
 
-BIND_SLOW_TOOLS = "from toolpath.kernel.handles import bind_module_tools\nslow = bind_module_tools('slow', {'nap': ('nap', 'slow_tools'), 'wait': ('wait', 'slow_tools')})\n"
+BIND_SLOW_TOOLS = (
+    "from toolpath.kernel.handles import bind_module_tools\nslow = bind_module_tools('slow', {'nap': ('nap', 'slow_tools'), 'wait': ('wait', 'slow_tools')})\n"
+)
 
 
 @pytest.mark.parametrize("call", ["await slow.nap(seconds=60)", "await slow.wait(seconds=60)"])

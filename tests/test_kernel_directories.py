@@ -8,7 +8,9 @@ from toolpath.kernel.session import _owner, remove_stale_directories
 
 
 def test_stale_directory_cleanup_reads_owner_files_without_blocking(tmp_path):
-    fifo, malformed, live, fresh, target = (tmp_path / name for name in ("toolpath-kernel-fifo", "toolpath-kernel-bad", "toolpath-kernel-live", "toolpath-kernel-new", "elsewhere"))
+    fifo, malformed, live, fresh, target = (
+        tmp_path / name for name in ("toolpath-kernel-fifo", "toolpath-kernel-bad", "toolpath-kernel-live", "toolpath-kernel-new", "elsewhere")
+    )
     for directory in (fifo, malformed, live, fresh, target):
         directory.mkdir()
     os.mkfifo(fifo / "owner.json")

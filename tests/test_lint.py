@@ -162,13 +162,21 @@ def test_workspaces_refuse_catalogs_with_lint_errors(tmp_path):
     path = catalog(tmp_path, "domain: d\npackage: p\ntools: [{name: t, description: t, state_transition: {produces: [d.ghost]}}]\n")
     with pytest.raises(CatalogError, match="TP001"):
         Workspace.open([path])
-    warned_only = catalog(tmp_path, "domain: d\npackage: p\nstates: [{token: d.a, description: a}]\ntools: [{name: t, state_transition: {produces: [d.a]}}]\n", "warned.yaml")
+    warned_only = catalog(
+        tmp_path, "domain: d\npackage: p\nstates: [{token: d.a, description: a}]\ntools: [{name: t, state_transition: {produces: [d.a]}}]\n", "warned.yaml"
+    )
     assert len(Workspace.open([warned_only]).loaded.registry) == 1
 
 
 def test_an_error_in_one_file_does_not_blame_another_for_its_states(tmp_path):
-    broken = catalog(tmp_path, "domain: a\npackage: a\nstates: [{token: x.s, description: s}]\ntools: [{name: t, cost: -1, state_transition: {produces: [x.s]}}]\n", "a.yaml")
-    user = catalog(tmp_path, "domain: b\npackage: b\nstates: [{token: x.t, description: t}]\ntools: [{name: u, description: u, state_transition: {requires: [x.s], produces: [x.t]}}]\n", "b.yaml")
+    broken = catalog(
+        tmp_path, "domain: a\npackage: a\nstates: [{token: x.s, description: s}]\ntools: [{name: t, cost: -1, state_transition: {produces: [x.s]}}]\n", "a.yaml"
+    )
+    user = catalog(
+        tmp_path,
+        "domain: b\npackage: b\nstates: [{token: x.t, description: t}]\ntools: [{name: u, description: u, state_transition: {requires: [x.s], produces: [x.t]}}]\n",
+        "b.yaml",
+    )
     findings = lint_catalogs([broken, user])
     assert "TP001" not in codes(findings) and "TP101" in codes(findings)
 
@@ -239,7 +247,9 @@ def test_drift_between_catalog_and_code_gets_a_rule_each(tmp_path):
     assert codes(without_import) == ["TP008", "TP009"]
     with_import = {finding.code: finding for finding in lint_catalogs([path], import_modules=True)}
     assert sorted(with_import) == ["TP008", "TP009", "TP010", "TP011", "TP012"]
-    assert "no parameter 'csv_path'; did you mean 'path'?" in with_import["TP010"].message and with_import["TP010"].field == "tools[0].required_parameters[0].name"
+    assert (
+        "no parameter 'csv_path'; did you mean 'path'?" in with_import["TP010"].message and with_import["TP010"].field == "tools[0].required_parameters[0].name"
+    )
     assert "requires 'sep', which the catalog does not declare" in with_import["TP011"].message
     assert "'strng' is not a builtin" in with_import["TP012"].message and "did you mean 'str'?" in with_import["TP012"].message
     assert "does not produce that state" in with_import["TP008"].message and with_import["TP008"].line == 14

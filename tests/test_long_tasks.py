@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from toolpath.planner import PlanningCancelled, PlanningTimeout
 from toolpath.errors import Refusal
+from toolpath.planner import PlanningCancelled, PlanningTimeout
 from toolpath.planner.goals import NoMatchingSkillError
 from toolpath.planner.parts import MAX_TASK_CHARS, MAX_TASK_PARTS, MAX_TASK_STEPS
 from toolpath.planner.search import QueryError
@@ -23,7 +23,9 @@ def tool_names(task_plan):
 
 
 def test_a_task_over_the_caps_is_refused_with_the_limit_and_its_size(workspace):
-    with pytest.raises(QueryError, match=rf"the task has {MAX_TASK_PARTS + 1} parts .* more than the {MAX_TASK_PARTS} a task may have; split it into smaller tasks"):
+    with pytest.raises(
+        QueryError, match=rf"the task has {MAX_TASK_PARTS + 1} parts .* more than the {MAX_TASK_PARTS} a task may have; split it into smaller tasks"
+    ):
         workspace.plan_task("take a nap, " * (MAX_TASK_PARTS + 1))
     too_long = "x" * (MAX_TASK_CHARS + 1)
     with pytest.raises(QueryError, match=rf"the task is {MAX_TASK_CHARS + 1:,} characters long, more than the {MAX_TASK_CHARS:,} .*split it"):
@@ -42,7 +44,9 @@ def test_a_task_just_under_the_caps_plans(workspace):
     assert task_plan.parts[0].text.count("Lipinski") == MAX_TASK_PARTS - 1 and task_plan.parts[1].text == "compute the descriptors"
     assert tool_names(task_plan) == ["parse_molecule", "compute_descriptors"]
 
-    steps = workspace.plan_task(["identify the functional groups of this molecule", "check Lipinski's rule of five"] * (MAX_TASK_STEPS // 2), inputs={"smiles": ASPIRIN})
+    steps = workspace.plan_task(
+        ["identify the functional groups of this molecule", "check Lipinski's rule of five"] * (MAX_TASK_STEPS // 2), inputs={"smiles": ASPIRIN}
+    )
     assert len(steps.parts) == MAX_TASK_STEPS and {part.status for part in steps.parts} == {"matched"}
     assert tool_names(steps) == ["parse_molecule", "identify_functional_groups", "compute_descriptors"]
 
@@ -52,13 +56,18 @@ def test_a_task_just_under_the_caps_plans(workspace):
 
 
 def test_a_time_budget_too_small_raises_the_timeout_naming_it(workspace):
-    with pytest.raises(PlanningTimeout, match=r"longer than its time budget of 1e-09 s; split it into smaller tasks, or give it more time \(time_budget_s=SECONDS\)") as caught:
+    with pytest.raises(
+        PlanningTimeout, match=r"longer than its time budget of 1e-09 s; split it into smaller tasks, or give it more time \(time_budget_s=SECONDS\)"
+    ) as caught:
         workspace.plan_task("identify the functional groups of this molecule and check Lipinski's rule of five", inputs={"smiles": ASPIRIN}, time_budget_s=1e-9)
     assert caught.value.budget_s == 1e-9 and isinstance(caught.value, TimeoutError)
     # The command line and the MCP server pass the message on as a refusal, not a traceback.
     assert isinstance(caught.value, Refusal)
     # No limit, or a generous one, plans as before.
-    assert tool_names(workspace.plan_task("check Lipinski's rule of five", inputs={"smiles": ASPIRIN}, time_budget_s=None)) == ["parse_molecule", "compute_descriptors"]
+    assert tool_names(workspace.plan_task("check Lipinski's rule of five", inputs={"smiles": ASPIRIN}, time_budget_s=None)) == [
+        "parse_molecule",
+        "compute_descriptors",
+    ]
     for bad in (0, -1.0, math.nan, math.inf, True, "30"):
         with pytest.raises(ValueError, match="time_budget_s must be a positive, finite number"):
             workspace.plan_task("check Lipinski's rule of five", time_budget_s=bad)

@@ -41,7 +41,9 @@ def kernels_marked(marker):
 def test_run_aspirin_json_reports_weight_and_lipinski_pass():
     marker = f"TOOLPATH_TEST_RUN={uuid.uuid4().hex}"
     name, value = marker.split("=")
-    completed = toolpath("run", "is aspirin drug-like? check Lipinski's rule of five", "--input", f"smiles={ASPIRIN}", "--json", env={**os.environ, name: value})
+    completed = toolpath(
+        "run", "is aspirin drug-like? check Lipinski's rule of five", "--input", f"smiles={ASPIRIN}", "--json", env={**os.environ, name: value}
+    )
     assert completed.returncode == 0, completed.stderr
     payload = json.loads(completed.stdout)
     assert {"task", "goal", "plan", "cell", "result"} <= set(payload)
@@ -121,7 +123,9 @@ def test_init_writes_a_catalog_package_that_validates_runs_and_tests_as_generate
     run = toolpath("run", "summarise a text", "--add-catalog", str(catalog), "--input", "text=Plans are cells. Cells run.", "--json", cwd=tmp_path.parent)
     assert run.returncode == 0, run.stdout + run.stderr
     assert json.loads(run.stdout)["result"]["result"] == "Plans are cells."
-    tested = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "lab_notes"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    tested = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "lab_notes"], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert tested.returncode == 0, tested.stdout + tested.stderr
     again = toolpath("init", "lab_notes", "--directory", str(tmp_path))
     assert again.returncode == 2 and "already exists" in again.stderr
@@ -249,9 +253,13 @@ def test_an_input_state_is_held_when_the_input_that_carries_it_is_given(tmp_path
 
 def test_validate_cli_on_the_three_classic_mistakes(tmp_path):
     unknown_token = tmp_path / "unknown_token.yaml"
-    unknown_token.write_text("domain: d\npackage: p\nstates: [{token: d.a, description: a}]\ntools:\n  - {name: t, description: t, state_transition: {requires: [d.typo], produces: [d.a]}}\n")
+    unknown_token.write_text(
+        "domain: d\npackage: p\nstates: [{token: d.a, description: a}]\ntools:\n  - {name: t, description: t, state_transition: {requires: [d.typo], produces: [d.a]}}\n"
+    )
     wrong_type = tmp_path / "wrong_type.yaml"
-    wrong_type.write_text("domain: d2\npackage: p\nstates: [{token: d.a, description: a}]\ntools:\n  - name: t\n    required_parameters: [{name: x, type: 'dict[str'}]\n    state_transition: {produces: [d.a]}\n")
+    wrong_type.write_text(
+        "domain: d2\npackage: p\nstates: [{token: d.a, description: a}]\ntools:\n  - name: t\n    required_parameters: [{name: x, type: 'dict[str'}]\n    state_transition: {produces: [d.a]}\n"
+    )
     syntax = tmp_path / "syntax.yaml"
     syntax.write_text("domain: d3\ntools:\n  - name: t\n   description: misindented\n")
     results = {}
@@ -310,7 +318,13 @@ def test_commands_that_neither_search_nor_run_load_no_model_and_no_kernel_code()
         "print(json.dumps(sorted(name for name in heavy if name in sys.modules)))\n"
     )
     catalog = str(default_catalog_paths()[0])
-    for arguments in (["plan", "--goal", "chemistry.molecules_clustered"], ["validate", catalog], ["schema"], ["--help"], ["cell", "--goal", "chemistry.descriptors_computed", "--input", "smiles=CCO"]):
+    for arguments in (
+        ["plan", "--goal", "chemistry.molecules_clustered"],
+        ["validate", catalog],
+        ["schema"],
+        ["--help"],
+        ["cell", "--goal", "chemistry.descriptors_computed", "--input", "smiles=CCO"],
+    ):
         completed = subprocess.run([sys.executable, "-c", probe, *arguments], capture_output=True, text=True, timeout=120)
         assert completed.returncode == 0, completed.stderr
         assert json.loads(completed.stdout.splitlines()[-1]) == [], arguments
@@ -338,7 +352,9 @@ def test_a_domain_with_host_and_kernel_tools_is_one_handle(sheets_catalog, embed
     from toolpath.kernel import CodeMode
 
     with CodeMode(list(workspace.loaded.registry), pool_size=0, env={"PYTHONPATH": root}) as code_mode:
-        both = code_mode.run("table = await sheets.load_csv(path='a.csv')\n(sorted(dir(sheets)), table['loaded_by'], await sheets.write_report(table=table))", "mixed")
+        both = code_mode.run(
+            "table = await sheets.load_csv(path='a.csv')\n(sorted(dir(sheets)), table['loaded_by'], await sheets.write_report(table=table))", "mixed"
+        )
         assert both.status == "ok", both.error
         names, loaded_by, report = eval(both.result)
         assert names == ["load_csv", "write_report"] and loaded_by != os.getpid()  # loaded in the kernel

@@ -59,7 +59,13 @@ def server_processes(script):
 def git_repository(tmp_path):
     repository = tmp_path / "repo"
     repository.mkdir()
-    environment = {**os.environ, "GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.com", "GIT_COMMITTER_NAME": "Ada", "GIT_COMMITTER_EMAIL": "ada@example.com"}
+    environment = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "Ada",
+        "GIT_AUTHOR_EMAIL": "ada@example.com",
+        "GIT_COMMITTER_NAME": "Ada",
+        "GIT_COMMITTER_EMAIL": "ada@example.com",
+    }
     subprocess.run(["git", "init", "-q", str(repository)], check=True, env=environment)
     (repository / "notes.txt").write_text("first line\n")
     subprocess.run(["git", "-C", str(repository), "add", "notes.txt"], check=True, env=environment)
@@ -158,7 +164,11 @@ def test_a_server_that_dies_idle_is_restarted_and_one_that_dies_mid_call_fails_o
         (restarted,) = server_processes(PAGED_SERVER)
         assert restarted.pid != process.pid
         lost = code_mode.run("await paged.crash()", "s")
-        assert lost.status == "error" and "closed the connection during tool 'crash'" in lost.error["evalue"] and "the next call connects again" in lost.error["evalue"]
+        assert (
+            lost.status == "error"
+            and "closed the connection during tool 'crash'" in lost.error["evalue"]
+            and "the next call connects again" in lost.error["evalue"]
+        )
         assert code_mode.run("await paged.count_words(text='a')", "s").result == "1"
         assert len(server_processes(PAGED_SERVER)) == 1
 
@@ -242,8 +252,16 @@ def test_over_streamable_http_headers_carry_a_token_read_from_the_environment(pa
 # -- catalogs whose tools MCP servers serve -----------------------------------------------------------
 
 TIME_STATES = [
-    {"token": "clock.current_time_known", "description": "The current time in a timezone is known.", "affordances": ["find out what time it is in a city or timezone"]},
-    {"token": "clock.time_converted", "description": "A time of day has been converted from one timezone to another.", "affordances": ["convert a time between timezones"]},
+    {
+        "token": "clock.current_time_known",
+        "description": "The current time in a timezone is known.",
+        "affordances": ["find out what time it is in a city or timezone"],
+    },
+    {
+        "token": "clock.time_converted",
+        "description": "A time of day has been converted from one timezone to another.",
+        "affordances": ["convert a time between timezones"],
+    },
 ]
 
 

@@ -131,7 +131,9 @@ def test_an_export_that_cannot_run_says_why_and_queries_fall_back_to_sentence_tr
         warnings.simplefilter("always")
         first = embedder(["group similar molecules"])
         second = embedder(["cluster molecules"])
-    assert [str(warning.message) for warning in caught if "sentence-transformers instead" in str(warning.message)] == [next(str(warning.message) for warning in caught)]
+    assert [str(warning.message) for warning in caught if "sentence-transformers instead" in str(warning.message)] == [
+        next(str(warning.message) for warning in caught)
+    ]
     assert "sentence-transformers is broken here" in embedder.query_fallback
     np.testing.assert_allclose(first, reference(["group similar molecules"]), atol=1e-6)
     assert second.shape == (1, 384)

@@ -53,4 +53,3 @@ def test_thousands_of_dropped_images_are_named_briefly_and_type_names_are_capped
     assert len(result.images) == 2 and len(result.dropped_images) == 11
     assert result.dropped_images[-1] == "2,988 more images dropped"
     assert len(result.error["ename"]) <= 100
-

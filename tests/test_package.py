@@ -33,13 +33,24 @@ def test_every_name_of_the_facade_resolves_and_nothing_else_is_offered():
 def test_the_built_wheel_holds_one_top_level_package(tmp_path):
     source = tmp_path / "source"
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".venv*", ".git", "__pycache__", "*.egg-info", "build", "dist", ".pytest_cache", ".hypothesis"))
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "wheels"), str(source)], capture_output=True, text=True, timeout=600)
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "wheels"), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert built.returncode == 0, built.stderr
     (wheel,) = (tmp_path / "wheels").glob("toolpath-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
     assert {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")} == {"toolpath"}
-    for package in ("toolpath/kernel/kernel_setup.py", "toolpath/planner/cli.py", "toolpath/registry/catalog.py", "toolpath/catalogs/chemistry/catalog.yaml", "toolpath/catalogs/catalog.schema.json"):
+    for package in (
+        "toolpath/kernel/kernel_setup.py",
+        "toolpath/planner/cli.py",
+        "toolpath/registry/catalog.py",
+        "toolpath/catalogs/chemistry/catalog.yaml",
+        "toolpath/catalogs/catalog.schema.json",
+    ):
         assert package in names
 
 
@@ -55,7 +66,14 @@ def shadowing_folder(tmp_path):
 
 @pytest.mark.integration
 def test_the_cli_runs_a_task_from_a_folder_with_the_users_own_kernel_and_catalogs_packages(shadowing_folder):
-    run = subprocess.run([sys.executable, "-m", "toolpath.planner.cli", "run", "parse this molecule", "--input", "smiles=CCO"], capture_output=True, text=True, cwd=shadowing_folder, timeout=300, env={**os.environ, "PYTHONPATH": str(shadowing_folder)})
+    run = subprocess.run(
+        [sys.executable, "-m", "toolpath.planner.cli", "run", "parse this molecule", "--input", "smiles=CCO"],
+        capture_output=True,
+        text=True,
+        cwd=shadowing_folder,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(shadowing_folder)},
+    )
     assert run.returncode == 0, run.stderr
     assert "C2H6O" in run.stdout
 
@@ -104,7 +122,9 @@ def test_imports_flow_one_way_registry_then_kernel_then_planner():
     for folder, rank in layers.items():
         for path in sorted((ROOT / folder).glob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
-                names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                names = (
+                    [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                )
                 for name in names:
                     parts = name.split(".")
                     if parts[0] == "toolpath" and len(parts) > 1 and layers.get(parts[1], -1) > rank:

@@ -1,7 +1,7 @@
 """Tasks with several parts: splitting, matching each part, one joint plan (shipped chemistry catalog)."""
 
-import re
 import json
+import re
 import subprocess
 import sys
 
@@ -18,7 +18,10 @@ ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
     ("text", "parts"),
     [
         ("load people.csv and compute summary statistics", ["load people.csv", "compute summary statistics"]),
-        ("caption this image, translate the caption to French and then read it aloud", ["caption this image", "translate the caption to French", "read it aloud"]),
+        (
+            "caption this image, translate the caption to French and then read it aloud",
+            ["caption this image", "translate the caption to French", "read it aloud"],
+        ),
         ("Parse the molecule. Then compute its descriptors; finally cluster them", ["Parse the molecule", "compute its descriptors", "cluster them"]),
         ("1. parse the molecule 2) find its groups", ["parse the molecule", "find its groups"]),
         ("- parse the molecule\n- find its groups\n- check Lipinski", ["parse the molecule", "find its groups", "check Lipinski"]),
@@ -59,7 +62,9 @@ def test_a_two_part_task_plans_both_parts_from_text_and_from_steps(workspace):
 
 
 def test_data_flow_orders_steps_before_the_parts_order(workspace):
-    task_plan = workspace.plan_task(["cluster these molecules by structural similarity", "compute Morgan fingerprints of the molecules"], inputs={"smiles_list": ["CCO", "CCN"]})
+    task_plan = workspace.plan_task(
+        ["cluster these molecules by structural similarity", "compute Morgan fingerprints of the molecules"], inputs={"smiles_list": ["CCO", "CCN"]}
+    )
     assert tool_names(task_plan) == ["compute_fingerprints", "cluster_molecules"]
     assert task_plan.plan.steps[1].satisfied_by == {"chemistry.fingerprints_computed": 0}
 
@@ -131,7 +136,18 @@ def test_cli_takes_steps_and_reports_parts(tmp_path):
     def toolpath(*arguments):
         return subprocess.run([sys.executable, "-m", "toolpath.planner.cli", *arguments], capture_output=True, text=True, timeout=300)
 
-    completed = toolpath("cell", "--step", "identify the functional groups of this molecule", "--step", "check Lipinski's rule of five", "--step", "book a flight to Paris", "--input", f"smiles={ASPIRIN}", "--json")
+    completed = toolpath(
+        "cell",
+        "--step",
+        "identify the functional groups of this molecule",
+        "--step",
+        "check Lipinski's rule of five",
+        "--step",
+        "book a flight to Paris",
+        "--input",
+        f"smiles={ASPIRIN}",
+        "--json",
+    )
     assert completed.returncode == 0, completed.stderr
     report = json.loads(completed.stdout)
     assert [(part["part"], part["status"], part["goal"]) for part in report["parts"]] == [

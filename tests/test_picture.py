@@ -3,8 +3,7 @@
 import random
 import xml.dom.minidom
 
-from toolpath.planner import StateGraph, plan
-from toolpath.planner import picture
+from toolpath.planner import StateGraph, picture, plan
 from toolpath.registry import State, ToolDefinition, ToolRegistry
 
 
@@ -17,7 +16,9 @@ def forty_five_tools() -> StateGraph:
         layer = 1 + index * 6 // 45
         requires = rng.sample(states[: layer * 6], k=rng.randint(0, 2)) if layer > 1 else []
         produces = rng.sample(states[layer * 6 : layer * 6 + 6], k=rng.randint(1, 2))
-        registry.register_tool(ToolDefinition(name=f"tool_{index}", server_name="lab", module="lab.tools", state_transition={"requires": requires, "produces": produces}))
+        registry.register_tool(
+            ToolDefinition(name=f"tool_{index}", server_name="lab", module="lab.tools", state_transition={"requires": requires, "produces": produces})
+        )
     return StateGraph(registry, [State(token, description=token) for token in states])
 
 

@@ -166,7 +166,13 @@ def test_fallback_past_the_search_budget_is_valid_and_says_it_is_not_proven_opti
 
 # Singles cost 0.9 and pairs 1.0: plans built goal state by goal state take a pair and two singles
 # (2.8), where the best plan takes two pairs (2).
-PAIRS = (("x", [], ["s.g1", "s.g2"]), ("y", [], ["s.g3", "s.g4"]), ("z", [], ["s.g2", "s.g3"]), ("w", [], ["s.g1", "s.g4"]), *((f"single{n}", [], [f"s.g{n}"], 0.9) for n in range(1, 5)))
+PAIRS = (
+    ("x", [], ["s.g1", "s.g2"]),
+    ("y", [], ["s.g3", "s.g4"]),
+    ("z", [], ["s.g2", "s.g3"]),
+    ("w", [], ["s.g1", "s.g4"]),
+    *((f"single{n}", [], [f"s.g{n}"], 0.9) for n in range(1, 5)),
+)
 
 
 def test_a_stopped_search_bounds_the_optimum_from_below_and_a_full_one_finds_it():

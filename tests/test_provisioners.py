@@ -31,7 +31,12 @@ def provisioned_kernelspecs(tmp_path, monkeypatch):
     for name in ("recording", "elsewhere"):
         spec = tmp_path / "jupyter" / "kernels" / f"toolpath-{name}"
         spec.mkdir(parents=True)
-        kernel = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"], "display_name": f"toolpath {name}", "language": "python", "metadata": {"kernel_provisioner": {"provisioner_name": f"toolpath-{name}-provisioner"}}}
+        kernel = {
+            "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": f"toolpath {name}",
+            "language": "python",
+            "metadata": {"kernel_provisioner": {"provisioner_name": f"toolpath-{name}-provisioner"}},
+        }
         (spec / "kernel.json").write_text(json.dumps(kernel))
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
 

@@ -6,7 +6,7 @@ from pydantic import ValidationError
 from toolpath.registry import AmbiguousToolNameError, ReturnSpec, State, StateTransition, ToolDefinition, ToolNotFoundError, ToolParameter, ToolRegistry
 
 
-class Stage(str, Enum):
+class Stage(str, Enum):  # noqa: UP042 -- catalogs written before StrEnum use this form
     PARSED = "demo.parsed"
 
 

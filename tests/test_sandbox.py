@@ -112,7 +112,10 @@ def test_a_cell_cannot_exhaust_memory_or_disk(placement):
     memory = _attack(code_mode, "hoard = bytearray(400 * 2**20)\nlen(hoard)")
     assert (memory == "MemoryError") == (name == "sandboxed")
     code_mode.run("del hoard", "alice")
-    disk = _attack(code_mode, "import os, tempfile\npath = os.path.join(tempfile.gettempdir(), 'toolpath-sandbox-test-fill')\ntry:\n    with open(path, 'wb') as file:\n        file.write(b'x' * (64 * 2**20))\nfinally:\n    if os.path.exists(path):\n        os.remove(path)\n'written'")
+    disk = _attack(
+        code_mode,
+        "import os, tempfile\npath = os.path.join(tempfile.gettempdir(), 'toolpath-sandbox-test-fill')\ntry:\n    with open(path, 'wb') as file:\n        file.write(b'x' * (64 * 2**20))\nfinally:\n    if os.path.exists(path):\n        os.remove(path)\n'written'",
+    )
     assert (disk == "OSError") == (name == "sandboxed")
     if name == "sandboxed":  # the result says which limit was hit, and how to live with it
         again = code_mode.run("hoard = bytearray(400 * 2**20)", "alice")
@@ -127,7 +130,10 @@ def _needs_a_control_group(name):
 def test_a_cell_cannot_start_unbounded_processes(placement):
     name, code_mode = placement
     _needs_a_control_group(name)
-    forked = _attack(code_mode, "import subprocess\nchildren = []\ntry:\n    for _ in range(400):\n        children.append(subprocess.Popen(['sleep', '30']))\nfinally:\n    for child in children:\n        child.kill()\nlen(children)")
+    forked = _attack(
+        code_mode,
+        "import subprocess\nchildren = []\ntry:\n    for _ in range(400):\n        children.append(subprocess.Popen(['sleep', '30']))\nfinally:\n    for child in children:\n        child.kill()\nlen(children)",
+    )
     assert (forked == "BlockingIOError" or forked == "OSError") == (name == "sandboxed")
 
 
@@ -155,7 +161,10 @@ def test_a_cell_cannot_use_more_memory_through_many_processes(placement):
     if name == "sandboxed" and CONTROL_GROUP_PROBLEM:
         pytest.skip(f"without a control group, memory is capped per process only: {CONTROL_GROUP_PROBLEM}")
     child = "import time; hoard = b'x' * (200 * 2**20); time.sleep(2)"
-    outcome = code_mode.run(f"import subprocess, sys\nchildren = [subprocess.Popen([sys.executable, '-c', {child!r}]) for _ in range(4)]\n[child.wait() for child in children]", "alice")
+    outcome = code_mode.run(
+        f"import subprocess, sys\nchildren = [subprocess.Popen([sys.executable, '-c', {child!r}]) for _ in range(4)]\n[child.wait() for child in children]",
+        "alice",
+    )
     finished = outcome.status == "ok" and outcome.result == "[0, 0, 0, 0]"
     assert finished == (name == "plain"), outcome
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from toolpath.planner import NoMatchingSkillError, NoPlanError, SkillIndex, StateGraph, choose_goal
-from toolpath.planner.search import QueryError
 from toolpath.planner.embedding import SentenceTransformerEmbedder
 from toolpath.planner.embedding_cache import EmbeddingCache
+from toolpath.planner.search import QueryError
 from toolpath.registry import State, ToolDefinition, ToolRegistry
 
 pytestmark = pytest.mark.integration
@@ -36,7 +36,9 @@ def lab_graph(*extra_tools):
     tools = [
         ToolDefinition(name="parse", description="parse a SMILES string", state_transition={"produces": ["lab.parsed"]}),
         ToolDefinition(name="weigh", description="molecular weight of a molecule", state_transition={"requires": ["lab.parsed"], "produces": ["lab.weighed"]}),
-        ToolDefinition(name="report", description="write the weight report", state_transition={"requires": ["lab.weighed", "lab.signed"], "produces": ["lab.reported"]}),
+        ToolDefinition(
+            name="report", description="write the weight report", state_transition={"requires": ["lab.weighed", "lab.signed"], "produces": ["lab.reported"]}
+        ),
         *extra_tools,
     ]
     for tool in tools:
@@ -270,7 +272,13 @@ def test_goal_choice_explains_when_no_hit_can_be_reached():
 def test_goal_choice_never_picks_a_held_state_and_says_true_reasons(index, chemistry_graph):
     from toolpath.planner.goals import choose_goal
 
-    held = choose_goal("validate a SMILES string and get the molecular weight of a molecule", index, chemistry_graph, inputs={"smiles": "CCO"}, held=["chemistry.molecule_parsed"])
+    held = choose_goal(
+        "validate a SMILES string and get the molecular weight of a molecule",
+        index,
+        chemistry_graph,
+        inputs={"smiles": "CCO"},
+        held=["chemistry.molecule_parsed"],
+    )
     assert held.chosen.plan.steps, "a task asks for work: a held goal must not be chosen"
     assert "it is already held, and the task asks for work" in [candidate.reason() for candidate in held.passed_over]
     aspirin = choose_goal("is aspirin drug-like? check Lipinski's rule of five", index, chemistry_graph, inputs={"smiles": "CCO"})

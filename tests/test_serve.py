@@ -38,7 +38,11 @@ def _nested(depth):
 
 
 def served(home):
-    return Client(StdioServerParameters(command=sys.executable, args=["-m", "toolpath.planner.cli", "serve"], env={**os.environ, "TOOLPATH_HOME": str(home)}, cwd=str(ROOT)))
+    return Client(
+        StdioServerParameters(
+            command=sys.executable, args=["-m", "toolpath.planner.cli", "serve"], env={**os.environ, "TOOLPATH_HOME": str(home)}, cwd=str(ROOT)
+        )
+    )
 
 
 def test_an_agent_searches_plans_runs_follows_up_and_restarts_through_the_server(tmp_path):
@@ -50,9 +54,15 @@ def test_an_agent_searches_plans_runs_follows_up_and_restarts_through_the_server
             search = await client.call_tool("search_skills", {"query": "parse a SMILES string into a molecule", "k": 3})
             assert not search.is_error and search.structured_content["hits"][0]["name"] in {"parse_molecule", "chemistry.molecule_parsed"}
 
-            planned = await client.call_tool("plan_task", {"task": ["identify the functional groups of this molecule", "check Lipinski's rule of five"], "inputs": {"smiles": "CCO"}})
+            planned = await client.call_tool(
+                "plan_task", {"task": ["identify the functional groups of this molecule", "check Lipinski's rule of five"], "inputs": {"smiles": "CCO"}}
+            )
             assert not planned.is_error
-            assert [step["tool"] for step in planned.structured_content["plan"]["steps"]] == ["parse_molecule", "identify_functional_groups", "compute_descriptors"]
+            assert [step["tool"] for step in planned.structured_content["plan"]["steps"]] == [
+                "parse_molecule",
+                "identify_functional_groups",
+                "compute_descriptors",
+            ]
 
             run = await client.call_tool("run_task", {"task": "parse this molecule", "inputs": {"smiles": "CCO"}, "session_id": "agent-1"})
             assert not run.is_error and run.structured_content["result"]["status"] == "ok"
@@ -67,7 +77,9 @@ def test_an_agent_searches_plans_runs_follows_up_and_restarts_through_the_server
             other = await client.call_tool("list_variables", {})  # the default session is another kernel
             assert "molecule" not in other.structured_content["variables"]
 
-            image = await client.call_tool("execute", {"code": f"from IPython.display import Image, display\ndisplay(Image(data={PIXEL!r}))", "session_id": "agent-1"})
+            image = await client.call_tool(
+                "execute", {"code": f"from IPython.display import Image, display\ndisplay(Image(data={PIXEL!r}))", "session_id": "agent-1"}
+            )
             assert [block.type for block in image.content] == ["text", "image"] and base64.b64decode(image.content[1].data) == PIXEL
 
             unmatched = await client.call_tool("plan_task", {"task": "book a flight to Rome"})
@@ -130,7 +142,8 @@ def serve_over_http(tmp_path, listening_server):
         tokens_file.write_text(json.dumps({token if user == "alice" else _sha256(token): user for token, user in tokens.items()}))
         port = listening_server(
             lambda port: [sys.executable, "-m", "toolpath.planner.cli", "serve", "--http", f"127.0.0.1:{port}", "--tokens", str(tokens_file), *options],
-            cwd=str(ROOT), env={**os.environ, "TOOLPATH_HOME": str(tmp_path / "home")},
+            cwd=str(ROOT),
+            env={**os.environ, "TOOLPATH_HOME": str(tmp_path / "home")},
         )
         return f"http://127.0.0.1:{port}/mcp", {user: token for token, user in tokens.items()}
 
@@ -166,7 +179,9 @@ def test_over_http_users_code_is_sandboxed_unless_the_operator_says_plain(serve_
 
 def test_multi_user_serve_refuses_plain_kernels_it_cannot_sandbox_unless_told(monkeypatch):
     monkeypatch.setattr("toolpath.planner.server.sandbox_problem", lambda: "bubblewrap cannot set up a sandbox here: no user namespaces")
-    with pytest.raises(ServeError, match="users' kernels run sandboxed .* no user namespaces. Run kernels on a gateway \\(--gateway-url\\), or give --kernels plain"):
+    with pytest.raises(
+        ServeError, match="users' kernels run sandboxed .* no user namespaces. Run kernels on a gateway \\(--gateway-url\\), or give --kernels plain"
+    ):
         kernel_placement("auto", True, {})
     assert kernel_placement("plain", True, {}) == {} and kernel_placement("auto", False, {}) == {}
     assert kernel_placement("auto", True, {"gateway_url": "http://gateway:8888"}) == {}
@@ -177,7 +192,12 @@ def test_multi_user_serve_refuses_plain_kernels_it_cannot_sandbox_unless_told(mo
 def test_sandbox_limits_are_read_from_the_command_line_with_what_to_write_when_wrong():
     from toolpath.planner.cli import CommandLineError, _sandbox_limits
 
-    assert _sandbox_limits(["memory_bytes=1GiB", "processes=64", "cpu_seconds=none", "disk_bytes=512"]) == {"memory_bytes": 2**30, "processes": 64, "cpu_seconds": None, "disk_bytes": 512}
+    assert _sandbox_limits(["memory_bytes=1GiB", "processes=64", "cpu_seconds=none", "disk_bytes=512"]) == {
+        "memory_bytes": 2**30,
+        "processes": 64,
+        "cpu_seconds": None,
+        "disk_bytes": 512,
+    }
     with pytest.raises(CommandLineError, match="the field is one of memory_bytes, cpu_seconds, processes, open_files, disk_bytes"):
         _sandbox_limits(["memory=1GiB"])
     with pytest.raises(CommandLineError, match="give a whole number, or none"):
@@ -217,10 +237,16 @@ def test_over_http_each_user_has_their_own_sessions_and_cannot_reach_anothers(ht
             kept = await bob.call_tool("execute", {"code": "secret", "session_id": "bobs-notes"})
             assert kept.content[0].text == "Out[2]: 1"
         async with httpx2.AsyncClient() as anonymous:  # no token: refused before any MCP message is read
-            response = await anonymous.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers={"Accept": "application/json, text/event-stream"})
+            response = await anonymous.post(
+                url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers={"Accept": "application/json, text/event-stream"}
+            )
             assert response.status_code == 401
         async with httpx2.AsyncClient() as forger:
-            response = await forger.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers={"Accept": "application/json, text/event-stream", "Authorization": "Bearer " + "x" * 40})
+            response = await forger.post(
+                url,
+                json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                headers={"Accept": "application/json, text/event-stream", "Authorization": "Bearer " + "x" * 40},
+            )
             assert response.status_code == 401
 
     asyncio.run(scenario())
@@ -304,16 +330,23 @@ def test_a_user_over_a_quota_gets_an_error_naming_it_and_another_user_is_served(
 
 def test_hashed_tokens_are_read_and_malformed_ones_refused_with_what_to_write(tmp_path):
     token = "a-long-random-token-of-alice"
-    hashed = subprocess.run([sys.executable, "-m", "toolpath.planner.cli", "serve", "--hash-token"], input=token + "\n", capture_output=True, text=True, cwd=str(ROOT), timeout=120)
+    hashed = subprocess.run(
+        [sys.executable, "-m", "toolpath.planner.cli", "serve", "--hash-token"], input=token + "\n", capture_output=True, text=True, cwd=str(ROOT), timeout=120
+    )
     assert hashed.returncode == 0 and hashed.stdout.strip() == _sha256(token)
-    short = subprocess.run([sys.executable, "-m", "toolpath.planner.cli", "serve", "--hash-token"], input="short\n", capture_output=True, text=True, cwd=str(ROOT), timeout=120)
+    short = subprocess.run(
+        [sys.executable, "-m", "toolpath.planner.cli", "serve", "--hash-token"], input="short\n", capture_output=True, text=True, cwd=str(ROOT), timeout=120
+    )
     assert short.returncode != 0 and "fewer than 16" in short.stderr
 
     tokens_file = tmp_path / "tokens.json"
     tokens_file.write_text(json.dumps({_sha256(token): "alice", "b" * 20: "bob"}))
     assert read_tokens(str(tokens_file)) == {_sha256(token): "alice", "b" * 20: "bob"}
     for tokens, message in (
-        ({"sha256:abc123": "alice"}, "the token of user 'alice' starts with 'sha256:' but 6 characters follow, not 64 hex digits; write 'sha256:' and the token's SHA-256 hex digest, as `toolpath serve --hash-token` prints it"),
+        (
+            {"sha256:abc123": "alice"},
+            "the token of user 'alice' starts with 'sha256:' but 6 characters follow, not 64 hex digits; write 'sha256:' and the token's SHA-256 hex digest, as `toolpath serve --hash-token` prints it",
+        ),
         ({"sha256:" + "g" * 64: "alice"}, "not 64 hex digits"),
         ({token: "alice", _sha256(token): "mallory"}, "the same token is given twice"),
         ({"short": "bob"}, "shorter than 16 characters"),
@@ -326,16 +359,40 @@ def test_hashed_tokens_are_read_and_malformed_ones_refused_with_what_to_write(tm
 
 def test_a_catalog_resource_hides_secrets_in_its_servers_urls_and_arguments(tmp_path):
     path = tmp_path / "remote.yaml"
-    path.write_text(yaml.safe_dump({
-        "domain": "remote",
-        "mcp_servers": {
-            "search": {"url": "https://user:hunter2@search.example/mcp?api_key=sk-live-1&region=${REGION}"},
-            "git": {"command": "npx", "args": ["-y", "git-server", "--token", "ghp_secret1", "--api-key=sk-secret2", "--password", "${GIT_PASSWORD}", "-e", "GITHUB_TOKEN=ghp_secret3", "--repository", "/srv/repo", "--verbose"]},
-            "proxy": {"command": "npx", "args": ["mcp-remote", "https://${PROXY_USER}:${PROXY_PASSWORD}@proxy.example/mcp", "--header", "Authorization: Bearer secret4"]},
-        },
-        "states": [{"token": "remote.found", "description": "Something was found."}],
-        "tools": [{"name": "search", "mcp_server": "search", "state_transition": {"produces": ["remote.found"]}}],
-    }, sort_keys=False))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "domain": "remote",
+                "mcp_servers": {
+                    "search": {"url": "https://user:hunter2@search.example/mcp?api_key=sk-live-1&region=${REGION}"},
+                    "git": {
+                        "command": "npx",
+                        "args": [
+                            "-y",
+                            "git-server",
+                            "--token",
+                            "ghp_secret1",
+                            "--api-key=sk-secret2",
+                            "--password",
+                            "${GIT_PASSWORD}",
+                            "-e",
+                            "GITHUB_TOKEN=ghp_secret3",
+                            "--repository",
+                            "/srv/repo",
+                            "--verbose",
+                        ],
+                    },
+                    "proxy": {
+                        "command": "npx",
+                        "args": ["mcp-remote", "https://${PROXY_USER}:${PROXY_PASSWORD}@proxy.example/mcp", "--header", "Authorization: Bearer secret4"],
+                    },
+                },
+                "states": [{"token": "remote.found", "description": "Something was found."}],
+                "tools": [{"name": "search", "mcp_server": "search", "state_transition": {"produces": ["remote.found"]}}],
+            },
+            sort_keys=False,
+        )
+    )
 
     async def scenario():
         server = ToolpathServer(Workspace.open([path]), user_id="me", snapshot=False)
@@ -348,8 +405,26 @@ def test_a_catalog_resource_hides_secrets_in_its_servers_urls_and_arguments(tmp_
     text = asyncio.run(scenario())
     served = yaml.safe_load(text)
     assert served["mcp_servers"]["search"]["url"] == "https://<hidden>@search.example/mcp?api_key=<hidden>&region=${REGION}"
-    assert served["mcp_servers"]["git"]["args"] == ["-y", "git-server", "--token", "<hidden>", "--api-key=<hidden>", "--password", "${GIT_PASSWORD}", "-e", "GITHUB_TOKEN=<hidden>", "--repository", "/srv/repo", "--verbose"]
-    assert served["mcp_servers"]["proxy"]["args"] == ["mcp-remote", "https://${PROXY_USER}:${PROXY_PASSWORD}@proxy.example/mcp", "--header", "Authorization: <hidden>"]
+    assert served["mcp_servers"]["git"]["args"] == [
+        "-y",
+        "git-server",
+        "--token",
+        "<hidden>",
+        "--api-key=<hidden>",
+        "--password",
+        "${GIT_PASSWORD}",
+        "-e",
+        "GITHUB_TOKEN=<hidden>",
+        "--repository",
+        "/srv/repo",
+        "--verbose",
+    ]
+    assert served["mcp_servers"]["proxy"]["args"] == [
+        "mcp-remote",
+        "https://${PROXY_USER}:${PROXY_PASSWORD}@proxy.example/mcp",
+        "--header",
+        "Authorization: <hidden>",
+    ]
     assert not any(secret in text for secret in ("hunter2", "sk-live-1", "ghp_secret1", "sk-secret2", "ghp_secret3", "secret4"))
     assert served["tools"][0]["name"] == "search" and served["states"][0]["token"] == "remote.found"
 
@@ -374,17 +449,42 @@ def attacked_server(request, tmp_path_factory, module_listening_server):
     paths = {"tokens": directory / "tokens.json", "home": directory / "home", "catalog": directory / "mail.yaml", "marker": directory / "ran-in-the-server"}
     paths["tokens"].write_text(json.dumps(tokens))
     paged = str(ROOT / "tests" / "servers" / "paged_server.py")
-    paths["catalog"].write_text(yaml.safe_dump({
-        "domain": "mail",
-        "mcp_servers": {"paged": {"command": sys.executable, "args": [paged]}},
-        "states": [{"token": "mail.counted", "description": "Words were counted.", "affordances": ["count the words of a text"]}],
-        "tools": [{"name": "count_words", "description": "Count the words of a text.", "mcp_server": "paged", "required_parameters": [{"name": "text", "type": "str"}], "state_transition": {"produces": ["mail.counted"]}}],
-    }))
+    paths["catalog"].write_text(
+        yaml.safe_dump(
+            {
+                "domain": "mail",
+                "mcp_servers": {"paged": {"command": sys.executable, "args": [paged]}},
+                "states": [{"token": "mail.counted", "description": "Words were counted.", "affordances": ["count the words of a text"]}],
+                "tools": [
+                    {
+                        "name": "count_words",
+                        "description": "Count the words of a text.",
+                        "mcp_server": "paged",
+                        "required_parameters": [{"name": "text", "type": "str"}],
+                        "state_transition": {"produces": ["mail.counted"]},
+                    }
+                ],
+            }
+        )
+    )
     limits = ["--sandbox-limit", "memory_bytes=256MiB", "--sandbox-limit", "disk_bytes=16MiB", "--sandbox-limit", "processes=64"]
     options = ["--kernels", "plain"] if request.param == "plain" else limits
     port = module_listening_server(
-        lambda port: [sys.executable, "-m", "toolpath.planner.cli", "serve", "--http", f"127.0.0.1:{port}", "--tokens", str(paths["tokens"]), "--catalog", str(paths["catalog"]), *options],
-        cwd=str(ROOT), env={**os.environ, "TOOLPATH_HOME": str(paths["home"]), "SERVER_SECRET": SERVER_SECRET},
+        lambda port: [
+            sys.executable,
+            "-m",
+            "toolpath.planner.cli",
+            "serve",
+            "--http",
+            f"127.0.0.1:{port}",
+            "--tokens",
+            str(paths["tokens"]),
+            "--catalog",
+            str(paths["catalog"]),
+            *options,
+        ],
+        cwd=str(ROOT),
+        env={**os.environ, "TOOLPATH_HOME": str(paths["home"]), "SERVER_SECRET": SERVER_SECRET},
     )
     token_of = {user: token for token, user in tokens.items()}
 
@@ -439,7 +539,9 @@ def test_over_http_a_cell_cannot_run_code_in_the_server_through_the_bridge(attac
     placement, run, paths = attacked_server
     planned = run("alice", None, "run_task", task="count the words of a text", inputs={"text": "one two three"})
     assert planned["result"]["status"] == "ok", planned  # the planned cell left its handle, mail.count_words, bound
-    cell = f"import os\nclass Payload:\n    def __reduce__(self):\n        return (os.mkdir, ({str(paths['marker'])!r},))\nawait mail.count_words(text=Payload())"
+    cell = (
+        f"import os\nclass Payload:\n    def __reduce__(self):\n        return (os.mkdir, ({str(paths['marker'])!r},))\nawait mail.count_words(text=Payload())"
+    )
     outcome = _value(run("alice", cell))
     assert paths["marker"].exists() == (placement == "plain"), outcome
     if placement == "sandboxed":
@@ -461,9 +563,24 @@ def test_over_http_a_cell_cannot_reach_the_network(attacked_server):
 def test_over_http_a_cell_cannot_exhaust_the_machines_memory_processes_or_disk(attacked_server):
     placement, run, _ = attacked_server
     children = "import time; hoard = b'x' * (200 * 2**20); time.sleep(2)"
-    memory = _value(run("alice", f"import subprocess, sys\nchildren = [subprocess.Popen([sys.executable, '-c', {children!r}]) for _ in range(4)]\n[child.wait() for child in children]"))
-    processes = _value(run("alice", "import subprocess\nchildren = []\ntry:\n    for _ in range(100):\n        children.append(subprocess.Popen(['sleep', '30']))\nfinally:\n    for child in children:\n        child.kill()\nlen(children)"))
-    disk = _value(run("alice", "import os\nwritten = 0\ntry:\n    for index in range(40):\n        with open(f'/tmp/fill-{index}', 'wb') as file:\n            file.write(b'x' * (15 * 2**20))\n        written += 1\nfinally:\n    for index in range(40):\n        if os.path.exists(f'/tmp/fill-{index}'):\n            os.remove(f'/tmp/fill-{index}')\nwritten"))
+    memory = _value(
+        run(
+            "alice",
+            f"import subprocess, sys\nchildren = [subprocess.Popen([sys.executable, '-c', {children!r}]) for _ in range(4)]\n[child.wait() for child in children]",
+        )
+    )
+    processes = _value(
+        run(
+            "alice",
+            "import subprocess\nchildren = []\ntry:\n    for _ in range(100):\n        children.append(subprocess.Popen(['sleep', '30']))\nfinally:\n    for child in children:\n        child.kill()\nlen(children)",
+        )
+    )
+    disk = _value(
+        run(
+            "alice",
+            "import os\nwritten = 0\ntry:\n    for index in range(40):\n        with open(f'/tmp/fill-{index}', 'wb') as file:\n            file.write(b'x' * (15 * 2**20))\n        written += 1\nfinally:\n    for index in range(40):\n        if os.path.exists(f'/tmp/fill-{index}'):\n            os.remove(f'/tmp/fill-{index}')\nwritten",
+        )
+    )
     if placement == "plain":
         assert (memory, processes, disk) == ("[0, 0, 0, 0]", "100", "40")
     else:  # children killed past the group's memory, a refused fork, a full /tmp

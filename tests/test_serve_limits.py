@@ -37,7 +37,9 @@ def limited_server(tmp_path_factory, module_listening_server):
     """``toolpath serve --http 127.0.0.2:PORT --no-auth --request-timeout 2`` under an open-file
     limit of 400: its MCP URL and port."""
     home = tmp_path_factory.mktemp("home")
-    port = module_listening_server(_serve_command("--request-timeout", "2"), host=HOST, cwd=str(ROOT), env={**os.environ, "TOOLPATH_HOME": str(home)}, preexec_fn=_low_file_limit)
+    port = module_listening_server(
+        _serve_command("--request-timeout", "2"), host=HOST, cwd=str(ROOT), env={**os.environ, "TOOLPATH_HOME": str(home)}, preexec_fn=_low_file_limit
+    )
     return f"http://{HOST}:{port}/mcp", port
 
 
@@ -101,7 +103,12 @@ def test_requests_that_never_finish_are_closed_and_others_are_served(limited_ser
 
 def test_forged_host_or_origin_is_refused_on_any_loopback_address(limited_server):
     url, port = limited_server
-    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}},
+    }
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     with httpx2.Client(timeout=30) as http:
         rebound = http.post(url, json=initialize, headers={**headers, "Host": "attacker.example"})

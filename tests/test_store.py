@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from toolpath.registry import storage as store_module
 from toolpath.kernel import wire
 from toolpath.kernel.result_store import ResultStore
 from toolpath.planner import SkillIndex, StateGraph
 from toolpath.planner.embedding_cache import EmbeddingCache, text_hash
 from toolpath.registry import State, ToolDefinition, ToolRegistry
+from toolpath.registry import storage as store_module
 from toolpath.registry.storage import StoreError
 
 
@@ -63,7 +63,9 @@ class WordCountEmbedder:
 def small_graph():
     registry = ToolRegistry(package="lab")
     registry.register_tool(ToolDefinition(name="parse", description="parse a SMILES string", state_transition={"produces": ["lab.parsed"]}))
-    registry.register_tool(ToolDefinition(name="weigh", description="molecular weight of a molecule", state_transition={"requires": ["lab.parsed"], "produces": ["lab.weighed"]}))
+    registry.register_tool(
+        ToolDefinition(name="weigh", description="molecular weight of a molecule", state_transition={"requires": ["lab.parsed"], "produces": ["lab.weighed"]})
+    )
     return StateGraph(registry, [State("lab.parsed", "a parsed molecule"), State("lab.weighed", "the molecular weight", ["know how heavy a molecule is"])])
 
 
@@ -106,7 +108,11 @@ def make_wrong_columns(path):
 
 
 def make_no_primary_key(path):
-    write_sql(path, "create table embeddings (model_id text, text_hash text, dimension integer, vector blob)", "insert into embeddings values ('test/word-count-v1', '', 1, x'')")
+    write_sql(
+        path,
+        "create table embeddings (model_id text, text_hash text, dimension integer, vector blob)",
+        "insert into embeddings values ('test/word-count-v1', '', 1, x'')",
+    )
 
 
 def make_read_only(path):
@@ -271,7 +277,9 @@ def test_the_result_store_still_says_key_error_for_an_unknown_id(tmp_path):
 
 
 def toolpath(*arguments, home):
-    return subprocess.run([sys.executable, "-m", "toolpath.planner.cli", *arguments], capture_output=True, text=True, timeout=300, env={**os.environ, "TOOLPATH_HOME": str(home)})
+    return subprocess.run(
+        [sys.executable, "-m", "toolpath.planner.cli", *arguments], capture_output=True, text=True, timeout=300, env={**os.environ, "TOOLPATH_HOME": str(home)}
+    )
 
 
 @pytest.fixture

@@ -84,7 +84,9 @@ def test_no_report_or_plot_overwrites_a_file_the_kernel_read_as_data(tmp_path, m
     (tmp_path / "report.md").symlink_to(data)
     (tmp_path / "hard.md").hardlink_to(data)
     for spelling in (str(data), "compounds.csv", "report.md", "hard.md"):  # any name of the same file
-        with pytest.raises(OutputPathError, match=r"write_report refuses to write over .*compounds.csv: this kernel read it as data \(load_table\); pass another path"):
+        with pytest.raises(
+            OutputPathError, match=r"write_report refuses to write over .*compounds.csv: this kernel read it as data \(load_table\); pass another path"
+        ):
             write_report(table, path=spelling)
     for plot, columns in ((plot_histogram, ["year_introduced"]), (plot_scatter, ["year_introduced"] * 2), (plot_line, ["year_introduced"] * 2)):
         with pytest.raises(OutputPathError, match=rf"{plot.__name__} refuses to write over .*compounds.csv"):

@@ -111,7 +111,9 @@ def code_mode(inventory, tmp_path_factory, kernel_place):
     """Host tools called from kernels on this machine (a Unix socket), then from kernels on a Kernel
     Gateway (the TLS endpoint; pickled arguments allowed, as a host that trusts its kernels says)."""
     store = tmp_path_factory.mktemp("home") / "toolpath.db"
-    with CodeMode([inventory], pool_size=0, timeout=5, interrupt_grace=2, max_result_bytes=100_000, offload_results=False, accept_pickles=True, **kernel_place) as shared:
+    with CodeMode(
+        [inventory], pool_size=0, timeout=5, interrupt_grace=2, max_result_bytes=100_000, offload_results=False, accept_pickles=True, **kernel_place
+    ) as shared:
         shared.store_path = store
         yield shared
 

@@ -63,7 +63,12 @@ def words(tmp_path_factory, embedder):
     package = directory / "words_tools"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    for name, body in {"expand_text": "text + ' More.'", "simplify_text": "text.lower()", "summarize_text": "text[:20]", "speak_text": "'spoken: ' + text"}.items():
+    for name, body in {
+        "expand_text": "text + ' More.'",
+        "simplify_text": "text.lower()",
+        "summarize_text": "text[:20]",
+        "speak_text": "'spoken: ' + text",
+    }.items():
         (package / f"{name}.py").write_text(f"def {name}(text: str) -> str:\n    return {body}\n")
     (package / "catalog.yaml").write_text(TEXT_CATALOG.format(package="words_tools"))
     return Workspace.open([package / "catalog.yaml"], embedder=embedder)
@@ -71,7 +76,9 @@ def words(tmp_path_factory, embedder):
 
 def labels(task_plan):
     """``[(tool, {parameter: source label})]`` per step."""
-    return [(step.tool.name, {name: source.label for name, source in arguments.items()}) for step, arguments in zip(task_plan.plan.steps, task_plan.cell.arguments)]
+    return [
+        (step.tool.name, {name: source.label for name, source in arguments.items()}) for step, arguments in zip(task_plan.plan.steps, task_plan.cell.arguments)
+    ]
 
 
 def digest(path):
@@ -106,14 +113,23 @@ def test_a_destination_the_user_names_is_refused_not_swapped_for_another_tool(sh
 def test_run_writes_the_report_beside_and_leaves_the_users_csv_alone(tmp_path):
     data = shutil.copy(SAMPLE_DATA / "compounds.csv", tmp_path / "compounds.csv")
     before = digest(data)
-    done = subprocess.run([sys.executable, "-m", "toolpath.planner.cli", "run", "load the table and write a report", "--input", f"path={data}"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "toolpath.planner.cli", "run", "load the table and write a report", "--input", f"path={data}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert digest(data) == before and (tmp_path / "report.md").read_text().startswith("# Table report")
     assert "Variables made: table (tabular.table_loaded), report_path (tabular.report_written)" in done.stdout
 
 
 def test_filtered_rows_feed_what_takes_a_table(shipped):
-    task_plan = shipped.plan_task("filter the rows to analgesics then plot a histogram of year_introduced", inputs={"path": "compounds.csv", "query": "category == 'analgesic'", "column": "year_introduced"})
+    task_plan = shipped.plan_task(
+        "filter the rows to analgesics then plot a histogram of year_introduced",
+        inputs={"path": "compounds.csv", "query": "category == 'analgesic'", "column": "year_introduced"},
+    )
     assert [name for name, _ in labels(task_plan)] == ["load_table", "filter_rows", "plot_histogram"]
     assert labels(task_plan)[2][1] == {"table": "step 2", "column": "input column", "bins": "default", "output_path": "default"}
     assert "plot_histogram(table=rows, column=column)" in task_plan.cell.code
@@ -157,13 +173,30 @@ def test_the_chain_runs_each_step_on_the_previous_output(words):
 
 def test_one_input_may_not_feed_a_parameter_read_and_one_written():
     registry = ToolRegistry(package="files_tools")
-    registry.register_tool(ToolDefinition(name="load", server_name="files", required_parameters=[{"name": "path", "type": "str"}], return_spec={"name": "table", "type": "dict", "state": "files.loaded"}, state_transition={"produces": ["files.loaded"]}))
-    registry.register_tool(ToolDefinition(name="save", server_name="files", required_parameters=[{"name": "table", "type": "dict", "state": "files.loaded"}, {"name": "path", "type": "str", "role": "output"}], state_transition={"requires": ["files.loaded"], "produces": ["files.saved"]}))
+    registry.register_tool(
+        ToolDefinition(
+            name="load",
+            server_name="files",
+            required_parameters=[{"name": "path", "type": "str"}],
+            return_spec={"name": "table", "type": "dict", "state": "files.loaded"},
+            state_transition={"produces": ["files.loaded"]},
+        )
+    )
+    registry.register_tool(
+        ToolDefinition(
+            name="save",
+            server_name="files",
+            required_parameters=[{"name": "table", "type": "dict", "state": "files.loaded"}, {"name": "path", "type": "str", "role": "output"}],
+            state_transition={"requires": ["files.loaded"], "produces": ["files.saved"]},
+        )
+    )
     from toolpath.planner import StateGraph
 
     graph = StateGraph(registry, [State("files.loaded"), State("files.saved")])
     saving = plan(graph, ["files.saved"])
-    with pytest.raises(InputError, match=r"input 'path' would be both read as data and written over \(step 1 load.path reads it; step 2 save.path writes to it\)"):
+    with pytest.raises(
+        InputError, match=r"input 'path' would be both read as data and written over \(step 1 load.path reads it; step 2 save.path writes to it\)"
+    ):
         render_cell(saving, {"path": "data.csv"})
     cell = render_cell(saving, {"path": "data.csv", "save.path": "copy.csv"})
     assert cell.arguments[1]["path"].label == "input save.path" and "save(table=table, path=save_path)" in cell.code
@@ -171,8 +204,25 @@ def test_one_input_may_not_feed_a_parameter_read_and_one_written():
     session_cell = render_cell(saving, {"load.path": "data.csv"}, variables={"path"})
     assert session_cell.arguments[1]["path"].label == "unbound"
     # Nor an earlier step's return, even one carrying its state: the file a step found may be data.
-    registry.register_tool(ToolDefinition(name="find", server_name="files", return_spec={"name": "found", "type": "str", "state": "files.found"}, state_transition={"produces": ["files.found"]}))
-    registry.register_tool(ToolDefinition(name="export", server_name="files", required_parameters=[{"name": "table", "type": "dict", "state": "files.loaded"}, {"name": "dest", "type": "str", "state": "files.found", "role": "output"}], state_transition={"requires": ["files.loaded", "files.found"], "produces": ["files.exported"]}))
+    registry.register_tool(
+        ToolDefinition(
+            name="find",
+            server_name="files",
+            return_spec={"name": "found", "type": "str", "state": "files.found"},
+            state_transition={"produces": ["files.found"]},
+        )
+    )
+    registry.register_tool(
+        ToolDefinition(
+            name="export",
+            server_name="files",
+            required_parameters=[
+                {"name": "table", "type": "dict", "state": "files.loaded"},
+                {"name": "dest", "type": "str", "state": "files.found", "role": "output"},
+            ],
+            state_transition={"requires": ["files.loaded", "files.found"], "produces": ["files.exported"]},
+        )
+    )
     graph = StateGraph(registry, [State("files.loaded"), State("files.saved"), State("files.found"), State("files.exported")])
     exporting = render_cell(plan(graph, ["files.exported"]), {"path": "data.csv"})
     assert exporting.arguments[-1]["dest"].label == "unbound"
@@ -180,7 +230,9 @@ def test_one_input_may_not_feed_a_parameter_read_and_one_written():
 
 def test_a_parameter_named_by_a_soft_keyword_takes_its_input(tmp_path):
     registry = ToolRegistry(package="grep_tools")
-    registry.register_tool(ToolDefinition(name="grep", server_name="text", required_parameters=[{"name": "match", "type": "str"}], state_transition={"produces": ["text.found"]}))
+    registry.register_tool(
+        ToolDefinition(name="grep", server_name="text", required_parameters=[{"name": "match", "type": "str"}], state_transition={"produces": ["text.found"]})
+    )
     from toolpath.planner import StateGraph
 
     cell = render_cell(plan(StateGraph(registry, [State("text.found")]), ["text.found"]), {"match": "needle"})
@@ -231,4 +283,6 @@ def test_a_destination_equal_to_some_text_that_names_no_file_is_allowed(shipped,
     cell = shipped.plan_task("load the table and write a report", inputs={"path": str(data), "write_report.path": destination, "caption": destination}).cell
     assert cell.arguments[1]["path"].label == "input write_report.path" and cell.unused_inputs == ("caption",)
     with pytest.raises(InputError, match="which input 'backup' gives as data"):
-        shipped.plan_task("load the table and write a report", inputs={"path": str(SAMPLE_DATA / "suppliers.csv"), "write_report.path": str(data), "backup": str(data)})
+        shipped.plan_task(
+            "load the table and write a report", inputs={"path": str(SAMPLE_DATA / "suppliers.csv"), "write_report.path": str(data), "backup": str(data)}
+        )

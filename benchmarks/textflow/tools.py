@@ -29,7 +29,20 @@ SIMPLER_WORDS = {
 
 #: The words translate_text knows, per language; other words are kept as they are.
 DICTIONARIES = {
-    "fr": {"the": "le", "text": "texte", "this": "ceci", "is": "est", "and": "et", "budget": "budget", "will": "va", "use": "utiliser", "matters": "compte", "because": "parce que", "hello": "bonjour", "world": "monde"},
+    "fr": {
+        "the": "le",
+        "text": "texte",
+        "this": "ceci",
+        "is": "est",
+        "and": "et",
+        "budget": "budget",
+        "will": "va",
+        "use": "utiliser",
+        "matters": "compte",
+        "because": "parce que",
+        "hello": "bonjour",
+        "world": "monde",
+    },
     "de": {"the": "die", "text": "Text", "this": "dies", "is": "ist", "and": "und", "will": "wird", "use": "nutzen", "hello": "hallo", "world": "Welt"},
     "es": {"the": "el", "text": "texto", "this": "esto", "is": "es", "and": "y", "will": "va a", "use": "usar", "hello": "hola", "world": "mundo"},
 }

@@ -9,7 +9,13 @@ from pathlib import Path
 import pandas
 
 #: File suffixes load_table reads, and how.
-READERS = {".csv": pandas.read_csv, ".tsv": lambda path: pandas.read_csv(path, sep="\t"), ".parquet": pandas.read_parquet, ".xlsx": pandas.read_excel, ".xls": pandas.read_excel}
+READERS = {
+    ".csv": pandas.read_csv,
+    ".tsv": lambda path: pandas.read_csv(path, sep="\t"),
+    ".parquet": pandas.read_parquet,
+    ".xlsx": pandas.read_excel,
+    ".xls": pandas.read_excel,
+}
 
 
 #: File suffixes the plots write.

@@ -9,7 +9,9 @@ import pandas
 from toolpath.catalogs.tabular._common import check_columns
 
 
-def group_and_aggregate(table: pandas.DataFrame, by: str, column: str, how: Literal["mean", "sum", "min", "max", "count", "median"] = "mean") -> pandas.DataFrame:
+def group_and_aggregate(
+    table: pandas.DataFrame, by: str, column: str, how: Literal["mean", "sum", "min", "max", "count", "median"] = "mean"
+) -> pandas.DataFrame:
     """Group the rows by ``by`` and aggregate ``column`` in each group (``how``: mean, sum, min, max,
     count or median); one row per group, largest aggregate first.
 

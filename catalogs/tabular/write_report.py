@@ -30,7 +30,7 @@ def write_report(table: pandas.DataFrame, path: str = "report.md", title: str = 
             f"<h1>{html.escape(title)}</h1>\n<p>{len(table)} rows, {len(table.columns)} columns.</p>\n"
             f"<h2>Statistics</h2>\n{statistics.to_html(na_rep='')}\n<h2>First rows</h2>\n{head.to_html(index=False)}\n"
         )
-        path.write_text(f"<!doctype html>\n<meta charset=\"utf-8\">\n<title>{html.escape(title)}</title>\n{body}", encoding="utf-8")
+        path.write_text(f'<!doctype html>\n<meta charset="utf-8">\n<title>{html.escape(title)}</title>\n{body}', encoding="utf-8")
     else:
         columns = "\n".join(f"- `{column}` ({dtype})" for column, dtype in table.dtypes.items())
         text = f"# {title}\n\n{len(table)} rows, {len(table.columns)} columns.\n\n## Columns\n\n{columns}\n\n## Statistics\n\n{_markdown(statistics)}\n\n## First rows\n\n{_markdown(head, index=False)}\n"

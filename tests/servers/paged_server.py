@@ -24,7 +24,9 @@ from mcp.server.stdio import stdio_server
 
 PAGE_SIZE = 2
 #: A 1x1 transparent PNG.
-PIXEL = base64.b64encode(bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000" "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082")).decode()
+PIXEL = base64.b64encode(
+    bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082")
+).decode()
 
 TOOLS = [
     types.Tool(
@@ -37,11 +39,19 @@ TOOLS = [
         description="Search mail.",
         input_schema={"type": "object", "properties": {"query": {"type": "string"}, "from": {"type": "string"}}, "required": ["query"]},
     ),
-    types.Tool(name="count_words", description="Count the words of a text.", input_schema={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+    types.Tool(
+        name="count_words",
+        description="Count the words of a text.",
+        input_schema={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    ),
     types.Tool(name="object_with_result", description="Return an object that has a result key.", input_schema={"type": "object", "properties": {}}),
     types.Tool(name="pixel", description="A one-pixel image.", input_schema={"type": "object", "properties": {}}),
     types.Tool(name="fail", description="Always fails.", input_schema={"type": "object", "properties": {"why": {"type": "string"}}, "required": ["why"]}),
-    types.Tool(name="slow", description="Answer after some seconds.", input_schema={"type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]}),
+    types.Tool(
+        name="slow",
+        description="Answer after some seconds.",
+        input_schema={"type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]},
+    ),
     types.Tool(name="crash", description="The server process exits during the call.", input_schema={"type": "object", "properties": {}}),
 ]
 
