@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from toolpath.kernel.codemode import CodeMode, SessionOwnerError, format_for_model
+    from toolpath.kernel.errors import KernelBusyError, KernelError
     from toolpath.kernel.mcp_connection import MCPConnectionError, MCPToolError
     from toolpath.kernel.mcp_toolkit import MCPToolkit
     from toolpath.kernel.output import CellResult, OutputLimits
-    from toolpath.kernel.session import KernelBusyError, KernelError, KernelSession
+    from toolpath.kernel.session import KernelSession
     from toolpath.kernel.snapshot import Snapshot, SnapshotStore
     from toolpath.kernel.toolkit import Tool, ToolCall, ToolExitError, Toolkit, ToolPausedError
 
@@ -29,8 +30,8 @@ _HOME = {
     "MCPToolError": "toolpath.kernel.mcp_connection",
     "MCPToolkit": "toolpath.kernel.mcp_toolkit",
     "OutputLimits": "toolpath.kernel.output",
-    "KernelBusyError": "toolpath.kernel.session",
-    "KernelError": "toolpath.kernel.session",
+    "KernelBusyError": "toolpath.kernel.errors",
+    "KernelError": "toolpath.kernel.errors",
     "KernelSession": "toolpath.kernel.session",
     "Snapshot": "toolpath.kernel.snapshot",
     "SnapshotStore": "toolpath.kernel.snapshot",

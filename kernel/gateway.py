@@ -33,7 +33,7 @@ import websockets
 from jupyter_client.jsonutil import json_default
 from jupyter_client.session import msg_header
 
-from toolpath.kernel.session import KernelError
+from toolpath.kernel.errors import KernelError
 
 #: Seconds a REST request to the gateway may take (starting a kernel has its own limit).
 REQUEST_TIMEOUT = 30.0

@@ -39,7 +39,7 @@ from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning import LocalProvisioner
 
-from toolpath.errors import ToolpathError
+from toolpath.kernel.errors import KernelBusyError, KernelError
 from toolpath.kernel.handles import TOOL_CALLS_PAYLOAD
 from toolpath.kernel.kernel_files import COMM_TARGET
 from toolpath.kernel.output import CellOutput, CellResult, OutputLimits
@@ -128,14 +128,6 @@ def remove_stale_directories(root: str | None = None) -> list[str]:
         shutil.rmtree(entry.path, ignore_errors=True)
         removed.append(entry.path)
     return removed
-
-
-class KernelError(ToolpathError, RuntimeError):
-    """The kernel could not be started, or died; the message says what to check."""
-
-
-class KernelBusyError(KernelError):
-    """An earlier cell ignored its interrupt and still holds the kernel; see :meth:`KernelSession.wait_until_idle`."""
 
 
 class _InterpreterSpecs(KernelSpecManager):

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolpath.errors import Refusal, ToolpathError
 from toolpath.planner.planning import DEFAULT_TIME_BUDGET_MS, NoPlanError, alternative_plans, plan
+from toolpath.planner.serve_limits import SERVE_MAX_KERNELS, SERVE_MAX_KERNELS_PER_USER, SERVE_MAX_SESSIONS_PER_USER, SERVE_MAX_TASKS_PER_USER
 from toolpath.planner.workspace import CATALOGS_VARIABLE, Workspace, resolve_catalog_paths
 
 if TYPE_CHECKING:
@@ -146,20 +147,6 @@ def code_mode_options(arguments: argparse.Namespace) -> dict[str, Any]:
     if arguments.bridge_certificate:
         options["bridge_certificate"] = tuple(arguments.bridge_certificate)
     return options
-
-
-#: ``toolpath serve``'s cap on one user's live kernels: an agent rarely works in more than a few
-#: sessions at once, and a user's next session snapshots and stops their least recently used idle one.
-SERVE_MAX_KERNELS_PER_USER = 4
-#: ``toolpath serve``'s cap on all users' live kernels together: an idle kernel takes about 50 MB
-#: (40 took 2 GB), so 32 is about 1.6 GB before any data, room for 8 users at their cap.
-SERVE_MAX_KERNELS = 32
-#: ``toolpath serve``'s cap on the session ids one user may use: an agent rarely needs more than a
-#: few, and each holds a session's state in the server (its kernel is capped apart) until it stops.
-SERVE_MAX_SESSIONS_PER_USER = 20
-#: ``toolpath serve``'s cap on one user's tasks and cells running at once: as many as their live
-#: kernels (:data:`SERVE_MAX_KERNELS_PER_USER`), since more would only wait for a kernel.
-SERVE_MAX_TASKS_PER_USER = 4
 
 
 def kernel_caps(arguments: argparse.Namespace) -> dict[str, Any]:
@@ -917,7 +904,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=positive_count,
         default=SERVE_MAX_SESSIONS_PER_USER,
         metavar="N",
-        help=f"distinct session ids one user may use in this server; a call naming a new one beyond them is an error (default {SERVE_MAX_SESSIONS_PER_USER})",
+        help=f"sessions one user may have open in this server (close_session ends one); a call naming a new one beyond them is an error (default {SERVE_MAX_SESSIONS_PER_USER})",
     )
     serve_parser.add_argument(
         "--max-tasks-per-user",

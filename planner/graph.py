@@ -174,7 +174,7 @@ class StateGraph:
 
     def to_mermaid(self) -> str:
         """The graph as Mermaid flowchart text, laid out in layers (:func:`toolpath.planner.picture.mermaid`)."""
-        from toolpath.planner.picture import mermaid  # it imports this module
+        from toolpath.planner.picture import mermaid  # loaded on use: most commands never draw
 
         return mermaid(self)
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from toolpath.planner.embedding import DEFAULT_MODEL_ID, EmbedderUnavailableError, default_model_path, default_model_version
+from toolpath.planner.embedding_model import DEFAULT_MODEL_ID, EmbedderUnavailableError, default_model_path, default_model_version
 from toolpath.registry.storage import HOME_VARIABLE, default_home
 
 logger = logging.getLogger(__name__)

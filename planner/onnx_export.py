@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from toolpath.errors import ToolpathError
-from toolpath.planner.embedding import DEFAULT_MODEL_ID, default_model_path, default_model_version
+from toolpath.planner.embedding_model import DEFAULT_MODEL_ID, default_model_path, default_model_version
 from toolpath.planner.onnx_embedding import (
     DATA_FILE,
     INPUT_NAMES,

@@ -18,9 +18,12 @@ from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from toolpath.planner.graph import StateGraph
-from toolpath.planner.planning import Plan
+if TYPE_CHECKING:  # annotations only: the graph draws itself through this module (StateGraph.to_mermaid)
+    from toolpath.planner.graph import StateGraph
+    from toolpath.planner.planning import Plan
+
 
 #: The formats :func:`render` writes.
 FORMATS = ("mermaid", "dot", "svg", "png")

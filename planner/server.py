@@ -58,9 +58,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from toolpath.errors import Refusal
 from toolpath.kernel import CellResult, CodeMode, KernelError, format_for_model
 from toolpath.kernel.sandbox import SandboxPolicy, sandbox_problem, weaker_limits
-from toolpath.planner.cli import SERVE_MAX_SESSIONS_PER_USER, SERVE_MAX_TASKS_PER_USER
 from toolpath.planner.embedding import default_embedder
 from toolpath.planner.http_serving import HttpLimits, connection_cap, host_check, serve_http
+from toolpath.planner.serve_limits import SERVE_MAX_SESSIONS_PER_USER, SERVE_MAX_TASKS_PER_USER
 from toolpath.planner.session import AgentSession
 from toolpath.planner.workspace import Workspace
 from toolpath.registry.storage import StoreError

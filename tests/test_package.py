@@ -5,6 +5,7 @@ or as the kernel's working directory) was imported instead of toolpath's: from t
 planned cells and while restoring a snapshot.
 """
 
+import ast
 import importlib
 import os
 import shutil
@@ -115,8 +116,6 @@ def test_every_public_error_descends_from_toolpath_error_and_refusals_keep_their
 
 
 def test_imports_flow_one_way_registry_then_kernel_then_planner():
-    import ast
-
     layers = {"registry": 0, "kernel": 1, "planner": 2}
     upward = []
     for folder, rank in layers.items():
@@ -130,3 +129,35 @@ def test_imports_flow_one_way_registry_then_kernel_then_planner():
                     if parts[0] == "toolpath" and len(parts) > 1 and layers.get(parts[1], -1) > rank:
                         upward.append(f"{folder}/{path.name}:{node.lineno} imports {name}")
     assert upward == []
+
+
+def _imports_outside_type_checking(tree):
+    """The import statements of a module, at any depth, but those under ``if TYPE_CHECKING:``."""
+    stack = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        stack.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt | ast.excepthandler))
+
+
+def test_no_module_imports_one_that_imports_it_back_even_on_first_use():
+    import networkx
+
+    folders = {"toolpath": "toolpath", "registry": "toolpath.registry", "kernel": "toolpath.kernel", "planner": "toolpath.planner"}
+    modules = {
+        package if path.stem == "__init__" else f"{package}.{path.stem}": path for folder, package in folders.items() for path in (ROOT / folder).glob("*.py")
+    }
+    graph = networkx.DiGraph()
+    for name, path in modules.items():
+        for node in _imports_outside_type_checking(ast.parse(path.read_text(), str(path))):
+            targets = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            )
+            graph.add_edges_from((name, target) for target in targets if target in modules and target != name)
+    assert sorted(networkx.simple_cycles(graph)) == []
