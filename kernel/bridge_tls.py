@@ -16,10 +16,15 @@ import ssl
 import tempfile
 from dataclasses import dataclass
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from toolpath.errors import MissingExtraError
+
+try:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+except ImportError as error:  # an optional part: local kernels reach the host over a Unix socket
+    raise MissingExtraError("kernels on other hosts reach this one over TLS, which needs cryptography: pip install 'toolpath[gateway]'") from error
 
 #: How long a generated certificate is valid; one CodeMode lives far shorter, and each makes its own.
 VALID_DAYS = 365

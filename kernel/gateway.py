@@ -29,11 +29,16 @@ from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx2
-import websockets
 from jupyter_client.jsonutil import json_default
 from jupyter_client.session import msg_header
 
+from toolpath.errors import MissingExtraError
 from toolpath.kernel.errors import KernelError
+
+try:
+    import websockets
+except ImportError as error:  # an optional part: kernels on this machine need none of it
+    raise MissingExtraError("kernels on a Jupyter gateway need websockets: pip install 'toolpath[gateway]'") from error
 
 #: Seconds a REST request to the gateway may take (starting a kernel has its own limit).
 REQUEST_TIMEOUT = 30.0

@@ -937,7 +937,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = build_parser().parse_args(argv)
     warnings.showwarning = _show_warning
     # toolpath's own progress notes (e.g. a one-off model export) go to standard error.
-    notes = logging.getLogger("planner")
+    notes = logging.getLogger("toolpath")
     if not notes.handlers:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("toolpath: %(message)s"))

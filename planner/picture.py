@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from toolpath.errors import MissingExtraError
+
 if TYPE_CHECKING:  # annotations only: the graph draws itself through this module (StateGraph.to_mermaid)
     from toolpath.planner.graph import StateGraph
     from toolpath.planner.planning import Plan
@@ -163,10 +165,16 @@ def draw(graph: StateGraph, path: str | Path, image_format: str, plan: Plan | No
 
     Raises:
         ValueError: another format.
+        toolpath.errors.MissingExtraError: matplotlib is not installed (``toolpath[pictures]``).
     """
     if image_format not in ("svg", "png"):
         raise ValueError(f"cannot draw {image_format!r}; choose svg or png")
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError as error:
+        raise MissingExtraError(
+            f"drawing the graph as {image_format} needs matplotlib: pip install 'toolpath[pictures]' (or use --format mermaid or dot)"
+        ) from error
 
     matplotlib.use("Agg")  # files only: no display, no GUI toolkit
     import matplotlib.pyplot as pyplot

@@ -34,14 +34,17 @@ give the same data, errors and positions.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import gc
+import importlib.util
 import json
 import os
 import re
 import stat
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -125,6 +128,34 @@ class WorkflowSkill(BaseModel):
     states: list[str] = Field(default_factory=list, description="Tokens of the states the skill works with.")
 
 
+def _importable(module: str) -> bool:
+    """Whether top-level ``module`` is imported or can be found (without importing it)."""
+    if sys.modules.get(module) is not None:
+        return True
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a module set to None in sys.modules, or without a spec
+        return False
+
+
+class CatalogRequirements(BaseModel):
+    """Python modules a catalog's tools import that an environment may lack (e.g. ``rdkit``), and
+    how to install them. A catalog whose modules are missing is skipped when loaded, with that advice."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    modules: list[str] = Field(min_length=1, description="Top-level modules the tools import, e.g. `rdkit`, `pandas`.")
+    install: str = Field(default="", description="How to install them, e.g. `pip install 'toolpath[chemistry]'`.")
+
+    @field_validator("modules")
+    @classmethod
+    def _module_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not all(part.isidentifier() for part in name.split(".")):
+                raise ValueError(f"{name!r} is not a module name (e.g. `rdkit`, `pandas`)")
+        return value
+
+
 class CatalogFile(BaseModel):
     """A toolpath catalog file: a domain's states and tools."""
 
@@ -139,6 +170,9 @@ class CatalogFile(BaseModel):
     )
     skills: list[WorkflowSkill] = Field(
         default_factory=list, description="Workflow skills (agora-workbench): named kinds of task and the states they work with."
+    )
+    requirements: CatalogRequirements | None = Field(
+        default=None, description="Python modules the tools need that may be missing; without them the catalog is skipped, with this advice."
     )
 
     @field_validator("domain", "package")
@@ -319,6 +353,13 @@ class Catalog:
     dropped_states: frozenset[str] = frozenset()
     dropped_produces: frozenset[str] = frozenset()
     skills: tuple[WorkflowSkill, ...] = ()
+    requirements: CatalogRequirements | None = None
+
+    def missing_modules(self) -> list[str]:
+        """The :attr:`requirements` modules this environment cannot import (found without importing them)."""
+        if self.requirements is None:
+            return []
+        return [name for name in self.requirements.modules if not _importable(name.split(".")[0])]
 
     def file_location(self, location: Sequence[str | int]) -> list[str | int]:
         """``location`` in the file: ``["tools", i, ...]`` and ``["states", i, ...]`` count this
@@ -336,11 +377,31 @@ class Catalog:
 
 @dataclass(frozen=True)
 class LoadedCatalogs:
-    """Several catalogs loaded together: one registry holding every tool, and every state by token."""
+    """Several catalogs loaded together: one registry holding every tool, and every state by token;
+    ``skipped`` lists the catalogs left out because modules they need are missing."""
 
     catalogs: tuple[Catalog, ...]
     registry: ToolRegistry
     states: dict[str, State]
+    skipped: tuple[SkippedCatalog, ...] = ()
+
+
+class CatalogSkippedWarning(UserWarning):
+    """A catalog was left out because Python modules its tools need are missing (the message says which and how to install them)."""
+
+
+@dataclass(frozen=True)
+class SkippedCatalog:
+    """A catalog left out of a load: its file, domain, the modules it lacks, and how to install them."""
+
+    path: Path
+    domain: str
+    missing: tuple[str, ...]
+    install: str
+
+    def __str__(self) -> str:
+        advice = f": {self.install}" if self.install else ""
+        return f"catalog {self.domain!r} ({self.path}) is skipped: it needs {', '.join(self.missing)}, which cannot be imported here{advice}"
 
 
 def field_path(location: Sequence[str | int]) -> str:
@@ -981,6 +1042,7 @@ def read_catalog(path: str | Path, *, max_bytes: int | None = None) -> Catalog:
                 document.get("tools"), {index for index, _ in resolved}, lambda item: _listed(_listed_mapping(item.get("state_transition")).get("produces"))
             ),
             skills=tuple(header.skills),
+            requirements=header.requirements,
         )
     if problems:
         raise CatalogError(problems, partial=catalog)
@@ -1067,7 +1129,9 @@ def load_catalogs(paths: Iterable[str | Path], *, max_bytes: int | None = None) 
 
     All files are read and cross-checked before anything is registered: a state token declared
     differently in two files, or a (server, tool name) pair in two files, is an error.
-    ``max_bytes`` limits the size of each file, as in :func:`read_catalog`.
+    ``max_bytes`` limits the size of each file, as in :func:`read_catalog`. A catalog whose
+    ``requirements`` modules cannot be imported here is left out, with a
+    :class:`CatalogSkippedWarning`, and listed in :attr:`LoadedCatalogs.skipped`.
 
     Raises:
         CatalogError: with every problem found, in file order. Nothing is registered.
@@ -1086,7 +1150,23 @@ def load_catalogs(paths: Iterable[str | Path], *, max_bytes: int | None = None) 
             problems.extend(error.problems)
     if problems:
         raise CatalogError(problems)
-    return combine_catalogs(catalogs)
+    catalogs, skipped = without_missing_modules(catalogs)
+    return dataclasses.replace(combine_catalogs(catalogs), skipped=tuple(skipped))
+
+
+def without_missing_modules(catalogs: Iterable[Catalog]) -> tuple[list[Catalog], list[SkippedCatalog]]:
+    """``catalogs`` split into those whose ``requirements`` modules can be imported here, and the
+    others as :class:`SkippedCatalog` (each also warned of, with a :class:`CatalogSkippedWarning`)."""
+    usable: list[Catalog] = []
+    skipped: list[SkippedCatalog] = []
+    for catalog in catalogs:
+        missing = catalog.missing_modules()
+        if not missing:
+            usable.append(catalog)
+            continue
+        skipped.append(SkippedCatalog(catalog.path, catalog.domain, tuple(missing), catalog.requirements.install if catalog.requirements else ""))
+        warnings.warn(str(skipped[-1]), CatalogSkippedWarning, stacklevel=3)
+    return usable, skipped
 
 
 def _shared_functions(catalogs: Sequence[Catalog]) -> list[CatalogProblem]:

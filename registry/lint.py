@@ -34,6 +34,7 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
+import dataclasses
 import functools
 import importlib
 import inspect
@@ -52,11 +53,13 @@ from toolpath.registry.catalog import (
     CatalogError,
     CatalogProblem,
     LoadedCatalogs,
+    SkippedCatalog,
     combine_catalogs,
     did_you_mean,
     garbage_collection_paused,
     import_roots,
     read_catalog,
+    without_missing_modules,
 )
 from toolpath.registry.names import function_names
 from toolpath.registry.tools import ToolDefinition, reachable_states
@@ -500,9 +503,13 @@ def _as_finding(problem: CatalogProblem) -> Finding:
 
 
 @garbage_collection_paused()
-def _lint(paths: Iterable[str | Path], import_modules: bool, max_bytes: int | None, warnings: bool = True) -> tuple[list[Finding], LoadedCatalogs | None]:
+def _lint(
+    paths: Iterable[str | Path], import_modules: bool, max_bytes: int | None, warnings: bool = True, skip_missing_modules: bool = False
+) -> tuple[list[Finding], LoadedCatalogs | None]:
     """Findings sorted by file and position, and the files that loaded, combined (``None`` when
-    none did or they do not combine). ``warnings=False`` skips the warning rules."""
+    none did or they do not combine). ``warnings=False`` skips the warning rules;
+    ``skip_missing_modules`` leaves out the catalogs whose required modules are missing
+    (:func:`toolpath.registry.catalog.without_missing_modules`)."""
     findings: list[Finding] = []
     catalogs: list[Catalog] = []
     loaded = None
@@ -516,9 +523,12 @@ def _lint(paths: Iterable[str | Path], import_modules: bool, max_bytes: int | No
             findings.extend(_as_finding(problem) for problem in error.problems)
             if error.partial is not None:
                 checked.append(error.partial)
+    skipped: list[SkippedCatalog] = []
+    if skip_missing_modules:
+        catalogs, skipped = without_missing_modules(catalogs)
     if catalogs:
         try:
-            loaded = combine_catalogs(catalogs)
+            loaded = dataclasses.replace(combine_catalogs(catalogs), skipped=tuple(skipped))
         except CatalogError as error:
             findings.extend(_as_finding(problem) for problem in error.problems)
     checked = catalogs + checked
@@ -553,15 +563,16 @@ def lint_catalogs(paths: Iterable[str | Path], import_modules: bool = False, *, 
 
 
 def load_checked(paths: Iterable[str | Path], *, max_bytes: int | None = None) -> LoadedCatalogs:
-    """Load catalogs for use: like :func:`toolpath.registry.load_catalogs`, but lint *errors* (an undeclared
-    state, an unparseable type) also refuse the whole set; warnings do not. ``max_bytes`` limits
+    """Load catalogs for use: like :func:`toolpath.registry.load_catalogs` (catalogs whose required
+    modules are missing are skipped, with a warning), but lint *errors* (an undeclared state, an
+    unparseable type) also refuse the whole set; warnings do not. ``max_bytes`` limits
     the size of each file, as in :func:`toolpath.registry.read_catalog`.
 
     Raises:
         CatalogError: listing every error finding. Nothing is registered.
         ValueError: ``max_bytes`` is not a positive integer.
     """
-    findings, loaded = _lint(paths, import_modules=False, max_bytes=max_bytes, warnings=False)
+    findings, loaded = _lint(paths, import_modules=False, max_bytes=max_bytes, warnings=False, skip_missing_modules=True)
     errors = [finding for finding in findings if finding.severity == "error"]
     if errors:
         raise CatalogError([CatalogProblem(finding.path, finding.field, finding.message, finding.line, finding.column, finding.code) for finding in errors])

@@ -104,7 +104,8 @@ def test_every_public_error_descends_from_toolpath_error_and_refusals_keep_their
         for module_info in pkgutil.iter_modules(importlib.import_module(package).__path__):
             module = importlib.import_module(f"{package}.{module_info.name}")
             for name, value in vars(module).items():
-                if inspect.isclass(value) and issubclass(value, BaseException) and value.__module__ == module.__name__ and not name.startswith("_"):
+                error = inspect.isclass(value) and issubclass(value, BaseException) and not issubclass(value, Warning)
+                if error and value.__module__ == module.__name__ and not name.startswith("_"):
                     if not issubclass(value, ToolpathError):
                         outside.append(f"{module.__name__}.{name}")
     assert outside == []
@@ -161,3 +162,66 @@ def test_no_module_imports_one_that_imports_it_back_even_on_first_use():
             )
             graph.add_edges_from((name, target) for target in targets if target in modules and target != name)
     assert sorted(networkx.simple_cycles(graph)) == []
+
+
+def _catalog(path, domain, requirements=""):
+    path.write_text(
+        f"domain: {domain}\n{requirements}"
+        f"states:\n  - {{token: {domain}.done, description: Something was done.}}\n"
+        f"tools:\n  - name: act\n    description: Do something.\n    module: {domain}_tools\n    state_transition: {{produces: [{domain}.done]}}\n"
+    )
+    return path
+
+
+def test_a_catalog_whose_modules_are_missing_is_skipped_with_how_to_install_them(tmp_path):
+    from toolpath.registry import CatalogSkippedWarning, load_catalogs
+
+    needy = _catalog(tmp_path / "needy.yaml", "needy", "requirements:\n  modules: [toolpath_absent_module]\n  install: pip install toolpath-absent\n")
+    plain = _catalog(tmp_path / "plain.yaml", "plain", "requirements:\n  modules: [json]\n")
+    with pytest.warns(
+        CatalogSkippedWarning, match=r"catalog 'needy' \(.*needy.yaml\) is skipped: it needs toolpath_absent_module, .*: pip install toolpath-absent"
+    ):
+        loaded = load_catalogs([needy, plain])
+    assert [catalog.domain for catalog in loaded.catalogs] == ["plain"]
+    assert [(skipped.domain, skipped.missing) for skipped in loaded.skipped] == [("needy", ("toolpath_absent_module",))]
+    assert "needy.done" not in loaded.states
+
+
+def test_the_command_line_says_in_one_line_which_catalog_it_skipped_and_goes_on(tmp_path):
+    needy = _catalog(tmp_path / "needy.yaml", "needy", "requirements:\n  modules: [toolpath_absent_module]\n  install: pip install toolpath-absent\n")
+    plain = _catalog(tmp_path / "plain.yaml", "plain")
+    shown = subprocess.run(
+        [sys.executable, "-m", "toolpath.planner.cli", "plan", "--goal", "plain.done", "--catalog", str(needy), "--catalog", str(plain)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stderr.splitlines() == [
+        f"toolpath: warning: catalog 'needy' ({needy}) is skipped: it needs toolpath_absent_module, which cannot be imported here: pip install toolpath-absent"
+    ]
+    assert "act" in shown.stdout
+
+
+def test_requirements_must_name_modules(tmp_path):
+    from toolpath.registry import CatalogError, load_catalogs
+
+    with pytest.raises(CatalogError, match=r"requirements\.modules.*'rdkit>=2024' is not a module name"):
+        load_catalogs([_catalog(tmp_path / "bad.yaml", "bad", "requirements:\n  modules: ['rdkit>=2024']\n")])
+
+
+def test_a_missing_optional_part_names_the_extra_that_brings_it(monkeypatch, tmp_path):
+    from toolpath.errors import MissingExtraError
+    from toolpath.planner import Workspace, picture
+
+    graph = Workspace.open().graph
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed
+    with pytest.raises(MissingExtraError, match=r"pip install 'toolpath\[pictures\]'"):
+        picture.draw(graph, tmp_path / "graph.png", "png")
+    for module in ("websockets", "cryptography"):
+        monkeypatch.setitem(sys.modules, module, None)
+    for module in ("toolpath.kernel.gateway", "toolpath.kernel.bridge_tls"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
+        with pytest.raises(MissingExtraError, match=r"pip install 'toolpath\[gateway\]'"):
+            importlib.import_module(module)
+        monkeypatch.delitem(sys.modules, module, raising=False)

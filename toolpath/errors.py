@@ -18,3 +18,8 @@ class ToolpathError(Exception):
 class Refusal(ToolpathError):
     """toolpath refused before running anything (the input, the catalogs or the caller's rights
     do not allow what was asked)."""
+
+
+class MissingExtraError(ToolpathError, ImportError):
+    """An optional part of toolpath is not installed; the message names the extra that brings it
+    (``pip install 'toolpath[pictures]'``)."""
