@@ -69,6 +69,8 @@ DUPLICATE_TOOL = "TP103"
 NO_MODULE = "TP104"
 SHARED_FUNCTION = "TP105"
 UNKNOWN_MCP_SERVER = "TP106"
+#: Every catalog of a load was skipped: the modules they need are missing (one skipped is only a warning).
+NOTHING_LOADABLE = "TP107"
 
 
 @dataclass(frozen=True)
@@ -1156,7 +1158,12 @@ def load_catalogs(paths: Iterable[str | Path], *, max_bytes: int | None = None) 
 
 def without_missing_modules(catalogs: Iterable[Catalog]) -> tuple[list[Catalog], list[SkippedCatalog]]:
     """``catalogs`` split into those whose ``requirements`` modules can be imported here, and the
-    others as :class:`SkippedCatalog` (each also warned of, with a :class:`CatalogSkippedWarning`)."""
+    others as :class:`SkippedCatalog` (each also warned of, with a :class:`CatalogSkippedWarning`).
+
+    Raises:
+        CatalogError: every catalog would be skipped (TP107, one problem per catalog saying what to
+            install): there would be nothing to plan over.
+    """
     usable: list[Catalog] = []
     skipped: list[SkippedCatalog] = []
     for catalog in catalogs:
@@ -1165,7 +1172,12 @@ def without_missing_modules(catalogs: Iterable[Catalog]) -> tuple[list[Catalog],
             usable.append(catalog)
             continue
         skipped.append(SkippedCatalog(catalog.path, catalog.domain, tuple(missing), catalog.requirements.install if catalog.requirements else ""))
-        warnings.warn(str(skipped[-1]), CatalogSkippedWarning, stacklevel=3)
+    if skipped and not usable:
+        raise CatalogError(
+            [CatalogProblem(str(entry.path), "requirements.modules", str(entry).split(" is skipped: ")[1], code=NOTHING_LOADABLE) for entry in skipped]
+        )
+    for entry in skipped:
+        warnings.warn(str(entry), CatalogSkippedWarning, stacklevel=3)
     return usable, skipped
 
 

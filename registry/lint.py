@@ -525,7 +525,11 @@ def _lint(
                 checked.append(error.partial)
     skipped: list[SkippedCatalog] = []
     if skip_missing_modules:
-        catalogs, skipped = without_missing_modules(catalogs)
+        try:
+            catalogs, skipped = without_missing_modules(catalogs)
+        except CatalogError as error:
+            findings.extend(_as_finding(problem) for problem in error.problems)
+            catalogs = []
     if catalogs:
         try:
             loaded = dataclasses.replace(combine_catalogs(catalogs), skipped=tuple(skipped))

@@ -174,7 +174,7 @@ def _catalog(path, domain, requirements=""):
 
 
 def test_a_catalog_whose_modules_are_missing_is_skipped_with_how_to_install_them(tmp_path):
-    from toolpath.registry import CatalogSkippedWarning, load_catalogs
+    from toolpath.registry import CatalogError, CatalogSkippedWarning, load_catalogs
 
     needy = _catalog(tmp_path / "needy.yaml", "needy", "requirements:\n  modules: [toolpath_absent_module]\n  install: pip install toolpath-absent\n")
     plain = _catalog(tmp_path / "plain.yaml", "plain", "requirements:\n  modules: [json]\n")
@@ -185,6 +185,8 @@ def test_a_catalog_whose_modules_are_missing_is_skipped_with_how_to_install_them
     assert [catalog.domain for catalog in loaded.catalogs] == ["plain"]
     assert [(skipped.domain, skipped.missing) for skipped in loaded.skipped] == [("needy", ("toolpath_absent_module",))]
     assert "needy.done" not in loaded.states
+    with pytest.raises(CatalogError, match=r"TP107 requirements\.modules: it needs toolpath_absent_module, .*: pip install toolpath-absent"):
+        load_catalogs([needy])  # nothing left to plan over: a refusal saying what to install
 
 
 def test_the_command_line_says_in_one_line_which_catalog_it_skipped_and_goes_on(tmp_path):
@@ -201,6 +203,10 @@ def test_the_command_line_says_in_one_line_which_catalog_it_skipped_and_goes_on(
         f"toolpath: warning: catalog 'needy' ({needy}) is skipped: it needs toolpath_absent_module, which cannot be imported here: pip install toolpath-absent"
     ]
     assert "act" in shown.stdout
+    alone = subprocess.run(
+        [sys.executable, "-m", "toolpath.planner.cli", "plan", "--goal", "needy.done", "--catalog", str(needy)], capture_output=True, text=True, timeout=120
+    )
+    assert alone.returncode == 2 and "TP107" in alone.stderr and "pip install toolpath-absent" in alone.stderr and "Traceback" not in alone.stderr
 
 
 def test_requirements_must_name_modules(tmp_path):
