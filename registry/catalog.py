@@ -401,9 +401,13 @@ class SkippedCatalog:
     missing: tuple[str, ...]
     install: str
 
-    def __str__(self) -> str:
+    def reason(self) -> str:
+        """Why it was skipped, and how to install what it lacks."""
         advice = f": {self.install}" if self.install else ""
-        return f"catalog {self.domain!r} ({self.path}) is skipped: it needs {', '.join(self.missing)}, which cannot be imported here{advice}"
+        return f"it needs {', '.join(self.missing)}, which cannot be imported here{advice}"
+
+    def __str__(self) -> str:
+        return f"catalog {self.domain!r} ({self.path}) is skipped: {self.reason()}"
 
 
 def field_path(location: Sequence[str | int]) -> str:
@@ -1173,9 +1177,7 @@ def without_missing_modules(catalogs: Iterable[Catalog]) -> tuple[list[Catalog],
             continue
         skipped.append(SkippedCatalog(catalog.path, catalog.domain, tuple(missing), catalog.requirements.install if catalog.requirements else ""))
     if skipped and not usable:
-        raise CatalogError(
-            [CatalogProblem(str(entry.path), "requirements.modules", str(entry).split(" is skipped: ")[1], code=NOTHING_LOADABLE) for entry in skipped]
-        )
+        raise CatalogError([CatalogProblem(str(entry.path), "requirements.modules", entry.reason(), code=NOTHING_LOADABLE) for entry in skipped])
     for entry in skipped:
         warnings.warn(str(entry), CatalogSkippedWarning, stacklevel=3)
     return usable, skipped
