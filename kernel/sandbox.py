@@ -32,6 +32,7 @@ reach bubblewrap, not the kernel.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import importlib.util
 import os
@@ -313,7 +314,7 @@ class SandboxedProvisioner(LocalProvisioner):
 
     async def cleanup(self, restart: bool = False) -> None:
         await super().cleanup(restart)
-        self._remove_control_group()
+        await asyncio.to_thread(self._remove_control_group)  # it may wait for the group's last processes
 
     def _remove_control_group(self) -> None:
         group, self.control_group = self.control_group, None
