@@ -189,10 +189,11 @@ def sandbox_problem() -> str:
 CHARGED_DIRECTORY_ROOT = "/dev/shm"
 
 
+@functools.cache
 def private_directory_root() -> str | None:
     """Where a sandboxed kernel's private directory goes: :data:`CHARGED_DIRECTORY_ROOT` when
     kernels get a control group here and it is a writable tmpfs, else ``None`` (the temporary
-    directory, where only the per-file limit bounds what the kernel writes)."""
+    directory, where only the per-file limit bounds what the kernel writes). Found once per process."""
     if control_group_problem() or not os.access(CHARGED_DIRECTORY_ROOT, os.W_OK | os.X_OK):
         return None
     with open("/proc/self/mounts", encoding="utf-8") as mounts:

@@ -612,8 +612,9 @@ def serve(
         except ValueError as error:
             raise ServeError(str(error)) from error
     placement = kernel_placement(kernels, tokens is not None, code_mode_options or {}, sandbox)
-    if "sandbox" in placement and weaker_limits():
-        print(f"toolpath serve: warning: {weaker_limits()}", file=sys.stderr)
+    gaps = weaker_limits() if "sandbox" in placement else ""
+    if gaps:
+        print(f"toolpath serve: warning: {gaps}", file=sys.stderr)
     default_embedder().prepare_queries()  # the query model loads in a thread while the catalogs do
     workspace = Workspace.open(list(catalogs))
     url = f"http://{host}:{port}" if http is not None else "http://127.0.0.1"

@@ -248,3 +248,12 @@ def trip_catalog():
         return path
 
     return write
+
+
+def wait_until_stored(store, secret: bytes, seconds: float = 20.0) -> None:
+    """Wait until ``secret`` is in the SQLite file ``store``: a session's snapshot is written a
+    moment after its cell."""
+    deadline = time.monotonic() + seconds
+    while not (store.exists() and secret in store.read_bytes()):
+        assert time.monotonic() < deadline, f"the snapshot never reached the store {store}"
+        time.sleep(0.2)

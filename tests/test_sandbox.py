@@ -9,9 +9,9 @@ import json
 import os
 import socket
 import threading
-import time
 
 import pytest
+from conftest import wait_until_stored
 
 from toolpath.kernel import CodeMode
 from toolpath.kernel.sandbox import SandboxPolicy, bwrap_path, sandbox_problem
@@ -61,12 +61,7 @@ def test_a_cell_cannot_read_the_store_or_another_sessions_variables(placement, t
     name, code_mode = placement
     code_mode.run(f"note = {SECRET!r}", "bob")
     store = tmp_path / "home" / "toolpath.db"
-    for _ in range(100):  # bob's snapshot is written a moment after his cell
-        if store.exists() and SECRET.encode() in store.read_bytes():
-            break
-        time.sleep(0.2)
-    else:
-        raise AssertionError("bob's snapshot never reached the store")
+    wait_until_stored(store, SECRET.encode())
     read = _attack(code_mode, f"open({str(store)!r}, 'rb').read().count({SECRET.encode()!r})")
     assert (read not in ("0", "FileNotFoundError", "PermissionError")) == (name == "plain")
 

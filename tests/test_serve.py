@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx2
 import pytest
 import yaml
+from conftest import wait_until_stored
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
@@ -516,12 +517,7 @@ def test_over_http_a_cell_cannot_read_the_store_or_another_users_kernel_director
     placement, run, paths = attacked_server
     run("bob", f"note = {VICTIM_SECRET!r}")
     store = paths["home"] / "toolpath.db"
-    for _ in range(100):  # Bob's snapshot is written a moment after his cell
-        if store.exists() and VICTIM_SECRET.encode() in store.read_bytes():
-            break
-        time.sleep(0.2)
-    else:
-        raise AssertionError("bob's snapshot never reached the store")
+    wait_until_stored(store, VICTIM_SECRET.encode())
     read = _value(run("alice", f"open({str(store)!r}, 'rb').read().count({VICTIM_SECRET.encode()!r})"))
     # Every kernel directory on the machine but her own whose connection file (the key to drive
     # that kernel) she can read: Bob's among them on plain kernels.
