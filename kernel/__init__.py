@@ -1,6 +1,6 @@
 """CodeMode kernels: persistent IPython kernels in which every tool is an awaitable handle.
 
-``toolpath.kernel.session`` runs on the host; ``toolpath.kernel.handles`` is imported inside the kernel.
+``toolpath.kernel.ipython_kernel`` runs on the host; ``toolpath.kernel.handles`` is imported inside the kernel.
 
 The names below load on first use: a kernel imports ``toolpath.kernel.handles`` (and so this package) in its
 first cell, and must not pay for the host side (jupyter_client, SQLite, dill: about a second) there.
@@ -12,19 +12,20 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from toolpath.kernel.codemode import CodeMode, SessionOwnerError, format_for_model
+    from toolpath.kernel.codemode import CodeMode
     from toolpath.kernel.errors import KernelBusyError, KernelError
+    from toolpath.kernel.ipython_kernel import IPythonKernel
     from toolpath.kernel.mcp_connection import MCPConnectionError, MCPToolError
     from toolpath.kernel.mcp_toolkit import MCPToolkit
-    from toolpath.kernel.output import CellResult, OutputLimits
-    from toolpath.kernel.session import KernelSession
+    from toolpath.kernel.output import CellResult, OutputLimits, format_for_model
+    from toolpath.kernel.session_pool import SessionOwnerError
     from toolpath.kernel.snapshot import Snapshot, SnapshotStore
     from toolpath.kernel.toolkit import Tool, ToolCall, ToolExitError, Toolkit, ToolPausedError
 
 _HOME = {
     "CodeMode": "toolpath.kernel.codemode",
-    "SessionOwnerError": "toolpath.kernel.codemode",
-    "format_for_model": "toolpath.kernel.codemode",
+    "SessionOwnerError": "toolpath.kernel.session_pool",
+    "format_for_model": "toolpath.kernel.output",
     "CellResult": "toolpath.kernel.output",
     "MCPConnectionError": "toolpath.kernel.mcp_connection",
     "MCPToolError": "toolpath.kernel.mcp_connection",
@@ -32,7 +33,7 @@ _HOME = {
     "OutputLimits": "toolpath.kernel.output",
     "KernelBusyError": "toolpath.kernel.errors",
     "KernelError": "toolpath.kernel.errors",
-    "KernelSession": "toolpath.kernel.session",
+    "IPythonKernel": "toolpath.kernel.ipython_kernel",
     "Snapshot": "toolpath.kernel.snapshot",
     "SnapshotStore": "toolpath.kernel.snapshot",
     "Tool": "toolpath.kernel.toolkit",

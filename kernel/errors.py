@@ -1,5 +1,5 @@
 """Errors of a kernel's start and of driving it, shared by local kernels
-(:mod:`toolpath.kernel.session`) and gateway kernels (:mod:`toolpath.kernel.gateway`).
+(:mod:`toolpath.kernel.ipython_kernel`) and gateway kernels (:mod:`toolpath.kernel.gateway`).
 """
 
 from toolpath.errors import ToolpathError
@@ -10,4 +10,4 @@ class KernelError(ToolpathError, RuntimeError):
 
 
 class KernelBusyError(KernelError):
-    """An earlier cell ignored its interrupt and still holds the kernel; see :meth:`KernelSession.wait_until_idle`."""
+    """An earlier cell ignored its interrupt and still holds the kernel; see :meth:`IPythonKernel.wait_until_idle`."""

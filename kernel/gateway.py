@@ -109,8 +109,8 @@ class Gateway:
         return urlunsplit((scheme, parts.netloc, f"{parts.path}api/kernels/{quote(kernel_id, safe='')}/channels", "", ""))
 
 
-class GatewayKernel:
-    """One kernel on a gateway, with the operations :class:`toolpath.kernel.session.KernelSession` drives.
+class GatewayTransport:
+    """One kernel on a gateway: a :class:`toolpath.kernel.transport.KernelTransport`.
 
     Messages are read from the WebSocket by one task as they arrive and queued by channel; a cell
     waits on its queue without polling.
@@ -342,7 +342,7 @@ class GatewayKernel:
                 await self._socket.close()
         self._socket = self._reader = None
 
-    async def shutdown(self, now: bool = False) -> None:
+    async def shutdown(self) -> None:
         """Close the channels and ask the gateway to shut the kernel down. Best effort: a gateway that
         cannot be reached keeps the kernel until it culls it, which is not this caller's error."""
         await self._close_channels()
@@ -350,7 +350,7 @@ class GatewayKernel:
             with contextlib.suppress(KernelError):
                 await self._request("DELETE", f"api/kernels/{quote(self.kernel_id, safe='')}", missing_ok=True)
 
-    def log_tail(self) -> str:
+    def log_tail(self, limit: int = 2000) -> str:
         """The kernel's own output is in the gateway's log, not here."""
         return ""
 

@@ -28,11 +28,20 @@ Status = Literal["ok", "error", "timeout", "aborted", "busy", "dead"]
 
 @dataclass(frozen=True)
 class OutputLimits:
-    """Caps applied to one cell's output (defaults from the CodeMode design)."""
+    """Caps applied to one cell's output (defaults from the CodeMode design).
+
+    Raises:
+        ValueError: a negative cap.
+    """
 
     max_output_chars: int = 65_536
     max_images_per_cell: int = 8
     max_image_bytes: int = 5_000_000
+
+    def __post_init__(self) -> None:
+        for name in ("max_output_chars", "max_images_per_cell", "max_image_bytes"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
 
 
 @dataclass(frozen=True)
@@ -243,3 +252,26 @@ class CellOutput:
             dict(tool_calls or {}),
             result_json,
         )
+
+
+def format_for_model(result: CellResult) -> str:
+    """One text block for a model: notice, stdout, stderr, ``Out``, error, truncation and images."""
+    parts = []
+    if result.notice:
+        parts.append(f"[{result.notice}]")
+    if result.stdout:
+        parts.append(result.stdout.rstrip("\n"))
+    if result.stderr:
+        parts.append("[stderr]\n" + result.stderr.rstrip("\n"))
+    if result.result is not None:
+        parts.append(f"Out[{result.execution_count}]: {result.result}" if result.execution_count else result.result)
+    if result.error:
+        parts.append(result.error.get("traceback") or f"{result.error.get('ename')}: {result.error.get('evalue')}")
+        if result.error.get("traceback") and result.status in ("timeout", "aborted"):
+            parts.append(f"{result.error.get('ename')}: {result.error.get('evalue')}")
+    if result.truncated:
+        parts.append(f"[output truncated: {', '.join(result.truncated)}]")
+    if result.images:
+        parts.append(f"[{len(result.images)} image(s) attached]")
+    parts.extend(f"[{line}]" for line in result.dropped_images)
+    return "\n".join(parts) if parts else "[no output]"

@@ -107,7 +107,7 @@ def parse_inputs(pairs: Sequence[str]) -> dict[str, Any]:
 
 def host_and_port(text: str) -> str:
     """argparse type: ``HOST:PORT`` (port 0: a free one), checked as CodeMode checks it."""
-    from toolpath.kernel.codemode import parse_host_port
+    from toolpath.kernel.codemode_options import parse_host_port
 
     try:
         parse_host_port(text, "the address")
@@ -924,7 +924,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _exit_on_signal(signum, frame) -> None:
-    # Raising here unwinds `async with KernelSession()`, so the kernel and its sockets are cleaned up.
+    # Raising here unwinds `async with IPythonKernel()`, so the kernel and its sockets are cleaned up.
     raise SystemExit(128 + signum)
 
 

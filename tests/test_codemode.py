@@ -318,7 +318,7 @@ def test_kernel_directories_of_a_killed_host_are_removed_on_the_next_start(tmp_p
     import signal
     import subprocess
 
-    host_code = "import asyncio\nfrom toolpath.kernel import KernelSession\nasync def main():\n    async with KernelSession() as session:\n        print(session.directory, flush=True)\n        await asyncio.sleep(600)\nasyncio.run(main())"
+    host_code = "import asyncio\nfrom toolpath.kernel import IPythonKernel\nasync def main():\n    async with IPythonKernel() as session:\n        print(session.directory, flush=True)\n        await asyncio.sleep(600)\nasyncio.run(main())"
     environment = {**os.environ, "TMPDIR": str(tmp_path)}
     killed = subprocess.Popen([sys.executable, "-c", host_code], stdout=subprocess.PIPE, text=True, env=environment)
     survivor = None
@@ -333,7 +333,7 @@ def test_kernel_directories_of_a_killed_host_are_removed_on_the_next_start(tmp_p
         # The next host's first kernel removed the dead host's directory, and a third start leaves
         # the live host's alone.
         assert not os.path.exists(stale)
-        from toolpath.kernel.session import remove_stale_directories
+        from toolpath.kernel.private_directories import remove_stale_directories
 
         assert remove_stale_directories(str(tmp_path)) == [] and os.path.isdir(live)
     finally:

@@ -109,7 +109,7 @@ def test_gateway_kernels_send_json_only_unless_the_host_allows_pickles(kernel_ga
 
 
 def bridge_endpoint(code_mode, session_id):
-    spec = code_mode._bridges[code_mode._sessions[session_id].kernel].spec()
+    spec = code_mode._binder.bridge_of(code_mode._engine.pool.sessions[session_id].kernel).spec()
     return spec["address"], spec["certificate"], spec["token"], spec["generation"]
 
 

@@ -1,11 +1,11 @@
-"""KernelSession against real ipykernel processes."""
+"""IPythonKernel against real ipykernel processes."""
 
 import asyncio
 import os
 
 import pytest
 
-from toolpath.kernel import KernelSession
+from toolpath.kernel import IPythonKernel
 
 pytestmark = pytest.mark.integration
 
@@ -24,7 +24,7 @@ def pid_alive(pid):
 
 def test_cell_outputs_errors_and_persistence():
     async def scenario():
-        async with KernelSession() as session:
+        async with IPythonKernel() as session:
             first = await session.execute("x = 20\nprint('hello')\nx + 1")
             second = await session.execute("import sys\nprint('warn', file=sys.stderr)\nx / 0")
             third = await session.execute("x * 2")
@@ -40,7 +40,7 @@ def test_cell_outputs_errors_and_persistence():
 
 def test_input_is_refused_instead_of_hanging():
     async def scenario():
-        async with KernelSession() as session:
+        async with IPythonKernel() as session:
             return await session.execute("input('name? ')", timeout=30)
 
     result = run(scenario())
@@ -49,7 +49,7 @@ def test_input_is_refused_instead_of_hanging():
 
 def test_timeout_interrupts_the_cell_and_the_kernel_stays_usable():
     async def scenario():
-        async with KernelSession() as session:
+        async with IPythonKernel() as session:
             stuck = await session.execute("import time\nwhile True:\n    time.sleep(0.05)", timeout=1.0)
             after = await session.execute("'still here'")
             return stuck, after
@@ -61,7 +61,7 @@ def test_timeout_interrupts_the_cell_and_the_kernel_stays_usable():
 
 def test_a_cell_whose_caller_is_gone_is_interrupted_not_left_running():
     async def scenario():
-        async with KernelSession() as session:
+        async with IPythonKernel() as session:
             long_cell = asyncio.create_task(
                 session.execute(
                     "import time\nstarted = time.monotonic()\ntry:\n    time.sleep(60)\nfinally:\n    ran_for = time.monotonic() - started", timeout=120
@@ -79,7 +79,7 @@ def test_a_cell_whose_caller_is_gone_is_interrupted_not_left_running():
 
 def test_a_cell_the_kernel_skipped_behind_a_failing_one_says_so():
     async def scenario():
-        async with KernelSession() as session:
+        async with IPythonKernel() as session:
             failing = asyncio.create_task(session.execute("import time\ntime.sleep(1)\n1/0"))
             await asyncio.sleep(0.3)
             queued = await session.execute("2 + 2")  # sent while the first is still running
@@ -92,7 +92,7 @@ def test_a_cell_the_kernel_skipped_behind_a_failing_one_says_so():
 
 def test_dead_kernel_is_reported():
     async def scenario():
-        async with KernelSession() as session:
+        async with IPythonKernel() as session:
             return await session.execute("import os\nos._exit(3)", timeout=30)
 
     result = run(scenario())
@@ -101,7 +101,7 @@ def test_dead_kernel_is_reported():
 
 def test_kernel_process_is_gone_after_the_session():
     async def scenario():
-        async with KernelSession() as session:
+        async with IPythonKernel() as session:
             result = await session.execute("import os\nos.getpid()")
             return int(result.result)
 
@@ -119,7 +119,7 @@ def test_tool_handles_are_awaitable_with_real_signature_and_docstring():
     )
 
     async def scenario():
-        async with KernelSession() as session:
+        async with IPythonKernel() as session:
             bound = await session.execute(code)
             missing = await session.execute("chemistry.cluster_molecules")
             return bound, missing
@@ -156,7 +156,7 @@ def test_timeout_interrupts_a_tool_call_inside_an_async_cell(tmp_path, call):
     (tmp_path / "slow_tools.py").write_text(SLOW_TOOLS)
 
     async def scenario():
-        async with KernelSession(cwd=str(tmp_path)) as session:
+        async with IPythonKernel(cwd=str(tmp_path)) as session:
             started = asyncio.get_running_loop().time()
             result = await session.execute(BIND_SLOW_TOOLS + call, timeout=1.0)
             elapsed = asyncio.get_running_loop().time() - started
@@ -172,7 +172,7 @@ def test_timeout_interrupts_a_tool_call_inside_an_async_cell(tmp_path, call):
 
 def test_a_cell_that_prints_continuously_still_times_out():
     async def scenario():
-        async with KernelSession() as session:
+        async with IPythonKernel() as session:
             return await session.execute("import time\nwhile True:\n    print('tick', flush=True)\n    time.sleep(0.05)", timeout=1.0)
 
     result = run(scenario())
@@ -181,7 +181,7 @@ def test_a_cell_that_prints_continuously_still_times_out():
 
 def test_timeout_must_be_positive():
     async def scenario():
-        async with KernelSession() as session:
+        async with IPythonKernel() as session:
             await session.execute("1", timeout=0)
 
     with pytest.raises(ValueError, match="positive"):
@@ -194,7 +194,7 @@ def test_timeout_interrupts_an_async_tool_that_blocks_and_a_slow_import(tmp_path
     bind = "from toolpath.kernel.handles import bind_module_tools\nb = bind_module_tools('b', {'block': ('block', 'blocking_tools'), 'never': ('never', 'slow_import')})\n"
 
     async def scenario():
-        async with KernelSession(cwd=str(tmp_path)) as session:
+        async with IPythonKernel(cwd=str(tmp_path)) as session:
             outcomes = []
             for call in ("await b.block(60)", "await b.never()"):
                 started = asyncio.get_running_loop().time()
@@ -204,3 +204,20 @@ def test_timeout_interrupts_an_async_tool_that_blocks_and_a_slow_import(tmp_path
 
     for status, elapsed in run(scenario()):
         assert status == "timeout" and elapsed < 8
+
+
+def test_local_and_gateway_transports_implement_the_whole_kernel_transport_protocol_with_its_signatures():
+    import inspect
+
+    from toolpath.kernel.gateway import GatewayTransport
+    from toolpath.kernel.managed_transport import ManagedTransport
+    from toolpath.kernel.transport import KernelTransport
+
+    members = [name for name, value in vars(KernelTransport).items() if inspect.isfunction(value) and not name.startswith("_")]
+    assert {"start", "execute", "interrupt", "is_alive", "shutdown", "log_tail"} <= set(members)
+    for transport in (ManagedTransport, GatewayTransport):
+        assert isinstance(transport.remote, property | bool), transport
+        for name in members:
+            expected, actual = getattr(KernelTransport, name), getattr(transport, name)
+            assert inspect.signature(actual) == inspect.signature(expected), f"{transport.__name__}.{name}"
+            assert inspect.iscoroutinefunction(actual) == inspect.iscoroutinefunction(expected), f"{transport.__name__}.{name}"

@@ -4,7 +4,7 @@ import json
 import os
 import threading
 
-from toolpath.kernel.session import _owner, remove_stale_directories
+from toolpath.kernel.private_directories import owner, remove_stale_directories
 
 
 def test_stale_directory_cleanup_reads_owner_files_without_blocking(tmp_path):
@@ -15,7 +15,7 @@ def test_stale_directory_cleanup_reads_owner_files_without_blocking(tmp_path):
         directory.mkdir()
     os.mkfifo(fifo / "owner.json")
     (malformed / "owner.json").write_text('{"pid": ')
-    (live / "owner.json").write_text(json.dumps(_owner()))
+    (live / "owner.json").write_text(json.dumps(owner()))
     (tmp_path / "toolpath-kernel-link").symlink_to(target)
     for directory in (fifo, malformed):
         os.utime(directory, (0, 0))  # over an hour old

@@ -145,7 +145,7 @@ def test_search_from_the_command_line_imports_no_torch_once_the_catalog_is_embed
         "from toolpath.planner.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
         "    main(['search', 'group similar molecules', '--k', '1', '--json'])\n"
-        "print(json.dumps({'hits': json.loads(out.getvalue())['hits'], 'loaded': sorted(m for m in ('torch', 'sentence_transformers', 'jupyter_client', 'toolpath.kernel.session') if m in sys.modules)}))\n"
+        "print(json.dumps({'hits': json.loads(out.getvalue())['hits'], 'loaded': sorted(m for m in ('torch', 'sentence_transformers', 'jupyter_client', 'toolpath.kernel.ipython_kernel') if m in sys.modules)}))\n"
     )
     for _ in range(2):  # the first may embed the catalogs' texts (sentence-transformers) into the cache
         completed = subprocess.run([sys.executable, "-c", "import json\n" + probe], capture_output=True, text=True, timeout=300)

@@ -69,7 +69,7 @@ def test_a_cell_cannot_read_the_store_or_another_sessions_variables(placement, t
 def test_a_cell_cannot_reach_another_sessions_directory(placement):
     name, code_mode = placement
     code_mode.run("1", "bob")
-    bob_directory = code_mode._sessions["bob"].kernel.directory
+    bob_directory = code_mode._engine.pool.sessions["bob"].kernel.directory
     read = _attack(code_mode, f"import os\nsorted(os.listdir({bob_directory!r}))")
     assert ("connection.json" in read) == (name == "plain")
 

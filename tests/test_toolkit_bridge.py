@@ -191,7 +191,7 @@ def test_an_oversized_result_raises_result_too_large(code_mode):
     assert result.error["ename"] == "ResultTooLarge"
     assert "max_result_bytes=100,000" in result.error["evalue"]
     # Offloading is suggested only where the kernel could read offloaded results: on this machine.
-    assert ("offload" in result.error["evalue"]) == (code_mode.gateway is None)
+    assert ("offload" in result.error["evalue"]) == (code_mode.launch.gateway is None)
     assert code_mode.run("len(await inventory.big(1000))", "large").result == "1000"
 
 
@@ -213,7 +213,7 @@ def test_an_interrupted_cell_cancels_its_host_calls(code_mode, record):
 
 def test_a_forged_token_or_a_stale_generation_is_refused(code_mode):
     code_mode.run("1", "forge")
-    bridge = code_mode._bridges[code_mode._sessions["forge"].kernel]  # the host's end of this kernel's socket
+    bridge = code_mode._binder.bridge_of(code_mode._engine.pool.sessions["forge"].kernel)  # the host's end of this kernel's socket
     spec = bridge.spec()
     if bridge.listener is None:
         assert stat.S_IMODE(os.stat(bridge.path).st_mode) == 0o600

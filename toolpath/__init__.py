@@ -8,7 +8,7 @@ The names a newcomer needs, from the sub-packages that hold them (each loads on 
   ``State``, ``StateTransition``, ``ToolRegistry``;
 - planning (``toolpath.planner``): ``Workspace``, ``AgentSession``, ``StateGraph``, ``plan``;
 - kernels (``toolpath.kernel``): ``CodeMode``, ``Toolkit``, ``Tool``, ``MCPToolkit``,
-  ``KernelSession``, ``CellResult``, ``SandboxPolicy``.
+  ``IPythonKernel``, ``CellResult``, ``SandboxPolicy``.
 
 ``ToolpathError`` is the root of every error toolpath raises on purpose, and ``Refusal`` the branch
 for "refused before anything ran" (:mod:`toolpath.errors`). ``toolpath.catalogs`` holds the
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from toolpath.errors import Refusal, ToolpathError
 
 if TYPE_CHECKING:
-    from toolpath.kernel import CellResult, CodeMode, KernelSession, MCPToolkit, Tool, Toolkit
+    from toolpath.kernel import CellResult, CodeMode, IPythonKernel, MCPToolkit, Tool, Toolkit
     from toolpath.kernel.sandbox import SandboxPolicy
     from toolpath.planner import AgentSession, StateGraph, Workspace, plan
     from toolpath.registry import State, StateTransition, ToolDefinition, ToolRegistry, load_catalogs
@@ -32,7 +32,7 @@ _HOME = {
     "AgentSession": "toolpath.planner",
     "CellResult": "toolpath.kernel",
     "CodeMode": "toolpath.kernel",
-    "KernelSession": "toolpath.kernel",
+    "IPythonKernel": "toolpath.kernel",
     "MCPToolkit": "toolpath.kernel",
     "SandboxPolicy": "toolpath.kernel.sandbox",
     "State": "toolpath.registry",

@@ -1,6 +1,6 @@
-"""KernelSession: one IPython kernel, started and driven through public APIs.
+"""IPythonKernel: one IPython kernel, started and driven through public APIs.
 
-The session starts the kernel with a chosen interpreter (default: the running one, so the kernel
+It starts the kernel with a chosen interpreter (default: the running one, so the kernel
 sees the same installed packages, toolpath's included), executes cells and collects what a person
 would see: stdout, stderr, the ``Out[n]`` text, or the traceback. Leaving the ``async with`` block
 always shuts the kernel down; a local kernel also exits by itself if the host process dies, because
@@ -10,9 +10,8 @@ Where the kernel runs: on this machine through jupyter_client's ``AsyncKernelMan
 wherever an installed kernelspec's provisioner puts it (``kernel_name``), or on a Jupyter Kernel
 Gateway or Enterprise Gateway (``gateway``, :mod:`toolpath.kernel.gateway`). The cell protocol is the same.
 
-Each kernel has a private temporary directory (connection file with the kernel's key, sockets, log)
-holding an ``owner.json`` that names the host process. A host killed with SIGKILL cannot remove it,
-so the first kernel a process starts removes this user's directories whose owner is gone.
+How it reaches the kernel is a :class:`~toolpath.kernel.transport.KernelTransport`; each local kernel
+has a private directory (:mod:`toolpath.kernel.private_directories`).
 """
 
 from __future__ import annotations
@@ -25,39 +24,28 @@ import math
 import os
 import posixpath
 import queue
-import shutil
-import stat
 import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
-
-import psutil
-from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
-from jupyter_client.manager import AsyncKernelManager
-from jupyter_client.provisioning import LocalProvisioner
+from typing import TYPE_CHECKING
 
 from toolpath.kernel.errors import KernelBusyError, KernelError
 from toolpath.kernel.handles import TOOL_CALLS_PAYLOAD
 from toolpath.kernel.kernel_files import COMM_TARGET
+from toolpath.kernel.managed_transport import ManagedTransport
 from toolpath.kernel.output import CellOutput, CellResult, OutputLimits
+from toolpath.kernel.private_directories import new_private_directory
+from toolpath.kernel.transport import KernelTransport
 
 if TYPE_CHECKING:
-    from toolpath.kernel.gateway import Gateway, GatewayKernel
+    from toolpath.kernel.gateway import Gateway
     from toolpath.kernel.sandbox import SandboxPolicy
 
 _POLL_SECONDS = 0.5
 #: Seconds a cell gets to stop after its timeout interrupt before it is reported as stuck.
 INTERRUPT_GRACE = 10.0
-_KERNEL_NAME = "toolpath-python"
-_DIRECTORY_PREFIX = "toolpath-kernel-"
-_OWNER_FILE = "owner.json"
-#: A directory with no owner file is another process's that is still starting, unless it is older.
-_UNOWNED_GRACE_SECONDS = 3600.0
-#: Roots (``None``: the temporary directory) already swept of dead processes' kernel directories.
-_stale_directories_removed: set[str | None] = set()
 _FILES_MODULE = "toolpath.kernel.kernel_files"
 #: Seconds a remote kernel gets to take or send one file.
 _TRANSFER_SECONDS = 300.0
@@ -67,179 +55,36 @@ TRANSFER_CHUNK_BYTES = 1 << 20
 _TRANSFER_LIMITS = OutputLimits(max_output_chars=4 * TRANSFER_CHUNK_BYTES)
 
 
-def _owner() -> dict[str, float]:
-    """This process, as ``owner.json`` names it: pid and start time (pids are reused)."""
-    return {"pid": os.getpid(), "started": psutil.Process().create_time()}
+def check_kernel_placement(
+    python: str | None, cwd: str | None, kernel_name: str | None, gateway: Gateway | None, sandbox: SandboxPolicy | None, gateway_option: str = "gateway"
+) -> None:
+    """Refuse options that contradict where the kernel runs; messages call the gateway ``gateway_option``.
 
-
-def _is_running(owner: dict) -> bool:
-    try:
-        return abs(psutil.Process(int(owner["pid"])).create_time() - float(owner["started"])) < 1.0
-    except (psutil.Error, KeyError, TypeError, ValueError):
-        return False
-
-
-def _read_owner(path: str) -> dict | None:
-    """The owner named by ``path``, or ``None`` when there is no readable, well-formed owner file
-    (a half-written one, a FIFO or a link to a device are read without blocking, and at most 4 kB)."""
-    try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            return None
-        owner = json.loads(os.read(descriptor, 4096))
-    except (OSError, ValueError):
-        return None
-    finally:
-        os.close(descriptor)
-    return owner if isinstance(owner, dict) else None
-
-
-def remove_stale_directories(root: str | None = None) -> list[str]:
-    """Remove this user's kernel directories (under ``root``, default the temporary directory) whose
-    owner process is gone, or whose owner file is missing or unreadable and that are over an hour old.
-
-    Returns:
-        The paths removed. Directories that cannot be read or removed are left as they are.
+    Raises:
+        ValueError: ``python`` with ``kernel_name`` or ``gateway`` (the kernelspec names the
+            interpreter), ``cwd`` with ``gateway`` (the gateway chooses it), or ``sandbox`` with
+            ``kernel_name`` or ``gateway``.
+        kernel.sandbox.SandboxUnavailableError: ``sandbox`` on a machine without bubblewrap (now,
+            not at the first cell).
     """
-    removed = []
-    try:
-        entries = list(os.scandir(root or tempfile.gettempdir()))
-    except OSError:
-        return removed
-    for entry in entries:
-        try:
-            if (
-                not entry.name.startswith(_DIRECTORY_PREFIX)
-                or not entry.is_dir(follow_symlinks=False)
-                or entry.stat(follow_symlinks=False).st_uid != os.getuid()
-            ):
-                continue
-            owner = _read_owner(os.path.join(entry.path, _OWNER_FILE))
-            if owner is not None:
-                if _is_running(owner):
-                    continue
-            elif time.time() - entry.stat(follow_symlinks=False).st_mtime < _UNOWNED_GRACE_SECONDS:
-                continue
-        except OSError:
-            continue
-        shutil.rmtree(entry.path, ignore_errors=True)
-        removed.append(entry.path)
-    return removed
+    if python is not None and (kernel_name is not None or gateway is not None):
+        raise ValueError(f"python cannot be combined with kernel_name or {gateway_option}: the kernelspec names the kernels' interpreter")
+    if sandbox is not None and (kernel_name is not None or gateway is not None):
+        raise ValueError(
+            f"sandbox applies to kernels this process starts itself, not with kernel_name or {gateway_option} (their kernels run where the kernelspec or gateway says)"
+        )
+    if sandbox is not None:
+        from toolpath.kernel.sandbox import bwrap_path
 
-
-class _InterpreterSpecs(KernelSpecManager):
-    """A kernel-spec source with one spec: ipykernel on a given interpreter, whatever specs are
-    installed; sandboxed by :mod:`toolpath.kernel.sandbox`'s provisioner when given its config."""
-
-    def __init__(self, python: str, sandbox: dict[str, Any] | None = None, **kwargs):
-        super().__init__(**kwargs)
-        self._python = python
-        self._sandbox = sandbox
-
-    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
-        if self._sandbox is None:
-            return KernelSpec(argv=[self._python, "-m", "ipykernel_launcher", "-f", "{connection_file}"], display_name="toolpath (Python)", language="python")
-        from toolpath.kernel.sandbox import PROVISIONER_NAME
-
-        return KernelSpec(
-            argv=[self._python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-            display_name="toolpath (Python, sandboxed)",
-            language="python",
-            interrupt_mode="message",  # a signal would reach bubblewrap, not the kernel
-            metadata={"kernel_provisioner": {"provisioner_name": PROVISIONER_NAME, "config": {"policy": self._sandbox}}},
+        bwrap_path()
+    if cwd is not None and gateway is not None:
+        raise ValueError(
+            "cwd cannot be set for gateway kernels: the gateway chooses their working directory (Enterprise Gateway reads KERNEL_WORKING_DIR from env)"
         )
 
 
-class _ManagedKernel:
-    """A kernel started by jupyter_client's ``AsyncKernelManager`` and driven through its client:
-    ipykernel on an interpreter over IPC sockets in ``directory``, or a kernelspec through the
-    provisioner its ``metadata.kernel_provisioner`` names (jupyter_client's provisioner machinery;
-    ``gateway_provisioners`` ships Kubernetes, Docker, YARN and SSH ones)."""
-
-    def __init__(self, directory: str, python: str, kernel_name: str | None, log: Any, sandbox: SandboxPolicy | None = None):
-        self._log = log
-        if kernel_name is None:
-            # IPC sockets in a private directory rather than TCP: no ports on the machine, and only
-            # this user can reach the kernel (jupyter_client's TCP transport is unencrypted).
-            self.manager = AsyncKernelManager(
-                kernel_name=_KERNEL_NAME,
-                kernel_spec_manager=_InterpreterSpecs(python, None if sandbox is None else {**sandbox.to_config(), "directory": directory}),
-                transport="ipc",
-                ip=os.path.join(directory, "kernel"),
-                connection_file=os.path.join(directory, "connection.json"),
-            )
-        else:
-            # The kernelspec and its provisioner decide where the kernel runs and how it is reached.
-            self.manager = AsyncKernelManager(kernel_name=kernel_name, connection_file=os.path.join(directory, "connection.json"))
-        self.client: Any = None
-        self.kernel_id: str | None = None
-
-    @property
-    def remote(self) -> bool:
-        """True unless jupyter_client's local provisioner (or a subclass) launched the kernel here."""
-        return self.manager.provisioner is not None and not isinstance(self.manager.provisioner, LocalProvisioner)
-
-    async def start(self, cwd: str | None, env: dict[str, str], timeout: float) -> None:
-        # The kernel's own stdout/stderr (startup warnings, crashes) go to a log, not the user's terminal.
-        await self.manager.start_kernel(cwd=cwd, env=env, stdout=self._log, stderr=self._log)
-        self.client = self.manager.client()
-        self.client.start_channels()
-        await self.client.wait_for_ready(timeout=timeout)
-        self.kernel_id = self.manager.kernel_id
-
-    async def execute(self, code: str, silent: bool, store_history: bool) -> str:
-        # Without stdin, input() in a cell raises at once instead of hanging it.
-        return self.client.execute(code, silent=silent, store_history=store_history, allow_stdin=False)
-
-    async def send_shell(self, message_type: str, content: dict[str, Any]) -> str:
-        message = self.client.session.msg(message_type, content)
-        self.client.shell_channel.send(message)
-        return message["header"]["msg_id"]
-
-    async def get_iopub_msg(self, timeout: float) -> dict:
-        return await self.client.get_iopub_msg(timeout=timeout)
-
-    async def get_shell_msg(self, timeout: float) -> dict:
-        return await self.client.get_shell_msg(timeout=timeout)
-
-    async def interrupt(self) -> None:
-        await self.manager.interrupt_kernel()
-
-    def connection_lost(self) -> str:
-        """ZMQ reconnects by itself: a local or provisioned kernel's channels are never lost."""
-        return ""
-
-    async def reconnect(self) -> None:
-        """Nothing to do (see :meth:`connection_lost`)."""
-
-    async def is_alive(self) -> bool:
-        return await self.manager.is_alive()
-
-    async def shutdown(self) -> None:
-        if self.client is not None:
-            self.client.stop_channels()
-        if self.manager.has_kernel:
-            try:
-                await asyncio.wait_for(self.manager.shutdown_kernel(now=False), timeout=10.0)
-            except (TimeoutError, RuntimeError):
-                await self.manager.shutdown_kernel(now=True)
-
-    def log_tail(self, limit: int = 2000) -> str:
-        """The last ``limit`` characters the kernel process wrote to its stdout/stderr."""
-        if self._log is None or self._log.closed:
-            return ""
-        self._log.flush()
-        self._log.seek(0, os.SEEK_END)
-        size = self._log.tell()
-        self._log.seek(max(0, size - limit))
-        return self._log.read().decode("utf-8", "replace").strip()
-
-
-class KernelSession:
-    """A running IPython kernel for one session.
+class IPythonKernel:
+    """A running IPython kernel (one per CodeMode session).
 
     Args:
         python: the kernel's interpreter; default ``sys.executable``.
@@ -268,7 +113,7 @@ class KernelSession:
     move in and out of it over its Jupyter channels (:meth:`write_file`, :meth:`take_file`); it
     needs toolpath installed where it runs.
 
-    Use as ``async with KernelSession() as session: result = await session.execute(code)``.
+    Use as ``async with IPythonKernel() as kernel: result = await kernel.execute(code)``.
     """
 
     def __init__(
@@ -281,18 +126,7 @@ class KernelSession:
         gateway: Gateway | None = None,
         sandbox: SandboxPolicy | None = None,
     ):
-        if python is not None and (kernel_name is not None or gateway is not None):
-            raise ValueError("python cannot be combined with kernel_name or a gateway: the kernelspec names the kernel's interpreter")
-        if sandbox is not None and (kernel_name is not None or gateway is not None):
-            raise ValueError("sandbox applies to kernels this process starts itself; a kernelspec or a gateway decides where its kernels run")
-        if sandbox is not None:
-            from toolpath.kernel.sandbox import bwrap_path
-
-            bwrap_path()  # raises SandboxUnavailableError now, not at the first cell
-        if cwd is not None and gateway is not None:
-            raise ValueError(
-                "cwd cannot be set for gateway kernels: the gateway chooses their working directory (Enterprise Gateway reads KERNEL_WORKING_DIR from env)"
-            )
+        check_kernel_placement(python, cwd, kernel_name, gateway, sandbox)
         self.python = python or sys.executable
         self.cwd = cwd if gateway is not None else cwd or os.getcwd()
         self.env = env or {}
@@ -300,15 +134,14 @@ class KernelSession:
         self.kernel_name = kernel_name
         self.gateway = gateway
         self.sandbox = sandbox
-        self._kernel: _ManagedKernel | GatewayKernel | None = None
+        self._kernel: KernelTransport | None = None
         self._directory: tempfile.TemporaryDirectory | None = None
-        self._log = None
         self._kernel_directory = ""
         self._stuck_message_id: str | None = None
-        #: The kernel's id (jupyter_client's, or the gateway's), set once it has started; a restarted kernel is a new session with a new id.
+        #: The kernel's id (jupyter_client's, or the gateway's), set once it has started; a restarted kernel is a new kernel with a new id.
         self.kernel_id: str | None = None
 
-    async def __aenter__(self) -> KernelSession:
+    async def __aenter__(self) -> IPythonKernel:
         await self.start()
         return self
 
@@ -334,26 +167,20 @@ class KernelSession:
         """
         try:
             if self.gateway is not None:
-                from toolpath.kernel.gateway import GatewayKernel
+                from toolpath.kernel.gateway import GatewayTransport
 
-                self._kernel = GatewayKernel(self.gateway, self.env)
-                await self._kernel.start(self.startup_timeout)
+                self._kernel = GatewayTransport(self.gateway, self.env)
             else:
                 root = None
                 if self.sandbox is not None:
                     from toolpath.kernel.sandbox import private_directory_root
 
                     root = private_directory_root()
-                if root not in _stale_directories_removed:
-                    _stale_directories_removed.add(root)
-                    remove_stale_directories(root)
-                self._directory = tempfile.TemporaryDirectory(prefix=_DIRECTORY_PREFIX, dir=root)
-                with open(os.path.join(self._directory.name, _OWNER_FILE), "w", encoding="utf-8") as file:
-                    json.dump(_owner(), file)
-                self._log = open(os.path.join(self._directory.name, "kernel.log"), "w+b")
-                self._kernel = _ManagedKernel(self._directory.name, self.python, self.kernel_name, self._log, self.sandbox)
+                self._directory = new_private_directory(root)
                 # A sandboxed kernel gets only what it is given (the provisioner adds locale and PATH).
-                await self._kernel.start(self.cwd, dict(self.env) if self.sandbox is not None else {**os.environ, **self.env}, self.startup_timeout)
+                env = dict(self.env) if self.sandbox is not None else {**os.environ, **self.env}
+                self._kernel = ManagedTransport(self._directory.name, self.python, self.kernel_name, self.sandbox, self.cwd, env)
+            await self._kernel.start(self.startup_timeout)
             self.kernel_id = self._kernel.kernel_id
             if self._kernel.remote:
                 self._kernel_directory = await self._remote_directory()
@@ -361,7 +188,7 @@ class KernelSession:
                 assert self._directory is not None
                 self._kernel_directory = self._directory.name
         except BaseException as error:
-            log = self._kernel.log_tail() if isinstance(self._kernel, _ManagedKernel) else ""
+            log = self._kernel.log_tail() if self._kernel is not None else ""
             await self.shutdown()
             if not isinstance(error, Exception) or isinstance(error, KernelError):
                 raise
@@ -425,16 +252,16 @@ class KernelSession:
         local kernel its sockets), removed by :meth:`shutdown`.
 
         Raises:
-            KernelError: the session is not started, or its kernel runs on a gateway.
+            KernelError: the kernel is not started, or runs on a gateway.
         """
         if self._directory is None:
-            raise KernelError("the kernel session is not started" if self._kernel is None else "a gateway kernel has no directory on this host")
+            raise KernelError("the kernel is not started" if self._kernel is None else "a gateway kernel has no directory on this host")
         return self._directory.name
 
     def path(self, name: str) -> str:
         """Where the kernel sees file ``name`` of its private directory (on the kernel's host)."""
         if not self._kernel_directory:
-            raise KernelError("the kernel session is not started")
+            raise KernelError("the kernel is not started")
         return posixpath.join(self._kernel_directory, name) if self.remote else os.path.join(self._kernel_directory, name)
 
     async def write_file(self, name: str, data: bytes) -> None:
@@ -527,18 +354,18 @@ class KernelSession:
             code: the cell.
             timeout: seconds before the kernel is interrupted (must be positive); ``None`` waits
                 forever. A cell still running ``interrupt_grace`` seconds after the interrupt is
-                ``"aborted"`` and the session stays :attr:`busy` until it finishes.
+                ``"aborted"`` and the kernel stays :attr:`busy` until it finishes.
             limits: output caps (default :class:`OutputLimits`).
             silent: run without a history entry or ``Out[n]`` (for housekeeping cells).
             on_start: called with the cell's Jupyter message id once the cell is sent.
 
         Raises:
-            KernelError: the session was not started.
+            KernelError: the kernel was not started.
             KernelBusyError: an earlier aborted cell still holds the kernel.
             ValueError: a timeout that is not a positive number.
         """
         if self._kernel is None or self.kernel_id is None:
-            raise KernelError("the kernel session is not started; use `async with KernelSession() as session`")
+            raise KernelError("the kernel is not started; use `async with IPythonKernel() as kernel`")
         if self._stuck_message_id is not None:
             raise KernelBusyError("an earlier cell ignored its interrupt and is still running; wait for it or restart the kernel")
         if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
@@ -638,16 +465,14 @@ class KernelSession:
 
     async def shutdown(self) -> None:
         """Stop the kernel and its channels and remove its private directory; safe to call twice."""
-        kernel, directory, log = self._kernel, self._directory, self._log
-        self._kernel = self._directory = self._log = None
+        kernel, directory = self._kernel, self._directory
+        self._kernel = self._directory = None
         self._stuck_message_id = None
         self._kernel_directory = ""
         try:
             if kernel is not None:
                 await kernel.shutdown()
         finally:
-            if log is not None:
-                log.close()
             if directory is not None:
                 directory.cleanup()
 

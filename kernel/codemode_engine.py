@@ -1,0 +1,186 @@
+"""The engine behind CodeMode: the coroutines that do its work, on its private loop.
+
+:class:`toolpath.kernel.codemode.CodeMode` is the façade (sync and async methods, the model's tools);
+each of its methods runs one of these coroutines on the :class:`~toolpath.kernel.loop_thread.LoopThread`.
+The engine composes the parts: the session pool, snapshots and handle binding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from toolpath.kernel.bindings import Bindings
+from toolpath.kernel.codemode_options import CellPolicy, KernelCapacity, KernelLaunch, SnapshotPolicy
+from toolpath.kernel.errors import KernelError
+from toolpath.kernel.handle_binding import SETUP_MODULE, HandleBinder, check_registered
+from toolpath.kernel.ipython_kernel import IPythonKernel
+from toolpath.kernel.loop_thread import LoopThread
+from toolpath.kernel.notices import describe_error, join
+from toolpath.kernel.output import CellResult, OutputLimits
+from toolpath.kernel.sandbox import limit_notice
+from toolpath.kernel.session_pool import SessionPool
+from toolpath.kernel.session_snapshots import SessionSnapshots
+from toolpath.kernel.snapshot import SnapshotStore
+from toolpath.registry import ToolDefinition
+
+_INTROSPECTION_LIMITS = OutputLimits(max_output_chars=64_000_000)
+
+
+class CodeModeEngine:
+    """Sessions' cells, kernels and housekeeping for one CodeMode; every coroutine runs on ``loop_thread``.
+
+    Args:
+        launch / cells / capacity: CodeMode's option groups.
+        snapshot_store: where snapshots are kept; ``None``: snapshots are off.
+        snapshot_policy: when and how much to snapshot.
+        binder: CodeMode's tools, handles and bridges.
+        allow_restart: whether :meth:`restart` may discard a session's kernel.
+        loop_thread: the private loop everything here runs on.
+    """
+
+    def __init__(
+        self,
+        launch: KernelLaunch,
+        cells: CellPolicy,
+        capacity: KernelCapacity,
+        snapshot_store: SnapshotStore | None,
+        snapshot_policy: SnapshotPolicy,
+        binder: HandleBinder,
+        allow_restart: bool,
+        loop_thread: LoopThread,
+    ):
+        self.launch = launch
+        self.cells = cells
+        self.binder = binder
+        self.allow_restart = allow_restart
+        self._loop_thread = loop_thread
+        self.snapshots = SessionSnapshots(snapshot_store, snapshot_policy, cells.timeout, cells.busy_wait, loop_thread.loop)
+        self.pool = SessionPool(capacity, cells.busy_wait, self.snapshots, self.new_kernel, self.stop_kernel, binder.forget)
+        loop_thread.loop.call_soon_threadsafe(self.pool.start)
+
+    async def new_kernel(self) -> IPythonKernel:
+        """A started kernel, set up, with CodeMode's own handles bound and the startup code run."""
+        kernel = self.launch.kernel()
+        await kernel.start()
+        try:
+            setup = await kernel.execute(
+                f"import {SETUP_MODULE} as _toolpath_setup\n_toolpath_setup.configure(allow_shell={self.launch.allow_shell!r})\ndel _toolpath_setup",
+                timeout=60,
+                silent=True,
+            )
+            if setup.status != "ok":
+                raise KernelError(f"setting up the kernel failed: {describe_error(setup)}")
+            await self.binder.bind(kernel, None)
+            if self.launch.startup_code:
+                startup = await kernel.execute(self.launch.startup_code, timeout=self.cells.timeout, silent=True)
+                if startup.status != "ok":
+                    raise KernelError(f"startup_code failed: {describe_error(startup)}")
+        except BaseException:
+            await self.stop_kernel(kernel)
+            raise
+        return kernel
+
+    async def stop_kernel(self, kernel: IPythonKernel) -> None:
+        await self.binder.release(kernel)
+        await kernel.shutdown()
+
+    async def run(self, code: str, session_id: str, call_loop: asyncio.AbstractEventLoop | None = None, user_id: str | None = None) -> CellResult:
+        session = await self.pool.owned(session_id, user_id)
+        cells = self.cells
+        async with session.lock:
+            notice, session.notice = session.notice, ""
+            if session.kernel is not None and session.kernel.busy and not await session.kernel.wait_until_idle(cells.busy_wait):
+                if cells.on_busy_kernel == "wait":
+                    session.last_used = time.monotonic()
+                    evalue = "the environment is still busy with an earlier cell that ignored its interrupt; retry in a moment, or restart to discard the kernel and its state"
+                    return CellResult("busy", error={"ename": "Busy", "evalue": evalue, "traceback": ""}, notice=notice)
+                await self.pool.discard(session)
+                session.lost_kernel = True
+                notice = join(notice, "The kernel was restarted because an earlier cell would not stop; this is a fresh kernel.")
+            if session.kernel is None:
+                notice = join(notice, await self.pool.start_kernel(session))
+            kernel = session.kernel
+            if not self.binder.is_current(kernel, session):
+                await self.binder.bind(kernel, session)
+            bridge = self.binder.bridge_of(kernel)
+            cell_ids: list[str] = []
+            if bridge is not None:
+                bridge.call_loop = call_loop
+            try:
+                result = await kernel.execute(code, timeout=cells.timeout, limits=cells.limits, interrupt_grace=cells.interrupt_grace, on_start=cell_ids.append)
+            except (asyncio.CancelledError, Exception):
+                if session.kernel is kernel or asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                    raise
+                result = CellResult("dead")
+            if result.status == "dead" and session.kernel is not kernel:
+                # restart() (or an eviction) shut this kernel down under the running cell: the cell
+                # raised on the closed channels, or the kernel's end was seen first.
+                evalue = "the kernel was restarted while this cell ran; the cell was stopped and earlier variables are gone"
+                result = CellResult("dead", error={"ename": "KernelRestarted", "evalue": evalue, "traceback": ""})
+            session.last_used = time.monotonic()
+            if self.launch.sandbox is not None:
+                notice = join(notice, limit_notice(self.launch.sandbox, result.status, result.error))
+            if bridge is not None and cell_ids and result.status in ("timeout", "aborted"):
+                bridge.cancel_cell(cell_ids[0])
+            if result.status == "dead" and session.kernel is kernel:
+                await self.pool.discard(session)
+                session.lost_kernel = True
+                session.notice = join(session.notice, "The kernel died during the previous cell; this is a fresh kernel.")
+            elif result.status in ("ok", "error"):  # a failing cell may have changed variables too
+                self.snapshots.schedule(session)
+            return replace(result, notice=join(notice, result.notice)) if notice else result
+
+    async def start(self, session_id: str, user_id: str | None) -> None:
+        session = await self.pool.owned(session_id, user_id)
+        async with session.lock:
+            if session.kernel is None:
+                session.notice = join(session.notice, await self.pool.start_kernel(session))
+
+    async def save_with_snapshot(self, session_id: str, provider: Callable[[], Any], user_id: str | None) -> Any:
+        session = await self.pool.owned(session_id, user_id)
+        session.data_provider = provider
+        return await self.snapshots.saved_data(session)
+
+    async def restart(self, session_id: str, user_id: str | None) -> None:
+        if not self.allow_restart:
+            raise PermissionError("restart is disabled for this CodeMode (allow_restart=False)")
+        if not self.pool.is_known(session_id) and not await self.snapshots.is_stored(session_id):
+            return  # nothing to restart, and nobody's session to claim
+        session = await self.pool.owned(session_id, user_id)
+        # No lock: a restart must work while a stuck cell holds the session.
+        await self.snapshots.discard(session)
+        if session.kernel is not None:
+            await self.pool.discard(session)
+            session.notice = "The kernel was restarted; earlier variables are gone."
+
+    async def introspect(self, code: str, session_id: str, user_id: str | None) -> Any:
+        session = self.pool.sessions.get(session_id)
+        if session is not None:
+            await self.pool.owned(session_id, user_id)
+        if session is None or session.kernel is None:
+            raise KeyError(f"session {session_id!r} has no kernel; run a cell first")
+        async with session.lock:
+            # Uncapped: the answer is one JSON line, as long as the names of 10,000 variables.
+            result = await session.kernel.execute(code, timeout=30, silent=True, limits=_INTROSPECTION_LIMITS)
+        if result.status != "ok":
+            raise KernelError(f"inspecting the session failed: {describe_error(result)}")
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+    async def bind_for_session(self, session_id: str, tools: list[ToolDefinition], universe: list[ToolDefinition], user_id: str | None) -> Bindings:
+        check_registered(tools)  # before the session is created
+        return self.binder.bind_for_session(await self.pool.owned(session_id, user_id), tools, universe)
+
+    async def shutdown(self) -> None:
+        await self.pool.close()
+        self._loop_thread.closed = True  # no new work: the kernels are going
+        await self.binder.close()
+        if self.launch.gateway is not None:
+            await self.launch.gateway.aclose()
+
+    async def flush_all(self) -> None:
+        await self.snapshots.flush_all(list(self.pool.sessions.values()))

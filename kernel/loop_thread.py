@@ -1,0 +1,77 @@
+"""LoopThread: a private asyncio event loop on a background thread, for CodeMode.
+
+jupyter_client's async sockets belong to the loop that made them, so every kernel of one CodeMode
+is driven from one loop. A private loop on its own thread lets CodeMode's sync methods work from
+plain code and from inside someone else's running loop alike, and its async methods from any loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from toolpath.kernel.errors import KernelError
+
+T = TypeVar("T")
+
+
+class LoopThread:
+    """An event loop running forever on a daemon thread until :meth:`stop`.
+
+    Attributes:
+        closed: set when CodeMode shuts down; from then on every method that runs a coroutine
+            raises ``KernelError`` saying so.
+    """
+
+    def __init__(self, name: str = "toolpath-codemode"):
+        self.loop = asyncio.new_event_loop()
+        self.closed = False
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def check_open(self) -> None:
+        """Raises ``KernelError`` once CodeMode is shut down (:attr:`closed`)."""
+        if self.closed:
+            raise KernelError("this CodeMode has been shut down; create a new one")
+
+    def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Schedule ``coroutine`` on the loop; its future."""
+        if self.closed:
+            coroutine.close()
+            self.check_open()
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+    def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine`` on the loop and block this thread until it is done.
+
+        Raises:
+            RuntimeError: called on the loop's own thread, where blocking would deadlock.
+        """
+        if self.on_loop_thread():
+            coroutine.close()
+            raise RuntimeError("a sync CodeMode method was called from CodeMode's own loop; use the async variant")
+        return self.submit(coroutine).result()
+
+    async def relay(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine`` on the loop and await it from the caller's own loop."""
+        return await asyncio.wrap_future(self.submit(coroutine))
+
+    def on_loop_thread(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    def stop(self) -> None:
+        """Stop the loop and wait (up to 10 s) for its thread to end."""
+        self.closed = True
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=10)
+
+
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    """The calling thread's running event loop, or ``None`` outside one."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

@@ -1,0 +1,236 @@
+"""Session snapshots: each session's variables kept in the store and restored into its next kernel.
+
+A snapshot is written once no cell has run for ``debounce`` seconds (and before an eviction), holding
+only the variables whose pickle changed; the next kernel the session gets (after this process
+restarts, an eviction or a death) loads it before its first cell. The pickling and loading run in
+the kernel (:mod:`toolpath.kernel.kernel_snapshot`); files move through its private directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from typing import Any
+
+from toolpath.kernel.codemode_options import SnapshotPolicy
+from toolpath.kernel.errors import KernelError
+from toolpath.kernel.kernel_snapshot import pack, report_path, unpack
+from toolpath.kernel.notices import exception_line, join, sentence, short_error
+from toolpath.kernel.session_record import SessionRecord
+from toolpath.kernel.snapshot import SnapshotConflictError, SnapshotStore
+from toolpath.registry.storage import StoreError
+
+_SNAPSHOT_MODULE = "toolpath.kernel.kernel_snapshot"
+#: Files in a kernel's private directory through which variables leave and enter it.
+_DUMP_FILE = "snapshot-dump"
+_RESTORE_FILE = "snapshot-restore"
+#: Variables named in a restore notice before the rest are counted.
+_NOTICE_NAMES = 20
+
+
+class SessionSnapshots:
+    """Writes and restores the snapshots of CodeMode's sessions; with no ``store``, keeps nothing.
+
+    Args:
+        store: where snapshots and session owners are kept; ``None``: snapshots are off.
+        policy: when and how much to write.
+        timeout: seconds a dump or restore cell may run (the cells' own limit).
+        busy_wait: seconds a flush waits for a running cell before it keeps the previous snapshot.
+        loop: the loop that drives the kernels (CodeMode's own): the debounce timers run on it.
+    """
+
+    def __init__(self, store: SnapshotStore | None, policy: SnapshotPolicy, timeout: float | None, busy_wait: float, loop: asyncio.AbstractEventLoop):
+        self.store = store
+        self.policy = policy
+        self.timeout = timeout
+        self.busy_wait = busy_wait
+        self.loop = loop
+        # Snapshots the debounce timer started and that are still being written.
+        self._writing: set[asyncio.Task] = set()
+
+    async def claim(self, session_id: str, owner: str | None) -> str | None:
+        """The session's owner: the one recorded in the store, else ``owner`` (then recorded).
+
+        Raises:
+            registry.storage.StoreError: the store cannot be read or written.
+        """
+        if self.store is None:
+            return owner
+        return await asyncio.to_thread(self.store.claim, session_id, owner)
+
+    async def is_stored(self, session_id: str) -> bool:
+        """Whether the store knows the session (it has an owner or a snapshot there)."""
+        return self.store is not None and (await asyncio.to_thread(self.store.owner, session_id))[0]
+
+    async def saved_data(self, session: SessionRecord) -> Any:
+        """The data saved with the session's last snapshot (read from the store before its kernel
+        restores it); ``None`` when there is none."""
+        if self.store is not None and session.kernel is None and session.saved_data is None:
+            # A damaged store is reported by the kernel's restore, which meets the same damage.
+            with contextlib.suppress(StoreError):
+                session.saved_data = await asyncio.to_thread(self.store.saved_data, session.session_id)
+        return session.saved_data
+
+    async def restore(self, session: SessionRecord) -> tuple[str, bool]:
+        """Load the session's snapshot into its new kernel.
+
+        Returns:
+            What was restored and skipped, in words; and whether variables were loaded, after which
+            the caller binds the handles again, over anything restored under their names.
+
+        Never raises: a snapshot that cannot be read leaves the kernel empty and is protected from
+        being overwritten by it (``keep_snapshot``) until :meth:`discard` drops it.
+        """
+        session.restored = False
+        lost, session.lost_kernel = session.lost_kernel, False
+        gone = "earlier variables are gone" if lost else ""
+        if self.store is None or session.kernel is None:
+            return sentence(gone), False
+        kernel = session.kernel
+        try:
+            snapshot = await asyncio.to_thread(self.store.load, session.session_id)
+        except StoreError as error:
+            session.keep_snapshot = True
+            return (
+                f"This session's snapshot could not be read ({error}); this kernel starts empty, and its variables will not be saved over that snapshot (restart discards it).",
+                False,
+            )
+        if snapshot is None:
+            return sentence(gone and f"{gone}: the session has no snapshot"), False
+        session.saved_data = snapshot.data
+        session.digests = dict(snapshot.digests)
+        report: dict[str, Any] = {"restored": [], "failed": {}}
+        if snapshot.pickles:
+            try:
+                await kernel.write_file(_RESTORE_FILE, pack(snapshot.pickles))
+                loaded = await kernel.execute(
+                    f"import {_SNAPSHOT_MODULE} as _toolpath_snapshot\n_toolpath_snapshot.restore({kernel.path(_RESTORE_FILE)!r})\ndel _toolpath_snapshot",
+                    timeout=self.timeout,
+                    silent=True,
+                )
+                if loaded.status != "ok":
+                    raise KernelError(short_error(loaded))
+                report = json.loads(await kernel.take_file(report_path(_RESTORE_FILE)))
+            except (OSError, KernelError, ValueError) as error:
+                # Some variables may have loaded before it stopped; keep the snapshot whole.
+                session.keep_snapshot = True
+                return (
+                    f"Restoring this session's snapshot stopped ({error}); some variables may be missing, so this kernel's variables will not be saved over that snapshot (restart discards it).",
+                    True,
+                )
+        session.restored = True
+        session.unrestored = {name: snapshot.digests[name] for name in report["failed"] if name in snapshot.digests}
+        notice = restore_notice(snapshot.saved, report["restored"], {**snapshot.skipped, **report["failed"]}, kept=sorted(session.unrestored))
+        return notice, bool(snapshot.pickles)
+
+    def schedule(self, session: SessionRecord) -> None:
+        """Snapshot ``session`` once no cell has run for ``debounce`` seconds (call on :attr:`loop`)."""
+        if self.store is None or session.keep_snapshot:
+            return
+        session.dirty = True
+        if session.snapshot_timer is not None:
+            session.snapshot_timer.cancel()
+        session.snapshot_timer = self.loop.call_later(self.policy.debounce, self._start, session)
+
+    def _start(self, session: SessionRecord) -> None:
+        session.snapshot_timer = None
+        task = self.loop.create_task(self.flush(session, wait=False))
+        self._writing.add(task)
+        task.add_done_callback(self._writing.discard)
+
+    async def flush(self, session: SessionRecord, wait: bool = True) -> None:
+        """Write the session's pending snapshot. ``wait=False`` (the debounce timer) gives up when a
+        cell is running, since that cell schedules the next snapshot; ``wait=True`` waits up to
+        ``busy_wait`` seconds for it, then keeps the previous snapshot."""
+        if not session.dirty or session.kernel is None:
+            return
+        if session.lock.locked() and not wait:
+            return
+        try:
+            async with asyncio.timeout(self.busy_wait):
+                await session.lock.acquire()
+        except TimeoutError:
+            return
+        try:
+            await self._snapshot(session)
+        finally:
+            session.lock.release()
+
+    async def flush_all(self, sessions: list[SessionRecord]) -> None:
+        """Write every pending snapshot of ``sessions`` (after any the debounce timer already started)."""
+        if self._writing:
+            await asyncio.gather(*list(self._writing), return_exceptions=True)
+        await asyncio.gather(*(self.flush(session) for session in sessions if session.dirty))
+
+    async def discard(self, session: SessionRecord) -> None:
+        """Forget the session's snapshot, here and in the store (a restart)."""
+        if session.snapshot_timer is not None:
+            session.snapshot_timer.cancel()
+            session.snapshot_timer = None
+        session.dirty = session.keep_snapshot = session.restored = session.lost_kernel = False
+        session.saved_data, session.digests, session.unrestored = None, {}, {}
+        if self.store is not None:
+            await asyncio.to_thread(self.store.discard, session.session_id)
+
+    async def _snapshot(self, session: SessionRecord) -> None:
+        """Write the snapshot of ``session``'s kernel (the caller holds its lock); a failure is told in
+        the next notice and keeps the previous snapshot."""
+        if session.snapshot_timer is not None:
+            session.snapshot_timer.cancel()
+            session.snapshot_timer = None
+        if not session.dirty or session.kernel is None or self.store is None or session.keep_snapshot:
+            return
+        session.dirty = False
+        try:
+            try:
+                await self._write(session)
+            except SnapshotConflictError:  # the stored snapshot changed under us: write every variable
+                session.digests = {}
+                await self._write(session)
+        except Exception as error:  # the cell has already returned: tell the model next time, keep the old snapshot
+            session.notice = join(session.notice, f"Saving this session's snapshot failed ({exception_line(error)}); the previous snapshot, if any, is kept.")
+
+    async def _write(self, session: SessionRecord) -> None:
+        """Pickle the kernel's variables and store those whose pickle changed, in one transaction."""
+        assert session.kernel is not None and self.store is not None
+        kernel = session.kernel
+        dumped = await kernel.execute(
+            f"import {_SNAPSHOT_MODULE} as _toolpath_snapshot\n_toolpath_snapshot.dump({kernel.path(_DUMP_FILE)!r}, {self.policy.max_variable_bytes}, {self.policy.max_snapshot_bytes}, {session.digests!r})\ndel _toolpath_snapshot",
+            timeout=self.timeout,
+            silent=True,
+        )
+        if dumped.status != "ok":
+            raise KernelError(short_error(dumped))
+        report = json.loads(await kernel.take_file(report_path(_DUMP_FILE)))
+        changed = unpack(await kernel.take_file(_DUMP_FILE))
+        # Variables that could not be loaded stay stored until the kernel defines the name itself.
+        session.unrestored = {name: digest for name, digest in session.unrestored.items() if name not in report["saved"] and name not in report["skipped"]}
+        saved = {**report["saved"], **session.unrestored}
+        data = session.data_provider() if session.data_provider is not None else None
+        await asyncio.to_thread(self.store.save, session.session_id, session.owner, saved, changed, report["skipped"], data)
+        session.digests, session.saved_data = saved, data
+
+
+def _names(names: list[str]) -> str:
+    shown = ", ".join(names[:_NOTICE_NAMES])
+    return shown + (f" and {len(names) - _NOTICE_NAMES} more" if len(names) > _NOTICE_NAMES else "")
+
+
+def restore_notice(saved: float, restored: list[str], not_restored: dict[str, str], kept: list[str] = ()) -> str:
+    """What a restore brought back and what it did not, for the model (nothing for an empty snapshot).
+
+    Args:
+        saved: when the snapshot was written, in seconds since the epoch.
+    """
+    if not restored and not not_restored:
+        return ""
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(saved))
+    text = f"Restored {len(restored)} variable(s) from this session's snapshot of {when}" + (f": {_names(restored)}." if restored else ".")
+    if not_restored:
+        reasons = [f"{name} ({reason})" for name, reason in sorted(not_restored.items())]
+        text += f" Not restored: {_names(reasons)}."
+    if kept:
+        text += f" The snapshot keeps {_names(list(kept))} for a later kernel that can load them (define the name, or restart, to drop them)."
+    return text
