@@ -86,10 +86,12 @@ class CodeModeEngine:
         return kernel
 
     async def stop_kernel(self, kernel: IPythonKernel) -> None:
+        """Close the kernel's bridge (cancelling its in-flight calls) and shut it down."""
         await self.binder.release(kernel)
         await kernel.shutdown()
 
     async def run(self, code: str, session_id: str, call_loop: asyncio.AbstractEventLoop | None = None, user_id: str | None = None) -> CellResult:
+        """Run a cell in the session's kernel (CodeMode.arun); host tools' async functions run on ``call_loop``."""
         session = await self.pool.owned(session_id, user_id)
         cells = self.cells
         async with session.lock:
@@ -136,17 +138,20 @@ class CodeModeEngine:
             return replace(result, notice=join(notice, result.notice)) if notice else result
 
     async def start(self, session_id: str, user_id: str | None) -> None:
+        """Give the session its kernel now (CodeMode.astart)."""
         session = await self.pool.owned(session_id, user_id)
         async with session.lock:
             if session.kernel is None:
                 session.notice = join(session.notice, await self.pool.start_kernel(session))
 
     async def save_with_snapshot(self, session_id: str, provider: Callable[[], Any], user_id: str | None) -> Any:
+        """CodeMode.asave_with_snapshot."""
         session = await self.pool.owned(session_id, user_id)
         session.data_provider = provider
         return await self.snapshots.saved_data(session)
 
     async def restart(self, session_id: str, user_id: str | None) -> None:
+        """Discard the session's kernel and snapshot (CodeMode.arestart)."""
         if not self.allow_restart:
             raise PermissionError("restart is disabled for this CodeMode (allow_restart=False)")
         if not self.pool.is_known(session_id) and not await self.snapshots.is_stored(session_id):
@@ -159,6 +164,7 @@ class CodeModeEngine:
             session.notice = "The kernel was restarted; earlier variables are gone."
 
     async def introspect(self, code: str, session_id: str, user_id: str | None) -> Any:
+        """Run a silent housekeeping cell that prints one JSON line; that line, parsed."""
         session = self.pool.sessions.get(session_id)
         if session is not None:
             await self.pool.owned(session_id, user_id)
@@ -172,15 +178,19 @@ class CodeModeEngine:
         return json.loads(result.stdout.strip().splitlines()[-1])
 
     async def bind_for_session(self, session_id: str, tools: list[ToolDefinition], universe: list[ToolDefinition], user_id: str | None) -> Bindings:
+        """CodeMode.abind."""
         check_registered(tools)  # before the session is created
         return self.binder.bind_for_session(await self.pool.owned(session_id, user_id), tools, universe)
 
     async def shutdown(self) -> None:
+        """Write pending snapshots, then refuse new work and shut every kernel and connection down."""
+        await self.flush_all()
+        self._loop_thread.closed = True
         await self.pool.close()
-        self._loop_thread.closed = True  # no new work: the kernels are going
         await self.binder.close()
         if self.launch.gateway is not None:
             await self.launch.gateway.aclose()
 
     async def flush_all(self) -> None:
+        """Write every session's pending snapshot."""
         await self.snapshots.flush_all(list(self.pool.sessions.values()))

@@ -236,8 +236,8 @@ class SessionPool:
                         session.notice = join(session.notice, f"Stopping this session's idle kernel failed ({exception_line(error)}).")
 
     async def close(self) -> None:
-        """Write pending snapshots, stop the background tasks and shut every kernel down (sessions and pool)."""
-        await self.snapshots.flush_all(list(self.sessions.values()))
+        """Stop the background tasks and shut every kernel down (sessions and pool); write pending
+        snapshots first (:meth:`SessionSnapshots.flush_all`)."""
         self.closed = True
         background = [task for task in (self._reaper, self._filling) if task is not None]
         for task in background:

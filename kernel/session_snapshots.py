@@ -16,6 +16,7 @@ from typing import Any
 
 from toolpath.kernel.codemode_options import SnapshotPolicy
 from toolpath.kernel.errors import KernelError
+from toolpath.kernel.ipython_kernel import IPythonKernel
 from toolpath.kernel.kernel_snapshot import pack, report_path, unpack
 from toolpath.kernel.notices import exception_line, join, sentence, short_error
 from toolpath.kernel.session_record import SessionRecord
@@ -105,14 +106,7 @@ class SessionSnapshots:
         if snapshot.pickles:
             try:
                 await kernel.write_file(_RESTORE_FILE, pack(snapshot.pickles))
-                loaded = await kernel.execute(
-                    f"import {_SNAPSHOT_MODULE} as _toolpath_snapshot\n_toolpath_snapshot.restore({kernel.path(_RESTORE_FILE)!r})\ndel _toolpath_snapshot",
-                    timeout=self.timeout,
-                    silent=True,
-                )
-                if loaded.status != "ok":
-                    raise KernelError(short_error(loaded))
-                report = json.loads(await kernel.take_file(report_path(_RESTORE_FILE)))
+                report = await self._in_kernel(kernel, f"restore({kernel.path(_RESTORE_FILE)!r})", _RESTORE_FILE)
             except (OSError, KernelError, ValueError) as error:
                 # Some variables may have loaded before it stopped; keep the snapshot whole.
                 session.keep_snapshot = True
@@ -174,6 +168,19 @@ class SessionSnapshots:
         if self.store is not None:
             await asyncio.to_thread(self.store.discard, session.session_id)
 
+    async def _in_kernel(self, kernel: IPythonKernel, call: str, file: str) -> dict[str, Any]:
+        """Run ``toolpath.kernel.kernel_snapshot.<call>`` in a silent cell; the report it wrote next to ``file``.
+
+        Raises:
+            KernelError: the cell failed (its exception in one line).
+        """
+        done = await kernel.execute(
+            f"import {_SNAPSHOT_MODULE} as _toolpath_snapshot\n_toolpath_snapshot.{call}\ndel _toolpath_snapshot", timeout=self.timeout, silent=True
+        )
+        if done.status != "ok":
+            raise KernelError(short_error(done))
+        return json.loads(await kernel.take_file(report_path(file)))
+
     async def _snapshot(self, session: SessionRecord) -> None:
         """Write the snapshot of ``session``'s kernel (the caller holds its lock); a failure is told in
         the next notice and keeps the previous snapshot."""
@@ -196,14 +203,10 @@ class SessionSnapshots:
         """Pickle the kernel's variables and store those whose pickle changed, in one transaction."""
         assert session.kernel is not None and self.store is not None
         kernel = session.kernel
-        dumped = await kernel.execute(
-            f"import {_SNAPSHOT_MODULE} as _toolpath_snapshot\n_toolpath_snapshot.dump({kernel.path(_DUMP_FILE)!r}, {self.policy.max_variable_bytes}, {self.policy.max_snapshot_bytes}, {session.digests!r})\ndel _toolpath_snapshot",
-            timeout=self.timeout,
-            silent=True,
+        policy = self.policy
+        report = await self._in_kernel(
+            kernel, f"dump({kernel.path(_DUMP_FILE)!r}, {policy.max_variable_bytes}, {policy.max_snapshot_bytes}, {session.digests!r})", _DUMP_FILE
         )
-        if dumped.status != "ok":
-            raise KernelError(short_error(dumped))
-        report = json.loads(await kernel.take_file(report_path(_DUMP_FILE)))
         changed = unpack(await kernel.take_file(_DUMP_FILE))
         # Variables that could not be loaded stay stored until the kernel defines the name itself.
         session.unrestored = {name: digest for name, digest in session.unrestored.items() if name not in report["saved"] and name not in report["skipped"]}
