@@ -45,16 +45,16 @@ from typing import TYPE_CHECKING, Any
 from toolpath.errors import Refusal
 from toolpath.kernel import CellResult, CodeMode, KernelError
 from toolpath.kernel.bindings import Bindings, toolkit_of
-from toolpath.planner.cell import PlannedCell, is_variable_name, render_cell
-from toolpath.planner.graph import kinds_of
-from toolpath.planner.parts import checked_request, plan_parts, task_text
-from toolpath.planner.planning import DEFAULT_TASK_BUDGET_S, Plan, PlanningCancelled, TaskBudget
-from toolpath.planner.search import SkillHit
-from toolpath.planner.task import TaskPlan, TaskRun, UnboundParametersError
+from toolpath.planner.planning.graph import kinds_of
+from toolpath.planner.planning.plans import DEFAULT_TASK_BUDGET_S, Plan, PlanningCancelled, TaskBudget
+from toolpath.planner.search.skills import SkillHit
+from toolpath.planner.tasks.cell import PlannedCell, is_variable_name, render_cell
+from toolpath.planner.tasks.parts import checked_request, plan_parts, task_text
+from toolpath.planner.tasks.task import TaskPlan, TaskRun, UnboundParametersError
 from toolpath.registry import ToolDefinition
 
 if TYPE_CHECKING:
-    from toolpath.planner.workspace import Workspace
+    from toolpath.planner.tasks.workspace import Workspace
 
 #: Lines of "next steps" in the instructions; the rest are counted.
 MAX_NEXT_STEPS = 15
@@ -475,7 +475,7 @@ class AgentSession:
         time_budget_s: float | None = DEFAULT_TASK_BUDGET_S,
     ) -> TaskPlan:
         """:meth:`plan_task` in a worker thread. Cancelling the awaiting coroutine (its client is
-        gone) stops the worker at its next check (:class:`toolpath.planner.planning.TaskBudget`)."""
+        gone) stops the worker at its next check (:class:`toolpath.planner.planning.plans.TaskBudget`)."""
         cancel = threading.Event()
         try:
             return await asyncio.to_thread(self.plan_task, task, inputs, held, time_budget_s=time_budget_s, cancel=cancel)
