@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolpath.catalogs import default_catalog_paths
 from toolpath.planner.planning.graph import StateGraph
-from toolpath.planner.planning.plans import DEFAULT_TASK_BUDGET_S, Plan, TaskBudget, plan
+from toolpath.planner.planning.plans import DEFAULT_TASK_BUDGET_S, Plan, plan
 from toolpath.registry import CatalogError, CatalogProblem, LoadedCatalogs, ToolDefinition, import_roots, load_checked
 from toolpath.registry.catalog import UNREADABLE, module_paths
 
@@ -142,18 +142,11 @@ class Workspace:
             PlanningTimeout: planning outlasted ``time_budget_s``. PlanningCancelled: ``cancel`` was set.
             ValueError: ``time_budget_s`` is not a positive number or ``None``.
         """
-        from toolpath.planner.tasks.cell import render_cell
-        from toolpath.planner.tasks.parts import checked_request, plan_parts, task_text
-        from toolpath.planner.tasks.task import TaskPlan
+        from toolpath.planner.tasks.pipeline import TaskContext, plan_request
 
-        TaskBudget.check_seconds(time_budget_s)
-        task, held = checked_request(self.graph, task, inputs, held)  # before the model loads: fail fast
-        text = task_text(task)
-        index = self.index
-        index.load_query_model()  # loading the model is not planning: the budget starts after it
-        parts, joint = plan_parts(task, index, self.graph, inputs=inputs, held=held, budget=TaskBudget.start(time_budget_s, cancel))
-        cell = render_cell(joint, inputs, text, registry=self.graph.registry, refinements=self.graph.refinements)
-        return TaskPlan(task, dict(inputs or {}), parts, joint, cell)
+        # The index is built on first use, so a request refused while checked builds none.
+        context = TaskContext(self.graph, lambda: self.index)
+        return plan_request(context, task, inputs, held, time_budget_s=time_budget_s, cancel=cancel)
 
     def code_mode(self, timeout: float | None = 300.0, **options: Any) -> CodeMode:
         """A :class:`toolpath.kernel.CodeMode` whose kernels can import every loaded catalog's tools.
