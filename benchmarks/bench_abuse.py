@@ -71,7 +71,7 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "toolpath.planner.cli", "serve", "--http", f"127.0.0.1:{self.port}", "--tokens", str(tokens_file)],
+            [sys.executable, "-m", "toolpath.planner.interfaces.cli", "serve", "--http", f"127.0.0.1:{self.port}", "--tokens", str(tokens_file)],
             cwd=ROOT,
             env={**os.environ, "TOOLPATH_HOME": str(home)},
             stdout=subprocess.DEVNULL,

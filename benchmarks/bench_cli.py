@@ -82,7 +82,7 @@ def command_timings(rounds: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-cli-") as home:
         environment["TOOLPATH_HOME"] = home
         environment.pop("TOOLPATH_MODELS", None)
-        processes = {name: [sys.executable, "-m", "toolpath.planner.cli", *arguments] for name, arguments in COMMANDS.items()}
+        processes = {name: [sys.executable, "-m", "toolpath.planner.interfaces.cli", *arguments] for name, arguments in COMMANDS.items()}
         processes["import torch"] = [sys.executable, "-c", "import torch"]
         warm_up = {name: timed(command, environment)[0] for name, command in processes.items()}
         wall: dict[str, list[float]] = {name: [] for name in processes}
@@ -134,8 +134,8 @@ def cpu_bound_process():
 
 
 def embedding_timings(queries: list[str]) -> dict:
-    from toolpath.planner.embedding import SentenceTransformerEmbedder
-    from toolpath.planner.onnx_embedding import OnnxEmbedder
+    from toolpath.planner.search.embedding import SentenceTransformerEmbedder
+    from toolpath.planner.search.onnx_embedding import OnnxEmbedder
 
     with tempfile.TemporaryDirectory(prefix="bench-models-") as scratch:
         models = os.environ.get("TOOLPATH_MODELS") or scratch

@@ -302,7 +302,7 @@ def main() -> None:
         return
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from toolpath.planner.planning import DEFAULT_TIME_BUDGET_MS
+    from toolpath.planner.planning.plans import DEFAULT_TIME_BUDGET_MS
 
     time_budget_ms = args.time_budget if args.time_budget is not None else DEFAULT_TIME_BUDGET_MS
     report: dict = {"states": STATES, "layers": LAYERS, "seed": args.seed, "time_budget_ms": time_budget_ms, "sizes": {}}

@@ -12,7 +12,7 @@ embedding each query in turn); hybrid is also scored with sentence-transformers'
 the two paths' largest 1 − cosine is reported over the tool texts and 1,000 queries embedded one at
 a time (issue 19: ≤ 1e-5, Recall@5 unchanged ± 0.002).
 ``--tune`` also grid-searches the fusion constants on this dev data (the only data used to set
-``toolpath.planner.search.RRF_K`` and ``DENSE_WEIGHT``). Target (issue 7): hybrid beats the best single
+``toolpath.planner.search.skills.RRF_K`` and ``DENSE_WEIGHT``). Target (issue 7): hybrid beats the best single
 method on Recall@5.
 
 **Speed**: a catalog of 2,000 tools with 5 affordances each (10,000 texts, taken from the dev
@@ -40,9 +40,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from toolpath.planner import SkillIndex, StateGraph  # noqa: E402
-from toolpath.planner.embedding import default_embedder  # noqa: E402
-from toolpath.planner.embedding_cache import EmbeddingCache  # noqa: E402
-from toolpath.planner.onnx_embedding import OnnxEmbedder  # noqa: E402
+from toolpath.planner.search.embedding import default_embedder  # noqa: E402
+from toolpath.planner.search.embedding_cache import EmbeddingCache  # noqa: E402
+from toolpath.planner.search.onnx_embedding import OnnxEmbedder  # noqa: E402
 from toolpath.registry import ToolDefinition, ToolRegistry  # noqa: E402
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "metatool"

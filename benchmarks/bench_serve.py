@@ -100,7 +100,7 @@ def over_http(home: Path, calls: int) -> dict:
     tokens.write_text(json.dumps({token: "bench"}))
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "toolpath.planner.cli", "serve", "--http", f"127.0.0.1:{port}", "--tokens", str(tokens)],
+        [sys.executable, "-m", "toolpath.planner.interfaces.cli", "serve", "--http", f"127.0.0.1:{port}", "--tokens", str(tokens)],
         cwd=ROOT,
         env={**os.environ, "TOOLPATH_HOME": str(home)},
         stdout=subprocess.DEVNULL,
@@ -133,7 +133,7 @@ def over_http(home: Path, calls: int) -> dict:
 def over_stdio(home: Path, calls: int) -> dict:
     async def run() -> dict:
         parameters = StdioServerParameters(
-            command=sys.executable, args=["-m", "toolpath.planner.cli", "serve"], env={**os.environ, "TOOLPATH_HOME": str(home)}, cwd=str(ROOT)
+            command=sys.executable, args=["-m", "toolpath.planner.interfaces.cli", "serve"], env={**os.environ, "TOOLPATH_HOME": str(home)}, cwd=str(ROOT)
         )
         async with Client(parameters) as client:
             return await through(client, calls)

@@ -10,39 +10,39 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from toolpath.planner.cell import PlannedCell, render_cell
-    from toolpath.planner.goals import NoMatchingSkillError, choose_goal
-    from toolpath.planner.graph import StateGraph, UnknownStateError
-    from toolpath.planner.planning import NoPlanError, Plan, PlanningCancelled, PlanningTimeout, PlanStep, alternative_plans, plan, plan_to_run
-    from toolpath.planner.search import SkillHit, SkillIndex
-    from toolpath.planner.session import AgentSession, SessionState, StalePlanError
-    from toolpath.planner.task import TaskPlan, TaskRun, UnboundParametersError
-    from toolpath.planner.workspace import Workspace
+    from toolpath.planner.planning.graph import StateGraph, UnknownStateError
+    from toolpath.planner.planning.plans import NoPlanError, Plan, PlanningCancelled, PlanningTimeout, PlanStep, alternative_plans, plan, plan_to_run
+    from toolpath.planner.search.skills import SkillHit, SkillIndex
+    from toolpath.planner.tasks.agent_session import AgentSession, SessionState, StalePlanError
+    from toolpath.planner.tasks.cell import PlannedCell, render_cell
+    from toolpath.planner.tasks.goals import NoMatchingSkillError, choose_goal
+    from toolpath.planner.tasks.task import TaskPlan, TaskRun, UnboundParametersError
+    from toolpath.planner.tasks.workspace import Workspace
 
 _HOME = {
-    "AgentSession": "toolpath.planner.session",
-    "NoMatchingSkillError": "toolpath.planner.goals",
-    "NoPlanError": "toolpath.planner.planning",
-    "Plan": "toolpath.planner.planning",
-    "PlanStep": "toolpath.planner.planning",
-    "PlanningCancelled": "toolpath.planner.planning",
-    "PlanningTimeout": "toolpath.planner.planning",
-    "PlannedCell": "toolpath.planner.cell",
-    "SessionState": "toolpath.planner.session",
-    "SkillHit": "toolpath.planner.search",
-    "SkillIndex": "toolpath.planner.search",
-    "StalePlanError": "toolpath.planner.session",
-    "StateGraph": "toolpath.planner.graph",
-    "TaskPlan": "toolpath.planner.task",
-    "TaskRun": "toolpath.planner.task",
-    "UnboundParametersError": "toolpath.planner.task",
-    "UnknownStateError": "toolpath.planner.graph",
-    "Workspace": "toolpath.planner.workspace",
-    "alternative_plans": "toolpath.planner.planning",
-    "choose_goal": "toolpath.planner.goals",
-    "plan": "toolpath.planner.planning",
-    "plan_to_run": "toolpath.planner.planning",
-    "render_cell": "toolpath.planner.cell",
+    "AgentSession": "toolpath.planner.tasks.agent_session",
+    "NoMatchingSkillError": "toolpath.planner.tasks.goals",
+    "NoPlanError": "toolpath.planner.planning.plans",
+    "Plan": "toolpath.planner.planning.plans",
+    "PlanStep": "toolpath.planner.planning.plans",
+    "PlanningCancelled": "toolpath.planner.planning.plans",
+    "PlanningTimeout": "toolpath.planner.planning.plans",
+    "PlannedCell": "toolpath.planner.tasks.cell",
+    "SessionState": "toolpath.planner.tasks.agent_session",
+    "SkillHit": "toolpath.planner.search.skills",
+    "SkillIndex": "toolpath.planner.search.skills",
+    "StalePlanError": "toolpath.planner.tasks.agent_session",
+    "StateGraph": "toolpath.planner.planning.graph",
+    "TaskPlan": "toolpath.planner.tasks.task",
+    "TaskRun": "toolpath.planner.tasks.task",
+    "UnboundParametersError": "toolpath.planner.tasks.task",
+    "UnknownStateError": "toolpath.planner.planning.graph",
+    "Workspace": "toolpath.planner.tasks.workspace",
+    "alternative_plans": "toolpath.planner.planning.plans",
+    "choose_goal": "toolpath.planner.tasks.goals",
+    "plan": "toolpath.planner.planning.plans",
+    "plan_to_run": "toolpath.planner.planning.plans",
+    "render_cell": "toolpath.planner.tasks.cell",
 }
 
 __all__ = sorted(_HOME)

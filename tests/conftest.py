@@ -31,7 +31,7 @@ def toolpath_home(tmp_path_factory):
 def toolpath_models(tmp_path_factory):
     """One ONNX export of the query model for the whole test session (it takes about 20 s), shared
     by the tests and CLIs that use a home of their own."""
-    from toolpath.planner.onnx_embedding import MODELS_VARIABLE
+    from toolpath.planner.search.onnx_embedding import MODELS_VARIABLE
 
     with pytest.MonkeyPatch.context() as patch:
         models = tmp_path_factory.mktemp("toolpath-models")
@@ -163,7 +163,7 @@ def chemistry_graph(chemistry):
 
 @pytest.fixture(scope="session")
 def embedder():
-    from toolpath.planner.embedding import default_embedder
+    from toolpath.planner.search.embedding import default_embedder
 
     return default_embedder()
 

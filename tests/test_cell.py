@@ -3,7 +3,7 @@ import ast
 import pytest
 
 from toolpath.planner import plan, render_cell
-from toolpath.planner.cell import InputError
+from toolpath.planner.tasks.cell import InputError
 
 ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
 

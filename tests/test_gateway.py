@@ -196,7 +196,7 @@ def test_the_run_command_runs_its_cell_on_a_gateway(kernel_gateway, tmp_path):
     command = [
         sys.executable,
         "-m",
-        "toolpath.planner.cli",
+        "toolpath.planner.interfaces.cli",
         "run",
         "is aspirin drug-like? check Lipinski's rule of five",
         "--input",
@@ -252,6 +252,6 @@ def test_no_kernel_is_left_on_the_gateway_when_shutdown_interrupts_the_pool(kern
 
 
 def test_a_gateway_token_without_a_gateway_is_refused_by_the_command_line(tmp_path):
-    command = [sys.executable, "-m", "toolpath.planner.cli", "run", "is aspirin drug-like?", "--input", "smiles=CCO"]
+    command = [sys.executable, "-m", "toolpath.planner.interfaces.cli", "run", "is aspirin drug-like?", "--input", "smiles=CCO"]
     refused = subprocess.run(command, env={**os.environ, "TOOLPATH_GATEWAY_TOKEN": "secret"}, capture_output=True, text=True, timeout=300)
     assert refused.returncode == 2 and "TOOLPATH_GATEWAY_TOKEN is set but no gateway is" in refused.stderr

@@ -15,8 +15,8 @@ import yaml
 
 from toolpath.kernel import CodeMode, MCPToolkit
 from toolpath.kernel.mcp_connection import PROBE_AFTER_IDLE
-from toolpath.planner.draft import draft_catalog, server_config
-from toolpath.planner.workspace import Workspace
+from toolpath.planner.interfaces.draft import draft_catalog, server_config
+from toolpath.planner.tasks.workspace import Workspace
 from toolpath.registry import CatalogError, lint_catalogs, read_catalog
 
 pytestmark = pytest.mark.integration
@@ -371,7 +371,7 @@ def test_catalog_errors_name_an_undeclared_server_and_a_tool_that_cannot_be_both
 def test_the_servers_catalog_resource_hides_mcp_server_environments_and_headers(tmp_path):
     from mcp import Client
 
-    from toolpath.planner.server import ToolpathServer
+    from toolpath.planner.interfaces.server import ToolpathServer
 
     path = tmp_path / "clock.yaml"
     path.write_text(
@@ -400,7 +400,7 @@ def test_the_servers_catalog_resource_hides_mcp_server_environments_and_headers(
 
 
 def toolpath(*arguments):
-    return subprocess.run([sys.executable, "-m", "toolpath.planner.cli", *arguments], capture_output=True, text=True, timeout=300, cwd=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "toolpath.planner.interfaces.cli", *arguments], capture_output=True, text=True, timeout=300, cwd=str(ROOT))
 
 
 def test_catalog_draft_writes_a_file_whole_and_refuses_to_overwrite_or_to_draft_from_a_broken_server(tmp_path, git_repository):
@@ -442,7 +442,7 @@ def test_catalog_draft_warns_when_a_value_is_written_as_given_and_keeps_keyword_
 
 
 def test_a_draft_that_would_not_load_says_where_and_why():
-    from toolpath.planner.draft import load_problems
+    from toolpath.planner.interfaces.draft import load_problems
 
     (problem,) = load_problems("domain: d\ntools:\n  - name: t\n    required_parameters: [{name: page size, type: int}]\n")
     assert problem.startswith("line 4: TP101 tools[0].required_parameters[0].name:") and "'page size' is not a parameter name" in problem

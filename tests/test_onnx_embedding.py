@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from toolpath.catalogs import default_catalog_paths
-from toolpath.planner.embedding import DefaultEmbedder, SentenceTransformerEmbedder
-from toolpath.planner.onnx_embedding import DATA_FILE, MANIFEST_FILE, MODEL_FILE, OnnxEmbedder, QueryModelError
+from toolpath.planner.search.embedding import DefaultEmbedder, SentenceTransformerEmbedder
+from toolpath.planner.search.onnx_embedding import DATA_FILE, MANIFEST_FILE, MODEL_FILE, OnnxEmbedder, QueryModelError
 from toolpath.registry import load_catalogs
 
 pytestmark = pytest.mark.integration
@@ -96,7 +96,7 @@ def test_a_damaged_export_is_noticed_and_exported_again(onnx, toolpath_models, t
         shutil.rmtree(directory)
         shutil.copytree(good, directory)
 
-    monkeypatch.setattr("toolpath.planner.onnx_embedding._export", export_again)
+    monkeypatch.setattr("toolpath.planner.search.onnx_embedding._export", export_again)
     embedder = OnnxEmbedder(tmp_path)
     vector = embedder(["group similar molecules"])
     assert exported == [damaged]
@@ -142,7 +142,7 @@ def test_an_export_that_cannot_run_says_why_and_queries_fall_back_to_sentence_tr
 def test_search_from_the_command_line_imports_no_torch_once_the_catalog_is_embedded(toolpath_models):
     probe = (
         "import sys, contextlib, io\n"
-        "from toolpath.planner.cli import main\n"
+        "from toolpath.planner.interfaces.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
         "    main(['search', 'group similar molecules', '--k', '1', '--json'])\n"
         "print(json.dumps({'hits': json.loads(out.getvalue())['hits'], 'loaded': sorted(m for m in ('torch', 'sentence_transformers', 'jupyter_client', 'toolpath.kernel.ipython_kernel') if m in sys.modules)}))\n"

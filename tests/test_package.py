@@ -25,7 +25,7 @@ OLD_NAMES = ("kernel", "planner", "registry", "catalogs")
 def test_every_name_of_the_facade_resolves_and_nothing_else_is_offered():
     for name in toolpath.__all__:
         assert getattr(toolpath, name) is not None, name
-    assert toolpath.Workspace is importlib.import_module("toolpath.planner.workspace").Workspace
+    assert toolpath.Workspace is importlib.import_module("toolpath.planner.tasks.workspace").Workspace
     with pytest.raises(AttributeError, match="module 'toolpath' has no attribute 'Kernel'"):
         toolpath.Kernel  # noqa: B018
 
@@ -47,7 +47,7 @@ def test_the_built_wheel_holds_one_top_level_package(tmp_path):
     assert {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")} == {"toolpath"}
     for package in (
         "toolpath/kernel/kernel_setup.py",
-        "toolpath/planner/cli.py",
+        "toolpath/planner/interfaces/cli.py",
         "toolpath/registry/catalog.py",
         "toolpath/catalogs/chemistry/catalog.yaml",
         "toolpath/catalogs/catalog.schema.json",
@@ -68,7 +68,7 @@ def shadowing_folder(tmp_path):
 @pytest.mark.integration
 def test_the_cli_runs_a_task_from_a_folder_with_the_users_own_kernel_and_catalogs_packages(shadowing_folder):
     run = subprocess.run(
-        [sys.executable, "-m", "toolpath.planner.cli", "run", "parse this molecule", "--input", "smiles=CCO"],
+        [sys.executable, "-m", "toolpath.planner.interfaces.cli", "run", "parse this molecule", "--input", "smiles=CCO"],
         capture_output=True,
         text=True,
         cwd=shadowing_folder,
@@ -101,8 +101,8 @@ def test_every_public_error_descends_from_toolpath_error_and_refusals_keep_their
 
     outside = []
     for package in ("toolpath.registry", "toolpath.kernel", "toolpath.planner"):
-        for module_info in pkgutil.iter_modules(importlib.import_module(package).__path__):
-            module = importlib.import_module(f"{package}.{module_info.name}")
+        for module_info in pkgutil.walk_packages(importlib.import_module(package).__path__, f"{package}."):
+            module = importlib.import_module(module_info.name)
             for name, value in vars(module).items():
                 error = inspect.isclass(value) and issubclass(value, BaseException) and not issubclass(value, Warning)
                 if error and value.__module__ == module.__name__ and not name.startswith("_"):
@@ -116,20 +116,43 @@ def test_every_public_error_descends_from_toolpath_error_and_refusals_keep_their
     assert issubclass(UnknownStateError, ValueError) and issubclass(PlanningTimeout, TimeoutError) and issubclass(NoPlanError, Refusal)
 
 
+def _imported_names(path):
+    """``(line, module)`` for every import in the file at ``path``, lazy and type-checking ones too."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            yield node.lineno, node.module or ""
+
+
 def test_imports_flow_one_way_registry_then_kernel_then_planner():
     layers = {"registry": 0, "kernel": 1, "planner": 2}
     upward = []
     for folder, rank in layers.items():
-        for path in sorted((ROOT / folder).glob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(), str(path))):
-                names = (
-                    [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-                )
-                for name in names:
-                    parts = name.split(".")
-                    if parts[0] == "toolpath" and len(parts) > 1 and layers.get(parts[1], -1) > rank:
-                        upward.append(f"{folder}/{path.name}:{node.lineno} imports {name}")
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for line, name in _imported_names(path):
+                parts = name.split(".")
+                if parts[0] == "toolpath" and len(parts) > 1 and layers.get(parts[1], -1) > rank:
+                    upward.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
     assert upward == []
+
+
+def test_the_planner_s_sub_packages_import_one_way_planning_then_search_then_tasks_then_interfaces():
+    """Each layer of the pipeline imports only the layers below it (lazy imports too), none imports
+    the ``toolpath.planner`` façade, and each sub-package's ``__init__`` imports nothing, so that
+    importing one pulls none of its heavy modules."""
+    layers = {"planning": 0, "search": 1, "tasks": 2, "interfaces": 3}
+    assert sorted(path.name for path in (ROOT / "planner").iterdir() if path.is_dir() and path.name != "__pycache__") == sorted(layers)
+    assert sorted(path.name for path in (ROOT / "planner").glob("*.py")) == ["__init__.py"]
+    wrong = []
+    for folder, rank in layers.items():
+        for path in sorted((ROOT / "planner" / folder).glob("*.py")):
+            for line, name in _imported_names(path):
+                if path.name == "__init__.py":
+                    wrong.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+                elif name == "toolpath.planner" or (name.startswith("toolpath.planner.") and layers.get(name.split(".")[2], -1) > rank):
+                    wrong.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+    assert wrong == []
 
 
 def _imports_outside_type_checking(tree):
@@ -149,9 +172,11 @@ def test_no_module_imports_one_that_imports_it_back_even_on_first_use():
     import networkx
 
     folders = {"toolpath": "toolpath", "registry": "toolpath.registry", "kernel": "toolpath.kernel", "planner": "toolpath.planner"}
-    modules = {
-        package if path.stem == "__init__" else f"{package}.{path.stem}": path for folder, package in folders.items() for path in (ROOT / folder).glob("*.py")
-    }
+    modules = {}
+    for folder, package in folders.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            dotted = ".".join([package, *path.relative_to(ROOT / folder).with_suffix("").parts])
+            modules[dotted.removesuffix(".__init__")] = path
     graph = networkx.DiGraph()
     for name, path in modules.items():
         for node in _imports_outside_type_checking(ast.parse(path.read_text(), str(path))):
@@ -193,7 +218,7 @@ def test_the_command_line_says_in_one_line_which_catalog_it_skipped_and_goes_on(
     needy = _catalog(tmp_path / "needy.yaml", "needy", "requirements:\n  modules: [toolpath_absent_module]\n  install: pip install toolpath-absent\n")
     plain = _catalog(tmp_path / "plain.yaml", "plain")
     shown = subprocess.run(
-        [sys.executable, "-m", "toolpath.planner.cli", "plan", "--goal", "plain.done", "--catalog", str(needy), "--catalog", str(plain)],
+        [sys.executable, "-m", "toolpath.planner.interfaces.cli", "plan", "--goal", "plain.done", "--catalog", str(needy), "--catalog", str(plain)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -204,7 +229,10 @@ def test_the_command_line_says_in_one_line_which_catalog_it_skipped_and_goes_on(
     ]
     assert "act" in shown.stdout
     alone = subprocess.run(
-        [sys.executable, "-m", "toolpath.planner.cli", "plan", "--goal", "needy.done", "--catalog", str(needy)], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "toolpath.planner.interfaces.cli", "plan", "--goal", "needy.done", "--catalog", str(needy)],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert alone.returncode == 2 and "TP107" in alone.stderr and "pip install toolpath-absent" in alone.stderr and "Traceback" not in alone.stderr
 
@@ -218,7 +246,8 @@ def test_requirements_must_name_modules(tmp_path):
 
 def test_a_missing_optional_part_names_the_extra_that_brings_it(monkeypatch, tmp_path):
     from toolpath.errors import MissingExtraError
-    from toolpath.planner import Workspace, picture
+    from toolpath.planner import Workspace
+    from toolpath.planner.planning import picture
 
     graph = Workspace.open().graph
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed

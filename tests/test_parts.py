@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from toolpath.planner import plan
-from toolpath.planner.parts import split_task
-from toolpath.planner.search import QueryError
+from toolpath.planner.search.skills import QueryError
+from toolpath.planner.tasks.parts import split_task
 
 ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
 
@@ -81,7 +81,7 @@ def test_free_text_never_drops_a_clause(workspace):
 
 @pytest.mark.parametrize("bad", [["parse this molecule", None], [], "   ", 5, b"parse", {"parse": 1}])
 def test_a_task_that_is_neither_text_nor_steps_is_refused(workspace, bad):
-    from toolpath.planner.search import QueryError
+    from toolpath.planner.search.skills import QueryError
 
     with pytest.raises(QueryError):
         workspace.plan_task(bad)
@@ -108,7 +108,7 @@ def test_a_part_already_held_says_so_and_states_the_caller_holds_stay_held(works
 
 
 def test_new_inputs_replace_what_a_session_held_but_not_the_state_they_carry(workspace):
-    from toolpath.planner.parts import plan_parts
+    from toolpath.planner.tasks.parts import plan_parts
 
     # A session's held states are another matter: a new SMILES means a new molecule, so what was
     # parsed before, and made from it, is planned again.
@@ -134,7 +134,7 @@ def test_a_tool_that_must_run_runs_even_when_its_state_is_held(chemistry_graph):
 
 def test_cli_takes_steps_and_reports_parts(tmp_path):
     def toolpath(*arguments):
-        return subprocess.run([sys.executable, "-m", "toolpath.planner.cli", *arguments], capture_output=True, text=True, timeout=300)
+        return subprocess.run([sys.executable, "-m", "toolpath.planner.interfaces.cli", *arguments], capture_output=True, text=True, timeout=300)
 
     completed = toolpath(
         "cell",

@@ -3,7 +3,8 @@
 import random
 import xml.dom.minidom
 
-from toolpath.planner import StateGraph, picture, plan
+from toolpath.planner import StateGraph, plan
+from toolpath.planner.planning import picture
 from toolpath.registry import State, ToolDefinition, ToolRegistry
 
 

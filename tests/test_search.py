@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from toolpath.planner import NoMatchingSkillError, NoPlanError, SkillIndex, StateGraph, choose_goal
-from toolpath.planner.embedding import SentenceTransformerEmbedder
-from toolpath.planner.embedding_cache import EmbeddingCache
-from toolpath.planner.search import QueryError
+from toolpath.planner.search.embedding import SentenceTransformerEmbedder
+from toolpath.planner.search.embedding_cache import EmbeddingCache
+from toolpath.planner.search.skills import QueryError
 from toolpath.registry import State, ToolDefinition, ToolRegistry
 
 pytestmark = pytest.mark.integration
@@ -270,7 +270,7 @@ def test_goal_choice_explains_when_no_hit_can_be_reached():
 
 @pytest.mark.integration
 def test_goal_choice_never_picks_a_held_state_and_says_true_reasons(index, chemistry_graph):
-    from toolpath.planner.goals import choose_goal
+    from toolpath.planner.tasks.goals import choose_goal
 
     held = choose_goal(
         "validate a SMILES string and get the molecular weight of a molecule",

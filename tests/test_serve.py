@@ -20,8 +20,8 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from toolpath.kernel.sandbox import SandboxPolicy, sandbox_problem
-from toolpath.planner.server import ServeError, ToolpathServer, kernel_placement, read_tokens
-from toolpath.planner.workspace import Workspace
+from toolpath.planner.interfaces.server import ServeError, ToolpathServer, kernel_placement, read_tokens
+from toolpath.planner.tasks.workspace import Workspace
 
 pytestmark = pytest.mark.integration
 
@@ -41,7 +41,7 @@ def _nested(depth):
 def served(home):
     return Client(
         StdioServerParameters(
-            command=sys.executable, args=["-m", "toolpath.planner.cli", "serve"], env={**os.environ, "TOOLPATH_HOME": str(home)}, cwd=str(ROOT)
+            command=sys.executable, args=["-m", "toolpath.planner.interfaces.cli", "serve"], env={**os.environ, "TOOLPATH_HOME": str(home)}, cwd=str(ROOT)
         )
     )
 
@@ -142,7 +142,17 @@ def serve_over_http(tmp_path, listening_server):
         tokens_file = tmp_path / "tokens.json"
         tokens_file.write_text(json.dumps({token if user == "alice" else _sha256(token): user for token, user in tokens.items()}))
         port = listening_server(
-            lambda port: [sys.executable, "-m", "toolpath.planner.cli", "serve", "--http", f"127.0.0.1:{port}", "--tokens", str(tokens_file), *options],
+            lambda port: [
+                sys.executable,
+                "-m",
+                "toolpath.planner.interfaces.cli",
+                "serve",
+                "--http",
+                f"127.0.0.1:{port}",
+                "--tokens",
+                str(tokens_file),
+                *options,
+            ],
             cwd=str(ROOT),
             env={**os.environ, "TOOLPATH_HOME": str(tmp_path / "home")},
         )
@@ -179,7 +189,7 @@ def test_over_http_users_code_is_sandboxed_unless_the_operator_says_plain(serve_
 
 
 def test_multi_user_serve_refuses_plain_kernels_it_cannot_sandbox_unless_told(monkeypatch):
-    monkeypatch.setattr("toolpath.planner.server.sandbox_problem", lambda: "bubblewrap cannot set up a sandbox here: no user namespaces")
+    monkeypatch.setattr("toolpath.planner.interfaces.server.sandbox_problem", lambda: "bubblewrap cannot set up a sandbox here: no user namespaces")
     with pytest.raises(
         ServeError, match="users' kernels run sandboxed .* no user namespaces. Run kernels on a gateway \\(--gateway-url\\), or give --kernels plain"
     ):
@@ -191,7 +201,7 @@ def test_multi_user_serve_refuses_plain_kernels_it_cannot_sandbox_unless_told(mo
 
 
 def test_sandbox_limits_are_read_from_the_command_line_with_what_to_write_when_wrong():
-    from toolpath.planner.cli import CommandLineError, _sandbox_limits
+    from toolpath.planner.interfaces.cli import CommandLineError, _sandbox_limits
 
     assert _sandbox_limits(["memory_bytes=1GiB", "processes=64", "cpu_seconds=none", "disk_bytes=512"]) == {
         "memory_bytes": 2**30,
@@ -332,11 +342,21 @@ def test_a_user_over_a_quota_gets_an_error_naming_it_and_another_user_is_served(
 def test_hashed_tokens_are_read_and_malformed_ones_refused_with_what_to_write(tmp_path):
     token = "a-long-random-token-of-alice"
     hashed = subprocess.run(
-        [sys.executable, "-m", "toolpath.planner.cli", "serve", "--hash-token"], input=token + "\n", capture_output=True, text=True, cwd=str(ROOT), timeout=120
+        [sys.executable, "-m", "toolpath.planner.interfaces.cli", "serve", "--hash-token"],
+        input=token + "\n",
+        capture_output=True,
+        text=True,
+        cwd=str(ROOT),
+        timeout=120,
     )
     assert hashed.returncode == 0 and hashed.stdout.strip() == _sha256(token)
     short = subprocess.run(
-        [sys.executable, "-m", "toolpath.planner.cli", "serve", "--hash-token"], input="short\n", capture_output=True, text=True, cwd=str(ROOT), timeout=120
+        [sys.executable, "-m", "toolpath.planner.interfaces.cli", "serve", "--hash-token"],
+        input="short\n",
+        capture_output=True,
+        text=True,
+        cwd=str(ROOT),
+        timeout=120,
     )
     assert short.returncode != 0 and "fewer than 16" in short.stderr
 
@@ -474,7 +494,7 @@ def attacked_server(request, tmp_path_factory, module_listening_server):
         lambda port: [
             sys.executable,
             "-m",
-            "toolpath.planner.cli",
+            "toolpath.planner.interfaces.cli",
             "serve",
             "--http",
             f"127.0.0.1:{port}",

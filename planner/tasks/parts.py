@@ -11,9 +11,9 @@ fragment that matches no skill by :data:`FRAGMENT_MIN_SCORE` is words of its nei
 agent that already decomposed its task passes its steps instead, and they are taken as they are.
 A task over :data:`MAX_TASK_CHARS` characters or :data:`MAX_TASK_PARTS` parts is refused up front.
 
-Each part gets its goal from :func:`toolpath.planner.goals.choose_goal`: a state to reach, or a tool that
+Each part gets its goal from :func:`toolpath.planner.tasks.goals.choose_goal`: a state to reach, or a tool that
 must run (a tool hit, or a tool the part names). The goals of all parts are planned **jointly** as
-one cost-optimal plan (:func:`toolpath.planner.planning.plan` with ``must_run``), so a state one part
+one cost-optimal plan (:func:`toolpath.planner.planning.plans.plan` with ``must_run``), so a state one part
 produces is what the next part consumes, and shared steps run once; among plans of equal cost, the
 one whose tools the parts' words are most about (``prefer``). Steps are then ordered by data flow
 and, where data flow leaves the order open, by the part they serve (the first part's steps first).
@@ -28,11 +28,11 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from toolpath.planner.goals import MIN_SCORE, GoalChoice, NoMatchingSkillError, choose_goal
-from toolpath.planner.graph import StateGraph
-from toolpath.planner.inputs import check_input_names, input_for, plain_value
-from toolpath.planner.planning import NO_BUDGET, NoPlanError, Plan, TaskBudget, TieBreak, plan, qualified_name
-from toolpath.planner.search import QueryError, SkillIndex, check_text
+from toolpath.planner.planning.graph import StateGraph
+from toolpath.planner.planning.inputs import check_input_names, input_for, plain_value
+from toolpath.planner.planning.plans import NO_BUDGET, NoPlanError, Plan, TaskBudget, TieBreak, plan, qualified_name
+from toolpath.planner.search.skills import QueryError, SkillIndex, check_text
+from toolpath.planner.tasks.goals import MIN_SCORE, GoalChoice, NoMatchingSkillError, choose_goal
 from toolpath.registry import ToolDefinition
 
 # Lines and semicolons end a part; so do ".", "!" or "?" followed by space ("people.csv" stays whole).
@@ -131,7 +131,7 @@ def split_task(text: str) -> list[str]:
 MAX_TASK_CHARS = 10_000
 #: Parts a task text may be cut into (:func:`fragments`, before neighbours join). Each part is one
 #: skill search and a plan per candidate goal; 100 plan in a few seconds with the shipped catalogs
-#: (``benchmarks/bench_long_tasks.py``), well within :data:`toolpath.planner.planning.DEFAULT_TASK_BUDGET_S`;
+#: (``benchmarks/bench_long_tasks.py``), well within :data:`toolpath.planner.planning.plans.DEFAULT_TASK_BUDGET_S`;
 #: a task with more parts is several tasks.
 MAX_TASK_PARTS = 100
 #: Steps a task given as a list may have: each step is a part (see :data:`MAX_TASK_PARTS`).
@@ -146,7 +146,7 @@ def checked_task(task: object) -> str | tuple[str, ...]:
     Raises:
         QueryError: anything else (an empty text, no steps, a step that is not a non-empty string),
             a text with a control character or bytes that were not UTF-8
-            (:func:`toolpath.planner.search.check_text`), or a task over :data:`MAX_TASK_CHARS` characters,
+            (:func:`toolpath.planner.search.skills.check_text`), or a task over :data:`MAX_TASK_CHARS` characters,
             :data:`MAX_TASK_PARTS` parts or :data:`MAX_TASK_STEPS` steps (the message gives the
             limit and the task's size).
     """
@@ -262,8 +262,8 @@ def match_parts(
             fragment is a part, and one that matches nothing is reported as unmatched, never
             dropped.
         fragment_min_score: default :data:`FRAGMENT_MIN_SCORE`.
-        budget: checked before each match (:meth:`toolpath.planner.planning.TaskBudget.check`).
-        index, graph, inputs, held, render: as for :func:`toolpath.planner.goals.choose_goal`.
+        budget: checked before each match (:meth:`toolpath.planner.planning.plans.TaskBudget.check`).
+        index, graph, inputs, held, render: as for :func:`toolpath.planner.tasks.goals.choose_goal`.
 
     Returns:
         One :class:`PartMatch` per (merged) part, in order.
@@ -476,7 +476,7 @@ def checked_request(
 
     Raises:
         QueryError: see :func:`checked_task`. InputError: a bad input name, or a value with no
-            literal form (:func:`toolpath.planner.inputs.plain_value`): refused here, whatever the plan, so
+            literal form (:func:`toolpath.planner.planning.inputs.plain_value`): refused here, whatever the plan, so
             no goal is passed over for it. UnknownStateError: an unknown held state.
     """
     held = frozenset([held] if isinstance(held, str) else held)
@@ -489,7 +489,7 @@ def checked_request(
 
 def held_unless_replaced(graph: StateGraph, held: Collection[str], inputs: Mapping[str, Any]) -> frozenset[str]:
     """The states a session holds that a task's inputs do not replace. An input meant for a
-    parameter of a tool (:func:`toolpath.planner.inputs.input_for`) means "use this value", so the states
+    parameter of a tool (:func:`toolpath.planner.planning.inputs.input_for`) means "use this value", so the states
     that tool produces, and everything produced from them, are planned again rather than taken as
     held (a new ``smiles`` re-parses the molecule instead of analysing the one parsed before). A
     state an input itself carries stays held: the input is its value."""
@@ -527,7 +527,7 @@ def plan_parts(
 
     ``held`` states (the caller's word) stay held. ``session_held`` states (what an agent session
     holds from earlier tasks) stay held unless the inputs replace them (:func:`held_unless_replaced`).
-    Input states the inputs give (:meth:`toolpath.planner.graph.StateGraph.input_states_given`) are held.
+    Input states the inputs give (:meth:`toolpath.planner.planning.graph.StateGraph.input_states_given`) are held.
     ``budget`` is checked between parts, candidate goals and before the joint plan.
 
     Returns:
@@ -537,7 +537,7 @@ def plan_parts(
         QueryError: an empty task or step.
         NoMatchingSkillError: no part matches any skill (the whole text was tried as one part too).
         NoPlanError: no single plan reaches the goals of all matched parts.
-        PlanningTimeout, PlanningCancelled: from ``budget`` (:class:`toolpath.planner.planning.TaskBudget`).
+        PlanningTimeout, PlanningCancelled: from ``budget`` (:class:`toolpath.planner.planning.plans.TaskBudget`).
     """
     task = checked_task(task)
     held = frozenset(held) | held_unless_replaced(graph, session_held, inputs or {}) | graph.input_states_given(inputs or {})

@@ -31,11 +31,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from toolpath.errors import Refusal
-from toolpath.planner.cell import PlannedCell, render_cell
-from toolpath.planner.graph import StateGraph
-from toolpath.planner.inputs import InputError, names_a_step
-from toolpath.planner.planning import NO_BUDGET, NoPlanError, Plan, TaskBudget, plan, plan_to_run
-from toolpath.planner.search import MIN_SCORE, SkillHit, SkillIndex
+from toolpath.planner.planning.graph import StateGraph
+from toolpath.planner.planning.inputs import InputError, names_a_step
+from toolpath.planner.planning.plans import NO_BUDGET, NoPlanError, Plan, TaskBudget, plan, plan_to_run
+from toolpath.planner.search.skills import MIN_SCORE, SkillHit, SkillIndex
+from toolpath.planner.tasks.cell import PlannedCell, render_cell
 from toolpath.registry import ToolDefinition
 
 MARGIN = 0.05
@@ -190,7 +190,7 @@ def choose_goal(
 ) -> GoalChoice:
     """Pick the goal states for ``task``.
 
-    ``render`` turns each candidate's plan into its cell (default :func:`toolpath.planner.cell.render_cell`
+    ``render`` turns each candidate's plan into its cell (default :func:`toolpath.planner.tasks.cell.render_cell`
     with ``inputs``, ``task`` and the graph's registry); a session passes one that wires its
     artifacts and handles. ``budget`` is checked before the search and before each candidate.
 
@@ -200,7 +200,7 @@ def choose_goal(
         InputError: the best candidates' cells would put an input where it is not meant (a
             candidate refused so is passed over when another serves).
         QueryError: an empty task.
-        PlanningTimeout, PlanningCancelled: from ``budget`` (:class:`toolpath.planner.planning.TaskBudget`).
+        PlanningTimeout, PlanningCancelled: from ``budget`` (:class:`toolpath.planner.planning.plans.TaskBudget`).
     """
     budget.check()
     hits = index.search(task, k=k, held=held)

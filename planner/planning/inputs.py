@@ -28,7 +28,7 @@ from toolpath.registry.names import parameter_name
 
 class InputError(Refusal, ValueError):
     """A user input that cannot become a variable of the cell (bad name, or a value with no literal
-    form), or that would go where it is not meant (see :mod:`toolpath.planner.inputs`)."""
+    form), or that would go where it is not meant (see :mod:`toolpath.planner.planning.inputs`)."""
 
 
 def split_name(name: str) -> tuple[str | None, str]:

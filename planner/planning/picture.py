@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 from toolpath.errors import MissingExtraError
 
 if TYPE_CHECKING:  # annotations only: the graph draws itself through this module (StateGraph.to_mermaid)
-    from toolpath.planner.graph import StateGraph
-    from toolpath.planner.planning import Plan
+    from toolpath.planner.planning.graph import StateGraph
+    from toolpath.planner.planning.plans import Plan
 
 
 #: The formats :func:`render` writes.

@@ -8,9 +8,9 @@ from typing import Any
 
 from toolpath.errors import Refusal
 from toolpath.kernel import CellResult, format_for_model
-from toolpath.planner.cell import PlannedCell, UnboundParameter
-from toolpath.planner.parts import PartMatch
-from toolpath.planner.planning import Plan
+from toolpath.planner.planning.plans import Plan
+from toolpath.planner.tasks.cell import PlannedCell, UnboundParameter
+from toolpath.planner.tasks.parts import PartMatch
 
 
 class UnboundParametersError(Refusal, ValueError):

@@ -23,16 +23,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolpath.errors import Refusal, ToolpathError
-from toolpath.planner.planning import DEFAULT_TIME_BUDGET_MS, NoPlanError, alternative_plans, plan
-from toolpath.planner.serve_limits import SERVE_MAX_KERNELS, SERVE_MAX_KERNELS_PER_USER, SERVE_MAX_SESSIONS_PER_USER, SERVE_MAX_TASKS_PER_USER
-from toolpath.planner.workspace import CATALOGS_VARIABLE, Workspace, resolve_catalog_paths
+from toolpath.planner.interfaces.serve_limits import SERVE_MAX_KERNELS, SERVE_MAX_KERNELS_PER_USER, SERVE_MAX_SESSIONS_PER_USER, SERVE_MAX_TASKS_PER_USER
+from toolpath.planner.planning.plans import DEFAULT_TIME_BUDGET_MS, NoPlanError, alternative_plans, plan
+from toolpath.planner.tasks.workspace import CATALOGS_VARIABLE, Workspace, resolve_catalog_paths
 
 if TYPE_CHECKING:
-    from toolpath.planner.cell import PlannedCell
-    from toolpath.planner.parts import PartMatch
-    from toolpath.planner.planning import Plan
-    from toolpath.planner.search import SkillHit
-    from toolpath.planner.task import TaskPlan
+    from toolpath.planner.planning.plans import Plan
+    from toolpath.planner.search.skills import SkillHit
+    from toolpath.planner.tasks.cell import PlannedCell
+    from toolpath.planner.tasks.parts import PartMatch
+    from toolpath.planner.tasks.task import TaskPlan
 
 EXAMPLES = {
     "run": """examples:
@@ -207,7 +207,7 @@ def _print_plan(plan: Plan) -> None:
 
 
 def _print_task_plan(task_plan: TaskPlan) -> None:
-    from toolpath.planner.parts import task_text
+    from toolpath.planner.tasks.parts import task_text
 
     print(f"Task: {task_text(task_plan.task)}")
     if len(task_plan.parts) > 1:
@@ -264,13 +264,13 @@ def _task(arguments: argparse.Namespace) -> str | list[str]:
 def _prepare_query_model() -> None:
     """Start loading the query embedding model in a thread: it overlaps loading the catalogs and
     the search code, on another core."""
-    from toolpath.planner.embedding import default_embedder
+    from toolpath.planner.search.embedding import default_embedder
 
     default_embedder().prepare_queries()
 
 
 def command_run(arguments: argparse.Namespace) -> int:
-    from toolpath.planner.task import UnboundParametersError
+    from toolpath.planner.tasks.task import UnboundParametersError
 
     task = _task(arguments)
     _prepare_query_model()
@@ -371,7 +371,7 @@ def _strength(hit: SkillHit) -> str:
 
 
 def command_search(arguments: argparse.Namespace) -> int:
-    from toolpath.planner.search import MIN_SCORE
+    from toolpath.planner.search.skills import MIN_SCORE
 
     if not arguments.query.strip():
         raise CommandLineError("the query is empty; describe what you want to achieve")
@@ -454,7 +454,7 @@ def _catalog_paths(arguments: argparse.Namespace) -> list[Path]:
 
 
 def _picture(workspace: Workspace, arguments: argparse.Namespace) -> int:
-    from toolpath.planner import picture  # matplotlib loads only for an image
+    from toolpath.planner.planning import picture  # matplotlib loads only for an image
 
     graph = workspace.graph
     graph.check_states(arguments.have)
@@ -475,7 +475,7 @@ def _picture(workspace: Workspace, arguments: argparse.Namespace) -> int:
 
 
 def command_init(arguments: argparse.Namespace) -> int:
-    from toolpath.planner.scaffold import ScaffoldError, scaffold
+    from toolpath.planner.interfaces.scaffold import ScaffoldError, scaffold
 
     try:
         catalog = scaffold(arguments.domain, arguments.directory)
@@ -522,8 +522,8 @@ def _sandbox_limits(items: Sequence[str]) -> dict[str, int | None]:
 
 def command_serve(arguments: argparse.Namespace) -> int:
     from toolpath.kernel.sandbox import SandboxPolicy
-    from toolpath.planner.http_serving import HttpLimits
-    from toolpath.planner.server import ServeError, serve  # the MCP SDK loads only for this command
+    from toolpath.planner.interfaces.http_serving import HttpLimits
+    from toolpath.planner.interfaces.server import ServeError, serve  # the MCP SDK loads only for this command
 
     if arguments.hash_token:
         print(_hashed_token_from_stdin())
@@ -564,7 +564,7 @@ def _hashed_token_from_stdin() -> str:
     Raises:
         CommandLineError: no token, a token with spaces or line breaks inside, or a short one.
     """
-    from toolpath.planner.server import MIN_TOKEN_LENGTH, hash_token
+    from toolpath.planner.interfaces.server import MIN_TOKEN_LENGTH, hash_token
 
     token = (getpass.getpass("token (not shown): ") if sys.stdin.isatty() else sys.stdin.read()).strip()
     if not token or any(character.isspace() for character in token):
@@ -592,7 +592,7 @@ def command_catalog_draft(arguments: argparse.Namespace) -> int:
     import asyncio
 
     from toolpath.kernel import MCPConnectionError  # the MCP SDK loads only for this command
-    from toolpath.planner.draft import draft_catalog, load_problems, server_config
+    from toolpath.planner.interfaces.draft import draft_catalog, load_problems, server_config
 
     env = _pairs(arguments.env, "=", "--env", "GITHUB_TOKEN=${GITHUB_TOKEN}")
     headers = _pairs(arguments.header, ":", "--header", "Authorization: Bearer ${TOKEN}")

@@ -1,6 +1,6 @@
 """Export the shipped all-MiniLM-L6-v2 to ONNX, for embedding queries without torch.
 
-Run in its own process by :mod:`toolpath.planner.onnx_embedding` (``python -m toolpath.planner.onnx_export DIRECTORY``),
+Run in its own process by :mod:`toolpath.planner.search.onnx_embedding` (``python -m toolpath.planner.search.onnx_export DIRECTORY``),
 so torch and sentence-transformers (seconds to import, about 500 MB) never load in the process that
 searches. It writes into DIRECTORY:
 
@@ -12,11 +12,11 @@ searches. It writes into DIRECTORY:
   when loaded: half the peak memory and a quarter of the load time of weights inside the graph.
 - ``manifest.json``: what was exported (model id and package version, the torch, ONNX Runtime and
   opset versions, the tokenizer's maximum length, the files' sizes and SHA-256 digests) and sentence-transformers'
-  vectors of :data:`toolpath.planner.onnx_embedding.PROBE_TEXTS`, which the query process checks against.
+  vectors of :data:`toolpath.planner.search.onnx_embedding.PROBE_TEXTS`, which the query process checks against.
 
 The export is checked before it is kept: ONNX Runtime's vectors of the probe texts, one by one and as
 one padded batch, loaded as the query process loads them, must agree with sentence-transformers' to
-:data:`toolpath.planner.onnx_embedding.TOLERANCE` (1 − cosine).
+:data:`toolpath.planner.search.onnx_embedding.TOLERANCE` (1 − cosine).
 
 Exit status: 0 when written; 1 with the reason on standard error otherwise.
 """
@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from toolpath.errors import ToolpathError
-from toolpath.planner.embedding_model import DEFAULT_MODEL_ID, default_model_path, default_model_version
-from toolpath.planner.onnx_embedding import (
+from toolpath.planner.search.embedding_model import DEFAULT_MODEL_ID, default_model_path, default_model_version
+from toolpath.planner.search.onnx_embedding import (
     DATA_FILE,
     INPUT_NAMES,
     MANIFEST_FILE,
@@ -136,7 +136,7 @@ def export(directory: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
     if len(arguments) != 1 or not os.path.isdir(arguments[0]):
-        print("usage: python -m toolpath.planner.onnx_export DIRECTORY (an existing directory)", file=sys.stderr)
+        print("usage: python -m toolpath.planner.search.onnx_export DIRECTORY (an existing directory)", file=sys.stderr)
         return 2
     try:
         export(Path(arguments[0]))

@@ -5,7 +5,7 @@ with its description, affordances, name in words and parameter names. Two rankin
 are fused:
 
 * **dense**: the best cosine similarity between the query and any one text of the entry, from
-  sentence-transformers embeddings (cached in SQLite, see :mod:`toolpath.planner.embedding_cache`), so a
+  sentence-transformers embeddings (cached in SQLite, see :mod:`toolpath.planner.search.embedding_cache`), so a
   single well-phrased affordance is enough to match;
 * **BM25** (``bm25s``, Snowball-stemmed English, stop words removed) over all the entry's texts.
 
@@ -32,10 +32,10 @@ import numpy as np
 import Stemmer
 
 from toolpath.errors import Refusal
-from toolpath.planner.embedding import Embedder, EmbedderUnavailableError, checked_vectors, default_embedder
-from toolpath.planner.embedding_cache import CachedEmbedder, EmbeddingCache, warn_unusable
-from toolpath.planner.graph import StateGraph
-from toolpath.planner.planning import NoPlanError, Plan, plan, plan_to_run
+from toolpath.planner.planning.graph import StateGraph
+from toolpath.planner.planning.plans import NoPlanError, Plan, plan, plan_to_run
+from toolpath.planner.search.embedding import Embedder, EmbedderUnavailableError, checked_vectors, default_embedder
+from toolpath.planner.search.embedding_cache import CachedEmbedder, EmbeddingCache, warn_unusable
 from toolpath.registry.storage import StoreError
 
 #: Reciprocal-rank-fusion constant (Cormack et al. use 60); tuned on MetaTool dev (grid 1, 5, 20, 60).
@@ -43,7 +43,7 @@ RRF_K = 20
 #: Weight of the dense ranking in the fusion (BM25 gets the rest); tuned on MetaTool dev (grid 0.5-0.9).
 DENSE_WEIGHT = 0.8
 
-#: Cosine similarity a hit needs to match a task (:func:`toolpath.planner.goals.choose_goal`, which says how
+#: Cosine similarity a hit needs to match a task (:func:`toolpath.planner.tasks.goals.choose_goal`, which says how
 #: it was set); ``toolpath search`` marks hits below it.
 MIN_SCORE = 0.35
 
@@ -323,7 +323,7 @@ class SkillIndex:
     def tool_relevance(self, query: str) -> dict[int, float]:
         """``{tool id: score}`` of every tool for ``query``, the fused score :meth:`search` ranks by
         (higher is more relevant; only the order means something). For breaking ties between plans
-        of equal cost (:func:`toolpath.planner.planning.plan`'s ``prefer``).
+        of equal cost (:func:`toolpath.planner.planning.plans.plan`'s ``prefer``).
 
         Raises:
             QueryError: the query is empty or blank.

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 from tqdm import tqdm
 
-from toolpath.planner.embedding import Embedder, checked_vectors
+from toolpath.planner.search.embedding import Embedder, checked_vectors
 from toolpath.registry.storage import StoreError, connected, database_file, table_exists, transaction
 
 _TABLE = "embeddings"

@@ -9,7 +9,7 @@ of these that exists:
    step whose return has the parameter's name;
 2. ``held``: the newest held artifact (a session's kernel variable) carrying that state or a
    refinement of it;
-3. ``input``: a user input meant for the parameter (:func:`toolpath.planner.inputs.input_for`): a plain
+3. ``input``: a user input meant for the parameter (:func:`toolpath.planner.planning.inputs.input_for`): a plain
    input fills required parameters of its name, a step-qualified one (``write_report.path``) that
    tool's parameter, required or optional;
 4. ``variable``: for a required parameter, the kernel variable of its name when the session has one;
@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from toolpath.kernel.bindings import BINDER_FUNCTION, Bindings
-from toolpath.planner.graph import kinds_of
-from toolpath.planner.inputs import InputError, check_input_names, input_for, is_qualified, names_tool, python_literal, split_name
-from toolpath.planner.planning import Plan, qualified_name
+from toolpath.planner.planning.graph import kinds_of
+from toolpath.planner.planning.inputs import InputError, check_input_names, input_for, is_qualified, names_tool, python_literal, split_name
+from toolpath.planner.planning.plans import Plan, qualified_name
 from toolpath.registry import ToolDefinition, ToolParameter, ToolRegistry
 from toolpath.registry.names import python_identifier
 
@@ -203,7 +203,7 @@ def render_cell(
 
     Parameters:
         plan: the plan to render.
-        inputs: user inputs by parameter name, or ``TOOL.PARAMETER`` (:mod:`toolpath.planner.inputs`),
+        inputs: user inputs by parameter name, or ``TOOL.PARAMETER`` (:mod:`toolpath.planner.planning.inputs`),
             JSON-like values. Each used one becomes a variable named like the input (``path``;
             ``write_report_path``), unless that name is reserved (``print`` → ``print_``) or taken.
         task: the task text, quoted in the cell's header comment.
@@ -217,7 +217,7 @@ def render_cell(
             required parameter nothing else supplies is read from the variable of its name.
         also_show: kernel variables the final expression shows too (the artifacts of parts of the
             task that were already held), after the plan's own results.
-        refinements: ``{state: the state it refines}`` (:attr:`toolpath.planner.graph.StateGraph.refinements`).
+        refinements: ``{state: the state it refines}`` (:attr:`toolpath.planner.planning.graph.StateGraph.refinements`).
 
     Returns:
         A :class:`PlannedCell`.

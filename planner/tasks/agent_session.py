@@ -45,16 +45,17 @@ from typing import TYPE_CHECKING, Any
 from toolpath.errors import Refusal
 from toolpath.kernel import CellResult, CodeMode, KernelError
 from toolpath.kernel.bindings import Bindings, toolkit_of
-from toolpath.planner.cell import PlannedCell, is_variable_name, render_cell
-from toolpath.planner.graph import kinds_of
-from toolpath.planner.parts import checked_request, plan_parts, task_text
-from toolpath.planner.planning import DEFAULT_TASK_BUDGET_S, Plan, PlanningCancelled, TaskBudget
-from toolpath.planner.search import SkillHit
-from toolpath.planner.task import TaskPlan, TaskRun, UnboundParametersError
+from toolpath.planner.planning.graph import kinds_of
+from toolpath.planner.planning.plans import DEFAULT_TASK_BUDGET_S, Plan, PlanningCancelled, TaskBudget
+from toolpath.planner.search.skills import SkillHit
+from toolpath.planner.tasks.cell import PlannedCell, is_variable_name, render_cell
+from toolpath.planner.tasks.parts import PartMatch, task_text
+from toolpath.planner.tasks.pipeline import TaskContext, TaskRequest, plan_request
+from toolpath.planner.tasks.task import TaskPlan, TaskRun, UnboundParametersError
 from toolpath.registry import ToolDefinition
 
 if TYPE_CHECKING:
-    from toolpath.planner.workspace import Workspace
+    from toolpath.planner.tasks.workspace import Workspace
 
 #: Lines of "next steps" in the instructions; the rest are counted.
 MAX_NEXT_STEPS = 15
@@ -438,33 +439,27 @@ class AgentSession:
         """
         self._check_open()
         self._check_kernel()
-        TaskBudget.check_seconds(time_budget_s)
-        graph = self.workspace.graph
-        # Held states the caller names stay held; the session's own may be replaced by the inputs.
-        task, explicit = checked_request(graph, task, inputs, () if held is None else held)
-        text = task_text(task)
-        session_held = self.held if held is None else ()
-        index = self.workspace.index
-        index.load_query_model()  # loading the model is not planning: the budget starts after it
-        budget = TaskBudget.start(time_budget_s, cancel)
-        parts, joint = plan_parts(
-            task,
-            index,
-            graph,
-            inputs=inputs,
-            held=explicit,
-            session_held=session_held,
-            render=lambda plan: self._render(plan, inputs, text, self._prospective_bindings(plan)),
-            budget=budget,
+        context = TaskContext(
+            self.workspace.graph,
+            lambda: self.workspace.index,
+            # Held states the caller names stay held; the session's own may be replaced by the inputs.
+            session_held=self.held if held is None else frozenset(),
+            render_candidate=lambda request, plan: self._render(plan, request.inputs, request.text, self._prospective_bindings(plan)),
+            render_chosen=self._render_chosen,
+            session_id=self.session_id,
         )
+        return plan_request(context, task, inputs, () if held is None else held, time_budget_s=time_budget_s, cancel=cancel)
+
+    def _render_chosen(self, request: TaskRequest, parts: tuple[PartMatch, ...], joint: Plan, budget: TaskBudget) -> PlannedCell:
+        """The cell of the task's joint plan, once its domains are bound; it also shows the held
+        artifacts of parts whose goal was held already."""
         budget.check()  # a cancelled plan binds no domains
         self.bind_domains(toolkit_of(step.tool) for step in joint.steps)
         bindings = self._bindings if self._bindings is not None else self._prospective_bindings(joint)
         with self._lock:
             artifact_of = self._artifact_of()
         already = [artifact_of[state] for part in parts if part.status == "held" for state in sorted(part.goal) if state in artifact_of]
-        cell = self._render(joint, inputs, text, bindings, also_show=already)
-        return TaskPlan(task, dict(inputs or {}), parts, joint, cell, session_id=self.session_id)
+        return self._render(joint, request.inputs, request.text, bindings, also_show=already)
 
     async def aplan_task(
         self,
@@ -475,7 +470,7 @@ class AgentSession:
         time_budget_s: float | None = DEFAULT_TASK_BUDGET_S,
     ) -> TaskPlan:
         """:meth:`plan_task` in a worker thread. Cancelling the awaiting coroutine (its client is
-        gone) stops the worker at its next check (:class:`toolpath.planner.planning.TaskBudget`)."""
+        gone) stops the worker at its next check (:class:`toolpath.planner.planning.plans.TaskBudget`)."""
         cancel = threading.Event()
         try:
             return await asyncio.to_thread(self.plan_task, task, inputs, held, time_budget_s=time_budget_s, cancel=cancel)

@@ -1,5 +1,5 @@
 """``toolpath serve``'s default caps on kernels, sessions and running tasks, per user and in all
-(read by the command line for its options and by :class:`toolpath.planner.server.ToolpathServer`).
+(read by the command line for its options and by :class:`toolpath.planner.interfaces.server.ToolpathServer`).
 """
 
 #: ``toolpath serve``'s cap on one user's live kernels: an agent rarely works in more than a few

@@ -2,7 +2,7 @@
 
 Example::
 
-    from toolpath.planner.workspace import Workspace
+    from toolpath.planner.tasks.workspace import Workspace
 
     workspace = Workspace.open()                       # the shipped catalogs
     task = workspace.plan_task("is aspirin drug-like?", inputs={"smiles": "CC(=O)Oc1ccccc1C(=O)O"})
@@ -26,18 +26,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolpath.catalogs import default_catalog_paths
-from toolpath.planner.graph import StateGraph
-from toolpath.planner.planning import DEFAULT_TASK_BUDGET_S, Plan, TaskBudget, plan
+from toolpath.planner.planning.graph import StateGraph
+from toolpath.planner.planning.plans import DEFAULT_TASK_BUDGET_S, Plan, plan
 from toolpath.registry import CatalogError, CatalogProblem, LoadedCatalogs, ToolDefinition, import_roots, load_checked
 from toolpath.registry.catalog import UNREADABLE, module_paths
 
 if TYPE_CHECKING:
     from toolpath.kernel import CodeMode
-    from toolpath.planner.cell import PlannedCell
-    from toolpath.planner.embedding import Embedder
-    from toolpath.planner.search import SkillHit, SkillIndex
-    from toolpath.planner.session import AgentSession, SessionState
-    from toolpath.planner.task import TaskPlan, TaskRun
+    from toolpath.planner.search.embedding import Embedder
+    from toolpath.planner.search.skills import SkillHit, SkillIndex
+    from toolpath.planner.tasks.agent_session import AgentSession, SessionState
+    from toolpath.planner.tasks.cell import PlannedCell
+    from toolpath.planner.tasks.task import TaskPlan, TaskRun
 
 
 #: Environment variable listing catalog files (separated by ``os.pathsep``) to load with the shipped ones.
@@ -97,13 +97,13 @@ class Workspace:
     @property
     def index(self) -> SkillIndex:
         if self._index is None:
-            from toolpath.planner.search import SkillIndex
+            from toolpath.planner.search.skills import SkillIndex
 
             self._index = SkillIndex(self.graph, self.embedder)
         return self._index
 
     def search(self, query: str, k: int = 10, **filters: Any) -> list[SkillHit]:
-        """:meth:`toolpath.planner.search.SkillIndex.search` (filters: ``held``, ``domain``, ``kind``, ``reachable_only``)."""
+        """:meth:`toolpath.planner.search.skills.SkillIndex.search` (filters: ``held``, ``domain``, ``kind``, ``reachable_only``)."""
         return self.index.search(query, k=k, **filters)
 
     def plan(self, goal: Iterable[str], held: Iterable[str] = (), avoid: Collection[str] = ()) -> Plan:
@@ -111,8 +111,8 @@ class Workspace:
 
     def plan_goal(self, goal: Iterable[str], inputs: Mapping[str, Any] | None = None, held: Iterable[str] = ()) -> tuple[Plan, PlannedCell]:
         """Plan to explicit goal states and render the cell (no search); input states the inputs give
-        are held (:meth:`toolpath.planner.graph.StateGraph.input_states_given`)."""
-        from toolpath.planner.cell import render_cell
+        are held (:meth:`toolpath.planner.planning.graph.StateGraph.input_states_given`)."""
+        from toolpath.planner.tasks.cell import render_cell
 
         goal_plan = self.plan(goal, held=frozenset(held) | self.graph.input_states_given(inputs or {}))
         return goal_plan, render_cell(goal_plan, inputs, registry=self.graph.registry, refinements=self.graph.refinements)
@@ -126,7 +126,7 @@ class Workspace:
         time_budget_s: float | None = DEFAULT_TASK_BUDGET_S,
         cancel: threading.Event | None = None,
     ) -> TaskPlan:
-        """Plan a task given in words or as a list of steps (see :mod:`toolpath.planner.parts`): each part is
+        """Plan a task given in words or as a list of steps (see :mod:`toolpath.planner.tasks.parts`): each part is
         matched by skill search, and the goals of all parts get one joint plan and cell.
 
         Args:
@@ -136,24 +136,17 @@ class Workspace:
 
         Raises:
             NoMatchingSkillError, NoPlanError, QueryError, InputError, UnknownStateError: see
-            :func:`toolpath.planner.parts.plan_parts` and :func:`toolpath.planner.goals.choose_goal`; QueryError
-            also for a task over the size limits (:data:`toolpath.planner.parts.MAX_TASK_CHARS`,
-            :data:`toolpath.planner.parts.MAX_TASK_PARTS`, :data:`toolpath.planner.parts.MAX_TASK_STEPS`).
+            :func:`toolpath.planner.tasks.parts.plan_parts` and :func:`toolpath.planner.tasks.goals.choose_goal`; QueryError
+            also for a task over the size limits (:data:`toolpath.planner.tasks.parts.MAX_TASK_CHARS`,
+            :data:`toolpath.planner.tasks.parts.MAX_TASK_PARTS`, :data:`toolpath.planner.tasks.parts.MAX_TASK_STEPS`).
             PlanningTimeout: planning outlasted ``time_budget_s``. PlanningCancelled: ``cancel`` was set.
             ValueError: ``time_budget_s`` is not a positive number or ``None``.
         """
-        from toolpath.planner.cell import render_cell
-        from toolpath.planner.parts import checked_request, plan_parts, task_text
-        from toolpath.planner.task import TaskPlan
+        from toolpath.planner.tasks.pipeline import TaskContext, plan_request
 
-        TaskBudget.check_seconds(time_budget_s)
-        task, held = checked_request(self.graph, task, inputs, held)  # before the model loads: fail fast
-        text = task_text(task)
-        index = self.index
-        index.load_query_model()  # loading the model is not planning: the budget starts after it
-        parts, joint = plan_parts(task, index, self.graph, inputs=inputs, held=held, budget=TaskBudget.start(time_budget_s, cancel))
-        cell = render_cell(joint, inputs, text, registry=self.graph.registry, refinements=self.graph.refinements)
-        return TaskPlan(task, dict(inputs or {}), parts, joint, cell)
+        # The index is built on first use, so a request refused while checked builds none.
+        context = TaskContext(self.graph, lambda: self.index)
+        return plan_request(context, task, inputs, held, time_budget_s=time_budget_s, cancel=cancel)
 
     def code_mode(self, timeout: float | None = 300.0, **options: Any) -> CodeMode:
         """A :class:`toolpath.kernel.CodeMode` whose kernels can import every loaded catalog's tools.
@@ -190,19 +183,19 @@ class Workspace:
         user_id: str | None = None,
         **code_mode_options: Any,
     ) -> AgentSession:
-        """An :class:`toolpath.planner.session.AgentSession`: one persistent kernel that keeps its held states,
+        """An :class:`toolpath.planner.tasks.agent_session.AgentSession`: one persistent kernel that keeps its held states,
         artifacts and handles across tasks and free cells.
 
         Args:
             session_id: the CodeMode session id.
             code_mode: a CodeMode shared with other sessions (default: the session makes its own,
                 with :meth:`code_mode` and ``code_mode_options``, and shuts it down with itself).
-            state: a saved :class:`toolpath.planner.session.SessionState` to restore (default: the one saved
+            state: a saved :class:`toolpath.planner.tasks.agent_session.SessionState` to restore (default: the one saved
                 with the session's last kernel snapshot, if any).
             user_id: the user the session acts for; a session is refused to any other
                 (:class:`toolpath.kernel.SessionOwnerError`).
         """
-        from toolpath.planner.session import AgentSession
+        from toolpath.planner.tasks.agent_session import AgentSession
 
         return AgentSession(self, session_id, code_mode=code_mode, state=state, user_id=user_id, **code_mode_options)
 
@@ -213,7 +206,7 @@ class Workspace:
     def _check_runnable(self, task_plan: TaskPlan) -> bool:
         """Raise for unbound inputs or a session's plan; False when there is nothing to run (the goal
         is already held)."""
-        from toolpath.planner.task import UnboundParametersError
+        from toolpath.planner.tasks.task import UnboundParametersError
 
         if task_plan.session_id is not None:
             raise ValueError(
@@ -235,7 +228,7 @@ class Workspace:
             KernelError: the kernel could not start.
         """
         from toolpath.kernel import CellResult
-        from toolpath.planner.task import TaskRun
+        from toolpath.planner.tasks.task import TaskRun
 
         if not self._check_runnable(task_plan):
             return TaskRun(task_plan, CellResult("ok"))
@@ -245,7 +238,7 @@ class Workspace:
     def run_task(self, task_plan: TaskPlan, timeout: float | None = 300.0, session_id: str = "toolpath-run", **code_mode_options: Any) -> TaskRun:
         """Sync :meth:`arun_task`; works inside a running event loop too."""
         from toolpath.kernel import CellResult
-        from toolpath.planner.task import TaskRun
+        from toolpath.planner.tasks.task import TaskRun
 
         if not self._check_runnable(task_plan):
             return TaskRun(task_plan, CellResult("ok"))

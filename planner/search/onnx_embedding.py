@@ -2,7 +2,7 @@
 
 Importing torch and sentence-transformers takes seconds and about 500 MB; a search embeds one short
 query. :class:`OnnxEmbedder` embeds texts with the same weights, exported once to ONNX
-(:mod:`toolpath.planner.onnx_export`, run in a subprocess) and tokenised by the model's own ``tokenizer.json``
+(:mod:`toolpath.planner.search.onnx_export`, run in a subprocess) and tokenised by the model's own ``tokenizer.json``
 (``tokenizers``): a fresh process is ready to embed in about 0.1 s, in about 100 MB. The vectors
 agree with sentence-transformers' to :data:`TOLERANCE` (1 − cosine), so cached vectors stay valid.
 
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from toolpath.planner.embedding_model import DEFAULT_MODEL_ID, EmbedderUnavailableError, default_model_path, default_model_version
+from toolpath.planner.search.embedding_model import DEFAULT_MODEL_ID, EmbedderUnavailableError, default_model_path, default_model_version
 from toolpath.registry.storage import HOME_VARIABLE, default_home
 
 logger = logging.getLogger(__name__)
@@ -280,14 +280,14 @@ def _export(directory: Path) -> None:
     logger.info("exporting the embedding model to ONNX for fast queries (once per model and onnxruntime version; about 20 s)")
     try:
         # planner may be importable only through this process's sys.path (a source tree).
-        source_root = str(Path(__file__).resolve().parent.parent)
+        source_root = str(Path(__file__).resolve().parents[2])
         environment = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join(filter(None, [source_root, os.environ.get("PYTHONPATH")])),
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
         }
-        command = [sys.executable, "-m", "toolpath.planner.onnx_export", str(staging)]
+        command = [sys.executable, "-m", "toolpath.planner.search.onnx_export", str(staging)]
         try:
             completed = subprocess.run(command, capture_output=True, text=True, timeout=EXPORT_TIMEOUT_SECONDS, env=environment)
         except subprocess.TimeoutExpired:
@@ -298,7 +298,7 @@ def _export(directory: Path) -> None:
             lines = completed.stderr.strip().splitlines()
             reason = lines[-1] if lines else f"exit status {completed.returncode}"
             error = QueryModelError(
-                f"exporting the query model to ONNX failed ({reason}); run `python -m toolpath.planner.onnx_export DIRECTORY` to see the whole error"
+                f"exporting the query model to ONNX failed ({reason}); run `python -m toolpath.planner.search.onnx_export DIRECTORY` to see the whole error"
             )
             with contextlib.suppress(OSError):  # the record only saves time: without it, the next command tries again
                 _failure_record(directory).write_text(json.dumps({"error": str(error), "environment": _export_environment()}), encoding="utf-8")

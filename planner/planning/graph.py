@@ -14,8 +14,8 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from toolpath.errors import Refusal
-from toolpath.planner.delete_free import DeleteFreeTask
-from toolpath.planner.inputs import input_for
+from toolpath.planner.planning.delete_free import DeleteFreeTask
+from toolpath.planner.planning.inputs import input_for
 from toolpath.registry import State, ToolDefinition, ToolNotFoundError, ToolRegistry, reachable_states
 
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ class StateGraph:
 
     def states_carried(self, inputs: Mapping[str, object]) -> frozenset[str]:
         """The states whose value ``inputs`` give: an input meant for a parameter that carries the
-        state (:func:`toolpath.planner.inputs.input_for`) is a new value of that state."""
+        state (:func:`toolpath.planner.planning.inputs.input_for`) is a new value of that state."""
         return frozenset(
             parameter.state for tool in self.registry for parameter in tool.parameters if parameter.state and input_for(tool, parameter, inputs) is not None
         )
@@ -173,8 +173,8 @@ class StateGraph:
         }
 
     def to_mermaid(self) -> str:
-        """The graph as Mermaid flowchart text, laid out in layers (:func:`toolpath.planner.picture.mermaid`)."""
-        from toolpath.planner.picture import mermaid  # loaded on use: most commands never draw
+        """The graph as Mermaid flowchart text, laid out in layers (:func:`toolpath.planner.planning.picture.mermaid`)."""
+        from toolpath.planner.planning.picture import mermaid  # loaded on use: most commands never draw
 
         return mermaid(self)
 

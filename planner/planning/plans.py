@@ -6,7 +6,7 @@ plan is an ordered list of steps, each applicable when it runs, after which ever
 its cost is the sum of its tools' ``cost``; no step is redundant.
 
 Because no tool deletes a state, the problem is a delete-free planning task: whether a plan exists is
-decided by a forward fixpoint, and the cheapest plan is found by :mod:`toolpath.planner.delete_free` (bounds,
+decided by a forward fixpoint, and the cheapest plan is found by :mod:`toolpath.planner.planning.delete_free` (bounds,
 LM-cut, then A* within ``time_budget_ms``). When that budget runs out, the best plan found is
 returned marked ``optimal=False`` with a certified ``lower_bound`` on the cost of any plan: never
 silently worse, and the gap is known.
@@ -23,15 +23,15 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from toolpath.errors import Refusal, ToolpathError
-from toolpath.planner.delete_free import INFINITY, DeleteFreeTask
-from toolpath.planner.graph import StateGraph
+from toolpath.planner.planning.delete_free import INFINITY, DeleteFreeTask
+from toolpath.planner.planning.graph import StateGraph
 from toolpath.registry import ToolDefinition
 
 #: Milliseconds a plan's search may spend proving optimality after its bounds (see :func:`plan`).
 DEFAULT_TIME_BUDGET_MS = 250.0
 
 #: Seconds planning one task may take by default: splitting it, choosing every part's goal and the
-#: joint plan (:class:`TaskBudget`). A task of :data:`toolpath.planner.parts.MAX_TASK_PARTS` parts plans in
+#: joint plan (:class:`TaskBudget`). A task of :data:`toolpath.planner.tasks.parts.MAX_TASK_PARTS` parts plans in
 #: well under this (``benchmarks/bench_long_tasks.py``); an agent kept waiting longer is better
 #: told to split its task.
 DEFAULT_TASK_BUDGET_S = 30.0
@@ -164,7 +164,7 @@ class Plan:
     ``goal`` holds the goal states; ``must_run`` the tools (``server.name``) the plan had to run.
     ``lower_bound`` is proven: no plan for the same goal costs less (it equals ``cost`` when the plan
     is optimal; default ``cost``, for an optimal plan only). ``gap`` is ``cost - lower_bound``.
-    ``tie_breaks`` says which steps won a tie and why (set by :func:`toolpath.planner.parts.joint_plan`).
+    ``tie_breaks`` says which steps won a tie and why (set by :func:`toolpath.planner.tasks.parts.joint_plan`).
 
     Raises:
         ValueError: a plan not proven optimal without a ``lower_bound``, or a bound above the cost.

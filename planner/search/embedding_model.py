@@ -1,6 +1,6 @@
 """The embedding model toolpath ships: its id, where its weights are, its version, and the error
-when it cannot load. Shared by :mod:`toolpath.planner.embedding` (sentence-transformers) and
-:mod:`toolpath.planner.onnx_embedding` (the same weights through ONNX Runtime), neither of which
+when it cannot load. Shared by :mod:`toolpath.planner.search.embedding` (sentence-transformers) and
+:mod:`toolpath.planner.search.onnx_embedding` (the same weights through ONNX Runtime), neither of which
 imports the other at load time.
 """
 

@@ -21,7 +21,7 @@ keeps serving.
 
 Users: over stdio (and over HTTP with ``--no-auth``, loopback only) the local user; over HTTP, the
 user a bearer token maps to in the tokens file. Sessions: each user's ``session_id`` is one
-:class:`toolpath.planner.session.AgentSession` of theirs (one persistent kernel, snapshotted), created on
+:class:`toolpath.planner.tasks.agent_session.AgentSession` of theirs (one persistent kernel, snapshotted), created on
 first use; ``"main"`` when none is given. Session ids are per user: two users' ``"lab"`` are two
 sessions, and no id reaches another user's session or tells whether it exists (see
 :func:`kernel_session_id`).
@@ -58,11 +58,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from toolpath.errors import Refusal
 from toolpath.kernel import CellResult, CodeMode, KernelError, format_for_model
 from toolpath.kernel.sandbox import SandboxPolicy, sandbox_problem, weaker_limits
-from toolpath.planner.embedding import default_embedder
-from toolpath.planner.http_serving import HttpLimits, connection_cap, host_check, serve_http
-from toolpath.planner.serve_limits import SERVE_MAX_SESSIONS_PER_USER, SERVE_MAX_TASKS_PER_USER
-from toolpath.planner.session import AgentSession
-from toolpath.planner.workspace import Workspace
+from toolpath.planner.interfaces.http_serving import HttpLimits, connection_cap, host_check, serve_http
+from toolpath.planner.interfaces.serve_limits import SERVE_MAX_SESSIONS_PER_USER, SERVE_MAX_TASKS_PER_USER
+from toolpath.planner.search.embedding import default_embedder
+from toolpath.planner.tasks.agent_session import AgentSession
+from toolpath.planner.tasks.workspace import Workspace
 from toolpath.registry.storage import StoreError
 
 #: The session a tool uses when the caller names none.
@@ -579,10 +579,10 @@ def serve(
 
     Over HTTP a tokens file (:func:`read_tokens`) is required, unless ``no_auth`` on a loopback
     address (then every request acts for the local user); connections are bounded by
-    ``http_limits`` (:class:`toolpath.planner.http_serving.HttpLimits`), request bodies by
+    ``http_limits`` (:class:`toolpath.planner.interfaces.http_serving.HttpLimits`), request bodies by
     ``max_request_bytes`` (default the MCP SDK's, 4 MiB; a larger one is answered 413 with a reason),
     and the Host and Origin headers checked against the bound address and ``allowed_hosts``
-    (:func:`toolpath.planner.http_serving.host_check`). ``kernels`` and ``sandbox`` place the kernels (see
+    (:func:`toolpath.planner.interfaces.http_serving.host_check`). ``kernels`` and ``sandbox`` place the kernels (see
     :func:`kernel_placement`): with a tokens file they are sandboxed unless ``kernels="plain"``.
 
     Raises:
