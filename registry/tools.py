@@ -47,7 +47,7 @@ class ToolParameter(BaseModel):
         role: ``"input"`` (default): a value the tool reads; ``"output"``: a destination the tool
             writes to (a report's or a plot's path). A planned cell never passes an output
             parameter a value the user gave as data or a path a step of the cell reads, and never
-            fills it from a kernel variable of its name (see :mod:`toolpath.planner.cell`).
+            fills it from a kernel variable of its name (see :mod:`toolpath.planner.tasks.cell`).
     """
 
     model_config = ConfigDict(extra="forbid")

@@ -260,3 +260,51 @@ def test_a_missing_optional_part_names_the_extra_that_brings_it(monkeypatch, tmp
         with pytest.raises(MissingExtraError, match=r"pip install 'toolpath\[gateway\]'"):
             importlib.import_module(module)
         monkeypatch.delitem(sys.modules, module, raising=False)
+
+
+#: What the extras bring: a core install (``pip install toolpath``) has none of them.
+OPTIONAL_MODULES = ("rdkit", "pandas", "pyarrow", "openpyxl", "matplotlib", "websockets", "cryptography")
+
+
+def test_the_core_requirements_leave_every_optional_package_to_an_extra():
+    import importlib.metadata
+    import re
+
+    core = [requirement for requirement in importlib.metadata.requires("toolpath") if "extra ==" not in requirement]
+    names = {re.match(r"[A-Za-z0-9_.-]+", requirement).group(0).lower() for requirement in core}
+    assert {"jupyter_client", "networkx", "pydantic"} <= {name.replace("-", "_") for name in names}
+    assert not names & set(OPTIONAL_MODULES)
+
+
+@pytest.mark.integration
+def test_without_the_optional_packages_the_shipped_catalogs_name_their_extras_and_a_users_own_catalog_runs(tmp_path):
+    # Every Python started here, the kernel included, is one where the optional packages cannot be
+    # imported: the state of a core install.
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(f"import sys\nfor name in {OPTIONAL_MODULES!r}:\n    sys.modules[name] = None\n")
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    shipped = subprocess.run(
+        [sys.executable, "-m", "toolpath.planner.interfaces.cli", "run", "is aspirin drug-like?", "--input", "smiles=CC(=O)Oc1ccccc1C(=O)O"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
+    assert shipped.returncode == 2 and "Traceback" not in shipped.stderr, shipped.stderr
+    assert "pip install 'toolpath[chemistry]'" in shipped.stderr and "pip install 'toolpath[tabular]'" in shipped.stderr
+
+    catalog = _catalog(tmp_path / "plain.yaml", "plain")
+    (tmp_path / "plain_tools.py").write_text("def act() -> str:\n    return 'done without pandas'\n")
+    own = subprocess.run(
+        [sys.executable, "-m", "toolpath.planner.interfaces.cli", "run", "do something", "--catalog", str(catalog)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
+    assert own.returncode == 0, own.stderr
+    assert "done without pandas" in own.stdout
+    assert "pandas" not in own.stderr
