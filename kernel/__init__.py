@@ -8,8 +8,9 @@ first cell, and must not pay for the host side (jupyter_client, SQLite, dill: ab
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from toolpath.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from toolpath.kernel.codemode import CodeMode
@@ -44,11 +45,4 @@ _HOME = {
 }
 
 __all__ = sorted(_HOME)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(f"module 'toolpath.kernel' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_HOME[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _HOME, globals())

@@ -6,8 +6,9 @@ embedding model) or kernels (jupyter_client), nor ``toolpath search`` for kernel
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from toolpath.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from toolpath.planner.planning.graph import StateGraph, UnknownStateError
@@ -46,11 +47,4 @@ _HOME = {
 }
 
 __all__ = sorted(_HOME)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(f"module 'toolpath.planner' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_HOME[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _HOME, globals())

@@ -17,10 +17,10 @@ shipped example catalogs (chemistry, tabular).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from toolpath.errors import Refusal, ToolpathError
+from toolpath.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from toolpath.kernel import CellResult, CodeMode, IPythonKernel, MCPToolkit, Tool, Toolkit
@@ -48,11 +48,4 @@ _HOME = {
 }
 
 __all__ = sorted([*_HOME, "Refusal", "ToolpathError"])
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(f"module 'toolpath' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_HOME[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _HOME, globals())
