@@ -266,18 +266,18 @@ class CodeMode:
 
     async def arestart(self, session_id: str, user_id: str | None = None) -> str:
         """Discard the session's kernel, all its variables and its snapshot; the next cell starts fresh.
+        Returns what happened, for the model (a session with nothing to discard says so).
 
         Raises:
             SessionOwnerError: the session belongs to another user.
             PermissionError: ``allow_restart=False``.
+            ValueError: a blank or non-string session id or user id.
         """
-        await self._loop_thread.relay(self._engine.restart(session_id, user_id))
-        return "The kernel was restarted; all variables are gone."
+        return _restarted(await self._loop_thread.relay(self._engine.restart(session_id, user_id)))
 
     def restart(self, session_id: str, user_id: str | None = None) -> str:
         """Sync :meth:`arestart`."""
-        self._loop_thread.call(self._engine.restart(session_id, user_id))
-        return "The kernel was restarted; all variables are gone."
+        return _restarted(self._loop_thread.call(self._engine.restart(session_id, user_id)))
 
     def model_tools(self) -> dict[str, Any]:
         """The tools to offer a model: ``execute``, and ``restart`` unless ``allow_restart=False``."""
@@ -455,6 +455,12 @@ class CodeMode:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.ashutdown()
+
+
+def _restarted(discarded: bool) -> str:
+    if discarded:
+        return "The kernel was restarted; all variables are gone."
+    return "This session had no kernel and no saved variables; its next cell starts a fresh kernel."
 
 
 def _raise_close_errors(errors: list[str]) -> None:

@@ -18,12 +18,12 @@ from toolpath.kernel.bindings import Bindings
 from toolpath.kernel.codemode_options import CellPolicy, KernelCapacity, KernelLaunch, SnapshotPolicy
 from toolpath.kernel.errors import KernelError
 from toolpath.kernel.handle_binding import SETUP_MODULE, HandleBinder, check_registered
-from toolpath.kernel.ipython_kernel import IPythonKernel
+from toolpath.kernel.ipython_kernel import IPythonKernel, check_code
 from toolpath.kernel.loop_thread import LoopThread
 from toolpath.kernel.notices import describe_error, join
 from toolpath.kernel.output import CellResult, OutputLimits
 from toolpath.kernel.sandbox import limit_notice
-from toolpath.kernel.session_pool import SessionPool
+from toolpath.kernel.session_pool import SessionPool, check_ids
 from toolpath.kernel.session_snapshots import SessionSnapshots
 from toolpath.kernel.snapshot import SnapshotStore
 from toolpath.registry import ToolDefinition
@@ -92,6 +92,7 @@ class CodeModeEngine:
 
     async def run(self, code: str, session_id: str, call_loop: asyncio.AbstractEventLoop | None = None, user_id: str | None = None) -> CellResult:
         """Run a cell in the session's kernel (CodeMode.arun); host tools' async functions run on ``call_loop``."""
+        check_code(code)  # before a kernel is started for it
         session = await self.pool.owned(session_id, user_id)
         cells = self.cells
         async with session.lock:
@@ -150,21 +151,24 @@ class CodeModeEngine:
         session.data_provider = provider
         return await self.snapshots.saved_data(session)
 
-    async def restart(self, session_id: str, user_id: str | None) -> None:
-        """Discard the session's kernel and snapshot (CodeMode.arestart)."""
+    async def restart(self, session_id: str, user_id: str | None) -> bool:
+        """Discard the session's kernel and snapshot (CodeMode.arestart); whether there was any."""
         if not self.allow_restart:
             raise PermissionError("restart is disabled for this CodeMode (allow_restart=False)")
+        check_ids(session_id, user_id)
         if not self.pool.is_known(session_id) and not await self.snapshots.is_stored(session_id):
-            return  # nothing to restart, and nobody's session to claim
+            return False  # nothing to restart, and nobody's session to claim
         session = await self.pool.owned(session_id, user_id)
         # No lock: a restart must work while a stuck cell holds the session.
         await self.snapshots.discard(session)
         if session.kernel is not None:
             await self.pool.discard(session)
             session.notice = "The kernel was restarted; earlier variables are gone."
+        return True
 
     async def introspect(self, code: str, session_id: str, user_id: str | None) -> Any:
         """Run a silent housekeeping cell that prints one JSON line; that line, parsed."""
+        check_ids(session_id, user_id)
         session = self.pool.sessions.get(session_id)
         if session is not None:
             await self.pool.owned(session_id, user_id)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from toolpath.kernel.ipython_kernel import INTERRUPT_GRACE, IPythonKernel, check_kernel_placement
+from toolpath.kernel.ipython_kernel import INTERRUPT_GRACE, IPythonKernel, check_kernel_options
+from toolpath.kernel.option_checks import check_count, check_flag, check_seconds
 from toolpath.kernel.output import OutputLimits
 
 if TYPE_CHECKING:
@@ -19,19 +20,14 @@ if TYPE_CHECKING:
     from toolpath.kernel.sandbox import SandboxPolicy
 
 
-def check_not_negative(**values: float) -> None:
-    """Raises ``ValueError`` naming the first of ``values`` that is negative."""
-    for name, value in values.items():
-        if value < 0:
-            raise ValueError(f"{name} must not be negative, got {value}")
-
-
 @dataclass(frozen=True)
 class CellPolicy:
     """How each cell runs: its time limit, what happens after it, and its output caps.
 
     Raises:
-        ValueError: an unknown ``on_busy_kernel``, a negative number, or a ``timeout`` that is not positive.
+        ValueError: an unknown ``on_busy_kernel``, a negative or infinite number of seconds, or a
+            ``timeout`` that is not positive.
+        TypeError: a number of seconds that is not a number, or ``limits`` that are not :class:`OutputLimits`.
     """
 
     timeout: float | None = 300.0
@@ -43,9 +39,11 @@ class CellPolicy:
     def __post_init__(self) -> None:
         if self.on_busy_kernel not in ("wait", "restart"):
             raise ValueError(f"on_busy_kernel must be 'wait' or 'restart', got {self.on_busy_kernel!r}")
-        check_not_negative(interrupt_grace=self.interrupt_grace, busy_wait=self.busy_wait)
-        if self.timeout is not None and not self.timeout > 0:
-            raise ValueError(f"timeout must be positive (or None), got {self.timeout}")
+        check_seconds("timeout", self.timeout, positive=True, allow_none=True)
+        check_seconds("interrupt_grace", self.interrupt_grace)
+        check_seconds("busy_wait", self.busy_wait)
+        if not isinstance(self.limits, OutputLimits):
+            raise TypeError(f"limits must be OutputLimits, got {self.limits!r}")
 
 
 @dataclass(frozen=True)
@@ -53,7 +51,7 @@ class KernelLaunch:
     """Where and how each kernel starts, and what runs in it before its first cell.
 
     Raises:
-        ValueError: the same combinations :class:`toolpath.kernel.ipython_kernel.IPythonKernel` refuses.
+        ValueError, TypeError: what :func:`toolpath.kernel.ipython_kernel.check_kernel_options` refuses.
         kernel.sandbox.SandboxUnavailableError: ``sandbox`` on a machine without bubblewrap.
     """
 
@@ -67,7 +65,10 @@ class KernelLaunch:
     sandbox: SandboxPolicy | None = None
 
     def __post_init__(self) -> None:
-        check_kernel_placement(self.python, self.cwd, self.kernel_name, self.gateway, self.sandbox, gateway_option="gateway_url")
+        check_kernel_options(self.python, self.cwd, self.env, self.kernel_name, self.gateway, self.sandbox, gateway_option="gateway_url")
+        check_flag("allow_shell", self.allow_shell)
+        if self.startup_code is not None and not isinstance(self.startup_code, str):
+            raise TypeError(f"startup_code must be Python source text (or None), got {type(self.startup_code).__name__}")
 
     def kernel(self) -> IPythonKernel:
         """A new kernel (not started) as these options say."""
@@ -79,7 +80,8 @@ class KernelCapacity:
     """How many kernels live at once, and for how long an unused one stays.
 
     Raises:
-        ValueError: a cap under 1, or a negative ``pool_size`` or ``idle_ttl``.
+        ValueError: a cap under 1, a negative ``pool_size``, or a negative or infinite ``idle_ttl``.
+        TypeError: a cap or ``pool_size`` that is not a whole number, an ``idle_ttl`` that is not a number.
     """
 
     max_kernels: int | None = None
@@ -88,10 +90,10 @@ class KernelCapacity:
     idle_ttl: float = 1800.0
 
     def __post_init__(self) -> None:
-        check_not_negative(pool_size=self.pool_size, idle_ttl=self.idle_ttl)
-        for name, cap in (("max_kernels", self.max_kernels), ("max_kernels_per_user", self.max_kernels_per_user)):
-            if cap is not None and cap < 1:
-                raise ValueError(f"{name} must be at least 1 (or None), got {cap}")
+        check_count("max_kernels", self.max_kernels, minimum=1, allow_none=True)
+        check_count("max_kernels_per_user", self.max_kernels_per_user, minimum=1, allow_none=True)
+        check_count("pool_size", self.pool_size)
+        check_seconds("idle_ttl", self.idle_ttl)
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,8 @@ class SnapshotPolicy:
     """When a session's snapshot is written, and how much of it.
 
     Raises:
-        ValueError: a negative number.
+        ValueError: a negative number, or an infinite ``debounce``.
+        TypeError: a size that is not a whole number, a ``debounce`` that is not a number.
     """
 
     debounce: float = 1.5
@@ -107,7 +110,9 @@ class SnapshotPolicy:
     max_snapshot_bytes: int = 64_000_000
 
     def __post_init__(self) -> None:
-        check_not_negative(snapshot_debounce=self.debounce, max_variable_bytes=self.max_variable_bytes, max_snapshot_bytes=self.max_snapshot_bytes)
+        check_seconds("snapshot_debounce", self.debounce)
+        check_count("max_variable_bytes", self.max_variable_bytes)
+        check_count("max_snapshot_bytes", self.max_snapshot_bytes)
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,7 @@ class BridgePolicy:
 
     Raises:
         ValueError: a negative ``max_result_bytes``.
+        TypeError: a ``max_result_bytes`` that is not a whole number, an ``accept_pickles`` that is not a bool or None.
     """
 
     max_result_bytes: int = 1_000_000
@@ -125,7 +131,9 @@ class BridgePolicy:
     listen: tuple[str, int] = ("127.0.0.1", 0)
 
     def __post_init__(self) -> None:
-        check_not_negative(max_result_bytes=self.max_result_bytes)
+        check_count("max_result_bytes", self.max_result_bytes)
+        if self.accept_pickles is not None:
+            check_flag("accept_pickles", self.accept_pickles)
 
 
 def parse_host_port(text: str, what: str) -> tuple[str, int]:

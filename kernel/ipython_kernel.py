@@ -55,15 +55,23 @@ TRANSFER_CHUNK_BYTES = 1 << 20
 _TRANSFER_LIMITS = OutputLimits(max_output_chars=4 * TRANSFER_CHUNK_BYTES)
 
 
-def check_kernel_placement(
-    python: str | None, cwd: str | None, kernel_name: str | None, gateway: Gateway | None, sandbox: SandboxPolicy | None, gateway_option: str = "gateway"
+def check_kernel_options(
+    python: str | None,
+    cwd: str | None,
+    env: dict[str, str],
+    kernel_name: str | None,
+    gateway: Gateway | None,
+    sandbox: SandboxPolicy | None,
+    gateway_option: str = "gateway",
 ) -> None:
-    """Refuse options that contradict where the kernel runs; messages call the gateway ``gateway_option``.
+    """Refuse kernel options that cannot work, before any kernel starts; messages call the gateway ``gateway_option``.
 
     Raises:
         ValueError: ``python`` with ``kernel_name`` or ``gateway`` (the kernelspec names the
-            interpreter), ``cwd`` with ``gateway`` (the gateway chooses it), or ``sandbox`` with
-            ``kernel_name`` or ``gateway``.
+            interpreter), ``cwd`` with ``gateway`` (the gateway chooses it), ``sandbox`` with
+            ``kernel_name`` or ``gateway``, or a ``cwd`` that is not a directory here (for a kernel
+            started here).
+        TypeError: ``env`` that is not a mapping of strings to strings.
         kernel.sandbox.SandboxUnavailableError: ``sandbox`` on a machine without bubblewrap (now,
             not at the first cell).
     """
@@ -81,6 +89,30 @@ def check_kernel_placement(
         raise ValueError(
             "cwd cannot be set for gateway kernels: the gateway chooses their working directory (Enterprise Gateway reads KERNEL_WORKING_DIR from env)"
         )
+    if cwd is not None and kernel_name is None and not os.path.isdir(cwd):
+        raise ValueError(f"cwd {cwd!r} is not a directory on this machine; give the kernels' working directory, or None for the current one")
+    if not isinstance(env, dict):
+        raise TypeError(f"env must be a dict of environment variables, got {type(env).__name__}")
+    wrong = next(((name, value) for name, value in env.items() if not isinstance(name, str) or not isinstance(value, str)), None)
+    if wrong is not None:
+        raise TypeError(f"env values and names must be strings, got {wrong[0]!r}: {wrong[1]!r}; pass str(value)")
+
+
+def check_code(code: object) -> None:
+    """A cell's code: text that UTF-8 can carry (the Jupyter wire format).
+
+    Raises:
+        TypeError: not a ``str``.
+        ValueError: a lone surrogate in it, naming its position.
+    """
+    if not isinstance(code, str):
+        raise TypeError(f"a cell's code must be a str of Python source, got {type(code).__name__}")
+    try:
+        code.encode()
+    except UnicodeEncodeError as error:
+        raise ValueError(
+            f"the cell's code is not valid Unicode text: it has a lone surrogate at position {error.start} (write it as an escape, e.g. '\\ud800')"
+        ) from None
 
 
 class IPythonKernel:
@@ -102,10 +134,8 @@ class IPythonKernel:
             runs in a private home (its working directory, whatever ``cwd`` says).
 
     Raises:
-        ValueError: ``python`` with ``kernel_name`` or ``gateway`` (the kernelspec names the
-            interpreter), ``cwd`` with ``gateway`` (the gateway chooses it), or ``sandbox`` with
-            ``kernel_name`` or ``gateway``.
-        kernel.sandbox.SandboxUnavailableError: ``sandbox`` on a machine without bubblewrap.
+        ValueError, TypeError, kernel.sandbox.SandboxUnavailableError: options that cannot work
+            (:func:`check_kernel_options`).
 
     A local kernel's sockets, connection file (it holds the kernel's key) and output log live in a
     private temporary directory that :meth:`shutdown` removes. A :attr:`remote` kernel (on a gateway,
@@ -126,7 +156,7 @@ class IPythonKernel:
         gateway: Gateway | None = None,
         sandbox: SandboxPolicy | None = None,
     ):
-        check_kernel_placement(python, cwd, kernel_name, gateway, sandbox)
+        check_kernel_options(python, cwd, env or {}, kernel_name, gateway, sandbox)
         self.python = python or sys.executable
         self.cwd = cwd if gateway is not None else cwd or os.getcwd()
         self.env = env or {}
@@ -362,8 +392,10 @@ class IPythonKernel:
         Raises:
             KernelError: the kernel was not started.
             KernelBusyError: an earlier aborted cell still holds the kernel.
-            ValueError: a timeout that is not a positive number.
+            ValueError: a timeout that is not a positive number, or code with a lone surrogate.
+            TypeError: code that is not a ``str``.
         """
+        check_code(code)
         if self._kernel is None or self.kernel_id is None:
             raise KernelError("the kernel is not started; use `async with IPythonKernel() as kernel`")
         if self._stuck_message_id is not None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from toolpath.kernel.kernel_setup import VALUE_MIME
+from toolpath.kernel.option_checks import check_count
 
 #: An exception's type name is a name, not a stream: a few hundred characters say it.
 _MAX_ENAME_CHARS = 200
@@ -32,6 +33,7 @@ class OutputLimits:
 
     Raises:
         ValueError: a negative cap.
+        TypeError: a cap that is not a whole number.
     """
 
     max_output_chars: int = 65_536
@@ -40,8 +42,7 @@ class OutputLimits:
 
     def __post_init__(self) -> None:
         for name in ("max_output_chars", "max_images_per_cell", "max_image_bytes"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
+            check_count(name, getattr(self, name))
 
 
 @dataclass(frozen=True)

@@ -91,9 +91,7 @@ class SessionPool:
             ValueError: an empty or non-string session id or user id.
             registry.storage.StoreError: the owner cannot be looked up in the store.
         """
-        check_id(session_id, "session_id")
-        if user_id is not None:
-            check_id(user_id, "user_id")
+        check_ids(session_id, user_id)
         session = self.sessions.get(session_id)
         if session is None:
             reason, evicted = self._evicted.get(session_id, ("", None))
@@ -248,6 +246,17 @@ class SessionPool:
         self.sessions.clear()
         self.pool = []
         await asyncio.gather(*(self._stop_kernel(kernel) for kernel in kernels), return_exceptions=True)
+
+
+def check_ids(session_id: object, user_id: object) -> None:
+    """A session id, and a user id unless it is ``None`` (see :func:`check_id`).
+
+    Raises:
+        ValueError: either is not a non-blank string SQLite can store.
+    """
+    check_id(session_id, "session_id")
+    if user_id is not None:
+        check_id(user_id, "user_id")
 
 
 def check_id(value: object, what: str) -> None:

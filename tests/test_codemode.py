@@ -424,3 +424,39 @@ def test_variables_and_values_are_read_even_when_a_cell_redirected_stdout():
         assert code_mode.value("answer", "s") == 42
         with pytest.raises(KeyError):
             code_mode.value("missing", "s")
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"timeout": float("inf")}, ValueError, "timeout must be a positive, finite number of seconds"),
+        ({"timeout": "5"}, TypeError, "timeout must be a number of seconds"),
+        ({"busy_wait": float("nan")}, ValueError, "busy_wait must be a non-negative, finite number"),
+        ({"pool_size": 1.5}, TypeError, "pool_size must be a whole number"),
+        ({"max_output_chars": -5}, ValueError, "max_output_chars must be at least 0"),
+        ({"max_kernels": 0}, ValueError, r"max_kernels must be at least 1 \(or None\)"),
+        ({"allow_shell": "no"}, TypeError, "allow_shell must be True or False"),
+        ({"env": {"THREADS": 4}}, TypeError, "env values and names must be strings.*'THREADS': 4"),
+        ({"cwd": "/nonexistent/toolpath"}, ValueError, "cwd '/nonexistent/toolpath' is not a directory"),
+    ],
+)
+def test_an_option_that_cannot_work_is_refused_by_name_before_any_kernel_starts(options, error, message):
+    before = kernel_pids()
+    with pytest.raises(error, match=message):
+        CodeMode(**options)
+    assert kernel_pids() <= before
+
+
+def test_code_and_ids_that_cannot_work_are_refused_before_a_kernel_starts_for_them():
+    with CodeMode(pool_size=0, snapshot=False) as code_mode:
+        with pytest.raises(TypeError, match="a cell's code must be a str"):
+            code_mode.run(b"1 + 1", "fresh")
+        with pytest.raises(ValueError, match="lone surrogate at position 1"):
+            code_mode.run("'\ud800'", "fresh")
+        assert code_mode.sessions() == []
+        for call in (lambda: code_mode.restart(" "), lambda: code_mode.value("x", ""), lambda: code_mode.variables("s", user_id="")):
+            with pytest.raises(ValueError, match="must be a non-blank string"):
+                call()
+        assert "had no kernel" in code_mode.restart("never-used")
+        assert code_mode.run("x = 1", "used").status == "ok"
+        assert code_mode.restart("used") == "The kernel was restarted; all variables are gone."
