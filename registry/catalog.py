@@ -114,7 +114,8 @@ class CatalogError(Refusal, ValueError):
         self.problems = list(problems)
         self.partial = partial
         count = len(self.problems)
-        header = f"{count} problem{'s' if count != 1 else ''} in catalog"
+        files = len({problem.path for problem in self.problems})
+        header = f"{count} problem{'s' if count != 1 else ''} in " + ("catalog" if files <= 1 else f"{files} catalogs")
         super().__init__(header + ":\n" + "\n".join(f"  {problem}" for problem in self.problems))
 
 

@@ -293,6 +293,7 @@ def test_without_the_optional_packages_the_shipped_catalogs_name_their_extras_an
         timeout=300,
     )
     assert shipped.returncode == 2 and "Traceback" not in shipped.stderr, shipped.stderr
+    assert "2 problems in 2 catalogs" in shipped.stderr
     assert "pip install 'toolpath[chemistry]'" in shipped.stderr and "pip install 'toolpath[tabular]'" in shipped.stderr
 
     catalog = _catalog(tmp_path / "plain.yaml", "plain")
