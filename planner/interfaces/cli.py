@@ -461,7 +461,7 @@ def _picture(workspace: Workspace, arguments: argparse.Namespace) -> int:
     shown_plan = plan(graph, arguments.goal, held=arguments.have) if arguments.goal else None
     if arguments.format in ("svg", "png"):
         if not arguments.output:
-            raise CommandLineError(f"a {arguments.format} image is written to a file: give --output FILE")
+            raise CommandLineError(f"an {arguments.format.upper()} image is written to a file: give --output FILE")
         written = picture.draw(graph, arguments.output, arguments.format, plan=shown_plan, held=arguments.have)
         print(f"wrote {written}" if not arguments.json else json.dumps({"output": str(written), "format": arguments.format}))
         return 0
@@ -768,7 +768,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--kind", choices=["state", "tool"], help="keep only states or only tools")
     search.add_argument("--reachable-only", action="store_true", help="keep only hits a plan from the held states reaches")
 
-    validate = command("validate", "Lint catalog files: every problem with file, line, rule code and field (codes: see registry/lint.py).", command_validate)
+    validate = command("validate", "Lint catalog files: every problem with file, line, rule code and field (codes: see the module toolpath.registry.lint).", command_validate)
     validate.add_argument("catalogs", nargs="+", metavar="CATALOG", help="catalog files (YAML or JSON), linted together")
     validate.add_argument(
         "--import",
