@@ -279,14 +279,8 @@ def _export(directory: Path) -> None:
         ) from error
     logger.info("exporting the embedding model to ONNX for fast queries (once per model and onnxruntime version; about 20 s)")
     try:
-        # planner may be importable only through this process's sys.path (a source tree).
-        source_root = str(Path(__file__).resolve().parents[2])
-        environment = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [source_root, os.environ.get("PYTHONPATH")])),
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-        }
+        # The same interpreter imports toolpath as this process does (its installed distribution).
+        environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         command = [sys.executable, "-m", "toolpath.planner.search.onnx_export", str(staging)]
         try:
             completed = subprocess.run(command, capture_output=True, text=True, timeout=EXPORT_TIMEOUT_SECONDS, env=environment)
