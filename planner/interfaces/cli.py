@@ -768,7 +768,9 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--kind", choices=["state", "tool"], help="keep only states or only tools")
     search.add_argument("--reachable-only", action="store_true", help="keep only hits a plan from the held states reaches")
 
-    validate = command("validate", "Lint catalog files: every problem with file, line, rule code and field (codes: see the module toolpath.registry.lint).", command_validate)
+    validate = command(
+        "validate", "Lint catalog files: every problem with file, line, rule code and field (codes: see toolpath.registry.lint).", command_validate
+    )
     validate.add_argument("catalogs", nargs="+", metavar="CATALOG", help="catalog files (YAML or JSON), linted together")
     validate.add_argument(
         "--import",
