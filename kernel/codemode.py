@@ -210,8 +210,8 @@ class CodeMode:
         self.allow_restart = allow_restart
         self._binder = HandleBinder(tools, bridge, ResultStore(result_store) if offload_results else None, bridge_certificate, sandboxed=sandbox is not None)
         self._connections = ToolkitConnections(self._binder)
-        self._loop_thread = LoopThread()
         store = SnapshotStore(snapshot_store) if snapshot else None
+        self._loop_thread = LoopThread()  # last: nothing after it can fail and leave its thread running
         self._engine = CodeModeEngine(self.launch, self.cells, self.capacity, store, snapshots, self._binder, allow_restart, self._loop_thread)
 
     # -- runs: connecting and closing toolkits -------------------------------------------------------
