@@ -73,6 +73,11 @@ def test_an_agent_searches_plans_runs_follows_up_and_restarts_through_the_server
 
             follow_up = await client.call_tool("execute", {"code": "molecule['formula']", "session_id": "agent-1"})
             assert follow_up.content[0].text == "Out[2]: 'C2H6O'"
+            assert not follow_up.is_error
+            # A cell that fails is an error result for the client, with the cell's own structured content.
+            failing = await client.call_tool("execute", {"code": "1/0", "session_id": "agent-1"})
+            assert failing.is_error and failing.structured_content["status"] == "error"
+            assert failing.structured_content["error"]["ename"] == "ZeroDivisionError" and "ZeroDivisionError" in failing.content[0].text
             overview = await client.call_tool("session_overview", {"session_id": "agent-1"})
             assert overview.structured_content["artifacts"] == {"molecule": "chemistry.molecule_parsed"}
             other = await client.call_tool("list_variables", {})  # the default session is another kernel

@@ -504,12 +504,15 @@ def _hide_in_args(arguments: list[str]) -> list[str]:
 
 def _result(structured: dict[str, Any], text: str, cell: CellResult | None = None) -> CallToolResult:
     """A tool result: a short text (and a cell's PNG images, as image content) for the model, the
-    JSON for programs (images counted there, not repeated in base64)."""
+    JSON for programs (images counted there, not repeated in base64). A cell that did not end
+    ``"ok"`` (it raised, timed out, was aborted, found the kernel busy or killed it) makes it an
+    error result, so clients and models see the failure; its structured content is the same."""
     content: list[TextContent | ImageContent] = [TextContent(type="text", text=text)]
     if cell is not None:
         content += [ImageContent(type="image", data=base64.b64encode(image).decode("ascii"), mime_type="image/png") for image in cell.images]
         structured = _without_image_data(structured)
-    return CallToolResult(content=content, structured_content=json.loads(json.dumps(structured, default=str)))
+    failed = cell is not None and cell.status != "ok"
+    return CallToolResult(content=content, structured_content=json.loads(json.dumps(structured, default=str)), is_error=failed)
 
 
 def _without_image_data(structured: dict[str, Any]) -> dict[str, Any]:
