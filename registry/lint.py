@@ -226,7 +226,7 @@ def _check_catalog(catalog: Catalog, facts: _Facts) -> list[Finding]:
                         catalog,
                         ["states", index, "token"],
                         "TP002",
-                        f"no tool produces state {state.token!r}; it can only be held from the start (--have); if the user gives it, mark it `input: true`",
+                        f"no tool produces state {state.token!r}; it can only be held from the start (given as held when planning); if the user gives it, mark it `input: true`",
                     )
                 )
             cycle = facts.cycles.get(state.token)

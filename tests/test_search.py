@@ -163,9 +163,11 @@ def test_goal_choice_prefers_the_goal_the_inputs_can_feed(index, chemistry_graph
     assert with_a_list.chosen.goal == {"chemistry.candidates_filtered"}
 
 
-def test_unrelated_task_is_refused(index, chemistry_graph):
-    with pytest.raises(NoMatchingSkillError, match="no catalog can serve"):
+def test_unrelated_task_is_refused_with_advice_in_python_terms(index, chemistry_graph):
+    with pytest.raises(NoMatchingSkillError, match="no catalog can serve") as refused:
         choose_goal("book a flight to Paris next Tuesday", index, chemistry_graph)
+    # A Python caller is told how to load a catalog in Python, not with a command-line flag.
+    assert "Workspace.open([..., 'my_catalog.yaml'])" in str(refused.value) and "--" not in str(refused.value)
 
 
 def test_empty_query_is_refused(index):

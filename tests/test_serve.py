@@ -3,6 +3,7 @@
 import asyncio
 import base64
 import hashlib
+import importlib.metadata
 import json
 import os
 import socket
@@ -13,6 +14,7 @@ import time
 from pathlib import Path
 
 import httpx2
+import jsonschema
 import pytest
 import yaml
 from conftest import wait_until_stored
@@ -90,6 +92,11 @@ def test_an_agent_searches_plans_runs_follows_up_and_restarts_through_the_server
 
             unmatched = await client.call_tool("plan_task", {"task": "book a flight to Rome"})
             assert unmatched.is_error and "no catalog can serve the task 'book a flight to Rome'" in unmatched.content[0].text
+            # Advice an MCP client can follow: who can load a catalog, and the tool argument for an input.
+            assert "ask this server's operator to load a catalog for this domain" in unmatched.content[0].text
+            missing = await client.call_tool("run_task", {"task": "cluster these molecules by structural similarity"})
+            assert missing.is_error and 'Pass them, e.g. inputs {"smiles_list": VALUE} (the tool\'s inputs argument)' in missing.content[0].text
+            assert "--input" not in missing.content[0].text
             unknown_input = await client.call_tool("run_task", {"task": "parse this molecule", "inputs": {"not an identifier": 1}})
             assert unknown_input.is_error
             escaped = await client.call_tool("plan_task", {"task": "parse this \x1b[2J molecule"})
@@ -100,6 +107,36 @@ def test_an_agent_searches_plans_runs_follows_up_and_restarts_through_the_server
             await client.call_tool("restart", {"session_id": "agent-1"})
             gone = await client.call_tool("execute", {"code": "'molecule' in globals()", "session_id": "agent-1"})
             assert gone.content[0].text.endswith("False")
+
+    asyncio.run(scenario())
+
+
+def test_the_server_names_its_version_and_every_tool_declares_the_output_its_results_follow(tmp_path):
+    async def scenario():
+        async with served(tmp_path / "home") as client:
+            assert client.server_info.name == "toolpath" and client.server_info.version == importlib.metadata.version("toolpath")
+            schemas = {tool.name: tool.output_schema for tool in (await client.list_tools()).tools}
+            assert all(schema is not None for schema in schemas.values()), schemas
+
+            # The SDK's client checks each result that is not an error against its tool's outputSchema.
+            calls = [
+                ("search_skills", {"query": "parse a SMILES string", "k": 2}),
+                ("plan_task", {"task": "parse this molecule", "inputs": {"smiles": "CCO"}}),
+                ("run_task", {"task": "parse this molecule", "inputs": {"smiles": "CCO"}}),
+                ("execute", {"code": "print('hi'); molecule['formula']"}),
+                ("list_variables", {}),
+                ("session_overview", {}),
+                ("restart", {}),
+                ("close_session", {}),
+            ]
+            for name, arguments in calls:
+                result = await client.call_tool(name, arguments)
+                assert not result.is_error and result.structured_content, (name, result.content)
+            assert set(schemas) == {name for name, _ in calls}
+            # A failed cell is an error result the client does not check; its content follows the schema all the same.
+            failed = await client.call_tool("execute", {"code": "1/0"})
+            assert failed.is_error
+            jsonschema.validate(failed.structured_content, schemas["execute"])
 
     asyncio.run(scenario())
 

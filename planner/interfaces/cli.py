@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolpath.errors import Refusal, ToolpathError
+from toolpath.errors import Refusal, ToolpathError, Vocabulary
 from toolpath.planner.interfaces.serve_limits import SERVE_MAX_KERNELS, SERVE_MAX_KERNELS_PER_USER, SERVE_MAX_SESSIONS_PER_USER, SERVE_MAX_TASKS_PER_USER
 from toolpath.planner.planning.plans import DEFAULT_TIME_BUDGET_MS, NoPlanError, alternative_plans, plan
 from toolpath.planner.tasks.workspace import CATALOGS_VARIABLE, Workspace, resolve_catalog_paths
@@ -84,6 +84,10 @@ MCP client configuration (e.g. Claude Desktop's mcpServers):
 
 class CommandLineError(Refusal, ValueError):
     """A malformed option value."""
+
+
+#: The command line's words for an error's advice (see :class:`toolpath.errors.Vocabulary`).
+COMMAND_LINE = Vocabulary(load_catalog="load a catalog for this domain with --add-catalog PATH", give_input="--input {name}=VALUE", hold_state="--have {state}")
 
 
 def parse_inputs(pairs: Sequence[str]) -> dict[str, Any]:
@@ -958,10 +962,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 141
     except ToolpathError as error:  # any other exception is a bug: its traceback stays
         if getattr(arguments, "json", False):
-            payload = error.to_dict() if isinstance(error, NoPlanError) else {"error": str(error)}
+            payload = error.to_dict(COMMAND_LINE) if isinstance(error, NoPlanError) else {"error": error.message(COMMAND_LINE)}
             _emit_json(payload)
         else:
-            print(f"toolpath: {error}", file=sys.stderr)
+            print(f"toolpath: {error.message(COMMAND_LINE)}", file=sys.stderr)
         return 2
 
 

@@ -36,13 +36,14 @@ import functools
 import getpass
 import hashlib
 import hmac
+import importlib.metadata
 import ipaddress
 import json
 import re
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import yaml
@@ -55,10 +56,20 @@ from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp_types import CallToolResult, ImageContent, TextContent
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from toolpath.errors import Refusal
+from toolpath.errors import Refusal, ToolpathError, Vocabulary
 from toolpath.kernel import CellResult, CodeMode, KernelError, format_for_model
 from toolpath.kernel.sandbox import SandboxPolicy, sandbox_problem, weaker_limits
 from toolpath.planner.interfaces.http_serving import HttpLimits, connection_cap, host_check, serve_http
+from toolpath.planner.interfaces.mcp_results import (
+    CellOutput,
+    CloseSessionOutput,
+    RestartOutput,
+    SearchSkillsOutput,
+    SessionOverviewOutput,
+    TaskPlanOutput,
+    TaskRunOutput,
+    VariablesOutput,
+)
 from toolpath.planner.interfaces.serve_limits import SERVE_MAX_SESSIONS_PER_USER, SERVE_MAX_TASKS_PER_USER
 from toolpath.planner.search.embedding import default_embedder
 from toolpath.planner.tasks.agent_session import AgentSession
@@ -70,6 +81,13 @@ DEFAULT_SESSION = "main"
 #: Errors that mean "this request cannot be served as asked": the model gets the reason. (Other
 #: toolpath errors, such as an MCP server's failure, may carry what only the operator should see.)
 _REFUSALS = (Refusal, KernelError, StoreError, ValueError, TypeError)
+#: An MCP client's words for an error's advice: the tools' arguments, and what only the server's
+#: operator can change (a client cannot load catalogs, nor hold a state but by a task or an input).
+MCP_CLIENT = Vocabulary(
+    load_catalog="ask this server's operator to load a catalog for this domain (toolpath serve --add-catalog PATH); search_skills shows what the loaded catalogs cover",
+    give_input='inputs {{"{name}": VALUE}} (the tool\'s inputs argument)',
+    hold_state=None,
+)
 
 
 def _refusals_as_tool_errors(tool: Callable[..., Awaitable[CallToolResult]]) -> Callable[..., Awaitable[CallToolResult]]:
@@ -82,7 +100,7 @@ def _refusals_as_tool_errors(tool: Callable[..., Awaitable[CallToolResult]]) -> 
             return await tool(*args, **kwargs)
         except Exception as error:
             if isinstance(error, _REFUSALS):
-                raise ToolError(str(error)) from error
+                raise ToolError(error.message(MCP_CLIENT) if isinstance(error, ToolpathError) else str(error)) from error
             raise
 
     return refusing
@@ -147,7 +165,7 @@ class ToolpathServer:
         self._tasks_running: dict[str, int] = {}
         self._lock = asyncio.Lock()
         auth = {"token_verifier": verifier, "auth": AuthSettings(issuer_url=url, resource_server_url=f"{url}/mcp")} if verifier is not None else {}
-        self.mcp = MCPServer("toolpath", instructions=INSTRUCTIONS, log_level="WARNING", **auth)
+        self.mcp = MCPServer("toolpath", version=importlib.metadata.version("toolpath"), instructions=INSTRUCTIONS, log_level="WARNING", **auth)
         for tool in (
             self.search_skills,
             self.plan_task,
@@ -158,7 +176,8 @@ class ToolpathServer:
             self.list_variables,
             self.session_overview,
         ):
-            self.mcp.add_tool(_refusals_as_tool_errors(tool), structured_output=False)
+            # Each tool's return annotation names its output model: the SDK lists it as the outputSchema.
+            self.mcp.add_tool(_refusals_as_tool_errors(tool))
         self.mcp.resource(
             "toolpath://graph",
             name="state graph",
@@ -230,7 +249,7 @@ class ToolpathServer:
             if not self._tasks_running[user]:
                 del self._tasks_running[user]
 
-    async def search_skills(self, query: str, k: int = 5, session_id: str | None = None) -> CallToolResult:
+    async def search_skills(self, query: str, k: int = 5, session_id: str | None = None) -> Annotated[CallToolResult, SearchSkillsOutput]:
         """Find the states and tools of the loaded catalogs that match what you want to achieve, in words. Each hit says whether a plan from the session's held states reaches it."""
         session = await self._session(session_id)
         hits = await session.asearch(query, k)
@@ -242,34 +261,38 @@ class ToolpathServer:
         ]
         return _result({"hits": [hit.to_dict() for hit in hits]}, "\n".join(lines) or "no matching state or tool")
 
-    async def plan_task(self, task: str | list[str], inputs: dict[str, Any] | None = None, session_id: str | None = None) -> CallToolResult:
+    async def plan_task(
+        self, task: str | list[str], inputs: dict[str, Any] | None = None, session_id: str | None = None
+    ) -> Annotated[CallToolResult, TaskPlanOutput]:
         """Plan a task, given in words or as a list of step descriptions, from what the session holds. Returns the parts it matched, the plan and the Python cell that runs it (and how to use it); nothing runs."""
         with self._task_slot():
             session = await self._session(session_id)
             task_plan = await session.aplan_task(task, inputs)
         return _result(task_plan.to_dict(), task_plan.cell.code)
 
-    async def run_task(self, task: str | list[str], inputs: dict[str, Any] | None = None, session_id: str | None = None) -> CallToolResult:
+    async def run_task(
+        self, task: str | list[str], inputs: dict[str, Any] | None = None, session_id: str | None = None
+    ) -> Annotated[CallToolResult, TaskRunOutput]:
         """Plan a task (in words or as a list of steps) and run its cell in the session's kernel. The variables it makes stay for later cells and tasks."""
         with self._task_slot():
             session = await self._session(session_id)
             run = await session.arun_task(task, inputs)
         return _result(run.to_dict(), run.text(), run.result)
 
-    async def execute(self, code: str, session_id: str | None = None) -> CallToolResult:
+    async def execute(self, code: str, session_id: str | None = None) -> Annotated[CallToolResult, CellOutput]:
         """Run Python code as one cell in the session's persistent kernel (top-level await works; tool handles are bound). Returns what the cell printed, its value, error and images."""
         with self._task_slot():
             session = await self._session(session_id)
             result = await session.aexecute(code)
         return _result(result.to_dict(), format_for_model(result), result)
 
-    async def restart(self, session_id: str | None = None) -> CallToolResult:
+    async def restart(self, session_id: str | None = None) -> Annotated[CallToolResult, RestartOutput]:
         """Discard the session's kernel and all its variables (and its saved snapshot); the next cell starts fresh."""
         session = await self._session(session_id)
         await session.arestart()
         return _result({"restarted": True}, "The kernel was restarted; all variables are gone.")
 
-    async def close_session(self, session_id: str | None = None) -> CallToolResult:
+    async def close_session(self, session_id: str | None = None) -> Annotated[CallToolResult, CloseSessionOutput]:
         """End the session: its kernel stops and its variables and saved snapshot are deleted. It no longer counts among your sessions; its session_id, used again, starts a new empty session."""
         user = self._user()
         session_id = session_id or DEFAULT_SESSION
@@ -283,7 +306,7 @@ class ToolpathServer:
         await session.ashutdown()
         return _result({"closed": True}, f"Session {session_id!r} is closed; its kernel, variables and snapshot are gone.")
 
-    async def list_variables(self, session_id: str | None = None) -> CallToolResult:
+    async def list_variables(self, session_id: str | None = None) -> Annotated[CallToolResult, VariablesOutput]:
         """The names of the variables defined in the session's kernel."""
         session = await self._session(session_id)
         try:
@@ -292,7 +315,7 @@ class ToolpathServer:
             names = []
         return _result({"variables": names}, ", ".join(names) or "no variables yet")
 
-    async def session_overview(self, session_id: str | None = None) -> CallToolResult:
+    async def session_overview(self, session_id: str | None = None) -> Annotated[CallToolResult, SessionOverviewOutput]:
         """What the session holds (states and the variables that carry them), its tool handles, and which tools can run next."""
         session = await self._session(session_id)
         state = session.state()

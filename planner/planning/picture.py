@@ -173,7 +173,7 @@ def draw(graph: StateGraph, path: str | Path, image_format: str, plan: Plan | No
         import matplotlib
     except ImportError as error:
         raise MissingExtraError(
-            f"drawing the graph as {image_format} needs matplotlib: pip install 'toolpath[pictures]' (or use --format mermaid or dot)"
+            f"drawing the graph as {image_format} needs matplotlib: pip install 'toolpath[pictures]' (or draw it as Mermaid or DOT text instead)"
         ) from error
 
     matplotlib.use("Agg")  # files only: no display, no GUI toolkit

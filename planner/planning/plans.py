@@ -22,7 +22,7 @@ import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from toolpath.errors import Refusal, ToolpathError
+from toolpath.errors import PYTHON, Refusal, ToolpathError, Vocabulary
 from toolpath.planner.planning.delete_free import INFINITY, DeleteFreeTask
 from toolpath.planner.planning.graph import StateGraph
 from toolpath.registry import ToolDefinition
@@ -252,9 +252,20 @@ class NoPlanError(Refusal):
         self.avoided = avoided or {}
         self.circular = circular or {}
         self.given_by = given_by or {}
+        super().__init__(self.message())
+
+    def message(self, vocabulary: Vocabulary = PYTHON) -> str:
+        return self._explained(vocabulary)
+
+    @property
+    def reason(self) -> str:
+        """Why no plan reaches the goal, without advice (the same for every interface)."""
+        return self._explained(None)
+
+    def _explained(self, vocabulary: Vocabulary | None) -> str:
         reasons = []
-        for goal in unreachable:
-            causes = missing.get(goal) or []
+        for goal in self.unreachable:
+            causes = self.missing.get(goal) or []
             if not causes and goal in self.circular:
                 loop = ", ".join(self.circular[goal])
                 reasons.append(
@@ -263,20 +274,26 @@ class NoPlanError(Refusal):
             elif not causes:
                 reasons.append(f"{goal} is unreachable")
             for cause in causes:
-                reasons.append(self._why(cause) if cause == goal else f"to reach {goal} you need {cause}, and {self._why(cause)}")
-        super().__init__("no plan reaches the goal: " + "; ".join(reasons))
+                why = self._why(cause, vocabulary)
+                reasons.append(why if cause == goal else f"to reach {goal} you need {cause}, and {why}")
+        return "no plan reaches the goal: " + "; ".join(reasons)
 
-    def _why(self, state: str) -> str:
+    def _why(self, state: str, vocabulary: Vocabulary | None) -> str:
         if state in self.given_by:
-            names = " or ".join(f"--input {name}=VALUE" for name in self.given_by[state]) or "an input"
-            return f"{state} is given by the user: pass {names} (or hold it with --have {state})"
+            if vocabulary is None:
+                return f"{state} is given by the user"
+            names = " or ".join(vocabulary.give_input.format(name=name) for name in self.given_by[state]) or "an input"
+            hold = f" (or hold it with {vocabulary.hold_state.format(state=state)})" if vocabulary.hold_state is not None else ""
+            return f"{state} is given by the user: pass {names}{hold}"
         if state in self.avoided:
             return f"only avoided tools produce {state}: {', '.join(self.avoided[state])}"
         return f"no tool produces {state}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self, vocabulary: Vocabulary = PYTHON) -> dict:
+        """The explanation as JSON: ``error`` (the message, advice worded in ``vocabulary``) and the
+        attributes."""
         return {
-            "error": str(self),
+            "error": self.message(vocabulary),
             "unreachable": self.unreachable,
             "missing": self.missing,
             "avoided": self.avoided,

@@ -30,7 +30,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from toolpath.errors import Refusal
+from toolpath.errors import PYTHON, Refusal, Vocabulary
 from toolpath.planner.planning.graph import StateGraph
 from toolpath.planner.planning.inputs import InputError, names_a_step
 from toolpath.planner.planning.plans import NO_BUDGET, NoPlanError, Plan, TaskBudget, plan, plan_to_run
@@ -50,7 +50,8 @@ def _close(hit: SkillHit, best: SkillHit, margin: float) -> bool:
 
 
 class NoMatchingSkillError(Refusal, LookupError):
-    """No state or tool matches the task well enough; ``hits`` holds the closest ones."""
+    """No state or tool matches the task well enough; ``hits`` holds the closest ones, ``reason``
+    says so without advice (see :meth:`message` for it)."""
 
     def __init__(self, task: str, hits: list[SkillHit], min_score: float):
         self.task = task
@@ -59,9 +60,11 @@ class NoMatchingSkillError(Refusal, LookupError):
         if hits and hits[0].similarity is not None:
             closest = f" (closest: {hits[0].kind} {hits[0].name!r} at similarity {hits[0].similarity:.2f}, below {min_score:.2f})"
         shown = task if len(task) <= 120 else task[:117] + "..."
-        super().__init__(
-            f"no catalog can serve the task {shown!r}: no state or tool matches it{closest}. Rephrase the task, or load a catalog for this domain with --catalog"
-        )
+        self.reason = f"no catalog can serve the task {shown!r}: no state or tool matches it{closest}"
+        super().__init__(self.message())
+
+    def message(self, vocabulary: Vocabulary = PYTHON) -> str:
+        return f"{self.reason}. Rephrase the task, or {vocabulary.load_catalog}"
 
 
 @dataclass(frozen=True)

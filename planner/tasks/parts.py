@@ -327,7 +327,8 @@ def _match(
     try:
         return PartMatch(text, choose_goal(text, index, graph, inputs=inputs, held=held, render=render, min_score=min_score, budget=budget))
     except (NoMatchingSkillError, NoPlanError) as error:
-        return PartMatch(text, None, str(error))
+        # Without advice: a part's problem is reported to every interface alike.
+        return PartMatch(text, None, error.reason)
 
 
 def joint_plan(graph: StateGraph, matches: Sequence[PartMatch], held: Collection[str] = (), relevance: Mapping[int, float] | None = None) -> Plan:

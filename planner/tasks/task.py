@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from toolpath.errors import Refusal
+from toolpath.errors import PYTHON, Refusal, Vocabulary
 from toolpath.kernel import CellResult, format_for_model
 from toolpath.planner.planning.plans import Plan
 from toolpath.planner.tasks.cell import PlannedCell, UnboundParameter
@@ -18,11 +18,12 @@ class UnboundParametersError(Refusal, ValueError):
 
     def __init__(self, unbound: Iterable[UnboundParameter]):
         self.unbound = tuple(unbound)
+        super().__init__(self.message())
+
+    def message(self, vocabulary: Vocabulary = PYTHON) -> str:
         names = ", ".join(f"{parameter.parameter} ({parameter.type}, for {parameter.tool})" for parameter in self.unbound)
         example = self.unbound[0].parameter if self.unbound else "NAME"
-        super().__init__(
-            f"the plan needs inputs that were not given: {names}. Pass them as inputs ({{{example!r}: ...}}), or --input {example}=VALUE on the command line"
-        )
+        return f"the plan needs inputs that were not given: {names}. Pass them, e.g. {vocabulary.give_input.format(name=example)}"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,100 @@
+"""The structured content of ``toolpath serve``'s tools, as pydantic models: the MCP SDK publishes
+each as the tool's ``outputSchema`` (a tool returning ``Annotated[CallToolResult, Model]``) and
+validates every result that is not an error against it.
+
+The models follow the ``to_dict`` forms they describe (:class:`toolpath.planner.search.skills.SkillHit`,
+:class:`toolpath.planner.tasks.task.TaskPlan`, :class:`toolpath.planner.tasks.task.TaskRun`,
+:class:`toolpath.kernel.CellResult`); nested parts a program rarely reads (a plan's steps, the
+cell's wiring) are described as JSON objects rather than spelled out field by field.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+JsonObject = dict[str, Any]
+
+
+class SkillHitOutput(BaseModel):
+    """A state or tool that matched a query."""
+
+    kind: Literal["state", "tool"]
+    name: str
+    server: str | None = Field(description="the MCP server or package that serves a tool")
+    score: float = Field(description="the fused ranking score")
+    similarity: float | None = Field(description="cosine similarity of query and affordance; null when the index is BM25 only")
+    lexical: float = Field(description="BM25 score")
+    matched: str = Field(description="the affordance or description that matched")
+    states: list[str] = Field(description="the goal states it stands for")
+    reachable: bool = Field(description="whether a plan from the session's held states reaches it")
+    plan: list[str] | None = Field(description="the tools of that plan, in order; null when unreachable")
+
+
+class SearchSkillsOutput(BaseModel):
+    hits: list[SkillHitOutput]
+
+
+class CellOutput(BaseModel):
+    """What running a cell showed (images come as image content; here only their count)."""
+
+    status: Literal["ok", "error", "timeout", "aborted", "busy", "dead"] = Field(description="how the cell ended")
+    stdout: str
+    stderr: str
+    result: Any = Field(description="the cell's value: itself when plain JSON (result_is_json), else its text")
+    result_is_json: bool
+    result_text: str | None = Field(description="the value's text (IPython's repr)")
+    error: JsonObject | None = Field(description="the exception (ename, evalue, traceback) when the cell raised")
+    execution_count: int | None
+    images: int = Field(description="PNG images shown, sent as image content")
+    truncated: list[str] = Field(description="the outputs cut to fit the limits")
+    dropped_images: list[str] = Field(description="why each image not sent was dropped")
+    notice: str = Field(description="a note for the model about the session itself (a restarted kernel, lost state)")
+    tool_calls: dict[str, int] = Field(description="calls per tool made by the cell")
+
+
+class TaskPlanOutput(BaseModel):
+    """A planned task: what each part matched, the plan and the cell that runs it."""
+
+    task: str | None = Field(description="the task in words (null when given as steps)")
+    steps: list[str] | None = Field(description="the task as steps (null when given in words)")
+    parts: list[JsonObject] = Field(description="each part of the task: part, status (matched, held, unmatched), matched, goal, alternatives, problem")
+    goal: list[str]
+    must_run: list[str]
+    plan: JsonObject = Field(description="goal, have, steps (tool, requires, produces), cost, optimal, tie_breaks")
+    cell: str = Field(description="the Python cell that runs the plan")
+    instructions: str
+    instructions_saved_chars: int
+    wiring: list[JsonObject] = Field(description="per step: its tool, variable and each argument's source")
+    unbound: list[JsonObject] = Field(description="required parameters nothing supplies (step, tool, parameter, type, description, variable)")
+    unused_inputs: list[str]
+    input_advice: dict[str, str]
+
+
+class TaskRunOutput(TaskPlanOutput):
+    """A task planned and run in the session's kernel."""
+
+    result: CellOutput
+    variables: dict[str, str | None] = Field(description="the variables the run made, with the state each carries")
+    completed_steps: list[int]
+    failed_step: JsonObject | None = Field(description="index and tool of the step that failed")
+
+
+class RestartOutput(BaseModel):
+    restarted: bool
+
+
+class CloseSessionOutput(BaseModel):
+    closed: bool
+
+
+class VariablesOutput(BaseModel):
+    variables: list[str]
+
+
+class SessionOverviewOutput(BaseModel):
+    held: list[str] = Field(description="the states the session holds")
+    artifacts: dict[str, str] = Field(description="variable -> the state it carries")
+    domains: list[str]
+    instructions: str = Field(description="the tool handles and what can run next, for a model")
