@@ -214,6 +214,67 @@ def over_http(url, token=None):
     return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=120)))
 
 
+def _serve_command(port, *options):
+    return [sys.executable, "-m", "toolpath.planner.interfaces.cli", "serve", "--http", f"127.0.0.1:{port}", *options]
+
+
+def test_over_http_the_server_says_where_it_listens_once_ready_and_nothing_a_user_need_not_read(tmp_path):
+    tokens_file = tmp_path / "tokens.json"
+    tokens_file.write_text(json.dumps({"alice-" + "a" * 32: "alice"}))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = tmp_path / "stderr.txt"
+    with open(log, "wb") as stderr:
+        process = subprocess.Popen(
+            _serve_command(port, "--tokens", str(tokens_file), "--kernels", "plain"),
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            cwd=str(ROOT),
+            env={**os.environ, "TOOLPATH_HOME": str(tmp_path / "home")},
+        )
+    try:
+        url = f"http://127.0.0.1:{port}/mcp"
+        deadline = time.monotonic() + 120  # a guard against waiting forever, not a time the test measures
+        while f"toolpath serve: listening on {url}\n" not in log.read_text():
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+
+        async def search():
+            # Said once it accepts: a client connects at once.
+            async with over_http(url, "alice-" + "a" * 32) as client:
+                return await client.call_tool("search_skills", {"query": "parse a SMILES string", "k": 1})
+
+        assert not asyncio.run(search()).is_error
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+    # No SDK notice about token audiences (the tokens file's tokens are this server's) and no
+    # library debug notes (bm25s building its index).
+    lines = [line for line in log.read_text().splitlines() if not line.startswith("toolpath: exporting the embedding model")]
+    assert lines == [f"toolpath serve: listening on {url}"], lines
+
+
+def test_over_http_a_port_in_use_is_refused_before_loading_naming_the_process_that_holds_it(tmp_path):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        # A catalog that does not exist: the address is checked before any catalog is read.
+        refused = subprocess.run(
+            _serve_command(port, "--no-auth", "--catalog", str(tmp_path / "missing.yaml")),
+            capture_output=True,
+            text=True,
+            cwd=str(ROOT),
+            env={**os.environ, "TOOLPATH_HOME": str(tmp_path / "home")},
+            timeout=300,
+        )
+    assert refused.returncode == 2
+    assert refused.stderr.startswith(f"toolpath: cannot serve at 127.0.0.1:{port}: the port is already in use by process {os.getpid()} ("), refused.stderr
+    assert "stop that process, or give --http another port" in refused.stderr
+    assert "Errno" not in refused.stderr and "Traceback" not in refused.stderr and "missing.yaml" not in refused.stderr
+
+
 @pytest.mark.skipif(bool(sandbox_problem()), reason=sandbox_problem() or "sandboxed kernels run here")
 def test_over_http_users_code_is_sandboxed_unless_the_operator_says_plain(serve_over_http, tmp_path, monkeypatch):
     monkeypatch.setenv("SERVER_SECRET", "server-private-value")

@@ -26,14 +26,17 @@ and answers 503 then, after the descriptor is already held.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import resource
+import socket
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import h11
+import psutil
 import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -210,23 +213,114 @@ def report_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) 
         pass
 
 
-async def serve_http(app: Any, host: str, port: int, limits: HttpLimits) -> None:
-    """Serve the ASGI ``app`` at ``host:port`` until SIGTERM/SIGINT, within ``limits``.
+class AddressUnavailableError(OSError):
+    """The address to serve at cannot be bound; the message says why (in use, and by which process
+    when that can be seen; not an address of this machine; a privileged port) and what to do."""
+
+
+def bind_address(host: str, port: int) -> list[socket.socket]:
+    """Sockets bound to ``host:port`` (one per address ``host`` resolves to, as asyncio's
+    ``create_server`` binds them), not yet listening: connections are refused until
+    :func:`serve_http` serves them. Binding first lets ``toolpath serve`` find the address taken
+    before it spends seconds loading catalogs and models.
+
+    Raises:
+        AddressUnavailableError: an address cannot be bound (the sockets bound so far are closed).
+    """
+    try:
+        addresses = {(family, address) for family, _, _, _, address in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)}
+    except socket.gaierror as error:
+        raise AddressUnavailableError(errno.EADDRNOTAVAIL, f"cannot serve at {host}:{port}: {host!r} does not resolve ({error.strerror})") from error
+    sockets: list[socket.socket] = []
+    try:
+        for family, address in sorted(addresses, key=lambda pair: pair[0]):
+            listener = socket.socket(family, socket.SOCK_STREAM)
+            sockets.append(listener)
+            # As asyncio and uvicorn do: a port whose last server left connections in TIME_WAIT can be
+            # bound again at once, and an IPv6 socket leaves the IPv4 address to its own socket.
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                listener.bind(address)
+            except OSError as error:
+                raise AddressUnavailableError(error.errno, _why_unbindable(host, port, error)) from error
+    except BaseException:
+        for listener in sockets:
+            listener.close()
+        raise
+    return sockets
+
+
+def _why_unbindable(host: str, port: int, error: OSError) -> str:
+    if error.errno == errno.EADDRINUSE:
+        holder = port_holder(port)
+        return (
+            f"cannot serve at {host}:{port}: the port is already in use{f' by {holder}' if holder else ' by another process'}; "
+            "stop that process, or give --http another port"
+        )
+    if error.errno == errno.EADDRNOTAVAIL:
+        return f"cannot serve at {host}:{port}: {host} is not an address of this machine; give one of its addresses (e.g. 127.0.0.1, or 0.0.0.0 for all)"
+    if error.errno == errno.EACCES:
+        return f"cannot serve at {host}:{port}: ports below 1024 need privileges this process does not have; give a port from 1024 up"
+    return f"cannot serve at {host}:{port}: {error.strerror or error}"
+
+
+def port_holder(port: int) -> str | None:
+    """The process listening on TCP ``port``, as ``"process 1234 (python -m http.server 8000)"``;
+    ``None`` when none can be seen (another user's processes are hidden without privileges)."""
+    try:
+        connections = psutil.net_connections(kind="tcp")
+    except (psutil.AccessDenied, OSError):
+        return None
+    pids = sorted(
+        {
+            connection.pid
+            for connection in connections
+            if connection.status == psutil.CONN_LISTEN and connection.laddr and connection.laddr.port == port and connection.pid
+        }
+    )
+    if not pids:
+        return None
+    try:
+        process = psutil.Process(pids[0])
+        command = " ".join(process.cmdline()) or process.name()
+    except psutil.Error:
+        return f"process {pids[0]}"
+    command = " ".join(command.split())  # one line, whatever the command line held
+    shown = command if len(command) <= 120 else command[:117] + "..."
+    return f"process {pids[0]} ({shown})"
+
+
+class _AnnouncingServer(uvicorn.Server):
+    """uvicorn's server that writes one line to standard error once it accepts connections."""
+
+    def __init__(self, config: uvicorn.Config, announcement: str):
+        super().__init__(config)
+        self.announcement = announcement
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            print(self.announcement, file=sys.stderr, flush=True)
+
+
+async def serve_http(app: Any, sockets: list[socket.socket], url: str, limits: HttpLimits) -> None:
+    """Serve the ASGI ``app`` on ``sockets`` (bound by :func:`bind_address`) until SIGTERM/SIGINT,
+    within ``limits``; once it accepts connections, write ``toolpath serve: listening on URL`` (``url``)
+    to standard error.
 
     Raises:
         ValueError: too few descriptors for connections (see :func:`connection_cap`).
-        OSError: the address cannot be bound.
     """
     protocol = type("ServeProtocol", (BoundedH11Protocol,), {"max_connections": connection_cap(limits), "request_timeout": limits.request_timeout})
     asyncio.get_running_loop().set_exception_handler(report_loop_error)
     config = uvicorn.Config(
         app,
-        host=host,
-        port=port,
         http=protocol,
         log_level="warning",
         backlog=BACKLOG,
         timeout_keep_alive=limits.keep_alive_timeout,
         timeout_graceful_shutdown=limits.shutdown_timeout,
     )
-    await uvicorn.Server(config).serve()
+    await _AnnouncingServer(config, f"toolpath serve: listening on {url}").serve(sockets=sockets)

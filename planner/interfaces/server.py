@@ -59,7 +59,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from toolpath.errors import Refusal, ToolpathError, Vocabulary
 from toolpath.kernel import CellResult, CodeMode, KernelError, format_for_model
 from toolpath.kernel.sandbox import SandboxPolicy, sandbox_problem, weaker_limits
-from toolpath.planner.interfaces.http_serving import HttpLimits, connection_cap, host_check, serve_http
+from toolpath.planner.interfaces.http_serving import AddressUnavailableError, HttpLimits, bind_address, connection_cap, host_check, serve_http
 from toolpath.planner.interfaces.mcp_results import (
     CellOutput,
     CloseSessionOutput,
@@ -164,7 +164,10 @@ class ToolpathServer:
         self._sessions: dict[tuple[str, str], AgentSession] = {}
         self._tasks_running: dict[str, int] = {}
         self._lock = asyncio.Lock()
-        auth = {"token_verifier": verifier, "auth": AuthSettings(issuer_url=url, resource_server_url=f"{url}/mcp")} if verifier is not None else {}
+        # The tokens file's tokens are this server's alone (no authorization server issues them for
+        # several resources), so there is no audience to check them against.
+        settings = AuthSettings(issuer_url=url, resource_server_url=f"{url}/mcp", validate_token_resource=False)
+        auth = {"token_verifier": verifier, "auth": settings} if verifier is not None else {}
         self.mcp = MCPServer("toolpath", version=importlib.metadata.version("toolpath"), instructions=INSTRUCTIONS, log_level="WARNING", **auth)
         for tool in (
             self.search_skills,
@@ -641,10 +644,21 @@ def serve(
     gaps = weaker_limits() if "sandbox" in placement else ""
     if gaps:
         print(f"toolpath serve: warning: {gaps}", file=sys.stderr)
-    default_embedder().prepare_queries()  # the query model loads in a thread while the catalogs do
-    workspace = Workspace.open(list(catalogs))
-    url = f"http://{host}:{port}" if http is not None else "http://127.0.0.1"
-    server = ToolpathServer(workspace, user_id=getpass.getuser(), tokens=tokens, url=url, **(quotas or {}), **(code_mode_options or {}), **placement)
+    sockets = []
+    if http is not None:
+        try:
+            sockets = bind_address(host, port)  # before seconds of loading: a taken port is refused at once
+        except AddressUnavailableError as error:
+            raise ServeError(error.strerror) from error
+    try:
+        default_embedder().prepare_queries()  # the query model loads in a thread while the catalogs do
+        workspace = Workspace.open(list(catalogs))
+        url = f"http://{f'[{host}]' if ':' in host else host}:{port}" if http is not None else "http://127.0.0.1"
+        server = ToolpathServer(workspace, user_id=getpass.getuser(), tokens=tokens, url=url, **(quotas or {}), **(code_mode_options or {}), **placement)
+    except BaseException:
+        for listener in sockets:
+            listener.close()
+        raise
     body_limit = max_request_bytes or DEFAULT_MAX_REQUEST_BODY_SIZE
 
     async def main() -> None:
@@ -653,7 +667,7 @@ def serve(
                 await server.mcp.run_stdio_async()
             else:
                 app = server.mcp.streamable_http_app(transport_security=host_check(host, port, allowed_hosts), host=host, max_request_body_size=body_limit)
-                await serve_http(_explaining_body_limit(app, body_limit), host, port, http_limits or HttpLimits())
+                await serve_http(_explaining_body_limit(app, body_limit), sockets, f"{url}/mcp", http_limits or HttpLimits())
         finally:
             await server.aclose()
 

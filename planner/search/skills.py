@@ -19,6 +19,7 @@ Each hit also says whether it is reachable from the held states and carries the 
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import unicodedata
@@ -37,6 +38,10 @@ from toolpath.planner.planning.plans import NoPlanError, Plan, plan, plan_to_run
 from toolpath.planner.search.embedding import Embedder, EmbedderUnavailableError, checked_vectors, default_embedder
 from toolpath.planner.search.embedding_cache import CachedEmbedder, EmbeddingCache, warn_unusable
 from toolpath.registry.storage import StoreError
+
+# bm25s sets its logger to DEBUG itself, so an application that logs at the root (the MCP SDK's
+# server does) prints a note for every index built; the application's level decides instead.
+logging.getLogger("bm25s").setLevel(logging.NOTSET)
 
 #: Reciprocal-rank-fusion constant (Cormack et al. use 60); tuned on MetaTool dev (grid 1, 5, 20, 60).
 RRF_K = 20
