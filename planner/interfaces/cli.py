@@ -2,7 +2,10 @@
 
 Exit status: 0 on success; 1 when an executed cell fails (exception, timeout, dead kernel) or
 ``validate`` finds problems; 2 when toolpath refuses before running anything (bad catalog, bad input,
-no matching skill, no plan).
+no matching skill, no plan; for ``serve``, also an ``--http`` address that cannot be bound, such as
+a port in use).
+
+Errors' advice is worded in :data:`COMMAND_LINE`'s terms (``--add-catalog``, ``--input``, ``--have``).
 """
 
 from __future__ import annotations
@@ -78,7 +81,9 @@ server is connected, so the catalog holds no secret.""",
   toolpath serve --http 127.0.0.1:8765 --tokens tokens.json   # tokens.json: {"a-long-random-token": "alice"}
   toolpath serve --hash-token    # reads a token, prints "sha256:...": a tokens.json key that does not give the token away
 MCP client configuration (e.g. Claude Desktop's mcpServers):
-  {"mcpServers": {"toolpath": {"command": "toolpath", "args": ["serve"]}}}""",
+  {"mcpServers": {"toolpath": {"command": "toolpath", "args": ["serve"]}}}
+With --http, "toolpath serve: listening on http://HOST:PORT/mcp" goes to stderr once it accepts
+connections; an address it cannot bind (a port in use) exits 2 at once, naming the process holding it.""",
 }
 
 

@@ -232,9 +232,14 @@ def bind_address(host: str, port: int) -> list[socket.socket]:
     except socket.gaierror as error:
         raise AddressUnavailableError(errno.EADDRNOTAVAIL, f"cannot serve at {host}:{port}: {host!r} does not resolve ({error.strerror})") from error
     sockets: list[socket.socket] = []
+    unavailable: OSError | None = None
     try:
         for family, address in sorted(addresses, key=lambda pair: pair[0]):
-            listener = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                listener = socket.socket(family, socket.SOCK_STREAM)
+            except OSError as error:  # a family this machine does not have (e.g. IPv6 disabled)
+                unavailable = error
+                continue
             sockets.append(listener)
             # As asyncio and uvicorn do: a port whose last server left connections in TIME_WAIT can be
             # bound again at once, and an IPv6 socket leaves the IPv4 address to its own socket.
@@ -244,7 +249,15 @@ def bind_address(host: str, port: int) -> list[socket.socket]:
             try:
                 listener.bind(address)
             except OSError as error:
-                raise AddressUnavailableError(error.errno, _why_unbindable(host, port, error)) from error
+                if error.errno != errno.EADDRNOTAVAIL:
+                    raise AddressUnavailableError(error.errno, _why_unbindable(host, port, error)) from error
+                # As asyncio does: a name's address of a family that is not enabled (``localhost``'s
+                # ::1 without IPv6) is left out, as long as another one binds.
+                sockets.pop().close()
+                unavailable = error
+        if not sockets:
+            error = unavailable or OSError(errno.EADDRNOTAVAIL, "no address")
+            raise AddressUnavailableError(error.errno, _why_unbindable(host, port, error)) from unavailable
     except BaseException:
         for listener in sockets:
             listener.close()

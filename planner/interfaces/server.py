@@ -15,9 +15,10 @@ then a round trip, not a new process. Tools (named and described for a model):
 Resources: ``toolpath://graph`` (the state graph as Mermaid text) and ``toolpath://catalogs/N``
 (each loaded catalog file).
 
-Every result carries structured content (JSON) and a short text. A tool that fails on bad input
-(an unknown state, a task nothing matches) returns an error result with the reason; the server
-keeps serving.
+Every result carries structured content (JSON) and a short text; each tool declares the JSON Schema
+of its structured content as its ``outputSchema`` (:mod:`toolpath.planner.interfaces.mcp_results`).
+A tool that fails on bad input (an unknown state, a task nothing matches) returns an error result
+with the reason, its advice worded for an MCP client (:data:`MCP_CLIENT`); the server keeps serving.
 
 Users: over stdio (and over HTTP with ``--no-auth``, loopback only) the local user; over HTTP, the
 user a bearer token maps to in the tokens file. Sessions: each user's ``session_id`` is one
@@ -613,11 +614,15 @@ def serve(
     and the Host and Origin headers checked against the bound address and ``allowed_hosts``
     (:func:`toolpath.planner.interfaces.http_serving.host_check`). ``kernels`` and ``sandbox`` place the kernels (see
     :func:`kernel_placement`): with a tokens file they are sandboxed unless ``kernels="plain"``.
+    Over HTTP the address is bound before the catalogs and models load, and
+    ``toolpath serve: listening on http://HOST:PORT/mcp`` is written to standard error once the
+    server accepts connections.
 
     Raises:
         ServeError: a bad address or tokens file, HTTP without auth on a non-loopback address, too
-            few file descriptors, or kernels that cannot be placed as asked (checked before anything
-            loads).
+            few file descriptors, kernels that cannot be placed as asked, or an address that cannot
+            be bound (a port in use: the message names the process holding it when it can be seen);
+            all checked before anything loads.
     """
     tokens = None
     if http is None:
