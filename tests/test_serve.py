@@ -118,7 +118,8 @@ def test_the_server_names_its_version_and_every_tool_declares_the_output_its_res
             schemas = {tool.name: tool.output_schema for tool in (await client.list_tools()).tools}
             assert all(schema is not None for schema in schemas.values()), schemas
 
-            # The SDK's client checks each result that is not an error against its tool's outputSchema.
+            # The SDK's client checks each result that is not an error against its tool's outputSchema
+            # (raising when one does not follow it); checked here as well, so the test says it.
             calls = [
                 ("search_skills", {"query": "parse a SMILES string", "k": 2}),
                 ("plan_task", {"task": "parse this molecule", "inputs": {"smiles": "CCO"}}),
@@ -132,6 +133,7 @@ def test_the_server_names_its_version_and_every_tool_declares_the_output_its_res
             for name, arguments in calls:
                 result = await client.call_tool(name, arguments)
                 assert not result.is_error and result.structured_content, (name, result.content)
+                jsonschema.validate(result.structured_content, schemas[name])
             assert set(schemas) == {name for name, _ in calls}
             # A failed cell is an error result the client does not check; its content follows the schema all the same.
             failed = await client.call_tool("execute", {"code": "1/0"})
