@@ -75,7 +75,16 @@ class TaskPlan:
 
 @dataclass(frozen=True)
 class TaskRun:
-    """A planned task and what executing its cell showed."""
+    """A planned task and what executing its cell showed.
+
+    Attributes:
+        task_plan: the :class:`TaskPlan` that ran (its plan is ``run.task_plan.plan``, its cell
+            ``run.task_plan.cell``).
+        result: the cell's :class:`toolpath.kernel.CellResult` (``status``, ``stdout``, ``stderr``,
+            ``result``, ``error``, ``images``, ``notice``, ``tool_calls``).
+
+    ``completed_steps``, ``failed_step`` and ``variables`` are derived from both.
+    """
 
     task_plan: TaskPlan
     result: CellResult
