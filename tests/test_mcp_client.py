@@ -520,10 +520,22 @@ def test_a_server_with_ten_thousand_tools_lists_fifty_in_the_instructions_and_a_
         assert found.result.startswith("['large.send_invoice(*, customer: str): Email an invoice to a customer.'")
         assert code_mode.run("await large.send_invoice(customer='Ada')", "s").result == "\"send_invoice: {'customer': 'Ada'}\""
         missing = code_mode.run("large.no_such_tool", "s")
-        assert "it has 10,001 tools, the first: huge, record_0, record_1" in missing.error["evalue"] and len(missing.error["evalue"]) < 2000
+        assert "it has 10,002 tools, the first: huge, record_0, record_1" in missing.error["evalue"] and len(missing.error["evalue"]) < 2000
         instructions = code_mode.instructions()
         assert len(instructions) < 20_000  # not 390,000
         assert "large.record_49(" in instructions and "large.record_50(" not in instructions  # the server's first 50
-        assert "  large has 10,001 tools, the first 50 listed above: find the others with `large.search_tools('words for what you need')`" in instructions
+        assert "  large has 10,002 tools, the first 50 listed above: find the others with `large.search_tools('words for what you need')`" in instructions
         assert "paged.gmail_search(" in instructions and "paged.count_words(" not in instructions  # max_listed_tools=2
         assert "  paged has 8 tools, the first 2 listed above" in instructions
+
+
+def test_a_message_over_max_message_bytes_that_answers_no_call_resets_the_connection_and_says_so():
+    large = MCPToolkit("large", command=sys.executable, args=[LARGE_SERVER], max_message_bytes=1_000_000)
+    with CodeMode(tools=[large], snapshot=False, pool_size=0) as code_mode:
+        reset = code_mode.run("await large.shout(megabytes=3)", "s")
+        assert reset.status == "error"
+        assert (
+            "MCP server 'large' sent a message over 1,000,000 bytes (max_message_bytes) that answers no request; toolpath stopped reading it and reset the connection during tool 'shout'; the next call connects again"
+            in reset.error["evalue"]
+        )
+        assert code_mode.run("await large.shout(megabytes=0.5)", "s").result == "'shouted'"  # a new connection

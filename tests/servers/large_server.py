@@ -2,7 +2,8 @@
 
 ``--tools N`` lists N tools ``record_0`` ... (one page), each looking up one record, and among them
 ``send_invoice`` at position ``N - 10``: a tool no listing of the first few would show. The tool
-``huge(megabytes)`` answers with a text of that many MB. ``--gate FILE`` holds an answer over
+``huge(megabytes)`` answers with a text of that many MB; ``shout(megabytes)`` first sends a
+notification of that many MB (a line that answers no request). ``--gate FILE`` holds an answer over
 ``HEAD_BYTES`` after its first ``HEAD_BYTES`` until FILE exists, then sends the rest and creates
 ``FILE.sent``: a client that waits for the whole answer waits for the gate. ``--linger`` keeps the
 process running after its stdin closes (a server that would not notice its client is gone).
@@ -62,15 +63,13 @@ def tools(count: int) -> list[types.Tool]:
             description="Email an invoice to a customer.",
             input_schema={"type": "object", "properties": {"customer": {"type": "string"}}, "required": ["customer"]},
         )
-    huge = types.Tool(
-        name="huge",
-        description="A text of some megabytes.",
-        input_schema={"type": "object", "properties": {"megabytes": {"type": "number"}}, "required": ["megabytes"]},
-    )
-    return [*listed, huge]
+    size = {"type": "object", "properties": {"megabytes": {"type": "number"}}, "required": ["megabytes"]}
+    huge = types.Tool(name="huge", description="A text of some megabytes.", input_schema=size)
+    shout = types.Tool(name="shout", description="A notification of some megabytes, then a short answer.", input_schema=size)
+    return [*listed, huge, shout]
 
 
-def server(count: int) -> Server:
+def server(count: int, stdout: anyio.AsyncFile) -> Server:
     listed = tools(count)
 
     async def list_tools(context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -80,6 +79,11 @@ def server(count: int) -> Server:
         arguments = params.arguments or {}
         if params.name == "huge":
             text = "x" * int(arguments["megabytes"] * MEGABYTE)
+        elif params.name == "shout":
+            padding = "x" * int(arguments["megabytes"] * MEGABYTE)
+            await stdout.write(f'{{"jsonrpc":"2.0","method":"notifications/message","params":{{"level":"info","data":"{padding}"}}}}\n')
+            await stdout.flush()
+            text = "shouted"
         else:
             text = f"{params.name}: {arguments}"
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
@@ -90,7 +94,7 @@ def server(count: int) -> Server:
 async def serve(count: int, gate: Path | None) -> None:
     stdout = anyio.wrap_file(GatedStdout(gate))
     async with stdio_server(stdout=stdout) as (read_stream, write_stream):
-        listing = server(count)
+        listing = server(count, stdout)
         await listing.run(read_stream, write_stream, listing.create_initialization_options())
 
 
