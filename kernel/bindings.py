@@ -13,8 +13,7 @@ import inspect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from toolpath.kernel.bridge_client import SEARCH_ATTRIBUTE
-from toolpath.kernel.toolkit import Toolkit, signature_text
+from toolpath.kernel.toolkit import SEARCH_ATTRIBUTE, Toolkit, signature_text
 from toolpath.registry import ToolDefinition
 from toolpath.registry.names import attribute_name, handle_name, name_map
 

@@ -33,10 +33,8 @@ from typing import Any
 from toolpath.errors import ToolpathError
 from toolpath.kernel import wire
 from toolpath.kernel.handles import awaitable, current_cell, track_cells
-from toolpath.kernel.toolkit import ShownText, ToolExitError, ToolPausedError
+from toolpath.kernel.toolkit import SEARCH_ATTRIBUTE, ShownText, ToolExitError, ToolPausedError
 
-#: The handle attribute that searches the handle's tools.
-SEARCH_ATTRIBUTE = "search_tools"
 #: Tools named in a message about a missing one; a handle may have thousands.
 LISTED_IN_ERRORS = 50
 #: Characters of a tool's first docstring line that a search shows.
@@ -295,9 +293,12 @@ class HostHandle:
 
         Raises:
             TypeError: ``query`` is not a string, or ``k`` not a whole number.
+            ValueError: ``k`` below 1.
         """
         if not isinstance(query, str) or isinstance(k, bool) or not isinstance(k, int):
             raise TypeError(f"search_tools(query: str, k: int = 10), got query={query!r}, k={k!r}")
+        if k < 1:
+            raise ValueError(f"search_tools: k is how many tools to return, at least 1, got {k}")
         if self._search is None:
             from toolpath.kernel.tool_search import ToolSearch  # bm25s: imported by the first search only
 

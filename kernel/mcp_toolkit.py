@@ -62,7 +62,7 @@ class MCPToolkit(Toolkit):
     Raises:
         ValueError: neither or both of ``command`` and ``url``, a URL that is not http(s), or a
             value of the wrong type.
-        TypeError: ``args`` given as one string.
+        TypeError: ``args`` given as one string, or a ``max_message_bytes`` that is not a whole number.
 
     Example::
 

@@ -50,6 +50,8 @@ Hook = Callable[..., Any]
 #: Tools of one kit listed in a model's instructions: about 10,000 characters at the 200 each a tool's
 #: signature and summary line take, as tool-search peers keep a few tools loaded and defer the rest.
 DEFAULT_MAX_LISTED_TOOLS = 50
+#: The attribute of a kit's handle in the kernel that searches its tools (a tool bound by that name wins).
+SEARCH_ATTRIBUTE = "search_tools"
 
 _PAUSE_FLAGS = {
     "requires_confirmation": "needs the user's confirmation",
