@@ -33,7 +33,7 @@ import anyio
 import mcp_types
 from mcp import StdioServerParameters
 from mcp.client._transport import TransportStreams
-from mcp.client.stdio import _stop_server_process, get_default_environment
+from mcp.client.stdio import _stop_server_process, get_default_environment  # its shutdown sequence: private, mcp<3 pins it
 from mcp.shared.message import SessionMessage
 
 #: Bytes one message from a stdio server may have (16 MiB) unless ``max_message_bytes`` says otherwise.
