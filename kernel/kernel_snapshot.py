@@ -161,13 +161,13 @@ _FORMAT_HEADER = _FORMAT_PREFIX + str(FORMAT_VERSION).encode() + b"\n"
 _GROUP_HEADER = _FORMAT_PREFIX + str(FORMAT_VERSION).encode() + b" variables\n"
 #: Joins the names of a record of several variables into its key.
 _NAME_SEPARATOR = ", "
-#: Objects whose sharing between variables a restore keeps (two lists holding one dict), with the
-#: instances of cell-defined classes and cell-defined functions and classes themselves. Others
-#: (arrays, library objects) are not followed: a dtype or a library's constant reached from every
-#: variable would make them all one record.
-_SHAREABLE_TYPES = (list, dict, set, bytearray)
+#: The objects :meth:`_Sharing.walk` looks inside (with instances of cell-defined classes): not
+#: library objects, whose state may hold what all of their kind share (every DataFrame's pickle
+#: holds the class's one ``_metadata`` list), which would make their variables one record.
+_CONTAINER_TYPES = (list, tuple, set, frozenset, dict)
 
-#: Values whose identity no program relies on: they are pickled in every variable that holds them.
+#: Values whose identity no program relies on, or that are pickled by reference (modules, built-in
+#: functions): every variable that holds one pickles it itself.
 _VALUE_TYPES = (int, float, complex, str, bytes, types.NoneType, types.ModuleType, types.BuiltinFunctionType)
 #: Locks, in the kernel's ``_thread`` module (``threading.Lock`` and ``threading.RLock``).
 _LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
@@ -254,8 +254,9 @@ class _Sharing:
     """Which variables reach one object (not through another variable): they are pickled together,
     in one record, so it stays one object after a restore."""
 
-    def __init__(self) -> None:
-        # id -> (the object, kept alive so that no other object gets its id, the first variable that reached it)
+    def __init__(self, owners: Mapping[int, str]) -> None:
+        self.owners = owners
+        # id -> (the object, kept alive so that no other object gets its id; the first variable that reached it)
         self.reached: dict[int, tuple[Any, str]] = {}
         self.parent: dict[str, str] = {}
 
@@ -264,10 +265,31 @@ class _Sharing:
             name = self.parent[name]
         return name
 
-    def reach(self, value: Any, variable: str) -> None:
-        first = self.reached.setdefault(id(value), (value, variable))[1]
-        if first != variable:
-            self.parent[self._root(variable)] = self._root(first)
+    def walk(self, variable: str, value: Any) -> None:
+        """Note the objects ``variable``'s value reaches through lists, tuples, sets, dicts and the
+        attributes of instances of cell-defined classes, joining it to the variables that reached
+        one before. Values of other variables are not entered (they are pickled by reference), nor
+        are values whose identity nobody relies on (numbers, strings)."""
+        pending, seen = [value], set()
+        while pending:
+            item = pending.pop()
+            owner = self.owners.get(id(item))
+            if id(item) in seen or isinstance(item, (*_VALUE_TYPES, enum.Enum)) or (owner is not None and owner != variable):
+                continue
+            if isinstance(item, (types.FunctionType, type)) and not _is_cell_defined(item):
+                continue
+            seen.add(id(item))
+            if not isinstance(item, (tuple, frozenset)):  # immutable: their identity does not matter, their items' may
+                first = self.reached.setdefault(id(item), (item, variable))[1]
+                if first != variable:
+                    self.parent[self._root(variable)] = self._root(first)
+                    continue  # the first variable walked it already
+            if type(item) is dict:
+                pending += [*item.keys(), *item.values()]
+            elif type(item) in _CONTAINER_TYPES:
+                pending += item
+            elif type(item).__module__ == "__main__" and isinstance(getattr(item, "__dict__", None), dict):
+                pending += item.__dict__.values()
 
     def groups(self, names: list[str]) -> list[list[str]]:
         """The sets of two or more of ``names`` that share objects, each sorted. Only names that are
@@ -281,13 +303,11 @@ class _Sharing:
 
 class _References:
     """What the picklers of one record share: which values belong to variables outside it (pickled
-    as references to them, so identity survives), which of those it refers to, and (while each
-    variable is pickled on its own) which objects it reaches."""
+    as references to them, so identity survives), and which of those it refers to."""
 
-    def __init__(self, owners: Mapping[int, str], variables: list[str], sharing: _Sharing | None = None):
+    def __init__(self, owners: Mapping[int, str], variables: list[str]):
         self.owners = owners
         self.variables = variables
-        self.sharing = sharing
         self.used: set[str] = set()
 
     def persistent_id(self, value: Any) -> str | None:
@@ -298,8 +318,6 @@ class _References:
         kind = _unfaithful_kind(value)
         if kind is not None:
             raise _Unfaithful(f"it holds {kind} ({type(value).__module__}.{type(value).__qualname__}), which a new kernel cannot get back")
-        if self.sharing is not None and (type(value) in _SHAREABLE_TYPES or type(value).__module__ == "__main__" or _is_cell_defined(value)):
-            self.sharing.reach(value, self.variables[0])
         return None
 
 
@@ -372,6 +390,7 @@ def _pickled(value: Any, references: _References, limit: int, header: bytes = _F
     except Exception:  # a closure, a lambda held by an object ...: let dill try
         buffer = _BoundedBuffer(limit)
         buffer.write(header)
+        references.used.clear()
         _DillPickler(buffer, references).dump(value)
     return buffer.getvalue()
 
@@ -414,15 +433,18 @@ def _names(keys: list[str]) -> set[str]:
 
 
 def dump(path: str, max_variable_bytes: int, max_snapshot_bytes: int, known: dict[str, str]) -> None:
-    """Pickle each user variable and write those that fit, and changed, to ``path``.
+    """Pickle each user variable and write the records that fit, and changed, to ``path``.
 
-    A variable is skipped when it cannot be pickled, when its pickle is over ``max_variable_bytes``,
-    or when it does not fit in ``max_snapshot_bytes`` with the others. The budget keeps the most
-    variables: smallest first, so one large variable never evicts many small ones. A variable whose
-    pickle has the digest ``known`` gives for it (it is in the snapshot already) is not written.
+    Variables that share objects make one record (its key their names joined by ", "), whose limit
+    is ``max_variable_bytes`` times their number. A record is skipped when it cannot be pickled,
+    when it holds what a new kernel cannot get back as it was (a lock, an open file), when its
+    pickle is over its limit, when it does not fit in ``max_snapshot_bytes`` with the others, or
+    when it refers to a variable that is skipped. The budget keeps the most records: smallest first,
+    so one large variable never evicts many small ones. A record whose pickle has the digest
+    ``known`` gives for its key (it is in the snapshot already) is not written.
 
-    Writes ``{"saved": {name: digest}, "skipped": {name: reason}}`` to :func:`report_path`: every
-    variable the snapshot is to hold, written or not.
+    Writes ``{"saved": {key: digest}, "skipped": {key: reason}}`` to :func:`report_path`: every
+    record the snapshot is to hold, written or not.
     """
     shell = kernel_setup._shell()
     pickles: dict[str, bytes] = {}
@@ -430,12 +452,13 @@ def dump(path: str, max_variable_bytes: int, max_snapshot_bytes: int, known: dic
     skipped: dict[str, str] = {}
     names = _candidates(shell)
     owners = _owners(shell.user_ns, names)
-    sharing = _Sharing()
+    sharing = _Sharing(owners)
     for name in names:
-        references = _References(owners, [name], sharing)
+        references = _References(owners, [name])
         try:
             with _time_limit(VARIABLE_SECONDS):
                 pickles[name] = _pickled(shell.user_ns[name], references, max_variable_bytes)
+                sharing.walk(name, shell.user_ns[name])
             uses[name] = references.used
         except BaseException as error:
             skipped[name] = _failure(error, max_variable_bytes, VARIABLE_SECONDS)
