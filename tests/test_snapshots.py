@@ -331,6 +331,8 @@ def test_aliases_shared_objects_cell_classes_and_enums_come_back_as_they_were(st
         anonymous_right = (anonymous_left[0],)
         loop = []
         loop.append(loop)
+        import pandas as pd
+        frame_one, frame_two = pd.DataFrame({"a": [1]}), pd.DataFrame({"b": [2]})
         """
     )
     check = (
@@ -340,6 +342,9 @@ def test_aliases_shared_objects_cell_classes_and_enums_come_back_as_they_were(st
     )
     with code_mode(store) as first:
         assert first.run(cell, "s").status == "ok"
+    # Only the variables that share an object no variable holds are one record; DataFrames, which
+    # share library state, are not.
+    assert [key for key in SnapshotStore(store).load("s").pickles if "," in key] == ["anonymous_left, anonymous_right"]
     with code_mode(store) as second:
         result = second.run(check + "\nb.append(3)\nshared['k'] = 2", "s")
         assert result.status == "ok", result
@@ -395,3 +400,26 @@ def test_a_snapshot_in_the_first_format_still_restores_and_a_newer_format_is_nam
         result = later.run("print(numbers, label, 'future' in globals())", "s")
         assert result.stdout == "[1, 2, 3] old False\n"
         assert "future (could not be restored (ValueError: it was saved in snapshot format 99" in result.notice
+
+
+def test_variables_that_share_an_object_but_cannot_be_pickled_together_are_named_not_copied(store):
+    cell = textwrap.dedent(
+        """
+        class PicklesTwice:
+            pickled = 0
+            def __reduce__(self):
+                PicklesTwice.pickled += 1
+                if PicklesTwice.pickled > 2:
+                    raise RuntimeError("no third pickle")
+                return (PicklesTwice, ())
+        one = [PicklesTwice()]
+        two = [one[0]]
+        alone = "fine"
+        """
+    )
+    with code_mode(store) as first:
+        assert first.run(cell, "s").status == "ok"
+    with code_mode(store) as second:
+        result = second.run("print(alone, 'one' in globals(), 'two' in globals())", "s")
+        assert result.stdout == "fine False False\n"
+        assert "one, two (they share objects, and pickling them together failed: cannot be pickled (RuntimeError: no third pickle))" in result.notice
