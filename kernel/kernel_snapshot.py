@@ -285,7 +285,9 @@ class _Sharing:
                 if id(item) in seen or self.owners.get(id(item), variable) != variable:
                     continue
                 kind = type(item)
-                if kind not in _CONTAINER_TYPES and (isinstance(item, _IDENTITY_KEPT_TYPES) or (isinstance(item, (types.FunctionType, type)) and not _is_cell_defined(item))):
+                if kind not in _CONTAINER_TYPES and (
+                    isinstance(item, _IDENTITY_KEPT_TYPES) or (isinstance(item, (types.FunctionType, type)) and not _is_cell_defined(item))
+                ):
                     continue
                 enters = kind in _CONTAINER_TYPES or kind.__module__ == "__main__"
                 seen.add(id(item))
@@ -320,18 +322,18 @@ class _References:
     def persistent_id(self, value: Any) -> str | None:
         """The picklers' ``persistent_id``: called for every object they pickle, so the common
         ones (numbers, strings, plain containers) are let through first."""
-        kind = type(value)
-        if kind in _ATOMIC_TYPES:
+        value_type = type(value)
+        if value_type in _ATOMIC_TYPES:
             return None
         owner = self.owners.get(id(value))
         if owner is not None and owner not in self.variables:
             self.used.add(owner)
             return owner
-        if kind in _CONTAINER_TYPES:
+        if value_type in _CONTAINER_TYPES:
             return None
         kind = _unfaithful_kind(value)
         if kind is not None:
-            raise _Unfaithful(f"it holds {kind} ({type(value).__module__}.{type(value).__qualname__}), which a new kernel cannot get back")
+            raise _Unfaithful(f"it holds {kind} ({value_type.__module__}.{value_type.__qualname__}), which a new kernel cannot get back")
         return None
 
 
