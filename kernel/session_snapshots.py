@@ -17,7 +17,7 @@ from typing import Any
 from toolpath.kernel.codemode_options import SnapshotPolicy
 from toolpath.kernel.errors import KernelError
 from toolpath.kernel.ipython_kernel import IPythonKernel
-from toolpath.kernel.kernel_snapshot import pack, report_path, unpack
+from toolpath.kernel.kernel_snapshot import pack, record_names, report_path, unpack
 from toolpath.kernel.notices import exception_line, join, sentence, short_error
 from toolpath.kernel.session_record import SessionRecord
 from toolpath.kernel.snapshot import SnapshotConflictError, SnapshotStore
@@ -208,8 +208,9 @@ class SessionSnapshots:
             kernel, f"dump({kernel.path(_DUMP_FILE)!r}, {policy.max_variable_bytes}, {policy.max_snapshot_bytes}, {session.digests!r})", _DUMP_FILE
         )
         changed = unpack(await kernel.take_file(_DUMP_FILE))
-        # Variables that could not be loaded stay stored until the kernel defines the name itself.
-        session.unrestored = {name: digest for name, digest in session.unrestored.items() if name not in report["saved"] and name not in report["skipped"]}
+        # Records that could not be loaded stay stored until the kernel defines one of their names itself.
+        defined = {name for key in [*report["saved"], *report["skipped"]] for name in record_names(key)}
+        session.unrestored = {key: digest for key, digest in session.unrestored.items() if defined.isdisjoint(record_names(key))}
         saved = {**report["saved"], **session.unrestored}
         data = session.data_provider() if session.data_provider is not None else None
         await asyncio.to_thread(self.store.save, session.session_id, session.owner, saved, changed, report["skipped"], data)

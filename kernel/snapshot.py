@@ -5,8 +5,10 @@ Two tables:
 - ``sessions``: one row per session: its ``owner`` (the ``user_id`` of the run that created it, or
   ``NULL``), when it was last saved, the variables the last snapshot skipped and why (JSON), and the
   planner layer's data saved with it (JSON; see :meth:`SnapshotStore.save`).
-- ``snapshot_variables``: one row per saved variable: its name, its size, the digest of its pickle
-  and the pickle.
+- ``snapshot_variables``: one row per saved record: its key in ``name`` (a variable's name, or the
+  names of variables that share objects and are pickled together, joined by ", "; see
+  :func:`toolpath.kernel.kernel_snapshot.record_names`), its size, the digest of its pickle and the
+  pickle.
 
 A snapshot replaces the previous one in **one transaction**: a process killed while writing leaves
 the previous snapshot whole. Only variables whose pickle changed are written again (a 40 MB array
@@ -46,9 +48,9 @@ class Snapshot:
     """A session's saved state.
 
     Attributes:
-        pickles: ``{variable name: pickle}``.
-        digests: ``{variable name: digest of its pickle}``.
-        skipped: ``{variable name: why it was not saved}``.
+        pickles: ``{record key: pickle}`` (a key is a variable's name, or several joined by ", ").
+        digests: ``{record key: digest of its pickle}``.
+        skipped: ``{record key: why it was not saved}``.
         data: what the planner layer saved with it (``None`` when nothing).
         saved: when it was written (seconds since the epoch).
     """
@@ -119,17 +121,17 @@ class SnapshotStore:
         skipped: Mapping[str, str],
         data: Mapping[str, Any] | None,
     ) -> None:
-        """Make the session's snapshot hold exactly the variables ``saved`` names, in one transaction.
+        """Make the session's snapshot hold exactly the records ``saved`` names, in one transaction.
 
         Args:
-            saved: ``{variable name: digest of its pickle}`` for every variable the snapshot holds.
-            changed: ``{variable name: pickle}`` of those to write; the others of ``saved`` must be
+            saved: ``{record key: digest of its pickle}`` for every record the snapshot holds.
+            changed: ``{record key: pickle}`` of those to write; the others of ``saved`` must be
                 stored already with that digest.
-            skipped: ``{variable name: why it was not saved}``, told to the model on restore.
+            skipped: ``{record key: why it was not saved}``, told to the model on restore.
             data: JSON-ready data saved with the variables (the planner session's held states).
 
         Raises:
-            SnapshotConflictError: a variable of ``saved`` not in ``changed`` is not stored with its
+            SnapshotConflictError: a record of ``saved`` not in ``changed`` is not stored with its
                 digest; nothing was written.
         """
         with self._writing() as database:
