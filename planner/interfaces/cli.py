@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import getpass
 import json
 import logging
@@ -242,9 +243,26 @@ def _warn_about_parts(task_plan: TaskPlan) -> None:
         print(f"warning: the part {part.text!r} of the task matched nothing and is not planned: {part.problem}", file=sys.stderr)
 
 
-def _warn_about_inputs(cell: PlannedCell) -> None:
+def _refuse_unused_inputs(cell: PlannedCell, plan: Plan) -> None:
+    """Refuse an ``--input`` the planned cell does not use (a misspelled name, or an optional
+    parameter given by its plain name), naming the inputs the plan takes.
+
+    Raises:
+        CommandLineError: for the first unused input.
+    """
     for name in cell.unused_inputs:
-        print(f"warning: {cell.advice.get(name) or f'input {name!r} is not a parameter of any tool on the plan; it was not used'}", file=sys.stderr)
+        if name in cell.advice:
+            raise CommandLineError(f"--input {name}: {cell.advice[name]}")
+        required, optional = cell.input_names(plan)
+        close = difflib.get_close_matches(name, [*required, *optional], n=1)
+        suggestion = f" (did you mean --input {close[0]}=...?)" if close else ""
+        takes = [*(f"{taken} (required)" for taken in required), *(f"{taken} (optional)" for taken in optional)]
+        raise CommandLineError(
+            f"--input {name}: no tool on the plan takes an input of that name{suggestion}. The plan takes: {', '.join(takes) or 'no inputs'}"
+        )
+
+
+def _warn_about_inputs(cell: PlannedCell) -> None:
     for parameter in cell.unbound:
         print(
             f"warning: {parameter.parameter} ({parameter.type}, for {parameter.tool}) is unbound: define it before running the cell, or pass --input {parameter.parameter}=VALUE",
@@ -276,6 +294,7 @@ def command_run(arguments: argparse.Namespace) -> int:
     _prepare_query_model()
     workspace = Workspace.open(_catalog_paths(arguments))
     task_plan = workspace.plan_task(task, parse_inputs(arguments.input), held=arguments.have)
+    _refuse_unused_inputs(task_plan.cell, task_plan.plan)
     if task_plan.cell.unbound:
         raise UnboundParametersError(task_plan.cell.unbound)
     _warn_about_parts(task_plan)
@@ -320,6 +339,7 @@ def command_cell(arguments: argparse.Namespace) -> int:
     inputs = parse_inputs(arguments.input)
     if arguments.goal:
         goal_plan, cell = workspace.plan_goal(arguments.goal, inputs, held=arguments.have)
+        planned = goal_plan
         payload = {
             "goal": sorted(goal_plan.goal),
             "plan": goal_plan.to_dict(),
@@ -335,7 +355,8 @@ def command_cell(arguments: argparse.Namespace) -> int:
         task_plan = workspace.plan_task(_task(arguments), inputs, held=arguments.have)
         _warn_about_parts(task_plan)
         payload = task_plan.to_dict()
-        cell = task_plan.cell
+        cell, planned = task_plan.cell, task_plan.plan
+    _refuse_unused_inputs(cell, planned)
     _warn_about_inputs(cell)
     code, instructions = cell.code, cell.instructions
     if arguments.json:
@@ -957,12 +978,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout = open(os.devnull, "w")
         return 141
     except ToolpathError as error:  # any other exception is a bug: its traceback stays
+        message = _in_command_terms(error, arguments.command)
         if getattr(arguments, "json", False):
-            payload = error.to_dict() if isinstance(error, NoPlanError) else {"error": str(error)}
+            payload = {**error.to_dict(), "error": message} if isinstance(error, NoPlanError) else {"error": message}
             _emit_json(payload)
         else:
-            print(f"toolpath: {error}", file=sys.stderr)
+            print(f"toolpath: {message}", file=sys.stderr)
         return 2
+
+
+def _in_command_terms(error: ToolpathError, command: str) -> str:
+    """The error's message, its advice naming only options ``command`` accepts."""
+    if isinstance(error, NoPlanError):
+        return error.explanation(lambda state, names: _how_to_give(command, state, names))
+    return str(error)
+
+
+def _how_to_give(command: str, state: str, names: Sequence[str]) -> str:
+    """How the user of ``command`` gives an input state that the inputs ``names`` carry."""
+    hold = f"hold it with --have {state}"
+    inputs = " or ".join(f"--input {name}=VALUE" for name in names)
+    if not inputs:
+        return hold
+    if command in ("cell", "run"):
+        return f"pass {inputs} (or {hold})"
+    # plan and graph plan over states: they take held states, not values.
+    return f"{hold} (to give its value instead: toolpath cell or run with {inputs})"
 
 
 if __name__ == "__main__":

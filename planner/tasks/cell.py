@@ -158,6 +158,24 @@ class PlannedCell:
             for number, (step, variable, arguments) in enumerate(zip(plan.steps, self.step_variables, self.arguments), 1)
         ]
 
+    def input_names(self, plan: Plan) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The inputs this cell (rendered from ``plan``) takes: ``(required, optional)``.
+
+        ``required`` holds the plain names of required parameters that no step or held artifact
+        supplies (``smiles``); ``optional`` the ``TOOL.PARAMETER`` names of optional parameters
+        (``compute_fingerprints.radius``), the only form such a parameter takes. Both in plan order.
+        """
+        required: dict[str, None] = {}
+        optional: dict[str, None] = {}
+        for step, sources in zip(plan.steps, self.arguments):
+            optional_names = {parameter.python_name for parameter in step.tool.parameters if parameter not in step.tool.required_parameters}
+            for name, source in sources.items():
+                if name in optional_names and source.kind in ("default", "input"):
+                    optional[f"{step.tool.name}.{name}"] = None
+                elif name not in optional_names and source.kind in ("input", "unbound", "variable"):
+                    required[name] = None
+        return tuple(required), tuple(optional)
+
 
 def is_variable_name(name: object) -> bool:
     """Whether ``name`` can be a kernel variable the session tracks: an identifier, not a keyword,

@@ -1,0 +1,102 @@
+"""`--input` on the command line: what each command advises, unknown input names."""
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from toolpath.planner.interfaces.cli import build_parser
+
+pytestmark = pytest.mark.integration
+
+ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
+LIPINSKI = "is aspirin drug-like? check Lipinski's rule of five"
+
+
+def run_cli(*arguments, stdin=None):
+    """``(exit status, stdout, stderr)`` of the ``toolpath`` command."""
+    completed = subprocess.run([sys.executable, "-m", "toolpath.planner.interfaces.cli", *arguments], input=stdin, capture_output=True, text=True, timeout=300)
+    return completed.returncode, completed.stdout, completed.stderr
+
+
+def options_of(command):
+    parser = build_parser()
+    commands = next(action for action in parser._actions if action.dest == "command")
+    return set(commands.choices[command]._option_string_actions)
+
+
+#: "toolpath cell or run with --input ..." in a message: options meant for other commands.
+OTHER_COMMANDS = re.compile(r"toolpath (\w+)(?: (?:or|and) (\w+))? (?:with|take)[^;)]*")
+
+
+def assert_advice_fits(command, message):
+    """Every ``--option`` ``message`` names is one ``command`` accepts, or one of the commands the
+    message names for it ("use toolpath cell or run with --input ...")."""
+    for clause in OTHER_COMMANDS.finditer(message):
+        for other in filter(None, clause.groups()):
+            assert set(re.findall(r"--[a-z][a-z-]*", clause.group())) <= options_of(other), (other, message)
+    own = OTHER_COMMANDS.sub("", message)
+    assert set(re.findall(r"--[a-z][a-z-]*", own)) <= options_of(command), (command, message)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["plan", "--goal", "trip.flights_found"],
+        ["plan", "--goal", "trip.flights_found", "--json"],
+        ["graph", "--format", "mermaid", "--goal", "trip.flights_found"],
+        ["cell", "--goal", "trip.flights_found"],
+        ["run", "search flights for the traveller"],
+    ],
+    ids=["plan", "plan-json", "graph", "cell", "run"],
+)
+def test_each_command_advises_only_options_it_accepts_for_an_input_state(tmp_path, trip_catalog, arguments):
+    catalog = trip_catalog(tmp_path / "trip.yaml")
+    status, out, err = run_cli(*arguments, "--catalog", str(catalog))
+    assert status == 2
+    message = out if "--json" in arguments else err
+    assert "trip.request_given is given by the user" in message and "--have trip.request_given" in message
+    assert_advice_fits(arguments[0], message)
+    if arguments[0] in ("cell", "run"):
+        assert "pass --input request=VALUE" in message
+    else:  # plan and graph take held states, and say which commands take the value
+        assert "toolpath cell or run with --input request=VALUE" in message
+
+
+def test_the_library_message_names_no_command_line_option(tmp_path, trip_catalog):
+    from toolpath.planner import NoPlanError, Workspace
+
+    workspace = Workspace.open([trip_catalog(tmp_path / "trip.yaml")])
+    with pytest.raises(NoPlanError, match="give it as the input 'request', or hold trip.request_given") as refused:
+        workspace.plan_goal(["trip.flights_found"])
+    assert "--" not in str(refused.value)
+
+
+def test_unbound_parameter_advice_fits_cell_and_run():
+    _, _, cell_err = run_cli("cell", "--goal", "chemistry.descriptors_computed")
+    assert "--input smiles=VALUE" in cell_err
+    assert_advice_fits("cell", cell_err)
+    status, _, run_err = run_cli("run", "compute the descriptors of a molecule")
+    assert status == 2 and "--input smiles=VALUE" in run_err
+    assert_advice_fits("run", run_err)
+
+
+def test_a_misspelled_input_is_refused_with_the_inputs_the_plan_takes():
+    status, out, err = run_cli("cell", "--goal", "chemistry.descriptors_computed", "--input", "smile=CCO")
+    assert status == 2 and out == ""
+    assert "--input smile: no tool on the plan takes an input of that name (did you mean --input smiles=...?)" in err
+    assert "The plan takes: smiles (required)" in err
+
+
+def test_a_misspelled_input_stops_run_before_any_kernel_starts():
+    status, out, err = run_cli("run", "cluster these molecules by structural similarity", "--input", 'smile_list=["CCO","CCCO"]')
+    assert status == 2 and "Running" not in out
+    assert "--input smile_list:" in err and "did you mean --input smiles_list=...?" in err
+    assert "smiles_list (required)" in err and "cluster_molecules.distance_threshold (optional)" in err
+
+
+def test_an_optional_parameter_given_by_its_plain_name_is_refused_with_its_qualified_name():
+    status, _, err = run_cli("cell", "--goal", "chemistry.molecules_clustered", "--input", 'smiles_list=["CCO"]', "--input", "radius=3")
+    assert status == 2
+    assert "--input radius:" in err and "compute_fingerprints.radius" in err
