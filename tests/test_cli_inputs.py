@@ -1,5 +1,6 @@
 """`--input` on the command line: what each command advises, unknown input names."""
 
+import json
 import re
 import subprocess
 import sys
@@ -100,3 +101,75 @@ def test_an_optional_parameter_given_by_its_plain_name_is_refused_with_its_quali
     status, _, err = run_cli("cell", "--goal", "chemistry.molecules_clustered", "--input", 'smiles_list=["CCO"]', "--input", "radius=3")
     assert status == 2
     assert "--input radius:" in err and "compute_fingerprints.radius" in err
+
+
+def test_input_values_come_from_files_and_standard_input_and_an_at_sign_is_escaped(tmp_path, monkeypatch):
+    import io
+
+    from toolpath.planner.interfaces.cli import parse_inputs
+
+    (tmp_path / "molecules.json").write_text('["CCO", "CCCO"]\n')
+    (tmp_path / "smiles.txt").write_text("CCO\n")
+    (tmp_path / "radius.txt").write_text("3\n")
+    monkeypatch.setattr("sys.stdin", io.StringIO('{"a": 1}\n'))
+    inputs = parse_inputs(
+        [
+            f"smiles_list=@{tmp_path / 'molecules.json'}",
+            f"smiles=@{tmp_path / 'smiles.txt'}",
+            f"compute_fingerprints.radius=@{tmp_path / 'radius.txt'}",
+            "options=@-",
+            "handle=@@alice",
+        ]
+    )
+    assert inputs == {"smiles_list": ["CCO", "CCCO"], "smiles": "CCO", "compute_fingerprints.radius": 3, "options": {"a": 1}, "handle": "@alice"}
+
+
+@pytest.mark.parametrize(
+    ("content", "value", "message"),
+    [
+        ('{"a": 1,}', "@{path}.json", "--input x=@{path}.json: not JSON at line 1, column 9"),
+        (
+            "",
+            "@{path}/missing.json",
+            "--input x=@{path}/missing.json: cannot read the file: No such file or directory (write @@... for a value that starts with @)",
+        ),
+        (b"\xff\xfe", "@{path}.txt", "--input x=@{path}.txt: the file is not UTF-8 text (byte 0)"),
+    ],
+    ids=["bad-json", "missing", "not-utf8"],
+)
+def test_an_input_file_that_cannot_be_read_is_named_in_the_error(tmp_path, content, value, message):
+    from toolpath.planner.interfaces.cli import CommandLineError, parse_inputs
+
+    path = tmp_path / "value"
+    if content:
+        target = path.with_suffix(".json" if value.endswith(".json") else ".txt")
+        target.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(CommandLineError) as refused:
+        parse_inputs([f"x={value.format(path=path)}"])
+    assert str(refused.value).startswith(message.format(path=path))
+
+
+def test_standard_input_is_read_by_one_input_only(monkeypatch):
+    import io
+
+    from toolpath.planner.interfaces.cli import CommandLineError, parse_inputs
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("CCO"))
+    with pytest.raises(CommandLineError, match="--input b=@-: standard input is read by another --input already"):
+        parse_inputs(["a=@-", "b=@-"])
+
+
+def test_run_reads_a_large_input_from_a_file_and_shows_it_cut_short(tmp_path):
+    molecules = ["C" * length + "O" for length in range(1, 41)]
+    (tmp_path / "molecules.json").write_text(json.dumps(molecules))
+    status, out, err = run_cli("run", "cluster these molecules by structural similarity", "--input", f"smiles_list=@{tmp_path / 'molecules.json'}")
+    assert status == 0, err
+    cell, result = out.split("Result (ok):")
+    assert "characters, cut short here; the cell runs the whole value" in cell and f"'{molecules[-1]}'" not in cell
+    assert f"'{molecules[-1]}'" in result  # the kernel had every molecule
+
+
+def test_cell_reads_an_input_from_standard_input():
+    status, out, err = run_cli("cell", "--goal", "chemistry.descriptors_computed", "--input", "smiles=@-", stdin=ASPIRIN + "\n")
+    assert status == 0, err
+    assert f"smiles = {ASPIRIN!r}\n" in out

@@ -88,22 +88,77 @@ class CommandLineError(Refusal, ValueError):
 
 
 def parse_inputs(pairs: Sequence[str]) -> dict[str, Any]:
-    """``NAME=VALUE`` pairs → dict; VALUE is JSON when it parses as JSON, else the raw string."""
+    """``NAME=VALUE`` pairs → dict.
+
+    VALUE is JSON when it parses as JSON, else the raw string. ``@PATH`` reads the value from a
+    file, ``@-`` from standard input, for values too big for a command line:
+    a ``.json`` file must hold JSON; any other file (and standard input) is read as VALUE is, JSON
+    when it parses, else its text without one trailing line break. ``@@...`` is the literal value
+    ``@...`` (one ``@`` dropped). Files are read as UTF-8.
+
+    Raises:
+        CommandLineError: a pair that is not ``NAME=VALUE``, a name given twice, ``@-`` twice, or
+            a file that cannot be read, is not UTF-8 or (``.json``) is not JSON; each names the input
+            and the file.
+    """
     inputs: dict[str, Any] = {}
+    read_stdin = False
     for pair in pairs:
         name, separator, raw = pair.partition("=")
         name = name.strip()
         if not separator or not name:
-            raise CommandLineError(f"--input {pair!r} is not NAME=VALUE; e.g. --input smiles=CCO")
+            raise CommandLineError(f"--input {pair!r} is not NAME=VALUE; e.g. --input smiles=CCO or --input smiles_list=@molecules.json")
         if name in inputs:
             raise CommandLineError(f"--input {name} is given twice")
-        try:
-            inputs[name] = json.loads(raw)
-        except RecursionError:
-            raise CommandLineError(f"--input {name}: the JSON value is nested too deeply") from None
-        except ValueError:  # not JSON (or a number Python refuses to convert): the raw string
-            inputs[name] = raw
+        if raw.startswith("@@"):
+            inputs[name] = _json_or_text(name, raw[1:])
+        elif raw == "@-":
+            if read_stdin:
+                raise CommandLineError(f"--input {name}=@-: standard input is read by another --input already; give this value in a file (@PATH)")
+            read_stdin = True
+            inputs[name] = _json_or_text(name, _without_line_break(sys.stdin.read()))
+        elif raw.startswith("@"):
+            inputs[name] = _input_file(name, raw[1:])
+        else:
+            inputs[name] = _json_or_text(name, raw)
     return inputs
+
+
+def _json_or_text(name: str, raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise CommandLineError(f"--input {name}: the JSON value is nested too deeply") from None
+    except ValueError:  # not JSON (or a number Python refuses to convert): the raw string
+        return raw
+
+
+def _without_line_break(text: str) -> str:
+    """``text`` without one trailing line break: a file's last line ends with one, its value does not."""
+    return text.removesuffix("\n").removesuffix("\r")
+
+
+def _input_file(name: str, path: str) -> Any:
+    """The value of ``--input NAME=@PATH`` (see :func:`parse_inputs`); ``~`` in PATH is the home
+    directory, as a shell would expand it without the ``@`` before it."""
+    try:
+        text = Path(path).expanduser().read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise CommandLineError(f"--input {name}=@{path}: the file is not UTF-8 text (byte {error.start}); give a JSON or text file") from None
+    except OSError as error:
+        raise CommandLineError(
+            f"--input {name}=@{path}: cannot read the file: {error.strerror or error} (write @@... for a value that starts with @)"
+        ) from None
+    if not path.lower().endswith(".json"):
+        return _json_or_text(name, _without_line_break(text))
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise CommandLineError(f"--input {name}=@{path}: the JSON value is nested too deeply") from None
+    except json.JSONDecodeError as error:
+        raise CommandLineError(f"--input {name}=@{path}: not JSON at line {error.lineno}, column {error.colno}: {error.msg}") from None
+    except ValueError as error:  # e.g. a number with more digits than Python converts
+        raise CommandLineError(f"--input {name}=@{path}: not JSON Python can read: {error}") from None
 
 
 def host_and_port(text: str) -> str:
@@ -224,7 +279,7 @@ def _print_task_plan(task_plan: TaskPlan) -> None:
             print(f"  passed over {target} ({_strength(candidate.hit)}): {candidate.reason()}")
     _print_plan(task_plan.plan)
     print("Cell:")
-    print(_indent(task_plan.cell.code))
+    print(_indent(task_plan.cell.display_code))
     if task_plan.cell.unbound:
         print("Unbound required parameters: " + ", ".join(f"{parameter.parameter} ({parameter.type})" for parameter in task_plan.cell.unbound))
 
@@ -358,7 +413,7 @@ def command_cell(arguments: argparse.Namespace) -> int:
         cell, planned = task_plan.cell, task_plan.plan
     _refuse_unused_inputs(cell, planned)
     _warn_about_inputs(cell)
-    code, instructions = cell.code, cell.instructions
+    code, instructions = cell.display_code, cell.instructions
     if arguments.json:
         _emit_json(payload)
     else:
@@ -717,7 +772,7 @@ def build_parser() -> argparse.ArgumentParser:
             action="append",
             default=[],
             metavar="NAME=VALUE",
-            help="a tool parameter value; VALUE is parsed as JSON when it parses, else taken as a string; repeatable",
+            help="a tool parameter value; VALUE is parsed as JSON when it parses, else taken as a string; @FILE reads it from a file (a .json file must hold JSON), @- from standard input, @@... is a value starting with @; repeatable",
         )
         sub.add_argument("--have", action="append", default=[], metavar="TOKEN", help="a state already held; repeatable")
 
