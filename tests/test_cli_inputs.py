@@ -173,3 +173,36 @@ def test_cell_reads_an_input_from_standard_input():
     status, out, err = run_cli("cell", "--goal", "chemistry.descriptors_computed", "--input", "smiles=@-", stdin=ASPIRIN + "\n")
     assert status == 0, err
     assert f"smiles = {ASPIRIN!r}\n" in out
+
+
+def test_run_without_inputs_names_the_inputs_of_the_cheapest_plan_then_the_alternatives():
+    status, out, err = run_cli("run", LIPINSKI)
+    assert status == 2 and out == ""
+    assert err == (
+        "toolpath: the plan needs inputs that were not given: pass --input smiles=VALUE (str, for parse_molecule) for the plan parse_molecule -> compute_descriptors (cost 2); "
+        "or, for the plan filter_drug_like -> parse_molecule -> compute_descriptors (cost 3), "
+        "pass --input smiles_list=VALUE (list[str], for filter_drug_like) --input smiles=VALUE (str, for parse_molecule)\n"
+    )
+    assert_advice_fits("run", err)
+    status, out, _ = run_cli("run", LIPINSKI, "--json")
+    assert status == 2
+    options = json.loads(out)["input_options"]
+    assert [[given["name"] for given in option["inputs"]] for option in options] == [["smiles"], ["smiles_list", "smiles"]]
+    assert options[0] == {
+        "inputs": [{"name": "smiles", "type": "str", "tool": "parse_molecule"}],
+        "plan": ["parse_molecule", "compute_descriptors"],
+        "cost": 2.0,
+    }
+
+
+def test_cell_without_inputs_warns_that_one_input_gives_a_smaller_plan():
+    status, out, err = run_cli("cell", LIPINSKI)
+    assert status == 0 and "filter_drug_like(smiles_list=smiles_list)" in out
+    assert (
+        "warning: the task plans otherwise with inputs: pass --input smiles=VALUE (str, for parse_molecule) for the plan parse_molecule -> compute_descriptors (cost 2)"
+        in err
+    )
+    assert_advice_fits("cell", err)
+    # When the inputs it lacks are just the unbound parameters, the per-parameter warnings say it all.
+    _, _, single = run_cli("cell", "cluster these molecules by structural similarity")
+    assert "plans otherwise" not in single and "smiles_list (list[str], for compute_fingerprints) is unbound" in single

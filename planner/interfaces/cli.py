@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from toolpath.planner.search.skills import SkillHit
     from toolpath.planner.tasks.cell import PlannedCell
     from toolpath.planner.tasks.parts import PartMatch
-    from toolpath.planner.tasks.task import TaskPlan
+    from toolpath.planner.tasks.task import InputOption, TaskPlan
 
 EXAMPLES = {
     "run": """examples:
@@ -343,7 +343,7 @@ def _prepare_query_model() -> None:
 
 
 def command_run(arguments: argparse.Namespace) -> int:
-    from toolpath.planner.tasks.task import UnboundParametersError
+    from toolpath.planner.tasks.task import UnboundParametersError, input_options
 
     task = _task(arguments)
     _prepare_query_model()
@@ -351,7 +351,8 @@ def command_run(arguments: argparse.Namespace) -> int:
     task_plan = workspace.plan_task(task, parse_inputs(arguments.input), held=arguments.have)
     _refuse_unused_inputs(task_plan.cell, task_plan.plan)
     if task_plan.cell.unbound:
-        raise UnboundParametersError(task_plan.cell.unbound)
+        options = input_options(task_plan, lambda inputs: workspace.plan_task(task, inputs, held=arguments.have))
+        raise UnboundParametersError(task_plan.cell.unbound, options)
     _warn_about_parts(task_plan)
     _warn_about_inputs(task_plan.cell)
     if not arguments.json:
@@ -386,6 +387,8 @@ def command_run(arguments: argparse.Namespace) -> int:
 
 
 def command_cell(arguments: argparse.Namespace) -> int:
+    from toolpath.planner.tasks.task import input_options
+
     if bool(arguments.goal) == bool(arguments.task or arguments.step):
         raise CommandLineError("give either a TASK (or --step ...) or --goal TOKEN ..., not both and not neither")
     if not arguments.goal:
@@ -394,7 +397,7 @@ def command_cell(arguments: argparse.Namespace) -> int:
     inputs = parse_inputs(arguments.input)
     if arguments.goal:
         goal_plan, cell = workspace.plan_goal(arguments.goal, inputs, held=arguments.have)
-        planned = goal_plan
+        _refuse_unused_inputs(cell, goal_plan)
         payload = {
             "goal": sorted(goal_plan.goal),
             "plan": goal_plan.to_dict(),
@@ -407,11 +410,14 @@ def command_cell(arguments: argparse.Namespace) -> int:
             "input_advice": dict(cell.advice),
         }
     else:
-        task_plan = workspace.plan_task(_task(arguments), inputs, held=arguments.have)
+        task = _task(arguments)
+        task_plan = workspace.plan_task(task, inputs, held=arguments.have)
         _warn_about_parts(task_plan)
-        payload = task_plan.to_dict()
-        cell, planned = task_plan.cell, task_plan.plan
-    _refuse_unused_inputs(cell, planned)
+        _refuse_unused_inputs(task_plan.cell, task_plan.plan)
+        options = input_options(task_plan, lambda more: workspace.plan_task(task, more, held=arguments.have)) if task_plan.cell.unbound else ()
+        payload = {**task_plan.to_dict(), "input_options": [option.to_dict() for option in options]}
+        cell = task_plan.cell
+        _warn_about_input_options(cell, options)
     _warn_about_inputs(cell)
     code, instructions = cell.display_code, cell.instructions
     if arguments.json:
@@ -1035,18 +1041,53 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ToolpathError as error:  # any other exception is a bug: its traceback stays
         message = _in_command_terms(error, arguments.command)
         if getattr(arguments, "json", False):
-            payload = {**error.to_dict(), "error": message} if isinstance(error, NoPlanError) else {"error": message}
-            _emit_json(payload)
+            _emit_json(_error_payload(error, message))
         else:
             print(f"toolpath: {message}", file=sys.stderr)
         return 2
 
 
+def _error_payload(error: ToolpathError, message: str) -> dict[str, Any]:
+    """``--json``'s object for a refusal: ``error`` (the message), and what the error knows besides."""
+    from toolpath.planner.tasks.task import UnboundParametersError
+
+    if isinstance(error, NoPlanError):
+        return {**error.to_dict(), "error": message}
+    if isinstance(error, UnboundParametersError):
+        return {"error": message, "input_options": [option.to_dict() for option in error.options]}
+    return {"error": message}
+
+
 def _in_command_terms(error: ToolpathError, command: str) -> str:
     """The error's message, its advice naming only options ``command`` accepts."""
+    from toolpath.planner.tasks.task import UnboundParametersError
+
     if isinstance(error, NoPlanError):
         return error.explanation(lambda state, names: _how_to_give(command, state, names))
+    if isinstance(error, UnboundParametersError):  # raised by run, which takes --input
+        if not error.options:
+            return "the plan needs inputs that were not given: " + "; ".join(
+                f"pass --input {parameter.parameter}=VALUE ({parameter.type}, for {parameter.tool})" for parameter in error.unbound
+            )
+        return "the plan needs inputs that were not given: " + _input_options_text(error.options)
     return str(error)
+
+
+def _input_options_text(options: Sequence[InputOption]) -> str:
+    """``pass --input smiles=VALUE (str, for parse_molecule) for the plan ...; or, for the plan ..., pass ...``."""
+    from toolpath.planner.tasks.task import describe_options
+
+    return describe_options(
+        options,
+        lambda option: "pass " + " ".join(f"--input {name}=VALUE ({option.parameters[name][0]}, for {option.parameters[name][1]})" for name in option.names),
+    )
+
+
+def _warn_about_input_options(cell: PlannedCell, options: Sequence[InputOption]) -> None:
+    """Say which inputs give a complete plan when that is not simply the unbound parameters
+    (fewer inputs may give another plan: a task's goals are chosen knowing its inputs)."""
+    if len(options) > 1 or (options and set(options[0].names) != {parameter.parameter for parameter in cell.unbound}):
+        print(f"warning: the task plans otherwise with inputs: {_input_options_text(options)}", file=sys.stderr)
 
 
 def _how_to_give(command: str, state: str, names: Sequence[str]) -> str:
