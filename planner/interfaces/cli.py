@@ -387,8 +387,6 @@ def command_run(arguments: argparse.Namespace) -> int:
 
 
 def command_cell(arguments: argparse.Namespace) -> int:
-    from toolpath.planner.tasks.task import input_options
-
     if bool(arguments.goal) == bool(arguments.task or arguments.step):
         raise CommandLineError("give either a TASK (or --step ...) or --goal TOKEN ..., not both and not neither")
     if not arguments.goal:
@@ -410,6 +408,8 @@ def command_cell(arguments: argparse.Namespace) -> int:
             "input_advice": dict(cell.advice),
         }
     else:
+        from toolpath.planner.tasks.task import input_options  # with the search code, which --goal does not load
+
         task = _task(arguments)
         task_plan = workspace.plan_task(task, inputs, held=arguments.have)
         _warn_about_parts(task_plan)
