@@ -50,16 +50,13 @@ class UnboundParametersError(Refusal, ValueError):
     def __init__(self, unbound: Iterable[UnboundParameter], options: Sequence[InputOption] = ()):
         self.unbound = tuple(unbound)
         self.options = tuple(options)
-        names = ", ".join(f"{parameter.parameter} ({parameter.type}, for {parameter.tool})" for parameter in self.unbound)
-        message = f"the plan needs inputs that were not given: {names}"
         if self.options:
-            message = "the plan needs inputs that were not given: " + describe_options(
-                self.options, lambda option: "give the inputs {" + ", ".join(f"{name!r}: ..." for name in option.names) + "}"
-            )
+            advice = describe_options(self.options, lambda option: "give the inputs {" + ", ".join(f"{name!r}: ..." for name in option.names) + "}")
         else:
+            names = ", ".join(f"{parameter.parameter} ({parameter.type}, for {parameter.tool})" for parameter in self.unbound)
             example = self.unbound[0].parameter if self.unbound else "NAME"
-            message += f". Pass them as inputs ({{{example!r}: ...}})"
-        super().__init__(message)
+            advice = f"{names}. Pass them as inputs ({{{example!r}: ...}})"
+        super().__init__(f"the plan needs inputs that were not given: {advice}")
 
 
 def describe_options(options: Sequence[InputOption], how: Callable[[InputOption], str]) -> str:
