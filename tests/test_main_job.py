@@ -247,7 +247,7 @@ def test_an_input_state_is_held_when_the_input_that_carries_it_is_given(tmp_path
     goal_plan, cell = workspace.plan_goal(["trip.flights_found"], inputs={"request": "LHR to JFK"})
     assert [step.tool.name for step in goal_plan.steps] == ["search_flights"] and "trip.request_given" in goal_plan.held
     assert "search_flights(request=request)" in cell.code and "request = 'LHR to JFK'" in cell.code
-    with pytest.raises(NoPlanError, match="trip.request_given is given by the user: pass --input request=VALUE"):
+    with pytest.raises(NoPlanError, match="trip.request_given is given by the user: give it as the input .request., or hold trip.request_given"):
         workspace.plan_goal(["trip.flights_found"])
 
 

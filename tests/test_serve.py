@@ -64,6 +64,11 @@ def test_an_agent_searches_plans_runs_follows_up_and_restarts_through_the_server
                 "identify_functional_groups",
                 "compute_descriptors",
             ]
+            # A long input is cut short in the cell the model reads, and whole in the cell that runs.
+            chain = "C" * 1000
+            long_input = await client.call_tool("plan_task", {"task": "parse this molecule", "inputs": {"smiles": chain}})
+            assert "characters, cut short here" in long_input.content[0].text and chain not in long_input.content[0].text
+            assert f"smiles = {chain!r}" in long_input.structured_content["cell"]
 
             run = await client.call_tool("run_task", {"task": "parse this molecule", "inputs": {"smiles": "CCO"}, "session_id": "agent-1"})
             assert not run.is_error and run.structured_content["result"]["status"] == "ok"

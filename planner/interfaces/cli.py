@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import getpass
 import json
 import logging
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from toolpath.planner.search.skills import SkillHit
     from toolpath.planner.tasks.cell import PlannedCell
     from toolpath.planner.tasks.parts import PartMatch
-    from toolpath.planner.tasks.task import TaskPlan
+    from toolpath.planner.tasks.task import InputOption, TaskPlan
 
 EXAMPLES = {
     "run": """examples:
@@ -87,22 +88,77 @@ class CommandLineError(Refusal, ValueError):
 
 
 def parse_inputs(pairs: Sequence[str]) -> dict[str, Any]:
-    """``NAME=VALUE`` pairs → dict; VALUE is JSON when it parses as JSON, else the raw string."""
+    """``NAME=VALUE`` pairs → dict.
+
+    VALUE is JSON when it parses as JSON, else the raw string. ``@PATH`` reads the value from a
+    file, ``@-`` from standard input, for values too big for a command line:
+    a ``.json`` file must hold JSON; any other file (and standard input) is read as VALUE is, JSON
+    when it parses, else its text without one trailing line break. ``@@...`` is the literal value
+    ``@...`` (one ``@`` dropped). Files are read as UTF-8.
+
+    Raises:
+        CommandLineError: a pair that is not ``NAME=VALUE``, a name given twice, ``@-`` twice, or
+            a file that cannot be read, is not UTF-8 or (``.json``) is not JSON; each names the input
+            and the file.
+    """
     inputs: dict[str, Any] = {}
+    read_stdin = False
     for pair in pairs:
         name, separator, raw = pair.partition("=")
         name = name.strip()
         if not separator or not name:
-            raise CommandLineError(f"--input {pair!r} is not NAME=VALUE; e.g. --input smiles=CCO")
+            raise CommandLineError(f"--input {pair!r} is not NAME=VALUE; e.g. --input smiles=CCO or --input smiles_list=@molecules.json")
         if name in inputs:
             raise CommandLineError(f"--input {name} is given twice")
-        try:
-            inputs[name] = json.loads(raw)
-        except RecursionError:
-            raise CommandLineError(f"--input {name}: the JSON value is nested too deeply") from None
-        except ValueError:  # not JSON (or a number Python refuses to convert): the raw string
-            inputs[name] = raw
+        if raw.startswith("@@"):
+            inputs[name] = _json_or_text(name, raw[1:])
+        elif raw == "@-":
+            if read_stdin:
+                raise CommandLineError(f"--input {name}=@-: standard input is read by another --input already; give this value in a file (@PATH)")
+            read_stdin = True
+            inputs[name] = _json_or_text(name, _without_line_break(sys.stdin.read()))
+        elif raw.startswith("@"):
+            inputs[name] = _input_file(name, raw[1:])
+        else:
+            inputs[name] = _json_or_text(name, raw)
     return inputs
+
+
+def _json_or_text(name: str, raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise CommandLineError(f"--input {name}: the JSON value is nested too deeply") from None
+    except ValueError:  # not JSON (or a number Python refuses to convert): the raw string
+        return raw
+
+
+def _without_line_break(text: str) -> str:
+    """``text`` without one trailing line break: a file's last line ends with one, its value does not."""
+    return text.removesuffix("\n").removesuffix("\r")
+
+
+def _input_file(name: str, path: str) -> Any:
+    """The value of ``--input NAME=@PATH`` (see :func:`parse_inputs`); ``~`` in PATH is the home
+    directory, as a shell would expand it without the ``@`` before it."""
+    try:
+        text = Path(path).expanduser().read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise CommandLineError(f"--input {name}=@{path}: the file is not UTF-8 text (byte {error.start}); give a JSON or text file") from None
+    except OSError as error:
+        raise CommandLineError(
+            f"--input {name}=@{path}: cannot read the file: {error.strerror or error} (write @@... for a value that starts with @)"
+        ) from None
+    if not path.lower().endswith(".json"):
+        return _json_or_text(name, _without_line_break(text))
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise CommandLineError(f"--input {name}=@{path}: the JSON value is nested too deeply") from None
+    except json.JSONDecodeError as error:
+        raise CommandLineError(f"--input {name}=@{path}: not JSON at line {error.lineno}, column {error.colno}: {error.msg}") from None
+    except ValueError as error:  # e.g. a number with more digits than Python converts
+        raise CommandLineError(f"--input {name}=@{path}: not JSON Python can read: {error}") from None
 
 
 def host_and_port(text: str) -> str:
@@ -223,7 +279,7 @@ def _print_task_plan(task_plan: TaskPlan) -> None:
             print(f"  passed over {target} ({_strength(candidate.hit)}): {candidate.reason()}")
     _print_plan(task_plan.plan)
     print("Cell:")
-    print(_indent(task_plan.cell.code))
+    print(_indent(task_plan.cell.display_code))
     if task_plan.cell.unbound:
         print("Unbound required parameters: " + ", ".join(f"{parameter.parameter} ({parameter.type})" for parameter in task_plan.cell.unbound))
 
@@ -242,9 +298,26 @@ def _warn_about_parts(task_plan: TaskPlan) -> None:
         print(f"warning: the part {part.text!r} of the task matched nothing and is not planned: {part.problem}", file=sys.stderr)
 
 
-def _warn_about_inputs(cell: PlannedCell) -> None:
+def _refuse_unused_inputs(cell: PlannedCell, plan: Plan) -> None:
+    """Refuse an ``--input`` the planned cell does not use (a misspelled name, or an optional
+    parameter given by its plain name), naming the inputs the plan takes.
+
+    Raises:
+        CommandLineError: for the first unused input.
+    """
     for name in cell.unused_inputs:
-        print(f"warning: {cell.advice.get(name) or f'input {name!r} is not a parameter of any tool on the plan; it was not used'}", file=sys.stderr)
+        if name in cell.advice:
+            raise CommandLineError(f"--input {name}: {cell.advice[name]}")
+        required, optional = cell.input_names(plan)
+        close = difflib.get_close_matches(name, [*required, *optional], n=1)
+        suggestion = f" (did you mean --input {close[0]}=...?)" if close else ""
+        takes = [*(f"{taken} (required)" for taken in required), *(f"{taken} (optional)" for taken in optional)]
+        raise CommandLineError(
+            f"--input {name}: no tool on the plan takes an input of that name{suggestion}. The plan takes: {', '.join(takes) or 'no inputs'}"
+        )
+
+
+def _warn_about_inputs(cell: PlannedCell) -> None:
     for parameter in cell.unbound:
         print(
             f"warning: {parameter.parameter} ({parameter.type}, for {parameter.tool}) is unbound: define it before running the cell, or pass --input {parameter.parameter}=VALUE",
@@ -270,14 +343,16 @@ def _prepare_query_model() -> None:
 
 
 def command_run(arguments: argparse.Namespace) -> int:
-    from toolpath.planner.tasks.task import UnboundParametersError
+    from toolpath.planner.tasks.task import UnboundParametersError, input_options
 
     task = _task(arguments)
     _prepare_query_model()
     workspace = Workspace.open(_catalog_paths(arguments))
     task_plan = workspace.plan_task(task, parse_inputs(arguments.input), held=arguments.have)
+    _refuse_unused_inputs(task_plan.cell, task_plan.plan)
     if task_plan.cell.unbound:
-        raise UnboundParametersError(task_plan.cell.unbound)
+        options = input_options(task_plan, lambda inputs: workspace.plan_task(task, inputs, held=arguments.have))
+        raise UnboundParametersError(task_plan.cell.unbound, options)
     _warn_about_parts(task_plan)
     _warn_about_inputs(task_plan.cell)
     if not arguments.json:
@@ -320,6 +395,7 @@ def command_cell(arguments: argparse.Namespace) -> int:
     inputs = parse_inputs(arguments.input)
     if arguments.goal:
         goal_plan, cell = workspace.plan_goal(arguments.goal, inputs, held=arguments.have)
+        _refuse_unused_inputs(cell, goal_plan)
         payload = {
             "goal": sorted(goal_plan.goal),
             "plan": goal_plan.to_dict(),
@@ -332,12 +408,18 @@ def command_cell(arguments: argparse.Namespace) -> int:
             "input_advice": dict(cell.advice),
         }
     else:
-        task_plan = workspace.plan_task(_task(arguments), inputs, held=arguments.have)
+        from toolpath.planner.tasks.task import input_options  # with the search code, which --goal does not load
+
+        task = _task(arguments)
+        task_plan = workspace.plan_task(task, inputs, held=arguments.have)
         _warn_about_parts(task_plan)
-        payload = task_plan.to_dict()
+        _refuse_unused_inputs(task_plan.cell, task_plan.plan)
+        options = input_options(task_plan, lambda more: workspace.plan_task(task, more, held=arguments.have)) if task_plan.cell.unbound else ()
+        payload = {**task_plan.to_dict(), "input_options": [option.to_dict() for option in options]}
         cell = task_plan.cell
+        _warn_about_input_options(cell, options)
     _warn_about_inputs(cell)
-    code, instructions = cell.code, cell.instructions
+    code, instructions = cell.display_code, cell.instructions
     if arguments.json:
         _emit_json(payload)
     else:
@@ -696,7 +778,7 @@ def build_parser() -> argparse.ArgumentParser:
             action="append",
             default=[],
             metavar="NAME=VALUE",
-            help="a tool parameter value; VALUE is parsed as JSON when it parses, else taken as a string; repeatable",
+            help="a tool parameter value; VALUE is parsed as JSON when it parses, else taken as a string; @FILE reads it from a file (a .json file must hold JSON), @- from standard input, @@... is a value starting with @; repeatable",
         )
         sub.add_argument("--have", action="append", default=[], metavar="TOKEN", help="a state already held; repeatable")
 
@@ -957,12 +1039,67 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout = open(os.devnull, "w")
         return 141
     except ToolpathError as error:  # any other exception is a bug: its traceback stays
+        message = _in_command_terms(error, arguments.command)
         if getattr(arguments, "json", False):
-            payload = error.to_dict() if isinstance(error, NoPlanError) else {"error": str(error)}
-            _emit_json(payload)
+            _emit_json(_error_payload(error, message))
         else:
-            print(f"toolpath: {error}", file=sys.stderr)
+            print(f"toolpath: {message}", file=sys.stderr)
         return 2
+
+
+def _error_payload(error: ToolpathError, message: str) -> dict[str, Any]:
+    """``--json``'s object for a refusal: ``error`` (the message), and what the error knows besides."""
+    from toolpath.planner.tasks.task import UnboundParametersError
+
+    if isinstance(error, NoPlanError):
+        return {**error.to_dict(), "error": message}
+    if isinstance(error, UnboundParametersError):
+        return {"error": message, "input_options": [option.to_dict() for option in error.options]}
+    return {"error": message}
+
+
+def _in_command_terms(error: ToolpathError, command: str) -> str:
+    """The error's message, its advice naming only options ``command`` accepts."""
+    from toolpath.planner.tasks.task import UnboundParametersError
+
+    if isinstance(error, NoPlanError):
+        return error.explanation(lambda state, names: _how_to_give(command, state, names))
+    if isinstance(error, UnboundParametersError):  # raised by run, which takes --input
+        if not error.options:
+            return "the plan needs inputs that were not given: " + "; ".join(
+                f"pass --input {parameter.parameter}=VALUE ({parameter.type}, for {parameter.tool})" for parameter in error.unbound
+            )
+        return "the plan needs inputs that were not given: " + _input_options_text(error.options)
+    return str(error)
+
+
+def _input_options_text(options: Sequence[InputOption]) -> str:
+    """``pass --input smiles=VALUE (str, for parse_molecule) for the plan ...; or, for the plan ..., pass ...``."""
+    from toolpath.planner.tasks.task import describe_options
+
+    return describe_options(
+        options,
+        lambda option: "pass " + " ".join(f"--input {name}=VALUE ({option.parameters[name][0]}, for {option.parameters[name][1]})" for name in option.names),
+    )
+
+
+def _warn_about_input_options(cell: PlannedCell, options: Sequence[InputOption]) -> None:
+    """Say which inputs give a complete plan when that is not simply the unbound parameters
+    (fewer inputs may give another plan: a task's goals are chosen knowing its inputs)."""
+    if len(options) > 1 or (options and set(options[0].names) != {parameter.parameter for parameter in cell.unbound}):
+        print(f"warning: the task plans otherwise with inputs: {_input_options_text(options)}", file=sys.stderr)
+
+
+def _how_to_give(command: str, state: str, names: Sequence[str]) -> str:
+    """How the user of ``command`` gives an input state that the inputs ``names`` carry."""
+    hold = f"hold it with --have {state}"
+    inputs = " or ".join(f"--input {name}=VALUE" for name in names)
+    if not inputs:
+        return hold
+    if command in ("cell", "run"):
+        return f"pass {inputs} (or {hold})"
+    # plan and graph plan over states: they take held states, not values.
+    return f"{hold} (to give its value instead: toolpath cell or run with {inputs})"
 
 
 if __name__ == "__main__":

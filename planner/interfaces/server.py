@@ -247,7 +247,7 @@ class ToolpathServer:
         with self._task_slot():
             session = await self._session(session_id)
             task_plan = await session.aplan_task(task, inputs)
-        return _result(task_plan.to_dict(), task_plan.cell.code)
+        return _result(task_plan.to_dict(), task_plan.cell.display_code)
 
     async def run_task(self, task: str | list[str], inputs: dict[str, Any] | None = None, session_id: str | None = None) -> CallToolResult:
         """Plan a task (in words or as a list of steps) and run its cell in the session's kernel. The variables it makes stay for later cells and tasks."""

@@ -19,7 +19,7 @@ import itertools
 import math
 import threading
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from toolpath.errors import Refusal, ToolpathError
@@ -226,8 +226,21 @@ class Plan:
         }
 
 
+#: ``(input state, the input names that carry it) -> how to give it``: the advice a
+#: :class:`NoPlanError` gives for a missing state the user gives (``input: true``).
+GivenAdvice = Callable[[str, Sequence[str]], str]
+
+
+def _give_as_input(state: str, names: Sequence[str]) -> str:
+    inputs = " or ".join(repr(name) for name in names)
+    return f"give it as the input {inputs}, or hold {state}" if inputs else f"hold {state}"
+
+
 class NoPlanError(Refusal):
     """No sequence of tools reaches the goal.
+
+    ``str(error)`` says why in terms of the library (inputs and held states);
+    :meth:`explanation` says it in another interface's terms (a command line's options).
 
     Attributes:
         unreachable: goal states that cannot be reached from the held states.
@@ -252,9 +265,14 @@ class NoPlanError(Refusal):
         self.avoided = avoided or {}
         self.circular = circular or {}
         self.given_by = given_by or {}
+        super().__init__(self.explanation(_give_as_input))
+
+    def explanation(self, given: GivenAdvice) -> str:
+        """Why no plan exists, with ``given(state, input names)`` saying how the user gives each
+        missing input state (e.g. as a command's options)."""
         reasons = []
-        for goal in unreachable:
-            causes = missing.get(goal) or []
+        for goal in self.unreachable:
+            causes = self.missing.get(goal) or []
             if not causes and goal in self.circular:
                 loop = ", ".join(self.circular[goal])
                 reasons.append(
@@ -263,13 +281,13 @@ class NoPlanError(Refusal):
             elif not causes:
                 reasons.append(f"{goal} is unreachable")
             for cause in causes:
-                reasons.append(self._why(cause) if cause == goal else f"to reach {goal} you need {cause}, and {self._why(cause)}")
-        super().__init__("no plan reaches the goal: " + "; ".join(reasons))
+                why = self._why(cause, given)
+                reasons.append(why if cause == goal else f"to reach {goal} you need {cause}, and {why}")
+        return "no plan reaches the goal: " + "; ".join(reasons)
 
-    def _why(self, state: str) -> str:
+    def _why(self, state: str, given: GivenAdvice) -> str:
         if state in self.given_by:
-            names = " or ".join(f"--input {name}=VALUE" for name in self.given_by[state]) or "an input"
-            return f"{state} is given by the user: pass {names} (or hold it with --have {state})"
+            return f"{state} is given by the user: {given(state, self.given_by[state])}"
         if state in self.avoided:
             return f"only avoided tools produce {state}: {', '.join(self.avoided[state])}"
         return f"no tool produces {state}"
