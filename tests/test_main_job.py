@@ -419,3 +419,14 @@ def test_run_output_dir_takes_a_new_or_empty_directory_only(tmp_path):
     assert chosen.returncode == 0, chosen.stderr
     assert (tmp_path / "plots" / "histogram.png").read_bytes()[:8] == PNG_SIGNATURE
     assert f"Files written in {tmp_path / 'plots'}: histogram.png" in chosen.stdout
+
+
+def test_the_first_search_over_new_catalogs_says_on_standard_error_that_it_embeds_them_and_how_many(tmp_path):
+    home = {**os.environ, "TOOLPATH_HOME": str(tmp_path)}
+    first = toolpath("search", "group similar molecules", "--k", "1", "--json", env=home)
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["hits"]  # standard output holds the answer alone
+    (line,) = [line for line in first.stderr.splitlines() if "new catalog texts" in line]
+    assert line.startswith("toolpath: embedding ") and int(line.split()[2]) > 50
+    again = toolpath("search", "group similar molecules", "--k", "1", "--json", env=home)
+    assert again.returncode == 0 and "new catalog text" not in again.stderr
