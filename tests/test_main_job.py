@@ -430,3 +430,9 @@ def test_the_first_search_over_new_catalogs_says_on_standard_error_that_it_embed
     assert line.startswith("toolpath: embedding ") and int(line.split()[2]) > 50
     again = toolpath("search", "group similar molecules", "--k", "1", "--json", env=home)
     assert again.returncode == 0 and "new catalog text" not in again.stderr
+
+
+def test_run_refuses_an_output_dir_for_a_kernel_on_another_machine(tmp_path):
+    refused = toolpath("run", "plot a histogram of a column", "--gateway-url", "http://127.0.0.1:9", "--output-dir", "plots", cwd=tmp_path)
+    assert refused.returncode == 2 and "--output-dir is for kernels on this machine" in refused.stderr
+    assert list(tmp_path.iterdir()) == []

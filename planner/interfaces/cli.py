@@ -277,7 +277,13 @@ def command_run(arguments: argparse.Namespace) -> int:
     task = _task(arguments)
     _prepare_query_model()
     workspace = Workspace.open(_catalog_paths(arguments))
-    with _run_directory(arguments.output_dir) as output_directory:
+    options = code_mode_options(arguments)
+    # A gateway's kernel, or one a kernelspec's provisioner starts, may run on another machine,
+    # where a directory of this one does not exist: its files go where it runs, as before.
+    elsewhere = bool(options.get("gateway_url") or options.get("kernel_name"))
+    if elsewhere and arguments.output_dir:
+        raise CommandLineError("--output-dir is for kernels on this machine: a kernel of --gateway-url or --kernel-name writes its files where it runs")
+    with contextlib.nullcontext() if elsewhere else _run_directory(arguments.output_dir) as output_directory:
         task_plan = workspace.plan_task(task, parse_inputs(arguments.input), held=arguments.have, output_directory=output_directory)
         if task_plan.cell.unbound:
             raise UnboundParametersError(task_plan.cell.unbound)
@@ -287,16 +293,16 @@ def command_run(arguments: argparse.Namespace) -> int:
             _print_task_plan(task_plan)
             print("Running in a fresh IPython kernel..." if task_plan.plan.steps else "Nothing to run: the goal is already held.", flush=True)
         try:
-            run = workspace.run_task(task_plan, timeout=arguments.timeout, **code_mode_options(arguments))
+            run = workspace.run_task(task_plan, timeout=arguments.timeout, **options)
         except ValueError as error:  # CodeMode refused the kernel options (e.g. an unreadable certificate)
             raise CommandLineError(str(error)) from error
-        written = sorted(str(path.relative_to(output_directory)) for path in output_directory.rglob("*") if path.is_file())
+        written = sorted(str(path.relative_to(output_directory)) for path in output_directory.rglob("*") if path.is_file()) if output_directory else []
     result = run.result
     image_files = _write_images(result.images, arguments.images) if arguments.images else []
     if arguments.json:
         payload = run.to_dict()
         payload["output_directory"] = str(output_directory) if written else None
-        payload["output_files"] = [str(output_directory / name) for name in written]
+        payload["output_files"] = [str(output_directory / name) for name in written] if output_directory else []
         payload["image_files"] = [str(path) for path in image_files]
         _emit_json(payload)
         return 0 if result.status == "ok" else 1
