@@ -355,7 +355,8 @@ def _run_directory(chosen: str | None) -> Iterator[Path]:
             runs.mkdir(parents=True, exist_ok=True, mode=0o700)
             directory, made = Path(tempfile.mkdtemp(prefix=datetime.now().strftime("%Y%m%d-%H%M%S-"), dir=runs)), True
         else:
-            directory, made = Path(chosen).expanduser().absolute(), not os.path.lexists(chosen)
+            directory = Path(chosen).expanduser().absolute()
+            made = not os.path.lexists(directory)
             if not made and not directory.is_dir():
                 raise CommandLineError(f"--output-dir {chosen} is not a directory: give a new or empty directory, or leave the option out for a fresh one")
             if not made and any(directory.iterdir()):
