@@ -17,9 +17,10 @@ import math
 import os
 import signal
 import sys
+import tempfile
 import textwrap
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ from toolpath.planner.planning.plans import DEFAULT_TIME_BUDGET_MS, NoPlanError,
 from toolpath.planner.tasks.workspace import CATALOGS_VARIABLE, Workspace, resolve_catalog_paths
 
 if TYPE_CHECKING:
+    from toolpath.kernel import CellResult
     from toolpath.planner.planning.plans import Plan
     from toolpath.planner.search.skills import SkillHit
     from toolpath.planner.tasks.cell import PlannedCell
@@ -39,7 +41,8 @@ EXAMPLES = {
     "run": """examples:
   toolpath run "is aspirin drug-like? check Lipinski's rule of five" --input smiles='CC(=O)Oc1ccccc1C(=O)O'
   toolpath run "cluster these molecules by structural similarity" --input smiles_list='["CCO","CCCO","c1ccccc1"]' --json
-  toolpath run --step "identify the functional groups of this molecule" --step "check Lipinski's rule of five" --input smiles=CCO""",
+  toolpath run --step "identify the functional groups of this molecule" --step "check Lipinski's rule of five" --input smiles=CCO
+  toolpath run "plot a histogram of year_introduced" --input path=catalogs/tabular/data/compounds.csv --input column=year_introduced --images plots/""",
     "cell": """examples:
   toolpath cell "find molecules similar to a query compound" --input query_smiles=CCO --input smiles_list='["CCCO","CCN"]'
   toolpath cell --goal chemistry.molecules_clustered --input smiles_list='["CCO","CCCO"]'""",
@@ -348,42 +351,148 @@ def command_run(arguments: argparse.Namespace) -> int:
     task = _task(arguments)
     _prepare_query_model()
     workspace = Workspace.open(_catalog_paths(arguments))
-    task_plan = workspace.plan_task(task, parse_inputs(arguments.input), held=arguments.have)
-    _refuse_unused_inputs(task_plan.cell, task_plan.plan)
-    if task_plan.cell.unbound:
-        options = input_options(task_plan, lambda inputs: workspace.plan_task(task, inputs, held=arguments.have))
-        raise UnboundParametersError(task_plan.cell.unbound, options)
-    _warn_about_parts(task_plan)
-    _warn_about_inputs(task_plan.cell)
-    if not arguments.json:
-        _print_task_plan(task_plan)
-        print("Running in a fresh IPython kernel..." if task_plan.plan.steps else "Nothing to run: the goal is already held.", flush=True)
-    try:
-        run = workspace.run_task(task_plan, timeout=arguments.timeout, **code_mode_options(arguments))
-    except ValueError as error:  # CodeMode refused the kernel options (e.g. an unreadable certificate)
-        raise CommandLineError(str(error)) from error
+    options = code_mode_options(arguments)
+    # A gateway's kernel, or one a kernelspec's provisioner starts, may run on another machine,
+    # where a directory of this one does not exist: its files go where it runs, as before.
+    elsewhere = bool(options.get("gateway_url") or options.get("kernel_name"))
+    if elsewhere and arguments.output_dir:
+        raise CommandLineError("--output-dir is for kernels on this machine: a kernel of --gateway-url or --kernel-name writes its files where it runs")
+    with contextlib.nullcontext() if elsewhere else _run_directory(arguments.output_dir) as output_directory:
+
+        def plan_with(inputs: dict) -> TaskPlan:
+            return workspace.plan_task(task, inputs, held=arguments.have, output_directory=output_directory)
+
+        task_plan = plan_with(parse_inputs(arguments.input))
+        _refuse_unused_inputs(task_plan.cell, task_plan.plan)
+        if task_plan.cell.unbound:
+            raise UnboundParametersError(task_plan.cell.unbound, input_options(task_plan, plan_with))
+        _warn_about_parts(task_plan)
+        _warn_about_inputs(task_plan.cell)
+        if not arguments.json:
+            _print_task_plan(task_plan)
+            print("Running in a fresh IPython kernel..." if task_plan.plan.steps else "Nothing to run: the goal is already held.", flush=True)
+        try:
+            run = workspace.run_task(task_plan, timeout=arguments.timeout, **options)
+        except ValueError as error:  # CodeMode refused the kernel options (e.g. an unreadable certificate)
+            raise CommandLineError(str(error)) from error
+        written = sorted(str(path.relative_to(output_directory)) for path in output_directory.rglob("*") if path.is_file()) if output_directory else []
     result = run.result
+    image_files = _write_images(result.images, arguments.images) if arguments.images else []
     if arguments.json:
-        _emit_json(run.to_dict())
-    else:
-        print(f"Result ({result.status}):")
-        if result.stdout:
-            print("  stdout:")
-            print(_indent(result.stdout))
-        if result.stderr:
-            print("  stderr:")
-            print(_indent(result.stderr))
-        if result.result is not None:
-            print(_indent(result.result, "  "))
-        if result.error:
-            print(_indent(result.error.get("traceback") or f"{result.error['ename']}: {result.error['evalue']}", "  "))
-        if run.variables:
-            print(f"  {run.variables_text()}")
-        failed = run.failed_step
-        if failed is not None:
-            steps = task_plan.plan.steps
-            print(f"  Stopped at step {failed + 1} of {len(steps)} ({steps[failed].tool.name}); {failed} step(s) before it completed.")
+        payload = run.to_dict()
+        payload["output_directory"] = str(output_directory) if written else None
+        payload["output_files"] = [str(output_directory / name) for name in written] if output_directory else []
+        payload["image_files"] = [str(path) for path in image_files]
+        _emit_json(payload)
+        return 0 if result.status == "ok" else 1
+    print(f"Result ({result.status}):")
+    if result.stdout:
+        print("  stdout:")
+        print(_indent(result.stdout))
+    if result.stderr:
+        print("  stderr:")
+        print(_indent(result.stderr))
+    if result.result is not None:
+        print(_indent(result.short_result, "  "))
+        if result.short_result != result.result:
+            print("  (tables cut to their first and last rows and columns; --json gives the whole text)")
+    if result.error:
+        print(_indent(result.error.get("traceback") or f"{result.error['ename']}: {result.error['evalue']}", "  "))
+    if run.variables:
+        print(f"  {run.variables_text()}")
+    if written:
+        print(f"  Files written in {output_directory}: {', '.join(written)}")
+    _print_images(result, image_files)
+    failed = run.failed_step
+    if failed is not None:
+        steps = task_plan.plan.steps
+        print(f"  Stopped at step {failed + 1} of {len(steps)} ({steps[failed].tool.name}); {failed} step(s) before it completed.")
     return 0 if result.status == "ok" else 1
+
+
+#: Where ``toolpath run`` makes a fresh directory per run for the files its tools write, under toolpath's home.
+RUNS_FOLDER = "runs"
+
+
+@contextlib.contextmanager
+def _run_directory(chosen: str | None) -> Iterator[Path]:
+    """The directory (absolute, existing) where a run's tools write the files no input places: ``chosen``
+    (``--output-dir``), created when missing, else a fresh one in ``$TOOLPATH_HOME/runs``, named by
+    the time it was made. A directory made here is removed afterwards when nothing was written in it.
+
+    Raises:
+        CommandLineError: ``chosen`` holds files (they could be written over), is not a directory,
+            or cannot be created.
+    """
+    from datetime import datetime
+
+    from toolpath.registry.storage import default_home
+
+    try:
+        if chosen is None:
+            runs = default_home() / RUNS_FOLDER
+            runs.mkdir(parents=True, exist_ok=True, mode=0o700)
+            directory, made = Path(tempfile.mkdtemp(prefix=datetime.now().strftime("%Y%m%d-%H%M%S-"), dir=runs)), True
+        else:
+            directory = Path(chosen).expanduser().absolute()
+            made = not os.path.lexists(directory)
+            if not made and not directory.is_dir():
+                raise CommandLineError(f"--output-dir {chosen} is not a directory: give a new or empty directory, or leave the option out for a fresh one")
+            if not made and any(directory.iterdir()):
+                raise CommandLineError(
+                    f"--output-dir {chosen} is not empty: the run's files could be written over its files; give a new or empty directory, or leave the option out for a fresh one"
+                )
+            directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CommandLineError(f"cannot make the run's output directory: {error}") from error
+    try:
+        yield directory
+    finally:
+        if made and directory.is_dir() and not any(directory.iterdir()):
+            directory.rmdir()
+
+
+def _write_images(images: Sequence[bytes], folder: str) -> list[Path]:
+    """Write ``images`` (PNG bytes) into ``folder`` (created when missing) as ``image-N.png``, N the
+    lowest numbers free there, so no file is written over; their paths, in order.
+
+    Raises:
+        CommandLineError: ``folder`` cannot be made or written in.
+    """
+    directory = Path(folder).expanduser().absolute()
+    paths: list[Path] = []
+    number = 1
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for image in images:
+            while True:
+                path = directory / f"image-{number}.png"
+                number += 1
+                try:
+                    with path.open("xb") as file:  # "x": never over an existing file, even one made meanwhile
+                        file.write(image)
+                    break
+                except FileExistsError:
+                    continue
+            paths.append(path)
+    except OSError as error:
+        raise CommandLineError(f"--images {folder}: cannot write the images there: {error}") from error
+    return paths
+
+
+def _print_images(result: CellResult, image_files: Sequence[Path]) -> None:
+    """Where the cell's images are: their files, or how to get them; and those not kept."""
+    if image_files:
+        for number, path in enumerate(image_files, 1):
+            print(f"  image {number}: {path}")
+    elif result.images:
+        count = len(result.images)
+        them = "them" if count > 1 else "it"
+        print(
+            f"  {count} image{'s' if count > 1 else ''} (PNG): --images DIR writes {them} as {'files' if count > 1 else 'a file'}, --json gives {them} in base64"
+        )
+    for line in result.dropped_images:
+        print(f"  not kept: {line}")
 
 
 def command_cell(arguments: argparse.Namespace) -> int:
@@ -817,6 +926,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("task", metavar="TASK", nargs="?", help="what to achieve, in words (parts joined by 'and', 'then', ... are planned together)")
     task_options(run)
     run.add_argument("--timeout", type=positive_number, default=300.0, metavar="SECONDS", help="interrupt the cell after this many seconds (default 300)")
+    run.add_argument(
+        "--output-dir",
+        metavar="DIR",
+        help="a new or empty directory for the files the tools write where no input says (default: a fresh one under toolpath's data directory, printed)",
+    )
+    run.add_argument(
+        "--images", metavar="DIR", help="write the images the cell shows into DIR as image-N.png files (never over existing ones) and print their paths"
+    )
     kernel_options(run)
 
     cell = command("cell", "Print the planned cell of a task (or of explicit goal states) without running it.", command_cell)

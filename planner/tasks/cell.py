@@ -20,7 +20,10 @@ of these that exists:
 A parameter with ``role: output`` (a file the tool writes) takes no step's return, no held
 artifact and no kernel variable, and never a path the user gave as data: a step-qualified input that names the
 same file as another input is refused, and so is a plain input that would feed both a parameter the
-tool reads and one it writes. New variables never take a name the kernel or the cell already uses.
+tool reads and one it writes. Rendered with an ``output_directory``, an output parameter that would
+take its default relative path (``histogram.png``) takes that path inside the directory instead, so
+the cell writes nothing into the kernel's working directory. New variables never take a name the
+kernel or the cell already uses.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import keyword
 import os
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from toolpath.kernel.bindings import BINDER_FUNCTION, Bindings
@@ -220,6 +224,7 @@ def render_cell(
     variables: Collection[str] = (),
     also_show: Iterable[str] = (),
     refinements: Mapping[str, str] | None = None,
+    output_directory: str | os.PathLike[str] | None = None,
 ) -> PlannedCell:
     """Render ``plan`` as a cell that runs in a toolpath kernel session (wiring: module docstring).
 
@@ -240,6 +245,10 @@ def render_cell(
         also_show: kernel variables the final expression shows too (the artifacts of parts of the
             task that were already held), after the plan's own results.
         refinements: ``{state: the state it refines}`` (:attr:`toolpath.planner.planning.graph.StateGraph.refinements`).
+        output_directory: where the files tools write go unless an input says otherwise: each
+            ``role: output`` parameter on the plan that would take its default relative path takes
+            that path inside this directory, as the step-qualified input ``SERVER.TOOL.PARAMETER``
+            (labelled so in the wiring). The directory must exist when the cell runs.
 
     Returns:
         A :class:`PlannedCell`.
@@ -257,6 +266,8 @@ def render_cell(
     refinements = dict(refinements or {})
     check_input_names(inputs)
     _check_qualified_inputs(plan, inputs)
+    if output_directory is not None:
+        inputs.update(_destinations_in(Path(output_directory), plan, inputs))
     also_show = list(also_show)
     bad = next((variable for variable in [*artifacts, *variables, *also_show] if not is_variable_name(variable)), None)
     if bad is not None:
@@ -405,6 +416,20 @@ def _source(
     if not output and name in variables:
         return ArgumentSource("variable", name)
     return ArgumentSource("unbound")
+
+
+def _destinations_in(directory: Path, plan: Plan, inputs: Mapping[str, Any]) -> dict[str, str]:
+    """``{SERVER.TOOL.PARAMETER: path in directory}`` for each ``role: output`` parameter on the plan
+    that no input is meant for and whose default is a relative path."""
+    destinations: dict[str, str] = {}
+    for step in plan.steps:
+        for parameter in step.tool.optional_parameters:
+            default = parameter.default
+            if parameter.role != "output" or not isinstance(default, str) or not default.strip() or os.path.isabs(os.path.expanduser(default)):
+                continue
+            if input_for(step.tool, parameter, {**inputs, **destinations}) is None:
+                destinations[f"{qualified_name(step.tool)}.{parameter.python_name}"] = str(directory / default)
+    return destinations
 
 
 def _check_qualified_inputs(plan: Plan, inputs: Mapping[str, Any]) -> None:
