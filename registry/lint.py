@@ -17,6 +17,7 @@
 | TP013 | warning  | states in a cycle no tool or held state starts (every producer of one needs another) |
 | TP014 | error    | states whose ``refines`` lead back to themselves (a refines b refines a) |
 | TP015 | warning  | a parameter with ``role: output`` that carries a ``state`` (a destination is never wired from a step) |
+| TP016 | warning  | a parameter's ``default`` written ``yes``/``no``/``on``/``off`` unquoted (YAML 1.1 reads a boolean) for a type that is not ``bool`` |
 | TP100 | error    | the file cannot be read or is not valid YAML/JSON |
 | TP101 | error    | a field is missing, unknown or of the wrong type |
 | TP102 | error    | a state token declared twice (or differently in two files) |
@@ -54,6 +55,7 @@ from toolpath.registry.catalog import (
     CatalogProblem,
     LoadedCatalogs,
     SkippedCatalog,
+    boolean_word_advice,
     combine_catalogs,
     did_you_mean,
     garbage_collection_paused,
@@ -83,6 +85,7 @@ RULES: dict[str, tuple[Severity, str]] = {
     "TP013": ("warning", "cycle of states nothing starts"),
     "TP014": ("error", "refinement cycle"),
     "TP015": ("warning", "output parameter that carries a state"),
+    "TP016": ("warning", "YAML 1.1 boolean word as a default"),
     "TP100": ("error", "unreadable catalog"),
     "TP101": ("error", "invalid field"),
     "TP102": ("error", "duplicate state"),
@@ -318,10 +321,33 @@ def _check_catalog(catalog: Catalog, facts: _Facts) -> list[Finding]:
                 findings.append(
                     _finding(catalog, ["tools", index], "TP005", f"tool {tool.name!r} has neither description nor affordances; skill search cannot find it")
                 )
+        findings.extend(_boolean_word_defaults(catalog, index))
         for location, text in _typed(tool):
             problem = _type_string_problem(text)
             if problem is not None:
                 findings.append(_finding(catalog, ["tools", index, *location, "type"], "TP006", problem))
+    return findings
+
+
+def _boolean_word_defaults(catalog: Catalog, index: int) -> list[Finding]:
+    """TP016 for each parameter default written ``yes``/``no``/``on``/``off`` unquoted, which YAML
+    1.1 reads as a boolean, when the parameter's type does not name ``bool`` (the text was meant)."""
+    tool = catalog.tools[index]
+    findings = []
+    for key in ("required_parameters", "optional_parameters"):
+        for position, parameter in enumerate(getattr(tool, key)):
+            if not isinstance(parameter.default, bool) or _type_string_problem(parameter.type) is not None or "bool" in _type_names(parameter.type):
+                continue
+            location = ["tools", index, key, position, "default"]
+            for text, value in catalog.locator.boolean_words_at(catalog.file_location(location)):
+                findings.append(
+                    _finding(
+                        catalog,
+                        location,
+                        "TP016",
+                        f"parameter {parameter.name!r} of tool {tool.name!r} has type {parameter.type!r}, but its default {boolean_word_advice(text, value)}",
+                    )
+                )
     return findings
 
 

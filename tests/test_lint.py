@@ -322,3 +322,26 @@ def test_an_item_left_out_for_its_own_problem_sets_off_no_cascade(tmp_path):
 def test_input_states_need_no_producer_and_unblock_the_tools_that_need_them(tmp_path, trip_catalog):
     assert codes(lint_catalogs([trip_catalog(tmp_path / "plain.yaml", input_state=False)])) == ["TP002", "TP003"]
     assert lint_catalogs([trip_catalog(tmp_path / "inputs.yaml")]) == []
+
+
+def test_a_default_written_yes_for_a_text_parameter_is_tp016_with_quote_it(tmp_path):
+    path = catalog(
+        tmp_path,
+        """\
+        domain: demo
+        package: demo_pkg
+        states:
+          - {token: demo.done, description: done}
+        tools:
+          - name: finish
+            description: Finish the job.
+            optional_parameters:
+              - {name: answer, type: str, default: yes}
+              - {name: loud, type: bool, default: off}
+              - {name: quoted, type: str, default: 'no'}
+            state_transition: {requires: [], produces: [demo.done]}
+        """,
+    )
+    (finding,) = lint_catalogs([path])
+    assert (finding.code, finding.severity, finding.field, finding.line) == ("TP016", "warning", "tools[0].optional_parameters[0].default", 9)
+    assert "type 'str'" in finding.message and "quote it ('yes')" in finding.message
