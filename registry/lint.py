@@ -36,11 +36,13 @@ import ast
 import builtins
 import contextlib
 import dataclasses
+import difflib
 import functools
 import importlib
 import inspect
 import io
 import os
+import pkgutil
 import sys
 import typing
 from collections.abc import Callable, Iterable, Iterator
@@ -65,7 +67,7 @@ from toolpath.registry.catalog import (
 )
 from toolpath.registry.names import function_names
 from toolpath.registry.tools import ToolDefinition, reachable_states
-from toolpath.registry.type_strings import TypeStringError, check_type_string
+from toolpath.registry.type_strings import TypeStringError, check_type_string, type_name_suggestion
 
 Severity = Literal["error", "warning"]
 
@@ -412,14 +414,22 @@ def _check_import(catalog: Catalog, index: int) -> list[Finding]:
         with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
             module = importlib.import_module(tool.module or "")
     except (Exception, SystemExit) as error:
+        hint = _module_suggestion(error.name) if isinstance(error, ModuleNotFoundError) and error.name and (tool.module or "").startswith(error.name) else ""
         return [
-            _finding(catalog, ["tools", index], "TP007", f"tool {tool.name!r}: module {tool.module!r} cannot be imported ({type(error).__name__}: {error})")
+            _finding(
+                catalog, ["tools", index], "TP007", f"tool {tool.name!r}: module {tool.module!r} cannot be imported ({type(error).__name__}: {error}){hint}"
+            )
         ]
     candidates = function_names(tool.name)
     function = next((getattr(module, candidate) for candidate in candidates if callable(getattr(module, candidate, None))), None)
     if function is None:
         expected = " or ".join(repr(candidate) for candidate in candidates)
-        return [_finding(catalog, ["tools", index], "TP007", f"tool {tool.name!r}: module {tool.module!r} has no function {expected}")]
+        functions = [name for name, value in vars(module).items() if inspect.isfunction(value) and not name.startswith("_")]
+        message = f"tool {tool.name!r}: module {tool.module!r} has no function {expected}"
+        hint = did_you_mean(candidates[-1], functions)
+        if hint:
+            message += f";{hint} rename the tool to match its function"
+        return [_finding(catalog, ["tools", index], "TP007", message)]
     return [*_check_signature(catalog, index, function), *_check_type_names(catalog, index)]
 
 
@@ -473,16 +483,57 @@ def _check_type_names(catalog: Catalog, index: int) -> list[Finding]:
             continue  # TP006 says what is wrong with it
         for name in _type_names(text):
             if not _resolves(name):
-                known = [candidate for candidate in dir(builtins) if isinstance(getattr(builtins, candidate), type)] + list(typing.__all__)
+                suggestion = _type_suggestion(name)
+                hint = f" did you mean {suggestion!r}?" if suggestion else ""
                 findings.append(
                     _finding(
                         catalog,
                         ["tools", index, *location, "type"],
                         "TP012",
-                        f"type {text!r}: {name!r} is not a builtin, a typing name or an importable dotted name;{did_you_mean(name, known)} fix the type or install what provides it",
+                        f"type {text!r}: {name!r} is not a builtin, a typing name or an importable dotted name;{hint} fix the type or install what provides it",
                     )
                 )
     return findings
+
+
+def _type_suggestion(name: str) -> str | None:
+    """The type ``name`` (which does not resolve) was likely meant as: for a plain name, a type
+    name (:func:`~toolpath.registry.type_strings.type_name_suggestion`); for a dotted one whose
+    module imports, the closest name that module (or the class reached) has."""
+    if "." not in name:
+        return type_name_suggestion(name)
+    parts = name.split(".")
+    for split in range(len(parts) - 1, 0, -1):
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                value = importlib.import_module(".".join(parts[:split]))
+        except (Exception, SystemExit):  # not a module: try a shorter prefix
+            continue
+        found = parts[:split]
+        for attribute in parts[split:]:
+            if not hasattr(value, attribute):
+                close = difflib.get_close_matches(attribute, [known for known in dir(value) if not known.startswith("_")], n=1)
+                return ".".join([*found, close[0]]) if close else None
+            value = getattr(value, attribute)
+            found.append(attribute)
+        return None
+    return None
+
+
+def _module_suggestion(missing: str) -> str:
+    """`` did you mean 'pkg.tools'?`` for a missing module ``pkg.tool`` whose package imports and
+    has a module of a close name; else ``""``."""
+    parent, _, leaf = missing.rpartition(".")
+    if not parent:
+        return ""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            package = importlib.import_module(parent)
+    except (Exception, SystemExit):
+        return ""
+    siblings = [module.name for module in pkgutil.iter_modules(getattr(package, "__path__", []))]
+    close = difflib.get_close_matches(leaf, siblings, n=1)
+    return f"; did you mean {parent + '.' + close[0]!r}?" if close else ""
 
 
 def _type_names(text: str) -> list[str]:
