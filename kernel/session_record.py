@@ -45,6 +45,9 @@ class SessionRecord:
     #: Stored records this kernel could not load (``{record key: digest}``): kept in later snapshots
     #: until the kernel defines one of their names itself, so a module missing for a while loses nothing.
     unrestored: dict[str, str] = field(default_factory=dict)
+    #: The generation under which this process holds the session in the store while it has a
+    #: kernel (:meth:`toolpath.kernel.snapshot.SnapshotStore.take`); ``None``: not held.
+    generation: int | None = None
     #: The session lost a kernel (death, eviction, a stuck cell), so its next kernel's notice says
     #: whether the variables came back.
     lost_kernel: bool = False

@@ -123,6 +123,19 @@ def test_a_session_comes_back_in_the_next_server(tmp_path):
     asyncio.run(scenario())
 
 
+def test_a_second_server_on_one_home_gets_an_error_result_naming_the_server_that_holds_the_session(tmp_path):
+    async def scenario():
+        async with served(tmp_path / "home") as first, served(tmp_path / "home") as second:
+            held = await first.call_tool("execute", {"code": "mine = 1", "session_id": "shared"})
+            assert not held.is_error
+            refused = await second.call_tool("execute", {"code": "mine = 2", "session_id": "shared"})
+            text = refused.content[0].text
+            assert refused.is_error and "session 'shared' is in use by process" in text and "use another session id" in text
+            assert (await first.call_tool("execute", {"code": "print(mine)", "session_id": "shared"})).content[0].text.startswith("1")
+
+    asyncio.run(scenario())
+
+
 def test_the_catalogs_and_the_state_graph_are_resources(tmp_path):
     async def scenario():
         async with served(tmp_path / "home") as client:

@@ -1,5 +1,6 @@
 """Snapshots and owners against real kernels, real SQLite files and real processes."""
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -12,7 +13,7 @@ from pathlib import Path
 import dill
 import pytest
 
-from toolpath.kernel import CodeMode, SessionOwnerError, SnapshotStore
+from toolpath.kernel import CodeMode, SessionHeldError, SessionOwnerError, SnapshotStore
 from toolpath.planner import Workspace
 
 pytestmark = pytest.mark.integration
@@ -423,3 +424,109 @@ def test_variables_that_share_an_object_but_cannot_be_pickled_together_are_named
         result = second.run("print(alone, 'one' in globals(), 'two' in globals())", "s")
         assert result.stdout == "fine False False\n"
         assert "one, two (they share objects, and pickling them together failed: cannot be pickled (RuntimeError: no third pickle))" in result.notice
+
+
+#: A second process on one TOOLPATH_HOME: runs one cell in session "s", prints a line with its
+#: result (or the error it met), then holds the session until told to end on stdin.
+SECOND_PROCESS = """
+import sys
+from toolpath.kernel import CodeMode
+
+with CodeMode(pool_size=0, timeout=60) as code_mode:
+    try:
+        result = code_mode.run(sys.argv[1], "s")
+    except Exception as error:
+        print(f"{type(error).__name__}: {error}", flush=True)
+    else:
+        code_mode.close()  # writes the snapshot now
+        print(f"{result.status}: {result.stdout.strip()} | {result.notice}", flush=True)
+    sys.stdin.readline()
+"""
+
+
+@contextlib.contextmanager
+def second_process(home, code):
+    """The second process, started on ``home``; yields it with the line it printed."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", SECOND_PROCESS, code],
+        cwd=ROOT,
+        env={**os.environ, "TOOLPATH_HOME": str(home)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        yield child, child.stdout.readline().strip()
+    finally:
+        if child.poll() is None:
+            child.stdin.close()  # its readline ends: it shuts down, letting go of the session
+            try:
+                child.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+
+
+@pytest.fixture()
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOOLPATH_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def test_a_session_another_running_process_holds_is_refused_and_nothing_is_lost(home):
+    # Before: both processes ran their cells and the last snapshot written won, losing a variable.
+    with second_process(home, "from_other = 'other'") as (child, line):
+        assert line.startswith("ok:"), line
+        with CodeMode(pool_size=0, timeout=60) as here:
+            with pytest.raises(SessionHeldError) as refused:
+                here.run("from_here = 'here'", "s")
+            message = str(refused.value)
+            assert f"process {child.pid} on host" in message and "'s'" in message and "still running" in message
+            assert "use another session id" in message
+            assert refused.value.session_id == "s" and refused.value.holder.pid == child.pid
+            assert here.sessions() == []  # no kernel was started for it
+        child.stdin.close()
+        child.wait(timeout=60)
+    with CodeMode(pool_size=0, timeout=60) as here:  # the other process let go when it shut down
+        result = here.run("from_here = 'here'\nprint(from_other)", "s")
+        assert result.stdout == "other\n" and "Restored 1 variable(s)" in result.notice
+
+
+def test_the_other_process_is_refused_while_this_one_holds_the_session(home):
+    with CodeMode(pool_size=0, timeout=60) as here:
+        here.run("from_here = 'here'", "s")
+        with second_process(home, "from_other = 'other'") as (_, line):
+            assert line.startswith("SessionHeldError: session 's' is in use by process"), line
+            assert f"process {os.getpid()} on host" in line
+        assert here.run("from_here", "s").result == "'here'"
+    with second_process(home, "print(from_here)") as (_, line):  # shut down: the session is free
+        assert line.startswith("ok: here |") and "Restored 1 variable(s)" in line
+
+
+def test_a_holder_that_died_is_taken_over_with_a_notice(home):
+    with second_process(home, "kept = 'saved before dying'") as (child, line):
+        assert line.startswith("ok:"), line
+        child.kill()
+        child.wait(timeout=60)
+        with CodeMode(pool_size=0, timeout=60) as here:
+            result = here.run("print(kept)", "s")
+            assert result.stdout == "saved before dying\n"
+            assert f"held by process {child.pid} on host" in result.notice and "took it over" in result.notice
+            assert "Restored 1 variable(s)" in result.notice
+
+
+def test_a_snapshot_is_never_written_over_a_newer_one_of_another_holder(store):
+    # Two CodeModes of one process cannot tell each other apart by process, so the second takes the
+    # session; the first's later snapshot is then refused rather than written over the second's.
+    with code_mode(store) as first, code_mode(store) as second:
+        first.run("x = 1", "s")
+        first.close()
+        assert second.run("x += 1\ny = 'second'", "s").stdout == ""
+        second.close()
+        first.run("x = 100", "s")
+        first.close()
+        assert "variables were not saved" in first.run("x", "s").notice
+        snapshot = SnapshotStore(store).load("s")
+        assert sorted(snapshot.pickles) == ["x", "y"]
+    with code_mode(store) as later:
+        assert later.run("print(x, y)", "s").stdout == "2 second\n"
