@@ -14,7 +14,7 @@ from toolpath.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from toolpath.kernel.codemode import CodeMode
-    from toolpath.kernel.errors import KernelBusyError, KernelError
+    from toolpath.kernel.errors import KernelBusyError, KernelError, SessionHeldError
     from toolpath.kernel.ipython_kernel import IPythonKernel
     from toolpath.kernel.mcp_connection import MCPConnectionError, MCPToolError
     from toolpath.kernel.mcp_toolkit import MCPToolkit
@@ -34,6 +34,7 @@ _HOME = {
     "OutputLimits": "toolpath.kernel.output",
     "KernelBusyError": "toolpath.kernel.errors",
     "KernelError": "toolpath.kernel.errors",
+    "SessionHeldError": "toolpath.kernel.errors",
     "IPythonKernel": "toolpath.kernel.ipython_kernel",
     "Snapshot": "toolpath.kernel.snapshot",
     "SnapshotStore": "toolpath.kernel.snapshot",

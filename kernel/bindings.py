@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from toolpath.kernel.toolkit import Toolkit, signature_text
+from toolpath.kernel.toolkit import SEARCH_ATTRIBUTE, Toolkit, signature_text
 from toolpath.registry import ToolDefinition
 from toolpath.registry.names import attribute_name, handle_name, name_map
 
@@ -28,6 +28,15 @@ DEFAULT_TOOLKIT = "tools"
 #: Characters of a host tool's first docstring line shown in instructions: a server's descriptions
 #: are not ours, and one of 200,000 characters must not become the model's prompt.
 MAX_SUMMARY_CHARS = 300
+
+
+def unlisted_tools(handle: str, total: int, listed: int, searchable: bool) -> str:
+    """The instruction line for a handle whose tools are not all listed: how many there are, and how
+    to find the others (``searchable``: with ``handle.search_tools``, which no tool of its hides)."""
+    shown = f"the first {listed:,} listed above" if listed else "none listed here"
+    search = f"`{handle}.{SEARCH_ATTRIBUTE}('words for what you need')` (the 10 best matches of names and descriptions, with signatures)"
+    find = search if searchable else f"`[name for name in dir({handle}) if 'word' in name]`"
+    return f"  {handle} has {total:,} tools, {shown}: find the others with {find}, read one with `help({handle}.name)`"
 
 
 def toolkit_of(tool: ToolDefinition) -> str:
@@ -118,12 +127,16 @@ class Bindings:
         return "\n".join(lines) + "\n" if lines else ""
 
     def describe_toolkits(self, toolkits: Iterable[Toolkit]) -> list[str]:
-        """Instruction lines for host toolkits: ``handle.attribute(signature)`` and the first docstring line."""
+        """Instruction lines for host toolkits: ``handle.attribute(signature)`` and the first docstring
+        line of each tool, up to the kit's ``max_listed_tools``; past it, how many there are and how a
+        cell finds the others."""
         by_toolkit = {toolkit: handle for handle, (toolkit, _) in self.host_handles.items()}
         lines = []
         for toolkit in toolkits:
             handle = by_toolkit[toolkit.name]
-            for attribute, name in self.host_handles[handle][1].items():
+            attributes = self.host_handles[handle][1]
+            listed = list(attributes.items())[: toolkit.max_listed_tools]
+            for attribute, name in listed:
                 tool = toolkit.functions[name]
                 signature = signature_text(tool.signature) if tool.signature is not None else "(...)"
                 renamed = f"  (tool {name!r})" if attribute != name else ""
@@ -135,6 +148,8 @@ class Bindings:
                     lines.append(f"      not callable in cells ({tool.pause_reason}): ask for it as a regular tool call")
                 elif tool.load_error:
                     lines.append(f"      unavailable: {tool.load_error}")
+            if len(attributes) > len(listed):
+                lines.append(unlisted_tools(handle, len(attributes), len(listed), searchable=SEARCH_ATTRIBUTE not in attributes))
         return lines
 
     def describe(self, tools: Iterable[ToolDefinition]) -> list[str]:

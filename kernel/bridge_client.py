@@ -33,7 +33,12 @@ from typing import Any
 from toolpath.errors import ToolpathError
 from toolpath.kernel import wire
 from toolpath.kernel.handles import awaitable, current_cell, track_cells
-from toolpath.kernel.toolkit import ShownText, ToolExitError, ToolPausedError
+from toolpath.kernel.toolkit import SEARCH_ATTRIBUTE, ShownText, ToolExitError, ToolPausedError
+
+#: Tools named in a message about a missing one; a handle may have thousands.
+LISTED_IN_ERRORS = 50
+#: Characters of a tool's first docstring line that a search shows.
+SUMMARY_CHARS = 300
 
 
 class BridgeError(ToolpathError, RuntimeError):
@@ -254,11 +259,15 @@ def _exception(type_name: str, builtin: str, message: str, target: str) -> BaseE
 
 
 class HostHandle:
-    """The handle of one host toolkit: attribute ``x`` is the awaitable tool bound as ``x``."""
+    """The handle of one host toolkit: attribute ``x`` is the awaitable tool bound as ``x``, and
+    ``search_tools(query, k=10)`` finds its tools by words (unless a tool is bound as ``search_tools``:
+    the tool wins)."""
 
-    def __init__(self, toolkit: str, functions: dict[str, Callable[..., Any]]):
+    def __init__(self, toolkit: str, functions: dict[str, Callable[..., Any]], handle: str | None = None):
         self._toolkit = toolkit
         self._functions = functions
+        self._handle = handle or toolkit
+        self._search: Any = None
 
     def __getattr__(self, attribute: str) -> Callable[..., Any]:
         if attribute.startswith("__"):
@@ -266,7 +275,40 @@ class HostHandle:
         try:
             return self._functions[attribute]
         except KeyError:
-            raise AttributeError(f"{self._toolkit} has no tool {attribute!r}; bound tools: {', '.join(sorted(self._functions)) or 'none'}") from None
+            if attribute == SEARCH_ATTRIBUTE:
+                return self._search_tools
+            raise AttributeError(f"{self._toolkit} has no tool {attribute!r}; {self._some_tools()}") from None
+
+    def _some_tools(self) -> str:
+        """The bound tools, for a message: all of them, or the first few and how to find the others."""
+        names = sorted(self._functions)
+        if len(names) <= LISTED_IN_ERRORS:
+            return f"bound tools: {', '.join(names) or 'none'}"
+        return f"it has {len(names):,} tools, the first: {', '.join(names[:LISTED_IN_ERRORS])}; find others with {self._handle}.search_tools('words') or dir({self._handle})"
+
+    def _search_tools(self, query: str, k: int = 10) -> list[str]:
+        """The ``k`` tools of this handle that best match ``query`` in their names and docstrings
+        (BM25), best first, as ``handle.tool(signature): first docstring line``; only tools that share
+        a word with ``query``, so possibly none.
+
+        Raises:
+            TypeError: ``query`` is not a string, or ``k`` not a whole number.
+            ValueError: ``k`` below 1.
+        """
+        if not isinstance(query, str) or isinstance(k, bool) or not isinstance(k, int):
+            raise TypeError(f"search_tools(query: str, k: int = 10), got query={query!r}, k={k!r}")
+        if k < 1:
+            raise ValueError(f"search_tools: k is how many tools to return, at least 1, got {k}")
+        if self._search is None:
+            from toolpath.kernel.tool_search import ToolSearch  # bm25s: imported by the first search only
+
+            self._search = ToolSearch({attribute: function.__doc__ or "" for attribute, function in self._functions.items()})
+        return [self._shown(attribute) for attribute in self._search.search(query, k)]
+
+    def _shown(self, attribute: str) -> str:
+        function = self._functions[attribute]
+        summary = (inspect.cleandoc(function.__doc__).split("\n", 1)[0] if function.__doc__ else "")[:SUMMARY_CHARS]
+        return f"{self._handle}.{attribute}{inspect.signature(function)}" + (f": {summary}" if summary else "")
 
     def __dir__(self) -> list[str]:
         return sorted(self._functions)
@@ -386,7 +428,7 @@ def install(spec: str) -> None:
             handles[toolkit["name"]] = FailedHandle(toolkit["name"], toolkit["error"])
             continue
         functions = {attribute: _function(client, toolkit["name"], handle, attribute, function) for attribute, function in toolkit["functions"].items()}
-        handles[toolkit["name"]] = HostHandle(toolkit["name"], functions)
+        handles[toolkit["name"]] = HostHandle(toolkit["name"], functions, handle)
     _installed.clear()
     _installed.update(handles)
     _results = ResultsHandle(data["results"]) if data.get("results") else None

@@ -322,6 +322,8 @@ class CodeMode:
 
         Raises:
             SessionOwnerError: the session belongs to another user; no kernel is started.
+            SessionHeldError: with snapshots on, another running process holds the session (it runs
+                the session's kernel on the same store); no kernel is started.
             registry.storage.StoreError: with snapshots on, the owner cannot be looked up.
         """
         await self.aopen()

@@ -159,6 +159,7 @@ class CodeModeEngine:
         if not self.pool.is_known(session_id) and not await self.snapshots.is_stored(session_id):
             return False  # nothing to restart, and nobody's session to claim
         session = await self.pool.owned(session_id, user_id)
+        await self.snapshots.check_not_held(session)  # another process's kernel still uses that snapshot
         # No lock: a restart must work while a stuck cell holds the session.
         await self.snapshots.discard(session)
         if session.kernel is not None:

@@ -2,7 +2,7 @@
 (:mod:`toolpath.kernel.ipython_kernel`) and gateway kernels (:mod:`toolpath.kernel.gateway`).
 """
 
-from toolpath.errors import ToolpathError
+from toolpath.errors import Refusal, ToolpathError
 
 
 class KernelError(ToolpathError, RuntimeError):
@@ -11,3 +11,19 @@ class KernelError(ToolpathError, RuntimeError):
 
 class KernelBusyError(KernelError):
     """An earlier cell ignored its interrupt and still holds the kernel; see :meth:`IPythonKernel.wait_until_idle`."""
+
+
+class SessionHeldError(Refusal, RuntimeError):
+    """Another process holds the session: it runs the session's kernel, and two processes driving
+    one session would overwrite each other's variables. Nothing was started or written; the message
+    names the session, the holder (pid, host, since when) and what to do.
+
+    Attributes:
+        session_id: the session.
+        holder: the process holding it (:class:`toolpath.kernel.snapshot.SessionHolder`).
+    """
+
+    def __init__(self, message: str, session_id: str, holder: object):
+        super().__init__(message)
+        self.session_id = session_id
+        self.holder = holder

@@ -23,6 +23,14 @@ from typing import Any
 
 #: The MIME type under which a cell's value is sent as JSON text, beside IPython's ``text/plain``.
 VALUE_MIME = "application/vnd.toolpath.value+json"
+#: The MIME type of a cell value's short text, for a person at a terminal: ``text/plain`` with every
+#: pandas table and series in it cut as a notebook cuts a long one (first and last rows, a few
+#: columns) and its shape said. Sent only once pandas is imported (without it, ``text/plain`` is short enough).
+SUMMARY_MIME = "text/vnd.toolpath.summary"
+#: Rows a table or series keeps in the short text when it has more (half from the head, half from the tail).
+SUMMARY_MAX_ROWS = 10
+#: Columns a table keeps in the short text when it has more (half from each side).
+SUMMARY_MAX_COLUMNS = 8
 SHELL_DISABLED = "shell commands are disabled in this session (allow_shell=False); use Python instead"
 #: IPython's subprocess-running cell magics (its ScriptMagics defaults, and a few more if present).
 SCRIPT_MAGICS = ("bash", "sh", "zsh", "perl", "ruby", "python", "python2", "python3", "pypy")
@@ -52,6 +60,7 @@ def configure(allow_shell: bool = True) -> None:
     """
     shell = _shell()
     _send_json_values(shell)
+    _send_summaries(shell)
     shell.events.register("pre_run_cell", _before_cell)
     shell.events.register("post_run_cell", _reopen_broken_streams)
     shell.set_custom_exc(_HANDLE_ERRORS, _explain_handle_error)
@@ -86,11 +95,40 @@ def _send_json_values(shell: Any) -> None:
             except (TypeError, ValueError, RecursionError):
                 return None
 
+    _add_formatter(shell, JSONValueFormatter)
+
+
+def _send_summaries(shell: Any) -> None:
+    """Add a display formatter that sends each value's short text under :data:`SUMMARY_MIME`: IPython's
+    plain text made under pandas display options of at most :data:`SUMMARY_MAX_ROWS` rows and
+    :data:`SUMMARY_MAX_COLUMNS` columns, with the shape of every table (so a dict of tables is cut too)."""
+    from IPython.core.formatters import BaseFormatter
+    from IPython.lib.pretty import pretty
+
+    class SummaryFormatter(BaseFormatter):
+        format_type = SUMMARY_MIME
+        _return_type = str
+
+        def __call__(self, obj: Any) -> str | None:
+            pandas = sys.modules.get("pandas")
+            if pandas is None:  # no table can be in the value: text/plain says it
+                return None
+            options = ("display.max_rows", SUMMARY_MAX_ROWS, "display.min_rows", SUMMARY_MAX_ROWS, "display.max_columns", SUMMARY_MAX_COLUMNS)
+            try:
+                with pandas.option_context(*options, "display.show_dimensions", True):
+                    return pretty(obj)
+            except Exception:  # a repr that fails here fails in text/plain too, which reports it
+                return None
+
+    _add_formatter(shell, SummaryFormatter)
+
+
+def _add_formatter(shell: Any, formatter_class: Any) -> None:
     formatter = shell.display_formatter
-    formatter.formatters[VALUE_MIME] = JSONValueFormatter(parent=formatter)
+    formatter.formatters[formatter_class.format_type] = formatter_class(parent=formatter)
     # A formatter added after start-up is used only once listed as active.
-    if formatter.active_types and VALUE_MIME not in formatter.active_types:
-        formatter.active_types = [*formatter.active_types, VALUE_MIME]
+    if formatter.active_types and formatter_class.format_type not in formatter.active_types:
+        formatter.active_types = [*formatter.active_types, formatter_class.format_type]
 
 
 #: The tool handles CodeMode bound, by variable name.

@@ -22,6 +22,9 @@ Contract:
   result with ``isError``, or a call the server refuses, raises :class:`MCPToolError`; a call over
   ``call_timeout`` raises ``TimeoutError``. Otherwise the result becomes a Python value (see
   :func:`result_value`).
+- A stdio server's answer over ``max_message_bytes`` is refused as soon as that much has been read
+  (:class:`MCPToolError`), and the rest is discarded as it arrives (see :mod:`toolpath.kernel.mcp_stdio`);
+  its server is started so that it dies with this process (:mod:`toolpath.kernel.mcp_launcher`).
 - ``aclose()`` ends the owner task (and so the server process of a stdio server) and waits for it.
 """
 
@@ -36,12 +39,12 @@ from typing import Any
 import httpx2
 import mcp_types
 from mcp import Client, StdioServerParameters
-from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from toolpath.errors import ToolpathError
+from toolpath.kernel.mcp_stdio import DEFAULT_MAX_MESSAGE_BYTES, MESSAGE_TOO_LARGE, StdioTransport
 from toolpath.registry.mcp_servers import MCPServerConfig
 
 #: Characters of a server's stderr quoted in an error (its last lines).
@@ -70,10 +73,14 @@ class MCPConnection:
 
     Args:
         config: the server; ``${NAME}`` in its values is read from the environment at each connect.
+        max_message_bytes: the longest message read whole from a stdio server, in bytes; a longer
+            answer to a call raises :class:`MCPToolError` once that much is read.
     """
 
-    def __init__(self, config: MCPServerConfig):
+    def __init__(self, config: MCPServerConfig, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES):
         self.config = config
+        self.max_message_bytes = max_message_bytes
+        self._transport: StdioTransport | None = None
         self._client: Client | None = None
         self._tools: dict[str, mcp_types.Tool] = {}
         self._owner: asyncio.Task | None = None
@@ -154,7 +161,8 @@ class MCPConnection:
         try:
             if config.command is not None:
                 parameters = StdioServerParameters(command=config.command, args=list(config.args), env=config.env or None, cwd=config.cwd)
-                async with Client(stdio_client(parameters, errlog=self._stderr), read_timeout_seconds=config.call_timeout) as client:
+                self._transport = StdioTransport(parameters, self._stderr, self.max_message_bytes)
+                async with Client(self._transport.open(), read_timeout_seconds=config.call_timeout) as client:
                     await self._serve(client, ready, closing)
             else:
                 assert config.url is not None
@@ -217,11 +225,19 @@ class MCPConnection:
             result = await self._connected_client().call_tool(name, arguments)
         except MCPError as error:
             if error.error.code == mcp_types.CONNECTION_CLOSED:
-                message = self._describe(f"closed the connection during tool {name!r}; the next call connects again")
+                reset = self._transport.reset_reason if self._transport is not None else None
+                closed = reset or "closed the connection"
+                message = self._describe(f"{closed} during tool {name!r}; the next call connects again")
                 await self._stop_owner(cancel=True)
                 raise MCPConnectionError(message) from None
             if error.error.code == mcp_types.REQUEST_TIMEOUT:
                 raise TimeoutError(f"MCP server {self.config.label!r}, tool {name!r}: no answer within {self.config.call_timeout:g} s (call_timeout)") from None
+            if isinstance(error.error.data, dict) and error.error.data.get("reason") == MESSAGE_TOO_LARGE:
+                raise MCPToolError(
+                    f"MCP server {self.config.label!r}, tool {name!r}: its answer is over max_message_bytes={self.max_message_bytes:,} bytes; "
+                    "toolpath stopped reading it there (the rest is discarded as the server sends it; the connection stays open). "
+                    "Ask the tool for less (filter or paginate), or raise MCPToolkit(max_message_bytes=...)"
+                ) from None
             raise MCPToolError(f"MCP server {self.config.label!r} refused the call of tool {name!r}: {error.error.message}") from None
         finally:
             self._last_traffic = time.monotonic()

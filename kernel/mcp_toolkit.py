@@ -27,6 +27,8 @@ from typing import Any
 import mcp_types
 
 from toolpath.kernel.mcp_connection import MCPConnection, MCPConnectionError
+from toolpath.kernel.mcp_stdio import DEFAULT_MAX_MESSAGE_BYTES
+from toolpath.kernel.option_checks import check_count
 from toolpath.kernel.toolkit import ShownText, Tool, Toolkit
 from toolpath.registry import ToolDefinition
 from toolpath.registry.mcp_servers import MCPServerConfig
@@ -52,13 +54,15 @@ class MCPToolkit(Toolkit):
         include: names of the tools to bind (default: every listed tool).
         connect_timeout: seconds to start or reach the server, list its tools and bind them.
         call_timeout: seconds one call may take (default: no limit of its own; the cell's applies).
-        hooks / pre_hook / post_hook / cache_results / cache_ttl / max_cache_entries: as for
-            :class:`toolpath.kernel.toolkit.Toolkit`.
+        max_message_bytes: the longest answer read from a stdio server, in bytes (default 16 MiB);
+            a call whose answer is longer raises ``MCPToolError`` as soon as that much is read.
+        hooks / pre_hook / post_hook / cache_results / cache_ttl / max_cache_entries /
+            max_listed_tools: as for :class:`toolpath.kernel.toolkit.Toolkit`.
 
     Raises:
         ValueError: neither or both of ``command`` and ``url``, a URL that is not http(s), or a
             value of the wrong type.
-        TypeError: ``args`` given as one string.
+        TypeError: ``args`` given as one string, or a ``max_message_bytes`` that is not a whole number.
 
     Example::
 
@@ -80,6 +84,7 @@ class MCPToolkit(Toolkit):
         include: Iterable[str] | None = None,
         connect_timeout: float = 30.0,
         call_timeout: float | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         **options: Any,
     ):
         super().__init__(name, requires_connect=True, **options)
@@ -99,7 +104,8 @@ class MCPToolkit(Toolkit):
             )
         except ValueError as error:
             raise ValueError(f"MCP server {name!r}: {error}") from None
-        self.connection = MCPConnection(config)
+        check_count("max_message_bytes", max_message_bytes, minimum=1)
+        self.connection = MCPConnection(config, max_message_bytes)
         self.include = None if include is None else frozenset(include)
         #: ``{tool name: why it was not bound}`` for the tools the last connect skipped.
         self.skipped: dict[str, str] = {}

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from toolpath.kernel.kernel_setup import VALUE_MIME
+from toolpath.kernel.kernel_setup import SUMMARY_MIME, VALUE_MIME
 from toolpath.kernel.option_checks import check_count
 
 #: An exception's type name is a name, not a stream: a few hundred characters say it.
@@ -58,6 +58,10 @@ class CellResult:
         result: the ``text/plain`` form of the cell's last expression (``Out[n]``), capped.
         result_json: the same value as JSON text when it is plain JSON (dicts, lists, strings,
             numbers, booleans; no NaN) and fits the output cap, else ``None``; :attr:`value` parses it.
+        result_summary: the same value's short text for a person at a terminal, capped: every
+            pandas table and series in it cut to its first and last rows and a few columns, with its
+            shape (:data:`toolpath.kernel.kernel_setup.SUMMARY_MIME`); ``None`` when the kernel sent
+            none (pandas not imported). :attr:`short_result` falls back to ``result``.
         error: ``{"ename", "evalue", "traceback"}`` (traceback without ANSI colours, capped).
         execution_count: the kernel's ``In[n]`` number.
         images: PNG images the cell displayed, as bytes.
@@ -84,6 +88,12 @@ class CellResult:
     notice: str = ""
     tool_calls: dict[str, int] = field(default_factory=dict)
     result_json: str | None = None
+    result_summary: str | None = None
+
+    @property
+    def short_result(self) -> str | None:
+        """:attr:`result_summary` when there is one, else :attr:`result`."""
+        return self.result_summary if self.result_summary is not None else self.result
 
     @property
     def value(self) -> Any:
@@ -168,6 +178,7 @@ class CellOutput:
     stderr: CappedText = field(init=False)
     result: str | None = None
     result_json: str | None = None
+    result_summary: str | None = None
     error: dict | None = None
     images: list[bytes] = field(default_factory=list)
     dropped_images: list[str] = field(default_factory=list)
@@ -189,6 +200,7 @@ class CellOutput:
             if kind == "execute_result":
                 self.result = data.get("text/plain")
                 self.result_json = data.get(VALUE_MIME)
+                self.result_summary = data.get(SUMMARY_MIME)
         elif kind == "error":
             self.error = {
                 "ename": content.get("ename", ""),
@@ -229,6 +241,7 @@ class CellOutput:
             result, cut = cap(self.result, limit)
             if cut:
                 truncated.append("result")
+        summary = cap(self.result_summary, limit)[0] if self.result_summary is not None else None
         # A value too large for the cap stays as capped text only: half a JSON document is no value.
         result_json = self.result_json if self.result_json is not None and len(self.result_json) <= limit else None
         final_error = error if error is not None else self.error
@@ -252,6 +265,7 @@ class CellOutput:
             notice,
             dict(tool_calls or {}),
             result_json,
+            summary,
         )
 
 

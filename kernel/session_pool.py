@@ -9,6 +9,9 @@
   per-user cap, one owner's kernels start one at a time, so one user opening many sessions at once
   takes one core for it, not every core other users' cells need.
 - A kernel idle for ``idle_ttl`` seconds is shut down (its snapshot written first).
+- With snapshots, this process holds a session in the store while it runs the session's kernel: a
+  second process asking for it is refused (:class:`~toolpath.kernel.errors.SessionHeldError`)
+  until the kernel goes (idle, evicted, ended, restarted, or this process shut down or dead).
 """
 
 from __future__ import annotations
@@ -120,6 +123,8 @@ class SessionPool:
         Raises:
             KernelError: no kernel could be started, or every kernel under a cap ran cells for
                 ``busy_wait`` seconds.
+            SessionHeldError: with snapshots, another running process holds the session (it runs
+                the session's kernel); nothing was started.
         """
         if self.capacity.max_kernels_per_user is None:
             return await self._start_kernel_now(session)
@@ -127,16 +132,20 @@ class SessionPool:
             return await self._start_kernel_now(session)
 
     async def _start_kernel_now(self, session: SessionRecord) -> str:
+        taken = await self.snapshots.take(session)  # refused before any kernel starts
         session.starting = True  # counts against the caps while its kernel starts
         try:
             await self._make_room(session)
             session.kernel = await self._take_kernel()
+        except BaseException:
+            await self.snapshots.release(session)
+            raise
         finally:
             session.starting = False
         notice, loaded = await self.snapshots.restore(session)
         if loaded:
             self._restored(session.kernel)
-        return notice
+        return join(taken, notice)
 
     async def discard(self, session: SessionRecord, evicted: str = "") -> None:
         """Shut the session's kernel down; ``evicted`` (the reason) also forgets the session, after
@@ -151,6 +160,7 @@ class SessionPool:
                 del self._evicted[next(iter(self._evicted))]
         if kernel is not None:
             await self._stop_kernel(kernel)
+        await self.snapshots.release(session)
 
     async def end(self, session_id: str, user_id: str | None) -> None:
         """Write the session's pending snapshot, shut its kernel down and forget it; unknown ids are ignored."""
@@ -243,9 +253,11 @@ class SessionPool:
         # A kernel being started for the pool stops it itself on cancellation: let it finish that.
         await asyncio.gather(*background, return_exceptions=True)
         kernels = [session.kernel for session in self.sessions.values() if session.kernel is not None] + self.pool
+        held = list(self.sessions.values())
         self.sessions.clear()
         self.pool = []
         await asyncio.gather(*(self._stop_kernel(kernel) for kernel in kernels), return_exceptions=True)
+        await asyncio.gather(*(self.snapshots.release(session) for session in held))
 
 
 def check_ids(session_id: object, user_id: object) -> None:

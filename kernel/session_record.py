@@ -40,11 +40,14 @@ class SessionRecord:
     #: Data saved with each snapshot (see CodeMode.save_with_snapshot), and what the last one held.
     data_provider: Callable[[], Any] | None = None
     saved_data: Any = None
-    #: ``{variable: digest of its pickle}`` in the stored snapshot, as far as this kernel knows.
+    #: ``{record key: digest of its pickle}`` in the stored snapshot, as far as this kernel knows.
     digests: dict[str, str] = field(default_factory=dict)
-    #: Stored variables this kernel could not load (``{name: digest}``): kept in later snapshots
-    #: until the kernel defines that name itself, so a module missing for a while loses nothing.
+    #: Stored records this kernel could not load (``{record key: digest}``): kept in later snapshots
+    #: until the kernel defines one of their names itself, so a module missing for a while loses nothing.
     unrestored: dict[str, str] = field(default_factory=dict)
+    #: The generation under which this process holds the session in the store while it has a
+    #: kernel (:meth:`toolpath.kernel.snapshot.SnapshotStore.take`); ``None``: not held.
+    generation: int | None = None
     #: The session lost a kernel (death, eviction, a stuck cell), so its next kernel's notice says
     #: whether the variables came back.
     lost_kernel: bool = False

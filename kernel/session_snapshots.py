@@ -15,12 +15,12 @@ import time
 from typing import Any
 
 from toolpath.kernel.codemode_options import SnapshotPolicy
-from toolpath.kernel.errors import KernelError
+from toolpath.kernel.errors import KernelError, SessionHeldError
 from toolpath.kernel.ipython_kernel import IPythonKernel
-from toolpath.kernel.kernel_snapshot import pack, report_path, unpack
+from toolpath.kernel.kernel_snapshot import pack, record_names, report_path, unpack
 from toolpath.kernel.notices import exception_line, join, sentence, short_error
 from toolpath.kernel.session_record import SessionRecord
-from toolpath.kernel.snapshot import SnapshotConflictError, SnapshotStore
+from toolpath.kernel.snapshot import SessionHolder, SnapshotConflictError, SnapshotStore
 from toolpath.registry.storage import StoreError
 
 _SNAPSHOT_MODULE = "toolpath.kernel.kernel_snapshot"
@@ -50,6 +50,40 @@ class SessionSnapshots:
         self.loop = loop
         # Snapshots the debounce timer started and that are still being written.
         self._writing: set[asyncio.Task] = set()
+        self.holder = SessionHolder.this_process() if store is not None else None
+
+    async def take(self, session: SessionRecord) -> str:
+        """Hold the session in the store for this process (before its kernel starts); a notice when
+        it was taken over from a process that ended without letting go.
+
+        Raises:
+            SessionHeldError: another running process holds it.
+            registry.storage.StoreError: the store cannot be written.
+        """
+        if self.store is None or self.holder is None:
+            return ""
+        taken = await asyncio.to_thread(self.store.take, session.session_id, self.holder)
+        session.generation = taken.generation
+        if taken.previous is None:
+            return ""
+        return f"This session was held by {taken.previous}, which ended without letting go of it; this process took it over."
+
+    async def release(self, session: SessionRecord) -> None:
+        """Let go of the session in the store (its kernel is gone). A store that cannot be written
+        keeps the hold, which another process takes over once this one has ended."""
+        generation, session.generation = session.generation, None
+        if self.store is not None and generation is not None:
+            with contextlib.suppress(StoreError):
+                await asyncio.to_thread(self.store.release, session.session_id, generation)
+
+    async def check_not_held(self, session: SessionRecord) -> None:
+        """Raise when another running process holds the session (before discarding its snapshot).
+
+        Raises:
+            SessionHeldError: another running process holds it.
+        """
+        if self.store is not None and self.holder is not None and session.generation is None:
+            await asyncio.to_thread(self.store.check_not_held, session.session_id, self.holder)
 
     async def claim(self, session_id: str, owner: str | None) -> str | None:
         """The session's owner: the one recorded in the store, else ``owner`` (then recorded).
@@ -196,6 +230,9 @@ class SessionSnapshots:
             except SnapshotConflictError:  # the stored snapshot changed under us: write every variable
                 session.digests = {}
                 await self._write(session)
+        except SessionHeldError as error:  # another holder's snapshot is newer: never write over it again
+            session.keep_snapshot = True
+            session.notice = join(session.notice, f"This session's variables were not saved: {error}.")
         except Exception as error:  # the cell has already returned: tell the model next time, keep the old snapshot
             session.notice = join(session.notice, f"Saving this session's snapshot failed ({exception_line(error)}); the previous snapshot, if any, is kept.")
 
@@ -208,11 +245,12 @@ class SessionSnapshots:
             kernel, f"dump({kernel.path(_DUMP_FILE)!r}, {policy.max_variable_bytes}, {policy.max_snapshot_bytes}, {session.digests!r})", _DUMP_FILE
         )
         changed = unpack(await kernel.take_file(_DUMP_FILE))
-        # Variables that could not be loaded stay stored until the kernel defines the name itself.
-        session.unrestored = {name: digest for name, digest in session.unrestored.items() if name not in report["saved"] and name not in report["skipped"]}
+        # Records that could not be loaded stay stored until the kernel defines one of their names itself.
+        defined = {name for key in [*report["saved"], *report["skipped"]] for name in record_names(key)}
+        session.unrestored = {key: digest for key, digest in session.unrestored.items() if defined.isdisjoint(record_names(key))}
         saved = {**report["saved"], **session.unrestored}
         data = session.data_provider() if session.data_provider is not None else None
-        await asyncio.to_thread(self.store.save, session.session_id, session.owner, saved, changed, report["skipped"], data)
+        await asyncio.to_thread(self.store.save, session.session_id, session.owner, saved, changed, report["skipped"], data, session.generation)
         session.digests, session.saved_data = saved, data
 
 

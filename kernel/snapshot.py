@@ -1,12 +1,20 @@
 """Session snapshots and owners in toolpath's SQLite file (``$TOOLPATH_HOME/toolpath.db``).
 
-Two tables:
+Three tables:
 
 - ``sessions``: one row per session: its ``owner`` (the ``user_id`` of the run that created it, or
   ``NULL``), when it was last saved, the variables the last snapshot skipped and why (JSON), and the
   planner layer's data saved with it (JSON; see :meth:`SnapshotStore.save`).
-- ``snapshot_variables``: one row per saved variable: its name, its size, the digest of its pickle
-  and the pickle.
+- ``snapshot_variables``: one row per saved record: its key in ``name`` (a variable's name, or the
+  names of variables that share objects and are pickled together, joined by ", "; see
+  :func:`toolpath.kernel.kernel_snapshot.record_names`), its size, the digest of its pickle and the
+  pickle.
+- ``session_holders``: which process holds each session while it runs the session's kernel (host,
+  pid and the process's start time, which tells a reused pid apart), and the session's
+  ``generation``, raised each time a process takes it. A process asking for a session another
+  living process holds is refused (:class:`toolpath.kernel.errors.SessionHeldError`); a holder that
+  is gone (on this host) is taken over. A snapshot is written only under the generation its writer
+  took, so one process never overwrites the snapshot of another that took the session since.
 
 A snapshot replaces the previous one in **one transaction**: a process killed while writing leaves
 the previous snapshot whole. Only variables whose pickle changed are written again (a 40 MB array
@@ -19,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping
@@ -26,7 +35,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import psutil
+
 from toolpath.errors import ToolpathError
+from toolpath.kernel.errors import SessionHeldError
+from toolpath.kernel.notices import shown
 from toolpath.registry.storage import StoreError, connected, database_file, table_exists, transaction
 
 _PURPOSE = "snapshot store"
@@ -34,6 +47,11 @@ _SESSIONS = "sessions"
 _SESSION_COLUMNS = ("session_id", "owner", "saved", "skipped", "data")
 _VARIABLES = "snapshot_variables"
 _VARIABLE_COLUMNS = ("session_id", "name", "size", "digest", "pickle")
+_HOLDERS = "session_holders"
+_HOLDER_COLUMNS = ("session_id", "host", "pid", "started", "since", "generation")
+#: Seconds two readings of one process's start time may differ by (the kernel's boot time, from
+#: which psutil computes it, can move by a second); a reused pid starts later than that.
+_START_TOLERANCE = 1.0
 
 
 class SnapshotConflictError(ToolpathError):
@@ -42,13 +60,54 @@ class SnapshotConflictError(ToolpathError):
 
 
 @dataclass(frozen=True)
+class SessionHolder:
+    """A process that can hold sessions: its host name, pid and start time (seconds since the
+    epoch, as :mod:`psutil` gives it; with the pid, it names the process even after the pid is reused)."""
+
+    host: str
+    pid: int
+    started: float
+
+    @classmethod
+    def this_process(cls) -> SessionHolder:
+        return cls(socket.gethostname(), os.getpid(), psutil.Process().create_time())
+
+    def is_running(self) -> bool | None:
+        """Whether the process still runs: ``None`` when it is on another host (this one cannot tell)."""
+        if self.host != socket.gethostname():
+            return None
+        try:
+            process = psutil.Process(self.pid)
+            return abs(process.create_time() - self.started) < _START_TOLERANCE and process.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+        except psutil.AccessDenied:  # another user's process of that pid and start: it runs
+            return True
+
+    def same_process(self, other: SessionHolder) -> bool:
+        return self.host == other.host and self.pid == other.pid and abs(self.started - other.started) < _START_TOLERANCE
+
+    def __str__(self) -> str:
+        return f"process {self.pid} on host {self.host!r}"
+
+
+@dataclass(frozen=True)
+class TakenSession:
+    """What :meth:`SnapshotStore.take` gives: the generation the session is held under now, and the
+    holder it was taken over from (a process that ended without letting go), or ``None``."""
+
+    generation: int
+    previous: SessionHolder | None = None
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """A session's saved state.
 
     Attributes:
-        pickles: ``{variable name: pickle}``.
-        digests: ``{variable name: digest of its pickle}``.
-        skipped: ``{variable name: why it was not saved}``.
+        pickles: ``{record key: pickle}`` (a key is a variable's name, or several joined by ", ").
+        digests: ``{record key: digest of its pickle}``.
+        skipped: ``{record key: why it was not saved}``.
         data: what the planner layer saved with it (``None`` when nothing).
         saved: when it was written (seconds since the epoch).
     """
@@ -90,6 +149,48 @@ class SnapshotStore:
             database.execute(f"create table {_SESSIONS} (session_id text primary key, owner text, saved float, skipped text, data text)")
         if not table_exists(database, _VARIABLES, _VARIABLE_COLUMNS, ("session_id", "name"), self.path, _PURPOSE):
             database.execute(f"create table {_VARIABLES} (session_id text, name text, size integer, digest text, pickle blob, primary key (session_id, name))")
+        if not table_exists(database, _HOLDERS, _HOLDER_COLUMNS, ("session_id",), self.path, _PURPOSE):
+            database.execute(f"create table {_HOLDERS} (session_id text primary key, host text, pid integer, started float, since float, generation integer)")
+
+    def take(self, session_id: str, holder: SessionHolder) -> TakenSession:
+        """Hold ``session_id`` for ``holder`` (this process), under a new generation.
+
+        A session held by a process that has ended (on this host) is taken over; one held by this
+        same process (another CodeMode of it) is taken too, and that one's later snapshots are
+        refused by :meth:`save`.
+
+        Raises:
+            SessionHeldError: another process holds it and runs (or is on another host, where this
+                one cannot tell); nothing changed.
+        """
+        with self._writing() as database:
+            row = database.execute(f"select host, pid, started, since, generation from {_HOLDERS} where session_id = ?", [session_id]).fetchone()
+            previous = _ended_holder(session_id, row, holder)
+            generation = (row[4] if row is not None else 0) + 1
+            database.execute(
+                f"insert or replace into {_HOLDERS} (session_id, host, pid, started, since, generation) values (?, ?, ?, ?, ?, ?)",
+                [session_id, holder.host, holder.pid, holder.started, time.time(), generation],
+            )
+        return TakenSession(generation, previous)
+
+    def release(self, session_id: str, generation: int) -> None:
+        """Let go of ``session_id`` if it is still held under ``generation`` (a later holder keeps it)."""
+        with self._writing() as database:
+            database.execute(
+                f"update {_HOLDERS} set host = null, pid = null, started = null, since = null where session_id = ? and generation = ?", [session_id, generation]
+            )
+
+    def check_not_held(self, session_id: str, holder: SessionHolder) -> None:
+        """Raise when another running process holds ``session_id`` (before changing its stored state).
+
+        Raises:
+            SessionHeldError: as :meth:`take` would.
+        """
+        with connected(self.path, _PURPOSE) as database:
+            if not table_exists(database, _HOLDERS, _HOLDER_COLUMNS, ("session_id",), self.path, _PURPOSE):
+                return
+            row = database.execute(f"select host, pid, started, since from {_HOLDERS} where session_id = ?", [session_id]).fetchone()
+        _ended_holder(session_id, row, holder)
 
     def claim(self, session_id: str, owner: str | None) -> str | None:
         """Record ``owner`` as the owner of ``session_id`` unless the session is known already.
@@ -118,21 +219,35 @@ class SnapshotStore:
         changed: Mapping[str, bytes],
         skipped: Mapping[str, str],
         data: Mapping[str, Any] | None,
+        generation: int | None = None,
     ) -> None:
-        """Make the session's snapshot hold exactly the variables ``saved`` names, in one transaction.
+        """Make the session's snapshot hold exactly the records ``saved`` names, in one transaction.
 
         Args:
-            saved: ``{variable name: digest of its pickle}`` for every variable the snapshot holds.
-            changed: ``{variable name: pickle}`` of those to write; the others of ``saved`` must be
+            saved: ``{record key: digest of its pickle}`` for every record the snapshot holds.
+            changed: ``{record key: pickle}`` of those to write; the others of ``saved`` must be
                 stored already with that digest.
-            skipped: ``{variable name: why it was not saved}``, told to the model on restore.
+            skipped: ``{record key: why it was not saved}``, told to the model on restore.
             data: JSON-ready data saved with the variables (the planner session's held states).
+            generation: the generation :meth:`take` gave the writer; ``None`` writes without a check.
 
         Raises:
-            SnapshotConflictError: a variable of ``saved`` not in ``changed`` is not stored with its
+            SnapshotConflictError: a record of ``saved`` not in ``changed`` is not stored with its
                 digest; nothing was written.
+            SessionHeldError: the session is held under another generation now (another process, or
+                another CodeMode of this one, took it since); nothing was written.
         """
         with self._writing() as database:
+            if generation is not None:
+                row = database.execute(f"select host, pid, started, since, generation from {_HOLDERS} where session_id = ?", [session_id]).fetchone()
+                if row is None or row[4] != generation:
+                    taker = SessionHolder(row[0], row[1], row[2]) if row is not None and row[0] is not None else None
+                    by = f" by {taker}" if taker is not None else ""
+                    raise SessionHeldError(
+                        f"session {shown(session_id)} was taken{by} after this process took it, so this process's variables were not saved over the newer snapshot; restart the session here to start over from it, or use another session id",
+                        session_id,
+                        taker,
+                    )
             stored = dict(database.execute(f"select name, digest from {_VARIABLES} where session_id = ?", [session_id]).fetchall())
             missing = sorted(name for name, digest in saved.items() if name not in changed and stored.get(name) != digest)
             if missing:
@@ -187,3 +302,28 @@ class SnapshotStore:
         with self._writing() as database:
             database.execute(f"delete from {_VARIABLES} where session_id = ?", [session_id])
             database.execute(f"update {_SESSIONS} set saved = 0, skipped = '{{}}', data = null where session_id = ?", [session_id])
+
+
+def _ended_holder(session_id: str, row: tuple | None, asking: SessionHolder) -> SessionHolder | None:
+    """The holder of a ``session_holders`` row (``host, pid, started, since, ...``) when it is a
+    process that has ended; ``None`` when nobody or ``asking`` itself holds the session.
+
+    Raises:
+        SessionHeldError: another process holds it and runs, or is on another host.
+    """
+    if row is None or row[0] is None:
+        return None
+    holder = SessionHolder(row[0], row[1], row[2])
+    if holder.same_process(asking):
+        return None
+    running = holder.is_running()
+    if running is False:
+        return holder
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(row[3])) if row[3] else "an unknown time"
+    state = "which is still running" if running else "which may still be running (it is on another host, so this one cannot check)"
+    raise SessionHeldError(
+        f"session {shown(session_id)} is in use by {holder} since {when}, {state}: two processes driving one session would overwrite each other's variables. "
+        "Run this session's cells in that process, end the session there (end_session, or its kernel idling out or that process exiting lets go of it), or use another session id",
+        session_id,
+        holder,
+    )

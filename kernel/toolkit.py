@@ -41,11 +41,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolpath.errors import ToolpathError
+from toolpath.kernel.option_checks import check_count
 from toolpath.registry import ToolDefinition
 from toolpath.registry.names import function_names
 
 #: A middleware hook: ``hook(name, call_next, arguments) -> result`` (sync or async).
 Hook = Callable[..., Any]
+#: Tools of one kit listed in a model's instructions: about 10,000 characters at the 200 each a tool's
+#: signature and summary line take, as tool-search peers keep a few tools loaded and defer the rest.
+DEFAULT_MAX_LISTED_TOOLS = 50
+#: The attribute of a kit's handle in the kernel that searches its tools (a tool bound by that name wins).
+SEARCH_ATTRIBUTE = "search_tools"
 
 _PAUSE_FLAGS = {
     "requires_confirmation": "needs the user's confirmation",
@@ -200,9 +206,13 @@ class Toolkit:
         max_cache_entries: least recently used results are dropped beyond this many.
         requires_connect: CodeMode calls :meth:`connect` when a run starts and :meth:`close` when it
             ends (see :meth:`connect`).
+        max_listed_tools: the most tools of the kit a model's instructions list (in the kit's order,
+            :data:`DEFAULT_MAX_LISTED_TOOLS` by default); past it they give the total and how to
+            find the others in a cell (``handle.search_tools("words")``).
 
     Raises:
-        ValueError: an empty name, or two tools with the same name.
+        ValueError: an empty name, or two tools with the same name; a negative ``max_listed_tools``.
+        TypeError: a ``max_listed_tools`` that is not a whole number.
     """
 
     def __init__(
@@ -217,9 +227,12 @@ class Toolkit:
         cache_ttl: float = 3600.0,
         max_cache_entries: int = 1024,
         requires_connect: bool = False,
+        max_listed_tools: int = DEFAULT_MAX_LISTED_TOOLS,
     ):
         if not isinstance(name, str) or not name.strip():
             raise ValueError("a toolkit needs a non-empty name")
+        check_count("max_listed_tools", max_listed_tools)
+        self.max_listed_tools = max_listed_tools
         self.name = name
         self.hooks = list(hooks)
         self.pre_hook = pre_hook

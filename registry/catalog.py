@@ -29,7 +29,9 @@ Reading is bounded: a catalog must be a regular file of at most :data:`DEFAULT_M
 (16 MiB) unless ``max_bytes=`` or the environment variable ``TOOLPATH_MAX_CATALOG_BYTES`` says
 otherwise; pipes, devices and directories are refused without waiting on them. YAML is parsed by
 libyaml when PyYAML has it (``yaml.__with_libyaml__``), else by PyYAML's pure-Python parser; both
-give the same data, errors and positions.
+give the same data, errors and positions. PyYAML reads YAML 1.1, where an unquoted ``yes``, ``no``,
+``on`` or ``off`` is a boolean: as a mapping key it is refused (TP101, "quote it"), and where text was
+expected the problem says so.
 """
 
 from __future__ import annotations
@@ -244,6 +246,9 @@ class SourceLocator:
         self._root: yaml.Node | None = None
         self._composing = threading.Lock()  # a second thread waits for the nodes, not sees none
         self.aliases: dict[str, str] = {}
+        #: ``{(line, column): (text, value)}`` of each unquoted ``yes``/``no``/``on``/``off`` value
+        #: YAML 1.1 read as a boolean (see :func:`boolean_word_advice`).
+        self.boolean_words: dict[tuple[int, int], tuple[str, bool]] = {}
 
     @property
     def root(self) -> yaml.Node | None:
@@ -326,6 +331,23 @@ class SourceLocator:
         if found and isinstance(node, yaml.SequenceNode):
             return next((index for index, child in enumerate(node.value) if isinstance(child, yaml.ScalarNode) and child.value == value), None)
         return None
+
+    def boolean_words_at(self, location: Sequence[str | int]) -> list[tuple[str, bool]]:
+        """``(text, value)`` of each unquoted ``yes``/``no``/``on``/``off`` read as a boolean that is
+        the value at ``location`` or an item or value directly in it."""
+        if not self.boolean_words:  # spares composing the nodes of a file that has none
+            return []
+        node, found = self._walk(location)
+        if not found or node is None:
+            return []
+        if isinstance(node, yaml.SequenceNode):
+            nodes = [node, *node.value]
+        elif isinstance(node, yaml.MappingNode):
+            nodes = [node, *(value for _, value in node.value)]
+        else:
+            nodes = [node]
+        positions = [(each.start_mark.line + 1, each.start_mark.column + 1) for each in nodes]
+        return [self.boolean_words[position] for position in positions if position in self.boolean_words]
 
     def problem(self, location: Sequence[str | int], message: str, code: str = INVALID_FIELD) -> CatalogProblem:
         location = self._aliased(location)
@@ -538,6 +560,17 @@ MAX_ALIAS_EXPANSION = 1_000_000
 MAX_INTEGER_DIGITS = sys.int_info.default_max_str_digits
 
 _STR_TAG = "tag:yaml.org,2002:str"
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+#: What YAML 1.1 (PyYAML) reads as a boolean besides ``true``/``false``, when written unquoted
+#: (``y``/``n`` stay strings in PyYAML).
+_BOOLEAN_WORDS = frozenset({"yes", "no", "on", "off"})
+
+
+def boolean_word_advice(text: str, value: bool) -> str:
+    """Why an unquoted ``yes``/``no``/``on``/``off`` became a boolean, and what to do."""
+    return f"`{text}` unquoted is YAML 1.1's boolean {value}, not the text {text!r}: quote it ('{text}')"
+
+
 _SEQUENCE_TAG = "tag:yaml.org,2002:seq"
 _MAPPING_TAG = "tag:yaml.org,2002:map"
 
@@ -548,11 +581,20 @@ class _CatalogConstructor(yaml.constructor.SafeConstructor):
     A mapping that repeats a key is an error instead of last-one-wins; an integer longer than
     :data:`MAX_INTEGER_DIGITS` and a date or time that does not exist are errors at their position
     instead of a ``ValueError`` from deep inside PyYAML.
+
+    Every unquoted ``yes``/``no``/``on``/``off`` read as a boolean is kept in ``boolean_words``,
+    by node id, with whether it is a mapping key: a key can only be a mistake, and a value may be.
     """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.boolean_words: dict[int, tuple[yaml.ScalarNode, bool]] = {}
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if _is_boolean_word(key_node):
+                self.boolean_words[id(key_node)] = (key_node, True)
             if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
                 if key_node.value in seen:
                     raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key_node.value!r}", key_node.start_mark)
@@ -571,6 +613,11 @@ class _CatalogConstructor(yaml.constructor.SafeConstructor):
         except ValueError:
             raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark) from None
         return value
+
+    def construct_recorded_bool(self, node: yaml.ScalarNode) -> bool:
+        if _is_boolean_word(node):
+            self.boolean_words.setdefault(id(node), (node, False))  # a key was recorded as one already
+        return super().construct_yaml_bool(node)
 
     def construct_checked_timestamp(self, node: yaml.ScalarNode) -> Any:
         try:
@@ -646,6 +693,12 @@ class _CatalogConstructor(yaml.constructor.SafeConstructor):
 
 _CatalogConstructor.add_constructor("tag:yaml.org,2002:int", _CatalogConstructor.construct_bounded_int)
 _CatalogConstructor.add_constructor("tag:yaml.org,2002:timestamp", _CatalogConstructor.construct_checked_timestamp)
+_CatalogConstructor.add_constructor(_BOOL_TAG, _CatalogConstructor.construct_recorded_bool)
+
+
+def _is_boolean_word(node: yaml.Node) -> bool:
+    """Whether ``node`` is an unquoted ``yes``/``no``/``on``/``off`` that YAML 1.1 reads as a boolean."""
+    return isinstance(node, yaml.ScalarNode) and node.tag == _BOOL_TAG and not node.style and node.value.lower() in _BOOLEAN_WORDS
 
 
 class _PurePythonLoader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml.composer.Composer, _CatalogConstructor, yaml.resolver.Resolver):
@@ -723,13 +776,65 @@ def _alias_expansion(root: yaml.Node) -> tuple[int, int]:
     return sizes[id(root)], len(sizes)
 
 
-def _load_yaml(path: Path, text: str) -> Any:
+def _node_locations(root: yaml.Node, wanted: set[int]) -> dict[int, list[str | int]]:
+    """The field path (``["mcp_servers", "on"]``) of each node whose id is in ``wanted``; a key's
+    path ends with its own text."""
+    found: dict[int, list[str | int]] = {}
+    stack: list[tuple[yaml.Node, list[str | int]]] = [(root, [])]
+    visited: set[int] = set()
+    while stack and len(found) < len(wanted):
+        node, location = stack.pop()
+        if id(node) in visited:  # an alias reaches a node twice
+            continue
+        visited.add(id(node))
+        if id(node) in wanted:
+            found[id(node)] = location
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend((child, [*location, index]) for index, child in enumerate(node.value))
+        elif isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                step = key.value if isinstance(key, yaml.ScalarNode) else "?"
+                if id(key) in wanted:
+                    found[id(key)] = [*location, step]
+                stack.append((value, [*location, step]))
+    return found
+
+
+def _load_yaml(path: Path, text: str) -> tuple[Any, dict[tuple[int, int], tuple[str, bool]]]:
+    """The document, and each unquoted ``yes``/``no``/``on``/``off`` value read as a boolean:
+    ``{(line, column): (its text, its value)}``, 1-based.
+
+    Raises:
+        CatalogError: a mapping key written ``yes``/``no``/``on``/``off`` unquoted (YAML 1.1 makes
+            it a boolean, which no catalog field or name can be), each with its line; an alias bomb.
+        yaml.YAMLError: the text is not YAML.
+    """
     loader = _YAML_LOADER(text)
     try:
         root = loader.get_single_node()
         if root is None:
-            return None
+            return None, {}
         document, shared = loader.construct_tree(root)
+        boolean_keys = [node for node, is_key in loader.boolean_words.values() if is_key]
+        if boolean_keys:
+            locations = _node_locations(root, {id(node) for node in boolean_keys})
+            raise CatalogError(
+                [
+                    CatalogProblem(
+                        str(path),
+                        field_path(locations.get(id(node), [])),
+                        boolean_word_advice(node.value, loader.construct_yaml_bool(node)),
+                        node.start_mark.line + 1,
+                        node.start_mark.column + 1,
+                    )
+                    for node in sorted(boolean_keys, key=lambda node: node.start_mark.index)
+                ]
+            )
+        boolean_values = {
+            (node.start_mark.line + 1, node.start_mark.column + 1): (node.value, loader.construct_yaml_bool(node))
+            for node, is_key in loader.boolean_words.values()
+            if not is_key
+        }
         # An alias is written `*name`: without one, nothing is shared, and nothing to bound.
         if shared and "*" in text:
             try:
@@ -741,7 +846,7 @@ def _load_yaml(path: Path, text: str) -> Any:
             if expanded - written > MAX_ALIAS_EXPANSION:
                 message = f"the document expands to {expanded:,} nodes through aliases, {expanded - written:,} more than it holds (limit {MAX_ALIAS_EXPANSION:,}); write it out without anchors"
                 raise CatalogError([CatalogProblem(str(path), "", message, code=UNREADABLE)])
-        return document
+        return document, boolean_values
     finally:
         loader.dispose()
 
@@ -792,13 +897,15 @@ def parse_document(path: Path, text: str) -> tuple[Any, SourceLocator]:
                 raise CatalogError([CatalogProblem(str(path), "", f"invalid JSON: {error}", line, column, UNREADABLE)]) from None
             return document, locator
         try:
-            document = _load_yaml(path, text)
+            document, boolean_values = _load_yaml(path, text)
         except yaml.YAMLError as error:
             mark = getattr(error, "problem_mark", None)
             reason = getattr(error, "problem", None) or str(error)
             line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
             raise CatalogError([CatalogProblem(str(path), "", f"invalid YAML: {reason}", line, column, UNREADABLE)]) from None
-        return document, SourceLocator(path, text)
+        locator = SourceLocator(path, text)
+        locator.boolean_words = boolean_values
+        return document, locator
     except RecursionError:
         raise CatalogError([CatalogProblem(str(path), "", "the document is nested too deeply to read", code=UNREADABLE)]) from None
 
@@ -955,6 +1062,7 @@ def _validation_problems(locator: SourceLocator, error: ValidationError, prefix:
             message = f"unknown field;{suggestion} check its spelling (the catalog format is in README.md, the schema in `toolpath schema`)"
         elif detail["type"] != "missing" and "input" in detail:
             message += f" (found {_short_repr(detail['input'])})"
+            message += "".join(f"; {boolean_word_advice(*word)}" for word in locator.boolean_words_at(location))
         problems.append(locator.problem(location, message))
     return problems
 
@@ -1118,6 +1226,12 @@ def _validate_items(
             problems.append(locator.problem([key], f"expected a list, found {_short_repr(value)}"))
             continue
         for index, entry in enumerate(value):
+            # State's own __init__ takes the fields as keywords, so a key that is not text would
+            # raise TypeError from inside pydantic rather than a validation error.
+            names = [name for name in entry if not isinstance(name, str)] if isinstance(entry, dict) else []
+            if names:
+                problems.extend(locator.problem([key, index], f"field names are text, not {_short_repr(name)}; quote it") for name in names)
+                continue
             try:
                 items[key].append((index, model.model_validate(entry)))
             except ValidationError as error:

@@ -17,6 +17,7 @@
 | TP013 | warning  | states in a cycle no tool or held state starts (every producer of one needs another) |
 | TP014 | error    | states whose ``refines`` lead back to themselves (a refines b refines a) |
 | TP015 | warning  | a parameter with ``role: output`` that carries a ``state`` (a destination is never wired from a step) |
+| TP016 | warning  | a parameter's ``default`` written ``yes``/``no``/``on``/``off`` unquoted (YAML 1.1 reads a boolean) for a type that is not ``bool`` |
 | TP100 | error    | the file cannot be read or is not valid YAML/JSON |
 | TP101 | error    | a field is missing, unknown or of the wrong type |
 | TP102 | error    | a state token declared twice (or differently in two files) |
@@ -35,11 +36,13 @@ import ast
 import builtins
 import contextlib
 import dataclasses
+import difflib
 import functools
 import importlib
 import inspect
 import io
 import os
+import pkgutil
 import sys
 import typing
 from collections.abc import Callable, Iterable, Iterator
@@ -54,6 +57,7 @@ from toolpath.registry.catalog import (
     CatalogProblem,
     LoadedCatalogs,
     SkippedCatalog,
+    boolean_word_advice,
     combine_catalogs,
     did_you_mean,
     garbage_collection_paused,
@@ -63,7 +67,7 @@ from toolpath.registry.catalog import (
 )
 from toolpath.registry.names import function_names
 from toolpath.registry.tools import ToolDefinition, reachable_states
-from toolpath.registry.type_strings import TypeStringError, check_type_string
+from toolpath.registry.type_strings import TypeStringError, check_type_string, type_name_suggestion
 
 Severity = Literal["error", "warning"]
 
@@ -83,6 +87,7 @@ RULES: dict[str, tuple[Severity, str]] = {
     "TP013": ("warning", "cycle of states nothing starts"),
     "TP014": ("error", "refinement cycle"),
     "TP015": ("warning", "output parameter that carries a state"),
+    "TP016": ("warning", "YAML 1.1 boolean word as a default"),
     "TP100": ("error", "unreadable catalog"),
     "TP101": ("error", "invalid field"),
     "TP102": ("error", "duplicate state"),
@@ -318,10 +323,33 @@ def _check_catalog(catalog: Catalog, facts: _Facts) -> list[Finding]:
                 findings.append(
                     _finding(catalog, ["tools", index], "TP005", f"tool {tool.name!r} has neither description nor affordances; skill search cannot find it")
                 )
+        findings.extend(_boolean_word_defaults(catalog, index))
         for location, text in _typed(tool):
             problem = _type_string_problem(text)
             if problem is not None:
                 findings.append(_finding(catalog, ["tools", index, *location, "type"], "TP006", problem))
+    return findings
+
+
+def _boolean_word_defaults(catalog: Catalog, index: int) -> list[Finding]:
+    """TP016 for each parameter default written ``yes``/``no``/``on``/``off`` unquoted, which YAML
+    1.1 reads as a boolean, when the parameter's type does not name ``bool`` (the text was meant)."""
+    tool = catalog.tools[index]
+    findings = []
+    for key in ("required_parameters", "optional_parameters"):
+        for position, parameter in enumerate(getattr(tool, key)):
+            if not isinstance(parameter.default, bool) or _type_string_problem(parameter.type) is not None or "bool" in _type_names(parameter.type):
+                continue
+            location = ["tools", index, key, position, "default"]
+            for text, value in catalog.locator.boolean_words_at(catalog.file_location(location)):
+                findings.append(
+                    _finding(
+                        catalog,
+                        location,
+                        "TP016",
+                        f"parameter {parameter.name!r} of tool {tool.name!r} has type {parameter.type!r}, but its default {boolean_word_advice(text, value)}",
+                    )
+                )
     return findings
 
 
@@ -386,14 +414,22 @@ def _check_import(catalog: Catalog, index: int) -> list[Finding]:
         with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
             module = importlib.import_module(tool.module or "")
     except (Exception, SystemExit) as error:
+        hint = _module_suggestion(error.name) if isinstance(error, ModuleNotFoundError) and error.name and (tool.module or "").startswith(error.name) else ""
         return [
-            _finding(catalog, ["tools", index], "TP007", f"tool {tool.name!r}: module {tool.module!r} cannot be imported ({type(error).__name__}: {error})")
+            _finding(
+                catalog, ["tools", index], "TP007", f"tool {tool.name!r}: module {tool.module!r} cannot be imported ({type(error).__name__}: {error}){hint}"
+            )
         ]
     candidates = function_names(tool.name)
     function = next((getattr(module, candidate) for candidate in candidates if callable(getattr(module, candidate, None))), None)
     if function is None:
         expected = " or ".join(repr(candidate) for candidate in candidates)
-        return [_finding(catalog, ["tools", index], "TP007", f"tool {tool.name!r}: module {tool.module!r} has no function {expected}")]
+        functions = [name for name, value in vars(module).items() if inspect.isfunction(value) and not name.startswith("_")]
+        message = f"tool {tool.name!r}: module {tool.module!r} has no function {expected}"
+        hint = did_you_mean(candidates[-1], functions)
+        if hint:
+            message += f";{hint} rename the tool to match its function"
+        return [_finding(catalog, ["tools", index], "TP007", message)]
     return [*_check_signature(catalog, index, function), *_check_type_names(catalog, index)]
 
 
@@ -447,16 +483,57 @@ def _check_type_names(catalog: Catalog, index: int) -> list[Finding]:
             continue  # TP006 says what is wrong with it
         for name in _type_names(text):
             if not _resolves(name):
-                known = [candidate for candidate in dir(builtins) if isinstance(getattr(builtins, candidate), type)] + list(typing.__all__)
+                suggestion = _type_suggestion(name)
+                hint = f" did you mean {suggestion!r}?" if suggestion else ""
                 findings.append(
                     _finding(
                         catalog,
                         ["tools", index, *location, "type"],
                         "TP012",
-                        f"type {text!r}: {name!r} is not a builtin, a typing name or an importable dotted name;{did_you_mean(name, known)} fix the type or install what provides it",
+                        f"type {text!r}: {name!r} is not a builtin, a typing name or an importable dotted name;{hint} fix the type or install what provides it",
                     )
                 )
     return findings
+
+
+def _type_suggestion(name: str) -> str | None:
+    """The type ``name`` (which does not resolve) was likely meant as: for a plain name, a type
+    name (:func:`~toolpath.registry.type_strings.type_name_suggestion`); for a dotted one whose
+    module imports, the closest name that module (or the class reached) has."""
+    if "." not in name:
+        return type_name_suggestion(name)
+    parts = name.split(".")
+    for split in range(len(parts) - 1, 0, -1):
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                value = importlib.import_module(".".join(parts[:split]))
+        except (Exception, SystemExit):  # not a module: try a shorter prefix
+            continue
+        found = parts[:split]
+        for attribute in parts[split:]:
+            if not hasattr(value, attribute):
+                close = difflib.get_close_matches(attribute, [known for known in dir(value) if not known.startswith("_")], n=1)
+                return ".".join([*found, close[0]]) if close else None
+            value = getattr(value, attribute)
+            found.append(attribute)
+        return None
+    return None
+
+
+def _module_suggestion(missing: str) -> str:
+    """`` did you mean 'pkg.tools'?`` for a missing module ``pkg.tool`` whose package imports and
+    has a module of a close name; else ``""``."""
+    parent, _, leaf = missing.rpartition(".")
+    if not parent:
+        return ""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            package = importlib.import_module(parent)
+    except (Exception, SystemExit):
+        return ""
+    siblings = [module.name for module in pkgutil.iter_modules(getattr(package, "__path__", []))]
+    close = difflib.get_close_matches(leaf, siblings, n=1)
+    return f"; did you mean {parent + '.' + close[0]!r}?" if close else ""
 
 
 def _type_names(text: str) -> list[str]:

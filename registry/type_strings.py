@@ -9,6 +9,8 @@ Python type expression built only from dotted names, subscripts (``dict[str, int
 from __future__ import annotations
 
 import ast
+import difflib
+import typing
 from collections.abc import Iterable
 from typing import Any
 
@@ -27,6 +29,36 @@ MAX_SCHEMA_NODES = 1000
 #: Characters of a type string: it is shown in a signature line a model reads, where a longer one
 #: is noise (the same order as a tool summary's 300, :data:`toolpath.kernel.bindings.MAX_SUMMARY_CHARS`).
 MAX_TYPE_CHARS = 300
+
+
+#: The builtin names a type string can mean as a type (``filter`` or ``zip`` are classes too, but
+#: never what a catalog means by a type).
+_BUILTIN_TYPE_NAMES = ("None", "bool", "bytearray", "bytes", "complex", "dict", "float", "frozenset", "int", "list", "object", "set", "str", "tuple", "type")
+#: What a type string names without importing anything: builtin data types and typing's types
+#: (its capitalised names; the lower-case ones are functions such as ``cast``).
+TYPE_NAMES = (*_BUILTIN_TYPE_NAMES, *sorted(name for name in typing.__all__ if name[:1].isupper()))
+
+
+def type_name_suggestion(name: str) -> str | None:
+    """The type name a writer of ``name`` most likely meant, or ``None``.
+
+    A JSON Schema type name (any case) is its Python type (``integer`` → ``int``, ``String`` →
+    ``str``); anything else is the closest of :data:`TYPE_NAMES` by :mod:`difflib` (ratio ≥ 0.6),
+    compared without case.
+
+    Examples:
+        >>> type_name_suggestion("integer")
+        'int'
+        >>> type_name_suggestion("Dict")
+        'dict'
+        >>> type_name_suggestion("Optinal")
+        'Optional'
+    """
+    if name.lower() in _JSON_TYPES:
+        return _JSON_TYPES[name.lower()]
+    by_lower = {known.lower(): known for known in reversed(TYPE_NAMES)}  # `dict` wins over typing's `Dict`
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1)
+    return by_lower[close[0]] if close else None
 
 
 class TypeStringError(Refusal, ValueError):

@@ -226,3 +226,16 @@ def test_a_part_already_held_shows_its_artifact_beside_the_new_results(workspace
         assert follow_up.cell.code.rstrip().endswith("{'descriptors': descriptors, 'functional_groups': functional_groups}")
         ran = session.run_task(follow_up)
         assert ran.result.status == "ok" and "'carboxylic_acid': 1" in ran.result.result and "'lipinski'" in ran.result.result
+
+
+def test_a_task_missing_inputs_is_refused_with_the_inputs_of_its_cheapest_plan_first(workspace):
+    from toolpath.planner.tasks.task import UnboundParametersError
+
+    with workspace.session("agent-inputs") as session:
+        with pytest.raises(UnboundParametersError) as refused:
+            session.run_task("is aspirin drug-like? check Lipinski's rule of five")
+        assert [option.names for option in refused.value.options] == [("smiles",), ("smiles_list", "smiles")]
+        assert str(refused.value).startswith(
+            "the plan needs inputs that were not given: give the inputs {'smiles': ...} for the plan parse_molecule -> compute_descriptors (cost 2); or, for"
+        )
+        assert session.held == set()

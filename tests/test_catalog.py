@@ -469,6 +469,44 @@ def test_control_character_in_a_json_tool_name_is_refused(tmp_path):
     assert '"name": "fin\\u0000ish"' in path.read_text().splitlines()[problem.line - 1]
 
 
+def test_unquoted_on_off_yes_no_keys_are_refused_at_their_line_with_quote_it(tmp_path):
+    # YAML 1.1 (PyYAML) reads them as True/False, which no catalog field or name can be.
+    text = GOOD.replace("    description: done\n", "    description: done\n    no: 3\n") + "mcp_servers:\n  search: {command: srv, env: {on: '1', y: '2'}}\n"
+    with pytest.raises(CatalogError) as caught:
+        read_catalog(write(tmp_path, "catalog.yaml", text))
+    problems = caught.value.problems
+    assert [(problem.code, problem.field, problem.line, problem.column) for problem in problems] == [
+        ("TP101", "states[0].no", 6, 5),
+        ("TP101", "mcp_servers.search.env.on", 13, 32),
+    ]
+    assert "`no` unquoted is YAML 1.1's boolean False" in problems[0].message and "quote it ('no')" in problems[0].message
+    assert "`on` unquoted is YAML 1.1's boolean True" in problems[1].message
+
+
+def test_quoted_on_key_loads(tmp_path):
+    text = GOOD + "mcp_servers:\n  search: {command: srv, env: {'on': '1', \"off\": '0'}}\n"
+    assert read_catalog(write(tmp_path, "catalog.yaml", text)).mcp_servers["search"].env == {"on": "1", "off": "0"}
+
+
+def test_unquoted_boolean_word_where_text_is_expected_says_quote_it(tmp_path):
+    text = GOOD.replace("    description: Finish.\n", "    description: Finish.\n    required_parameters: [{name: on, type: str}]\n")
+    text = text.replace("requires: []", "requires: [yes]")
+    with pytest.raises(CatalogError) as caught:
+        read_catalog(write(tmp_path, "catalog.yaml", text))
+    by_field = {problem.field: problem for problem in caught.value.problems}
+    assert by_field["tools[0].required_parameters[0].name"].line == 10
+    assert "`on` unquoted is YAML 1.1's boolean True, not the text 'on': quote it ('on')" in by_field["tools[0].required_parameters[0].name"].message
+    assert "quote it ('yes')" in by_field["tools[0].state_transition.requires"].message
+
+
+def test_a_state_field_name_that_is_not_text_is_a_problem_not_a_crash(tmp_path):
+    text = GOOD.replace("    description: done\n", "    description: done\n    3: three\n")
+    with pytest.raises(CatalogError) as caught:
+        read_catalog(write(tmp_path, "catalog.yaml", text))
+    ((field, message),) = [(problem.field, problem.message) for problem in caught.value.problems]
+    assert field == "states[0]" and "field names are text, not 3" in message
+
+
 PARSER_CASES = {
     "valid": GOOD,
     "duplicate key": GOOD.replace("    description: Finish.\n", "    description: Finish.\n    description: Again.\n"),
@@ -484,6 +522,8 @@ PARSER_CASES = {
     "recursive alias": "domain: &d [*d]\n",
     "undefined alias": "domain: *nowhere\n",
     "invalid field": GOOD.replace("produces: [demo.done]", "produces: demo.done"),
+    "boolean word key": GOOD.replace("    description: Finish.\n", "    description: Finish.\n    on: 1\n"),
+    "boolean word value": GOOD.replace("    description: Finish.\n", "    description: Finish.\n    required_parameters: [{name: off, type: str}]\n"),
 }
 
 

@@ -251,3 +251,22 @@ def test_inputs_nested_deeper_than_a_cell_can_hold_are_refused(chemistry_graph):
     for _ in range(99):
         shallow = [shallow]
     assert compiles(render_cell(plan(chemistry_graph, ["chemistry.candidates_filtered"]), {"smiles_list": shallow}).code)
+
+
+def test_a_long_input_literal_is_cut_short_where_the_cell_is_shown_and_whole_where_it_runs(chemistry_graph):
+    molecules = [f"C{'C' * (index % 7)}O" for index in range(2000)]
+    cell = render_cell(plan(chemistry_graph, ["chemistry.molecules_clustered"]), {"smiles_list": molecules, "compute_fingerprints.radius": 3})
+    assert f"smiles_list = {molecules!r}" in cell.code
+    shown = next(line for line in cell.display_code.splitlines() if line.startswith("smiles_list = "))
+    assert len(shown) < 300 and shown.endswith(f"# {len(repr(molecules)):,} characters, cut short here; the cell runs the whole value")
+    # Short literals and every other line are shown as they run.
+    assert cell.display_code.replace(shown, f"smiles_list = {molecules!r}") == cell.code
+    assert "compute_fingerprints_radius = 3" in cell.display_code
+    # The cut line is no valid Python: the shown cell cannot run by mistake with part of the value.
+    with pytest.raises(SyntaxError):
+        compiles(cell.display_code)
+    text = "x" * 5000
+    cut = render_cell(plan(chemistry_graph, ["chemistry.molecule_parsed"]), {"smiles": text}).display_code
+    assert "characters, cut short here" in cut
+    with pytest.raises(SyntaxError):
+        compiles(cut)

@@ -1,3 +1,4 @@
+import json
 import textwrap
 
 from toolpath.catalogs import default_catalog_paths
@@ -322,3 +323,75 @@ def test_an_item_left_out_for_its_own_problem_sets_off_no_cascade(tmp_path):
 def test_input_states_need_no_producer_and_unblock_the_tools_that_need_them(tmp_path, trip_catalog):
     assert codes(lint_catalogs([trip_catalog(tmp_path / "plain.yaml", input_state=False)])) == ["TP002", "TP003"]
     assert lint_catalogs([trip_catalog(tmp_path / "inputs.yaml")]) == []
+
+
+def test_a_default_written_yes_for_a_text_parameter_is_tp016_with_quote_it(tmp_path):
+    path = catalog(
+        tmp_path,
+        """\
+        domain: demo
+        package: demo_pkg
+        states:
+          - {token: demo.done, description: done}
+        tools:
+          - name: finish
+            description: Finish the job.
+            optional_parameters:
+              - {name: answer, type: str, default: yes}
+              - {name: loud, type: bool, default: off}
+              - {name: quoted, type: str, default: 'no'}
+            state_transition: {requires: [], produces: [demo.done]}
+        """,
+    )
+    (finding,) = lint_catalogs([path])
+    assert (finding.code, finding.severity, finding.field, finding.line) == ("TP016", "warning", "tools[0].optional_parameters[0].default", 9)
+    assert "type 'str'" in finding.message and "quote it ('yes')" in finding.message
+
+
+def test_validate_suggests_names_of_the_right_kind(tmp_path, capsys):
+    # A type typo gets type names, a function typo the module's functions, a module typo its
+    # package's modules, a state typo the declared states: each from real files, through the CLI.
+    from toolpath.planner.interfaces.cli import main
+
+    package = tmp_path / "suggestpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "numbers.py").write_text("def parse_number(text: str) -> int:\n    return int(text)\n\ndef parse_word(text: str) -> str:\n    return text\n")
+    path = catalog(
+        tmp_path,
+        """\
+        domain: demo
+        package: suggestpkg
+        states:
+          - {token: demo.text, description: text, input: true}
+          - {token: demo.number, description: a number}
+        tools:
+          - name: parse_numbr
+            module: suggestpkg.numbers
+            description: Parse a number.
+            required_parameters: [{name: text, type: str, state: demo.txt}]
+            return_spec: {name: number, type: int, state: demo.number}
+            state_transition: {requires: [demo.text], produces: [demo.number]}
+          - name: parse_word
+            module: suggestpkg.numbrs
+            description: Parse a word.
+            required_parameters: [{name: text, type: str}]
+            state_transition: {requires: [demo.text], produces: [demo.number]}
+          - name: parse_number
+            module: suggestpkg.numbers
+            description: Parse a number, typed.
+            required_parameters: [{name: text, type: string}]
+            return_spec: {name: number, type: "collections.OrderedDic[str, integer]", state: demo.number}
+            state_transition: {requires: [demo.text], produces: [demo.number]}
+        """,
+    )
+    assert main(["validate", "--import", "--json", str(path)]) == 1
+    findings = json.loads(capsys.readouterr().out)["findings"]
+    messages = {(finding["code"], finding["line"]): finding["message"] for finding in findings}
+    assert "has no function 'parse_numbr'; did you mean 'parse_number'?" in messages["TP007", 7]
+    assert "did you mean 'demo.text'?" in messages["TP001", 10]
+    assert "No module named 'suggestpkg.numbrs'); did you mean 'suggestpkg.numbers'?" in messages["TP007", 13]
+    assert "'string' is not a builtin" in messages["TP012", 21] and "did you mean 'str'?" in messages["TP012", 21]
+    return_type = [finding["message"] for finding in findings if (finding["code"], finding["line"]) == ("TP012", 22)]
+    assert any("'integer'" in message and "did you mean 'int'?" in message for message in return_type)
+    assert any("'collections.OrderedDic'" in message and "did you mean 'collections.OrderedDict'?" in message for message in return_type)

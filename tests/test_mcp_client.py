@@ -446,3 +446,96 @@ def test_a_draft_that_would_not_load_says_where_and_why():
 
     (problem,) = load_problems("domain: d\ntools:\n  - name: t\n    required_parameters: [{name: page size, type: int}]\n")
     assert problem.startswith("line 4: TP101 tools[0].required_parameters[0].name:") and "'page size' is not a parameter name" in problem
+
+
+# -- large servers: many tools, huge answers, hosts that are killed -------------------------------------
+
+LARGE_SERVER = str(ROOT / "tests" / "servers" / "large_server.py")
+MEGABYTE = 1024 * 1024
+
+
+def test_an_answer_over_max_message_bytes_is_refused_once_that_much_is_read_and_the_server_goes_on(tmp_path):
+    gate = tmp_path / "gate"
+    large = MCPToolkit("large", command=sys.executable, args=[LARGE_SERVER, "--gate", str(gate)], max_message_bytes=1_000_000, call_timeout=30)
+    with CodeMode(tools=[large], snapshot=False, pool_size=0, timeout=120) as code_mode:
+        refused = code_mode.run("await large.huge(megabytes=50)", "s")
+        # refused while the server still holds back all but the first 2 MiB of its 50 MiB answer
+        assert not (tmp_path / "gate.sent").exists()
+        assert refused.status == "error", refused.result
+        assert "its answer is over max_message_bytes=1,000,000 bytes; toolpath stopped reading it there" in refused.error["evalue"]
+        (process,) = server_processes(LARGE_SERVER)
+        gate.touch()  # the server sends the rest, which is discarded
+        assert code_mode.run("len(await large.huge(megabytes=0.5))", "s").result == str(MEGABYTE // 2)
+        assert (tmp_path / "gate.sent").exists() and server_processes(LARGE_SERVER) == [process]  # the same server, connected all along
+
+
+#: A host that binds a stdio server in CodeMode, runs a cell that calls it (so CodeMode's loop thread
+#: starts it), says so, then waits to be killed.
+KILLED_HOST = """
+import sys, time
+from toolpath.kernel import CodeMode, MCPToolkit
+large = MCPToolkit("large", command=sys.executable, args=[sys.argv[1], "--linger"])
+with CodeMode(tools=[large], snapshot=False, pool_size=0) as code_mode:
+    print(code_mode.run("await large.record_1()", "s").result, flush=True)
+    time.sleep(3600)
+"""
+
+
+def test_a_stdio_server_that_outlives_its_stdin_still_dies_with_a_host_killed_by_sigkill():
+    host = subprocess.Popen([sys.executable, "-c", KILLED_HOST, LARGE_SERVER], stdout=subprocess.PIPE, text=True, cwd=str(ROOT))
+    descendants = []
+    try:
+        assert host.stdout.readline() == "'record_1: {}'\n"
+        descendants = psutil.Process(host.pid).children(recursive=True)
+        (server,) = [process for process in descendants if LARGE_SERVER in " ".join(process.cmdline())]
+        assert server.is_running()  # the thread that started it (CodeMode's loop) is alive: so is the server
+        host.kill()
+        host.wait(30)
+        _, alive = psutil.wait_procs([server], timeout=15)  # polls
+        assert alive == [], "the MCP server outlived its host"
+    finally:
+        host.kill()
+        host.wait(30)
+        lingering = [process for process in psutil.process_iter() if _runs(process, LARGE_SERVER, "--linger")]
+        for process in {*descendants, *lingering}:  # the host's kernel, and the server if the test failed
+            try:
+                process.kill()
+            except psutil.NoSuchProcess:
+                pass
+
+
+def _runs(process, *parts):
+    """Whether ``process``'s command line has each of ``parts``."""
+    try:
+        return all(part in process.cmdline() for part in parts)
+    except psutil.Error:
+        return False
+
+
+def test_a_server_with_ten_thousand_tools_lists_fifty_in_the_instructions_and_a_cell_finds_the_others_by_words():
+    large = MCPToolkit("large", command=sys.executable, args=[LARGE_SERVER, "--tools", "10000"], connect_timeout=120)
+    with CodeMode(tools=[large, paged_server(max_listed_tools=2)], snapshot=False, pool_size=0, timeout=120) as code_mode:
+        found = code_mode.run("large.search_tools('email an invoice to a customer', k=3)", "s")
+        assert found.status == "ok", found.error
+        assert found.result.startswith("['large.send_invoice(*, customer: str): Email an invoice to a customer.'")
+        assert code_mode.run("await large.send_invoice(customer='Ada')", "s").result == "\"send_invoice: {'customer': 'Ada'}\""
+        missing = code_mode.run("large.no_such_tool", "s")
+        assert "it has 10,002 tools, the first: huge, record_0, record_1" in missing.error["evalue"] and len(missing.error["evalue"]) < 2000
+        instructions = code_mode.instructions()
+        assert len(instructions) < 20_000  # not 390,000
+        assert "large.record_49(" in instructions and "large.record_50(" not in instructions  # the server's first 50
+        assert "  large has 10,002 tools, the first 50 listed above: find the others with `large.search_tools('words for what you need')`" in instructions
+        assert "paged.gmail_search(" in instructions and "paged.count_words(" not in instructions  # max_listed_tools=2
+        assert "  paged has 8 tools, the first 2 listed above" in instructions
+
+
+def test_a_message_over_max_message_bytes_that_answers_no_call_resets_the_connection_and_says_so():
+    large = MCPToolkit("large", command=sys.executable, args=[LARGE_SERVER], max_message_bytes=1_000_000)
+    with CodeMode(tools=[large], snapshot=False, pool_size=0) as code_mode:
+        reset = code_mode.run("await large.shout(megabytes=3)", "s")
+        assert reset.status == "error"
+        assert (
+            "MCP server 'large' sent a message over 1,000,000 bytes (max_message_bytes) that answers no request; toolpath stopped reading it and reset the connection during tool 'shout'; the next call connects again"
+            in reset.error["evalue"]
+        )
+        assert code_mode.run("await large.shout(megabytes=0.5)", "s").result == "'shouted'"  # a new connection

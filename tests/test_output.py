@@ -53,3 +53,18 @@ def test_thousands_of_dropped_images_are_named_briefly_and_type_names_are_capped
     assert len(result.images) == 2 and len(result.dropped_images) == 11
     assert result.dropped_images[-1] == "2,988 more images dropped"
     assert len(result.error["ename"]) <= 100
+
+
+def test_a_kernel_sends_tables_cut_with_their_shape_beside_their_whole_text():
+    from toolpath.kernel import CodeMode
+
+    with CodeMode(pool_size=0) as code_mode:
+        plain = code_mode.run("{'numbers': list(range(3))}", "s")
+        assert plain.result_summary is None and plain.short_result == plain.result  # no pandas imported: nothing to cut
+        tables = code_mode.run("import pandas\n{'wide': pandas.DataFrame({f'c{i}': range(30) for i in range(12)}), 'n': 1}", "s")
+    assert tables.status == "ok", tables.error
+    assert "[30 rows x 12 columns]" in tables.short_result and "'n': 1" in tables.short_result
+    shown_rows = [line.split()[0] for line in tables.short_result.splitlines() if line.split() and line.split()[0].isdigit()]
+    assert shown_rows == ["0", "1", "2", "3", "4", "25", "26", "27", "28", "29"]
+    assert "c5" not in tables.short_result  # the middle columns are cut too
+    assert "29" in tables.result and "c5" in tables.result and "rows x" not in tables.result  # the whole text as before

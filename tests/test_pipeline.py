@@ -38,3 +38,25 @@ def test_the_context_writes_the_chosen_cell_and_its_session_owns_the_plan(worksp
     assert seen == [(("parse the molecule", "compute its descriptors"), "parse the molecule; compute its descriptors", ["matched", "matched"])]
     assert task_plan.session_id == "agent-7"
     assert task_plan.cell == workspace.plan_task(["parse the molecule", "compute its descriptors"], {"smiles": ASPIRIN}).cell
+
+
+def test_a_task_missing_inputs_lists_the_inputs_of_its_cheapest_complete_plan_first(workspace):
+    from toolpath.planner.tasks.task import UnboundParametersError, input_options
+
+    task = "is aspirin drug-like? check Lipinski's rule of five"
+    # Without inputs both readings of "drug-like" stay in the plan, each leaving its input unbound.
+    task_plan = workspace.plan_task(task)
+    assert [parameter.parameter for parameter in task_plan.cell.unbound] == ["smiles_list", "smiles"]
+    options = input_options(task_plan, lambda inputs: workspace.plan_task(task, inputs))
+    assert [(option.names, option.tools, option.plan.cost) for option in options] == [
+        (("smiles",), "parse_molecule -> compute_descriptors", 2),
+        (("smiles_list", "smiles"), "filter_drug_like -> parse_molecule -> compute_descriptors", 3),
+    ]
+    assert options[0].parameters == {"smiles": ("str", "parse_molecule")}
+    message = str(UnboundParametersError(task_plan.cell.unbound, options))
+    assert message == (
+        "the plan needs inputs that were not given: give the inputs {'smiles': ...} for the plan parse_molecule -> compute_descriptors (cost 2); "
+        "or, for the plan filter_drug_like -> parse_molecule -> compute_descriptors (cost 3), give the inputs {'smiles_list': ..., 'smiles': ...}"
+    )
+    # With the cheapest option's input the task gets that plan, complete.
+    assert [step.tool.name for step in workspace.plan_task(task, {"smiles": ASPIRIN}).plan.steps] == ["parse_molecule", "compute_descriptors"]

@@ -287,3 +287,34 @@ def test_goal_choice_never_picks_a_held_state_and_says_true_reasons(index, chemi
     for candidate in aspirin.passed_over:
         if "unbound" in candidate.reason():
             assert aspirin.chosen.binds_all_inputs  # the reason is not also true of the chosen goal
+
+
+def test_embedding_new_catalog_texts_is_announced_with_its_count_and_never_on_standard_output(tmp_path, caplog, capsys):
+    cache = EmbeddingCache(tmp_path / "toolpath.db")
+    with caplog.at_level("INFO", logger="toolpath"):
+        built = SkillIndex(lab_graph(), CountingEmbedder(), cache=cache)
+        misses = built.cache_counts[1]
+        assert [record.getMessage() for record in caplog.records] == [
+            f"embedding {misses} new catalog texts with test/bag-of-words-v1, once: later loads read them from {tmp_path / 'toolpath.db'}"
+        ]
+        caplog.clear()
+        SkillIndex(lab_graph(), CountingEmbedder(), cache=cache)
+        assert caplog.records == []  # all cached: nothing to say
+        SkillIndex(lab_graph(ToolDefinition(name="sign_report", state_transition={"produces": ["lab.signed"]})), CountingEmbedder(), cache=cache)
+        assert [record.getMessage().split(" with ")[0] for record in caplog.records] == ["embedding 1 new catalog text"]
+    assert capsys.readouterr() == ("", "")  # no terminal: no bar, and never anything on stdout
+
+
+def test_a_terminal_sees_a_progress_bar_of_the_embedding_on_standard_error(tmp_path, monkeypatch, capsys):
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    built = SkillIndex(lab_graph(), CountingEmbedder(), cache=EmbeddingCache(tmp_path / "toolpath.db"))
+    misses = built.cache_counts[1]
+    assert "embedding catalog texts: 100%" in terminal.getvalue() and f"{misses}/{misses}" in terminal.getvalue()
+    assert capsys.readouterr().out == ""

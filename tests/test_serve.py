@@ -22,7 +22,8 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from toolpath.kernel.sandbox import SandboxPolicy, sandbox_problem
-from toolpath.planner.interfaces.server import ServeError, ToolpathServer, kernel_placement, read_tokens
+from toolpath.planner.interfaces.server import MCP_CLIENT, ServeError, ToolpathServer, kernel_placement, read_tokens
+from toolpath.planner.planning.plans import NoPlanError
 from toolpath.planner.tasks.workspace import Workspace
 
 pytestmark = pytest.mark.integration
@@ -66,6 +67,11 @@ def test_an_agent_searches_plans_runs_follows_up_and_restarts_through_the_server
                 "identify_functional_groups",
                 "compute_descriptors",
             ]
+            # A long input is cut short in the cell the model reads, and whole in the cell that runs.
+            chain = "C" * 1000
+            long_input = await client.call_tool("plan_task", {"task": "parse this molecule", "inputs": {"smiles": chain}})
+            assert "characters, cut short here" in long_input.content[0].text and chain not in long_input.content[0].text
+            assert f"smiles = {chain!r}" in long_input.structured_content["cell"]
 
             run = await client.call_tool("run_task", {"task": "parse this molecule", "inputs": {"smiles": "CCO"}, "session_id": "agent-1"})
             assert not run.is_error and run.structured_content["result"]["status"] == "ok"
@@ -95,7 +101,7 @@ def test_an_agent_searches_plans_runs_follows_up_and_restarts_through_the_server
             # Advice an MCP client can follow: who can load a catalog, and the tool argument for an input.
             assert "ask this server's operator to load a catalog for this domain" in unmatched.content[0].text
             missing = await client.call_tool("run_task", {"task": "cluster these molecules by structural similarity"})
-            assert missing.is_error and 'Pass them, e.g. inputs {"smiles_list": VALUE} (the tool\'s inputs argument)' in missing.content[0].text
+            assert missing.is_error and "the plan needs inputs that were not given: give the inputs {'smiles_list': ...}" in missing.content[0].text
             assert "--input" not in missing.content[0].text
             unknown_input = await client.call_tool("run_task", {"task": "parse this molecule", "inputs": {"not an identifier": 1}})
             assert unknown_input.is_error
@@ -143,6 +149,13 @@ def test_the_server_names_its_version_and_every_tool_declares_the_output_its_res
     asyncio.run(scenario())
 
 
+def test_an_mcp_client_is_told_how_to_give_a_missing_input_in_the_tools_arguments():
+    refused = NoPlanError(["trip.flights_found"], {"trip.flights_found": ["trip.request_given"]}, given_by={"trip.request_given": ["request"]})
+    told = refused.message(MCP_CLIENT)
+    assert 'trip.request_given is given by the user: pass it in the tool\'s inputs argument, e.g. {"request": "..."}' in told
+    assert "--" not in told and "held" not in told
+
+
 def test_a_session_comes_back_in_the_next_server(tmp_path):
     async def scenario():
         async with served(tmp_path / "home") as client:
@@ -153,6 +166,19 @@ def test_a_session_comes_back_in_the_next_server(tmp_path):
             follow_up = await client.call_tool("run_task", {"task": "check Lipinski's rule of five for it", "session_id": "agent-2"})
             assert follow_up.structured_content["result"]["status"] == "ok"
             assert [step["tool"] for step in follow_up.structured_content["plan"]["steps"]] == ["compute_descriptors"]
+
+    asyncio.run(scenario())
+
+
+def test_a_second_server_on_one_home_gets_an_error_result_naming_the_server_that_holds_the_session(tmp_path):
+    async def scenario():
+        async with served(tmp_path / "home") as first, served(tmp_path / "home") as second:
+            held = await first.call_tool("execute", {"code": "mine = 1", "session_id": "shared"})
+            assert not held.is_error
+            refused = await second.call_tool("execute", {"code": "mine = 2", "session_id": "shared"})
+            text = refused.content[0].text
+            assert refused.is_error and "session 'shared' is in use by process" in text and "use another session id" in text
+            assert (await first.call_tool("execute", {"code": "print(mine)", "session_id": "shared"})).content[0].text.startswith("1")
 
     asyncio.run(scenario())
 

@@ -1,5 +1,6 @@
 """Snapshots and owners against real kernels, real SQLite files and real processes."""
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -9,9 +10,10 @@ import textwrap
 import time
 from pathlib import Path
 
+import dill
 import pytest
 
-from toolpath.kernel import CodeMode, SessionOwnerError, SnapshotStore
+from toolpath.kernel import CodeMode, SessionHeldError, SessionOwnerError, SnapshotStore
 from toolpath.planner import Workspace
 
 pytestmark = pytest.mark.integration
@@ -302,3 +304,229 @@ def test_an_agent_session_comes_back_with_its_held_states(store, embedder):
         assert result.result.status == "ok" and "Restored" in result.result.notice
     with pytest.raises(SessionOwnerError):
         workspace.session("agent-7", user_id="bob", snapshot_store=store)
+
+
+def test_aliases_shared_objects_cell_classes_and_enums_come_back_as_they_were(store):
+    cell = textwrap.dedent(
+        """
+        import enum
+        class Color(enum.Enum):
+            RED = 1
+            BLUE = 2
+            CRIMSON = 1
+            def shout(self):
+                return self.name.upper() + "!"
+        favorite = Color.RED
+        palette = {"warm": [Color.CRIMSON]}
+        class Base:
+            pass
+        class Sub(Base):
+            def __init__(self, size):
+                self.size = size
+        item = Sub(3)
+        a = [1, 2]
+        b = a
+        shared = {"k": 1}
+        left, right = [shared], [shared]
+        anonymous_left = [{"n": 1}]
+        anonymous_right = (anonymous_left[0],)
+        loop = []
+        loop.append(loop)
+        import pandas as pd
+        frame_one, frame_two = pd.DataFrame({"a": [1]}), pd.DataFrame({"b": [2]})
+        """
+    )
+    check = (
+        "print(favorite is Color.RED is palette['warm'][0] is Color(1), Color.BLUE.shout(), list(Color.__members__),"
+        " isinstance(item, Sub), isinstance(item, Base), issubclass(Sub, Base), item.size,"
+        " b is a, left[0] is right[0] is shared, anonymous_left[0] is anonymous_right[0], loop[0] is loop)"
+    )
+    with code_mode(store) as first:
+        assert first.run(cell, "s").status == "ok"
+    # Only the variables that share an object no variable holds are one record; DataFrames, which
+    # share library state, are not.
+    assert [key for key in SnapshotStore(store).load("s").pickles if "," in key] == ["anonymous_left, anonymous_right"]
+    with code_mode(store) as second:
+        result = second.run(check + "\nb.append(3)\nshared['k'] = 2", "s")
+        assert result.status == "ok", result
+        assert result.stdout == "True BLUE! ['RED', 'BLUE', 'CRIMSON'] True True True 3 True True True True\n"
+        assert "Not restored" not in result.notice
+    with code_mode(store) as third:  # and what the second kernel changed through one name shows through the others
+        assert third.run("print(a, left[0]['k'], right[0]['k'])", "s").stdout == "[1, 2, 3] 2 2\n"
+
+
+def test_what_a_new_kernel_cannot_get_back_as_it_was_is_named_not_replaced(store, tmp_path):
+    cell = textwrap.dedent(
+        f"""
+        import threading
+        guard = threading.Lock()
+        reentrant = threading.RLock()
+        log = open({str(tmp_path / "log.txt")!r}, "w")
+        guarded = [guard]
+        worker = threading.Thread(target=print)
+        kept = {{"rows": [1, 2]}}
+        """
+    )
+    with code_mode(store) as first:
+        assert first.run(cell, "s").status == "ok"
+    with code_mode(store) as second:
+        result = second.run("print(sorted(name for name in ('guard', 'reentrant', 'log', 'guarded', 'worker', 'kept') if name in globals()))", "s")
+        assert result.stdout == "['kept']\n"
+        notice = result.notice
+        assert "guard (it holds a lock (_thread.lock)" in notice and "reentrant (it holds a lock (_thread.RLock)" in notice
+        assert "log (it holds an open file or stream (_io.TextIOWrapper)" in notice
+        assert "worker (it holds a thread (threading.Thread)" in notice
+        assert "guarded (it refers to guard, which is not saved)" in notice
+
+
+def test_a_tool_handle_held_in_a_variable_is_named_and_an_alias_of_a_variable_left_out_is_left_out(store, chemistry):
+    parse = chemistry.registry.get_tool_by_name("parse_molecule")
+    with code_mode(store, max_variable_bytes=100_000) as first:
+        first.bind("s", [parse], universe=list(chemistry.registry))
+        assert first.run("toolbox = {'chem': chemistry}\nbig = list(range(50_000))\nview = big\nsmall = [1]", "s").status == "ok"
+    with code_mode(store) as second:
+        result = second.run("print(sorted(name for name in ('toolbox', 'big', 'view', 'small') if name in globals()))", "s")
+        assert result.stdout == "['small']\n"
+        assert "toolbox (it holds a toolpath tool handle" in result.notice
+        assert "big (too large" in result.notice and "view (it refers to big, which is not saved)" in result.notice
+
+
+def test_a_snapshot_in_the_first_format_still_restores_and_a_newer_format_is_named(store):
+    # Format 1: a plain dill pickle per variable, as toolpath wrote it before format versions.
+    first_format = {"numbers": dill.dumps([1, 2, 3]), "label": dill.dumps("old")}
+    newer = b"toolpath-snapshot-99\n" + dill.dumps("from the future")
+    pickles = {**first_format, "future": newer}
+    SnapshotStore(store).save("s", None, {name: f"digest-{name}" for name in pickles}, pickles, {}, None)
+    with code_mode(store) as later:
+        result = later.run("print(numbers, label, 'future' in globals())", "s")
+        assert result.stdout == "[1, 2, 3] old False\n"
+        assert "future (could not be restored (ValueError: it was saved in snapshot format 99" in result.notice
+
+
+def test_variables_that_share_an_object_but_cannot_be_pickled_together_are_named_not_copied(store):
+    cell = textwrap.dedent(
+        """
+        class PicklesTwice:
+            pickled = 0
+            def __reduce__(self):
+                PicklesTwice.pickled += 1
+                if PicklesTwice.pickled > 2:
+                    raise RuntimeError("no third pickle")
+                return (PicklesTwice, ())
+        one = [PicklesTwice()]
+        two = [one[0]]
+        alone = "fine"
+        """
+    )
+    with code_mode(store) as first:
+        assert first.run(cell, "s").status == "ok"
+    with code_mode(store) as second:
+        result = second.run("print(alone, 'one' in globals(), 'two' in globals())", "s")
+        assert result.stdout == "fine False False\n"
+        assert "one, two (they share objects, and pickling them together failed: cannot be pickled (RuntimeError: no third pickle))" in result.notice
+
+
+#: A second process on one TOOLPATH_HOME: runs one cell in session "s", prints a line with its
+#: result (or the error it met), then holds the session until told to end on stdin.
+SECOND_PROCESS = """
+import sys
+from toolpath.kernel import CodeMode
+
+with CodeMode(pool_size=0, timeout=60) as code_mode:
+    try:
+        result = code_mode.run(sys.argv[1], "s")
+    except Exception as error:
+        print(f"{type(error).__name__}: {error}", flush=True)
+    else:
+        code_mode.close()  # writes the snapshot now
+        print(f"{result.status}: {result.stdout.strip()} | {result.notice}", flush=True)
+    sys.stdin.readline()
+"""
+
+
+@contextlib.contextmanager
+def second_process(home, code):
+    """The second process, started on ``home``; yields it with the line it printed."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", SECOND_PROCESS, code],
+        cwd=ROOT,
+        env={**os.environ, "TOOLPATH_HOME": str(home)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        yield child, child.stdout.readline().strip()
+    finally:
+        if child.poll() is None:
+            child.stdin.close()  # its readline ends: it shuts down, letting go of the session
+            try:
+                child.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+
+
+@pytest.fixture()
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOOLPATH_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def test_a_session_another_running_process_holds_is_refused_and_nothing_is_lost(home):
+    # Before: both processes ran their cells and the last snapshot written won, losing a variable.
+    with second_process(home, "from_other = 'other'") as (child, line):
+        assert line.startswith("ok:"), line
+        with CodeMode(pool_size=0, timeout=60) as here:
+            with pytest.raises(SessionHeldError) as refused:
+                here.run("from_here = 'here'", "s")
+            message = str(refused.value)
+            assert f"process {child.pid} on host" in message and "'s'" in message and "still running" in message
+            assert "use another session id" in message
+            assert refused.value.session_id == "s" and refused.value.holder.pid == child.pid
+            assert here.sessions() == []  # no kernel was started for it
+        child.stdin.close()
+        child.wait(timeout=60)
+    with CodeMode(pool_size=0, timeout=60) as here:  # the other process let go when it shut down
+        result = here.run("from_here = 'here'\nprint(from_other)", "s")
+        assert result.stdout == "other\n" and "Restored 1 variable(s)" in result.notice
+
+
+def test_the_other_process_is_refused_while_this_one_holds_the_session(home):
+    with CodeMode(pool_size=0, timeout=60) as here:
+        here.run("from_here = 'here'", "s")
+        with second_process(home, "from_other = 'other'") as (_, line):
+            assert line.startswith("SessionHeldError: session 's' is in use by process"), line
+            assert f"process {os.getpid()} on host" in line
+        assert here.run("from_here", "s").result == "'here'"
+    with second_process(home, "print(from_here)") as (_, line):  # shut down: the session is free
+        assert line.startswith("ok: here |") and "Restored 1 variable(s)" in line
+
+
+def test_a_holder_that_died_is_taken_over_with_a_notice(home):
+    with second_process(home, "kept = 'saved before dying'") as (child, line):
+        assert line.startswith("ok:"), line
+        child.kill()
+        child.wait(timeout=60)
+        with CodeMode(pool_size=0, timeout=60) as here:
+            result = here.run("print(kept)", "s")
+            assert result.stdout == "saved before dying\n"
+            assert f"held by process {child.pid} on host" in result.notice and "took it over" in result.notice
+            assert "Restored 1 variable(s)" in result.notice
+
+
+def test_a_snapshot_is_never_written_over_a_newer_one_of_another_holder(store):
+    # Two CodeModes of one process cannot tell each other apart by process, so the second takes the
+    # session; the first's later snapshot is then refused rather than written over the second's.
+    with code_mode(store) as first, code_mode(store) as second:
+        first.run("x = 1", "s")
+        first.close()
+        assert second.run("x += 1\ny = 'second'", "s").stdout == ""
+        second.close()
+        first.run("x = 100", "s")
+        first.close()
+        assert "variables were not saved" in first.run("x", "s").notice
+        snapshot = SnapshotStore(store).load("s")
+        assert sorted(snapshot.pickles) == ["x", "y"]
+    with code_mode(store) as later:
+        assert later.run("print(x, y)", "s").stdout == "2 second\n"

@@ -144,3 +144,17 @@ def test_a_task_across_chemistry_and_tabular_plans_and_runs_with_its_plot(embedd
     assert run.result.status == "ok", run.result.error
     (image,) = run.result.images
     assert image[:8] == PNG
+
+
+def test_an_output_directory_takes_the_files_tools_would_write_by_default_and_never_a_destination_the_user_gave(embedder, tmp_path):
+    from toolpath.planner import Workspace
+
+    workspace = Workspace.open(embedder=embedder)
+    inputs = {"path": str(COMPOUNDS), "column": "year_introduced", "write_report.path": "mine.md"}
+    task = workspace.plan_task("plot a histogram of a column and write a report", inputs, output_directory=tmp_path / "run")
+    assert [step.tool.name for step in task.plan.steps] == ["load_table", "plot_histogram", "write_report"]
+    assert f"tabular_plot_histogram_output_path = {str(tmp_path / 'run' / 'histogram.png')!r}" in task.cell.code
+    assert "write_report_path = 'mine.md'" in task.cell.code and "report.md" not in task.cell.code
+    assert task.inputs == inputs  # the user's inputs, as given
+    plain = workspace.plan_task("plot a histogram of a column", inputs={"path": str(COMPOUNDS), "column": "year_introduced"})
+    assert "output_path" not in plain.cell.code  # without a directory the default stays

@@ -49,3 +49,17 @@ def test_references_are_not_followed_and_non_objects_are_any():
     assert type_from_json_schema({"type": "array", "items": {"$ref": "#/$defs/node"}, "$defs": {"node": {"$ref": "#/$defs/node"}}}) == "list[Any]"
     assert [type_from_json_schema(value) for value in (True, None, [], "string", 3)] == ["Any"] * 5
     assert type_from_json_schema({"type": ["string", ["array"], {"x": 1}]}) == "Any"
+
+
+def test_a_type_name_typo_is_answered_with_a_type_name():
+    from toolpath.registry.type_strings import type_name_suggestion
+
+    # difflib over every builtin class once answered 'filter' for 'integer'.
+    assert [type_name_suggestion(name) for name in ("integer", "String", "boolean", "flaot", "Optinal", "frobnicate")] == [
+        "int",
+        "str",
+        "bool",
+        "float",
+        "Optional",
+        None,
+    ]

@@ -9,37 +9,42 @@ as an error result the model reads; any other exception is a bug and keeps its t
 Each error also keeps the builtin base its callers may catch (``ValueError``, ``LookupError``,
 ``TimeoutError``, ``PermissionError``, ``RuntimeError``, ...).
 
-An error whose advice names an option (load another catalog, give an input, hold a state) words
+An error whose advice names an option (load another catalog, give an input state) words
 it with the :class:`Vocabulary` of the interface that reports it: ``str(error)`` and
 ``error.message()`` use :data:`PYTHON`'s argument names; the command line and the MCP server pass
 their own to :meth:`ToolpathError.message`, so each user reads options they can actually give.
 """
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+#: ``(input state, the input names that carry it) -> how to give it``.
+GivenAdvice = Callable[[str, Sequence[str]], str]
 
 
 @dataclass(frozen=True)
 class Vocabulary:
-    """How one interface names what its user can do about an error (each a ``str.format`` template).
+    """How one interface names what its user can do about an error.
 
     Attributes:
         load_catalog: how to load a catalog for a domain nothing loaded covers.
-        give_input: how to give the input ``{name}``.
-        hold_state: how to have the state ``{state}`` held before planning; ``None`` where the
-            interface has no way to (its advice then leaves that out).
+        give_state: how to give a missing input state (``input: true``) that the named inputs carry.
     """
 
     load_catalog: str
-    give_input: str
-    hold_state: str | None
+    give_state: GivenAdvice
+
+
+def _give_as_python_input(state: str, names: Sequence[str]) -> str:
+    inputs = " or ".join(repr(name) for name in names)
+    return f"give it as the input {inputs}, or hold {state}" if inputs else f"hold {state}"
 
 
 #: The Python API's words: :meth:`toolpath.planner.Workspace.open`'s catalog paths, the
 #: ``inputs`` and ``held`` arguments of ``plan_task`` and ``plan``.
 PYTHON = Vocabulary(
     load_catalog="open the workspace with a catalog for this domain among its catalog_paths (Workspace.open([..., 'my_catalog.yaml']))",
-    give_input="inputs={{{name!r}: VALUE}}",
-    hold_state="held=[{state!r}]",
+    give_state=_give_as_python_input,
 )
 
 

@@ -5,13 +5,15 @@ Exit status: 0 on success; 1 when an executed cell fails (exception, timeout, de
 no matching skill, no plan; for ``serve``, also an ``--http`` address that cannot be bound, such as
 a port in use).
 
-Errors' advice is worded in :data:`COMMAND_LINE`'s terms (``--add-catalog``, ``--input``, ``--have``).
+Errors' advice names the options of the command that reports them (``--add-catalog``, ``--input``,
+``--have``; see :func:`_in_command_terms`).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import getpass
 import json
 import logging
@@ -19,9 +21,10 @@ import math
 import os
 import signal
 import sys
+import tempfile
 import textwrap
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,17 +34,19 @@ from toolpath.planner.planning.plans import DEFAULT_TIME_BUDGET_MS, NoPlanError,
 from toolpath.planner.tasks.workspace import CATALOGS_VARIABLE, Workspace, resolve_catalog_paths
 
 if TYPE_CHECKING:
+    from toolpath.kernel import CellResult
     from toolpath.planner.planning.plans import Plan
     from toolpath.planner.search.skills import SkillHit
     from toolpath.planner.tasks.cell import PlannedCell
     from toolpath.planner.tasks.parts import PartMatch
-    from toolpath.planner.tasks.task import TaskPlan
+    from toolpath.planner.tasks.task import InputOption, TaskPlan
 
 EXAMPLES = {
     "run": """examples:
   toolpath run "is aspirin drug-like? check Lipinski's rule of five" --input smiles='CC(=O)Oc1ccccc1C(=O)O'
   toolpath run "cluster these molecules by structural similarity" --input smiles_list='["CCO","CCCO","c1ccccc1"]' --json
-  toolpath run --step "identify the functional groups of this molecule" --step "check Lipinski's rule of five" --input smiles=CCO""",
+  toolpath run --step "identify the functional groups of this molecule" --step "check Lipinski's rule of five" --input smiles=CCO
+  toolpath run "plot a histogram of year_introduced" --input path=catalogs/tabular/data/compounds.csv --input column=year_introduced --images plots/""",
     "cell": """examples:
   toolpath cell "find molecules similar to a query compound" --input query_smiles=CCO --input smiles_list='["CCCO","CCN"]'
   toolpath cell --goal chemistry.molecules_clustered --input smiles_list='["CCO","CCCO"]'""",
@@ -91,27 +96,82 @@ class CommandLineError(Refusal, ValueError):
     """A malformed option value."""
 
 
-#: The command line's words for an error's advice (see :class:`toolpath.errors.Vocabulary`).
-COMMAND_LINE = Vocabulary(load_catalog="load a catalog for this domain with --add-catalog PATH", give_input="--input {name}=VALUE", hold_state="--have {state}")
+#: The command line's advice for a domain no loaded catalog covers (see :class:`toolpath.errors.Vocabulary`).
+LOAD_CATALOG = "load a catalog for this domain with --add-catalog PATH"
 
 
 def parse_inputs(pairs: Sequence[str]) -> dict[str, Any]:
-    """``NAME=VALUE`` pairs → dict; VALUE is JSON when it parses as JSON, else the raw string."""
+    """``NAME=VALUE`` pairs → dict.
+
+    VALUE is JSON when it parses as JSON, else the raw string. ``@PATH`` reads the value from a
+    file, ``@-`` from standard input, for values too big for a command line:
+    a ``.json`` file must hold JSON; any other file (and standard input) is read as VALUE is, JSON
+    when it parses, else its text without one trailing line break. ``@@...`` is the literal value
+    ``@...`` (one ``@`` dropped). Files are read as UTF-8.
+
+    Raises:
+        CommandLineError: a pair that is not ``NAME=VALUE``, a name given twice, ``@-`` twice, or
+            a file that cannot be read, is not UTF-8 or (``.json``) is not JSON; each names the input
+            and the file.
+    """
     inputs: dict[str, Any] = {}
+    read_stdin = False
     for pair in pairs:
         name, separator, raw = pair.partition("=")
         name = name.strip()
         if not separator or not name:
-            raise CommandLineError(f"--input {pair!r} is not NAME=VALUE; e.g. --input smiles=CCO")
+            raise CommandLineError(f"--input {pair!r} is not NAME=VALUE; e.g. --input smiles=CCO or --input smiles_list=@molecules.json")
         if name in inputs:
             raise CommandLineError(f"--input {name} is given twice")
-        try:
-            inputs[name] = json.loads(raw)
-        except RecursionError:
-            raise CommandLineError(f"--input {name}: the JSON value is nested too deeply") from None
-        except ValueError:  # not JSON (or a number Python refuses to convert): the raw string
-            inputs[name] = raw
+        if raw.startswith("@@"):
+            inputs[name] = _json_or_text(name, raw[1:])
+        elif raw == "@-":
+            if read_stdin:
+                raise CommandLineError(f"--input {name}=@-: standard input is read by another --input already; give this value in a file (@PATH)")
+            read_stdin = True
+            inputs[name] = _json_or_text(name, _without_line_break(sys.stdin.read()))
+        elif raw.startswith("@"):
+            inputs[name] = _input_file(name, raw[1:])
+        else:
+            inputs[name] = _json_or_text(name, raw)
     return inputs
+
+
+def _json_or_text(name: str, raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise CommandLineError(f"--input {name}: the JSON value is nested too deeply") from None
+    except ValueError:  # not JSON (or a number Python refuses to convert): the raw string
+        return raw
+
+
+def _without_line_break(text: str) -> str:
+    """``text`` without one trailing line break: a file's last line ends with one, its value does not."""
+    return text.removesuffix("\n").removesuffix("\r")
+
+
+def _input_file(name: str, path: str) -> Any:
+    """The value of ``--input NAME=@PATH`` (see :func:`parse_inputs`); ``~`` in PATH is the home
+    directory, as a shell would expand it without the ``@`` before it."""
+    try:
+        text = Path(path).expanduser().read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise CommandLineError(f"--input {name}=@{path}: the file is not UTF-8 text (byte {error.start}); give a JSON or text file") from None
+    except OSError as error:
+        raise CommandLineError(
+            f"--input {name}=@{path}: cannot read the file: {error.strerror or error} (write @@... for a value that starts with @)"
+        ) from None
+    if not path.lower().endswith(".json"):
+        return _json_or_text(name, _without_line_break(text))
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise CommandLineError(f"--input {name}=@{path}: the JSON value is nested too deeply") from None
+    except json.JSONDecodeError as error:
+        raise CommandLineError(f"--input {name}=@{path}: not JSON at line {error.lineno}, column {error.colno}: {error.msg}") from None
+    except ValueError as error:  # e.g. a number with more digits than Python converts
+        raise CommandLineError(f"--input {name}=@{path}: not JSON Python can read: {error}") from None
 
 
 def host_and_port(text: str) -> str:
@@ -232,7 +292,7 @@ def _print_task_plan(task_plan: TaskPlan) -> None:
             print(f"  passed over {target} ({_strength(candidate.hit)}): {candidate.reason()}")
     _print_plan(task_plan.plan)
     print("Cell:")
-    print(_indent(task_plan.cell.code))
+    print(_indent(task_plan.cell.display_code))
     if task_plan.cell.unbound:
         print("Unbound required parameters: " + ", ".join(f"{parameter.parameter} ({parameter.type})" for parameter in task_plan.cell.unbound))
 
@@ -251,9 +311,26 @@ def _warn_about_parts(task_plan: TaskPlan) -> None:
         print(f"warning: the part {part.text!r} of the task matched nothing and is not planned: {part.problem}", file=sys.stderr)
 
 
-def _warn_about_inputs(cell: PlannedCell) -> None:
+def _refuse_unused_inputs(cell: PlannedCell, plan: Plan) -> None:
+    """Refuse an ``--input`` the planned cell does not use (a misspelled name, or an optional
+    parameter given by its plain name), naming the inputs the plan takes.
+
+    Raises:
+        CommandLineError: for the first unused input.
+    """
     for name in cell.unused_inputs:
-        print(f"warning: {cell.advice.get(name) or f'input {name!r} is not a parameter of any tool on the plan; it was not used'}", file=sys.stderr)
+        if name in cell.advice:
+            raise CommandLineError(f"--input {name}: {cell.advice[name]}")
+        required, optional = cell.input_names(plan)
+        close = difflib.get_close_matches(name, [*required, *optional], n=1)
+        suggestion = f" (did you mean --input {close[0]}=...?)" if close else ""
+        takes = [*(f"{taken} (required)" for taken in required), *(f"{taken} (optional)" for taken in optional)]
+        raise CommandLineError(
+            f"--input {name}: no tool on the plan takes an input of that name{suggestion}. The plan takes: {', '.join(takes) or 'no inputs'}"
+        )
+
+
+def _warn_about_inputs(cell: PlannedCell) -> None:
     for parameter in cell.unbound:
         print(
             f"warning: {parameter.parameter} ({parameter.type}, for {parameter.tool}) is unbound: define it before running the cell, or pass --input {parameter.parameter}=VALUE",
@@ -279,45 +356,153 @@ def _prepare_query_model() -> None:
 
 
 def command_run(arguments: argparse.Namespace) -> int:
-    from toolpath.planner.tasks.task import UnboundParametersError
+    from toolpath.planner.tasks.task import UnboundParametersError, input_options
 
     task = _task(arguments)
     _prepare_query_model()
     workspace = Workspace.open(_catalog_paths(arguments))
-    task_plan = workspace.plan_task(task, parse_inputs(arguments.input), held=arguments.have)
-    if task_plan.cell.unbound:
-        raise UnboundParametersError(task_plan.cell.unbound)
-    _warn_about_parts(task_plan)
-    _warn_about_inputs(task_plan.cell)
-    if not arguments.json:
-        _print_task_plan(task_plan)
-        print("Running in a fresh IPython kernel..." if task_plan.plan.steps else "Nothing to run: the goal is already held.", flush=True)
-    try:
-        run = workspace.run_task(task_plan, timeout=arguments.timeout, **code_mode_options(arguments))
-    except ValueError as error:  # CodeMode refused the kernel options (e.g. an unreadable certificate)
-        raise CommandLineError(str(error)) from error
+    options = code_mode_options(arguments)
+    # A gateway's kernel, or one a kernelspec's provisioner starts, may run on another machine,
+    # where a directory of this one does not exist: its files go where it runs, as before.
+    elsewhere = bool(options.get("gateway_url") or options.get("kernel_name"))
+    if elsewhere and arguments.output_dir:
+        raise CommandLineError("--output-dir is for kernels on this machine: a kernel of --gateway-url or --kernel-name writes its files where it runs")
+    with contextlib.nullcontext() if elsewhere else _run_directory(arguments.output_dir) as output_directory:
+
+        def plan_with(inputs: dict) -> TaskPlan:
+            return workspace.plan_task(task, inputs, held=arguments.have, output_directory=output_directory)
+
+        task_plan = plan_with(parse_inputs(arguments.input))
+        _refuse_unused_inputs(task_plan.cell, task_plan.plan)
+        if task_plan.cell.unbound:
+            raise UnboundParametersError(task_plan.cell.unbound, input_options(task_plan, plan_with))
+        _warn_about_parts(task_plan)
+        _warn_about_inputs(task_plan.cell)
+        if not arguments.json:
+            _print_task_plan(task_plan)
+            print("Running in a fresh IPython kernel..." if task_plan.plan.steps else "Nothing to run: the goal is already held.", flush=True)
+        try:
+            run = workspace.run_task(task_plan, timeout=arguments.timeout, **options)
+        except ValueError as error:  # CodeMode refused the kernel options (e.g. an unreadable certificate)
+            raise CommandLineError(str(error)) from error
+        written = sorted(str(path.relative_to(output_directory)) for path in output_directory.rglob("*") if path.is_file()) if output_directory else []
     result = run.result
+    image_files = _write_images(result.images, arguments.images) if arguments.images else []
     if arguments.json:
-        _emit_json(run.to_dict())
-    else:
-        print(f"Result ({result.status}):")
-        if result.stdout:
-            print("  stdout:")
-            print(_indent(result.stdout))
-        if result.stderr:
-            print("  stderr:")
-            print(_indent(result.stderr))
-        if result.result is not None:
-            print(_indent(result.result, "  "))
-        if result.error:
-            print(_indent(result.error.get("traceback") or f"{result.error['ename']}: {result.error['evalue']}", "  "))
-        if run.variables:
-            print(f"  {run.variables_text()}")
-        failed = run.failed_step
-        if failed is not None:
-            steps = task_plan.plan.steps
-            print(f"  Stopped at step {failed + 1} of {len(steps)} ({steps[failed].tool.name}); {failed} step(s) before it completed.")
+        payload = run.to_dict()
+        payload["output_directory"] = str(output_directory) if written else None
+        payload["output_files"] = [str(output_directory / name) for name in written] if output_directory else []
+        payload["image_files"] = [str(path) for path in image_files]
+        _emit_json(payload)
+        return 0 if result.status == "ok" else 1
+    print(f"Result ({result.status}):")
+    if result.stdout:
+        print("  stdout:")
+        print(_indent(result.stdout))
+    if result.stderr:
+        print("  stderr:")
+        print(_indent(result.stderr))
+    if result.result is not None:
+        print(_indent(result.short_result, "  "))
+        if result.short_result != result.result:
+            print("  (tables cut to their first and last rows and columns; --json gives the whole text)")
+    if result.error:
+        print(_indent(result.error.get("traceback") or f"{result.error['ename']}: {result.error['evalue']}", "  "))
+    if run.variables:
+        print(f"  {run.variables_text()}")
+    if written:
+        print(f"  Files written in {output_directory}: {', '.join(written)}")
+    _print_images(result, image_files)
+    failed = run.failed_step
+    if failed is not None:
+        steps = task_plan.plan.steps
+        print(f"  Stopped at step {failed + 1} of {len(steps)} ({steps[failed].tool.name}); {failed} step(s) before it completed.")
     return 0 if result.status == "ok" else 1
+
+
+#: Where ``toolpath run`` makes a fresh directory per run for the files its tools write, under toolpath's home.
+RUNS_FOLDER = "runs"
+
+
+@contextlib.contextmanager
+def _run_directory(chosen: str | None) -> Iterator[Path]:
+    """The directory (absolute, existing) where a run's tools write the files no input places: ``chosen``
+    (``--output-dir``), created when missing, else a fresh one in ``$TOOLPATH_HOME/runs``, named by
+    the time it was made. A directory made here is removed afterwards when nothing was written in it.
+
+    Raises:
+        CommandLineError: ``chosen`` holds files (they could be written over), is not a directory,
+            or cannot be created.
+    """
+    from datetime import datetime
+
+    from toolpath.registry.storage import default_home
+
+    try:
+        if chosen is None:
+            runs = default_home() / RUNS_FOLDER
+            runs.mkdir(parents=True, exist_ok=True, mode=0o700)
+            directory, made = Path(tempfile.mkdtemp(prefix=datetime.now().strftime("%Y%m%d-%H%M%S-"), dir=runs)), True
+        else:
+            directory = Path(chosen).expanduser().absolute()
+            made = not os.path.lexists(directory)
+            if not made and not directory.is_dir():
+                raise CommandLineError(f"--output-dir {chosen} is not a directory: give a new or empty directory, or leave the option out for a fresh one")
+            if not made and any(directory.iterdir()):
+                raise CommandLineError(
+                    f"--output-dir {chosen} is not empty: the run's files could be written over its files; give a new or empty directory, or leave the option out for a fresh one"
+                )
+            directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CommandLineError(f"cannot make the run's output directory: {error}") from error
+    try:
+        yield directory
+    finally:
+        if made and directory.is_dir() and not any(directory.iterdir()):
+            directory.rmdir()
+
+
+def _write_images(images: Sequence[bytes], folder: str) -> list[Path]:
+    """Write ``images`` (PNG bytes) into ``folder`` (created when missing) as ``image-N.png``, N the
+    lowest numbers free there, so no file is written over; their paths, in order.
+
+    Raises:
+        CommandLineError: ``folder`` cannot be made or written in.
+    """
+    directory = Path(folder).expanduser().absolute()
+    paths: list[Path] = []
+    number = 1
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for image in images:
+            while True:
+                path = directory / f"image-{number}.png"
+                number += 1
+                try:
+                    with path.open("xb") as file:  # "x": never over an existing file, even one made meanwhile
+                        file.write(image)
+                    break
+                except FileExistsError:
+                    continue
+            paths.append(path)
+    except OSError as error:
+        raise CommandLineError(f"--images {folder}: cannot write the images there: {error}") from error
+    return paths
+
+
+def _print_images(result: CellResult, image_files: Sequence[Path]) -> None:
+    """Where the cell's images are: their files, or how to get them; and those not kept."""
+    if image_files:
+        for number, path in enumerate(image_files, 1):
+            print(f"  image {number}: {path}")
+    elif result.images:
+        count = len(result.images)
+        them = "them" if count > 1 else "it"
+        print(
+            f"  {count} image{'s' if count > 1 else ''} (PNG): --images DIR writes {them} as {'files' if count > 1 else 'a file'}, --json gives {them} in base64"
+        )
+    for line in result.dropped_images:
+        print(f"  not kept: {line}")
 
 
 def command_cell(arguments: argparse.Namespace) -> int:
@@ -329,6 +514,7 @@ def command_cell(arguments: argparse.Namespace) -> int:
     inputs = parse_inputs(arguments.input)
     if arguments.goal:
         goal_plan, cell = workspace.plan_goal(arguments.goal, inputs, held=arguments.have)
+        _refuse_unused_inputs(cell, goal_plan)
         payload = {
             "goal": sorted(goal_plan.goal),
             "plan": goal_plan.to_dict(),
@@ -341,12 +527,18 @@ def command_cell(arguments: argparse.Namespace) -> int:
             "input_advice": dict(cell.advice),
         }
     else:
-        task_plan = workspace.plan_task(_task(arguments), inputs, held=arguments.have)
+        from toolpath.planner.tasks.task import input_options  # with the search code, which --goal does not load
+
+        task = _task(arguments)
+        task_plan = workspace.plan_task(task, inputs, held=arguments.have)
         _warn_about_parts(task_plan)
-        payload = task_plan.to_dict()
+        _refuse_unused_inputs(task_plan.cell, task_plan.plan)
+        options = input_options(task_plan, lambda more: workspace.plan_task(task, more, held=arguments.have)) if task_plan.cell.unbound else ()
+        payload = {**task_plan.to_dict(), "input_options": [option.to_dict() for option in options]}
         cell = task_plan.cell
+        _warn_about_input_options(cell, options)
     _warn_about_inputs(cell)
-    code, instructions = cell.code, cell.instructions
+    code, instructions = cell.display_code, cell.instructions
     if arguments.json:
         _emit_json(payload)
     else:
@@ -705,7 +897,7 @@ def build_parser() -> argparse.ArgumentParser:
             action="append",
             default=[],
             metavar="NAME=VALUE",
-            help="a tool parameter value; VALUE is parsed as JSON when it parses, else taken as a string; repeatable",
+            help="a tool parameter value; VALUE is parsed as JSON when it parses, else taken as a string; @FILE reads it from a file (a .json file must hold JSON), @- from standard input, @@... is a value starting with @; repeatable",
         )
         sub.add_argument("--have", action="append", default=[], metavar="TOKEN", help="a state already held; repeatable")
 
@@ -744,6 +936,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("task", metavar="TASK", nargs="?", help="what to achieve, in words (parts joined by 'and', 'then', ... are planned together)")
     task_options(run)
     run.add_argument("--timeout", type=positive_number, default=300.0, metavar="SECONDS", help="interrupt the cell after this many seconds (default 300)")
+    run.add_argument(
+        "--output-dir",
+        metavar="DIR",
+        help="a new or empty directory for the files the tools write where no input says (default: a fresh one under toolpath's data directory, printed)",
+    )
+    run.add_argument(
+        "--images", metavar="DIR", help="write the images the cell shows into DIR as image-N.png files (never over existing ones) and print their paths"
+    )
     kernel_options(run)
 
     cell = command("cell", "Print the planned cell of a task (or of explicit goal states) without running it.", command_cell)
@@ -966,12 +1166,65 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout = open(os.devnull, "w")
         return 141
     except ToolpathError as error:  # any other exception is a bug: its traceback stays
+        message = _in_command_terms(error, arguments.command)
         if getattr(arguments, "json", False):
-            payload = error.to_dict(COMMAND_LINE) if isinstance(error, NoPlanError) else {"error": error.message(COMMAND_LINE)}
-            _emit_json(payload)
+            _emit_json(_error_payload(error, message))
         else:
-            print(f"toolpath: {error.message(COMMAND_LINE)}", file=sys.stderr)
+            print(f"toolpath: {message}", file=sys.stderr)
         return 2
+
+
+def _error_payload(error: ToolpathError, message: str) -> dict[str, Any]:
+    """``--json``'s object for a refusal: ``error`` (the message), and what the error knows besides."""
+    from toolpath.planner.tasks.task import UnboundParametersError
+
+    if isinstance(error, NoPlanError):
+        return {**error.to_dict(), "error": message}
+    if isinstance(error, UnboundParametersError):
+        return {"error": message, "input_options": [option.to_dict() for option in error.options]}
+    return {"error": message}
+
+
+def _in_command_terms(error: ToolpathError, command: str) -> str:
+    """The error's message, its advice naming only options ``command`` accepts."""
+    from toolpath.planner.tasks.task import UnboundParametersError
+
+    if isinstance(error, UnboundParametersError):  # raised by run, which takes --input
+        if not error.options:
+            return "the plan needs inputs that were not given: " + "; ".join(
+                f"pass --input {parameter.parameter}=VALUE ({parameter.type}, for {parameter.tool})" for parameter in error.unbound
+            )
+        return "the plan needs inputs that were not given: " + _input_options_text(error.options)
+    return error.message(Vocabulary(load_catalog=LOAD_CATALOG, give_state=lambda state, names: _how_to_give(command, state, names)))
+
+
+def _input_options_text(options: Sequence[InputOption]) -> str:
+    """``pass --input smiles=VALUE (str, for parse_molecule) for the plan ...; or, for the plan ..., pass ...``."""
+    from toolpath.planner.tasks.task import describe_options
+
+    return describe_options(
+        options,
+        lambda option: "pass " + " ".join(f"--input {name}=VALUE ({option.parameters[name][0]}, for {option.parameters[name][1]})" for name in option.names),
+    )
+
+
+def _warn_about_input_options(cell: PlannedCell, options: Sequence[InputOption]) -> None:
+    """Say which inputs give a complete plan when that is not simply the unbound parameters
+    (fewer inputs may give another plan: a task's goals are chosen knowing its inputs)."""
+    if len(options) > 1 or (options and set(options[0].names) != {parameter.parameter for parameter in cell.unbound}):
+        print(f"warning: the task plans otherwise with inputs: {_input_options_text(options)}", file=sys.stderr)
+
+
+def _how_to_give(command: str, state: str, names: Sequence[str]) -> str:
+    """How the user of ``command`` gives an input state that the inputs ``names`` carry."""
+    hold = f"hold it with --have {state}"
+    inputs = " or ".join(f"--input {name}=VALUE" for name in names)
+    if not inputs:
+        return hold
+    if command in ("cell", "run"):
+        return f"pass {inputs} (or {hold})"
+    # plan and graph plan over states: they take held states, not values.
+    return f"{hold} (to give its value instead: toolpath cell or run with {inputs})"
 
 
 if __name__ == "__main__":

@@ -82,12 +82,18 @@ DEFAULT_SESSION = "main"
 #: Errors that mean "this request cannot be served as asked": the model gets the reason. (Other
 #: toolpath errors, such as an MCP server's failure, may carry what only the operator should see.)
 _REFUSALS = (Refusal, KernelError, StoreError, ValueError, TypeError)
+
+
+def _give_as_tool_input(state: str, names: Sequence[str]) -> str:
+    inputs = " or ".join(json.dumps({name: "..."}) for name in names)
+    return f"pass it in the tool's inputs argument, e.g. {inputs}" if inputs else f"no input carries {state}"
+
+
 #: An MCP client's words for an error's advice: the tools' arguments, and what only the server's
-#: operator can change (a client cannot load catalogs, nor hold a state but by a task or an input).
+#: operator can change (a client cannot load catalogs).
 MCP_CLIENT = Vocabulary(
     load_catalog="ask this server's operator to load a catalog for this domain (toolpath serve --add-catalog PATH); search_skills shows what the loaded catalogs cover",
-    give_input='inputs {{"{name}": VALUE}} (the tool\'s inputs argument)',
-    hold_state=None,
+    give_state=_give_as_tool_input,
 )
 
 
@@ -272,7 +278,7 @@ class ToolpathServer:
         with self._task_slot():
             session = await self._session(session_id)
             task_plan = await session.aplan_task(task, inputs)
-        return _result(task_plan.to_dict(), task_plan.cell.code)
+        return _result(task_plan.to_dict(), task_plan.cell.display_code)
 
     async def run_task(
         self, task: str | list[str], inputs: dict[str, Any] | None = None, session_id: str | None = None

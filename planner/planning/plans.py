@@ -22,7 +22,7 @@ import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from toolpath.errors import PYTHON, Refusal, ToolpathError, Vocabulary
+from toolpath.errors import PYTHON, GivenAdvice, Refusal, ToolpathError, Vocabulary
 from toolpath.planner.planning.delete_free import INFINITY, DeleteFreeTask
 from toolpath.planner.planning.graph import StateGraph
 from toolpath.registry import ToolDefinition
@@ -229,6 +229,10 @@ class Plan:
 class NoPlanError(Refusal):
     """No sequence of tools reaches the goal.
 
+    ``str(error)`` says why in terms of the library (inputs and held states); :meth:`message`
+    says it in an interface's :class:`toolpath.errors.Vocabulary`, :meth:`explanation` with any
+    advice for missing input states (a command's own options).
+
     Attributes:
         unreachable: goal states that cannot be reached from the held states.
         missing: for each unreachable goal state, the states behind it that no usable tool produces.
@@ -255,14 +259,17 @@ class NoPlanError(Refusal):
         super().__init__(self.message())
 
     def message(self, vocabulary: Vocabulary = PYTHON) -> str:
-        return self._explained(vocabulary)
+        return self.explanation(vocabulary.give_state)
 
     @property
     def reason(self) -> str:
-        """Why no plan reaches the goal, without advice (the same for every interface)."""
-        return self._explained(None)
+        """Why no plan reaches the goal in the library's words, which name inputs and states but no
+        interface's options (the same for every interface)."""
+        return str(self)
 
-    def _explained(self, vocabulary: Vocabulary | None) -> str:
+    def explanation(self, given: GivenAdvice) -> str:
+        """Why no plan exists, with ``given(state, input names)`` saying how the user gives each
+        missing input state (e.g. as a command's options)."""
         reasons = []
         for goal in self.unreachable:
             causes = self.missing.get(goal) or []
@@ -274,26 +281,20 @@ class NoPlanError(Refusal):
             elif not causes:
                 reasons.append(f"{goal} is unreachable")
             for cause in causes:
-                why = self._why(cause, vocabulary)
+                why = self._why(cause, given)
                 reasons.append(why if cause == goal else f"to reach {goal} you need {cause}, and {why}")
         return "no plan reaches the goal: " + "; ".join(reasons)
 
-    def _why(self, state: str, vocabulary: Vocabulary | None) -> str:
+    def _why(self, state: str, given: GivenAdvice) -> str:
         if state in self.given_by:
-            if vocabulary is None:
-                return f"{state} is given by the user"
-            names = " or ".join(vocabulary.give_input.format(name=name) for name in self.given_by[state]) or "an input"
-            hold = f" (or hold it with {vocabulary.hold_state.format(state=state)})" if vocabulary.hold_state is not None else ""
-            return f"{state} is given by the user: pass {names}{hold}"
+            return f"{state} is given by the user: {given(state, self.given_by[state])}"
         if state in self.avoided:
             return f"only avoided tools produce {state}: {', '.join(self.avoided[state])}"
         return f"no tool produces {state}"
 
-    def to_dict(self, vocabulary: Vocabulary = PYTHON) -> dict:
-        """The explanation as JSON: ``error`` (the message, advice worded in ``vocabulary``) and the
-        attributes."""
+    def to_dict(self) -> dict:
         return {
-            "error": self.message(vocabulary),
+            "error": str(self),
             "unreachable": self.unreachable,
             "missing": self.missing,
             "avoided": self.avoided,

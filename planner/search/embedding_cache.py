@@ -5,12 +5,20 @@ its new texts. Rows are ``(model_id, text_hash, dimension, vector)`` in table ``
 hash being SHA-256 of the UTF-8 text and the vector little-endian float32 bytes. Only embedders that
 name their model (a ``model_id`` attribute) are cached: two anonymous embedders could not be told
 apart. A malformed row is treated as missing, so its text is embedded again and the row rewritten.
+
+Embedding the texts of a new or grown catalog takes seconds to minutes, so it is announced: one
+``INFO`` record on this module's logger with the count (the command line prints toolpath's records
+on standard error; a library user sees them once logging is configured), and a progress bar on
+standard error when that is a terminal. Nothing is ever written to standard output, which is the MCP
+server's stdio channel.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
+import sys
 import warnings
 from collections import Counter
 from collections.abc import Sequence
@@ -25,6 +33,7 @@ _TABLE = "embeddings"
 _COLUMNS = ("model_id", "text_hash", "dimension", "vector")
 _PRIMARY_KEY = ("model_id", "text_hash")
 _PURPOSE = "embedding cache"
+logger = logging.getLogger(__name__)
 #: Rows fetched per query (SQLite caps the number of bound parameters).
 _LOOKUP_CHUNK = 500
 #: Texts embedded per model call, so a progress bar moves and memory stays flat.
@@ -118,13 +127,14 @@ class CachedEmbedder:
     Args:
         embedder: the embedder that computes missing vectors; must have a ``model_id``.
         cache: where vectors are kept.
-        progress_from: show a progress bar (on a terminal only) when at least this many texts miss.
+        progress_from: show a progress bar on standard error, when that is a terminal, once at least
+            this many texts miss (every miss is announced on this module's logger whatever the count).
 
     Raises:
         ValueError: the embedder has no ``model_id``.
     """
 
-    def __init__(self, embedder: Embedder, cache: EmbeddingCache, progress_from: int = 256):
+    def __init__(self, embedder: Embedder, cache: EmbeddingCache, progress_from: int = 1):
         model_id = getattr(embedder, "model_id", None)
         if not model_id:
             raise ValueError("only an embedder with a model_id attribute can be cached: set embedder.model_id to a name for its model and version")
@@ -154,8 +164,16 @@ class CachedEmbedder:
         if missing:
             computed: dict[str, np.ndarray] = {}
             pending = list(missing.items())
+            logger.info(
+                "embedding %d new catalog text%s with %s, once: later loads read them from %s",
+                len(pending),
+                "" if len(pending) == 1 else "s",
+                self.model_id,
+                self.cache.path,
+            )
             # disable=None: tqdm shows the bar on a terminal only, never in logs or pipes.
-            with tqdm(total=len(pending), desc="embedding skills", unit="text", disable=None if len(pending) >= self.progress_from else True) as progress:
+            disable = None if len(pending) >= self.progress_from else True
+            with tqdm(total=len(pending), desc="embedding catalog texts", unit="text", file=sys.stderr, disable=disable) as progress:
                 for start in range(0, len(pending), _BATCH):
                     batch = pending[start : start + _BATCH]
                     vectors = checked_vectors(self.embedder([text for _, text in batch]), len(batch), self.embedder)

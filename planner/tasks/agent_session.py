@@ -51,7 +51,7 @@ from toolpath.planner.search.skills import SkillHit
 from toolpath.planner.tasks.cell import PlannedCell, is_variable_name, render_cell
 from toolpath.planner.tasks.parts import PartMatch, task_text
 from toolpath.planner.tasks.pipeline import TaskContext, TaskRequest, plan_request
-from toolpath.planner.tasks.task import TaskPlan, TaskRun, UnboundParametersError
+from toolpath.planner.tasks.task import TaskPlan, TaskRun, UnboundParametersError, input_options
 from toolpath.registry import ToolDefinition
 
 if TYPE_CHECKING:
@@ -501,7 +501,8 @@ class AgentSession:
                 f"this task plan was made by {made_by}; plan it with this session's plan_task, so its cell uses this session's handles and variables"
             )
         if task_plan.cell.unbound:
-            raise UnboundParametersError(task_plan.cell.unbound)
+            options = input_options(task_plan, lambda more: self.plan_task(task_plan.task, more, time_budget_s=time_budget_s, cancel=cancel))
+            raise UnboundParametersError(task_plan.cell.unbound, options)
         self._check_kernel()
         with self._lock:
             # Input states the task's own inputs give are held for that task only, never by the session.
@@ -543,7 +544,8 @@ class AgentSession:
         planning only (:meth:`plan_task`); the kernel's own timeout bounds the cell.
 
         Raises:
-            UnboundParametersError: the cell needs inputs that were not given (nothing runs).
+            UnboundParametersError: the cell needs inputs that were not given (nothing runs); its
+                ``options`` name the inputs of each complete plan, cheapest first.
             StalePlanError: ``task`` was planned with held states or artifacts since lost.
             KernelError: the kernel could not start.
             and what :meth:`plan_task` raises.

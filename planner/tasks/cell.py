@@ -20,7 +20,10 @@ of these that exists:
 A parameter with ``role: output`` (a file the tool writes) takes no step's return, no held
 artifact and no kernel variable, and never a path the user gave as data: a step-qualified input that names the
 same file as another input is refused, and so is a plain input that would feed both a parameter the
-tool reads and one it writes. New variables never take a name the kernel or the cell already uses.
+tool reads and one it writes. Rendered with an ``output_directory``, an output parameter that would
+take its default relative path (``histogram.png``) takes that path inside the directory instead, so
+the cell writes nothing into the kernel's working directory. New variables never take a name the
+kernel or the cell already uses.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import keyword
 import os
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from toolpath.kernel.bindings import BINDER_FUNCTION, Bindings
@@ -107,6 +111,9 @@ class PlannedCell:
     Attributes:
         code: the whole cell (bindings, inputs, calls, final expression); always valid Python with
             top-level ``await``.
+        display_code: ``code`` as shown to a person or a model: an input literal longer than
+            :data:`SHOWN_LITERAL_CHARS` characters is cut short, with a comment saying so (the cut
+            line is no valid Python, so the shown cell cannot run by mistake without its values).
         instructions: text for a model: the bound handles with signatures and states, the states
             the plan reaches, and the unbound parameters.
         handles: ``{handle name: [attribute names]}`` the cell calls through (bound by the cell, or
@@ -128,6 +135,7 @@ class PlannedCell:
     """
 
     code: str
+    display_code: str
     instructions: str
     handles: dict[str, list[str]]
     unbound: tuple[UnboundParameter, ...]
@@ -157,6 +165,24 @@ class PlannedCell:
             }
             for number, (step, variable, arguments) in enumerate(zip(plan.steps, self.step_variables, self.arguments), 1)
         ]
+
+    def input_names(self, plan: Plan) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The inputs this cell (rendered from ``plan``) takes: ``(required, optional)``.
+
+        ``required`` holds the plain names of required parameters that no step or held artifact
+        supplies (``smiles``); ``optional`` the ``TOOL.PARAMETER`` names of optional parameters
+        (``compute_fingerprints.radius``), the only form such a parameter takes. Both in plan order.
+        """
+        required: dict[str, None] = {}
+        optional: dict[str, None] = {}
+        for step, sources in zip(plan.steps, self.arguments):
+            optional_names = {parameter.python_name for parameter in step.tool.parameters if parameter not in step.tool.required_parameters}
+            for name, source in sources.items():
+                if name in optional_names and source.kind in ("default", "input"):
+                    optional[f"{step.tool.name}.{name}"] = None
+                elif name not in optional_names and source.kind in ("input", "unbound", "variable"):
+                    required[name] = None
+        return tuple(required), tuple(optional)
 
 
 def is_variable_name(name: object) -> bool:
@@ -198,6 +224,7 @@ def render_cell(
     variables: Collection[str] = (),
     also_show: Iterable[str] = (),
     refinements: Mapping[str, str] | None = None,
+    output_directory: str | os.PathLike[str] | None = None,
 ) -> PlannedCell:
     """Render ``plan`` as a cell that runs in a toolpath kernel session (wiring: module docstring).
 
@@ -218,6 +245,10 @@ def render_cell(
         also_show: kernel variables the final expression shows too (the artifacts of parts of the
             task that were already held), after the plan's own results.
         refinements: ``{state: the state it refines}`` (:attr:`toolpath.planner.planning.graph.StateGraph.refinements`).
+        output_directory: where the files tools write go unless an input says otherwise: each
+            ``role: output`` parameter on the plan that would take its default relative path takes
+            that path inside this directory, as the step-qualified input ``SERVER.TOOL.PARAMETER``
+            (labelled so in the wiring). The directory must exist when the cell runs.
 
     Returns:
         A :class:`PlannedCell`.
@@ -235,6 +266,8 @@ def render_cell(
     refinements = dict(refinements or {})
     check_input_names(inputs)
     _check_qualified_inputs(plan, inputs)
+    if output_directory is not None:
+        inputs.update(_destinations_in(Path(output_directory), plan, inputs))
     also_show = list(also_show)
     bad = next((variable for variable in [*artifacts, *variables, *also_show] if not is_variable_name(variable)), None)
     if bad is not None:
@@ -305,23 +338,23 @@ def render_cell(
         lines.append("# Every goal state is already held: there is nothing to run.")
     elif binding_code:
         lines.append(binding_code)
-    if fed:
-        lines.append("")
-        lines.extend(f"{input_variables[name]} = {python_literal(inputs[name], name)}" for name in inputs if name in fed)
-    if call_lines:
-        lines.append("")
-        lines.extend(call_lines)
+    literals = {name: python_literal(inputs[name], name) for name in inputs if name in fed}
+    input_lines = [f"{input_variables[name]} = {literal}" for name, literal in literals.items()]
+    shown_input_lines = [f"{input_variables[name]} = {_shown_literal(literal)}" for name, literal in literals.items()]
+    calls = ["", *call_lines] if call_lines else []
     if len(result_variables) == 1:
-        lines.append(result_variables[0])
+        calls.append(result_variables[0])
     elif result_variables:
-        lines.append("{" + ", ".join(f"{variable!r}: {variable}" for variable in result_variables) + "}")
-    code = "\n".join(lines) + "\n"
+        calls.append("{" + ", ".join(f"{variable!r}: {variable}" for variable in result_variables) + "}")
+    code = "\n".join([*lines, *([""] + input_lines if fed else []), *calls]) + "\n"
+    display_code = "\n".join([*lines, *([""] + shown_input_lines if fed else []), *calls]) + "\n"
     # The promise is that a planned cell always compiles; check it here rather than in the kernel.
     compile(code, "<planned cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
 
     unused = tuple(name for name in inputs if name not in fed)
     return PlannedCell(
         code=code,
+        display_code=display_code,
         instructions=_instructions(plan, unbound, bindings, used_artifacts),
         handles=handles,
         unbound=tuple(unbound),
@@ -334,6 +367,20 @@ def render_cell(
         arguments=tuple(step_arguments),
         advice=_advice(plan, unused, step_arguments),
     )
+
+
+#: Input literals longer than this many characters are cut short in :attr:`PlannedCell.display_code`
+#: (a list of a few hundred SMILES would bury the cell); the cut keeps :data:`SHOWN_LITERAL_START`.
+SHOWN_LITERAL_CHARS = 400
+SHOWN_LITERAL_START = 160
+
+
+def _shown_literal(literal: str) -> str:
+    """``literal`` as shown, cut short when long. A cut list, dict or string literal lacks its
+    closing bracket or quote, so the shown line is a syntax error rather than another value."""
+    if len(literal) <= SHOWN_LITERAL_CHARS:
+        return literal
+    return f"{literal[:SHOWN_LITERAL_START]}...  # {len(literal):,} characters, cut short here; the cell runs the whole value"
 
 
 def _source(
@@ -369,6 +416,20 @@ def _source(
     if not output and name in variables:
         return ArgumentSource("variable", name)
     return ArgumentSource("unbound")
+
+
+def _destinations_in(directory: Path, plan: Plan, inputs: Mapping[str, Any]) -> dict[str, str]:
+    """``{SERVER.TOOL.PARAMETER: path in directory}`` for each ``role: output`` parameter on the plan
+    that no input is meant for and whose default is a relative path."""
+    destinations: dict[str, str] = {}
+    for step in plan.steps:
+        for parameter in step.tool.optional_parameters:
+            default = parameter.default
+            if parameter.role != "output" or not isinstance(default, str) or not default.strip() or os.path.isabs(os.path.expanduser(default)):
+                continue
+            if input_for(step.tool, parameter, {**inputs, **destinations}) is None:
+                destinations[f"{qualified_name(step.tool)}.{parameter.python_name}"] = str(directory / default)
+    return destinations
 
 
 def _check_qualified_inputs(plan: Plan, inputs: Mapping[str, Any]) -> None:

@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -100,6 +101,7 @@ def plan_request(
     *,
     time_budget_s: float | None = DEFAULT_TASK_BUDGET_S,
     cancel: threading.Event | None = None,
+    output_directory: str | os.PathLike[str] | None = None,
 ) -> TaskPlan:
     """Plan a task given in words or as a list of steps (see :mod:`toolpath.planner.tasks.parts`): each
     part is matched by skill search, and the goals of all parts get one joint plan and cell.
@@ -112,6 +114,9 @@ def plan_request(
         time_budget_s: seconds the planning may take (``None``: no limit); the clock starts once
             the request is checked and the query model loaded, so loading the model does not count.
         cancel: an event another thread sets to stop the planning (e.g. its client is gone).
+        output_directory: where the chosen cell's tools write the files no input places
+            (:func:`toolpath.planner.tasks.cell.render_cell`); only for the default cell writer
+            (``context.render_chosen`` is ``None``).
 
     Returns:
         The :class:`toolpath.planner.tasks.task.TaskPlan`, with ``context.session_id``.
@@ -122,9 +127,12 @@ def plan_request(
         QueryError also for a task over the size limits (:data:`toolpath.planner.tasks.parts.MAX_TASK_CHARS`,
         :data:`toolpath.planner.tasks.parts.MAX_TASK_PARTS`, :data:`toolpath.planner.tasks.parts.MAX_TASK_STEPS`).
         PlanningTimeout: planning outlasted ``time_budget_s``. PlanningCancelled: ``cancel`` was set.
-        ValueError: ``time_budget_s`` is not a positive number or ``None``.
+        ValueError: ``time_budget_s`` is not a positive number or ``None``, or an
+            ``output_directory`` with a ``context.render_chosen``.
     """
     TaskBudget.check_seconds(time_budget_s)
+    if output_directory is not None and context.render_chosen is not None:
+        raise ValueError("output_directory is for cells of a fresh kernel; this context writes its own cells")
     request = TaskRequest.checked(context.graph, task, inputs, held)  # before the model loads: fail fast
     index = context.skill_index()
     index.load_query_model()  # loading the model is not planning: the budget starts after it
@@ -141,7 +149,9 @@ def plan_request(
         budget=budget,
     )
     if context.render_chosen is None:
-        cell = render_cell(joint, inputs, request.text, registry=context.graph.registry, refinements=context.graph.refinements)
+        cell = render_cell(
+            joint, inputs, request.text, registry=context.graph.registry, refinements=context.graph.refinements, output_directory=output_directory
+        )
     else:
         cell = context.render_chosen(request, parts, joint, budget)
     return TaskPlan(request.task, dict(inputs or {}), parts, joint, cell, session_id=context.session_id)

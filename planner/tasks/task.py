@@ -2,28 +2,114 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import itertools
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from toolpath.errors import PYTHON, Refusal, Vocabulary
+from toolpath.errors import Refusal
 from toolpath.kernel import CellResult, format_for_model
 from toolpath.planner.planning.plans import Plan
 from toolpath.planner.tasks.cell import PlannedCell, UnboundParameter
 from toolpath.planner.tasks.parts import PartMatch
 
 
+@dataclass(frozen=True)
+class InputOption:
+    """Inputs that, given, make a task's plan complete (no required parameter unbound).
+
+    Attributes:
+        names: the inputs' names (plain parameter names), in the order the task's plan left them unbound.
+        parameters: ``{name: (type, tool)}``: what each input is, for the first tool on ``plan``
+            that takes it.
+        plan: the plan the task gets with these inputs.
+    """
+
+    names: tuple[str, ...]
+    parameters: dict[str, tuple[str, str]]
+    plan: Plan
+
+    @property
+    def tools(self) -> str:
+        """The plan's tools in order: ``parse_molecule -> compute_descriptors``."""
+        return " -> ".join(step.tool.name for step in self.plan.steps)
+
+    def to_dict(self) -> dict:
+        return {
+            "inputs": [{"name": name, "type": self.parameters[name][0], "tool": self.parameters[name][1]} for name in self.names],
+            "plan": [step.tool.name for step in self.plan.steps],
+            "cost": self.plan.cost,
+        }
+
+
 class UnboundParametersError(Refusal, ValueError):
-    """The planned cell needs inputs that were not given; ``unbound`` lists them."""
+    """The planned cell needs inputs that were not given; ``unbound`` lists them, and ``options``
+    the sets of inputs that would each give a complete plan, cheapest plan first
+    (:func:`input_options`; empty when not worked out)."""
 
-    def __init__(self, unbound: Iterable[UnboundParameter]):
+    def __init__(self, unbound: Iterable[UnboundParameter], options: Sequence[InputOption] = ()):
         self.unbound = tuple(unbound)
-        super().__init__(self.message())
+        self.options = tuple(options)
+        if self.options:
+            advice = describe_options(self.options, lambda option: "give the inputs {" + ", ".join(f"{name!r}: ..." for name in option.names) + "}")
+        else:
+            names = ", ".join(f"{parameter.parameter} ({parameter.type}, for {parameter.tool})" for parameter in self.unbound)
+            example = self.unbound[0].parameter if self.unbound else "NAME"
+            advice = f"{names}. Pass them as inputs ({{{example!r}: ...}})"
+        super().__init__(f"the plan needs inputs that were not given: {advice}")
 
-    def message(self, vocabulary: Vocabulary = PYTHON) -> str:
-        names = ", ".join(f"{parameter.parameter} ({parameter.type}, for {parameter.tool})" for parameter in self.unbound)
-        example = self.unbound[0].parameter if self.unbound else "NAME"
-        return f"the plan needs inputs that were not given: {names}. Pass them, e.g. {vocabulary.give_input.format(name=example)}"
+
+def describe_options(options: Sequence[InputOption], how: Callable[[InputOption], str]) -> str:
+    """``options`` (at least one) in words, in their order, with ``how(option)`` saying how to give
+    its inputs: ``HOW for the plan A -> B (cost 2); or, for the plan C -> A -> B (cost 3), HOW``."""
+    described = [f"the plan {option.tools} (cost {option.plan.cost:g})" for option in options]
+    first, *others = options
+    return "; ".join([f"{how(first)} for {described[0]}", *(f"or, for {text}, {how(option)}" for option, text in zip(others, described[1:]))])
+
+
+#: The most unbound parameters :func:`input_options` tries subsets of (``2**n - 1`` plans).
+MAX_OPTION_PARAMETERS = 4
+
+
+def input_options(task_plan: TaskPlan, replan: Callable[[dict[str, Any]], TaskPlan]) -> tuple[InputOption, ...]:
+    """The sets of ``task_plan``'s unbound parameters that, given as inputs, make a complete plan:
+    one per distinct plan, the smallest set for it, cheapest plan first (then fewer inputs).
+
+    A task's goals are chosen knowing which inputs are given (a goal whose plan leaves parameters
+    unbound loses to one that binds them), so fewer inputs may give another, cheaper plan: each
+    non-empty subset of the unbound parameters (at most :data:`MAX_OPTION_PARAMETERS` of them;
+    past that, only all of them) is tried by ``replan(inputs)`` with a placeholder value.
+
+    Args:
+        task_plan: a plan whose cell leaves required parameters unbound.
+        replan: plans the same task with other inputs (e.g. ``lambda inputs: workspace.plan_task(task, inputs)``).
+
+    Returns:
+        The options; empty when no subset gives a complete plan.
+    """
+    names = tuple(dict.fromkeys(parameter.parameter for parameter in task_plan.cell.unbound))
+    if len(names) > MAX_OPTION_PARAMETERS:
+        subsets: list[tuple[str, ...]] = [names]
+    else:
+        subsets = [subset for size in range(1, len(names) + 1) for subset in itertools.combinations(names, size)]
+    options: dict[tuple, InputOption] = {}
+    for subset in subsets:
+        try:
+            # None has a literal form and names no file: a placeholder no check refuses.
+            planned = replan({**task_plan.inputs, **dict.fromkeys(subset)})
+        except Refusal:  # these inputs give no plan at all
+            continue
+        key = tuple(step.tool.id for step in planned.plan.steps)
+        if planned.cell.unbound or key in options:
+            continue
+        parameters: dict[str, tuple[str, str]] = {}
+        for step in planned.plan.steps:
+            for parameter in step.tool.required_parameters:
+                if parameter.python_name in subset:
+                    parameters.setdefault(parameter.python_name, (parameter.type, step.tool.name))
+        given = tuple(name for name in subset if name in parameters)
+        options[key] = InputOption(given, parameters, planned.plan)
+    return tuple(sorted(options.values(), key=lambda option: (option.plan.cost, len(option.names))))
 
 
 @dataclass(frozen=True)
@@ -76,7 +162,16 @@ class TaskPlan:
 
 @dataclass(frozen=True)
 class TaskRun:
-    """A planned task and what executing its cell showed."""
+    """A planned task and what executing its cell showed.
+
+    Attributes:
+        task_plan: the :class:`TaskPlan` that ran (its plan is ``run.task_plan.plan``, its cell
+            ``run.task_plan.cell``).
+        result: the cell's :class:`toolpath.kernel.CellResult` (``status``, ``stdout``, ``stderr``,
+            ``result``, ``error``, ``images``, ``notice``, ``tool_calls``).
+
+    ``completed_steps``, ``failed_step`` and ``variables`` are derived from both.
+    """
 
     task_plan: TaskPlan
     result: CellResult

@@ -125,6 +125,7 @@ class Workspace:
         *,
         time_budget_s: float | None = DEFAULT_TASK_BUDGET_S,
         cancel: threading.Event | None = None,
+        output_directory: str | os.PathLike[str] | None = None,
     ) -> TaskPlan:
         """Plan a task given in words or as a list of steps (see :mod:`toolpath.planner.tasks.parts`): each part is
         matched by skill search, and the goals of all parts get one joint plan and cell.
@@ -133,6 +134,10 @@ class Workspace:
             time_budget_s: seconds the planning may take (``None``: no limit); the clock starts
                 once the task is checked, so loading the embedding model does not count.
             cancel: an event another thread sets to stop the planning (e.g. its client is gone).
+            output_directory: a directory (existing when the cell runs) for the files the tools
+                write when no input says where: each ``role: output`` parameter that would take its
+                default relative path (``histogram.png``) takes it inside this directory, so nothing
+                lands in the kernel's working directory (:func:`toolpath.planner.tasks.cell.render_cell`).
 
         Raises:
             NoMatchingSkillError, NoPlanError, QueryError, InputError, UnknownStateError: see
@@ -146,7 +151,7 @@ class Workspace:
 
         # The index is built on first use, so a request refused while checked builds none.
         context = TaskContext(self.graph, lambda: self.index)
-        return plan_request(context, task, inputs, held, time_budget_s=time_budget_s, cancel=cancel)
+        return plan_request(context, task, inputs, held, time_budget_s=time_budget_s, cancel=cancel, output_directory=output_directory)
 
     def code_mode(self, timeout: float | None = 300.0, **options: Any) -> CodeMode:
         """A :class:`toolpath.kernel.CodeMode` whose kernels can import every loaded catalog's tools.
