@@ -40,6 +40,7 @@ import hmac
 import importlib.metadata
 import ipaddress
 import json
+import logging
 import re
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -661,6 +662,7 @@ def serve(
             sockets = bind_address(host, port)  # before seconds of loading: a taken port is refused at once
         except AddressUnavailableError as error:
             raise ServeError(error.strerror) from error
+    _route_library_logs()
     try:
         default_embedder().prepare_queries()  # the query model loads in a thread while the catalogs do
         workspace = Workspace.open(list(catalogs))
@@ -683,6 +685,17 @@ def serve(
             await server.aclose()
 
     asyncio.run(main())
+
+
+def _route_library_logs() -> None:
+    """Send libraries' warnings and errors to standard error, one plain line each, unless the root
+    logger has handlers already. Done before the MCP SDK's server is made: its own set-up puts a
+    Rich handler on a bare root logger, which would print every record reaching it (toolpath's
+    notes a second time, wrapped) and leaves a configured root as it is."""
+    handler = logging.StreamHandler()
+    handler.setLevel(logging.WARNING)  # toolpath's INFO notes have their own handler
+    handler.setFormatter(logging.Formatter("%(name)s: %(levelname)s: %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
 
 
 def _explaining_body_limit(app: ASGIApp, limit: int) -> ASGIApp:

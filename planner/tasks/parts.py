@@ -327,7 +327,7 @@ def _match(
     try:
         return PartMatch(text, choose_goal(text, index, graph, inputs=inputs, held=held, render=render, min_score=min_score, budget=budget))
     except (NoMatchingSkillError, NoPlanError) as error:
-        # Without advice: a part's problem is reported to every interface alike.
+        # Its reason, in no interface's options: a part's problem is reported to every interface alike.
         return PartMatch(text, None, error.reason)
 
 
