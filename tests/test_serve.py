@@ -310,15 +310,16 @@ def test_over_http_users_code_is_sandboxed_unless_the_operator_says_plain(serve_
     monkeypatch.setenv("SERVER_SECRET", "server-private-value")
     attack = "import os\n(os.path.exists({tokens!r}), os.environ.get('SERVER_SECRET'))"
 
-    async def alice_attacks(url, tokens):
+    # Each server gets its own session: the first still holds its session while it runs.
+    async def alice_attacks(url, tokens, session_id):
         async with over_http(url, tokens["alice"]) as client:
-            result = await client.call_tool("execute", {"code": attack.format(tokens=str(tmp_path / "tokens.json"))})
+            result = await client.call_tool("execute", {"code": attack.format(tokens=str(tmp_path / "tokens.json")), "session_id": session_id})
             return result.structured_content["result"]
 
     url, tokens = serve_over_http()
-    assert asyncio.run(alice_attacks(url, tokens)) == [False, None]
+    assert asyncio.run(alice_attacks(url, tokens, "sandboxed")) == [False, None]
     url, tokens = serve_over_http("--kernels", "plain")
-    assert asyncio.run(alice_attacks(url, tokens)) == [True, "server-private-value"]
+    assert asyncio.run(alice_attacks(url, tokens, "plain")) == [True, "server-private-value"]
 
 
 def test_multi_user_serve_refuses_plain_kernels_it_cannot_sandbox_unless_told(monkeypatch):
