@@ -1059,7 +1059,7 @@ def _validation_problems(locator: SourceLocator, error: ValidationError, prefix:
         message = detail["msg"]
         if detail["type"] == "extra_forbidden":
             suggestion = did_you_mean(str(location[-1]), _field_names_at(location)) if location else ""
-            message = f"unknown field;{suggestion} check its spelling (the catalog format is in README.md, the schema in `toolpath schema`)"
+            message = f"unknown field;{suggestion} check its spelling (the catalog format is in docs/catalogs.md of toolpath's source, the schema in `toolpath schema`)"
         elif detail["type"] != "missing" and "input" in detail:
             message += f" (found {_short_repr(detail['input'])})"
             message += "".join(f"; {boolean_word_advice(*word)}" for word in locator.boolean_words_at(location))

@@ -24,7 +24,7 @@ def _files(domain: str) -> dict[str, str]:
     """``{path inside the package: text}``."""
     catalog = f"""\
         # The {domain} catalog: states your tools require and produce, and the tools.
-        # Check it with `toolpath validate {domain}/catalog.yaml --import`; the format is in README.md.
+        # Check it with `toolpath validate {domain}/catalog.yaml --import`; the format is in docs/catalogs.md of toolpath's source, the schema in `toolpath schema`.
         domain: {domain}
         package: {domain}
         states:
