@@ -41,6 +41,8 @@ import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from toolpath.errors import ToolpathError
+
 #: Descriptors kept free of HTTP connections: each kernel holds about ten (ZeroMQ sockets, pipes,
 #: its connection file), and the catalogs, SQLite store and MCP toolkits need their own.
 RESERVED_DESCRIPTORS = 256
@@ -213,7 +215,7 @@ def report_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) 
         pass
 
 
-class AddressUnavailableError(OSError):
+class AddressUnavailableError(ToolpathError, OSError):
     """The address to serve at cannot be bound; the message says why (in use, and by which process
     when that can be seen; not an address of this machine; a privileged port) and what to do."""
 
