@@ -1,6 +1,7 @@
 """Skill search: hybrid ranking with the real embedded model, reachability and plans on hits, the
 embedding cache, custom embedders, the BM25-only fallback, and awkward queries."""
 
+import logging
 import sys
 import warnings
 
@@ -291,18 +292,28 @@ def test_goal_choice_never_picks_a_held_state_and_says_true_reasons(index, chemi
 
 def test_embedding_new_catalog_texts_is_announced_with_its_count_and_never_on_standard_output(tmp_path, caplog, capsys):
     cache = EmbeddingCache(tmp_path / "toolpath.db")
-    with caplog.at_level("INFO", logger="toolpath"):
-        built = SkillIndex(lab_graph(), CountingEmbedder(), cache=cache)
-        misses = built.cache_counts[1]
-        assert [record.getMessage() for record in caplog.records] == [
-            f"embedding {misses} new catalog texts with test/bag-of-words-v1, once: later loads read them from {tmp_path / 'toolpath.db'}"
-        ]
-        caplog.clear()
-        SkillIndex(lab_graph(), CountingEmbedder(), cache=cache)
-        assert caplog.records == []  # all cached: nothing to say
-        SkillIndex(lab_graph(ToolDefinition(name="sign_report", state_transition={"produces": ["lab.signed"]})), CountingEmbedder(), cache=cache)
-        assert [record.getMessage().split(" with ")[0] for record in caplog.records] == ["embedding 1 new catalog text"]
-    assert capsys.readouterr() == ("", "")  # no terminal: no bar, and never anything on stdout
+    # Listen on the "toolpath" logger itself: an earlier in-process CLI call may have stopped its
+    # records from reaching the root logger, where caplog listens.
+    records: list[logging.LogRecord] = []
+    listener = logging.Handler(logging.INFO)
+    listener.emit = records.append
+    logging.getLogger("toolpath").addHandler(listener)
+    try:
+        with caplog.at_level("INFO", logger="toolpath"):
+            built = SkillIndex(lab_graph(), CountingEmbedder(), cache=cache)
+            misses = built.cache_counts[1]
+            assert [record.getMessage() for record in records] == [
+                f"embedding {misses} new catalog texts with test/bag-of-words-v1, once: later loads read them from {tmp_path / 'toolpath.db'}"
+            ]
+            records.clear()
+            SkillIndex(lab_graph(), CountingEmbedder(), cache=cache)
+            assert records == []  # all cached: nothing to say
+            SkillIndex(lab_graph(ToolDefinition(name="sign_report", state_transition={"produces": ["lab.signed"]})), CountingEmbedder(), cache=cache)
+            assert [record.getMessage().split(" with ")[0] for record in records] == ["embedding 1 new catalog text"]
+    finally:
+        logging.getLogger("toolpath").removeHandler(listener)
+    captured = capsys.readouterr()
+    assert captured.out == "" and "%|" not in captured.err  # no terminal: no bar, and never anything on stdout
 
 
 def test_a_terminal_sees_a_progress_bar_of_the_embedding_on_standard_error(tmp_path, monkeypatch, capsys):
