@@ -114,14 +114,25 @@ def test_run_writes_the_report_beside_and_leaves_the_users_csv_alone(tmp_path):
     data = shutil.copy(SAMPLE_DATA / "compounds.csv", tmp_path / "compounds.csv")
     before = digest(data)
     done = subprocess.run(
-        [sys.executable, "-m", "toolpath.planner.interfaces.cli", "run", "load the table and write a report", "--input", f"path={data}"],
+        [
+            sys.executable,
+            "-m",
+            "toolpath.planner.interfaces.cli",
+            "run",
+            "load the table and write a report",
+            "--input",
+            f"path={data}",
+            "--output-dir",
+            str(tmp_path / "out"),
+        ],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    assert digest(data) == before and (tmp_path / "report.md").read_text().startswith("# Table report")
+    assert digest(data) == before and (tmp_path / "out" / "report.md").read_text().startswith("# Table report")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["compounds.csv", "out"]  # nothing lands beside the user's file
     assert "Variables made: table (tabular.table_loaded), report_path (tabular.report_written)" in done.stdout
 
 
