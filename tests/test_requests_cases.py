@@ -1,0 +1,95 @@
+"""The hand-written requests of ``benchmarks/requests_cases.yaml`` (issue 34) are well formed: each
+case names catalogs that load, tools, held states and inputs those catalogs have, and pieces of text
+its request holds. Whether the planner passes them is ``benchmarks/bench_requests.py``'s business."""
+
+import importlib.util
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+BENCHMARK = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_requests.py"
+
+
+def _load_benchmark():
+    # benchmarks/ is not a package: load the runner from its path.
+    spec = importlib.util.spec_from_file_location("bench_requests", BENCHMARK)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+bench_requests = _load_benchmark()
+CASES = bench_requests.load_cases()
+
+
+@pytest.fixture(scope="module")
+def workspaces():
+    """One workspace per combination of catalogs the cases name (no skill index is built)."""
+    from toolpath.planner import Workspace
+
+    paths = bench_requests.catalog_paths()
+    combinations = {tuple(sorted(case["catalogs"])) for case in CASES}
+    return {combination: Workspace.open([paths[name] for name in combination]) for combination in combinations}
+
+
+def test_there_are_enough_cases_of_every_pattern():
+    counts = Counter(case["pattern"] for case in CASES)
+    assert len(CASES) >= 45
+    for pattern in bench_requests.PATTERNS:
+        assert counts[pattern] >= (3 if pattern == "entities" else 5), f"{pattern} has {counts[pattern]} cases"
+    assert len({case["id"] for case in CASES}) == len(CASES)
+
+
+def test_every_case_names_tools_states_and_inputs_of_its_catalogs(workspaces):
+    for case in CASES:
+        workspace = workspaces[tuple(sorted(case["catalogs"]))]
+        tools = {tool.name for tool in workspace.loaded.registry}
+        parameters = {parameter.python_name for tool in workspace.loaded.registry for parameter in tool.parameters}
+        assert set(case["expect"]["tools"]) <= tools, f"{case['id']}: no tool {sorted(set(case['expect']['tools']) - tools)} in {case['catalogs']}"
+        held = set(case["expect"].get("held", []))
+        assert held <= set(workspace.graph.states), f"{case['id']}: no state {sorted(held - set(workspace.graph.states))} in {case['catalogs']}"
+        assert set(case["inputs"]) <= parameters, f"{case['id']}: no tool takes the inputs {sorted(set(case['inputs']) - parameters)}"
+
+
+def test_every_expected_part_is_a_piece_of_the_request_in_order():
+    for case in CASES:
+        request, start = case["request"].casefold(), 0
+        for part in case["expect"]["parts"]:
+            found = request.find(part["has"].casefold(), start)
+            assert found >= 0, f"{case['id']}: {part['has']!r} is not in the request after position {start}"
+            start = found
+
+
+def test_the_media_catalog_lints_clean_with_its_modules_imported():
+    from toolpath.registry.lint import lint_catalogs
+
+    assert lint_catalogs([bench_requests.catalog_paths()["media"]], import_modules=True) == []
+
+
+def test_a_bad_case_is_refused_with_its_line_and_field(tmp_path):
+    cases = tmp_path / "cases.yaml"
+    good = "  pattern: control\n  catalogs: [media]\n  request: caption it\n  expect: {tools: [image_captioning], parts: [{kind: action, has: caption}]}\n"
+    cases.write_text(f"- id: same\n{good}- id: same\n{good}", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"cases\.yaml:6: case same: id: is used by an earlier case"):
+        bench_requests.load_cases(cases)
+    cases.write_text(f"- id: one\n{good.replace('kind: action', 'kind: verb')}", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"cases\.yaml:1: case one: expect\.parts\[1\]: must be \{kind: action \| fact \| context"):
+        bench_requests.load_cases(cases)
+
+
+@pytest.mark.parametrize(
+    ("planned", "agree"),
+    [
+        ([["context", "Hey"], ["action", "Rewrite the text"], ["action", "simplify it"]], True),  # a context part nobody expected runs nothing
+        ([["action", "Rewrite and simplify the text"]], False),  # two actions glued into one part
+        ([["fact", "rewrite the text"], ["action", "simplify it"]], False),  # an action read as a fact
+        ([["action", "rewrite the text"]], False),  # an action lost
+        ([["action", "rewrite the text"], ["action", "Hey"], ["action", "simplify it"]], False),  # a greeting read as an action
+    ],
+)
+def test_parts_agree_when_every_action_and_fact_is_expected_in_order(planned, agree):
+    expected = [{"kind": "action", "has": "rewrite"}, {"kind": "action", "has": "simplify"}]
+    assert bench_requests.parts_agree(expected, planned) is agree
