@@ -9,7 +9,7 @@ import pytest
 
 from toolpath.planner import plan
 from toolpath.planner.search.skills import QueryError
-from toolpath.planner.tasks.parts import split_task
+from toolpath.planner.tasks.clauses import split_task
 
 ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
 
@@ -28,11 +28,14 @@ ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
         ("set the alarm to 7. Then sleep", ["set the alarm to 7", "sleep"]),
         ("first, fingerprint the library, after that rank it by similarity", ["fingerprint the library", "rank it by similarity"]),
         ("is aspirin drug-like?", ["is aspirin drug-like?"]),
-        # A named value is an argument of the action before it (of the next one when it comes first).
+        # A named value is an argument of the action before it in its sentence (of the next one when it comes first).
         ("log in with ID 123456 and password abc123, then check the balance", ["log in with ID 123456, password abc123", "check the balance"]),
-        ("My account ID is 123456. Buy 'Golden Profit Treasure' with it", ["My account ID is 123456, Buy 'Golden Profit Treasure' with it"]),
-        # A lone verb shares its object with the next fragment; a lone last word is still a part.
-        ("inquire and inform me of the balance", ["inquire and inform me of the balance"]),
+        ("password abc123, log in with ID 123456", ["password abc123, log in with ID 123456"]),
+        # A sentence that tells a value is a fact of its own: sentences never join.
+        ("My account ID is 123456. Buy 'Golden Profit Treasure' with it", ["My account ID is 123456", "Buy 'Golden Profit Treasure' with it"]),
+        # A lone verb shares the object of the next clause; a lone last word is still a part.
+        ("inquire and inform me of the balance", ["inquire me of the balance", "inform me of the balance"]),
+        ("I need to find and compare all flights", ["I need to find all flights", "compare all flights"]),
         ("book the flight and pay", ["book the flight", "pay"]),
         # Apostrophes are not quotes, and a value needs a digit, an "@" or quotes.
         ("compute descriptors and check Lipinski's rule of five", ["compute descriptors", "check Lipinski's rule of five"]),

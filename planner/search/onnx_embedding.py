@@ -16,6 +16,7 @@ text that no longer matches the one sentence-transformers gave at export.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import json
@@ -149,6 +150,9 @@ class OnnxEmbedder:
             return
         self._loading = threading.Thread(target=self._load_recording_error, name="toolpath-query-model", daemon=True)
         self._loading.start()
+        # A process that exits while the thread is inside ONNX Runtime aborts ("terminate called
+        # without an active exception", exit -6): one that refuses its input at once must wait.
+        atexit.register(self._loading.join)
 
     def _load_recording_error(self) -> None:
         try:

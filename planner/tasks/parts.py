@@ -1,15 +1,16 @@
 """Tasks with several parts: split a request into parts, match each part, plan all of them at once.
 
 "identify the functional groups of this molecule and check Lipinski's rule of five" has two parts.
-:func:`split_task` cuts free text at sentence ends, semicolons, enumerations ("1.", "2)"), and at
-the connectives that join clauses ("and", "then", "after that", "and finally", commas between
-clauses). Fragments that are not actions join the action they belong to: a named value
-("password abc123", "my account ID is 123456") the fragment before it, a lone verb ("find and
-summarize the news") the next one. The cut is generous on purpose: :func:`match_parts` then searches each fragment, and a
-fragment that matches no skill by :data:`FRAGMENT_MIN_SCORE` is words of its neighbour, not a part
-("donors *and acceptors*", "in the city center"); neighbours that chose the same goal are one part. An
-agent that already decomposed its task passes its steps instead, and they are taken as they are.
-A task over :data:`MAX_TASK_CHARS` characters or :data:`MAX_TASK_PARTS` parts is refused up front.
+Free text is read into clauses by :func:`toolpath.planner.tasks.clauses.read_request`: actions,
+facts and context. A **fact** ("I have an image file 'a.jpg'") runs nothing: when it names an input
+state of the catalogs, that state is held, and a single value it quotes ("'a.jpg'") is the input of
+the one parameter that carries the state (:func:`read_fact`). **Context** ("after booking the
+flight") runs nothing either. Each **action** is a part, searched on its own by :func:`match_parts`; an
+action cut off weakly (a bare "and" or comma before words that need not start a clause) is a part of
+its own only if it matches a skill by :data:`FRAGMENT_MIN_SCORE`, and is otherwise words of its
+neighbour ("donors *and acceptors*", "in the city center"); neighbours that chose the same goal are
+one part. An agent that already decomposed its task passes its steps instead, and they are taken as
+they are. A task over :data:`MAX_TASK_CHARS` characters or :data:`MAX_TASK_PARTS` parts is refused up front.
 
 Each part gets its goal from :func:`toolpath.planner.tasks.goals.choose_goal`: a state to reach, or a tool that
 must run (a tool hit, or a tool the part names). The goals of all parts are planned **jointly** as
@@ -22,7 +23,6 @@ and, where data flow leaves the order open, by the part they serve (the first pa
 from __future__ import annotations
 
 import heapq
-import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -32,104 +32,15 @@ from toolpath.planner.planning.graph import StateGraph
 from toolpath.planner.planning.inputs import check_input_names, input_for, plain_value
 from toolpath.planner.planning.plans import NO_BUDGET, NoPlanError, Plan, TaskBudget, TieBreak, plan, qualified_name
 from toolpath.planner.search.skills import QueryError, SkillIndex, check_text
+from toolpath.planner.tasks.clauses import Clause, Kind, action_words, quoted_values, read_request
 from toolpath.planner.tasks.goals import MIN_SCORE, GoalChoice, NoMatchingSkillError, choose_goal
 from toolpath.registry import ToolDefinition
-
-# Lines and semicolons end a part; so do ".", "!" or "?" followed by space ("people.csv" stays whole).
-_LINE_END = re.compile(r"\s*[;\n]+\s*")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-# A bullet or a number at the start of a line ("- ", "2) ", "(3) ", "1. ").
-_BULLET = re.compile(r"^\s*(?:[-*\u2022]|\(?\d{1,2}[.)])\s+")
-# Numbers inside a line ("1. parse ... 2. find ..."): an enumeration only when they count 1, 2, 3...
-_INLINE_NUMBER = re.compile(r"(?:^|\s)\(?(\d{1,2})[.)]\s+")
-# Connectives that join clauses, longest first so "and then" is one cut, not two.
-_CONNECTIVE = re.compile(r"\s*,?\s+(?:and\s+then|and\s+after\s+that|and\s+finally|and\s+also|after\s+that|afterwards|then|finally|and)\s+", flags=re.IGNORECASE)
-# A bare comma: often between the arguments of one action ("for two nights, in the city center"), so a weak cut.
-_COMMA = re.compile(r"\s*,\s+(?=\w)")
-_LEADING_FILLER = re.compile(r"^(?:first(?:ly)?|second(?:ly)?|third(?:ly)?|next|also|please|then|finally|and)\b[,:]?\s*", flags=re.IGNORECASE)
-# Quoted text, read as one literal value ("named 'Golden Profit Treasure'"); not an apostrophe ("Lipinski's").
-_QUOTED = re.compile(r"(?<!\w)(?:\"[^\"]*\"|'[^']*')(?!\w)")
-# Words that may open a named value, and the verbs that may join a name to its value.
-_VALUE_LEAD = frozenset({"with", "using", "and", "my", "the", "your", "his", "her", "their", "our", "its", "a", "an"})
-_VALUE_LINK = frozenset({"is", "are", "was", "of"})
-_NAME_WORD = re.compile(r"[A-Za-z][\w'/-]*:?")
-# A preposition inside the words before a value makes them an action's ("set the alarm to 7", "log in with ID 1").
-_PREPOSITIONS = frozenset({"to", "for", "at", "on", "in", "into", "from", "by", "with", "until", "about", "as"})
-
-
-def _enumerated(line: str) -> list[str]:
-    """``line`` cut at inline numbers when they count up from 1 (else the line itself)."""
-    markers = list(_INLINE_NUMBER.finditer(line))
-    if len(markers) < 2 or [int(marker.group(1)) for marker in markers] != list(range(1, len(markers) + 1)):
-        return [line]
-    cuts = [marker.start() for marker in markers] + [len(line)]
-    return [line[: cuts[0]], *(line[marker.end() : cuts[number + 1]] for number, marker in enumerate(markers))]
-
-
-def fragments(text: str) -> list[tuple[str, bool]]:
-    """The fragments of a request, each with whether it was cut off at a bare comma (a weak cut: see
-    :func:`match_parts`); see the module docstring for the cuts."""
-    found: list[tuple[str, bool]] = []
-    for line in _LINE_END.split(text):
-        for item in _enumerated(line):
-            for sentence in _SENTENCE_END.split(_BULLET.sub("", item)):
-                for clause in _CONNECTIVE.split(sentence):
-                    for position, piece in enumerate(_COMMA.split(clause)):
-                        piece = _LEADING_FILLER.sub("", piece.strip(" \t,.;:")).strip()
-                        if piece:
-                            found.append((piece, position > 0))
-    return _joined_arguments(found)
-
-
-def _is_named_value(piece: str) -> bool:
-    """Whether a fragment only states a value: up to four words naming it, then the value (words
-    with a digit or an "@", or quoted text): "password abc123", "my account ID is 123456",
-    "verification code: 7890". That is an argument of an action, not an action."""
-    words = _QUOTED.sub("0", piece).split()
-    name_length = len(words)
-    while name_length and any(character.isdigit() or character == "@" for character in words[name_length - 1]):
-        name_length -= 1
-    name = words[:name_length]
-    while name and name[0].lower() in _VALUE_LEAD:
-        name = name[1:]
-    if name and name[-1].lower() in _VALUE_LINK:
-        name = name[:-1]
-    return name_length < len(words) and 1 <= len(name) <= 4 and all(_NAME_WORD.fullmatch(word) and word.lower() not in _PREPOSITIONS for word in name)
-
-
-def _joined_arguments(found: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
-    """Fragments that are not actions joined to the action they belong to: a named value ("password
-    abc123") to the fragment before it (to the next when it comes first), and a lone verb sharing
-    its object with the next fragment ("find and summarize the news") to that one."""
-    joined: list[tuple[str, bool]] = []
-    leading = ""  # words waiting for the next fragment: leading named values, or a lone verb
-    for number, (piece, weak) in enumerate(found):
-        named_value, lone_verb = _is_named_value(piece), " " not in piece and piece.isalpha()
-        if leading:
-            piece, leading = f"{leading} {piece}", ""
-        if named_value and joined:
-            joined[-1] = (f"{joined[-1][0]}, {piece}", joined[-1][1])
-        elif (named_value or lone_verb) and number < len(found) - 1:
-            leading = f"{piece}," if named_value else f"{piece} and"
-        else:
-            joined.append((piece, weak))
-    return joined
-
-
-def split_task(text: str) -> list[str]:
-    """Cut a request into candidate parts (see the module docstring); each keeps its own words.
-
-    Returns:
-        The fragments in order, stripped, without empty ones; ``[text]`` when nothing cuts it.
-    """
-    return [piece for piece, _ in fragments(text)] or [text.strip()]
-
 
 #: Characters a task may have (a text, or all its steps together). The embedding model reads the
 #: first 256 word pieces of a text (about 1,000 characters of English), so this is
 #: :data:`MAX_TASK_PARTS` parts of up to 100 characters: a long task, not a document.
 MAX_TASK_CHARS = 10_000
-#: Parts a task text may be cut into (:func:`fragments`, before neighbours join). Each part is one
+#: Parts a task text may be cut into (:func:`toolpath.planner.tasks.clauses.read_request`, before neighbours join). Each part is one
 #: skill search and a plan per candidate goal; 100 plan in a few seconds with the shipped catalogs
 #: (``benchmarks/bench_long_tasks.py``), well within :data:`toolpath.planner.planning.plans.DEFAULT_TASK_BUDGET_S`;
 #: a task with more parts is several tasks.
@@ -155,7 +66,7 @@ def checked_task(task: object) -> str | tuple[str, ...]:
             raise QueryError("the task is empty; describe what you want to achieve")
         _check_size(len(task))
         check_text(task, "task")
-        parts = len(fragments(task))
+        parts = len(read_request(task))
         if parts > MAX_TASK_PARTS:
             raise QueryError(
                 f"the task has {parts} parts (cut at sentences, lines, 'and', 'then' and commas), more than the {MAX_TASK_PARTS} a task may have; {_SPLIT_IT}"
@@ -190,7 +101,7 @@ FRAGMENT_MIN_SCORE = 0.6
 #: embedding for every fragment that joins (issue 30: "check Lipinski's rule of five and " x 50).
 LONG_PART_CHARS = 1_000
 
-Status = Literal["matched", "held", "unmatched"]
+Status = Literal["matched", "held", "unmatched", "fact", "context"]
 
 
 @dataclass(frozen=True)
@@ -199,17 +110,28 @@ class PartMatch:
 
     Attributes:
         text: the part's words.
-        choice: the goal chosen for it (``None`` when nothing matched).
+        choice: the goal chosen for it (``None`` when nothing matched, and for facts and context).
         problem: why nothing matched (no skill close enough, or none reachable).
+        kind: ``"action"``, ``"fact"`` or ``"context"`` (:mod:`toolpath.planner.tasks.clauses`).
+        why: why it is a fact or context, or how its words were put together.
+        holds: for a fact, the input states it holds.
+        values: for a fact, the inputs its quoted value gives, as ``((name, value), ...)``.
     """
 
     text: str
     choice: GoalChoice | None
     problem: str = ""
+    kind: Kind = "action"
+    why: str = ""
+    holds: frozenset[str] = frozenset()
+    values: tuple[tuple[str, str], ...] = ()
 
     @property
     def status(self) -> Status:
-        """``"matched"``, ``"held"`` (its goal is already held: nothing to run for it) or ``"unmatched"``."""
+        """``"matched"``, ``"held"`` (its goal is already held: nothing to run for it), ``"unmatched"``,
+        or the part's kind for a fact or context (they run nothing)."""
+        if self.kind != "action":
+            return self.kind
         if self.choice is None:
             return "unmatched"
         return "matched" if self.choice.chosen.needs_work else "held"
@@ -229,39 +151,89 @@ class PartMatch:
         chosen = self.choice.chosen if self.choice is not None else None
         return {
             "part": self.text,
+            "kind": self.kind,
             "status": self.status,
+            "why": self.why or None,
             "matched": chosen.hit.to_dict() if chosen is not None else None,
             "goal": sorted(self.goal),
             "must_run": qualified_name(self.tool) if self.tool is not None else None,
+            "holds": sorted(self.holds),
+            "inputs": dict(self.values),
             "alternatives": [candidate.to_dict() for candidate in self.choice.passed_over] if self.choice is not None else [],
             "problem": self.problem or None,
         }
 
 
+def read_fact(clause: Clause, index: SkillIndex, graph: StateGraph, inputs: Mapping[str, Any] | None = None) -> PartMatch:
+    """A fact as a part: the input state it names (the best state hit by ``MIN_SCORE`` that is an
+    input state, ``State.input``), held; and its value, when it quotes or names exactly one
+    (``'a.jpg'``, ``https://…``, ``people.csv``) and one parameter name carries that state
+    (:func:`_carrier`), as that input, unless ``inputs`` already give it.
+
+    A fact that names no input state holds nothing: what a tool made ("I booked the flight") is
+    not held by saying so, because no artifact of it exists for a step to take.
+    """
+    hits = [hit for hit in index.search(clause.text, k=5, kind="state") if hit.matches(MIN_SCORE) and hit.states]
+    held = [hit for hit in hits if all(graph.states[token].input for token in hit.states if token in graph.states)]
+    if not held:
+        return PartMatch(clause.text, None, kind="fact", why=f"{clause.why}; it names no input state, so it holds nothing")
+    hit = held[0]
+    why = f"{clause.why}; it holds {', '.join(sorted(hit.states))} (state {hit.name}, {_strength(hit)})"
+    values = quoted_values(clause.text)
+    carrier = _carrier(graph, hit.states)
+    if len(values) == 1 and carrier is not None and carrier not in (inputs or {}):
+        return PartMatch(clause.text, None, kind="fact", why=f"{why}, and its value is the input {carrier}", holds=hit.states, values=((carrier, values[0]),))
+    return PartMatch(clause.text, None, kind="fact", why=why, holds=hit.states)
+
+
+def _strength(hit: Any) -> str:
+    return f"similarity {hit.similarity:.2f}" if hit.similarity is not None else f"lexical score {hit.lexical:.2f}"
+
+
+def _carrier(graph: StateGraph, states: frozenset[str]) -> str | None:
+    """The one parameter name that carries ``states`` as an input, when binding a value to that name
+    reaches nothing else: no parameter of that name writes (``role: output``) or carries another
+    state. A value is never bound where it could become a destination the tool writes to."""
+    names = {parameter.python_name for tool in graph.registry for parameter in tool.parameters if parameter.state in states and parameter.role == "input"}
+    if len(names) != 1:
+        return None
+    name = next(iter(names))
+    for tool in graph.registry:
+        for parameter in tool.parameters:
+            if parameter.python_name == name and (parameter.role != "input" or parameter.state not in states):
+                return None
+    return name
+
+
 def match_parts(
-    parts: Sequence[str],
+    parts: Sequence[Clause],
     index: SkillIndex,
     graph: StateGraph,
     inputs: Mapping[str, Any] | None = None,
     held: Collection[str] = (),
     render: Callable[[Plan], Any] | None = None,
     merge: bool = True,
-    weak: Collection[int] = (),
     fragment_min_score: float | None = None,
     budget: TaskBudget = NO_BUDGET,
+    facts: Mapping[int, PartMatch] | None = None,
 ) -> list[PartMatch]:
-    """Choose a goal for each part; a text said again ("take a nap, take a nap") is matched once.
+    """Choose a goal for each action; a text said again ("take a nap, take a nap") is matched once.
 
     Parameters:
-        parts: the parts, in order.
-        merge: the parts are fragments of free text (:func:`fragments`): neighbours that chose the
-            same goal are one part. An agent's own steps (``merge=False``) are kept as given.
-        weak: with ``merge``, the positions of fragments cut off at a bare comma. Such a fragment is
-            a part of its own only when it matches a skill by ``fragment_min_score``; otherwise its
-            words belong to the part before it ("book a room for two nights, in the city center"). Every other
-            fragment is a part, and one that matches nothing is reported as unmatched, never
-            dropped.
-        fragment_min_score: default :data:`FRAGMENT_MIN_SCORE`.
+        parts: the clauses, in order (:func:`toolpath.planner.tasks.clauses.read_request`, or an
+            agent's steps as actions).
+        merge: the clauses are free text: neighbouring actions that chose the same goal are one
+            part, and weak ones may join their neighbour. An agent's own steps (``merge=False``)
+            are kept as given.
+        fragment_min_score: default :data:`FRAGMENT_MIN_SCORE`. With ``merge``, a weak action (cut
+            off by a bare "and" or comma before words that need not start a clause) is a part of
+            its own only when it matches a skill by this score; otherwise its words belong to the
+            action before it: an argument after a comma ("book a room for two nights, in the
+            city center") leaves that action's goal as it was, and the rest of a noun phrase after
+            "and" ("make a black *and white image*") is matched again with it. Every other action is
+            a part, and one that matches nothing is reported as unmatched, never dropped.
+        facts: the facts' parts by position (:func:`read_fact`); a fact or context clause is a part
+            that runs nothing, and no action joins across it.
         budget: checked before each match (:meth:`toolpath.planner.planning.plans.TaskBudget.check`).
         index, graph, inputs, held, render: as for :func:`toolpath.planner.tasks.goals.choose_goal`.
 
@@ -273,40 +245,59 @@ def match_parts(
     """
     found: dict[tuple[str, float], PartMatch] = {}
 
-    def matched(text: str, min_score: float = MIN_SCORE) -> PartMatch:
+    def matched(text: str, min_score: float = MIN_SCORE, why: str = "") -> PartMatch:
         budget.check()
         if (text, min_score) not in found:
             found[text, min_score] = _match(text, index, graph, inputs, held, render, min_score, budget)
-        return found[text, min_score]
+        return replace(found[text, min_score], why=why)
 
     if not merge:
-        return [matched(text) for text in parts]
+        return [matched(clause.text) for clause in parts]
     threshold = FRAGMENT_MIN_SCORE if fragment_min_score is None else fragment_min_score
     matches: list[PartMatch] = []
-    for position, text in enumerate(parts):
-        comma = position in weak and bool(matches)
-        match = matched(text, threshold if comma else MIN_SCORE)
-        if match.choice is None and comma:
-            previous = matches[-1]
-            glued_text = f"{previous.text}, {text}"
-            # A glued text is kept only when it wants the previous part's goal: an unmatched part has
-            # none, and a long one keeps its goal (see LONG_PART_CHARS).
-            glued = matched(glued_text) if previous.choice is not None and len(previous.text) < LONG_PART_CHARS else PartMatch(glued_text, None)
-            keep = glued.choice is not None and glued.goal == previous.goal and glued.tool == previous.tool
-            matches[-1] = glued if keep else PartMatch(glued_text, previous.choice, previous.problem)
+    last: Clause | None = None  # the clause the last action part ends with
+    for position, clause in enumerate(parts):
+        if clause.kind != "action":
+            matches.append((facts or {}).get(position) or PartMatch(clause.text, None, kind=clause.kind, why=clause.why))
             continue
-        if match.choice is not None and matches and matches[-1].goal == match.goal and matches[-1].tool == match.tool:
-            # The same goal said twice ("is it drug-like? check Lipinski's rule"): one part.
-            previous = matches[-1]
-            if len(previous.text) >= LONG_PART_CHARS or previous.text.endswith(text):
+        previous = matches[-1] if matches and matches[-1].kind == "action" else None
+        weak = clause.weak and previous is not None
+        match = matched(clause.text, threshold if weak else MIN_SCORE, clause.why)
+        if match.choice is None and weak and previous is not None:
+            glued_text = f"{previous.text}{clause.joiner}{clause.text}"
+            why = _joined(
+                previous.why, f"{clause.text!r} joined it: cut off by {clause.joiner.strip() or 'a space'!r}, it matches no skill by {threshold} on its own"
+            )
+            if previous.choice is not None and len(previous.text) < LONG_PART_CHARS:
+                glued = matched(glued_text, why=why)
+                # The rest of a noun phrase completes the action's words: its goal is the whole's.
+                # An argument after a comma leaves the goal as it was (see LONG_PART_CHARS too).
+                keep = glued.choice is not None and (clause.joiner == " and " or (glued.goal == previous.goal and glued.tool == previous.tool))
+                matches[-1] = glued if keep else replace(previous, text=glued_text, why=why)
+            else:
+                matches[-1] = replace(previous, text=glued_text, why=why)
+            last = clause
+            continue
+        if match.choice is not None and previous is not None and previous.goal == match.goal and previous.tool == match.tool:
+            # The same goal said twice ("is it drug-like? check Lipinski's rule"), or two verbs
+            # that share an object and do one thing ("find and summarize the news"): one part.
+            why = _joined(previous.why, f"{clause.text!r} chose the same goal: one part")
+            together = last.together if last is not None and last.together else f"{previous.text} {clause.text}"
+            if len(previous.text) >= LONG_PART_CHARS or previous.text.endswith(clause.text):
                 # Long (see LONG_PART_CHARS), or the same words again ("X and X"): nothing new to match.
-                matches[-1] = PartMatch(f"{previous.text} {text}", previous.choice, previous.problem)
-                continue
-            joined = matched(f"{previous.text} {text}")
-            matches[-1] = joined if joined.goal == previous.goal and joined.tool == previous.tool else max(previous, match, key=_similarity)
+                matches[-1] = replace(previous, text=f"{previous.text} {clause.text}", why=why)
+            else:
+                joined = matched(together, why=why)
+                matches[-1] = joined if joined.goal == previous.goal and joined.tool == previous.tool else max(previous, match, key=_similarity)
+            last = clause
             continue
         matches.append(match)
+        last = clause
     return matches
+
+
+def _joined(first: str, second: str) -> str:
+    return f"{first}; {second}" if first else second
 
 
 def _similarity(match: PartMatch) -> float:
@@ -514,6 +505,12 @@ def held_unless_replaced(graph: StateGraph, held: Collection[str], inputs: Mappi
     return held - (replaced - carried)
 
 
+def inputs_with_facts(parts: Iterable[PartMatch], inputs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``inputs`` with the values the facts among ``parts`` give (:func:`read_fact`); the caller's
+    own inputs win."""
+    return {**{name: value for part in parts for name, value in part.values}, **(inputs or {})}
+
+
 def plan_parts(
     task: str | Sequence[str],
     index: SkillIndex,
@@ -541,17 +538,21 @@ def plan_parts(
         PlanningTimeout, PlanningCancelled: from ``budget`` (:class:`toolpath.planner.planning.plans.TaskBudget`).
     """
     task = checked_task(task)
-    held = frozenset(held) | held_unless_replaced(graph, session_held, inputs or {}) | graph.input_states_given(inputs or {})
     if isinstance(task, str):
-        cut = fragments(task) or [(task.strip(), False)]
-        texts, weak = [text for text, _ in cut], {position for position, (_, comma) in enumerate(cut) if comma}
+        clauses = read_request(task, action_words(graph))
+        if not any(clause.kind == "action" for clause in clauses):
+            clauses = [Clause(task.strip())]  # nothing but facts and context: the whole text is what is asked
     else:
-        texts, weak = list(task), set()
-    if len(texts) == 1:
-        matches = [PartMatch(texts[0], choose_goal(texts[0], index, graph, inputs=inputs, held=held, render=render, budget=budget))]
+        clauses = [Clause(step) for step in task]
+    facts = {position: read_fact(clause, index, graph, inputs) for position, clause in enumerate(clauses) if clause.kind == "fact"}
+    inputs = inputs_with_facts(facts.values(), inputs)
+    held = frozenset(held).union(*(fact.holds for fact in facts.values()))
+    held |= held_unless_replaced(graph, session_held, inputs) | graph.input_states_given(inputs)
+    if len(clauses) == 1:
+        matches = [PartMatch(clauses[0].text, choose_goal(clauses[0].text, index, graph, inputs=inputs, held=held, render=render, budget=budget))]
     else:
-        matches = match_parts(texts, index, graph, inputs, held, render, merge=isinstance(task, str), weak=weak, budget=budget)
-    if all(match.choice is None for match in matches):
+        matches = match_parts(clauses, index, graph, inputs, held, render, merge=isinstance(task, str), budget=budget, facts=facts)
+    if all(match.choice is None for match in matches if match.kind == "action"):
         whole = task_text(task)
         choice = choose_goal(whole, index, graph, inputs=inputs, held=held, render=render, budget=budget)  # raises when nothing serves it
         matches = [PartMatch(whole, choice)]

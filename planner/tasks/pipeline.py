@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolpath.planner.planning.plans import DEFAULT_TASK_BUDGET_S, Plan, TaskBudget
 from toolpath.planner.tasks.cell import PlannedCell, render_cell
-from toolpath.planner.tasks.parts import PartMatch, checked_request, plan_parts, task_text
+from toolpath.planner.tasks.parts import PartMatch, checked_request, inputs_with_facts, plan_parts, task_text
 from toolpath.planner.tasks.task import TaskPlan
 
 if TYPE_CHECKING:
@@ -150,7 +150,12 @@ def plan_request(
     )
     if context.render_chosen is None:
         cell = render_cell(
-            joint, inputs, request.text, registry=context.graph.registry, refinements=context.graph.refinements, output_directory=output_directory
+            joint,
+            inputs_with_facts(parts, inputs),
+            request.text,
+            registry=context.graph.registry,
+            refinements=context.graph.refinements,
+            output_directory=output_directory,
         )
     else:
         cell = context.render_chosen(request, parts, joint, budget)

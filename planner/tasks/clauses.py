@@ -1,0 +1,411 @@
+"""Reading a request in words: where it cuts into clauses, and what each clause is.
+
+A request mixes three kinds of clause (:data:`Kind`):
+
+- an **action** asks for work: "caption the image", "who directed Titanic?";
+- a **fact** says what the user holds or has done: "I have an image file 'a.jpg'", "The URL is
+  '…'", "I booked the wrong flight". It may hold an input state (see
+  :mod:`toolpath.planner.tasks.parts`) and never runs a tool;
+- **context** says when or why: "after booking the flight", "so that I know what to wear". It
+  runs nothing either.
+
+**Cuts**, outermost first: lines and semicolons; an enumeration ("1. … 2. …"); sentences (pysbd,
+which knows that "Dr.", "No. 88" and "8 a.m." end no sentence); connectives that order clauses
+("and then", "after that", "finally"); a bare "and"; a comma; and a subordinating word inside a
+clause ("… before sending it", "… so that I can …"), which starts context. **Quoted text is data**:
+no cut falls inside it ("'Bonjour, comment ça va ?'" stays one value).
+
+A bare "and" or comma joins either two clauses or two pieces of one ("a black and white image",
+"blood pressure and heart rate", "for two nights, in the city center"). It is a **strong** cut when
+the words after it start a clause: a verb the loaded catalogs' affordances start with ("book",
+"translate": :func:`action_words`), a subject pronoun, a request word ("need", "please"). Otherwise
+it is **weak**: :func:`toolpath.planner.tasks.parts.match_parts` keeps the piece as a part of its
+own only when it matches a skill well.
+
+Within a sentence, pieces that are not actions on their own join an action: a named value
+("password abc123", "my account ID is 123456") the action before it, and a lone verb ("find and
+summarize the news") shares the next clause's object ("find the news", "summarize the news"; the
+two are one part again when they choose the same goal). Sentences never join: a sentence is the
+user's own unit.
+
+Every rule reads grammar words only (closed classes: pronouns, determiners, connectives,
+subordinators, auxiliaries), never domain words; the one open class, verbs, comes from the
+catalogs themselves.
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+import pysbd
+import Stemmer
+
+from toolpath.planner.planning.graph import StateGraph
+
+Kind = Literal["action", "fact", "context"]
+
+
+@dataclass(frozen=True)
+class Clause:
+    """One clause of a request.
+
+    Attributes:
+        text: its words as the user wrote them (quotes kept).
+        kind: ``"action"``, ``"fact"`` or ``"context"`` (see the module docstring).
+        weak: cut off by a bare "and" or comma whose words need not start a clause: a part of its
+            own only if it matches a skill well on its own.
+        why: why it is a fact or context, or how its words were put together; ``""`` for a plain action.
+        together: for a lone verb given the next clause's object ("rewrite the text" out of
+            "rewrite and simplify the text"), the two clauses as written: their text when both
+            choose the same goal.
+        joiner: the words that cut it from the clause before (", ", " and "), to glue it back.
+    """
+
+    text: str
+    kind: Kind = "action"
+    weak: bool = False
+    why: str = ""
+    together: str = ""
+    joiner: str = ", "
+
+
+# Quoted text, one literal value. An opening quote follows no letter ("Lipinski's" is no quote); an
+# apostrophe between letters stays inside single quotes ("'Today's meeting'").
+_QUOTED = re.compile(
+    r"(?<!\w)(?:\"[^\"]*\"|\u201c[^\u201d]*\u201d|'(?:[^']|(?<=\w)'(?=\w))*'|\u2018(?:[^\u2019]|(?<=\w)\u2019(?=\w))*\u2019|\u00ab[^\u00bb]*\u00bb)(?!\w)"
+)
+_QUOTES = "\"'\u201c\u2018\u00ab"
+_LINE_END = re.compile(r"\s*[;\n]+\s*")
+# (Patterns used with ``match(text, pos)`` have no "^": match anchors at ``pos``, "^" only at 0.)
+# A bullet or a number at the start of a line ("- ", "2) ", "(3) ", "1. ").
+_BULLET = re.compile(r"\s*(?:[-*\u2022]|\(?\d{1,2}[.)])\s+")
+# Numbers inside a line ("1. parse ... 2. find ..."): an enumeration only when they count 1, 2, 3...
+_INLINE_NUMBER = re.compile(r"(?:^|\s)\(?(\d{1,2})[.)]\s+")
+# The cuts inside a sentence. Connectives that order clauses come first, so that "and then" is one
+# cut; a subordinating word is cut before, and kept: it starts the context clause.
+_CUT = re.compile(
+    r"(?P<sequence>\s*,?\s+(?:and\s+then|and\s+after\s+that|and\s+afterwards|and\s+finally|and\s+also|after\s+that|afterwards|then|finally)\s+)"
+    r"|(?P<conjunction>\s*,?\s+and\s+)"
+    r"|(?P<subordinate>\s*,?\s+(?=(?:before|after|when|once|until)\s+\w+ing\b|(?:so\s+that|in\s+order\s+to|so\s+as\s+to|because|unless|as\s+soon\s+as)\b))"
+    r"|(?P<comma>\s*,\s+(?=\S))",
+    flags=re.IGNORECASE,
+)
+# Words that open a clause without being part of it: connectives, greetings, "please".
+_OPENER = re.compile(
+    r"(?:after\s+that|and\s+then|first(?:ly)?|second(?:ly)?|third(?:ly)?|next|also|additionally|moreover|furthermore|please|kindly|then|finally|lastly|afterwards|"
+    r"and|but|so(?!\s+(?:that|as)\b)|now|hey|hi|hello|ok|okay|well)\b[,:!]?\s*",
+    flags=re.IGNORECASE,
+)
+
+# Closed classes of English (grammar words), by their part in the rules below.
+_SUBJECTS = frozenset({"i", "we"})
+# What a subject says when it asks rather than tells ("I need", "we would like", "I'm looking for").
+_REQUESTING = frozenset(
+    {"want", "wanna", "need", "would", "wish", "hope", "plan", "intend", "must", "should", "shall", "will", "can", "could", "may", "might", "like"}
+    | {"love", "wonder", "prefer", "require", "expect", "look", "ask", "please"}
+)
+_ADVERBS = frozenset({"just", "already", "also", "recently", "previously", "currently", "now", "still", "really", "only", "today", "yesterday"})
+_COPULAS = frozenset({"is", "are", "was", "were"})
+_ASKED_AFTER_COPULA = frozenset({"to", "needed", "required", "wanted", "requested", "expected"})
+_HAVE = frozenset({"have", "has", "had"})
+_DETERMINERS = frozenset({"my", "our", "the", "this", "that", "these", "those", "its", "his", "her", "their", "your", "a", "an"})
+_AUXILIARIES = frozenset({"is", "are", "was", "were", "do", "does", "did", "will", "can", "could", "should", "would", "has", "have", "had"})
+# Words that start a subordinate clause: it says when, why or on what condition, not what to do.
+_SUBORDINATORS = (
+    "after",
+    "before",
+    "when",
+    "whenever",
+    "once",
+    "until",
+    "till",
+    "unless",
+    "if",
+    "because",
+    "since",
+    "although",
+    "though",
+    "so that",
+    "in order to",
+    "so as to",
+    "as soon as",
+    "in case",
+)
+# "When is the film released?" is a question, not a clause saying when.
+_QUESTION_CAN_START = frozenset({"when", "since", "once"})
+_CONTRACTIONS = {
+    "i'd": ("i", "would"),
+    "i'm": ("i", "am"),
+    "i've": ("i", "have"),
+    "i'll": ("i", "will"),
+    "we'd": ("we", "would"),
+    "we're": ("we", "are"),
+    "we've": ("we", "have"),
+    "we'll": ("we", "will"),
+}
+# Words that open a clause whatever the catalogs' verbs: pronouns, requests, questions.
+_CLAUSE_OPENERS = _SUBJECTS | _REQUESTING | frozenset({"you", "let", "help", "who", "what", "which", "where", "how", "why"})
+# Words of a request's preamble, before its verb ("I would like you to", "can you help me").
+_PREAMBLE = _SUBJECTS | _REQUESTING | frozenset({"to", "you", "me", "us", "help", "am", "are", "going", "trying"})
+# Words a value's name never starts with, and the verbs that join a name to its value.
+_VALUE_LEAD = frozenset({"with", "using", "and", "my", "the", "your", "his", "her", "their", "our", "its", "a", "an"})
+_VALUE_LINK = frozenset({"is", "are", "was", "of"})
+_NAME_WORD = re.compile(r"[A-Za-z][\w'/-]*:?")
+# A preposition inside the words before a value makes them an action's ("set the alarm to 7", "log in with ID 1").
+_PREPOSITIONS = frozenset({"to", "for", "at", "on", "in", "into", "from", "by", "with", "until", "about", "as"})
+# Words that begin affordances without being verbs; never taken as a catalog's verb.
+_FUNCTION_WORDS = _DETERMINERS | _PREPOSITIONS | _SUBJECTS | _AUXILIARIES | frozenset({"and", "or", "of", "all", "any", "some", "each", "every", "no", "not"})
+
+_STEMMER = Stemmer.Stemmer("english")
+_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
+
+
+def _words(text: str) -> list[str]:
+    """Lower-case words, contractions opened ("I'm" → "i", "am")."""
+    words: list[str] = []
+    for word in _WORD.findall(text.lower().replace("\u2019", "'")):
+        words += _CONTRACTIONS.get(word, (word,))
+    return words
+
+
+_ACTION_WORDS: weakref.WeakKeyDictionary[StateGraph, frozenset[str]] = weakref.WeakKeyDictionary()
+
+
+def action_words(graph: StateGraph) -> frozenset[str]:
+    """The stems of the verbs the graph's catalogs act with: the first word of every tool's and
+    state's affordances and of every tool's description, less grammar words. Cached per graph.
+
+    Returns:
+        Snowball (English) stems, e.g. ``{"book", "translat", "pars", ...}``.
+    """
+    if graph not in _ACTION_WORDS:
+        phrases = [phrase for tool in graph.registry for phrase in (*tool.affordances, tool.description)]
+        phrases += [phrase for state in graph.states.values() for phrase in state.affordances]
+        firsts = {words[0] for words in map(_words, phrases) if words}
+        _ACTION_WORDS[graph] = frozenset(_STEMMER.stemWords(sorted(firsts - _FUNCTION_WORDS)))
+    return _ACTION_WORDS[graph]
+
+
+def masked_quotes(text: str) -> str:
+    """``text`` with the inside of every quoted span replaced by ``_`` (same length, same offsets),
+    so that no cut falls inside a quote and a quote reads as one word."""
+    masked = list(text)
+    for match in _QUOTED.finditer(text):
+        masked[match.start() + 1 : match.end() - 1] = "_" * (match.end() - match.start() - 2)
+    return "".join(masked)
+
+
+# A value written without quotes: a URL, or a file name with an extension ("people.csv").
+_BARE_VALUE = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+[^\s.,;:!?)]|(?<![\w/.-])[\w/.-]*\w\.[A-Za-z][A-Za-z0-9]{0,4}\b(?![\w/-])")
+
+
+def quoted_values(text: str) -> list[str]:
+    """The values ``text`` gives: the inside of each quoted span, or else each URL or file name.
+
+    Example: ``"I have an image file 'example.jpg'"`` → ``["example.jpg"]``.
+    """
+    quoted = [match.group()[1:-1] for match in _QUOTED.finditer(text)]
+    return quoted or _BARE_VALUE.findall(text)
+
+
+def _between(masked: str, start: int, end: int, pattern: re.Pattern[str]) -> Iterator[tuple[int, int]]:
+    """The spans of ``masked[start:end]`` between the matches of ``pattern``."""
+    for match in pattern.finditer(masked, start, end):
+        yield start, match.start()
+        start = match.end()
+    yield start, end
+
+
+def _items(masked: str, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """A line's items: cut at inline numbers when they count up from 1; each without its bullet."""
+    line = masked[start:end]
+    markers = list(_INLINE_NUMBER.finditer(line))
+    if len(markers) < 2 or [int(marker.group(1)) for marker in markers] != list(range(1, len(markers) + 1)):
+        cuts = [(0, len(line))]
+    else:
+        cuts = [(0, markers[0].start())] + [
+            (marker.end(), markers[number + 1].start() if number + 1 < len(markers) else len(line)) for number, marker in enumerate(markers)
+        ]
+    for item_start, item_end in cuts:
+        bullet = _BULLET.match(line, item_start, item_end)
+        yield start + (bullet.end() if bullet else item_start), start + item_end
+
+
+def _sentences(masked: str, start: int, end: int) -> Iterator[tuple[int, int]]:
+    # A new Segmenter per call: pysbd keeps the text being segmented on the instance.
+    for span in pysbd.Segmenter(language="en", clean=False, char_span=True).segment(masked[start:end]):
+        yield start + span.start, start + span.end
+
+
+def _is_context(words: list[str], text: str) -> bool:
+    """Whether a clause starts with a subordinating word and is not a question ("when is it out?")."""
+    if text.rstrip().endswith("?"):
+        return False
+    joined = " ".join(words[:4])
+    for subordinator in _SUBORDINATORS:
+        if joined == subordinator or joined.startswith(subordinator + " "):
+            after = words[len(subordinator.split()) :]
+            return not (subordinator in _QUESTION_CAN_START and after[:1] and after[0] in _AUXILIARIES)
+    return False
+
+
+def _is_fact(words: list[str], text: str) -> bool:
+    """Whether a clause tells rather than asks: "I have …", "I booked …", "my name is …", "the URL
+    is …", "here is …". A question, a request ("I need …", "I'd like …", "I'm looking for …") and
+    an obligation ("I have to …") are not facts; nor is "my goal is to …"."""
+    if not words or text.rstrip().endswith("?"):
+        return False
+    if words[0] in _SUBJECTS:
+        rest = [word for word in words[1:] if word not in _ADVERBS]
+        verb, following = (rest + ["", ""])[:2]
+        if not verb or verb in _REQUESTING:
+            return False
+        if verb in _HAVE:
+            return following != "to"
+        if verb in ("am", "are"):
+            return not following.endswith("ing") and following not in ("going", "trying", "looking", "hoping", "planning")
+        return True
+    if words[0] in ("here", "there") and words[1:2] and words[1] in _COPULAS:
+        return True
+    if words[0] in _DETERMINERS:
+        for position, word in enumerate(words[:7]):
+            if word in _COPULAS:
+                # "my goal is to …", "a summary is needed": asked for, not told
+                return not set(words[position + 1 : position + 2]) & _ASKED_AFTER_COPULA
+    return False
+
+
+def _is_named_value(masked: str) -> bool:
+    """Whether a piece only states a value: up to four words naming it, then the value (words with
+    a digit or an "@", or quoted text): "password abc123", "verification code: 7890". That is an
+    argument of an action, not an action."""
+    words = masked.split()
+    name_length = len(words)
+    while name_length and (any(character.isdigit() or character == "@" for character in words[name_length - 1]) or words[name_length - 1][0] in _QUOTES):
+        name_length -= 1
+    name = words[:name_length]
+    while name and name[0].lower() in _VALUE_LEAD:
+        name = name[1:]
+    if name and name[-1].lower() in _VALUE_LINK:
+        name = name[:-1]
+    return name_length < len(words) and 1 <= len(name) <= 4 and all(_NAME_WORD.fullmatch(word) and word.lower() not in _PREPOSITIONS for word in name)
+
+
+def _without_preamble(words: list[str]) -> list[str]:
+    """The words after a request's preamble ("I need to", "please help me", "can you")."""
+    position = 0
+    while position < len(words) and words[position] in _PREAMBLE:
+        position += 1
+    return words[position:]
+
+
+def _starts_clause(words: list[str], verbs: Collection[str]) -> bool:
+    return bool(words) and (words[0] in _CLAUSE_OPENERS or _STEMMER.stemWord(words[0]) in verbs)
+
+
+@dataclass
+class _Piece:
+    text: str
+    masked: str
+    cut: str  # "sequence", "conjunction", "comma", "subordinate", or "" (starts its sentence)
+
+
+def _pieces(text: str, masked: str, start: int, end: int) -> list[_Piece]:
+    """A sentence cut at connectives, "and", commas and subordinating words, openers removed."""
+    pieces, cut = [], ""
+    position = start
+    for match in [*_CUT.finditer(masked, start, end), None]:
+        stop = match.start() if match is not None else end
+        piece_masked = masked[position:stop]
+        # Strip the same characters from both texts, so their offsets stay aligned.
+        left = len(piece_masked) - len(piece_masked.lstrip(" \t,.;:"))
+        right = len(piece_masked.rstrip(" \t,.;:"))
+        while True:
+            opener = _OPENER.match(piece_masked, left, max(left, right))
+            if not opener or opener.end() == left:
+                break
+            left = opener.end()
+        if left < right:
+            pieces.append(_Piece(text[position + left : position + right], piece_masked[left:right], cut))
+        if match is not None:
+            cut = match.lastgroup or ""
+            position = match.end()
+    return pieces
+
+
+def _sentence_clauses(pieces: list[_Piece], verbs: Collection[str]) -> list[Clause]:
+    """Each piece of one sentence as a clause: its kind, its strength, values and lone verbs joined."""
+    clauses: list[Clause] = []
+    waiting: list[str] = []  # named values that came before any action of the sentence
+    for number, piece in enumerate(pieces):
+        words = _words(piece.masked)
+        following = pieces[number + 1] if number + 1 < len(pieces) else None
+        joiner = " and " if piece.cut == "conjunction" else ", "
+        if piece.cut == "subordinate" or _is_context(words, piece.text):
+            clauses.append(Clause(piece.text, "context", why="a subordinate clause: it says when or why, not what to do", joiner=joiner))
+            continue
+        if _is_fact(words, piece.text):
+            clauses.append(Clause(piece.text, "fact", why="it tells what the user holds or has done; it asks for nothing", joiner=joiner))
+            continue
+        if _is_named_value(piece.masked):
+            actions = [position for position, clause in enumerate(clauses) if clause.kind == "action"]
+            if actions:
+                last = clauses[actions[-1]]
+                clauses[actions[-1]] = Clause(
+                    f"{last.text}, {piece.text}",
+                    "action",
+                    last.weak,
+                    _joined(last.why, f"the value {piece.text!r} is its argument"),
+                    last.together,
+                    last.joiner,
+                )
+            else:
+                waiting.append(piece.text)
+            continue
+        text, why, together = piece.text, "", ""
+        if waiting:
+            text, why, waiting = f"{', '.join(waiting)}, {text}", f"the values {', '.join(map(repr, waiting))} are its arguments", []
+        if len(_without_preamble(words)) == 1 and following is not None and following.cut in ("conjunction", "comma"):
+            if len(_words(following.masked)) > 1:
+                # "rewrite and simplify the text": both verbs act on the object of the second.
+                obj = following.text.split(None, 1)[1]
+                text, together = f"{piece.text} {obj}", f"{piece.text}{' and ' if following.cut == 'conjunction' else ', '}{following.text}"
+                why = _joined(why, f"a lone verb: it acts on the object of {following.text!r}")
+        weak = piece.cut in ("conjunction", "comma") and not _starts_clause(words, verbs)
+        clauses.append(Clause(text, "action", weak, why, together, joiner))
+    if waiting:  # values and nothing to give them to: the sentence states them
+        clauses.append(Clause(", ".join(waiting), "fact", why="it only states values"))
+    return clauses
+
+
+def _joined(first: str, second: str) -> str:
+    return f"{first}; {second}" if first else second
+
+
+def read_request(text: str, verbs: Collection[str] = ()) -> list[Clause]:
+    """The clauses of a request, in order (see the module docstring).
+
+    Parameters:
+        text: the request.
+        verbs: stems of the verbs that start a clause after "and" or a comma
+            (:func:`action_words` of the graph); without them every such cut is weak.
+
+    Returns:
+        The clauses, each stripped and non-empty; ``[]`` when the text has no words.
+    """
+    masked = masked_quotes(text)
+    clauses: list[Clause] = []
+    for line in _between(masked, 0, len(masked), _LINE_END):
+        for item in _items(masked, *line):
+            for sentence in _sentences(masked, *item):
+                clauses += _sentence_clauses(_pieces(text, masked, *sentence), verbs)
+    return clauses
+
+
+def split_task(text: str, verbs: Collection[str] = ()) -> list[str]:
+    """The texts of :func:`read_request`'s clauses; ``[text.strip()]`` when nothing cuts it."""
+    return [clause.text for clause in read_request(text, verbs)] or [text.strip()]
