@@ -38,7 +38,7 @@ from __future__ import annotations
 import re
 import weakref
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import pysbd
@@ -62,7 +62,8 @@ class Clause:
         together: for a lone verb given the next clause's object ("rewrite the text" out of
             "rewrite and simplify the text"), the two clauses as written: their text when both
             choose the same goal.
-        joiner: the words that cut it from the clause before (", ", " and "), to glue it back.
+        joiner: the text between it and the clause before, as written (", ", " and ", ", then "),
+            to glue them back; ``" "`` for the first clause of a sentence.
     """
 
     text: str
@@ -70,7 +71,7 @@ class Clause:
     weak: bool = False
     why: str = ""
     together: str = ""
-    joiner: str = ", "
+    joiner: str = " "
 
 
 # Quoted text, one literal value. An opening quote follows no letter ("Lipinski's" is no quote); an
@@ -212,6 +213,11 @@ def quoted_values(text: str) -> list[str]:
     return quoted or _BARE_VALUE.findall(text)
 
 
+def without_quotes(text: str) -> str:
+    """``text`` with the inside of each quoted span replaced by "…": the words a search reads."""
+    return _QUOTED.sub(lambda match: f"{match.group()[0]}\u2026{match.group()[-1]}", text)
+
+
 def _between(masked: str, start: int, end: int, pattern: re.Pattern[str]) -> Iterator[tuple[int, int]]:
     """The spans of ``masked[start:end]`` between the matches of ``pattern``."""
     for match in pattern.finditer(masked, start, end):
@@ -279,10 +285,10 @@ def _is_fact(words: list[str], text: str) -> bool:
     return False
 
 
-def _is_named_value(masked: str) -> bool:
+def _is_value(masked: str, verbs: Collection[str]) -> bool:
     """Whether a piece only states a value: up to four words naming it, then the value (words with
-    a digit or an "@", or quoted text): "password abc123", "verification code: 7890". That is an
-    argument of an action, not an action."""
+    a digit or an "@", or quoted text): "password abc123", "verification code: 7890", "'final.mp4'".
+    That is an argument of the clause before it, not a clause."""
     words = masked.split()
     name_length = len(words)
     while name_length and (any(character.isdigit() or character == "@" for character in words[name_length - 1]) or words[name_length - 1][0] in _QUOTES):
@@ -292,7 +298,9 @@ def _is_named_value(masked: str) -> bool:
         name = name[1:]
     if name and name[-1].lower() in _VALUE_LINK:
         name = name[:-1]
-    return name_length < len(words) and 1 <= len(name) <= 4 and all(_NAME_WORD.fullmatch(word) and word.lower() not in _PREPOSITIONS for word in name)
+    if name and _starts_clause(_words(name[0]), verbs):
+        return False  # "Combine 'a.wav'": an action on a value
+    return name_length < len(words) and len(name) <= 4 and all(_NAME_WORD.fullmatch(word) and word.lower() not in _PREPOSITIONS for word in name)
 
 
 def _without_preamble(words: list[str]) -> list[str]:
@@ -312,12 +320,13 @@ class _Piece:
     text: str
     masked: str
     cut: str  # "sequence", "conjunction", "comma", "subordinate", or "" (starts its sentence)
+    joiner: str  # the text between the piece before and this one, as written (" " for the first)
 
 
 def _pieces(text: str, masked: str, start: int, end: int) -> list[_Piece]:
     """A sentence cut at connectives, "and", commas and subordinating words, openers removed."""
-    pieces, cut = [], ""
-    position = start
+    pieces: list[_Piece] = []
+    cut, position, previous_end = "", start, None
     for match in [*_CUT.finditer(masked, start, end), None]:
         stop = match.start() if match is not None else end
         piece_masked = masked[position:stop]
@@ -330,7 +339,9 @@ def _pieces(text: str, masked: str, start: int, end: int) -> list[_Piece]:
                 break
             left = opener.end()
         if left < right:
-            pieces.append(_Piece(text[position + left : position + right], piece_masked[left:right], cut))
+            joiner = " " if previous_end is None else text[previous_end : position + left]
+            pieces.append(_Piece(text[position + left : position + right], piece_masked[left:right], cut, joiner))
+            previous_end = position + right
         if match is not None:
             cut = match.lastgroup or ""
             position = match.end()
@@ -340,49 +351,43 @@ def _pieces(text: str, masked: str, start: int, end: int) -> list[_Piece]:
 def _sentence_clauses(pieces: list[_Piece], verbs: Collection[str]) -> list[Clause]:
     """Each piece of one sentence as a clause: its kind, its strength, values and lone verbs joined."""
     clauses: list[Clause] = []
-    waiting: list[str] = []  # named values that came before any action of the sentence
+    waiting: list[_Piece] = []  # values that came before any clause of the sentence
     for number, piece in enumerate(pieces):
         words = _words(piece.masked)
         following = pieces[number + 1] if number + 1 < len(pieces) else None
-        joiner = " and " if piece.cut == "conjunction" else ", "
-        if piece.cut == "subordinate" or _is_context(words, piece.text):
-            clauses.append(Clause(piece.text, "context", why="a subordinate clause: it says when or why, not what to do", joiner=joiner))
-            continue
-        if _is_fact(words, piece.text):
-            clauses.append(Clause(piece.text, "fact", why="it tells what the user holds or has done; it asks for nothing", joiner=joiner))
-            continue
-        if _is_named_value(piece.masked):
-            actions = [position for position, clause in enumerate(clauses) if clause.kind == "action"]
-            if actions:
-                last = clauses[actions[-1]]
-                clauses[actions[-1]] = Clause(
-                    f"{last.text}, {piece.text}",
-                    "action",
-                    last.weak,
-                    _joined(last.why, f"the value {piece.text!r} is its argument"),
-                    last.together,
-                    last.joiner,
+        if _is_value(piece.masked, verbs):
+            if clauses:
+                last = clauses[-1]
+                clauses[-1] = replace(
+                    last, text=f"{last.text}{piece.joiner}{piece.text}", why=joined_reasons(last.why, f"the value {piece.text!r} is its argument")
                 )
             else:
-                waiting.append(piece.text)
+                waiting.append(piece)
             continue
         text, why, together = piece.text, "", ""
         if waiting:
-            text, why, waiting = f"{', '.join(waiting)}, {text}", f"the values {', '.join(map(repr, waiting))} are its arguments", []
-        if len(_without_preamble(words)) == 1 and following is not None and following.cut in ("conjunction", "comma"):
-            if len(_words(following.masked)) > 1:
-                # "rewrite and simplify the text": both verbs act on the object of the second.
-                obj = following.text.split(None, 1)[1]
-                text, together = f"{piece.text} {obj}", f"{piece.text}{' and ' if following.cut == 'conjunction' else ', '}{following.text}"
-                why = _joined(why, f"a lone verb: it acts on the object of {following.text!r}")
+            text = "".join(f"{value.text}{value_next.joiner}" for value, value_next in zip(waiting, [*waiting[1:], piece])) + text
+            why, waiting = f"the values {', '.join(repr(value.text) for value in waiting)} are its arguments", []
+        if piece.cut == "subordinate" or _is_context(words, piece.text):
+            clauses.append(Clause(text, "context", why=joined_reasons(why, "a subordinate clause: it says when or why, not what to do"), joiner=piece.joiner))
+            continue
+        if _is_fact(words, piece.text):
+            clauses.append(Clause(text, "fact", why=joined_reasons(why, "it tells what the user holds or has done; it asks for nothing"), joiner=piece.joiner))
+            continue
+        if len(_without_preamble(words)) == 1 and following is not None and following.cut in ("conjunction", "comma") and len(_words(following.masked)) > 1:
+            # "rewrite and simplify the text": both verbs act on the object of the second.
+            text, together = f"{text} {following.text.split(None, 1)[1]}", f"{text}{following.joiner}{following.text}"
+            why = joined_reasons(why, f"a lone verb: it acts on the object of {following.text!r}")
         weak = piece.cut in ("conjunction", "comma") and not _starts_clause(words, verbs)
-        clauses.append(Clause(text, "action", weak, why, together, joiner))
+        clauses.append(Clause(text, "action", weak, why, together, piece.joiner))
     if waiting:  # values and nothing to give them to: the sentence states them
-        clauses.append(Clause(", ".join(waiting), "fact", why="it only states values"))
+        text = "".join(f"{value.joiner if number else ''}{value.text}" for number, value in enumerate(waiting))
+        clauses.append(Clause(text, "fact", why="it only states values"))
     return clauses
 
 
-def _joined(first: str, second: str) -> str:
+def joined_reasons(first: str, second: str) -> str:
+    """Two reasons as one ("first; second"), or the second alone."""
     return f"{first}; {second}" if first else second
 
 

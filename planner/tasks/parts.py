@@ -32,7 +32,7 @@ from toolpath.planner.planning.graph import StateGraph
 from toolpath.planner.planning.inputs import check_input_names, input_for, plain_value
 from toolpath.planner.planning.plans import NO_BUDGET, NoPlanError, Plan, TaskBudget, TieBreak, plan, qualified_name
 from toolpath.planner.search.skills import QueryError, SkillIndex, check_text
-from toolpath.planner.tasks.clauses import Clause, Kind, action_words, quoted_values, read_request
+from toolpath.planner.tasks.clauses import Clause, Kind, action_words, joined_reasons, quoted_values, read_request, without_quotes
 from toolpath.planner.tasks.goals import MIN_SCORE, GoalChoice, NoMatchingSkillError, choose_goal
 from toolpath.registry import ToolDefinition
 
@@ -167,22 +167,22 @@ class PartMatch:
 def read_fact(clause: Clause, index: SkillIndex, graph: StateGraph, inputs: Mapping[str, Any] | None = None) -> PartMatch:
     """A fact as a part: the input state it names (the best state hit by ``MIN_SCORE`` that is an
     input state, ``State.input``), held; and its value, when it quotes or names exactly one
-    (``'a.jpg'``, ``https://…``, ``people.csv``) and one parameter name carries that state
-    (:func:`_carrier`), as that input, unless ``inputs`` already give it.
+    (``'a.jpg'``, ``https://…``, ``people.csv``), as the input of the parameters that carry that
+    state (:func:`_value_inputs`), unless ``inputs`` already give one.
 
     A fact that names no input state holds nothing: what a tool made ("I booked the flight") is
     not held by saying so, because no artifact of it exists for a step to take.
     """
-    hits = [hit for hit in index.search(clause.text, k=5, kind="state") if hit.matches(MIN_SCORE) and hit.states]
+    hits = [hit for hit in index.search(without_quotes(clause.text), k=5, kind="state") if hit.matches(MIN_SCORE) and hit.states]
     held = [hit for hit in hits if all(graph.states[token].input for token in hit.states if token in graph.states)]
     if not held:
-        return PartMatch(clause.text, None, kind="fact", why=f"{clause.why}; it names no input state, so it holds nothing")
+        return PartMatch(clause.text, None, kind="fact", why=joined_reasons(clause.why, "it names no input state, so it holds nothing"))
     hit = held[0]
-    why = f"{clause.why}; it holds {', '.join(sorted(hit.states))} (state {hit.name}, {_strength(hit)})"
+    why = joined_reasons(clause.why, f"it holds {', '.join(sorted(hit.states))} (state {hit.name}, {_strength(hit)})")
     values = quoted_values(clause.text)
-    carrier = _carrier(graph, hit.states)
-    if len(values) == 1 and carrier is not None and carrier not in (inputs or {}):
-        return PartMatch(clause.text, None, kind="fact", why=f"{why}, and its value is the input {carrier}", holds=hit.states, values=((carrier, values[0]),))
+    given = _value_inputs(graph, hit.states, values[0]) if len(values) == 1 else ()
+    if given and not any(input_for(tool, parameter, inputs or {}) for tool, parameter in _carriers(graph, hit.states)):
+        return PartMatch(clause.text, None, kind="fact", why=f"{why}; its value {values[0]!r} is their input", holds=hit.states, values=given)
     return PartMatch(clause.text, None, kind="fact", why=why, holds=hit.states)
 
 
@@ -190,19 +190,23 @@ def _strength(hit: Any) -> str:
     return f"similarity {hit.similarity:.2f}" if hit.similarity is not None else f"lexical score {hit.lexical:.2f}"
 
 
-def _carrier(graph: StateGraph, states: frozenset[str]) -> str | None:
-    """The one parameter name that carries ``states`` as an input, when binding a value to that name
-    reaches nothing else: no parameter of that name writes (``role: output``) or carries another
-    state. A value is never bound where it could become a destination the tool writes to."""
-    names = {parameter.python_name for tool in graph.registry for parameter in tool.parameters if parameter.state in states and parameter.role == "input"}
-    if len(names) != 1:
-        return None
-    name = next(iter(names))
-    for tool in graph.registry:
-        for parameter in tool.parameters:
-            if parameter.python_name == name and (parameter.role != "input" or parameter.state not in states):
-                return None
-    return name
+def _carriers(graph: StateGraph, states: frozenset[str]) -> list[tuple[ToolDefinition, Any]]:
+    """``(tool, parameter)`` for every parameter that reads one of ``states`` (``role: input``)."""
+    return [(tool, parameter) for tool in graph.registry for parameter in tool.parameters if parameter.state in states and parameter.role == "input"]
+
+
+def _value_inputs(graph: StateGraph, states: frozenset[str], value: str) -> tuple[tuple[str, str], ...]:
+    """``value`` as the input of every parameter that reads ``states``: under the parameter's plain
+    name when all of them share it and no other parameter of that name exists (a plain input also
+    reaches every required parameter so named), else under ``TOOL.PARAMETER`` for each. So a value
+    the user holds never lands in a destination a tool writes to (``role: output``)."""
+    carriers = _carriers(graph, states)
+    names = {parameter.python_name for _, parameter in carriers}
+    if len(names) == 1:
+        name, reading = next(iter(names)), {id(parameter) for _, parameter in carriers}
+        if all(id(parameter) in reading for tool in graph.registry for parameter in tool.parameters if parameter.python_name == name):
+            return ((name, value),)
+    return tuple((f"{qualified_name(tool)}.{parameter.python_name}", value) for tool, parameter in carriers)
 
 
 def match_parts(
@@ -265,14 +269,15 @@ def match_parts(
         match = matched(clause.text, threshold if weak else MIN_SCORE, clause.why)
         if match.choice is None and weak and previous is not None:
             glued_text = f"{previous.text}{clause.joiner}{clause.text}"
-            why = _joined(
+            why = joined_reasons(
                 previous.why, f"{clause.text!r} joined it: cut off by {clause.joiner.strip() or 'a space'!r}, it matches no skill by {threshold} on its own"
             )
             if previous.choice is not None and len(previous.text) < LONG_PART_CHARS:
                 glued = matched(glued_text, why=why)
                 # The rest of a noun phrase completes the action's words: its goal is the whole's.
                 # An argument after a comma leaves the goal as it was (see LONG_PART_CHARS too).
-                keep = glued.choice is not None and (clause.joiner == " and " or (glued.goal == previous.goal and glued.tool == previous.tool))
+                noun_phrase = clause.joiner.strip(" ,").lower() == "and"
+                keep = glued.choice is not None and (noun_phrase or (glued.goal == previous.goal and glued.tool == previous.tool))
                 matches[-1] = glued if keep else replace(previous, text=glued_text, why=why)
             else:
                 matches[-1] = replace(previous, text=glued_text, why=why)
@@ -281,11 +286,11 @@ def match_parts(
         if match.choice is not None and previous is not None and previous.goal == match.goal and previous.tool == match.tool:
             # The same goal said twice ("is it drug-like? check Lipinski's rule"), or two verbs
             # that share an object and do one thing ("find and summarize the news"): one part.
-            why = _joined(previous.why, f"{clause.text!r} chose the same goal: one part")
-            together = last.together if last is not None and last.together else f"{previous.text} {clause.text}"
+            why = joined_reasons(previous.why, f"{clause.text!r} chose the same goal: one part")
+            together = last.together if last is not None and last.together else f"{previous.text}{clause.joiner}{clause.text}"
             if len(previous.text) >= LONG_PART_CHARS or previous.text.endswith(clause.text):
                 # Long (see LONG_PART_CHARS), or the same words again ("X and X"): nothing new to match.
-                matches[-1] = replace(previous, text=f"{previous.text} {clause.text}", why=why)
+                matches[-1] = replace(previous, text=together, why=why)
             else:
                 joined = matched(together, why=why)
                 matches[-1] = joined if joined.goal == previous.goal and joined.tool == previous.tool else max(previous, match, key=_similarity)
@@ -294,10 +299,6 @@ def match_parts(
         matches.append(match)
         last = clause
     return matches
-
-
-def _joined(first: str, second: str) -> str:
-    return f"{first}; {second}" if first else second
 
 
 def _similarity(match: PartMatch) -> float:
@@ -316,10 +317,51 @@ def _match(
     budget: TaskBudget = NO_BUDGET,
 ) -> PartMatch:
     try:
-        return PartMatch(text, choose_goal(text, index, graph, inputs=inputs, held=held, render=render, min_score=min_score, budget=budget))
+        return choose_part(text, index, graph, inputs, held, render, min_score, budget)
     except (NoMatchingSkillError, NoPlanError) as error:
         # Its reason, in no interface's options: a part's problem is reported to every interface alike.
         return PartMatch(text, None, error.reason)
+
+
+def choose_part(
+    text: str,
+    index: SkillIndex,
+    graph: StateGraph,
+    inputs: Mapping[str, Any] | None = None,
+    held: Collection[str] = (),
+    render: Callable[[Plan], Any] | None = None,
+    min_score: float = MIN_SCORE,
+    budget: TaskBudget = NO_BUDGET,
+) -> PartMatch:
+    """An action's goal (:func:`toolpath.planner.tasks.goals.choose_goal`), searched without the
+    words it quotes: quoted text is data, and a long quote would otherwise be all the search reads
+    ("Say '…' in a calm voice").
+
+    A value the action gives (its one quoted value, URL or file name) is the user's: when the
+    chosen plan would make an input state that nothing holds ("translate 'Bonjour' into English"
+    would generate a text first), that state is held instead and the value is its input
+    (:func:`_value_inputs`), and the goal is chosen again from there.
+
+    Raises:
+        NoMatchingSkillError, NoPlanError, InputError, PlanningTimeout, PlanningCancelled: as
+            :func:`toolpath.planner.tasks.goals.choose_goal` raises them.
+    """
+    query = without_quotes(text)
+    choice = choose_goal(query, index, graph, inputs=inputs, held=held, render=render, min_score=min_score, budget=budget)
+    values = quoted_values(text)
+    steps = choice.chosen.plan.steps if choice.chosen.plan is not None else ()
+    made = [token for step in steps for token in sorted(step.produces) if token in graph.states and graph.states[token].input and token not in held]
+    if len(values) != 1 or not made or any(input_for(tool, parameter, inputs or {}) for tool, parameter in _carriers(graph, frozenset(made[:1]))):
+        return PartMatch(text, choice)
+    state, given = made[0], _value_inputs(graph, frozenset(made[:1]), values[0])
+    try:
+        better = choose_goal(
+            query, index, graph, inputs={**dict(given), **(inputs or {})}, held={*held, state}, render=render, min_score=min_score, budget=budget
+        )
+    except (NoMatchingSkillError, NoPlanError):
+        return PartMatch(text, choice)
+    why = f"its value {values[0]!r} is the {state} the plan would otherwise make"
+    return PartMatch(text, better, why=why, holds=frozenset({state}), values=given)
 
 
 def joint_plan(graph: StateGraph, matches: Sequence[PartMatch], held: Collection[str] = (), relevance: Mapping[int, float] | None = None) -> Plan:
@@ -549,13 +591,13 @@ def plan_parts(
     held = frozenset(held).union(*(fact.holds for fact in facts.values()))
     held |= held_unless_replaced(graph, session_held, inputs) | graph.input_states_given(inputs)
     if len(clauses) == 1:
-        matches = [PartMatch(clauses[0].text, choose_goal(clauses[0].text, index, graph, inputs=inputs, held=held, render=render, budget=budget))]
+        matches = [choose_part(clauses[0].text, index, graph, inputs, held, render, budget=budget)]
     else:
         matches = match_parts(clauses, index, graph, inputs, held, render, merge=isinstance(task, str), budget=budget, facts=facts)
     if all(match.choice is None for match in matches if match.kind == "action"):
         whole = task_text(task)
-        choice = choose_goal(whole, index, graph, inputs=inputs, held=held, render=render, budget=budget)  # raises when nothing serves it
-        matches = [PartMatch(whole, choice)]
+        matches = [choose_part(whole, index, graph, inputs, held, render, budget=budget)]  # raises when nothing serves it
+    held = held.union(*(match.holds for match in matches))  # what facts and values hold
     if not any(match.status == "matched" for match in matches):
         goal = frozenset().union(*(match.goal for match in matches))
         return tuple(matches), Plan(goal, frozenset(held), (), 0.0, True)
