@@ -29,7 +29,7 @@ ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
         ("first, fingerprint the library, after that rank it by similarity", ["fingerprint the library", "rank it by similarity"]),
         ("is aspirin drug-like?", ["is aspirin drug-like?"]),
         # A named value is an argument of the action before it in its sentence (of the next one when it comes first).
-        ("log in with ID 123456 and password abc123, then check the balance", ["log in with ID 123456, password abc123", "check the balance"]),
+        ("log in with ID 123456 and password abc123, then check the balance", ["log in with ID 123456 and password abc123", "check the balance"]),
         ("password abc123, log in with ID 123456", ["password abc123, log in with ID 123456"]),
         # A sentence that tells a value is a fact of its own: sentences never join.
         ("My account ID is 123456. Buy 'Golden Profit Treasure' with it", ["My account ID is 123456", "Buy 'Golden Profit Treasure' with it"]),
