@@ -6,7 +6,9 @@ produces). Among candidates, one with a plan beats one without; then, among thos
 work: a held state is chosen only when nothing near it needs work, and then the task is already
 done; a far weaker match is no better for needing work); then, among those within ``margin`` of
 the best, one whose cell binds every required parameter from the given inputs beats one that
-leaves some unbound; then the one ranked higher by the search. Hits below ``min_score`` never
+leaves some unbound; then, among those, one whose plan makes no input state (what the user gives:
+of two tools of opposite direction, "text to speech" and "speech to text", the one that starts from
+what the user holds rather than inventing it); then the one ranked higher by the search. Hits below ``min_score`` never
 count. Each candidate passed over carries the first of these tests that it lost to the chosen one,
 so its reason is true of it and not of the chosen goal.
 
@@ -80,6 +82,7 @@ class GoalCandidate:
     close: bool = False  # scores within ``margin`` of the best hit
     near: bool = False  # scores within ``work_margin`` of the best hit
     named: bool = False  # the task names its tool
+    invents: tuple[str, ...] = ()  # input states its plan makes before its goal (the user would give them)
     #: Why it lost to the chosen candidate (set on the candidates passed over).
     lost_because: str = ""
 
@@ -106,6 +109,8 @@ class GoalCandidate:
             return "it is already held, and the task asks for work" if not self.needs_work else "ranked lower by the search"
         if chosen.close and chosen.binds_all_inputs and not (self.close and self.binds_all_inputs) and self.cell is not None and self.cell.unbound:
             return "its plan leaves " + ", ".join(parameter.parameter for parameter in self.cell.unbound) + " unbound"
+        if self.close and chosen.close and self.invents and not chosen.invents:
+            return f"its plan makes {', '.join(self.invents)}, which the user gives"
         return "ranked lower by the search"
 
     def to_dict(self) -> dict:
@@ -164,6 +169,13 @@ def _named_hit(tool: ToolDefinition, graph: StateGraph, held: Collection[str], b
         tool_plan is not None,
         tool_plan,
     )
+
+
+def _input_states_made(graph: StateGraph, candidate_plan: Plan) -> tuple[str, ...]:
+    """The input states (``State.input``) a plan makes on its way to its goal (not as its last
+    step, which is what the part asks for), sorted."""
+    made = {token for step in candidate_plan.steps[:-1] for token in step.produces} - candidate_plan.goal
+    return tuple(sorted(token for token in made if token in graph.states and graph.states[token].input))
 
 
 def _why_unreachable(graph: StateGraph, hit: SkillHit, held: Collection[str]) -> NoPlanError:
@@ -249,6 +261,7 @@ def choose_goal(
             _close(hit, best, margin),
             _close(hit, best, work_margin),
             hit.kind == "tool" and hit.name in {tool.name for tool in named},
+            _input_states_made(graph, hit.plan),
         )
 
     def rank(candidate: GoalCandidate) -> tuple:
@@ -257,6 +270,7 @@ def choose_goal(
             candidate.named,
             candidate.near and candidate.needs_work,
             candidate.close and candidate.binds_all_inputs,
+            candidate.close and not candidate.invents,
             -candidate.order,
         )
 
