@@ -158,6 +158,11 @@ _VALUE_LINK = frozenset({"is", "are", "was", "of"})
 _NAME_WORD = re.compile(r"[A-Za-z][\w'/-]*:?")
 # A preposition inside the words before a value makes them an action's ("set the alarm to 7", "log in with ID 1").
 _PREPOSITIONS = frozenset({"to", "for", "at", "on", "in", "into", "from", "by", "with", "until", "about", "as"})
+_ONLY_VALUES = "it only states values"
+# Words an imperative never starts with: a piece so starting continues the clause before it.
+_CANNOT_START_ACTION = (
+    _DETERMINERS | _PREPOSITIONS | frozenset({"now", "too", "later", "today", "tomorrow", "yesterday", "again", "each", "every", "both", "either"})
+)
 # Words that begin affordances without being verbs; never taken as a catalog's verb.
 _FUNCTION_WORDS = _DETERMINERS | _PREPOSITIONS | _SUBJECTS | _AUXILIARIES | frozenset({"and", "or", "of", "all", "any", "some", "each", "every", "no", "not"})
 
@@ -248,9 +253,13 @@ def _sentences(masked: str, start: int, end: int) -> Iterator[tuple[int, int]]:
 
 
 def _is_context(words: list[str], text: str) -> bool:
-    """Whether a clause starts with a subordinating word and is not a question ("when is it out?")."""
+    """Whether a clause starts with a subordinating word and is not a question ("when is it out?"),
+    or tells what the user will do ("we will screen more analogues", not "I will need a car")."""
     if text.rstrip().endswith("?"):
         return False
+    if words[:1] and words[0] in _SUBJECTS:
+        rest = [word for word in words[1:] if word not in _ADVERBS]
+        return rest[:1] == ["will"] and rest[1:2] != [] and rest[1] not in _REQUESTING
     joined = " ".join(words[:4])
     for subordinator in _SUBORDINATORS:
         if joined == subordinator or joined.startswith(subordinator + " "):
@@ -285,13 +294,18 @@ def _is_fact(words: list[str], text: str) -> bool:
     return False
 
 
+def _is_value_word(word: str) -> bool:
+    """A word with a digit or an "@", or a (masked) quote."""
+    return word[0] in _QUOTES or any(character.isdigit() or character == "@" for character in word)
+
+
 def _is_value(masked: str, verbs: Collection[str]) -> bool:
     """Whether a piece only states a value: up to four words naming it, then the value (words with
     a digit or an "@", or quoted text): "password abc123", "verification code: 7890", "'final.mp4'".
     That is an argument of the clause before it, not a clause."""
     words = masked.split()
     name_length = len(words)
-    while name_length and (any(character.isdigit() or character == "@" for character in words[name_length - 1]) or words[name_length - 1][0] in _QUOTES):
+    while name_length and _is_value_word(words[name_length - 1]):
         name_length -= 1
     name = words[:name_length]
     while name and name[0].lower() in _VALUE_LEAD:
@@ -309,6 +323,14 @@ def _without_preamble(words: list[str]) -> list[str]:
     while position < len(words) and words[position] in _PREAMBLE:
         position += 1
     return words[position:]
+
+
+def leading_verb(text: str) -> str:
+    """The stem of the word a clause starts with after its request preamble ("I need to book …" →
+    ``"book"``); ``""`` for none. Two actions that start with the same verb ask for one operation
+    twice ("translate it into German, and translate it into Spanish")."""
+    words = _without_preamble(_words(text))
+    return _STEMMER.stemWord(words[0]) if words else ""
 
 
 def _starts_clause(words: list[str], verbs: Collection[str]) -> bool:
@@ -351,7 +373,7 @@ def _pieces(text: str, masked: str, start: int, end: int) -> list[_Piece]:
 def _sentence_clauses(pieces: list[_Piece], verbs: Collection[str]) -> list[Clause]:
     """Each piece of one sentence as a clause: its kind, its strength, values and lone verbs joined."""
     clauses: list[Clause] = []
-    waiting: list[_Piece] = []  # values that came before any clause of the sentence
+    waiting: list[_Piece] = []  # values and scene-setting phrases waiting for the clause they belong to
     for number, piece in enumerate(pieces):
         words = _words(piece.masked)
         following = pieces[number + 1] if number + 1 < len(pieces) else None
@@ -364,12 +386,18 @@ def _sentence_clauses(pieces: list[_Piece], verbs: Collection[str]) -> list[Clau
             else:
                 waiting.append(piece)
             continue
+        if following is not None and words and words[0] in _CANNOT_START_ACTION and not any(stem in verbs for stem in _STEMMER.stemWords(words)):
+            # "For now, check …", "In the morning, book …": a phrase that sets the scene of the next clause
+            waiting.append(piece)
+            continue
         text, why, together = piece.text, "", ""
         if waiting:
             text = "".join(f"{value.text}{value_next.joiner}" for value, value_next in zip(waiting, [*waiting[1:], piece])) + text
-            why, waiting = f"the values {', '.join(repr(value.text) for value in waiting)} are its arguments", []
+            why, waiting = f"{', '.join(repr(value.text) for value in waiting)} belong to it", []
         if piece.cut == "subordinate" or _is_context(words, piece.text):
-            clauses.append(Clause(text, "context", why=joined_reasons(why, "a subordinate clause: it says when or why, not what to do"), joiner=piece.joiner))
+            clauses.append(
+                Clause(text, "context", why=joined_reasons(why, "it says when or why, or what the user will do, not what to do now"), joiner=piece.joiner)
+            )
             continue
         if _is_fact(words, piece.text):
             clauses.append(Clause(text, "fact", why=joined_reasons(why, "it tells what the user holds or has done; it asks for nothing"), joiner=piece.joiner))
@@ -379,10 +407,21 @@ def _sentence_clauses(pieces: list[_Piece], verbs: Collection[str]) -> list[Clau
             text, together = f"{text} {following.text.split(None, 1)[1]}", f"{text}{following.joiner}{following.text}"
             why = joined_reasons(why, f"a lone verb: it acts on the object of {following.text!r}")
         weak = piece.cut in ("conjunction", "comma") and not _starts_clause(words, verbs)
+        if (
+            weak
+            and clauses
+            and clauses[-1].kind != "action"
+            and words[0] in _CANNOT_START_ACTION
+            and not any(stem in verbs for stem in _STEMMER.stemWords(words))
+        ):
+            # "…, for now" after a fact or context: more words of it, not an action
+            last = clauses[-1]
+            clauses[-1] = replace(last, text=f"{last.text}{piece.joiner}{text}")
+            continue
         clauses.append(Clause(text, "action", weak, why, together, piece.joiner))
     if waiting:  # values and nothing to give them to: the sentence states them
         text = "".join(f"{value.joiner if number else ''}{value.text}" for number, value in enumerate(waiting))
-        clauses.append(Clause(text, "fact", why="it only states values"))
+        clauses.append(Clause(text, "fact", why=_ONLY_VALUES))
     return clauses
 
 
@@ -407,7 +446,16 @@ def read_request(text: str, verbs: Collection[str] = ()) -> list[Clause]:
     for line in _between(masked, 0, len(masked), _LINE_END):
         for item in _items(masked, *line):
             for sentence in _sentences(masked, *item):
-                clauses += _sentence_clauses(_pieces(text, masked, *sentence), verbs)
+                found = _sentence_clauses(_pieces(text, masked, *sentence), verbs)
+                if clauses and len(found) == 1 and found[0].why == _ONLY_VALUES and all(map(_is_value_word, masked_quotes(found[0].text).split())):
+                    # A sentence that is only a value ("Is it positive? 'Great battery…'") is the
+                    # value of the clause before it.
+                    last = clauses[-1]
+                    clauses[-1] = replace(
+                        last, text=f"{last.text} {found[0].text}", why=joined_reasons(last.why, f"the value {found[0].text!r} is its argument")
+                    )
+                else:
+                    clauses += found
     return clauses
 
 

@@ -32,7 +32,7 @@ from toolpath.planner.planning.graph import StateGraph
 from toolpath.planner.planning.inputs import check_input_names, input_for, plain_value
 from toolpath.planner.planning.plans import NO_BUDGET, NoPlanError, Plan, TaskBudget, TieBreak, plan, qualified_name
 from toolpath.planner.search.skills import QueryError, SkillIndex, check_text
-from toolpath.planner.tasks.clauses import Clause, Kind, action_words, joined_reasons, quoted_values, read_request, without_quotes
+from toolpath.planner.tasks.clauses import Clause, Kind, action_words, joined_reasons, leading_verb, quoted_values, read_request, without_quotes
 from toolpath.planner.tasks.goals import MIN_SCORE, GoalChoice, NoMatchingSkillError, choose_goal
 from toolpath.registry import ToolDefinition
 
@@ -283,7 +283,23 @@ def match_parts(
                 matches[-1] = replace(previous, text=glued_text, why=why)
             last = clause
             continue
-        if match.choice is not None and previous is not None and previous.goal == match.goal and previous.tool == match.tool:
+        # The same verb again with other words asks for the operation twice ("translate it into
+        # German, and translate it into Spanish"): two parts, even with one goal.
+        repeated = last is not None and not clause.weak and leading_verb(last.text) == leading_verb(clause.text) != "" and last.text != clause.text
+        if (
+            match.choice is not None
+            and previous is not None
+            and not repeated
+            and (previous.goal, previous.tool) != (match.goal, match.tool)
+            and _serves(previous, match)
+        ):
+            # "an audio version of this story, narrated with a deep voice": what these words ask
+            # for, the action before them already does.
+            why = joined_reasons(previous.why, f"{clause.text!r} joined it: its goal is on that part's plan")
+            matches[-1] = replace(previous, text=f"{previous.text}{clause.joiner}{clause.text}", why=why)
+            last = clause
+            continue
+        if match.choice is not None and previous is not None and previous.goal == match.goal and previous.tool == match.tool and not repeated:
             # The same goal said twice ("is it drug-like? check Lipinski's rule"), or two verbs
             # that share an object and do one thing ("find and summarize the news"): one part.
             why = joined_reasons(previous.why, f"{clause.text!r} chose the same goal: one part")
@@ -299,6 +315,14 @@ def match_parts(
         matches.append(match)
         last = clause
     return matches
+
+
+def _serves(previous: PartMatch, match: PartMatch) -> bool:
+    """Whether ``previous``'s plan already does what ``match`` asks: runs its tool, or reaches its goal."""
+    steps = previous.choice.chosen.plan.steps if previous.choice is not None and previous.choice.chosen.plan is not None else ()
+    if match.tool is not None:
+        return any(step.tool.id == match.tool.id for step in steps)
+    return bool(match.goal) and match.goal <= frozenset().union(*(step.produces for step in steps))
 
 
 def _similarity(match: PartMatch) -> float:
