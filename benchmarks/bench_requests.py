@@ -134,8 +134,7 @@ def outcome(task_plan: Any) -> dict[str, Any]:
     and ``held`` (sorted state tokens)."""
     return {
         "tools": [step.tool.name for step in task_plan.plan.steps],
-        # Parts have a kind once issue 34 is done; before, every part was an action.
-        "parts": [[getattr(part, "kind", "action"), part.text] for part in task_plan.parts],
+        "parts": [[part.kind, part.text] for part in task_plan.parts],
         "held": sorted(task_plan.plan.held),
     }
 

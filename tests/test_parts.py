@@ -183,3 +183,25 @@ def test_a_tool_asked_for_twice_is_called_twice_in_the_order_asked(workspace):
 def test_tasks_with_control_characters_or_bytes_that_were_not_utf8_are_refused(workspace, task, message):
     with pytest.raises(QueryError, match=re.escape(message)):
         workspace.plan_task(task, inputs={"smiles": ASPIRIN})
+
+
+def test_a_fact_holds_its_input_state_and_its_value_never_becomes_a_destination(workspace):
+    """write_report's ``path`` is an output: the file the user has is given to load_table only."""
+    task_plan = workspace.plan_task("I have a spreadsheet called 'sales.xlsx'. Write a report of it.")
+    fact, action = task_plan.parts
+    assert (fact.kind, fact.status, action.kind) == ("fact", "fact", "action")
+    assert fact.holds == {"tabular.file_given"} and "tabular.file_given" in task_plan.plan.held
+    assert dict(fact.values) == {"chemistry.tabulate_descriptors.path": "sales.xlsx", "tabular.load_table.path": "sales.xlsx"}
+    assert tool_names(task_plan) == ["load_table", "write_report"]
+    assert "load_table(path=tabular_load_table_path)" in task_plan.cell.code
+    assert "write_report(table=table)" in task_plan.cell.code and task_plan.cell.code.split("\n", 1)[1].count("'sales.xlsx'") == 1
+    # The caller's own input wins over the fact's value.
+    given = workspace.plan_task("I have a spreadsheet called 'sales.xlsx'. Write a report of it.", inputs={"path": "other.csv"})
+    assert given.parts[0].values == () and "'other.csv'" in given.cell.code and "sales.xlsx" not in given.cell.code.split("\n", 1)[1]
+
+
+def test_a_fact_that_names_no_input_state_holds_nothing(workspace):
+    task_plan = workspace.plan_task("I parsed aspirin yesterday. Check Lipinski's rule of five", inputs={"smiles": ASPIRIN})
+    assert task_plan.parts[0].kind == "fact" and task_plan.parts[0].holds == frozenset()
+    assert tool_names(task_plan) == ["parse_molecule", "compute_descriptors"]
+    assert "it names no input state" in task_plan.to_dict()["parts"][0]["why"]
