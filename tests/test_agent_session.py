@@ -239,3 +239,17 @@ def test_a_task_missing_inputs_is_refused_with_the_inputs_of_its_cheapest_plan_f
             "the plan needs inputs that were not given: give the inputs {'smiles': ...} for the plan parse_molecule -> compute_descriptors (cost 2); or, for"
         )
         assert session.held == set()
+
+
+def test_a_file_the_request_says_the_user_has_is_what_the_session_loads(tmp_path, embedder):
+    """A fact ("I have a CSV file '…'") holds the file for this task only, and its value is the
+    path the cell loads: the session neither invents a table nor keeps the fact's state."""
+    table = tmp_path / "people.csv"
+    table.write_text("name,age\nAda,36\nAlan,41\n")
+    with Workspace.open(embedder=embedder).session("facts") as session:
+        ran = session.run_task(f"I have a CSV file '{table}'. Load it and compute summary statistics")
+        assert ran.result.status == "ok", ran.result.error
+        assert [part.kind for part in ran.task_plan.parts][:1] == ["fact"]
+        assert [step.tool.name for step in ran.task_plan.plan.steps] == ["load_table", "describe_table"]
+        assert ran.task_plan.inputs == {"tabular.load_table.path": str(table)}
+        assert "tabular.file_given" not in session.held and "tabular.table_loaded" in session.held

@@ -298,6 +298,11 @@ def _print_task_plan(task_plan: TaskPlan) -> None:
 
 
 def _part_outcome(part: PartMatch) -> str:
+    if part.kind == "fact":
+        given = "".join(f"; {name} = {value!r}" for name, value in part.values)
+        return f"a fact, runs nothing; holds {', '.join(sorted(part.holds))}{given}" if part.holds else "a fact, runs nothing; holds nothing"
+    if part.kind == "context":
+        return "context (when or why), runs nothing"
     if part.choice is None:
         return f"matched nothing ({part.problem})"
     hit = part.choice.chosen.hit

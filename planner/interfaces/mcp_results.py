@@ -59,7 +59,9 @@ class TaskPlanOutput(BaseModel):
 
     task: str | None = Field(description="the task in words (null when given as steps)")
     steps: list[str] | None = Field(description="the task as steps (null when given in words)")
-    parts: list[JsonObject] = Field(description="each part of the task: part, status (matched, held, unmatched), matched, goal, alternatives, problem")
+    parts: list[JsonObject] = Field(
+        description="each part of the task: part, kind (action, fact, context), status (matched, held, unmatched, fact, context), why, matched, goal, must_run, holds, inputs, alternatives, problem"
+    )
     goal: list[str]
     must_run: list[str]
     plan: JsonObject = Field(description="goal, have, steps (tool, requires, produces), cost, optimal, tie_breaks")

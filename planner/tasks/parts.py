@@ -571,10 +571,18 @@ def held_unless_replaced(graph: StateGraph, held: Collection[str], inputs: Mappi
     return held - (replaced - carried)
 
 
-def inputs_with_facts(parts: Iterable[PartMatch], inputs: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``inputs`` with the values the facts among ``parts`` give (:func:`read_fact`); the caller's
-    own inputs win."""
-    return {**{name: value for part in parts for name, value in part.values}, **(inputs or {})}
+def inputs_with_facts(parts: Iterable[PartMatch], inputs: Mapping[str, Any] | None, plan: Plan | None = None) -> dict[str, Any]:
+    """``inputs`` with the values the parts give (a fact's, or an action's own value: see
+    :func:`read_fact` and :func:`choose_part`); the caller's own inputs win. With ``plan``, only
+    the values some step of it takes: the others are no input of the user's to report unused."""
+    given = {name: value for part in parts for name, value in part.values}
+    if plan is not None:
+        given = {
+            name: value
+            for name, value in given.items()
+            if any(input_for(step.tool, parameter, {name: value}) for step in plan.steps for parameter in step.tool.parameters)
+        }
+    return {**given, **(inputs or {})}
 
 
 def plan_parts(

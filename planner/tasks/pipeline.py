@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from toolpath.planner.planning.plans import DEFAULT_TASK_BUDGET_S, Plan, TaskBudget
@@ -148,10 +148,12 @@ def plan_request(
         render=None if render_candidate is None else lambda plan: render_candidate(request, plan),
         budget=budget,
     )
+    # The values the request's words give (a fact's "'photo.jpg'") are inputs like the caller's.
+    request = replace(request, inputs=inputs_with_facts(parts, inputs, joint))
     if context.render_chosen is None:
         cell = render_cell(
             joint,
-            inputs_with_facts(parts, inputs),
+            request.inputs,
             request.text,
             registry=context.graph.registry,
             refinements=context.graph.refinements,
@@ -159,4 +161,4 @@ def plan_request(
         )
     else:
         cell = context.render_chosen(request, parts, joint, budget)
-    return TaskPlan(request.task, dict(inputs or {}), parts, joint, cell, session_id=context.session_id)
+    return TaskPlan(request.task, dict(request.inputs or {}), parts, joint, cell, session_id=context.session_id)
