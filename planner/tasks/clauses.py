@@ -218,6 +218,37 @@ def quoted_values(text: str) -> list[str]:
     return quoted or _BARE_VALUE.findall(text)
 
 
+_CAPITALISED = re.compile(r"(?<![\w'])[A-Z][\w'&.-]*(?:\s+(?:(?:of|the|and|de|la|von|van)\s+)*[A-Z0-9][\w'&.-]*)*")
+
+
+def named_entities(text: str) -> list[str]:
+    """The names a clause mentions: runs of capitalised words that do not start it ("the movie
+    Titanic", "directed by Sofia Coppola", "The Lord of the Rings"), and quoted names of up to five
+    words that are no file name or URL (``'Twilight'``). Words in capitals only (``CSV``, ``SMILES``,
+    ``PM``) are no names: they are kinds, units and formats.
+
+    Returns:
+        The names in order, without a possessive "'s", each once.
+    """
+    masked = masked_quotes(text)
+    found = [value for value in quoted_values(text) if len(value.split()) <= 5 and not _BARE_VALUE.fullmatch(value)]
+    first = re.match(r"\W*\w+", masked)
+    for match in _CAPITALISED.finditer(masked):
+        name = re.sub(r"'s$", "", match.group().rstrip(".'"))
+        if first is not None and match.start() < first.end():
+            name = name.split(None, 1)[1] if " " in name else ""  # the clause's first word is capitalised anyway
+        if name and not name.isupper() and name != "I":
+            found.append(name)
+    return list(dict.fromkeys(found))
+
+
+def without_names(text: str) -> str:
+    """``text`` with each name :func:`named_entities` finds replaced by "…"."""
+    for name in sorted(named_entities(text), key=len, reverse=True):
+        text = text.replace(name, "\u2026")
+    return text
+
+
 def without_quotes(text: str) -> str:
     """``text`` with the inside of each quoted span replaced by "…": the words a search reads."""
     return _QUOTED.sub(lambda match: f"{match.group()[0]}\u2026{match.group()[-1]}", text)

@@ -32,7 +32,18 @@ from toolpath.planner.planning.graph import StateGraph
 from toolpath.planner.planning.inputs import check_input_names, input_for, plain_value
 from toolpath.planner.planning.plans import NO_BUDGET, NoPlanError, Plan, TaskBudget, TieBreak, plan, qualified_name
 from toolpath.planner.search.skills import QueryError, SkillIndex, check_text
-from toolpath.planner.tasks.clauses import Clause, Kind, action_words, joined_reasons, leading_verb, quoted_values, read_request, without_quotes
+from toolpath.planner.tasks.clauses import (
+    Clause,
+    Kind,
+    action_words,
+    joined_reasons,
+    leading_verb,
+    named_entities,
+    quoted_values,
+    read_request,
+    without_names,
+    without_quotes,
+)
 from toolpath.planner.tasks.goals import MIN_SCORE, GoalChoice, NoMatchingSkillError, choose_goal
 from toolpath.registry import ToolDefinition
 
@@ -359,7 +370,8 @@ def choose_part(
 ) -> PartMatch:
     """An action's goal (:func:`toolpath.planner.tasks.goals.choose_goal`), searched without the
     words it quotes: quoted text is data, and a long quote would otherwise be all the search reads
-    ("Say '…' in a calm voice").
+    ("Say '…' in a calm voice"). When nothing matches, it is searched once more without the names
+    it mentions (:func:`toolpath.planner.tasks.clauses.named_entities`).
 
     A value the action gives (its one quoted value, URL or file name) is the user's: when the
     chosen plan would make an input state that nothing holds ("translate 'Bonjour' into English"
@@ -371,7 +383,16 @@ def choose_part(
             :func:`toolpath.planner.tasks.goals.choose_goal` raises them.
     """
     query = without_quotes(text)
-    choice = choose_goal(query, index, graph, inputs=inputs, held=held, render=render, min_score=min_score, budget=budget)
+    try:
+        choice = choose_goal(query, index, graph, inputs=inputs, held=held, render=render, min_score=min_score, budget=budget)
+    except NoMatchingSkillError:
+        # Names no catalog knows can be all the search reads ("the Wikipedia article about Ada
+        # Lovelace"): search once more without them.
+        unnamed = without_names(query)
+        if unnamed == query:
+            raise
+        query = unnamed
+        choice = choose_goal(query, index, graph, inputs=inputs, held=held, render=render, min_score=min_score, budget=budget)
     values = quoted_values(text)
     steps = choice.chosen.plan.steps if choice.chosen.plan is not None else ()
     made = [token for step in steps for token in sorted(step.produces) if token in graph.states and graph.states[token].input and token not in held]
@@ -433,13 +454,17 @@ def _with_repeats(joint: Plan, matches: Sequence[PartMatch]) -> Plan:
 
 
 def _relevance(index: SkillIndex, matches: Sequence[PartMatch], budget: TaskBudget = NO_BUDGET) -> dict[int, float]:
-    """Each tool's best search score over the matched parts: what the task is about, for ties."""
+    """Each tool's best search score over the matched parts, and over looking up each thing they
+    name ("find Sofia Coppola by name"): what the task is about, for ties. So of two tools that
+    make a movie id at equal cost, a part naming "the movie Titanic" takes the one that searches
+    by title, not the one that lists the latest movies."""
+    queries = [match.text for match in matches if match.status == "matched"]
+    queries += [f"find {name} by name" for match in matches if match.status == "matched" for name in named_entities(match.text)]
     best: dict[int, float] = {}
-    for match in matches:
-        if match.status == "matched":
-            budget.check()
-            for tool_id, score in index.tool_relevance(match.text).items():
-                best[tool_id] = max(score, best.get(tool_id, score))
+    for query in dict.fromkeys(queries):
+        budget.check()
+        for tool_id, score in index.tool_relevance(query).items():
+            best[tool_id] = max(score, best.get(tool_id, score))
     return best
 
 
