@@ -42,7 +42,6 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 import pysbd
-import Stemmer
 
 from toolpath.planner.planning.graph import StateGraph
 
@@ -98,7 +97,7 @@ _CUT = re.compile(
 # Words that open a clause without being part of it: connectives, greetings, "please".
 _OPENER = re.compile(
     r"(?:after\s+that|and\s+then|first(?:ly)?|second(?:ly)?|third(?:ly)?|next|also|additionally|moreover|furthermore|please|kindly|then|finally|lastly|afterwards|"
-    r"and|but|so(?!\s+(?:that|as)\b)|now|hey|hi|hello|ok|okay|well)\b[,:!]?\s*",
+    r"and|but|however|therefore|meanwhile|besides|so(?!\s+(?:that|as)\b)|now|hey|hi|hello|ok|okay|well)\b[,:!]?\s*",
     flags=re.IGNORECASE,
 )
 
@@ -166,8 +165,8 @@ _CANNOT_START_ACTION = (
 # Words that begin affordances without being verbs; never taken as a catalog's verb.
 _FUNCTION_WORDS = _DETERMINERS | _PREPOSITIONS | _SUBJECTS | _AUXILIARIES | frozenset({"and", "or", "of", "all", "any", "some", "each", "every", "no", "not"})
 
-_STEMMER = Stemmer.Stemmer("english")
-_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
+# A word, with its inner apostrophe or hyphens ("check-out" is one word, not "check").
+_WORD = re.compile(r"[a-z]+(?:['-][a-z]+)*")
 
 
 def _words(text: str) -> list[str]:
@@ -182,17 +181,17 @@ _ACTION_WORDS: weakref.WeakKeyDictionary[StateGraph, frozenset[str]] = weakref.W
 
 
 def action_words(graph: StateGraph) -> frozenset[str]:
-    """The stems of the verbs the graph's catalogs act with: the first word of every tool's and
-    state's affordances and of every tool's description, less grammar words. Cached per graph.
+    """The verbs the graph's catalogs act with: the first word of every tool's and state's
+    affordances and of every tool's description, less grammar words. Cached per graph.
 
     Returns:
-        Snowball (English) stems, e.g. ``{"book", "translat", "pars", ...}``.
+        Lower-case words, e.g. ``{"book", "translate", "parse", "parses", ...}``.
     """
     if graph not in _ACTION_WORDS:
         phrases = [phrase for tool in graph.registry for phrase in (*tool.affordances, tool.description)]
         phrases += [phrase for state in graph.states.values() for phrase in state.affordances]
         firsts = {words[0] for words in map(_words, phrases) if words}
-        _ACTION_WORDS[graph] = frozenset(_STEMMER.stemWords(sorted(firsts - _FUNCTION_WORDS)))
+        _ACTION_WORDS[graph] = frozenset(firsts - _FUNCTION_WORDS)
     return _ACTION_WORDS[graph]
 
 
@@ -249,9 +248,16 @@ def without_names(text: str) -> str:
     return text
 
 
-def without_quotes(text: str) -> str:
-    """``text`` with the inside of each quoted span replaced by "…": the words a search reads."""
-    return _QUOTED.sub(lambda match: f"{match.group()[0]}\u2026{match.group()[-1]}", text)
+def without_quotes(text: str, words_too: bool = True) -> str:
+    """``text`` with the inside of each quoted span replaced by "…": the words a search reads.
+    With ``words_too=False``, a quoted single word stays ("call 'SearchPeople'", "'intro.wav'"):
+    it names a tool or a file rather than carrying prose."""
+
+    def masked(match: re.Match[str]) -> str:
+        quote = match.group()
+        return quote if not words_too and not any(character.isspace() for character in quote) else f"{quote[0]}\u2026{quote[-1]}"
+
+    return _QUOTED.sub(masked, text)
 
 
 def _between(masked: str, start: int, end: int, pattern: re.Pattern[str]) -> Iterator[tuple[int, int]]:
@@ -357,15 +363,26 @@ def _without_preamble(words: list[str]) -> list[str]:
 
 
 def leading_verb(text: str) -> str:
-    """The stem of the word a clause starts with after its request preamble ("I need to book …" →
+    """The word a clause starts with after its request preamble, without a final "s" ("I need to book …" →
     ``"book"``); ``""`` for none. Two actions that start with the same verb ask for one operation
     twice ("translate it into German, and translate it into Spanish")."""
     words = _without_preamble(_words(text))
-    return _STEMMER.stemWord(words[0]) if words else ""
+    return words[0].removesuffix("s") if words else ""
 
 
 def _starts_clause(words: list[str], verbs: Collection[str]) -> bool:
-    return bool(words) and (words[0] in _CLAUSE_OPENERS or _STEMMER.stemWord(words[0]) in verbs)
+    return bool(words) and (words[0] in _CLAUSE_OPENERS or _is_verb(words[0], verbs))
+
+
+def _forms(word: str) -> tuple[str, ...]:
+    """``word`` and what it may be without a third-person "s" or "es" ("translates", "finishes")."""
+    return (word, word[:-1], word[:-2]) if word.endswith("es") else (word, word[:-1]) if word.endswith("s") else (word,)
+
+
+def _is_verb(word: str, verbs: Collection[str]) -> bool:
+    """Whether ``word`` is one of the catalogs' verbs as an imperative starts with it ("book",
+    "books"). A participle ("changing", "booked") starts no clause: it says how or which."""
+    return any(form in verbs for form in _forms(word))
 
 
 @dataclass
@@ -417,7 +434,7 @@ def _sentence_clauses(pieces: list[_Piece], verbs: Collection[str]) -> list[Clau
             else:
                 waiting.append(piece)
             continue
-        if following is not None and words and words[0] in _CANNOT_START_ACTION and not any(stem in verbs for stem in _STEMMER.stemWords(words)):
+        if following is not None and words and words[0] in _CANNOT_START_ACTION and not any(_is_verb(word, verbs) for word in words):
             # "For now, check …", "In the morning, book …": a phrase that sets the scene of the next clause
             waiting.append(piece)
             continue
@@ -433,18 +450,18 @@ def _sentence_clauses(pieces: list[_Piece], verbs: Collection[str]) -> list[Clau
         if _is_fact(words, piece.text):
             clauses.append(Clause(text, "fact", why=joined_reasons(why, "it tells what the user holds or has done; it asks for nothing"), joiner=piece.joiner))
             continue
-        if len(_without_preamble(words)) == 1 and following is not None and following.cut in ("conjunction", "comma") and len(_words(following.masked)) > 1:
+        lone = _without_preamble(words)
+        if (
+            len(lone) == 1
+            and following is not None
+            and (following.cut == "conjunction" or (following.cut == "comma" and _is_verb(lone[0], verbs)))
+            and len(_words(following.masked)) > 1
+        ):
             # "rewrite and simplify the text": both verbs act on the object of the second.
             text, together = f"{text} {following.text.split(None, 1)[1]}", f"{text}{following.joiner}{following.text}"
             why = joined_reasons(why, f"a lone verb: it acts on the object of {following.text!r}")
         weak = piece.cut in ("conjunction", "comma") and not _starts_clause(words, verbs)
-        if (
-            weak
-            and clauses
-            and clauses[-1].kind != "action"
-            and words[0] in _CANNOT_START_ACTION
-            and not any(stem in verbs for stem in _STEMMER.stemWords(words))
-        ):
+        if weak and clauses and clauses[-1].kind != "action" and words[0] in _CANNOT_START_ACTION and not any(_is_verb(word, verbs) for word in words):
             # "…, for now" after a fact or context: more words of it, not an action
             last = clauses[-1]
             clauses[-1] = replace(last, text=f"{last.text}{piece.joiner}{text}")
@@ -466,7 +483,7 @@ def read_request(text: str, verbs: Collection[str] = ()) -> list[Clause]:
 
     Parameters:
         text: the request.
-        verbs: stems of the verbs that start a clause after "and" or a comma
+        verbs: the verbs that start a clause after "and" or a comma
             (:func:`action_words` of the graph); without them every such cut is weak.
 
     Returns:

@@ -382,7 +382,7 @@ def choose_part(
         NoMatchingSkillError, NoPlanError, InputError, PlanningTimeout, PlanningCancelled: as
             :func:`toolpath.planner.tasks.goals.choose_goal` raises them.
     """
-    query = without_quotes(text)
+    query = without_quotes(text, words_too=False)
     try:
         choice = choose_goal(query, index, graph, inputs=inputs, held=held, render=render, min_score=min_score, budget=budget)
     except NoMatchingSkillError:
@@ -453,13 +453,15 @@ def _with_repeats(joint: Plan, matches: Sequence[PartMatch]) -> Plan:
     )
 
 
-def _relevance(index: SkillIndex, matches: Sequence[PartMatch], budget: TaskBudget = NO_BUDGET) -> dict[int, float]:
-    """Each tool's best search score over the matched parts, and over looking up each thing they
-    name ("find Sofia Coppola by name"): what the task is about, for ties. So of two tools that
-    make a movie id at equal cost, a part naming "the movie Titanic" takes the one that searches
-    by title, not the one that lists the latest movies."""
+def _relevance(index: SkillIndex, matches: Sequence[PartMatch], budget: TaskBudget = NO_BUDGET, names: bool = True) -> dict[int, float]:
+    """Each tool's best search score over the matched parts, and (with ``names``) over looking up
+    each thing they name ("find Sofia Coppola by name"): what the task is about, for ties. So of
+    two tools that make a movie id at equal cost, a request naming "the movie Titanic" takes the
+    one that searches by title, not the one that lists the latest movies. An agent's own steps
+    (``names=False``) say themselves how each thing is found."""
     queries = [match.text for match in matches if match.status == "matched"]
-    queries += [f"find {name} by name" for match in matches if match.status == "matched" for name in named_entities(match.text)]
+    if names:
+        queries += [f"find {name} by name" for match in matches if match.status == "matched" for name in named_entities(match.text)]
     best: dict[int, float] = {}
     for query in dict.fromkeys(queries):
         budget.check()
@@ -658,6 +660,6 @@ def plan_parts(
     if not any(match.status == "matched" for match in matches):
         goal = frozenset().union(*(match.goal for match in matches))
         return tuple(matches), Plan(goal, frozenset(held), (), 0.0, True)
-    relevance = _relevance(index, matches, budget)
+    relevance = _relevance(index, matches, budget, names=isinstance(task, str))
     budget.check()
     return tuple(matches), joint_plan(graph, matches, held, relevance)
