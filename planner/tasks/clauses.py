@@ -63,6 +63,9 @@ class Clause:
             choose the same goal.
         joiner: the text between it and the clause before, as written (", ", " and ", ", then "),
             to glue them back; ``" "`` for the first clause of a sentence.
+        query: the words a search reads when they are fewer than ``text``'s: the clause without
+            the values and scene-setting phrases joined to it ("log in with ID 123456" of "log in
+            with ID 123456 and password abc123"); ``""``: ``text``.
     """
 
     text: str
@@ -71,6 +74,7 @@ class Clause:
     why: str = ""
     together: str = ""
     joiner: str = " "
+    query: str = ""
 
 
 # Quoted text, one literal value. An opening quote follows no letter ("Lipinski's" is no quote); an
@@ -86,18 +90,20 @@ _BULLET = re.compile(r"\s*(?:[-*\u2022]|\(?\d{1,2}[.)])\s+")
 # Numbers inside a line ("1. parse ... 2. find ..."): an enumeration only when they count 1, 2, 3...
 _INLINE_NUMBER = re.compile(r"(?:^|\s)\(?(\d{1,2})[.)]\s+")
 # The cuts inside a sentence. Connectives that order clauses come first, so that "and then" is one
-# cut; a subordinating word is cut before, and kept: it starts the context clause.
+# cut; a subordinating word is cut before, and kept: it starts the context clause; so is "please"
+# ("after logging in please check my balance" asks for the check).
 _CUT = re.compile(
     r"(?P<sequence>\s*,?\s+(?:and\s+then|and\s+after\s+that|and\s+afterwards|and\s+finally|and\s+also|after\s+that|afterwards|then|finally)\s+)"
     r"|(?P<conjunction>\s*,?\s+and\s+)"
-    r"|(?P<subordinate>\s*,?\s+(?=(?:before|after|when|once|until)\s+\w+ing\b|(?:so\s+that|in\s+order\s+to|so\s+as\s+to|because|unless|as\s+soon\s+as)\b))"
+    r"|(?P<subordinate>\s*,?\s+(?=(?:before|after|when|once|until)\s+\w+ing\b|(?:so\s+(?:that|i|we)|in\s+order\s+to|so\s+as\s+to|because|unless|as\s+soon\s+as)\b))"
+    r"|(?P<request>\s*,?\s+(?=please\b))"
     r"|(?P<comma>\s*,\s+(?=\S))",
     flags=re.IGNORECASE,
 )
 # Words that open a clause without being part of it: connectives, greetings, "please".
 _OPENER = re.compile(
     r"(?:after\s+that|and\s+then|first(?:ly)?|second(?:ly)?|third(?:ly)?|next|also|additionally|moreover|furthermore|please|kindly|then|finally|lastly|afterwards|"
-    r"and|but|however|therefore|meanwhile|besides|so(?!\s+(?:that|as)\b)|now|hey|hi|hello|ok|okay|well)\b[,:!]?\s*",
+    r"and|but|however|therefore|meanwhile|besides|so(?!\s+(?:that|as|i|we)\b)|now|hey|hi|hello|ok|okay|well)\b[,:!]?\s*",
     flags=re.IGNORECASE,
 )
 
@@ -108,6 +114,7 @@ _REQUESTING = frozenset(
     {"want", "wanna", "need", "would", "wish", "hope", "plan", "intend", "must", "should", "shall", "will", "can", "could", "may", "might", "like"}
     | {"love", "wonder", "prefer", "require", "expect", "look", "ask", "please"}
 )
+_SEEKING = frozenset({"looking", "trying", "hoping", "planning", "going", "wondering", "searching", "interested", "wanting", "needing", "about"})
 _ADVERBS = frozenset({"just", "already", "also", "recently", "previously", "currently", "now", "still", "really", "only", "today", "yesterday"})
 _COPULAS = frozenset({"is", "are", "was", "were"})
 _ASKED_AFTER_COPULA = frozenset({"to", "needed", "required", "wanted", "requested", "expected"})
@@ -116,24 +123,8 @@ _DETERMINERS = frozenset({"my", "our", "the", "this", "that", "these", "those", 
 _AUXILIARIES = frozenset({"is", "are", "was", "were", "do", "does", "did", "will", "can", "could", "should", "would", "has", "have", "had"})
 # Words that start a subordinate clause: it says when, why or on what condition, not what to do.
 _SUBORDINATORS = (
-    "after",
-    "before",
-    "when",
-    "whenever",
-    "once",
-    "until",
-    "till",
-    "unless",
-    "if",
-    "because",
-    "since",
-    "although",
-    "though",
-    "so that",
-    "in order to",
-    "so as to",
-    "as soon as",
-    "in case",
+    *("after", "before", "when", "whenever", "once", "until", "till", "unless", "if", "because", "since", "although", "though"),
+    *("so that", "so i", "so we", "in order to", "so as to", "as soon as", "in case"),
 )
 # "When is the film released?" is a question, not a clause saying when.
 _QUESTION_CAN_START = frozenset({"when", "since", "once"})
@@ -147,8 +138,9 @@ _CONTRACTIONS = {
     "we've": ("we", "have"),
     "we'll": ("we", "will"),
 }
-# Words that open a clause whatever the catalogs' verbs: pronouns, requests, questions.
-_CLAUSE_OPENERS = _SUBJECTS | _REQUESTING | frozenset({"you", "let", "help", "who", "what", "which", "where", "how", "why"})
+# Words that open a clause whatever the catalogs' verbs: subject pronouns and requests.
+# (Not "which" or "who": after a comma they start a relative clause, words about the noun before.)
+_CLAUSE_OPENERS = _SUBJECTS | _REQUESTING | frozenset({"you", "let", "help"})
 # Words of a request's preamble, before its verb ("I would like you to", "can you help me").
 _PREAMBLE = _SUBJECTS | _REQUESTING | frozenset({"to", "you", "me", "us", "help", "am", "are", "going", "trying"})
 # Words a value's name never starts with, and the verbs that join a name to its value.
@@ -319,7 +311,8 @@ def _is_fact(words: list[str], text: str) -> bool:
         if verb in _HAVE:
             return following != "to"
         if verb in ("am", "are"):
-            return not following.endswith("ing") and following not in ("going", "trying", "looking", "hoping", "planning")
+            # "I'm looking for …" asks; "I'm watching …" and "I am a teacher" tell
+            return following not in _SEEKING
         return True
     if words[0] in ("here", "there") and words[1:2] and words[1] in _COPULAS:
         return True
@@ -428,9 +421,8 @@ def _sentence_clauses(pieces: list[_Piece], verbs: Collection[str]) -> list[Clau
         if _is_value(piece.masked, verbs):
             if clauses:
                 last = clauses[-1]
-                clauses[-1] = replace(
-                    last, text=f"{last.text}{piece.joiner}{piece.text}", why=joined_reasons(last.why, f"the value {piece.text!r} is its argument")
-                )
+                why = joined_reasons(last.why, f"the value {piece.text!r} is its argument")
+                clauses[-1] = replace(last, text=f"{last.text}{piece.joiner}{piece.text}", why=why)
             else:
                 waiting.append(piece)
             continue
@@ -438,8 +430,9 @@ def _sentence_clauses(pieces: list[_Piece], verbs: Collection[str]) -> list[Clau
             # "For now, check …", "In the morning, book …": a phrase that sets the scene of the next clause
             waiting.append(piece)
             continue
-        text, why, together = piece.text, "", ""
+        text, why, together, query = piece.text, "", "", ""
         if waiting:
+            query = piece.text
             text = "".join(f"{value.text}{value_next.joiner}" for value, value_next in zip(waiting, [*waiting[1:], piece])) + text
             why, waiting = f"{', '.join(repr(value.text) for value in waiting)} belong to it", []
         if piece.cut == "subordinate" or _is_context(words, piece.text):
@@ -461,12 +454,17 @@ def _sentence_clauses(pieces: list[_Piece], verbs: Collection[str]) -> list[Clau
             text, together = f"{text} {following.text.split(None, 1)[1]}", f"{text}{following.joiner}{following.text}"
             why = joined_reasons(why, f"a lone verb: it acts on the object of {following.text!r}")
         weak = piece.cut in ("conjunction", "comma") and not _starts_clause(words, verbs)
+        verb = _without_preamble(_words(clauses[-1].text))[:1] if clauses and clauses[-1].kind == "action" else []
+        if weak and words[0] in _DETERMINERS and verb and _is_verb(verb[0], verbs):
+            # "cancel the alarm and the reminder": the noun phrase is the object of the same verb
+            query = f"{verb[0]} {query or text}"
+            why = joined_reasons(why, f"it is an object of {verb[0]!r}, like the clause before")
         if weak and clauses and clauses[-1].kind != "action" and words[0] in _CANNOT_START_ACTION and not any(_is_verb(word, verbs) for word in words):
             # "…, for now" after a fact or context: more words of it, not an action
             last = clauses[-1]
             clauses[-1] = replace(last, text=f"{last.text}{piece.joiner}{text}")
             continue
-        clauses.append(Clause(text, "action", weak, why, together, piece.joiner))
+        clauses.append(Clause(text, "action", weak, why, together, piece.joiner, query))
     if waiting:  # values and nothing to give them to: the sentence states them
         text = "".join(f"{value.joiner if number else ''}{value.text}" for number, value in enumerate(waiting))
         clauses.append(Clause(text, "fact", why=_ONLY_VALUES))

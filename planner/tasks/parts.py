@@ -258,13 +258,13 @@ def match_parts(
     Raises:
         PlanningTimeout, PlanningCancelled: from ``budget``.
     """
-    found: dict[tuple[str, float], PartMatch] = {}
+    found: dict[tuple[str, str, float], PartMatch] = {}
 
-    def matched(text: str, min_score: float = MIN_SCORE, why: str = "") -> PartMatch:
+    def matched(text: str, min_score: float = MIN_SCORE, why: str = "", query: str = "") -> PartMatch:
         budget.check()
-        if (text, min_score) not in found:
-            found[text, min_score] = _match(text, index, graph, inputs, held, render, min_score, budget)
-        return replace(found[text, min_score], why=why)
+        if (text, query, min_score) not in found:
+            found[text, query, min_score] = _match(text, index, graph, inputs, held, render, min_score, budget, query)
+        return replace(found[text, query, min_score], why=why)
 
     if not merge:
         return [matched(clause.text) for clause in parts]
@@ -277,7 +277,7 @@ def match_parts(
             continue
         previous = matches[-1] if matches and matches[-1].kind == "action" else None
         weak = clause.weak and previous is not None
-        match = matched(clause.text, threshold if weak else MIN_SCORE, clause.why)
+        match = matched(clause.text, threshold if weak else MIN_SCORE, clause.why, clause.query)
         if match.choice is None and weak and previous is not None:
             glued_text = f"{previous.text}{clause.joiner}{clause.text}"
             why = joined_reasons(
@@ -350,9 +350,10 @@ def _match(
     render: Callable[[Plan], Any] | None,
     min_score: float = MIN_SCORE,
     budget: TaskBudget = NO_BUDGET,
+    query: str = "",
 ) -> PartMatch:
     try:
-        return choose_part(text, index, graph, inputs, held, render, min_score, budget)
+        return choose_part(text, index, graph, inputs, held, render, min_score, budget, query)
     except (NoMatchingSkillError, NoPlanError) as error:
         # Its reason, in no interface's options: a part's problem is reported to every interface alike.
         return PartMatch(text, None, error.reason)
@@ -367,11 +368,13 @@ def choose_part(
     render: Callable[[Plan], Any] | None = None,
     min_score: float = MIN_SCORE,
     budget: TaskBudget = NO_BUDGET,
+    query: str = "",
 ) -> PartMatch:
-    """An action's goal (:func:`toolpath.planner.tasks.goals.choose_goal`), searched without the
-    words it quotes: quoted text is data, and a long quote would otherwise be all the search reads
-    ("Say '…' in a calm voice"). When nothing matches, it is searched once more without the names
-    it mentions (:func:`toolpath.planner.tasks.clauses.named_entities`).
+    """An action's goal (:func:`toolpath.planner.tasks.goals.choose_goal`), searched on ``query``
+    (default ``text``; :attr:`toolpath.planner.tasks.clauses.Clause.query`) without the words it
+    quotes: quoted text is data, and a long quote would otherwise be all the search reads ("Say
+    '…' in a calm voice"). When nothing matches, it is searched once more without the names it
+    mentions (:func:`toolpath.planner.tasks.clauses.named_entities`).
 
     A value the action gives (its one quoted value, URL or file name) is the user's: when the
     chosen plan would make an input state that nothing holds ("translate 'Bonjour' into English"
@@ -382,7 +385,7 @@ def choose_part(
         NoMatchingSkillError, NoPlanError, InputError, PlanningTimeout, PlanningCancelled: as
             :func:`toolpath.planner.tasks.goals.choose_goal` raises them.
     """
-    query = without_quotes(text, words_too=False)
+    query = without_quotes(query or text, words_too=False)
     try:
         choice = choose_goal(query, index, graph, inputs=inputs, held=held, render=render, min_score=min_score, budget=budget)
     except NoMatchingSkillError:
