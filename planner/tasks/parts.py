@@ -125,8 +125,9 @@ class PartMatch:
         problem: why nothing matched (no skill close enough, or none reachable).
         kind: ``"action"``, ``"fact"`` or ``"context"`` (:mod:`toolpath.planner.tasks.clauses`).
         why: why it is a fact or context, or how its words were put together.
-        holds: for a fact, the input states it holds.
-        values: for a fact, the inputs its quoted value gives, as ``((name, value), ...)``.
+        holds: the input states it holds: a fact's (:func:`read_fact`), or the one an action's own
+            value stands for (:func:`choose_part`).
+        values: the inputs its value gives, as ``((name, value), ...)``.
     """
 
     text: str
@@ -625,7 +626,9 @@ def plan_parts(
     session_held: Collection[str] = (),
     budget: TaskBudget = NO_BUDGET,
 ) -> tuple[tuple[PartMatch, ...], Plan]:
-    """Split ``task`` (free text) or take its steps (a list), match each part and plan them jointly.
+    """Read ``task`` (free text: :func:`toolpath.planner.tasks.clauses.read_request`) or take its
+    steps (a list), match each action and plan them jointly. Facts are read first: the input states
+    they name are held, and their values are inputs (the caller's own inputs win).
 
     ``held`` states (the caller's word) stay held. ``session_held`` states (what an agent session
     holds from earlier tasks) stay held unless the inputs replace them (:func:`held_unless_replaced`).
