@@ -2,25 +2,10 @@
 (each step's tool and the source of every argument checked), run in a real kernel in a temporary
 directory, and the user's files checked unchanged afterwards (see ``benchmarks/bench_dataflow.py``)."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from benchmark_module import load_benchmark
 
-BENCHMARK = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_dataflow.py"
-
-
-def _load_benchmark():
-    # benchmarks/ is not a package: load the runner from its path.
-    spec = importlib.util.spec_from_file_location("bench_dataflow", BENCHMARK)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-bench_dataflow = _load_benchmark()
+bench_dataflow = load_benchmark("bench_dataflow")
 CASES = bench_dataflow.load_cases()
 
 
