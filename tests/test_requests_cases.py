@@ -86,9 +86,7 @@ def test_parts_agree_when_every_action_and_fact_is_expected_in_order(planned, ag
 NOT_YET = {
     "fact-profile-picture-edit": "the search ranks colorize_image above image_editing for replacing a background",
     "glued-combine-named-files-then-transcribe": "two values ('intro.wav' and 'outro.wav') hold no state: only an action's single value does",
-    "ent-wikipedia-article-summary": "a text about a named thing is generated, not looked up: cost-optimal planning takes text_generation over web_search and fetch_webpage_text",
     "ent-opera-house-completion-date": "the question about the page is not chained: only web_search is planned",
-    "ent-moon-landing-page-aloud": "a text about a named thing is generated, not looked up (as for the Wikipedia summary)",
 }
 
 

@@ -174,7 +174,7 @@ def _named_hit(tool: ToolDefinition, graph: StateGraph, held: Collection[str], b
 def _input_states_made(graph: StateGraph, candidate_plan: Plan) -> tuple[str, ...]:
     """The input states (``State.input``) a plan makes on its way to its goal (not as its last
     step, which is what the part asks for), sorted."""
-    made = {token for step in candidate_plan.steps[:-1] for token in step.produces} - candidate_plan.goal
+    made = {token for step in candidate_plan.steps[:-1] for token in step.produces}
     return tuple(sorted(token for token in made if token in graph.states and graph.states[token].input))
 
 

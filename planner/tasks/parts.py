@@ -413,9 +413,16 @@ def choose_part(
     return PartMatch(text, better, why=why, holds=frozenset({state}), values=given)
 
 
-def joint_plan(graph: StateGraph, matches: Sequence[PartMatch], held: Collection[str] = (), relevance: Mapping[int, float] | None = None) -> Plan:
+def joint_plan(
+    graph: StateGraph, matches: Sequence[PartMatch], held: Collection[str] = (), relevance: Mapping[int, float] | None = None, names: bool = True
+) -> Plan:
     """One cost-optimal plan for the goals of every matched part: their states reached, their tools
     run; steps ordered by data flow, then by the first part each serves.
+
+    With ``names``, a part that names a thing ("the Wikipedia article about Ada Lovelace") does not
+    have what it needs invented: the tools its own plan would make an input state with (a text
+    generated) are avoided, so the thing is looked up (searched, fetched) instead, at a higher cost
+    if need be (:func:`_invented_for_names`). Without a plan that avoids them, they are used.
 
     Among plans of equal cost, tools of the domains the task is about (the domains of the parts'
     matched states and tools) win over tools of other domains, and then the tools ``relevance``
@@ -436,8 +443,27 @@ def joint_plan(graph: StateGraph, matches: Sequence[PartMatch], held: Collection
     # In-domain tools first, then by relevance: every in-domain score lies above every other one.
     span = (max(relevance.values()) - min(relevance.values()) + 1.0) if relevance else 1.0
     prefer = {tool.id: relevance.get(tool.id, 0.0) + (span if tool.server_name in domains else 0.0) for tool in graph.registry}
-    joint = _ordered_by_parts(_with_repeats(plan(graph, states, held=held, must_run=tools, prefer=prefer), matches), matches)
-    return replace(joint, tie_breaks=_tie_breaks(graph, joint, domains, relevance))
+    avoid = _invented_for_names(matches) - {qualified_name(tool) for tool in tools} if names else set()
+    try:
+        cheapest = plan(graph, states, held=held, must_run=tools, prefer=prefer, avoid=avoid)
+    except NoPlanError:
+        if not avoid:
+            raise
+        avoid = set()
+        cheapest = plan(graph, states, held=held, must_run=tools, prefer=prefer)
+    joint = _ordered_by_parts(_with_repeats(cheapest, matches), matches)
+    return replace(joint, tie_breaks=_tie_breaks(graph, joint, domains, relevance, avoid))
+
+
+def _invented_for_names(matches: Sequence[PartMatch]) -> set[str]:
+    """The tools by which a part that names something would invent what it needs: the steps of its
+    chosen plan, before its goal, that make an input state (``GoalCandidate.invents``)."""
+    avoid = set()
+    for match in matches:
+        chosen = match.choice.chosen if match.status == "matched" and match.choice is not None else None
+        if chosen is not None and chosen.invents and chosen.plan is not None and named_entities(match.text):
+            avoid |= {qualified_name(step.tool) for step in chosen.plan.steps[:-1] if step.produces & set(chosen.invents)}
+    return avoid
 
 
 def _with_repeats(joint: Plan, matches: Sequence[PartMatch]) -> Plan:
@@ -457,26 +483,31 @@ def _with_repeats(joint: Plan, matches: Sequence[PartMatch]) -> Plan:
     )
 
 
-def _relevance(index: SkillIndex, matches: Sequence[PartMatch], budget: TaskBudget = NO_BUDGET, names: bool = True) -> dict[int, float]:
-    """Each tool's best search score over the matched parts, and (with ``names``) over looking up
-    each thing they name ("find Sofia Coppola by name"): what the task is about, for ties. So of
-    two tools that make a movie id at equal cost, a request naming "the movie Titanic" takes the
-    one that searches by title, not the one that lists the latest movies. An agent's own steps
+def _relevance(index: SkillIndex, graph: StateGraph, matches: Sequence[PartMatch], budget: TaskBudget = NO_BUDGET, names: bool = True) -> dict[int, float]:
+    """Each tool's best search score over the matched parts: what the task is about, for ties.
+
+    With ``names``, a tool that starts from nothing (it requires no state: where a name goes in)
+    also scores for looking up each thing the parts name ("find Sofia Coppola by name"). So of two
+    tools that make a movie id at equal cost, a request naming "the movie Titanic" takes the one
+    that searches by title, not the one that lists the latest movies. An agent's own steps
     (``names=False``) say themselves how each thing is found."""
-    queries = [match.text for match in matches if match.status == "matched"]
-    if names:
-        queries += [f"find {name} by name" for match in matches if match.status == "matched" for name in named_entities(match.text)]
+    matched = [match for match in matches if match.status == "matched"]
+    lookups = [f"find {name} by name" for match in matched for name in named_entities(match.text)] if names else []
+    starts = {tool.id for tool in graph.registry if not tool.state_transition.requires}
     best: dict[int, float] = {}
-    for query in dict.fromkeys(queries):
+    for query in dict.fromkeys([match.text for match in matched] + lookups):
         budget.check()
+        lookup = query in lookups
         for tool_id, score in index.tool_relevance(query).items():
-            best[tool_id] = max(score, best.get(tool_id, score))
+            if not lookup or tool_id in starts:
+                best[tool_id] = max(score, best.get(tool_id, score))
     return best
 
 
-def _tie_breaks(graph: StateGraph, joint: Plan, domains: frozenset[str], relevance: Mapping[int, float]) -> tuple[TieBreak, ...]:
-    """Each step (not one the task asked to run) that other tools could have taken at the same
-    cost: producing everything the step gives later steps and the goal, and runnable at that point."""
+def _tie_breaks(graph: StateGraph, joint: Plan, domains: frozenset[str], relevance: Mapping[int, float], avoided: Collection[str] = ()) -> tuple[TieBreak, ...]:
+    """Each step (not one the task asked to run) that other tools (not ``avoided``) could have
+    taken at the same cost: producing everything the step gives later steps and the goal, and
+    runnable at that point."""
     ties = []
     reached = set(joint.held)
     for position, step in enumerate(joint.steps):
@@ -488,6 +519,7 @@ def _tie_breaks(graph: StateGraph, joint: Plan, domains: frozenset[str], relevan
                 tool
                 for tool in graph.tools_for(token)
                 if tool.id != step.tool.id
+                and qualified_name(tool) not in avoided
                 and tool.cost == step.tool.cost
                 and supplies <= tool.state_transition.produces
                 and tool.state_transition.requires <= reached
@@ -666,6 +698,6 @@ def plan_parts(
     if not any(match.status == "matched" for match in matches):
         goal = frozenset().union(*(match.goal for match in matches))
         return tuple(matches), Plan(goal, frozenset(held), (), 0.0, True)
-    relevance = _relevance(index, matches, budget, names=isinstance(task, str))
+    relevance = _relevance(index, graph, matches, budget, names=isinstance(task, str))
     budget.check()
-    return tuple(matches), joint_plan(graph, matches, held, relevance)
+    return tuple(matches), joint_plan(graph, matches, held, relevance, names=isinstance(task, str))
