@@ -41,8 +41,6 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, replace
 from typing import Literal
 
-import pysbd
-
 from toolpath.planner.planning.graph import StateGraph
 
 Kind = Literal["action", "fact", "context"]
@@ -276,7 +274,11 @@ def _items(masked: str, start: int, end: int) -> Iterator[tuple[int, int]]:
 
 
 def _sentences(masked: str, start: int, end: int) -> Iterator[tuple[int, int]]:
-    # A new Segmenter per call: pysbd keeps the text being segmented on the instance.
+    # Imported here: pysbd takes about 30 ms to import, which commands that read no request (toolpath
+    # plan, graph, validate) should not pay. A new Segmenter per call: pysbd keeps the text being
+    # segmented on the instance.
+    import pysbd
+
     for span in pysbd.Segmenter(language="en", clean=False, char_span=True).segment(masked[start:end]):
         yield start + span.start, start + span.end
 
