@@ -134,3 +134,34 @@ def test_a_clause_keeps_the_words_between_it_and_the_one_before(verbs):
 
 def test_a_request_of_no_words_has_no_clauses(verbs):
     assert read_request("  ...  ", verbs) == []
+
+
+def test_a_long_run_of_spaces_is_read_in_one_pass(verbs):
+    """800 spaces took 80 s before the cuts were anchored after a word (the cost grew with the cube
+    of the run); 9,000 now read like any other text."""
+    for spaces in (" " * 9_000, "\u00a0" * 9_000, " ," * 4_000):
+        clauses = read_request(f"describe the table{spaces}quickly", verbs)
+        assert clauses[0].text.startswith("describe the table") and clauses[-1].text.endswith("quickly")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # An order with a verb no catalog starts with is an order, never a fact.
+        ("1. caption 'a.png' 2. translate it", [("action", "caption 'a.png'"), ("action", "translate it")]),
+        # A verb with a quoted object is no lone verb: the object is its own.
+        ("Load 'people.csv' and describe it", [("action", "Load 'people.csv'"), ("action", "describe it")]),
+    ],
+)
+def test_an_order_on_a_value_is_an_action(text, expected, verbs):
+    assert kinds(text, verbs) == expected
+
+
+def test_a_value_after_to_as_or_into_is_a_destination_never_a_source():
+    from toolpath.planner.tasks.clauses import names_destination, source_values
+
+    assert source_values("Save the image to '/etc/passwd'") == []
+    assert source_values("Download the image at https://example.com/a.png to '~/.bashrc'") == ["https://example.com/a.png"]
+    assert source_values("The result should be saved as 'b.png'") == []
+    assert source_values("Translate 'Bonjour' into English") == ["Bonjour"]
+    assert names_destination("The output file is 'out.csv'") and not names_destination("I have a CSV file 'people.csv'")

@@ -8,8 +8,10 @@ import sys
 import pytest
 
 from toolpath.planner import plan
+from toolpath.planner.planning.inputs import InputError
 from toolpath.planner.search.skills import QueryError
 from toolpath.planner.tasks.clauses import split_task
+from toolpath.planner.tasks.goals import NoMatchingSkillError
 
 ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
 
@@ -205,3 +207,32 @@ def test_a_fact_that_names_no_input_state_holds_nothing(workspace):
     assert task_plan.parts[0].kind == "fact" and task_plan.parts[0].holds == frozenset()
     assert tool_names(task_plan) == ["parse_molecule", "compute_descriptors"]
     assert "it names no input state" in task_plan.to_dict()["parts"][0]["why"]
+
+
+def test_a_destination_is_never_taken_for_a_file_the_user_holds(workspace):
+    task_plan = workspace.plan_task("I have a CSV file 'people.csv'. The output file is 'out.csv'. Describe the table")
+    assert [part.kind for part in task_plan.parts] == ["fact", "fact", "action"]
+    assert task_plan.parts[1].holds == frozenset() and "where to write" in task_plan.parts[1].why
+    assert task_plan.inputs == {"tabular.load_table.path": "people.csv"} and "out.csv" not in task_plan.cell.code.split("\n", 1)[1]
+
+
+def test_a_value_in_an_action_is_the_file_its_plan_needs(workspace):
+    task_plan = workspace.plan_task("Write a report of 'people.csv' to 'notes.md'")
+    assert tool_names(task_plan) == ["load_table", "write_report"]
+    # The source is read; the destination is no input of load_table (writing it is issue 35's approval).
+    assert task_plan.inputs == {"tabular.load_table.path": "people.csv"} and task_plan.parts[0].holds == {"tabular.file_given"}
+
+
+def test_two_values_for_one_input_are_refused_naming_both(workspace):
+    with pytest.raises(InputError, match=r"two values for the input \S+path: 'a.csv' .* and 'b.csv'"):
+        workspace.plan_task("I have a CSV file 'a.csv'. I have a CSV file 'b.csv'. Describe the table")
+
+
+def test_a_task_that_only_tells_is_refused(workspace):
+    with pytest.raises(QueryError, match="only tells .* and asks for nothing"):
+        workspace.plan_task("I have a CSV file 'people.csv'.")
+
+
+def test_a_refusal_quotes_the_users_words_not_the_searched_ones(workspace):
+    with pytest.raises(NoMatchingSkillError, match="no catalog can serve the task 'book a flight to Rome'"):
+        workspace.plan_task("book a flight to Rome")

@@ -105,3 +105,12 @@ def test_the_planner_reads_each_request_as_a_careful_person_would(planning_works
     """Each case's tools, parts (kind and text, in order) and held states come out as expected."""
     result, _ = bench_requests.run_case(planning_workspaces[tuple(sorted(case["catalogs"]))], case)
     assert result["passed"], result
+
+
+def test_a_single_word_value_is_what_the_goal_reads_and_prose_what_the_plan_starts_from(planning_workspaces):
+    media = planning_workspaces[("media",)]
+    transcribed = media.plan_task("Transcribe 'b.wav'. Then translate it into French")
+    assert [step.tool.name for step in transcribed.plan.steps] == ["speech_to_text", "translate_text"]
+    assert transcribed.inputs == {"audio": "b.wav"}
+    said = media.plan_task("Say 'Doors close in two minutes!' in a calm voice")
+    assert [step.tool.name for step in said.plan.steps] == ["text_to_speech"] and said.inputs == {"text": "Doors close in two minutes!"}

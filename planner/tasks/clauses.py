@@ -81,7 +81,7 @@ _QUOTED = re.compile(
     r"(?<!\w)(?:\"[^\"]*\"|\u201c[^\u201d]*\u201d|'(?:[^']|(?<=\w)'(?=\w))*'|\u2018(?:[^\u2019]|(?<=\w)\u2019(?=\w))*\u2019|\u00ab[^\u00bb]*\u00bb)(?!\w)"
 )
 _QUOTES = "\"'\u201c\u2018\u00ab"
-_LINE_END = re.compile(r"\s*[;\n]+\s*")
+_LINE_END = re.compile(r"[;\n]+")  # the spaces around are stripped with each piece
 # (Patterns used with ``match(text, pos)`` have no "^": match anchors at ``pos``, "^" only at 0.)
 # A bullet or a number at the start of a line ("- ", "2) ", "(3) ", "1. ").
 _BULLET = re.compile(r"\s*(?:[-*\u2022]|\(?\d{1,2}[.)])\s+")
@@ -90,12 +90,15 @@ _INLINE_NUMBER = re.compile(r"(?:^|\s)\(?(\d{1,2})[.)]\s+")
 # The cuts inside a sentence. Connectives that order clauses come first, so that "and then" is one
 # cut; a subordinating word is cut before, and kept: it starts the context clause; so is "please"
 # ("after logging in please check my balance" asks for the check).
+# Every cut starts right after a word ("(?<=\S)") and its spaces are possessive: a long run of
+# spaces is tried once, not at each of its positions (which took minutes for 800 spaces).
 _CUT = re.compile(
-    r"(?P<sequence>\s*,?\s+(?:and\s+then|and\s+after\s+that|and\s+afterwards|and\s+finally|and\s+also|after\s+that|afterwards|then|finally)\s+)"
-    r"|(?P<conjunction>\s*,?\s+and\s+)"
-    r"|(?P<subordinate>\s*,?\s+(?=(?:before|after|when|once|until)\s+\w+ing\b|(?:so\s+(?:that|i|we)|in\s+order\s+to|so\s+as\s+to|because|unless|as\s+soon\s+as)\b))"
-    r"|(?P<request>\s*,?\s+(?=please\b))"
-    r"|(?P<comma>\s*,\s+(?=\S))",
+    r"(?<=\S)(?:"
+    r"(?P<sequence>(?:\s*+,)?\s++(?:and\s++then|and\s++after\s++that|and\s++afterwards|and\s++finally|and\s++also|after\s++that|afterwards|then|finally)\s++)"
+    r"|(?P<conjunction>(?:\s*+,)?\s++and\s++)"
+    r"|(?P<subordinate>(?:\s*+,)?\s++(?=(?:before|after|when|once|until)\s++\w+ing\b|(?:so\s++(?:that|i|we)|in\s++order\s++to|so\s++as\s++to|because|unless|as\s++soon\s++as)\b))"
+    r"|(?P<request>(?:\s*+,)?\s++(?=please\b))"
+    r"|(?P<comma>\s*+,\s++(?=\S)))",
     flags=re.IGNORECASE,
 )
 # Words that open a clause without being part of it: connectives, greetings, "please".
@@ -229,6 +232,30 @@ def named_entities(text: str) -> list[str]:
         if name and not name.isupper() and name != "I":
             found.append(name)
     return list(dict.fromkeys(found))
+
+
+# Words that make a fact name where to write, not what the user holds ("the output file is 'out.csv'").
+_DESTINATION = frozenset({"output", "destination", "target", "save", "saved", "export", "exported", "write", "written"})
+
+
+def names_destination(text: str) -> bool:
+    """Whether a clause speaks of where to write (:data:`_DESTINATION` words)."""
+    return bool(set(_words(text)) & _DESTINATION)
+
+
+# Words before a value that make it a destination ("save it to 'b.png'", "as 'out.csv'").
+_TOWARDS = frozenset({"to", "as", "into"})
+
+
+def source_values(text: str) -> list[str]:
+    """The values ``text`` gives to read (:func:`quoted_values` in the same preference), less those
+    right after "to", "as" or "into": "save the image to '/etc/passwd'" names where to write, and
+    such a value is never taken as something the user holds."""
+
+    def read(matches: Iterator[re.Match[str]], quoted: bool) -> list[str]:
+        return [match.group()[1:-1] if quoted else match.group() for match in matches if not set(_words(text[: match.start()])[-1:]) & _TOWARDS]
+
+    return read(_QUOTED.finditer(text), True) or read(_BARE_VALUE.finditer(masked_quotes(text)), False)
 
 
 def without_names(text: str) -> str:
@@ -448,6 +475,7 @@ def _sentence_clauses(pieces: list[_Piece], verbs: Collection[str]) -> list[Clau
         lone = _without_preamble(words)
         if (
             len(lone) == 1
+            and not any(map(_is_value_word, piece.masked.split()))  # "load 'people.csv'" has its object
             and following is not None
             and (following.cut == "conjunction" or (following.cut == "comma" and _is_verb(lone[0], verbs)))
             and len(_words(following.masked)) > 1
@@ -469,7 +497,12 @@ def _sentence_clauses(pieces: list[_Piece], verbs: Collection[str]) -> list[Clau
         clauses.append(Clause(text, "action", weak, why, together, piece.joiner, query))
     if waiting:  # values and nothing to give them to: the sentence states them
         text = "".join(f"{value.joiner if number else ''}{value.text}" for number, value in enumerate(waiting))
-        clauses.append(Clause(text, "fact", why=_ONLY_VALUES))
+        words = _words(masked_quotes(text))
+        if words and not set(words) & _COPULAS and not all(map(_is_value_word, masked_quotes(text).split())):
+            # "caption 'a.png'" with a verb no catalog starts with: an order, never a fact
+            clauses.append(Clause(text, "action", why="a word and a value: read as an order on the value"))
+        else:
+            clauses.append(Clause(text, "fact", why=_ONLY_VALUES))
     return clauses
 
 

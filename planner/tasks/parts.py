@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from toolpath.planner.planning.graph import StateGraph
-from toolpath.planner.planning.inputs import check_input_names, input_for, plain_value
+from toolpath.planner.planning.inputs import InputError, check_input_names, input_for, plain_value
 from toolpath.planner.planning.plans import NO_BUDGET, NoPlanError, Plan, TaskBudget, TieBreak, plan, qualified_name
 from toolpath.planner.search.skills import QueryError, SkillIndex, check_text
 from toolpath.planner.tasks.clauses import (
@@ -39,8 +39,9 @@ from toolpath.planner.tasks.clauses import (
     joined_reasons,
     leading_verb,
     named_entities,
-    quoted_values,
+    names_destination,
     read_request,
+    source_values,
     without_names,
     without_quotes,
 )
@@ -185,13 +186,15 @@ def read_fact(clause: Clause, index: SkillIndex, graph: StateGraph, inputs: Mapp
     A fact that names no input state holds nothing: what a tool made ("I booked the flight") is
     not held by saying so, because no artifact of it exists for a step to take.
     """
+    if names_destination(clause.text):
+        return PartMatch(clause.text, None, kind="fact", why=joined_reasons(clause.why, "it names where to write, not what the user holds"))
     hits = [hit for hit in index.search(without_quotes(clause.text), k=5, kind="state") if hit.matches(MIN_SCORE) and hit.states]
     held = [hit for hit in hits if all(graph.states[token].input for token in hit.states if token in graph.states)]
     if not held:
         return PartMatch(clause.text, None, kind="fact", why=joined_reasons(clause.why, "it names no input state, so it holds nothing"))
     hit = held[0]
     why = joined_reasons(clause.why, f"it holds {', '.join(sorted(hit.states))} (state {hit.name}, {_strength(hit)})")
-    values = quoted_values(clause.text)
+    values = source_values(clause.text)
     given = _value_inputs(graph, hit.states, values[0]) if len(values) == 1 else ()
     if given and not any(input_for(tool, parameter, inputs or {}) for tool, parameter in _carriers(graph, hit.states)):
         return PartMatch(clause.text, None, kind="fact", why=f"{why}; its value {values[0]!r} is their input", holds=hit.states, values=given)
@@ -265,7 +268,8 @@ def match_parts(
         budget.check()
         if (text, query, min_score) not in found:
             found[text, query, min_score] = _match(text, index, graph, inputs, held, render, min_score, budget, query)
-        return replace(found[text, query, min_score], why=why)
+        match = found[text, query, min_score]
+        return replace(match, why=joined_reasons(why, match.why))
 
     if not merge:
         return [matched(clause.text) for clause in parts]
@@ -387,19 +391,38 @@ def choose_part(
             :func:`toolpath.planner.tasks.goals.choose_goal` raises them.
     """
     query = without_quotes(query or text, words_too=False)
+    values = source_values(text)
     try:
         choice = choose_goal(query, index, graph, inputs=inputs, held=held, render=render, min_score=min_score, budget=budget)
-    except NoMatchingSkillError:
-        # Names no catalog knows can be all the search reads ("the Wikipedia article about Ada
-        # Lovelace"): search once more without them.
-        unnamed = without_names(query)
-        if unnamed == query:
+    except NoPlanError as error:
+        # "describe 'people.csv'": no tool makes the file the plan needs; the value is that file.
+        if len(values) != 1 or len(error.given_by) != 1:
             raise
+        state = next(iter(error.given_by))
+        given = _value_inputs(graph, frozenset({state}), values[0])
+        choice = choose_goal(
+            query, index, graph, inputs={**dict(given), **(inputs or {})}, held={*held, state}, render=render, min_score=min_score, budget=budget
+        )
+        return PartMatch(text, choice, why=f"its value {values[0]!r} is the {state} its plan needs", holds=frozenset({state}), values=given)
+    except NoMatchingSkillError as error:
+        # Names no catalog knows can be all the search reads ("the Wikipedia article about Ada
+        # Lovelace"): search once more without them. The refusal quotes the user's words.
+        unnamed = without_names(query)
+        try:
+            if unnamed == query:
+                raise
+            choice = choose_goal(unnamed, index, graph, inputs=inputs, held=held, render=render, min_score=min_score, budget=budget)
+        except NoMatchingSkillError:
+            raise NoMatchingSkillError(text, error.hits, min_score) from None
         query = unnamed
-        choice = choose_goal(query, index, graph, inputs=inputs, held=held, render=render, min_score=min_score, budget=budget)
-    values = quoted_values(text)
     steps = choice.chosen.plan.steps if choice.chosen.plan is not None else ()
     made = [token for step in steps for token in sorted(step.produces) if token in graph.states and graph.states[token].input and token not in held]
+    # A single-word value (a file name, a URL, an id) is what the goal's own step reads
+    # ("transcribe 'b.wav'": the audio, not the text a longer plan would make the audio from); a
+    # value of several words is content, the first thing the plan would make ("say 'Doors close!'").
+    if len(values) == 1 and not any(character.isspace() for character in values[0]):
+        last_reads = steps[-1].requires if steps else frozenset()
+        made.sort(key=lambda token: token not in last_reads)
     if len(values) != 1 or not made or any(input_for(tool, parameter, inputs or {}) for tool, parameter in _carriers(graph, frozenset(made[:1]))):
         return PartMatch(text, choice)
     state, given = made[0], _value_inputs(graph, frozenset(made[:1]), values[0])
@@ -634,6 +657,27 @@ def held_unless_replaced(graph: StateGraph, held: Collection[str], inputs: Mappi
     return held - (replaced - carried)
 
 
+def _refuse_competing_values(matches: Sequence[PartMatch], inputs: Mapping[str, Any] | None) -> None:
+    """Refuse two parts' values for one input ("caption 'a.png'. Caption 'b.png'"): a cell takes
+    one value per input, and keeping either would drop the other without a word.
+
+    Raises:
+        InputError: naming the input, both values and their parts.
+    """
+    given: dict[str, tuple[str, str]] = {}
+    for match in matches:
+        for name, value in match.values:
+            if name in (inputs or {}):
+                continue
+            if name in given and given[name][0] != value:
+                first, part = given[name]
+                raise InputError(
+                    f"the task gives two values for the input {name}: {first!r} (in {part!r}) and {value!r} (in {match.text!r}); "
+                    "a cell takes one value per input: plan them as two tasks, or give the one meant as an input"
+                )
+            given.setdefault(name, (value, match.text))
+
+
 def inputs_with_facts(parts: Iterable[PartMatch], inputs: Mapping[str, Any] | None, plan: Plan | None = None) -> dict[str, Any]:
     """``inputs`` with the values the parts give (a fact's, or an action's own value: see
     :func:`read_fact` and :func:`choose_part`); the caller's own inputs win. With ``plan``, only
@@ -671,7 +715,8 @@ def plan_parts(
         The parts with what each matched, and the joint plan.
 
     Raises:
-        QueryError: an empty task or step.
+        QueryError: an empty task or step, or a task that only tells facts and asks for nothing.
+        InputError: two parts give different values for one input (:func:`_refuse_competing_values`).
         NoMatchingSkillError: no part matches any skill (the whole text was tried as one part too).
         NoPlanError: no single plan reaches the goals of all matched parts.
         PlanningTimeout, PlanningCancelled: from ``budget`` (:class:`toolpath.planner.planning.plans.TaskBudget`).
@@ -679,11 +724,16 @@ def plan_parts(
     task = checked_task(task)
     if isinstance(task, str):
         clauses = read_request(task, action_words(graph))
+        if not clauses:
+            clauses = [Clause(task.strip())]  # no words to read: the search says what it matches
         if not any(clause.kind == "action" for clause in clauses):
-            clauses = [Clause(task.strip())]  # nothing but facts and context: the whole text is what is asked
+            told = "; ".join(repr(clause.text) for clause in clauses)
+            raise QueryError(f"the task only tells ({told}) and asks for nothing; say what to do, e.g. 'caption it'")
     else:
         clauses = [Clause(step) for step in task]
     facts = {position: read_fact(clause, index, graph, inputs) for position, clause in enumerate(clauses) if clause.kind == "fact"}
+    caller_inputs = inputs
+    _refuse_competing_values(list(facts.values()), caller_inputs)
     inputs = inputs_with_facts(facts.values(), inputs)
     held = frozenset(held).union(*(fact.holds for fact in facts.values()))
     held |= held_unless_replaced(graph, session_held, inputs) | graph.input_states_given(inputs)
@@ -694,6 +744,7 @@ def plan_parts(
     if all(match.choice is None for match in matches if match.kind == "action"):
         whole = task_text(task)
         matches = [choose_part(whole, index, graph, inputs, held, render, budget=budget)]  # raises when nothing serves it
+    _refuse_competing_values(matches, caller_inputs)
     held = held.union(*(match.holds for match in matches))  # what facts and values hold
     if not any(match.status == "matched" for match in matches):
         goal = frozenset().union(*(match.goal for match in matches))
