@@ -84,7 +84,6 @@ def test_parts_agree_when_every_action_and_fact_is_expected_in_order(planned, ag
 
 #: Cases the planner does not pass yet, each with why (issue 34's closing note lists them).
 NOT_YET = {
-    "fact-profile-picture-edit": "the search ranks colorize_image above image_editing for replacing a background",
     "glued-combine-named-files-then-transcribe": "two values ('intro.wav' and 'outro.wav') hold no state: only an action's single value does",
     "ent-opera-house-completion-date": "the question about the page is not chained: only web_search is planned",
 }

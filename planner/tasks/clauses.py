@@ -11,9 +11,11 @@ A request mixes three kinds of clause (:data:`Kind`):
 
 **Cuts**, outermost first: lines and semicolons; an enumeration ("1. … 2. …"); sentences (pysbd,
 which knows that "Dr.", "No. 88" and "8 a.m." end no sentence); connectives that order clauses
-("and then", "after that", "finally"); a bare "and"; a comma; and a subordinating word inside a
-clause ("… before sending it", "… so that I can …"), which starts context. **Quoted text is data**:
-no cut falls inside it ("'Bonjour, comment ça va ?'" stays one value).
+("and then", "after that", "finally"); a bare "and"; a comma; "please" inside a sentence, which
+starts the request; and a subordinating word inside a clause ("… before sending it", "… so that I
+can …"), which starts context. **Quoted text is data**: no cut falls inside it ("'Bonjour, comment
+ça va ?'" stays one value). Every cut starts right after a word, so reading takes one pass however
+the spaces run.
 
 A bare "and" or comma joins either two clauses or two pieces of one ("a black and white image",
 "blood pressure and heart rate", "for two nights, in the city center"). It is a **strong** cut when
@@ -22,19 +24,23 @@ the words after it start a clause: a verb the loaded catalogs' affordances start
 it is **weak**: :func:`toolpath.planner.tasks.parts.match_parts` keeps the piece as a part of its
 own only when it matches a skill well.
 
-Within a sentence, pieces that are not actions on their own join an action: a named value
-("password abc123", "my account ID is 123456") the action before it, and a lone verb ("find and
-summarize the news") shares the next clause's object ("find the news", "summarize the news"; the
-two are one part again when they choose the same goal). Sentences never join: a sentence is the
-user's own unit.
+Within a sentence, pieces that are not clauses on their own join one: a named value ("password
+abc123", "'final.mp4'") the clause before it, a scene-setting phrase ("for now,", "in the morning,")
+the clause after it, and a lone verb ("find and summarize the news") shares the next clause's object
+("find the news", "summarize the news"; the two are one part again when they choose the same goal).
+Sentences join only when one is nothing but a value ("Is it positive? 'Great battery…'"): a
+sentence is otherwise the user's own unit.
 
-Every rule reads grammar words only (closed classes: pronouns, determiners, connectives,
-subordinators, auxiliaries), never domain words; the one open class, verbs, comes from the
-catalogs themselves.
+The rules read grammar words (closed classes: pronouns, determiners, connectives, subordinators,
+auxiliaries, a few request verbs such as "need" and "would"), and a few nouns that name where to
+write ("output", "destination"); the one open class, verbs, comes from the catalogs themselves.
+Values (:func:`source_values`) are what the user gives to read; one after "to", "as" or "into" is
+where to write, never a source.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import weakref
 from collections.abc import Collection, Iterator
@@ -235,7 +241,8 @@ def named_entities(text: str) -> list[str]:
 
 
 # Words that make a fact name where to write, not what the user holds ("the output file is 'out.csv'").
-_DESTINATION = frozenset({"output", "destination", "target", "save", "saved", "export", "exported", "write", "written"})
+# ("is saved as 'me.jpg'" says where the user's file is: no verb here, only the nouns of a destination.)
+_DESTINATION = frozenset({"output", "outputs", "destination", "target"})
 
 
 def names_destination(text: str) -> bool:
@@ -522,6 +529,12 @@ def read_request(text: str, verbs: Collection[str] = ()) -> list[Clause]:
     Returns:
         The clauses, each stripped and non-empty; ``[]`` when the text has no words.
     """
+    return list(_read(text, frozenset(verbs)))
+
+
+# A request is read when it is checked and again when it is planned: the second reading is free.
+@functools.lru_cache(maxsize=32)
+def _read(text: str, verbs: frozenset[str]) -> tuple[Clause, ...]:
     masked = masked_quotes(text)
     clauses: list[Clause] = []
     for line in _between(masked, 0, len(masked), _LINE_END):
@@ -537,7 +550,7 @@ def read_request(text: str, verbs: Collection[str] = ()) -> list[Clause]:
                     )
                 else:
                     clauses += found
-    return clauses
+    return tuple(clauses)
 
 
 def split_task(text: str, verbs: Collection[str] = ()) -> list[str]:

@@ -515,7 +515,9 @@ def _relevance(index: SkillIndex, graph: StateGraph, matches: Sequence[PartMatch
     that searches by title, not the one that lists the latest movies. An agent's own steps
     (``names=False``) say themselves how each thing is found."""
     matched = [match for match in matches if match.status == "matched"]
-    lookups = [f"find {name} by name" for match in matched for name in named_entities(match.text)] if names else []
+    # One query for all the names the task mentions: each query is an embedding (about 10 ms).
+    mentioned = list(dict.fromkeys(name for match in matched for name in named_entities(match.text))) if names else []
+    lookups = [f"find {', '.join(mentioned)} by name"] if mentioned else []
     starts = {tool.id for tool in graph.registry if not tool.state_transition.requires}
     best: dict[int, float] = {}
     for query in dict.fromkeys([match.text for match in matched] + lookups):
