@@ -165,3 +165,10 @@ def test_a_value_after_to_as_or_into_is_a_destination_never_a_source():
     assert source_values("The result should be saved as 'b.png'") == []
     assert source_values("Translate 'Bonjour' into English") == ["Bonjour"]
     assert names_destination("The output file is 'out.csv'") and not names_destination("I have a CSV file 'people.csv'")
+
+
+@pytest.mark.parametrize("piece", ["—", "🎉", "你好", "???"])
+def test_a_piece_without_latin_words_is_kept_not_a_crash(piece, verbs):
+    """Before: an IndexError for any such piece after a comma or "and" (words were ASCII only)."""
+    texts = [clause.text for clause in read_request(f"book a flight, {piece}", verbs)]
+    assert texts[0] == "book a flight" and "".join(texts[1:]).replace(" ", "") in (piece, piece.rstrip("?") + "?")

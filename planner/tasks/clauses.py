@@ -165,7 +165,7 @@ _CANNOT_START_ACTION = (
 _FUNCTION_WORDS = _DETERMINERS | _PREPOSITIONS | _SUBJECTS | _AUXILIARIES | frozenset({"and", "or", "of", "all", "any", "some", "each", "every", "no", "not"})
 
 # A word, with its inner apostrophe or hyphens ("check-out" is one word, not "check").
-_WORD = re.compile(r"[a-z]+(?:['-][a-z]+)*")
+_WORD = re.compile(r"[^\W\d_]+(?:['-][^\W\d_]+)*")  # letters of any script
 
 
 def _words(text: str) -> list[str]:
@@ -492,11 +492,18 @@ def _sentence_clauses(pieces: list[_Piece], verbs: Collection[str]) -> list[Clau
             why = joined_reasons(why, f"a lone verb: it acts on the object of {following.text!r}")
         weak = piece.cut in ("conjunction", "comma") and not _starts_clause(words, verbs)
         verb = _without_preamble(_words(clauses[-1].text))[:1] if clauses and clauses[-1].kind == "action" else []
-        if weak and words[0] in _DETERMINERS and verb and _is_verb(verb[0], verbs):
+        if weak and words[:1] and words[0] in _DETERMINERS and verb and _is_verb(verb[0], verbs):
             # "cancel the alarm and the reminder": the noun phrase is the object of the same verb
             query = f"{verb[0]} {query or text}"
             why = joined_reasons(why, f"it is an object of {verb[0]!r}, like the clause before")
-        if weak and clauses and clauses[-1].kind != "action" and words[0] in _CANNOT_START_ACTION and not any(_is_verb(word, verbs) for word in words):
+        if (
+            weak
+            and clauses
+            and clauses[-1].kind != "action"
+            and words[:1]
+            and words[0] in _CANNOT_START_ACTION
+            and not any(_is_verb(word, verbs) for word in words)
+        ):
             # "…, for now" after a fact or context: more words of it, not an action
             last = clauses[-1]
             clauses[-1] = replace(last, text=f"{last.text}{piece.joiner}{text}")
