@@ -6,11 +6,11 @@ produces). Among candidates, one with a plan beats one without; then, among thos
 work: a held state is chosen only when nothing near it needs work, and then the task is already
 done; a far weaker match is no better for needing work); then, among those within ``margin`` of
 the best, one whose cell binds every required parameter from the given inputs beats one that
-leaves some unbound; then, among those, one whose plan makes no input state (what the user gives:
-of two tools of opposite direction, "text to speech" and "speech to text", the one that starts from
-what the user holds rather than inventing it); then the one ranked higher by the search. Hits below ``min_score`` never
-count. Each candidate passed over carries the first of these tests that it lost to the chosen one,
-so its reason is true of it and not of the chosen goal.
+leaves some unbound; then, among those, one whose plan makes no input state on its way (what the
+user gives: of two tools of opposite direction, "text to speech" and "speech to text", the one that
+starts from what the user holds rather than inventing it); then the one ranked higher by the
+search. Hits below ``min_score`` never count. Each candidate passed over carries the first of these
+tests that it lost to the chosen one, so its reason is true of it and not of the chosen goal.
 
 A task that names a tool by its catalog name ("call SearchPeople to find her id") asks to run that
 tool: it is a candidate even when the search ranks it low, and it beats every unnamed one. Only
