@@ -43,7 +43,7 @@ from __future__ import annotations
 import functools
 import re
 import weakref
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -212,8 +212,14 @@ def quoted_values(text: str) -> list[str]:
 
     Example: ``"I have an image file 'example.jpg'"`` → ``["example.jpg"]``.
     """
-    quoted = [match.group()[1:-1] for match in _QUOTED.finditer(text)]
-    return quoted or _BARE_VALUE.findall(text)
+    return _values(text, lambda start: True)
+
+
+def _values(text: str, keep: Callable[[int], bool]) -> list[str]:
+    """The insides of the quoted spans ``keep`` accepts (by their start), or else its URLs and
+    file names (outside quotes) it accepts."""
+    quoted = [match.group()[1:-1] for match in _QUOTED.finditer(text) if keep(match.start())]
+    return quoted or [match.group() for match in _BARE_VALUE.finditer(masked_quotes(text)) if keep(match.start())]
 
 
 _CAPITALISED = re.compile(r"(?<![\w'])[A-Z][\w'&.-]*(?:\s+(?:(?:of|the|and|de|la|von|van)\s+)*[A-Z0-9][\w'&.-]*)*")
@@ -258,11 +264,7 @@ def source_values(text: str) -> list[str]:
     """The values ``text`` gives to read (:func:`quoted_values` in the same preference), less those
     right after "to", "as" or "into": "save the image to '/etc/passwd'" names where to write, and
     such a value is never taken as something the user holds."""
-
-    def read(matches: Iterator[re.Match[str]], quoted: bool) -> list[str]:
-        return [match.group()[1:-1] if quoted else match.group() for match in matches if not set(_words(text[: match.start()])[-1:]) & _TOWARDS]
-
-    return read(_QUOTED.finditer(text), True) or read(_BARE_VALUE.finditer(masked_quotes(text)), False)
+    return _values(text, lambda start: not set(_words(text[:start])[-1:]) & _TOWARDS)
 
 
 def without_names(text: str) -> str:
@@ -511,8 +513,9 @@ def _sentence_clauses(pieces: list[_Piece], verbs: Collection[str]) -> list[Clau
         clauses.append(Clause(text, "action", weak, why, together, piece.joiner, query))
     if waiting:  # values and nothing to give them to: the sentence states them
         text = "".join(f"{value.joiner if number else ''}{value.text}" for number, value in enumerate(waiting))
-        words = _words(masked_quotes(text))
-        if words and not set(words) & _COPULAS and not all(map(_is_value_word, masked_quotes(text).split())):
+        masked = masked_quotes(text)
+        words = _words(masked)
+        if words and not set(words) & _COPULAS and not all(map(_is_value_word, masked.split())):
             # "caption 'a.png'" with a verb no catalog starts with: an order, never a fact
             clauses.append(Clause(text, "action", why="a word and a value: read as an order on the value"))
         else:

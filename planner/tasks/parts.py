@@ -390,19 +390,24 @@ def choose_part(
         NoMatchingSkillError, NoPlanError, InputError, PlanningTimeout, PlanningCancelled: as
             :func:`toolpath.planner.tasks.goals.choose_goal` raises them.
     """
-    query = without_quotes(query or text, words_too=False)
     values = source_values(text)
+
+    def choose(search: str, holding: str | None = None) -> tuple[GoalChoice, tuple[tuple[str, str], ...]]:
+        """The goal for ``search``, with ``holding`` held and the one value as its input."""
+        given = _value_inputs(graph, frozenset({holding}), values[0]) if holding is not None else ()
+        held_now = {*held, holding} if holding is not None else held
+        choice = choose_goal(search, index, graph, inputs={**dict(given), **(inputs or {})}, held=held_now, render=render, min_score=min_score, budget=budget)
+        return choice, given
+
+    query = without_quotes(query or text, words_too=False)
     try:
-        choice = choose_goal(query, index, graph, inputs=inputs, held=held, render=render, min_score=min_score, budget=budget)
+        choice, _ = choose(query)
     except NoPlanError as error:
         # "describe 'people.csv'": no tool makes the file the plan needs; the value is that file.
         if len(values) != 1 or len(error.given_by) != 1:
             raise
         state = next(iter(error.given_by))
-        given = _value_inputs(graph, frozenset({state}), values[0])
-        choice = choose_goal(
-            query, index, graph, inputs={**dict(given), **(inputs or {})}, held={*held, state}, render=render, min_score=min_score, budget=budget
-        )
+        choice, given = choose(query, state)
         return PartMatch(text, choice, why=f"its value {values[0]!r} is the {state} its plan needs", holds=frozenset({state}), values=given)
     except NoMatchingSkillError as error:
         # Names no catalog knows can be all the search reads ("the Wikipedia article about Ada
@@ -411,7 +416,7 @@ def choose_part(
         try:
             if unnamed == query:
                 raise
-            choice = choose_goal(unnamed, index, graph, inputs=inputs, held=held, render=render, min_score=min_score, budget=budget)
+            choice, _ = choose(unnamed)
         except NoMatchingSkillError:
             raise NoMatchingSkillError(text, error.hits, min_score) from None
         query = unnamed
@@ -425,15 +430,12 @@ def choose_part(
         made.sort(key=lambda token: token not in last_reads)
     if len(values) != 1 or not made or any(input_for(tool, parameter, inputs or {}) for tool, parameter in _carriers(graph, frozenset(made[:1]))):
         return PartMatch(text, choice)
-    state, given = made[0], _value_inputs(graph, frozenset(made[:1]), values[0])
     try:
-        better = choose_goal(
-            query, index, graph, inputs={**dict(given), **(inputs or {})}, held={*held, state}, render=render, min_score=min_score, budget=budget
-        )
+        better, given = choose(query, made[0])
     except (NoMatchingSkillError, NoPlanError):
         return PartMatch(text, choice)
-    why = f"its value {values[0]!r} is the {state} the plan would otherwise make"
-    return PartMatch(text, better, why=why, holds=frozenset({state}), values=given)
+    why = f"its value {values[0]!r} is the {made[0]} the plan would otherwise make"
+    return PartMatch(text, better, why=why, holds=frozenset({made[0]}), values=given)
 
 
 def joint_plan(
