@@ -6,7 +6,10 @@ catalogs of :mod:`taskplan_catalogs`, in one run, three planners:
 - ``single_goal``: the whole request as one part (what ``plan_task`` did before tasks had parts);
 - ``request``: the new planner on the raw request (split into parts, matched, planned jointly);
 - ``steps``: the new planner given the gold ``task_steps`` as the agent's steps (the "Step N"
-  numbering removed).
+  numbering removed);
+- ``request_learned_catalog``: ``request`` again, with the catalog that also holds what the gold
+  chains of the requests outside the test ids teach (their phrasings and prerequisites,
+  :func:`taskplan_catalogs.learned_catalog`), scored on the test ids only.
 
 Metrics, averaged per request as in the data's README: node precision / recall / F1 between the
 plan's tools and ``task_nodes``; link F1 between the plan's consecutive pairs and ``task_links``
@@ -110,14 +113,17 @@ def summarise(rows: list[dict[str, float]]) -> dict[str, float]:
     return {key: round(statistics.fmean(row[key] for row in rows), 4) for key in rows[0]} if rows else {}
 
 
-def run_set(workspace: Workspace, requests: list[dict], test_ids: set) -> dict:
-    variants = {
-        "single_goal": lambda request: [request["user_request"].strip()],
-        "request": lambda request: request["user_request"].strip(),
-        "steps": lambda request: [_STEP_NUMBER.sub("", step) for step in request["task_steps"]],
-    }
+VARIANTS = {
+    "single_goal": lambda request: [request["user_request"].strip()],
+    "request": lambda request: request["user_request"].strip(),
+    "steps": lambda request: [_STEP_NUMBER.sub("", step) for step in request["task_steps"]],
+}
+
+
+def run_set(workspace: Workspace, requests: list[dict], test_ids: set, variants: tuple[str, ...] = tuple(VARIANTS)) -> dict:
     report = {}
-    for variant, task_of in variants.items():
+    for variant in variants:
+        task_of = VARIANTS[variant]
         rows, test_rows, timings = [], [], []
         for request in requests:
             started = time.perf_counter()
@@ -168,15 +174,22 @@ def main(data: Path, sets: list[str], limit: int | None) -> dict:
         "targets_node_f1": {"tmdb": {"steps": 0.90, "request": 0.80}, "ultratool": {"steps": 0.85, "request": 0.70}},
         "targets_link_f1": {"tmdb": {"steps": 0.90}, "ultratool": {"steps": 0.98}},
     }
+    splits = {name: load_requests(data, name) for name in ("tmdb", "ultratool")}
+    training = {name: [request for request in requests if str(request["id"]) not in test_ids] for name, (requests, test_ids) in splits.items()}
     with tempfile.TemporaryDirectory(prefix="toolpath-taskplan-") as directory:
         catalogs = write_catalogs(Path(directory), data)
+        learned = write_catalogs(Path(directory), data, learned_from=training)
         for name in sets:
-            requests, test_ids = load_requests(data, name)
-            if limit:
-                requests = requests[:limit]
+            requests, test_ids = splits[name]
+            requests = requests[:limit] if limit else requests
             workspace = Workspace.open([catalogs[name]])
             workspace.search("warm up the embedding model", k=1)
             results[name] = {"requests": len(requests), **run_set(workspace, requests, test_ids)}
+            # The catalog with what the training split teaches (taskplan_catalogs.learned_catalog),
+            # scored on the test ids only: the other requests taught it.
+            tests = [request for request in requests if str(request["id"]) in test_ids]
+            report = run_set(Workspace.open([learned[name]]), tests, test_ids, ("request",))["request"]
+            results[name]["request_learned_catalog"] = {"test_ids": report["test_ids"], "plan_ms": report["plan_ms"]}
     return results
 
 

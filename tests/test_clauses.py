@@ -84,6 +84,49 @@ def test_every_asked_for_action_is_kept(text, expected, verbs):
     assert [clause.text for clause in read_request(text, verbs) if clause.kind == "action"] == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # No shipped catalog acts with "rebook" or "remit": their objects tell they are verbs.
+        ("search the flights to Beijing, and rebook the CA234 flight", [("search the flights to Beijing", False), ("rebook the CA234 flight", False)]),
+        ("translate the letter and remit it to Wang", [("translate the letter", False), ("remit it to Wang", False)]),
+        # Words before a number are no verb: a value of the action, not an action.
+        ("book the hotel for Li Lei and ID number 1101", [("book the hotel for Li Lei and ID number 1101", False)]),
+        ("make a black and white image", [("make a black", False), ("white image", True)]),
+    ],
+)
+def test_a_verb_no_catalog_knows_starts_an_action_by_its_object(text, expected, verbs):
+    assert {"rebook", "remit"}.isdisjoint(verbs)
+    assert [(clause.text, clause.weak) for clause in read_request(text, verbs)] == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Remit 2000 yuan to Wang, no need for SMS notifications", [("action", "Remit 2000 yuan to Wang"), ("context", "no need for SMS notifications")]),
+        ("I do not want a window seat, book the flight", [("context", "I do not want a window seat"), ("action", "book the flight")]),
+        ("Please don't send it, just translate the letter", [("context", "don't send it"), ("action", "just translate the letter")]),
+        # An order after all, and an address
+        ("Don't forget to book the hotel", [("action", "Don't forget to book the hotel")]),
+        ("Update my address to No. 998 Zhangjiang Road", [("action", "Update my address to No. 998 Zhangjiang Road")]),
+        # A reason is no action either.
+        (
+            "Due to the change in meeting arrangements, cancel the flight",
+            [("context", "Due to the change in meeting arrangements"), ("action", "cancel the flight")],
+        ),
+    ],
+)
+def test_what_not_to_do_and_why_are_no_actions(text, expected, verbs):
+    assert kinds(text, verbs) == expected
+
+
+def test_a_value_said_after_its_action_is_not_searched(verbs):
+    """A value's name ("password is …") is data, not the operation: the search reads the action's words."""
+    (clause,) = read_request("log in to online banking with account ID123456, password is abcD1234", verbs)
+    assert clause.text == "log in to online banking with account ID123456, password is abcD1234"
+    assert clause.query == "log in to online banking with account ID123456"
+
+
 def test_a_lone_verb_keeps_the_words_it_was_said_with(verbs):
     lone, second = read_request("rewrite and simplify the text", verbs)
     assert lone.together == "rewrite and simplify the text" and "lone verb" in lone.why

@@ -84,7 +84,6 @@ def test_parts_agree_when_every_action_and_fact_is_expected_in_order(planned, ag
 
 #: Cases the planner does not pass yet, each with why (issue 34's closing note lists them).
 NOT_YET = {
-    "glued-combine-named-files-then-transcribe": "two values ('intro.wav' and 'outro.wav') hold no state: only an action's single value does",
     "ent-opera-house-completion-date": "the question about the page is not chained: only web_search is planned",
 }
 
@@ -113,3 +112,13 @@ def test_a_single_word_value_is_what_the_goal_reads_and_prose_what_the_plan_star
     assert transcribed.inputs == {"audio": "b.wav"}
     said = media.plan_task("Say 'Doors close in two minutes!' in a calm voice")
     assert [step.tool.name for step in said.plan.steps] == ["text_to_speech"] and said.inputs == {"text": "Doors close in two minutes!"}
+
+
+def test_several_named_files_fill_the_goal_step_in_order_and_the_next_step_reads_its_result(planning_workspaces):
+    media = planning_workspaces[("media",)]
+    task = media.plan_task("Combine 'intro.wav' and 'outro.wav', then transcribe the result.")
+    assert [step.tool.name for step in task.plan.steps] == ["combine_audio", "speech_to_text"]
+    assert task.inputs == {"audio": "intro.wav", "media.combine_audio.other_audio": "outro.wav"}
+    code = task.cell.code
+    assert "media.combine_audio(audio=audio, other_audio=media_combine_audio_other_audio)" in code
+    assert "media.speech_to_text(audio=audio_path)" in code  # the joined recording, not 'intro.wav'

@@ -126,13 +126,21 @@ _ADVERBS = frozenset({"just", "already", "also", "recently", "previously", "curr
 _COPULAS = frozenset({"is", "are", "was", "were"})
 _ASKED_AFTER_COPULA = frozenset({"to", "needed", "required", "wanted", "requested", "expected"})
 _HAVE = frozenset({"have", "has", "had"})
+_OBJECT_PRONOUNS = frozenset({"me", "it", "them", "him", "us"})
+# Conjunctions and adverbs that may stand before a determiner without acting on it ("so the").
+_NOT_VERBS = frozenset({"so", "but", "or", "yet", "even", "than", "as", "while", "where", "which", "who", "whose"})
 _DETERMINERS = frozenset({"my", "our", "the", "this", "that", "these", "those", "its", "his", "her", "their", "your", "a", "an"})
 _AUXILIARIES = frozenset({"is", "are", "was", "were", "do", "does", "did", "will", "can", "could", "should", "would", "has", "have", "had"})
 # Words that start a subordinate clause: it says when, why or on what condition, not what to do.
 _SUBORDINATORS = (
     *("after", "before", "when", "whenever", "once", "until", "till", "unless", "if", "because", "since", "although", "though"),
     *("so that", "so i", "so we", "in order to", "so as to", "as soon as", "in case"),
+    *("due to", "owing to", "thanks to", "as a", "as an"),
 )
+# Words that say what not to do ("no need for SMS notifications", "don't call me"), except where
+# the next word turns it into an order ("don't forget to book").
+_NEGATIONS = frozenset({"no", "not", "never", "without", "don't", "dont", "doesn't"})
+_NEGATION_UNDONE = frozenset({"forget", "fail", "hesitate"})
 # "When is the film released?" is a question, not a clause saying when.
 _QUESTION_CAN_START = frozenset({"when", "since", "once"})
 _CONTRACTIONS = {
@@ -321,9 +329,16 @@ def _sentences(masked: str, start: int, end: int) -> Iterator[tuple[int, int]]:
 
 def _is_context(words: list[str], text: str) -> bool:
     """Whether a clause starts with a subordinating word and is not a question ("when is it out?"),
-    or tells what the user will do ("we will screen more analogues", not "I will need a car")."""
+    tells what the user will do ("we will screen more analogues", not "I will need a car"), or
+    says what not to do ("no need for SMS notifications", "I do not want a window seat"; not "No. 5
+    Main Street" or "don't forget to book")."""
     if text.rstrip().endswith("?"):
         return False
+    asked = _without_preamble(words)
+    if asked[:1] == ["do"] or asked[:1] == ["does"]:
+        asked = asked[1:]
+    if asked[:1] and asked[0] in _NEGATIONS and not set(asked[1:2]) & _NEGATION_UNDONE and not re.match(r"\s*no\.?\s*\d", text, flags=re.IGNORECASE):
+        return True
     if words[:1] and words[0] in _SUBJECTS:
         rest = [word for word in words[1:] if word not in _ADVERBS]
         return rest[:1] == ["will"] and rest[1:2] != [] and rest[1] not in _REQUESTING
@@ -402,7 +417,21 @@ def leading_verb(text: str) -> str:
 
 
 def _starts_clause(words: list[str], verbs: Collection[str]) -> bool:
-    return bool(words) and (words[0] in _CLAUSE_OPENERS or _is_verb(words[0], verbs))
+    return bool(words) and (words[0] in _CLAUSE_OPENERS or _is_verb(words[0], verbs) or _acts_on_object(words))
+
+
+def _acts_on_object(words: list[str]) -> bool:
+    """Whether ``words`` start with a verb no catalog uses, told by its object: a word that is not
+    a grammar word or a participle, followed by a determiner or an object pronoun ("rebook the
+    flight", "simplify it"). A noun is rarely so followed, an adjective never ("and white image")."""
+    first = words[0]
+    participle = (len(first) > 5 and first.endswith("ing")) or (len(first) > 5 and first.endswith("ed"))
+    return (
+        len(words) > 1
+        and (words[1] in _DETERMINERS or words[1] in _OBJECT_PRONOUNS)
+        and first not in _FUNCTION_WORDS | _CANNOT_START_ACTION | _ADVERBS | _NOT_VERBS
+        and not participle
+    )
 
 
 def _forms(word: str) -> tuple[str, ...]:
@@ -460,7 +489,8 @@ def _sentence_clauses(pieces: list[_Piece], verbs: Collection[str]) -> list[Clau
             if clauses:
                 last = clauses[-1]
                 why = joined_reasons(last.why, f"the value {piece.text!r} is its argument")
-                clauses[-1] = replace(last, text=f"{last.text}{piece.joiner}{piece.text}", why=why)
+                # Searched without it: a value's name ("password is …") is data, not the action.
+                clauses[-1] = replace(last, text=f"{last.text}{piece.joiner}{piece.text}", why=why, query=last.query or last.text)
             else:
                 waiting.append(piece)
             continue

@@ -425,17 +425,45 @@ def choose_part(
     # A single-word value (a file name, a URL, an id) is what the goal's own step reads
     # ("transcribe 'b.wav'": the audio, not the text a longer plan would make the audio from); a
     # value of several words is content, the first thing the plan would make ("say 'Doors close!'").
-    if len(values) == 1 and not any(character.isspace() for character in values[0]):
+    names_only = not any(character.isspace() for value in values for character in value)
+    if names_only:
         last_reads = steps[-1].requires if steps else frozenset()
         made.sort(key=lambda token: token not in last_reads)
-    if len(values) != 1 or not made or any(input_for(tool, parameter, inputs or {}) for tool, parameter in _carriers(graph, frozenset(made[:1]))):
+    if not values or (len(values) > 1 and not names_only) or not made:
+        return PartMatch(text, choice)
+    if any(input_for(tool, parameter, inputs or {}) for tool, parameter in _carriers(graph, frozenset(made[:1]))):
         return PartMatch(text, choice)
     try:
         better, given = choose(query, made[0])
     except (NoMatchingSkillError, NoPlanError):
         return PartMatch(text, choice)
+    # "Combine 'intro.wav' and 'outro.wav'": the first name is the state, the others the goal
+    # step's further parameters, in the order the tool takes them.
+    rest = _in_order(better, values[1:], inputs or {})
+    if rest is None:
+        return PartMatch(text, choice)
     why = f"its value {values[0]!r} is the {made[0]} the plan would otherwise make"
-    return PartMatch(text, better, why=why, holds=frozenset({made[0]}), values=given)
+    if rest:
+        why += "; " + ", ".join(f"{value!r} is {name}" for name, value in rest)
+    return PartMatch(text, better, why=why, holds=frozenset({made[0]}), values=given + rest)
+
+
+def _in_order(choice: GoalChoice, values: Sequence[str], inputs: Mapping[str, Any]) -> tuple[tuple[str, str], ...] | None:
+    """``values`` as the inputs (``TOOL.PARAMETER``) of the goal step's required parameters that
+    read no state and have no input yet, in the tool's order; ``None`` when there are more values
+    than such parameters (then nothing tells where they go)."""
+    steps = choice.chosen.plan.steps if choice.chosen.plan is not None else ()
+    if not values:
+        return ()
+    if not steps:
+        return None
+    tool = steps[-1].tool
+    free = [
+        parameter for parameter in tool.required_parameters if parameter.state is None and parameter.role == "input" and not input_for(tool, parameter, inputs)
+    ]
+    if len(values) > len(free):
+        return None
+    return tuple((f"{qualified_name(tool)}.{parameter.python_name}", value) for parameter, value in zip(free, values))
 
 
 def joint_plan(
