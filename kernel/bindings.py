@@ -146,6 +146,8 @@ class Bindings:
                     lines.append(f"      {summary}")
                 if tool.pause_reason:
                     lines.append(f"      not callable in cells ({tool.pause_reason}): ask for it as a regular tool call")
+                elif tool.asks_approval:
+                    lines.append(f"      {tool.asks_approval}: the call waits for a person's answer; a no raises ApprovalDenied")
                 elif tool.load_error:
                     lines.append(f"      unavailable: {tool.load_error}")
             if len(attributes) > len(listed):

@@ -46,6 +46,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from toolpath.kernel import wire
+from toolpath.kernel.approvals import ApprovalContext
 from toolpath.kernel.output import cap
 from toolpath.kernel.result_store import ResultStore
 from toolpath.kernel.toolkit import ToolExitError, Toolkit, annotation_text, contained
@@ -107,6 +108,8 @@ class Bridge:
         self.accept_pickles = accept_pickles
         #: The loop tool calls run on; ``None`` means the bridge's own loop.
         self.call_loop: asyncio.AbstractEventLoop | None = None
+        #: Where calls that need approval ask, for the session the kernel serves now (set per cell).
+        self.approval: ApprovalContext | None = None
         self._server: asyncio.AbstractServer | None = None
         self._calls: dict[tuple[int, int | str], tuple[asyncio.Task, str]] = {}
         self._connections: set[asyncio.StreamWriter] = set()
@@ -263,7 +266,7 @@ class Bridge:
                 )
                 return
             toolkit, name = found
-            call = contained(toolkit.acall(name, message.get("args") or (), message.get("kwargs") or {}))
+            call = contained(toolkit.acall(name, message.get("args") or (), message.get("kwargs") or {}, approval=self.approval))
             loop = self.call_loop
             if loop is None or loop is asyncio.get_running_loop() or loop.is_closed() or not loop.is_running():
                 value = await call

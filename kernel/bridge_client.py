@@ -32,6 +32,7 @@ from typing import Any
 
 from toolpath.errors import ToolpathError
 from toolpath.kernel import wire
+from toolpath.kernel.approvals import ApprovalDenied, ApprovalTimeout
 from toolpath.kernel.handles import awaitable, current_cell, track_cells
 from toolpath.kernel.toolkit import SEARCH_ATTRIBUTE, ShownText, ToolExitError, ToolPausedError
 
@@ -241,7 +242,14 @@ def _unpack(reply: dict[str, Any], target: str) -> Any:
 def _exception(type_name: str, builtin: str, message: str, target: str) -> BaseException:
     """The tool's exception as the cell sees it: its own type when the kernel knows it, else the
     nearest built-in type it derives from (``class MyError(ValueError)`` → ``ValueError``)."""
-    known = {"ResultTooLarge": ResultTooLarge, "BridgeError": BridgeError, "ToolPausedError": ToolPausedError, "ToolExitError": ToolExitError}
+    known = {
+        "ResultTooLarge": ResultTooLarge,
+        "BridgeError": BridgeError,
+        "ToolPausedError": ToolPausedError,
+        "ToolExitError": ToolExitError,
+        "ApprovalDenied": ApprovalDenied,
+        "ApprovalTimeout": ApprovalTimeout,
+    }
     own = known.get(type_name) or getattr(builtins, type_name, None)
     # Its own type first; the nearest built-in next (a built-in like UnicodeDecodeError cannot be
     # built from a message alone, and the host names one that can).

@@ -26,6 +26,8 @@ import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
+from toolpath.kernel.approval_log import ApprovalLog, RecordedDecision
+from toolpath.kernel.approvals import DEFAULT_APPROVAL_TIMEOUT, ApprovalGate, Approver
 from toolpath.kernel.bindings import Bindings
 from toolpath.kernel.codemode_engine import CodeModeEngine
 from toolpath.kernel.codemode_options import BridgePolicy, CellPolicy, KernelCapacity, KernelLaunch, SnapshotPolicy, parse_host_port
@@ -33,8 +35,10 @@ from toolpath.kernel.handle_binding import SETUP_MODULE, HandleBinder
 from toolpath.kernel.ipython_kernel import INTERRUPT_GRACE
 from toolpath.kernel.loop_thread import LoopThread, running_loop
 from toolpath.kernel.model_tools import instructions, tool_schemas
+from toolpath.kernel.option_checks import check_seconds
 from toolpath.kernel.output import CellResult, OutputLimits, format_for_model
 from toolpath.kernel.result_store import ResultStore
+from toolpath.kernel.session_pool import check_ids
 from toolpath.kernel.snapshot import SnapshotStore
 from toolpath.kernel.toolkit import Tool, Toolkit
 from toolpath.kernel.toolkit_connections import ToolkitConnections
@@ -118,6 +122,16 @@ class CodeMode:
         bridge_certificate: ``(certificate file, key file)``, PEM, for the bridge's TLS; default a
             self-signed certificate for ``bridge_address``'s host, made at start. Kernels trust
             exactly this certificate (CodeMode sends it with the bridge's address).
+        approver: who decides on calls to host tools that ask for approval
+            (``Tool(requires_approval=...)``, :mod:`toolpath.kernel.approvals`): ``approver(request)``
+            returns ``True``/``False`` or an :class:`toolpath.kernel.approvals.ApprovalDecision`, sync
+            (run in a worker thread) or async. The cell waits for the answer with its kernel and
+            variables intact; a no raises ``ApprovalDenied`` in the cell and the tool does not run.
+            ``None``: such calls are denied, saying that nobody can approve them.
+        approval_timeout: seconds an approver has to answer before the call raises
+            ``ApprovalTimeout`` (keep it under ``timeout``, which interrupts the cell). Every
+            decision is recorded with the session and user in the SQLite file of ``snapshot_store``
+            (:meth:`approval_decisions`).
         sandbox: start each local kernel inside bubblewrap with this
             :class:`toolpath.kernel.sandbox.SandboxPolicy`: it sees none of this process's files but the
             Python environment, none of its environment, other sessions' directories, the store or
@@ -170,6 +184,8 @@ class CodeMode:
         bridge_address: str | None = None,
         bridge_listen: str | None = None,
         bridge_certificate: tuple[str, str] | None = None,
+        approver: Approver | None = None,
+        approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT,
         sandbox: SandboxPolicy | None = None,
     ):
         if gateway_url is None and gateway_token is not None:
@@ -211,8 +227,11 @@ class CodeMode:
         self._binder = HandleBinder(tools, bridge, ResultStore(result_store) if offload_results else None, bridge_certificate, sandboxed=sandbox is not None)
         self._connections = ToolkitConnections(self._binder)
         store = SnapshotStore(snapshot_store) if snapshot else None
+        check_seconds("approval_timeout", approval_timeout, positive=True)
+        self._approval_log = ApprovalLog(store.path if store is not None else None)
+        approvals = ApprovalGate(approver, approval_timeout, self._approval_log)
         self._loop_thread = LoopThread()  # last: nothing after it can fail and leave its thread running
-        self._engine = CodeModeEngine(self.launch, self.cells, self.capacity, store, snapshots, self._binder, allow_restart, self._loop_thread)
+        self._engine = CodeModeEngine(self.launch, self.cells, self.capacity, store, snapshots, self._binder, allow_restart, self._loop_thread, approvals)
 
     # -- runs: connecting and closing toolkits -------------------------------------------------------
 
@@ -278,6 +297,18 @@ class CodeMode:
     def restart(self, session_id: str, user_id: str | None = None) -> str:
         """Sync :meth:`arestart`."""
         return _restarted(self._loop_thread.call(self._engine.restart(session_id, user_id)))
+
+    def approval_decisions(self, session_id: str, user_id: str | None = None) -> list[RecordedDecision]:
+        """The approval decisions on ``session_id``'s calls, oldest first: who decided, when, the
+        tool, a digest of its arguments, the answer and its note. Only its owner sees them: another
+        ``user_id`` gets an empty list.
+
+        Raises:
+            ValueError: a blank or non-string session id or user id.
+            registry.storage.StoreError: the SQLite file is unusable.
+        """
+        check_ids(session_id, user_id)
+        return self._approval_log.decisions(session_id, user_id)
 
     def model_tools(self) -> dict[str, Any]:
         """The tools to offer a model: ``execute``, and ``restart`` unless ``allow_restart=False``."""

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from toolpath.kernel.approvals import ApprovalContext, ApprovalGate
 from toolpath.kernel.bindings import Bindings
 from toolpath.kernel.codemode_options import CellPolicy, KernelCapacity, KernelLaunch, SnapshotPolicy
 from toolpath.kernel.errors import KernelError
@@ -41,6 +42,7 @@ class CodeModeEngine:
         binder: CodeMode's tools, handles and bridges.
         allow_restart: whether :meth:`restart` may discard a session's kernel.
         loop_thread: the private loop everything here runs on.
+        approvals: where calls from cells that need approval ask.
     """
 
     def __init__(
@@ -53,12 +55,14 @@ class CodeModeEngine:
         binder: HandleBinder,
         allow_restart: bool,
         loop_thread: LoopThread,
+        approvals: ApprovalGate,
     ):
         self.launch = launch
         self.cells = cells
         self.binder = binder
         self.allow_restart = allow_restart
         self._loop_thread = loop_thread
+        self.approvals = approvals
         self.snapshots = SessionSnapshots(snapshot_store, snapshot_policy, cells.timeout, cells.busy_wait, loop_thread.loop)
         self.pool = SessionPool(capacity, cells.busy_wait, self.snapshots, self.new_kernel, self.stop_kernel, binder.forget)
         loop_thread.loop.call_soon_threadsafe(self.pool.start)
@@ -114,6 +118,7 @@ class CodeModeEngine:
             cell_ids: list[str] = []
             if bridge is not None:
                 bridge.call_loop = call_loop
+                bridge.approval = ApprovalContext(self.approvals, session.session_id, session.owner)
             try:
                 result = await kernel.execute(code, timeout=cells.timeout, limits=cells.limits, interrupt_grace=cells.interrupt_grace, on_start=cell_ids.append)
             except (asyncio.CancelledError, Exception):

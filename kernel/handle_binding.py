@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 SETUP_MODULE = "toolpath.kernel.kernel_setup"
 #: The handle name of offloaded results (``await results.get(id)``), taken when offloading is on.
 RESULTS_HANDLE = "results"
+#: What a call to a host tool that asks for approval may raise, bound by name wherever host tools
+#: are, so a cell can catch them without an import.
+APPROVAL_ERRORS = ("ApprovalDenied", "ApprovalTimeout")
 
 
 class HandleBinder:
@@ -159,10 +162,12 @@ class HandleBinder:
                     "offloaded results are kept in the host's SQLite file, which this kernel on another host cannot open; results over max_result_bytes raise ResultTooLarge instead"
                 )
             code = f"import {HOST_MODULE} as _toolpath_bridge\n_toolpath_bridge.install({json.dumps(spec)!r})\ndel _toolpath_bridge\n" + code
+            code += f"from toolpath.kernel.approvals import {', '.join(APPROVAL_ERRORS)}\n"
             if self.result_store is not None:
                 code += f"from {HOST_MODULE} import results_handle as _toolpath_results\n{RESULTS_HANDLE} = _toolpath_results()\ndel _toolpath_results\n"
         if code:
             names = [*bindings.handles, *bindings.host_handles, *([RESULTS_HANDLE] if bridge is not None and self.result_store is not None else [])]
+            names += list(APPROVAL_ERRORS) if bridge is not None else []
             code += f"import {SETUP_MODULE} as _toolpath_setup\n_toolpath_setup.keep_handles({names!r})\ndel _toolpath_setup\n"
             bound = await kernel.execute(code, timeout=60, silent=True)
             if bound.status != "ok":

@@ -7,8 +7,8 @@ and the pause flags apply however the tool is reached.
 
 Call path of one call, outermost first:
 
-1. a tool that would pause the run (``requires_confirmation``, ``requires_user_input``,
-   ``external_execution``, ``approval``) raises :class:`ToolPausedError`; its code never runs;
+1. a tool that would pause the run (``requires_user_input``, ``external_execution``) raises
+   :class:`ToolPausedError`; its code never runs;
 2. the arguments are bound to the function's signature (``TypeError`` when they do not fit);
 3. ``pre_hook(call)`` of the toolkit, then of the tool (changing ``call.arguments`` in place changes
    what the tool receives);
@@ -16,8 +16,12 @@ Call path of one call, outermost first:
    ``call_next(**arguments)`` and return a result (it may change either, or skip the call);
 5. the result cache, when enabled (keyed by tool name and arguments; a hit skips the function only,
    so hooks still fire once per call);
-6. the function: async functions are awaited on the caller's loop, sync ones run in a worker thread;
-7. ``post_hook(call, result)`` of the tool, then of the toolkit; one that returns something other
+6. approval, for a tool that asks for it on these arguments (``requires_approval``, decided on the
+   arguments the function would receive): the approver's yes is awaited
+   (:mod:`toolpath.kernel.approvals`); a no raises ``ApprovalDenied``, no answer in time
+   ``ApprovalTimeout``, and the function does not run;
+7. the function: async functions are awaited on the caller's loop, sync ones run in a worker thread;
+8. ``post_hook(call, result)`` of the tool, then of the toolkit; one that returns something other
    than ``None`` replaces the result.
 
 Sync hooks are supported everywhere: sync layers (sync hooks, a sync function) run in one worker
@@ -41,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolpath.errors import ToolpathError
+from toolpath.kernel.approvals import ApprovalContext, ApprovalGate, ApprovalPolicy, approval_reason
 from toolpath.kernel.option_checks import check_count
 from toolpath.registry import ToolDefinition
 from toolpath.registry.names import function_names
@@ -54,11 +59,11 @@ DEFAULT_MAX_LISTED_TOOLS = 50
 SEARCH_ATTRIBUTE = "search_tools"
 
 _PAUSE_FLAGS = {
-    "requires_confirmation": "needs the user's confirmation",
     "requires_user_input": "needs input from the user",
     "external_execution": "is executed outside this process",
-    "approval": "needs an approval",
 }
+#: Asked when a call needs approval and the caller gave no gate (a program calling ``acall`` itself).
+_NO_APPROVER = ApprovalGate(None, nobody="nobody can approve it here: call it through CodeMode(approver=...), or pass approval= to Toolkit.acall")
 
 
 class ShownText:
@@ -96,10 +101,11 @@ class ToolExitError(ToolpathError, RuntimeError):
 
 
 class ToolPausedError(ToolpathError, RuntimeError):
-    """The tool would pause the run (confirmation, user input, external execution or approval).
+    """The tool would pause the run (it needs input from the user, or is executed elsewhere).
 
     Such tools cannot run inside a cell: the model must ask for them as a regular tool call, so the
-    agent framework can pause and ask.
+    agent framework can pause and ask. (A tool that only needs a person's yes asks for it from the
+    cell instead: ``requires_approval``.)
     """
 
 
@@ -121,8 +127,11 @@ class Tool:
         name: the tool's real (wire) name; default ``function.__name__``. It need not be a Python
             name (``get-forecast`` binds as ``get_forecast``).
         description: default the function's docstring.
-        requires_confirmation / requires_user_input / external_execution / approval: pause flags;
-            a flagged tool is refused inside cells (see :class:`ToolPausedError`).
+        requires_approval: ``True`` (every call asks the session's approver first) or a policy,
+            ``policy(arguments) -> reason or ""`` on the call's bound arguments
+            (:class:`toolpath.kernel.approvals.ApprovalPolicy`): the call asks when it gives a reason.
+        requires_user_input / external_execution: pause flags; a flagged tool is refused inside
+            cells (see :class:`ToolPausedError`).
         cache_results: cache results by arguments for ``cache_ttl`` seconds.
         pre_hook / post_hook / hooks: this tool's hooks (see the module docstring).
         load_error: set when the function could not be loaded; calling the tool raises it.
@@ -131,10 +140,9 @@ class Tool:
     function: Callable[..., Any] | None
     name: str = ""
     description: str = ""
-    requires_confirmation: bool = False
+    requires_approval: bool | ApprovalPolicy = False
     requires_user_input: bool = False
     external_execution: bool = False
-    approval: bool = False
     cache_results: bool = False
     cache_ttl: float = 3600.0
     pre_hook: Callable[..., Any] | None = None
@@ -192,6 +200,13 @@ class Tool:
     @property
     def is_async(self) -> bool:
         return inspect.iscoroutinefunction(self.function)
+
+    @property
+    def asks_approval(self) -> str:
+        """When the tool asks for approval, in words ("" when it never does): for instructions."""
+        if self.requires_approval is True:
+            return "every call asks for approval first"
+        return "a call may ask for approval first (its policy decides on the arguments)" if self.requires_approval else ""
 
 
 class Toolkit:
@@ -288,12 +303,17 @@ class Toolkit:
         """Close what :meth:`connect` opened; override (sync or ``async def``)."""
         self.is_connected = False
 
-    async def acall(self, name: str, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None) -> Any:
-        """Call tool ``name`` through the toolkit's call path (hooks, cache, pause flags).
+    async def acall(self, name: str, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, approval: ApprovalContext | None = None) -> Any:
+        """Call tool ``name`` through the toolkit's call path (hooks, cache, pause flags, approval).
+
+        ``approval`` is where a call that needs approval asks, and for which session (CodeMode
+        passes its own for calls from cells); without it such a call is denied.
 
         Raises:
             KeyError: no tool of that name.
             ToolPausedError: the tool would pause the run; its code did not run.
+            ApprovalDenied, ApprovalTimeout: the call needed approval and did not get it; its code
+                did not run.
             TypeError: arguments that do not fit the function's signature.
             RuntimeError: the tool's function could not be loaded.
             Exception: whatever the tool or a hook raised.
@@ -312,7 +332,7 @@ class Toolkit:
         for hook in (self.pre_hook, tool.pre_hook):
             if hook is not None:
                 await _maybe_await(hook, call)
-        result = await _Chain(self, tool, asyncio.get_running_loop()).enter(0, arguments)
+        result = await _Chain(self, tool, asyncio.get_running_loop(), approval or ApprovalContext(_NO_APPROVER)).enter(0, arguments)
         for hook in (tool.post_hook, self.post_hook):
             if hook is not None:
                 returned = await _maybe_await(hook, call, result)
@@ -479,8 +499,8 @@ class _Chain:
     per call could exhaust the pool with each call holding one and waiting for another).
     """
 
-    def __init__(self, toolkit: Toolkit, tool: Tool, loop: asyncio.AbstractEventLoop):
-        self.toolkit, self.tool, self.loop = toolkit, tool, loop
+    def __init__(self, toolkit: Toolkit, tool: Tool, loop: asyncio.AbstractEventLoop, approval: ApprovalContext):
+        self.toolkit, self.tool, self.loop, self.approval = toolkit, tool, loop, approval
         self.layers = [*toolkit.hooks, *tool.hooks]
         self.home: queue.SimpleQueue | None = None
         self.waiting: list[concurrent.futures.Future] = []  # async layers a sync layer waits for
@@ -493,6 +513,7 @@ class _Chain:
             key, hit = self.toolkit._cached(self.tool, arguments)
             if hit is not _MISS:
                 return hit
+            await self._approved(arguments)
             bound = inspect.BoundArguments(self.tool.signature, arguments)  # type: ignore[arg-type]
             result = await self.tool.function(*bound.args, **bound.kwargs)  # type: ignore[misc]
             self.toolkit._remember(key, result)
@@ -522,12 +543,21 @@ class _Chain:
         key, hit = self.toolkit._cached(self.tool, arguments)
         if hit is not _MISS:
             return hit
+        if self.tool.requires_approval:
+            self._wait(self._approved(arguments))
         bound = inspect.BoundArguments(self.tool.signature, arguments)  # type: ignore[arg-type]
         result = self.tool.function(*bound.args, **bound.kwargs)  # type: ignore[misc]
         if inspect.isawaitable(result):  # a sync function that returns a coroutine (a partial of one)
             result = self._wait(_awaited(result))
         self.toolkit._remember(key, result)
         return result
+
+    async def _approved(self, arguments: dict[str, Any]) -> None:
+        """Return once the call may run: at once when the tool's policy does not ask about these
+        arguments, else after the approver's yes (raises ``ApprovalDenied``/``ApprovalTimeout``)."""
+        reason = approval_reason(self.tool.requires_approval, arguments)
+        if reason:
+            await self.approval.ask(f"{self.toolkit.name}.{self.tool.name}", arguments, reason)
 
     def _start_home(self, index: int, arguments: dict[str, Any]) -> Any:
         self.home = queue.SimpleQueue()

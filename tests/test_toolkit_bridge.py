@@ -94,7 +94,7 @@ def inventory(record):
             Tool(forecast, name="get-forecast"),
             Tool(price, cache_results=True),
             reject,
-            Tool(delete_everything, requires_confirmation=True),
+            Tool(delete_everything, requires_user_input=True),
             big,
             shape,
             unsendable,

@@ -1,0 +1,211 @@
+"""Approvals: tools that run only after a person's yes.
+
+A tool asks for approval by its policy (:attr:`toolpath.kernel.toolkit.Tool.requires_approval`):
+always, or when a check on the call's real arguments says so (a write over an existing file). A
+call to it from a cell crosses the bridge like any host call; the host then asks the session's
+approver (:class:`ApprovalGate`) and waits, while the kernel and every variable in it stay as they
+are. A yes runs the tool; a no raises :class:`ApprovalDenied` in the cell, no answer in time
+:class:`ApprovalTimeout`, and the tool's code does not run. Nothing is replayed: the cell simply
+continues (or handles the exception) once the answer is in.
+
+Every decision is written to the audit log (:class:`toolpath.kernel.approval_log.ApprovalLog`)
+with the session, the user, the tool, a digest of the arguments and the answer.
+
+This module is imported inside kernels too (the exception types), so it imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from toolpath.errors import ToolpathError
+
+if TYPE_CHECKING:
+    from toolpath.kernel.approval_log import ApprovalLog
+
+#: Characters of one argument's ``repr`` an approver is shown; the digest covers the whole value.
+MAX_SHOWN_ARGUMENT_CHARS = 500
+#: Seconds an approver has to answer by default (a person reading a prompt, not a program).
+DEFAULT_APPROVAL_TIMEOUT = 300.0
+
+
+class ApprovalDenied(ToolpathError, PermissionError):
+    """The call needed approval and did not get it: the approver said no, failed, or nobody can be
+    asked here. The tool's code did not run. ``reason`` says why, with the approver's note."""
+
+    def __init__(self, message: str, reason: str = ""):
+        super().__init__(message)
+        self.reason = reason or message
+
+
+class ApprovalTimeout(ToolpathError, TimeoutError):
+    """The approver did not answer in time; the tool's code did not run."""
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """One call waiting for a decision, as the approver sees it.
+
+    Attributes:
+        tool: ``"toolkit.tool"``.
+        arguments: each argument's ``repr``, cut at :data:`MAX_SHOWN_ARGUMENT_CHARS` characters.
+        reason: why this call asks ("it always asks", "it would write over /home/ana/report.md").
+        digest: SHA-256 of the arguments (JSON, with ``repr`` for other values), hex: what the
+            audit log keeps instead of the values.
+        session_id / user_id: the session the call came from and its owner (``None`` outside a
+            session, or for nobody's).
+    """
+
+    tool: str
+    arguments: dict[str, str]
+    reason: str
+    digest: str
+    session_id: str | None = None
+    user_id: str | None = None
+
+    @classmethod
+    def of(cls, tool: str, arguments: Mapping[str, Any], reason: str, session_id: str | None = None, user_id: str | None = None) -> ApprovalRequest:
+        """The request for a call of ``tool`` with these (bound) arguments."""
+        shown = {name: _shown(value) for name, value in arguments.items()}
+        canonical = json.dumps(dict(arguments), sort_keys=True, default=repr, ensure_ascii=False)
+        return cls(tool, shown, reason, hashlib.sha256(canonical.encode()).hexdigest(), session_id, user_id)
+
+    def describe(self) -> str:
+        """One paragraph for a person: the call, its arguments and why it asks."""
+        arguments = ", ".join(f"{name}={value}" for name, value in self.arguments.items())
+        return f"{self.tool}({arguments}) asks for approval: {self.reason}."
+
+
+@dataclass(frozen=True)
+class ApprovalDecision:
+    """An approver's answer: ``approved``, an optional ``note`` (a no's reason, a yes's conditions)
+    and who decided (``by``; default the session's user)."""
+
+    approved: bool
+    note: str = ""
+    by: str = ""
+
+
+#: ``approver(request)`` → ``bool`` or :class:`ApprovalDecision`, sync or async. A sync one runs in a
+#: worker thread, so sessions waiting for answers do not hold each other up.
+Approver = Callable[[ApprovalRequest], "bool | ApprovalDecision | Awaitable[bool | ApprovalDecision]"]
+
+
+class ApprovalPolicy(Protocol):
+    """``policy(arguments)`` → why this call needs approval (a sentence), or ``""``/``None``/``False``
+    when it does not; ``True`` means "its policy asks"."""
+
+    def __call__(self, arguments: Mapping[str, Any]) -> str | bool | None: ...
+
+
+def approval_reason(policy: bool | ApprovalPolicy, arguments: Mapping[str, Any]) -> str:
+    """Why a call with ``arguments`` needs approval under ``policy`` ("" when it does not).
+
+    Raises:
+        Exception: whatever the policy raised (the call is then not made: a policy that cannot
+            decide does not let the call through).
+    """
+    if policy is True:
+        return "it always asks"
+    if not policy:
+        return ""
+    answer = policy(arguments)
+    if answer is True:
+        return "its approval policy asks"
+    return answer if isinstance(answer, str) else ""
+
+
+@dataclass
+class ApprovalGate:
+    """Asks ``approver`` about calls, within ``timeout`` seconds, and records each decision.
+
+    Args:
+        approver: who decides (see :data:`Approver`); ``None``: nobody can be asked, so every call
+            that needs approval is denied, saying so.
+        timeout: seconds to wait for an answer (:data:`DEFAULT_APPROVAL_TIMEOUT`); keep it under
+            the cell's own timeout, which would interrupt the wait first.
+        log: where decisions are recorded; ``None`` records nothing.
+        nobody: the sentence a denial without approver gives (what to configure to get one).
+    """
+
+    approver: Approver | None
+    timeout: float = DEFAULT_APPROVAL_TIMEOUT
+    log: ApprovalLog | None = None
+    nobody: str = "nobody can approve calls here: give CodeMode an approver"
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
+        """The approver's yes, recorded.
+
+        Raises:
+            ApprovalDenied: a no (with its note), an approver that raised or answered something other
+                than a ``bool`` or :class:`ApprovalDecision`, or no approver.
+            ApprovalTimeout: no answer within ``timeout`` seconds.
+        """
+        if self.approver is None:
+            await self._record(request, "denied", self.nobody, "")
+            raise ApprovalDenied(f"{request.tool} needs approval ({request.reason}), but {self.nobody}", self.nobody)
+        deadline = asyncio.timeout(self.timeout)
+        try:
+            async with deadline:
+                answer = await self._answer(request)
+        except Exception as error:  # the approver's failure is a no: the tool must not run without a yes
+            if deadline.expired():
+                await self._record(request, "timeout", f"no answer within {self.timeout:g} s", "")
+                raise ApprovalTimeout(
+                    f"{request.tool} needs approval ({request.reason}); no answer came within {self.timeout:g} s, so it did not run"
+                ) from None
+            note = f"the approver raised {type(error).__name__}: {error}"
+            await self._record(request, "failed", note, "")
+            raise ApprovalDenied(f"{request.tool} was not approved: {note}", note) from error
+        if isinstance(answer, bool):
+            answer = ApprovalDecision(answer)
+        if not isinstance(answer, ApprovalDecision):
+            note = f"the approver answered {type(answer).__name__}, not a bool or ApprovalDecision"
+            await self._record(request, "failed", note, "")
+            raise ApprovalDenied(f"{request.tool} was not approved: {note}", note)
+        await self._record(request, "approved" if answer.approved else "denied", answer.note, answer.by)
+        if not answer.approved:
+            said = f": {answer.note}" if answer.note else ""
+            raise ApprovalDenied(f"{request.tool} was denied by {answer.by or 'the approver'}{said}", answer.note or "denied")
+        return answer
+
+    async def _answer(self, request: ApprovalRequest) -> Any:
+        approver = self.approver
+        assert approver is not None
+        # An async function, or an object whose __call__ is one, is awaited on this loop.
+        if inspect.iscoroutinefunction(approver) or inspect.iscoroutinefunction(type(approver).__call__):
+            return await approver(request)
+        answer = await asyncio.to_thread(approver, request)
+        return await answer if inspect.isawaitable(answer) else answer
+
+    async def _record(self, request: ApprovalRequest, decision: str, note: str, by: str) -> None:
+        if self.log is not None:
+            await asyncio.to_thread(self.log.record, request, decision, note, by or (request.user_id or ""))
+
+
+@dataclass(frozen=True)
+class ApprovalContext:
+    """The gate a call's approval is asked at, and the session it comes from (CodeMode sets one on
+    each kernel's bridge for every cell)."""
+
+    gate: ApprovalGate
+    session_id: str | None = None
+    user_id: str | None = None
+
+    async def ask(self, tool: str, arguments: Mapping[str, Any], reason: str) -> ApprovalDecision:
+        """:meth:`ApprovalGate.ask` for this call (raises as it does)."""
+        return await self.gate.ask(ApprovalRequest.of(tool, arguments, reason, self.session_id, self.user_id))
+
+
+def _shown(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception as error:  # a value whose repr fails is still shown as something
+        text = f"<{type(value).__name__}: repr failed ({type(error).__name__})>"
+    return text if len(text) <= MAX_SHOWN_ARGUMENT_CHARS else f"{text[:MAX_SHOWN_ARGUMENT_CHARS]}… ({len(text):,} characters)"

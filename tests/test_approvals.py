@@ -1,0 +1,238 @@
+"""Approvals (issue 35): host tools that ask a person before they run, called from cells in real
+kernels over the real bridge. The cell waits with its variables intact; a no, an approver that
+fails and no answer in time all leave the tool unrun; every decision is in the audit log."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from toolpath.kernel import CodeMode, Tool, Toolkit
+from toolpath.kernel.approvals import ApprovalDecision, ApprovalDenied, ApprovalGate, ApprovalRequest, approval_reason
+
+pytestmark = pytest.mark.integration
+
+
+class Desk:
+    """The person at the other end: answers with ``self.answer(request)``, and keeps what was asked."""
+
+    def __init__(self):
+        self.asked: list[ApprovalRequest] = []
+        self.answer = lambda request: True
+        self.lock = threading.Lock()
+
+    def __call__(self, request: ApprovalRequest):
+        with self.lock:
+            self.asked.append(request)
+        return self.answer(request)
+
+
+@pytest.fixture(scope="module")
+def sent():
+    return []
+
+
+@pytest.fixture(scope="module")
+def desk():
+    return Desk()
+
+
+def overwrite_policy(arguments):
+    """Asks only when the call would write over a file that exists."""
+    path = Path(arguments["path"])
+    return f"it would write over {path}" if path.exists() else ""
+
+
+@pytest.fixture(scope="module")
+def mail(sent):
+    def send_mail(to: str, body: str) -> str:
+        """Send an email."""
+        sent.append(("mail", to, body))
+        return f"sent to {to}"
+
+    async def lookup(number: int) -> int:
+        """A plain tool: never asks."""
+        sent.append(("lookup", number))
+        return number * 2
+
+    def save(path: str, text: str) -> str:
+        """Write `text` to `path`."""
+        Path(path).write_text(text)
+        sent.append(("save", path))
+        return path
+
+    return Toolkit("mail_tools", [Tool(send_mail, requires_approval=True), lookup, Tool(save, requires_approval=overwrite_policy)])
+
+
+@pytest.fixture(scope="module")
+def code_mode(mail, desk, tmp_path_factory):
+    store = tmp_path_factory.mktemp("home") / "toolpath.db"
+    with CodeMode([mail], pool_size=0, timeout=30, approver=desk, approval_timeout=3, snapshot_store=store) as shared:
+        yield shared
+
+
+@pytest.fixture(autouse=True)
+def fresh(desk, sent):
+    desk.asked.clear()
+    desk.answer = lambda request: True
+    sent.clear()
+
+
+def test_an_approved_call_runs_once_the_approver_says_yes(code_mode, desk, sent):
+    result = code_mode.run("note = 'kept'\nawait mail.send_mail('ana@example.org', body='hello')", "yes", user_id="ana")
+    assert result.status == "ok", result.error
+    assert result.result == "'sent to ana@example.org'"
+    assert sent == [("mail", "ana@example.org", "hello")]
+    (request,) = desk.asked
+    assert request.tool == "mail_tools.send_mail" and request.reason == "it always asks"
+    assert request.arguments == {"to": "'ana@example.org'", "body": "'hello'"}
+    assert (request.session_id, request.user_id) == ("yes", "ana")
+    expected_digest = hashlib.sha256(json.dumps({"body": "hello", "to": "ana@example.org"}, sort_keys=True).encode()).hexdigest()
+    assert request.digest == expected_digest
+
+
+def test_a_no_raises_in_the_cell_which_goes_on_with_its_variables(code_mode, desk, sent):
+    desk.answer = lambda request: ApprovalDecision(False, note="not to that address", by="boss")
+    code_mode.run("draft = 'Dear Ana'", "no")
+    result = code_mode.run(
+        "try:\n    await mail.send_mail('ana@example.org', body=draft)\nexcept ApprovalDenied as error:\n    outcome = str(error)\noutcome, draft",
+        "no",
+        user_id=None,
+    )
+    assert result.status == "ok", result.error
+    assert "denied by boss: not to that address" in result.result and "'Dear Ana'" in result.result
+    assert sent == []  # the tool never ran
+
+
+def test_an_uncaught_no_is_the_cells_error_and_the_tool_does_not_run(code_mode, desk, sent):
+    desk.answer = lambda request: False
+    result = code_mode.run("await mail.send_mail('x@example.org', body='hi')", "uncaught")
+    assert result.status == "error" and result.error["ename"] == "ApprovalDenied"
+    assert sent == []
+
+
+def test_no_answer_in_time_raises_approval_timeout(code_mode, desk, sent):
+    async def never(request):
+        await asyncio.sleep(60)
+
+    desk.answer = never
+    started = time.monotonic()
+    result = code_mode.run("await mail.send_mail('x@example.org', body='hi')", "late")
+    assert result.status == "error" and result.error["ename"] == "ApprovalTimeout", result.error
+    assert time.monotonic() - started < 20
+    assert sent == []
+
+
+def test_an_approver_that_raises_is_a_no(code_mode, desk, sent):
+    def broken(request):
+        raise RuntimeError("the approval service is down")
+
+    desk.answer = broken
+    result = code_mode.run("await mail.send_mail('x@example.org', body='hi')", "broken")
+    assert result.error["ename"] == "ApprovalDenied" and "the approval service is down" in result.error["evalue"]
+    assert sent == []
+
+
+def test_in_a_gathered_batch_only_the_call_that_asks_waits(code_mode, desk, sent):
+    def after_the_others(request):
+        # The plain calls finish while this one waits: nothing else in the batch is held up.
+        deadline = time.monotonic() + 10
+        while sum(1 for event in sent if event[0] == "lookup") < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return sum(1 for event in sent if event[0] == "lookup") == 2
+
+    desk.answer = after_the_others
+    result = code_mode.run("import asyncio\nawait asyncio.gather(mail.lookup(1), mail.send_mail('a@example.org', body='b'), mail.lookup(2))", "batch")
+    assert result.status == "ok", result.error
+    assert result.result == "[2, 'sent to a@example.org', 4]"
+    assert [event[0] for event in sent] == ["lookup", "lookup", "mail"]
+
+
+def test_two_sessions_wait_for_answers_at_once(code_mode, desk, sent):
+    both_waiting = threading.Barrier(2, timeout=10)
+
+    def when_both_ask(request):
+        both_waiting.wait()  # breaks (and so denies) unless the two sessions ask at the same time
+        return True
+
+    desk.answer = when_both_ask
+
+    async def two_cells():
+        return await asyncio.gather(
+            code_mode.arun("await mail.send_mail('one@example.org', body='1')", "first"),
+            code_mode.arun("await mail.send_mail('two@example.org', body='2')", "second"),
+        )
+
+    first, second = asyncio.run(two_cells())
+    assert (first.status, second.status) == ("ok", "ok"), (first.error, second.error)
+    assert sorted(event[1] for event in sent) == ["one@example.org", "two@example.org"]
+
+
+def test_a_policy_asks_only_when_the_call_would_write_over_a_file(code_mode, desk, sent, tmp_path):
+    target = tmp_path / "report.md"
+    first = code_mode.run(f"await mail.save({str(target)!r}, 'v1')", "policy")
+    assert first.status == "ok" and desk.asked == []  # a new file: nothing to ask
+    desk.answer = lambda request: False
+    second = code_mode.run(f"await mail.save({str(target)!r}, 'v2')", "policy")
+    assert second.error["ename"] == "ApprovalDenied"
+    assert desk.asked[0].reason == f"it would write over {target}"
+    assert target.read_text() == "v1"  # the user's file is untouched
+
+
+def test_every_decision_is_in_the_audit_log_for_the_sessions_owner_only(code_mode, desk):
+    answers = iter([True, ApprovalDecision(False, note="too late today")])
+    desk.answer = lambda request: next(answers)
+    code_mode.run("await mail.send_mail('a@example.org', body='one')", "audited", user_id="ben")
+    code_mode.run("try:\n    await mail.send_mail('a@example.org', body='two')\nexcept ApprovalDenied:\n    pass", "audited", user_id="ben")
+    decisions = code_mode.approval_decisions("audited", user_id="ben")
+    assert [(decision.decision, decision.note, decision.tool) for decision in decisions] == [
+        ("approved", "", "mail_tools.send_mail"),
+        ("denied", "too late today", "mail_tools.send_mail"),
+    ]
+    assert [decision.digest for decision in decisions] == [request.digest for request in desk.asked]
+    assert all(decision.user_id == "ben" and decision.decided_by == "ben" for decision in decisions)
+    assert "one" not in json.dumps([decision.to_dict() for decision in decisions])  # a digest, never the values
+    assert code_mode.approval_decisions("audited", user_id="eve") == []
+
+
+def test_the_instructions_say_which_calls_ask(code_mode):
+    text = code_mode.instructions()
+    assert "mail.send_mail" in text and "every call asks for approval first" in text
+    assert "its policy decides on the arguments" in text
+
+
+def test_without_an_approver_a_call_that_asks_is_denied_saying_so(mail, sent, tmp_path):
+    with CodeMode([mail], pool_size=0, timeout=30, snapshot_store=tmp_path / "toolpath.db") as alone:
+        result = alone.run("await mail.send_mail('x@example.org', body='hi')", "nobody")
+        assert result.error["ename"] == "ApprovalDenied" and "nobody can approve" in result.error["evalue"]
+        assert [decision.decision for decision in alone.approval_decisions("nobody")] == ["denied"]
+    assert sent == []
+
+
+def test_a_program_calling_the_toolkit_itself_gets_no_silent_yes(mail, sent):
+    with pytest.raises(ApprovalDenied, match="nobody can approve it here"):
+        asyncio.run(mail.acall("send_mail", ("x@example.org", "hi")))
+    assert sent == []
+
+    async def approve(request):
+        return True
+
+    gate = ApprovalGate(approve)
+    from toolpath.kernel.approvals import ApprovalContext
+
+    assert asyncio.run(mail.acall("send_mail", ("x@example.org", "hi"), approval=ApprovalContext(gate))) == "sent to x@example.org"
+
+
+def test_a_policy_that_cannot_decide_lets_nothing_through():
+    def undecided(arguments):
+        raise KeyError("path")
+
+    with pytest.raises(KeyError):
+        approval_reason(undecided, {})
+    assert approval_reason(True, {}) == "it always asks" and approval_reason(False, {}) == ""
