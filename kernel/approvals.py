@@ -20,6 +20,7 @@ import asyncio
 import hashlib
 import inspect
 import json
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -28,6 +29,7 @@ from toolpath.errors import ToolpathError
 
 if TYPE_CHECKING:
     from toolpath.kernel.approval_log import ApprovalLog
+    from toolpath.registry import ToolDefinition
 
 #: Characters of one argument's ``repr`` an approver is shown; the digest covers the whole value.
 MAX_SHOWN_ARGUMENT_CHARS = 500
@@ -119,6 +121,53 @@ def approval_reason(policy: bool | ApprovalPolicy, arguments: Mapping[str, Any])
     if answer is True:
         return "its approval policy asks"
     return answer if isinstance(answer, str) else ""
+
+
+@dataclass(frozen=True)
+class OverwritePolicy:
+    """Asks when an output parameter, as passed or by its default, names something that exists
+    (a file, a directory, or a link, which writing would follow): writing would replace it.
+
+    Attributes:
+        outputs: ``{parameter: default}`` of the tool's output parameters (``role: output``).
+    """
+
+    outputs: Mapping[str, Any]
+
+    def __call__(self, arguments: Mapping[str, Any]) -> str:
+        for name, default in self.outputs.items():
+            target = arguments.get(name, default)
+            if isinstance(target, (str, os.PathLike)) and str(target) and os.path.lexists(target):
+                return f"it would write over {os.path.abspath(target)} (argument {name})"
+        return ""
+
+
+def approval_spec(tool: ToolDefinition) -> dict[str, Any] | None:
+    """What an in-kernel handle needs to ask for approval of ``tool``'s calls (``None``: it never
+    asks): ``{"approval": "always"}``, or ``{"approval": "on_overwrite", "outputs": {python name:
+    default}}`` (see :func:`policy_of`)."""
+    if tool.approval == "never":
+        return None
+    if tool.approval == "always":
+        return {"approval": "always"}
+    return {"approval": "on_overwrite", "outputs": {parameter.python_name: parameter.default for parameter in tool.output_parameters}}
+
+
+def policy_of(spec: Mapping[str, Any] | None) -> bool | ApprovalPolicy:
+    """The policy a catalog tool's approval spec (:func:`approval_spec`)
+    stands for: ``False``, ``True`` or an :class:`OverwritePolicy`.
+
+    Raises:
+        ValueError: an unknown ``approval`` in the spec.
+    """
+    kind = (spec or {}).get("approval", "never")
+    if kind == "never":
+        return False
+    if kind == "always":
+        return True
+    if kind == "on_overwrite":
+        return OverwritePolicy(dict(spec["outputs"]))  # type: ignore[index]
+    raise ValueError(f"unknown approval {kind!r}: use never, always or on_overwrite")
 
 
 @dataclass

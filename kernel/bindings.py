@@ -13,6 +13,7 @@ import inspect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from toolpath.kernel.approvals import approval_spec
 from toolpath.kernel.toolkit import SEARCH_ATTRIBUTE, Toolkit, signature_text
 from toolpath.registry import ToolDefinition
 from toolpath.registry.names import attribute_name, handle_name, name_map
@@ -48,12 +49,13 @@ class Bindings:
     """Handles for a set of tools.
 
     Attributes:
-        handles: in-kernel handles, ``{handle: {attribute: (tool wire name, module)}}``.
+        handles: in-kernel handles, ``{handle: {attribute: (tool wire name, module)}}``; a tool that
+            asks for approval has a third item, its policy (:func:`toolpath.kernel.approvals.approval_spec`).
         host_handles: host handles, ``{handle: (toolkit name, {attribute: tool wire name})}``.
         targets: ``{tool id: "handle.attribute"}`` for registry tools, what a cell calls.
     """
 
-    handles: dict[str, dict[str, tuple[str, str]]]
+    handles: dict[str, dict[str, tuple]]
     targets: dict[int, str]
     host_handles: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
 
@@ -85,7 +87,7 @@ class Bindings:
             raise ValueError(f"two toolkits are named {clash!r}; give each a distinct name")
         servers = name_map({*(toolkit_of(tool) for tool in tools), *names}, base=handle_name, taken={*taken, *BINDING_NAMES})
         everyone = list(universe)
-        handles: dict[str, dict[str, tuple[str, str]]] = {}
+        handles: dict[str, dict[str, tuple]] = {}
         host_handles: dict[str, tuple[str, dict[str, str]]] = {}
         targets: dict[int, str] = {}
         for server in sorted({toolkit_of(tool) for tool in tools}):
@@ -97,7 +99,8 @@ class Bindings:
                 if tool.binding == "host":
                     host_handles.setdefault(handle, (server, {}))[1][attribute] = tool.name
                 else:
-                    handles.setdefault(handle, {})[attribute] = (tool.name, tool.module or "")
+                    spec = approval_spec(tool)
+                    handles.setdefault(handle, {})[attribute] = (tool.name, tool.module or "", *([spec] if spec else []))
                 targets[tool.id] = f"{handle}.{attribute}"
         for toolkit in toolkits:
             attributes = name_map(toolkit.functions, base=attribute_name)

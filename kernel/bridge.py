@@ -27,6 +27,10 @@ Contract:
 - Each call runs :meth:`toolpath.kernel.toolkit.Toolkit.acall` on the loop of the current run (the caller's
   loop, set by CodeMode for every cell), so async transports that live there work; when that loop
   is this bridge's own loop the call simply runs here.
+- An ``approve`` message asks for approval of a call of a tool bound in the kernel (whose handle
+  checked the tool's policy there): the host asks its approver for the session the kernel serves
+  (:attr:`Bridge.approval`) and answers ``result True`` or the ``ApprovalDenied``/``ApprovalTimeout``
+  error; a kernel can only ask, never answer.
 - A call is tagged with the cell that started it (a background task keeps the tag of the cell that
   created it); :meth:`Bridge.cancel_cell` cancels that cell's calls when it is interrupted, and
   :meth:`Bridge.close` cancels every call when the kernel dies or is shut down.
@@ -46,7 +50,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from toolpath.kernel import wire
-from toolpath.kernel.approvals import ApprovalContext
+from toolpath.kernel.approvals import ApprovalContext, ApprovalDenied, ApprovalRequest
 from toolpath.kernel.output import cap
 from toolpath.kernel.result_store import ResultStore
 from toolpath.kernel.toolkit import ToolExitError, Toolkit, annotation_text, contained
@@ -66,6 +70,8 @@ MAX_ID_CHARS = 100
 #: Characters of a tool's exception message sent to the kernel (head and tail kept); the cell's own
 #: output cap applies after that.
 MAX_ERROR_MESSAGE_CHARS = 4000
+#: Longest tool name, reason or digest an ``approve`` message may carry.
+MAX_APPROVAL_TEXT_CHARS = 2000
 
 
 class Bridge:
@@ -215,19 +221,19 @@ class Bridge:
             self._send(writer, {"op": "error", "id": call_id, "type": "BridgeError", "message": f"{what} cannot be loaded in the host: {error}"})
             return
         op, call_id = message.get("op"), message.get("id")
-        problem = _call_problem(message) if op == "call" else None
-        if op not in ("call", "cancel"):
-            problem = f"unknown op {_short(op)}; the kernel sends 'call' and 'cancel'"
+        problem = _call_problem(message) if op == "call" else _approval_problem(message) if op == "approve" else None
+        if op not in ("call", "approve", "cancel"):
+            problem = f"unknown op {_short(op)}; the kernel sends 'call', 'approve' and 'cancel'"
         elif _usable_id(call_id) is None:
             problem = f"the call id must be an integer or a string of at most {MAX_ID_CHARS} characters, not {_short(call_id)}"
-        elif op == "call" and problem is None and (id(writer), call_id) in self._calls:
+        elif op in ("call", "approve") and problem is None and (id(writer), call_id) in self._calls:
             problem = f"call id {call_id!r} is already in flight on this connection"
         if problem is not None:
             self._send(writer, {"op": "error", "id": _usable_id(call_id), "type": "BridgeError", "message": f"malformed bridge message: {problem}"})
             return
         key = (id(writer), call_id)
-        if op == "call":
-            task = asyncio.create_task(self._call(message, writer, key))
+        if op in ("call", "approve"):
+            task = asyncio.create_task(self._call(message, writer, key) if op == "call" else self._approve(message, writer, key))
             self._calls[key] = (task, message.get("cell", ""))
         else:
             entry = self._calls.get(key)
@@ -283,6 +289,28 @@ class Bridge:
                 return  # the kernel asked for it (interrupted cell) or the kernel is gone: nobody awaits a reply
             self._send(writer, _error_message(call_id, ToolExitError("the tool raised CancelledError")))
         except Exception as error:  # a tool's exception is the cell's exception
+            self._send(writer, _error_message(call_id, error))
+        finally:
+            self._calls.pop(key, None)
+
+    async def _approve(self, message: dict[str, Any], writer: asyncio.StreamWriter, key: tuple[int, int | str]) -> None:
+        """Ask for approval of a call of a tool bound in the kernel (its handle checked the policy
+        there, where the files are): ``result True`` for a yes, an ``error`` for anything else."""
+        call_id = message["id"]
+        try:
+            context = self.approval
+            if context is None:
+                raise ApprovalDenied("nobody can approve calls from this kernel: give CodeMode an approver")
+            request = ApprovalRequest(message["tool"], message["arguments"], message["reason"], message["digest"], context.session_id, context.user_id)
+            await context.gate.ask(request)
+            self._send(writer, {"op": "result", "id": call_id, "value": True})
+        except ConnectionError:
+            return
+        except asyncio.CancelledError:
+            if asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                return
+            raise
+        except Exception as error:  # a no, no answer, or a log that cannot be written: the tool must not run
             self._send(writer, _error_message(call_id, error))
         finally:
             self._calls.pop(key, None)
@@ -442,6 +470,16 @@ def _call_problem(message: dict[str, Any]) -> str | None:
         return "kwargs must be a mapping of argument names to values"
     if not isinstance(cell, str):
         return f"cell must be a string, not {type(cell).__name__}"
+    return None
+
+
+def _approval_problem(message: dict[str, Any]) -> str | None:
+    """What is wrong with the fields of an ``approve`` message, or ``None`` when it can be asked."""
+    tool, arguments, reason, digest = (message.get(name) for name in ("tool", "arguments", "reason", "digest"))
+    if not all(isinstance(text, str) and len(text) <= MAX_APPROVAL_TEXT_CHARS for text in (tool, reason, digest)):
+        return f"tool, reason and digest must be strings of at most {MAX_APPROVAL_TEXT_CHARS} characters"
+    if not isinstance(arguments, dict) or not all(isinstance(name, str) and isinstance(value, str) for name, value in arguments.items()):
+        return "arguments must map argument names to their shown values (strings)"
     return None
 
 

@@ -32,8 +32,8 @@ from typing import Any
 
 from toolpath.errors import ToolpathError
 from toolpath.kernel import wire
-from toolpath.kernel.approvals import ApprovalDenied, ApprovalTimeout
-from toolpath.kernel.handles import awaitable, current_cell, track_cells
+from toolpath.kernel.approvals import ApprovalDenied, ApprovalRequest, ApprovalTimeout
+from toolpath.kernel.handles import ask_host_with, awaitable, current_cell, track_cells
 from toolpath.kernel.toolkit import SEARCH_ATTRIBUTE, ShownText, ToolExitError, ToolPausedError
 
 #: Tools named in a message about a missing one; a handle may have thousands.
@@ -214,7 +214,23 @@ class BridgeClient:
         """Call host tool ``target`` (``"handle.attribute"``) and return its result (see the module docstring)."""
         __tracebackhide__ = True
         call_id = next(self._ids)
-        frame = self._frame(target, call_id, args, kwargs)
+        return await self._exchange(call_id, self._frame(target, call_id, args, kwargs), target)
+
+    async def approve(self, request: ApprovalRequest) -> None:
+        """Wait for the host's approver to approve ``request`` (a call of a tool bound in this kernel).
+
+        Raises:
+            ApprovalDenied, ApprovalTimeout: as the host's gate decided.
+        """
+        __tracebackhide__ = True
+        call_id = next(self._ids)
+        message = {"op": "approve", "id": call_id, "tool": request.tool, "arguments": request.arguments, "reason": request.reason}
+        frame = wire.encode({**message, "digest": request.digest, "cell": current_cell()})
+        await self._exchange(call_id, frame, request.tool)
+
+    async def _exchange(self, call_id: int, frame: bytes, target: str) -> Any:
+        """Send ``frame`` and return the unpacked reply to ``call_id``; a cancelled wait cancels it on the host."""
+        __tracebackhide__ = True
         connection = await self._connection()
         future = asyncio.get_running_loop().create_future()
         connection.pending[call_id] = future
@@ -430,6 +446,7 @@ def install(spec: str) -> None:
             _client.close()
         _client = BridgeClient(*address)
     client = _client
+    ask_host_with(client.approve)
     handles: dict[str, Any] = {}
     for handle, toolkit in data["toolkits"].items():
         if toolkit.get("error"):

@@ -224,7 +224,14 @@ class CodeMode:
             sandbox=sandbox,
         )
         self.allow_restart = allow_restart
-        self._binder = HandleBinder(tools, bridge, ResultStore(result_store) if offload_results else None, bridge_certificate, sandboxed=sandbox is not None)
+        self._binder = HandleBinder(
+            tools,
+            bridge,
+            ResultStore(result_store) if offload_results else None,
+            bridge_certificate,
+            sandboxed=sandbox is not None,
+            approvals=approver is not None,
+        )
         self._connections = ToolkitConnections(self._binder)
         store = SnapshotStore(snapshot_store) if snapshot else None
         check_seconds("approval_timeout", approval_timeout, positive=True)

@@ -54,6 +54,8 @@ class HandleBinder:
         certificate: the bridge's TLS certificate files, ``(certificate, key)``; ``None``: a
             self-signed one is made when a remote kernel first needs it.
         sandboxed: kernels run sandboxed (their bridges then take JSON only by default).
+        approvals: an approver decides on calls: every kernel gets a bridge, so that tools bound in
+            it (a planned cell's) can ask too, not only host tools.
 
     Raises:
         ValueError: a registry tool without ``id`` or without ``module``/``mcp_server``, or two
@@ -68,8 +70,10 @@ class HandleBinder:
         result_store: ResultStore | None,
         certificate: tuple[str, str] | None,
         sandboxed: bool,
+        approvals: bool = False,
     ):
         self.policy = policy
+        self.approvals = approvals
         self.result_store = result_store
         self._sandboxed = sandboxed
         self._certificate = _bridge_tls().load(*certificate) if certificate is not None else None
@@ -152,7 +156,7 @@ class HandleBinder:
         targets, specs = self._host_binding(bindings)
         self._kernel_targets[kernel] = targets
         bridge = self._bridges.get(kernel)
-        if bridge is None and (specs or self.result_store is not None):
+        if bridge is None and (specs or self.result_store is not None or self.approvals):
             bridge = self._bridges[kernel] = await self._new_bridge(kernel)
         code = bindings.code()
         if bridge is not None:

@@ -26,10 +26,11 @@ import importlib
 import inspect
 import signal
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from toolpath.kernel.approvals import ApprovalDenied, ApprovalRequest, approval_reason, policy_of
 from toolpath.registry.names import function_names
 
 
@@ -193,7 +194,13 @@ async def _call_async(function: Callable[..., Any], name: str, args: tuple, kwar
         _calls.leave(task)
 
 
-def awaitable(function: Callable[..., Any], name: str | None = None, wire_name: str | None = None, target: str | None = None) -> Callable[..., Any]:
+def awaitable(
+    function: Callable[..., Any],
+    name: str | None = None,
+    wire_name: str | None = None,
+    target: str | None = None,
+    approval: Callable[[tuple, dict], Awaitable[None]] | None = None,
+) -> Callable[..., Any]:
     """Wrap ``function`` so that calling it returns an awaitable, keeping its signature and docstring.
 
     Args:
@@ -202,12 +209,16 @@ def awaitable(function: Callable[..., Any], name: str | None = None, wire_name: 
         wire_name: the tool's real name when it differs from ``name``; the docstring records it.
         target: ``handle.attribute``; each call that returns (does not raise) is reported under it
             in the cell's execute reply (see :class:`_CellTracker`).
+        approval: ``approval(args, kwargs)`` is awaited before each call and raises when the call
+            must not run (an in-kernel tool that asks for approval, see :class:`ToolHandle`).
     """
     label = name or getattr(function, "__name__", "tool")
     if inspect.iscoroutinefunction(function):
 
         async def call(*args: Any, **kwargs: Any) -> Any:
             __tracebackhide__ = True  # IPython leaves this wrapper out of tracebacks
+            if approval is not None:
+                await _call_async(approval, label, (args, kwargs), {})
             value = await _call_async(function, label, args, kwargs)
             if target is not None:
                 _cells.record(target)
@@ -217,6 +228,8 @@ def awaitable(function: Callable[..., Any], name: str | None = None, wire_name: 
 
         async def call(*args: Any, **kwargs: Any) -> Any:
             __tracebackhide__ = True  # IPython leaves this wrapper out of tracebacks
+            if approval is not None:
+                await _call_async(approval, label, (args, kwargs), {})
             with _sigint_handler(signal.default_int_handler):
                 value = function(*args, **kwargs)
             if target is not None:
@@ -238,13 +251,17 @@ class ToolHandle:
         toolkit: the handle's name (for messages, and calls are reported as ``toolkit.attribute``).
         tools: ``{attribute: (tool wire name, module)}``; the attribute names come from
             :class:`toolpath.registry.names.NameMap`, and the function named like the tool is looked up in
-            the module.
+            the module. A third item is the tool's approval spec
+            (:func:`toolpath.kernel.approvals.approval_spec`): each call checks its policy here, in
+            the kernel, where the files it would write are, and a call that asks waits for the
+            host's approver over the bridge. (A cell can still import the module and call the
+            function itself: for approvals a cell cannot get around, bind the tool on the host.)
         host: the host handle of the same domain's host-bound tools (see
             :mod:`toolpath.kernel.bridge_client`), whose attributes this handle also offers: a domain is one
             handle wherever its tools run.
     """
 
-    def __init__(self, toolkit: str, tools: Mapping[str, tuple[str, str]], host: Any = None):
+    def __init__(self, toolkit: str, tools: Mapping[str, tuple], host: Any = None):
         self._toolkit = toolkit
         self._modules = dict(tools)
         self._host = host
@@ -263,7 +280,7 @@ class ToolHandle:
                     pass
             available = ", ".join(sorted(dir(self))) or "none"
             raise AttributeError(f"{self._toolkit} has no tool {attribute!r}; bound tools: {available}")
-        name, module_name = self._modules[attribute]
+        name, module_name, *spec = self._modules[attribute]
         try:
             # Importing runs module code that may be slow; keep it interruptible like a tool call.
             with _sigint_handler(signal.default_int_handler):
@@ -276,7 +293,9 @@ class ToolHandle:
         if function is None:
             expected = " or ".join(repr(candidate) for candidate in function_names(name))
             raise RuntimeError(f"tool {self._toolkit}.{name} cannot be bound: module {module_name!r} has no function {expected}")
-        bound = awaitable(function, name=attribute, wire_name=name, target=f"{self._toolkit}.{attribute}")
+        policy = policy_of(spec[0] if spec else None)
+        approval = _asking(f"{self._toolkit}.{name}", function, policy) if policy else None
+        bound = awaitable(function, name=attribute, wire_name=name, target=f"{self._toolkit}.{attribute}", approval=approval)
         self._bound[attribute] = bound
         return bound
 
@@ -287,8 +306,37 @@ class ToolHandle:
         return f"<toolpath handle {self._toolkit}: {', '.join(dir(self))}>"
 
 
-def bind_module_tools(toolkit: str, tools: Mapping[str, tuple[str, str]], host: Any = None) -> ToolHandle:
-    """Create the handle of ``toolkit`` from ``{attribute: (tool name, module)}``, offering also the
-    attributes of ``host`` (the domain's host-bound tools); nothing is imported yet."""
+def _asking(tool: str, function: Callable[..., Any], policy: Any) -> Callable[[tuple, dict], Awaitable[None]]:
+    """The approval check of an in-kernel tool: its policy on the call's arguments (bound to the
+    function's signature), then, when it asks, the host's approver's yes."""
+    signature = inspect.signature(function)
+
+    async def approved(args: tuple, kwargs: dict) -> None:
+        __tracebackhide__ = True
+        arguments = signature.bind_partial(*args, **kwargs).arguments
+        reason = approval_reason(policy, arguments)
+        if not reason:
+            return
+        if _ask_host is None:
+            raise ApprovalDenied(f"{tool} needs approval ({reason}), but nobody can approve calls in this kernel: give its CodeMode an approver")
+        await _ask_host(ApprovalRequest.of(tool, arguments, reason))
+
+    return approved
+
+
+#: How an in-kernel tool's call asks the host's approver (the bridge's, set when it is installed).
+_ask_host: Callable[[ApprovalRequest], Awaitable[None]] | None = None
+
+
+def ask_host_with(ask: Callable[[ApprovalRequest], Awaitable[None]]) -> None:
+    """Send in-kernel tools' approval requests through ``ask`` (``ask(request)`` returns on a yes,
+    raises ``ApprovalDenied``/``ApprovalTimeout`` otherwise): the bridge client's."""
+    global _ask_host
+    _ask_host = ask
+
+
+def bind_module_tools(toolkit: str, tools: Mapping[str, tuple], host: Any = None) -> ToolHandle:
+    """Create the handle of ``toolkit`` from ``{attribute: (tool name, module[, approval spec])}``,
+    offering also the attributes of ``host`` (the domain's host-bound tools); nothing is imported yet."""
     track_cells()
     return ToolHandle(toolkit, tools, host)

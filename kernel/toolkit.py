@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolpath.errors import ToolpathError
-from toolpath.kernel.approvals import ApprovalContext, ApprovalGate, ApprovalPolicy, approval_reason
+from toolpath.kernel.approvals import ApprovalContext, ApprovalGate, ApprovalPolicy, approval_reason, approval_spec, policy_of
 from toolpath.kernel.option_checks import check_count
 from toolpath.registry import ToolDefinition
 from toolpath.registry.names import function_names
@@ -185,7 +185,7 @@ class Tool:
                 error = f"module {definition.module!r} has no function {' or '.join(map(repr, function_names(definition.name)))}"
         except Exception as exception:  # importing runs the module's code: report whatever it raised
             error = f"importing module {definition.module!r} failed ({type(exception).__name__}: {exception})"
-        return cls(function, name=definition.name, description=definition.description, load_error=error)
+        return cls(function, name=definition.name, description=definition.description, requires_approval=policy_of(approval_spec(definition)), load_error=error)
 
     @property
     def signature(self) -> inspect.Signature | None:

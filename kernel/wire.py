@@ -9,7 +9,7 @@ envelope lets a receiver that cannot load the pickle (the value's class is not i
 still answer the right call.
 
 Messages, kernel → host: ``hello {token, generation}``, ``call {id, target, args, kwargs, cell}``,
-``cancel {id}``. Host → kernel: ``welcome``, ``refused {reason}``, ``result {id, value}``,
+``approve {id, tool, arguments, reason, digest, cell}``, ``cancel {id}``. Host → kernel: ``welcome``, ``refused {reason}``, ``result {id, value}``,
 ``offloaded {id, result_id, size, type}``, ``error {id, type, message}``, ``closing {reason}``.
 
 Limits: a reader names the largest body it accepts and :func:`read_frame` refuses a longer one as

@@ -119,6 +119,10 @@ class ToolDefinition(BaseModel):
             under ``mcp_servers`` (the catalog loader replaces it with that server's
             :class:`toolpath.registry.mcp_servers.MCPServerConfig`); in code, the config itself. Such a tool
             has no module and runs on the host (``binding`` defaults to ``"host"``).
+        approval: whether a call waits for a person's yes first (:mod:`toolpath.kernel.approvals`):
+            ``"never"`` (default), ``"always"`` (sending mail, paying, deleting), or
+            ``"on_overwrite"``: when an output parameter (``role: output``), as passed or by its
+            default, names a file that exists, so writing would replace it.
         id: assigned by :class:`toolpath.registry.ToolRegistry` on registration; ``None`` before.
 
     Names (of the tool, its parameters and return), state tokens, modules and the server name are
@@ -145,6 +149,7 @@ class ToolDefinition(BaseModel):
     cost: float = Field(default=1.0, ge=0, allow_inf_nan=False, strict=True)
     binding: Literal["kernel", "host"] = "kernel"
     mcp_server: str | MCPServerConfig | None = None
+    approval: Literal["never", "always", "on_overwrite"] = "never"
     id: int | None = None
 
     _names_are_printable = _printable_fields(name="tool name", module="module", module_override="module", server_name="server name")
@@ -182,6 +187,19 @@ class ToolDefinition(BaseModel):
                 )
             seen[parameter.python_name] = parameter.name
         return self
+
+    @model_validator(mode="after")
+    def _overwrites_something(self) -> ToolDefinition:
+        if self.approval == "on_overwrite" and not any(parameter.role == "output" for parameter in self.parameters):
+            raise ValueError(
+                f"tool {self.name!r} asks for approval on_overwrite but has no output parameter: mark the parameter it writes to `role: output`, or use `approval: always`"
+            )
+        return self
+
+    @property
+    def output_parameters(self) -> list[ToolParameter]:
+        """The parameters naming what the tool writes to (``role: output``)."""
+        return [parameter for parameter in self.parameters if parameter.role == "output"]
 
     @property
     def parameters(self) -> list[ToolParameter]:

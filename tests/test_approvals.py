@@ -236,3 +236,82 @@ def test_a_policy_that_cannot_decide_lets_nothing_through():
     with pytest.raises(KeyError):
         approval_reason(undecided, {})
     assert approval_reason(True, {}) == "it always asks" and approval_reason(False, {}) == ""
+
+
+COMPOUNDS = Path(__file__).resolve().parent.parent / "catalogs" / "tabular" / "data" / "compounds.csv"
+
+
+@pytest.fixture(scope="module")
+def workspace():
+    from toolpath.planner import Workspace
+
+    return Workspace.open()
+
+
+def report_cell(workspace, destination):
+    """A planned cell that loads the shipped compounds table and writes its report to ``destination``."""
+    task = workspace.plan_task("load the table and write a report", inputs={"path": str(COMPOUNDS), "tabular.write_report.path": str(destination)})
+    assert [step.tool.name for step in task.plan.steps] == ["load_table", "write_report"]
+    return task.cell.code
+
+
+def test_a_planned_cell_asks_before_writing_over_the_users_file(workspace, desk, tmp_path):
+    """write_report is `approval: on_overwrite` in the shipped catalog: its handle, in the kernel,
+    sees the file exists and asks the host's approver over the bridge."""
+    report = tmp_path / "report.md"
+    code = report_cell(workspace, report)
+    with workspace.code_mode(pool_size=0, approver=desk, approval_timeout=5, snapshot_store=tmp_path / "toolpath.db") as code_mode:
+        first = code_mode.run(code, "reports")
+        assert first.status == "ok", first.error
+        assert desk.asked == [] and report.read_text().startswith("# Table report")
+        report.write_text("my own notes")
+        desk.answer = lambda request: ApprovalDecision(False, note="keep my notes")
+        refused = code_mode.run(code, "reports")
+        assert refused.error["ename"] == "ApprovalDenied" and "keep my notes" in refused.error["evalue"]
+        assert report.read_text() == "my own notes"
+        (request,) = desk.asked
+        assert request.tool == "tabular.write_report" and request.reason == f"it would write over {report} (argument path)"
+        assert request.session_id == "reports" and request.arguments["path"] == repr(str(report))
+        desk.answer = lambda request: True
+        again = code_mode.run(code, "reports")
+        assert again.status == "ok", again.error
+        assert report.read_text().startswith("# Table report")
+        assert [decision.decision for decision in code_mode.approval_decisions("reports")] == ["denied", "approved"]
+
+
+def test_without_an_approver_a_planned_cell_never_writes_over_a_file(workspace, tmp_path):
+    report = tmp_path / "report.md"
+    report.write_text("my own notes")
+    with workspace.code_mode(pool_size=0, snapshot=False) as code_mode:
+        result = code_mode.run(report_cell(workspace, report), "alone")
+    assert result.error["ename"] == "ApprovalDenied" and "nobody can approve" in result.error["evalue"]
+    assert report.read_text() == "my own notes"
+
+
+def test_a_catalog_tool_declares_when_it_asks():
+    from pydantic import ValidationError
+
+    from toolpath.kernel.approvals import OverwritePolicy
+    from toolpath.registry import ToolDefinition
+
+    output = {"name": "path", "type": "str", "default": "out.md", "role": "output"}
+    writer = ToolDefinition(name="write_notes", module="json", optional_parameters=[output], approval="on_overwrite")
+    assert Tool.from_definition(writer).requires_approval == OverwritePolicy({"path": "out.md"})
+    sender = ToolDefinition(name="dumps", module="json", approval="always", binding="host")
+    assert Tool.from_definition(sender).requires_approval is True
+    with pytest.raises(ValidationError, match="has no output parameter: mark the parameter it writes to `role: output`"):
+        ToolDefinition(name="write_notes", module="json", approval="on_overwrite")
+    with pytest.raises(ValidationError):
+        ToolDefinition(name="write_notes", module="json", approval="sometimes")
+
+
+def test_the_overwrite_policy_sees_links_and_defaults(tmp_path, monkeypatch):
+    from toolpath.kernel.approvals import OverwritePolicy
+
+    monkeypatch.chdir(tmp_path)
+    policy = OverwritePolicy({"path": "out.md"})
+    assert policy({}) == "" and policy({"path": str(tmp_path / "new.md")}) == ""
+    (tmp_path / "out.md").write_text("x")
+    assert policy({}) == f"it would write over {tmp_path / 'out.md'} (argument path)"  # the default names it
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    assert policy({"path": "dangling"}).startswith("it would write over")
