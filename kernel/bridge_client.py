@@ -214,7 +214,7 @@ class BridgeClient:
         """Call host tool ``target`` (``"handle.attribute"``) and return its result (see the module docstring)."""
         __tracebackhide__ = True
         call_id = next(self._ids)
-        return await self._exchange(call_id, self._frame(target, call_id, args, kwargs), target)
+        return await self._exchange(call_id, self._frame(target, call_id, args, kwargs), f"host tool {target}")
 
     async def approve(self, request: ApprovalRequest) -> None:
         """Wait for the host's approver to approve ``request`` (a call of a tool bound in this kernel).
@@ -226,10 +226,11 @@ class BridgeClient:
         call_id = next(self._ids)
         message = {"op": "approve", "id": call_id, "tool": request.tool, "arguments": request.arguments, "reason": request.reason}
         frame = wire.encode({**message, "digest": request.digest, "cell": current_cell()})
-        await self._exchange(call_id, frame, request.tool)
+        await self._exchange(call_id, frame, f"the host's approver, for {request.tool}")
 
-    async def _exchange(self, call_id: int, frame: bytes, target: str) -> Any:
-        """Send ``frame`` and return the unpacked reply to ``call_id``; a cancelled wait cancels it on the host."""
+    async def _exchange(self, call_id: int, frame: bytes, source: str) -> Any:
+        """Send ``frame`` and return the unpacked reply to ``call_id``; a cancelled wait cancels it on
+        the host. An error reply is raised noting ``source`` (what raised it on the host)."""
         __tracebackhide__ = True
         connection = await self._connection()
         future = asyncio.get_running_loop().create_future()
@@ -242,22 +243,23 @@ class BridgeClient:
             if not connection.writer.is_closing():
                 connection.writer.write(wire.encode({"op": "cancel", "id": call_id}))
             raise
-        return _unpack(reply, target)
+        return _unpack(reply, source)
 
 
-def _unpack(reply: dict[str, Any], target: str) -> Any:
+def _unpack(reply: dict[str, Any], source: str) -> Any:
     __tracebackhide__ = True
     op = reply["op"]
     if op == "result":
         return reply.get("value")
     if op == "offloaded":
         return OffloadedResult(reply["result_id"], reply["size"], reply["type"], reply["tool"])
-    raise _exception(str(reply.get("type", "Error")), str(reply.get("builtin", "")), str(reply.get("message", "")), target)
+    raise _exception(str(reply.get("type", "Error")), str(reply.get("builtin", "")), str(reply.get("message", "")), source)
 
 
-def _exception(type_name: str, builtin: str, message: str, target: str) -> BaseException:
+def _exception(type_name: str, builtin: str, message: str, source: str) -> BaseException:
     """The tool's exception as the cell sees it: its own type when the kernel knows it, else the
-    nearest built-in type it derives from (``class MyError(ValueError)`` → ``ValueError``)."""
+    nearest built-in type it derives from (``class MyError(ValueError)`` → ``ValueError``), noting
+    ``source`` ("host tool inventory.reject")."""
     known = {
         "ResultTooLarge": ResultTooLarge,
         "BridgeError": BridgeError,
@@ -278,7 +280,7 @@ def _exception(type_name: str, builtin: str, message: str, target: str) -> BaseE
             except TypeError:
                 continue
             break
-    error.add_note(f"(raised by host tool {target})")
+    error.add_note(f"(raised by {source})")
     return error
 
 

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
 import json
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -315,3 +318,37 @@ def test_the_overwrite_policy_sees_links_and_defaults(tmp_path, monkeypatch):
     assert policy({}) == f"it would write over {tmp_path / 'out.md'} (argument path)"  # the default names it
     (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
     assert policy({"path": "dangling"}).startswith("it would write over")
+
+
+def toolpath_run(*arguments):
+    command = [sys.executable, "-m", "toolpath.planner.interfaces.cli", "run", "load the table and write a report", "--input", f"path={COMPOUNDS}", *arguments]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+
+
+def test_toolpath_run_without_a_terminal_refuses_to_write_over_a_file_and_yes_approves(tmp_path):
+    report = tmp_path / "report.md"
+    report.write_text("my own notes")
+    refused = toolpath_run("--input", f"tabular.write_report.path={report}")
+    assert refused.returncode == 1
+    assert "ApprovalDenied" in refused.stdout and "pass --yes to approve every call" in refused.stdout
+    assert report.read_text() == "my own notes"
+    approved = toolpath_run("--input", f"tabular.write_report.path={report}", "--yes")
+    assert approved.returncode == 0, approved.stdout + approved.stderr
+    assert report.read_text().startswith("# Table report")
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_the_terminal_approver_asks_and_reads_the_answer():
+    from toolpath.planner.interfaces.terminal_approval import TerminalApprover
+
+    request = ApprovalRequest.of("tabular.write_report", {"path": "/home/ana/report.md"}, "it would write over /home/ana/report.md")
+    shown = io.StringIO()
+    assert TerminalApprover(stdin=FakeTerminal("y\n"), stderr=shown)(request).approved
+    assert "tabular.write_report(path='/home/ana/report.md') asks for approval: it would write over /home/ana/report.md." in shown.getvalue()
+    declined = TerminalApprover(stdin=FakeTerminal("\n"), stderr=io.StringIO())(request)
+    assert not declined.approved and declined.note == "declined at the terminal"
+    assert TerminalApprover(approve_all=True, stdin=io.StringIO())(request).by == "--yes"

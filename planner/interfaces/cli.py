@@ -361,6 +361,7 @@ def _prepare_query_model() -> None:
 
 
 def command_run(arguments: argparse.Namespace) -> int:
+    from toolpath.planner.interfaces.terminal_approval import TerminalApprover
     from toolpath.planner.tasks.task import UnboundParametersError, input_options
 
     task = _task(arguments)
@@ -387,7 +388,7 @@ def command_run(arguments: argparse.Namespace) -> int:
             _print_task_plan(task_plan)
             print("Running in a fresh IPython kernel..." if task_plan.plan.steps else "Nothing to run: the goal is already held.", flush=True)
         try:
-            run = workspace.run_task(task_plan, timeout=arguments.timeout, **options)
+            run = workspace.run_task(task_plan, timeout=arguments.timeout, approver=TerminalApprover(arguments.yes), **options)
         except ValueError as error:  # CodeMode refused the kernel options (e.g. an unreadable certificate)
             raise CommandLineError(str(error)) from error
         written = sorted(str(path.relative_to(output_directory)) for path in output_directory.rglob("*") if path.is_file()) if output_directory else []
@@ -945,6 +946,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--output-dir",
         metavar="DIR",
         help="a new or empty directory for the files the tools write where no input says (default: a fresh one under toolpath's data directory, printed)",
+    )
+    run.add_argument(
+        "--yes",
+        action="store_true",
+        help="approve every call that asks for approval (a write over an existing file, ...) instead of asking on the terminal; without a terminal such calls are refused",
     )
     run.add_argument(
         "--images", metavar="DIR", help="write the images the cell shows into DIR as image-N.png files (never over existing ones) and print their paths"
