@@ -46,7 +46,7 @@ import contextlib
 import inspect
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from toolpath.kernel import wire
@@ -272,12 +272,7 @@ class Bridge:
                 )
                 return
             toolkit, name = found
-            call = contained(toolkit.acall(name, message.get("args") or (), message.get("kwargs") or {}, approval=self.approval))
-            loop = self.call_loop
-            if loop is None or loop is asyncio.get_running_loop() or loop.is_closed() or not loop.is_running():
-                value = await call
-            else:
-                value = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(call, loop))
+            value = await self._on_call_loop(contained(toolkit.acall(name, message.get("args") or (), message.get("kwargs") or {}, approval=self.approval)))
             self._send_result(writer, call_id, f"{toolkit.name}.{name}", value)
             # Backpressure: a peer that sends calls but never reads replies stalls its own calls
             # here instead of growing the host's write buffer.
@@ -293,6 +288,14 @@ class Bridge:
         finally:
             self._calls.pop(key, None)
 
+    async def _on_call_loop(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        """Await ``coroutine`` on :attr:`call_loop` (the loop of the current run), or here when that
+        is this loop or not running."""
+        loop = self.call_loop
+        if loop is None or loop is asyncio.get_running_loop() or loop.is_closed() or not loop.is_running():
+            return await coroutine
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, loop))
+
     async def _approve(self, message: dict[str, Any], writer: asyncio.StreamWriter, key: tuple[int, int | str]) -> None:
         """Ask for approval of a call of a tool bound in the kernel (its handle checked the policy
         there, where the files are): ``result True`` for a yes, an ``error`` for anything else."""
@@ -302,7 +305,8 @@ class Bridge:
             if context is None:
                 raise ApprovalDenied("nobody can approve calls from this kernel: give CodeMode an approver")
             request = ApprovalRequest(message["tool"], message["arguments"], message["reason"], message["digest"], context.session_id, context.user_id)
-            await context.gate.ask(request)
+            # On the caller's loop, like a host tool: an approver may talk over a connection opened there.
+            await self._on_call_loop(context.gate.ask(request))
             self._send(writer, {"op": "result", "id": call_id, "value": True})
         except ConnectionError:
             return

@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import io
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -352,3 +353,61 @@ def test_the_terminal_approver_asks_and_reads_the_answer():
     declined = TerminalApprover(stdin=FakeTerminal("\n"), stderr=io.StringIO())(request)
     assert not declined.approved and declined.note == "declined at the terminal"
     assert TerminalApprover(approve_all=True, stdin=io.StringIO())(request).by == "--yes"
+
+
+def test_over_mcp_the_clients_user_is_asked_by_elicitation(tmp_path):
+    """toolpath serve, driven by the SDK's client: accept with approve, accept without, decline and
+    cancel, each seen in the file and in the session's audit log; a client without elicitation is
+    told so."""
+    from mcp import Client, StdioServerParameters
+    from mcp_types import ElicitResult
+
+    report = tmp_path / "report.md"
+    report.write_text("my own notes")
+    answers: list[ElicitResult] = []
+    asked: list[str] = []
+
+    async def elicit(context, params):
+        asked.append(params.message)
+        return answers.pop(0)
+
+    def served(**callbacks):
+        parameters = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "toolpath.planner.interfaces.cli", "serve"],
+            env={**os.environ, "TOOLPATH_HOME": str(tmp_path / "home")},
+            cwd=str(tmp_path),
+        )
+        return Client(parameters, **callbacks)
+
+    task = {"task": "load the table and write a report", "inputs": {"path": str(COMPOUNDS), "tabular.write_report.path": str(report)}, "session_id": "mcp"}
+
+    async def scenario():
+        async with served(elicitation_callback=elicit) as client:
+            answers.append(ElicitResult(action="accept", content={"approve": False, "note": "not now"}))
+            denied = await client.call_tool("run_task", task)
+            assert denied.is_error and "not now" in denied.content[0].text and report.read_text() == "my own notes"
+            assert "tabular.write_report(" in asked[0] and f"it would write over {report}" in asked[0]
+            answers.extend([ElicitResult(action="decline"), ElicitResult(action="cancel")])
+            for _ in range(2):
+                assert (await client.call_tool("run_task", task)).is_error
+            assert report.read_text() == "my own notes"
+            answers.append(ElicitResult(action="accept", content={"approve": True, "note": ""}))
+            approved = await client.call_tool("run_task", task)
+            assert not approved.is_error, approved.content[0].text
+            assert report.read_text().startswith("# Table report")
+            overview = await client.call_tool("session_overview", {"session_id": "mcp"})
+            decisions = [(row["decision"], row["note"]) for row in overview.structured_content["approvals"]]
+            assert decisions == [
+                ("denied", "not now"),
+                ("denied", "the user declined the approval request"),
+                ("denied", "the user cancelled the approval request"),
+                ("approved", ""),
+            ]
+        report.write_text("my own notes again")
+        async with served() as client:  # the SDK's default: no elicitation
+            refused = await client.call_tool("run_task", {**task, "session_id": "plain-client"})
+            assert refused.is_error and "does not support elicitation" in refused.content[0].text
+        assert report.read_text() == "my own notes again"
+
+    asyncio.run(scenario())

@@ -95,8 +95,19 @@ class VariablesOutput(BaseModel):
     variables: list[str]
 
 
+class ApprovalDecisionOutput(BaseModel):
+    tool: str
+    reason: str = Field(description="why the call asked")
+    digest: str = Field(description="SHA-256 of the call's arguments (the values are not kept)")
+    decision: str = Field(description="approved, denied, timeout or failed")
+    note: str
+    decided_by: str
+    decided_at: float = Field(description="seconds since the epoch")
+
+
 class SessionOverviewOutput(BaseModel):
     held: list[str] = Field(description="the states the session holds")
     artifacts: dict[str, str] = Field(description="variable -> the state it carries")
     domains: list[str]
     instructions: str = Field(description="the tool handles and what can run next, for a model")
+    approvals: list[ApprovalDecisionOutput] = Field(description="the decisions on this session's calls that asked for approval, oldest first")

@@ -52,15 +52,16 @@ import yaml
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.settings import AuthSettings
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
-from mcp_types import CallToolResult, ImageContent, TextContent
+from mcp_types import CallToolResult, ImageContent, InputRequiredResult, TextContent
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolpath.errors import Refusal, ToolpathError, Vocabulary
 from toolpath.kernel import CellResult, CodeMode, KernelError, format_for_model
 from toolpath.kernel.sandbox import SandboxPolicy, sandbox_problem, weaker_limits
+from toolpath.planner.interfaces.approval_rounds import ApprovalRounds
 from toolpath.planner.interfaces.http_serving import AddressUnavailableError, HttpLimits, bind_address, connection_cap, host_check, serve_http
 from toolpath.planner.interfaces.mcp_results import (
     CellOutput,
@@ -168,7 +169,9 @@ class ToolpathServer:
         verifier = StaticTokens(tokens) if tokens is not None else None  # before any kernel: it may refuse the tokens
         self.max_sessions_per_user = max_sessions_per_user
         self.max_tasks_per_user = max_tasks_per_user
-        self.code_mode: CodeMode = workspace.code_mode(**code_mode_options)
+        # A call that asks for approval is put to the client's user as an elicitation.
+        self.approvals = ApprovalRounds()
+        self.code_mode: CodeMode = workspace.code_mode(**{"approver": self.approvals.ask, **code_mode_options})
         self._sessions: dict[tuple[str, str], AgentSession] = {}
         self._tasks_running: dict[str, int] = {}
         self._lock = asyncio.Lock()
@@ -282,20 +285,20 @@ class ToolpathServer:
         return _result(task_plan.to_dict(), task_plan.cell.display_code)
 
     async def run_task(
-        self, task: str | list[str], inputs: dict[str, Any] | None = None, session_id: str | None = None
+        self, task: str | list[str], ctx: Context, inputs: dict[str, Any] | None = None, session_id: str | None = None
     ) -> Annotated[CallToolResult, TaskRunOutput]:
-        """Plan a task (in words or as a list of steps) and run its cell in the session's kernel. The variables it makes stay for later cells and tasks."""
+        """Plan a task (in words or as a list of steps) and run its cell in the session's kernel. The variables it makes stay for later cells and tasks. A call that needs approval asks your user first (elicitation)."""
         with self._task_slot():
             session = await self._session(session_id)
-            run = await session.arun_task(task, inputs)
-        return _result(run.to_dict(), run.text(), run.result)
+            outcome = await self.approvals.run(ctx, self._user(), session.session_id, lambda: session.arun_task(task, inputs))
+        return outcome if isinstance(outcome, InputRequiredResult) else _result(outcome.to_dict(), outcome.text(), outcome.result)
 
-    async def execute(self, code: str, session_id: str | None = None) -> Annotated[CallToolResult, CellOutput]:
-        """Run Python code as one cell in the session's persistent kernel (top-level await works; tool handles are bound). Returns what the cell printed, its value, error and images."""
+    async def execute(self, code: str, ctx: Context, session_id: str | None = None) -> Annotated[CallToolResult, CellOutput]:
+        """Run Python code as one cell in the session's persistent kernel (top-level await works; tool handles are bound). Returns what the cell printed, its value, error and images. A call that needs approval asks your user first (elicitation)."""
         with self._task_slot():
             session = await self._session(session_id)
-            result = await session.aexecute(code)
-        return _result(result.to_dict(), format_for_model(result), result)
+            result = await self.approvals.run(ctx, self._user(), session.session_id, lambda: session.aexecute(code))
+        return result if isinstance(result, InputRequiredResult) else _result(result.to_dict(), format_for_model(result), result)
 
     async def restart(self, session_id: str | None = None) -> Annotated[CallToolResult, RestartOutput]:
         """Discard the session's kernel and all its variables (and its saved snapshot); the next cell starts fresh."""
@@ -331,7 +334,12 @@ class ToolpathServer:
         session = await self._session(session_id)
         state = session.state()
         text = await asyncio.to_thread(session.instructions)
-        return _result({"held": list(state.held), "artifacts": state.artifacts, "domains": list(state.domains), "instructions": text}, text)
+        decisions = await asyncio.to_thread(self.code_mode.approval_decisions, session.session_id, session.user_id)
+        approvals = [{name: value for name, value in decision.to_dict().items() if name not in ("session_id", "user_id")} for decision in decisions]
+        if approvals:
+            text += f"\n{len(approvals)} approval decision(s); the last: {approvals[-1]['tool']} {approvals[-1]['decision']}"
+        overview = {"held": list(state.held), "artifacts": state.artifacts, "domains": list(state.domains), "instructions": text, "approvals": approvals}
+        return _result(overview, text)
 
     async def aclose(self) -> None:
         """Snapshot and stop every session's kernel."""
