@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolpath.errors import Refusal
 from toolpath.kernel import CellResult, CodeMode, KernelError
+from toolpath.kernel.approval_log import RecordedDecision
 from toolpath.kernel.bindings import Bindings, toolkit_of
 from toolpath.planner.planning.graph import kinds_of
 from toolpath.planner.planning.plans import DEFAULT_TASK_BUDGET_S, Plan, PlanningCancelled, TaskBudget
@@ -597,6 +598,12 @@ class AgentSession:
             self._record(task_plan, run)
         self._after_cell(variables)
         return replace(run, result=self._take_notice(result))
+
+    def approval_decisions(self) -> list[RecordedDecision]:
+        """The decisions on this session's calls that asked for approval, oldest first (see
+        :meth:`toolpath.kernel.CodeMode.approval_decisions`; the approver is a ``code_mode_options``
+        option of :meth:`toolpath.planner.Workspace.session`, ``approver=``)."""
+        return self.code_mode.approval_decisions(self.session_id, self.user_id)
 
     def execute(self, code: str) -> CellResult:
         """Run a free cell in the session's kernel (format it for a model with
