@@ -22,8 +22,8 @@ import inspect
 import json
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from toolpath.errors import ToolpathError
 
@@ -48,6 +48,12 @@ class ApprovalDenied(ToolpathError, PermissionError):
 
 class ApprovalTimeout(ToolpathError, TimeoutError):
     """The approver did not answer in time; the tool's code did not run."""
+
+
+class ApprovalPending(ToolpathError, RuntimeError):
+    """The call needs approval and the run pauses before it instead of asking (a planned task run
+    with ``on_approval="pause"``): the tool's code did not run; the session's ``resume`` continues
+    from this call with the answer."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,9 @@ class ApprovalRequest:
         arguments = ", ".join(f"{name}={value}" for name, value in self.arguments.items())
         return f"{self.tool}({arguments}) asks for approval: {self.reason}."
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"tool": self.tool, "arguments": dict(self.arguments), "reason": self.reason, "digest": self.digest}
+
 
 @dataclass(frozen=True)
 class ApprovalDecision:
@@ -93,6 +102,9 @@ class ApprovalDecision:
     note: str = ""
     by: str = ""
 
+
+#: What a call that needs approval does in a cell: ask the approver and wait, or pause the run.
+OnApproval = Literal["ask", "pause"]
 
 #: ``approver(request)`` → ``bool`` or :class:`ApprovalDecision`, sync or async. A sync one runs in a
 #: worker thread, so sessions waiting for answers do not hold each other up.
@@ -218,11 +230,19 @@ class ApprovalGate:
             note = f"the approver answered {type(answer).__name__}, not a bool or ApprovalDecision"
             await self._record(request, "failed", note, "")
             raise ApprovalDenied(f"{request.tool} was not approved: {note}", note)
-        await self._record(request, "approved" if answer.approved else "denied", answer.note, answer.by)
-        if not answer.approved:
-            said = f": {answer.note}" if answer.note else ""
-            raise ApprovalDenied(f"{request.tool} was denied by {answer.by or 'the approver'}{said}", answer.note or "denied")
-        return answer
+        return await self.settle(request, answer)
+
+    async def settle(self, request: ApprovalRequest, decision: ApprovalDecision) -> ApprovalDecision:
+        """Record ``decision`` on ``request`` and return it when it is a yes.
+
+        Raises:
+            ApprovalDenied: it is a no.
+        """
+        await self._record(request, "approved" if decision.approved else "denied", decision.note, decision.by)
+        if not decision.approved:
+            said = f": {decision.note}" if decision.note else ""
+            raise ApprovalDenied(f"{request.tool} was denied by {decision.by or 'the approver'}{said}", decision.note or "denied")
+        return decision
 
     async def _answer(self, request: ApprovalRequest) -> Any:
         approver = self.approver
@@ -241,15 +261,36 @@ class ApprovalGate:
 @dataclass(frozen=True)
 class ApprovalContext:
     """The gate a call's approval is asked at, and the session it comes from (CodeMode sets one on
-    each kernel's bridge for every cell)."""
+    each kernel's bridge for every cell).
+
+    Attributes:
+        pause: instead of asking, a call that needs approval raises :class:`ApprovalPending` and is
+            kept in ``pending`` (a planned task that pauses).
+        answers: decisions already given, by request digest (a paused task resumed): a call whose
+            request has one is settled by it, recorded, without asking.
+        pending: the requests a paused cell stopped at (filled by :meth:`check`).
+    """
 
     gate: ApprovalGate
     session_id: str | None = None
     user_id: str | None = None
+    pause: bool = False
+    answers: Mapping[str, ApprovalDecision] = field(default_factory=dict)
+    pending: list[ApprovalRequest] = field(default_factory=list)
 
     async def ask(self, tool: str, arguments: Mapping[str, Any], reason: str) -> ApprovalDecision:
-        """:meth:`ApprovalGate.ask` for this call (raises as it does)."""
-        return await self.gate.ask(ApprovalRequest.of(tool, arguments, reason, self.session_id, self.user_id))
+        """:meth:`check` of the request for this call."""
+        return await self.check(ApprovalRequest.of(tool, arguments, reason, self.session_id, self.user_id))
+
+    async def check(self, request: ApprovalRequest) -> ApprovalDecision:
+        """The decision on ``request``: a given answer, else a pause, else the gate's (raises as
+        :meth:`ApprovalGate.ask` does, or :class:`ApprovalPending`)."""
+        if request.digest in self.answers:
+            return await self.gate.settle(request, self.answers[request.digest])
+        if self.pause:
+            self.pending.append(request)
+            raise ApprovalPending(f"{request.describe()} The task is paused before this call; resume it with approved=True or False")
+        return await self.gate.ask(request)
 
 
 def _shown(value: Any) -> str:

@@ -306,7 +306,7 @@ class Bridge:
                 raise ApprovalDenied("nobody can approve calls from this kernel: give CodeMode an approver")
             request = ApprovalRequest(message["tool"], message["arguments"], message["reason"], message["digest"], context.session_id, context.user_id)
             # On the caller's loop, like a host tool: an approver may talk over a connection opened there.
-            await self._on_call_loop(context.gate.ask(request))
+            await self._on_call_loop(context.check(request))
             self._send(writer, {"op": "result", "id": call_id, "value": True})
         except ConnectionError:
             return

@@ -32,7 +32,7 @@ from typing import Any
 
 from toolpath.errors import ToolpathError
 from toolpath.kernel import wire
-from toolpath.kernel.approvals import ApprovalDenied, ApprovalRequest, ApprovalTimeout
+from toolpath.kernel.approvals import ApprovalDenied, ApprovalPending, ApprovalRequest, ApprovalTimeout
 from toolpath.kernel.handles import ask_host_with, awaitable, current_cell, track_cells
 from toolpath.kernel.toolkit import SEARCH_ATTRIBUTE, ShownText, ToolExitError, ToolPausedError
 
@@ -267,6 +267,7 @@ def _exception(type_name: str, builtin: str, message: str, source: str) -> BaseE
         "ToolExitError": ToolExitError,
         "ApprovalDenied": ApprovalDenied,
         "ApprovalTimeout": ApprovalTimeout,
+        "ApprovalPending": ApprovalPending,
     }
     own = known.get(type_name) or getattr(builtins, type_name, None)
     # Its own type first; the nearest built-in next (a built-in like UnicodeDecodeError cannot be

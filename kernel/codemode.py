@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from toolpath.kernel.approval_log import ApprovalLog, RecordedDecision
-from toolpath.kernel.approvals import DEFAULT_APPROVAL_TIMEOUT, ApprovalGate, Approver
+from toolpath.kernel.approvals import DEFAULT_APPROVAL_TIMEOUT, ApprovalDecision, ApprovalGate, Approver, OnApproval
 from toolpath.kernel.bindings import Bindings
 from toolpath.kernel.codemode_engine import CodeModeEngine
 from toolpath.kernel.codemode_options import BridgePolicy, CellPolicy, KernelCapacity, KernelLaunch, SnapshotPolicy, parse_host_port
@@ -346,7 +346,9 @@ class CodeMode:
 
     # -- developer surface ------------------------------------------------------------------------
 
-    async def arun(self, code: str, session_id: str, user_id: str | None = None) -> CellResult:
+    async def arun(
+        self, code: str, session_id: str, user_id: str | None = None, *, on_approval: OnApproval = "ask", answers: Mapping[str, ApprovalDecision] | None = None
+    ) -> CellResult:
         """Run a cell and return the structured :class:`CellResult`.
 
         The first cell of a run connects the toolkits that need it; host tools' async functions are
@@ -357,6 +359,12 @@ class CodeMode:
             user_id: the user this run acts for, given by the program (never by cell code). A new
                 session belongs to it; a session may only be used with its owner's ``user_id``
                 (a session created without one, only without one).
+            on_approval: ``"ask"`` (the approver decides while the cell waits) or ``"pause"``: a
+                call that needs approval raises ``ApprovalPending`` in the cell instead, and the
+                result's ``pending_approval`` names it (a planned task that pauses, see
+                :meth:`toolpath.planner.tasks.agent_session.AgentSession.run_task`).
+            answers: decisions already given, by request digest: a call whose request has one is
+                settled by it (recorded in the audit log) without asking or pausing.
 
         Raises:
             SessionOwnerError: the session belongs to another user; no kernel is started.
@@ -365,14 +373,16 @@ class CodeMode:
             registry.storage.StoreError: with snapshots on, the owner cannot be looked up.
         """
         await self.aopen()
-        return await self._loop_thread.relay(self._engine.run(code, session_id, asyncio.get_running_loop(), user_id))
+        return await self._loop_thread.relay(self._engine.run(code, session_id, asyncio.get_running_loop(), user_id, on_approval, answers or {}))
 
-    def run(self, code: str, session_id: str, user_id: str | None = None) -> CellResult:
+    def run(
+        self, code: str, session_id: str, user_id: str | None = None, *, on_approval: OnApproval = "ask", answers: Mapping[str, ApprovalDecision] | None = None
+    ) -> CellResult:
         """Sync :meth:`arun`; host tools' async functions run on CodeMode's own loop (so calling this
         from inside a running loop cannot deadlock)."""
         if self._connections.pending(asynchronous_too=True):
             self._loop_thread.call(self._connections.connect(asynchronous_too=True))
-        return self._loop_thread.call(self._engine.run(code, session_id, user_id=user_id))
+        return self._loop_thread.call(self._engine.run(code, session_id, None, user_id, on_approval, answers or {}))
 
     async def astart(self, session_id: str, user_id: str | None = None) -> None:
         """Give the session its kernel now (restoring its snapshot) instead of at its first cell; what

@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from toolpath.kernel.approvals import ApprovalContext, ApprovalGate
+from toolpath.kernel.approvals import ApprovalContext, ApprovalDecision, ApprovalGate, OnApproval
 from toolpath.kernel.bindings import Bindings
 from toolpath.kernel.codemode_options import CellPolicy, KernelCapacity, KernelLaunch, SnapshotPolicy
 from toolpath.kernel.errors import KernelError
@@ -94,7 +94,15 @@ class CodeModeEngine:
         await self.binder.release(kernel)
         await kernel.shutdown()
 
-    async def run(self, code: str, session_id: str, call_loop: asyncio.AbstractEventLoop | None = None, user_id: str | None = None) -> CellResult:
+    async def run(
+        self,
+        code: str,
+        session_id: str,
+        call_loop: asyncio.AbstractEventLoop | None = None,
+        user_id: str | None = None,
+        on_approval: OnApproval = "ask",
+        answers: Mapping[str, ApprovalDecision] | None = None,
+    ) -> CellResult:
         """Run a cell in the session's kernel (CodeMode.arun); host tools' async functions run on ``call_loop``."""
         check_code(code)  # before a kernel is started for it
         session = await self.pool.owned(session_id, user_id)
@@ -116,9 +124,10 @@ class CodeModeEngine:
                 await self.binder.bind(kernel, session)
             bridge = self.binder.bridge_of(kernel)
             cell_ids: list[str] = []
+            approval = ApprovalContext(self.approvals, session.session_id, session.owner, on_approval == "pause", dict(answers or {}))
             if bridge is not None:
                 bridge.call_loop = call_loop
-                bridge.approval = ApprovalContext(self.approvals, session.session_id, session.owner)
+                bridge.approval = approval
             try:
                 result = await kernel.execute(code, timeout=cells.timeout, limits=cells.limits, interrupt_grace=cells.interrupt_grace, on_start=cell_ids.append)
             except (asyncio.CancelledError, Exception):
@@ -141,6 +150,8 @@ class CodeModeEngine:
                 session.notice = join(session.notice, "The kernel died during the previous cell; this is a fresh kernel.")
             elif result.status in ("ok", "error"):  # a failing cell may have changed variables too
                 self.snapshots.schedule(session)
+            if approval.pending:
+                result = replace(result, pending_approval=approval.pending[0].to_dict())
             return replace(result, notice=join(notice, result.notice)) if notice else result
 
     async def start(self, session_id: str, user_id: str | None) -> None:

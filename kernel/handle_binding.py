@@ -41,7 +41,7 @@ SETUP_MODULE = "toolpath.kernel.kernel_setup"
 RESULTS_HANDLE = "results"
 #: What a call to a host tool that asks for approval may raise, bound by name wherever host tools
 #: are, so a cell can catch them without an import.
-APPROVAL_ERRORS = ("ApprovalDenied", "ApprovalTimeout")
+APPROVAL_ERRORS = ("ApprovalDenied", "ApprovalTimeout", "ApprovalPending")
 
 
 class HandleBinder:

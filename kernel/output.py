@@ -74,6 +74,8 @@ class CellResult:
             count}`` in the order they first returned; reported by the kernel in the execute reply,
             so a cell that failed still says which of its calls completed. Empty for ``"aborted"``,
             ``"busy"`` and ``"dead"`` cells (no reply says what they did).
+        pending_approval: the call a cell run with ``on_approval="pause"`` stopped at, waiting for
+            approval (``tool``, ``arguments`` as shown, ``reason``, ``digest``); ``None`` otherwise.
     """
 
     status: Status
@@ -89,6 +91,7 @@ class CellResult:
     tool_calls: dict[str, int] = field(default_factory=dict)
     result_json: str | None = None
     result_summary: str | None = None
+    pending_approval: dict | None = None
 
     @property
     def short_result(self) -> str | None:
@@ -117,6 +120,7 @@ class CellResult:
             "dropped_images": list(self.dropped_images),
             "notice": self.notice,
             "tool_calls": dict(self.tool_calls),
+            "pending_approval": self.pending_approval,
         }
 
 
@@ -179,6 +183,7 @@ class CellOutput:
     result: str | None = None
     result_json: str | None = None
     result_summary: str | None = None
+    pending_approval: dict | None = None
     error: dict | None = None
     images: list[bytes] = field(default_factory=list)
     dropped_images: list[str] = field(default_factory=list)

@@ -411,3 +411,57 @@ def test_over_mcp_the_clients_user_is_asked_by_elicitation(tmp_path):
         assert report.read_text() == "my own notes again"
 
     asyncio.run(scenario())
+
+
+def test_a_paused_task_resumes_in_the_same_kernel_without_running_earlier_steps(workspace, desk, tmp_path):
+    """run_task(on_approval="pause") stops before write_report (the file exists); the table the
+    first step loaded stays in the kernel, and resume writes the report from *that* table."""
+    report = tmp_path / "report.md"
+    report.write_text("my own notes")
+    inputs = {"path": str(COMPOUNDS), "tabular.write_report.path": str(report)}
+    with workspace.session("pausing", approver=desk, snapshot_store=tmp_path / "toolpath.db", pool_size=0) as session:
+        paused = session.run_task("load the table and write a report", inputs, on_approval="pause")
+        assert paused.paused["step"] == 1 and paused.paused["tool"] == "write_report"
+        assert paused.paused["request"]["reason"] == f"it would write over {report} (argument path)"
+        assert paused.text().startswith("Paused before step 2 (tabular.write_report(") and report.read_text() == "my own notes"
+        assert desk.asked == []  # nobody was asked: the run paused instead
+        assert session.paused is not None and paused.completed_steps == (0,)
+        with pytest.raises(Exception, match="resume it with resume"):
+            session.run_task("load the table", {"path": str(COMPOUNDS)})
+        # Mark what the first step made (a rerun of it would make a new table without the mark).
+        assert session.execute("table.attrs['made'] = 'before the pause'").status == "ok"
+        resumed = session.resume(approved=True, note="fine, replace it")
+        assert resumed.result.status == "ok", resumed.result.error
+        assert resumed.completed_steps == (0, 1) and resumed.paused is None and session.paused is None
+        assert report.read_text().startswith("# Table report")
+        assert session.execute("table.attrs").result == "{'made': 'before the pause'}"
+        assert [(decision.decision, decision.note) for decision in session.approval_decisions()] == [("approved", "fine, replace it")]
+
+
+def test_an_answer_is_for_the_arguments_it_was_given_on(workspace, desk, tmp_path):
+    """Change the call's arguments while it is paused, and the yes given for the old ones does not
+    carry over: the run pauses again, naming the new arguments."""
+    report = tmp_path / "report.md"
+    report.write_text("my own notes")
+    inputs = {"path": str(COMPOUNDS), "tabular.write_report.path": str(report)}
+    with workspace.session("changed", approver=desk, snapshot_store=tmp_path / "toolpath.db", pool_size=0) as session:
+        first = session.run_task("load the table and write a report", inputs, on_approval="pause").paused
+        assert session.execute("table = table.head(3)").status == "ok"
+        again = session.resume(approved=True).paused
+        assert again is not None and again["request"]["digest"] != first["request"]["digest"]
+        assert report.read_text() == "my own notes"
+        assert session.resume(approved=True).result.status == "ok"
+        assert "3 rows" in report.read_text()
+
+
+def test_a_paused_task_resumed_with_a_no_ends_there_and_the_file_stays(workspace, desk, tmp_path):
+    report = tmp_path / "report.md"
+    report.write_text("my own notes")
+    inputs = {"path": str(COMPOUNDS), "tabular.write_report.path": str(report)}
+    with workspace.session("refusing", approver=desk, snapshot_store=tmp_path / "toolpath.db", pool_size=0) as session:
+        assert session.run_task("load the table and write a report", inputs, on_approval="pause").paused is not None
+        refused = session.resume(approved=False, note="keep my notes")
+        assert refused.result.error["ename"] == "ApprovalDenied" and "keep my notes" in refused.result.error["evalue"]
+        assert refused.failed_step == 1 and session.paused is None and report.read_text() == "my own notes"
+        with pytest.raises(ValueError, match="no paused task"):
+            session.resume(approved=True)

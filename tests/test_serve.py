@@ -126,10 +126,20 @@ def test_the_server_names_its_version_and_every_tool_declares_the_output_its_res
 
             # The SDK's client checks each result that is not an error against its tool's outputSchema
             # (raising when one does not follow it); checked here as well, so the test says it.
+            report = tmp_path / "report.md"
+            report.write_text("a file write_report would replace: its run pauses for approval")
+            paused_task = {
+                "task": "load the table and write a report",
+                "inputs": {"path": str(ROOT / "catalogs" / "tabular" / "data" / "compounds.csv"), "tabular.write_report.path": str(report)},
+                "on_approval": "pause",
+                "session_id": "approvals",
+            }
             calls = [
                 ("search_skills", {"query": "parse a SMILES string", "k": 2}),
                 ("plan_task", {"task": "parse this molecule", "inputs": {"smiles": "CCO"}}),
                 ("run_task", {"task": "parse this molecule", "inputs": {"smiles": "CCO"}}),
+                ("run_task", paused_task),
+                ("resume_task", {"approved": True, "session_id": "approvals"}),
                 ("execute", {"code": "print('hi'); molecule['formula']"}),
                 ("list_variables", {}),
                 ("session_overview", {}),

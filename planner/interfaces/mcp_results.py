@@ -52,6 +52,7 @@ class CellOutput(BaseModel):
     dropped_images: list[str] = Field(description="why each image not sent was dropped")
     notice: str = Field(description="a note for the model about the session itself (a restarted kernel, lost state)")
     tool_calls: dict[str, int] = Field(description="calls per tool made by the cell")
+    pending_approval: JsonObject | None = Field(description="the call a paused task stopped at, waiting for approval (tool, arguments, reason, digest)")
 
 
 class TaskPlanOutput(BaseModel):
@@ -81,6 +82,7 @@ class TaskRunOutput(TaskPlanOutput):
     variables: dict[str, str | None] = Field(description="the variables the run made, with the state each carries")
     completed_steps: list[int]
     failed_step: JsonObject | None = Field(description="index and tool of the step that failed")
+    paused: JsonObject | None = Field(description="with on_approval='pause': the step and call the run waits at for approval (resume_task continues it)")
 
 
 class RestartOutput(BaseModel):

@@ -45,7 +45,7 @@ import re
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import yaml
@@ -184,6 +184,7 @@ class ToolpathServer:
             self.search_skills,
             self.plan_task,
             self.run_task,
+            self.resume_task,
             self.execute,
             self.restart,
             self.close_session,
@@ -285,13 +286,25 @@ class ToolpathServer:
         return _result(task_plan.to_dict(), task_plan.cell.display_code)
 
     async def run_task(
-        self, task: str | list[str], ctx: Context, inputs: dict[str, Any] | None = None, session_id: str | None = None
+        self,
+        task: str | list[str],
+        ctx: Context,
+        inputs: dict[str, Any] | None = None,
+        session_id: str | None = None,
+        on_approval: Literal["ask", "pause"] = "ask",
     ) -> Annotated[CallToolResult, TaskRunOutput]:
-        """Plan a task (in words or as a list of steps) and run its cell in the session's kernel. The variables it makes stay for later cells and tasks. A call that needs approval asks your user first (elicitation)."""
+        """Plan a task (in words or as a list of steps) and run its cell in the session's kernel. The variables it makes stay for later cells and tasks. A call that needs approval asks your user first (elicitation); with on_approval='pause' the run stops before it instead, and resume_task continues it."""
         with self._task_slot():
             session = await self._session(session_id)
-            outcome = await self.approvals.run(ctx, self._user(), session.session_id, lambda: session.arun_task(task, inputs))
+            outcome = await self.approvals.run(ctx, self._user(), session.session_id, lambda: session.arun_task(task, inputs, on_approval=on_approval))
         return outcome if isinstance(outcome, InputRequiredResult) else _result(outcome.to_dict(), outcome.text(), outcome.result)
+
+    async def resume_task(self, approved: bool, note: str = "", session_id: str | None = None) -> Annotated[CallToolResult, TaskRunOutput]:
+        """Continue the session's task paused before a call that needs approval (run_task with on_approval='pause'): approved runs that call and the steps after it; not approved ends the task there. Steps before it are not run again."""
+        with self._task_slot():
+            session = await self._session(session_id)
+            run = await session.aresume(approved, note)
+        return _result(run.to_dict(), run.text(), run.result)
 
     async def execute(self, code: str, ctx: Context, session_id: str | None = None) -> Annotated[CallToolResult, CellOutput]:
         """Run Python code as one cell in the session's persistent kernel (top-level await works; tool handles are bound). Returns what the cell printed, its value, error and images. A call that needs approval asks your user first (elicitation)."""
@@ -548,12 +561,14 @@ def _result(structured: dict[str, Any], text: str, cell: CellResult | None = Non
     """A tool result: a short text (and a cell's PNG images, as image content) for the model, the
     JSON for programs (images counted there, not repeated in base64). A cell that did not end
     ``"ok"`` (it raised, timed out, was aborted, found the kernel busy or killed it) makes it an
-    error result, so clients and models see the failure; its structured content is the same."""
+    error result, so clients and models see the failure, unless it paused for an approval; its
+    structured content is the same."""
     content: list[TextContent | ImageContent] = [TextContent(type="text", text=text)]
     if cell is not None:
         content += [ImageContent(type="image", data=base64.b64encode(image).decode("ascii"), mime_type="image/png") for image in cell.images]
         structured = _without_image_data(structured)
-    failed = cell is not None and cell.status != "ok"
+    # A task paused before a call that needs approval has not failed: it waits for resume_task.
+    failed = cell is not None and cell.status != "ok" and cell.pending_approval is None
     return CallToolResult(content=content, structured_content=json.loads(json.dumps(structured, default=str)), is_error=failed)
 
 

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from toolpath.errors import Refusal
 from toolpath.kernel import CellResult, CodeMode, KernelError
 from toolpath.kernel.approval_log import RecordedDecision
+from toolpath.kernel.approvals import ApprovalDecision, OnApproval
 from toolpath.kernel.bindings import Bindings, toolkit_of
 from toolpath.planner.planning.graph import kinds_of
 from toolpath.planner.planning.plans import DEFAULT_TASK_BUDGET_S, Plan, PlanningCancelled, TaskBudget
@@ -64,6 +65,32 @@ MAX_NEXT_STEPS = 15
 
 class StalePlanError(Refusal, RuntimeError):
     """A task plan relies on held states or artifacts the session no longer has; plan it again."""
+
+
+class TaskPausedError(Refusal, RuntimeError):
+    """The session has a task paused before a call that needs approval: resume it (approved or
+    not) before running another task."""
+
+
+@dataclass(frozen=True)
+class PausedTask:
+    """A task whose run stopped before a call that needs approval (``run_task(...,
+    on_approval="pause")``); the steps before it ran, and their variables are in the kernel.
+
+    Attributes:
+        task_plan: the task as planned.
+        step: the index of the step whose call waits.
+        request: the waiting call: ``tool``, ``arguments`` (as shown), ``reason``, ``digest``.
+        tool_calls: the calls that completed before it (``{"handle.attribute": count}``).
+    """
+
+    task_plan: TaskPlan
+    step: int
+    request: dict[str, Any]
+    tool_calls: dict[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "tool": self.task_plan.plan.steps[self.step].tool.name, "request": dict(self.request)}
 
 
 @dataclass(frozen=True)
@@ -169,6 +196,7 @@ class AgentSession:
         # Variables of planned cells now running: a task started meanwhile never picks one of them.
         self._running: set[str] = set()
         self._kernel_id: str | None = None
+        self._paused: PausedTask | None = None
         self._notice = ""
         self._closed = False
         try:
@@ -535,8 +563,18 @@ class AgentSession:
                     self._artifacts.pop(variable, None)
                     self._artifacts[variable] = tool.return_spec.state
 
+    @property
+    def paused(self) -> PausedTask | None:
+        """The task paused before a call that needs approval, if any (see :meth:`resume`)."""
+        return self._paused
+
     def run_task(
-        self, task: str | Sequence[str] | TaskPlan, inputs: Mapping[str, Any] | None = None, *, time_budget_s: float | None = DEFAULT_TASK_BUDGET_S
+        self,
+        task: str | Sequence[str] | TaskPlan,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        time_budget_s: float | None = DEFAULT_TASK_BUDGET_S,
+        on_approval: OnApproval = "ask",
     ) -> TaskRun:
         """Plan ``task`` (unless it is already a :class:`TaskPlan` of this session) and run its cell in
         the session's kernel; completed steps' states become held.
@@ -544,29 +582,42 @@ class AgentSession:
         A plan with no steps (its goal is already held) runs nothing. ``time_budget_s`` bounds the
         planning only (:meth:`plan_task`); the kernel's own timeout bounds the cell.
 
+        ``on_approval``: ``"ask"`` (the session's approver decides while the cell waits) or
+        ``"pause"``: the run stops before the first call that needs approval, the steps before it
+        done, and returns with :attr:`TaskRun.paused` naming that call; :meth:`resume` continues
+        from it in the same kernel with the answer.
+
         Raises:
+            TaskPausedError: a task of this session is paused; resume it first.
             UnboundParametersError: the cell needs inputs that were not given (nothing runs); its
                 ``options`` name the inputs of each complete plan, cheapest first.
             StalePlanError: ``task`` was planned with held states or artifacts since lost.
             KernelError: the kernel could not start.
             and what :meth:`plan_task` raises.
         """
+        self._check_not_paused()
         task_plan = self._runnable(task, inputs, time_budget_s)
         try:
             if not task_plan.plan.steps:
                 return TaskRun(task_plan, self._take_notice(CellResult("ok")))
-            result = self.code_mode.run(task_plan.cell.code, self.session_id, self.user_id)
+            result = self.code_mode.run(task_plan.cell.code, self.session_id, self.user_id, on_approval=on_approval)
             self._check_kernel()
             return self._finish_task(task_plan, result, self._variables_now())
         finally:
             self._release(task_plan)
 
     async def arun_task(
-        self, task: str | Sequence[str] | TaskPlan, inputs: Mapping[str, Any] | None = None, *, time_budget_s: float | None = DEFAULT_TASK_BUDGET_S
+        self,
+        task: str | Sequence[str] | TaskPlan,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        time_budget_s: float | None = DEFAULT_TASK_BUDGET_S,
+        on_approval: OnApproval = "ask",
     ) -> TaskRun:
         """Async :meth:`run_task`. Cancelling the awaiting coroutine while the task is planned (its
         client is gone) stops the planning thread at its next check, and gives back any variable
         names it reserved."""
+        self._check_not_paused()
         cancel = threading.Event()
         reserved: list[TaskPlan] = []
         try:
@@ -580,11 +631,48 @@ class AgentSession:
         try:
             if not task_plan.plan.steps:
                 return TaskRun(task_plan, self._take_notice(CellResult("ok")))
-            result = await self.code_mode.arun(task_plan.cell.code, self.session_id, self.user_id)
+            result = await self.code_mode.arun(task_plan.cell.code, self.session_id, self.user_id, on_approval=on_approval)
             self._check_kernel()
             return self._finish_task(task_plan, result, await self._avariables())
         finally:
             self._release(task_plan)
+
+    def resume(self, approved: bool, note: str = "") -> TaskRun:
+        """Continue the paused task from the call it stopped at, in the same kernel: with
+        ``approved`` the call runs (and the steps after it, which may pause again); without, it
+        raises ``ApprovalDenied`` there and the task ends. The steps before it are not run again.
+        The decision, with ``note``, is recorded in the audit log as the session's user's.
+
+        Raises:
+            ValueError: no task of this session is paused.
+        """
+        paused, code, answers = self._resumption(approved, note)
+        result = self.code_mode.run(code, self.session_id, self.user_id, on_approval="pause", answers=answers)
+        self._check_kernel()
+        return self._finish_task(paused.task_plan, replace(result, tool_calls={**paused.tool_calls, **result.tool_calls}), self._variables_now())
+
+    async def aresume(self, approved: bool, note: str = "") -> TaskRun:
+        """Async :meth:`resume`."""
+        paused, code, answers = self._resumption(approved, note)
+        result = await self.code_mode.arun(code, self.session_id, self.user_id, on_approval="pause", answers=answers)
+        self._check_kernel()
+        return self._finish_task(paused.task_plan, replace(result, tool_calls={**paused.tool_calls, **result.tool_calls}), await self._avariables())
+
+    def _resumption(self, approved: bool, note: str) -> tuple[PausedTask, str, dict[str, ApprovalDecision]]:
+        """The paused task (now taken), the cell that continues it and the answer it carries."""
+        self._check_open()
+        with self._lock:
+            paused, self._paused = self._paused, None
+        if paused is None:
+            raise ValueError(f"session {self.session_id!r} has no paused task to resume; run_task(..., on_approval='pause') pauses one")
+        decision = ApprovalDecision(bool(approved), note=note, by=self.user_id or "")
+        return paused, paused.task_plan.cell.from_step(paused.step), {paused.request["digest"]: decision}
+
+    def _check_not_paused(self) -> None:
+        if self._paused is not None:
+            raise TaskPausedError(
+                f"session {self.session_id!r} has a task paused before {self._paused.request['tool']} (it needs approval); resume it with resume(approved=True or False) first"
+            )
 
     def _release(self, task_plan: TaskPlan) -> None:
         """Give back the names :meth:`_runnable` reserved (after the kernel's variables are read,
@@ -596,6 +684,9 @@ class AgentSession:
         run = TaskRun(task_plan, result)
         if self._kernel_id is not None:  # the kernel that ran the cell still holds its variables
             self._record(task_plan, run)
+        if result.pending_approval is not None and run.failed_step is not None:
+            with self._lock:
+                self._paused = PausedTask(task_plan, run.failed_step, result.pending_approval, dict(result.tool_calls))
         self._after_cell(variables)
         return replace(run, result=self._take_notice(result))
 

@@ -132,6 +132,8 @@ class PlannedCell:
             every parameter of its tool.
         advice: ``{input name: how to pass it}`` for inputs that went unused although an optional
             parameter of their name is on the plan (such a parameter takes only ``TOOL.PARAMETER``).
+        setup_code / step_lines / result_line: ``code`` in its parts: the bindings and inputs, each
+            step's call line (plan order) and the final expression (see :meth:`from_step`).
     """
 
     code: str
@@ -146,6 +148,22 @@ class PlannedCell:
     step_variables: tuple[str, ...] = ()
     used_artifacts: dict[str, str] = field(default_factory=dict)
     arguments: tuple[dict[str, ArgumentSource], ...] = ()
+    setup_code: str = ""
+    step_lines: tuple[str, ...] = ()
+    result_line: str = ""
+
+    def from_step(self, index: int) -> str:
+        """The cell that runs the steps from ``index`` on, in the kernel where the steps before it
+        ran (their results are read from :attr:`step_variables`): how a paused task continues
+        without running anything twice. ``from_step(0)`` is :attr:`code`.
+
+        Raises:
+            IndexError: ``index`` is not a step of the plan.
+        """
+        if not 0 <= index < len(self.step_lines):
+            raise IndexError(f"step {index} is not one of the plan's {len(self.step_lines)} steps")
+        return "\n".join([self.setup_code, "", *self.step_lines[index:], *([self.result_line] if self.result_line else [])]) + "\n"
+
     advice: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -342,11 +360,14 @@ def render_cell(
     input_lines = [f"{input_variables[name]} = {literal}" for name, literal in literals.items()]
     shown_input_lines = [f"{input_variables[name]} = {_shown_literal(literal)}" for name, literal in literals.items()]
     calls = ["", *call_lines] if call_lines else []
+    result_line = ""
     if len(result_variables) == 1:
-        calls.append(result_variables[0])
+        result_line = result_variables[0]
     elif result_variables:
-        calls.append("{" + ", ".join(f"{variable!r}: {variable}" for variable in result_variables) + "}")
-    code = "\n".join([*lines, *([""] + input_lines if fed else []), *calls]) + "\n"
+        result_line = "{" + ", ".join(f"{variable!r}: {variable}" for variable in result_variables) + "}"
+    calls += [result_line] if result_line else []
+    setup_code = "\n".join([*lines, *([""] + input_lines if fed else [])])
+    code = "\n".join([setup_code, *calls]) + "\n"
     display_code = "\n".join([*lines, *([""] + shown_input_lines if fed else []), *calls]) + "\n"
     # The promise is that a planned cell always compiles; check it here rather than in the kernel.
     compile(code, "<planned cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
@@ -366,6 +387,9 @@ def render_cell(
         used_artifacts=used_artifacts,
         arguments=tuple(step_arguments),
         advice=_advice(plan, unused, step_arguments),
+        setup_code=setup_code,
+        step_lines=tuple(call_lines),
+        result_line=result_line,
     )
 
 

@@ -194,6 +194,17 @@ class TaskRun:
         return next((index for index in range(len(self.task_plan.plan.steps)) if index not in completed), None)
 
     @property
+    def paused(self) -> dict | None:
+        """The call the run paused before, waiting for approval (``on_approval="pause"``): its
+        ``step`` index and ``tool``, and the ``request`` (tool, arguments, reason, digest); ``None``
+        when the run did not pause."""
+        request = self.result.pending_approval
+        failed = self.failed_step
+        if request is None or failed is None:
+            return None
+        return {"step": failed, "tool": self.task_plan.plan.steps[failed].tool.name, "request": dict(request)}
+
+    @property
     def variables(self) -> dict[str, str | None]:
         """``{variable: state it carries, or None}`` of the completed steps, in plan order: the
         kernel variables the run made (a session keeps them for later cells)."""
@@ -208,7 +219,13 @@ class TaskRun:
 
     def text(self) -> str:
         """What the run showed, for a model: the cell's result (:func:`toolpath.kernel.format_for_model`)
-        and the variables it made."""
+        and the variables it made; for a paused run, the call it waits at."""
+        paused = self.paused
+        if paused is not None:
+            request = paused["request"]
+            arguments = ", ".join(f"{name}={value}" for name, value in request["arguments"].items())
+            waiting = f"Paused before step {paused['step'] + 1} ({request['tool']}({arguments})): it needs approval, because {request['reason']}. Resume with approved=True or False."
+            return "\n".join(part for part in (waiting, self.variables_text()) if part)
         return "\n".join(part for part in (format_for_model(self.result).rstrip("\n"), self.variables_text()) if part)
 
     def to_dict(self) -> dict:
@@ -219,4 +236,5 @@ class TaskRun:
             "variables": self.variables,
             "completed_steps": list(self.completed_steps),
             "failed_step": None if failed is None else {"index": failed, "tool": self.task_plan.plan.steps[failed].tool.name},
+            "paused": self.paused,
         }
