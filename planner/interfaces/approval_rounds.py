@@ -87,11 +87,16 @@ class ApprovalRounds:
             run.context = context
             self._answer(run, context)
         self._by_session[session_id] = run
+        asked = asyncio.ensure_future(run.asked.wait())
         try:
-            asked = asyncio.ensure_future(run.asked.wait())
             await asyncio.wait({run.task, asked}, return_when=asyncio.FIRST_COMPLETED)
-            asked.cancel()
+        except asyncio.CancelledError:
+            # The client gave up on this request: its cell is stopped, as without approvals.
+            run.task.cancel()
+            self._forget(run)
+            raise
         finally:
+            asked.cancel()
             if self._by_session.get(session_id) is run:
                 del self._by_session[session_id]
         if run.task.done():
