@@ -465,3 +465,35 @@ def test_a_paused_task_resumed_with_a_no_ends_there_and_the_file_stays(workspace
         assert refused.failed_step == 1 and session.paused is None and report.read_text() == "my own notes"
         with pytest.raises(ValueError, match="no paused task"):
             session.resume(approved=True)
+
+
+def test_a_paused_task_comes_back_with_the_session_after_a_restart_and_resumes(workspace, desk, tmp_path):
+    """The pause is saved with the session's snapshot: a new process's session resumes it from the
+    restored variables, and the step before the pause does not run again."""
+    report = tmp_path / "report.md"
+    report.write_text("my own notes")
+    store = tmp_path / "toolpath.db"
+    inputs = {"path": str(COMPOUNDS), "tabular.write_report.path": str(report)}
+    with workspace.session("restarted", approver=desk, snapshot_store=store, pool_size=0) as session:
+        assert session.run_task("load the table and write a report", inputs, on_approval="pause").paused is not None
+        assert session.execute("table.attrs['made'] = 'before the restart'").status == "ok"
+    with workspace.session("restarted", approver=desk, snapshot_store=store, pool_size=0) as again:
+        assert again.paused is not None and again.paused.tool == "write_report" and again.paused.task_plan is None
+        resumed = again.resume(approved=True, note="after the restart")
+        assert resumed.result.status == "ok", resumed.result.error
+        assert [step.tool.name for step in resumed.task_plan.plan.steps] == ["write_report"]  # the table was held
+        assert again.execute("table.attrs").result == "{'made': 'before the restart'}"
+        assert report.read_text().startswith("# Table report") and again.paused is None
+        assert [decision.note for decision in again.approval_decisions()] == ["after the restart"]
+
+
+def test_a_saved_paused_task_is_checked_when_read():
+    from toolpath.planner.tasks.agent_session import PausedTask, SessionState
+
+    request = {"tool": "tabular.write_report", "reason": "r", "digest": "d", "arguments": {}}
+    saved = PausedTask("write a report", {"path": "a.csv"}, 1, "write_report", ("tabular.write_report",), request)
+    assert SessionState.from_dict({"session_id": "s", "paused": saved.to_dict()}).paused == saved.to_dict()
+    with pytest.raises(ValueError, match="'request'"):
+        SessionState.from_dict({"session_id": "s", "paused": {**saved.to_dict(), "request": {"tool": 1}}})
+    with pytest.raises(ValueError, match="'paused' must be an object"):
+        SessionState.from_dict({"session_id": "s", "paused": "yes"})

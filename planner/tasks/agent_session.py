@@ -48,7 +48,7 @@ from toolpath.kernel.approval_log import RecordedDecision
 from toolpath.kernel.approvals import ApprovalDecision, OnApproval
 from toolpath.kernel.bindings import Bindings, toolkit_of
 from toolpath.planner.planning.graph import kinds_of
-from toolpath.planner.planning.plans import DEFAULT_TASK_BUDGET_S, Plan, PlanningCancelled, TaskBudget
+from toolpath.planner.planning.plans import DEFAULT_TASK_BUDGET_S, Plan, PlanningCancelled, TaskBudget, qualified_name
 from toolpath.planner.search.skills import SkillHit
 from toolpath.planner.tasks.cell import PlannedCell, is_variable_name, render_cell
 from toolpath.planner.tasks.parts import PartMatch, task_text
@@ -78,19 +78,60 @@ class PausedTask:
     on_approval="pause")``); the steps before it ran, and their variables are in the kernel.
 
     Attributes:
-        task_plan: the task as planned.
-        step: the index of the step whose call waits.
+        task: the task as asked (words or steps).
+        inputs: the inputs the waiting step and the ones after it take (an input a step before it
+            took would make a restored task, planned again, redo that step).
+        step / tool: the index and name of the step whose call waits.
+        remaining: the qualified names of the tools of that step and the ones after it: what a
+            restored paused task plans again when it resumes.
         request: the waiting call: ``tool``, ``arguments`` (as shown), ``reason``, ``digest``.
         tool_calls: the calls that completed before it (``{"handle.attribute": count}``).
+        task_plan: the task as planned; ``None`` for a paused task restored from a snapshot,
+            whose rest :meth:`AgentSession.resume` plans again from the states the session holds.
     """
 
-    task_plan: TaskPlan
+    task: str | tuple[str, ...]
+    inputs: dict[str, Any]
     step: int
+    tool: str
+    remaining: tuple[str, ...]
     request: dict[str, Any]
-    tool_calls: dict[str, int]
+    tool_calls: dict[str, int] = field(default_factory=dict)
+    task_plan: TaskPlan | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"step": self.step, "tool": self.task_plan.plan.steps[self.step].tool.name, "request": dict(self.request)}
+        """JSON-ready form, saved with the session's snapshots (without ``task_plan``)."""
+        task = self.task if isinstance(self.task, str) else list(self.task)
+        return {
+            "task": task,
+            "inputs": dict(self.inputs),
+            "step": self.step,
+            "tool": self.tool,
+            "remaining": list(self.remaining),
+            "request": dict(self.request),
+            "tool_calls": dict(self.tool_calls),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PausedTask:
+        """The inverse of :meth:`to_dict`.
+
+        Raises:
+            ValueError: a missing or mistyped field, named in the message.
+        """
+        task = data.get("task")
+        if not (isinstance(task, str) or (isinstance(task, list) and all(isinstance(step, str) for step in task))):
+            raise ValueError("paused task field 'task' must be a string or a list of strings")
+        request = data.get("request")
+        if not isinstance(request, Mapping) or not all(isinstance(request.get(name), str) for name in ("tool", "reason", "digest")):
+            raise ValueError("paused task field 'request' must hold the strings tool, reason and digest")
+        for name, kind in (("inputs", Mapping), ("tool_calls", Mapping), ("step", int), ("tool", str), ("remaining", list)):
+            if not isinstance(data.get(name), kind):
+                raise ValueError(f"paused task field {name!r} is missing or of the wrong type")
+        if not data["remaining"] or not all(isinstance(tool, str) for tool in data["remaining"]):
+            raise ValueError("paused task field 'remaining' must list the qualified names of the tools left to run")
+        task = task if isinstance(task, str) else tuple(task)
+        return cls(task, dict(data["inputs"]), data["step"], data["tool"], tuple(data["remaining"]), dict(request), dict(data["tool_calls"]))
 
 
 @dataclass(frozen=True)
@@ -104,6 +145,8 @@ class SessionState:
         domains: servers whose handles are bound, in order of first use.
         kernel_id: the kernel the held states live in (``None`` before the first cell); restoring
             keeps held states and artifacts only while that kernel is the session's live one.
+        paused: the task paused before a call that needs approval (:meth:`PausedTask.to_dict`),
+            or ``None``.
     """
 
     session_id: str
@@ -111,6 +154,7 @@ class SessionState:
     artifacts: dict[str, str] = field(default_factory=dict)
     domains: tuple[str, ...] = ()
     kernel_id: str | None = None
+    paused: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -119,6 +163,7 @@ class SessionState:
             "artifacts": dict(self.artifacts),
             "domains": list(self.domains),
             "kernel_id": self.kernel_id,
+            "paused": self.paused,
         }
 
     @classmethod
@@ -145,7 +190,12 @@ class SessionState:
         kernel_id = data.get("kernel_id")
         if kernel_id is not None and not isinstance(kernel_id, str):
             raise ValueError("session state field 'kernel_id' must be a string or null")
-        return cls(session_id, tuple(sorted(data.get("held", []))), dict(artifacts), tuple(data.get("domains", [])), kernel_id)
+        paused = data.get("paused")
+        if paused is not None and not isinstance(paused, Mapping):
+            raise ValueError("session state field 'paused' must be an object or null")
+        if paused is not None:
+            paused = PausedTask.from_dict(paused).to_dict()
+        return cls(session_id, tuple(sorted(data.get("held", []))), dict(artifacts), tuple(data.get("domains", [])), kernel_id, paused)
 
 
 class AgentSession:
@@ -234,7 +284,8 @@ class AgentSession:
     def state(self) -> SessionState:
         """The session's knowledge as plain data (for saving; see :class:`SessionState`)."""
         with self._lock:
-            return SessionState(self.session_id, tuple(sorted(self._held)), dict(self._artifacts), tuple(self._domains), self._kernel_id)
+            paused = self._paused.to_dict() if self._paused is not None else None
+            return SessionState(self.session_id, tuple(sorted(self._held)), dict(self._artifacts), tuple(self._domains), self._kernel_id, paused)
 
     def _newest_artifact(self, state: str) -> str | None:
         """The newest variable carrying ``state`` or a refinement of it (as a planned cell reads it)."""
@@ -257,6 +308,7 @@ class AgentSession:
                 variable: carried for variable, carried in state.artifacts.items() if is_variable_name(variable) and variable not in self._handle_names()
             }
             self._kernel_id = state.kernel_id
+            self._paused = PausedTask.from_dict(state.paused) if state.paused is not None else None
             self._after_cell(self._variables_now())  # artifacts whose variable is gone are dropped
         elif state.held:
             self._notice = f"The session was restored without its kernel, so the states it held are gone: {', '.join(sorted(state.held))}."
@@ -279,6 +331,7 @@ class AgentSession:
                 variable: carried for variable, carried in state.artifacts.items() if carried in self._held and variable not in self._handle_names()
             }
             self._kernel_id = self.code_mode.kernel_id(self.session_id)
+            self._paused = PausedTask.from_dict(state.paused) if state.paused is not None else None
         self._after_cell(self._variables_now())
 
     def _forget_everything(self, why: str | None) -> None:
@@ -646,27 +699,50 @@ class AgentSession:
         Raises:
             ValueError: no task of this session is paused.
         """
-        paused, code, answers = self._resumption(approved, note)
-        result = self.code_mode.run(code, self.session_id, self.user_id, on_approval="pause", answers=answers)
-        self._check_kernel()
-        return self._finish_task(paused.task_plan, replace(result, tool_calls={**paused.tool_calls, **result.tool_calls}), self._variables_now())
+        paused, task_plan, code, answers = self._resumption(approved, note)
+        try:
+            result = self.code_mode.run(code, self.session_id, self.user_id, on_approval="pause", answers=answers)
+            self._check_kernel()
+            return self._finish_task(task_plan, replace(result, tool_calls={**paused.tool_calls, **result.tool_calls}), self._variables_now())
+        finally:
+            self._release(task_plan)
 
     async def aresume(self, approved: bool, note: str = "") -> TaskRun:
         """Async :meth:`resume`."""
-        paused, code, answers = self._resumption(approved, note)
-        result = await self.code_mode.arun(code, self.session_id, self.user_id, on_approval="pause", answers=answers)
-        self._check_kernel()
-        return self._finish_task(paused.task_plan, replace(result, tool_calls={**paused.tool_calls, **result.tool_calls}), await self._avariables())
+        paused, task_plan, code, answers = await asyncio.to_thread(self._resumption, approved, note)
+        try:
+            result = await self.code_mode.arun(code, self.session_id, self.user_id, on_approval="pause", answers=answers)
+            self._check_kernel()
+            return self._finish_task(task_plan, replace(result, tool_calls={**paused.tool_calls, **result.tool_calls}), await self._avariables())
+        finally:
+            self._release(task_plan)
 
-    def _resumption(self, approved: bool, note: str) -> tuple[PausedTask, str, dict[str, ApprovalDecision]]:
-        """The paused task (now taken), the cell that continues it and the answer it carries."""
+    def _resumption(self, approved: bool, note: str) -> tuple[PausedTask, TaskPlan, str, dict[str, ApprovalDecision]]:
+        """The paused task (now taken), its plan, the cell that continues it and the answer it carries.
+
+        A task restored from a snapshot plans its remaining tools again (:attr:`PausedTask.remaining`,
+        as steps naming them), reading what the steps that ran made from the states the session
+        holds: the answer applies to the same call with the same arguments only; any other call
+        that needs approval pauses again.
+        """
         self._check_open()
         with self._lock:
             paused, self._paused = self._paused, None
         if paused is None:
             raise ValueError(f"session {self.session_id!r} has no paused task to resume; run_task(..., on_approval='pause') pauses one")
         decision = ApprovalDecision(bool(approved), note=note, by=self.user_id or "")
-        return paused, paused.task_plan.cell.from_step(paused.step), {paused.request["digest"]: decision}
+        answers = {paused.request["digest"]: decision}
+        if paused.task_plan is not None:
+            with self._lock:
+                self._running.update(paused.task_plan.cell.step_variables)  # _release gives them back
+            return paused, paused.task_plan, paused.task_plan.cell.from_step(paused.step), answers
+        try:
+            task_plan = self._runnable(list(paused.remaining), paused.inputs, DEFAULT_TASK_BUDGET_S)
+        except BaseException:
+            with self._lock:
+                self._paused = paused  # nothing ran: it stays paused
+            raise
+        return replace(paused, tool_calls={}), task_plan, task_plan.cell.code, answers
 
     def _check_not_paused(self) -> None:
         if self._paused is not None:
@@ -684,9 +760,22 @@ class AgentSession:
         run = TaskRun(task_plan, result)
         if self._kernel_id is not None:  # the kernel that ran the cell still holds its variables
             self._record(task_plan, run)
-        if result.pending_approval is not None and run.failed_step is not None:
+        failed = run.failed_step
+        if result.pending_approval is not None and failed is not None:
+            steps = task_plan.plan.steps
+            wanted = {source.input for arguments in task_plan.cell.arguments[failed:] for source in arguments.values() if source.kind == "input"}
+            paused = PausedTask(
+                task_plan.task,
+                {name: value for name, value in task_plan.inputs.items() if name in wanted},
+                failed,
+                steps[failed].tool.name,
+                tuple(qualified_name(step.tool) for step in steps[failed:]),
+                result.pending_approval,
+                dict(result.tool_calls),
+                task_plan,
+            )
             with self._lock:
-                self._paused = PausedTask(task_plan, run.failed_step, result.pending_approval, dict(result.tool_calls))
+                self._paused = paused
         self._after_cell(variables)
         return replace(run, result=self._take_notice(result))
 
