@@ -169,4 +169,7 @@ class Bindings:
             requires = ", ".join(sorted(tool.state_transition.requires)) or "nothing"
             produces = ", ".join(sorted(tool.state_transition.produces)) or "nothing"
             lines.append(f"      requires: {requires}; produces: {produces}")
+            if tool.approval != "never":
+                when = "every call" if tool.approval == "always" else "a call that would write over a file that exists"
+                lines.append(f"      {when} asks a person for approval first; a no raises ApprovalDenied")
         return lines

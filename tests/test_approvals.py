@@ -497,3 +497,11 @@ def test_a_saved_paused_task_is_checked_when_read():
         SessionState.from_dict({"session_id": "s", "paused": {**saved.to_dict(), "request": {"tool": 1}}})
     with pytest.raises(ValueError, match="'paused' must be an object"):
         SessionState.from_dict({"session_id": "s", "paused": "yes"})
+
+
+def test_a_planned_cells_instructions_say_which_call_may_ask(workspace):
+    task = workspace.plan_task("load the table and write a report", inputs={"path": str(COMPOUNDS)})
+    lines = task.cell.instructions.splitlines()
+    report = next(number for number, line in enumerate(lines) if "tabular.write_report(" in line)
+    assert "a call that would write over a file that exists asks a person for approval first" in lines[report + 3]
+    assert not any("approval" in line for line in lines[:report])  # load_table never asks
