@@ -3,7 +3,10 @@ in toolpath's SQLite file beside the sessions' snapshots and owners.
 
 A row keeps who decided, when, the tool, the session and its user, why the call asked, a digest of
 the arguments (never the values: they may hold what the user would not keep in a log), the answer
-and its note. Rows are only ever added.
+and its note. toolpath only ever adds rows. The file is the store's, readable and writable by its
+owner only; a kernel that is not sandboxed runs as that owner and could reach it, so a log that
+must hold against the code in cells needs sandboxed kernels (or a gateway's), see
+``docs/security.md``.
 """
 
 from __future__ import annotations

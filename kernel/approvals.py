@@ -64,8 +64,9 @@ class ApprovalRequest:
         tool: ``"toolkit.tool"``.
         arguments: each argument's ``repr``, cut at :data:`MAX_SHOWN_ARGUMENT_CHARS` characters.
         reason: why this call asks ("it always asks", "it would write over /home/ana/report.md").
-        digest: SHA-256 of the arguments (JSON, with ``repr`` for other values), hex: what the
-            audit log keeps instead of the values.
+        digest: SHA-256 of the tool and its arguments (JSON, with ``repr`` for other values, so a
+            large table counts by its shortened ``repr``), hex: what the audit log keeps instead of
+            the values, and what a given answer is matched by.
         session_id / user_id: the session the call came from and its owner (``None`` outside a
             session, or for nobody's).
     """
@@ -81,7 +82,8 @@ class ApprovalRequest:
     def of(cls, tool: str, arguments: Mapping[str, Any], reason: str, session_id: str | None = None, user_id: str | None = None) -> ApprovalRequest:
         """The request for a call of ``tool`` with these (bound) arguments."""
         shown = {name: _shown(value) for name, value in arguments.items()}
-        canonical = json.dumps(dict(arguments), sort_keys=True, default=repr, ensure_ascii=False)
+        # The tool is part of what is digested: an answer given on one tool's call is no other's.
+        canonical = json.dumps([tool, dict(arguments)], sort_keys=True, default=repr, ensure_ascii=False)
         return cls(tool, shown, reason, hashlib.sha256(canonical.encode()).hexdigest(), session_id, user_id)
 
     def describe(self) -> str:
@@ -96,11 +98,19 @@ class ApprovalRequest:
 @dataclass(frozen=True)
 class ApprovalDecision:
     """An approver's answer: ``approved``, an optional ``note`` (a no's reason, a yes's conditions)
-    and who decided (``by``; default the session's user)."""
+    and who decided (``by``; default the session's user).
+
+    Raises:
+        TypeError: ``approved`` is not a ``bool`` (a ``"no"`` must never read as a yes).
+    """
 
     approved: bool
     note: str = ""
     by: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.approved, bool):
+            raise TypeError(f"approved must be True or False, not {type(self.approved).__name__} {self.approved!r}")
 
 
 #: What a call that needs approval does in a cell: ask the approver and wait, or pause the run.
@@ -130,9 +140,12 @@ def approval_reason(policy: bool | ApprovalPolicy, arguments: Mapping[str, Any])
     if not policy:
         return ""
     answer = policy(arguments)
+    if answer is None or answer is False or (isinstance(answer, str) and not answer):
+        return ""
     if answer is True:
         return "its approval policy asks"
-    return answer if isinstance(answer, str) else ""
+    # Anything else asks too: a policy that answers oddly must not let the call through.
+    return answer if isinstance(answer, str) else f"its approval policy answered {type(answer).__name__} {answer!r}"
 
 
 @dataclass(frozen=True)
@@ -149,8 +162,16 @@ class OverwritePolicy:
     def __call__(self, arguments: Mapping[str, Any]) -> str:
         for name, default in self.outputs.items():
             target = arguments.get(name, default)
-            if isinstance(target, (str, os.PathLike)) and str(target) and os.path.lexists(target):
-                return f"it would write over {os.path.abspath(target)} (argument {name})"
+            if target is None or (isinstance(target, (str, bytes)) and not target):
+                continue
+            if not isinstance(target, (str, bytes, os.PathLike)):
+                # A file descriptor, or anything else a write may take: nothing here can tell what it replaces.
+                return f"its output {name} is {type(target).__name__} {target!r}, not a path, so what it replaces cannot be checked"
+            if os.path.lexists(target):
+                written = os.fsdecode(os.path.realpath(target))
+                shown = os.fsdecode(os.path.abspath(target))
+                link = f", through the link {shown}" if written != shown else ""
+                return f"it would write over {written} (argument {name}{link})"
         return ""
 
 
@@ -215,7 +236,9 @@ class ApprovalGate:
         try:
             async with deadline:
                 answer = await self._answer(request)
-        except Exception as error:  # the approver's failure is a no: the tool must not run without a yes
+        except asyncio.CancelledError:
+            raise
+        except BaseException as error:  # the approver's failure is a no (SystemExit too): the tool must not run without a yes
             if deadline.expired():
                 await self._record(request, "timeout", f"no answer within {self.timeout:g} s", "")
                 raise ApprovalTimeout(
@@ -227,7 +250,7 @@ class ApprovalGate:
         if isinstance(answer, bool):
             answer = ApprovalDecision(answer)
         if not isinstance(answer, ApprovalDecision):
-            note = f"the approver answered {type(answer).__name__}, not a bool or ApprovalDecision"
+            note = f"the approver answered {type(answer).__module__}.{type(answer).__qualname__}, not True, False or an ApprovalDecision"
             await self._record(request, "failed", note, "")
             raise ApprovalDenied(f"{request.tool} was not approved: {note}", note)
         return await self.settle(request, answer)
@@ -238,8 +261,9 @@ class ApprovalGate:
         Raises:
             ApprovalDenied: it is a no.
         """
-        await self._record(request, "approved" if decision.approved else "denied", decision.note, decision.by)
-        if not decision.approved:
+        approved = decision.approved is True
+        await self._record(request, "approved" if approved else "denied", decision.note, decision.by)
+        if not approved:
             said = f": {decision.note}" if decision.note else ""
             raise ApprovalDenied(f"{request.tool} was denied by {decision.by or 'the approver'}{said}", decision.note or "denied")
         return decision
@@ -266,8 +290,9 @@ class ApprovalContext:
     Attributes:
         pause: instead of asking, a call that needs approval raises :class:`ApprovalPending` and is
             kept in ``pending`` (a planned task that pauses).
-        answers: decisions already given, by request digest (a paused task resumed): a call whose
-            request has one is settled by it, recorded, without asking.
+        answers: decisions already given, by request digest (a paused task resumed): the first call
+            whose request has one is settled by it, recorded, without asking; the answer is then
+            used up.
         pending: the requests a paused cell stopped at (filled by :meth:`check`).
     """
 
@@ -275,7 +300,7 @@ class ApprovalContext:
     session_id: str | None = None
     user_id: str | None = None
     pause: bool = False
-    answers: Mapping[str, ApprovalDecision] = field(default_factory=dict)
+    answers: dict[str, ApprovalDecision] = field(default_factory=dict)
     pending: list[ApprovalRequest] = field(default_factory=list)
 
     async def ask(self, tool: str, arguments: Mapping[str, Any], reason: str) -> ApprovalDecision:
@@ -285,8 +310,9 @@ class ApprovalContext:
     async def check(self, request: ApprovalRequest) -> ApprovalDecision:
         """The decision on ``request``: a given answer, else a pause, else the gate's (raises as
         :meth:`ApprovalGate.ask` does, or :class:`ApprovalPending`)."""
-        if request.digest in self.answers:
-            return await self.gate.settle(request, self.answers[request.digest])
+        answer = self.answers.pop(request.digest, None)
+        if answer is not None:
+            return await self.gate.settle(request, answer)
         if self.pause:
             self.pending.append(request)
             raise ApprovalPending(f"{request.describe()} The task is paused before this call; resume it with approved=True or False")

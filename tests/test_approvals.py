@@ -97,7 +97,7 @@ def test_an_approved_call_runs_once_the_approver_says_yes(code_mode, desk, sent)
     assert request.tool == "mail_tools.send_mail" and request.reason == "it always asks"
     assert request.arguments == {"to": "'ana@example.org'", "body": "'hello'"}
     assert (request.session_id, request.user_id) == ("yes", "ana")
-    expected_digest = hashlib.sha256(json.dumps({"body": "hello", "to": "ana@example.org"}, sort_keys=True).encode()).hexdigest()
+    expected_digest = hashlib.sha256(json.dumps(["mail_tools.send_mail", {"body": "hello", "to": "ana@example.org"}], sort_keys=True).encode()).hexdigest()
     assert request.digest == expected_digest
 
 
@@ -318,7 +318,10 @@ def test_the_overwrite_policy_sees_links_and_defaults(tmp_path, monkeypatch):
     (tmp_path / "out.md").write_text("x")
     assert policy({}) == f"it would write over {tmp_path / 'out.md'} (argument path)"  # the default names it
     (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
-    assert policy({"path": "dangling"}).startswith("it would write over")
+    assert policy({"path": "dangling"}) == f"it would write over {tmp_path / 'nowhere'} (argument path, through the link {tmp_path / 'dangling'})"
+    # Paths as bytes are paths; a file descriptor or anything else cannot be checked, so it asks.
+    assert policy({"path": b"out.md"}) == f"it would write over {tmp_path / 'out.md'} (argument path)"
+    assert policy({"path": 3}) == "its output path is int 3, not a path, so what it replaces cannot be checked"
 
 
 def toolpath_run(*arguments):
@@ -505,3 +508,61 @@ def test_a_planned_cells_instructions_say_which_call_may_ask(workspace):
     report = next(number for number, line in enumerate(lines) if "tabular.write_report(" in line)
     assert "a call that would write over a file that exists asks a person for approval first" in lines[report + 3]
     assert not any("approval" in line for line in lines[:report])  # load_table never asks
+
+
+def test_only_a_real_yes_is_a_yes():
+    from toolpath.kernel.approvals import ApprovalContext
+
+    with pytest.raises(TypeError, match="approved must be True or False"):
+        ApprovalDecision("no")
+    for odd in (1, ["it deletes"], "it deletes"):
+        assert approval_reason(lambda arguments, odd=odd: odd, {}) != ""  # an odd policy answer asks
+    assert approval_reason(lambda arguments: None, {}) == approval_reason(lambda arguments: "", {}) == ""
+
+    asked = []
+
+    def no(request):
+        asked.append(request.tool)
+        return False
+
+    request = ApprovalRequest.of("kit.preview", {"path": "/data/x"}, "it always asks")
+    context = ApprovalContext(ApprovalGate(no), answers={request.digest: ApprovalDecision(True)})
+    other_tool = ApprovalRequest.of("kit.delete", {"path": "/data/x"}, "it always asks")
+    assert other_tool.digest != request.digest  # an answer on one tool's call is no other's
+    with pytest.raises(ApprovalDenied):
+        asyncio.run(context.check(other_tool))
+    assert asyncio.run(context.check(request)).approved  # the given answer, used once
+    with pytest.raises(ApprovalDenied):
+        asyncio.run(context.check(request))
+    assert asked == ["kit.delete", "kit.preview"]
+
+
+def test_restarting_a_session_drops_its_paused_task(workspace, desk, tmp_path):
+    report = tmp_path / "report.md"
+    report.write_text("my own notes")
+    inputs = {"path": str(COMPOUNDS), "tabular.write_report.path": str(report)}
+    with workspace.session("dropped", approver=desk, snapshot_store=tmp_path / "toolpath.db", pool_size=0) as session:
+        assert session.run_task("load the table and write a report", inputs, on_approval="pause").paused is not None
+        with pytest.raises(TypeError, match="approved must be True or False"):
+            session.resume("no")
+        assert session.paused is not None  # a wrong answer changes nothing
+        session.restart()
+        assert session.paused is None
+        assert session.run_task("load the table", {"path": str(COMPOUNDS)}).result.status == "ok"
+    assert report.read_text() == "my own notes"
+
+
+def test_a_restored_paused_task_whose_variables_are_gone_is_dropped_not_stuck(workspace, desk, tmp_path):
+    report = tmp_path / "report.md"
+    report.write_text("my own notes")
+    store = tmp_path / "toolpath.db"
+    inputs = {"path": str(COMPOUNDS), "tabular.write_report.path": str(report)}
+    with workspace.session("stuck", approver=desk, snapshot_store=store, pool_size=0) as session:
+        assert session.run_task("load the table and write a report", inputs, on_approval="pause").paused is not None
+    with workspace.session("stuck", approver=desk, snapshot_store=store, pool_size=0) as again:
+        assert again.execute("del table").status == "ok"
+        with pytest.raises(RuntimeError, match="cannot continue, so it is dropped"):
+            again.resume(approved=False)
+        assert again.paused is None
+        assert again.run_task("load the table", {"path": str(COMPOUNDS)}).result.status == "ok"  # the session goes on
+    assert report.read_text() == "my own notes"

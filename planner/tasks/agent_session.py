@@ -726,11 +726,13 @@ class AgentSession:
         that needs approval pauses again.
         """
         self._check_open()
+        if not isinstance(approved, bool):
+            raise TypeError(f"approved must be True or False, not {type(approved).__name__} {approved!r}")
         with self._lock:
             paused, self._paused = self._paused, None
         if paused is None:
             raise ValueError(f"session {self.session_id!r} has no paused task to resume; run_task(..., on_approval='pause') pauses one")
-        decision = ApprovalDecision(bool(approved), note=note, by=self.user_id or "")
+        decision = ApprovalDecision(approved, note=note, by=self.user_id or "")
         answers = {paused.request["digest"]: decision}
         if paused.task_plan is not None:
             with self._lock:
@@ -738,10 +740,14 @@ class AgentSession:
             return paused, paused.task_plan, paused.task_plan.cell.from_step(paused.step), answers
         try:
             task_plan = self._runnable(list(paused.remaining), paused.inputs, DEFAULT_TASK_BUDGET_S)
-        except BaseException:
+        except (PlanningCancelled, KernelError):
             with self._lock:
-                self._paused = paused  # nothing ran: it stays paused
+                self._paused = paused  # nothing ran, and it may yet: it stays paused
             raise
+        except Exception as error:
+            # What the rest needs is gone (a deleted variable, a changed catalog): it can never
+            # continue, so it is dropped rather than left to block the session's next task.
+            raise RuntimeError(f"the task paused before {paused.request['tool']} cannot continue, so it is dropped: {error}") from error
         return replace(paused, tool_calls={}), task_plan, task_plan.cell.code, answers
 
     def _check_not_paused(self) -> None:
@@ -868,6 +874,7 @@ class AgentSession:
         with self._lock:
             self._forget_everything(None)
             self._kernel_id = None
+            self._paused = None  # its kernel and the steps it ran are gone
 
     def shutdown(self) -> None:
         """Snapshot and stop the session's kernel (and its own CodeMode, when it made one); a later
