@@ -416,14 +416,28 @@ def test_over_mcp_the_clients_user_is_asked_by_elicitation(tmp_path):
     asyncio.run(scenario())
 
 
+REPORT_TASK = "load the table and write a report"
+
+
+def users_report(tmp_path):
+    """A report file the user already has ("my own notes"), and the inputs of :data:`REPORT_TASK`
+    that would write over it (so its run asks, or pauses, before write_report)."""
+    report = tmp_path / "report.md"
+    report.write_text("my own notes")
+    return report, {"path": str(COMPOUNDS), "tabular.write_report.path": str(report)}
+
+
+def approving_session(workspace, desk, tmp_path, session_id):
+    """A session whose approver is ``desk``, its snapshots in ``tmp_path`` (the same for a reopened one)."""
+    return workspace.session(session_id, approver=desk, snapshot_store=tmp_path / "toolpath.db", pool_size=0)
+
+
 def test_a_paused_task_resumes_in_the_same_kernel_without_running_earlier_steps(workspace, desk, tmp_path):
     """run_task(on_approval="pause") stops before write_report (the file exists); the table the
     first step loaded stays in the kernel, and resume writes the report from *that* table."""
-    report = tmp_path / "report.md"
-    report.write_text("my own notes")
-    inputs = {"path": str(COMPOUNDS), "tabular.write_report.path": str(report)}
-    with workspace.session("pausing", approver=desk, snapshot_store=tmp_path / "toolpath.db", pool_size=0) as session:
-        paused = session.run_task("load the table and write a report", inputs, on_approval="pause")
+    report, inputs = users_report(tmp_path)
+    with approving_session(workspace, desk, tmp_path, "pausing") as session:
+        paused = session.run_task(REPORT_TASK, inputs, on_approval="pause")
         assert paused.paused["step"] == 1 and paused.paused["tool"] == "write_report"
         assert paused.paused["request"]["reason"] == f"it would write over {report} (argument path)"
         assert paused.text().startswith("Paused before step 2 (tabular.write_report(") and report.read_text() == "my own notes"
@@ -444,11 +458,9 @@ def test_a_paused_task_resumes_in_the_same_kernel_without_running_earlier_steps(
 def test_an_answer_is_for_the_arguments_it_was_given_on(workspace, desk, tmp_path):
     """Change the call's arguments while it is paused, and the yes given for the old ones does not
     carry over: the run pauses again, naming the new arguments."""
-    report = tmp_path / "report.md"
-    report.write_text("my own notes")
-    inputs = {"path": str(COMPOUNDS), "tabular.write_report.path": str(report)}
-    with workspace.session("changed", approver=desk, snapshot_store=tmp_path / "toolpath.db", pool_size=0) as session:
-        first = session.run_task("load the table and write a report", inputs, on_approval="pause").paused
+    report, inputs = users_report(tmp_path)
+    with approving_session(workspace, desk, tmp_path, "changed") as session:
+        first = session.run_task(REPORT_TASK, inputs, on_approval="pause").paused
         assert session.execute("table = table.head(3)").status == "ok"
         again = session.resume(approved=True).paused
         assert again is not None and again["request"]["digest"] != first["request"]["digest"]
@@ -458,11 +470,9 @@ def test_an_answer_is_for_the_arguments_it_was_given_on(workspace, desk, tmp_pat
 
 
 def test_a_paused_task_resumed_with_a_no_ends_there_and_the_file_stays(workspace, desk, tmp_path):
-    report = tmp_path / "report.md"
-    report.write_text("my own notes")
-    inputs = {"path": str(COMPOUNDS), "tabular.write_report.path": str(report)}
-    with workspace.session("refusing", approver=desk, snapshot_store=tmp_path / "toolpath.db", pool_size=0) as session:
-        assert session.run_task("load the table and write a report", inputs, on_approval="pause").paused is not None
+    report, inputs = users_report(tmp_path)
+    with approving_session(workspace, desk, tmp_path, "refusing") as session:
+        assert session.run_task(REPORT_TASK, inputs, on_approval="pause").paused is not None
         refused = session.resume(approved=False, note="keep my notes")
         assert refused.result.error["ename"] == "ApprovalDenied" and "keep my notes" in refused.result.error["evalue"]
         assert refused.failed_step == 1 and session.paused is None and report.read_text() == "my own notes"
@@ -473,14 +483,11 @@ def test_a_paused_task_resumed_with_a_no_ends_there_and_the_file_stays(workspace
 def test_a_paused_task_comes_back_with_the_session_after_a_restart_and_resumes(workspace, desk, tmp_path):
     """The pause is saved with the session's snapshot: a new process's session resumes it from the
     restored variables, and the step before the pause does not run again."""
-    report = tmp_path / "report.md"
-    report.write_text("my own notes")
-    store = tmp_path / "toolpath.db"
-    inputs = {"path": str(COMPOUNDS), "tabular.write_report.path": str(report)}
-    with workspace.session("restarted", approver=desk, snapshot_store=store, pool_size=0) as session:
-        assert session.run_task("load the table and write a report", inputs, on_approval="pause").paused is not None
+    report, inputs = users_report(tmp_path)
+    with approving_session(workspace, desk, tmp_path, "restarted") as session:
+        assert session.run_task(REPORT_TASK, inputs, on_approval="pause").paused is not None
         assert session.execute("table.attrs['made'] = 'before the restart'").status == "ok"
-    with workspace.session("restarted", approver=desk, snapshot_store=store, pool_size=0) as again:
+    with approving_session(workspace, desk, tmp_path, "restarted") as again:
         assert again.paused is not None and again.paused.tool == "write_report" and again.paused.task_plan is None
         resumed = again.resume(approved=True, note="after the restart")
         assert resumed.result.status == "ok", resumed.result.error
@@ -538,11 +545,9 @@ def test_only_a_real_yes_is_a_yes():
 
 
 def test_restarting_a_session_drops_its_paused_task(workspace, desk, tmp_path):
-    report = tmp_path / "report.md"
-    report.write_text("my own notes")
-    inputs = {"path": str(COMPOUNDS), "tabular.write_report.path": str(report)}
-    with workspace.session("dropped", approver=desk, snapshot_store=tmp_path / "toolpath.db", pool_size=0) as session:
-        assert session.run_task("load the table and write a report", inputs, on_approval="pause").paused is not None
+    report, inputs = users_report(tmp_path)
+    with approving_session(workspace, desk, tmp_path, "dropped") as session:
+        assert session.run_task(REPORT_TASK, inputs, on_approval="pause").paused is not None
         with pytest.raises(TypeError, match="approved must be True or False"):
             session.resume("no")
         assert session.paused is not None  # a wrong answer changes nothing
@@ -553,13 +558,10 @@ def test_restarting_a_session_drops_its_paused_task(workspace, desk, tmp_path):
 
 
 def test_a_restored_paused_task_whose_variables_are_gone_is_dropped_not_stuck(workspace, desk, tmp_path):
-    report = tmp_path / "report.md"
-    report.write_text("my own notes")
-    store = tmp_path / "toolpath.db"
-    inputs = {"path": str(COMPOUNDS), "tabular.write_report.path": str(report)}
-    with workspace.session("stuck", approver=desk, snapshot_store=store, pool_size=0) as session:
-        assert session.run_task("load the table and write a report", inputs, on_approval="pause").paused is not None
-    with workspace.session("stuck", approver=desk, snapshot_store=store, pool_size=0) as again:
+    report, inputs = users_report(tmp_path)
+    with approving_session(workspace, desk, tmp_path, "stuck") as session:
+        assert session.run_task(REPORT_TASK, inputs, on_approval="pause").paused is not None
+    with approving_session(workspace, desk, tmp_path, "stuck") as again:
         assert again.execute("del table").status == "ok"
         with pytest.raises(RuntimeError, match="cannot continue, so it is dropped"):
             again.resume(approved=False)
