@@ -361,7 +361,7 @@ def test_the_terminal_approver_asks_and_reads_the_answer():
 def test_over_mcp_the_clients_user_is_asked_by_elicitation(tmp_path):
     """toolpath serve, driven by the SDK's client: accept with approve, accept without, decline and
     cancel, each seen in the file and in the session's audit log; a client without elicitation is
-    told so."""
+    told so; a client of the handshake era is asked within its request."""
     from mcp import Client, StdioServerParameters
     from mcp_types import ElicitResult
 
@@ -374,14 +374,14 @@ def test_over_mcp_the_clients_user_is_asked_by_elicitation(tmp_path):
         asked.append(params.message)
         return answers.pop(0)
 
-    def served(**callbacks):
+    def served(**options):
         parameters = StdioServerParameters(
             command=sys.executable,
             args=["-m", "toolpath.planner.interfaces.cli", "serve"],
             env={**os.environ, "TOOLPATH_HOME": str(tmp_path / "home")},
             cwd=str(tmp_path),
         )
-        return Client(parameters, **callbacks)
+        return Client(parameters, **options)
 
     task = {"task": "load the table and write a report", "inputs": {"path": str(COMPOUNDS), "tabular.write_report.path": str(report)}, "session_id": "mcp"}
 
@@ -412,6 +412,13 @@ def test_over_mcp_the_clients_user_is_asked_by_elicitation(tmp_path):
             refused = await client.call_tool("run_task", {**task, "session_id": "plain-client"})
             assert refused.is_error and "does not support elicitation" in refused.content[0].text
         assert report.read_text() == "my own notes again"
+        async with served(mode="legacy", elicitation_callback=elicit) as client:  # protocol 2025-11-25: asked within the request
+            answers.append(ElicitResult(action="accept", content={"approve": False, "note": "asked the old way"}))
+            denied = await client.call_tool("run_task", {**task, "session_id": "handshake"})
+            assert denied.is_error and "asked the old way" in denied.content[0].text and report.read_text() == "my own notes again"
+            answers.append(ElicitResult(action="accept", content={"approve": True, "note": ""}))
+            assert not (await client.call_tool("run_task", {**task, "session_id": "handshake"})).is_error
+        assert report.read_text().startswith("# Table report")
 
     asyncio.run(scenario())
 

@@ -20,6 +20,7 @@ import yaml
 from conftest import wait_until_stored
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from toolpath.kernel.sandbox import SandboxPolicy, sandbox_problem
 from toolpath.planner.interfaces.server import MCP_CLIENT, ServeError, ToolpathServer, kernel_placement, read_tokens
@@ -247,9 +248,9 @@ def http_server(serve_over_http):
     return serve_over_http()
 
 
-def over_http(url, token=None):
+def over_http(url, token=None, **callbacks):
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=120)))
+    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=120)), **callbacks)
 
 
 def _serve_command(port, *options):
@@ -403,6 +404,50 @@ def test_over_http_each_user_has_their_own_sessions_and_cannot_reach_anothers(ht
                 headers={"Accept": "application/json, text/event-stream", "Authorization": "Bearer " + "x" * 40},
             )
             assert response.status_code == 401
+
+    asyncio.run(scenario())
+
+
+def test_over_http_a_call_waiting_for_approval_is_answered_only_by_the_user_who_made_it(serve_over_http, tmp_path):
+    """On the 2026-07-28 protocol a call that asks returns an InputRequiredResult whose
+    request_state lets the client come back with the answer. Bob, holding Alice's request_state,
+    cannot answer for her: her file stays, and her own "no" is what the audit log keeps."""
+    from mcp_types import ElicitResult, InputRequiredResult
+
+    url, tokens = serve_over_http("--kernels", "plain")
+    report = tmp_path / "report.md"
+    report.write_text("alice's notes")
+    compounds = ROOT / "catalogs" / "tabular" / "data" / "compounds.csv"
+    task = {"task": "load the table and write a report", "inputs": {"path": str(compounds), "tabular.write_report.path": str(report)}, "session_id": "lab"}
+
+    def answer(approve, note):
+        return {"approval": ElicitResult(action="accept", content={"approve": approve, "note": note})}
+
+    async def unused(context, params):  # declares elicitation; the answers below are given by hand
+        raise AssertionError("the test answers each InputRequiredResult itself")
+
+    async def scenario():
+        async with over_http(url, tokens["alice"], elicitation_callback=unused) as alice, over_http(url, tokens["bob"], elicitation_callback=unused) as bob:
+            waiting = await alice.session.call_tool("run_task", task, allow_input_required=True)
+            assert isinstance(waiting, InputRequiredResult), waiting
+            assert f"it would write over {report}" in waiting.input_requests["approval"].params.message
+            for session_id in ("lab", "elsewhere"):
+                with pytest.raises(MCPError, match="Invalid or expired requestState"):
+                    await bob.session.call_tool(
+                        "run_task", {**task, "session_id": session_id}, request_state=waiting.request_state, input_responses=answer(True, "bob says yes")
+                    )
+            assert report.read_text() == "alice's notes"
+            denied = await alice.session.call_tool("run_task", task, request_state=waiting.request_state, input_responses=answer(False, "keep my notes"))
+            assert denied.is_error and "keep my notes" in denied.content[0].text
+            assert report.read_text() == "alice's notes"
+            overview = await alice.call_tool("session_overview", {"session_id": "lab"})
+            assert [(row["decision"], row["note"], row["decided_by"]) for row in overview.structured_content["approvals"]] == [
+                ("denied", "keep my notes", "alice")
+            ]
+            spent = await alice.session.call_tool("run_task", task, request_state=waiting.request_state, input_responses=answer(True, ""))
+            assert spent.is_error and report.read_text() == "alice's notes"
+            bobs = await bob.call_tool("session_overview", {"session_id": "lab"})
+            assert bobs.structured_content["approvals"] == []
 
     asyncio.run(scenario())
 

@@ -9,7 +9,10 @@ Two protocol eras, one behaviour:
   ``InputRequiredResult`` holding the elicitation and a ``request_state`` token; the cell goes on
   waiting in the kernel. The client (the SDK's ``Client`` does this by itself) answers and calls
   the tool again with the token; the answer reaches the waiting call and the same cell continues:
-  nothing is run twice. Only the user whose call started the run can continue it with its token.
+  nothing is run twice. Only the user whose call started the run can continue it with its token:
+  the SDK seals ``request_state`` and binds it to the caller and the call's arguments (over HTTP,
+  another user's echo is refused before it reaches toolpath), and :meth:`ApprovalRounds.run`
+  checks the user again.
 
 A client that declares no elicitation capability gets a no that says so. No answer within the
 approval timeout is the gate's ``ApprovalTimeout``; a run nobody comes back for is forgotten
