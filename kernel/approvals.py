@@ -21,6 +21,7 @@ import hashlib
 import inspect
 import json
 import os
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -117,7 +118,8 @@ class ApprovalDecision:
 OnApproval = Literal["ask", "pause"]
 
 #: ``approver(request)`` → ``bool`` or :class:`ApprovalDecision`, sync or async. A sync one runs in a
-#: worker thread, so sessions waiting for answers do not hold each other up.
+#: daemon thread of its own, so sessions waiting for answers do not hold each other up, and one
+#: still waiting after the timeout does not keep the process from exiting.
 Approver = Callable[[ApprovalRequest], "bool | ApprovalDecision | Awaitable[bool | ApprovalDecision]"]
 
 
@@ -274,12 +276,46 @@ class ApprovalGate:
         # An async function, or an object whose __call__ is one, is awaited on this loop.
         if inspect.iscoroutinefunction(approver) or inspect.iscoroutinefunction(type(approver).__call__):
             return await approver(request)
-        answer = await asyncio.to_thread(approver, request)
+        answer = await _in_daemon_thread(approver, request)
         return await answer if inspect.isawaitable(answer) else answer
 
     async def _record(self, request: ApprovalRequest, decision: str, note: str, by: str) -> None:
         if self.log is not None:
             await asyncio.to_thread(self.log.record, request, decision, note, by or (request.user_id or ""))
+
+
+async def _in_daemon_thread(approver: Callable[[ApprovalRequest], Any], request: ApprovalRequest) -> Any:
+    """``approver(request)`` in a thread of its own that does not keep the process alive.
+
+    A sync approver that never returns (a terminal prompt nobody answers) outlives the gate's
+    timeout; in the event loop's executor it would hold up the loop's and the interpreter's exit
+    (both join their worker threads), so ``toolpath run`` would hang after its result. Its late
+    answer is dropped.
+    """
+    loop = asyncio.get_running_loop()
+    answered: asyncio.Future = loop.create_future()
+
+    def settle(answer: Any, error: BaseException | None) -> None:
+        if answered.done():  # the gate stopped waiting (timeout, cancelled cell)
+            return
+        if error is None:
+            answered.set_result(answer)
+        else:
+            answered.set_exception(error)
+
+    def ask() -> None:
+        answer, error = None, None
+        try:
+            answer = approver(request)
+        except BaseException as failure:  # handed to the gate, which records it as a failed approval
+            error = failure
+        try:
+            loop.call_soon_threadsafe(settle, answer, error)
+        except RuntimeError:  # the loop is closed: nobody waits for this answer any more
+            pass
+
+    threading.Thread(target=ask, name=f"approver for {request.tool}", daemon=True).start()
+    return await answered
 
 
 @dataclass(frozen=True)

@@ -575,3 +575,23 @@ def test_a_restored_paused_task_whose_variables_are_gone_is_dropped_not_stuck(wo
         assert again.paused is None
         assert again.run_task("load the table", {"path": str(COMPOUNDS)}).result.status == "ok"  # the session goes on
     assert report.read_text() == "my own notes"
+
+
+def test_a_sync_approver_nobody_answers_does_not_keep_the_process_from_exiting(tmp_path):
+    """A terminal prompt left unanswered outlives the approval timeout; the program (toolpath run)
+    still ends once its result is in, instead of waiting for a key press."""
+    script = tmp_path / "unanswered.py"
+    script.write_text(
+        "import asyncio, threading\n"
+        "from toolpath.kernel.approvals import ApprovalGate, ApprovalRequest, ApprovalTimeout\n"
+        "def nobody_answers(request):\n"
+        "    threading.Event().wait()\n"
+        "gate = ApprovalGate(nobody_answers, timeout=0.5)\n"
+        "try:\n"
+        "    asyncio.run(gate.ask(ApprovalRequest.of('mail.send_mail', {'to': 'x'}, 'it sends mail')))\n"
+        "except ApprovalTimeout as timeout:\n"
+        "    print('timed out:', timeout)\n"
+    )
+    finished = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert finished.returncode == 0, finished.stderr
+    assert "timed out: mail.send_mail needs approval (it sends mail); no answer came within 0.5 s" in finished.stdout
