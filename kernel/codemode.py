@@ -39,7 +39,7 @@ from toolpath.kernel.option_checks import check_seconds
 from toolpath.kernel.output import CellResult, OutputLimits, format_for_model
 from toolpath.kernel.result_store import ResultStore
 from toolpath.kernel.session_pool import check_ids
-from toolpath.kernel.snapshot import SnapshotStore
+from toolpath.kernel.snapshot import DEFAULT_LEASE_SECONDS, SnapshotStore
 from toolpath.kernel.toolkit import Tool, Toolkit
 from toolpath.kernel.toolkit_connections import ToolkitConnections
 from toolpath.registry import ToolDefinition
@@ -104,8 +104,14 @@ class CodeMode:
         snapshot_debounce: seconds without a new cell before a session's snapshot is written.
         max_variable_bytes: a variable whose pickle is larger is not snapshotted (and named).
         max_snapshot_bytes: budget of one session's snapshot; the smallest variables are kept first.
-        snapshot_store: the SQLite file of snapshots and owners; default ``$TOOLPATH_HOME/toolpath.db``.
-            Restoring a snapshot runs its pickles' code: the file is created readable by its owner only.
+        snapshot_store: the store of snapshots, owners, session holders and approval decisions: a
+            SQLite file, or a ``postgresql://`` URL that several processes (``toolpath serve``
+            replicas) share; default ``$TOOLPATH_STORE``, else ``$TOOLPATH_HOME/toolpath.db``.
+            Restoring a snapshot runs its pickles' code: a SQLite file is created readable by its
+            owner only, and a PostgreSQL database must be kept as private.
+        session_lease: seconds this process's hold on a session lasts in the store unless renewed
+            (it renews every third of that while the session's kernel lives); another process,
+            on any host, may take the session over once it has run out.
         kernel_name: start kernels from this kernelspec instead of ipykernel on ``python``: an
             installed one, started through jupyter_client's provisioner machinery (so a
             ``metadata.kernel_provisioner`` such as gateway_provisioners' Kubernetes one decides
@@ -178,6 +184,7 @@ class CodeMode:
         max_variable_bytes: int = 2_000_000,
         max_snapshot_bytes: int = 64_000_000,
         snapshot_store: str | os.PathLike[str] | None = None,
+        session_lease: float = DEFAULT_LEASE_SECONDS,
         kernel_name: str | None = None,
         gateway_url: str | None = None,
         gateway_token: str | None = None,
@@ -233,9 +240,10 @@ class CodeMode:
             approvals=approver is not None,
         )
         self._connections = ToolkitConnections(self._binder)
-        store = SnapshotStore(snapshot_store) if snapshot else None
+        check_seconds("session_lease", session_lease, positive=True)
+        store = SnapshotStore(snapshot_store, lease_seconds=session_lease) if snapshot else None
         check_seconds("approval_timeout", approval_timeout, positive=True)
-        self._approval_log = ApprovalLog(store.path if store is not None else None)
+        self._approval_log = ApprovalLog(store.database if store is not None else None)
         approvals = ApprovalGate(approver, approval_timeout, self._approval_log)
         self._loop_thread = LoopThread()  # last: nothing after it can fail and leave its thread running
         self._engine = CodeModeEngine(self.launch, self.cells, self.capacity, store, snapshots, self._binder, allow_restart, self._loop_thread, approvals)

@@ -208,6 +208,7 @@ class CodeModeEngine:
         await self.flush_all()
         self._loop_thread.closed = True
         await self.pool.close()
+        await self.snapshots.stop_renewing()
         await self.binder.close()
         if self.launch.gateway is not None:
             await self.launch.gateway.aclose()

@@ -29,6 +29,10 @@ _DUMP_FILE = "snapshot-dump"
 _RESTORE_FILE = "snapshot-restore"
 #: Variables named in a restore notice before the rest are counted.
 _NOTICE_NAMES = 20
+#: Seconds a process asking for a session another one holds waits for it to be let go before
+#: being refused (a replica ending the session, or a lease about to run out).
+HOLD_WAIT_SECONDS = 3.0
+_HOLD_POLL_SECONDS = 0.25
 
 
 class SessionSnapshots:
@@ -51,27 +55,68 @@ class SessionSnapshots:
         # Snapshots the debounce timer started and that are still being written.
         self._writing: set[asyncio.Task] = set()
         self.holder = SessionHolder.this_process() if store is not None else None
+        # The sessions this process holds in the store, whose leases it renews.
+        self._held: dict[str, SessionRecord] = {}
+        self._renewing: asyncio.Task | None = None
 
     async def take(self, session: SessionRecord) -> str:
-        """Hold the session in the store for this process (before its kernel starts); a notice when
-        it was taken over from a process that ended without letting go.
+        """Hold the session in the store for this process (before its kernel starts), waiting up
+        to :data:`HOLD_WAIT_SECONDS` for another holder to let go; a notice when it was taken over
+        from a process that ended, or stopped renewing its lease, without letting go.
 
         Raises:
-            SessionHeldError: another running process holds it.
+            SessionHeldError: another process still holds it after the wait.
             registry.storage.StoreError: the store cannot be written.
         """
         if self.store is None or self.holder is None:
             return ""
-        taken = await asyncio.to_thread(self.store.take, session.session_id, self.holder)
+        deadline = time.monotonic() + HOLD_WAIT_SECONDS
+        while True:
+            try:
+                taken = await asyncio.to_thread(self.store.take, session.session_id, self.holder)
+                break
+            except SessionHeldError:
+                if time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(_HOLD_POLL_SECONDS)
         session.generation = taken.generation
+        self._held[session.session_id] = session
+        if self._renewing is None or self._renewing.done():
+            self._renewing = asyncio.ensure_future(self._renew_leases())
         if taken.previous is None:
             return ""
-        return f"This session was held by {taken.previous}, which ended without letting go of it; this process took it over."
+        return f"This session was held by {taken.previous}, which ended or stopped renewing its hold without letting go of it; this process took it over."
+
+    async def _renew_leases(self) -> None:
+        """Renew the leases of the sessions this process holds, every third of a lease, until it
+        holds none. A session another process took over meanwhile is no longer renewed; its
+        snapshots are refused by the store (the generation moved on)."""
+        assert self.store is not None
+        while self._held:
+            await asyncio.sleep(self.store.lease_seconds / 3)
+            held = {session_id: session.generation for session_id, session in self._held.items() if session.generation is not None}
+            try:
+                lost = await asyncio.to_thread(self.store.renew, held)
+            except StoreError:
+                continue  # the next round tries again; the lease runs out only if every round fails
+            for session_id in lost:
+                self._held.pop(session_id, None)
+
+    async def stop_renewing(self) -> None:
+        """Stop renewing leases (the sessions have been released, or this process is ending)."""
+        if self._renewing is not None:
+            self._renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewing
+            self._renewing = None
 
     async def release(self, session: SessionRecord) -> None:
         """Let go of the session in the store (its kernel is gone). A store that cannot be written
-        keeps the hold, which another process takes over once this one has ended."""
+        keeps the hold, which another process takes over once this one has ended or its lease
+        has run out."""
         generation, session.generation = session.generation, None
+        if self._held.get(session.session_id) is session:
+            del self._held[session.session_id]
         if self.store is not None and generation is not None:
             with contextlib.suppress(StoreError):
                 await asyncio.to_thread(self.store.release, session.session_id, generation)

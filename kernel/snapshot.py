@@ -1,6 +1,7 @@
-"""Session snapshots and owners in toolpath's SQLite file (``$TOOLPATH_HOME/toolpath.db``).
+"""Session snapshots, owners and holders in toolpath's store (a SQLite file, ``$TOOLPATH_HOME/toolpath.db``
+by default, or a PostgreSQL server shared by several machines; see :mod:`toolpath.registry.database`).
 
-Three tables:
+Three tables (:mod:`toolpath.registry.store_schema`):
 
 - ``sessions``: one row per session: its ``owner`` (the ``user_id`` of the run that created it, or
   ``NULL``), when it was last saved, the variables the last snapshot skipped and why (JSON), and the
@@ -10,17 +11,21 @@ Three tables:
   :func:`toolpath.kernel.kernel_snapshot.record_names`), its size, the digest of its pickle and the
   pickle.
 - ``session_holders``: which process holds each session while it runs the session's kernel (host,
-  pid and the process's start time, which tells a reused pid apart), and the session's
-  ``generation``, raised each time a process takes it. A process asking for a session another
-  living process holds is refused (:class:`toolpath.kernel.errors.SessionHeldError`); a holder that
-  is gone (on this host) is taken over. A snapshot is written only under the generation its writer
-  took, so one process never overwrites the snapshot of another that took the session since.
+  pid and the process's start time, which tells a reused pid apart), the session's
+  ``generation``, raised each time a process takes it, and the holder's lease (``expires``),
+  renewed while it holds the session. A process asking for a session another living process
+  holds is refused (:class:`toolpath.kernel.errors.SessionHeldError`); a holder that is gone (on
+  this host), or whose lease ran out (on any host), is taken over. A snapshot is written only under
+  the generation its writer took, so one process never overwrites the snapshot of another that
+  took the session since.
 
-A snapshot replaces the previous one in **one transaction**: a process killed while writing leaves
-the previous snapshot whole. Only variables whose pickle changed are written again (a 40 MB array
-that did not change costs its pickling in the kernel, not a rewrite). Session ids are keys in these tables and nothing else (never part of a
-file path). Loading a snapshot runs the pickles' code in the kernel: the file is created readable
-by its owner only.
+A snapshot replaces the previous one in **one transaction**, which holds the session's write lock:
+a process killed while writing leaves the previous snapshot whole, and two processes never write
+one session's snapshot at once. Only variables whose pickle changed are written again (a 40 MB
+array that did not change costs its pickling in the kernel, not a rewrite). Session ids are keys in
+these tables and nothing else (never part of a file path). Loading a snapshot runs the pickles'
+code in the kernel: a SQLite store is created readable by its owner only, and a PostgreSQL one must
+be kept as private.
 """
 
 from __future__ import annotations
@@ -28,10 +33,8 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sqlite3
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,15 +43,13 @@ import psutil
 from toolpath.errors import ToolpathError
 from toolpath.kernel.errors import SessionHeldError
 from toolpath.kernel.notices import shown
-from toolpath.registry.storage import StoreError, connected, database_file, table_exists, transaction
+from toolpath.registry.database import open_database
+from toolpath.registry.storage import StoreError
+from toolpath.registry.store_schema import HOLDERS, SESSIONS, VARIABLES
 
 _PURPOSE = "snapshot store"
-_SESSIONS = "sessions"
-_SESSION_COLUMNS = ("session_id", "owner", "saved", "skipped", "data")
-_VARIABLES = "snapshot_variables"
-_VARIABLE_COLUMNS = ("session_id", "name", "size", "digest", "pickle")
-_HOLDERS = "session_holders"
-_HOLDER_COLUMNS = ("session_id", "host", "pid", "started", "since", "generation")
+#: Seconds a process's hold on a session lasts unless renewed; it renews every third of that.
+DEFAULT_LEASE_SECONDS = 30.0
 #: Seconds two readings of one process's start time may differ by (the kernel's boot time, from
 #: which psutil computes it, can move by a second); a reused pid starts later than that.
 _START_TOLERANCE = 1.0
@@ -120,64 +121,75 @@ class Snapshot:
 
 
 class SnapshotStore:
-    """Snapshots and owners of sessions in one SQLite file.
+    """Snapshots, owners and holders of sessions in toolpath's store.
 
     Args:
-        path: the database file; default ``$TOOLPATH_HOME/toolpath.db``. Created (mode 0600, parent
-            directories 0700) when missing.
+        location: a SQLite file's path or a ``postgresql://`` URL; default ``$TOOLPATH_STORE``, else
+            ``$TOOLPATH_HOME/toolpath.db`` (see :func:`toolpath.registry.database.open_database`).
+        lease_seconds: how long a hold on a session lasts unless renewed (:meth:`renew`); a process
+            on another host may take a session over once its holder's lease has run out.
 
     Raises:
-        registry.storage.StoreError: ``path`` is a directory or cannot be created. Every method raises
-            it too when the file is unusable (not a database, corrupt, read-only, tables with other
-            columns, a full disk, locked by another process for over 5 s).
+        registry.storage.StoreError: a SQLite ``location`` is a directory or cannot be created. Every
+            method raises it too when the store is unusable (not a database, corrupt, read-only,
+            tables with other columns, a full disk, locked by another process for over 5 s, a
+            server that cannot be reached).
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None):
-        self.path = database_file(path, _PURPOSE)
-
-    @contextmanager
-    def _writing(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction holding SQLite's write lock from its start; the tables are created
-        inside it when missing."""
-        with connected(self.path, _PURPOSE) as database, transaction(database, immediate=True):
-            self._tables(database)
-            yield database
-
-    def _tables(self, database: sqlite3.Connection) -> None:
-        """Create the tables when missing (after checking any that exist)."""
-        if not table_exists(database, _SESSIONS, _SESSION_COLUMNS, ("session_id",), self.path, _PURPOSE):
-            database.execute(f"create table {_SESSIONS} (session_id text primary key, owner text, saved float, skipped text, data text)")
-        if not table_exists(database, _VARIABLES, _VARIABLE_COLUMNS, ("session_id", "name"), self.path, _PURPOSE):
-            database.execute(f"create table {_VARIABLES} (session_id text, name text, size integer, digest text, pickle blob, primary key (session_id, name))")
-        if not table_exists(database, _HOLDERS, _HOLDER_COLUMNS, ("session_id",), self.path, _PURPOSE):
-            database.execute(f"create table {_HOLDERS} (session_id text primary key, host text, pid integer, started float, since float, generation integer)")
+    def __init__(self, location: str | os.PathLike[str] | None = None, lease_seconds: float = DEFAULT_LEASE_SECONDS):
+        if not lease_seconds > 0:
+            raise ValueError(f"lease_seconds must be a positive number of seconds, got {lease_seconds!r}")
+        self.database = open_database(location, _PURPOSE)
+        self.lease_seconds = lease_seconds
 
     def take(self, session_id: str, holder: SessionHolder) -> TakenSession:
-        """Hold ``session_id`` for ``holder`` (this process), under a new generation.
+        """Hold ``session_id`` for ``holder`` (this process), under a new generation and a lease of
+        :attr:`lease_seconds`.
 
-        A session held by a process that has ended (on this host) is taken over; one held by this
-        same process (another CodeMode of it) is taken too, and that one's later snapshots are
-        refused by :meth:`save`.
+        A session held by a process that has ended (on this host), or whose lease has run out, is
+        taken over; one held by this same process (another CodeMode of it) is taken too, and that
+        one's later snapshots are refused by :meth:`save`.
 
         Raises:
-            SessionHeldError: another process holds it and runs (or is on another host, where this
-                one cannot tell); nothing changed.
+            SessionHeldError: another process holds it and runs (or is on another host and its
+                lease has not run out); nothing changed.
         """
-        with self._writing() as database:
-            row = database.execute(f"select host, pid, started, since, generation from {_HOLDERS} where session_id = ?", [session_id]).fetchone()
-            previous = _ended_holder(session_id, row, holder)
+        with self.database.writing(_PURPOSE, key=session_id) as database:
+            row = database.execute(f"select host, pid, started, since, generation, expires from {HOLDERS} where session_id = ?", [session_id]).fetchone()
+            now = time.time()
+            previous = _ended_holder(session_id, row, holder, now)
             generation = (row[4] if row is not None else 0) + 1
             database.execute(
-                f"insert or replace into {_HOLDERS} (session_id, host, pid, started, since, generation) values (?, ?, ?, ?, ?, ?)",
-                [session_id, holder.host, holder.pid, holder.started, time.time(), generation],
+                f"insert into {HOLDERS} (session_id, host, pid, started, since, generation, expires) values (?, ?, ?, ?, ?, ?, ?) "
+                "on conflict (session_id) do update set host = excluded.host, pid = excluded.pid, started = excluded.started, since = excluded.since, "
+                "generation = excluded.generation, expires = excluded.expires",
+                [session_id, holder.host, holder.pid, holder.started, now, generation, now + self.lease_seconds],
             )
         return TakenSession(generation, previous)
 
+    def renew(self, session_ids_by_generation: Mapping[str, int]) -> list[str]:
+        """Extend the leases of the sessions held under these generations by :attr:`lease_seconds`.
+
+        Returns:
+            The session ids no longer held under their generation (another process took them over).
+        """
+        lost = []
+        expires = time.time() + self.lease_seconds
+        with self.database.writing(_PURPOSE) as database:
+            for session_id, generation in session_ids_by_generation.items():
+                renewed = database.execute(
+                    f"update {HOLDERS} set expires = ? where session_id = ? and generation = ? and host is not null", [expires, session_id, generation]
+                )
+                if renewed.rowcount != 1:
+                    lost.append(session_id)
+        return lost
+
     def release(self, session_id: str, generation: int) -> None:
         """Let go of ``session_id`` if it is still held under ``generation`` (a later holder keeps it)."""
-        with self._writing() as database:
+        with self.database.writing(_PURPOSE, key=session_id) as database:
             database.execute(
-                f"update {_HOLDERS} set host = null, pid = null, started = null, since = null where session_id = ? and generation = ?", [session_id, generation]
+                f"update {HOLDERS} set host = null, pid = null, started = null, since = null, expires = null where session_id = ? and generation = ?",
+                [session_id, generation],
             )
 
     def check_not_held(self, session_id: str, holder: SessionHolder) -> None:
@@ -186,11 +198,9 @@ class SnapshotStore:
         Raises:
             SessionHeldError: as :meth:`take` would.
         """
-        with connected(self.path, _PURPOSE) as database:
-            if not table_exists(database, _HOLDERS, _HOLDER_COLUMNS, ("session_id",), self.path, _PURPOSE):
-                return
-            row = database.execute(f"select host, pid, started, since from {_HOLDERS} where session_id = ?", [session_id]).fetchone()
-        _ended_holder(session_id, row, holder)
+        with self.database.reading(_PURPOSE) as database:
+            row = database.execute(f"select host, pid, started, since, generation, expires from {HOLDERS} where session_id = ?", [session_id]).fetchone()
+        _ended_holder(session_id, row, holder, time.time())
 
     def claim(self, session_id: str, owner: str | None) -> str | None:
         """Record ``owner`` as the owner of ``session_id`` unless the session is known already.
@@ -199,16 +209,17 @@ class SnapshotStore:
             The session's owner: ``owner`` for a new session, else the one recorded first (another
             process may have created the session since it was last looked up).
         """
-        with self._writing() as database:
-            database.execute(f"insert or ignore into {_SESSIONS} (session_id, owner, saved, skipped, data) values (?, ?, 0, '{{}}', null)", [session_id, owner])
-            return database.execute(f"select owner from {_SESSIONS} where session_id = ?", [session_id]).fetchone()[0]
+        with self.database.writing(_PURPOSE, key=session_id) as database:
+            database.execute(
+                f"insert into {SESSIONS} (session_id, owner, saved, skipped, data) values (?, ?, 0, '{{}}', null) on conflict (session_id) do nothing",
+                [session_id, owner],
+            )
+            return database.execute(f"select owner from {SESSIONS} where session_id = ?", [session_id]).fetchone()[0]
 
     def owner(self, session_id: str) -> tuple[bool, str | None]:
         """``(known, owner)``: whether the session has a row here, and its owner (``None`` for none)."""
-        with connected(self.path, _PURPOSE) as database:
-            if not table_exists(database, _SESSIONS, _SESSION_COLUMNS, ("session_id",), self.path, _PURPOSE):
-                return False, None
-            row = database.execute(f"select owner from {_SESSIONS} where session_id = ?", [session_id]).fetchone()
+        with self.database.reading(_PURPOSE) as database:
+            row = database.execute(f"select owner from {SESSIONS} where session_id = ?", [session_id]).fetchone()
         return (row is not None, row[0] if row is not None else None)
 
     def save(
@@ -237,9 +248,9 @@ class SnapshotStore:
             SessionHeldError: the session is held under another generation now (another process, or
                 another CodeMode of this one, took it since); nothing was written.
         """
-        with self._writing() as database:
+        with self.database.writing(_PURPOSE, key=session_id) as database:
             if generation is not None:
-                row = database.execute(f"select host, pid, started, since, generation from {_HOLDERS} where session_id = ?", [session_id]).fetchone()
+                row = database.execute(f"select host, pid, started, since, generation from {HOLDERS} where session_id = ?", [session_id]).fetchone()
                 if row is None or row[4] != generation:
                     taker = SessionHolder(row[0], row[1], row[2]) if row is not None and row[0] is not None else None
                     by = f" by {taker}" if taker is not None else ""
@@ -248,79 +259,84 @@ class SnapshotStore:
                         session_id,
                         taker,
                     )
-            stored = dict(database.execute(f"select name, digest from {_VARIABLES} where session_id = ?", [session_id]).fetchall())
+            stored = dict(database.execute(f"select name, digest from {VARIABLES} where session_id = ?", [session_id]).fetchall())
             missing = sorted(name for name, digest in saved.items() if name not in changed and stored.get(name) != digest)
             if missing:
                 raise SnapshotConflictError(f"the stored snapshot of session {session_id!r} lacks {', '.join(missing)}")
             gone = [(session_id, name) for name in stored if name not in saved]
-            database.executemany(f"delete from {_VARIABLES} where session_id = ? and name = ?", gone)
+            database.executemany(f"delete from {VARIABLES} where session_id = ? and name = ?", gone)
             database.executemany(
-                f"insert or replace into {_VARIABLES} (session_id, name, size, digest, pickle) values (?, ?, ?, ?, ?)",
+                f"insert into {VARIABLES} (session_id, name, size, digest, pickle) values (?, ?, ?, ?, ?) "
+                "on conflict (session_id, name) do update set size = excluded.size, digest = excluded.digest, pickle = excluded.pickle",
                 [(session_id, name, len(value), saved[name], value) for name, value in changed.items()],
             )
             database.execute(
-                f"insert into {_SESSIONS} (session_id, owner, saved, skipped, data) values (?, ?, ?, ?, ?) "
-                "on conflict(session_id) do update set saved = excluded.saved, skipped = excluded.skipped, data = excluded.data",
+                f"insert into {SESSIONS} (session_id, owner, saved, skipped, data) values (?, ?, ?, ?, ?) "
+                "on conflict (session_id) do update set saved = excluded.saved, skipped = excluded.skipped, data = excluded.data",
                 [session_id, owner, time.time(), json.dumps(dict(skipped)), json.dumps(dict(data)) if data is not None else None],
             )
 
     def load(self, session_id: str) -> Snapshot | None:
         """The session's snapshot, or ``None`` when it has none (never saved, or discarded)."""
-        with connected(self.path, _PURPOSE) as database:
-            if not table_exists(database, _SESSIONS, _SESSION_COLUMNS, ("session_id",), self.path, _PURPOSE) or not table_exists(
-                database, _VARIABLES, _VARIABLE_COLUMNS, ("session_id", "name"), self.path, _PURPOSE
-            ):
-                return None
-            with transaction(database):  # variables and session row of one snapshot, not of two
-                row = database.execute(f"select saved, skipped, data from {_SESSIONS} where session_id = ?", [session_id]).fetchone()
-                variables = database.execute(f"select name, digest, pickle from {_VARIABLES} where session_id = ?", [session_id]).fetchall()
+        with self.database.reading(_PURPOSE) as database:  # variables and session row of one snapshot, not of two
+            row = database.execute(f"select saved, skipped, data from {SESSIONS} where session_id = ?", [session_id]).fetchone()
+            variables = database.execute(f"select name, digest, pickle from {VARIABLES} where session_id = ?", [session_id]).fetchall()
         if row is None or not row[0]:
             return None
         try:
             skipped, data = json.loads(row[1] or "{}"), json.loads(row[2]) if row[2] else None
         except ValueError as error:
-            raise StoreError(
-                self.path, _PURPOSE, f"the snapshot of session {session_id!r} is damaged ({error})", "Restart the session to discard that snapshot"
-            ) from error
-        return Snapshot({name: pickle for name, _, pickle in variables}, {name: digest for name, digest, _ in variables}, skipped, data, row[0])
+            raise self._damaged(session_id, error) from error
+        return Snapshot({name: bytes(pickle) for name, _, pickle in variables}, {name: digest for name, digest, _ in variables}, skipped, data, row[0])
 
     def saved_data(self, session_id: str) -> dict[str, Any] | None:
         """The data saved with the session's snapshot (without its variables), or ``None``."""
-        with connected(self.path, _PURPOSE) as database:
-            if not table_exists(database, _SESSIONS, _SESSION_COLUMNS, ("session_id",), self.path, _PURPOSE):
-                return None
-            row = database.execute(f"select data from {_SESSIONS} where session_id = ?", [session_id]).fetchone()
+        with self.database.reading(_PURPOSE) as database:
+            row = database.execute(f"select data from {SESSIONS} where session_id = ?", [session_id]).fetchone()
         try:
             return json.loads(row[0]) if row is not None and row[0] else None
         except ValueError as error:
-            raise StoreError(
-                self.path, _PURPOSE, f"the snapshot of session {session_id!r} is damaged ({error})", "Restart the session to discard that snapshot"
-            ) from error
+            raise self._damaged(session_id, error) from error
 
     def discard(self, session_id: str) -> None:
         """Delete the session's snapshot; its owner stays (the session still belongs to them)."""
-        with self._writing() as database:
-            database.execute(f"delete from {_VARIABLES} where session_id = ?", [session_id])
-            database.execute(f"update {_SESSIONS} set saved = 0, skipped = '{{}}', data = null where session_id = ?", [session_id])
+        with self.database.writing(_PURPOSE, key=session_id) as database:
+            database.execute(f"delete from {VARIABLES} where session_id = ?", [session_id])
+            database.execute(f"update {SESSIONS} set saved = 0, skipped = '{{}}', data = null where session_id = ?", [session_id])
+
+    def _damaged(self, session_id: str, error: ValueError) -> StoreError:
+        return StoreError(
+            self.database.location, _PURPOSE, f"the snapshot of session {session_id!r} is damaged ({error})", "Restart the session to discard that snapshot"
+        )
 
 
-def _ended_holder(session_id: str, row: tuple | None, asking: SessionHolder) -> SessionHolder | None:
-    """The holder of a ``session_holders`` row (``host, pid, started, since, ...``) when it is a
-    process that has ended; ``None`` when nobody or ``asking`` itself holds the session.
+def _ended_holder(session_id: str, row: tuple | None, asking: SessionHolder, now: float) -> SessionHolder | None:
+    """The holder of a ``session_holders`` row (``host, pid, started, since, generation, expires``)
+    when it has let go without saying so: a process that has ended (on this host), or whose lease
+    ran out before ``now``; ``None`` when nobody or ``asking`` itself holds the session.
 
     Raises:
-        SessionHeldError: another process holds it and runs, or is on another host.
+        SessionHeldError: another process holds it and runs, or is on another host with a lease
+            that has not run out (or no lease: a toolpath from before leases).
     """
     if row is None or row[0] is None:
         return None
     holder = SessionHolder(row[0], row[1], row[2])
     if holder.same_process(asking):
         return None
+    expires = row[5]
+    if expires is not None and expires < now:
+        return holder
     running = holder.is_running()
     if running is False:
         return holder
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(row[3])) if row[3] else "an unknown time"
-    state = "which is still running" if running else "which may still be running (it is on another host, so this one cannot check)"
+    if running:
+        state = "which is still running"
+    elif expires is not None:
+        state = f"busy on another server (its hold on the session runs out in {expires - now:.0f} s unless that server keeps using it)"
+    else:
+        state = "which may still be running (it is on another host, so this one cannot check)"
     raise SessionHeldError(
         f"session {shown(session_id)} is in use by {holder} since {when}, {state}: two processes driving one session would overwrite each other's variables. "
         "Run this session's cells in that process, end the session there (end_session, or its kernel idling out or that process exiting lets go of it), or use another session id",

@@ -33,16 +33,16 @@ _BUSY_TIMEOUT_SECONDS = 5
 
 
 class StoreError(ToolpathError):
-    """toolpath's SQLite file cannot be used.
+    """toolpath's store (its SQLite file, or a PostgreSQL server) cannot be used.
 
     Attributes:
-        path: the file.
+        path: the file, or the server's URL without its password.
         purpose: what it was used for ("embedding cache", "result store", ...).
         problem: what is wrong with it, e.g. ``"the disk is full"``.
         remedy: what to do, a sentence, e.g. ``"Delete or move it, or set TOOLPATH_HOME ..."``.
     """
 
-    def __init__(self, path: Path, purpose: str, problem: str, remedy: str):
+    def __init__(self, path: Path | str, purpose: str, problem: str, remedy: str):
         self.path = path
         self.purpose = purpose
         self.problem = problem

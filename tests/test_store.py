@@ -332,39 +332,3 @@ def test_cli_run_with_an_unusable_cache_warns_in_one_line_and_runs(tmp_path, req
     assert completed.returncode == 0, completed.stderr
     assert "Goal: chemistry.molecules_clustered" in completed.stdout
     assert_one_warning_line_naming(completed.stderr, home / "toolpath.db")
-
-
-def test_session_holders_refuse_a_running_process_take_over_an_ended_one_and_fence_old_writers(tmp_path):
-    import psutil
-
-    from toolpath.kernel.errors import SessionHeldError
-    from toolpath.kernel.snapshot import SessionHolder, SnapshotStore
-
-    snapshots = SnapshotStore(tmp_path / "toolpath.db")
-    this = SessionHolder.this_process()
-    ended = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
-    gone = SessionHolder(this.host, ended.pid, psutil.Process(ended.pid).create_time())
-    ended.stdin.close()
-    ended.wait()
-
-    assert snapshots.take("s", gone).generation == 1
-    taken = snapshots.take("s", this)
-    assert taken.generation == 2 and taken.previous == gone
-    with pytest.raises(SessionHeldError, match="was taken by process"):  # the ended holder's generation is over
-        snapshots.save("s", None, {"x": "d1"}, {"x": b"1"}, {}, None, generation=1)
-    assert snapshots.load("s") is None
-    snapshots.save("s", None, {"x": "d2"}, {"x": b"2"}, {}, None, generation=2)
-    assert snapshots.load("s").pickles == {"x": b"2"}
-
-    elsewhere = SessionHolder("another-host.invalid", this.pid, this.started)
-    with pytest.raises(SessionHeldError, match="which is still running") as refused:
-        snapshots.take("s", elsewhere)
-    assert f"'s' is in use by process {this.pid} on host" in str(refused.value) and refused.value.holder == this
-    snapshots.release("s", generation=1)  # a stale generation lets go of nothing
-    with pytest.raises(SessionHeldError):
-        snapshots.check_not_held("s", elsewhere)
-    snapshots.release("s", generation=2)
-    snapshots.check_not_held("s", elsewhere)
-    assert snapshots.take("s", elsewhere).generation == 3
-    with pytest.raises(SessionHeldError, match="may still be running"):  # this host cannot check another's processes
-        snapshots.take("s", this)

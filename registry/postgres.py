@@ -1,0 +1,137 @@
+"""The shared store on a PostgreSQL server, for several toolpath processes on several machines.
+
+Connections come from a psycopg 3 pool (``psycopg_pool``), opened on first use. Writers of one key
+(a session id) are serialized with a transaction-level advisory lock on the key's hash, so two
+processes never interleave the writes of one session, while other sessions' writes go on; a
+collision of two keys' hashes only makes them wait for each other. Reads run at ``repeatable
+read``, so a snapshot's variables and its session row come from one commit.
+
+Install with ``pip install 'toolpath[postgres]'`` (psycopg with its binary build and pool).
+"""
+
+from __future__ import annotations
+
+import threading
+import urllib.parse
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from toolpath.registry.database import Database, StoreConnection
+from toolpath.registry.storage import StoreError
+from toolpath.registry.store_schema import Table
+
+try:
+    import psycopg
+    import psycopg_pool
+except ModuleNotFoundError as missing:  # pragma: no cover - depends on the installation
+    raise ModuleNotFoundError(f"a postgresql:// store needs psycopg and its pool: pip install 'toolpath[postgres]' ({missing})") from missing
+
+#: Connections one process keeps to the server at most (its sessions' writes are short).
+MAX_CONNECTIONS = 8
+#: Seconds to wait for a connection (the server down, or every connection busy) before failing.
+CONNECT_TIMEOUT_SECONDS = 10.0
+
+
+def shown_url(url: str) -> str:
+    """``url`` as messages show it: without its password (in the user part or the query)."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, _, host = netloc.rpartition("@")
+        netloc = f"{user.partition(':')[0]}@{host}"
+    parameters = urllib.parse.parse_qsl(parts.query)
+    query = (
+        urllib.parse.urlencode([(name, value) for name, value in parameters if name != "password"])
+        if any(name == "password" for name, _ in parameters)
+        else parts.query
+    )
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+class PostgresDatabase(Database):
+    """The store on the PostgreSQL server at ``url`` (libpq's URL form, ``postgresql://user@host/db``).
+
+    Tables are made in the connection's current schema (set ``options=-csearch_path=NAME`` in the
+    URL to keep them apart). The pool opens on first use; every method raises ``StoreError`` when
+    the server cannot be reached within :data:`CONNECT_TIMEOUT_SECONDS`.
+    """
+
+    engine = "postgresql"
+
+    def __init__(self, url: str):
+        super().__init__()
+        self.url = url
+        self.location = shown_url(url)
+        self._pool: psycopg_pool.ConnectionPool | None = None
+        self._pool_lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close the pool's connections (it opens again when used)."""
+        with self._pool_lock:
+            if self._pool is not None:
+                self._pool.close()
+                self._pool = None
+
+    def _connections(self) -> psycopg_pool.ConnectionPool:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = psycopg_pool.ConnectionPool(
+                    self.url,
+                    min_size=1,
+                    max_size=MAX_CONNECTIONS,
+                    timeout=CONNECT_TIMEOUT_SECONDS,
+                    kwargs={"autocommit": True},
+                    open=True,
+                    name="toolpath store",
+                )
+            return self._pool
+
+    @contextmanager
+    def _transaction(self, purpose: str, write: bool, key: str | None) -> Iterator[StoreConnection]:
+        try:
+            with self._connections().connection() as connection, connection.transaction():
+                if not write:
+                    connection.execute("set transaction isolation level repeatable read")
+                if key is not None:
+                    connection.execute("select pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+                yield _PostgresConnection(connection, self.location, purpose)
+        except psycopg_pool.PoolTimeout as error:
+            raise StoreError(self.location, purpose, f"no connection to it within {CONNECT_TIMEOUT_SECONDS:g} s ({error})", _REMEDY) from error  # type: ignore[arg-type]
+        except psycopg.OperationalError as error:
+            raise StoreError(self.location, purpose, f"the server cannot be used ({error})", _REMEDY) from error  # type: ignore[arg-type]
+        except psycopg.Error as error:
+            raise StoreError(self.location, purpose, str(error), "See the server's log, or use another store") from error  # type: ignore[arg-type]
+
+
+_REMEDY = "Check that the server runs and lets this user in, and that TOOLPATH_STORE (or --store) names it"
+
+
+class _PostgresConnection(StoreConnection):
+    engine = "postgresql"
+
+    def __init__(self, connection: psycopg.Connection, location: str, purpose: str):
+        self._connection = connection
+        self._location = location
+        self._purpose = purpose
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ()) -> psycopg.Cursor:
+        # The statements are toolpath's own; only their placeholders differ between engines.
+        return self._connection.execute(sql.replace("?", "%s"), tuple(parameters))
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            with self._connection.cursor() as cursor:
+                cursor.executemany(sql.replace("?", "%s"), [tuple(row) for row in rows])
+
+    def table_matches(self, table: Table) -> bool:
+        rows = self._connection.execute(
+            "select column_name from information_schema.columns where table_schema = current_schema() and table_name = %s", (table.name,)
+        ).fetchall()
+        if not rows:
+            return False
+        found = sorted(row[0] for row in rows)
+        if found != sorted(table.column_names):
+            problem = f"its {table.name} table has columns ({', '.join(found)}), not ({', '.join(table.column_names)})"
+            raise StoreError(self._location, self._purpose, problem, "Drop that table, or give toolpath its own schema (options=-csearch_path=NAME in the URL)")  # type: ignore[arg-type]
+        return True

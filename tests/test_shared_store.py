@@ -1,0 +1,241 @@
+"""The shared store on both engines (a SQLite file and a real PostgreSQL server): snapshots, owners,
+holders and their leases, approval decisions; stores of older versions brought up to date in place;
+two real processes writing one session."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+
+from toolpath.kernel.approval_log import ApprovalLog
+from toolpath.kernel.approvals import ApprovalRequest
+from toolpath.kernel.errors import SessionHeldError
+from toolpath.kernel.snapshot import SessionHolder, SnapshotConflictError, SnapshotStore
+from toolpath.registry.database import forget_database, open_database
+from toolpath.registry.storage import StoreError
+from toolpath.registry.store_schema import LATEST_VERSION
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def location(request, tmp_path):
+    """Where a fresh store is: a SQLite file, or a new database on a real PostgreSQL server."""
+    if request.param == "sqlite":
+        path = str(tmp_path / "toolpath.db")
+        yield path
+        forget_database(path)
+    else:
+        yield request.getfixturevalue("postgres_url")
+
+
+def ended_process_holder() -> SessionHolder:
+    """A holder on this host whose process has ended."""
+    ended = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    gone = SessionHolder(SessionHolder.this_process().host, ended.pid, psutil.Process(ended.pid).create_time())
+    ended.stdin.close()
+    ended.wait()
+    return gone
+
+
+def test_snapshots_and_owners_round_trip_and_a_save_on_a_missing_record_writes_nothing(location):
+    snapshots = SnapshotStore(location)
+    assert snapshots.owner("s") == (False, None) and snapshots.load("s") is None
+    assert snapshots.claim("s", "alice") == "alice" and snapshots.claim("s", "bob") == "alice"
+    snapshots.save("s", "alice", {"x": "d1", "y": "d2"}, {"x": b"\x00pickle", "y": b"2"}, {"f": "an open file"}, {"held": ["lab.parsed"]})
+    loaded = snapshots.load("s")
+    assert loaded.pickles == {"x": b"\x00pickle", "y": b"2"} and loaded.skipped == {"f": "an open file"} and loaded.data == {"held": ["lab.parsed"]}
+    with pytest.raises(SnapshotConflictError, match="lacks z"):
+        snapshots.save("s", "alice", {"x": "d1", "z": "d3"}, {}, {}, None)
+    snapshots.save("s", "alice", {"x": "d1"}, {}, {}, None)  # y is gone, x unchanged and not rewritten
+    assert snapshots.load("s").pickles == {"x": b"\x00pickle"}
+    snapshots.discard("s")
+    assert snapshots.load("s") is None and snapshots.owner("s") == (True, "alice")
+
+
+def test_holders_refuse_a_live_one_take_over_an_ended_or_expired_one_and_fence_old_writers(location):
+    snapshots = SnapshotStore(location, lease_seconds=30)
+    this = SessionHolder.this_process()
+    gone = ended_process_holder()
+
+    assert snapshots.take("s", gone).generation == 1
+    taken = snapshots.take("s", this)
+    assert taken.generation == 2 and taken.previous == gone
+    with pytest.raises(SessionHeldError, match="was taken by process"):  # the ended holder's generation is over
+        snapshots.save("s", None, {"x": "d1"}, {"x": b"1"}, {}, None, generation=1)
+    assert snapshots.load("s") is None
+    snapshots.save("s", None, {"x": "d2"}, {"x": b"2"}, {}, None, generation=2)
+
+    elsewhere = SessionHolder("another-host.invalid", this.pid, this.started)
+    with pytest.raises(SessionHeldError, match="which is still running") as refused:
+        snapshots.take("s", elsewhere)
+    assert f"'s' is in use by process {this.pid} on host" in str(refused.value) and refused.value.holder == this
+    snapshots.release("s", generation=1)  # a stale generation lets go of nothing
+    with pytest.raises(SessionHeldError):
+        snapshots.check_not_held("s", elsewhere)
+    snapshots.release("s", generation=2)
+    snapshots.check_not_held("s", elsewhere)
+    assert snapshots.take("s", elsewhere).generation == 3
+    # This host cannot see the other's process: its lease decides.
+    with pytest.raises(SessionHeldError, match=r"busy on another server \(its hold on the session runs out in \d+ s"):
+        snapshots.take("s", this)
+    assert snapshots.renew({"s": 3}) == []
+
+    short = SnapshotStore(location, lease_seconds=0.5)
+    assert short.take("t", elsewhere).generation == 1
+    with pytest.raises(SessionHeldError, match="busy on another server"):
+        short.take("t", this)
+    time.sleep(0.7)  # the other server stopped renewing: its lease runs out
+    taken = short.take("t", this)
+    assert taken.generation == 2 and taken.previous == elsewhere
+    assert short.renew({"t": 1, "s": 3}) == ["t"]  # the other server learns it lost the session
+    with pytest.raises(SessionHeldError, match="was taken by process"):
+        short.save("t", None, {"x": "d"}, {"x": b"late"}, {}, None, generation=1)
+
+
+def test_approval_decisions_are_kept_per_session_and_user(location):
+    log = ApprovalLog(open_database(location))
+    for user, decision in (("alice", "approved"), ("bob", "denied"), (None, "timeout")):
+        request = ApprovalRequest.of("mail.send_mail", {"to": "x@example.org"}, "it sends mail", session_id="s", user_id=user)
+        log.record(request, decision, f"{user}'s note", "desk")
+    assert [(row.user_id, row.decision, row.note) for row in log.decisions("s", "alice")] == [("alice", "approved", "alice's note")]
+    assert [row.decision for row in log.decisions("s", None)] == ["timeout"]
+    assert log.decisions("another", "alice") == []
+
+
+def test_a_sqlite_store_from_before_versions_keeps_its_sessions_and_gains_leases(tmp_path):
+    """The tables exactly as toolpath wrote them before the store had versions, with rows."""
+    path = tmp_path / "toolpath.db"
+    with contextlib.closing(sqlite3.connect(path)) as database, database:
+        database.execute("create table sessions (session_id text primary key, owner text, saved float, skipped text, data text)")
+        database.execute("create table snapshot_variables (session_id text, name text, size integer, digest text, pickle blob, primary key (session_id, name))")
+        database.execute("create table session_holders (session_id text primary key, host text, pid integer, started float, since float, generation integer)")
+        database.execute("insert into sessions values ('old', 'alice', 1700000000.0, '{}', '{\"held\": []}')")
+        database.execute("insert into snapshot_variables values ('old', 'x', 1, 'd', x'01')")
+        database.execute("insert into session_holders values ('old', 'gone-host', 1, 1.0, 1.0, 4)")
+    snapshots = SnapshotStore(path)
+    assert snapshots.load("old").pickles == {"x": b"\x01"} and snapshots.owner("old") == (True, "alice")
+    # A holder from before leases, on another host, has no lease to run out: still refused.
+    with pytest.raises(SessionHeldError, match="may still be running"):
+        snapshots.take("old", SessionHolder.this_process())
+    snapshots.release("old", 4)
+    assert snapshots.take("old", SessionHolder.this_process()).generation == 5
+    ApprovalLog(snapshots.database).record(ApprovalRequest.of("t", {}, "why", "old", "alice"), "approved", "", "desk")
+    with contextlib.closing(sqlite3.connect(path)) as database:
+        assert database.execute("select version from toolpath_schema").fetchone() == (LATEST_VERSION,)
+        assert {row[1] for row in database.execute("select * from pragma_table_info('session_holders')")} >= {"expires", "kernel"}
+
+
+def test_a_store_of_a_newer_toolpath_or_with_foreign_tables_is_refused_untouched(tmp_path, postgres_url):
+    newer = tmp_path / "newer.db"
+    with contextlib.closing(sqlite3.connect(newer)) as database, database:
+        database.execute("create table toolpath_schema (version integer not null)")
+        database.execute("insert into toolpath_schema values (99)")
+    with pytest.raises(StoreError, match=r"newer\.db is unusable: its schema is version 99, newer than this toolpath's"):
+        SnapshotStore(newer).load("s")
+    with contextlib.closing(sqlite3.connect(newer)) as database:
+        assert [row[0] for row in database.execute("select name from sqlite_master")] == ["toolpath_schema"]
+
+    import psycopg
+
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        connection.execute("create table sessions (id serial primary key, cookie text)")
+    with pytest.raises(StoreError, match=r"its sessions table has columns \(cookie, id\).*own schema"):
+        SnapshotStore(postgres_url).owner("s")
+    with psycopg.connect(postgres_url) as connection:
+        assert connection.execute("select count(*) from information_schema.tables where table_schema = 'public'").fetchone() == (1,)
+
+
+def test_a_server_that_cannot_be_reached_is_a_store_error_without_the_password(monkeypatch):
+    import toolpath.registry.postgres as postgres
+
+    monkeypatch.setattr(postgres, "CONNECT_TIMEOUT_SECONDS", 1.0)
+    url = "postgresql://toolpath:hunter2@127.0.0.1:9/toolpath?connect_timeout=1"
+    try:
+        with pytest.raises(StoreError, match=r"snapshot store postgresql://toolpath@127\.0\.0\.1:9/toolpath\?connect_timeout=1 is unusable") as refused:
+            SnapshotStore(url).owner("s")
+        assert "hunter2" not in str(refused.value) and "TOOLPATH_STORE" in str(refused.value)
+    finally:
+        forget_database(url)
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from toolpath.kernel.snapshot import SnapshotStore
+
+    store, name = SnapshotStore(sys.argv[1]), sys.argv[2]
+    print("ready", flush=True)
+    sys.stdin.readline()
+    for round in range(40):
+        records = {f"{name}{index}": f"{name}-{round}" for index in range(5)}
+        store.save("shared", None, records, {key: digest.encode() for key, digest in records.items()}, {}, {"writer": name, "round": round})
+    """
+)
+
+
+def test_two_processes_saving_one_session_at_once_leave_one_whole_snapshot(location, tmp_path):
+    """Each save replaces the whole snapshot: whatever the interleaving, the stored one is exactly
+    one writer's last, never a mix of both."""
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    writers = [subprocess.Popen([sys.executable, str(script), location, name], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for name in "ab"]
+    for writer in writers:
+        assert writer.stdout.readline().strip() == "ready"
+    for writer in writers:  # both start at once
+        writer.stdin.write("go\n")
+        writer.stdin.flush()
+    for writer in writers:
+        assert writer.wait(timeout=120) == 0
+    snapshot = SnapshotStore(location).load("shared")
+    name = snapshot.data["writer"]
+    assert snapshot.data["round"] == 39
+    assert snapshot.pickles == {f"{name}{index}": f"{name}-39".encode() for index in range(5)}
+
+
+REPLICA = textwrap.dedent(
+    """
+    import socket, sys
+    socket.gethostname = lambda: "replica-a.invalid"  # another server, as far as the store can tell
+    from toolpath.kernel import CodeMode
+
+    with CodeMode(pool_size=0, timeout=60, snapshot_store=sys.argv[1], session_lease=float(sys.argv[2])) as replica:
+        result = replica.run("kept = 'from replica a'", "s")
+        replica.close()  # writes the snapshot now; the kernel and the hold stay
+        print(result.status, flush=True)
+        sys.stdin.readline()
+    """
+)
+
+
+@pytest.mark.integration
+def test_a_session_another_server_drives_is_busy_until_its_lease_runs_out_then_it_moves_with_its_variables(postgres_url, tmp_path):
+    """Replica A (another process, another host name) drives session "s" and renews its lease;
+    here it is refused as busy. Once A is killed, its lease runs out and this process takes the
+    session over, restoring A's variables from the last snapshot, and says so."""
+    from toolpath.kernel import CodeMode
+
+    script = tmp_path / "replica.py"
+    script.write_text(REPLICA)
+    lease = 2.0
+    replica = subprocess.Popen([sys.executable, str(script), postgres_url, str(lease)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert replica.stdout.readline().strip() == "ok"
+        with CodeMode(pool_size=0, timeout=60, snapshot_store=postgres_url, session_lease=lease) as here:
+            time.sleep(lease * 1.5)  # A renews meanwhile: its hold outlives the first lease
+            with pytest.raises(SessionHeldError, match=r"on host 'replica-a\.invalid' .* busy on another server"):
+                here.run("kept", "s")
+            replica.kill()
+            replica.wait(timeout=60)
+            moved = here.run("kept", "s")  # waits briefly for the lease to run out
+            assert moved.status == "ok" and moved.result == "'from replica a'", (moved.error, moved.notice)
+            assert "stopped renewing its hold" in moved.notice and "Restored 1 variable(s)" in moved.notice
+    finally:
+        if replica.poll() is None:
+            replica.kill()
+            replica.wait()
