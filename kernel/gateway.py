@@ -203,8 +203,11 @@ class GatewayTransport:
         if response.status_code == 404 and method == "POST" and path == "api/kernels":
             raise KernelError(f"the kernel gateway at {self.gateway.url} has no kernels API there (HTTP 404); check gateway_url, including its base path")
         if response.status_code in (401, 403):
+            # Enterprise Gateway also answers 403 for a user it will not start kernels for (its
+            # unauthorized_users, root by default), saying so in its message.
+            said = _reason(response)
             raise KernelError(
-                f"the kernel gateway at {self.gateway.url} refused the request (HTTP {response.status_code}); check the gateway token (CodeMode's gateway_token, or $TOOLPATH_GATEWAY_TOKEN for the toolpath command)"
+                f"the kernel gateway at {self.gateway.url} refused the request (HTTP {response.status_code}){'; it said: ' + said.rstrip('.') if said else ''}; check the gateway token (CodeMode's gateway_token, or $TOOLPATH_GATEWAY_TOKEN for the toolpath command), or the user the gateway starts kernels for (KERNEL_USERNAME in CodeMode's env)"
             )
         if response.status_code >= 400:
             raise KernelError(f"the kernel gateway at {self.gateway.url} answered {method} {path} with HTTP {response.status_code}: {_reason(response)}")

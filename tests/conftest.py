@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import socket
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import textwrap
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -131,6 +133,80 @@ def kernel_gateway(tmp_path_factory):
     ]
     with open(log, "wb") as output:  # a file, not a pipe nobody reads: a gateway logs every request
         process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, cwd=log.parent)
+    try:
+        _wait_for_port(process, port, 120.0, log)
+        yield {"gateway_url": f"http://127.0.0.1:{port}", "gateway_token": token}
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+#: Jupyter Enterprise Gateway pins jupyter_client 6, so it lives in a virtual environment of its own,
+#: built once (tests/.venv-enterprise-gateway) from the package registry.
+ENTERPRISE_GATEWAY = "jupyter_enterprise_gateway==3.3.*"
+
+
+def _enterprise_gateway_environment() -> Path:
+    """The virtual environment holding Enterprise Gateway, built when missing or half built."""
+    environment = Path(__file__).resolve().parent / ".venv-enterprise-gateway"
+    built = environment / "toolpath-built"
+    if built.exists() and built.read_text() == ENTERPRISE_GATEWAY:
+        return environment
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(environment)], check=True)
+    installed = subprocess.run([str(environment / "bin" / "pip"), "install", "-q", ENTERPRISE_GATEWAY], capture_output=True, text=True)
+    if installed.returncode != 0:
+        pytest.fail(f"cannot install {ENTERPRISE_GATEWAY} into {environment} for the Enterprise Gateway tests: {installed.stderr[-2000:]}")
+    built.write_text(ENTERPRISE_GATEWAY)
+    return environment
+
+
+@pytest.fixture(scope="session")
+def enterprise_gateway(tmp_path_factory):
+    """A real Jupyter Enterprise Gateway 3.x (from its own virtual environment) on a free 127.0.0.1
+    port with a token, for the whole test session: CodeMode's options, as :func:`kernel_gateway`.
+
+    Its one kernelspec starts ipykernel with this Python through Enterprise Gateway's
+    ``LocalProcessProxy``, as a kernel image with toolpath installed would on a cluster.
+    """
+    import json
+
+    environment = _enterprise_gateway_environment()
+    folder = tmp_path_factory.mktemp("enterprise-gateway")
+    spec = folder / "kernels" / "python3" / "kernel.json"  # the name stock kernel images use
+    spec.parent.mkdir(parents=True)
+    process_proxy = "enterprise_gateway.services.processproxies.processproxy.LocalProcessProxy"
+    spec.write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "Python with toolpath",
+                "language": "python",
+                "metadata": {"process_proxy": {"class_name": process_proxy}},
+            }
+        )
+    )
+    port, token = _free_port(), secrets.token_hex(16)
+    log = folder / "gateway.log"
+    command = [
+        str(environment / "bin" / "jupyter-enterprisegateway"),
+        "--EnterpriseGatewayApp.ip=127.0.0.1",
+        f"--EnterpriseGatewayApp.port={port}",
+        f"--EnterpriseGatewayApp.auth_token={token}",
+        "--EnterpriseGatewayApp.list_kernels=True",
+        # It refuses kernels for root by default; CI runs the tests as root.
+        "--EnterpriseGatewayApp.unauthorized_users=nobody-in-particular",
+    ]
+    environment_variables = {
+        **os.environ,
+        "JUPYTER_PATH": str(folder),
+        "JUPYTER_DATA_DIR": str(folder / "data"),
+        "JUPYTER_RUNTIME_DIR": str(folder / "runtime"),
+    }
+    with open(log, "wb") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, cwd=folder, env=environment_variables)
     try:
         _wait_for_port(process, port, 120.0, log)
         yield {"gateway_url": f"http://127.0.0.1:{port}", "gateway_token": token}

@@ -1,7 +1,9 @@
 """What is particular to kernels on a gateway: its API, its errors, and the TLS bridge they call host tools through.
 
-The shared cases (cells, caps, images, timeouts, deaths, restarts, host tools, snapshots) run against
-the same real Kernel Gateway in test_codemode.py, test_toolkit_bridge.py and test_snapshots.py.
+Every case runs against a real Jupyter Kernel Gateway and a real Jupyter Enterprise Gateway 3.x
+(from its own virtual environment), with toolpath unchanged between them. The shared cases (cells,
+caps, images, timeouts, deaths, restarts, host tools, snapshots) run against the Kernel Gateway in
+test_codemode.py, test_toolkit_bridge.py and test_snapshots.py.
 """
 
 import datetime
@@ -23,6 +25,12 @@ from toolpath.kernel import CodeMode, KernelError, Toolkit
 from toolpath.kernel.bridge_tls import generate
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module", params=["Kernel Gateway", "Enterprise Gateway"])
+def kernel_gateway(request, kernel_gateway):
+    """CodeMode's options for each of the two gateways in turn (this module's cases run on both)."""
+    return kernel_gateway if request.param == "Kernel Gateway" else request.getfixturevalue("enterprise_gateway")
 
 
 def gateway_request(gateway, method, path):
@@ -63,7 +71,7 @@ def test_kernels_live_on_the_gateway_and_are_shut_down_there(kernel_gateway):
 
 def test_a_wrong_token_or_an_unreachable_gateway_is_a_clear_error(kernel_gateway):
     with CodeMode(pool_size=0, gateway_url=kernel_gateway["gateway_url"], gateway_token="wrong") as code_mode:
-        with pytest.raises(KernelError, match=r"refused the request \(HTTP 40[13]\); check the gateway token"):
+        with pytest.raises(KernelError, match=r"refused the request \(HTTP 40[13]\);.* check the gateway token"):
             code_mode.run("1", "s")
     with CodeMode(pool_size=0, gateway_url="http://127.0.0.1:9", gateway_token="x") as code_mode:
         with pytest.raises(KernelError, match="cannot reach the kernel gateway at http://127.0.0.1:9/"):
