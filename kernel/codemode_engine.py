@@ -64,7 +64,7 @@ class CodeModeEngine:
         self._loop_thread = loop_thread
         self.approvals = approvals
         self.snapshots = SessionSnapshots(snapshot_store, snapshot_policy, cells.timeout, cells.busy_wait, loop_thread.loop)
-        self.pool = SessionPool(capacity, cells.busy_wait, self.snapshots, self.new_kernel, self.stop_kernel, binder.forget)
+        self.pool = SessionPool(capacity, cells.busy_wait, self.snapshots, self.new_kernel, self.stop_kernel, binder.forget, self.attach_kernel)
         loop_thread.loop.call_soon_threadsafe(self.pool.start)
 
     async def new_kernel(self) -> IPythonKernel:
@@ -72,14 +72,7 @@ class CodeModeEngine:
         kernel = self.launch.kernel()
         await kernel.start()
         try:
-            setup = await kernel.execute(
-                f"import {SETUP_MODULE} as _toolpath_setup\n_toolpath_setup.configure(allow_shell={self.launch.allow_shell!r})\ndel _toolpath_setup",
-                timeout=60,
-                silent=True,
-            )
-            if setup.status != "ok":
-                raise KernelError(f"setting up the kernel failed: {describe_error(setup)}")
-            await self.binder.bind(kernel, None)
+            await self._set_up(kernel)
             if self.launch.startup_code:
                 startup = await kernel.execute(self.launch.startup_code, timeout=self.cells.timeout, silent=True)
                 if startup.status != "ok":
@@ -88,6 +81,40 @@ class CodeModeEngine:
             await self.stop_kernel(kernel)
             raise
         return kernel
+
+    async def attach_kernel(self, recorded: Mapping[str, Any]) -> IPythonKernel | None:
+        """The kernel another process left running on this CodeMode's gateway (``recorded`` as
+        :meth:`SessionSnapshots.kernel_record` wrote it), set up and with its handles bound to this
+        process's bridge; ``None`` when it is on another gateway or gone. Its startup code ran
+        when it started and is not run again.
+
+        Raises:
+            KernelError: the gateway cannot be reached, or the kernel cannot be set up (it is then
+                shut down: its variables come back from the snapshot in a new one).
+        """
+        gateway = self.launch.gateway
+        if gateway is None or recorded.get("gateway") != gateway.url or not isinstance(recorded.get("kernel_id"), str):
+            return None
+        kernel = self.launch.kernel()
+        if not await kernel.attach(recorded["kernel_id"]):
+            return None
+        try:
+            await self._set_up(kernel)
+        except BaseException:
+            await self.stop_kernel(kernel)
+            raise
+        return kernel
+
+    async def _set_up(self, kernel: IPythonKernel) -> None:
+        """Configure toolpath's kernel side and bind CodeMode's own handles (to this process's bridge)."""
+        setup = await kernel.execute(
+            f"import {SETUP_MODULE} as _toolpath_setup\n_toolpath_setup.configure(allow_shell={self.launch.allow_shell!r})\ndel _toolpath_setup",
+            timeout=60,
+            silent=True,
+        )
+        if setup.status != "ok":
+            raise KernelError(f"setting up the kernel failed: {describe_error(setup)}")
+        await self.binder.bind(kernel, None)
 
     async def stop_kernel(self, kernel: IPythonKernel) -> None:
         """Close the kernel's bridge (cancelling its in-flight calls) and shut it down."""

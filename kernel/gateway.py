@@ -162,6 +162,32 @@ class GatewayTransport:
         await self._connect()
         await self._wait_for_ready(timeout)
 
+    async def attach(self, kernel_id: str, timeout: float) -> bool:
+        """Open the channels of kernel ``kernel_id``, which another process started on this gateway
+        and left running (it failed over); ``False`` when the gateway no longer has it.
+
+        Raises:
+            KernelError: the gateway cannot be reached, or the kernel does not answer within
+                ``timeout`` seconds; the kernel is left to the gateway as it was.
+        """
+        model = await self._request("GET", f"api/kernels/{quote(kernel_id, safe='')}", missing_ok=True)
+        if not isinstance(model, dict) or model.get("id") != kernel_id:
+            return False
+        self.kernel_id = kernel_id
+        self._timeout = timeout
+        try:
+            await self._connect()
+            await self._wait_for_ready(timeout)
+        except BaseException:
+            await self.detach()
+            raise
+        return True
+
+    async def detach(self) -> None:
+        """Close the kernel's channels and leave the kernel running on the gateway."""
+        await self._close_channels()
+        self.kernel_id = None
+
     async def _connect(self) -> None:
         """Open the kernel's channels (a gateway may hold the handshake until the kernel is up)."""
         assert self.kernel_id is not None

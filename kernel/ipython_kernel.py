@@ -231,6 +231,32 @@ class IPythonKernel:
             detail = f"; the kernel said:\n{log}" if log else ""
             raise KernelError(f"could not start an IPython kernel {where}: {type(error).__name__}: {error}. {check}{detail}") from error
 
+    async def attach(self, kernel_id: str) -> bool:
+        """Take over kernel ``kernel_id`` on this kernel's gateway, left running by another process,
+        instead of starting one; ``False`` (nothing held) when the gateway no longer has it.
+
+        Raises:
+            ValueError: this kernel is not on a gateway.
+            KernelError: the gateway cannot be reached, or the kernel does not answer or cannot run
+                toolpath's kernel code; the kernel is left running on the gateway.
+        """
+        if self.gateway is None:
+            raise ValueError("only a kernel on a gateway can be attached to")
+        from toolpath.kernel.gateway import GatewayTransport
+
+        transport = GatewayTransport(self.gateway, self.env)
+        if not await transport.attach(kernel_id, self.startup_timeout):
+            return False
+        self._kernel = transport
+        try:
+            self.kernel_id = kernel_id
+            self._kernel_directory = await self._remote_directory()
+        except BaseException:
+            self._kernel, self.kernel_id = None, None
+            await transport.detach()
+            raise
+        return True
+
     async def _remote_directory(self) -> str:
         """Create the remote kernel's private directory (this also checks toolpath is importable there)."""
         reply = await self._file_call(

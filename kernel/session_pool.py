@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 from toolpath.errors import Refusal
 from toolpath.kernel.codemode_options import KernelCapacity
 from toolpath.kernel.errors import KernelError
 from toolpath.kernel.ipython_kernel import IPythonKernel
-from toolpath.kernel.notices import exception_line, join, shown
+from toolpath.kernel.notices import exception_line, join, short_error, shown
 from toolpath.kernel.session_record import SessionRecord
 from toolpath.kernel.session_snapshots import SessionSnapshots
 
@@ -56,6 +57,7 @@ class SessionPool:
         new_kernel: Callable[[], Awaitable[IPythonKernel]],
         stop_kernel: Callable[[IPythonKernel], Awaitable[None]],
         restored: Callable[[IPythonKernel], None],
+        attach_kernel: Callable[[Mapping[str, Any]], Awaitable[IPythonKernel | None]],
     ):
         self.capacity = capacity
         self.busy_wait = busy_wait
@@ -63,6 +65,7 @@ class SessionPool:
         self._new_kernel = new_kernel
         self._stop_kernel = stop_kernel
         self._restored = restored
+        self._attach_kernel = attach_kernel
         self.sessions: dict[str, SessionRecord] = {}
         # Why an evicted session lost its kernel (told to the model on its next cell), and the
         # session, whose bound tools its next kernel binds again.
@@ -132,20 +135,38 @@ class SessionPool:
             return await self._start_kernel_now(session)
 
     async def _start_kernel_now(self, session: SessionRecord) -> str:
-        taken = await self.snapshots.take(session)  # refused before any kernel starts
+        taken, left_running = await self.snapshots.take(session)  # refused before any kernel starts
         session.starting = True  # counts against the caps while its kernel starts
+        attached, attach_notice = False, ""
         try:
             await self._make_room(session)
-            session.kernel = await self._take_kernel()
+            if left_running is not None:
+                attached, attach_notice = await self._attach(session, left_running)
+            if session.kernel is None:
+                session.kernel = await self._take_kernel()
         except BaseException:
             await self.snapshots.release(session)
             raise
         finally:
             session.starting = False
+        await self.snapshots.record_kernel(session)
+        if attached:
+            return join(taken, attach_notice)
         notice, loaded = await self.snapshots.restore(session)
         if loaded:
             self._restored(session.kernel)
-        return join(taken, notice)
+        return join(join(taken, attach_notice), notice)
+
+    async def _attach(self, session: SessionRecord, left_running: Mapping[str, Any]) -> tuple[bool, str]:
+        """Give ``session`` the kernel that the process it was taken over from left running on the
+        gateway, if it still runs there: whether it did, and the notice saying what happened."""
+        try:
+            session.kernel = await self._attach_kernel(left_running)
+        except KernelError as error:
+            return False, f"Its kernel {left_running.get('kernel_id')} on the gateway could not be taken over ({short_error(error)}); this is a fresh kernel."
+        if session.kernel is None:
+            return False, f"Its kernel {left_running.get('kernel_id')} is not on this process's gateway any more; this is a fresh kernel."
+        return True, f"Its kernel {session.kernel.kernel_id} was still running on the gateway: this process attached to it, with every variable as it was."
 
     async def discard(self, session: SessionRecord, evicted: str = "") -> None:
         """Shut the session's kernel down; ``evicted`` (the reason) also forgets the session, after

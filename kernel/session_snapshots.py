@@ -59,17 +59,18 @@ class SessionSnapshots:
         self._held: dict[str, SessionRecord] = {}
         self._renewing: asyncio.Task | None = None
 
-    async def take(self, session: SessionRecord) -> str:
+    async def take(self, session: SessionRecord) -> tuple[str, dict[str, Any] | None]:
         """Hold the session in the store for this process (before its kernel starts), waiting up
-        to :data:`HOLD_WAIT_SECONDS` for another holder to let go; a notice when it was taken over
-        from a process that ended, or stopped renewing its lease, without letting go.
+        to :data:`HOLD_WAIT_SECONDS` for another holder to let go. Returns a notice when it was
+        taken over from a process that ended, or stopped renewing its lease, without letting go,
+        and the kernel that process recorded (:meth:`record_kernel`), which may still run.
 
         Raises:
             SessionHeldError: another process still holds it after the wait.
             registry.storage.StoreError: the store cannot be written.
         """
         if self.store is None or self.holder is None:
-            return ""
+            return "", None
         deadline = time.monotonic() + HOLD_WAIT_SECONDS
         while True:
             try:
@@ -84,8 +85,22 @@ class SessionSnapshots:
         if self._renewing is None or self._renewing.done():
             self._renewing = asyncio.ensure_future(self._renew_leases())
         if taken.previous is None:
-            return ""
-        return f"This session was held by {taken.previous}, which ended or stopped renewing its hold without letting go of it; this process took it over."
+            return "", None
+        return (
+            f"This session was held by {taken.previous}, which ended or stopped renewing its hold without letting go of it; this process took it over.",
+            taken.kernel,
+        )
+
+    async def record_kernel(self, session: SessionRecord) -> None:
+        """Record in the store where the session's kernel runs when it is on a gateway (where
+        another process can reach it after this one fails); a store that cannot be written only
+        loses that hint."""
+        kernel = session.kernel
+        if self.store is None or session.generation is None or kernel is None or kernel.gateway is None or kernel.kernel_id is None:
+            return
+        with contextlib.suppress(StoreError):
+            record = {"gateway": kernel.gateway.url, "kernel_id": kernel.kernel_id}
+            await asyncio.to_thread(self.store.record_kernel, session.session_id, session.generation, record)
 
     async def _renew_leases(self) -> None:
         """Renew the leases of the sessions this process holds, every third of a lease, until it

@@ -94,11 +94,14 @@ class SessionHolder:
 
 @dataclass(frozen=True)
 class TakenSession:
-    """What :meth:`SnapshotStore.take` gives: the generation the session is held under now, and the
-    holder it was taken over from (a process that ended without letting go), or ``None``."""
+    """What :meth:`SnapshotStore.take` gives: the generation the session is held under now, the
+    holder it was taken over from (a process that ended, or stopped renewing its lease, without
+    letting go) or ``None``, and the kernel that holder recorded (:meth:`SnapshotStore.record_kernel`),
+    which may still be running on a gateway."""
 
     generation: int
     previous: SessionHolder | None = None
+    kernel: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -155,17 +158,30 @@ class SnapshotStore:
                 lease has not run out); nothing changed.
         """
         with self.database.writing(_PURPOSE, key=session_id) as database:
-            row = database.execute(f"select host, pid, started, since, generation, expires from {HOLDERS} where session_id = ?", [session_id]).fetchone()
+            row = database.execute(
+                f"select host, pid, started, since, generation, expires, kernel from {HOLDERS} where session_id = ?", [session_id]
+            ).fetchone()
             now = time.time()
             previous = _ended_holder(session_id, row, holder, now)
             generation = (row[4] if row is not None else 0) + 1
             database.execute(
                 f"insert into {HOLDERS} (session_id, host, pid, started, since, generation, expires) values (?, ?, ?, ?, ?, ?, ?) "
                 "on conflict (session_id) do update set host = excluded.host, pid = excluded.pid, started = excluded.started, since = excluded.since, "
-                "generation = excluded.generation, expires = excluded.expires",
+                "generation = excluded.generation, expires = excluded.expires, kernel = null",
                 [session_id, holder.host, holder.pid, holder.started, now, generation, now + self.lease_seconds],
             )
-        return TakenSession(generation, previous)
+        kernel = _recorded_kernel(row[6]) if previous is not None and row is not None else None
+        return TakenSession(generation, previous, kernel)
+
+    def record_kernel(self, session_id: str, generation: int, kernel: Mapping[str, Any] | None) -> None:
+        """Record where the session's kernel runs (JSON-ready: a gateway's URL and the kernel's id),
+        so a process taking the session over can attach to it; ``None`` forgets it. Nothing
+        changes when the session is no longer held under ``generation``."""
+        with self.database.writing(_PURPOSE, key=session_id) as database:
+            database.execute(
+                f"update {HOLDERS} set kernel = ? where session_id = ? and generation = ?",
+                [json.dumps(dict(kernel)) if kernel is not None else None, session_id, generation],
+            )
 
     def renew(self, session_ids_by_generation: Mapping[str, int]) -> list[str]:
         """Extend the leases of the sessions held under these generations by :attr:`lease_seconds`.
@@ -188,7 +204,7 @@ class SnapshotStore:
         """Let go of ``session_id`` if it is still held under ``generation`` (a later holder keeps it)."""
         with self.database.writing(_PURPOSE, key=session_id) as database:
             database.execute(
-                f"update {HOLDERS} set host = null, pid = null, started = null, since = null, expires = null where session_id = ? and generation = ?",
+                f"update {HOLDERS} set host = null, pid = null, started = null, since = null, expires = null, kernel = null where session_id = ? and generation = ?",
                 [session_id, generation],
             )
 
@@ -308,6 +324,15 @@ class SnapshotStore:
         return StoreError(
             self.database.location, _PURPOSE, f"the snapshot of session {session_id!r} is damaged ({error})", "Restart the session to discard that snapshot"
         )
+
+
+def _recorded_kernel(text: str | None) -> dict[str, Any] | None:
+    """A ``kernel`` column's JSON object; ``None`` for none, or for anything else (it is only a hint)."""
+    try:
+        kernel = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return kernel if isinstance(kernel, dict) else None
 
 
 def _ended_holder(session_id: str, row: tuple | None, asking: SessionHolder, now: float) -> SessionHolder | None:

@@ -239,3 +239,80 @@ def test_a_session_another_server_drives_is_busy_until_its_lease_runs_out_then_i
         if replica.poll() is None:
             replica.kill()
             replica.wait()
+
+
+GATEWAY_REPLICA = textwrap.dedent(
+    """
+    import json, socket, sys
+    socket.gethostname = lambda: "replica-a.invalid"
+    from toolpath.kernel import CodeMode, Toolkit
+
+    def server_name() -> str:
+        'The host name of the server this tool runs in.'
+        return socket.gethostname()
+
+    options = json.loads(sys.argv[1])
+    with CodeMode([Toolkit("server_tools", [server_name])], pool_size=0, timeout=60, session_lease=2.0, **options) as replica:
+        result = replica.run("import threading\\nkept = 'from replica a'\\nlock = threading.Lock()", "s")
+        replica.close()  # writes the snapshot (the lock cannot be pickled: it is left out)
+        print(json.dumps([result.status, replica.kernel_id("s")]), flush=True)
+        sys.stdin.readline()
+    """
+)
+
+
+def _gateway_replica(tmp_path, options):
+    """Replica A on another host name, its session's kernel on the gateway; returns it and the kernel's id."""
+    import json
+
+    script = tmp_path / "gateway_replica.py"
+    script.write_text(GATEWAY_REPLICA)
+    replica = subprocess.Popen([sys.executable, str(script), json.dumps(options)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    status, kernel_id = json.loads(replica.stdout.readline())
+    assert status == "ok"
+    return replica, kernel_id
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("kernel_left", ["running", "gone"])
+def test_a_server_taking_over_a_session_attaches_to_its_kernel_still_on_the_gateway_or_restores_it(postgres_url, enterprise_gateway, tmp_path, kernel_left):
+    """Replica A is killed; its kernel stays on Enterprise Gateway. This process takes the session
+    over and attaches to that kernel (even the lock, which no snapshot could hold, is there), or,
+    when the gateway no longer has it, restores the snapshot into a new kernel; the notice says which."""
+    import urllib.request
+
+    from toolpath.kernel import CodeMode
+
+    options = {**enterprise_gateway, "snapshot_store": postgres_url}
+    replica, kernel_id = _gateway_replica(tmp_path, options)
+    replica.kill()
+    replica.wait(timeout=60)
+    if kernel_left == "gone":
+        request = urllib.request.Request(
+            f"{enterprise_gateway['gateway_url']}/api/kernels/{kernel_id}",
+            method="DELETE",
+            headers={"Authorization": f"token {enterprise_gateway['gateway_token']}"},
+        )
+        urllib.request.urlopen(request, timeout=30).close()
+    import socket
+
+    from toolpath.kernel import Toolkit
+
+    def server_name() -> str:
+        """The host name of the server this tool runs in."""
+        return socket.gethostname()
+
+    with CodeMode([Toolkit("server_tools", [server_name])], pool_size=0, timeout=60, session_lease=2.0, **options) as here:
+        moved = here.run("kept, 'lock' in globals()", "s")  # waits for A's lease to run out
+        assert moved.status == "ok", moved.error
+        assert "replica-a.invalid" in moved.notice and "took it over" in moved.notice
+        if kernel_left == "running":
+            assert moved.result == "('from replica a', True)"
+            assert here.kernel_id("s") == kernel_id and f"Its kernel {kernel_id} was still running on the gateway" in moved.notice
+            assert "Restored" not in moved.notice
+        else:
+            assert moved.result == "('from replica a', False)"
+            assert here.kernel_id("s") != kernel_id and "is not on this process's gateway any more" in moved.notice
+            assert "Restored 2 variable(s)" in moved.notice and "Not restored: lock" in moved.notice
+        # The kernel's handles call this process's host tools now, not the dead replica's.
+        assert here.run("await server.server_name()", "s").result == repr(socket.gethostname())
