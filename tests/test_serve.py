@@ -452,6 +452,33 @@ def test_over_http_a_call_waiting_for_approval_is_answered_only_by_the_user_who_
     asyncio.run(scenario())
 
 
+def test_two_replicas_on_one_postgres_store_refuse_a_busy_session_and_take_it_over_when_one_dies(serve_over_http, listening_server, postgres_url):
+    """Two ``toolpath serve --http`` processes with ``--store postgresql://...``: the session Alice
+    drives on the first is busy on the second; once the first is killed and its lease has run
+    out, the second takes the session over with its variables."""
+    lease = "2"
+    first, tokens = serve_over_http("--kernels", "plain", "--store", postgres_url, "--session-lease", lease)
+    second, _ = serve_over_http("--kernels", "plain", "--store", postgres_url, "--session-lease", lease)
+    first_process = listening_server.processes[0]
+
+    async def scenario():
+        async with over_http(first, tokens["alice"]) as alice:
+            made = await alice.call_tool("execute", {"code": "notes = ['from the first replica']", "session_id": "lab"})
+            assert not made.is_error, made.content[0].text
+        async with over_http(second, tokens["alice"]) as alice:
+            busy = await alice.call_tool("execute", {"code": "notes", "session_id": "lab"})
+            # On one host the first replica's process is seen running (across hosts its lease decides).
+            assert busy.is_error and "is in use by process" in busy.content[0].text and "which is still running" in busy.content[0].text
+            first_process.kill()
+            first_process.wait(timeout=60)
+            moved = await alice.call_tool("execute", {"code": "notes", "session_id": "lab"})
+            assert not moved.is_error, moved.content[0].text
+            assert moved.content[0].text.endswith("['from the first replica']")
+            assert "took it over" in moved.structured_content["notice"] and "Restored 1 variable(s)" in moved.structured_content["notice"]
+
+    asyncio.run(scenario())
+
+
 def test_eight_concurrent_clients_lose_or_cross_nothing(serve_over_http):
     url, tokens = serve_over_http("--max-kernels-per-user", "8", "--max-tasks-per-user", "8")  # eight live sessions of one user, all busy
 

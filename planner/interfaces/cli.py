@@ -751,7 +751,7 @@ def command_serve(arguments: argparse.Namespace) -> int:
             arguments.http,
             arguments.tokens,
             arguments.no_auth,
-            {**code_mode_options(arguments), **kernel_caps(arguments)},
+            {**code_mode_options(arguments), **kernel_caps(arguments), **store_options(arguments)},
             limits,
             arguments.allowed_host,
             quotas,
@@ -762,6 +762,16 @@ def command_serve(arguments: argparse.Namespace) -> int:
     except (ServeError, ValueError) as error:  # ValueError: CodeMode refused the kernel options
         raise CommandLineError(str(error)) from error
     return 0
+
+
+def store_options(arguments: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`toolpath.kernel.CodeMode` options of ``--store`` and ``--session-lease``."""
+    options: dict[str, Any] = {}
+    if arguments.store:
+        options["snapshot_store"] = arguments.store
+    if arguments.session_lease is not None:
+        options["session_lease"] = arguments.session_lease
+    return options
 
 
 def _hashed_token_from_stdin() -> str:
@@ -1090,6 +1100,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="FIELD=VALUE",
         help="a sandboxed kernel's limit: memory_bytes (default 2GiB), cpu_seconds (3600), processes (256), open_files (1024) or disk_bytes (512MiB); none lifts one (not disk_bytes); repeatable",
+    )
+    serve_parser.add_argument(
+        "--store",
+        metavar="PATH|URL",
+        help="where sessions' snapshots, owners, holders and approval decisions are kept: a SQLite file, or a postgresql:// URL that several serve replicas share (default: $TOOLPATH_STORE, else toolpath.db in $TOOLPATH_HOME); keep a password out of the command line (other users can read it): use $TOOLPATH_STORE, PGPASSWORD or ~/.pgpass",
+    )
+    serve_parser.add_argument(
+        "--session-lease",
+        type=float,
+        metavar="SECONDS",
+        help="how long this server's hold on a session lasts in the store unless renewed (it renews every third of that); another replica takes a session over once it runs out (default 30)",
     )
     serve_parser.add_argument(
         "--allowed-host",
