@@ -56,6 +56,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_cells import kernel_gateway  # noqa: E402
 
 
 def free_port() -> int:
@@ -96,29 +99,6 @@ def postgres(directory: Path):
     finally:
         server.cleanup()
         shutil.rmtree(data, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def kernel_gateway(directory: Path):
-    """A Jupyter Kernel Gateway on a free port: ``(url, token, pid)``."""
-    port, token = free_port(), secrets.token_hex(16)
-    command = [
-        sys.executable,
-        "-m",
-        "kernel_gateway",
-        "--KernelGatewayApp.ip=127.0.0.1",
-        f"--KernelGatewayApp.port={port}",
-        f"--KernelGatewayApp.auth_token={token}",
-        "--JupyterWebsocketPersonality.list_kernels=True",
-    ]
-    with open(directory / "gateway.log", "wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=directory)
-    try:
-        wait_for_port(process, port, "the kernel gateway")
-        yield f"http://127.0.0.1:{port}", token, process.pid
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
 
 
 @dataclass
@@ -338,7 +318,10 @@ def main(clients: int, cells: int, lease: float, one_host: bool) -> dict:
     with tempfile.TemporaryDirectory(prefix="toolpath-bench-scale-") as folder:
         directory = Path(folder)
         tokens_file = directory / "tokens.json"
-        with postgres(directory) as (store, database_pid), kernel_gateway(directory) as gateway:
+        with postgres(directory) as (store, database_pid), kernel_gateway() as gateway_options:
+            # The gateway is this process's only child running kernel_gateway.
+            gateway_pid = next(child.pid for child in psutil.Process().children() if "kernel_gateway" in child.cmdline())
+            gateway = (gateway_options["gateway_url"], gateway_options["gateway_token"], gateway_pid)
             for run, count in enumerate((1, 2, 3, "failover")):
                 # Each run's users are new, so are their sessions.
                 tokens_file.write_text(json.dumps({token: f"user-{index}-run-{run}" for index, token in enumerate(tokens)}))

@@ -64,7 +64,9 @@ class CodeModeEngine:
         self._loop_thread = loop_thread
         self.approvals = approvals
         self.snapshots = SessionSnapshots(snapshot_store, snapshot_policy, cells.timeout, cells.busy_wait, loop_thread.loop)
-        self.pool = SessionPool(capacity, cells.busy_wait, self.snapshots, self.new_kernel, self.stop_kernel, binder.forget, self.attach_kernel)
+        self.pool = SessionPool(
+            capacity, cells.busy_wait, self.snapshots, self.new_kernel, self.stop_kernel, binder.forget, self.attach_kernel, self.leave_kernel
+        )
         loop_thread.loop.call_soon_threadsafe(self.pool.start)
 
     async def new_kernel(self) -> IPythonKernel:
@@ -104,6 +106,12 @@ class CodeModeEngine:
             await self.stop_kernel(kernel)
             raise
         return kernel
+
+    async def leave_kernel(self, kernel: IPythonKernel) -> None:
+        """Stop driving ``kernel`` (another process took its session over): close its bridge, and
+        leave it running on its gateway for the taker to attach to, or shut it down when local."""
+        await self.binder.release(kernel)
+        await kernel.detach()
 
     async def _set_up(self, kernel: IPythonKernel) -> None:
         """Configure toolpath's kernel side and bind CodeMode's own handles (to this process's bridge)."""

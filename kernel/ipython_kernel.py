@@ -257,6 +257,19 @@ class IPythonKernel:
             raise
         return True
 
+    async def detach(self) -> None:
+        """Let go of the kernel without stopping it when it is on a gateway (another process may
+        attach to it); a kernel of this machine is shut down."""
+        if self.gateway is None or self._kernel is None:
+            await self.shutdown()
+            return
+        from toolpath.kernel.gateway import GatewayTransport
+
+        transport, self._kernel = self._kernel, None
+        self._stuck_message_id, self._kernel_directory = None, ""
+        assert isinstance(transport, GatewayTransport)
+        await transport.detach()
+
     async def _remote_directory(self) -> str:
         """Create the remote kernel's private directory (this also checks toolpath is importable there)."""
         reply = await self._file_call(

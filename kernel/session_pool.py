@@ -58,6 +58,7 @@ class SessionPool:
         stop_kernel: Callable[[IPythonKernel], Awaitable[None]],
         restored: Callable[[IPythonKernel], None],
         attach_kernel: Callable[[Mapping[str, Any]], Awaitable[IPythonKernel | None]],
+        leave_kernel: Callable[[IPythonKernel], Awaitable[None]],
     ):
         self.capacity = capacity
         self.busy_wait = busy_wait
@@ -66,6 +67,8 @@ class SessionPool:
         self._stop_kernel = stop_kernel
         self._restored = restored
         self._attach_kernel = attach_kernel
+        self._leave_kernel = leave_kernel
+        snapshots.on_lost = self._lost
         self.sessions: dict[str, SessionRecord] = {}
         # Why an evicted session lost its kernel (told to the model on its next cell), and the
         # session, whose bound tools its next kernel binds again.
@@ -156,6 +159,21 @@ class SessionPool:
         if loaded:
             self._restored(session.kernel)
         return join(join(taken, attach_notice), notice)
+
+    async def _lost(self, session: SessionRecord) -> None:
+        """Another process took ``session`` over (this one's lease ran out unrenewed): stop driving
+        it, leaving its kernel to the taker when it is on a gateway; its next cell here asks for
+        the session again (and is refused while the other process holds it)."""
+        async with session.lock:  # after the cell it may be running
+            # The session keeps its old generation: the store refuses its snapshots until it is taken again.
+            kernel, session.kernel = session.kernel, None
+            if kernel is not None:
+                await self._leave_kernel(kernel)
+            session.lost_kernel = True
+            session.notice = join(
+                session.notice,
+                "This process lost its hold on the session to another process (it could not renew it in time), so it let go of the session's kernel.",
+            )
 
     async def _attach(self, session: SessionRecord, left_running: Mapping[str, Any]) -> tuple[bool, str]:
         """Give ``session`` the kernel that the process it was taken over from left running on the

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from toolpath.kernel.codemode_options import SnapshotPolicy
@@ -58,6 +59,9 @@ class SessionSnapshots:
         # The sessions this process holds in the store, whose leases it renews.
         self._held: dict[str, SessionRecord] = {}
         self._renewing: asyncio.Task | None = None
+        #: Called with a session another process took over (its lease ran out unrenewed): this
+        #: process must stop driving it (the session pool lets go of its kernel).
+        self.on_lost: Callable[[SessionRecord], Awaitable[None]] | None = None
 
     async def take(self, session: SessionRecord) -> tuple[str, dict[str, Any] | None]:
         """Hold the session in the store for this process (before its kernel starts), waiting up
@@ -115,7 +119,9 @@ class SessionSnapshots:
             except StoreError:
                 continue  # the next round tries again; the lease runs out only if every round fails
             for session_id in lost:
-                self._held.pop(session_id, None)
+                session = self._held.pop(session_id, None)
+                if session is not None and self.on_lost is not None:
+                    await self.on_lost(session)
 
     async def stop_renewing(self) -> None:
         """Stop renewing leases (the sessions have been released, or this process is ending)."""

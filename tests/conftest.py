@@ -131,8 +131,15 @@ def kernel_gateway(tmp_path_factory):
         f"--KernelGatewayApp.auth_token={token}",
         "--JupyterWebsocketPersonality.list_kernels=True",
     ]
+    with _gateway(command, port, token, log) as options:
+        yield options
+
+
+@contextlib.contextmanager
+def _gateway(command: list[str], port: int, token: str, log: Path, **popen_options):
+    """A gateway server started with ``command``, listening on ``port``: CodeMode's options for it."""
     with open(log, "wb") as output:  # a file, not a pipe nobody reads: a gateway logs every request
-        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, cwd=log.parent)
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, cwd=log.parent, **popen_options)
     try:
         _wait_for_port(process, port, 120.0, log)
         yield {"gateway_url": f"http://127.0.0.1:{port}", "gateway_token": token}
@@ -205,17 +212,8 @@ def enterprise_gateway(tmp_path_factory):
         "JUPYTER_DATA_DIR": str(folder / "data"),
         "JUPYTER_RUNTIME_DIR": str(folder / "runtime"),
     }
-    with open(log, "wb") as output:
-        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, cwd=folder, env=environment_variables)
-    try:
-        _wait_for_port(process, port, 120.0, log)
-        yield {"gateway_url": f"http://127.0.0.1:{port}", "gateway_token": token}
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    with _gateway(command, port, token, log, env=environment_variables) as options:
+        yield options
 
 
 @pytest.fixture(scope="module", params=["local", "gateway"])

@@ -316,3 +316,27 @@ def test_a_server_taking_over_a_session_attaches_to_its_kernel_still_on_the_gate
             assert "Restored 2 variable(s)" in moved.notice and "Not restored: lock" in moved.notice
         # The kernel's handles call this process's host tools now, not the dead replica's.
         assert here.run("await server.server_name()", "s").result == repr(socket.gethostname())
+
+
+@pytest.mark.integration
+def test_a_process_that_lost_its_hold_lets_go_of_the_kernel_and_is_refused_the_session(postgres_url):
+    """This process could not renew in time and another server took the session: the next renewal
+    finds out, the kernel is let go (never two processes driving one session), and its next cell is
+    refused as busy instead of running."""
+    import psycopg
+
+    from toolpath.kernel import CodeMode
+
+    with CodeMode(pool_size=0, timeout=60, snapshot_store=postgres_url, session_lease=1.5) as here:
+        assert here.run("x = 1", "s").status == "ok" and here.kernel_id("s") is not None
+        with psycopg.connect(postgres_url, autocommit=True) as connection:  # what another server's take writes
+            connection.execute(
+                "update session_holders set host = 'replica-b.invalid', pid = 1, started = 1, generation = generation + 1, expires = %s where session_id = 's'",
+                (time.time() + 60,),
+            )
+        deadline = time.monotonic() + 10
+        while here.kernel_id("s") is not None:
+            assert time.monotonic() < deadline, "the lost session's kernel was not let go"
+            time.sleep(0.1)
+        with pytest.raises(SessionHeldError, match=r"on host 'replica-b\.invalid' .* busy on another server"):
+            here.run("x", "s")
