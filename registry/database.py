@@ -24,88 +24,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from toolpath.registry.storage import StoreError, connected, database_file, default_database_path, table_exists, transaction
-from toolpath.registry.store_schema import NewerStoreError, Table, migrate
+from toolpath.registry.storage import connected, database_file, default_database_path, table_exists, transaction
+from toolpath.registry.store_engine import Database, StoreConnection
+from toolpath.registry.store_schema import Table
+
+__all__ = ["Database", "SQLiteDatabase", "StoreConnection", "forget_database", "is_postgres", "open_database", "store_location"]
 
 #: Environment variable naming the shared store: a SQLite file's path or a ``postgresql://`` URL.
 STORE_VARIABLE = "TOOLPATH_STORE"
 #: URL schemes that name a PostgreSQL server (libpq's own).
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-
-
-class Database:
-    """One store, as its users see it: transactions of statements with ``?`` placeholders.
-
-    Attributes:
-        location: where it is, as messages name it (a file path, or a URL without its password).
-        engine: ``"sqlite"`` or ``"postgresql"``.
-
-    Every method raises :class:`toolpath.registry.storage.StoreError` when the store cannot be used,
-    naming ``purpose`` (``"snapshot store"``, ...) and what to do.
-    """
-
-    location: str
-    engine: str
-
-    def __init__(self) -> None:
-        self._schema_ready = False
-        self._schema_lock = threading.Lock()
-
-    @contextmanager
-    def reading(self, purpose: str) -> Iterator[StoreConnection]:
-        """A transaction that reads one consistent state of the store (nothing it reads changes
-        halfway through)."""
-        self._ensure_schema(purpose)
-        with self._transaction(purpose, write=False, key=None) as connection:
-            yield connection
-
-    @contextmanager
-    def writing(self, purpose: str, key: str | None = None) -> Iterator[StoreConnection]:
-        """A write transaction, committed when the block ends and rolled back when it raises.
-
-        Args:
-            key: writers of the same key (a session id) run one after another; ``None``: nothing
-                else is serialized beyond what the engine does. (SQLite serializes every writer.)
-        """
-        self._ensure_schema(purpose)
-        with self._transaction(purpose, write=True, key=key) as connection:
-            yield connection
-
-    def close(self) -> None:
-        """Let go of what the store holds open (nothing, for SQLite)."""
-
-    def _ensure_schema(self, purpose: str) -> None:
-        if self._schema_ready:
-            return
-        with self._schema_lock:
-            if self._schema_ready:
-                return
-            with self._transaction(purpose, write=True, key="toolpath schema") as connection:
-                try:
-                    migrate(connection)
-                except NewerStoreError as error:
-                    raise StoreError(self.location, purpose, str(error), "Use that toolpath, or another store") from error  # type: ignore[arg-type]
-            self._schema_ready = True
-
-    def _transaction(self, purpose: str, write: bool, key: str | None):
-        raise NotImplementedError
-
-
-class StoreConnection:
-    """A connection inside a transaction of :class:`Database`: ``execute`` and ``executemany``
-    with ``?`` placeholders, as the standard library's ``sqlite3`` has them."""
-
-    engine: str
-
-    def execute(self, sql: str, parameters: Sequence[Any] = ()) -> Any:
-        raise NotImplementedError
-
-    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        raise NotImplementedError
-
-    def table_matches(self, table: Table) -> bool:
-        """Whether ``table`` exists; one that exists with other columns raises ``StoreError``."""
-        raise NotImplementedError
 
 
 class SQLiteDatabase(Database):

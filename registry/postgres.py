@@ -17,8 +17,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from toolpath.registry.database import Database, StoreConnection
 from toolpath.registry.storage import StoreError
+from toolpath.registry.store_engine import Database, StoreConnection
 from toolpath.registry.store_schema import Table
 
 try:

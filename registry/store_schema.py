@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from toolpath.errors import ToolpathError
+
 SESSIONS = "sessions"
 VARIABLES = "snapshot_variables"
 HOLDERS = "session_holders"
@@ -119,8 +121,9 @@ MIGRATIONS: tuple[Callable[[SchemaConnection], None], ...] = (_first_tables, _le
 LATEST_VERSION = len(MIGRATIONS)
 
 
-class NewerStoreError(Exception):
-    """The store was written by a newer toolpath (its version is ``found``)."""
+class NewerStoreError(ToolpathError):
+    """The store was written by a newer toolpath (its version is ``found``); the store's users
+    raise it as a ``StoreError`` naming the store."""
 
     def __init__(self, found: int):
         self.found = found
