@@ -86,7 +86,7 @@ class CodeModeEngine:
 
     async def attach_kernel(self, recorded: Mapping[str, Any]) -> IPythonKernel | None:
         """The kernel another process left running on this CodeMode's gateway (``recorded`` as
-        :meth:`SessionSnapshots.kernel_record` wrote it), set up and with its handles bound to this
+        :meth:`SessionSnapshots.record_kernel` wrote it), set up and with its handles bound to this
         process's bridge; ``None`` when it is on another gateway or gone. Its startup code ran
         when it started and is not run again.
 

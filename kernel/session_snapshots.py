@@ -62,6 +62,7 @@ class SessionSnapshots:
         #: Called with a session another process took over (its lease ran out unrenewed): this
         #: process must stop driving it (the session pool lets go of its kernel).
         self.on_lost: Callable[[SessionRecord], Awaitable[None]] | None = None
+        self._letting_go: set[asyncio.Task] = set()
 
     async def take(self, session: SessionRecord) -> tuple[str, dict[str, Any] | None]:
         """Hold the session in the store for this process (before its kernel starts), waiting up
@@ -119,9 +120,16 @@ class SessionSnapshots:
             except StoreError:
                 continue  # the next round tries again; the lease runs out only if every round fails
             for session_id in lost:
-                session = self._held.pop(session_id, None)
-                if session is not None and self.on_lost is not None:
-                    await self.on_lost(session)
+                session = self._held.get(session_id)
+                if session is None or session.generation != held[session_id]:
+                    continue  # released, or taken again, while this round ran
+                del self._held[session_id]
+                if self.on_lost is not None:
+                    # Apart from this loop: letting go waits for the session's running cell, and
+                    # the other sessions' leases must not wait for that.
+                    letting_go = asyncio.ensure_future(self.on_lost(session))
+                    self._letting_go.add(letting_go)
+                    letting_go.add_done_callback(self._letting_go.discard)
 
     async def stop_renewing(self) -> None:
         """Stop renewing leases (the sessions have been released, or this process is ending)."""
