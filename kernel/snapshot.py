@@ -1,7 +1,7 @@
 """Session snapshots, owners and holders in toolpath's store (a SQLite file, ``$TOOLPATH_HOME/toolpath.db``
 by default, or a PostgreSQL server shared by several machines; see :mod:`toolpath.registry.database`).
 
-Three tables (:mod:`toolpath.registry.store_schema`):
+Four tables (:mod:`toolpath.registry.store_schema`):
 
 - ``sessions``: one row per session: its ``owner`` (the ``user_id`` of the run that created it, or
   ``NULL``), when it was last saved, the variables the last snapshot skipped and why (JSON), and the
@@ -11,9 +11,10 @@ Three tables (:mod:`toolpath.registry.store_schema`):
   :func:`toolpath.kernel.kernel_snapshot.record_names`), its size, the digest of its pickle and the
   pickle.
 - ``session_holders``: which process holds each session while it runs the session's kernel (host,
-  pid and the process's start time, which tells a reused pid apart), the session's
-  ``generation``, raised each time a process takes it, and the holder's lease (``expires``),
-  renewed while it holds the session. A process asking for a session another living process
+  pid and the process's start time, which tells a reused pid apart) and the session's
+  ``generation``, raised each time a process takes it; ``session_leases``: the holder's lease
+  (``expires``, by the store's clock), renewed while it holds the session, and its kernel on a
+  gateway. A process asking for a session another living process
   holds is refused (:class:`toolpath.kernel.errors.SessionHeldError`); a holder that is gone (on
   this host), or whose lease ran out (on any host), is taken over. A snapshot is written only under
   the generation its writer took, so one process never overwrites the snapshot of another that
@@ -45,9 +46,16 @@ from toolpath.kernel.errors import SessionHeldError
 from toolpath.kernel.notices import shown
 from toolpath.registry.database import open_database
 from toolpath.registry.storage import StoreError
-from toolpath.registry.store_schema import HOLDERS, SESSIONS, VARIABLES
+from toolpath.registry.store_schema import HOLDERS, LEASES, SESSIONS, VARIABLES
 
 _PURPOSE = "snapshot store"
+#: A session's holder and, when it belongs to the holder's generation, its lease:
+#: ``host, pid, started, since, generation, expires, kernel``.
+_HOLDER_WITH_LEASE = (
+    f"select {HOLDERS}.host, {HOLDERS}.pid, {HOLDERS}.started, {HOLDERS}.since, {HOLDERS}.generation, {LEASES}.expires, {LEASES}.kernel "
+    f"from {HOLDERS} left join {LEASES} on {LEASES}.session_id = {HOLDERS}.session_id and {LEASES}.generation = {HOLDERS}.generation "
+    f"where {HOLDERS}.session_id = ?"
+)
 #: Seconds a process's hold on a session lasts unless renewed; it renews every third of that.
 DEFAULT_LEASE_SECONDS = 30.0
 #: Seconds two readings of one process's start time may differ by (the kernel's boot time, from
@@ -158,17 +166,20 @@ class SnapshotStore:
                 lease has not run out); nothing changed.
         """
         with self.database.writing(_PURPOSE, key=session_id) as database:
-            row = database.execute(
-                f"select host, pid, started, since, generation, expires, kernel from {HOLDERS} where session_id = ?", [session_id]
-            ).fetchone()
-            now = time.time()
+            row = database.execute(_HOLDER_WITH_LEASE, [session_id]).fetchone()
+            now = database.now()
             previous = _ended_holder(session_id, row, holder, now)
             generation = (row[4] if row is not None else 0) + 1
             database.execute(
-                f"insert into {HOLDERS} (session_id, host, pid, started, since, generation, expires) values (?, ?, ?, ?, ?, ?, ?) "
+                f"insert into {HOLDERS} (session_id, host, pid, started, since, generation) values (?, ?, ?, ?, ?, ?) "
                 "on conflict (session_id) do update set host = excluded.host, pid = excluded.pid, started = excluded.started, since = excluded.since, "
-                "generation = excluded.generation, expires = excluded.expires, kernel = null",
-                [session_id, holder.host, holder.pid, holder.started, now, generation, now + self.lease_seconds],
+                "generation = excluded.generation",
+                [session_id, holder.host, holder.pid, holder.started, now, generation],
+            )
+            database.execute(
+                f"insert into {LEASES} (session_id, generation, expires, kernel) values (?, ?, ?, null) "
+                "on conflict (session_id) do update set generation = excluded.generation, expires = excluded.expires, kernel = null",
+                [session_id, generation, now + self.lease_seconds],
             )
         kernel = _recorded_kernel(row[6]) if previous is not None and row is not None else None
         return TakenSession(generation, previous, kernel)
@@ -179,7 +190,7 @@ class SnapshotStore:
         changes when the session is no longer held under ``generation``."""
         with self.database.writing(_PURPOSE, key=session_id) as database:
             database.execute(
-                f"update {HOLDERS} set kernel = ? where session_id = ? and generation = ?",
+                f"update {LEASES} set kernel = ? where session_id = ? and generation = ?",
                 [json.dumps(dict(kernel)) if kernel is not None else None, session_id, generation],
             )
 
@@ -190,11 +201,13 @@ class SnapshotStore:
             The session ids no longer held under their generation (another process took them over).
         """
         lost = []
-        expires = time.time() + self.lease_seconds
         with self.database.writing(_PURPOSE) as database:
+            expires = database.now() + self.lease_seconds
             for session_id, generation in session_ids_by_generation.items():
                 renewed = database.execute(
-                    f"update {HOLDERS} set expires = ? where session_id = ? and generation = ? and host is not null", [expires, session_id, generation]
+                    f"update {LEASES} set expires = ? where session_id = ? and generation = ? and exists "
+                    f"(select 1 from {HOLDERS} where {HOLDERS}.session_id = {LEASES}.session_id and {HOLDERS}.generation = {LEASES}.generation and host is not null)",
+                    [expires, session_id, generation],
                 )
                 if renewed.rowcount != 1:
                     lost.append(session_id)
@@ -204,9 +217,9 @@ class SnapshotStore:
         """Let go of ``session_id`` if it is still held under ``generation`` (a later holder keeps it)."""
         with self.database.writing(_PURPOSE, key=session_id) as database:
             database.execute(
-                f"update {HOLDERS} set host = null, pid = null, started = null, since = null, expires = null, kernel = null where session_id = ? and generation = ?",
-                [session_id, generation],
+                f"update {HOLDERS} set host = null, pid = null, started = null, since = null where session_id = ? and generation = ?", [session_id, generation]
             )
+            database.execute(f"update {LEASES} set expires = null, kernel = null where session_id = ? and generation = ?", [session_id, generation])
 
     def check_not_held(self, session_id: str, holder: SessionHolder) -> None:
         """Raise when another running process holds ``session_id`` (before changing its stored state).
@@ -215,8 +228,9 @@ class SnapshotStore:
             SessionHeldError: as :meth:`take` would.
         """
         with self.database.reading(_PURPOSE) as database:
-            row = database.execute(f"select host, pid, started, since, generation, expires from {HOLDERS} where session_id = ?", [session_id]).fetchone()
-        _ended_holder(session_id, row, holder, time.time())
+            row = database.execute(_HOLDER_WITH_LEASE, [session_id]).fetchone()
+            now = database.now()
+        _ended_holder(session_id, row, holder, now)
 
     def claim(self, session_id: str, owner: str | None) -> str | None:
         """Record ``owner`` as the owner of ``session_id`` unless the session is known already.
@@ -336,7 +350,8 @@ def _recorded_kernel(text: str | None) -> dict[str, Any] | None:
 
 
 def _ended_holder(session_id: str, row: tuple | None, asking: SessionHolder, now: float) -> SessionHolder | None:
-    """The holder of a ``session_holders`` row (``host, pid, started, since, generation, expires``)
+    """The holder of a ``session_holders`` row with its lease (``host, pid, started, since,
+    generation, expires, ...``)
     when it has let go without saying so: a process that has ended (on this host), or whose lease
     ran out before ``now``; ``None`` when nobody or ``asking`` itself holds the session.
 

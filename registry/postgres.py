@@ -124,6 +124,9 @@ class _PostgresConnection(StoreConnection):
             with self._connection.cursor() as cursor:
                 cursor.executemany(sql.replace("?", "%s"), [tuple(row) for row in rows])
 
+    def now(self) -> float:
+        return float(self._connection.execute("select extract(epoch from clock_timestamp())").fetchone()[0])
+
     def table_matches(self, table: Table) -> bool:
         rows = self._connection.execute(
             "select column_name from information_schema.columns where table_schema = current_schema() and table_name = %s", (table.name,)

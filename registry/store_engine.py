@@ -5,12 +5,13 @@ date (:mod:`toolpath.registry.store_schema`) the first time a process uses the s
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from toolpath.registry.storage import StoreError
-from toolpath.registry.store_schema import NewerStoreError, Table, migrate
+from toolpath.registry.store_schema import LATEST_VERSION, DamagedVersionError, NewerStoreError, Table, migrate
 
 
 class Database:
@@ -65,6 +66,9 @@ class Database:
                     migrate(connection)
                 except NewerStoreError as error:
                     raise StoreError(self.location, purpose, str(error), "Use that toolpath, or another store") from error  # type: ignore[arg-type]
+                except DamagedVersionError as error:
+                    remedy = f"Set it to the version the tables are at (one row; {LATEST_VERSION} if another toolpath of this version wrote them), or use another store"
+                    raise StoreError(self.location, purpose, str(error), remedy) from error  # type: ignore[arg-type]
             self._schema_ready = True
 
     def _transaction(self, purpose: str, write: bool, key: str | None):
@@ -86,3 +90,8 @@ class StoreConnection:
     def table_matches(self, table: Table) -> bool:
         """Whether ``table`` exists; one that exists with other columns raises ``StoreError``."""
         raise NotImplementedError
+
+    def now(self) -> float:
+        """The store's clock, seconds since the epoch: leases written by processes on several hosts
+        compare times of one clock (the database server's; SQLite's file is on one host anyway)."""
+        return time.time()

@@ -10,9 +10,11 @@ Versions:
 
 1. ``sessions``, ``snapshot_variables``, ``session_holders`` and ``approval_decisions``, as SQLite
    stores have had them (checked column by column when found without a version).
-2. ``session_holders`` gains ``expires`` (the holder's lease, seconds since the epoch; ``NULL``
-   for a holder that keeps none) and ``kernel`` (JSON naming the session's kernel on a gateway, so
-   another process can attach to it).
+2. ``session_leases``: the lease of each session's holder (``expires``, seconds since the epoch,
+   by the store's clock) and ``kernel`` (JSON naming the session's kernel on a gateway, so another
+   process can attach to it), for the holder's ``generation`` only. A table of its own, so that a
+   toolpath of version 1 sharing the store still finds its tables as it made them (it checks
+   their columns); a hold it takes raises the generation, which voids the lease row.
 
 A store of a newer version than this toolpath knows is refused, not written.
 """
@@ -28,6 +30,7 @@ from toolpath.errors import ToolpathError
 SESSIONS = "sessions"
 VARIABLES = "snapshot_variables"
 HOLDERS = "session_holders"
+LEASES = "session_leases"
 APPROVAL_DECISIONS = "approval_decisions"
 VERSION_TABLE = "toolpath_schema"
 
@@ -109,10 +112,12 @@ def _first_tables(connection: SchemaConnection) -> None:
             connection.execute(table.create(TYPES[connection.engine]))
 
 
+LEASE_TABLE = Table(LEASES, (("session_id", "text"), ("generation", "integer"), ("expires", "{float}"), ("kernel", "text")), ("session_id",))
+
+
 def _leases(connection: SchemaConnection) -> None:
-    float_type = TYPES[connection.engine]["float"]
-    connection.execute(f"alter table {HOLDERS} add column expires {float_type}")
-    connection.execute(f"alter table {HOLDERS} add column kernel text")
+    if not connection.table_matches(LEASE_TABLE):
+        connection.execute(LEASE_TABLE.create(TYPES[connection.engine]))
 
 
 #: ``MIGRATIONS[n]`` brings a store of version ``n`` to version ``n + 1``.
@@ -130,6 +135,14 @@ class NewerStoreError(ToolpathError):
         super().__init__(f"its schema is version {found}, newer than this toolpath's {LATEST_VERSION}")
 
 
+class DamagedVersionError(ToolpathError):
+    """The store's ``toolpath_schema`` table holds something other than one version number."""
+
+    def __init__(self, found: list[Any]):
+        self.found = found
+        super().__init__(f"its {VERSION_TABLE} table holds {found!r}, not one version number")
+
+
 def migrate(connection: SchemaConnection) -> int:
     """Bring the store to :data:`LATEST_VERSION`, inside the caller's write transaction.
 
@@ -138,11 +151,15 @@ def migrate(connection: SchemaConnection) -> int:
 
     Raises:
         NewerStoreError: a newer toolpath wrote it; nothing changed.
+        DamagedVersionError: its version row is missing, doubled or not a number; nothing changed.
         registry.storage.StoreError: a table of version 1 exists with other columns.
     """
     version_table = Table(VERSION_TABLE, (("version", "integer"),), ())
     if connection.table_matches(version_table):
-        found = connection.execute(f"select version from {VERSION_TABLE}").fetchone()[0]
+        rows = connection.execute(f"select version from {VERSION_TABLE}").fetchall()
+        found = rows[0][0] if len(rows) == 1 else None
+        if not isinstance(found, int) or isinstance(found, bool) or found < 0:
+            raise DamagedVersionError([row[0] for row in rows])
     else:
         connection.execute(f"create table {VERSION_TABLE} (version integer not null)")
         connection.execute(f"insert into {VERSION_TABLE} (version) values (0)")

@@ -128,7 +128,21 @@ def test_a_sqlite_store_from_before_versions_keeps_its_sessions_and_gains_leases
     ApprovalLog(snapshots.database).record(ApprovalRequest.of("t", {}, "why", "old", "alice"), "approved", "", "desk")
     with contextlib.closing(sqlite3.connect(path)) as database:
         assert database.execute("select version from toolpath_schema").fetchone() == (LATEST_VERSION,)
-        assert {row[1] for row in database.execute("select * from pragma_table_info('session_holders')")} >= {"expires", "kernel"}
+        # The old tables keep exactly their columns: a toolpath from before versions still opens them.
+        assert [row[1] for row in database.execute("select * from pragma_table_info('session_holders')")] == [
+            "session_id",
+            "host",
+            "pid",
+            "started",
+            "since",
+            "generation",
+        ]
+        assert database.execute("select generation, expires is not null from session_leases where session_id = 'old'").fetchone() == (5, 1)
+    with contextlib.closing(sqlite3.connect(path)) as database, database:  # a toolpath from before leases takes it, on another host
+        database.execute("update session_holders set host = 'old-host', pid = 7, started = 1.0, generation = 6 where session_id = 'old'")
+        database.execute("update session_leases set expires = 0 where session_id = 'old'")
+    with pytest.raises(SessionHeldError, match="may still be running"):  # the lease of generation 5 is not its
+        snapshots.take("old", SessionHolder("third-host.invalid", 1, 1.0))
 
 
 def test_a_store_of_a_newer_toolpath_or_with_foreign_tables_is_refused_untouched(tmp_path, postgres_url):
@@ -329,10 +343,12 @@ def test_a_process_that_lost_its_hold_lets_go_of_the_kernel_and_is_refused_the_s
 
     with CodeMode(pool_size=0, timeout=60, snapshot_store=postgres_url, session_lease=1.5) as here:
         assert here.run("x = 1", "s").status == "ok" and here.kernel_id("s") is not None
-        with psycopg.connect(postgres_url, autocommit=True) as connection:  # what another server's take writes
+        with psycopg.connect(postgres_url, autocommit=True) as connection, connection.transaction():  # what another server's take writes
             connection.execute(
-                "update session_holders set host = 'replica-b.invalid', pid = 1, started = 1, generation = generation + 1, expires = %s where session_id = 's'",
-                (time.time() + 60,),
+                "update session_holders set host = 'replica-b.invalid', pid = 1, started = 1, generation = generation + 1 where session_id = 's'"
+            )
+            connection.execute(
+                "update session_leases set generation = generation + 1, expires = extract(epoch from clock_timestamp()) + 60, kernel = null where session_id = 's'"
             )
         deadline = time.monotonic() + 10
         while here.kernel_id("s") is not None:
