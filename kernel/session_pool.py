@@ -31,6 +31,8 @@ from toolpath.kernel.session_snapshots import SessionSnapshots
 
 #: Evicted sessions remembered (to tell their next cell why the kernel went).
 _EVICTION_MEMORY = 10_000
+#: Characters a session or user id may have.
+MAX_ID_CHARS = 512
 
 
 class SessionOwnerError(Refusal, PermissionError):
@@ -303,7 +305,7 @@ def check_ids(session_id: object, user_id: object) -> None:
     """A session id, and a user id unless it is ``None`` (see :func:`check_id`).
 
     Raises:
-        ValueError: either is not a non-blank string SQLite can store.
+        ValueError: either is not a non-blank string the store can keep.
     """
     check_id(session_id, "session_id")
     if user_id is not None:
@@ -311,7 +313,8 @@ def check_ids(session_id: object, user_id: object) -> None:
 
 
 def check_id(value: object, what: str) -> None:
-    """A session or user id: a string with a non-blank character that SQLite can store (UTF-8).
+    """A session or user id: a string with a non-blank character that every store can keep (UTF-8,
+    no NUL, at most :data:`MAX_ID_CHARS` characters).
 
     Raises:
         ValueError: anything else.
@@ -322,3 +325,9 @@ def check_id(value: object, what: str) -> None:
         value.encode()
     except UnicodeEncodeError as error:
         raise ValueError(f"{what} {shown(value)} is not valid Unicode text (it has a lone surrogate at position {error.start})") from error
+    # Limits of the store's keys on every engine: PostgreSQL text holds no NUL, and an index entry
+    # at most about 2,700 bytes (512 characters are at most 2,048 bytes of UTF-8).
+    if "\x00" in value:
+        raise ValueError(f"{what} {shown(value)} has a NUL character, which no store can keep; remove it")
+    if len(value) > MAX_ID_CHARS:
+        raise ValueError(f"{what} is {len(value):,} characters long; at most {MAX_ID_CHARS} are kept by the store, use a shorter id")

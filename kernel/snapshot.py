@@ -32,6 +32,7 @@ be kept as private.
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import time
@@ -58,6 +59,8 @@ _HOLDER_WITH_LEASE = (
 )
 #: Seconds a process's hold on a session lasts unless renewed; it renews every third of that.
 DEFAULT_LEASE_SECONDS = 30.0
+#: The shortest lease: a shorter one would have the store written all the time.
+MIN_LEASE_SECONDS = 1.0
 #: Seconds two readings of one process's start time may differ by (the kernel's boot time, from
 #: which psutil computes it, can move by a second); a reused pid starts later than that.
 _START_TOLERANCE = 1.0
@@ -148,8 +151,10 @@ class SnapshotStore:
     """
 
     def __init__(self, location: str | os.PathLike[str] | None = None, lease_seconds: float = DEFAULT_LEASE_SECONDS):
-        if not lease_seconds > 0:
-            raise ValueError(f"lease_seconds must be a positive number of seconds, got {lease_seconds!r}")
+        if isinstance(lease_seconds, bool) or not isinstance(lease_seconds, (int, float)) or not MIN_LEASE_SECONDS <= lease_seconds < math.inf:
+            raise ValueError(
+                f"a session lease must be a number of seconds from {MIN_LEASE_SECONDS:g} (it is renewed every third of it, a write to the store each time), got {lease_seconds!r}"
+            )
         self.database = open_database(location, _PURPOSE)
         self.lease_seconds = lease_seconds
 

@@ -17,6 +17,7 @@ the local SQLite file: one is a cache, and a kernel reads the other from its own
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -24,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from toolpath.registry.storage import connected, database_file, default_database_path, table_exists, transaction
+from toolpath.registry.storage import StoreError, connected, database_file, default_database_path, table_exists, transaction
 from toolpath.registry.store_engine import Database, StoreConnection
 from toolpath.registry.store_schema import Table
 
@@ -34,6 +35,9 @@ __all__ = ["Database", "SQLiteDatabase", "StoreConnection", "forget_database", "
 STORE_VARIABLE = "TOOLPATH_STORE"
 #: URL schemes that name a PostgreSQL server (libpq's own).
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+# The start of a libpq "key=value" connection string (its most used keywords).
+_CONNECTION_STRING = re.compile(r"^(host|hostaddr|port|dbname|user|password|passfile|service|sslmode|options)\s*=")
 
 
 class SQLiteDatabase(Database):
@@ -82,12 +86,38 @@ _OPEN: dict[str, Database] = {}
 _OPEN_LOCK = threading.Lock()
 
 
-def store_location(location: str | os.PathLike[str] | None = None) -> str:
+def store_location(location: str | os.PathLike[str] | None = None, purpose: str = "store") -> str:
     """The store a process uses: ``location``, else ``$TOOLPATH_STORE``, else
-    ``$TOOLPATH_HOME/toolpath.db`` (:func:`toolpath.registry.storage.default_database_path`)."""
-    if location is not None:
-        return os.fspath(location)
-    return os.environ.get(STORE_VARIABLE) or str(default_database_path())
+    ``$TOOLPATH_HOME/toolpath.db`` (:func:`toolpath.registry.storage.default_database_path`); a
+    ``postgresql://`` (or ``postgres://``) URL, or a file's path (``~`` expanded).
+
+    Raises:
+        StoreError: an empty location, a URL of another scheme (``mysql://``,
+            ``postgresql+psycopg://``), or a libpq ``key=value`` string: none of them is taken for a
+            file's name (replicas would each get a file of their own without a word).
+    """
+    text = os.fspath(location) if location is not None else os.environ.get(STORE_VARIABLE) or str(default_database_path())
+    text = text.strip()
+    if not text:
+        raise StoreError(
+            "(an empty location)", purpose, "no store is named", f"Give a SQLite file's path or a postgresql:// URL, or leave {STORE_VARIABLE} unset"
+        )
+    scheme = _SCHEME.match(text)
+    if scheme is not None:
+        name = scheme.group(1).lower()
+        if name in ("postgresql", "postgres"):
+            return f"{name}://{text[scheme.end() :]}"
+        raise StoreError(
+            f"{scheme.group(1)}://...", purpose, f"{scheme.group(1)}:// is not a store toolpath can use", "Give a postgresql:// URL or a SQLite file's path"
+        )
+    if _CONNECTION_STRING.match(text):
+        raise StoreError(
+            "(a key=value string)",
+            purpose,
+            "libpq key=value connection strings are not taken",
+            "Write it as a postgresql:// URL (postgresql://user@host:port/database)",
+        )
+    return os.path.expanduser(text)
 
 
 def is_postgres(location: str) -> bool:
@@ -99,15 +129,18 @@ def open_database(location: str | os.PathLike[str] | None = None, purpose: str =
     ``postgresql://`` URL, else a SQLite file. Opening the same location again gives the same object.
 
     Raises:
-        StoreError: a SQLite path that cannot be created; ``ModuleNotFoundError`` (with what to
-            install) for a URL when psycopg is not installed.
+        StoreError: a location :func:`store_location` refuses, a SQLite path that cannot be
+            created, or a URL when psycopg is not installed.
     """
-    where = store_location(location)
+    where = store_location(location, purpose)
     with _OPEN_LOCK:
         database = _OPEN.get(where)
         if database is None:
             if is_postgres(where):
-                from toolpath.registry.postgres import PostgresDatabase
+                try:
+                    from toolpath.registry.postgres import PostgresDatabase
+                except ModuleNotFoundError as missing:
+                    raise StoreError("postgresql://...", purpose, f"psycopg is not installed ({missing.name})", "pip install 'toolpath[postgres]'") from missing
 
                 database = PostgresDatabase(where)
             else:

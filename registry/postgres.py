@@ -11,6 +11,7 @@ Install with ``pip install 'toolpath[postgres]'`` (psycopg with its binary build
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import urllib.parse
 from collections.abc import Iterator, Sequence
@@ -33,20 +34,46 @@ MAX_CONNECTIONS = 8
 CONNECT_TIMEOUT_SECONDS = 10.0
 
 
+#: Query parameters of a libpq URL that hold secrets.
+_SECRET_PARAMETERS = ("password", "sslpassword")
+
+
 def shown_url(url: str) -> str:
-    """``url`` as messages show it: without its password (in the user part or the query)."""
-    parts = urllib.parse.urlsplit(url)
-    netloc = parts.netloc
+    """``url`` as messages show it: without its password (in the user part, or a ``password`` or
+    ``sslpassword`` parameter)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        netloc = parts.netloc
+    except ValueError:  # an unbalanced [IPv6] host
+        return f"{url.partition('://')[0]}://(a URL that cannot be read)"
     if "@" in netloc:
         user, _, host = netloc.rpartition("@")
         netloc = f"{user.partition(':')[0]}@{host}"
-    parameters = urllib.parse.parse_qsl(parts.query)
-    query = (
-        urllib.parse.urlencode([(name, value) for name, value in parameters if name != "password"])
-        if any(name == "password" for name, _ in parameters)
-        else parts.query
-    )
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+    parameters = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    secret = any(name in _SECRET_PARAMETERS for name, _ in parameters)
+    query = urllib.parse.urlencode([(name, value) for name, value in parameters if name not in _SECRET_PARAMETERS]) if secret else parts.query
+    return f"{parts.scheme}://{netloc}{parts.path}{'?' + query if query else ''}"
+
+
+def _secrets(url: str) -> list[str]:
+    """The secrets written in ``url``, as written and decoded, to be removed from any message."""
+    found = []
+    with contextlib.suppress(ValueError):
+        parts = urllib.parse.urlsplit(url)
+        user_part = parts.netloc.rpartition("@")[0]
+        if ":" in user_part:
+            found.append(user_part.partition(":")[2])
+        found += [value for name, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True) if name in _SECRET_PARAMETERS]
+        found += [raw.partition("=")[2] for raw in parts.query.split("&") if raw.partition("=")[0] in _SECRET_PARAMETERS]
+    decoded = [urllib.parse.unquote(secret) for secret in found]
+    return sorted({secret for secret in found + decoded if secret}, key=len, reverse=True)
+
+
+def redacted(text: str, url: str) -> str:
+    """``text`` without the secrets of ``url`` (libpq's messages may quote a malformed one)."""
+    for secret in _secrets(url):
+        text = text.replace(secret, "***")
+    return text
 
 
 class PostgresDatabase(Database):
@@ -73,15 +100,23 @@ class PostgresDatabase(Database):
                 self._pool.close()
                 self._pool = None
 
-    def _connections(self) -> psycopg_pool.ConnectionPool:
+    def _connections(self, purpose: str) -> psycopg_pool.ConnectionPool:
         with self._pool_lock:
             if self._pool is None:
+                # One connection first, here: its error is libpq's own reason, at once, where the
+                # pool would retry in the background, logging the URL's malformed parts.
+                try:
+                    psycopg.connect(self.url, connect_timeout=max(1, int(CONNECT_TIMEOUT_SECONDS))).close()
+                except psycopg.Error as error:
+                    raise StoreError(self.location, purpose, f"cannot connect to it: {redacted(str(error).strip(), self.url)}", _REMEDY) from None  # type: ignore[arg-type]
                 self._pool = psycopg_pool.ConnectionPool(
                     self.url,
                     min_size=1,
                     max_size=MAX_CONNECTIONS,
                     timeout=CONNECT_TIMEOUT_SECONDS,
                     kwargs={"autocommit": True},
+                    # A connection the server dropped (a restart, a failover) is replaced, not handed out.
+                    check=psycopg_pool.ConnectionPool.check_connection,
                     open=True,
                     name="toolpath store",
                 )
@@ -90,7 +125,7 @@ class PostgresDatabase(Database):
     @contextmanager
     def _transaction(self, purpose: str, write: bool, key: str | None) -> Iterator[StoreConnection]:
         try:
-            with self._connections().connection() as connection, connection.transaction():
+            with self._connections(purpose).connection() as connection, connection.transaction():
                 if not write:
                     connection.execute("set transaction isolation level repeatable read")
                 if key is not None:
@@ -99,9 +134,9 @@ class PostgresDatabase(Database):
         except psycopg_pool.PoolTimeout as error:
             raise StoreError(self.location, purpose, f"no connection to it within {CONNECT_TIMEOUT_SECONDS:g} s ({error})", _REMEDY) from error  # type: ignore[arg-type]
         except psycopg.OperationalError as error:
-            raise StoreError(self.location, purpose, f"the server cannot be used ({error})", _REMEDY) from error  # type: ignore[arg-type]
+            raise StoreError(self.location, purpose, f"the server cannot be used ({redacted(str(error).strip(), self.url)})", _REMEDY) from None  # type: ignore[arg-type]
         except psycopg.Error as error:
-            raise StoreError(self.location, purpose, str(error), "See the server's log, or use another store") from error  # type: ignore[arg-type]
+            raise StoreError(self.location, purpose, redacted(str(error).strip(), self.url), "See the server's log, or use another store") from None  # type: ignore[arg-type]
 
 
 _REMEDY = "Check that the server runs and lets this user in, and that TOOLPATH_STORE (or --store) names it"

@@ -52,6 +52,15 @@ class Database:
         with self._transaction(purpose, write=True, key=key) as connection:
             yield connection
 
+    def check(self, purpose: str) -> None:
+        """Reach the store now and make or update its tables (a server does this as it starts,
+        rather than failing its first request).
+
+        Raises:
+            StoreError: the store cannot be used.
+        """
+        self._ensure_schema(purpose)
+
     def close(self) -> None:
         """Let go of what the store holds open (nothing, for SQLite)."""
 

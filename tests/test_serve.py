@@ -479,6 +479,23 @@ def test_two_replicas_on_one_postgres_store_refuse_a_busy_session_and_take_it_ov
     asyncio.run(scenario())
 
 
+def test_serve_refuses_a_store_it_cannot_use_as_it_starts_in_one_line(tmp_path):
+    for store, said in (
+        ("mysql://root:hunter2@db/toolpath", "mysql:// is not a store toolpath can use"),
+        ("postgresql://u:hunter2@127.0.0.1:9/db", "cannot connect to it"),
+    ):
+        started = subprocess.run(
+            [sys.executable, "-m", "toolpath.planner.interfaces.cli", "serve", "--store", store],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "TOOLPATH_HOME": str(tmp_path / "home")},
+            cwd=str(tmp_path),
+        )
+        assert started.returncode == 2 and started.stderr.startswith("toolpath: store ") and said in started.stderr, started.stderr
+        assert "hunter2" not in started.stderr and "Traceback" not in started.stderr and list(tmp_path.iterdir()) == []
+
+
 def test_eight_concurrent_clients_lose_or_cross_nothing(serve_over_http):
     url, tokens = serve_over_http("--max-kernels-per-user", "8", "--max-tasks-per-user", "8")  # eight live sessions of one user, all busy
 

@@ -5,6 +5,7 @@ two real processes writing one session."""
 from __future__ import annotations
 
 import contextlib
+import re
 import sqlite3
 import subprocess
 import sys
@@ -86,11 +87,11 @@ def test_holders_refuse_a_live_one_take_over_an_ended_or_expired_one_and_fence_o
         snapshots.take("s", this)
     assert snapshots.renew({"s": 3}) == []
 
-    short = SnapshotStore(location, lease_seconds=0.5)
+    short = SnapshotStore(location, lease_seconds=1)
     assert short.take("t", elsewhere).generation == 1
     with pytest.raises(SessionHeldError, match="busy on another server"):
         short.take("t", this)
-    time.sleep(0.7)  # the other server stopped renewing: its lease runs out
+    time.sleep(1.2)  # the other server stopped renewing: its lease runs out
     taken = short.take("t", this)
     assert taken.generation == 2 and taken.previous == elsewhere
     assert short.renew({"t": 1, "s": 3}) == ["t"]  # the other server learns it lost the session
@@ -165,17 +166,76 @@ def test_a_store_of_a_newer_toolpath_or_with_foreign_tables_is_refused_untouched
         assert connection.execute("select count(*) from information_schema.tables where table_schema = 'public'").fetchone() == (1,)
 
 
-def test_a_server_that_cannot_be_reached_is_a_store_error_without_the_password(monkeypatch):
-    import toolpath.registry.postgres as postgres
+def test_a_server_that_cannot_be_used_says_why_at_once_without_any_password(postgres_server):
+    unreachable = "postgresql://toolpath:hunter2@127.0.0.1:9/toolpath?sslpassword=key-secret"
+    no_database = postgres_server.get_uri(database="no_such_database").replace("postgres:@", "postgres:hunter2@")
+    malformed = "postgresql://toolpath:hunter2%zz@127.0.0.1:9/toolpath"
+    for url, reason in ((unreachable, "Connection refused"), (no_database, 'database "no_such_database" does not exist'), (malformed, "percent")):
+        try:
+            started = time.monotonic()
+            with pytest.raises(StoreError, match="cannot connect to it") as refused:
+                SnapshotStore(url).owner("s")
+            message = str(refused.value)
+            assert reason in message and "TOOLPATH_STORE" in message, message
+            assert "hunter2" not in message and "key-secret" not in message
+            assert time.monotonic() - started < 9  # libpq's own answer, not the pool's 10 s wait
+        finally:
+            forget_database(url)
+    assert "snapshot store postgresql://toolpath@127.0.0.1:9/toolpath is unusable" in str(
+        pytest.raises(StoreError, SnapshotStore(unreachable).owner, "s").value
+    )
+    forget_database(unreachable)
 
-    monkeypatch.setattr(postgres, "CONNECT_TIMEOUT_SECONDS", 1.0)
-    url = "postgresql://toolpath:hunter2@127.0.0.1:9/toolpath?connect_timeout=1"
-    try:
-        with pytest.raises(StoreError, match=r"snapshot store postgresql://toolpath@127\.0\.0\.1:9/toolpath\?connect_timeout=1 is unusable") as refused:
-            SnapshotStore(url).owner("s")
-        assert "hunter2" not in str(refused.value) and "TOOLPATH_STORE" in str(refused.value)
-    finally:
-        forget_database(url)
+
+@pytest.mark.parametrize(
+    ("location", "refusal"),
+    [
+        ("mysql://root:hunter2@db/toolpath", "mysql:// is not a store toolpath can use"),
+        ("postgresql+psycopg://u:hunter2@db/toolpath", "postgresql+psycopg:// is not a store toolpath can use"),
+        ("host=db password=hunter2 dbname=toolpath", "libpq key=value connection strings are not taken"),
+        ("   ", "no store is named"),
+    ],
+)
+def test_a_location_that_is_neither_a_postgresql_url_nor_a_file_is_refused_not_made_a_file(location, refusal, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError, match=re.escape(refusal)) as refused:
+        SnapshotStore(location)
+    assert "hunter2" not in str(refused.value) and list(tmp_path.iterdir()) == []
+
+
+def test_a_url_is_read_whatever_its_spacing_or_case_and_a_home_path_is_expanded(monkeypatch, tmp_path):
+    from toolpath.registry.database import store_location
+
+    assert store_location("  PostgreSQL://u@db/toolpath ") == "postgresql://u@db/toolpath"
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert store_location("~/sessions.db") == str(tmp_path / "sessions.db")
+
+
+@pytest.mark.parametrize("rows", [[], ["abc"], [None], [1.5], [-1], [2, 1]])
+def test_a_damaged_version_row_is_a_store_error_naming_it(tmp_path, rows):
+    path = tmp_path / "toolpath.db"
+    with contextlib.closing(sqlite3.connect(path)) as database, database:
+        database.execute("create table toolpath_schema (version integer not null)" if None not in rows else "create table toolpath_schema (version integer)")
+        database.executemany("insert into toolpath_schema values (?)", [(row,) for row in rows])
+    with pytest.raises(StoreError, match=r"its toolpath_schema table holds .*, not one version number\. Set it to the version") as refused:
+        SnapshotStore(path).owner("s")
+    assert "Delete" not in str(refused.value)
+
+
+def test_a_lease_too_short_to_renew_sensibly_is_refused(tmp_path):
+    for lease in (0.5, 0, -1, float("nan"), float("inf"), "30", True):
+        with pytest.raises(ValueError, match="a session lease must be a number of seconds from 1"):
+            SnapshotStore(tmp_path / "toolpath.db", lease_seconds=lease)
+
+
+def test_ids_every_store_can_keep_are_checked_before_any_kernel_starts():
+    from toolpath.kernel.session_pool import check_ids
+
+    with pytest.raises(ValueError, match="has a NUL character"):
+        check_ids("lab\x00notes", None)
+    with pytest.raises(ValueError, match="at most 512 are kept"):
+        check_ids("s" * 513, None)
+    check_ids("é" * 512, "user")
 
 
 WRITER = textwrap.dedent(

@@ -731,6 +731,8 @@ def command_serve(arguments: argparse.Namespace) -> int:
     from toolpath.kernel.sandbox import SandboxPolicy
     from toolpath.planner.interfaces.http_serving import HttpLimits
     from toolpath.planner.interfaces.server import ServeError, serve  # the MCP SDK loads only for this command
+    from toolpath.registry.database import STORE_VARIABLE, open_database
+    from toolpath.registry.storage import StoreError
 
     if arguments.hash_token:
         print(_hashed_token_from_stdin())
@@ -746,6 +748,8 @@ def command_serve(arguments: argparse.Namespace) -> int:
         sandbox = None
         if arguments.sandbox_network or arguments.sandbox_read or arguments.sandbox_limit:
             sandbox = SandboxPolicy(network=arguments.sandbox_network, read_only=tuple(arguments.sandbox_read), **_sandbox_limits(arguments.sandbox_limit))
+        if arguments.store or os.environ.get(STORE_VARIABLE):
+            open_database(arguments.store).check("store")  # a store it cannot use stops it now, not at the first request
         serve(
             _catalog_paths(arguments),
             arguments.http,
@@ -759,7 +763,7 @@ def command_serve(arguments: argparse.Namespace) -> int:
             arguments.kernels,
             sandbox,
         )
-    except (ServeError, ValueError) as error:  # ValueError: CodeMode refused the kernel options
+    except (ServeError, ValueError, StoreError) as error:  # ValueError: CodeMode refused the kernel options
         raise CommandLineError(str(error)) from error
     return 0
 
