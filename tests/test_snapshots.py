@@ -173,7 +173,8 @@ def test_a_session_belongs_to_the_user_who_created_it(store, kernel_place):
             second.run("y", "shared", user_id="mallory")
 
 
-@pytest.mark.parametrize("session_id", ["../../../etc/passwd", "x'; drop table sessions; --", "/tmp/evil", "nul\x00byte", "é" * 5000, "%s%s%n"])
+# NUL and ids over 512 characters are refused before any kernel starts (tests/test_shared_store.py).
+@pytest.mark.parametrize("session_id", ["../../../etc/passwd", "x'; drop table sessions; --", "/tmp/evil", "é" * 512, "%s%s%n"])
 def test_hostile_session_ids_are_only_keys(store, tmp_path, session_id):
     work = tmp_path / "work"
     work.mkdir()
