@@ -11,7 +11,6 @@ Install with ``pip install 'toolpath[postgres]'`` (psycopg with its binary build
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import urllib.parse
 from collections.abc import Iterator, Sequence
@@ -56,16 +55,14 @@ def shown_url(url: str) -> str:
 
 
 def _secrets(url: str) -> list[str]:
-    """The secrets written in ``url``, as written and decoded, to be removed from any message."""
-    found = []
-    with contextlib.suppress(ValueError):
-        parts = urllib.parse.urlsplit(url)
-        user_part = parts.netloc.rpartition("@")[0]
-        if ":" in user_part:
-            found.append(user_part.partition(":")[2])
-        found += [value for name, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True) if name in _SECRET_PARAMETERS]
-        found += [raw.partition("=")[2] for raw in parts.query.split("&") if raw.partition("=")[0] in _SECRET_PARAMETERS]
-    decoded = [urllib.parse.unquote(secret) for secret in found]
+    """The secrets written in ``url``, as written and decoded, to be removed from any message; read
+    by hand, so that a URL ``urlsplit`` cannot read still has its password found."""
+    authority = url.partition("://")[2].split("/", 1)[0].split("?", 1)[0]
+    user_part = authority.rpartition("@")[0]
+    found = [user_part.partition(":")[2]] if ":" in user_part else []
+    query = url.partition("?")[2]
+    found += [raw.partition("=")[2] for raw in query.split("&") if raw.partition("=")[0] in _SECRET_PARAMETERS]
+    decoded = [urllib.parse.unquote_plus(secret) for secret in found]
     return sorted({secret for secret in found + decoded if secret}, key=len, reverse=True)
 
 

@@ -416,3 +416,12 @@ def test_a_process_that_lost_its_hold_lets_go_of_the_kernel_and_is_refused_the_s
             time.sleep(0.1)
         with pytest.raises(SessionHeldError, match=r"on host 'replica-b\.invalid' .* busy on another server"):
             here.run("x", "s")
+
+
+def test_a_url_shown_in_a_message_keeps_no_secret_even_when_it_cannot_be_read():
+    from toolpath.registry.postgres import redacted, shown_url
+
+    broken = "postgresql://u:hun%40ter2@[::1/db?sslpassword=key%20word"
+    assert shown_url(broken) == "postgresql://(a URL that cannot be read)"
+    assert redacted("libpq quoted hun%40ter2, hun@ter2 and key word", broken) == "libpq quoted ***, *** and ***"
+    assert shown_url("postgresql:///toolpath?host=/run/pg&password=x") == "postgresql:///toolpath?host=%2Frun%2Fpg"
