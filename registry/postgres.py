@@ -105,7 +105,7 @@ class PostgresDatabase(Database):
                 try:
                     psycopg.connect(self.url, connect_timeout=max(1, int(CONNECT_TIMEOUT_SECONDS))).close()
                 except psycopg.Error as error:
-                    raise StoreError(self.location, purpose, f"cannot connect to it: {redacted(str(error).strip(), self.url)}", _REMEDY) from None  # type: ignore[arg-type]
+                    raise StoreError(self.location, purpose, f"cannot connect to it: {redacted(str(error).strip(), self.url)}", _REMEDY) from None
                 self._pool = psycopg_pool.ConnectionPool(
                     self.url,
                     min_size=1,
@@ -129,11 +129,11 @@ class PostgresDatabase(Database):
                     connection.execute("select pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
                 yield _PostgresConnection(connection, self.location, purpose)
         except psycopg_pool.PoolTimeout as error:
-            raise StoreError(self.location, purpose, f"no connection to it within {CONNECT_TIMEOUT_SECONDS:g} s ({error})", _REMEDY) from error  # type: ignore[arg-type]
+            raise StoreError(self.location, purpose, f"no connection to it within {CONNECT_TIMEOUT_SECONDS:g} s ({error})", _REMEDY) from error
         except psycopg.OperationalError as error:
-            raise StoreError(self.location, purpose, f"the server cannot be used ({redacted(str(error).strip(), self.url)})", _REMEDY) from None  # type: ignore[arg-type]
+            raise StoreError(self.location, purpose, f"the server cannot be used ({redacted(str(error).strip(), self.url)})", _REMEDY) from None
         except psycopg.Error as error:
-            raise StoreError(self.location, purpose, redacted(str(error).strip(), self.url), "See the server's log, or use another store") from None  # type: ignore[arg-type]
+            raise StoreError(self.location, purpose, redacted(str(error).strip(), self.url), "See the server's log, or use another store") from None
 
 
 _REMEDY = "Check that the server runs and lets this user in, and that TOOLPATH_STORE (or --store) names it"
@@ -168,5 +168,5 @@ class _PostgresConnection(StoreConnection):
         found = sorted(row[0] for row in rows)
         if found != sorted(table.column_names):
             problem = f"its {table.name} table has columns ({', '.join(found)}), not ({', '.join(table.column_names)})"
-            raise StoreError(self._location, self._purpose, problem, "Drop that table, or give toolpath its own schema (options=-csearch_path=NAME in the URL)")  # type: ignore[arg-type]
+            raise StoreError(self._location, self._purpose, problem, "Drop that table, or give toolpath its own schema (options=-csearch_path=NAME in the URL)")
         return True

@@ -74,10 +74,10 @@ class Database:
                 try:
                     migrate(connection)
                 except NewerStoreError as error:
-                    raise StoreError(self.location, purpose, str(error), "Use that toolpath, or another store") from error  # type: ignore[arg-type]
+                    raise StoreError(self.location, purpose, str(error), "Use that toolpath, or another store") from error
                 except DamagedVersionError as error:
                     remedy = f"Set it to the version the tables are at (one row; {LATEST_VERSION} if another toolpath of this version wrote them), or use another store"
-                    raise StoreError(self.location, purpose, str(error), remedy) from error  # type: ignore[arg-type]
+                    raise StoreError(self.location, purpose, str(error), remedy) from error
             self._schema_ready = True
 
     def _transaction(self, purpose: str, write: bool, key: str | None):
