@@ -514,7 +514,7 @@ class _Chain:
             if hit is not _MISS:
                 return hit
             await self._approved(arguments)
-            bound = inspect.BoundArguments(self.tool.signature, arguments)
+            bound = inspect.BoundArguments(self.tool.signature, arguments)  # type: ignore[arg-type]
             result = await self.tool.function(*bound.args, **bound.kwargs)  # type: ignore[misc]
             self.toolkit._remember(key, result)
             return result
@@ -545,7 +545,7 @@ class _Chain:
             return hit
         if self.tool.requires_approval:
             self._wait(self._approved(arguments))
-        bound = inspect.BoundArguments(self.tool.signature, arguments)
+        bound = inspect.BoundArguments(self.tool.signature, arguments)  # type: ignore[arg-type]
         result = self.tool.function(*bound.args, **bound.kwargs)  # type: ignore[misc]
         if inspect.isawaitable(result):  # a sync function that returns a coroutine (a partial of one)
             result = self._wait(_awaited(result))
