@@ -55,6 +55,9 @@ class SQLiteDatabase(Database):
         self.path = database_file(path, purpose)
         self.location = str(self.path)
 
+    def close(self) -> None:
+        """Nothing to let go of: each transaction opens and closes its own connection."""
+
     @contextmanager
     def _transaction(self, purpose: str, write: bool, key: str | None) -> Iterator[StoreConnection]:
         # SQLite has one writer at a time: BEGIN IMMEDIATE takes its lock from the start, so two

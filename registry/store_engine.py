@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from toolpath.registry.storage import StoreError
 from toolpath.registry.store_schema import LATEST_VERSION, DamagedVersionError, NewerStoreError, Table, migrate
 
 
-class Database:
+class Database(ABC):
     """One store, as its users see it: transactions of statements with ``?`` placeholders.
 
     Attributes:
@@ -61,8 +62,9 @@ class Database:
         """
         self._ensure_schema(purpose)
 
+    @abstractmethod
     def close(self) -> None:
-        """Let go of what the store holds open (nothing, for SQLite)."""
+        """Let go of what the store holds open (its connections)."""
 
     def _ensure_schema(self, purpose: str) -> None:
         if self._schema_ready:
@@ -80,25 +82,29 @@ class Database:
                     raise StoreError(self.location, purpose, str(error), remedy) from error
             self._schema_ready = True
 
-    def _transaction(self, purpose: str, write: bool, key: str | None):
-        raise NotImplementedError
+    @abstractmethod
+    def _transaction(self, purpose: str, write: bool, key: str | None) -> AbstractContextManager[StoreConnection]:
+        """The engine's transaction (a context manager giving its :class:`StoreConnection`):
+        ``write`` ones serialize writers of ``key``; read ones see one consistent state."""
 
 
-class StoreConnection:
+class StoreConnection(ABC):
     """A connection inside a transaction of :class:`Database`: ``execute`` and ``executemany``
     with ``?`` placeholders, as the standard library's ``sqlite3`` has them."""
 
     engine: str
 
+    @abstractmethod
     def execute(self, sql: str, parameters: Sequence[Any] = ()) -> Any:
-        raise NotImplementedError
+        """Run one statement; a cursor (``fetchone``, ``fetchall``, ``rowcount``)."""
 
+    @abstractmethod
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        raise NotImplementedError
+        """Run one statement for each of ``rows``."""
 
+    @abstractmethod
     def table_matches(self, table: Table) -> bool:
         """Whether ``table`` exists; one that exists with other columns raises ``StoreError``."""
-        raise NotImplementedError
 
     def now(self) -> float:
         """The store's clock, seconds since the epoch: leases written by processes on several hosts
