@@ -101,7 +101,7 @@ def measure_quality(data: Path, tune: bool, limit: int | None) -> dict:
     single = [(query, gold) for query, gold in single if query.strip()]
     graph = metatool_graph(data)
     texts = [query for query, _ in single] + [item["query"] for item in multi]
-    fast, reference = OnnxEmbedder(), default_embedder().reference
+    fast, reference = OnnxEmbedder(), default_embedder().fallback
     embedder = PrecomputedQueries(texts, fast)
     report: dict = {"single_tool_queries": len(single), "multi_tool_queries": len(multi), "tools": len(graph.registry)}
     with tempfile.TemporaryDirectory(prefix="toolpath-bench-search-") as directory:

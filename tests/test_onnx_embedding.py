@@ -3,6 +3,8 @@ with sentence-transformers; a damaged export is made again; an export that canno
 queries fall back to sentence-transformers."""
 
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -61,7 +63,7 @@ def test_queries_and_catalog_texts_embed_as_sentence_transformers_does(onnx, ref
     assert onnx([]).shape == (0, 384)
 
 
-def test_the_default_embedder_sends_single_queries_through_onnx_and_batches_through_sentence_transformers(onnx):
+def test_the_default_embedder_sends_queries_and_catalog_texts_through_onnx_and_never_loads_sentence_transformers(onnx):
     class Counting:
         def __init__(self, inner):
             self.inner, self.texts = inner, []
@@ -70,11 +72,11 @@ def test_the_default_embedder_sends_single_queries_through_onnx_and_batches_thro
             self.texts += list(texts)
             return self.inner(texts)
 
-    reference, queries = Counting(SentenceTransformerEmbedder()), Counting(onnx)
-    embedder = DefaultEmbedder(reference, queries)
+    fallback, queries = Counting(lambda texts: pytest.fail("sentence-transformers was used")), Counting(onnx)
+    embedder = DefaultEmbedder(queries, fallback)
     embedder(["one query"])
     embedder(["two", "texts"])
-    assert queries.texts == ["one query"] and reference.texts == ["two", "texts"]
+    assert queries.texts == ["one query", "two", "texts"] and fallback.texts == []
 
 
 def copy_export(source, models):
@@ -126,30 +128,61 @@ def test_an_export_that_cannot_run_says_why_and_queries_fall_back_to_sentence_tr
         OnnxEmbedder(tmp_path / "models")(["group similar molecules"])
     assert time.perf_counter() - started < 5
 
-    embedder = DefaultEmbedder(reference, OnnxEmbedder(tmp_path / "models"))
+    embedder = DefaultEmbedder(OnnxEmbedder(tmp_path / "models"), reference)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         first = embedder(["group similar molecules"])
-        second = embedder(["cluster molecules"])
+        second = embedder(["cluster molecules", "catalog texts too"])
     assert [str(warning.message) for warning in caught if "sentence-transformers instead" in str(warning.message)] == [
         next(str(warning.message) for warning in caught)
     ]
-    assert "sentence-transformers is broken here" in embedder.query_fallback
+    assert "sentence-transformers is broken here" in embedder.fallback_reason
     np.testing.assert_allclose(first, reference(["group similar molecules"]), atol=1e-6)
-    assert second.shape == (1, 384)
+    assert second.shape == (2, 384)
 
 
-def test_search_from_the_command_line_imports_no_torch_once_the_catalog_is_embedded(toolpath_models):
-    probe = (
-        "import sys, contextlib, io\n"
-        "from toolpath.planner.interfaces.cli import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
-        "    main(['search', 'group similar molecules', '--k', '1', '--json'])\n"
-        "print(json.dumps({'hits': json.loads(out.getvalue())['hits'], 'loaded': sorted(m for m in ('torch', 'sentence_transformers', 'jupyter_client', 'toolpath.kernel.ipython_kernel') if m in sys.modules)}))\n"
-    )
-    for _ in range(2):  # the first may embed the catalogs' texts (sentence-transformers) into the cache
-        completed = subprocess.run([sys.executable, "-c", "import json\n" + probe], capture_output=True, text=True, timeout=300)
-        assert completed.returncode == 0, completed.stderr
-    report = json.loads(completed.stdout)
-    assert report["hits"][0]["name"] == "chemistry.molecules_clustered" and report["hits"][0]["matches"]
-    assert report["loaded"] == []
+#: Runs the CLI with ``sys.argv[2:]`` and writes, at exit, which heavy modules the process imported
+#: to the file ``sys.argv[1]``.
+IMPORT_PROBE = """
+import atexit, json, runpy, sys
+
+report, arguments = sys.argv[1], sys.argv[2:]
+heavy = ("torch", "sentence_transformers", "transformers", "jupyter_client", "toolpath.kernel.ipython_kernel")
+atexit.register(lambda: open(report, "w").write(json.dumps(sorted(name for name in heavy if name in sys.modules))))
+sys.argv = ["toolpath", *arguments]
+runpy.run_module("toolpath.planner.interfaces.cli", run_name="__main__")
+"""
+
+
+def test_search_cell_and_run_with_a_new_catalog_never_import_torch_once_the_model_is_exported(onnx, tmp_path):
+    # A fresh home: none of the catalogs' texts is embedded yet, the new catalog's least of all.
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    environment = {**os.environ, "TOOLPATH_HOME": str(home)}
+
+    def toolpath(*arguments):
+        report = tmp_path / "imported.json"
+        completed = subprocess.run(
+            [sys.executable, "-c", IMPORT_PROBE, str(report), *arguments], capture_output=True, text=True, timeout=300, cwd=work, env=environment
+        )
+        assert completed.returncode == 0, completed.stdout + completed.stderr
+        return completed, json.loads(report.read_text())
+
+    created, _ = toolpath("init", "lab_notes", "--directory", str(work))
+    catalog = str(work / "lab_notes" / "catalog.yaml")
+    searched, imported = toolpath("search", "shorten a text", "--add-catalog", catalog, "--k", "1", "--json")
+    assert imported == [], f"search imported {imported}"
+    assert json.loads(searched.stdout)["hits"][0]["name"] == "lab_notes.text_summarised"
+    # The one-off embedding is announced with its expected time; a second search finds it cached.
+    assert re.search(r"embedding \d+ new catalog texts with .* \(about \d+ s\), once", searched.stderr), searched.stderr
+    again, _ = toolpath("search", "shorten a text", "--add-catalog", catalog, "--k", "1", "--json")
+    assert "new catalog text" not in again.stderr
+
+    (home / "toolpath.db").unlink()  # the cache forgotten: cell and run embed the texts again
+    cell, imported = toolpath("cell", "summarise a text", "--add-catalog", catalog, "--input", "text=Plans are cells. Cells run.")
+    assert imported == [], f"cell imported {imported}"
+    assert "summarise_text(" in cell.stdout
+    (home / "toolpath.db").unlink()
+    run, imported = toolpath("run", "summarise a text", "--add-catalog", catalog, "--input", "text=Plans are cells. Cells run.", "--json")
+    assert set(imported) <= {"jupyter_client", "toolpath.kernel.ipython_kernel"}, f"run imported {imported}"
+    assert json.loads(run.stdout)["result"]["result"] == "Plans are cells."

@@ -352,12 +352,12 @@ def _task(arguments: argparse.Namespace) -> str | list[str]:
     return arguments.step or arguments.task
 
 
-def _prepare_query_model() -> None:
-    """Start loading the query embedding model in a thread: it overlaps loading the catalogs and
-    the search code, on another core."""
+def _prepare_embedding_model() -> None:
+    """Start loading the embedding model in a thread: it overlaps loading the catalogs and the
+    search code, on another core."""
     from toolpath.planner.search.embedding import default_embedder
 
-    default_embedder().prepare_queries()
+    default_embedder().prepare()
 
 
 def command_run(arguments: argparse.Namespace) -> int:
@@ -365,7 +365,7 @@ def command_run(arguments: argparse.Namespace) -> int:
     from toolpath.planner.tasks.task import UnboundParametersError, input_options
 
     task = _task(arguments)
-    _prepare_query_model()
+    _prepare_embedding_model()
     workspace = Workspace.open(_catalog_paths(arguments))
     options = code_mode_options(arguments)
     # A gateway's kernel, or one a kernelspec's provisioner starts, may run on another machine,
@@ -515,7 +515,7 @@ def command_cell(arguments: argparse.Namespace) -> int:
     if bool(arguments.goal) == bool(arguments.task or arguments.step):
         raise CommandLineError("give either a TASK (or --step ...) or --goal TOKEN ..., not both and not neither")
     if not arguments.goal:
-        _prepare_query_model()
+        _prepare_embedding_model()
     workspace = Workspace.open(_catalog_paths(arguments))
     inputs = parse_inputs(arguments.input)
     if arguments.goal:
@@ -582,7 +582,7 @@ def command_search(arguments: argparse.Namespace) -> int:
 
     if not arguments.query.strip():
         raise CommandLineError("the query is empty; describe what you want to achieve")
-    _prepare_query_model()
+    _prepare_embedding_model()
     workspace = Workspace.open(_catalog_paths(arguments))
     hits = workspace.search(
         arguments.query, k=arguments.k, held=arguments.have, domain=arguments.domain or None, kind=arguments.kind, reachable_only=arguments.reachable_only

@@ -687,7 +687,7 @@ def serve(
             raise ServeError(error.strerror) from error
     _route_library_logs()
     try:
-        default_embedder().prepare_queries()  # the query model loads in a thread while the catalogs do
+        default_embedder().prepare()  # the embedding model loads in a thread while the catalogs do
         workspace = Workspace.open(list(catalogs))
         url = f"http://{f'[{host}]' if ':' in host else host}:{port}" if http is not None else "http://127.0.0.1"
         server = ToolpathServer(workspace, user_id=getpass.getuser(), tokens=tokens, url=url, **(quotas or {}), **(code_mode_options or {}), **placement)

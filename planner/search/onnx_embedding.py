@@ -1,10 +1,11 @@
-"""Query embeddings through ONNX Runtime: the shipped all-MiniLM-L6-v2 without torch.
+"""Embeddings through ONNX Runtime: the shipped all-MiniLM-L6-v2 without torch.
 
-Importing torch and sentence-transformers takes seconds and about 500 MB; a search embeds one short
-query. :class:`OnnxEmbedder` embeds texts with the same weights, exported once to ONNX
-(:mod:`toolpath.planner.search.onnx_export`, run in a subprocess) and tokenised by the model's own ``tokenizer.json``
-(``tokenizers``): a fresh process is ready to embed in about 0.1 s, in about 100 MB. The vectors
-agree with sentence-transformers' to :data:`TOLERANCE` (1 − cosine), so cached vectors stay valid.
+Importing torch and sentence-transformers takes seconds and about 500 MB. :class:`OnnxEmbedder`
+embeds queries and catalog texts with the same weights, exported once to ONNX
+(:mod:`toolpath.planner.search.onnx_export`, run in a subprocess, the only place torch is imported) and
+tokenised by the model's own ``tokenizer.json`` (``tokenizers``): a fresh process is ready to embed in
+about 0.1 s, in about 100 MB. The vectors agree with sentence-transformers' to :data:`TOLERANCE`
+(1 − cosine), so cached vectors stay valid.
 
 The export is kept in ``<models>/<model>-<model version>/onnxruntime-<version>/``, one per model
 version and runtime version, where ``<models>`` is ``$TOOLPATH_MODELS`` or else
@@ -59,6 +60,13 @@ MODELS_VARIABLE = "TOOLPATH_MODELS"
 #: even (p50 11.7 vs 13.1 ms, then 15.0 vs 13.5 ms). Idle threads do not spin, so a busy machine
 #: does not starve them.
 QUERY_THREADS = min(2, os.cpu_count() or 1)
+#: Texts per forward pass when embedding many (catalog texts), sorted by length so batches pad
+#: little. On 600 MetaTool queries here 8, 16, 32 and 64 took about the same time; peak memory grew
+#: with the batch (219, 234, 293, 305 MB), and a search must stay under 250 MB (issue 37).
+BATCH_SIZE = 16
+#: Catalog texts embedded per second on this 2-core machine (600 MetaTool queries, under load): the
+#: basis of the expected time a command announces before embedding many.
+TEXTS_PER_SECOND = 90
 #: Seconds the export may take (about 20 s here: loading torch, tracing, optimising, checking).
 EXPORT_TIMEOUT_SECONDS = 600
 
@@ -115,6 +123,7 @@ class OnnxEmbedder:
     """
 
     model_id = DEFAULT_MODEL_ID
+    texts_per_second = TEXTS_PER_SECOND
 
     def __init__(self, models: str | os.PathLike[str] | None = None, threads: int = QUERY_THREADS):
         self.models = Path(models) if models is not None else None
@@ -214,14 +223,28 @@ class OnnxEmbedder:
 
 
 def _forward(session, tokenizer, texts: Sequence[str]) -> np.ndarray:
-    """``(len(texts), d)`` unit vectors; the texts of one call are padded to the longest."""
+    """``(len(texts), d)`` unit vectors, in the order of ``texts``.
+
+    Texts are run in batches of :data:`BATCH_SIZE` texts of similar token counts, each padded to its
+    longest (padding is masked out of the mean, so a text's vector does not depend on its batch).
+    """
     encodings = tokenizer.encode_batch(list(texts))
-    width = max(len(encoding.ids) for encoding in encodings)
-    feed = {name: np.zeros((len(encodings), width), dtype=np.int64) for name in INPUT_NAMES}
-    for row, encoding in enumerate(encodings):
-        for name, values in zip(INPUT_NAMES, (encoding.ids, encoding.attention_mask, encoding.type_ids)):
-            feed[name][row, : len(values)] = values
-    return session.run(None, feed)[0]
+    order = sorted(range(len(encodings)), key=lambda index: len(encodings[index].ids))
+    vectors: np.ndarray | None = None
+    for start in range(0, len(order), BATCH_SIZE):
+        rows = order[start : start + BATCH_SIZE]
+        width = max(len(encodings[index].ids) for index in rows)
+        feed = {name: np.zeros((len(rows), width), dtype=np.int64) for name in INPUT_NAMES}
+        for row, index in enumerate(rows):
+            encoding = encodings[index]
+            for name, values in zip(INPUT_NAMES, (encoding.ids, encoding.attention_mask, encoding.type_ids)):
+                feed[name][row, : len(values)] = values
+        batch = session.run(None, feed)[0]
+        if vectors is None:
+            vectors = np.empty((len(texts), batch.shape[1]), dtype=np.float32)
+        vectors[rows] = batch
+    assert vectors is not None  # texts is never empty here: OnnxEmbedder answers [] itself
+    return vectors
 
 
 #: Packages whose versions decide whether an export can run; a failed export is tried again only
