@@ -355,7 +355,14 @@ class CodeMode:
     # -- developer surface ------------------------------------------------------------------------
 
     async def arun(
-        self, code: str, session_id: str, user_id: str | None = None, *, on_approval: OnApproval = "ask", answers: Mapping[str, ApprovalDecision] | None = None
+        self,
+        code: str,
+        session_id: str,
+        user_id: str | None = None,
+        *,
+        on_approval: OnApproval = "ask",
+        answers: Mapping[str, ApprovalDecision] | None = None,
+        report_variables: bool = False,
     ) -> CellResult:
         """Run a cell and return the structured :class:`CellResult`.
 
@@ -373,6 +380,9 @@ class CodeMode:
                 :meth:`toolpath.planner.tasks.agent_session.AgentSession.run_task`).
             answers: decisions already given, by request digest: a call whose request has one is
                 settled by it (recorded in the audit log) without asking or pausing.
+            report_variables: also answer the kernel's variable names after a cell that succeeds,
+                in the same round trip (:attr:`CellResult.variables`; what :meth:`avariables`
+                answers with a cell of its own).
 
         Raises:
             SessionOwnerError: the session belongs to another user; no kernel is started.
@@ -381,16 +391,25 @@ class CodeMode:
             registry.storage.StoreError: with snapshots on, the owner cannot be looked up.
         """
         await self.aopen()
-        return await self._loop_thread.relay(self._engine.run(code, session_id, asyncio.get_running_loop(), user_id, on_approval, answers or {}))
+        return await self._loop_thread.relay(
+            self._engine.run(code, session_id, asyncio.get_running_loop(), user_id, on_approval, answers or {}, report_variables)
+        )
 
     def run(
-        self, code: str, session_id: str, user_id: str | None = None, *, on_approval: OnApproval = "ask", answers: Mapping[str, ApprovalDecision] | None = None
+        self,
+        code: str,
+        session_id: str,
+        user_id: str | None = None,
+        *,
+        on_approval: OnApproval = "ask",
+        answers: Mapping[str, ApprovalDecision] | None = None,
+        report_variables: bool = False,
     ) -> CellResult:
         """Sync :meth:`arun`; host tools' async functions run on CodeMode's own loop (so calling this
         from inside a running loop cannot deadlock)."""
         if self._connections.pending(asynchronous_too=True):
             self._loop_thread.call(self._connections.connect(asynchronous_too=True))
-        return self._loop_thread.call(self._engine.run(code, session_id, None, user_id, on_approval, answers or {}))
+        return self._loop_thread.call(self._engine.run(code, session_id, None, user_id, on_approval, answers or {}, report_variables))
 
     async def astart(self, session_id: str, user_id: str | None = None) -> None:
         """Give the session its kernel now (restoring its snapshot) instead of at its first cell; what

@@ -137,6 +137,7 @@ class CodeModeEngine:
         user_id: str | None = None,
         on_approval: OnApproval = "ask",
         answers: Mapping[str, ApprovalDecision] | None = None,
+        report_variables: bool = False,
     ) -> CellResult:
         """Run a cell in the session's kernel (CodeMode.arun); host tools' async functions run on ``call_loop``."""
         check_code(code)  # before a kernel is started for it
@@ -164,7 +165,14 @@ class CodeModeEngine:
                 bridge.call_loop = call_loop
                 bridge.approval = approval
             try:
-                result = await kernel.execute(code, timeout=cells.timeout, limits=cells.limits, interrupt_grace=cells.interrupt_grace, on_start=cell_ids.append)
+                result = await kernel.execute(
+                    code,
+                    timeout=cells.timeout,
+                    limits=cells.limits,
+                    interrupt_grace=cells.interrupt_grace,
+                    on_start=cell_ids.append,
+                    report_variables=report_variables,
+                )
             except (asyncio.CancelledError, Exception):
                 if session.kernel is kernel or asyncio.current_task().cancelling():  # type: ignore[union-attr]
                     raise

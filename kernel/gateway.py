@@ -315,13 +315,10 @@ class GatewayTransport:
             self._disconnected = self._disconnected or f"the gateway closed the kernel's channels ({error})"
         return message_id
 
-    async def execute(self, code: str, silent: bool, store_history: bool) -> str:
+    async def execute(self, code: str, silent: bool, store_history: bool, user_expressions: dict[str, str] | None = None) -> str:
         """Send an ``execute_request`` (stdin off: ``input()`` raises in the cell); its message id."""
-        return await self._send(
-            "shell",
-            "execute_request",
-            {"code": code, "silent": silent, "store_history": store_history, "user_expressions": {}, "allow_stdin": False, "stop_on_error": True},
-        )
+        content = {"code": code, "silent": silent, "store_history": store_history, "user_expressions": user_expressions or {}, "allow_stdin": False}
+        return await self._send("shell", "execute_request", {**content, "stop_on_error": True})
 
     async def get_iopub_msg(self, timeout: float) -> dict[str, Any]:
         return await self._next("iopub", timeout)

@@ -16,6 +16,7 @@ has a private directory (:mod:`toolpath.kernel.private_directories`).
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import base64
 import contextlib
@@ -29,6 +30,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from toolpath.kernel.errors import KernelBusyError, KernelError
@@ -416,6 +418,7 @@ class IPythonKernel:
         silent: bool = False,
         interrupt_grace: float = INTERRUPT_GRACE,
         on_start: Callable[[str], None] | None = None,
+        report_variables: bool = False,
     ) -> CellResult:
         """Run ``code`` as one cell (top-level ``await`` allowed) and collect its output.
 
@@ -427,6 +430,9 @@ class IPythonKernel:
             limits: output caps (default :class:`OutputLimits`).
             silent: run without a history entry or ``Out[n]`` (for housekeeping cells).
             on_start: called with the cell's Jupyter message id once the cell is sent.
+            report_variables: ask for the kernel's variable names after the cell in its execute
+                reply (Jupyter's ``user_expressions``, evaluated when the cell succeeds):
+                :attr:`CellResult.variables`, with no second cell.
 
         Raises:
             KernelError: the kernel was not started.
@@ -443,7 +449,8 @@ class IPythonKernel:
             raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
         kernel = self._kernel
         output = CellOutput(limits or OutputLimits())
-        message_id = await kernel.execute(code, silent=silent, store_history=not silent)
+        expressions = _VARIABLES_EXPRESSION if report_variables else None
+        message_id = await kernel.execute(code, silent=silent, store_history=not silent, user_expressions=expressions)
         if on_start is not None:
             on_start(message_id)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -507,7 +514,8 @@ class IPythonKernel:
             # The cell finished as the interrupt was sent; the interrupt may also have cut it short
             # without an exception (a very short timeout can land before user code runs). Say so.
             notice = "The time limit was reached as the cell finished; if its output looks incomplete, run it again with more time." if interrupted else ""
-            return output.build("ok", execution_count, notice=notice, tool_calls=tool_calls)
+            variables = _variables(reply) if report_variables else None
+            return replace(output.build("ok", execution_count, notice=notice, tool_calls=tool_calls), variables=variables)
         # A call interrupted inside a task the cell gathered surfaces as that task's cancellation.
         if interrupted and output.error["ename"] in ("KeyboardInterrupt", "CancelledError"):
             error = {**output.error, "ename": "Timeout", "evalue": f"the cell ran over {timeout:g} s and was interrupted"}
@@ -566,6 +574,25 @@ def _error_line(result: CellResult) -> str:
     if result.error:
         return f"{result.error.get('ename')}: {result.error.get('evalue')}"[:300]
     return result.status
+
+
+#: The ``user_expressions`` of a cell that reports the kernel's variable names in its execute reply.
+_VARIABLES_EXPRESSION = {"toolpath_variables": "__import__('toolpath.kernel.kernel_setup', fromlist=['_']).variable_names_json()"}
+
+
+def _variables(reply: dict) -> tuple[str, ...] | None:
+    """The variable names an execute reply answers for :data:`_VARIABLES_EXPRESSION`; ``None`` when
+    it has none of the right shape (the reply comes from a kernel the cell's code could change)."""
+    answer = (reply.get("user_expressions") or {}).get("toolpath_variables")
+    if not isinstance(answer, dict) or answer.get("status") != "ok":
+        return None
+    try:
+        names = json.loads(ast.literal_eval((answer.get("data") or {}).get("text/plain", "")))
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        return None
+    return tuple(names)
 
 
 #: Distinct tool-call targets kept from one reply, and their longest name: a cell could write any

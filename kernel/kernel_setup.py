@@ -245,9 +245,21 @@ def answer(payload: Any) -> None:
     stream.flush()
 
 
+def _variable_names() -> list[str]:
+    """The names of the user's variables (IPython's ``%who_ls``), sorted."""
+    return sorted(_shell().run_line_magic("who_ls", "") or [])
+
+
 def print_variables() -> None:
-    """Print the names of the user's variables (IPython's ``%who_ls``) as a JSON list."""
-    answer(sorted(_shell().run_line_magic("who_ls", "") or []))
+    """Print the names of the user's variables as a JSON list."""
+    answer(_variable_names())
+
+
+def variable_names_json() -> str:
+    """The names of the user's variables as JSON text. A session's cells ask for it in their
+    ``user_expressions``, so the names come back in the cell's own execute reply; as text, because
+    IPython's display of a list stops after 1,000 items."""
+    return json.dumps(_variable_names())
 
 
 def print_value(name: str) -> None:

@@ -87,9 +87,9 @@ class ManagedTransport:
         await self.client.wait_for_ready(timeout=timeout)
         self.kernel_id = self.manager.kernel_id
 
-    async def execute(self, code: str, silent: bool, store_history: bool) -> str:
+    async def execute(self, code: str, silent: bool, store_history: bool, user_expressions: dict[str, str] | None = None) -> str:
         # Without stdin, input() in a cell raises at once instead of hanging it.
-        return self.client.execute(code, silent=silent, store_history=store_history, allow_stdin=False)
+        return self.client.execute(code, silent=silent, store_history=store_history, user_expressions=user_expressions, allow_stdin=False)
 
     async def send_shell(self, message_type: str, content: dict[str, Any]) -> str:
         message = self.client.session.msg(message_type, content)

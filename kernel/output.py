@@ -76,6 +76,9 @@ class CellResult:
             ``"busy"`` and ``"dead"`` cells (no reply says what they did).
         pending_approval: the call a cell run with ``on_approval="pause"`` stopped at, waiting for
             approval (``tool``, ``arguments`` as shown, ``reason``, ``digest``); ``None`` otherwise.
+        variables: the names of the kernel's user variables after the cell, sorted, when the cell
+            was run with ``report_variables=True`` and succeeded; ``None`` otherwise (a session then
+            asks in a cell of its own). Not part of :meth:`to_dict`: it is bookkeeping for sessions.
     """
 
     status: Status
@@ -92,6 +95,7 @@ class CellResult:
     result_json: str | None = None
     result_summary: str | None = None
     pending_approval: dict | None = None
+    variables: tuple[str, ...] | None = None
 
     @property
     def short_result(self) -> str | None:

@@ -136,6 +136,25 @@ def test_declared_variables_feed_plans_and_deleted_ones_stop_counting(workspace)
         assert [step.tool.name for step in replanned.plan.steps] == ["parse_molecule", "identify_functional_groups"]
 
 
+def test_a_free_cell_reads_the_variables_in_its_own_round_trip_and_a_failing_one_still_counts(workspace):
+    with workspace.session("agent-round-trips") as session:
+        session.bind_domains(["chemistry"])
+        # Every execute request the kernel handles, silent housekeeping cells included.
+        session.execute("import IPython\n_requests = []\nIPython.get_ipython().events.register('pre_execute', lambda: _requests.append(1))")
+        session.execute(f"mine = await chemistry.parse_molecule(smiles={ASPIRIN!r})")
+        session.declare("chemistry.molecule_parsed", "mine")
+        for code in ("a = 1", "b = a + 1", "del b"):
+            assert session.execute(code).status == "ok"
+        # Four cells, the declare's check, and the read below: one request each (ten when each cell
+        # was followed by a cell asking for the variables).
+        assert session.code_mode.value("_requests", session.session_id, session.user_id) == [1] * 6
+        # A failing cell answers no variables in its reply: the session asks, and still sees the deletion.
+        failed = session.execute("del mine\n1 / 0")
+        assert failed.status == "error" and failed.error["ename"] == "ZeroDivisionError"
+        assert "Variables that carried held states are gone: mine (chemistry.molecule_parsed)" in failed.notice
+        assert session.artifacts == {} and session.held == frozenset()
+
+
 def test_session_state_is_plain_data_and_restores_on_a_shared_code_mode(workspace):
     with CodeMode(pool_size=0) as shared:
         session = workspace.session("agent-4", code_mode=shared)

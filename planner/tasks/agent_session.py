@@ -390,6 +390,14 @@ class AgentSession:
         except (KeyError, KernelError):
             return None
 
+    def _variables_after(self, result: CellResult) -> list[str] | None:
+        """The kernel's variable names after ``result``'s cell: from its execute reply when the cell
+        succeeded, else asked for in a cell of their own."""
+        return list(result.variables) if result.variables is not None else self._variables_now()
+
+    async def _avariables_after(self, result: CellResult) -> list[str] | None:
+        return list(result.variables) if result.variables is not None else await self._avariables()
+
     def declare(self, state: str, variable: str | None = None) -> None:
         """Declare that the session holds ``state``, carried by kernel variable ``variable`` (one the
         agent made itself) when given; follow-up plans start from it and read the variable.
@@ -653,9 +661,9 @@ class AgentSession:
         try:
             if not task_plan.plan.steps:
                 return TaskRun(task_plan, self._take_notice(CellResult("ok")))
-            result = self.code_mode.run(task_plan.cell.code, self.session_id, self.user_id, on_approval=on_approval)
+            result = self.code_mode.run(task_plan.cell.code, self.session_id, self.user_id, on_approval=on_approval, report_variables=True)
             self._check_kernel()
-            return self._finish_task(task_plan, result, self._variables_now())
+            return self._finish_task(task_plan, result, self._variables_after(result))
         finally:
             self._release(task_plan)
 
@@ -684,9 +692,9 @@ class AgentSession:
         try:
             if not task_plan.plan.steps:
                 return TaskRun(task_plan, self._take_notice(CellResult("ok")))
-            result = await self.code_mode.arun(task_plan.cell.code, self.session_id, self.user_id, on_approval=on_approval)
+            result = await self.code_mode.arun(task_plan.cell.code, self.session_id, self.user_id, on_approval=on_approval, report_variables=True)
             self._check_kernel()
-            return self._finish_task(task_plan, result, await self._avariables())
+            return self._finish_task(task_plan, result, await self._avariables_after(result))
         finally:
             self._release(task_plan)
 
@@ -701,9 +709,9 @@ class AgentSession:
         """
         paused, task_plan, code, answers = self._resumption(approved, note)
         try:
-            result = self.code_mode.run(code, self.session_id, self.user_id, on_approval="pause", answers=answers)
+            result = self.code_mode.run(code, self.session_id, self.user_id, on_approval="pause", answers=answers, report_variables=True)
             self._check_kernel()
-            return self._finish_task(task_plan, replace(result, tool_calls={**paused.tool_calls, **result.tool_calls}), self._variables_now())
+            return self._finish_task(task_plan, replace(result, tool_calls={**paused.tool_calls, **result.tool_calls}), self._variables_after(result))
         finally:
             self._release(task_plan)
 
@@ -711,9 +719,9 @@ class AgentSession:
         """Async :meth:`resume`."""
         paused, task_plan, code, answers = await asyncio.to_thread(self._resumption, approved, note)
         try:
-            result = await self.code_mode.arun(code, self.session_id, self.user_id, on_approval="pause", answers=answers)
+            result = await self.code_mode.arun(code, self.session_id, self.user_id, on_approval="pause", answers=answers, report_variables=True)
             self._check_kernel()
-            return self._finish_task(task_plan, replace(result, tool_calls={**paused.tool_calls, **result.tool_calls}), await self._avariables())
+            return self._finish_task(task_plan, replace(result, tool_calls={**paused.tool_calls, **result.tool_calls}), await self._avariables_after(result))
         finally:
             self._release(task_plan)
 
@@ -796,17 +804,17 @@ class AgentSession:
         :func:`toolpath.kernel.format_for_model`). Tool calls in free cells do not make states held: declare
         them with :meth:`declare`."""
         self._check_open()
-        result = self.code_mode.run(code, self.session_id, self.user_id)
+        result = self.code_mode.run(code, self.session_id, self.user_id, report_variables=True)
         self._check_kernel()
-        self._after_cell(self._variables_now())
+        self._after_cell(self._variables_after(result))
         return self._take_notice(result)
 
     async def aexecute(self, code: str) -> CellResult:
         """Async :meth:`execute`."""
         self._check_open()
-        result = await self.code_mode.arun(code, self.session_id, self.user_id)
+        result = await self.code_mode.arun(code, self.session_id, self.user_id, report_variables=True)
         self._check_kernel()
-        self._after_cell(await self._avariables())
+        self._after_cell(await self._avariables_after(result))
         return self._take_notice(result)
 
     # -- instructions -------------------------------------------------------------------------------
