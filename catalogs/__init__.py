@@ -9,6 +9,9 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
+#: Environment variable listing catalog files (separated by ``os.pathsep``) to load with the shipped ones.
+CATALOGS_VARIABLE = "TOOLPATH_CATALOGS"
+
 
 def default_catalog_paths() -> list[Path]:
     """The ``catalog.yaml`` of every shipped catalog, sorted by domain directory name."""

@@ -1,56 +1,68 @@
 """toolpath's data model and catalogs: states, tool definitions, the tool registry, catalog files.
 
-This layer imports nothing from ``kernel`` or ``planner``.
+This layer imports nothing from ``kernel`` or ``planner``. The names below load on first use, so a
+module that needs one light part (``toolpath.registry.storage``, say) does not pay for pydantic and
+the catalog models.
 """
 
-from toolpath.registry.catalog import (
-    Catalog,
-    CatalogError,
-    CatalogFile,
-    CatalogProblem,
-    CatalogRequirements,
-    CatalogSkippedWarning,
-    LoadedCatalogs,
-    SkippedCatalog,
-    catalog_json_schema,
-    combine_catalogs,
-    import_roots,
-    load_catalogs,
-    read_catalog,
-)
-from toolpath.registry.lint import RULES, Finding, lint_catalogs, load_checked
-from toolpath.registry.names import handle_name, python_identifier
-from toolpath.registry.states import State, StateTransition
-from toolpath.registry.tool_registry import AmbiguousToolNameError, ToolNotFoundError, ToolRegistry
-from toolpath.registry.tools import ReturnSpec, ToolDefinition, ToolParameter, reachable_states
+from __future__ import annotations
 
-__all__ = [
-    "AmbiguousToolNameError",
-    "Catalog",
-    "catalog_json_schema",
-    "CatalogError",
-    "CatalogFile",
-    "CatalogProblem",
-    "CatalogRequirements",
-    "CatalogSkippedWarning",
-    "combine_catalogs",
-    "Finding",
-    "handle_name",
-    "import_roots",
-    "lint_catalogs",
-    "load_catalogs",
-    "load_checked",
-    "LoadedCatalogs",
-    "python_identifier",
-    "reachable_states",
-    "read_catalog",
-    "ReturnSpec",
-    "SkippedCatalog",
-    "RULES",
-    "State",
-    "StateTransition",
-    "ToolDefinition",
-    "ToolNotFoundError",
-    "ToolParameter",
-    "ToolRegistry",
-]
+from typing import TYPE_CHECKING
+
+from toolpath.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from toolpath.registry.catalog import (
+        Catalog,
+        CatalogError,
+        CatalogFile,
+        CatalogProblem,
+        CatalogRequirements,
+        CatalogSkippedWarning,
+        LoadedCatalogs,
+        SkippedCatalog,
+        catalog_json_schema,
+        combine_catalogs,
+        import_roots,
+        load_catalogs,
+        read_catalog,
+    )
+    from toolpath.registry.lint import RULES, Finding, lint_catalogs, load_checked
+    from toolpath.registry.names import handle_name, python_identifier
+    from toolpath.registry.states import State, StateTransition
+    from toolpath.registry.tool_registry import AmbiguousToolNameError, ToolNotFoundError, ToolRegistry
+    from toolpath.registry.tools import ReturnSpec, ToolDefinition, ToolParameter, reachable_states
+
+_HOME = {
+    "AmbiguousToolNameError": "toolpath.registry.tool_registry",
+    "Catalog": "toolpath.registry.catalog",
+    "catalog_json_schema": "toolpath.registry.catalog",
+    "CatalogError": "toolpath.registry.catalog",
+    "CatalogFile": "toolpath.registry.catalog",
+    "CatalogProblem": "toolpath.registry.catalog",
+    "CatalogRequirements": "toolpath.registry.catalog",
+    "CatalogSkippedWarning": "toolpath.registry.catalog",
+    "combine_catalogs": "toolpath.registry.catalog",
+    "Finding": "toolpath.registry.lint",
+    "handle_name": "toolpath.registry.names",
+    "import_roots": "toolpath.registry.catalog",
+    "lint_catalogs": "toolpath.registry.lint",
+    "load_catalogs": "toolpath.registry.catalog",
+    "load_checked": "toolpath.registry.lint",
+    "LoadedCatalogs": "toolpath.registry.catalog",
+    "python_identifier": "toolpath.registry.names",
+    "reachable_states": "toolpath.registry.tools",
+    "read_catalog": "toolpath.registry.catalog",
+    "ReturnSpec": "toolpath.registry.tools",
+    "RULES": "toolpath.registry.lint",
+    "SkippedCatalog": "toolpath.registry.catalog",
+    "State": "toolpath.registry.states",
+    "StateTransition": "toolpath.registry.states",
+    "ToolDefinition": "toolpath.registry.tools",
+    "ToolNotFoundError": "toolpath.registry.tool_registry",
+    "ToolParameter": "toolpath.registry.tools",
+    "ToolRegistry": "toolpath.registry.tool_registry",
+}
+
+__all__ = sorted(_HOME)
+__getattr__ = lazy_exports(__name__, _HOME, globals())

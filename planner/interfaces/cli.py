@@ -28,10 +28,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolpath.catalogs import CATALOGS_VARIABLE
 from toolpath.errors import Refusal, ToolpathError, Vocabulary
 from toolpath.planner.interfaces.serve_limits import SERVE_MAX_KERNELS, SERVE_MAX_KERNELS_PER_USER, SERVE_MAX_SESSIONS_PER_USER, SERVE_MAX_TASKS_PER_USER
-from toolpath.planner.planning.plans import DEFAULT_TIME_BUDGET_MS, NoPlanError, alternative_plans, plan
-from toolpath.planner.tasks.workspace import CATALOGS_VARIABLE, Workspace, resolve_catalog_paths
+from toolpath.planner.planning.budgets import DEFAULT_TIME_BUDGET_MS
 
 if TYPE_CHECKING:
     from toolpath.kernel import CellResult
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from toolpath.planner.tasks.cell import PlannedCell
     from toolpath.planner.tasks.parts import PartMatch
     from toolpath.planner.tasks.task import InputOption, TaskPlan
+    from toolpath.planner.tasks.workspace import Workspace
 
 EXAMPLES = {
     "run": """examples:
@@ -361,12 +362,12 @@ def _prepare_embedding_model() -> None:
 
 
 def command_run(arguments: argparse.Namespace) -> int:
+    task = _task(arguments)
+    _prepare_embedding_model()
     from toolpath.planner.interfaces.terminal_approval import TerminalApprover
     from toolpath.planner.tasks.task import UnboundParametersError, input_options
 
-    task = _task(arguments)
-    _prepare_embedding_model()
-    workspace = Workspace.open(_catalog_paths(arguments))
+    workspace = _open_workspace(arguments)
     options = code_mode_options(arguments)
     # A gateway's kernel, or one a kernelspec's provisioner starts, may run on another machine,
     # where a directory of this one does not exist: its files go where it runs, as before.
@@ -516,7 +517,7 @@ def command_cell(arguments: argparse.Namespace) -> int:
         raise CommandLineError("give either a TASK (or --step ...) or --goal TOKEN ..., not both and not neither")
     if not arguments.goal:
         _prepare_embedding_model()
-    workspace = Workspace.open(_catalog_paths(arguments))
+    workspace = _open_workspace(arguments)
     inputs = parse_inputs(arguments.input)
     if arguments.goal:
         goal_plan, cell = workspace.plan_goal(arguments.goal, inputs, held=arguments.have)
@@ -558,7 +559,9 @@ def command_cell(arguments: argparse.Namespace) -> int:
 
 
 def command_plan(arguments: argparse.Namespace) -> int:
-    workspace = Workspace.open(_catalog_paths(arguments))
+    from toolpath.planner.planning.plans import alternative_plans
+
+    workspace = _open_workspace(arguments)
     goal_plan, *others = alternative_plans(
         workspace.graph, arguments.goal, held=arguments.have, avoid=arguments.avoid, k=arguments.k, time_budget_ms=arguments.time_budget
     )
@@ -578,12 +581,12 @@ def _strength(hit: SkillHit) -> str:
 
 
 def command_search(arguments: argparse.Namespace) -> int:
-    from toolpath.planner.search.skills import MIN_SCORE
-
     if not arguments.query.strip():
         raise CommandLineError("the query is empty; describe what you want to achieve")
     _prepare_embedding_model()
-    workspace = Workspace.open(_catalog_paths(arguments))
+    from toolpath.planner.search.skills import MIN_SCORE
+
+    workspace = _open_workspace(arguments)
     hits = workspace.search(
         arguments.query, k=arguments.k, held=arguments.have, domain=arguments.domain or None, kind=arguments.kind, reachable_only=arguments.reachable_only
     )
@@ -638,7 +641,7 @@ def command_schema(arguments: argparse.Namespace) -> int:
 
 
 def command_graph(arguments: argparse.Namespace) -> int:
-    workspace = Workspace.open(_catalog_paths(arguments))
+    workspace = _open_workspace(arguments)
     if arguments.format is not None:
         return _picture(workspace, arguments)
     if arguments.goal or arguments.have or arguments.output:
@@ -657,11 +660,22 @@ def command_graph(arguments: argparse.Namespace) -> int:
 def _catalog_paths(arguments: argparse.Namespace) -> list[Path]:
     """The catalogs the command line names: ``--catalog``, else the shipped ones and
     ``TOOLPATH_CATALOGS``; then ``--add-catalog``."""
+    from toolpath.planner.tasks.workspace import resolve_catalog_paths
+
     return resolve_catalog_paths(arguments.catalog, arguments.add_catalog)
+
+
+def _open_workspace(arguments: argparse.Namespace) -> Workspace:
+    """A workspace on the catalogs the command line names (the planner loads here, not at start:
+    a command that embeds has started loading its model first, see :func:`_prepare_embedding_model`)."""
+    from toolpath.planner.tasks.workspace import Workspace
+
+    return Workspace.open(_catalog_paths(arguments))
 
 
 def _picture(workspace: Workspace, arguments: argparse.Namespace) -> int:
     from toolpath.planner.planning import picture  # matplotlib loads only for an image
+    from toolpath.planner.planning.plans import plan
 
     graph = workspace.graph
     graph.check_states(arguments.have)
@@ -1212,6 +1226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _error_payload(error: ToolpathError, message: str) -> dict[str, Any]:
     """``--json``'s object for a refusal: ``error`` (the message), and what the error knows besides."""
+    from toolpath.planner.planning.plans import NoPlanError
     from toolpath.planner.tasks.task import UnboundParametersError
 
     if isinstance(error, NoPlanError):

@@ -23,18 +23,10 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from toolpath.errors import PYTHON, GivenAdvice, Refusal, ToolpathError, Vocabulary
+from toolpath.planner.planning.budgets import DEFAULT_TASK_BUDGET_S, DEFAULT_TIME_BUDGET_MS
 from toolpath.planner.planning.delete_free import INFINITY, DeleteFreeTask
 from toolpath.planner.planning.graph import StateGraph
 from toolpath.registry import ToolDefinition
-
-#: Milliseconds a plan's search may spend proving optimality after its bounds (see :func:`plan`).
-DEFAULT_TIME_BUDGET_MS = 250.0
-
-#: Seconds planning one task may take by default: splitting it, choosing every part's goal and the
-#: joint plan (:class:`TaskBudget`). A task of :data:`toolpath.planner.tasks.parts.MAX_TASK_PARTS` parts plans in
-#: well under this (``benchmarks/bench_long_tasks.py``); an agent kept waiting longer is better
-#: told to split its task.
-DEFAULT_TASK_BUDGET_S = 30.0
 
 
 class PlanningStopped(ToolpathError):

@@ -11,7 +11,7 @@ searches. It writes into DIRECTORY:
   ``sentence_embedding`` (``(batch, 384)`` float32, unit rows). Weights kept apart are memory-mapped
   when loaded: half the peak memory and a quarter of the load time of weights inside the graph.
 - ``manifest.json``: what was exported (model id and package version, the torch, ONNX Runtime and
-  opset versions, the tokenizer's maximum length, the files' sizes and SHA-256 digests) and sentence-transformers'
+  opset versions, the tokenizer's maximum length, the files' sizes, SHA-256 digests and modification times) and sentence-transformers'
   vectors of :data:`toolpath.planner.search.onnx_embedding.PROBE_TEXTS`, which the query process checks against.
 
 The export is checked before it is kept: ONNX Runtime's vectors of the probe texts, one by one and as
@@ -127,10 +127,16 @@ def export(directory: Path) -> None:
         "opset": OPSET,
         "max_tokens": model.get_max_seq_length(),
         "dimension": int(reference.shape[1]),
-        "files": {name: {"bytes": (directory / name).stat().st_size, "sha256": file_sha256(directory / name)} for name in (MODEL_FILE, DATA_FILE)},
+        "files": {name: _file_record(directory / name) for name in (MODEL_FILE, DATA_FILE)},
         "probes": [{"text": text, "vector": vector.tolist()} for text, vector in zip(PROBE_TEXTS, reference)],
     }
     (directory / MANIFEST_FILE).write_text(json.dumps(manifest), encoding="utf-8")
+
+
+def _file_record(path: Path) -> dict:
+    """What loading checks a written file against: its size, SHA-256 digest and modification time."""
+    status = path.stat()
+    return {"bytes": status.st_size, "sha256": file_sha256(path), "mtime_ns": status.st_mtime_ns}
 
 
 def main(argv: list[str] | None = None) -> int:

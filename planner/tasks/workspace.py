@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolpath.catalogs import default_catalog_paths
+from toolpath.catalogs import CATALOGS_VARIABLE, default_catalog_paths
 from toolpath.planner.planning.graph import StateGraph
 from toolpath.planner.planning.plans import DEFAULT_TASK_BUDGET_S, Plan, plan
 from toolpath.registry import CatalogError, CatalogProblem, LoadedCatalogs, ToolDefinition, import_roots, load_checked
@@ -38,10 +38,6 @@ if TYPE_CHECKING:
     from toolpath.planner.tasks.agent_session import AgentSession, SessionState
     from toolpath.planner.tasks.cell import PlannedCell
     from toolpath.planner.tasks.task import TaskPlan, TaskRun
-
-
-#: Environment variable listing catalog files (separated by ``os.pathsep``) to load with the shipped ones.
-CATALOGS_VARIABLE = "TOOLPATH_CATALOGS"
 
 
 def resolve_catalog_paths(only: Sequence[str | Path] = (), add: Sequence[str | Path] = ()) -> list[Path]:

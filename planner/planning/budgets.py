@@ -1,0 +1,12 @@
+"""The planner's default time budgets, apart from the planner so that reading them (a command's
+help text) does not load it."""
+
+#: Milliseconds a plan's search may spend proving optimality after its bounds (see
+#: :func:`toolpath.planner.planning.plans.plan`).
+DEFAULT_TIME_BUDGET_MS = 250.0
+
+#: Seconds planning one task may take by default: splitting it, choosing every part's goal and the
+#: joint plan (:class:`toolpath.planner.planning.plans.TaskBudget`). A task of
+#: :data:`toolpath.planner.tasks.parts.MAX_TASK_PARTS` parts plans in well under this
+#: (``benchmarks/bench_long_tasks.py``); an agent kept waiting longer is better told to split its task.
+DEFAULT_TASK_BUDGET_S = 30.0
