@@ -106,7 +106,11 @@ def command_timings(rounds: int) -> dict:
                 memory[name].append(megabytes)
     report = {}
     for name in processes:
-        report[name] = {"wall_s": summary(wall[name]), "peak_rss_mb": round(max(memory[name]), 1), "warm_up_s": round(warm_up[name], 2)}
+        report[name] = {
+            "wall_s": summary(wall[name]),
+            "peak_rss_mb": round(max(memory[name]), 1),
+            "warm_up_s": round(warm_up[name], 2) if name in warm_up else None,
+        }
         if name in TARGETS_SECONDS:
             report[name]["target_s"] = TARGETS_SECONDS[name]
             report[name]["to_import_torch"] = round(report[name]["wall_s"]["p50"] / statistics.median(wall["import torch"]), 3)
