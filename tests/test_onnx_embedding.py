@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import warnings
 
@@ -108,6 +109,28 @@ def test_a_damaged_export_is_noticed_and_exported_again(onnx, toolpath_models, t
         damage()
         OnnxEmbedder(tmp_path)(["x"])
     assert len(exported) == 3
+
+
+def test_processes_starting_together_export_once_and_the_others_load_that_export(onnx, toolpath_models, tmp_path, monkeypatch):
+    good, _ = copy_export(toolpath_models, tmp_path / "source")
+    exported = []
+
+    def slow_export(directory):  # the real export takes 20 s; it is run once per test session
+        exported.append(directory)
+        time.sleep(1)
+        shutil.copytree(good, directory)
+
+    monkeypatch.setattr("toolpath.planner.search.onnx_embedding._export", slow_export)
+    # Separate opens of the lock file conflict as separate processes' do (flock locks the open file).
+    embedders = [OnnxEmbedder(tmp_path / "models") for _ in range(3)]
+    loaders = [threading.Thread(target=embedder.load) for embedder in embedders]
+    for loader in loaders:
+        loader.start()
+    for loader in loaders:
+        loader.join()
+    assert len(exported) == 1
+    for embedder in embedders:
+        assert float(embedder(["group similar molecules"])[0] @ onnx(["group similar molecules"])[0]) > 1 - 1e-6
 
 
 def test_an_export_that_cannot_run_says_why_and_queries_fall_back_to_sentence_transformers(tmp_path, monkeypatch, reference):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import hashlib
 import json
 import logging
@@ -28,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -171,15 +172,25 @@ class OnnxEmbedder:
 
     def _load(self) -> None:
         directory = self.directory
-        try:
-            self._open(directory)
-        except (OSError, ValueError, KeyError):
+        if self._opened(directory):
+            return
+        with _export_lock(directory):
+            if self._opened(directory):  # another process exported it while this one waited
+                return
             _refuse_if_failed_before(directory)
             _export(directory)  # missing or damaged: export again, and trust what that export checked
             try:
                 self._open(directory)
             except (OSError, ValueError, KeyError) as error:
                 raise QueryModelError(f"the query model exported to {directory} does not load: {error}. Delete that directory to export it again") from error
+
+    def _opened(self, directory: Path) -> bool:
+        """Whether the export in ``directory`` loaded (:meth:`_open`); ``False`` when it is missing or damaged."""
+        try:
+            self._open(directory)
+        except (OSError, ValueError, KeyError):
+            return False
+        return True
 
     def _open(self, directory: Path) -> None:
         """Load the export in ``directory`` and check it on the first probe text.
@@ -295,6 +306,22 @@ def _refuse_if_failed_before(directory: Path) -> None:
         raise QueryModelError(
             f"{failure.get('error')} (recorded in {record}: the export is tried again when torch, onnx or sentence-transformers change, or when that file is deleted)"
         )
+
+
+@contextlib.contextmanager
+def _export_lock(directory: Path) -> Iterator[None]:
+    """Hold an exclusive lock beside ``directory`` (``<directory>.lock``), so that processes starting
+    together on a new machine export once: the others wait, then load that export. Without a writable
+    parent directory there is no lock, and the export says why it cannot write."""
+    try:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(directory.with_name(directory.name + ".lock"), "a")
+    except OSError:
+        yield
+        return
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
 
 
 def _export(directory: Path) -> None:
