@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import compileall
 import contextlib
+import fcntl
+import importlib
 import os
 import secrets
 import socket
@@ -19,6 +22,19 @@ from toolpath.catalogs import default_catalog_paths
 from toolpath.planner import StateGraph
 from toolpath.registry import load_catalogs
 
+#: toolpath's packages: the CLIs and kernels the tests start import their modules.
+PACKAGES = ("toolpath", "toolpath.kernel", "toolpath.planner", "toolpath.registry", "toolpath.catalogs")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compiled_sources():
+    """Compile toolpath's modules to bytecode once: with ``PYTHONDONTWRITEBYTECODE`` set (as on CI
+    machines) every CLI and kernel a test starts would compile them again, about 0.3 s a process.
+    ``compileall`` writes the files whatever that variable says (atomically: workers may race)."""
+    for package in PACKAGES:
+        for directory in importlib.import_module(package).__path__:
+            compileall.compile_dir(directory, quiet=1)
+
 
 @pytest.fixture(scope="session", autouse=True)
 def toolpath_home(tmp_path_factory):
@@ -31,12 +47,17 @@ def toolpath_home(tmp_path_factory):
 
 @pytest.fixture(scope="session", autouse=True)
 def toolpath_models(tmp_path_factory):
-    """One ONNX export of the query model for the whole test session (it takes about 20 s), shared
-    by the tests and CLIs that use a home of their own."""
+    """One ONNX export of the embedding model for the whole test run (it takes about 20 s), shared by
+    the tests, the CLIs that use a home of their own and, when tests run in parallel (pytest-xdist),
+    every worker: the first to need it exports it, the others wait on the export's lock."""
     from toolpath.planner.search.onnx_embedding import MODELS_VARIABLE
 
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's own directory, shared by its workers
+    models = root / "toolpath-models"
+    models.mkdir(exist_ok=True)
     with pytest.MonkeyPatch.context() as patch:
-        models = tmp_path_factory.mktemp("toolpath-models")
         patch.setenv(MODELS_VARIABLE, str(models))
         yield models
 
@@ -160,13 +181,16 @@ def _enterprise_gateway_environment() -> Path:
     """The virtual environment holding Enterprise Gateway, built when missing or half built."""
     environment = Path(__file__).resolve().parent / ".venv-enterprise-gateway"
     built = environment / "toolpath-built"
-    if built.exists() and built.read_text() == ENTERPRISE_GATEWAY:
-        return environment
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(environment)], check=True)
-    installed = subprocess.run([str(environment / "bin" / "pip"), "install", "-q", ENTERPRISE_GATEWAY], capture_output=True, text=True)
-    if installed.returncode != 0:
-        pytest.fail(f"cannot install {ENTERPRISE_GATEWAY} into {environment} for the Enterprise Gateway tests: {installed.stderr[-2000:]}")
-    built.write_text(ENTERPRISE_GATEWAY)
+    # Test processes running in parallel build it once: the others wait on the lock, then find it built.
+    with open(environment.with_name(environment.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if built.exists() and built.read_text() == ENTERPRISE_GATEWAY:
+            return environment
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(environment)], check=True)
+        installed = subprocess.run([str(environment / "bin" / "pip"), "install", "-q", ENTERPRISE_GATEWAY], capture_output=True, text=True)
+        if installed.returncode != 0:
+            pytest.fail(f"cannot install {ENTERPRISE_GATEWAY} into {environment} for the Enterprise Gateway tests: {installed.stderr[-2000:]}")
+        built.write_text(ENTERPRISE_GATEWAY)
     return environment
 
 

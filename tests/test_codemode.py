@@ -28,14 +28,19 @@ def png(width=1, height=1):
 
 
 def kernel_pids():
+    """The ipykernel processes this process started (tests running in parallel start their own)."""
     pids = set()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                if b"ipykernel_launcher" in handle.read():
-                    pids.add(int(pid))
-        except OSError:
-            pass
+                if b"ipykernel_launcher" not in handle.read():
+                    continue
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                parent = int(handle.read().rsplit(b")", 1)[1].split()[1])  # after the command name, which may hold spaces
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == os.getpid():
+            pids.add(int(pid))
     return pids
 
 
