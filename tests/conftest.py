@@ -11,6 +11,7 @@ import secrets
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import uuid
@@ -24,6 +25,41 @@ from toolpath.registry import load_catalogs
 
 #: toolpath's packages: the CLIs and kernels the tests start import their modules.
 PACKAGES = ("toolpath", "toolpath.kernel", "toolpath.planner", "toolpath.registry", "toolpath.catalogs")
+
+
+def ignores_file_modes() -> bool:
+    """Whether this process reads a file whose mode forbids it (root, unless its capabilities were dropped)."""
+    with tempfile.TemporaryDirectory() as directory:
+        probe = Path(directory) / "probe"
+        probe.touch(mode=0)
+        try:
+            probe.read_bytes()
+        except PermissionError:
+            return False
+        return True
+
+
+#: Names the models directory of the test run that started this one (see :func:`toolpath_models`).
+SHARED_MODELS_VARIABLE = "TOOLPATH_TEST_SHARED_MODELS"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """A test marked ``needs_file_modes`` checks what toolpath does with a file whose mode forbids
+    reading or writing it. Root reads and writes such files anyway (CAP_DAC_OVERRIDE), so as root
+    the test runs again in a child pytest whose capabilities leave out the overrides (``setpriv``),
+    and passes or fails there; it is never skipped."""
+    if pyfuncitem.get_closest_marker("needs_file_modes") is None or not ignores_file_modes():
+        return None
+    command = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider"]
+    environment = {**os.environ, SHARED_MODELS_VARIABLE: os.environ.get("TOOLPATH_MODELS", "")}
+    try:
+        completed = subprocess.run([*command, pyfuncitem.nodeid], cwd=pyfuncitem.config.rootpath, env=environment, capture_output=True, text=True, timeout=600)
+    except FileNotFoundError:
+        pytest.fail("running as root, this test needs `setpriv` (util-linux) to drop the capability to override file modes", pytrace=False)
+    if completed.returncode != 0 or "1 passed" not in completed.stdout:  # passed, not skipped or deselected
+        pytest.fail(f"without the capability to override file modes:\n{completed.stdout[-6000:]}\n{completed.stderr[-2000:]}", pytrace=False)
+    return True
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -49,13 +85,14 @@ def toolpath_home(tmp_path_factory):
 def toolpath_models(tmp_path_factory):
     """One ONNX export of the embedding model for the whole test run (it takes about 20 s), shared by
     the tests, the CLIs that use a home of their own and, when tests run in parallel (pytest-xdist),
-    every worker: the first to need it exports it, the others wait on the export's lock."""
+    every worker: the first to need it exports it, the others wait on the export's lock. A test run
+    again in a child process (:func:`pytest_pyfunc_call`) uses its parent's."""
     from toolpath.planner.search.onnx_embedding import MODELS_VARIABLE
 
     root = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         root = root.parent  # the run's own directory, shared by its workers
-    models = root / "toolpath-models"
+    models = Path(os.environ.get(SHARED_MODELS_VARIABLE) or root / "toolpath-models")  # a child run's: its parent's
     models.mkdir(exist_ok=True)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(MODELS_VARIABLE, str(models))

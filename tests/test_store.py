@@ -8,9 +8,7 @@ import os
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,19 +29,9 @@ def write_sql(path, *statements):
             database.execute(statement)
 
 
-def ignores_file_modes() -> bool:
-    """Whether this process reads a file whose mode forbids it (root, unless its capabilities were dropped)."""
-    with tempfile.TemporaryDirectory() as directory:
-        probe = Path(directory) / "probe"
-        probe.touch(mode=0)
-        try:
-            probe.read_bytes()
-        except PermissionError:
-            return False
-        return True
-
-
-needs_file_modes = pytest.mark.skipif(ignores_file_modes(), reason="this process reads and writes files whatever their mode (root)")
+#: Tests of files whose mode forbids reading or writing them; as root they run in a child process
+#: without the capabilities that override file modes (see ``pytest_pyfunc_call`` in conftest.py).
+needs_file_modes = pytest.mark.needs_file_modes
 
 
 class WordCountEmbedder:
