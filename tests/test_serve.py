@@ -496,6 +496,20 @@ def test_serve_refuses_a_store_it_cannot_use_as_it_starts_in_one_line(tmp_path):
         assert "hunter2" not in started.stderr and "Traceback" not in started.stderr and list(tmp_path.iterdir()) == []
 
 
+def test_serve_refuses_a_lease_too_short_as_it_reads_its_command_line():
+    for lease, said in (
+        ("0", "is not a positive, finite number"),
+        ("0.5", "is shorter than the shortest lease, 1 s"),
+        ("inf", "is not a positive, finite number"),
+    ):
+        started = time.monotonic()
+        refused = subprocess.run(
+            [sys.executable, "-m", "toolpath.planner.interfaces.cli", "serve", "--session-lease", lease], capture_output=True, text=True, timeout=120
+        )
+        assert refused.returncode == 2 and said in refused.stderr and "Traceback" not in refused.stderr, refused.stderr
+        assert time.monotonic() - started < 10, "the refusal waited for something the server loads"
+
+
 def test_eight_concurrent_clients_lose_or_cross_nothing(serve_over_http):
     url, tokens = serve_over_http("--max-kernels-per-user", "8", "--max-tasks-per-user", "8")  # eight live sessions of one user, all busy
 

@@ -219,6 +219,17 @@ def code_mode_options(arguments: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+def lease_seconds(text: str) -> float:
+    """argparse type: a session lease in seconds, at least :data:`toolpath.kernel.snapshot.MIN_LEASE_SECONDS`
+    (refused as the command line is read, before the server loads anything)."""
+    from toolpath.kernel.snapshot import MIN_LEASE_SECONDS
+
+    number = positive_number(text)
+    if number < MIN_LEASE_SECONDS:
+        raise argparse.ArgumentTypeError(f"{text!r} is shorter than the shortest lease, {MIN_LEASE_SECONDS:g} s (it is renewed every third of it)")
+    return number
+
+
 def kernel_caps(arguments: argparse.Namespace) -> dict[str, Any]:
     """The :class:`toolpath.kernel.CodeMode` caps of ``toolpath serve``'s ``--max-kernels`` and ``--max-kernels-per-user``."""
     return {"max_kernels": arguments.max_kernels, "max_kernels_per_user": arguments.max_kernels_per_user}
@@ -1126,7 +1137,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve_parser.add_argument(
         "--session-lease",
-        type=float,
+        type=lease_seconds,
         metavar="SECONDS",
         help="how long this server's hold on a session lasts in the store unless renewed (it renews every third of that); another replica takes a session over once it runs out (default 30)",
     )
