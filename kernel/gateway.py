@@ -42,6 +42,13 @@ except ImportError as error:  # an optional part: kernels on this machine need n
 
 #: Seconds a REST request to the gateway may take (starting a kernel has its own limit).
 REQUEST_TIMEOUT = 30.0
+
+#: Seconds the WebSocket handshake may take beyond the kernel's start timeout. A Jupyter server
+#: holds the handshake until the kernel answers the one ``kernel_info_request`` it sends; when that
+#: reply is lost it gives up after its ``kernel_info_timeout`` (jupyter_server's default 60 s, the
+#: same as the default start timeout here) and completes the handshake. The grace lets that answer
+#: arrive; :meth:`GatewayTransport._wait_for_ready` then asks the kernel itself, repeatedly.
+HANDSHAKE_GRACE = 15.0
 #: Seconds between asking the gateway whether it still has a kernel whose cell is silent.
 CHECK_SECONDS = 2.0
 #: Execution states the gateway announces when the kernel process is gone (jupyter_server sends
@@ -138,7 +145,8 @@ class GatewayTransport:
 
         Raises:
             KernelError: the gateway cannot be reached, refuses the token, has no such kernelspec,
-                or the kernel does not answer within ``timeout`` seconds; the message says which.
+                or the kernel does not answer within ``timeout`` seconds (the WebSocket handshake
+                gets :data:`HANDSHAKE_GRACE` more); the message says which.
         """
         body: dict[str, Any] = {"env": self.env}
         if self.gateway.kernel_name:
@@ -193,7 +201,11 @@ class GatewayTransport:
         assert self.kernel_id is not None
         try:
             self._socket = await websockets.connect(
-                self.gateway.websocket_url(self.kernel_id), additional_headers=self.gateway.headers, max_size=None, open_timeout=self._timeout, compression=None
+                self.gateway.websocket_url(self.kernel_id),
+                additional_headers=self.gateway.headers,
+                max_size=None,
+                open_timeout=self._timeout + HANDSHAKE_GRACE,
+                compression=None,
             )
         except (OSError, websockets.exceptions.WebSocketException, TimeoutError) as error:
             raise KernelError(

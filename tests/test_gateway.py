@@ -263,3 +263,44 @@ def test_a_gateway_token_without_a_gateway_is_refused_by_the_command_line(tmp_pa
     command = [sys.executable, "-m", "toolpath.planner.interfaces.cli", "run", "is aspirin drug-like?", "--input", "smiles=CCO"]
     refused = subprocess.run(command, env={**os.environ, "TOOLPATH_GATEWAY_TOKEN": "secret"}, capture_output=True, text=True, timeout=300)
     assert refused.returncode == 2 and "TOOLPATH_GATEWAY_TOKEN is set but no gateway is" in refused.stderr
+
+
+def test_a_kernel_is_reached_when_the_gateway_holds_the_handshake_past_the_start_timeout():
+    """jupyter_server holds a kernel's WebSocket handshake until the kernel answers its one
+    kernel_info_request, and when that reply is lost, until its own kernel_info_timeout, 60 s, which
+    equals CodeMode's default start timeout. A server that answers a little after the start timeout
+    must still get its kernel used."""
+    import asyncio
+    import http
+
+    from websockets.asyncio.server import serve
+
+    from toolpath.kernel.gateway import Gateway, GatewayTransport
+
+    start_timeout, held = 1.0, 2.5
+
+    async def process_request(connection, request):
+        if request.path == "/api/kernels/k1":
+            return connection.respond(http.HTTPStatus.OK, json.dumps({"id": "k1", "execution_state": "idle"}))
+        await asyncio.sleep(held)  # the channels: held as jupyter_server holds them
+        return None
+
+    async def kernel(websocket):
+        async for raw in websocket:
+            request = json.loads(raw)
+            await websocket.send(
+                json.dumps({"channel": "shell", "msg_type": "kernel_info_reply", "parent_header": request["header"], "content": {"status": "ok"}})
+            )
+
+    async def main():
+        async with serve(kernel, "127.0.0.1", 0, process_request=process_request) as server:
+            port = server.sockets[0].getsockname()[1]
+            transport = GatewayTransport(Gateway(f"http://127.0.0.1:{port}", "token"), {})
+            started = time.monotonic()
+            attached = await transport.attach("k1", start_timeout)
+            elapsed = time.monotonic() - started
+            await transport.detach()
+            return attached, elapsed
+
+    attached, elapsed = asyncio.run(main())
+    assert attached and elapsed >= held
