@@ -19,7 +19,9 @@ in ms, the share of plans proven optimal, and plan lengths.
 The catalog (``synthetic_catalog``): 3,000 states in 30 layers of 100; layer 0 is held. Tools are
 made layer by layer: a tool of layer j (uniform in 1..29) produces 1–2 states of layer j and
 requires 1–3 states: one already producible state of layer j−1 (so a state of layer j needs a
-chain of j steps) and 0–2 held states. Goals are drawn from the producible states.
+chain of j steps) and 0–2 held states. ``--generator merging`` builds the other catalog of
+``merging_catalog``, whose requirements need plans of their own (chains that merge). Goals are drawn
+from the producible states.
 
 pyperplan (GPL, never a toolpath dependency) solves the same instances written as STRIPS PDDL, with
 A* and its admissible LM-cut heuristic (optimal; unit costs, like the instances here). It runs in
@@ -46,7 +48,7 @@ Its time per instance is the whole driver run, translation (grounding) included,
 driver's wall time, on instances both solve; costs must be equal wherever both prove optimality
 (issue 17's targets, at 10,000 tools and 2–3-state goals: p50 ≤ 50 ms, ≥ 95 % proven, ≥ 10× faster).
 
-Usage: python benchmarks/bench_plan.py [--tools 1000 10000] [--goals 200] [--multi-goals 50]
+Usage: python benchmarks/bench_plan.py [--generator layered|merging] [--tools 1000 10000] [--goals 200] [--multi-goals 50]
        [--five-goals 20] [--time-budget MS] [--pyperplan-python PATH] [--pyperplan-goals 20]
        [--pyperplan-timeout 10] [--downward-python PATH] [--downward-goals 20] [--downward-timeout 10]
 """
@@ -69,6 +71,8 @@ DEFAULT_DOWNWARD_PYTHON = Path(__file__).resolve().parent / ".venv-downward" / "
 DOWNWARD_TRANSLATE_OUT_OF_TIME, DOWNWARD_SEARCH_OUT_OF_TIME = 21, 23
 STATES = 3000
 LAYERS = 30
+#: Deepest layer a ``merging_catalog`` tool's side requirements come from (deeper ones make plans of hundreds of steps).
+SIDE_CHAIN_DEPTH = 2
 
 
 def synthetic_catalog(tools: int, seed: int, states: int = STATES, layers: int = LAYERS) -> tuple[list[str], list[dict]]:
@@ -86,6 +90,38 @@ def synthetic_catalog(tools: int, seed: int, states: int = STATES, layers: int =
         producible[depth].extend(state for state in produces if state not in producible[depth])
         made.append({"name": f"t{number}", "requires": sorted(requires), "produces": sorted(produces)})
     return layer[0], made
+
+
+def merging_catalog(tools: int, seed: int, states: int = STATES, layers: int = LAYERS) -> tuple[list[str], list[dict]]:
+    """``(held states, tools)`` from the second generator (``--generator merging``): requirements
+    that themselves need plans, where ``synthetic_catalog``'s are one chain plus held states.
+
+    Layer 0 (100 states) is held. A tool of layer j requires 1–3 states: one producible state of
+    layer j−1 and 0–2 producible states of a layer uniform in 0..min(SIDE_CHAIN_DEPTH, j−1) (held
+    ones at depth 0), so reaching a state often means reaching a few others first, along side
+    chains that merge into the main one and that goal states share. It produces 1–3 states of
+    layer j. Every tool costs 1, as in ``synthetic_catalog`` (and in the
+    PDDL the anchors solve).
+    """
+    rng = random.Random(seed)
+    per_layer = states // layers
+    layer = [[f"m{depth}_{index}" for index in range(per_layer)] for depth in range(layers)]
+    producible: list[list[str]] = [list(layer[0])] + [[] for _ in range(layers - 1)]
+    made = []
+    for number, depth in enumerate(sorted(rng.randint(1, layers - 1) for _ in range(tools))):
+        while not producible[depth - 1]:
+            depth -= 1
+        requires = {rng.choice(producible[depth - 1])}
+        for _ in range(rng.randint(0, 2)):
+            side = rng.randint(0, min(SIDE_CHAIN_DEPTH, depth - 1))
+            requires.add(rng.choice(producible[side] or layer[0]))
+        produces = rng.sample(layer[depth], rng.randint(1, 3))
+        producible[depth].extend(state for state in produces if state not in producible[depth])
+        made.append({"name": f"m{number}", "requires": sorted(requires), "produces": sorted(produces)})
+    return layer[0], made
+
+
+GENERATORS = {"layered": synthetic_catalog, "merging": merging_catalog}
 
 
 def goals_of(held: list[str], tools: list[dict], count: int, sizes: tuple[int, int], seed: int) -> list[list[str]]:
@@ -288,6 +324,12 @@ def main() -> None:
         "--time-budget", type=float, default=None, metavar="MS", help="milliseconds per plan to prove optimality (default: the planner's default)"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--generator",
+        choices=sorted(GENERATORS),
+        default="layered",
+        help="synthetic catalog: layered (one chain plus held states per tool, unit costs) or merging (requirements that need plans of their own)",
+    )
     parser.add_argument("--pyperplan-python", type=Path, default=DEFAULT_PYPERPLAN_PYTHON)
     parser.add_argument("--pyperplan-goals", type=int, default=20, help="goals of each kind pyperplan gets (it is slow)")
     parser.add_argument("--pyperplan-timeout", type=float, default=10.0, help="seconds per pyperplan instance")
@@ -305,9 +347,9 @@ def main() -> None:
     from toolpath.planner.planning.plans import DEFAULT_TIME_BUDGET_MS
 
     time_budget_ms = args.time_budget if args.time_budget is not None else DEFAULT_TIME_BUDGET_MS
-    report: dict = {"states": STATES, "layers": LAYERS, "seed": args.seed, "time_budget_ms": time_budget_ms, "sizes": {}}
+    report: dict = {"generator": args.generator, "states": STATES, "layers": LAYERS, "seed": args.seed, "time_budget_ms": time_budget_ms, "sizes": {}}
     for size in args.tools:
-        held, tools = synthetic_catalog(size, args.seed)
+        held, tools = GENERATORS[args.generator](size, args.seed)
         goal_sets = {
             "single_state_goals": goals_of(held, tools, args.goals, (1, 1), args.seed + 1),
             "multi_state_goals": goals_of(held, tools, args.multi_goals, (2, 3), args.seed + 2),
