@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from toolpath.kernel import kernel_setup
 from toolpath.kernel.errors import KernelBusyError, KernelError
 from toolpath.kernel.handles import TOOL_CALLS_PAYLOAD
 from toolpath.kernel.kernel_files import COMM_TARGET
@@ -576,8 +577,9 @@ def _error_line(result: CellResult) -> str:
     return result.status
 
 
-#: The ``user_expressions`` of a cell that reports the kernel's variable names in its execute reply.
-_VARIABLES_EXPRESSION = {"toolpath_variables": "__import__('toolpath.kernel.kernel_setup', fromlist=['_']).variable_names_json()"}
+#: The ``user_expressions`` of a cell that reports the kernel's variable names in its execute reply
+#: (the module and function named from themselves, so that a rename cannot leave a stale string).
+_VARIABLES_EXPRESSION = {"toolpath_variables": f"__import__({kernel_setup.__name__!r}, fromlist=['_']).{kernel_setup.variable_names_json.__name__}()"}
 
 
 def _variables(reply: dict) -> tuple[str, ...] | None:
