@@ -77,19 +77,11 @@ SIDE_CHAIN_DEPTH = 2
 
 def synthetic_catalog(tools: int, seed: int, states: int = STATES, layers: int = LAYERS) -> tuple[list[str], list[dict]]:
     """``(held states, tools)``; each tool is ``{"name", "requires", "produces"}`` (see the module doc)."""
-    rng = random.Random(seed)
-    per_layer = states // layers
-    layer = [[f"s{depth}_{index}" for index in range(per_layer)] for depth in range(layers)]
-    producible: list[list[str]] = [list(layer[0])] + [[] for _ in range(layers - 1)]
-    made = []
-    for number, depth in enumerate(sorted(rng.randint(1, layers - 1) for _ in range(tools))):
-        while not producible[depth - 1]:  # no chain reaches the layer below yet: build lower
-            depth -= 1
-        requires = {rng.choice(producible[depth - 1])} | {rng.choice(layer[0]) for _ in range(rng.randint(0, 2))}
-        produces = rng.sample(layer[depth], rng.randint(1, 2))
-        producible[depth].extend(state for state in produces if state not in producible[depth])
-        made.append({"name": f"t{number}", "requires": sorted(requires), "produces": sorted(produces)})
-    return layer[0], made
+
+    def held_ones(rng: random.Random, layer: list[list[str]], producible: list[list[str]], depth: int) -> set[str]:
+        return {rng.choice(layer[0]) for _ in range(rng.randint(0, 2))}
+
+    return _layered_catalog(tools, seed, states, layers, held_ones, most_produced=2)
 
 
 def merging_catalog(tools: int, seed: int, states: int = STATES, layers: int = LAYERS) -> tuple[list[str], list[dict]]:
@@ -100,24 +92,31 @@ def merging_catalog(tools: int, seed: int, states: int = STATES, layers: int = L
     layer j−1 and 0–2 producible states of a layer uniform in 0..min(SIDE_CHAIN_DEPTH, j−1) (held
     ones at depth 0), so reaching a state often means reaching a few others first, along side
     chains that merge into the main one and that goal states share. It produces 1–3 states of
-    layer j. Every tool costs 1, as in ``synthetic_catalog`` (and in the
-    PDDL the anchors solve).
+    layer j. Every tool costs 1, as in ``synthetic_catalog`` (and in the PDDL the anchors solve).
     """
+
+    def side_chains(rng: random.Random, layer: list[list[str]], producible: list[list[str]], depth: int) -> set[str]:
+        return {rng.choice(producible[rng.randint(0, min(SIDE_CHAIN_DEPTH, depth - 1))] or layer[0]) for _ in range(rng.randint(0, 2))}
+
+    return _layered_catalog(tools, seed, states, layers, side_chains, most_produced=3)
+
+
+def _layered_catalog(tools: int, seed: int, states: int, layers: int, more_requirements, most_produced: int) -> tuple[list[str], list[dict]]:
+    """Tools made layer by layer: each requires one producible state of the layer below its own and
+    ``more_requirements(rng, layer, producible, depth)``, and produces 1 to ``most_produced`` states
+    of its layer."""
     rng = random.Random(seed)
     per_layer = states // layers
-    layer = [[f"m{depth}_{index}" for index in range(per_layer)] for depth in range(layers)]
+    layer = [[f"s{depth}_{index}" for index in range(per_layer)] for depth in range(layers)]
     producible: list[list[str]] = [list(layer[0])] + [[] for _ in range(layers - 1)]
     made = []
     for number, depth in enumerate(sorted(rng.randint(1, layers - 1) for _ in range(tools))):
-        while not producible[depth - 1]:
+        while not producible[depth - 1]:  # no chain reaches the layer below yet: build lower
             depth -= 1
-        requires = {rng.choice(producible[depth - 1])}
-        for _ in range(rng.randint(0, 2)):
-            side = rng.randint(0, min(SIDE_CHAIN_DEPTH, depth - 1))
-            requires.add(rng.choice(producible[side] or layer[0]))
-        produces = rng.sample(layer[depth], rng.randint(1, 3))
+        requires = {rng.choice(producible[depth - 1])} | more_requirements(rng, layer, producible, depth)
+        produces = rng.sample(layer[depth], rng.randint(1, most_produced))
         producible[depth].extend(state for state in produces if state not in producible[depth])
-        made.append({"name": f"m{number}", "requires": sorted(requires), "produces": sorted(produces)})
+        made.append({"name": f"t{number}", "requires": sorted(requires), "produces": sorted(produces)})
     return layer[0], made
 
 
