@@ -19,9 +19,9 @@ in ms, the share of plans proven optimal, and plan lengths.
 The catalog (``synthetic_catalog``): 3,000 states in 30 layers of 100; layer 0 is held. Tools are
 made layer by layer: a tool of layer j (uniform in 1..29) produces 1–2 states of layer j and
 requires 1–3 states: one already producible state of layer j−1 (so a state of layer j needs a
-chain of j steps) and 0–2 held states. ``--generator merging`` builds the other catalog of
-``merging_catalog``, whose requirements need plans of their own (chains that merge). Goals are drawn
-from the producible states.
+chain of j steps) and 0–2 held states. ``--generator merging`` builds ``merging_catalog`` instead,
+whose tools also require states that need plans of their own (side chains that merge). Goals are
+drawn from the producible states.
 
 pyperplan (GPL, never a toolpath dependency) solves the same instances written as STRIPS PDDL, with
 A* and its admissible LM-cut heuristic (optimal; unit costs, like the instances here). It runs in
@@ -63,6 +63,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 DEFAULT_PYPERPLAN_PYTHON = Path(__file__).resolve().parent / ".venv-pyperplan" / "bin" / "python"
@@ -101,7 +102,9 @@ def merging_catalog(tools: int, seed: int, states: int = STATES, layers: int = L
     return _layered_catalog(tools, seed, states, layers, side_chains, most_produced=3)
 
 
-def _layered_catalog(tools: int, seed: int, states: int, layers: int, more_requirements, most_produced: int) -> tuple[list[str], list[dict]]:
+def _layered_catalog(
+    tools: int, seed: int, states: int, layers: int, more_requirements: Callable[..., set[str]], most_produced: int
+) -> tuple[list[str], list[dict]]:
     """Tools made layer by layer: each requires one producible state of the layer below its own and
     ``more_requirements(rng, layer, producible, depth)``, and produces 1 to ``most_produced`` states
     of its layer."""

@@ -6,7 +6,9 @@ caps, images, timeouts, deaths, restarts, host tools, snapshots) run against the
 test_codemode.py, test_toolkit_bridge.py and test_snapshots.py.
 """
 
+import asyncio
 import datetime
+import http
 import json
 import os
 import subprocess
@@ -20,9 +22,11 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from websockets.asyncio.server import serve
 
 from toolpath.kernel import CodeMode, KernelError, Toolkit
 from toolpath.kernel.bridge_tls import generate
+from toolpath.kernel.gateway import Gateway, GatewayTransport
 
 pytestmark = pytest.mark.integration
 
@@ -270,13 +274,6 @@ def test_a_kernel_is_reached_when_the_gateway_holds_the_handshake_past_the_start
     kernel_info_request, and when that reply is lost, until its own kernel_info_timeout, 60 s, which
     equals CodeMode's default start timeout. A server that answers a little after the start timeout
     must still get its kernel used."""
-    import asyncio
-    import http
-
-    from websockets.asyncio.server import serve
-
-    from toolpath.kernel.gateway import Gateway, GatewayTransport
-
     start_timeout, held = 1.0, 2.5
 
     async def process_request(connection, request):
