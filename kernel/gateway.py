@@ -268,9 +268,15 @@ class GatewayTransport:
         )
 
     async def _wait_for_ready(self, timeout: float) -> None:
-        """Send ``kernel_info_request`` until the kernel answers (it ignores requests while starting)."""
+        """Send ``kernel_info_request`` until the kernel answers (it ignores requests while starting).
+
+        Channels the gateway closes meanwhile are opened again while time is left: a Jupyter server
+        may drop a starting kernel's connection when its own first request goes unanswered.
+        """
         deadline = asyncio.get_running_loop().time() + timeout
         while True:
+            if self._disconnected and not self._lost and asyncio.get_running_loop().time() < deadline:
+                await self.reconnect()
             message_id = await self._send("shell", "kernel_info_request", {})
             with contextlib.suppress(queue.Empty):
                 while True:
@@ -278,7 +284,7 @@ class GatewayTransport:
                     if reply.get("parent_header", {}).get("msg_id") == message_id:
                         return
             gone = self._lost or self._disconnected
-            if gone or asyncio.get_running_loop().time() > deadline:
+            if self._lost or asyncio.get_running_loop().time() > deadline:
                 raise KernelError(
                     f"kernel {self.kernel_id} on the gateway at {self.gateway.url} did not answer within {timeout:g} s"
                     + (f" ({gone})" if gone else "")

@@ -301,3 +301,34 @@ def test_a_kernel_is_reached_when_the_gateway_holds_the_handshake_past_the_start
 
     attached, elapsed = asyncio.run(main())
     assert attached and elapsed >= held
+
+
+def test_a_starting_kernel_whose_channels_the_gateway_drops_is_reached_on_new_ones():
+    """jupyter_server may close a starting kernel's WebSocket when its own first request goes
+    unanswered; the kernel still runs, and the start goes on over channels opened again."""
+    connections = []
+
+    async def kernel(websocket):
+        connections.append(websocket)
+        if len(connections) == 1:
+            await websocket.close()
+            return
+        async for raw in websocket:
+            request = json.loads(raw)
+            await websocket.send(
+                json.dumps({"channel": "shell", "msg_type": "kernel_info_reply", "parent_header": request["header"], "content": {"status": "ok"}})
+            )
+
+    async def process_request(connection, request):
+        if request.path == "/api/kernels/k1":
+            return connection.respond(http.HTTPStatus.OK, json.dumps({"id": "k1", "execution_state": "idle"}))
+        return None
+
+    async def main():
+        async with serve(kernel, "127.0.0.1", 0, process_request=process_request) as server:
+            transport = GatewayTransport(Gateway(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", "token"), {})
+            attached = await transport.attach("k1", 10.0)
+            await transport.detach()
+            return attached
+
+    assert asyncio.run(main()) and len(connections) == 2
