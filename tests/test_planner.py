@@ -3,6 +3,7 @@ import random
 import pytest
 
 from toolpath.planner import NoPlanError, StateGraph, UnknownStateError, alternative_plans, plan, plan_to_run
+from toolpath.planner.planning.steiner import MOST_GOAL_STATES
 from toolpath.registry import ToolDefinition, ToolRegistry
 
 
@@ -116,11 +117,12 @@ def test_bounds_prove_a_diamond_optimal_without_search():
     assert_valid(result)
 
 
-# Four tools each produce three of four goal states: any two reach all four. LM-cut and the
+# Seven tools each produce six of seven goal states: any two reach all seven. LM-cut and the
 # conjunctions of two or three goal states all bound the cost by 1 only (one tool holds any three),
-# so proving that 2 is the minimum takes A*.
-SET_COVER = tuple((f"without_{left_out}", [], [f"s.g{n}" for n in range(1, 5) if n != left_out]) for left_out in range(1, 5))
-COVERED = ["s.g1", "s.g2", "s.g3", "s.g4"]
+# and there are more goal states than the Steiner-tree bound takes, so proving that 2 is the
+# minimum takes A*.
+COVERED = [f"s.g{n}" for n in range(1, MOST_GOAL_STATES + 2)]
+SET_COVER = tuple((f"without_{n}", [], [state for state in COVERED if state != left_out]) for n, left_out in enumerate(COVERED))
 
 
 def test_search_proves_what_the_bounds_cannot():
@@ -164,24 +166,32 @@ def test_fallback_past_the_search_budget_is_valid_and_says_it_is_not_proven_opti
     assert result.to_dict()["lower_bound"] == 1
 
 
-# Singles cost 0.9 and pairs 1.0: plans built goal state by goal state take a pair and two singles
-# (2.8), where the best plan takes two pairs (2).
+# Singles cost 0.9 and pairs 1.0 (a ring: g1 with g2, ..., g8 with g1): plans built goal state by
+# goal state mix pairs and singles, where the best plan takes four pairs (4). Eight goal states
+# are beyond the Steiner-tree bound, so only A* proves it.
+RING = [f"s.g{n}" for n in range(1, 9)]
 PAIRS = (
-    ("x", [], ["s.g1", "s.g2"]),
-    ("y", [], ["s.g3", "s.g4"]),
-    ("z", [], ["s.g2", "s.g3"]),
-    ("w", [], ["s.g1", "s.g4"]),
-    *((f"single{n}", [], [f"s.g{n}"], 0.9) for n in range(1, 5)),
+    *((f"pair{n}", [], [RING[n], RING[(n + 1) % len(RING)]]) for n in range(len(RING))),
+    *((f"single{n}", [], [RING[n]], 0.9) for n in range(len(RING))),
 )
 
 
 def test_a_stopped_search_bounds_the_optimum_from_below_and_a_full_one_finds_it():
-    goal = ["s.g1", "s.g2", "s.g3", "s.g4"]
-    stopped = plan(graph_of(*PAIRS), goal, max_expansions=0)
-    assert not stopped.optimal and stopped.cost == pytest.approx(2.8)
-    assert stopped.lower_bound == pytest.approx(2.0)  # never above the optimum
-    full = plan(graph_of(*PAIRS), goal, time_budget_ms=None)
-    assert full.optimal and full.cost == full.lower_bound == 2.0
+    stopped = plan(graph_of(*PAIRS), RING, max_expansions=0)
+    assert not stopped.optimal and stopped.cost > 4
+    assert stopped.lower_bound == pytest.approx(4.0)  # never above the optimum
+    full = plan(graph_of(*PAIRS), RING, time_budget_ms=None)
+    assert full.optimal and full.cost == full.lower_bound == 4.0
+
+
+def test_goal_states_that_tools_reach_in_pairs_are_proven_by_the_steiner_tree_bound_without_search():
+    # Four goal states of the ring above: h_max, pairs and triples bound the cost by 1 and goal
+    # state by goal state builds 2.8; the Steiner tree over subsets of goal states is exact here
+    # (no tool requires anything) and proves the two pairs optimal with no A* at all.
+    goal = RING[:4]
+    tools = [tool for tool in PAIRS if set(tool[2]) <= set(goal)]
+    result = plan(graph_of(*tools), goal, max_expansions=0)
+    assert result.optimal and result.cost == 2 and names(result) == ["pair0", "pair2"]
 
 
 def test_a_time_budget_of_zero_stops_the_search_with_a_certified_gap():

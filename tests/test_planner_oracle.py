@@ -13,6 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolpath.planner import NoPlanError, StateGraph, alternative_plans, plan
+from toolpath.planner.planning.delete_free import DeleteFreeTask
+from toolpath.planner.planning.steiner import MOST_GOAL_STATES, SteinerRelaxation
 from toolpath.registry import State, ToolDefinition, ToolRegistry
 
 STATES = [f"s{index}" for index in range(7)]
@@ -120,3 +122,37 @@ def test_alternative_plans_are_distinct_valid_and_ordered(tools, held, goal, k):
         assert runs(each.steps, held, goal)
         for skipped in range(len(each.steps)):
             assert not runs(each.steps[:skipped] + each.steps[skipped + 1 :], held, goal)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    tools=st.lists(tool_strategy, min_size=1, max_size=10),
+    held=st.frozensets(st.sampled_from(STATES), max_size=2),
+    goal=st.frozensets(st.sampled_from(STATES), min_size=1, max_size=MOST_GOAL_STATES),
+    one_unheld_requirement=st.booleans(),
+)
+def test_the_steiner_relaxation_bounds_the_optimum_and_finds_it_when_each_tool_waits_for_one_state(tools, held, goal, one_unheld_requirement):
+    if one_unheld_requirement:  # keep the held requirements and the first of the others
+        tools = [((requires & held) | set(sorted(requires - held)[:1]), produces, cost) for requires, produces, cost in tools]
+    task = DeleteFreeTask(
+        [
+            ToolDefinition(name=f"t{index}", state_transition={"requires": requires, "produces": produces}, cost=cost)
+            for index, (requires, produces, cost) in enumerate(tools)
+        ]
+    )
+    open_goal = goal - held
+    if not open_goal or not open_goal <= task.state_index.keys():
+        return  # nothing to plan, or a goal state no tool mentions
+    relaxation = SteinerRelaxation(task.requires, task.produces, len(task.state_index))
+    held_states = task.states(held)
+    tree = relaxation.solve(held_states, sorted(task.states(open_goal)), [True] * len(tools), task.cost, None)
+    best = oracle([(frozenset(requires), frozenset(produces), cost) for requires, produces, cost in tools], held, goal)
+    if tree is None:
+        assert best is None, "the relaxation finds no plan where the task has one"
+        return
+    if best is not None:
+        assert tree.cost <= best + 1e-9, f"the relaxation's optimum {tree.cost} is above the task's {best}"
+    if one_unheld_requirement:
+        assert best is not None and tree.cost == best
+        steps = task._executable_order(sorted(tree.tools), held_states)
+        assert task.is_valid(steps, held_states, task.states(open_goal)) and task.plan_cost(steps) == best

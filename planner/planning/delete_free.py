@@ -51,6 +51,7 @@ from collections import OrderedDict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from toolpath.planner.planning.steiner import MOST_GOAL_STATES, SteinerRelaxation, SteinerTree
 from toolpath.registry import ToolDefinition
 
 INFINITY = float("inf")
@@ -121,6 +122,9 @@ class DeleteFreeTask:
                 self.producers[state].append(index)
         self._cache: OrderedDict[tuple[frozenset[int], frozenset[int], bool], RelaxedCosts] = OrderedDict()
         self._ancestor_cache: OrderedDict[int, bytearray] = OrderedDict()
+        self._origin = self
+        self._steiner: SteinerRelaxation | None = None
+        self.marked_tool: dict[int, int] = {}
 
     def _index(self, token: str) -> int:
         return self.state_index.setdefault(token, len(self.state_index))
@@ -153,6 +157,7 @@ class DeleteFreeTask:
             copy.producers.append([tool])
             marks.append(mark)
         copy._cache, copy._ancestor_cache = OrderedDict(), OrderedDict()
+        copy._origin, copy.marked_tool = self._origin, {**self.marked_tool, **dict(zip(marks, sorted(set(marked))))}
         return copy, frozenset(marks)
 
     def states(self, tokens: Iterable[str]) -> frozenset[int]:
@@ -234,8 +239,9 @@ class DeleteFreeTask:
                 stack.extend(required for required in self.requires[tool] if required not in held)
         return self._executable_order(sorted(chosen, key=costs.fired.__getitem__), held)
 
-    def _executable_order(self, tools: list[int], held: Collection[int]) -> list[int]:
-        """``tools`` in an order where each runs after its requirements are held or produced.
+    def _executable_order(self, tools: list[int], held: Collection[int], every_tool: bool = True) -> list[int]:
+        """``tools`` in an order where each runs after its requirements are held or produced; those
+        that never can raise ``ValueError``, or are left out when not ``every_tool``.
 
         The order given is kept where it is executable (firing order always is: an achiever fires
         after its requirements are reached), so this costs one pass then; a tool that comes too
@@ -253,6 +259,8 @@ class DeleteFreeTask:
                 else:
                     waiting.append(tool)
             if len(waiting) == len(pending):
+                if not every_tool:
+                    return ordered
                 raise ValueError("the tools cannot all run: some requirement is never produced")
             pending = waiting
         return ordered
@@ -327,6 +335,12 @@ class DeleteFreeTask:
             incumbent = min([incumbent, steiner.build([], deepest_first, deadline)], key=self.plan_cost)
             if _at_most(self.plan_cost(incumbent), lower):
                 return SearchResult(incumbent, True, self.plan_cost(incumbent))
+            tree = self._steiner_tree(hmax, held, open_goal, deadline)
+            if tree is not None:
+                lower = max(lower, tree.cost)
+                incumbent = min([incumbent, self._plan_from_tree(tree.tools, steiner, deepest_first, deadline)], key=self.plan_cost)
+                if _at_most(self.plan_cost(incumbent), lower):
+                    return SearchResult(incumbent, True, self.plan_cost(incumbent))
             bound, pair_plans, conjunctions = self._goal_pairs(hmax, held, open_goal, self.plan_cost(incumbent), deadline)
             lower = max(lower, bound)
             for start in pair_plans:
@@ -366,6 +380,30 @@ class DeleteFreeTask:
             return SearchResult(incumbent, True, upper)
         steps = self.without_redundant_steps(better, held, goal)
         return SearchResult(steps, True, self.plan_cost(steps))
+
+    def _steiner_tree(self, hmax: RelaxedCosts, held: frozenset[int], open_goal: frozenset[int], deadline: float | None) -> SteinerTree | None:
+        """The cheapest plan of the task relaxed to a directed Steiner tree problem (see
+        :mod:`~toolpath.planner.planning.steiner`), over the tools ``hmax`` reached; ``None`` past
+        ``deadline`` or for too many goal states. The relaxation's graph is built on first use and
+        shared with every variant of this task (a variant's marks are their tools' nodes)."""
+        origin = self._origin
+        if len(open_goal) > MOST_GOAL_STATES:
+            return None
+        if origin._steiner is None:
+            origin._steiner = SteinerRelaxation(origin.requires, origin.produces, len(origin.state_index))
+        relaxation = origin._steiner
+        nodes = [relaxation.tool_node(self.marked_tool[state]) if state in self.marked_tool else state for state in sorted(open_goal)]
+        usable = [fired != NONE for fired in hmax.fired]
+        return relaxation.solve(held, nodes, usable, self.cost, deadline)
+
+    def _plan_from_tree(self, tools: frozenset[int], steiner: _GoalByGoal, order: Sequence[int], deadline: float | None) -> list[int]:
+        """A plan from a relaxed plan's ``tools``: they are one when each has at most one requirement
+        not held; otherwise those that can run, extended goal state by goal state in ``order``."""
+        held, goal = steiner.held, steiner.goal
+        steps = self._executable_order(sorted(tools, key=steiner.root.fired.__getitem__), held, every_tool=False)
+        if len(steps) == len(tools) and self.is_valid(steps, held, goal):
+            return self.without_redundant_steps(steps, held, goal)
+        return steiner.build(steps, order, deadline)
 
     def _lowered(self, root: RelaxedCosts, reached: Iterable[int], target: int) -> RelaxedCosts:
         """h_max costs once the ``reached`` states are held too, from ``root`` (h_max from the held
