@@ -194,6 +194,21 @@ def test_goal_states_that_tools_reach_in_pairs_are_proven_by_the_steiner_tree_bo
     assert result.optimal and result.cost == 2 and names(result) == ["pair0", "pair2"]
 
 
+def test_a_tool_that_must_run_is_the_goal_of_the_steiner_tree_and_no_other_tool():
+    # use_y must run and needs s.y; 'both' gives s.x and s.y for 1.5, where the cheapest achiever
+    # of each (x_alone, y_alone) costs 2 together. The tree must end at use_y itself: taking any
+    # other tool for it ('first', listed first) would bound the cost by 2 and "prove" the dear plan.
+    graph = graph_of(
+        ("first", [], ["s.a"]),
+        ("x_alone", [], ["s.x"]),
+        ("y_alone", [], ["s.y"]),
+        ("both", [], ["s.x", "s.y"], 1.5),
+        ("use_y", ["s.y"], ["s.done"], 0),
+    )
+    result = plan(graph, ["s.x"], must_run=["use_y"], max_expansions=0)
+    assert result.optimal and result.cost == 1.5 and names(result) == ["both", "use_y"]
+
+
 def test_a_time_budget_of_zero_stops_the_search_with_a_certified_gap():
     result = plan(graph_of(*SET_COVER), COVERED, time_budget_ms=0)
     assert not result.optimal and result.cost == 2 and result.lower_bound == 1

@@ -122,12 +122,12 @@ class SteinerRelaxation:
         return self.state_count + tool
 
     @cached_property
-    def _out_edges(self) -> list[range]:
+    def _out_edges(self) -> list[slice]:
         """Per node, the positions of its edges (contiguous: edges are sorted by their source's height, then source)."""
         nodes, first, count = np.unique(self.source, return_index=True, return_counts=True)
-        edges = [range(0)] * (self.root + 1)
+        edges = [slice(0, 0)] * (self.root + 1)
         for node, position, many in zip(nodes.tolist(), first.tolist(), count.tolist()):
-            edges[node] = range(position, position + many)
+            edges[node] = slice(position, position + many)
         return edges
 
     def solve(self, held: frozenset[int], goal: Sequence[int], usable: Sequence[bool], cost: Sequence[float], deadline: float | None) -> SteinerTree | None:
@@ -224,9 +224,10 @@ class SteinerRelaxation:
                 while path[-1] != node:
                     path.append(before[path[-1]])
                 return path[::-1]
-            for edge in self._out_edges[current]:
-                following = int(self.target[edge])
-                if following not in before and edge_cost[edge] + value[following] == value[current]:
+            edges = self._out_edges[current]
+            priced = self.target[edges][edge_cost[edges] + value[self.target[edges]] == value[current]]
+            for following in priced.tolist():
+                if following not in before:
                     before[following] = current
                     stack.append(following)
         raise AssertionError("no path of edges gives the value the sweep found")
