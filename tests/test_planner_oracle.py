@@ -145,7 +145,8 @@ def test_the_steiner_relaxation_bounds_the_optimum_and_finds_it_when_each_tool_w
         return  # nothing to plan, or a goal state no tool mentions
     relaxation = SteinerRelaxation(task.requires, task.produces, len(task.state_index))
     held_states = task.states(held)
-    tree = relaxation.solve(held_states, sorted(task.states(open_goal)), [True] * len(tools), task.cost, None)
+    hmax = task.relaxed_costs(held_states, frozenset())
+    tree = relaxation.solve(held_states, sorted(task.states(open_goal)), [True] * len(tools), task.cost, hmax.value, None)
     best = oracle([(frozenset(requires), frozenset(produces), cost) for requires, produces, cost in tools], held, goal)
     if tree is None:
         assert best is None, "the relaxation finds no plan where the task has one"

@@ -402,7 +402,7 @@ class DeleteFreeTask:
         # States past the relaxation's are marks: their node is their tool's (a KeyError otherwise, never a wrong node).
         nodes = [relaxation.tool_node(self.marked_tool[state]) if state >= relaxation.state_count else state for state in sorted(open_goal)]
         usable = [fired != NONE for fired in hmax.fired]
-        return relaxation.solve(held, nodes, usable, self.cost, deadline)
+        return relaxation.solve(held, nodes, usable, self.cost, hmax.value, deadline)
 
     def _plan_from_tree(self, tools: frozenset[int], steiner: _GoalByGoal, order: Sequence[int], deadline: float | None) -> list[int]:
         """A plan from a relaxed plan's ``tools``: they are one when each has at most one requirement

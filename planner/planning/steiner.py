@@ -1,12 +1,13 @@
 """Goals of several states as a directed Steiner tree problem, solved over subsets of the goal states.
 
-Relax a delete-free task so that a tool needs only *one* of its requirements that are not held
-(any one it likes). A plan of the relaxed task is then an arborescence: from a root standing for
-the held states, through tools (entered from one requirement, or from the root when every
-requirement is held) and the states they produce, to every goal state. Its cheapest one is a
-directed Steiner tree, which the dynamic programme of Dreyfus & Wagner (Networks 1(3), 1971), in
-the form of Erickson, Monma & Veinott (Mathematics of Operations Research 12(4), 1987), finds
-exactly, in time exponential only in the number of goal states:
+Relax a delete-free task so that a tool needs only *one* of its requirements that are not held:
+the deepest (largest h_max from the held states; any choice would keep the bound below). A plan
+of the relaxed task is then an arborescence: from a root standing for the held states, through
+tools (entered from that requirement, or from the root when every requirement is held) and the
+states they produce, to every goal state. Its cheapest one is a directed Steiner tree, which the
+dynamic programme of Dreyfus & Wagner (Networks 1(3), 1971), in the form of Erickson, Monma &
+Veinott (Mathematics of Operations Research 12(4), 1987), finds exactly, in time exponential only
+in the number of goal states:
 
     T(S, v) = min( min over splits S = A ∪ B of T(A, v) + T(B, v),
                    min over edges v → w of cost(v → w) + T(S, w) )
@@ -15,11 +16,12 @@ where ``T(S, v)`` is the cheapest way from node ``v`` to every state of ``S``, a
 tool costs the tool's cost, and an edge from a tool to a state it produces costs nothing.
 
 Every plan of the real task gives an arborescence no dearer than itself (each tool entered from
-one requirement produced before it), so ``T(goal, root)`` is an admissible lower bound. When no
-tool the tree could use has two requirements that are not held, the relaxation is the task
-itself: the bound is the optimum, and the tree's tools are an optimal plan. Catalogs are often
-like that (a chain of data through tools that also take held inputs); where they are not, the
-tree is a candidate plan checked like any other.
+its chosen requirement, which some earlier step produced), so ``T(goal, root)`` is an admissible
+lower bound, at least the largest h_max of a goal state and counting what goal states do not
+share. When no tool the tree could use has two requirements that are not held, the relaxation is
+the task itself: the bound is the optimum, and the tree's tools are an optimal plan. Catalogs are
+often like that (a chain of data through tools that also take held inputs); where they are not,
+the tools of the tree that can run start a plan.
 
 The nodes are ordered once per task so that every edge goes from a later node to an earlier one
 (where the task has cycles, passes repeat until nothing changes); each ``T(S, ·)`` is then one
@@ -130,14 +132,24 @@ class SteinerRelaxation:
             edges[node] = slice(position, position + many)
         return edges
 
-    def solve(self, held: frozenset[int], goal: Sequence[int], usable: Sequence[bool], cost: Sequence[float], deadline: float | None) -> SteinerTree | None:
+    def solve(
+        self,
+        held: frozenset[int],
+        goal: Sequence[int],
+        usable: Sequence[bool],
+        cost: Sequence[float],
+        depth: Sequence[float],
+        deadline: float | None,
+    ) -> SteinerTree | None:
         """The cheapest relaxed plan from ``held`` to every node of ``goal`` (states not held, or
         :meth:`tool_node` for a tool the plan must run), with only the ``usable`` tools at their
-        ``cost`` (per tool index); ``None`` when the goal is out of reach, past ``deadline`` (a
+        ``cost`` (per tool index), each entered from its requirement(s) not held of largest
+        ``depth`` (per state index: h_max from ``held`` keeps the bound highest; any values keep
+        it a bound). ``None`` when the goal is out of reach, past ``deadline`` (a
         ``time.perf_counter()`` value), or for more than :data:`MOST_GOAL_STATES` goal nodes."""
         if not goal or len(goal) > MOST_GOAL_STATES:
             return None
-        edge_cost = self._edge_costs(held, usable, cost)
+        edge_cost = self._edge_costs(held, usable, cost, depth)
         values: dict[int, np.ndarray] = {}
         splits: dict[int, np.ndarray] = {}
         for subset in range(1, 1 << len(goal)):
@@ -156,10 +168,11 @@ class SteinerRelaxation:
             return None
         return SteinerTree(total, self._tree(values, splits, edge_cost, everything))
 
-    def _edge_costs(self, held: frozenset[int], usable: Sequence[bool], cost: Sequence[float]) -> np.ndarray:
+    def _edge_costs(self, held: frozenset[int], usable: Sequence[bool], cost: Sequence[float], depth: Sequence[float]) -> np.ndarray:
         """Per edge, its cost from ``held``: an unusable tool's edges and a held state's edges lead
-        nowhere (a held state is the root's), and the root enters exactly the tools whose every
-        requirement is held."""
+        nowhere (a held state is the root's), the root enters exactly the tools whose every
+        requirement is held, and a requirement enters its tool only when no other requirement not
+        held is deeper."""
         is_held = np.zeros(self.root + 1, dtype=bool)
         is_held[list(held)] = True
         tool_cost = np.where(np.asarray(usable, dtype=bool), np.asarray(cost, dtype=float), np.inf)
@@ -167,9 +180,11 @@ class SteinerRelaxation:
         tool = np.where(into_tool, self.target - self.state_count, 0)
         from_state = self.source < self.state_count
         unheld_requirement = from_state & ~is_held[self.source]
-        waiting = np.bincount(tool[unheld_requirement], minlength=self.tool_count)
+        requirement_depth = np.where(unheld_requirement, np.asarray(depth, dtype=float)[np.minimum(self.source, self.state_count - 1)], -np.inf)
+        deepest = np.full(self.tool_count, -np.inf)
+        np.maximum.at(deepest, tool[unheld_requirement], requirement_depth[unheld_requirement])
         from_root = self.source == self.root
-        enters = np.where(from_root, waiting[tool] == 0, unheld_requirement)
+        enters = np.where(from_root, deepest[tool] == -np.inf, unheld_requirement & (requirement_depth >= deepest[tool]))
         return np.where(into_tool, np.where(enters, tool_cost[tool], np.inf), 0.0)
 
     def _best_split(self, values: dict[int, np.ndarray], subset: int) -> np.ndarray:
