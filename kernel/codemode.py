@@ -420,6 +420,15 @@ class CodeMode:
         """Sync :meth:`astart`."""
         self._loop_thread.call(self._engine.start(session_id, user_id))
 
+    def start_soon(self, session_id: str, user_id: str | None = None) -> None:
+        """Start giving the session its kernel in the background, as :meth:`start` does, and return
+        at once: a program's other work (planning the task the kernel will run) overlaps the
+        kernel's start, on another core. The session's first cell waits for it; when it fails, that
+        cell starts the kernel again and reports the error. :meth:`shutdown` stops a start still
+        under way (its kernel is shut down)."""
+        self._loop_thread.check_open()
+        self._loop_thread.loop.call_soon_threadsafe(self._engine.start_soon, session_id, user_id)
+
     def restored(self, session_id: str) -> bool:
         """Whether the session's live kernel was restored from a snapshot (its variables came back)."""
         session = self._engine.pool.sessions.get(session_id)

@@ -67,6 +67,8 @@ class CodeModeEngine:
         self.pool = SessionPool(
             capacity, cells.busy_wait, self.snapshots, self.new_kernel, self.stop_kernel, binder.forget, self.attach_kernel, self.leave_kernel
         )
+        # Kernel starts that no caller waits for (CodeMode.start_soon); shutdown stops those still under way.
+        self._background_starts: set[asyncio.Task] = set()
         loop_thread.loop.call_soon_threadsafe(self.pool.start)
 
     async def new_kernel(self) -> IPythonKernel:
@@ -204,6 +206,14 @@ class CodeModeEngine:
             if session.kernel is None:
                 session.notice = join(session.notice, await self.pool.start_kernel(session))
 
+    def start_soon(self, session_id: str, user_id: str | None) -> None:
+        """Start :meth:`start` as a task of its own (CodeMode.start_soon); call on the loop's thread.
+        Its error is left to the session's first cell, which starts the kernel again and reports it."""
+        task = asyncio.ensure_future(self.start(session_id, user_id))
+        self._background_starts.add(task)
+        task.add_done_callback(self._background_starts.discard)
+        task.add_done_callback(lambda done: done.cancelled() or done.exception())  # retrieved: not logged as never retrieved
+
     async def save_with_snapshot(self, session_id: str, provider: Callable[[], Any], user_id: str | None) -> Any:
         """CodeMode.asave_with_snapshot."""
         session = await self.pool.owned(session_id, user_id)
@@ -247,7 +257,11 @@ class CodeModeEngine:
         return self.binder.bind_for_session(await self.pool.owned(session_id, user_id), tools, universe)
 
     async def shutdown(self) -> None:
-        """Write pending snapshots, then refuse new work and shut every kernel and connection down."""
+        """Stop kernel starts under way, write pending snapshots, then refuse new work and shut every
+        kernel and connection down."""
+        for task in self._background_starts:
+            task.cancel()  # a kernel being started stops itself on cancellation
+        await asyncio.gather(*self._background_starts, return_exceptions=True)
         await self.flush_all()
         self._loop_thread.closed = True
         await self.pool.close()

@@ -34,7 +34,7 @@ from toolpath.planner.interfaces.serve_limits import SERVE_MAX_KERNELS, SERVE_MA
 from toolpath.planner.planning.budgets import DEFAULT_TIME_BUDGET_MS
 
 if TYPE_CHECKING:
-    from toolpath.kernel import CellResult
+    from toolpath.kernel import CellResult, CodeMode
     from toolpath.planner.planning.plans import Plan
     from toolpath.planner.search.skills import SkillHit
     from toolpath.planner.tasks.cell import PlannedCell
@@ -378,31 +378,34 @@ def command_run(arguments: argparse.Namespace) -> int:
     from toolpath.planner.interfaces.terminal_approval import TerminalApprover
     from toolpath.planner.tasks.task import UnboundParametersError, input_options
 
+    inputs = parse_inputs(arguments.input)
     workspace = _open_workspace(arguments)
-    options = code_mode_options(arguments)
+    options = {**code_mode_options(arguments), "approver": TerminalApprover(arguments.yes)}
     # A gateway's kernel, or one a kernelspec's provisioner starts, may run on another machine,
     # where a directory of this one does not exist: its files go where it runs, as before.
     elsewhere = bool(options.get("gateway_url") or options.get("kernel_name"))
     if elsewhere and arguments.output_dir:
         raise CommandLineError("--output-dir is for kernels on this machine: a kernel of --gateway-url or --kernel-name writes its files where it runs")
     with contextlib.nullcontext() if elsewhere else _run_directory(arguments.output_dir) as output_directory:
+        with _early_kernel(workspace, arguments, options) as early:
 
-        def plan_with(inputs: dict) -> TaskPlan:
-            return workspace.plan_task(task, inputs, held=arguments.have, output_directory=output_directory)
+            def plan_with(inputs: dict) -> TaskPlan:
+                return workspace.plan_task(task, inputs, held=arguments.have, output_directory=output_directory)
 
-        task_plan = plan_with(parse_inputs(arguments.input))
-        _refuse_unused_inputs(task_plan.cell, task_plan.plan)
-        if task_plan.cell.unbound:
-            raise UnboundParametersError(task_plan.cell.unbound, input_options(task_plan, plan_with))
-        _warn_about_parts(task_plan)
-        _warn_about_inputs(task_plan.cell)
-        if not arguments.json:
-            _print_task_plan(task_plan)
-            print("Running in a fresh IPython kernel..." if task_plan.plan.steps else "Nothing to run: the goal is already held.", flush=True)
-        try:
-            run = workspace.run_task(task_plan, timeout=arguments.timeout, approver=TerminalApprover(arguments.yes), **options)
-        except ValueError as error:  # CodeMode refused the kernel options (e.g. an unreadable certificate)
-            raise CommandLineError(str(error)) from error
+            task_plan = plan_with(inputs)
+            _refuse_unused_inputs(task_plan.cell, task_plan.plan)
+            if task_plan.cell.unbound:
+                raise UnboundParametersError(task_plan.cell.unbound, input_options(task_plan, plan_with))
+            _warn_about_parts(task_plan)
+            _warn_about_inputs(task_plan.cell)
+            if not arguments.json:
+                _print_task_plan(task_plan)
+                print("Running in a fresh IPython kernel..." if task_plan.plan.steps else "Nothing to run: the goal is already held.", flush=True)
+            if early is not None:
+                run = workspace.run_task(task_plan, session_id=RUN_SESSION, code_mode=early)
+            else:
+                with _refused_kernel_options():
+                    run = workspace.run_task(task_plan, timeout=arguments.timeout, session_id=RUN_SESSION, **options)
         written = sorted(str(path.relative_to(output_directory)) for path in output_directory.rglob("*") if path.is_file()) if output_directory else []
     result = run.result
     image_files = _write_images(result.images, arguments.images) if arguments.images else []
@@ -440,6 +443,33 @@ def command_run(arguments: argparse.Namespace) -> int:
 
 #: Where ``toolpath run`` makes a fresh directory per run for the files its tools write, under toolpath's home.
 RUNS_FOLDER = "runs"
+#: The CodeMode session a ``toolpath run`` cell runs in.
+RUN_SESSION = "toolpath-run"
+
+
+@contextlib.contextmanager
+def _refused_kernel_options() -> Iterator[None]:
+    """CodeMode's ``ValueError`` for kernel options it refuses (an unreadable certificate, ...) as a :class:`CommandLineError`."""
+    try:
+        yield
+    except ValueError as error:
+        raise CommandLineError(str(error)) from error
+
+
+@contextlib.contextmanager
+def _early_kernel(workspace: Workspace, arguments: argparse.Namespace, options: dict[str, Any]) -> Iterator[CodeMode | None]:
+    """The CodeMode of a ``toolpath run`` with its kernel starting now, while the task is planned
+    (on the other core: a kernel takes about 0.8 s to start, about what planning takes), shut down
+    afterwards; ``None`` when the catalogs have host-bound tools, which a CodeMode binds when it is
+    made, so it is made for the plan's own (:meth:`Workspace.run_task`)."""
+    if any(tool.binding == "host" for tool in workspace.loaded.registry):
+        yield None
+        return
+    with _refused_kernel_options():
+        code_mode = workspace.code_mode(arguments.timeout, snapshot=False, **options)
+    with code_mode:
+        code_mode.start_soon(RUN_SESSION)
+        yield code_mode
 
 
 @contextlib.contextmanager

@@ -217,15 +217,29 @@ class Workspace:
             raise UnboundParametersError(task_plan.cell.unbound)
         return bool(task_plan.plan.steps)
 
-    async def arun_task(self, task_plan: TaskPlan, timeout: float | None = 300.0, session_id: str = "toolpath-run", **code_mode_options: Any) -> TaskRun:
+    async def arun_task(
+        self,
+        task_plan: TaskPlan,
+        timeout: float | None = 300.0,
+        session_id: str = "toolpath-run",
+        code_mode: CodeMode | None = None,
+        **code_mode_options: Any,
+    ) -> TaskRun:
         """Execute the planned cell in a fresh CodeMode kernel, then shut the kernel down.
 
         A plan with no steps (the goal is already held) runs nothing and starts no kernel.
         ``code_mode_options`` are further :class:`toolpath.kernel.CodeMode` options (e.g. ``gateway_url``).
 
+        Args:
+            code_mode: run the cell in this CodeMode's session ``session_id`` instead, and leave it
+                running: one made by :meth:`code_mode` before planning, whose kernel started
+                meanwhile (:meth:`toolpath.kernel.CodeMode.start_soon`). Only for plans whose tools
+                all run in the kernel (host tools are bound when a CodeMode is made); its own timeout
+                and options apply (``code_mode_options`` are refused with it).
+
         Raises:
             UnboundParametersError: the cell needs inputs that were not given (nothing is started).
-            ValueError: ``task_plan`` was made by an agent session.
+            ValueError: ``task_plan`` was made by an agent session, or ``code_mode`` cannot run it.
             KernelError: the kernel could not start.
         """
         from toolpath.kernel import CellResult
@@ -233,15 +247,36 @@ class Workspace:
 
         if not self._check_runnable(task_plan):
             return TaskRun(task_plan, CellResult("ok"))
-        async with self.code_mode(timeout, tools=self._host_tools(task_plan), snapshot=False, **code_mode_options) as code_mode:
+        if code_mode is not None:
+            self._check_given_code_mode(task_plan, code_mode_options)
             return TaskRun(task_plan, await code_mode.arun(task_plan.cell.code, session_id))
+        async with self.code_mode(timeout, tools=self._host_tools(task_plan), snapshot=False, **code_mode_options) as fresh:
+            return TaskRun(task_plan, await fresh.arun(task_plan.cell.code, session_id))
 
-    def run_task(self, task_plan: TaskPlan, timeout: float | None = 300.0, session_id: str = "toolpath-run", **code_mode_options: Any) -> TaskRun:
+    def run_task(
+        self,
+        task_plan: TaskPlan,
+        timeout: float | None = 300.0,
+        session_id: str = "toolpath-run",
+        code_mode: CodeMode | None = None,
+        **code_mode_options: Any,
+    ) -> TaskRun:
         """Sync :meth:`arun_task`; works inside a running event loop too."""
         from toolpath.kernel import CellResult
         from toolpath.planner.tasks.task import TaskRun
 
         if not self._check_runnable(task_plan):
             return TaskRun(task_plan, CellResult("ok"))
-        with self.code_mode(timeout, tools=self._host_tools(task_plan), snapshot=False, **code_mode_options) as code_mode:
+        if code_mode is not None:
+            self._check_given_code_mode(task_plan, code_mode_options)
             return TaskRun(task_plan, code_mode.run(task_plan.cell.code, session_id))
+        with self.code_mode(timeout, tools=self._host_tools(task_plan), snapshot=False, **code_mode_options) as fresh:
+            return TaskRun(task_plan, fresh.run(task_plan.cell.code, session_id))
+
+    def _check_given_code_mode(self, task_plan: TaskPlan, code_mode_options: Mapping[str, Any]) -> None:
+        """Raise ``ValueError`` when a CodeMode given to :meth:`run_task` cannot run ``task_plan`` as asked."""
+        if code_mode_options:
+            raise ValueError(f"{', '.join(sorted(code_mode_options))}: options of a fresh CodeMode; the CodeMode given runs with its own")
+        host = [tool.name for tool in self._host_tools(task_plan)]
+        if host:
+            raise ValueError(f"the plan calls host tools ({', '.join(host)}), which a CodeMode binds when it is made: run it without code_mode")
