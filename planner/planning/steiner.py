@@ -161,7 +161,10 @@ class SteinerRelaxation:
             else:
                 start = self._best_split(values, subset)
             splits[subset] = start
-            values[subset] = self._sweep(start, edge_cost)
+            value = self._sweep(start, edge_cost, deadline)
+            if value is None:
+                return None
+            values[subset] = value
         everything = (1 << len(goal)) - 1
         total = float(values[everything][self.root])
         if total == np.inf:
@@ -174,7 +177,7 @@ class SteinerRelaxation:
         requirement is held, and a requirement enters its tool only when no other requirement not
         held is deeper."""
         is_held = np.zeros(self.root + 1, dtype=bool)
-        is_held[list(held)] = True
+        is_held[[state for state in held if state < self.state_count]] = True  # a variant's marks are no nodes
         tool_cost = np.where(np.asarray(usable, dtype=bool), np.asarray(cost, dtype=float), np.inf)
         into_tool = self.target >= self.state_count
         tool = np.where(into_tool, self.target - self.state_count, 0)
@@ -198,10 +201,13 @@ class SteinerRelaxation:
             part = (part - 1) & subset
         return best
 
-    def _sweep(self, start: np.ndarray, edge_cost: np.ndarray) -> np.ndarray:
-        """``T(S, ·)`` from the splits ``start``: every node's value lowered along its edges, height by height."""
+    def _sweep(self, start: np.ndarray, edge_cost: np.ndarray, deadline: float | None) -> np.ndarray | None:
+        """``T(S, ·)`` from the splits ``start``: every node's value lowered along its edges, height by
+        height (again while a cycle lowers any; ``None`` when that runs past ``deadline``)."""
         value = start.copy()
         while True:
+            if self.cyclic and deadline is not None and time.perf_counter() > deadline:
+                return None
             changed = False
             for edges, starts, sources in self.sweeps:
                 through = np.minimum.reduceat(edge_cost[edges] + value[self.target[edges]], starts)
