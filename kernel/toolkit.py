@@ -37,18 +37,21 @@ import importlib
 import inspect
 import pickle
 import queue
+import sys
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolpath.errors import ToolpathError
 from toolpath.kernel.approvals import ApprovalContext, ApprovalGate, ApprovalPolicy, approval_reason, approval_spec, policy_of
 from toolpath.kernel.option_checks import check_count
-from toolpath.registry import ToolDefinition
 from toolpath.registry.names import function_names
+
+if TYPE_CHECKING:
+    from toolpath.registry import ToolDefinition
 
 #: A middleware hook: ``hook(name, call_next, arguments) -> result`` (sync or async).
 Hook = Callable[..., Any]
@@ -276,7 +279,7 @@ class Toolkit:
         Raises:
             ValueError: a tool of that name is already registered and ``replace`` is false.
         """
-        if isinstance(tool, ToolDefinition):
+        if is_tool_definition(tool):
             tool = Tool.from_definition(tool)
         elif not isinstance(tool, Tool):
             tool = Tool(tool)
@@ -602,6 +605,14 @@ async def _awaited(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
 
 
+def is_tool_definition(value: object) -> bool:
+    """Whether ``value`` is a registry :class:`ToolDefinition`, without importing the registry's
+    pydantic models when no module has (then no definition exists): kernels import this module for
+    its errors, and the models would cost each kernel's start about 0.1 s."""
+    tools_module = sys.modules.get("toolpath.registry.tools")
+    return tools_module is not None and isinstance(value, tools_module.ToolDefinition)
+
+
 def as_toolkits(tools: Iterable[Any], default_name: str = "tools", load: Callable[[ToolDefinition], Tool] = Tool.from_definition) -> list[Toolkit]:
     """Group what was passed to ``CodeMode(tools=...)`` into toolkits.
 
@@ -620,7 +631,7 @@ def as_toolkits(tools: Iterable[Any], default_name: str = "tools", load: Callabl
             if tool.name in toolkits:
                 raise ValueError(f"two toolkits are named {tool.name!r}; give each a distinct name")
             toolkits[tool.name] = tool
-        elif isinstance(tool, ToolDefinition):
+        elif is_tool_definition(tool):
             loose.setdefault(tool.server_name or default_name, []).append(load(tool))
         elif isinstance(tool, Tool) or callable(tool):
             loose.setdefault(default_name, []).append(tool)

@@ -24,7 +24,6 @@ from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
-from tqdm import tqdm
 
 from toolpath.planner.search.embedding import Embedder, checked_vectors
 from toolpath.registry.storage import StoreError, connected, database_file, table_exists, transaction
@@ -173,6 +172,8 @@ class CachedEmbedder:
                 f" (about {max(1, round(len(pending) / rate))} s)" if rate else "",
                 self.cache.path,
             )
+            from tqdm import tqdm  # here: a command whose texts are all cached never shows a bar
+
             # disable=None: tqdm shows the bar on a terminal only, never in logs or pipes.
             disable = None if len(pending) >= self.progress_from else True
             with tqdm(total=len(pending), desc="embedding catalog texts", unit="text", file=sys.stderr, disable=disable) as progress:
