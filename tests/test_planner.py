@@ -117,10 +117,10 @@ def test_bounds_prove_a_diamond_optimal_without_search():
     assert_valid(result)
 
 
-# Seven tools each produce six of seven goal states: any two reach all seven. LM-cut and the
-# conjunctions of two or three goal states all bound the cost by 1 only (one tool holds any three),
-# and there are more goal states than the Steiner-tree bound takes, so proving that 2 is the
-# minimum takes A*.
+# Seven tools each produce six of seven goal states: any two reach all seven. LM-cut, the
+# conjunctions of two or three goal states and the Steiner-tree bound (which takes six goal states
+# at most) all bound the cost by 1 only (one tool holds any six), so proving that 2 is the minimum
+# takes A*.
 COVERED = [f"s.g{n}" for n in range(1, MOST_GOAL_STATES + 2)]
 SET_COVER = tuple((f"without_{n}", [], [state for state in COVERED if state != left_out]) for n, left_out in enumerate(COVERED))
 
@@ -167,8 +167,8 @@ def test_fallback_past_the_search_budget_is_valid_and_says_it_is_not_proven_opti
 
 
 # Singles cost 0.9 and pairs 1.0 (a ring: g1 with g2, ..., g8 with g1): plans built goal state by
-# goal state mix pairs and singles, where the best plan takes four pairs (4). Eight goal states
-# are beyond the Steiner-tree bound, so only A* proves it.
+# goal state mix pairs and singles, where the best plan takes four pairs (4). The Steiner-tree
+# bound takes six of the eight goal states (3), so only A* proves it.
 RING = [f"s.g{n}" for n in range(1, 9)]
 PAIRS = (
     *((f"pair{n}", [], [RING[n], RING[(n + 1) % len(RING)]]) for n in range(len(RING))),

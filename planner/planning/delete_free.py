@@ -11,11 +11,11 @@ here works in four stages and stops at the first that proves a plan optimal:
    extracted backward from the h_max achievers an upper bound. Goals of several states share
    steps, and that is where these fall short, so for them, in turn, until one proves a plan:
 
-   - the **Steiner-tree bound** (up to six goal states; :mod:`~toolpath.planner.planning.steiner`):
-     the cheapest plan when each tool needs only one of its requirements that are not held, found
-     exactly over subsets of the goal states. It is the optimum, and its tree an optimal plan,
-     when no tool it could use waits for two states; otherwise the tools of its tree that can run
-     start a plan completed goal state by goal state;
+   - the **Steiner-tree bound** (:mod:`~toolpath.planner.planning.steiner`): the cheapest plan
+     when each tool needs only one of its requirements that are not held, found exactly over
+     subsets of the goal states (the six deepest at most). It is the optimum, and its tree an
+     optimal plan, when it takes every goal state and no tool it could use waits for two states;
+     otherwise the tools of its tree that can run start a plan completed goal state by goal state;
    - plans built goal state by goal state, deepest first, each extension extracted from h_max
      from the states the plan so far reaches (lowered from the held states' h_max, touching only
      states that lead to the next goal state), improved by re-attaching each goal state to the plan
@@ -390,17 +390,18 @@ class DeleteFreeTask:
 
     def _steiner_tree(self, hmax: RelaxedCosts, held: frozenset[int], open_goal: frozenset[int], deadline: float | None) -> SteinerTree | None:
         """The cheapest plan of the task relaxed to a directed Steiner tree problem (see
-        :mod:`~toolpath.planner.planning.steiner`), over the tools ``hmax`` reached; ``None`` past
-        ``deadline`` or for too many goal states. The relaxation's graph is built on first use and
-        shared with every variant of this task (a variant's marks are their tools' nodes)."""
+        :mod:`~toolpath.planner.planning.steiner`), over the tools ``hmax`` reached, to the
+        ``MOST_GOAL_STATES`` deepest goal states (reaching some costs no more than reaching all, so
+        its cost still bounds the whole goal's); ``None`` past ``deadline``. The relaxation's graph
+        is built on first use and shared with every variant of this task (a variant's marks are
+        their tools' nodes)."""
         origin = self._origin
-        if len(open_goal) > MOST_GOAL_STATES:
-            return None
         if origin._steiner is None:
             origin._steiner = SteinerRelaxation(origin.requires, origin.produces, len(origin.state_index))
         relaxation = origin._steiner
+        deepest = sorted(open_goal, key=lambda state: (-hmax.value[state], state))[:MOST_GOAL_STATES]
         # States past the relaxation's are marks: their node is their tool's (a KeyError otherwise, never a wrong node).
-        nodes = [relaxation.tool_node(self.marked_tool[state]) if state >= relaxation.state_count else state for state in sorted(open_goal)]
+        nodes = [relaxation.tool_node(self.marked_tool[state]) if state >= relaxation.state_count else state for state in sorted(deepest)]
         usable = [fired != NONE for fired in hmax.fired]
         return relaxation.solve(held, nodes, usable, self.cost, hmax.value, deadline)
 
