@@ -17,6 +17,7 @@ plans (``toolpath plan``) loads neither the embedding model nor jupyter_client.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import sys
 import threading
@@ -26,13 +27,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolpath.catalogs import CATALOGS_VARIABLE, default_catalog_paths
-from toolpath.planner.planning.graph import StateGraph
-from toolpath.planner.planning.plans import DEFAULT_TASK_BUDGET_S, Plan, plan
+from toolpath.planner.planning.budgets import DEFAULT_TASK_BUDGET_S
 from toolpath.registry import CatalogError, CatalogProblem, LoadedCatalogs, ToolDefinition, import_roots, load_checked
 from toolpath.registry.catalog import UNREADABLE, module_paths
 
 if TYPE_CHECKING:
     from toolpath.kernel import CodeMode
+    from toolpath.planner.planning.graph import StateGraph
+    from toolpath.planner.planning.plans import Plan
     from toolpath.planner.search.embedding import Embedder
     from toolpath.planner.search.skills import SkillHit, SkillIndex
     from toolpath.planner.tasks.agent_session import AgentSession, SessionState
@@ -64,7 +66,7 @@ def resolve_catalog_paths(only: Sequence[str | Path] = (), add: Sequence[str | P
 
 @dataclass
 class Workspace:
-    """Loaded catalogs with their state graph and (built on first use) skill index.
+    """Loaded catalogs with their state graph and skill index (both built on first use).
 
     Args:
         loaded: the catalogs, as returned by :func:`toolpath.registry.load_catalogs`.
@@ -73,11 +75,15 @@ class Workspace:
 
     loaded: LoadedCatalogs
     embedder: Embedder | None = None
-    graph: StateGraph = field(init=False)
     _index: SkillIndex | None = field(init=False, default=None)
 
-    def __post_init__(self) -> None:
-        self.graph = StateGraph(self.loaded.registry, self.loaded.states)
+    @functools.cached_property
+    def graph(self) -> StateGraph:
+        """The catalogs' :class:`toolpath.planner.planning.graph.StateGraph`, built on first use: the
+        planner's modules take about 0.15 s to import, and ``toolpath run`` starts its kernel first."""
+        from toolpath.planner.planning.graph import StateGraph
+
+        return StateGraph(self.loaded.registry, self.loaded.states)
 
     @classmethod
     def open(cls, catalog_paths: Iterable[str | Path] | None = None, embedder: Embedder | None = None) -> Workspace:
@@ -103,6 +109,8 @@ class Workspace:
         return self.index.search(query, k=k, **filters)
 
     def plan(self, goal: Iterable[str], held: Iterable[str] = (), avoid: Collection[str] = ()) -> Plan:
+        from toolpath.planner.planning.plans import plan
+
         return plan(self.graph, goal, held=held, avoid=avoid)
 
     def plan_goal(self, goal: Iterable[str], inputs: Mapping[str, Any] | None = None, held: Iterable[str] = ()) -> tuple[Plan, PlannedCell]:
