@@ -452,10 +452,12 @@ def test_over_http_a_call_waiting_for_approval_is_answered_only_by_the_user_who_
     asyncio.run(scenario())
 
 
-def test_two_replicas_on_one_postgres_store_refuse_a_busy_session_and_take_it_over_when_one_dies(serve_over_http, listening_server, postgres_url):
+def test_two_replicas_on_one_postgres_store_refuse_a_busy_session_and_take_it_over_when_one_dies(postgres_url, serve_over_http, listening_server):
     """Two ``toolpath serve --http`` processes with ``--store postgresql://...``: the session Alice
     drives on the first is busy on the second; once the first is killed and its lease has run
     out, the second takes the session over with its variables."""
+    # postgres_url comes first so its database is dropped after the servers stop, as in a real
+    # deployment: dropped under a running server, it held that server's shutdown for 20 s.
     lease = "2"
     first, tokens = serve_over_http("--kernels", "plain", "--store", postgres_url, "--session-lease", lease)
     second, _ = serve_over_http("--kernels", "plain", "--store", postgres_url, "--session-lease", lease)
