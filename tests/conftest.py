@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -62,6 +63,41 @@ def pytest_pyfunc_call(pyfuncitem):
     return True
 
 
+#: The background builds :func:`pytest_sessionstart` started, which the session waits for at its end.
+_BACKGROUND_BUILDS: list[threading.Thread] = []
+
+
+def pytest_sessionstart(session):
+    """A run of the whole suite (no paths, no -k or -m) starts the two slow one-off builds its tests
+    wait for at once, in the background, from the process that starts the workers (idle while they
+    collect the tests): the ONNX export of the embedding model (about 20 s), and Enterprise
+    Gateway's virtual environment when it is not built yet (about two minutes). Tests that need
+    either still wait on its lock, for less time or none; a build that fails here is tried again,
+    and reported, by the first test that needs it."""
+    options = session.config.option
+    whole_suite = session.config.args_source == pytest.Config.ArgsSource.TESTPATHS and not (options.keyword or options.markexpr or options.collectonly)
+    if not whole_suite or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    from toolpath.planner.search.onnx_embedding import OnnxEmbedder
+
+    OnnxEmbedder(_models_directory(session.config._tmp_path_factory)).load(background=True)  # joined at exit
+    if not _enterprise_gateway_built():
+
+        def build_enterprise_gateway_environment():
+            with contextlib.suppress(Exception, pytest.fail.Exception):
+                _enterprise_gateway_environment()
+
+        build = threading.Thread(target=build_enterprise_gateway_environment, name="enterprise-gateway-environment")
+        build.start()
+        _BACKGROUND_BUILDS.append(build)
+
+
+def pytest_sessionfinish(session):
+    """Wait for the background builds: a session that ends first would leave pip writing the environment."""
+    for build in _BACKGROUND_BUILDS:
+        build.join()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def compiled_sources():
     """Compile toolpath's modules to bytecode once: with ``PYTHONDONTWRITEBYTECODE`` set (as on CI
@@ -81,19 +117,26 @@ def toolpath_home(tmp_path_factory):
         yield home
 
 
+def _models_directory(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The test run's models directory (see :func:`toolpath_models`), made when missing."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's own directory, shared by its workers and the process that started them
+    models = Path(os.environ.get(SHARED_MODELS_VARIABLE) or root / "toolpath-models")  # a child run's: its parent's
+    models.mkdir(exist_ok=True)
+    return models
+
+
 @pytest.fixture(scope="session", autouse=True)
 def toolpath_models(tmp_path_factory):
     """One ONNX export of the embedding model for the whole test run (it takes about 20 s), shared by
     the tests, the CLIs that use a home of their own and, when tests run in parallel (pytest-xdist),
-    every worker: the first to need it exports it, the others wait on the export's lock. A test run
-    again in a child process (:func:`pytest_pyfunc_call`) uses its parent's."""
+    every worker: the first to need it exports it (or :func:`pytest_sessionstart` has started to),
+    the others wait on the export's lock. A test run again in a child process
+    (:func:`pytest_pyfunc_call`) uses its parent's."""
     from toolpath.planner.search.onnx_embedding import MODELS_VARIABLE
 
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # the run's own directory, shared by its workers
-    models = Path(os.environ.get(SHARED_MODELS_VARIABLE) or root / "toolpath-models")  # a child run's: its parent's
-    models.mkdir(exist_ok=True)
+    models = _models_directory(tmp_path_factory)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(MODELS_VARIABLE, str(models))
         yield models
@@ -214,14 +257,23 @@ def _gateway(command: list[str], port: int, token: str, log: Path, **popen_optio
 ENTERPRISE_GATEWAY = "jupyter_enterprise_gateway==3.3.*"
 
 
+#: Enterprise Gateway's virtual environment; it holds the file ``toolpath-built`` once built whole.
+ENTERPRISE_GATEWAY_ENVIRONMENT = Path(__file__).resolve().parent / ".venv-enterprise-gateway"
+
+
+def _enterprise_gateway_built() -> bool:
+    built = ENTERPRISE_GATEWAY_ENVIRONMENT / "toolpath-built"
+    return built.exists() and built.read_text() == ENTERPRISE_GATEWAY
+
+
 def _enterprise_gateway_environment() -> Path:
     """The virtual environment holding Enterprise Gateway, built when missing or half built."""
-    environment = Path(__file__).resolve().parent / ".venv-enterprise-gateway"
+    environment = ENTERPRISE_GATEWAY_ENVIRONMENT
     built = environment / "toolpath-built"
     # Test processes running in parallel build it once: the others wait on the lock, then find it built.
     with open(environment.with_name(environment.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if built.exists() and built.read_text() == ENTERPRISE_GATEWAY:
+        if _enterprise_gateway_built():
             return environment
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(environment)], check=True)
         installed = subprocess.run([str(environment / "bin" / "pip"), "install", "-q", ENTERPRISE_GATEWAY], capture_output=True, text=True)
