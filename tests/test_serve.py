@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import httpx2
-import jsonschema
 import pytest
 import yaml
 from conftest import wait_until_stored
@@ -119,6 +118,8 @@ def test_an_agent_searches_plans_runs_follows_up_and_restarts_through_the_server
 
 
 def test_the_server_names_its_version_and_every_tool_declares_the_output_its_results_follow(tmp_path):
+    import jsonschema  # here, not at the top: its import takes 1.5 s in every worker that collects this file
+
     async def scenario():
         async with served(tmp_path / "home") as client:
             assert client.server_info.name == "toolpath" and client.server_info.version == importlib.metadata.version("toolpath")
