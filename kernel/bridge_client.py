@@ -327,7 +327,7 @@ class HostHandle:
         if k < 1:
             raise ValueError(f"search_tools: k is how many tools to return, at least 1, got {k}")
         if self._search is None:
-            from toolpath.kernel.tool_search import ToolSearch  # BM25 and the stemmer: imported by the first search only
+            from toolpath.kernel.tool_search import ToolSearch  # bm25s: imported by the first search only
 
             self._search = ToolSearch({attribute: function.__doc__ or "" for attribute, function in self._functions.items()})
         return [self._shown(attribute) for attribute in self._search.search(query, k)]

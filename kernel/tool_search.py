@@ -1,12 +1,19 @@
 """Word search over a handle's tools (this module is imported *in the kernel process*, on the first
-search): BM25 as skill search's lexical half (:mod:`toolpath.kernel.bm25`, Snowball-stemmed English,
-stop words removed) over each tool's name, its words, and its docstring."""
+search): BM25 as skill search's lexical half (``bm25s``, Snowball-stemmed English, stop words
+removed) over each tool's name, its words, and its docstring."""
 
 from __future__ import annotations
 
 import re
 
-from toolpath.kernel.bm25 import BM25, terms
+import bm25s
+import Stemmer
+
+_STEMMER = Stemmer.Stemmer("english")
+
+
+def _tokens(texts: list[str]) -> list[list[str]]:
+    return bm25s.tokenize(texts, stopwords="en", stemmer=_STEMMER, return_ids=False, show_progress=False)
 
 
 def name_words(name: str) -> str:
@@ -24,11 +31,16 @@ class ToolSearch:
 
     def __init__(self, texts: dict[str, str]):
         self._names = list(texts)
-        self._bm25 = BM25(terms([f"{text} {name_words(name)} {name}" for name, text in texts.items()]))
+        self._bm25 = bm25s.BM25()
+        if self._names:
+            self._bm25.index(_tokens([f"{text} {name_words(name)} {name}" for name, text in texts.items()]), show_progress=False)
 
     def search(self, query: str, k: int) -> list[str]:
         """The names of the ``k`` tools that best match ``query``, best first; only tools sharing a
         word (stemmed) with it."""
-        scores = self._bm25.scores(terms([query])[0])
+        query_tokens = _tokens([query])[0]
+        if not query_tokens or not self._names:
+            return []
+        scores = self._bm25.get_scores(query_tokens)
         ranked = sorted(range(len(self._names)), key=lambda index: -scores[index])
         return [self._names[index] for index in ranked[:k] if scores[index] > 0]

@@ -7,8 +7,7 @@ are fused:
 * **dense**: the best cosine similarity between the query and any one text of the entry, from
   sentence-transformers embeddings (cached in SQLite, see :mod:`toolpath.planner.search.embedding_cache`), so a
   single well-phrased affordance is enough to match;
-* **BM25** (:mod:`toolpath.kernel.bm25`: bm25s's scores, Snowball-stemmed English, stop words removed) over all
-  the entry's texts.
+* **BM25** (``bm25s``, Snowball-stemmed English, stop words removed) over all the entry's texts.
 
 Fusion is weighted reciprocal-rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009):
 ``score = DENSE_WEIGHT / (RRF_K + dense rank) + (1 − DENSE_WEIGHT) / (RRF_K + BM25 rank)``, an entry
@@ -20,6 +19,7 @@ Each hit also says whether it is reachable from the held states and carries the 
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import unicodedata
@@ -28,15 +28,20 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+import bm25s
 import numpy as np
+import Stemmer
 
 from toolpath.errors import Refusal
-from toolpath.kernel.bm25 import BM25, terms
 from toolpath.planner.planning.graph import StateGraph
 from toolpath.planner.planning.plans import NoPlanError, Plan, plan, plan_to_run
 from toolpath.planner.search.embedding import Embedder, EmbedderUnavailableError, checked_vectors, default_embedder
 from toolpath.planner.search.embedding_cache import CachedEmbedder, EmbeddingCache, warn_unusable
 from toolpath.registry.storage import StoreError
+
+# bm25s sets its logger to DEBUG itself, so an application that logs at the root (the MCP SDK's
+# server does) prints a note for every index built; the application's level decides instead.
+logging.getLogger("bm25s").setLevel(logging.NOTSET)
 
 #: Reciprocal-rank-fusion constant (Cormack et al. use 60); tuned on MetaTool dev (grid 1, 5, 20, 60).
 RRF_K = 20
@@ -141,6 +146,13 @@ def _words(identifier: str) -> str:
     return re.sub(r"[._\-&/]+", " ", spaced).strip()
 
 
+_STEMMER = Stemmer.Stemmer("english")
+
+
+def _tokens(texts: list[str]) -> list[list[str]]:
+    return bm25s.tokenize(texts, stopwords="en", stemmer=_STEMMER, return_ids=False, show_progress=False)
+
+
 class SkillIndex:
     """A hybrid (dense + BM25) index over the states and tools of a :class:`StateGraph`.
 
@@ -198,7 +210,9 @@ class SkillIndex:
             parameters = [_words(parameter.name) for parameter in (*tool.required_parameters, *tool.optional_parameters)]
             # The name as written too, so a request that names the tool ("call SearchPeople") matches it.
             documents.append(" ".join([*texts, *parameters, tool.name]))
-        self._bm25 = BM25(terms(documents))
+        self._bm25 = bm25s.BM25()
+        if documents:
+            self._bm25.index(_tokens(documents), show_progress=False)
         self.embedder: Embedder | None = None
         self._recent_queries: dict[str, np.ndarray] = {}
         self._queries_ready = False
@@ -289,8 +303,8 @@ class SkillIndex:
         if not self._entries:
             return []
         similarity, best_text = self._dense_scores(query) if self.mode != "bm25" else (None, None)
-        query_tokens = terms([query])[0]
-        lexical = self._bm25.scores(query_tokens)
+        query_tokens = _tokens([query])[0]
+        lexical = self._bm25.get_scores(query_tokens) if query_tokens else np.zeros(len(self._entries), dtype=np.float32)
         score = self._fused(similarity, lexical)
         hits: list[SkillHit] = []
         for index in np.argsort(-score, kind="stable"):
@@ -324,8 +338,8 @@ class SkillIndex:
         if not self._entries:
             return {}
         similarity = self._dense_scores(query)[0] if self.mode != "bm25" else None
-        query_tokens = terms([query])[0]
-        lexical = self._bm25.scores(query_tokens)
+        query_tokens = _tokens([query])[0]
+        lexical = self._bm25.get_scores(query_tokens) if query_tokens else np.zeros(len(self._entries), dtype=np.float32)
         score = self._fused(similarity, lexical)
         return {entry.tool_id: float(score[index]) for index, entry in enumerate(self._entries) if entry.kind == "tool" and entry.tool_id is not None}
 
@@ -382,7 +396,7 @@ class SkillIndex:
     def _lexical_match(self, index: int, query_tokens: set[str]) -> str:
         end = self._first_text[index + 1] if index + 1 < len(self._first_text) else len(self._texts)
         texts = self._texts[self._first_text[index] : end]
-        overlaps = [len(query_tokens & set(tokens)) for tokens in terms(texts)]
+        overlaps = [len(query_tokens & set(tokens)) for tokens in _tokens(texts)]
         return texts[int(np.argmax(overlaps))]
 
     def _reach(self, entry: _Entry, held: frozenset[str]) -> tuple[bool, Plan | None]:
