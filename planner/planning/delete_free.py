@@ -55,9 +55,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from toolpath.planner.planning.steiner import MOST_GOAL_STATES, SteinerRelaxation, SteinerTree
 from toolpath.registry import ToolDefinition
+
+if TYPE_CHECKING:
+    from toolpath.planner.planning.steiner import SteinerRelaxation, SteinerTree
 
 INFINITY = float("inf")
 #: No tool index: the achiever of a held or unreachable state, the supporter of a tool that requires nothing.
@@ -337,15 +340,15 @@ class DeleteFreeTask:
             def out_of_time() -> bool:
                 return deadline is not None and time.perf_counter() > deadline
 
-            steiner = _GoalByGoal(self, hmax, held, goal)
+            goal_by_goal = _GoalByGoal(self, hmax, held, goal)
             deepest_first = sorted(open_goal, key=lambda state: -hmax.value[state])
             tree = self._steiner_tree(hmax, held, open_goal, deadline)
             if tree is not None:
                 lower = max(lower, tree.cost)
-                incumbent = min([incumbent, self._plan_from_tree(tree.tools, steiner, deepest_first, deadline)], key=self.plan_cost)
+                incumbent = min([incumbent, self._plan_from_tree(tree.tools, goal_by_goal, deepest_first, deadline)], key=self.plan_cost)
                 if _at_most(self.plan_cost(incumbent), lower):
                     return SearchResult(incumbent, True, self.plan_cost(incumbent))
-            incumbent = min([incumbent, steiner.build([], deepest_first, deadline)], key=self.plan_cost)
+            incumbent = min([incumbent, goal_by_goal.build([], deepest_first, deadline)], key=self.plan_cost)
             if _at_most(self.plan_cost(incumbent), lower):
                 return SearchResult(incumbent, True, self.plan_cost(incumbent))
             bound, pair_plans, conjunctions = self._goal_pairs(hmax, held, open_goal, self.plan_cost(incumbent), deadline)
@@ -353,13 +356,13 @@ class DeleteFreeTask:
             for start in pair_plans:
                 if out_of_time():
                     break
-                incumbent = min([incumbent, steiner.build(start, deepest_first, deadline)], key=self.plan_cost)
+                incumbent = min([incumbent, goal_by_goal.build(start, deepest_first, deadline)], key=self.plan_cost)
             if _at_most(self.plan_cost(incumbent), lower):
                 return SearchResult(incumbent, True, self.plan_cost(incumbent))
-            for order in steiner.other_orders(deepest_first):
+            for order in goal_by_goal.other_orders(deepest_first):
                 if out_of_time():
                     break
-                incumbent = min([incumbent, steiner.build([], order, deadline)], key=self.plan_cost)
+                incumbent = min([incumbent, goal_by_goal.build([], order, deadline)], key=self.plan_cost)
                 if _at_most(self.plan_cost(incumbent), lower):
                     return SearchResult(incumbent, True, self.plan_cost(incumbent))
             lower = max(lower, self._goal_triples(hmax, held, open_goal, self.plan_cost(incumbent), conjunctions, deadline))
@@ -395,6 +398,9 @@ class DeleteFreeTask:
         its cost still bounds the whole goal's); ``None`` past ``deadline``. The relaxation's graph
         is built on first use and shared with every variant of this task (a variant's marks are
         their tools' nodes)."""
+        # numpy loads with the first goal of several states, not with every command that plans.
+        from toolpath.planner.planning.steiner import MOST_GOAL_STATES, SteinerRelaxation
+
         origin = self._origin
         if origin._steiner is None:
             origin._steiner = SteinerRelaxation(origin.requires, origin.produces, len(origin.state_index))
@@ -405,14 +411,14 @@ class DeleteFreeTask:
         usable = [fired != NONE for fired in hmax.fired]
         return relaxation.solve(held, nodes, usable, self.cost, hmax.value, deadline)
 
-    def _plan_from_tree(self, tools: frozenset[int], steiner: _GoalByGoal, order: Sequence[int], deadline: float | None) -> list[int]:
+    def _plan_from_tree(self, tools: frozenset[int], goal_by_goal: _GoalByGoal, order: Sequence[int], deadline: float | None) -> list[int]:
         """A plan from a relaxed plan's ``tools``: they are one when each has at most one requirement
         not held; otherwise those that can run, extended goal state by goal state in ``order``."""
-        held, goal = steiner.held, steiner.goal
-        steps = self._executable_order(sorted(tools, key=steiner.root.fired.__getitem__), held, every_tool=False)
+        held, goal = goal_by_goal.held, goal_by_goal.goal
+        steps = self._executable_order(sorted(tools, key=goal_by_goal.root.fired.__getitem__), held, every_tool=False)
         if len(steps) == len(tools) and self.is_valid(steps, held, goal):
             return self.without_redundant_steps(steps, held, goal)
-        return steiner.build(steps, order, deadline)
+        return goal_by_goal.build(steps, order, deadline)
 
     def _lowered(self, root: RelaxedCosts, reached: Iterable[int], target: int) -> RelaxedCosts:
         """h_max costs once the ``reached`` states are held too, from ``root`` (h_max from the held
