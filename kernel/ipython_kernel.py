@@ -171,6 +171,9 @@ class IPythonKernel:
         self._directory: tempfile.TemporaryDirectory | None = None
         self._kernel_directory = ""
         self._stuck_message_id: str | None = None
+        # One reader of the kernel's channels at a time: two coroutines receiving on one ZeroMQ
+        # socket can leave one waiting forever for a message the other took.
+        self._channels = asyncio.Lock()
         #: The kernel's id (jupyter_client's, or the gateway's), set once it has started; a restarted kernel is a new kernel with a new id.
         self.kernel_id: str | None = None
 
@@ -288,12 +291,13 @@ class IPythonKernel:
 
     async def wait_until_idle(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for a stuck cell to finish; True when the kernel is free."""
-        if self._stuck_message_id is None:
+        async with self._channels:
+            if self._stuck_message_id is None:
+                return True
+            if not await self._until_idle(self._stuck_message_id, timeout):
+                return False
+            self._stuck_message_id = None
             return True
-        if not await self._until_idle(self._stuck_message_id, timeout):
-            return False
-        self._stuck_message_id = None
-        return True
 
     async def _until_idle(self, message_id: str, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for the kernel to finish handling request ``message_id``
@@ -349,16 +353,18 @@ class IPythonKernel:
         if not self.remote:
             await asyncio.to_thread(_write_private, self.path(name), data)
             return
-        assert self._kernel is not None
-        comm_id = uuid.uuid4().hex
-        await self._kernel.send_shell("comm_open", {"comm_id": comm_id, "target_name": COMM_TARGET, "data": {"name": name}})
-        for start in range(0, len(data), TRANSFER_CHUNK_BYTES):
-            await self._kernel.send_shell(
-                "comm_msg", {"comm_id": comm_id, "data": {"chunk": base64.b64encode(data[start : start + TRANSFER_CHUNK_BYTES]).decode()}}
-            )
-        closed = await self._kernel.send_shell("comm_close", {"comm_id": comm_id, "data": {}})
-        # The kernel handles shell messages in order: once the close is done, every chunk is written.
-        if not await self._until_idle(closed, _TRANSFER_SECONDS):
+        async with self._channels:
+            assert self._kernel is not None
+            comm_id = uuid.uuid4().hex
+            await self._kernel.send_shell("comm_open", {"comm_id": comm_id, "target_name": COMM_TARGET, "data": {"name": name}})
+            for start in range(0, len(data), TRANSFER_CHUNK_BYTES):
+                await self._kernel.send_shell(
+                    "comm_msg", {"comm_id": comm_id, "data": {"chunk": base64.b64encode(data[start : start + TRANSFER_CHUNK_BYTES]).decode()}}
+                )
+            closed = await self._kernel.send_shell("comm_close", {"comm_id": comm_id, "data": {}})
+            # The kernel handles shell messages in order: once the close is done, every chunk is written.
+            taken = await self._until_idle(closed, _TRANSFER_SECONDS)
+        if not taken:
             raise KernelError(f"the remote kernel did not take file {name} (it is gone, its channels closed, or it took over {_TRANSFER_SECONDS:g} s)")
         written = await self._file_call(f"size({name!r})")
         if written["size"] != len(data):
@@ -423,6 +429,9 @@ class IPythonKernel:
     ) -> CellResult:
         """Run ``code`` as one cell (top-level ``await`` allowed) and collect its output.
 
+        Cells executed at once run one after another, in the order their calls began (a timeout
+        counts from a cell's own start).
+
         Args:
             code: the cell.
             timeout: seconds before the kernel is interrupted (must be positive); ``None`` waits
@@ -442,12 +451,27 @@ class IPythonKernel:
             TypeError: code that is not a ``str``.
         """
         check_code(code)
+        if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
+            raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+        async with self._channels:
+            return await self._run_cell(code, timeout, limits, silent, interrupt_grace, on_start, report_variables)
+
+    async def _run_cell(
+        self,
+        code: str,
+        timeout: float | None,
+        limits: OutputLimits | None,
+        silent: bool,
+        interrupt_grace: float,
+        on_start: Callable[[str], None] | None,
+        report_variables: bool,
+    ) -> CellResult:
+        """:meth:`execute`, its caller holding the channels."""
+        # Checked here, not before the wait: the kernel may have stopped, or the cell before this one stuck, meanwhile.
         if self._kernel is None or self.kernel_id is None:
             raise KernelError("the kernel is not started; use `async with IPythonKernel() as kernel`")
         if self._stuck_message_id is not None:
             raise KernelBusyError("an earlier cell ignored its interrupt and is still running; wait for it or restart the kernel")
-        if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
-            raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
         kernel = self._kernel
         output = CellOutput(limits or OutputLimits())
         expressions = _VARIABLES_EXPRESSION if report_variables else None
