@@ -469,7 +469,7 @@ class IPythonKernel:
         """:meth:`execute`, its caller holding the channels."""
         # Checked here, not before the wait: the kernel may have stopped, or the cell before this one stuck, meanwhile.
         if self._kernel is None or self.kernel_id is None:
-            raise KernelError("the kernel is not started; use `async with IPythonKernel() as kernel`")
+            raise KernelError("the kernel is not running (never started, or shut down); use `async with IPythonKernel() as kernel`")
         if self._stuck_message_id is not None:
             raise KernelBusyError("an earlier cell ignored its interrupt and is still running; wait for it or restart the kernel")
         kernel = self._kernel
@@ -513,6 +513,10 @@ class IPythonKernel:
                     continue
                 output.add(kind, content)
         except asyncio.CancelledError:
+            if self._kernel is not kernel and not asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                # shutdown() closed the channels under the cell; no one cancelled its caller.
+                evalue = "the kernel was shut down while the cell ran; its variables are gone"
+                return output.build("dead", error={"ename": "KernelShutDown", "evalue": evalue, "traceback": ""})
             # Whoever awaited the cell is gone (a client that disconnected, a cancelled task): the
             # cell is stopped rather than left running for no one, holding the kernel.
             with contextlib.suppress(Exception):

@@ -53,7 +53,7 @@ class CellResult:
         status: ``"ok"``; ``"error"`` (an exception); ``"timeout"`` (interrupted after the time
             limit); ``"aborted"`` (the cell ignored the interrupt and may still be running);
             ``"busy"`` (an earlier aborted cell still holds the kernel; nothing ran); ``"dead"`` (the
-            kernel died during the cell).
+            kernel died, or was shut down, during the cell).
         stdout / stderr: the streams, in order of arrival, capped.
         result: the ``text/plain`` form of the cell's last expression (``Out[n]``), capped.
         result_json: the same value as JSON text when it is plain JSON (dicts, lists, strings,

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from toolpath.kernel import IPythonKernel
+from toolpath.kernel import IPythonKernel, KernelError
 
 pytestmark = pytest.mark.integration
 
@@ -91,6 +91,23 @@ def test_cells_executed_at_once_run_one_after_another_each_with_its_own_result()
     # Not skipped behind the failing cell (Jupyter aborts requests queued behind an error): each ran, in order.
     assert [result.result for result in queued] == ["0", "2", "4"]
     assert [result.execution_count for result in queued] == [failing.execution_count + 1, failing.execution_count + 2, failing.execution_count + 3]
+
+
+def test_a_kernel_shut_down_under_a_running_cell_ends_it_as_dead_and_refuses_the_cell_queued_behind():
+    async def scenario():
+        async with IPythonKernel() as session:
+            running = asyncio.create_task(session.execute("import time\ntime.sleep(30)", timeout=60))
+            await asyncio.sleep(0.5)
+            queued = asyncio.create_task(session.execute("'never runs'", timeout=60))
+            await asyncio.sleep(0.2)
+            await session.shutdown()
+            ended = await asyncio.wait_for(running, 20)
+            with pytest.raises(KernelError, match="not running"):
+                await asyncio.wait_for(queued, 20)
+            return ended
+
+    ended = run(scenario())
+    assert ended.status == "dead" and ended.error["ename"] == "KernelShutDown"
 
 
 def test_dead_kernel_is_reported():
