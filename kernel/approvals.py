@@ -11,13 +11,12 @@ continues (or handles the exception) once the answer is in.
 Every decision is written to the audit log (:class:`toolpath.kernel.approval_log.ApprovalLog`)
 with the session, the user, the tool, a digest of the arguments and the answer.
 
-This module is imported inside kernels too (the exception types), so it imports nothing heavy; its
-coroutines import asyncio where they run (loaded by then), so rendering a planned cell, which only
-reads tools' policies, does without it (about 30 ms).
+This module is imported inside kernels too (the exception types), so it imports nothing heavy.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import inspect
 import json
@@ -232,8 +231,6 @@ class ApprovalGate:
                 than a ``bool`` or :class:`ApprovalDecision`, or no approver.
             ApprovalTimeout: no answer within ``timeout`` seconds.
         """
-        import asyncio
-
         if self.approver is None:
             await self._record(request, "denied", self.nobody, "")
             raise ApprovalDenied(f"{request.tool} needs approval ({request.reason}), but {self.nobody}", self.nobody)
@@ -283,8 +280,6 @@ class ApprovalGate:
         return await answer if inspect.isawaitable(answer) else answer
 
     async def _record(self, request: ApprovalRequest, decision: str, note: str, by: str) -> None:
-        import asyncio
-
         if self.log is not None:
             await asyncio.to_thread(self.log.record, request, decision, note, by or (request.user_id or ""))
 
@@ -297,8 +292,6 @@ async def _in_daemon_thread(approver: Callable[[ApprovalRequest], Any], request:
     (both join their worker threads), so ``toolpath run`` would hang after its result. Its late
     answer is dropped.
     """
-    import asyncio
-
     loop = asyncio.get_running_loop()
     answered: asyncio.Future = loop.create_future()
 

@@ -12,17 +12,11 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from toolpath.kernel.approvals import approval_spec
+from toolpath.kernel.toolkit import SEARCH_ATTRIBUTE, Toolkit, signature_text
 from toolpath.registry import ToolDefinition
 from toolpath.registry.names import attribute_name, handle_name, name_map
-
-if TYPE_CHECKING:
-    from toolpath.kernel.toolkit import Toolkit
-
-# toolpath.kernel.toolkit is imported where it is used: it imports asyncio (about 30 ms), which
-# rendering a planned cell (``toolpath cell``) does without.
 
 BINDER_MODULE = "toolpath.kernel.handles"
 BINDER_FUNCTION = "bind_module_tools"
@@ -40,8 +34,6 @@ MAX_SUMMARY_CHARS = 300
 def unlisted_tools(handle: str, total: int, listed: int, searchable: bool) -> str:
     """The instruction line for a handle whose tools are not all listed: how many there are, and how
     to find the others (``searchable``: with ``handle.search_tools``, which no tool of its hides)."""
-    from toolpath.kernel.toolkit import SEARCH_ATTRIBUTE
-
     shown = f"the first {listed:,} listed above" if listed else "none listed here"
     search = f"`{handle}.{SEARCH_ATTRIBUTE}('words for what you need')` (the 10 best matches of names and descriptions, with signatures)"
     find = search if searchable else f"`[name for name in dir({handle}) if 'word' in name]`"
@@ -141,8 +133,6 @@ class Bindings:
         """Instruction lines for host toolkits: ``handle.attribute(signature)`` and the first docstring
         line of each tool, up to the kit's ``max_listed_tools``; past it, how many there are and how a
         cell finds the others."""
-        from toolpath.kernel.toolkit import SEARCH_ATTRIBUTE, signature_text
-
         by_toolkit = {toolkit: handle for handle, (toolkit, _) in self.host_handles.items()}
         lines = []
         for toolkit in toolkits:
