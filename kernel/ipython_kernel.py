@@ -290,14 +290,23 @@ class IPythonKernel:
         return self._stuck_message_id is not None
 
     async def wait_until_idle(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for a stuck cell to finish; True when the kernel is free."""
-        async with self._channels:
+        """Wait up to ``timeout`` seconds (a cell of another caller running meanwhile included) for a
+        stuck cell to finish; True when the kernel is free."""
+        deadline = time.monotonic() + timeout
+        try:
+            async with asyncio.timeout(timeout):
+                await self._channels.acquire()
+        except TimeoutError:
+            return False
+        try:
             if self._stuck_message_id is None:
                 return True
-            if not await self._until_idle(self._stuck_message_id, timeout):
+            if not await self._until_idle(self._stuck_message_id, deadline - time.monotonic()):
                 return False
             self._stuck_message_id = None
             return True
+        finally:
+            self._channels.release()
 
     async def _until_idle(self, message_id: str, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for the kernel to finish handling request ``message_id``

@@ -2,6 +2,7 @@
 
 import asyncio
 import os
+import time
 
 import pytest
 
@@ -91,6 +92,22 @@ def test_cells_executed_at_once_run_one_after_another_each_with_its_own_result()
     # Not skipped behind the failing cell (Jupyter aborts requests queued behind an error): each ran, in order.
     assert [result.result for result in queued] == ["0", "2", "4"]
     assert [result.execution_count for result in queued] == [failing.execution_count + 1, failing.execution_count + 2, failing.execution_count + 3]
+
+
+def test_waiting_for_the_kernel_to_be_free_keeps_its_time_limit_while_another_cell_runs():
+    async def scenario():
+        async with IPythonKernel() as session:
+            running = asyncio.create_task(session.execute("import time\ntime.sleep(6)", timeout=60))
+            await asyncio.sleep(0.5)
+            started = time.monotonic()
+            free = await session.wait_until_idle(1.0)
+            waited = time.monotonic() - started
+            await running
+            return free, waited, await session.wait_until_idle(1.0)
+
+    free, waited, free_after = run(scenario())
+    assert not free and waited < 4  # not the 5 s left of the other cell
+    assert free_after
 
 
 def test_a_kernel_shut_down_under_a_running_cell_ends_it_as_dead_and_refuses_the_cell_queued_behind():
