@@ -392,6 +392,18 @@ def test_run_says_how_many_images_it_made_and_images_writes_them_as_png_files(tm
     assert image.read_bytes()[:8] == PNG_SIGNATURE
 
 
+def test_run_refuses_an_images_path_it_cannot_write_in_before_anything_runs(tmp_path, toolpath_home):
+    report = tmp_path / "report.md"
+    report.write_text("the user's report")
+    task = ("run", "plot a histogram of a column", "--input", f"path={COMPOUNDS}", "--input", "column=year_introduced")
+    histograms_before = set((toolpath_home / "runs").rglob("*.png"))
+    refused = toolpath(*task, "--images", "report.md", cwd=tmp_path)
+    assert refused.returncode == 2 and "--images report.md" in refused.stderr
+    assert "Running in a fresh IPython kernel" not in refused.stdout  # refused before the run, not after it
+    assert report.read_text() == "the user's report"
+    assert set((toolpath_home / "runs").rglob("*.png")) == histograms_before  # the cell never ran
+
+
 def test_run_writes_files_in_a_fresh_output_directory_and_leaves_a_file_of_the_same_name_in_the_working_directory_alone(tmp_path, toolpath_home):
     mine = tmp_path / "histogram.png"
     mine.write_bytes(b"the user's own histogram")

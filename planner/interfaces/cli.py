@@ -377,6 +377,7 @@ def _prepare_embedding_model() -> None:
 def command_run(arguments: argparse.Namespace) -> int:
     task = _task(arguments)
     inputs = parse_inputs(arguments.input)
+    images_directory = _images_directory(arguments.images) if arguments.images else None
     from toolpath.planner.interfaces.terminal_approval import TerminalApprover
 
     workspace = _open_workspace(arguments)
@@ -413,7 +414,7 @@ def command_run(arguments: argparse.Namespace) -> int:
                     run = workspace.run_task(task_plan, timeout=arguments.timeout, session_id=RUN_SESSION, **options)
         written = sorted(str(path.relative_to(output_directory)) for path in output_directory.rglob("*") if path.is_file()) if output_directory else []
     result = run.result
-    image_files = _write_images(result.images, arguments.images) if arguments.images else []
+    image_files = _write_images(result.images, images_directory) if images_directory else []
     if arguments.json:
         payload = run.to_dict()
         payload["output_directory"] = str(output_directory) if written else None
@@ -515,18 +516,32 @@ def _run_directory(chosen: str | None) -> Iterator[Path]:
             directory.rmdir()
 
 
-def _write_images(images: Sequence[bytes], folder: str) -> list[Path]:
-    """Write ``images`` (PNG bytes) into ``folder`` (created when missing) as ``image-N.png``, N the
-    lowest numbers free there, so no file is written over; their paths, in order.
+def _images_directory(folder: str) -> Path:
+    """``--images``'s directory (absolute), created when missing, checked before anything runs.
 
     Raises:
-        CommandLineError: ``folder`` cannot be made or written in.
+        CommandLineError: ``folder`` is not a directory, cannot be made, or cannot be written in.
     """
     directory = Path(folder).expanduser().absolute()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CommandLineError(f"--images {folder}: cannot make the directory for the images: {error}; give a directory (new or existing)") from error
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise CommandLineError(f"--images {folder}: cannot write in this directory; give one you can write in")
+    return directory
+
+
+def _write_images(images: Sequence[bytes], directory: Path) -> list[Path]:
+    """Write ``images`` (PNG bytes) into ``directory`` as ``image-N.png``, N the lowest numbers free
+    there, so no file is written over; their paths, in order.
+
+    Raises:
+        CommandLineError: the directory cannot be written in (anymore).
+    """
     paths: list[Path] = []
     number = 1
     try:
-        directory.mkdir(parents=True, exist_ok=True)
         for image in images:
             while True:
                 path = directory / f"image-{number}.png"
@@ -539,7 +554,7 @@ def _write_images(images: Sequence[bytes], folder: str) -> list[Path]:
                     continue
             paths.append(path)
     except OSError as error:
-        raise CommandLineError(f"--images {folder}: cannot write the images there: {error}") from error
+        raise CommandLineError(f"--images {directory}: cannot write the images there: {error}") from error
     return paths
 
 
