@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from toolpath.planner import Workspace
-from toolpath.planner.tasks.clauses import action_words, quoted_values, read_request, without_quotes
+from toolpath.planner.tasks.clauses import action_words, quoted_values, read_request, without_file_names, without_quotes
 
 MEDIA = Path(__file__).resolve().parent.parent / "benchmarks" / "catalogs" / "media" / "catalog.yaml"
 
@@ -215,3 +215,16 @@ def test_a_piece_without_latin_words_is_kept_not_a_crash(piece, verbs):
     """Before: an IndexError for any such piece after a comma or "and" (words were ASCII only)."""
     texts = [clause.text for clause in read_request(f"book a flight, {piece}", verbs)]
     assert texts[0] == "book a flight" and "".join(texts[1:]).replace(" ", "") in (piece, piece.rstrip("?") + "?")
+
+
+@pytest.mark.parametrize(
+    ("text", "searched"),
+    [
+        ("write a report of compounds.csv to report.md", "write a report of a file to a file"),
+        ("summarise 'data/people.csv'", "summarise 'a file'"),
+        ("fetch https://example.org/page.html and describe it", "fetch https://example.org/page.html and describe it"),
+        ("e.g. at 8 a.m. in the U.S. with Python 3.11", "e.g. at 8 a.m. in the U.S. with Python 3.11"),
+    ],
+)
+def test_skill_search_reads_a_file_name_as_a_file_and_leaves_urls_abbreviations_and_numbers(text, searched):
+    assert without_file_names(text) == searched

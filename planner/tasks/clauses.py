@@ -215,6 +215,19 @@ def masked_quotes(text: str) -> str:
 _BARE_VALUE = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+[^\s.,;:!?)]|(?<![\w/.-])[\w/.-]*\w\.[A-Za-z][A-Za-z0-9]{0,4}\b(?![\w/-])")
 
 
+# A URL (kept whole), or a file name with an extension of two to five characters ("compounds.csv",
+# "out.md"; not "e.g." or "a.m.").
+_FILE_NAME = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+[^\s.,;:!?)]|(?<![\w/.-])[\w/.-]*\w\.([A-Za-z][A-Za-z0-9]{1,4})\b(?![\w/-])")
+
+
+def without_file_names(text: str) -> str:
+    """``text`` with each file name read as "a file" (URLs stay): "a report of compounds.csv" → "a
+    report of a file". A file's name is the user's choice, not what the task does: left in, its stem
+    pulls skill search toward whatever it sounds like (a table named "compounds" toward chemistry),
+    and its extension toward loading ("CSV")."""
+    return _FILE_NAME.sub(lambda match: "a file" if match.group(1) else match.group(), text)
+
+
 def quoted_values(text: str) -> list[str]:
     """The values ``text`` gives: the inside of each quoted span, or else each URL or file name.
 

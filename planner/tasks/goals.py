@@ -38,6 +38,7 @@ from toolpath.planner.planning.inputs import InputError, names_a_step
 from toolpath.planner.planning.plans import NO_BUDGET, NoPlanError, Plan, TaskBudget, plan, plan_to_run
 from toolpath.planner.search.skills import MIN_SCORE, SkillHit, SkillIndex
 from toolpath.planner.tasks.cell import PlannedCell, render_cell
+from toolpath.planner.tasks.clauses import without_file_names
 from toolpath.registry import ToolDefinition
 
 MARGIN = 0.05
@@ -218,7 +219,7 @@ def choose_goal(
         PlanningTimeout, PlanningCancelled: from ``budget`` (:class:`toolpath.planner.planning.plans.TaskBudget`).
     """
     budget.check()
-    hits = index.search(task, k=k, held=held)
+    hits = index.search(without_file_names(task), k=k, held=held)
     matching = [hit for hit in hits if hit.matches(min_score) and hit.states]
     named = _named_tools(task, graph)
     if not matching and not named:
