@@ -213,6 +213,16 @@ def test_a_catalog_beside_its_package_validates_and_runs_from_any_directory(tmp_
     assert json.loads(run.stdout)["result"]["result_text"] == "'hello, Ada'"
 
 
+def test_run_over_its_timeout_says_the_limit_and_how_to_raise_it_not_where_the_interrupt_landed(tmp_path):
+    slow = "import time\n\n\ndef greet(name: str) -> str:\n    time.sleep(60)\n    return f'hello, {name}'\n"
+    catalog = greetings_catalog(tmp_path, "slowgreetings", slow)
+    run = toolpath("run", "say hello to a person", "--input", "name=Ada", "--catalog", str(catalog), "--timeout", "2", cwd=tmp_path)
+    assert run.returncode == 1, run.stdout + run.stderr
+    shown = run.stdout.split("Result (timeout):")[1]
+    assert "the cell ran over 2 s and was interrupted; --timeout SECONDS gives it longer" in shown
+    assert "Traceback" not in shown and "KeyboardInterrupt" not in shown
+
+
 def test_a_parameter_named_by_a_python_keyword_is_passed_by_its_python_name(tmp_path, embedder):
     package = tmp_path / "flights"
     package.mkdir()

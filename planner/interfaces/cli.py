@@ -423,6 +423,8 @@ def command_run(arguments: argparse.Namespace) -> int:
         _emit_json(payload)
         return 0 if result.status == "ok" else 1
     print(f"Result ({result.status}):")
+    if result.notice:
+        print(_indent(result.notice, "  "))
     if result.stdout:
         print("  stdout:")
         print(_indent(result.stdout))
@@ -433,7 +435,10 @@ def command_run(arguments: argparse.Namespace) -> int:
         print(_indent(result.short_result, "  "))
         if result.short_result != result.result:
             print("  (tables cut to their first and last rows and columns; --json gives the whole text)")
-    if result.error:
+    if result.status == "timeout":
+        # Where the interrupt landed is noise here (frames of the tool's libraries); --json keeps it.
+        print(f"  {result.error['evalue']}; --timeout SECONDS gives it longer (default 300)")
+    elif result.error:
         print(_indent(result.error.get("traceback") or f"{result.error['ename']}: {result.error['evalue']}", "  "))
     if run.variables:
         print(f"  {run.variables_text()}")
