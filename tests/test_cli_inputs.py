@@ -206,3 +206,10 @@ def test_cell_without_inputs_warns_that_one_input_gives_a_smaller_plan():
     # When the inputs it lacks are just the unbound parameters, the per-parameter warnings say it all.
     _, _, single = run_cli("cell", "cluster these molecules by structural similarity")
     assert "plans otherwise" not in single and "smiles_list (list[str], for compute_fingerprints) is unbound" in single
+
+
+def test_a_carriage_return_in_the_task_cannot_hide_the_start_of_the_task_line():
+    status, stdout, stderr = run_cli("run", "is aspirin drug-like?\rcheck Lipinski's rule", "--input", "smiles=CC(=O)Oc1ccccc1C(=O)O")
+    assert status == 0, stderr
+    # Text mode reads a carriage return as a line end: the whole task on the Task line means none was printed.
+    assert re.findall(r"^Task: (.*)$", stdout, re.MULTILINE) == ["is aspirin drug-like? check Lipinski's rule"]

@@ -292,7 +292,7 @@ def _print_plan(plan: Plan) -> None:
 def _print_task_plan(task_plan: TaskPlan) -> None:
     from toolpath.planner.tasks.parts import task_text
 
-    print(f"Task: {task_text(task_plan.task)}")
+    print(f"Task: {' '.join(task_text(task_plan.task).split())}")  # one line: a carriage return would hide what came before it
     if len(task_plan.parts) > 1:
         print("Parts:")
         for number, part in enumerate(task_plan.parts, 1):
