@@ -518,8 +518,12 @@ def _read_text(path: Path, limit: int) -> str:
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
     try:
         descriptor = os.open(path, flags)
+    except FileNotFoundError:
+        raise _unreadable(path, f"cannot read catalog file: it does not exist (looked for {os.path.abspath(path)}); check the path") from None
+    except PermissionError:
+        raise _unreadable(path, "cannot read catalog file: permission denied; make it readable, or give a copy you can read") from None
     except OSError as error:
-        raise _unreadable(path, f"cannot read catalog file: {error}") from None
+        raise _unreadable(path, f"cannot read catalog file: {error.strerror or error}") from None
     chunks: list[bytes] = []
     try:
         status = os.fstat(descriptor)

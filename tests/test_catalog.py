@@ -332,6 +332,14 @@ def test_directory_is_refused_as_not_a_regular_file(tmp_path):
     assert caught.value.problems[0].code == "TP100"
 
 
+def test_a_missing_catalog_is_refused_naming_where_it_was_looked_for(tmp_path):
+    with pytest.raises(CatalogError) as caught:
+        read_catalog(tmp_path / "nope.yaml")
+    (problem,) = caught.value.problems
+    assert problem.code == "TP100" and f"it does not exist (looked for {tmp_path / 'nope.yaml'}); check the path" in problem.message
+    assert "Errno" not in problem.message
+
+
 def test_oversize_catalog_is_refused_with_how_to_raise_the_limit(tmp_path, monkeypatch):
     from toolpath.registry import load_checked
 
