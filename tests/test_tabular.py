@@ -137,7 +137,8 @@ def test_a_task_across_chemistry_and_tabular_plans_and_runs_with_its_plot(embedd
     workspace = Workspace.open(embedder=embedder)
     inputs = {"path": str(COMPOUNDS), "x": "molecular_weight", "y": "logp"}
     task = workspace.plan_task("compute descriptors of the molecules in compounds.csv and plot logP against weight", inputs)
-    assert [part.goal for part in task.parts] == [frozenset({"chemistry.descriptors_tabulated"}), frozenset({"tabular.scatter_plotted"})]
+    # The first part reaches the descriptor table (as its state, or by running the tool that makes it).
+    assert "chemistry.descriptors_tabulated" in task.parts[0].goal and task.parts[1].goal == frozenset({"tabular.scatter_plotted"})
     assert [step.tool.name for step in task.plan.steps] == ["tabulate_descriptors", "plot_scatter"]
     assert "plot_scatter(table=table, x=x, y=y)" in task.cell.code
     run = workspace.run_task(task, timeout=180)
