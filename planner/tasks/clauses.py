@@ -211,21 +211,17 @@ def masked_quotes(text: str) -> str:
     return "".join(masked)
 
 
-# A value written without quotes: a URL, or a file name with an extension ("people.csv").
-_BARE_VALUE = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+[^\s.,;:!?)]|(?<![\w/.-])[\w/.-]*\w\.[A-Za-z][A-Za-z0-9]{0,4}\b(?![\w/-])")
-
-
-# A URL (kept whole), or a file name with an extension of two to five characters ("compounds.csv",
-# "out.md"; not "e.g." or "a.m.").
-_FILE_NAME = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+[^\s.,;:!?)]|(?<![\w/.-])[\w/.-]*\w\.([A-Za-z][A-Za-z0-9]{1,4})\b(?![\w/-])")
+# A value written without quotes: a URL, or a file name with an extension ("people.csv"; group 1).
+_BARE_VALUE = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+[^\s.,;:!?)]|(?<![\w/.-])[\w/.-]*\w\.([A-Za-z][A-Za-z0-9]{0,4})\b(?![\w/-])")
 
 
 def without_file_names(text: str) -> str:
     """``text`` with each file name read as "a file" (URLs stay): "a report of compounds.csv" → "a
     report of a file". A file's name is the user's choice, not what the task does: left in, its stem
     pulls skill search toward whatever it sounds like (a table named "compounds" toward chemistry),
-    and its extension toward loading ("CSV")."""
-    return _FILE_NAME.sub(lambda match: "a file" if match.group(1) else match.group(), text)
+    and its extension toward loading ("CSV"). Only extensions of two characters or more count, so
+    "e.g." and "a.m." stay."""
+    return _BARE_VALUE.sub(lambda match: "a file" if len(match.group(1) or "") >= 2 else match.group(), text)
 
 
 def quoted_values(text: str) -> list[str]:
