@@ -12,7 +12,9 @@ import Stemmer
 _STEMMER = Stemmer.Stemmer("english")
 
 
-def _tokens(texts: list[str]) -> list[list[str]]:
+def bm25_terms(texts: list[str]) -> list[list[str]]:
+    """Each text's BM25 terms: lower-cased words, English stop words removed, Snowball-stemmed (the
+    same for skill search and handles' tool search, so both read a query alike)."""
     return bm25s.tokenize(texts, stopwords="en", stemmer=_STEMMER, return_ids=False, show_progress=False)
 
 
@@ -33,12 +35,12 @@ class ToolSearch:
         self._names = list(texts)
         self._bm25 = bm25s.BM25()
         if self._names:
-            self._bm25.index(_tokens([f"{text} {name_words(name)} {name}" for name, text in texts.items()]), show_progress=False)
+            self._bm25.index(bm25_terms([f"{text} {name_words(name)} {name}" for name, text in texts.items()]), show_progress=False)
 
     def search(self, query: str, k: int) -> list[str]:
         """The names of the ``k`` tools that best match ``query``, best first; only tools sharing a
         word (stemmed) with it."""
-        query_tokens = _tokens([query])[0]
+        query_tokens = bm25_terms([query])[0]
         if not query_tokens or not self._names:
             return []
         scores = self._bm25.get_scores(query_tokens)

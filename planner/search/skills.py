@@ -30,9 +30,9 @@ from typing import Literal
 
 import bm25s
 import numpy as np
-import Stemmer
 
 from toolpath.errors import Refusal
+from toolpath.kernel.tool_search import bm25_terms
 from toolpath.planner.planning.graph import StateGraph
 from toolpath.planner.planning.plans import NoPlanError, Plan, plan, plan_to_run
 from toolpath.planner.search.embedding import Embedder, EmbedderUnavailableError, checked_vectors, default_embedder
@@ -146,13 +146,6 @@ def _words(identifier: str) -> str:
     return re.sub(r"[._\-&/]+", " ", spaced).strip()
 
 
-_STEMMER = Stemmer.Stemmer("english")
-
-
-def _tokens(texts: list[str]) -> list[list[str]]:
-    return bm25s.tokenize(texts, stopwords="en", stemmer=_STEMMER, return_ids=False, show_progress=False)
-
-
 class SkillIndex:
     """A hybrid (dense + BM25) index over the states and tools of a :class:`StateGraph`.
 
@@ -212,7 +205,7 @@ class SkillIndex:
             documents.append(" ".join([*texts, *parameters, tool.name]))
         self._bm25 = bm25s.BM25()
         if documents:
-            self._bm25.index(_tokens(documents), show_progress=False)
+            self._bm25.index(bm25_terms(documents), show_progress=False)
         self.embedder: Embedder | None = None
         self._recent_queries: dict[str, np.ndarray] = {}
         self._queries_ready = False
@@ -303,7 +296,7 @@ class SkillIndex:
         if not self._entries:
             return []
         similarity, best_text = self._dense_scores(query) if self.mode != "bm25" else (None, None)
-        query_tokens = _tokens([query])[0]
+        query_tokens = bm25_terms([query])[0]
         lexical = self._bm25.get_scores(query_tokens) if query_tokens else np.zeros(len(self._entries), dtype=np.float32)
         score = self._fused(similarity, lexical)
         hits: list[SkillHit] = []
@@ -338,7 +331,7 @@ class SkillIndex:
         if not self._entries:
             return {}
         similarity = self._dense_scores(query)[0] if self.mode != "bm25" else None
-        query_tokens = _tokens([query])[0]
+        query_tokens = bm25_terms([query])[0]
         lexical = self._bm25.get_scores(query_tokens) if query_tokens else np.zeros(len(self._entries), dtype=np.float32)
         score = self._fused(similarity, lexical)
         return {entry.tool_id: float(score[index]) for index, entry in enumerate(self._entries) if entry.kind == "tool" and entry.tool_id is not None}
@@ -396,7 +389,7 @@ class SkillIndex:
     def _lexical_match(self, index: int, query_tokens: set[str]) -> str:
         end = self._first_text[index + 1] if index + 1 < len(self._first_text) else len(self._texts)
         texts = self._texts[self._first_text[index] : end]
-        overlaps = [len(query_tokens & set(tokens)) for tokens in _tokens(texts)]
+        overlaps = [len(query_tokens & set(tokens)) for tokens in bm25_terms(texts)]
         return texts[int(np.argmax(overlaps))]
 
     def _reach(self, entry: _Entry, held: frozenset[str]) -> tuple[bool, Plan | None]:
