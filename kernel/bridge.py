@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolpath.kernel import wire
 from toolpath.kernel.approvals import ApprovalContext, ApprovalDenied, ApprovalRequest
+from toolpath.kernel.kernel_directory_files import restrict_socket
 from toolpath.kernel.output import cap
 from toolpath.kernel.result_store import ResultStore
 from toolpath.kernel.toolkit import ToolExitError, Toolkit, annotation_text, contained
@@ -126,7 +127,13 @@ class Bridge:
             self.listener.attach(self)
             return
         self._server = await asyncio.start_unix_server(self._serve, path=self.path)
-        os.chmod(self.path, 0o600)
+        try:
+            # The kernel can write the directory: never chmod through a link it swapped in.
+            restrict_socket(self.path)
+        except BaseException:
+            self._server.close()
+            self._server = None
+            raise
 
     def spec(self) -> dict[str, Any]:
         """What the kernel needs to connect: the socket path (or the TCP address and the certificate to

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from toolpath.kernel import kernel_setup
+from toolpath.kernel import kernel_directory_files, kernel_setup
 from toolpath.kernel.errors import KernelBusyError, KernelError
 from toolpath.kernel.handles import TOOL_CALLS_PAYLOAD
 from toolpath.kernel.kernel_files import COMM_TARGET
@@ -350,17 +350,20 @@ class IPythonKernel:
         return posixpath.join(self._kernel_directory, name) if self.remote else os.path.join(self._kernel_directory, name)
 
     async def write_file(self, name: str, data: bytes) -> None:
-        """Write ``data`` to file ``name`` of the kernel's private directory, readable by its user only.
+        """Write ``data`` to file ``name`` of the kernel's private directory, readable by its user only,
+        replacing whatever the kernel left at that name (a link is replaced, never written through:
+        :func:`toolpath.kernel.kernel_directory_files.write_replacing`).
 
         A remote kernel receives it as comm messages of :data:`TRANSFER_CHUNK_BYTES` each (see
         :mod:`toolpath.kernel.kernel_files`), then says how many bytes it wrote.
 
         Raises:
+            UnsafeKernelFileError: the kernel left a directory at ``name``.
             KernelError: a remote kernel failed to store a chunk.
             OSError: a local file could not be written.
         """
         if not self.remote:
-            await asyncio.to_thread(_write_private, self.path(name), data)
+            await asyncio.to_thread(kernel_directory_files.write_replacing, self._kernel_directory, name, data)
             return
         async with self._channels:
             assert self._kernel is not None
@@ -379,22 +382,35 @@ class IPythonKernel:
         if written["size"] != len(data):
             raise KernelError(f"the remote kernel wrote {written['size']:,} of the {len(data):,} bytes of file {name}; see the kernel's log")
 
-    async def take_file(self, name: str) -> bytes:
-        """Read file ``name`` of the kernel's private directory and remove it.
+    async def take_file(self, name: str, max_bytes: int) -> bytes:
+        """Read file ``name`` of the kernel's private directory and remove it. The kernel's code
+        chose what is there: a local file is read only when it is a regular file of at most
+        ``max_bytes`` (:func:`toolpath.kernel.kernel_directory_files.read_and_remove`), and a remote
+        kernel may send at most ``max_bytes``.
 
         Raises:
+            UnsafeKernelFileError: a local file that is not a regular file of its own (a link, a
+                FIFO, ...), or over ``max_bytes``; or a remote kernel that sent more.
             KernelError: a remote kernel could not send it (the message says why).
             OSError: a local file could not be read.
         """
         if not self.remote:
-            return await asyncio.to_thread(_read_and_remove, self.path(name))
+            return await asyncio.to_thread(kernel_directory_files.read_and_remove, self._kernel_directory, name, max_bytes)
         chunks = []
         offset = 0
         while True:
             answer = await self._file_call(f"send({name!r}, {offset}, {TRANSFER_CHUNK_BYTES})")
+            if not isinstance(answer.get("size"), int) or not isinstance(answer.get("data"), str):
+                raise KernelError(f"the remote kernel's answer for file {name} is not a chunk (size and data)")
+            if answer["size"] > max_bytes:
+                raise kernel_directory_files.UnsafeKernelFileError(
+                    f"the kernel's file {name} has {answer['size']:,} bytes, over the {max_bytes:,} the host reads"
+                )
             chunk = base64.b64decode(answer["data"])
             chunks.append(chunk)
             offset += len(chunk)
+            if offset > max_bytes:
+                raise kernel_directory_files.UnsafeKernelFileError(f"the kernel sent over the {max_bytes:,} bytes the host reads of its file {name}")
             if offset >= answer["size"] or not chunk:
                 break
         await self._file_call(f"remove({name!r})")
@@ -592,19 +608,6 @@ class IPythonKernel:
         finally:
             if directory is not None:
                 directory.cleanup()
-
-
-def _write_private(path: str, data: bytes) -> None:
-    """Write ``data`` to a new file readable by this user only."""
-    with open(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600), "wb") as file:
-        file.write(data)
-
-
-def _read_and_remove(path: str) -> bytes:
-    with open(path, "rb") as file:
-        data = file.read()
-    os.remove(path)
-    return data
 
 
 def _error_line(result: CellResult) -> str:

@@ -28,6 +28,10 @@ _SNAPSHOT_MODULE = "toolpath.kernel.kernel_snapshot"
 #: Files in a kernel's private directory through which variables leave and enter it.
 _DUMP_FILE = "snapshot-dump"
 _RESTORE_FILE = "snapshot-restore"
+#: The largest report the host reads of a dump or restore (names and reasons; a few kB in practice).
+MAX_REPORT_BYTES = 4 * 2**20
+#: What a dump file may hold beyond ``max_snapshot_bytes`` of pickles: each record's header and name.
+_DUMP_OVERHEAD_BYTES = 4 * 2**20
 #: Variables named in a restore notice before the rest are counted.
 _NOTICE_NAMES = 20
 #: Seconds a process asking for a session another one holds waits for it to be let go before
@@ -214,7 +218,7 @@ class SessionSnapshots:
         if snapshot.pickles:
             try:
                 await kernel.write_file(_RESTORE_FILE, pack(snapshot.pickles))
-                report = await self._in_kernel(kernel, f"restore({kernel.path(_RESTORE_FILE)!r})", _RESTORE_FILE)
+                report = await self._in_kernel(kernel, f"restore({kernel.path(_RESTORE_FILE)!r})", _RESTORE_FILE, _RESTORE_REPORT)
             except (OSError, KernelError, ValueError) as error:
                 # Some variables may have loaded before it stopped; keep the snapshot whole.
                 session.keep_snapshot = True
@@ -276,18 +280,20 @@ class SessionSnapshots:
         if self.store is not None:
             await asyncio.to_thread(self.store.discard, session.session_id)
 
-    async def _in_kernel(self, kernel: IPythonKernel, call: str, file: str) -> dict[str, Any]:
-        """Run ``toolpath.kernel.kernel_snapshot.<call>`` in a silent cell; the report it wrote next to ``file``.
+    async def _in_kernel(self, kernel: IPythonKernel, call: str, file: str, shape: dict[str, type]) -> dict[str, Any]:
+        """Run ``toolpath.kernel.kernel_snapshot.<call>`` in a silent cell; the report it wrote next to
+        ``file``, checked to have ``shape`` (:func:`checked_report`).
 
         Raises:
-            KernelError: the cell failed (its exception in one line).
+            KernelError: the cell failed (its exception in one line), or its report is not a report
+                (:class:`UnsafeKernelFileError` when it is no regular file or too large).
         """
         done = await kernel.execute(
             f"import {_SNAPSHOT_MODULE} as _toolpath_snapshot\n_toolpath_snapshot.{call}\ndel _toolpath_snapshot", timeout=self.timeout, silent=True
         )
         if done.status != "ok":
             raise KernelError(short_error(done))
-        return json.loads(await kernel.take_file(report_path(file)))
+        return checked_report(await kernel.take_file(report_path(file), MAX_REPORT_BYTES), shape)
 
     async def _snapshot(self, session: SessionRecord) -> None:
         """Write the snapshot of ``session``'s kernel (the caller holds its lock); a failure is told in
@@ -316,9 +322,12 @@ class SessionSnapshots:
         kernel = session.kernel
         policy = self.policy
         report = await self._in_kernel(
-            kernel, f"dump({kernel.path(_DUMP_FILE)!r}, {policy.max_variable_bytes}, {policy.max_snapshot_bytes}, {session.digests!r})", _DUMP_FILE
+            kernel,
+            f"dump({kernel.path(_DUMP_FILE)!r}, {policy.max_variable_bytes}, {policy.max_snapshot_bytes}, {session.digests!r})",
+            _DUMP_FILE,
+            _DUMP_REPORT,
         )
-        changed = unpack(await kernel.take_file(_DUMP_FILE))
+        changed = unpack(await kernel.take_file(_DUMP_FILE, policy.max_snapshot_bytes + _DUMP_OVERHEAD_BYTES))
         # Records that could not be loaded stay stored until the kernel defines one of their names itself.
         defined = {name for key in [*report["saved"], *report["skipped"]] for name in record_names(key)}
         session.unrestored = {key: digest for key, digest in session.unrestored.items() if defined.isdisjoint(record_names(key))}
@@ -326,6 +335,33 @@ class SessionSnapshots:
         data = session.data_provider() if session.data_provider is not None else None
         await asyncio.to_thread(self.store.save, session.session_id, session.owner, saved, changed, report["skipped"], data, session.generation)
         session.digests, session.saved_data = saved, data
+
+
+#: The shapes of the reports :mod:`toolpath.kernel.kernel_snapshot` writes: ``dict`` is
+#: ``{str: str}`` (variable or record names to digests or reasons), ``list`` is ``[str]``.
+_DUMP_REPORT = {"saved": dict, "skipped": dict}
+_RESTORE_REPORT = {"restored": list, "failed": dict}
+
+
+def checked_report(data: bytes, shape: dict[str, type]) -> dict[str, Any]:
+    """A dump or restore report read from the kernel, which the cell's code may have written instead
+    of toolpath's: JSON of exactly ``shape``'s fields, each a ``{str: str}`` or a ``[str]``.
+
+    Raises:
+        KernelError: anything else, named.
+    """
+    try:
+        report = json.loads(data)
+    except (ValueError, RecursionError) as error:
+        raise KernelError(f"the kernel's snapshot report is not JSON ({exception_line(error)})") from None
+    if not isinstance(report, dict) or set(report) != set(shape):
+        raise KernelError(f"the kernel's snapshot report does not have the fields {', '.join(sorted(shape))}")
+    for field, kind in shape.items():
+        value = report[field]
+        strings = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+        if not isinstance(value, kind) or not all(isinstance(item, str) for item in strings):
+            raise KernelError(f"the kernel's snapshot report's {field} is not a {'mapping of names to text' if kind is dict else 'list of names'}")
+    return report
 
 
 def _names(names: list[str]) -> str:
