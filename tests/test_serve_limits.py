@@ -160,3 +160,33 @@ def test_sigterm_stops_the_server_promptly_while_a_cell_runs(tmp_path, listening
     cell.cancel()
     loop.run_until_complete(asyncio.gather(cell, return_exceptions=True))
     loop.close()
+
+
+def test_sigterm_stops_the_server_promptly_when_a_cell_left_a_fifo_at_its_snapshot_dump(listening_server, toolpath_models):
+    # The cell replaces toolpath's kernel-side dump with one that leaves a FIFO where the host reads
+    # the dump: an open() of it would never return, and the shutdown snapshots every session.
+    trap = (
+        "import json, os\nimport toolpath.kernel.kernel_snapshot as _snapshot_code\n"
+        "def _trap(path, *args, **kwargs):\n"
+        "    os.mkfifo(path)\n"
+        "    with open(path + '.report', 'w') as file:\n"
+        "        json.dump({'saved': {}, 'skipped': {}}, file)\n"
+        "_snapshot_code.dump = _trap\ntrapped = 1"
+    )
+    from toolpath.planner.search.onnx_embedding import OnnxEmbedder
+
+    OnnxEmbedder(toolpath_models).load()  # the run's one export, done: SIGTERM meets no start-up work
+    port = listening_server(_serve_command(), host=HOST, cwd=str(ROOT), env=dict(os.environ))
+    url, server = f"http://{HOST}:{port}/mcp", listening_server.processes[-1]
+
+    async def scenario():
+        async with _client(url) as client:
+            result = await client.call_tool("execute", {"code": trap, "session_id": "trapped"})
+            assert not result.is_error, result.content[0].text
+
+    asyncio.run(scenario())
+    time.sleep(3)  # the snapshot 1.5 s after the cell meets the FIFO
+    started = time.monotonic()
+    server.terminate()
+    server.wait(timeout=60)
+    assert time.monotonic() - started < 10
