@@ -28,9 +28,12 @@ Contract:
   loop, set by CodeMode for every cell), so async transports that live there work; when that loop
   is this bridge's own loop the call simply runs here.
 - An ``approve`` message asks for approval of a call of a tool bound in the kernel (whose handle
-  checked the tool's policy there): the host asks its approver for the session the kernel serves
-  (:attr:`Bridge.approval`) and answers ``result True`` or the ``ApprovalDenied``/``ApprovalTimeout``
-  error; a kernel can only ask, never answer.
+  checked the tool's policy there): only for a tool this kernel has bound with an approval policy
+  (anything else is denied without reaching the approver), the host asks its approver for the
+  session the kernel serves (:attr:`Bridge.approval`), with the reason marked as checked in the
+  kernel, and answers ``result True`` or the ``ApprovalDenied``/``ApprovalTimeout`` error; a kernel
+  can only ask, never answer. Such a call runs in the kernel, whose code could also call the tool
+  without asking: for approvals a cell cannot get around, bind the tool on the host.
 - A call is tagged with the cell that started it (a background task keeps the tag of the cell that
   created it); :meth:`Bridge.cancel_cell` cancels that cell's calls when it is interrupted, and
   :meth:`Bridge.close` cancels every call when the kernel dies or is shut down.
@@ -87,6 +90,8 @@ class Bridge:
         result_store: where oversized results go; ``None`` makes them ``ResultTooLarge``.
         accept_pickles: load pickled call arguments; ``False`` accepts JSON only.
         listener: serve through this TCP endpoint instead of a Unix socket (``directory`` is then ``None``).
+        asks_in_kernel: whether a tool (``"handle.tool"``) is bound in this kernel with an approval
+            policy, consulted for each ``approve`` message: the kernel may ask only for those.
 
     Raises:
         ValueError: both or neither of ``directory`` and ``listener``.
@@ -101,6 +106,7 @@ class Bridge:
         result_store: ResultStore | None = None,
         accept_pickles: bool = True,
         listener: BridgeListener | None = None,
+        asks_in_kernel: Callable[[str], bool] = lambda tool: False,
     ):
         if (directory is None) == (listener is None):
             raise ValueError("a bridge is reached through a Unix socket in directory, or through a listener: give exactly one")
@@ -113,6 +119,7 @@ class Bridge:
         self.max_frame_bytes = wire.frame_limit(max_result_bytes)
         self.result_store = result_store
         self.accept_pickles = accept_pickles
+        self.asks_in_kernel = asks_in_kernel
         #: The loop tool calls run on; ``None`` means the bridge's own loop.
         self.call_loop: asyncio.AbstractEventLoop | None = None
         #: Where calls that need approval ask, for the session the kernel serves now (set per cell).
@@ -311,7 +318,12 @@ class Bridge:
             context = self.approval
             if context is None:
                 raise ApprovalDenied("nobody can approve calls from this kernel: give CodeMode an approver")
-            request = ApprovalRequest(message["tool"], message["arguments"], message["reason"], message["digest"], context.session_id, context.user_id)
+            if not self.asks_in_kernel(message["tool"]):
+                # Not one of this kernel's tools that ask: a cell's forged message, never shown to the approver.
+                raise ApprovalDenied(f"no tool bound in this kernel asks for approval as {message['tool']!r}; only such tools' calls are put to the approver")
+            # The check ran in the kernel, and the call runs there: the approver and the log are told so.
+            reason = f"{message['reason']} (checked in the kernel, where the tool runs)"
+            request = ApprovalRequest(message["tool"], message["arguments"], reason, message["digest"], context.session_id, context.user_id)
             # On the caller's loop, like a host tool: an approver may talk over a connection opened there.
             await self._on_call_loop(context.check(request))
             self._send(writer, {"op": "result", "id": call_id, "value": True})

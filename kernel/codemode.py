@@ -138,6 +138,11 @@ class CodeMode:
             ``ApprovalTimeout`` (keep it under ``timeout``, which interrupts the cell). Every
             decision is recorded with the session and user in the SQLite file of ``snapshot_store``
             (:meth:`approval_decisions`).
+        approval_tools: catalog tools that cells may bind in the kernel themselves (a planned cell
+            binds its own handles): a kernel's request to approve a call (``approve`` on the bridge)
+            is put to the approver only for such a tool with an approval policy, or one of ``tools``;
+            any other is denied unseen (a cell can send one of its own). :meth:`Workspace.code_mode`
+            gives its catalogs' tools.
         sandbox: start each local kernel inside bubblewrap with this
             :class:`toolpath.kernel.sandbox.SandboxPolicy`: it sees none of this process's files but the
             Python environment, none of its environment, other sessions' directories, the store or
@@ -193,6 +198,7 @@ class CodeMode:
         bridge_certificate: tuple[str, str] | None = None,
         approver: Approver | None = None,
         approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT,
+        approval_tools: Iterable[ToolDefinition] = (),
         sandbox: SandboxPolicy | None = None,
     ):
         if gateway_url is None and gateway_token is not None:
@@ -238,6 +244,7 @@ class CodeMode:
             bridge_certificate,
             sandboxed=sandbox is not None,
             approvals=approver is not None,
+            approval_tools=approval_tools,
         )
         self._connections = ToolkitConnections(self._binder)
         check_seconds("session_lease", session_lease, positive=True)

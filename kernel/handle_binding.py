@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from toolpath.kernel.approvals import approval_spec
 from toolpath.kernel.bindings import HOST_MODULE, Bindings, toolkit_of
 from toolpath.kernel.bridge import Bridge, BridgeListener, toolkit_spec
 from toolpath.kernel.codemode_options import BridgePolicy
@@ -30,6 +31,7 @@ from toolpath.kernel.result_store import ResultStore
 from toolpath.kernel.session_record import SessionRecord
 from toolpath.kernel.toolkit import Tool, Toolkit, as_toolkits
 from toolpath.registry import ToolDefinition
+from toolpath.registry.names import handle_name
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -56,6 +58,8 @@ class HandleBinder:
         sandboxed: kernels run sandboxed (their bridges then take JSON only by default).
         approvals: an approver decides on calls: every kernel gets a bridge, so that tools bound in
             it (a planned cell's) can ask too, not only host tools.
+        approval_tools: catalog tools cells may bind in the kernel themselves; those with an
+            approval policy may ask over the bridge (see :meth:`asks_in_kernel`).
 
     Raises:
         ValueError: a registry tool without ``id`` or without ``module``/``mcp_server``, or two
@@ -71,9 +75,12 @@ class HandleBinder:
         certificate: tuple[str, str] | None,
         sandboxed: bool,
         approvals: bool = False,
+        approval_tools: Iterable[ToolDefinition] = (),
     ):
         self.policy = policy
         self.approvals = approvals
+        # "handle.tool" of the in-kernel tools with an approval policy that a cell may bind itself.
+        self._cell_approvals = {f"{handle_name(toolkit_of(tool))}.{tool.name}" for tool in approval_tools if tool.binding == "kernel" and approval_spec(tool)}
         self.result_store = result_store
         self._sandboxed = sandboxed
         self._certificate = _bridge_tls().load(*certificate) if certificate is not None else None
@@ -98,6 +105,9 @@ class HandleBinder:
         self._bound_version: dict[IPythonKernel, tuple[int, int]] = {}
         # What each kernel's bridge may call: "handle.attribute" -> (toolkit, tool name).
         self._kernel_targets: dict[IPythonKernel, dict[str, tuple[Toolkit, str]]] = {}
+        # The in-kernel tools with an approval policy each kernel has bound ("handle.tool"): the only
+        # ones its approve messages may name.
+        self._kernel_approvals: dict[IPythonKernel, set[str]] = {}
         self.rebind()
 
     @property
@@ -155,6 +165,9 @@ class HandleBinder:
         bindings = self.session_bindings(session)
         targets, specs = self._host_binding(bindings)
         self._kernel_targets[kernel] = targets
+        self._kernel_approvals[kernel] = {
+            f"{handle}.{entry[0]}" for handle, attributes in bindings.handles.items() for entry in attributes.values() if len(entry) > 2
+        }
         bridge = self._bridges.get(kernel)
         if bridge is None and (specs or self.result_store is not None or self.approvals):
             bridge = self._bridges[kernel] = await self._new_bridge(kernel)
@@ -183,6 +196,7 @@ class HandleBinder:
         bridge = self._bridges.pop(kernel, None)
         self._bound_version.pop(kernel, None)
         self._kernel_targets.pop(kernel, None)
+        self._kernel_approvals.pop(kernel, None)
         if bridge is not None:
             await bridge.close()
 
@@ -195,11 +209,25 @@ class HandleBinder:
         def lookup(target: str) -> tuple[Toolkit, str] | None:  # consulted at call time: later bindings count
             return self._kernel_targets.get(kernel, {}).get(target)
 
+        def asks_in_kernel(tool: str) -> bool:
+            return tool in self._cell_approvals or tool in self._kernel_approvals.get(kernel, ())
+
         generation = next(self._generations)
         if kernel.remote:
-            bridge = Bridge(None, generation, lookup, self.policy.max_result_bytes, None, accept_pickles, listener=await self._bridge_listener())
+            bridge = Bridge(
+                None,
+                generation,
+                lookup,
+                self.policy.max_result_bytes,
+                None,
+                accept_pickles,
+                listener=await self._bridge_listener(),
+                asks_in_kernel=asks_in_kernel,
+            )
         else:
-            bridge = Bridge(kernel.directory, generation, lookup, self.policy.max_result_bytes, self.result_store, accept_pickles)
+            bridge = Bridge(
+                kernel.directory, generation, lookup, self.policy.max_result_bytes, self.result_store, accept_pickles, asks_in_kernel=asks_in_kernel
+            )
         await bridge.start()
         return bridge
 

@@ -88,6 +88,7 @@ RULES: dict[str, tuple[Severity, str]] = {
     "TP014": ("error", "refinement cycle"),
     "TP015": ("warning", "output parameter that carries a state"),
     "TP016": ("warning", "YAML 1.1 boolean word as a default"),
+    "TP017": ("error", "approval: always on a tool that runs in the kernel"),
     "TP100": ("error", "unreadable catalog"),
     "TP101": ("error", "invalid field"),
     "TP102": ("error", "duplicate state"),
@@ -323,6 +324,15 @@ def _check_catalog(catalog: Catalog, facts: _Facts) -> list[Finding]:
                 findings.append(
                     _finding(catalog, ["tools", index], "TP005", f"tool {tool.name!r} has neither description nor affordances; skill search cannot find it")
                 )
+        if tool.approval == "always" and tool.binding == "kernel":
+            findings.append(
+                _finding(
+                    catalog,
+                    ["tools", index, "approval"],
+                    "TP017",
+                    f"tool {tool.name!r} asks for approval on every call but runs in the kernel, where the cell's own code can import its module and call it without asking; bind it on the host (`binding: host`) so that no call runs without a yes",
+                )
+            )
         findings.extend(_boolean_word_defaults(catalog, index))
         for location, text in _typed(tool):
             problem = _type_string_problem(text)

@@ -395,3 +395,28 @@ def test_validate_suggests_names_of_the_right_kind(tmp_path, capsys):
     return_type = [finding["message"] for finding in findings if (finding["code"], finding["line"]) == ("TP012", 22)]
     assert any("'integer'" in message and "did you mean 'int'?" in message for message in return_type)
     assert any("'collections.OrderedDic'" in message and "did you mean 'collections.OrderedDict'?" in message for message in return_type)
+
+
+def test_approval_always_on_a_tool_that_runs_in_the_kernel_is_an_error_and_on_the_host_is_not(tmp_path):
+    path = catalog(
+        tmp_path,
+        """\
+        domain: demo
+        package: demo_pkg
+        states:
+          - {token: demo.paid, description: paid}
+        tools:
+          - name: pay
+            description: Pay an invoice.
+            approval: always
+            state_transition: {requires: [], produces: [demo.paid]}
+          - name: pay_on_host
+            description: Pay an invoice from the host.
+            approval: always
+            binding: host
+            state_transition: {requires: [], produces: [demo.paid]}
+        """,
+    )
+    (finding,) = lint_catalogs([path])
+    assert (finding.code, finding.severity, finding.field) == ("TP017", "error", "tools[0].approval")
+    assert "binding: host" in finding.message

@@ -181,6 +181,8 @@ class Workspace:
             # A sandboxed kernel sees exactly the catalogs' modules, not the rest of their directories.
             options["sandbox"] = dataclasses.replace(sandbox, read_only=(*sandbox.read_only, *module_paths(self.loaded.catalogs)))
         options.setdefault("pool_size", 0)
+        # Planned cells bind the catalogs' tools themselves; those that ask may ask the approver.
+        options.setdefault("approval_tools", [tool for tool in self.loaded.registry if tool.approval != "never"])
         return CodeMode(timeout=timeout, env=env, **options)
 
     def session(
