@@ -7,7 +7,8 @@ twins. The session id always comes from the caller (the agent run), never from c
 Contract: cells of one session run one at a time, in call order; sessions run in parallel. A cell
 over ``timeout`` is interrupted; one that ignores the interrupt returns ``"aborted"``, and the next
 cell waits up to ``busy_wait`` seconds for it, then returns ``"busy"`` (or, with
-``on_busy_kernel="restart"``, restarts the kernel). A kernel that dies is reported with its last
+``on_busy_kernel="restart"``, its kernel is stopped as it is aborted, and the next cell starts a
+fresh one from the session's last snapshot). A kernel that dies is reported with its last
 output; the next cell starts a fresh kernel and says whether the variables came back.
 
 This module is the façade; each part has its own module: sessions, owners, the pool and eviction
@@ -64,8 +65,10 @@ class CodeMode:
             :meth:`restart` raise.
         allow_shell: keep ``%%bash`` and ``!`` shell escapes; ``False`` removes them (this keeps a
             model on Python; it is **not** a security boundary: ``subprocess`` still works).
-        on_busy_kernel: ``"wait"`` (report busy after ``busy_wait``) or ``"restart"`` (restart the
-            kernel and run the cell).
+        on_busy_kernel: what becomes of a cell that ignores its interrupt (``interrupt_grace``):
+            ``"wait"`` keeps its kernel, and the next cell reports busy after ``busy_wait`` seconds;
+            ``"restart"`` stops its kernel at once (the next cell gets a fresh kernel with the
+            session's last snapshot), so that it spins no core meanwhile.
         busy_wait: seconds a cell waits for an earlier aborted cell to finish.
         idle_ttl: seconds after which an unused session's kernel is shut down.
         timeout: seconds before a cell is interrupted; ``None`` waits forever.

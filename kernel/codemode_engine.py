@@ -189,6 +189,16 @@ class CodeModeEngine:
                 notice = join(notice, limit_notice(self.launch.sandbox, result.status, result.error))
             if bridge is not None and cell_ids and result.status in ("timeout", "aborted"):
                 bridge.cancel_cell(cell_ids[0])
+            if result.status == "aborted" and cells.on_busy_kernel == "restart" and session.kernel is kernel:
+                # Stopped now, not when the next cell comes: a cell that ignores its interrupt would
+                # spin a core (until cpu_seconds, in a sandbox) with nobody waiting for it.
+                await self.pool.discard(session)
+                session.lost_kernel = True
+                stopped = (
+                    f"The cell ignored its interrupt for {cells.interrupt_grace:g} s, so its kernel was stopped; "
+                    "the next cell starts a fresh kernel with the variables of this session's last snapshot, if any."
+                )
+                result = replace(result, notice=join(result.notice, stopped))
             if result.status == "dead" and session.kernel is kernel:
                 await self.pool.discard(session)
                 session.lost_kernel = True

@@ -8,6 +8,7 @@ import sys
 import time
 import zlib
 
+import psutil
 import pytest
 
 from toolpath.kernel import CodeMode, KernelError
@@ -122,10 +123,21 @@ def test_a_kernel_that_ignores_sigint_is_aborted_then_busy_then_restarted(kernel
         waiting.restart("s")
         after = waiting.run("1 + 1", "s")
         assert after.result == "2" and "restarted" in after.notice
-    with CodeMode(timeout=1, interrupt_grace=0.5, busy_wait=0.5, pool_size=0, on_busy_kernel="restart", **kernel_place) as restarting:
-        assert restarting.run(ignore, "s").status == "aborted"
-        rerun = restarting.run("'ran'", "s")
-        assert rerun.result == "'ran'" and "restarted" in rerun.notice
+
+
+def test_a_cell_that_ignores_its_interrupt_has_its_kernel_stopped_at_once_and_the_snapshot_comes_back(tmp_path):
+    ignore = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"
+    options = {"timeout": 1, "interrupt_grace": 0.5, "pool_size": 0, "snapshot_debounce": 0.1, "snapshot_store": tmp_path / "toolpath.db"}
+    with CodeMode(on_busy_kernel="restart", **options) as restarting:
+        pid = restarting.run("import os\nkept = 'from before'\nos.getpid()", "s").result
+        time.sleep(1.0)  # its snapshot is written
+        kernel = psutil.Process(int(pid))
+        aborted = restarting.run(ignore, "s")
+        assert aborted.status == "aborted" and "its kernel was stopped" in aborted.notice
+        # Stopped now: nothing spins on until the next cell.
+        assert not kernel.is_running() or kernel.status() == psutil.STATUS_ZOMBIE
+        rerun = restarting.run("kept", "s")
+        assert rerun.result == "'from before'" and "Restored 2 variable(s)" in rerun.notice and ": kept, os." in rerun.notice
 
 
 def test_a_dead_kernel_is_reported_and_replaced(code_mode):

@@ -171,7 +171,9 @@ class ToolpathServer:
         self.max_tasks_per_user = max_tasks_per_user
         # A call that asks for approval is put to the client's user as an elicitation.
         self.approvals = ApprovalRounds()
-        self.code_mode: CodeMode = workspace.code_mode(**{"approver": self.approvals.ask, **code_mode_options})
+        # A cell that ignores its interrupt has its kernel stopped at once: on a shared server it
+        # would otherwise hold a core until its session's next cell.
+        self.code_mode: CodeMode = workspace.code_mode(**{"approver": self.approvals.ask, "on_busy_kernel": "restart", **code_mode_options})
         self._sessions: dict[tuple[str, str], AgentSession] = {}
         self._tasks_running: dict[str, int] = {}
         self._lock = asyncio.Lock()
