@@ -514,7 +514,8 @@ def test_serve_refuses_a_lease_too_short_as_it_reads_its_command_line():
 
 
 def test_eight_concurrent_clients_lose_or_cross_nothing(serve_over_http):
-    url, tokens = serve_over_http("--max-kernels-per-user", "8", "--max-tasks-per-user", "8")  # eight live sessions of one user, all busy
+    # Eight live sessions of one user, all busy (and a budget that admits them whatever the machine).
+    url, tokens = serve_over_http("--max-kernels-per-user", "8", "--max-tasks-per-user", "8", "--memory-budget", "64GiB")
 
     async def client_calls(number):
         async with over_http(url, tokens["alice"]) as client:

@@ -781,6 +781,15 @@ SANDBOX_LIMITS = ("memory_bytes", "cpu_seconds", "processes", "open_files", "dis
 SIZE_SUFFIXES = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 
 
+def byte_size(text: str) -> int:
+    """argparse type: a positive whole number of bytes, or of KiB, MiB or GiB (``16GiB``)."""
+    scale = next((size for suffix, size in SIZE_SUFFIXES.items() if text.endswith(suffix)), 1)
+    number = text[:-3] if scale != 1 else text
+    if not number.isdigit() or int(number) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size: give a positive whole number of bytes, or with KiB, MiB or GiB (16GiB)")
+    return int(number) * scale
+
+
 def _sandbox_limits(items: Sequence[str]) -> dict[str, int | None]:
     """``--sandbox-limit FIELD=VALUE`` options as SandboxPolicy keywords: VALUE is a whole number
     (``_bytes`` fields also take a KiB, MiB or GiB suffix), or ``none`` to lift the limit.
@@ -842,6 +851,7 @@ def command_serve(arguments: argparse.Namespace) -> int:
             arguments.max_request_bytes,
             arguments.kernels,
             sandbox,
+            arguments.memory_budget,
         )
     except (ServeError, ValueError, StoreError) as error:  # ValueError: CodeMode refused the kernel options
         raise CommandLineError(str(error)) from error
@@ -1222,9 +1232,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve_parser.add_argument(
         "--max-kernels",
         type=positive_count,
-        default=SERVE_MAX_KERNELS,
         metavar="N",
-        help=f"live kernels of all users together, each about 50 MB when idle; a new session beyond them snapshots and stops the least recently used idle one (default {SERVE_MAX_KERNELS})",
+        help=f"live kernels of all users together; a new session beyond them snapshots and stops the least recently used idle one (default {SERVE_MAX_KERNELS}, and for sandboxed kernels no more than fit --memory-budget at their memory limit; more than fit is refused)",
+    )
+    serve_parser.add_argument(
+        "--memory-budget",
+        type=byte_size,
+        metavar="BYTES",
+        help="memory the sandboxed kernels' limits may add up to, like 16GiB (default 75%% of this machine's memory, or of the control group's limit the server runs in)",
     )
     serve_parser.add_argument(
         "--max-sessions-per-user",

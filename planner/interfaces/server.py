@@ -73,7 +73,7 @@ from toolpath.planner.interfaces.mcp_results import (
     TaskRunOutput,
     VariablesOutput,
 )
-from toolpath.planner.interfaces.serve_limits import SERVE_MAX_SESSIONS_PER_USER, SERVE_MAX_TASKS_PER_USER
+from toolpath.planner.interfaces.serve_limits import SERVE_MAX_KERNELS, SERVE_MAX_SESSIONS_PER_USER, SERVE_MAX_TASKS_PER_USER
 from toolpath.planner.search.embedding import default_embedder
 from toolpath.planner.tasks.agent_session import AgentSession
 from toolpath.planner.tasks.workspace import Workspace
@@ -621,6 +621,40 @@ def kernel_placement(kernels: str, multi_user: bool, code_mode_options: dict[str
     return {"sandbox": sandbox or SandboxPolicy()}
 
 
+def kernel_memory_caps(placement: dict[str, Any], code_mode_options: dict[str, Any], memory_budget: int | None) -> dict[str, Any]:
+    """The kernel caps that keep sandboxed kernels' memory limits, summed, within ``memory_budget``
+    bytes (default :func:`toolpath.kernel.memory_budget.default_budget_bytes`): ``max_kernels`` is at
+    most the number that fits (default the fewer of that and :data:`SERVE_MAX_KERNELS`; a user's
+    own cap never lets them past it). Kernels that are not sandboxed here, or have no memory limit, are
+    bounded by nothing toolpath sets: ``max_kernels`` is then as given, default :data:`SERVE_MAX_KERNELS`.
+
+    Raises:
+        ServeError: ``max_kernels`` given above what fits, a budget too small for one kernel, or a
+            budget for kernels without a memory limit.
+    """
+    from toolpath.kernel.memory_budget import default_budget_bytes, kernels_within
+
+    policy = placement.get("sandbox")
+    kernel_bytes = policy.group_memory_bytes() if policy is not None else None
+    asked = code_mode_options.get("max_kernels")
+    if kernel_bytes is None:
+        if memory_budget is not None:
+            raise ServeError(
+                "--memory-budget bounds the memory limits of sandboxed kernels, and these kernels have none (plain, elsewhere, or memory_bytes=none)"
+            )
+        return {"max_kernels": asked or SERVE_MAX_KERNELS}
+    budget = memory_budget or default_budget_bytes()
+    fits = kernels_within(budget, kernel_bytes, code_mode_options.get("pool_size", 0))
+    where = f"each sandboxed kernel may take {kernel_bytes / 2**30:.1f} GiB (memory_bytes plus its home, /tmp and /dev/shm), and the memory budget is {budget / 2**30:.1f} GiB"
+    if fits < 1:
+        raise ServeError(f"not one kernel fits: {where}; lower --sandbox-limit memory_bytes or disk_bytes, or raise --memory-budget")
+    if asked is not None and asked > fits:
+        raise ServeError(
+            f"--max-kernels {asked} promises more memory than the machine has for kernels: {where}, so {fits} fit; give --max-kernels {fits} or fewer, lower the sandbox's limits, or raise --memory-budget"
+        )
+    return {"max_kernels": asked if asked is not None else min(SERVE_MAX_KERNELS, fits)}
+
+
 def serve(
     catalogs: Sequence[str | Path] = (),
     http: str | None = None,
@@ -633,6 +667,7 @@ def serve(
     max_request_bytes: int | None = None,
     kernels: str = "auto",
     sandbox: SandboxPolicy | None = None,
+    memory_budget: int | None = None,
 ) -> None:
     """Run ``toolpath serve``: over stdio until the client disconnects, or over Streamable HTTP at
     ``http`` (``HOST:PORT``) until SIGTERM/SIGINT. ``code_mode_options`` go to the shared
@@ -645,7 +680,8 @@ def serve(
     ``max_request_bytes`` (default the MCP SDK's, 4 MiB; a larger one is answered 413 with a reason),
     and the Host and Origin headers checked against the bound address and ``allowed_hosts``
     (:func:`toolpath.planner.interfaces.http_serving.host_check`). ``kernels`` and ``sandbox`` place the kernels (see
-    :func:`kernel_placement`): with a tokens file they are sandboxed unless ``kernels="plain"``.
+    :func:`kernel_placement`): with a tokens file they are sandboxed unless ``kernels="plain"``, and
+    sandboxed kernels are capped to fit ``memory_budget`` (:func:`kernel_memory_caps`).
     Over HTTP the address is bound before the catalogs and models load, and
     ``toolpath serve: listening on http://HOST:PORT/mcp`` is written to standard error once the
     server accepts connections.
@@ -678,6 +714,7 @@ def serve(
         except ValueError as error:
             raise ServeError(str(error)) from error
     placement = kernel_placement(kernels, tokens is not None, code_mode_options or {}, sandbox)
+    code_mode_options = {**(code_mode_options or {}), **kernel_memory_caps(placement, code_mode_options or {}, memory_budget)}
     gaps = weaker_limits() if "sandbox" in placement else ""
     if gaps:
         print(f"toolpath serve: warning: {gaps}", file=sys.stderr)
