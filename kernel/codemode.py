@@ -105,6 +105,12 @@ class CodeMode:
             kernel (after this process restarts, an eviction or a death; not after
             :meth:`restart`). ``False`` keeps nothing (owners then live in this process only).
         snapshot_debounce: seconds without a new cell before a session's snapshot is written.
+        snapshot_after_each_cell: write the snapshot after every cell that ran (ok or error),
+            before its result is returned, instead of after ``snapshot_debounce``: a result that
+            was returned then survives this process's death (another process on a shared store
+            restores it). It costs each cell the dump of the variables that changed (see
+            ``docs/kernels.md``). Default: on with a PostgreSQL store (shared by replicas, where a
+            process may die under a session), off with a SQLite one.
         max_variable_bytes: a variable whose pickle is larger is not snapshotted (and named).
         max_snapshot_bytes: budget of one session's snapshot; the smallest variables are kept first.
         snapshot_store: the store of snapshots, owners, session holders and approval decisions: a
@@ -189,6 +195,7 @@ class CodeMode:
         accept_pickles: bool | None = None,
         snapshot: bool = True,
         snapshot_debounce: float = 1.5,
+        snapshot_after_each_cell: bool | None = None,
         max_variable_bytes: int = 2_000_000,
         max_snapshot_bytes: int = 64_000_000,
         snapshot_store: str | os.PathLike[str] | None = None,
@@ -219,7 +226,6 @@ class CodeMode:
         limits = OutputLimits(max_output_chars=max_output_chars, max_images_per_cell=max_images_per_cell, max_image_bytes=max_image_bytes)
         self.cells = CellPolicy(timeout=timeout, interrupt_grace=interrupt_grace, busy_wait=busy_wait, on_busy_kernel=on_busy_kernel, limits=limits)
         self.capacity = KernelCapacity(max_kernels=max_kernels, max_kernels_per_user=max_kernels_per_user, pool_size=pool_size, idle_ttl=idle_ttl)
-        snapshots = SnapshotPolicy(debounce=snapshot_debounce, max_variable_bytes=max_variable_bytes, max_snapshot_bytes=max_snapshot_bytes)
         address = parse_host_port(bridge_address or "127.0.0.1:0", "bridge_address")
         listen = parse_host_port(bridge_listen, "bridge_listen") if bridge_listen is not None else address
         bridge = BridgePolicy(max_result_bytes=max_result_bytes, accept_pickles=accept_pickles, address=address, listen=listen)
@@ -252,6 +258,14 @@ class CodeMode:
         self._connections = ToolkitConnections(self._binder)
         check_seconds("session_lease", session_lease, positive=True)
         store = SnapshotStore(snapshot_store, lease_seconds=session_lease) if snapshot else None
+        if snapshot_after_each_cell is None:
+            snapshot_after_each_cell = store is not None and store.database.engine != "sqlite"
+        snapshots = SnapshotPolicy(
+            debounce=snapshot_debounce,
+            max_variable_bytes=max_variable_bytes,
+            max_snapshot_bytes=max_snapshot_bytes,
+            after_each_cell=snapshot_after_each_cell,
+        )
         check_seconds("approval_timeout", approval_timeout, positive=True)
         self._approval_log = ApprovalLog(store.database if store is not None else None)
         approvals = ApprovalGate(approver, approval_timeout, self._approval_log)

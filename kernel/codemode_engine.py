@@ -204,7 +204,12 @@ class CodeModeEngine:
                 session.lost_kernel = True
                 session.notice = join(session.notice, "The kernel died during the previous cell; this is a fresh kernel.")
             elif result.status in ("ok", "error"):  # a failing cell may have changed variables too
-                self.snapshots.schedule(session)
+                if self.snapshots.policy.after_each_cell:
+                    # Before the result is returned: a client told the cell ran finds its variables
+                    # wherever the session goes next, even if this process dies the next moment.
+                    notice = join(notice, await self.snapshots.write_now(session))
+                else:
+                    self.snapshots.schedule(session)
             if approval.pending:
                 result = replace(result, pending_approval=approval.pending[0].to_dict())
             return replace(result, notice=join(notice, result.notice)) if notice else result

@@ -108,11 +108,14 @@ class SnapshotPolicy:
     debounce: float = 1.5
     max_variable_bytes: int = 2_000_000
     max_snapshot_bytes: int = 64_000_000
+    #: Write the snapshot before each cell's result is returned, not ``debounce`` seconds later.
+    after_each_cell: bool = False
 
     def __post_init__(self) -> None:
         check_seconds("snapshot_debounce", self.debounce)
         check_count("max_variable_bytes", self.max_variable_bytes)
         check_count("max_snapshot_bytes", self.max_snapshot_bytes)
+        check_flag("snapshot_after_each_cell", self.after_each_cell)
 
 
 @dataclass(frozen=True)

@@ -240,6 +240,16 @@ class SessionSnapshots:
             session.snapshot_timer.cancel()
         session.snapshot_timer = self.loop.call_later(self.policy.debounce, self._start, session)
 
+    async def write_now(self, session: SessionRecord) -> str:
+        """Write the session's snapshot now (the caller holds its lock); why it failed, or ``""``."""
+        if self.store is None or session.keep_snapshot:
+            return ""
+        session.dirty = True
+        before, session.notice = session.notice, ""
+        await self._snapshot(session)
+        failed, session.notice = session.notice, before
+        return failed
+
     def _start(self, session: SessionRecord) -> None:
         session.snapshot_timer = None
         task = self.loop.create_task(self.flush(session, wait=False))

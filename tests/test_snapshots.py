@@ -531,3 +531,18 @@ def test_a_snapshot_is_never_written_over_a_newer_one_of_another_holder(store):
         assert sorted(snapshot.pickles) == ["x", "y"]
     with code_mode(store) as later:
         assert later.run("print(x, y)", "s").stdout == "2 second\n"
+
+
+def test_after_each_cell_the_snapshot_is_stored_before_the_result_returns_and_its_failure_is_told_with_it(store):
+    with code_mode(store, snapshot_after_each_cell=True, snapshot_debounce=60) as durable:
+        assert durable.run("marker = 'WRITTEN-BEFORE-RETURN'", "s").status == "ok"
+        assert SnapshotStore(store).load("s").pickles.keys() == {"marker"}  # no debounce waited for
+        # A dump that fails (here a cell replaced it with one that leaves a FIFO) is said on that cell.
+        trap = (
+            "import json, os\nimport toolpath.kernel.kernel_snapshot as _snapshot_code\n"
+            "def _trap(path, *args, **kwargs):\n    os.mkfifo(path)\n"
+            "    with open(path + '.report', 'w') as file:\n        json.dump({'saved': {}, 'skipped': {}}, file)\n"
+            "_snapshot_code.dump = _trap"
+        )
+        trapped = durable.run(trap, "s")
+        assert trapped.status == "ok" and "Saving this session's snapshot failed" in trapped.notice and "FIFO" in trapped.notice

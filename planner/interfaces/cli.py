@@ -859,12 +859,14 @@ def command_serve(arguments: argparse.Namespace) -> int:
 
 
 def store_options(arguments: argparse.Namespace) -> dict[str, Any]:
-    """The :class:`toolpath.kernel.CodeMode` options of ``--store`` and ``--session-lease``."""
+    """The :class:`toolpath.kernel.CodeMode` options of ``--store``, ``--session-lease`` and ``--snapshot``."""
     options: dict[str, Any] = {}
     if arguments.store:
         options["snapshot_store"] = arguments.store
     if arguments.session_lease is not None:
         options["session_lease"] = arguments.session_lease
+    if arguments.snapshot is not None:
+        options["snapshot_after_each_cell"] = arguments.snapshot == "after-each-cell"
     return options
 
 
@@ -1205,6 +1207,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=lease_seconds,
         metavar="SECONDS",
         help="how long this server's hold on a session lasts in the store unless renewed (it renews every third of that); another replica takes a session over once it runs out (default 30)",
+    )
+    serve_parser.add_argument(
+        "--snapshot",
+        choices=("after-each-cell", "debounce"),
+        help="when a session's variables are saved: after-each-cell (before a cell's result is returned, so a replica's death loses no finished cell; the default with a PostgreSQL --store) or debounce (1.5 s after the last cell; the default with a SQLite store)",
     )
     serve_parser.add_argument(
         "--allowed-host",
