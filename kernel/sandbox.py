@@ -83,8 +83,11 @@ SANDBOX_HOME = "/home/kernel"
 #: The sandbox's writable directories, each a tmpfs of :attr:`SandboxPolicy.disk_bytes`
 #: (``/dev/shm`` for POSIX shared memory and semaphores, which ``multiprocessing`` uses).
 WRITABLE_DIRECTORIES = ("/tmp", SANDBOX_HOME, "/dev/shm")
-#: Host variables a sandboxed kernel keeps (locale and search path); everything else stays outside.
-KEPT_VARIABLES = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
+#: Host variables a sandboxed kernel keeps (locale and time zone); everything else stays outside.
+KEPT_VARIABLES = ("LANG", "LC_ALL", "LC_CTYPE", "TZ")
+#: A sandboxed kernel's search path after its Python's own scripts: the system's, all mounted
+#: read-only (the host's PATH would tell a cell the server's directories, and name none it can use).
+SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
 class SandboxUnavailableError(ToolpathError, RuntimeError):
@@ -224,10 +227,12 @@ def python_paths() -> list[str]:
 
 
 def sandbox_environment(given: dict[str, str]) -> dict[str, str]:
-    """The environment a sandboxed kernel starts with: the host's :data:`KEPT_VARIABLES`, then
-    ``given`` (what toolpath and the caller set for the kernel), with its home inside the sandbox."""
+    """The environment a sandboxed kernel starts with: the host's :data:`KEPT_VARIABLES`, a ``PATH``
+    of the kernel's Python's scripts and :data:`SANDBOX_PATH`, then ``given`` (what toolpath and the
+    caller set for the kernel), with its home inside the sandbox."""
     kept = {name: os.environ[name] for name in KEPT_VARIABLES if name in os.environ}
-    return {**kept, **given, "HOME": SANDBOX_HOME, "TMPDIR": "/tmp", "MPLCONFIGDIR": f"{SANDBOX_HOME}/.matplotlib"}
+    search_path = f"{os.path.dirname(os.path.abspath(sys.executable))}:{SANDBOX_PATH}"
+    return {**kept, "PATH": search_path, **given, "HOME": SANDBOX_HOME, "TMPDIR": "/tmp", "MPLCONFIGDIR": f"{SANDBOX_HOME}/.matplotlib"}
 
 
 def bwrap_arguments(policy: SandboxPolicy, directory: str, environment: dict[str, str]) -> list[str]:
@@ -304,14 +309,22 @@ class SandboxedProvisioner(LocalProvisioner):
             join = [f"--join={path}" for path in self.control_group.join_files()]
         limits = ",".join(f"{name}={value}" for name, value in policy.limits().items())
         # bubblewrap gets the sandbox's environment too: it is process 1 inside, and its
-        # /proc/1/environ is readable there.
-        sandboxed = [*bwrap_arguments(policy, directory, environment), "--", *LAUNCHER, f"--limits={limits}", "--", *cmd]
-        command = [*LAUNCHER, *join, "--", *sandboxed] if join else sandboxed
+        # /proc/1/environ is readable there. Its options (every host path it mounts, the kernel's
+        # environment) go through a descriptor (--args), not its command line, which
+        # /proc/1/cmdline shows inside.
+        bwrap, *options = bwrap_arguments(policy, directory, environment)
+        arguments = os.memfd_create("toolpath-sandbox-arguments", 0)  # not inheritable: pass_fds makes it so for the child alone
         try:
-            return await super().launch_kernel(command, env=environment, **kwargs)
+            os.write(arguments, b"".join(option.encode() + b"\0" for option in options))
+            os.lseek(arguments, 0, os.SEEK_SET)
+            sandboxed = [bwrap, "--args", str(arguments), "--", *LAUNCHER, f"--limits={limits}", "--", *cmd]
+            command = [*LAUNCHER, *join, "--", *sandboxed] if join else sandboxed
+            return await super().launch_kernel(command, env=environment, pass_fds=(arguments,), **kwargs)
         except BaseException:
             self._remove_control_group()
             raise
+        finally:
+            os.close(arguments)
 
     async def cleanup(self, restart: bool = False) -> None:
         await super().cleanup(restart)

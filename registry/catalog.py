@@ -39,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import gc
+import glob
 import importlib.util
 import json
 import os
@@ -179,6 +180,19 @@ class CatalogFile(BaseModel):
     requirements: CatalogRequirements | None = Field(
         default=None, description="Python modules the tools need that may be missing; without them the catalog is skipped, with this advice."
     )
+    package_data: list[str] = Field(
+        default_factory=list,
+        description="Files in the tools' package directory that the tools read (globs relative to it, like `data/*.csv`): a sandboxed kernel sees the tools' Python modules and these, nothing else of that directory.",
+    )
+
+    @field_validator("package_data")
+    @classmethod
+    def _inside_the_package(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            parts = pattern.replace("\\", "/").split("/")
+            if not pattern or pattern.startswith("/") or ".." in parts:
+                raise ValueError(f"{pattern!r} is not a file pattern inside the package directory: give a relative glob like data/*.csv, without '..'")
+        return patterns
 
     @field_validator("domain", "package")
     @classmethod
@@ -379,6 +393,7 @@ class Catalog:
     dropped_produces: frozenset[str] = frozenset()
     skills: tuple[WorkflowSkill, ...] = ()
     requirements: CatalogRequirements | None = None
+    package_data: tuple[str, ...] = ()
 
     def missing_modules(self) -> list[str]:
         """The :attr:`requirements` modules this environment cannot import (found without importing them)."""
@@ -1162,6 +1177,7 @@ def read_catalog(path: str | Path, *, max_bytes: int | None = None) -> Catalog:
             ),
             skills=tuple(header.skills),
             requirements=header.requirements,
+            package_data=tuple(header.package_data),
         )
     if problems:
         raise CatalogError(problems, partial=catalog)
@@ -1349,9 +1365,10 @@ def import_roots(catalogs: Iterable[Catalog]) -> list[str]:
 
 
 def module_paths(catalogs: Iterable[Catalog]) -> list[str]:
-    """The package directories and module files the catalogs' tools import, under
-    :func:`import_roots`: what a sandboxed kernel must see of those directories, and nothing else
-    of them (a catalog's directory may hold other files)."""
+    """The files a sandboxed kernel must see of the packages the catalogs' tools import (under
+    :func:`import_roots`): their Python modules (``.py``, and the ``__pycache__`` directories
+    beside them), and the files their ``package_data`` globs match; nothing else of them (a
+    package directory may hold a catalog file with an MCP server's credentials, or other data)."""
     catalogs = list(catalogs)
     tops = sorted(
         {
@@ -1361,14 +1378,28 @@ def module_paths(catalogs: Iterable[Catalog]) -> list[str]:
             if module
         }
     )
-    paths = [
-        candidate
-        for root in import_roots(catalogs)
-        for top in tops
-        for candidate in (os.path.join(root, top), os.path.join(root, f"{top}.py"))
-        if os.path.exists(candidate)
-    ]
+    patterns = [pattern for catalog in catalogs for pattern in catalog.package_data]
+    paths = []
+    for root in import_roots(catalogs):
+        for top in tops:
+            package = os.path.join(root, top)
+            if os.path.isfile(f"{package}.py"):
+                paths.append(f"{package}.py")
+            if os.path.isdir(package):
+                paths += _python_files(package)
+                paths += sorted(match for pattern in patterns for match in glob.glob(os.path.join(glob.escape(package), pattern), recursive=True))
     return list(dict.fromkeys(paths))
+
+
+def _python_files(directory: str) -> list[str]:
+    """The ``.py`` files and ``__pycache__`` directories under ``directory`` (links not followed)."""
+    found = []
+    for folder, subfolders, files in os.walk(directory):
+        if "__pycache__" in subfolders:
+            subfolders.remove("__pycache__")
+            found.append(os.path.join(folder, "__pycache__"))
+        found += [os.path.join(folder, name) for name in sorted(files) if name.endswith(".py")]
+    return found
 
 
 @garbage_collection_paused()

@@ -8,6 +8,7 @@ must fail. Skipped, with the reason, where bubblewrap cannot run (no user namesp
 import json
 import os
 import socket
+import sys
 import threading
 
 import pytest
@@ -172,10 +173,14 @@ def test_a_sandboxed_kernel_imports_a_catalogs_own_modules_and_nothing_else_besi
     (tmp_path / "greeting_tools").mkdir()
     (tmp_path / "greeting_tools" / "__init__.py").write_text("")
     (tmp_path / "greeting_tools" / "greet.py").write_text("def greet(name: str) -> str:\n    return f'hello {name}'\n")
+    (tmp_path / "greeting_tools" / "words").mkdir()
+    (tmp_path / "greeting_tools" / "words" / "greetings.txt").write_text("hello\n")  # declared package data
     (tmp_path / "tokens.json").write_text('{"a-long-secret-token-of-bob": "bob"}')  # beside the catalog
-    catalog = tmp_path / "greeting.yaml"
+    catalog = tmp_path / "greeting_tools" / "catalog.yaml"  # inside the package, with a server's secret
     catalog.write_text(
-        "domain: greeting\n"
+        "domain: greeting\npackage: greeting_tools\n"
+        "package_data: [words/*.txt]\n"
+        "mcp_servers:\n  mail: {command: mail-server, env: {MAIL_PASSWORD: hunter2-secret}}\n"
         "states:\n  - {token: greeting.greeted, description: Someone was greeted.}\n"
         "tools:\n  - name: greet\n    description: Greet someone by name.\n    module: greeting_tools.greet\n"
         "    required_parameters: [{name: name, type: str}]\n    state_transition: {produces: [greeting.greeted]}\n"
@@ -183,6 +188,8 @@ def test_a_sandboxed_kernel_imports_a_catalogs_own_modules_and_nothing_else_besi
     with Workspace.open([catalog]).code_mode(sandbox=POLICY) as code_mode:
         assert code_mode.run("import greeting_tools.greet\ngreeting_tools.greet.greet('ada')", "a").result == "'hello ada'"
         assert _attack(code_mode, f"open({str(tmp_path / 'tokens.json')!r}).read()") == "FileNotFoundError"
+        assert _attack(code_mode, f"open({str(catalog)!r}).read()") == "FileNotFoundError"
+        assert _attack(code_mode, f"open({str(tmp_path / 'greeting_tools' / 'words' / 'greetings.txt')!r}).read()") == repr("hello\n")
 
 
 @pytest.mark.skipif(bool(SANDBOX_PROBLEM), reason=SANDBOX_PROBLEM or "sandboxed kernels run here")
@@ -204,8 +211,12 @@ def test_a_sandboxed_kernel_has_no_capabilities_no_writable_kernel_settings_and_
         # Outside its home, /tmp and /dev/shm, nothing is writable (bubblewrap's own root and /dev
         # are unsized tmpfs mounts that would take the host's memory).
         assert [_attack(code_mode, f"open({path!r}, 'w').write('x')") for path in ("/planted", "/dev/planted", "/dev/null")] == ["OSError", "OSError", "1"]
-        # bubblewrap is process 1 in the sandbox: its environment is the sandbox's, not the server's.
+        # bubblewrap is process 1 in the sandbox: its environment is the sandbox's, not the server's,
+        # and its command line names none of the host paths it mounts (they came through --args).
         assert _attack(code_mode, f"open('/proc/1/environ', 'rb').read().count({SECRET.encode()!r})") == "0"
+        assert _attack(code_mode, "open('/proc/1/cmdline', 'rb').read().count(b'--ro-bind')") == "0"
+        # A search path of the sandbox's own: the kernel's Python's scripts and the system's, not the server's PATH.
+        assert _attack(code_mode, "import os\nos.environ['PATH']") == repr(f"{os.path.dirname(os.path.abspath(sys.executable))}:/usr/local/bin:/usr/bin:/bin")
 
 
 def test_without_a_control_group_the_limits_that_do_not_bind_are_named(monkeypatch):

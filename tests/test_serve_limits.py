@@ -117,6 +117,11 @@ def test_forged_host_or_origin_is_refused_on_any_loopback_address(limited_server
         assert cross_origin.status_code == 403
         own = http.post(url, json=initialize, headers={**headers, "Origin": f"http://{HOST}:{port}"})
         assert own.status_code == 200
+        # A client on this machine that names it localhost is this machine's, on any loopback address.
+        local = http.post(url, json=initialize, headers={**headers, "Host": f"localhost:{port}", "Origin": f"http://localhost:{port}"})
+        assert local.status_code == 200
+        other_port = http.post(url, json=initialize, headers={**headers, "Host": f"localhost:{port + 1}"})
+        assert other_port.status_code == 421
     assert _search(url) in {"parse_molecule", "chemistry.molecule_parsed"}
 
 

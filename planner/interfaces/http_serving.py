@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import ipaddress
 import os
 import resource
 import socket
@@ -189,12 +190,15 @@ def host_check(host: str, port: int, allowed_hosts: Sequence[str] = ()) -> Trans
     an attacker re-points at this address must not reach the server through a visitor's browser.
 
     The SDK protects only ``127.0.0.1``, ``localhost`` and ``::1`` by itself; this allows, for any
-    address, the bound address with its port (``localhost`` also as ``127.0.0.1`` and ``[::1]``)
-    and each of ``allowed_hosts`` (names a proxy or DNS gives the server, ``NAME`` or
+    address, the bound address with its port (``localhost`` also as ``127.0.0.1`` and ``[::1]``, and
+    a loopback address also as ``localhost``) and each of ``allowed_hosts`` (names a proxy or DNS gives the server, ``NAME`` or
     ``NAME:PORT``). A wildcard address (``0.0.0.0``, ``::``) with no ``allowed_hosts`` admits any
     Host: it is only served with bearer tokens, which a rebinding page does not have.
     """
     names = ["localhost", "127.0.0.1", "[::1]"] if host == "localhost" else [] if host in WILDCARD_ADDRESSES else [f"[{host}]" if ":" in host else host]
+    if _is_loopback_address(host):
+        # A client on this machine may name it localhost; a rebinding page's Host is its own domain.
+        names.append("localhost")
     hosts = [f"{name}:{port}" for name in names] + [name if ":" in name.rsplit("]", 1)[-1] else f"{name}:{port}" for name in allowed_hosts]
     if port == 80:  # clients leave the default port out of Host
         hosts += [name.removesuffix(":80") for name in hosts if name.endswith(":80")]
@@ -202,6 +206,13 @@ def host_check(host: str, port: int, allowed_hosts: Sequence[str] = ()) -> Trans
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)
     origins = [f"{scheme}://{name}" for name in hosts for scheme in ("http", "https")]
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
+
+
+def _is_loopback_address(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name, not an address
+        return False
 
 
 def report_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
