@@ -198,8 +198,11 @@ def test_a_second_server_on_one_home_gets_an_error_result_naming_the_server_that
 def test_the_catalogs_and_the_state_graph_are_resources(tmp_path):
     async def scenario():
         async with served(tmp_path / "home") as client:
-            uris = {str(resource.uri) for resource in (await client.list_resources()).resources}
-            assert {"toolpath://graph", "toolpath://catalogs/0"} <= uris
+            resources = (await client.list_resources()).resources
+            assert {"toolpath://graph", "toolpath://catalogs/0"} <= {str(resource.uri) for resource in resources}
+            # Catalogs are named by domain: no path of the server's files reaches a client.
+            assert {resource.name for resource in resources} >= {"catalog chemistry", "catalog tabular"}
+            assert not any(str(ROOT) in f"{resource.name} {resource.description}" for resource in resources)
             graph = (await client.read_resource("toolpath://graph")).contents[0].text
             catalog = (await client.read_resource("toolpath://catalogs/0")).contents[0].text
             return graph, catalog

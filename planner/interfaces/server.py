@@ -204,8 +204,9 @@ class ToolpathServer:
         for number, catalog in enumerate(workspace.loaded.catalogs):
             self.mcp.resource(
                 f"toolpath://catalogs/{number}",
-                name=f"catalog {catalog.path.name}",
-                description=f"The catalog file {catalog.path} (tools, their states and affordances).",
+                # Named by domain: the file's path on the server is nothing a client needs to know.
+                name=f"catalog {catalog.domain}",
+                description=f"The catalog of domain {catalog.domain} (tools, their states and affordances).",
                 mime_type="text/yaml" if catalog.path.suffix in (".yaml", ".yml") else "application/json",
             )(_reader(catalog.path))
 
