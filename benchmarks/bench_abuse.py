@@ -14,10 +14,20 @@ open descriptors, resident memory (MB) and child processes (its kernels) seen du
   with "take a nap, " × 200 (both over the caps) and × 99 (just under), back to back, from two
   connections;
 - ``many_sessions``: ``mallory`` opens 40 sessions, each running a cell;
-- ``forged_host``: requests with ``Host: attacker.example``, back to back.
+- ``forged_host``: requests with ``Host: attacker.example``, back to back;
+- kernel-side tricks (issue 50): ``mallory`` replaces toolpath's snapshot dump in her sandboxed
+  kernel with one that leaves, where the server reads the dump, a link to ``/dev/zero``
+  (``dump_link_to_dev_zero``), a link to the server's tokens file (``dump_link_to_host_file``), a
+  FIFO (``dump_fifo``), a directory (``dump_directory``), a 40 MB sparse file (``dump_sparse_file``),
+  or a file a thread keeps swapping for a link to the tokens file (``dump_swapped_for_a_link``), and
+  runs a cell every 2 s so that the server snapshots her session; ``runaway_cell``: her cell ignores
+  SIGINT and spins a core. For the dump tricks, ``refused`` counts the cells whose notice said her
+  snapshot failed (each must be refused, so > 0), and ``tokens_in_store`` says whether the tokens
+  file's text reached the store (it must not).
 
-Target: no failed call of the normal client and p95 ≤ 3 × its quiet p95 under every load.
-``within_target`` says, per load, whether both held.
+Target: no failed call of the normal client and p95 ≤ 3 × its quiet p95 under every load, and
+every dump trick refused with nothing of the host's stored. ``within_target`` says, per load,
+whether all held.
 
 Usage: python benchmarks/bench_abuse.py [--calls 40]
 """
@@ -66,7 +76,7 @@ class Server:
     """``toolpath serve --http`` in a subprocess, with its descriptors and memory sampled."""
 
     def __init__(self, home: Path, tokens: dict[str, str]):
-        tokens_file = home / "tokens.json"
+        tokens_file = self.tokens_file = home / "tokens.json"
         tokens_file.write_text(json.dumps(tokens))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
@@ -112,7 +122,9 @@ async def normal_calls(url: str, token: str, calls: int) -> dict:
     """The normal client's ``calls`` calls (search and a cell in turn): p50 / p95 ms and failures."""
     samples, failures, first_error = [], 0, None
     async with client(url, token) as session:
-        await session.call_tool("execute", {"code": "1 + 1", "session_id": "normal"})  # its kernel is up before timing
+        # Its kernel is up, and the server's model and catalog embeddings loaded, before timing.
+        await session.call_tool("execute", {"code": "1 + 1", "session_id": "normal"})
+        await session.call_tool("search_skills", {"query": "warm up", "k": 1, "session_id": "normal"})
         for number in range(calls):
             started = time.perf_counter()
             try:
@@ -203,6 +215,65 @@ async def forged_host(port: int, stop: asyncio.Event) -> None:
                 )
 
 
+#: A cell that replaces toolpath's kernel-side dump with one that leaves ``{plant}`` at the dump path
+#: (``path``) and a report claiming it holds a variable.
+HOSTILE_DUMP = """
+import json, os, threading
+import toolpath.kernel.kernel_snapshot as _snapshot_code
+def _hostile_dump(path, *args, **kwargs):
+    if os.path.lexists(path):
+        os.remove(path)
+    {plant}
+    with open(path + ".report", "w") as file:
+        json.dump({{"saved": {{"stolen": "0" * 32}}, "skipped": {{}}}}, file)
+_snapshot_code.dump = _hostile_dump
+planted = 1
+"""
+#: What each dump trick leaves at the dump path; ``{tokens}`` is the server's tokens file.
+DUMP_TRICKS = {
+    "dump_link_to_dev_zero": "os.symlink('/dev/zero', path)",
+    "dump_link_to_host_file": "os.symlink({tokens!r}, path)",
+    "dump_fifo": "os.mkfifo(path)",
+    "dump_directory": "os.mkdir(path)",
+    "dump_sparse_file": "os.truncate(open(path, 'wb').name, 40 * 2**20)",
+    "dump_swapped_for_a_link": (
+        "open(path, 'wb').write(_snapshot_code.pack({{'stolen': b'honest'}}))\n"
+        "    def swap():\n"
+        "        for _ in range(20000):\n"
+        "            for make in (lambda: os.symlink({tokens!r}, path + '.next'), lambda: open(path + '.next', 'wb').write(b'')):\n"
+        "                try:\n"
+        "                    make()\n"
+        "                    os.replace(path + '.next', path)\n"
+        "                except OSError:\n"
+        "                    pass\n"
+        "    threading.Thread(target=swap, daemon=True).start()"
+    ),
+}
+
+
+async def hostile_dump(url: str, token: str, plant: str, outcome: dict, stop: asyncio.Event) -> None:
+    """Run :data:`HOSTILE_DUMP` with ``plant``, then a cell every 2 s (past the snapshot debounce),
+    counting in ``outcome["refused"]`` the cells whose notice says the snapshot failed."""
+    async with client(url, token) as session:
+        await session.call_tool("execute", {"code": HOSTILE_DUMP.format(plant=plant), "session_id": "trick"})
+        while not stop.is_set():
+            with contextlib.suppress(Exception):
+                result = await session.call_tool("execute", {"code": "planted", "session_id": "trick"})
+                if "snapshot failed" in (result.structured_content or {}).get("notice", ""):
+                    outcome["refused"] += 1
+            await asyncio.sleep(2)
+
+
+async def runaway_cell(url: str, token: str, stop: asyncio.Event) -> None:
+    async with client(url, token) as session:
+        cell = asyncio.create_task(
+            session.call_tool("execute", {"code": "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass", "session_id": "spin"})
+        )
+        await stop.wait()
+        cell.cancel()
+        await asyncio.gather(cell, return_exceptions=True)
+
+
 async def phase(server: Server, tokens: dict[str, str], calls: int, load: Callable[[asyncio.Event], Awaitable[None]] | None) -> dict:
     stop = asyncio.Event()
     peak = [0, 0.0, 0]
@@ -238,20 +309,33 @@ def main(calls: int) -> dict:
         "long_tasks": lambda server: lambda stop: long_tasks(server.url, tokens["mallory"], stop),
         "many_sessions": lambda server: lambda stop: many_sessions(server.url, tokens["mallory"], stop),
         "forged_host": lambda server: lambda stop: forged_host(server.port, stop),
+        "runaway_cell": lambda server: lambda stop: runaway_cell(server.url, tokens["mallory"], stop),
     }
+    outcomes = {name: {"refused": 0} for name in DUMP_TRICKS}
+    for name, plant in DUMP_TRICKS.items():
+        loads[name] = lambda server, name=name, plant=plant: (
+            lambda stop: hostile_dump(server.url, tokens["mallory"], plant.format(tokens=str(server.tokens_file)), outcomes[name], stop)
+        )
     report: dict = {"python": sys.version.split()[0], "calls": calls, "server_file_limit": FILE_LIMIT, "targets": {"failed": 0, "p95_over_quiet_p95": 3.0}}
     with tempfile.TemporaryDirectory(prefix="toolpath-bench-abuse-") as directory:
         server = Server(Path(directory), {token: user for user, token in tokens.items()})
         try:
             for name, load in loads.items():
                 report[name] = asyncio.run(phase(server, tokens, calls, load(server)))
+                if name in outcomes:
+                    store = Path(directory) / "toolpath.db"
+                    report[name].update(outcomes[name], tokens_in_store=any(token.encode() in store.read_bytes() for token in tokens.values()))
                 if not report[name]["server_alive"]:
                     break
         finally:
             server.stop()
     quiet_p95 = report["quiet"]["p95_ms"]
     report["within_target"] = {
-        name: report[name]["failed"] == 0 and report[name]["p95_ms"] <= 3 * quiet_p95 for name in loads if name in report and name != "quiet"
+        name: report[name]["failed"] == 0
+        and report[name]["p95_ms"] <= 3 * quiet_p95
+        and (name not in outcomes or (report[name]["refused"] > 0 and not report[name]["tokens_in_store"]))
+        for name in loads
+        if name in report and name != "quiet"
     }
     return report
 
