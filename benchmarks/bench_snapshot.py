@@ -13,6 +13,12 @@ Prints one JSON object:
 - ``cells_per_s``: a loop of ``--cells`` small cells with snapshots on and off, in the same run; the
   debounce (1.5 s) writes nothing while cells keep coming. ``slowdown`` is 1 - on / off.
 
+- ``after_each_cell_ms``: what ``snapshot_after_each_cell`` (the default on a shared store) costs
+  a cell that changes one small variable, against the debounced snapshot: p50 / p95 milliseconds
+  of ``--cells`` such cells (a tenth of them for the 64 MB state), in a small session
+  (``small``) and in one holding the 64 MB state above (``state_64mb``). Each snapshot pickles
+  every variable to find the changed ones (writing only those), so its cost grows with the state.
+
 Targets (issue 15): ≤ 1 s each way; ≤ 10 % fewer cells/s with snapshots on. The machine is noisy:
 compare figures of one run.
 
@@ -97,6 +103,27 @@ def cell_loop(cells: int) -> dict:
     return {"cells": cells, "cells_per_s": {key: round(value, 1) for key, value in rates.items()}, "slowdown": round(1 - rates["on"] / off, 3)}
 
 
+def after_each_cell_cost(cells: int) -> dict:
+    report: dict = {}
+    with tempfile.TemporaryDirectory(prefix="toolpath-bench-snapshot-") as directory:
+        for state_name, state, count in (("small", "counter = 0\nitems = list(range(1000))", cells), ("state_64mb", STATE.format(run=0), max(10, cells // 10))):
+            for label, after_each_cell in (("debounce", False), ("after_each_cell", True)):
+                store = Path(directory) / f"{state_name}-{label}.db"
+                with CodeMode(pool_size=0, timeout=120, snapshot_store=store, snapshot_after_each_cell=after_each_cell, **LIMITS) as code_mode:
+                    code_mode.run(state + "\ncounter = 0", "loop")
+                    samples = []
+                    for _ in range(count):
+                        started = time.perf_counter()
+                        code_mode.run("counter += 1", "loop")
+                        samples.append(time.perf_counter() - started)
+                samples.sort()
+                report.setdefault(state_name, {})[label] = {
+                    "p50": round(statistics.median(samples) * 1000, 1),
+                    "p95": round(samples[min(len(samples) - 1, int(0.95 * len(samples)))] * 1000, 1),
+                }
+    return {"after_each_cell_ms": report}
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -106,6 +133,7 @@ if __name__ == "__main__":
     report = {"python": sys.version.split()[0], "targets": {"snapshot_s": 1.0, "restore_s": 1.0, "slowdown": 0.10}}
     report.update(snapshot_and_restore(options.runs))
     report.update(cell_loop(options.cells))
+    report.update(after_each_cell_cost(options.cells))
     if options.gateway:
         from bench_cells import kernel_gateway  # this script's directory is on sys.path
 
