@@ -546,3 +546,18 @@ def test_after_each_cell_the_snapshot_is_stored_before_the_result_returns_and_it
         )
         trapped = durable.run(trap, "s")
         assert trapped.status == "ok" and "Saving this session's snapshot failed" in trapped.notice and "FIFO" in trapped.notice
+
+
+def test_a_remote_kernel_that_claims_an_endless_file_is_refused_at_the_bound(store, kernel_gateway):
+    """A gateway kernel's files come over its channels: one whose transfer code a cell replaced to
+    claim a file of a terabyte is refused at the first answer, not read chunk by chunk."""
+    endless = (
+        "import base64\nimport toolpath.kernel.kernel_files as _files\n"
+        "_files.send = lambda name, offset, size: _files.answer({'size': 10**12, 'data': base64.b64encode(b'x' * size).decode()})\n"
+        "planted = 1"
+    )
+    with code_mode(store, snapshot_after_each_cell=True, **kernel_gateway) as remote:
+        started = time.monotonic()
+        result = remote.run(endless, "endless")
+        assert result.status == "ok" and "Saving this session's snapshot failed" in result.notice
+        assert "1,000,000,000,000 bytes, over the" in result.notice and time.monotonic() - started < 30
