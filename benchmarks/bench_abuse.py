@@ -72,6 +72,24 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def wait_for_port(process: subprocess.Popen, port: int, seconds: float, log: Path | None = None) -> None:
+    """Wait until ``process`` accepts connections on 127.0.0.1:``port``.
+
+    Raises:
+        RuntimeError: it exited, or did not listen within ``seconds`` (with the tail of ``log``).
+    """
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                said = f": {log.read_text()[-2000:]}" if log is not None else ""
+                raise RuntimeError(f"toolpath serve --http did not start (exit {process.poll()}){said}") from None
+            time.sleep(0.1)
+
+
 class Server:
     """``toolpath serve --http`` in a subprocess, with its descriptors and memory sampled."""
 
@@ -88,15 +106,7 @@ class Server:
             stderr=subprocess.DEVNULL,
             preexec_fn=_file_limit,
         )
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"toolpath serve --http did not start (exit {self.process.poll()})") from None
-                time.sleep(0.2)
+        wait_for_port(self.process, self.port, 180)
 
     def sample(self) -> tuple[int, float, int]:
         """(open descriptors, resident MB, child processes) of the server now; zeros once it has exited."""

@@ -32,7 +32,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -42,19 +41,12 @@ import time
 import uuid
 from pathlib import Path
 
-import httpx2
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_abuse import client, free_port, wait_for_port  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Seconds a dead replica's hold on a session lasts (the shortest lease is 1 s).
 LEASE = "2"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Replica:
@@ -98,15 +90,7 @@ class Replica:
     def start(self) -> None:
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(self.command, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=log)
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"a replica did not start (exit {self.process.poll()}): {self.log.read_text()[-2000:]}") from None
-                time.sleep(0.1)
+        wait_for_port(self.process, self.port, 120, self.log)
 
     def kill(self) -> None:
         assert self.process is not None
@@ -120,10 +104,6 @@ class Replica:
                 self.process.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 self.process.kill()
-
-
-def client(url: str, token: str) -> Client:
-    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120)))
 
 
 async def call(url: str, token: str, session_id: str, code: str) -> str:
@@ -153,7 +133,7 @@ async def run_session(replicas: list[Replica], token: str, session_id: str, cell
                 break
             except Exception as error:
                 record["failovers"] += 1
-                print(f"bench_failover: {session_id} cell {cell} on replica {current}: {type(error).__name__}: {str(error)[:200]}", file=sys.stderr)
+                print(f"bench_failover: {session_id} cell {cell} on replica {current}: {_cause(error)}", file=sys.stderr)
                 current = (current + 1) % len(replicas)
                 # Did the cell run and stay? Ask until a replica answers for the session.
                 while True:
@@ -161,13 +141,20 @@ async def run_session(replicas: list[Replica], token: str, session_id: str, cell
                         done = await read_log(replicas[current].url, token, session_id)
                         break
                     except Exception as error:
-                        print(f"bench_failover: {session_id} reading log on replica {current}: {type(error).__name__}: {str(error)[:200]}", file=sys.stderr)
+                        print(f"bench_failover: {session_id} reading log on replica {current}: {_cause(error)}", file=sys.stderr)
                         current = (current + 1) % len(replicas)
                         await asyncio.sleep(0.25)
                 if cell in done:
                     break
         record["acknowledged"].append(cell)
         record["latencies"].append(time.monotonic() - started)
+
+
+def _cause(error: BaseException) -> str:
+    """The first leaf of an exception group (the MCP client wraps a dead connection in one), in a line."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return f"{type(error).__name__}: {str(error)[:200]}"
 
 
 def killer(replicas: list[Replica], every: float, stop: threading.Event, kills: list[float]) -> None:
