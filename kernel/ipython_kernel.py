@@ -26,7 +26,6 @@ import os
 import posixpath
 import queue
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -39,7 +38,7 @@ from toolpath.kernel.handles import TOOL_CALLS_PAYLOAD
 from toolpath.kernel.kernel_files import COMM_TARGET
 from toolpath.kernel.managed_transport import ManagedTransport
 from toolpath.kernel.output import CellOutput, CellResult, OutputLimits
-from toolpath.kernel.private_directories import new_private_directory
+from toolpath.kernel.private_directories import new_private_directory, remove_directory
 from toolpath.kernel.transport import KernelTransport
 
 if TYPE_CHECKING:
@@ -168,7 +167,7 @@ class IPythonKernel:
         self.gateway = gateway
         self.sandbox = sandbox
         self._kernel: KernelTransport | None = None
-        self._directory: tempfile.TemporaryDirectory | None = None
+        self._directory: str | None = None
         self._kernel_directory = ""
         self._stuck_message_id: str | None = None
         # One reader of the kernel's channels at a time: two coroutines receiving on one ZeroMQ
@@ -215,14 +214,14 @@ class IPythonKernel:
                 self._directory = new_private_directory(root)
                 # A sandboxed kernel gets only what it is given (the provisioner adds locale and PATH).
                 env = dict(self.env) if self.sandbox is not None else {**os.environ, **self.env}
-                self._kernel = ManagedTransport(self._directory.name, self.python, self.kernel_name, self.sandbox, self.cwd, env)
+                self._kernel = ManagedTransport(self._directory, self.python, self.kernel_name, self.sandbox, self.cwd, env)
             await self._kernel.start(self.startup_timeout)
             self.kernel_id = self._kernel.kernel_id
             if self._kernel.remote:
                 self._kernel_directory = await self._remote_directory()
             else:
                 assert self._directory is not None
-                self._kernel_directory = self._directory.name
+                self._kernel_directory = self._directory
         except BaseException as error:
             log = self._kernel.log_tail() if self._kernel is not None else ""
             await self.shutdown()
@@ -341,7 +340,7 @@ class IPythonKernel:
         """
         if self._directory is None:
             raise KernelError("the kernel is not started" if self._kernel is None else "a gateway kernel has no directory on this host")
-        return self._directory.name
+        return self._directory
 
     def path(self, name: str) -> str:
         """Where the kernel sees file ``name`` of its private directory (on the kernel's host)."""
@@ -607,7 +606,7 @@ class IPythonKernel:
                 await kernel.shutdown()
         finally:
             if directory is not None:
-                directory.cleanup()
+                remove_directory(directory)
 
 
 def _error_line(result: CellResult) -> str:

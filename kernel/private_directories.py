@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import stat
+import subprocess
 import tempfile
 import time
 
@@ -25,9 +26,10 @@ _UNOWNED_GRACE_SECONDS = 3600.0
 _swept: set[str | None] = set()
 
 
-def new_private_directory(root: str | None = None) -> tempfile.TemporaryDirectory:
-    """A new private directory under ``root`` (default the temporary directory) owned by this process;
-    the first call for a root sweeps it first (:func:`remove_stale_directories`).
+def new_private_directory(root: str | None = None) -> str:
+    """The path of a new private directory (mode 0700) under ``root`` (default the temporary
+    directory) owned by this process, which removes it with :func:`remove_directory`; the first
+    call for a root sweeps it first (:func:`remove_stale_directories`).
 
     Raises:
         OSError: the directory or its owner file cannot be made.
@@ -35,10 +37,32 @@ def new_private_directory(root: str | None = None) -> tempfile.TemporaryDirector
     if root not in _swept:
         _swept.add(root)
         remove_stale_directories(root)
-    directory = tempfile.TemporaryDirectory(prefix=DIRECTORY_PREFIX, dir=root)
-    with open(os.path.join(directory.name, _OWNER_FILE), "w", encoding="utf-8") as file:
-        json.dump(owner(), file)
+    directory = tempfile.mkdtemp(prefix=DIRECTORY_PREFIX, dir=root)
+    try:
+        with open(os.path.join(directory, _OWNER_FILE), "w", encoding="utf-8") as file:
+            json.dump(owner(), file)
+    except BaseException:
+        remove_directory(directory)
+        raise
     return directory
+
+
+def remove_directory(path: str) -> bool:
+    """Remove the directory ``path`` and everything in it, without following links and however
+    deep the kernel nested it; never raises. Returns whether it is gone.
+
+    ``shutil.rmtree`` recurses once per level on Python 3.11 and raises ``RecursionError`` (which
+    ``ignore_errors`` does not cover) on the 1,500-deep tree a cell can make in a minute; such a
+    tree is left to ``rm -rf`` (POSIX), which walks any depth and does not follow links either.
+    """
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except RecursionError:
+        try:
+            subprocess.run(["rm", "-rf", "--", path], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return not os.path.lexists(path)
 
 
 def owner() -> dict[str, float]:
@@ -99,6 +123,6 @@ def remove_stale_directories(root: str | None = None) -> list[str]:
                 continue
         except OSError:
             continue
-        shutil.rmtree(entry.path, ignore_errors=True)
-        removed.append(entry.path)
+        if remove_directory(entry.path):
+            removed.append(entry.path)
     return removed

@@ -27,3 +27,16 @@ def test_stale_directory_cleanup_reads_owner_files_without_blocking(tmp_path):
     assert not worker.is_alive(), "reading a FIFO owner file blocked"
     assert sorted(removed) == sorted([str(fifo), str(malformed)])
     assert live.is_dir() and fresh.is_dir() and target.is_dir()  # a live owner, an unowned young dir, a link's target
+
+
+def test_a_dead_owners_directory_nested_past_the_recursion_limit_is_removed(tmp_path):
+    stale = tmp_path / "toolpath-kernel-deep"
+    stale.mkdir()
+    (stale / "owner.json").write_text(json.dumps({"pid": 2**22 + 1, "started": 0.0}))  # no such process
+    deepest = stale
+    for _ in range(1500):  # past Python's recursion limit, which shutil.rmtree recursed into on 3.11
+        deepest = deepest / "a"
+        deepest.mkdir()
+    (deepest / "bottom").write_text("kept in RAM when the directory is on /dev/shm")
+    assert remove_stale_directories(str(tmp_path)) == [str(stale)]
+    assert not stale.exists()

@@ -232,3 +232,18 @@ _snapshot_code.dump = _racing_dump
         assert sandboxed.run(f"value_{round_} = {round_}", "mallory").status == "ok"
         time.sleep(0.4)
     assert HOST_SECRET not in (tmp_path / "home" / "toolpath.db").read_bytes()
+
+
+@pytest.mark.integration
+def test_a_kernel_directory_nested_past_pythons_recursion_limit_is_still_removed_and_a_restart_works(tmp_path, monkeypatch):
+    # shutil.rmtree recurses once per level on Python 3.11: a cell's 1,500-deep tree made every
+    # shutdown of that kernel (an eviction for another user, a restart) raise RecursionError, and
+    # its files stayed in /dev/shm for good.
+    monkeypatch.setenv("TOOLPATH_HOME", str(tmp_path / "home"))
+    nest = "import os\nos.chdir({directory!r})\nfor _ in range(1500):\n    os.mkdir('a')\n    os.chdir('a')\nopen('bottom', 'w').write('x')\nos.chdir('/')"
+    with CodeMode(pool_size=0, timeout=120, snapshot=False) as code_mode:
+        directory = code_mode._engine.pool.sessions["deep"].kernel.directory if code_mode.run("1", "deep").status == "ok" else None
+        assert code_mode.run(nest.format(directory=directory), "deep").status == "ok"
+        code_mode.restart("deep")
+        assert not os.path.exists(directory)
+        assert code_mode.run("'fresh'", "deep").result == "'fresh'"
