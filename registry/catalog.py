@@ -1366,40 +1366,49 @@ def import_roots(catalogs: Iterable[Catalog]) -> list[str]:
 
 def module_paths(catalogs: Iterable[Catalog]) -> list[str]:
     """The files a sandboxed kernel must see of the packages the catalogs' tools import (under
-    :func:`import_roots`): their Python modules (``.py``, and the ``__pycache__`` directories
-    beside them), and the files their ``package_data`` globs match; nothing else of them (a
-    package directory may hold a catalog file with an MCP server's credentials, or other data)."""
-    catalogs = list(catalogs)
-    tops = sorted(
-        {
-            module.split(".")[0]
-            for catalog in catalogs
-            for module in (catalog.package, *(tool.module_override or tool.module for tool in catalog.tools))
-            if module
-        }
-    )
-    patterns = [pattern for catalog in catalogs for pattern in catalog.package_data]
-    paths = []
-    for root in import_roots(catalogs):
-        for top in tops:
-            package = os.path.join(root, top)
-            if os.path.isfile(f"{package}.py"):
-                paths.append(f"{package}.py")
-            if os.path.isdir(package):
-                paths += _python_files(package)
-                paths += sorted(match for pattern in patterns for match in glob.glob(os.path.join(glob.escape(package), pattern), recursive=True))
-    return list(dict.fromkeys(paths))
+    :func:`import_roots`): for each module a tool names (and the catalog's ``package``), the
+    ``__init__.py`` of each package above it, and the ``.py`` files (with their ``__pycache__``
+    directories) of the package holding it; and the regular files its catalog's ``package_data``
+    globs match there (not the catalog file). Nothing else: a package directory may hold a catalog
+    file with an MCP server's credentials, or other data, and a package's root may be a whole
+    checkout (``toolpath/catalogs/...`` in a clone named ``toolpath``)."""
+    paths: list[str] = []
+    for catalog in catalogs:
+        roots = import_roots([catalog])
+        for module in {catalog.package, *(tool.module_override or tool.module for tool in catalog.tools)} - {None}:
+            parts = module.split(".")
+            for root in roots:
+                for depth in range(1, len(parts)):
+                    paths.append(os.path.join(root, *parts[:depth], "__init__.py"))
+                module_file = os.path.join(root, *parts) + ".py"
+                package = os.path.join(root, *parts) if os.path.isdir(os.path.join(root, *parts)) else os.path.dirname(module_file)
+                if package != root:  # a top-level module file has no package of its own to show
+                    paths += _python_files(package)
+                    paths += _package_data(package, catalog)
+                paths.append(module_file)
+    return list(dict.fromkeys(path for path in paths if os.path.lexists(path)))
 
 
 def _python_files(directory: str) -> list[str]:
-    """The ``.py`` files and ``__pycache__`` directories under ``directory`` (links not followed)."""
+    """The ``.py`` files and ``__pycache__`` directories in ``directory`` and its subpackages
+    (directories with an ``__init__.py``; links not followed)."""
     found = []
     for folder, subfolders, files in os.walk(directory):
+        subfolders[:] = [name for name in subfolders if os.path.isfile(os.path.join(folder, name, "__init__.py"))] + (
+            ["__pycache__"] if "__pycache__" in subfolders else []
+        )
         if "__pycache__" in subfolders:
             subfolders.remove("__pycache__")
             found.append(os.path.join(folder, "__pycache__"))
         found += [os.path.join(folder, name) for name in sorted(files) if name.endswith(".py")]
     return found
+
+
+def _package_data(package: str, catalog: Catalog) -> list[str]:
+    """The regular files (not links, not the catalog file) ``catalog.package_data`` matches in ``package``."""
+    itself = str(catalog.path.resolve())
+    matches = (match for pattern in catalog.package_data for match in glob.glob(os.path.join(glob.escape(package), pattern), recursive=True))
+    return sorted(match for match in matches if os.path.isfile(match) and not os.path.islink(match) and os.path.realpath(match) != itself)
 
 
 @garbage_collection_paused()

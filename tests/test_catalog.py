@@ -8,6 +8,7 @@ import pytest
 
 from toolpath.catalogs import default_catalog_paths
 from toolpath.registry import CatalogError, lint_catalogs, load_catalogs, read_catalog
+from toolpath.registry.catalog import module_paths
 
 GOOD = """\
 domain: demo
@@ -558,3 +559,39 @@ def test_libyaml_and_the_pure_python_fallback_agree(tmp_path, monkeypatch, text)
         else:
             outcomes.append([tool.model_dump() for tool in catalog.tools])
     assert outcomes[0] == outcomes[1]
+
+
+def test_a_sandbox_sees_a_catalogs_own_package_files_not_the_checkout_around_it(tmp_path):
+    # A checkout named like the package root (a clone called "project" holding project/catalogs/demo):
+    # its .venv, tests and the catalog file are not the package's and stay out of the sandbox.
+    checkout = tmp_path / "project"
+    package = checkout / "catalogs" / "demo"
+    package.mkdir(parents=True)
+    for path in (
+        checkout / "catalogs" / "__init__.py",
+        package / "__init__.py",
+        package / "helpers.py",
+        checkout / ".venv" / "lib.py",
+        checkout / "tests" / "test_x.py",
+    ):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+    (package / "greet.py").write_text("def greet(name: str) -> str:\n    return name\n")
+    (package / "words.txt").write_text("hello")
+    (package / "notes.md").write_text("private")
+    catalog = package / "catalog.yaml"
+    catalog.write_text(
+        "domain: demo\npackage: project.catalogs.demo\npackage_data: [words.txt, '**/*', '.']\n"
+        "states:\n  - {token: demo.greeted, description: greeted}\n"
+        "tools:\n  - name: greet\n    description: Greet.\n    required_parameters: [{name: name, type: str}]\n    state_transition: {produces: [demo.greeted]}\n"
+    )
+    seen = {os.path.relpath(path, checkout) for path in module_paths([read_catalog(catalog)])}
+    # '**/*' and '.' name the package's files, so notes.md is shown as its author asked; never the catalog, a directory or the checkout.
+    assert seen == {
+        "catalogs/__init__.py",
+        "catalogs/demo/__init__.py",
+        "catalogs/demo/helpers.py",
+        "catalogs/demo/greet.py",
+        "catalogs/demo/words.txt",
+        "catalogs/demo/notes.md",
+    }
