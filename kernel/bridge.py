@@ -48,6 +48,7 @@ import asyncio
 import contextlib
 import inspect
 import os
+import re
 import secrets
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
@@ -321,9 +322,12 @@ class Bridge:
             if not self.asks_in_kernel(message["tool"]):
                 # Not one of this kernel's tools that ask: a cell's forged message, never shown to the approver.
                 raise ApprovalDenied(f"no tool bound in this kernel asks for approval as {message['tool']!r}; only such tools' calls are put to the approver")
-            # The check ran in the kernel, and the call runs there: the approver and the log are told so.
-            reason = f"{message['reason']} (checked in the kernel, where the tool runs)"
-            request = ApprovalRequest(message["tool"], message["arguments"], reason, message["digest"], context.session_id, context.user_id)
+            # The check ran in the kernel, and the call runs there: the approver and the log are told
+            # so. The kernel wrote every word of it: control characters (a terminal's escape codes
+            # could hide that note, or the rest of a line) are shown escaped.
+            reason = f"{_escaped(message['reason'])} (checked in the kernel, where the tool runs)"
+            arguments = {_escaped(name): _escaped(value) for name, value in message["arguments"].items()}
+            request = ApprovalRequest(_escaped(message["tool"]), arguments, reason, message["digest"], context.session_id, context.user_id)
             # On the caller's loop, like a host tool: an approver may talk over a connection opened there.
             await self._on_call_loop(context.check(request))
             self._send(writer, {"op": "result", "id": call_id, "value": True})
@@ -501,9 +505,21 @@ def _approval_problem(message: dict[str, Any]) -> str | None:
     tool, arguments, reason, digest = (message.get(name) for name in ("tool", "arguments", "reason", "digest"))
     if not all(isinstance(text, str) and len(text) <= MAX_APPROVAL_TEXT_CHARS for text in (tool, reason, digest)):
         return f"tool, reason and digest must be strings of at most {MAX_APPROVAL_TEXT_CHARS} characters"
+    if not _SHA256.fullmatch(digest):
+        return "digest must be the SHA-256 of the call, 64 lowercase hexadecimal digits (as ApprovalRequest.of makes it)"
     if not isinstance(arguments, dict) or not all(isinstance(name, str) and isinstance(value, str) for name, value in arguments.items()):
         return "arguments must map argument names to their shown values (strings)"
     return None
+
+
+#: An ``approve`` message's digest: what the audit log keeps and answers are matched by.
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _escaped(text: str) -> str:
+    """``text`` with every character that is not printable (control characters, escape codes,
+    surrogates, direction overrides) written as its Python escape."""
+    return "".join(character if character.isprintable() else character.encode("unicode_escape").decode("ascii") for character in text)
 
 
 def _text(error: BaseException) -> str:

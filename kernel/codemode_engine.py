@@ -198,7 +198,8 @@ class CodeModeEngine:
                     f"The cell ignored its interrupt for {cells.interrupt_grace:g} s, so its kernel was stopped; "
                     "the next cell starts a fresh kernel with the variables of this session's last snapshot, if any."
                 )
-                result = replace(result, notice=join(result.notice, stopped))
+                error = {**(result.error or {}), "evalue": f"the cell ignored its interrupt for {cells.interrupt_grace:g} s, so its kernel was stopped"}
+                result = replace(result, error=error, notice=join(result.notice, stopped))
             if result.status == "dead" and session.kernel is kernel:
                 await self.pool.discard(session)
                 session.lost_kernel = True

@@ -106,6 +106,8 @@ def _read(directory_descriptor: int, name: str, max_bytes: int, seconds: float) 
     except OSError as error:
         if error.errno == errno.ELOOP:
             raise UnsafeKernelFileError(f"the kernel's file {name} is a symbolic link; the host does not follow it") from None
+        if error.errno == errno.ENXIO:  # what open() says of a Unix socket
+            raise UnsafeKernelFileError(f"the kernel's file {name} is a socket; the host reads only regular files") from None
         raise
     try:
         status = os.fstat(descriptor)

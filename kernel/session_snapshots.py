@@ -371,6 +371,10 @@ def checked_report(data: bytes, shape: dict[str, type]) -> dict[str, Any]:
         strings = [*value.keys(), *value.values()] if isinstance(value, dict) else value
         if not isinstance(value, kind) or not all(isinstance(item, str) for item in strings):
             raise KernelError(f"the kernel's snapshot report's {field} is not a {'mapping of names to text' if kind is dict else 'list of names'}")
+    try:
+        json.dumps(report, ensure_ascii=False).encode("utf-8")
+    except UnicodeError:  # a lone surrogate (JSON's "\ud800") would break every reply that quotes it
+        raise KernelError("the kernel's snapshot report holds text that is not Unicode (a lone surrogate)") from None
     return report
 
 

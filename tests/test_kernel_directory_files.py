@@ -9,6 +9,7 @@ it was (memory, threads).
 """
 
 import os
+import socket
 import threading
 import time
 
@@ -56,8 +57,9 @@ def test_a_regular_file_is_read_and_removed(directory):
         (lambda path, secret: os.mkdir(path), "directory"),
         (lambda path, secret: os.link(secret, path), "2 names"),
         (lambda path, secret: os.truncate(open(path, "wb").name, 2**40), "1,099,511,627,776 bytes"),
+        (lambda path, secret: socket.socket(socket.AF_UNIX).bind(path), "a socket"),
     ],
-    ids=["link-to-dev-zero", "link-to-host-file", "fifo", "directory", "hard-link", "sparse-terabyte"],
+    ids=["link-to-dev-zero", "link-to-host-file", "fifo", "directory", "hard-link", "sparse-terabyte", "socket"],
 )
 def test_anything_but_a_small_regular_file_is_refused_at_once_and_unread(directory, host_secret, plant, found):
     path = directory / "dump"
@@ -247,3 +249,19 @@ def test_a_kernel_directory_nested_past_pythons_recursion_limit_is_still_removed
         code_mode.restart("deep")
         assert not os.path.exists(directory)
         assert code_mode.run("'fresh'", "deep").result == "'fresh'"
+
+
+def test_a_report_with_a_lone_surrogate_or_the_wrong_shape_is_refused():
+    from toolpath.kernel.errors import KernelError
+    from toolpath.kernel.session_snapshots import checked_report
+
+    shape = {"saved": dict, "skipped": dict}
+    assert checked_report(b'{"saved": {"x": "d"}, "skipped": {}}', shape) == {"saved": {"x": "d"}, "skipped": {}}
+    for report, said in (
+        (b'{"saved": {}, "skipped": {"\\ud800": "why"}}', "not Unicode"),
+        (b'{"saved": [], "skipped": {}}', "saved is not a mapping"),
+        (b'{"saved": {}, "skipped": {}, "extra": 1}', "does not have the fields"),
+        (b"[" * 100_000, "not JSON"),
+    ):
+        with pytest.raises(KernelError, match=said):
+            checked_report(report, shape)

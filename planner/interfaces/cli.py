@@ -779,14 +779,17 @@ def command_init(arguments: argparse.Namespace) -> int:
 #: ``--sandbox-limit`` fields (:class:`toolpath.kernel.sandbox.SandboxPolicy`'s limits) and byte-size suffixes.
 SANDBOX_LIMITS = ("memory_bytes", "cpu_seconds", "processes", "open_files", "disk_bytes")
 SIZE_SUFFIXES = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+#: The largest size a byte-size option takes (1 EiB): more is a typo, and would overflow float arithmetic.
+MAX_BYTE_SIZE = 2**60
 
 
 def byte_size(text: str) -> int:
     """argparse type: a positive whole number of bytes, or of KiB, MiB or GiB (``16GiB``)."""
     scale = next((size for suffix, size in SIZE_SUFFIXES.items() if text.endswith(suffix)), 1)
     number = text[:-3] if scale != 1 else text
-    if not number.isdigit() or int(number) == 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size: give a positive whole number of bytes, or with KiB, MiB or GiB (16GiB)")
+    # isascii: str.isdigit() also says yes to "²", which int() refuses.
+    if not (number.isascii() and number.isdigit()) or not 0 < int(number[:20]) * scale <= MAX_BYTE_SIZE:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size: give a positive whole number of bytes up to 2**60, or with KiB, MiB or GiB (16GiB)")
     return int(number) * scale
 
 
@@ -807,7 +810,7 @@ def _sandbox_limits(items: Sequence[str]) -> dict[str, int | None]:
         number = value[:-3] if scale != 1 else value
         if value == "none":
             limits[field] = None
-        elif number.isdigit():
+        elif number.isascii() and number.isdigit():
             limits[field] = int(number) * scale
         else:
             raise CommandLineError(

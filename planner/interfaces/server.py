@@ -646,7 +646,7 @@ def kernel_memory_caps(placement: dict[str, Any], code_mode_options: dict[str, A
         return {"max_kernels": asked or SERVE_MAX_KERNELS}
     budget = memory_budget or default_budget_bytes()
     fits = kernels_within(budget, kernel_bytes, code_mode_options.get("pool_size", 0))
-    where = f"each sandboxed kernel may take {kernel_bytes / 2**30:.1f} GiB (memory_bytes plus its home, /tmp and /dev/shm), and the memory budget is {budget / 2**30:.1f} GiB"
+    where = f"each sandboxed kernel may take {_size(kernel_bytes)} (memory_bytes plus its home, /tmp and /dev/shm), and the memory budget is {_size(budget)}"
     if fits < 1:
         raise ServeError(f"not one kernel fits: {where}; lower --sandbox-limit memory_bytes or disk_bytes, or raise --memory-budget")
     if asked is not None and asked > fits:
@@ -654,6 +654,11 @@ def kernel_memory_caps(placement: dict[str, Any], code_mode_options: dict[str, A
             f"--max-kernels {asked} promises more memory than the machine has for kernels: {where}, so {fits} fit; give --max-kernels {fits} or fewer, lower the sandbox's limits, or raise --memory-budget"
         )
     return {"max_kernels": asked if asked is not None else min(SERVE_MAX_KERNELS, fits)}
+
+
+def _size(count: int) -> str:
+    """A byte count in GiB, or in MiB below one GiB."""
+    return f"{count / 2**30:.1f} GiB" if count >= 2**30 else f"{count / 2**20:.1f} MiB"
 
 
 def serve(
