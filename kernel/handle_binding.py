@@ -59,7 +59,7 @@ class HandleBinder:
         approvals: an approver decides on calls: every kernel gets a bridge, so that tools bound in
             it (a planned cell's) can ask too, not only host tools.
         approval_tools: catalog tools cells may bind in the kernel themselves; those with an
-            approval policy may ask over the bridge (see :meth:`asks_in_kernel`).
+            approval policy may ask the approver over the bridge (``Bridge(asks_in_kernel=...)``).
 
     Raises:
         ValueError: a registry tool without ``id`` or without ``module``/``mcp_server``, or two
