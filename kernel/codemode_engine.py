@@ -63,7 +63,7 @@ class CodeModeEngine:
         self.allow_restart = allow_restart
         self._loop_thread = loop_thread
         self.approvals = approvals
-        self.snapshots = SessionSnapshots(snapshot_store, snapshot_policy, cells.timeout, cells.busy_wait, loop_thread.loop)
+        self.snapshots = SessionSnapshots(snapshot_store, snapshot_policy, cells.timeout, cells.busy_wait, loop_thread.loop, cells.interrupt_grace)
         self.pool = SessionPool(
             capacity, cells.busy_wait, self.snapshots, self.new_kernel, self.stop_kernel, binder.forget, self.attach_kernel, self.leave_kernel
         )

@@ -17,7 +17,7 @@ from typing import Any
 
 from toolpath.kernel.codemode_options import SnapshotPolicy
 from toolpath.kernel.errors import KernelError, SessionHeldError
-from toolpath.kernel.ipython_kernel import IPythonKernel
+from toolpath.kernel.ipython_kernel import INTERRUPT_GRACE, IPythonKernel
 from toolpath.kernel.kernel_snapshot import pack, record_names, report_path, unpack
 from toolpath.kernel.notices import exception_line, join, sentence, short_error
 from toolpath.kernel.session_record import SessionRecord
@@ -49,12 +49,23 @@ class SessionSnapshots:
         timeout: seconds a dump or restore cell may run (the cells' own limit).
         busy_wait: seconds a flush waits for a running cell before it keeps the previous snapshot.
         loop: the loop that drives the kernels (CodeMode's own): the debounce timers run on it.
+        interrupt_grace: seconds a dump or restore cell gets to stop after its interrupt (the cells'
+            own; a cell may have replaced the dump with one that ignores it).
     """
 
-    def __init__(self, store: SnapshotStore | None, policy: SnapshotPolicy, timeout: float | None, busy_wait: float, loop: asyncio.AbstractEventLoop):
+    def __init__(
+        self,
+        store: SnapshotStore | None,
+        policy: SnapshotPolicy,
+        timeout: float | None,
+        busy_wait: float,
+        loop: asyncio.AbstractEventLoop,
+        interrupt_grace: float = INTERRUPT_GRACE,
+    ):
         self.store = store
         self.policy = policy
         self.timeout = timeout
+        self.interrupt_grace = interrupt_grace
         self.busy_wait = busy_wait
         self.loop = loop
         # Snapshots the debounce timer started and that are still being written.
@@ -299,7 +310,10 @@ class SessionSnapshots:
                 (:class:`UnsafeKernelFileError` when it is no regular file or too large).
         """
         done = await kernel.execute(
-            f"import {_SNAPSHOT_MODULE} as _toolpath_snapshot\n_toolpath_snapshot.{call}\ndel _toolpath_snapshot", timeout=self.timeout, silent=True
+            f"import {_SNAPSHOT_MODULE} as _toolpath_snapshot\n_toolpath_snapshot.{call}\ndel _toolpath_snapshot",
+            timeout=self.timeout,
+            silent=True,
+            interrupt_grace=self.interrupt_grace,
         )
         if done.status != "ok":
             raise KernelError(short_error(done))
