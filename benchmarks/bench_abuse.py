@@ -42,7 +42,6 @@ import json
 import os
 import resource
 import secrets
-import socket
 import statistics
 import subprocess
 import sys
@@ -56,6 +55,9 @@ import psutil
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_scale import free_port, wait_for_port  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 #: The server's open-file limit: Linux's usual default soft limit.
 FILE_LIMIT = 1024
@@ -64,30 +66,6 @@ _queries = itertools.count()
 
 def _file_limit() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (FILE_LIMIT, FILE_LIMIT))
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def wait_for_port(process: subprocess.Popen, port: int, seconds: float, log: Path | None = None) -> None:
-    """Wait until ``process`` accepts connections on 127.0.0.1:``port``.
-
-    Raises:
-        RuntimeError: it exited, or did not listen within ``seconds`` (with the tail of ``log``).
-    """
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                said = f": {log.read_text()[-2000:]}" if log is not None else ""
-                raise RuntimeError(f"toolpath serve --http did not start (exit {process.poll()}){said}") from None
-            time.sleep(0.1)
 
 
 class Server:
@@ -106,7 +84,7 @@ class Server:
             stderr=subprocess.DEVNULL,
             preexec_fn=_file_limit,
         )
-        wait_for_port(self.process, self.port, 180)
+        wait_for_port(self.process, self.port, "toolpath serve --http", 180)
 
     def sample(self) -> tuple[int, float, int]:
         """(open descriptors, resident MB, child processes) of the server now; zeros once it has exited."""

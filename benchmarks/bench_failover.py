@@ -42,7 +42,8 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_abuse import client, free_port, wait_for_port  # noqa: E402
+from bench_abuse import client  # noqa: E402
+from bench_scale import free_port, wait_for_port  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Seconds a dead replica's hold on a session lasts (the shortest lease is 1 s).
@@ -90,7 +91,7 @@ class Replica:
     def start(self) -> None:
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(self.command, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=log)
-        wait_for_port(self.process, self.port, 120, self.log)
+        wait_for_port(self.process, self.port, "a replica", 120, self.log)
 
     def kill(self) -> None:
         assert self.process is not None

@@ -67,7 +67,12 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def wait_for_port(process: subprocess.Popen, port: int, what: str, timeout: float = 120.0) -> None:
+def wait_for_port(process: subprocess.Popen, port: int, what: str, timeout: float = 120.0, log: Path | None = None) -> None:
+    """Wait until ``process`` accepts connections on 127.0.0.1:``port``.
+
+    Raises:
+        RuntimeError: it exited, or did not listen within ``timeout`` seconds (with the tail of ``log``).
+    """
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -75,7 +80,8 @@ def wait_for_port(process: subprocess.Popen, port: int, what: str, timeout: floa
             return
         except OSError:
             if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{what} did not start listening on port {port}") from None
+                said = f": {log.read_text()[-2000:]}" if log is not None else ""
+                raise RuntimeError(f"{what} did not start listening on port {port} (exit {process.poll()}){said}") from None
             time.sleep(0.2)
 
 

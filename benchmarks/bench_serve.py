@@ -24,7 +24,6 @@ import itertools
 import json
 import os
 import secrets
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,6 +40,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from toolpath.planner import Workspace  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_scale import free_port, wait_for_port  # noqa: E402
 
 QUERY = "compute molecular descriptors"
 CELL = "1 + 1"
@@ -88,12 +90,6 @@ def in_process(calls: int) -> dict:
         return {"search": asyncio.run(timed(search, calls)), "cell": asyncio.run(timed(cell, calls))}
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def over_http(home: Path, calls: int) -> dict:
     token = secrets.token_urlsafe(32)
     tokens = home / "tokens.json"
@@ -107,15 +103,7 @@ def over_http(home: Path, calls: int) -> dict:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("toolpath serve --http did not start") from None
-                time.sleep(0.2)
+        wait_for_port(server, port, "toolpath serve --http")
 
         async def run() -> dict:
             transport = streamable_http_client(

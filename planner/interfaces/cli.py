@@ -783,14 +783,21 @@ SIZE_SUFFIXES = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 MAX_BYTE_SIZE = 2**60
 
 
-def byte_size(text: str) -> int:
-    """argparse type: a positive whole number of bytes, or of KiB, MiB or GiB (``16GiB``)."""
-    scale = next((size for suffix, size in SIZE_SUFFIXES.items() if text.endswith(suffix)), 1)
+def _whole_number(text: str, sizes: bool) -> int | None:
+    """``text`` as a whole number, with a KiB, MiB or GiB suffix when ``sizes``; ``None`` when it is
+    not one (``isascii``: ``str.isdigit`` also says yes to "²", which ``int`` refuses)."""
+    scale = next((size for suffix, size in SIZE_SUFFIXES.items() if sizes and text.endswith(suffix)), 1)
     number = text[:-3] if scale != 1 else text
-    # isascii: str.isdigit() also says yes to "²", which int() refuses.
-    if not (number.isascii() and number.isdigit()) or not 0 < int(number[:20]) * scale <= MAX_BYTE_SIZE:
+    return int(number) * scale if number.isascii() and number.isdigit() else None
+
+
+def byte_size(text: str) -> int:
+    """argparse type: a positive whole number of bytes up to :data:`MAX_BYTE_SIZE`, or of KiB, MiB or GiB (``16GiB``)."""
+    # At most 20 digits are read: 400 of them made int() work for nothing, and any such is too large.
+    size = _whole_number(text, sizes=True) if len(text) <= 23 else None
+    if size is None or not 0 < size <= MAX_BYTE_SIZE:
         raise argparse.ArgumentTypeError(f"{text!r} is not a size: give a positive whole number of bytes up to 2**60, or with KiB, MiB or GiB (16GiB)")
-    return int(number) * scale
+    return size
 
 
 def _sandbox_limits(items: Sequence[str]) -> dict[str, int | None]:
@@ -806,12 +813,11 @@ def _sandbox_limits(items: Sequence[str]) -> dict[str, int | None]:
         field, _, value = item.partition("=")
         if field not in SANDBOX_LIMITS:
             raise CommandLineError(f"--sandbox-limit {item!r}: the field is one of {', '.join(SANDBOX_LIMITS)} (e.g. --sandbox-limit memory_bytes=1GiB)")
-        scale = next((size for suffix, size in SIZE_SUFFIXES.items() if field.endswith("_bytes") and value.endswith(suffix)), 1)
-        number = value[:-3] if scale != 1 else value
+        number = _whole_number(value, sizes=field.endswith("_bytes"))
         if value == "none":
             limits[field] = None
-        elif number.isascii() and number.isdigit():
-            limits[field] = int(number) * scale
+        elif number is not None:
+            limits[field] = number
         else:
             raise CommandLineError(
                 f"--sandbox-limit {item!r}: give a whole number{' (or with KiB, MiB or GiB)' if field.endswith('_bytes') else ''}, or none to lift the limit"
