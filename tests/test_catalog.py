@@ -368,7 +368,7 @@ def test_oversize_catalog_is_refused_with_how_to_raise_the_limit(tmp_path, monke
 
 
 def test_validate_cli_honours_the_size_limit_variable(tmp_path, monkeypatch, capsys):
-    from toolpath.planner.interfaces.cli import main
+    from toolpath.planner.interfaces.cli.main import main
 
     path = write(tmp_path, "demo.yaml", GOOD)
     monkeypatch.setenv("TOOLPATH_MAX_CATALOG_BYTES", "64")

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from toolpath.planner.interfaces.cli import build_parser
+from toolpath.planner.interfaces.cli.main import build_parser
 
 pytestmark = pytest.mark.integration
 
@@ -106,7 +106,7 @@ def test_an_optional_parameter_given_by_its_plain_name_is_refused_with_its_quali
 def test_input_values_come_from_files_and_standard_input_and_an_at_sign_is_escaped(tmp_path, monkeypatch):
     import io
 
-    from toolpath.planner.interfaces.cli import parse_inputs
+    from toolpath.planner.interfaces.cli.shared import parse_inputs
 
     (tmp_path / "molecules.json").write_text('["CCO", "CCCO"]\n')
     (tmp_path / "smiles.txt").write_text("CCO\n")
@@ -138,7 +138,7 @@ def test_input_values_come_from_files_and_standard_input_and_an_at_sign_is_escap
     ids=["bad-json", "missing", "not-utf8"],
 )
 def test_an_input_file_that_cannot_be_read_is_named_in_the_error(tmp_path, content, value, message):
-    from toolpath.planner.interfaces.cli import CommandLineError, parse_inputs
+    from toolpath.planner.interfaces.cli.shared import CommandLineError, parse_inputs
 
     path = tmp_path / "value"
     if content:
@@ -152,7 +152,7 @@ def test_an_input_file_that_cannot_be_read_is_named_in_the_error(tmp_path, conte
 def test_standard_input_is_read_by_one_input_only(monkeypatch):
     import io
 
-    from toolpath.planner.interfaces.cli import CommandLineError, parse_inputs
+    from toolpath.planner.interfaces.cli.shared import CommandLineError, parse_inputs
 
     monkeypatch.setattr("sys.stdin", io.StringIO("CCO"))
     with pytest.raises(CommandLineError, match="--input b=@-: standard input is read by another --input already"):

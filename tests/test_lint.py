@@ -351,7 +351,7 @@ def test_a_default_written_yes_for_a_text_parameter_is_tp016_with_quote_it(tmp_p
 def test_validate_suggests_names_of_the_right_kind(tmp_path, capsys):
     # A type typo gets type names, a function typo the module's functions, a module typo its
     # package's modules, a state typo the declared states: each from real files, through the CLI.
-    from toolpath.planner.interfaces.cli import main
+    from toolpath.planner.interfaces.cli.main import main
 
     package = tmp_path / "suggestpkg"
     package.mkdir()

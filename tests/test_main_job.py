@@ -322,7 +322,7 @@ def test_search_shows_similarities_and_marks_hits_no_task_would_match():
 def test_commands_that_neither_search_nor_run_load_no_model_and_no_kernel_code():
     probe = (
         "import contextlib, io, json, sys\n"
-        "from toolpath.planner.interfaces.cli import main\n"
+        "from toolpath.planner.interfaces.cli.main import main\n"
         "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
         "    main(sys.argv[1:])\n"
         "heavy = ('torch', 'sentence_transformers', 'onnxruntime', 'bm25s', 'jupyter_client', 'toolpath.kernel.ipython_kernel', 'toolpath.kernel.codemode', 'networkx')\n"

@@ -47,7 +47,7 @@ def test_the_built_wheel_holds_one_top_level_package(tmp_path):
     assert {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")} == {"toolpath"}
     for package in (
         "toolpath/kernel/kernel_setup.py",
-        "toolpath/planner/interfaces/cli.py",
+        "toolpath/planner/interfaces/cli/main.py",
         "toolpath/registry/catalog.py",
         "toolpath/catalogs/chemistry/catalog.yaml",
         "toolpath/catalogs/catalog.schema.json",
@@ -146,7 +146,7 @@ def test_the_planner_s_sub_packages_import_one_way_planning_then_search_then_tas
     assert sorted(path.name for path in (ROOT / "planner").glob("*.py")) == ["__init__.py"]
     wrong = []
     for folder, rank in layers.items():
-        for path in sorted((ROOT / "planner" / folder).glob("*.py")):
+        for path in sorted((ROOT / "planner" / folder).rglob("*.py")):
             for line, name in _imported_names(path):
                 if path.name == "__init__.py":
                     wrong.append(f"{path.relative_to(ROOT)}:{line} imports {name}")

@@ -350,7 +350,8 @@ def test_multi_user_serve_refuses_plain_kernels_it_cannot_sandbox_unless_told(mo
 
 
 def test_sandbox_limits_are_read_from_the_command_line_with_what_to_write_when_wrong():
-    from toolpath.planner.interfaces.cli import CommandLineError, _sandbox_limits
+    from toolpath.planner.interfaces.cli.serve import _sandbox_limits
+    from toolpath.planner.interfaces.cli.shared import CommandLineError
 
     assert _sandbox_limits(["memory_bytes=1GiB", "processes=64", "cpu_seconds=none", "disk_bytes=512"]) == {
         "memory_bytes": 2**30,

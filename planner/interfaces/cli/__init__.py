@@ -1,0 +1,16 @@
+"""The ``toolpath`` command line: validate, graph, search, plan, cell, run, serve, catalog draft.
+
+One module per group of verbs, each adding its verbs' sub-parsers and running them: :mod:`.planning`
+(plan, search, cell), :mod:`.run`, :mod:`.graph`, :mod:`.catalogs` (validate, schema, init, catalog
+draft) and :mod:`.serve`; what they share is in :mod:`.shared`, and :mod:`.main` assembles the parser
+and runs a verb (the console script ``toolpath``, and ``python -m toolpath.planner.interfaces.cli``).
+This file imports nothing.
+
+Exit status: 0 on success; 1 when an executed cell fails (exception, timeout, dead kernel) or
+``validate`` finds problems; 2 when toolpath refuses before running anything (bad catalog, bad input,
+no matching skill, no plan; for ``serve``, also an ``--http`` address that cannot be bound, such as
+a port in use).
+
+Errors' advice names the options of the command that reports them (``--add-catalog``, ``--input``,
+``--have``; see :func:`.shared.in_command_terms`).
+"""

@@ -1,0 +1,192 @@
+"""Writing catalogs from the command line: ``toolpath validate`` (lint catalog files), ``toolpath
+schema`` (their JSON Schema), ``toolpath init`` (a new catalog package) and ``toolpath catalog draft``
+(a catalog of an MCP server's tools).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from toolpath.planner.interfaces.cli.shared import CommandLineError, add_command, emit_json
+
+VALIDATE_EXAMPLES = """examples:
+  toolpath validate catalogs/chemistry/catalog.yaml
+  toolpath validate my_catalog.yaml other.json --import --json"""
+SCHEMA_EXAMPLES = """examples:
+  toolpath schema > catalog.schema.json
+  # then, first line of a catalog: # yaml-language-server: $schema=catalog.schema.json"""
+INIT_EXAMPLES = """examples:
+  toolpath init lab_tools
+  toolpath init lab_tools --directory src"""
+DRAFT_EXAMPLES = """examples:
+  toolpath catalog draft --mcp "uvx mcp-server-time" --output time.yaml
+  toolpath catalog draft --mcp "python -m mcp_server_git --repository ." --name git --domain git
+  toolpath catalog draft --mcp https://example.com/mcp --header 'Authorization: Bearer ${EXAMPLE_TOKEN}'
+${NAME} in --env and --header values is kept in the catalog and read from the environment when the
+server is connected, so the catalog holds no secret."""
+
+
+def add_validate_parser(commands: argparse._SubParsersAction) -> None:
+    """Add ``toolpath validate`` to ``commands``, run by :func:`command_validate`."""
+    validate = add_command(
+        commands,
+        "validate",
+        "Lint catalog files: every problem with file, line, rule code and field (codes: see toolpath.registry.lint).",
+        command_validate,
+        VALIDATE_EXAMPLES,
+        catalogs=False,
+    )
+    validate.add_argument("catalogs", nargs="+", metavar="CATALOG", help="catalog files (YAML or JSON), linted together")
+    validate.add_argument(
+        "--import",
+        dest="import_modules",
+        action="store_true",
+        help="also import each tool's module and check its function exists (runs the modules' import-time code)",
+    )
+
+
+def command_validate(arguments: argparse.Namespace) -> int:
+    from toolpath.registry import lint_catalogs
+
+    findings = lint_catalogs(arguments.catalogs, import_modules=arguments.import_modules)
+    errors = sum(finding.severity == "error" for finding in findings)
+    if arguments.json:
+        emit_json({"ok": errors == 0, "errors": errors, "warnings": len(findings) - errors, "findings": [finding.to_dict() for finding in findings]})
+    else:
+        for finding in findings:
+            print(finding)
+        verdict = "ok" if errors == 0 else "failed"
+        print(f"{verdict}: {errors} error(s), {len(findings) - errors} warning(s) in {len(arguments.catalogs)} catalog(s)")
+    return 1 if errors else 0
+
+
+def add_schema_parser(commands: argparse._SubParsersAction) -> None:
+    """Add ``toolpath schema`` to ``commands``, run by :func:`command_schema`."""
+    schema = commands.add_parser(
+        "schema",
+        help="Print the JSON Schema of catalog files.",
+        description="Print the JSON Schema of catalog files (for editors: # yaml-language-server: $schema=PATH).",
+        epilog=SCHEMA_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    schema.set_defaults(handler=command_schema)
+
+
+def command_schema(arguments: argparse.Namespace) -> int:
+    from toolpath.registry import catalog_json_schema
+
+    print(json.dumps(catalog_json_schema(), indent=2))
+    return 0
+
+
+def add_init_parser(commands: argparse._SubParsersAction) -> None:
+    """Add ``toolpath init`` to ``commands``, run by :func:`command_init`."""
+    init = commands.add_parser(
+        "init",
+        help="Start a catalog package: catalog.yaml, one tool module and a test, ready to validate and run.",
+        description="Start a catalog package DOMAIN/ (catalog.yaml inside it, one tool module, a pytest test) that validates and runs as generated.",
+        epilog=INIT_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    init.set_defaults(handler=command_init)
+    init.add_argument("domain", metavar="DOMAIN", help="the domain, also the package name (a lower-case Python name)")
+    init.add_argument("--directory", default=".", metavar="DIR", help="where to create the package (default: the current directory)")
+
+
+def command_init(arguments: argparse.Namespace) -> int:
+    from toolpath.planner.interfaces.scaffold import ScaffoldError, scaffold
+
+    try:
+        catalog = scaffold(arguments.domain, arguments.directory)
+    except ScaffoldError as error:
+        raise CommandLineError(str(error)) from error
+    print(f"wrote {catalog.parent}/ (catalog.yaml, summarise_text.py, tests/)")
+    print("next:")
+    print(f"  toolpath validate {catalog} --import")
+    print(f"  toolpath run \"summarise a text\" --add-catalog {catalog} --input text='Plans are cells. Cells run.'")
+    print(f"  cd {catalog.parent.parent} && python -m pytest {arguments.domain}")
+    return 0
+
+
+def add_catalog_parser(commands: argparse._SubParsersAction) -> None:
+    """Add ``toolpath catalog`` to ``commands``, with its one verb, ``draft``, run by :func:`command_catalog_draft`."""
+    catalog = commands.add_parser("catalog", help="Write catalogs: `toolpath catalog draft --mcp COMMAND|URL`.", description="Write catalogs.")
+    catalog_commands = catalog.add_subparsers(dest="catalog_command", required=True, metavar="COMMAND")
+    draft = catalog_commands.add_parser(
+        "draft",
+        help="Draft a catalog of an MCP server's tools (names, descriptions, parameters), leaving the states to you.",
+        description="Connect to an MCP server and write a catalog YAML of its tools, each served by that server: names, descriptions and parameters from their input schemas. The states are left for you to fill in; `toolpath validate` reports each tool that produces none (TP004).",
+        epilog=DRAFT_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    draft.set_defaults(handler=command_catalog_draft)
+    draft.add_argument(
+        "--mcp", required=True, metavar="COMMAND|URL", help="the server: a command line that starts it over stdio, or an http(s):// Streamable HTTP URL"
+    )
+    draft.add_argument("--name", metavar="NAME", help="the server's name under mcp_servers (default: the name the server gives itself)")
+    draft.add_argument("--domain", metavar="NAME", help="the catalog's domain (default: the server's name)")
+    draft.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="an environment variable for a server started by command; repeatable")
+    draft.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'", help="an HTTP header for a server reached by URL; repeatable")
+    draft.add_argument("--output", "-o", metavar="FILE", help="write the catalog here (default: standard output)")
+    draft.add_argument("--force", action="store_true", help="overwrite --output if it exists")
+
+
+def _pairs(values: Sequence[str], separator: str, option: str, example: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for value in values:
+        name, found, text = value.partition(separator)
+        if not found or not name.strip():
+            raise CommandLineError(f"{option} {value!r} is not NAME{separator}VALUE; e.g. {option} {example!r}")
+        pairs[name.strip()] = text.strip() if separator == ":" else text
+    return pairs
+
+
+def command_catalog_draft(arguments: argparse.Namespace) -> int:
+    import asyncio
+
+    from toolpath.kernel import MCPConnectionError  # the MCP SDK loads only for this command
+    from toolpath.planner.interfaces.draft import draft_catalog, load_problems, server_config
+
+    env = _pairs(arguments.env, "=", "--env", "GITHUB_TOKEN=${GITHUB_TOKEN}")
+    headers = _pairs(arguments.header, ":", "--header", "Authorization: Bearer ${TOKEN}")
+    output = arguments.output
+    if output and os.path.exists(output) and not arguments.force:
+        raise CommandLineError(f"{output} exists; pass --force to overwrite it")
+    if output and not os.path.isdir(os.path.dirname(os.path.abspath(output))):
+        raise CommandLineError(f"the directory of {output} does not exist; create it first")
+    try:
+        config = server_config(arguments.mcp, arguments.name or "", env, headers)
+    except ValueError as error:
+        raise CommandLineError(f"--mcp {arguments.mcp!r}: {error}") from None
+    for option, values in (("--env", env), ("--header", headers)):
+        for name, value in values.items():
+            if "${" not in value:
+                print(
+                    f"toolpath: warning: {option} {name} is written into the catalog as given; write ${{NAME}} to read a secret from the environment when connecting instead",
+                    file=sys.stderr,
+                )
+    try:
+        text = asyncio.run(draft_catalog(config, arguments.domain))
+    except MCPConnectionError as error:
+        raise CommandLineError(str(error)) from None
+    for problem in load_problems(text):
+        print(f"toolpath: warning: the draft does not load as it is: {problem}", file=sys.stderr)
+    if not output:
+        print(text, end="")
+        return 0
+    temporary = f"{output}.{os.getpid()}.tmp"
+    try:
+        with open(temporary, "w", encoding="utf-8") as file:  # whole or nothing: renamed into place
+            file.write(text)
+        os.replace(temporary, output)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise CommandLineError(f"cannot write {output}: {error.strerror or error}") from None
+    print(f"wrote {output}; now declare its states and fill in each tool's state_transition, then `toolpath validate {output}`", file=sys.stderr)
+    return 0

@@ -1,0 +1,126 @@
+"""The ``toolpath`` command's entry point: its parser, assembled from each verb's own, and
+:func:`main`, which runs a verb and reports what toolpath refused (exit statuses: see
+:mod:`toolpath.planner.interfaces.cli`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import gc
+import logging
+import os
+import signal
+import sys
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from toolpath.errors import ToolpathError
+from toolpath.planner.interfaces.cli.catalogs import add_catalog_parser, add_init_parser, add_schema_parser, add_validate_parser
+from toolpath.planner.interfaces.cli.graph import add_graph_parser
+from toolpath.planner.interfaces.cli.planning import add_cell_parser, add_plan_parser, add_search_parser
+from toolpath.planner.interfaces.cli.run import add_run_parser
+from toolpath.planner.interfaces.cli.serve import add_serve_parser
+from toolpath.planner.interfaces.cli.shared import emit_json, error_payload, in_command_terms
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the installed version, looked up only when asked (importlib.metadata is slow to load)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        import importlib.metadata
+
+        try:
+            version = importlib.metadata.version("toolpath")
+        except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+            version = "(not installed)"
+        print(f"toolpath {version}")
+        parser.exit()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every verb, listed in this order by ``toolpath --help``."""
+    parser = argparse.ArgumentParser(
+        prog="toolpath",
+        description="Plan tool paths over a state-transition graph and run them as one cell in an IPython kernel.",
+    )
+    parser.add_argument("--version", action=_VersionAction)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add_parser in (
+        add_run_parser,
+        add_cell_parser,
+        add_plan_parser,
+        add_search_parser,
+        add_validate_parser,
+        add_schema_parser,
+        add_graph_parser,
+        add_init_parser,
+        add_catalog_parser,
+        add_serve_parser,
+    ):
+        add_parser(commands)
+    return parser
+
+
+def _exit_on_signal(signum, frame) -> None:
+    # Raising here unwinds `async with IPythonKernel()`, so the kernel and its sockets are cleaned up.
+    raise SystemExit(128 + signum)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    # A command-line user needs what happened and what to do, not the source line that warned.
+    print(f"toolpath: warning: {message}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = build_parser().parse_args(argv)
+    warnings.showwarning = _show_warning
+    # toolpath's own progress notes (e.g. a one-off model export) go to standard error.
+    notes = logging.getLogger("toolpath")
+    if not notes.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("toolpath: %(message)s"))
+        notes.addHandler(handler)
+        notes.setLevel(logging.INFO)
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    signal.signal(signal.SIGHUP, _exit_on_signal)
+    try:
+        with contextlib.nullcontext() if arguments.command == "serve" else _without_cycle_collection():
+            return arguments.handler(arguments)
+    except KeyboardInterrupt:
+        print("toolpath: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader (e.g. `| head`) went away; stop quietly as Unix tools do.
+        sys.stdout = open(os.devnull, "w")
+        return 141
+    except ToolpathError as error:  # any other exception is a bug: its traceback stays
+        message = in_command_terms(error, arguments.command)
+        if getattr(arguments, "json", False):
+            emit_json(error_payload(error, message))
+        else:
+            print(f"toolpath: {message}", file=sys.stderr)
+        return 2
+
+
+@contextlib.contextmanager
+def _without_cycle_collection() -> Iterator[None]:
+    """Run a command that ends soon without the cycle collector (:mod:`gc`), and freeze its objects
+    at exit. Start-up makes some 300,000 objects that live until exit (modules, the catalogs, the
+    query model): collecting them for cycles again and again cost a ``toolpath search`` about
+    0.05 s, and interpreter shutdown collecting them all once more about 0.1 s (issue 37). The
+    collector is on again afterwards (for a caller in the same process), as it is for ``serve``."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    atexit.register(gc.freeze)  # at exit, before the interpreter's last collections
+    try:
+        yield
+    finally:
+        gc.enable()
