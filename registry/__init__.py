@@ -12,21 +12,10 @@ from typing import TYPE_CHECKING
 from toolpath.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from toolpath.registry.catalog import (
-        Catalog,
-        CatalogError,
-        CatalogFile,
-        CatalogProblem,
-        CatalogRequirements,
-        CatalogSkippedWarning,
-        LoadedCatalogs,
-        SkippedCatalog,
-        catalog_json_schema,
-        combine_catalogs,
-        import_roots,
-        load_catalogs,
-        read_catalog,
-    )
+    from toolpath.registry.catalog import Catalog, LoadedCatalogs, combine_catalogs, load_catalogs, read_catalog
+    from toolpath.registry.catalog_format import CatalogFile, catalog_json_schema
+    from toolpath.registry.catalog_packages import CatalogRequirements, CatalogSkippedWarning, SkippedCatalog, import_roots
+    from toolpath.registry.catalog_problems import CatalogError, CatalogProblem
     from toolpath.registry.lint import RULES, Finding, lint_catalogs, load_checked
     from toolpath.registry.names import handle_name, python_identifier
     from toolpath.registry.states import State, StateTransition
@@ -36,16 +25,16 @@ if TYPE_CHECKING:
 _HOME = {
     "AmbiguousToolNameError": "toolpath.registry.tool_registry",
     "Catalog": "toolpath.registry.catalog",
-    "catalog_json_schema": "toolpath.registry.catalog",
-    "CatalogError": "toolpath.registry.catalog",
-    "CatalogFile": "toolpath.registry.catalog",
-    "CatalogProblem": "toolpath.registry.catalog",
-    "CatalogRequirements": "toolpath.registry.catalog",
-    "CatalogSkippedWarning": "toolpath.registry.catalog",
+    "catalog_json_schema": "toolpath.registry.catalog_format",
+    "CatalogError": "toolpath.registry.catalog_problems",
+    "CatalogFile": "toolpath.registry.catalog_format",
+    "CatalogProblem": "toolpath.registry.catalog_problems",
+    "CatalogRequirements": "toolpath.registry.catalog_packages",
+    "CatalogSkippedWarning": "toolpath.registry.catalog_packages",
     "combine_catalogs": "toolpath.registry.catalog",
     "Finding": "toolpath.registry.lint",
     "handle_name": "toolpath.registry.names",
-    "import_roots": "toolpath.registry.catalog",
+    "import_roots": "toolpath.registry.catalog_packages",
     "lint_catalogs": "toolpath.registry.lint",
     "load_catalogs": "toolpath.registry.catalog",
     "load_checked": "toolpath.registry.lint",
@@ -55,7 +44,7 @@ _HOME = {
     "read_catalog": "toolpath.registry.catalog",
     "ReturnSpec": "toolpath.registry.tools",
     "RULES": "toolpath.registry.lint",
-    "SkippedCatalog": "toolpath.registry.catalog",
+    "SkippedCatalog": "toolpath.registry.catalog_packages",
     "State": "toolpath.registry.states",
     "StateTransition": "toolpath.registry.states",
     "ToolDefinition": "toolpath.registry.tools",

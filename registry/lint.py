@@ -51,20 +51,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from toolpath.registry.catalog import (
-    Catalog,
-    CatalogError,
-    CatalogProblem,
-    LoadedCatalogs,
-    SkippedCatalog,
-    boolean_word_advice,
-    combine_catalogs,
-    did_you_mean,
-    garbage_collection_paused,
-    import_roots,
-    read_catalog,
-    without_missing_modules,
-)
+from toolpath.registry.catalog import Catalog, LoadedCatalogs, combine_catalogs, read_catalog
+from toolpath.registry.catalog_documents import garbage_collection_paused
+from toolpath.registry.catalog_packages import SkippedCatalog, import_roots, without_missing_modules
+from toolpath.registry.catalog_problems import CatalogError, CatalogProblem, boolean_word_advice, did_you_mean
 from toolpath.registry.names import function_names
 from toolpath.registry.tools import ToolDefinition, reachable_states
 from toolpath.registry.type_strings import TypeStringError, check_type_string, type_name_suggestion
@@ -596,7 +586,7 @@ def _lint(
     """Findings sorted by file and position, and the files that loaded, combined (``None`` when
     none did or they do not combine). ``warnings=False`` skips the warning rules;
     ``skip_missing_modules`` leaves out the catalogs whose required modules are missing
-    (:func:`toolpath.registry.catalog.without_missing_modules`)."""
+    (:func:`toolpath.registry.catalog_packages.without_missing_modules`)."""
     findings: list[Finding] = []
     catalogs: list[Catalog] = []
     loaded = None

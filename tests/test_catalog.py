@@ -8,7 +8,7 @@ import pytest
 
 from toolpath.catalogs import default_catalog_paths
 from toolpath.registry import CatalogError, lint_catalogs, load_catalogs, read_catalog
-from toolpath.registry.catalog import module_paths
+from toolpath.registry.catalog_packages import module_paths
 
 GOOD = """\
 domain: demo
@@ -538,14 +538,14 @@ PARSER_CASES = {
 
 @pytest.mark.parametrize("text", PARSER_CASES.values(), ids=PARSER_CASES.keys())
 def test_libyaml_and_the_pure_python_fallback_agree(tmp_path, monkeypatch, text):
-    from toolpath.registry import catalog as catalog_module
+    from toolpath.registry import catalog_documents
 
-    if catalog_module.yaml_parser() != "libyaml":
+    if catalog_documents.yaml_parser() != "libyaml":
         pytest.skip("PyYAML has no libyaml here: the fallback is the only parser")
     path = write(tmp_path, "catalog.yaml", text)
     outcomes = []
-    for loader in (catalog_module._YAML_LOADER, catalog_module._PurePythonLoader):
-        monkeypatch.setattr(catalog_module, "_YAML_LOADER", loader)
+    for loader in (catalog_documents._YAML_LOADER, catalog_documents._PurePythonLoader):
+        monkeypatch.setattr(catalog_documents, "_YAML_LOADER", loader)
         try:
             catalog = read_catalog(path)
         except CatalogError as error:

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 from toolpath.catalogs import CATALOGS_VARIABLE, default_catalog_paths
 from toolpath.planner.planning.budgets import DEFAULT_TASK_BUDGET_S
 from toolpath.registry import CatalogError, CatalogProblem, LoadedCatalogs, ToolDefinition, import_roots, load_checked
-from toolpath.registry.catalog import UNREADABLE, module_paths
+from toolpath.registry.catalog_packages import module_paths
+from toolpath.registry.catalog_problems import UNREADABLE
 
 if TYPE_CHECKING:
     from toolpath.kernel import CodeMode
