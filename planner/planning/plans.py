@@ -156,7 +156,7 @@ class Plan:
     ``goal`` holds the goal states; ``must_run`` the tools (``server.name``) the plan had to run.
     ``lower_bound`` is proven: no plan for the same goal costs less (it equals ``cost`` when the plan
     is optimal; default ``cost``, for an optimal plan only). ``gap`` is ``cost - lower_bound``.
-    ``tie_breaks`` says which steps won a tie and why (set by :func:`toolpath.planner.tasks.parts.joint_plan`).
+    ``tie_breaks`` says which steps won a tie and why (set by :func:`toolpath.planner.tasks.joint_planning.joint_plan`).
 
     Raises:
         ValueError: a plan not proven optimal without a ``lower_bound``, or a bound above the cost.

@@ -37,8 +37,9 @@ if TYPE_CHECKING:
     from toolpath.planner.planning.plans import Plan
     from toolpath.planner.search.embedding import Embedder
     from toolpath.planner.search.skills import SkillHit, SkillIndex
-    from toolpath.planner.tasks.agent_session import AgentSession, SessionState
+    from toolpath.planner.tasks.agent_session import AgentSession
     from toolpath.planner.tasks.cell import PlannedCell
+    from toolpath.planner.tasks.session_state import SessionState
     from toolpath.planner.tasks.task import TaskPlan, TaskRun
 
 
@@ -131,7 +132,7 @@ class Workspace:
         cancel: threading.Event | None = None,
         output_directory: str | os.PathLike[str] | None = None,
     ) -> TaskPlan:
-        """Plan a task given in words or as a list of steps (see :mod:`toolpath.planner.tasks.parts`): each part is
+        """Plan a task given in words or as a list of steps (see :mod:`toolpath.planner.tasks.matching`): each part is
         matched by skill search, and the goals of all parts get one joint plan and cell.
 
         Args:
@@ -145,17 +146,18 @@ class Workspace:
 
         Raises:
             NoMatchingSkillError, NoPlanError, QueryError, InputError, UnknownStateError: see
-            :func:`toolpath.planner.tasks.parts.plan_parts` and :func:`toolpath.planner.tasks.goals.choose_goal`; QueryError
-            also for a task over the size limits (:data:`toolpath.planner.tasks.parts.MAX_TASK_CHARS`,
-            :data:`toolpath.planner.tasks.parts.MAX_TASK_PARTS`, :data:`toolpath.planner.tasks.parts.MAX_TASK_STEPS`).
+            :func:`toolpath.planner.tasks.pipeline.plan_request`; QueryError also for a task over the
+            size limits (:data:`toolpath.planner.tasks.request.MAX_TASK_CHARS`,
+            :data:`toolpath.planner.tasks.request.MAX_TASK_PARTS`, :data:`toolpath.planner.tasks.request.MAX_TASK_STEPS`).
             PlanningTimeout: planning outlasted ``time_budget_s``. PlanningCancelled: ``cancel`` was set.
             ValueError: ``time_budget_s`` is not a positive number or ``None``.
         """
+        from toolpath.planner.tasks.cell_writers import FreshKernelCells
         from toolpath.planner.tasks.pipeline import TaskContext, plan_request
 
         # The index is built on first use, so a request refused while checked builds none.
-        context = TaskContext(self.graph, lambda: self.index)
-        return plan_request(context, task, inputs, held, time_budget_s=time_budget_s, cancel=cancel, output_directory=output_directory)
+        context = TaskContext(self.graph, lambda: self.index, FreshKernelCells(self.graph, output_directory))
+        return plan_request(context, task, inputs, held, time_budget_s=time_budget_s, cancel=cancel)
 
     def code_mode(self, timeout: float | None = 300.0, **options: Any) -> CodeMode:
         """A :class:`toolpath.kernel.CodeMode` whose kernels can import every loaded catalog's tools.
@@ -201,7 +203,7 @@ class Workspace:
             session_id: the CodeMode session id.
             code_mode: a CodeMode shared with other sessions (default: the session makes its own,
                 with :meth:`code_mode` and ``code_mode_options``, and shuts it down with itself).
-            state: a saved :class:`toolpath.planner.tasks.agent_session.SessionState` to restore (default: the one saved
+            state: a saved :class:`toolpath.planner.tasks.session_state.SessionState` to restore (default: the one saved
                 with the session's last kernel snapshot, if any).
             user_id: the user the session acts for; a session is refused to any other
                 (:class:`toolpath.kernel.SessionOwnerError`).
