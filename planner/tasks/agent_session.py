@@ -42,27 +42,22 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from toolpath.errors import Refusal
 from toolpath.kernel import CellResult, CodeMode, KernelError
 from toolpath.kernel.approval_log import RecordedDecision
-from toolpath.kernel.approvals import ApprovalDecision, OnApproval
-from toolpath.planner.planning.plans import DEFAULT_TASK_BUDGET_S, PlanningCancelled, qualified_name
+from toolpath.kernel.approvals import OnApproval
+from toolpath.planner.planning.plans import DEFAULT_TASK_BUDGET_S
 from toolpath.planner.search.skills import SkillHit
 from toolpath.planner.tasks.cell import is_variable_name
 from toolpath.planner.tasks.pipeline import TaskContext, plan_request
-from toolpath.planner.tasks.request import task_text
 from toolpath.planner.tasks.session_cells import SessionCells, SessionHandles
 from toolpath.planner.tasks.session_holdings import SessionHoldings
+from toolpath.planner.tasks.session_kernel import SessionKernel
+from toolpath.planner.tasks.session_runs import SessionRuns
 from toolpath.planner.tasks.session_state import PausedTask, SessionState
-from toolpath.planner.tasks.task import TaskPlan, TaskRun, UnboundParametersError, input_options
+from toolpath.planner.tasks.task import TaskPlan, TaskRun
 
 if TYPE_CHECKING:
     from toolpath.planner.tasks.workspace import Workspace
-
-
-class TaskPausedError(Refusal, RuntimeError):
-    """The session has a task paused before a call that needs approval: resume it (approved or
-    not) before running another task."""
 
 
 class AgentSession:
@@ -85,6 +80,9 @@ class AgentSession:
     Attributes:
         holdings: what the kernel holds (:class:`toolpath.planner.tasks.session_holdings.SessionHoldings`).
         handles: the bound domains and their handles (:class:`toolpath.planner.tasks.session_cells.SessionHandles`).
+        kernel: its kernel and the cells run there (:class:`toolpath.planner.tasks.session_kernel.SessionKernel`).
+        cells: writes its planned cells (:class:`toolpath.planner.tasks.session_cells.SessionCells`).
+        runs: its task runs and paused task (:class:`toolpath.planner.tasks.session_runs.SessionRuns`).
 
     Raises:
         UnknownStateError: ``state`` names a state no catalog declares.
@@ -109,11 +107,11 @@ class AgentSession:
         self._owns_code_mode = code_mode is None
         self.code_mode = code_mode if code_mode is not None else workspace.code_mode(**code_mode_options)
         self.holdings = SessionHoldings(workspace.graph.refinements)
-        self.handles = SessionHandles(workspace.loaded.registry)
-        self._cells = SessionCells(self)
+        self.handles = SessionHandles(workspace.loaded.registry, self.holdings.lock)
+        self.cells = SessionCells(self)
+        self.runs = SessionRuns(self)
+        self.kernel = SessionKernel(self.code_mode, session_id, user_id, self.holdings)
         self._lock = self.holdings.lock  # one lock for what the kernel holds and the session's own state
-        self._kernel_id: str | None = None
-        self._paused: PausedTask | None = None
         self._closed = False
         try:
             saved = self.code_mode.save_with_snapshot(session_id, self._saved_with_snapshot, user_id)
@@ -150,9 +148,9 @@ class AgentSession:
     def state(self) -> SessionState:
         """The session's knowledge as plain data (for saving; see :class:`toolpath.planner.tasks.session_state.SessionState`)."""
         with self._lock:
-            paused = self._paused.to_dict() if self._paused is not None else None
+            paused = self.runs.paused.to_dict() if self.runs.paused is not None else None
             held, artifacts = tuple(sorted(self.holdings.held)), dict(self.holdings.artifacts)
-            return SessionState(self.session_id, held, artifacts, tuple(self.handles.domains), self._kernel_id, paused)
+            return SessionState(self.session_id, held, artifacts, tuple(self.handles.domains), self.kernel.kernel_id, paused)
 
     def _restore(self, state: SessionState) -> None:
         if state.session_id != self.session_id:
@@ -160,15 +158,8 @@ class AgentSession:
         self.workspace.graph.check_states([*state.held, *state.artifacts.values()])
         self.bind_domains(state.domains)
         if state.kernel_id is not None and state.kernel_id == self.code_mode.kernel_id(self.session_id):
-            handles = self.handles.names()
-            with self._lock:
-                self.holdings.held = set(state.held)
-                self.holdings.artifacts = {
-                    variable: carried for variable, carried in state.artifacts.items() if is_variable_name(variable) and variable not in handles
-                }
-                self._kernel_id = state.kernel_id
-                self._paused = PausedTask.from_dict(state.paused) if state.paused is not None else None
-            self.holdings.after_cell(self._variables_now())  # artifacts whose variable is gone are dropped
+            artifacts = {variable: carried for variable, carried in state.artifacts.items() if is_variable_name(variable)}
+            self._take_back(state, set(state.held), artifacts)
         elif state.held:
             self.holdings.tell(f"The session was restored without its kernel, so the states it held are gone: {', '.join(sorted(state.held))}.")
 
@@ -184,50 +175,20 @@ class AgentSession:
         # A catalog may have changed since: what it no longer declares is dropped, not raised.
         self.bind_domains([domain for domain in state.domains if domain in servers])
         self.code_mode.start(self.session_id, self.user_id)
+        held = {token for token in state.held if token in known}
+        artifacts = {variable: carried for variable, carried in state.artifacts.items() if carried in held}
+        self._take_back(replace(state, kernel_id=self.code_mode.kernel_id(self.session_id)), held, artifacts)
+
+    def _take_back(self, state: SessionState, held: set[str], artifacts: dict[str, str]) -> None:
+        """Hold ``held`` and ``artifacts`` (but no variable a handle took) in ``state``'s kernel, with
+        its paused task; then drop the artifacts whose variable did not come back."""
         handles = self.handles.names()
         with self._lock:
-            self.holdings.held = {token for token in state.held if token in known}
-            self.holdings.artifacts = {
-                variable: carried for variable, carried in state.artifacts.items() if carried in self.holdings.held and variable not in handles
-            }
-            self._kernel_id = self.code_mode.kernel_id(self.session_id)
-            self._paused = PausedTask.from_dict(state.paused) if state.paused is not None else None
-        self.holdings.after_cell(self._variables_now())
-
-    def _check_kernel(self) -> None:
-        """Drop held states when the kernel that held them is gone."""
-        with self._lock:
-            now = self.code_mode.kernel_id(self.session_id)
-            if self._kernel_id is not None and now != self._kernel_id and not (now is not None and self.code_mode.restored(self.session_id)):
-                self.holdings.forget_everything("The session's kernel was restarted or shut down")
-            # A kernel restored from the snapshot keeps what it held; the variable check after the
-            # cell drops artifacts that did not come back.
-            self._kernel_id = now
-
-    def _variables_now(self) -> list[str] | None:
-        """The kernel's variable names, or ``None`` when the session has no live kernel."""
-        if self._kernel_id is None:
-            return None
-        try:
-            return self.code_mode.variables(self.session_id, self.user_id)
-        except (KeyError, KernelError):  # the kernel went away, or a cell that ignored its interrupt still runs
-            return None
-
-    async def _avariables(self) -> list[str] | None:
-        if self._kernel_id is None:
-            return None
-        try:
-            return await self.code_mode.avariables(self.session_id, self.user_id)
-        except (KeyError, KernelError):
-            return None
-
-    def _variables_after(self, result: CellResult) -> list[str] | None:
-        """The kernel's variable names after ``result``'s cell: from its execute reply when the cell
-        succeeded, else asked for in a cell of their own."""
-        return list(result.variables) if result.variables is not None else self._variables_now()
-
-    async def _avariables_after(self, result: CellResult) -> list[str] | None:
-        return list(result.variables) if result.variables is not None else await self._avariables()
+            self.holdings.held = held
+            self.holdings.artifacts = {variable: carried for variable, carried in artifacts.items() if variable not in handles}
+            self.kernel.kernel_id = state.kernel_id
+            self.runs.paused = PausedTask.from_dict(state.paused) if state.paused is not None else None
+        self.holdings.after_cell(self.kernel.variables())
 
     def declare(self, state: str, variable: str | None = None) -> None:
         """Declare that the session holds ``state``, carried by kernel variable ``variable`` (one the
@@ -246,11 +207,7 @@ class AgentSession:
                 raise ValueError(f"{variable!r} is not a variable name (an identifier, not a keyword, not starting with '_')")
             if variable in self.handles.names():
                 raise ValueError(f"{variable!r} is a tool handle of this session, not a variable carrying a state")
-            self._check_kernel()
-            variables = self._variables_now()
-            self.holdings.after_cell(variables)
-            if variables is None or variable not in variables:
-                raise ValueError(f"variable {variable!r} is not defined in session {self.session_id!r}; define it in a cell first")
+            self.kernel.require_variable(variable)
         self.holdings.hold(state, variable)
 
     def forget(self, state: str) -> None:
@@ -269,21 +226,16 @@ class AgentSession:
         """
         self._check_open()
         new = self.handles.new_domains(domains)
-        if not new:
-            return
-        servers = self.handles.servers()
-        tools = [tool for domain in new for tool in servers[domain]]
-        bindings = self.code_mode.bind(self.session_id, tools, universe=list(self.workspace.loaded.registry), user_id=self.user_id)
-        with self._lock:
-            self.handles.bindings = bindings
-            self.handles.domains.extend(new)
+        if new:
+            tools = [tool for domain in new for tool in self.handles.servers()[domain]]
+            self.handles.add(new, self.code_mode.bind(self.session_id, tools, universe=list(self.workspace.loaded.registry), user_id=self.user_id))
 
     # -- search, plan, run --------------------------------------------------------------------------
 
     def search(self, query: str, k: int = 10, **filters: Any) -> list[SkillHit]:
         """:meth:`toolpath.planner.Workspace.search`, ranked with the session's held states unless ``held`` is given."""
         self._check_open()
-        self._check_kernel()
+        self.kernel.check()
         filters.setdefault("held", self.held)
         return self.workspace.search(query, k=k, **filters)
 
@@ -312,10 +264,10 @@ class AgentSession:
             PlanningTimeout, PlanningCancelled, ValueError: see :meth:`toolpath.planner.Workspace.plan_task`.
         """
         self._check_open()
-        self._check_kernel()
+        self.kernel.check()
         # Held states the caller names stay held; the session's own may be replaced by the inputs.
         session_held = self.held if held is None else frozenset()
-        context = TaskContext(self.workspace.graph, lambda: self.workspace.index, self._cells, session_held, self.session_id)
+        context = TaskContext(self.workspace.graph, lambda: self.workspace.index, self.cells, session_held, self.session_id)
         return plan_request(context, task, inputs, () if held is None else held, time_budget_s=time_budget_s, cancel=cancel)
 
     async def aplan_task(
@@ -335,50 +287,10 @@ class AgentSession:
             cancel.set()
             raise
 
-    def _runnable(
-        self,
-        task: str | Sequence[str] | TaskPlan,
-        inputs: Mapping[str, Any] | None,
-        time_budget_s: float | None = DEFAULT_TASK_BUDGET_S,
-        cancel: threading.Event | None = None,
-        reserved: list[TaskPlan] | None = None,
-    ) -> TaskPlan:
-        """The task plan to run: planned now for a task text; checked against what the session
-        holds; its variables reserved until :meth:`_finish_task` (rendered again with new names
-        when the kernel, or a task running meanwhile, has taken one since it was planned).
-
-        ``reserved`` receives the plan once its variables are reserved, and ``cancel`` set before
-        that reserves nothing (raising PlanningCancelled): both under the session's lock, so a
-        cancelled caller knows exactly what to give back."""
-        self._check_open()
-        task_plan = task if isinstance(task, TaskPlan) else self.plan_task(task, inputs, time_budget_s=time_budget_s, cancel=cancel)
-        if task_plan.session_id != self.session_id:
-            made_by = f"session {task_plan.session_id!r}" if task_plan.session_id else "Workspace.plan_task"
-            raise ValueError(
-                f"this task plan was made by {made_by}; plan it with this session's plan_task, so its cell uses this session's handles and variables"
-            )
-        if task_plan.cell.unbound:
-            options = input_options(task_plan, lambda more: self.plan_task(task_plan.task, more, time_budget_s=time_budget_s, cancel=cancel))
-            raise UnboundParametersError(task_plan.cell.unbound, options)
-        self._check_kernel()
-        with self._lock:
-            # Input states the task's own inputs give are held for that task only, never by the session.
-            self.holdings.check_current(task_plan, self.workspace.graph.input_states_given(task_plan.inputs))
-            if set(task_plan.cell.step_variables) & self.holdings.taken_names():
-                shown = [variable for variable in task_plan.cell.result_variables if variable not in task_plan.cell.step_variables]
-                cell = self._cells.render(task_plan.plan, task_plan.inputs, task_text(task_plan.task), self.handles.current(task_plan.plan), also_show=shown)
-                task_plan = replace(task_plan, cell=cell)
-            if cancel is not None and cancel.is_set():
-                raise PlanningCancelled("running the task was cancelled by its caller")
-            self.holdings.reserve(task_plan)
-            if reserved is not None:
-                reserved.append(task_plan)
-        return task_plan
-
     @property
     def paused(self) -> PausedTask | None:
         """The task paused before a call that needs approval, if any (see :meth:`resume`)."""
-        return self._paused
+        return self.runs.paused
 
     def run_task(
         self,
@@ -407,14 +319,13 @@ class AgentSession:
             KernelError: the kernel could not start.
             and what :meth:`plan_task` raises.
         """
-        self._check_not_paused()
-        task_plan = self._runnable(task, inputs, time_budget_s)
+        self.runs.check_not_paused()
+        self._check_open()
+        task_plan = self.runs.runnable(task, inputs, time_budget_s)
         try:
             if not task_plan.plan.steps:
                 return TaskRun(task_plan, self.holdings.take_notice(CellResult("ok")))
-            result = self.code_mode.run(task_plan.cell.code, self.session_id, self.user_id, on_approval=on_approval, report_variables=True)
-            self._check_kernel()
-            return self._finish_task(task_plan, result, self._variables_after(result))
+            return self.runs.finish(task_plan, *self.kernel.run(task_plan.cell.code, on_approval=on_approval))
         finally:
             self.holdings.release(task_plan)
 
@@ -429,11 +340,12 @@ class AgentSession:
         """Async :meth:`run_task`. Cancelling the awaiting coroutine while the task is planned (its
         client is gone) stops the planning thread at its next check, and gives back any variable
         names it reserved."""
-        self._check_not_paused()
+        self.runs.check_not_paused()
+        self._check_open()
         cancel = threading.Event()
         reserved: list[TaskPlan] = []
         try:
-            task_plan = await asyncio.to_thread(self._runnable, task, inputs, time_budget_s, cancel, reserved)
+            task_plan = await asyncio.to_thread(self.runs.runnable, task, inputs, time_budget_s, cancel, reserved)
         except asyncio.CancelledError:
             with self._lock:
                 cancel.set()
@@ -443,9 +355,7 @@ class AgentSession:
         try:
             if not task_plan.plan.steps:
                 return TaskRun(task_plan, self.holdings.take_notice(CellResult("ok")))
-            result = await self.code_mode.arun(task_plan.cell.code, self.session_id, self.user_id, on_approval=on_approval, report_variables=True)
-            self._check_kernel()
-            return self._finish_task(task_plan, result, await self._avariables_after(result))
+            return self.runs.finish(task_plan, *await self.kernel.arun(task_plan.cell.code, on_approval=on_approval))
         finally:
             self.holdings.release(task_plan)
 
@@ -458,84 +368,21 @@ class AgentSession:
         Raises:
             ValueError: no task of this session is paused.
         """
-        paused, task_plan, code, answers = self._resumption(approved, note)
+        self._check_open()
+        paused, task_plan, code, answers = self.runs.resumption(approved, note)
         try:
-            result = self.code_mode.run(code, self.session_id, self.user_id, on_approval="pause", answers=answers, report_variables=True)
-            self._check_kernel()
-            return self._finish_task(task_plan, replace(result, tool_calls={**paused.tool_calls, **result.tool_calls}), self._variables_after(result))
+            return self.runs.finish(task_plan, *self.kernel.run(code, on_approval="pause", answers=answers), earlier_calls=paused.tool_calls)
         finally:
             self.holdings.release(task_plan)
 
     async def aresume(self, approved: bool, note: str = "") -> TaskRun:
         """Async :meth:`resume`."""
-        paused, task_plan, code, answers = await asyncio.to_thread(self._resumption, approved, note)
+        self._check_open()
+        paused, task_plan, code, answers = await asyncio.to_thread(self.runs.resumption, approved, note)
         try:
-            result = await self.code_mode.arun(code, self.session_id, self.user_id, on_approval="pause", answers=answers, report_variables=True)
-            self._check_kernel()
-            return self._finish_task(task_plan, replace(result, tool_calls={**paused.tool_calls, **result.tool_calls}), await self._avariables_after(result))
+            return self.runs.finish(task_plan, *await self.kernel.arun(code, on_approval="pause", answers=answers), earlier_calls=paused.tool_calls)
         finally:
             self.holdings.release(task_plan)
-
-    def _resumption(self, approved: bool, note: str) -> tuple[PausedTask, TaskPlan, str, dict[str, ApprovalDecision]]:
-        """The paused task (now taken), its plan, the cell that continues it and the answer it carries.
-
-        A task restored from a snapshot plans its remaining tools again (:attr:`PausedTask.remaining`,
-        as steps naming them), reading what the steps that ran made from the states the session
-        holds: the answer applies to the same call with the same arguments only; any other call
-        that needs approval pauses again.
-        """
-        self._check_open()
-        if not isinstance(approved, bool):
-            raise TypeError(f"approved must be True or False, not {type(approved).__name__} {approved!r}")
-        with self._lock:
-            paused, self._paused = self._paused, None
-        if paused is None:
-            raise ValueError(f"session {self.session_id!r} has no paused task to resume; run_task(..., on_approval='pause') pauses one")
-        decision = ApprovalDecision(approved, note=note, by=self.user_id or "")
-        answers = {paused.request["digest"]: decision}
-        if paused.task_plan is not None:
-            self.holdings.reserve(paused.task_plan)  # released when the run ends
-            return paused, paused.task_plan, paused.task_plan.cell.from_step(paused.step), answers
-        try:
-            task_plan = self._runnable(list(paused.remaining), paused.inputs, DEFAULT_TASK_BUDGET_S)
-        except (PlanningCancelled, KernelError):
-            with self._lock:
-                self._paused = paused  # nothing ran, and it may yet: it stays paused
-            raise
-        except Exception as error:
-            # What the rest needs is gone (a deleted variable, a changed catalog): it can never
-            # continue, so it is dropped rather than left to block the session's next task.
-            raise RuntimeError(f"the task paused before {paused.request['tool']} cannot continue, so it is dropped: {error}") from error
-        return replace(paused, tool_calls={}), task_plan, task_plan.cell.code, answers
-
-    def _check_not_paused(self) -> None:
-        if self._paused is not None:
-            raise TaskPausedError(
-                f"session {self.session_id!r} has a task paused before {self._paused.request['tool']} (it needs approval); resume it with resume(approved=True or False) first"
-            )
-
-    def _finish_task(self, task_plan: TaskPlan, result: CellResult, variables: list[str] | None) -> TaskRun:
-        run = TaskRun(task_plan, result)
-        if self._kernel_id is not None:  # the kernel that ran the cell still holds its variables
-            self.holdings.record(run)
-        failed = run.failed_step
-        if result.pending_approval is not None and failed is not None:
-            steps = task_plan.plan.steps
-            wanted = {source.input for arguments in task_plan.cell.arguments[failed:] for source in arguments.values() if source.kind == "input"}
-            paused = PausedTask(
-                task_plan.task,
-                {name: value for name, value in task_plan.inputs.items() if name in wanted},
-                failed,
-                steps[failed].tool.name,
-                tuple(qualified_name(step.tool) for step in steps[failed:]),
-                result.pending_approval,
-                dict(result.tool_calls),
-                task_plan,
-            )
-            with self._lock:
-                self._paused = paused
-        self.holdings.after_cell(variables)
-        return replace(run, result=self.holdings.take_notice(result))
 
     def approval_decisions(self) -> list[RecordedDecision]:
         """The decisions on this session's calls that asked for approval, oldest first (see
@@ -548,17 +395,15 @@ class AgentSession:
         :func:`toolpath.kernel.format_for_model`). Tool calls in free cells do not make states held: declare
         them with :meth:`declare`."""
         self._check_open()
-        result = self.code_mode.run(code, self.session_id, self.user_id, report_variables=True)
-        self._check_kernel()
-        self.holdings.after_cell(self._variables_after(result))
+        result, variables = self.kernel.run(code)
+        self.holdings.after_cell(variables)
         return self.holdings.take_notice(result)
 
     async def aexecute(self, code: str) -> CellResult:
         """Async :meth:`execute`."""
         self._check_open()
-        result = await self.code_mode.arun(code, self.session_id, self.user_id, report_variables=True)
-        self._check_kernel()
-        self.holdings.after_cell(await self._avariables_after(result))
+        result, variables = await self.kernel.arun(code)
+        self.holdings.after_cell(variables)
         return self.holdings.take_notice(result)
 
     # -- instructions -------------------------------------------------------------------------------
@@ -569,18 +414,8 @@ class AgentSession:
         steps from the held states (tools whose requirements are all held, with the calls that wire
         the held artifacts)."""
         self._check_open()
-        self._check_kernel()
-        lines = [self.code_mode.instructions(self.session_id).rstrip("\n")]
-        with self._lock:
-            held, artifact_of = sorted(self.holdings.held), self.holdings.artifact_of()
-        lines.append("Held states (and the variables that carry them):")
-        if not held:
-            lines.append("  none yet")
-        for state in held:
-            carrier = artifact_of.get(state)
-            lines.append(f"  {state}: {carrier}" if carrier else f"  {state} (no variable carries it)")
-        lines.extend(self.handles.next_steps(set(held), self.holdings.newest_artifact))
-        return "\n".join(lines) + "\n"
+        self.kernel.check()
+        return self.cells.instructions(self.code_mode.instructions(self.session_id))
 
     # -- lifetime -----------------------------------------------------------------------------------
 
@@ -588,43 +423,28 @@ class AgentSession:
         """Discard the kernel, its variables and its snapshot (held states and artifacts go too;
         handles stay bound)."""
         self._check_open()
-        self.code_mode.restart(self.session_id, self.user_id)
-        self._restarted()
+        self.kernel.restart()
+        self.runs.paused = None  # its kernel and the steps it ran are gone
 
     async def arestart(self) -> None:
         """Async :meth:`restart`."""
         self._check_open()
-        await self.code_mode.arestart(self.session_id, self.user_id)
-        self._restarted()
-
-    def _restarted(self) -> None:
-        """Forget what the discarded kernel held; the caller asked for it, so no notice."""
-        with self._lock:
-            self.holdings.forget_everything(None)
-            self._kernel_id = None
-            self._paused = None  # its kernel and the steps it ran are gone
+        await self.kernel.arestart()
+        self.runs.paused = None
 
     def shutdown(self) -> None:
         """Snapshot and stop the session's kernel (and its own CodeMode, when it made one); a later
         ``workspace.session`` with this id restores it. Later calls raise :class:`toolpath.kernel.KernelError`.
         Safe to call twice."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._owns_code_mode:
-            self.code_mode.shutdown()
-        else:
-            self.code_mode.end_session(self.session_id, self.user_id)
+        if not self._closed:
+            self._closed = True
+            self.kernel.stop(with_code_mode=self._owns_code_mode)
 
     async def ashutdown(self) -> None:
         """Async :meth:`shutdown`."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._owns_code_mode:
-            await self.code_mode.ashutdown()
-        else:
-            await self.code_mode.aend_session(self.session_id, self.user_id)
+        if not self._closed:
+            self._closed = True
+            await self.kernel.astop(with_code_mode=self._owns_code_mode)
 
     def __enter__(self) -> AgentSession:
         return self

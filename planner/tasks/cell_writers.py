@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from toolpath.planner.tasks.cell import PlannedCell, render_cell
+from toolpath.planner.tasks.cell import KernelView, PlannedCell, render_cell
 
 if TYPE_CHECKING:
     from toolpath.planner.planning.graph import StateGraph
@@ -57,14 +57,7 @@ class FreshKernelCells:
     output_directory: str | os.PathLike[str] | None = None
 
     def candidate(self, plan: Plan, inputs: Mapping[str, Any], text: str) -> PlannedCell:
-        return render_cell(plan, inputs, text, registry=self.graph.registry, refinements=self.graph.refinements)
+        return render_cell(plan, inputs, text, KernelView.of(self.graph))
 
     def chosen(self, request: TaskRequest, parts: tuple[PartMatch, ...], joint: Plan, budget: TaskBudget) -> PlannedCell:
-        return render_cell(
-            joint,
-            request.inputs,
-            request.text,
-            registry=self.graph.registry,
-            refinements=self.graph.refinements,
-            output_directory=self.output_directory,
-        )
+        return render_cell(joint, request.inputs, request.text, KernelView.of(self.graph), output_directory=self.output_directory)

@@ -1,5 +1,5 @@
 """What an agent session writes for its kernel and its model: the handles it binds, its planned cells,
-and the next steps its instructions list.
+and its instructions (held states, next steps).
 
 A session binds every tool of a domain (server) behind one handle the first time a task uses that
 domain (:class:`SessionHandles`); its cells (:class:`SessionCells`, a
@@ -9,12 +9,13 @@ and never take a name the kernel or a running cell uses.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from toolpath.kernel.bindings import Bindings, toolkit_of
 from toolpath.planner.planning.plans import Plan, TaskBudget
-from toolpath.planner.tasks.cell import PlannedCell, render_cell
+from toolpath.planner.tasks.cell import KernelView, PlannedCell, render_cell
 from toolpath.registry import ToolDefinition, ToolRegistry
 
 if TYPE_CHECKING:
@@ -32,14 +33,16 @@ class SessionHandles:
     Args:
         registry: every loaded tool: handle names are de-duplicated over all of them, so they never
             change within the session.
+        lock: the session's lock, held while the bound handles change.
 
     Attributes:
         domains: the bound servers, in order of first use.
         bindings: the handles of every bound domain (``None`` before the first).
     """
 
-    def __init__(self, registry: ToolRegistry):
+    def __init__(self, registry: ToolRegistry, lock: threading.RLock):
         self.registry = registry
+        self.lock = lock
         self.domains: list[str] = []
         self.bindings: Bindings | None = None
 
@@ -68,6 +71,12 @@ class SessionHandles:
         if unknown:
             raise ValueError(f"no loaded catalog has the domain(s) {', '.join(unknown)}; domains: {', '.join(sorted(servers))}")
         return new
+
+    def add(self, domains: list[str], bindings: Bindings) -> None:
+        """Note ``domains`` as bound, with ``bindings`` the handles of every bound domain now."""
+        with self.lock:
+            self.bindings = bindings
+            self.domains.extend(domains)
 
     def prospective(self, plan: Plan) -> Bindings:
         """The handles the session would have once ``plan``'s domains are bound (nothing is bound)."""
@@ -122,17 +131,23 @@ class SessionCells:
             # An input that carries a state is a newer value of it than the artifact held before.
             carried = graph.states_carried(inputs or {})
             artifacts = {variable: state for variable, state in holdings.artifacts.items() if state in plan.held and state not in carried}
-            return render_cell(
-                plan,
-                inputs,
-                text,
-                registry=graph.registry,
-                bindings=bindings,
-                artifacts=artifacts,
-                variables=holdings.taken_names(),
-                also_show=also_show,
-                refinements=graph.refinements,
-            )
+            kernel = KernelView(graph.registry, graph.refinements, bindings, artifacts, holdings.taken_names())
+            return render_cell(plan, inputs, text, kernel, also_show=also_show)
+
+    def instructions(self, kernel_instructions: str) -> str:
+        """``kernel_instructions`` (the kernel's rules, limits and bound handles) followed by the
+        held states with the variables that carry them, and the next steps from them."""
+        holdings = self.session.holdings
+        with holdings.lock:
+            held, artifact_of = sorted(holdings.held), holdings.artifact_of()
+        lines = [kernel_instructions.rstrip("\n"), "Held states (and the variables that carry them):"]
+        if not held:
+            lines.append("  none yet")
+        for state in held:
+            carrier = artifact_of.get(state)
+            lines.append(f"  {state}: {carrier}" if carrier else f"  {state} (no variable carries it)")
+        lines.extend(self.session.handles.next_steps(set(held), holdings.newest_artifact))
+        return "\n".join(lines) + "\n"
 
     def candidate(self, plan: Plan, inputs: Mapping[str, Any], text: str) -> PlannedCell:
         return self.render(plan, inputs, text, self.session.handles.prospective(plan))

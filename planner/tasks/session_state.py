@@ -11,8 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolpath.planner.planning.plans import qualified_name
 from toolpath.planner.tasks.cell import is_variable_name
-from toolpath.planner.tasks.task import TaskPlan
+from toolpath.planner.tasks.task import TaskPlan, TaskRun
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,25 @@ class PausedTask:
     request: dict[str, Any]
     tool_calls: dict[str, int] = field(default_factory=dict)
     task_plan: TaskPlan | None = None
+
+    @classmethod
+    def of_run(cls, run: TaskRun) -> PausedTask | None:
+        """The task ``run`` paused, when it stopped before a call that needs approval, else ``None``."""
+        task_plan, result, failed = run.task_plan, run.result, run.failed_step
+        if result.pending_approval is None or failed is None:
+            return None
+        steps = task_plan.plan.steps
+        wanted = {source.input for arguments in task_plan.cell.arguments[failed:] for source in arguments.values() if source.kind == "input"}
+        return cls(
+            task_plan.task,
+            {name: value for name, value in task_plan.inputs.items() if name in wanted},
+            failed,
+            steps[failed].tool.name,
+            tuple(qualified_name(step.tool) for step in steps[failed:]),
+            result.pending_approval,
+            dict(result.tool_calls),
+            task_plan,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, saved with the session's snapshots (without ``task_plan``)."""

@@ -117,10 +117,10 @@ class Workspace:
     def plan_goal(self, goal: Iterable[str], inputs: Mapping[str, Any] | None = None, held: Iterable[str] = ()) -> tuple[Plan, PlannedCell]:
         """Plan to explicit goal states and render the cell (no search); input states the inputs give
         are held (:meth:`toolpath.planner.planning.graph.StateGraph.input_states_given`)."""
-        from toolpath.planner.tasks.cell import render_cell
+        from toolpath.planner.tasks.cell import KernelView, render_cell
 
         goal_plan = self.plan(goal, held=frozenset(held) | self.graph.input_states_given(inputs or {}))
-        return goal_plan, render_cell(goal_plan, inputs, registry=self.graph.registry, refinements=self.graph.refinements)
+        return goal_plan, render_cell(goal_plan, inputs, kernel=KernelView.of(self.graph))
 
     def plan_task(
         self,
