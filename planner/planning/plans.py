@@ -6,7 +6,7 @@ plan is an ordered list of steps, each applicable when it runs, after which ever
 its cost is the sum of its tools' ``cost``; no step is redundant.
 
 Because no tool deletes a state, the problem is a delete-free planning task: whether a plan exists is
-decided by a forward fixpoint, and the cheapest plan is found by :mod:`toolpath.planner.planning.delete_free` (bounds,
+decided by a forward fixpoint, and the cheapest plan is found by :mod:`toolpath.planner.planning.delete_free_search` (bounds,
 LM-cut, then A* within ``time_budget_ms``). When that budget runs out, the best plan found is
 returned marked ``optimal=False`` with a certified ``lower_bound`` on the cost of any plan: never
 silently worse, and the gap is known.
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from toolpath.errors import PYTHON, GivenAdvice, Refusal, ToolpathError, Vocabulary
 from toolpath.planner.planning.budgets import DEFAULT_TASK_BUDGET_S, DEFAULT_TIME_BUDGET_MS
 from toolpath.planner.planning.delete_free import INFINITY, DeleteFreeTask
+from toolpath.planner.planning.delete_free_search import cheapest_plan
 from toolpath.planner.planning.graph import StateGraph
 from toolpath.registry import ToolDefinition
 
@@ -439,7 +440,7 @@ def _plan(
     names = frozenset(qualified_name(tool) for tool in must_run)
     if goal <= held and not must_run:
         return Plan(goal, held, (), 0.0, True)
-    result = task.search(held_states, task.states(goal) | marks, avoided_tools, max_expansions, deadline)
+    result = cheapest_plan(task, held_states, task.states(goal) | marks, avoided_tools, max_expansions, deadline)
     steps = [task.tools[index] for index in result.steps]
     cost = sum(tool.cost for tool in steps)
     lower_bound = result.lower_bound
