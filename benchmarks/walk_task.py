@@ -8,9 +8,9 @@ clause or part), or an object that carries it (an attribute ``task``, ``text`` o
 one); a call whose only argument is ``self`` (a property) is none. The walk is counted once with each
 function as one stop where it is first reached, and once call by call. **Files** are the distinct
 source files of the stops, and a **return** is a stop in a file the walk had already left. Also per
-walk: the parameters of the ``planner/tasks`` functions on it (their sum and the widest). Also reported: the most parameters of any
-function in ``planner/tasks/`` (``self`` and ``cls`` not counted), and the largest modules and
-classes of ``planner/`` and ``kernel/`` in lines.
+walk: the parameters of the ``planner/tasks`` functions on it (their sum and the widest). Also
+reported: the most parameters of any function in ``planner/tasks/`` (``self`` and ``cls`` not
+counted), and the largest modules and classes of ``planner/`` and ``kernel/`` in lines.
 
 Usage: python benchmarks/walk_task.py
 """
