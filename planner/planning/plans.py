@@ -386,8 +386,32 @@ def plan(
         ValueError: an empty goal with no tool to run, or a tool both avoided and required.
 
     Examples:
-        >>> plan(graph, ["chemistry.descriptors_computed"]).steps  # doctest: +SKIP
-        (parse_molecule, compute_descriptors)
+        A tiny registry: a table is read, cleaned and plotted, or plotted at once from the raw table
+        at a higher cost.
+
+        >>> from toolpath.planner import NoPlanError, StateGraph, plan
+        >>> from toolpath.registry import StateTransition, ToolDefinition, ToolRegistry
+        >>> registry = ToolRegistry(package="table_tools")  # modules resolve as table_tools.<name>
+        >>> for name, requires, produces, cost in [
+        ...     ("read_table", [], ["table_loaded"], 1),
+        ...     ("clean_table", ["table_loaded"], ["table_clean"], 1),
+        ...     ("plot_table", ["table_clean"], ["plot_drawn"], 1),
+        ...     ("quick_plot", ["table_loaded"], ["plot_drawn"], 3),
+        ... ]:
+        ...     tool_id = registry.register_tool(ToolDefinition(name=name, state_transition=StateTransition(requires=requires, produces=produces), cost=cost))
+        >>> graph = StateGraph(registry)
+        >>> found = plan(graph, ["plot_drawn"])
+        >>> [step.tool.name for step in found.steps], found.cost, found.optimal
+        (['read_table', 'clean_table', 'plot_table'], 3.0, True)
+        >>> [step.tool.name for step in plan(graph, ["plot_drawn"], held=["table_clean"]).steps]
+        ['plot_table']
+        >>> [step.tool.name for step in plan(graph, ["plot_drawn"], avoid=["clean_table"]).steps]
+        ['read_table', 'quick_plot']
+        >>> try:
+        ...     plan(graph, ["plot_drawn"], avoid=["read_table"])
+        ... except NoPlanError as error:
+        ...     print(error)
+        no plan reaches the goal: to reach plot_drawn you need table_loaded, and only avoided tools produce table_loaded: read_table
     """
     goal, held, avoided = _problem(graph, goal, held, avoid, allow_empty_goal=bool(must_run))
     required = [graph.resolve_tool(tool) if isinstance(tool, str) else tool for tool in ([must_run] if isinstance(must_run, str) else must_run)]

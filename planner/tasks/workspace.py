@@ -106,7 +106,21 @@ class Workspace:
         return self._index
 
     def search(self, query: str, k: int = 10, **filters: Any) -> list[SkillHit]:
-        """:meth:`toolpath.planner.search.skills.SkillIndex.search` (filters: ``held``, ``domain``, ``kind``, ``reachable_only``)."""
+        """:meth:`toolpath.planner.search.skills.SkillIndex.search` (filters: ``held``, ``domain``, ``kind``, ``reachable_only``).
+
+        Examples:
+            Over the shipped catalogs (the first search loads the embedding model):
+
+            >>> from toolpath.planner import Workspace
+            >>> workspace = Workspace.open()
+            >>> best = workspace.search("is this molecule drug-like?", k=3)[0]
+            >>> best.kind, best.name, best.reachable
+            ('state', 'chemistry.descriptors_computed', True)
+            >>> [step.tool.name for step in best.plan.steps]  # how to reach it from nothing held
+            ['parse_molecule', 'compute_descriptors']
+            >>> [hit.name for hit in workspace.search("plot a histogram of a column", k=2, domain="tabular", kind="tool")]
+            ['plot_histogram', 'plot_scatter']
+        """
         return self.index.search(query, k=k, **filters)
 
     def plan(self, goal: Iterable[str], held: Iterable[str] = (), avoid: Collection[str] = ()) -> Plan:
@@ -151,6 +165,25 @@ class Workspace:
             :data:`toolpath.planner.tasks.request.MAX_TASK_PARTS`, :data:`toolpath.planner.tasks.request.MAX_TASK_STEPS`).
             PlanningTimeout: planning outlasted ``time_budget_s``. PlanningCancelled: ``cancel`` was set.
             ValueError: ``time_budget_s`` is not a positive number or ``None``.
+
+        Examples:
+            Over the shipped catalogs (planning loads the embedding model); nothing runs:
+
+            >>> from toolpath.planner import Workspace
+            >>> workspace = Workspace.open()
+            >>> task = workspace.plan_task("is aspirin drug-like?", inputs={"smiles": "CC(=O)Oc1ccccc1C(=O)O"})
+            >>> [step.tool.name for step in task.plan.steps]
+            ['parse_molecule', 'compute_descriptors']
+            >>> print(task.cell.code)  # doctest: +ELLIPSIS
+            # Task: is aspirin drug-like?
+            # Goal: chemistry.descriptors_computed
+            ...
+            smiles = 'CC(=O)Oc1ccccc1C(=O)O'
+            <BLANKLINE>
+            molecule = await chemistry.parse_molecule(smiles=smiles)
+            descriptors = await chemistry.compute_descriptors(molecule=molecule)
+            descriptors
+            <BLANKLINE>
         """
         from toolpath.planner.tasks.cell_writers import FreshKernelCells
         from toolpath.planner.tasks.pipeline import TaskContext, plan_request
