@@ -24,7 +24,7 @@ Targets (issue 14): from steps, node F1 ≥ 0.90 (TMDB) and ≥ 0.85 (UltraTool)
 ≥ 0.80 and ≥ 0.70. Issue 29 (data flow): from steps, link F1 ≥ 0.90 (TMDB) and ≥ 0.98 (UltraTool),
 node F1 not lower; from raw requests, link F1 reported beside.
 
-``--tune`` instead grid-searches ``toolpath.planner.tasks.parts.FRAGMENT_MIN_SCORE`` for the raw requests on the
+``--tune`` instead grid-searches ``toolpath.planner.tasks.matching.FRAGMENT_MIN_SCORE`` for the raw requests on the
 requests *outside* the test ids only (UltraTool's dev requests; TMDB has 5), and prints node F1 per
 value.
 
@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from taskplan_catalogs import DEFAULT_DATA, write_catalogs  # noqa: E402
 
 from toolpath.planner import Workspace  # noqa: E402
-from toolpath.planner.tasks import parts as parts_module  # noqa: E402
+from toolpath.planner.tasks import matching as matching_module  # noqa: E402
 
 #: Values of ``FRAGMENT_MIN_SCORE`` tried by ``--tune``.
 FRAGMENT_GRID = (0.35, 0.45, 0.55, 0.6, 0.65, 0.7, 0.8)
@@ -144,11 +144,11 @@ def run_set(workspace: Workspace, requests: list[dict], test_ids: set, variants:
 
 @contextlib.contextmanager
 def fragment_min_score(value: float):
-    previous, parts_module.FRAGMENT_MIN_SCORE = parts_module.FRAGMENT_MIN_SCORE, value
+    previous, matching_module.FRAGMENT_MIN_SCORE = matching_module.FRAGMENT_MIN_SCORE, value
     try:
         yield
     finally:
-        parts_module.FRAGMENT_MIN_SCORE = previous
+        matching_module.FRAGMENT_MIN_SCORE = previous
 
 
 def tune(data: Path, sets: list[str], limit: int | None) -> dict:

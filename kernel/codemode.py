@@ -430,7 +430,24 @@ class CodeMode:
         report_variables: bool = False,
     ) -> CellResult:
         """Sync :meth:`arun`; host tools' async functions run on CodeMode's own loop (so calling this
-        from inside a running loop cannot deadlock)."""
+        from inside a running loop cannot deadlock).
+
+        Examples:
+            A session's kernel starts with its first cell and keeps its variables for the next;
+            leaving the ``with`` block shuts every kernel down.
+
+            >>> from toolpath.kernel import CodeMode
+            >>> with CodeMode(pool_size=0) as code_mode:
+            ...     first = code_mode.run("total = sum(range(10)); total", "demo")
+            ...     second = code_mode.run("print(total * 2)", "demo")
+            ...     failed = code_mode.run("1 / 0", "demo")
+            >>> first.status, first.result, first.value
+            ('ok', '45', 45)
+            >>> print(second.stdout, end="")
+            90
+            >>> failed.status, failed.error["ename"]
+            ('error', 'ZeroDivisionError')
+        """
         if self._connections.pending(asynchronous_too=True):
             self._loop_thread.call(self._connections.connect(asynchronous_too=True))
         return self._loop_thread.call(self._engine.run(code, session_id, None, user_id, on_approval, answers or {}, report_variables))

@@ -14,14 +14,17 @@ if TYPE_CHECKING:
     from toolpath.planner.planning.graph import StateGraph, UnknownStateError
     from toolpath.planner.planning.plans import NoPlanError, Plan, PlanningCancelled, PlanningTimeout, PlanStep, alternative_plans, plan, plan_to_run
     from toolpath.planner.search.skills import SkillHit, SkillIndex
-    from toolpath.planner.tasks.agent_session import AgentSession, SessionState, StalePlanError
+    from toolpath.planner.tasks.agent_session import AgentSession
     from toolpath.planner.tasks.cell import PlannedCell, render_cell
-    from toolpath.planner.tasks.goals import NoMatchingSkillError, choose_goal
+    from toolpath.planner.tasks.goals import GoalSearch, NoMatchingSkillError, choose_goal
+    from toolpath.planner.tasks.session_holdings import StalePlanError
+    from toolpath.planner.tasks.session_state import SessionState
     from toolpath.planner.tasks.task import TaskPlan, TaskRun, UnboundParametersError
     from toolpath.planner.tasks.workspace import Workspace
 
 _HOME = {
     "AgentSession": "toolpath.planner.tasks.agent_session",
+    "GoalSearch": "toolpath.planner.tasks.goals",
     "NoMatchingSkillError": "toolpath.planner.tasks.goals",
     "NoPlanError": "toolpath.planner.planning.plans",
     "Plan": "toolpath.planner.planning.plans",
@@ -29,10 +32,10 @@ _HOME = {
     "PlanningCancelled": "toolpath.planner.planning.plans",
     "PlanningTimeout": "toolpath.planner.planning.plans",
     "PlannedCell": "toolpath.planner.tasks.cell",
-    "SessionState": "toolpath.planner.tasks.agent_session",
+    "SessionState": "toolpath.planner.tasks.session_state",
     "SkillHit": "toolpath.planner.search.skills",
     "SkillIndex": "toolpath.planner.search.skills",
-    "StalePlanError": "toolpath.planner.tasks.agent_session",
+    "StalePlanError": "toolpath.planner.tasks.session_holdings",
     "StateGraph": "toolpath.planner.planning.graph",
     "TaskPlan": "toolpath.planner.tasks.task",
     "TaskRun": "toolpath.planner.tasks.task",

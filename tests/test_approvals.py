@@ -548,7 +548,7 @@ def test_a_paused_task_comes_back_with_the_session_after_a_restart_and_resumes(w
 
 
 def test_a_saved_paused_task_is_checked_when_read():
-    from toolpath.planner.tasks.agent_session import PausedTask, SessionState
+    from toolpath.planner.tasks.session_state import PausedTask, SessionState
 
     request = {"tool": "tabular.write_report", "reason": "r", "digest": "d", "arguments": {}}
     saved = PausedTask("write a report", {"path": "a.csv"}, 1, "write_report", ("tabular.write_report",), request)

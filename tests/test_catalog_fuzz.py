@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from toolpath.catalogs import default_catalog_paths
 from toolpath.planner import NoPlanError, StateGraph, plan, render_cell
+from toolpath.planner.tasks.cell import KernelView
 from toolpath.registry import CatalogError, load_catalogs, load_checked, read_catalog
 
 SHIPPED = default_catalog_paths()[0].read_text()
@@ -63,7 +64,7 @@ def compile_every_cell(loaded):
             found = plan(graph, [token])
         except NoPlanError:
             continue
-        cell = render_cell(found, registry=loaded.registry)
+        cell = render_cell(found, kernel=KernelView(loaded.registry))
         compile(cell.code, "<cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
 
 

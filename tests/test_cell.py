@@ -3,7 +3,7 @@ import ast
 import pytest
 
 from toolpath.planner import plan, render_cell
-from toolpath.planner.tasks.cell import InputError
+from toolpath.planner.tasks.cell import InputError, KernelView
 
 ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
 
@@ -170,14 +170,14 @@ def test_tool_attribute_names_do_not_depend_on_the_rest_of_the_plan():
     registry.register_tool(ToolDefinition(name="get_forecast", server_name="weather", module="a", state_transition={"produces": ["w.a"]}))
     registry.register_tool(ToolDefinition(name="get-forecast", server_name="weather", module="b", state_transition={"produces": ["w.b"]}))
     graph = StateGraph(registry)
-    alone = render_cell(plan(graph, ["w.b"]), registry=registry)
-    together = render_cell(plan(graph, ["w.a", "w.b"]), registry=registry)
+    alone = render_cell(plan(graph, ["w.b"]), kernel=KernelView(registry))
+    together = render_cell(plan(graph, ["w.a", "w.b"]), kernel=KernelView(registry))
     assert "await weather.get_forecast_2()" in alone.code and "await weather.get_forecast_2()" in together.code
 
 
 def test_instructions_report_what_binding_only_the_path_saves(chemistry_graph):
     goal_plan = plan(chemistry_graph, ["chemistry.descriptors_computed"])
-    with_registry = render_cell(goal_plan, {"smiles": "CCO"}, registry=chemistry_graph.registry)
+    with_registry = render_cell(goal_plan, {"smiles": "CCO"}, kernel=KernelView(chemistry_graph.registry))
     every_tool = [tool.name for tool in chemistry_graph.registry]
     assert len(every_tool) > len(goal_plan.steps)
     assert with_registry.catalog_instruction_chars > 0 and with_registry.saved_chars == with_registry.catalog_instruction_chars - len(
@@ -198,9 +198,9 @@ def test_a_session_cell_reads_held_artifacts_and_kernel_variables_and_binds_noth
     cell = render_cell(
         follow_up,
         {"smiles_list": ["CCO"]},
-        bindings=session_handles,
-        artifacts={"molecule": "chemistry.molecule_parsed"},
-        variables={"molecule", "fingerprints", "query_smiles"},
+        kernel=KernelView(
+            bindings=session_handles, artifacts={"molecule": "chemistry.molecule_parsed"}, variables={"molecule", "fingerprints", "query_smiles"}
+        ),
     )
     assert "bind_module_tools" not in cell.code and "# Handles are bound by the session." in cell.code
     assert "descriptors = await chemistry.compute_descriptors(molecule=molecule)" in cell.code
@@ -213,7 +213,7 @@ def test_a_session_cell_reads_held_artifacts_and_kernel_variables_and_binds_noth
     assert "fingerprints_2" in cell.step_variables and compiles(cell.code)
 
     with pytest.raises(ValueError, match="no handle for compute_fingerprints, compute_descriptors"):
-        render_cell(follow_up, bindings=Bindings.of([registry.get_tool_by_name("parse_molecule")], universe=registry))
+        render_cell(follow_up, kernel=KernelView(bindings=Bindings.of([registry.get_tool_by_name("parse_molecule")], universe=registry)))
 
 
 def test_only_plain_values_reach_a_cell_and_no_callers_repr_runs(chemistry_graph):

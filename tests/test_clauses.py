@@ -166,7 +166,7 @@ def test_connectives_and_subordinate_clauses_are_no_actions(text, expected, verb
     ],
 )
 def test_and_inside_a_noun_phrase_is_a_weak_cut(text, weak_pieces, verbs):
-    """A weak piece is a part only if it matches a skill well on its own (``match_parts``)."""
+    """A weak piece is a part only if it matches a skill well on its own (``PartMatcher.match``)."""
     assert [clause.text for clause in read_request(text, verbs) if clause.weak] == weak_pieces
 
 

@@ -12,7 +12,7 @@ from toolpath.errors import Refusal
 from toolpath.planner import PlanningCancelled, PlanningTimeout
 from toolpath.planner.search.skills import QueryError
 from toolpath.planner.tasks.goals import NoMatchingSkillError
-from toolpath.planner.tasks.parts import MAX_TASK_CHARS, MAX_TASK_PARTS, MAX_TASK_STEPS
+from toolpath.planner.tasks.request import MAX_TASK_CHARS, MAX_TASK_PARTS, MAX_TASK_STEPS
 
 ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
 LIPINSKI = "check Lipinski's rule of five and "

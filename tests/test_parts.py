@@ -113,18 +113,22 @@ def test_a_part_already_held_says_so_and_states_the_caller_holds_stay_held(works
 
 
 def test_new_inputs_replace_what_a_session_held_but_not_the_state_they_carry(workspace):
-    from toolpath.planner.tasks.parts import plan_parts
+    from toolpath.planner.tasks.cell_writers import FreshKernelCells
+    from toolpath.planner.tasks.pipeline import TaskContext, plan_request
+
+    def planned(task, inputs, session_held):
+        return plan_request(TaskContext(workspace.graph, lambda: workspace.index, FreshKernelCells(workspace.graph), frozenset(session_held)), task, inputs)
 
     # A session's held states are another matter: a new SMILES means a new molecule, so what was
     # parsed before, and made from it, is planned again.
     session_held = ["chemistry.molecule_parsed", "chemistry.groups_identified"]
     steps = ["find the functional groups of the molecule", "check Lipinski's rule of five"]
-    parts, replaced = plan_parts(steps, workspace.index, workspace.graph, inputs={"smiles": ASPIRIN}, session_held=session_held)
-    assert [part.status for part in parts] == ["matched", "matched"]
-    assert [step.tool.name for step in replaced.steps] == ["parse_molecule", "identify_functional_groups", "compute_descriptors"]
+    replaced = planned(steps, {"smiles": ASPIRIN}, session_held)
+    assert [part.status for part in replaced.parts] == ["matched", "matched"]
+    assert tool_names(replaced) == ["parse_molecule", "identify_functional_groups", "compute_descriptors"]
     # An input that carries a held state is that state's value: the state stays held.
-    parts, loaded = plan_parts(["describe the table"], workspace.index, workspace.graph, inputs={"path": "data.csv"}, session_held=["tabular.file_given"])
-    assert "tabular.file_given" in loaded.held and [step.tool.name for step in loaded.steps] == ["load_table", "describe_table"]
+    loaded = planned(["describe the table"], {"path": "data.csv"}, ["tabular.file_given"])
+    assert "tabular.file_given" in loaded.plan.held and tool_names(loaded) == ["load_table", "describe_table"]
 
 
 def test_a_tool_that_must_run_runs_even_when_its_state_is_held(chemistry_graph):

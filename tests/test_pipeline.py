@@ -5,7 +5,7 @@ import pytest
 from toolpath.planner.planning.graph import UnknownStateError
 from toolpath.planner.planning.inputs import InputError
 from toolpath.planner.search.skills import QueryError
-from toolpath.planner.tasks.cell import render_cell
+from toolpath.planner.tasks.cell_writers import FreshKernelCells
 from toolpath.planner.tasks.pipeline import TaskContext, plan_request
 
 ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
@@ -15,7 +15,7 @@ def test_a_request_refused_while_checked_never_asks_for_the_skill_index(chemistr
     def no_index():
         raise AssertionError("the skill index was asked for before the request was checked")
 
-    context = TaskContext(chemistry_graph, no_index)
+    context = TaskContext(chemistry_graph, no_index, FreshKernelCells(chemistry_graph))
     with pytest.raises(QueryError, match="the task is empty"):
         plan_request(context, "   ")
     with pytest.raises(InputError, match="'two words' is not a valid Python name"):
@@ -29,11 +29,12 @@ def test_a_request_refused_while_checked_never_asks_for_the_skill_index(chemistr
 def test_the_context_writes_the_chosen_cell_and_its_session_owns_the_plan(workspace):
     seen = []
 
-    def render_chosen(request, parts, joint, budget):
-        seen.append((request.task, request.text, [part.status for part in parts]))
-        return render_cell(joint, request.inputs, request.text, registry=workspace.graph.registry, refinements=workspace.graph.refinements)
+    class Recording(FreshKernelCells):
+        def chosen(self, request, parts, joint, budget):
+            seen.append((request.task, request.text, [part.status for part in parts]))
+            return super().chosen(request, parts, joint, budget)
 
-    context = TaskContext(workspace.graph, lambda: workspace.index, render_chosen=render_chosen, session_id="agent-7")
+    context = TaskContext(workspace.graph, lambda: workspace.index, Recording(workspace.graph), session_id="agent-7")
     task_plan = plan_request(context, ["parse the molecule", "compute its descriptors"], {"smiles": ASPIRIN})
     assert seen == [(("parse the molecule", "compute its descriptors"), "parse the molecule; compute its descriptors", ["matched", "matched"])]
     assert task_plan.session_id == "agent-7"

@@ -155,5 +155,5 @@ def test_the_steiner_relaxation_bounds_the_optimum_and_finds_it_when_each_tool_w
         assert tree.cost <= best + 1e-9, f"the relaxation's optimum {tree.cost} is above the task's {best}"
     if one_unheld_requirement:
         assert best is not None and tree.cost == best
-        steps = task._executable_order(sorted(tree.tools), held_states)
+        steps = task.executable_order(sorted(tree.tools), held_states)
         assert task.is_valid(steps, held_states, task.states(open_goal)) and task.plan_cost(steps) == best

@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-from toolpath.planner import NoMatchingSkillError, NoPlanError, SkillIndex, StateGraph, choose_goal
+from toolpath.planner import GoalSearch, NoMatchingSkillError, NoPlanError, SkillIndex, StateGraph, choose_goal
 from toolpath.planner.search.embedding import SentenceTransformerEmbedder
 from toolpath.planner.search.embedding_cache import EmbeddingCache
 from toolpath.planner.search.skills import QueryError
@@ -158,15 +158,15 @@ def test_non_english_affordances_match_non_english_queries():
 
 def test_goal_choice_prefers_the_goal_the_inputs_can_feed(index, chemistry_graph):
     task = "is aspirin drug-like? check Lipinski's rule of five"
-    with_one_molecule = choose_goal(task, index, chemistry_graph, inputs={"smiles": "CC(=O)Oc1ccccc1C(=O)O"})
+    with_one_molecule = choose_goal(GoalSearch(chemistry_graph, index), task, inputs={"smiles": "CC(=O)Oc1ccccc1C(=O)O"})
     assert with_one_molecule.chosen.goal == {"chemistry.descriptors_computed"}
-    with_a_list = choose_goal(task, index, chemistry_graph, inputs={"smiles_list": ["CCO"]})
+    with_a_list = choose_goal(GoalSearch(chemistry_graph, index), task, inputs={"smiles_list": ["CCO"]})
     assert with_a_list.chosen.goal == {"chemistry.candidates_filtered"}
 
 
 def test_unrelated_task_is_refused_with_advice_in_python_terms(index, chemistry_graph):
     with pytest.raises(NoMatchingSkillError, match="no catalog can serve") as refused:
-        choose_goal("book a flight to Paris next Tuesday", index, chemistry_graph)
+        choose_goal(GoalSearch(chemistry_graph, index), "book a flight to Paris next Tuesday")
     # A Python caller is told how to load a catalog in Python, not with a command-line flag.
     assert "Workspace.open([..., 'my_catalog.yaml'])" in str(refused.value) and "--" not in str(refused.value)
 
@@ -268,23 +268,20 @@ def test_goal_choice_explains_when_no_hit_can_be_reached():
     graph = lab_graph()
     index = SkillIndex(graph, CountingEmbedder(), cache=False)
     with pytest.raises(NoPlanError, match="lab.signed"):
-        choose_goal("write the weight report", index, graph, min_score=-1.0, k=1)
+        choose_goal(GoalSearch(graph, index, k=1), "write the weight report", min_score=-1.0)
 
 
 @pytest.mark.integration
 def test_goal_choice_never_picks_a_held_state_and_says_true_reasons(index, chemistry_graph):
-    from toolpath.planner.tasks.goals import choose_goal
-
     held = choose_goal(
+        GoalSearch(chemistry_graph, index),
         "validate a SMILES string and get the molecular weight of a molecule",
-        index,
-        chemistry_graph,
         inputs={"smiles": "CCO"},
         held=["chemistry.molecule_parsed"],
     )
     assert held.chosen.plan.steps, "a task asks for work: a held goal must not be chosen"
     assert "it is already held, and the task asks for work" in [candidate.reason() for candidate in held.passed_over]
-    aspirin = choose_goal("is aspirin drug-like? check Lipinski's rule of five", index, chemistry_graph, inputs={"smiles": "CCO"})
+    aspirin = choose_goal(GoalSearch(chemistry_graph, index), "is aspirin drug-like? check Lipinski's rule of five", inputs={"smiles": "CCO"})
     for candidate in aspirin.passed_over:
         if "unbound" in candidate.reason():
             assert aspirin.chosen.binds_all_inputs  # the reason is not also true of the chosen goal

@@ -15,7 +15,7 @@ import pytest
 
 from toolpath.catalogs.tabular import SAMPLE_DATA
 from toolpath.planner import Workspace, plan, render_cell
-from toolpath.planner.tasks.cell import InputError
+from toolpath.planner.tasks.cell import InputError, KernelView
 from toolpath.registry import State, ToolDefinition, ToolRegistry
 
 #: A type-level catalog: one type (a text) flows through several tools.
@@ -212,7 +212,7 @@ def test_one_input_may_not_feed_a_parameter_read_and_one_written():
     cell = render_cell(saving, {"path": "data.csv", "save.path": "copy.csv"})
     assert cell.arguments[1]["path"].label == "input save.path" and "save(table=table, path=save_path)" in cell.code
     # An output parameter takes no kernel variable of its name: a session's `path` is the user's data.
-    session_cell = render_cell(saving, {"load.path": "data.csv"}, variables={"path"})
+    session_cell = render_cell(saving, {"load.path": "data.csv"}, kernel=KernelView(variables={"path"}))
     assert session_cell.arguments[1]["path"].label == "unbound"
     # Nor an earlier step's return, even one carrying its state: the file a step found may be data.
     registry.register_tool(

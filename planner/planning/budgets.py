@@ -7,6 +7,6 @@ DEFAULT_TIME_BUDGET_MS = 250.0
 
 #: Seconds planning one task may take by default: splitting it, choosing every part's goal and the
 #: joint plan (:class:`toolpath.planner.planning.plans.TaskBudget`). A task of
-#: :data:`toolpath.planner.tasks.parts.MAX_TASK_PARTS` parts plans in well under this
+#: :data:`toolpath.planner.tasks.request.MAX_TASK_PARTS` parts plans in well under this
 #: (``benchmarks/bench_long_tasks.py``); an agent kept waiting longer is better told to split its task.
 DEFAULT_TASK_BUDGET_S = 30.0

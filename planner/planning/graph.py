@@ -58,13 +58,12 @@ class StateGraph:
         declared = states.values() if isinstance(states, Mapping) else states
         self.states: dict[str, State] = {state.token: state for state in declared}
         self._producers: dict[str, list[ToolDefinition]] = {}
-        self._consumers: dict[str, list[ToolDefinition]] = {}
+        required: set[str] = set()
         for tool in registry:
-            for token in tool.state_transition.requires:
-                self._consumers.setdefault(token, []).append(tool)
+            required |= tool.state_transition.requires
             for token in tool.state_transition.produces:
                 self._producers.setdefault(token, []).append(tool)
-        self._tokens = set(self.states) | set(self._producers) | set(self._consumers)
+        self._tokens = set(self.states) | set(self._producers) | required
 
     @cached_property
     def graph(self) -> nx.DiGraph:
@@ -72,7 +71,7 @@ class StateGraph:
         ``declared``, ``description``) and ``("tool", id)`` (``kind``, ``label``, ``cost``); edges
         from each required state to its tool and from each tool to the states it produces.
 
-        Built on first use: planning and search need only the producer and consumer lists, and
+        Built on first use: planning and search need only the producers of each state, and
         importing networkx costs about 0.2 s of every command.
         """
         import networkx as nx
@@ -125,10 +124,6 @@ class StateGraph:
     def tools_for(self, token: str) -> list[ToolDefinition]:
         """The tools that produce ``token``, in registration order."""
         return list(self._producers.get(token, ()))
-
-    def consumers_of(self, token: str) -> list[ToolDefinition]:
-        """The tools that require ``token``, in registration order."""
-        return list(self._consumers.get(token, ()))
 
     def next_steps(self, held: Collection[str]) -> list[ToolDefinition]:
         """Tools applicable now (every required state held) that would add at least one new state."""

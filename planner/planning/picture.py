@@ -27,9 +27,6 @@ if TYPE_CHECKING:  # annotations only: the graph draws itself through this modul
     from toolpath.planner.planning.plans import Plan
 
 
-#: The formats :func:`render` writes.
-FORMATS = ("mermaid", "dot", "svg", "png")
-
 Node = tuple[str, object]  # ("state", token) or ("tool", tool id), as in StateGraph.graph
 
 

@@ -6,7 +6,7 @@ plan is an ordered list of steps, each applicable when it runs, after which ever
 its cost is the sum of its tools' ``cost``; no step is redundant.
 
 Because no tool deletes a state, the problem is a delete-free planning task: whether a plan exists is
-decided by a forward fixpoint, and the cheapest plan is found by :mod:`toolpath.planner.planning.delete_free` (bounds,
+decided by a forward fixpoint, and the cheapest plan is found by :mod:`toolpath.planner.planning.delete_free_search` (bounds,
 LM-cut, then A* within ``time_budget_ms``). When that budget runs out, the best plan found is
 returned marked ``optimal=False`` with a certified ``lower_bound`` on the cost of any plan: never
 silently worse, and the gap is known.
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from toolpath.errors import PYTHON, GivenAdvice, Refusal, ToolpathError, Vocabulary
 from toolpath.planner.planning.budgets import DEFAULT_TASK_BUDGET_S, DEFAULT_TIME_BUDGET_MS
 from toolpath.planner.planning.delete_free import INFINITY, DeleteFreeTask
+from toolpath.planner.planning.delete_free_search import cheapest_plan
 from toolpath.planner.planning.graph import StateGraph
 from toolpath.registry import ToolDefinition
 
@@ -156,7 +157,7 @@ class Plan:
     ``goal`` holds the goal states; ``must_run`` the tools (``server.name``) the plan had to run.
     ``lower_bound`` is proven: no plan for the same goal costs less (it equals ``cost`` when the plan
     is optimal; default ``cost``, for an optimal plan only). ``gap`` is ``cost - lower_bound``.
-    ``tie_breaks`` says which steps won a tie and why (set by :func:`toolpath.planner.tasks.parts.joint_plan`).
+    ``tie_breaks`` says which steps won a tie and why (set by :func:`toolpath.planner.tasks.joint_planning.joint_plan`).
 
     Raises:
         ValueError: a plan not proven optimal without a ``lower_bound``, or a bound above the cost.
@@ -385,8 +386,32 @@ def plan(
         ValueError: an empty goal with no tool to run, or a tool both avoided and required.
 
     Examples:
-        >>> plan(graph, ["chemistry.descriptors_computed"]).steps  # doctest: +SKIP
-        (parse_molecule, compute_descriptors)
+        A tiny registry: a table is read, cleaned and plotted, or plotted at once from the raw table
+        at a higher cost.
+
+        >>> from toolpath.planner import NoPlanError, StateGraph, plan
+        >>> from toolpath.registry import StateTransition, ToolDefinition, ToolRegistry
+        >>> registry = ToolRegistry(package="table_tools")  # modules resolve as table_tools.<name>
+        >>> for name, requires, produces, cost in [
+        ...     ("read_table", [], ["table_loaded"], 1),
+        ...     ("clean_table", ["table_loaded"], ["table_clean"], 1),
+        ...     ("plot_table", ["table_clean"], ["plot_drawn"], 1),
+        ...     ("quick_plot", ["table_loaded"], ["plot_drawn"], 3),
+        ... ]:
+        ...     tool_id = registry.register_tool(ToolDefinition(name=name, state_transition=StateTransition(requires=requires, produces=produces), cost=cost))
+        >>> graph = StateGraph(registry)
+        >>> found = plan(graph, ["plot_drawn"])
+        >>> [step.tool.name for step in found.steps], found.cost, found.optimal
+        (['read_table', 'clean_table', 'plot_table'], 3.0, True)
+        >>> [step.tool.name for step in plan(graph, ["plot_drawn"], held=["table_clean"]).steps]
+        ['plot_table']
+        >>> [step.tool.name for step in plan(graph, ["plot_drawn"], avoid=["clean_table"]).steps]
+        ['read_table', 'quick_plot']
+        >>> try:
+        ...     plan(graph, ["plot_drawn"], avoid=["read_table"])
+        ... except NoPlanError as error:
+        ...     print(error)
+        no plan reaches the goal: to reach plot_drawn you need table_loaded, and only avoided tools produce table_loaded: read_table
     """
     goal, held, avoided = _problem(graph, goal, held, avoid, allow_empty_goal=bool(must_run))
     required = [graph.resolve_tool(tool) if isinstance(tool, str) else tool for tool in ([must_run] if isinstance(must_run, str) else must_run)]
@@ -439,7 +464,7 @@ def _plan(
     names = frozenset(qualified_name(tool) for tool in must_run)
     if goal <= held and not must_run:
         return Plan(goal, held, (), 0.0, True)
-    result = task.search(held_states, task.states(goal) | marks, avoided_tools, max_expansions, deadline)
+    result = cheapest_plan(task, held_states, task.states(goal) | marks, avoided_tools, max_expansions, deadline)
     steps = [task.tools[index] for index in result.steps]
     cost = sum(tool.cost for tool in steps)
     lower_bound = result.lower_bound

@@ -34,7 +34,7 @@ import os
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from toolpath.kernel.bindings import BINDER_FUNCTION, Bindings
 from toolpath.planner.planning.graph import kinds_of
@@ -43,7 +43,10 @@ from toolpath.planner.planning.plans import Plan, qualified_name
 from toolpath.registry import ToolDefinition, ToolParameter, ToolRegistry
 from toolpath.registry.names import python_identifier
 
-__all__ = ["ArgumentSource", "InputError", "PlannedCell", "UnboundParameter", "check_input_names", "is_variable_name", "render_cell"]
+if TYPE_CHECKING:
+    from toolpath.planner.planning.graph import StateGraph
+
+__all__ = ["ArgumentSource", "InputError", "KernelView", "PlannedCell", "UnboundParameter", "check_input_names", "is_variable_name", "render_cell"]
 
 SourceKind = Literal["step", "held", "input", "variable", "default", "unbound"]
 
@@ -231,17 +234,42 @@ def _same_file(first: Any, second: Any) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class KernelView:
+    """What the kernel a cell runs in already has, as the cell's writer knows it (a fresh kernel:
+    the defaults, or :meth:`of` a graph).
+
+    Attributes:
+        registry: the registry the plan's tools come from; with it, a tool's attribute name is the
+            same in every cell (names are de-duplicated over the whole server, not just the plan).
+        refinements: ``{state: the state it refines}`` (:attr:`toolpath.planner.planning.graph.StateGraph.refinements`).
+        bindings: handles a session has already bound in its kernel: the cell calls tools through
+            them and binds nothing itself; ``None``: the cell binds its own.
+        artifacts: ``{variable: state}``, oldest first: kernel variables carrying held states'
+            artifacts; a step needing such a state (or one it refines) reads the newest.
+        variables: names already defined in the kernel: new variables never take them, and a
+            required parameter nothing else supplies is read from the variable of its name.
+    """
+
+    registry: ToolRegistry | None = None
+    refinements: Mapping[str, str] = field(default_factory=dict)
+    bindings: Bindings | None = None
+    artifacts: Mapping[str, str] = field(default_factory=dict)
+    variables: Collection[str] = ()
+
+    @classmethod
+    def of(cls, graph: StateGraph) -> KernelView:
+        """A fresh kernel for plans over ``graph``: its registry and refinements, nothing held."""
+        return cls(graph.registry, graph.refinements)
+
+
 def render_cell(
     plan: Plan,
     inputs: Mapping[str, Any] | None = None,
     task: str | None = None,
-    registry: ToolRegistry | None = None,
+    kernel: KernelView | None = None,
     *,
-    bindings: Bindings | None = None,
-    artifacts: Mapping[str, str] | None = None,
-    variables: Collection[str] = (),
     also_show: Iterable[str] = (),
-    refinements: Mapping[str, str] | None = None,
     output_directory: str | os.PathLike[str] | None = None,
 ) -> PlannedCell:
     """Render ``plan`` as a cell that runs in a toolpath kernel session (wiring: module docstring).
@@ -252,17 +280,10 @@ def render_cell(
             JSON-like values. Each used one becomes a variable named like the input (``path``;
             ``write_report_path``), unless that name is reserved (``print`` → ``print_``) or taken.
         task: the task text, quoted in the cell's header comment.
-        registry: the registry the plan's tools come from; with it, a tool's attribute name is the
-            same in every cell (names are de-duplicated over the whole server, not just the plan).
-        bindings: handles a session has already bound in its kernel: the cell calls tools through
-            them and binds nothing itself.
-        artifacts: ``{variable: state}``, oldest first: kernel variables carrying held states'
-            artifacts; a step needing such a state (or one it refines) reads the newest.
-        variables: names already defined in the kernel: new variables never take them, and a
-            required parameter nothing else supplies is read from the variable of its name.
+        kernel: what the cell's kernel has (:class:`KernelView`); ``None``: a fresh kernel and no
+            registry (handle attributes are named over the plan's tools only).
         also_show: kernel variables the final expression shows too (the artifacts of parts of the
             task that were already held), after the plan's own results.
-        refinements: ``{state: the state it refines}`` (:attr:`toolpath.planner.planning.graph.StateGraph.refinements`).
         output_directory: where the files tools write go unless an input says otherwise: each
             ``role: output`` parameter on the plan that would take its default relative path takes
             that path inside this directory, as the step-qualified input ``SERVER.TOOL.PARAMETER``
@@ -279,9 +300,9 @@ def render_cell(
             parameters a tool reads and parameters a tool writes).
         ValueError: ``bindings`` given without a handle for one of the plan's tools.
     """
+    kernel = kernel if kernel is not None else KernelView()
     inputs = dict(inputs or {})
-    artifacts = dict(artifacts or {})
-    refinements = dict(refinements or {})
+    registry, bindings, artifacts, variables = kernel.registry, kernel.bindings, dict(kernel.artifacts), kernel.variables
     check_input_names(inputs)
     _check_qualified_inputs(plan, inputs)
     if output_directory is not None:
@@ -321,7 +342,7 @@ def render_cell(
         sources: dict[str, ArgumentSource] = {}
         for parameter in tool.parameters:
             name = parameter.python_name  # inputs, variables and keywords are Python names
-            source = _source(tool, parameter, returns, artifacts, inputs, input_variables, variables, refinements)
+            source = _source(tool, parameter, returns, kernel, inputs, input_variables)
             if source.kind == "held":
                 used_artifacts[source.variable] = source.state  # type: ignore[index,assignment]
             elif source.kind == "input":
@@ -411,11 +432,9 @@ def _source(
     tool: ToolDefinition,
     parameter: ToolParameter,
     returns: list[tuple[str | None, str | None, str]],
-    artifacts: Mapping[str, str],
+    kernel: KernelView,
     inputs: Mapping[str, Any],
     input_variables: Mapping[str, str],
-    variables: Collection[str],
-    refinements: Mapping[str, str],
 ) -> ArgumentSource:
     """Where ``parameter`` of ``tool`` takes its value from (the order of the module docstring).
 
@@ -424,20 +443,20 @@ def _source(
     name, output = parameter.python_name, parameter.role == "output"
     # A destination takes nothing a step returned or the session holds: that may be a file read.
     if not output:
-        kinds = kinds_of(parameter.state, refinements) if parameter.state else frozenset()
+        kinds = kinds_of(parameter.state, kernel.refinements) if parameter.state else frozenset()
         for position in range(len(returns) - 1, -1, -1):
             state, returned, variable = returns[position]
             if (state in kinds) if parameter.state else returned == name:
                 return ArgumentSource("step", variable, step=position, state=state)
-        held = next((variable for variable, state in reversed(artifacts.items()) if state in kinds), None)
+        held = next((variable for variable, state in reversed(kernel.artifacts.items()) if state in kinds), None)
         if held is not None:
-            return ArgumentSource("held", held, state=artifacts[held])
+            return ArgumentSource("held", held, state=kernel.artifacts[held])
     meant = input_for(tool, parameter, inputs)
     if meant is not None:
         return ArgumentSource("input", input_variables[meant], input=meant)
     if parameter not in tool.required_parameters:
         return ArgumentSource("default")
-    if not output and name in variables:
+    if not output and name in kernel.variables:
         return ArgumentSource("variable", name)
     return ArgumentSource("unbound")
 

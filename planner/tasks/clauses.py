@@ -5,7 +5,7 @@ A request mixes three kinds of clause (:data:`Kind`):
 - an **action** asks for work: "caption the image", "who directed Titanic?";
 - a **fact** says what the user holds or has done: "I have an image file 'a.jpg'", "The URL is
   '…'", "I booked the wrong flight". It may hold an input state (see
-  :mod:`toolpath.planner.tasks.parts`) and never runs a tool;
+  :mod:`toolpath.planner.tasks.matching`) and never runs a tool;
 - **context** says when or why: "after booking the flight", "so that I know what to wear". It
   runs nothing either.
 
@@ -21,7 +21,7 @@ A bare "and" or comma joins either two clauses or two pieces of one ("a black an
 "blood pressure and heart rate", "for two nights, in the city center"). It is a **strong** cut when
 the words after it start a clause: a verb the loaded catalogs' affordances start with ("book",
 "translate": :func:`action_words`), a subject pronoun, a request word ("need", "please"). Otherwise
-it is **weak**: :func:`toolpath.planner.tasks.parts.match_parts` keeps the piece as a part of its
+it is **weak**: :meth:`toolpath.planner.tasks.matching.PartMatcher.match` keeps the piece as a part of its
 own only when it matches a skill well.
 
 Within a sentence, pieces that are not clauses on their own join one: a named value ("password
@@ -581,7 +581,7 @@ def read_request(text: str, verbs: Collection[str] = ()) -> list[Clause]:
     return list(_read(text, frozenset(verbs)))
 
 
-# A request is read when it is checked and again when it is planned: the second reading is free.
+# A task planned again with other inputs (task.input_options) is read once.
 @functools.lru_cache(maxsize=32)
 def _read(text: str, verbs: frozenset[str]) -> tuple[Clause, ...]:
     masked = masked_quotes(text)

@@ -28,7 +28,7 @@ task, and is close when its BM25 score is within ``LEXICAL_MARGIN`` (10%) of the
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -37,7 +37,8 @@ from toolpath.planner.planning.graph import StateGraph
 from toolpath.planner.planning.inputs import InputError, names_a_step
 from toolpath.planner.planning.plans import NO_BUDGET, NoPlanError, Plan, TaskBudget, plan, plan_to_run
 from toolpath.planner.search.skills import MIN_SCORE, SkillHit, SkillIndex
-from toolpath.planner.tasks.cell import PlannedCell, render_cell
+from toolpath.planner.tasks.cell import PlannedCell
+from toolpath.planner.tasks.cell_writers import CellWriter, FreshKernelCells
 from toolpath.planner.tasks.clauses import without_file_names
 from toolpath.registry import ToolDefinition
 
@@ -191,24 +192,40 @@ def _why_unreachable(graph: StateGraph, hit: SkillHit, held: Collection[str]) ->
     raise AssertionError(f"search marked {hit.kind} {hit.name!r} unreachable, but a plan reaches it; please report this bug")
 
 
+@dataclass(frozen=True)
+class GoalSearch:
+    """What goal choice searches with, the same for every part of one planning.
+
+    Attributes:
+        graph: the state graph to plan over.
+        index: the skill index to search.
+        cells: writes each candidate's cell (:meth:`toolpath.planner.tasks.cell_writers.CellWriter.candidate`);
+            ``None``: :class:`toolpath.planner.tasks.cell_writers.FreshKernelCells` of ``graph``.
+        budget: checked before the search and before each candidate
+            (:class:`toolpath.planner.planning.plans.TaskBudget`).
+        k: hits the search returns.
+        margin, work_margin: how close to the best hit a candidate must score for the binding and
+            work tests (cosine similarities; see the module docstring).
+    """
+
+    graph: StateGraph
+    index: SkillIndex
+    cells: CellWriter | None = None
+    budget: TaskBudget = NO_BUDGET
+    k: int = 10
+    margin: float = MARGIN
+    work_margin: float = WORK_MARGIN
+
+
 def choose_goal(
+    search: GoalSearch,
     task: str,
-    index: SkillIndex,
-    graph: StateGraph,
     inputs: Mapping[str, Any] | None = None,
     held: Collection[str] = (),
-    k: int = 10,
     min_score: float = MIN_SCORE,
-    margin: float = MARGIN,
-    render: Callable[[Plan], PlannedCell] | None = None,
-    work_margin: float = WORK_MARGIN,
-    budget: TaskBudget = NO_BUDGET,
 ) -> GoalChoice:
-    """Pick the goal states for ``task``.
-
-    ``render`` turns each candidate's plan into its cell (default :func:`toolpath.planner.tasks.cell.render_cell`
-    with ``inputs``, ``task`` and the graph's registry); a session passes one that wires its
-    artifacts and handles. ``budget`` is checked before the search and before each candidate.
+    """Pick the goal states for ``task`` (see the module docstring), with ``inputs`` given and
+    ``held`` states held; hits below ``min_score`` never count.
 
     Raises:
         NoMatchingSkillError: no hit scores at least ``min_score``.
@@ -216,10 +233,12 @@ def choose_goal(
         InputError: the best candidates' cells would put an input where it is not meant (a
             candidate refused so is passed over when another serves).
         QueryError: an empty task.
-        PlanningTimeout, PlanningCancelled: from ``budget`` (:class:`toolpath.planner.planning.plans.TaskBudget`).
+        PlanningTimeout, PlanningCancelled: from ``search.budget``.
     """
+    graph, budget, margin, work_margin = search.graph, search.budget, search.margin, search.work_margin
+    cells = search.cells if search.cells is not None else FreshKernelCells(graph)
     budget.check()
-    hits = index.search(without_file_names(task), k=k, held=held)
+    hits = search.index.search(without_file_names(task), k=search.k, held=held)
     matching = [hit for hit in hits if hit.matches(min_score) and hit.states]
     named = _named_tools(task, graph)
     if not matching and not named:
@@ -243,7 +262,7 @@ def choose_goal(
             )
             continue
         try:
-            cell = render(hit.plan) if render is not None else render_cell(hit.plan, inputs, task, registry=graph.registry, refinements=graph.refinements)
+            cell = cells.candidate(hit.plan, inputs or {}, task)
         except InputError as error:
             # A tool the user addressed by a step-qualified input is meant: its refusal is the
             # answer, not a reason to quietly plan another tool.

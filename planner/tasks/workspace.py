@@ -38,8 +38,9 @@ if TYPE_CHECKING:
     from toolpath.planner.planning.plans import Plan
     from toolpath.planner.search.embedding import Embedder
     from toolpath.planner.search.skills import SkillHit, SkillIndex
-    from toolpath.planner.tasks.agent_session import AgentSession, SessionState
+    from toolpath.planner.tasks.agent_session import AgentSession
     from toolpath.planner.tasks.cell import PlannedCell
+    from toolpath.planner.tasks.session_state import SessionState
     from toolpath.planner.tasks.task import TaskPlan, TaskRun
 
 
@@ -106,7 +107,21 @@ class Workspace:
         return self._index
 
     def search(self, query: str, k: int = 10, **filters: Any) -> list[SkillHit]:
-        """:meth:`toolpath.planner.search.skills.SkillIndex.search` (filters: ``held``, ``domain``, ``kind``, ``reachable_only``)."""
+        """:meth:`toolpath.planner.search.skills.SkillIndex.search` (filters: ``held``, ``domain``, ``kind``, ``reachable_only``).
+
+        Examples:
+            Over the shipped catalogs (the first search loads the embedding model):
+
+            >>> from toolpath.planner import Workspace
+            >>> workspace = Workspace.open()
+            >>> best = workspace.search("is this molecule drug-like?", k=3)[0]
+            >>> best.kind, best.name, best.reachable
+            ('state', 'chemistry.descriptors_computed', True)
+            >>> [step.tool.name for step in best.plan.steps]  # how to reach it from nothing held
+            ['parse_molecule', 'compute_descriptors']
+            >>> [hit.name for hit in workspace.search("plot a histogram of a column", k=2, domain="tabular", kind="tool")]
+            ['plot_histogram', 'plot_scatter']
+        """
         return self.index.search(query, k=k, **filters)
 
     def plan(self, goal: Iterable[str], held: Iterable[str] = (), avoid: Collection[str] = ()) -> Plan:
@@ -117,10 +132,10 @@ class Workspace:
     def plan_goal(self, goal: Iterable[str], inputs: Mapping[str, Any] | None = None, held: Iterable[str] = ()) -> tuple[Plan, PlannedCell]:
         """Plan to explicit goal states and render the cell (no search); input states the inputs give
         are held (:meth:`toolpath.planner.planning.graph.StateGraph.input_states_given`)."""
-        from toolpath.planner.tasks.cell import render_cell
+        from toolpath.planner.tasks.cell import KernelView, render_cell
 
         goal_plan = self.plan(goal, held=frozenset(held) | self.graph.input_states_given(inputs or {}))
-        return goal_plan, render_cell(goal_plan, inputs, registry=self.graph.registry, refinements=self.graph.refinements)
+        return goal_plan, render_cell(goal_plan, inputs, kernel=KernelView.of(self.graph))
 
     def plan_task(
         self,
@@ -132,7 +147,7 @@ class Workspace:
         cancel: threading.Event | None = None,
         output_directory: str | os.PathLike[str] | None = None,
     ) -> TaskPlan:
-        """Plan a task given in words or as a list of steps (see :mod:`toolpath.planner.tasks.parts`): each part is
+        """Plan a task given in words or as a list of steps (see :mod:`toolpath.planner.tasks.matching`): each part is
         matched by skill search, and the goals of all parts get one joint plan and cell.
 
         Args:
@@ -146,17 +161,37 @@ class Workspace:
 
         Raises:
             NoMatchingSkillError, NoPlanError, QueryError, InputError, UnknownStateError: see
-            :func:`toolpath.planner.tasks.parts.plan_parts` and :func:`toolpath.planner.tasks.goals.choose_goal`; QueryError
-            also for a task over the size limits (:data:`toolpath.planner.tasks.parts.MAX_TASK_CHARS`,
-            :data:`toolpath.planner.tasks.parts.MAX_TASK_PARTS`, :data:`toolpath.planner.tasks.parts.MAX_TASK_STEPS`).
+            :func:`toolpath.planner.tasks.pipeline.plan_request`; QueryError also for a task over the
+            size limits (:data:`toolpath.planner.tasks.request.MAX_TASK_CHARS`,
+            :data:`toolpath.planner.tasks.request.MAX_TASK_PARTS`, :data:`toolpath.planner.tasks.request.MAX_TASK_STEPS`).
             PlanningTimeout: planning outlasted ``time_budget_s``. PlanningCancelled: ``cancel`` was set.
             ValueError: ``time_budget_s`` is not a positive number or ``None``.
+
+        Examples:
+            Over the shipped catalogs (planning loads the embedding model); nothing runs:
+
+            >>> from toolpath.planner import Workspace
+            >>> workspace = Workspace.open()
+            >>> task = workspace.plan_task("is aspirin drug-like?", inputs={"smiles": "CC(=O)Oc1ccccc1C(=O)O"})
+            >>> [step.tool.name for step in task.plan.steps]
+            ['parse_molecule', 'compute_descriptors']
+            >>> print(task.cell.code)  # doctest: +ELLIPSIS
+            # Task: is aspirin drug-like?
+            # Goal: chemistry.descriptors_computed
+            ...
+            smiles = 'CC(=O)Oc1ccccc1C(=O)O'
+            <BLANKLINE>
+            molecule = await chemistry.parse_molecule(smiles=smiles)
+            descriptors = await chemistry.compute_descriptors(molecule=molecule)
+            descriptors
+            <BLANKLINE>
         """
+        from toolpath.planner.tasks.cell_writers import FreshKernelCells
         from toolpath.planner.tasks.pipeline import TaskContext, plan_request
 
         # The index is built on first use, so a request refused while checked builds none.
-        context = TaskContext(self.graph, lambda: self.index)
-        return plan_request(context, task, inputs, held, time_budget_s=time_budget_s, cancel=cancel, output_directory=output_directory)
+        context = TaskContext(self.graph, lambda: self.index, FreshKernelCells(self.graph, output_directory))
+        return plan_request(context, task, inputs, held, time_budget_s=time_budget_s, cancel=cancel)
 
     def code_mode(self, timeout: float | None = 300.0, **options: Any) -> CodeMode:
         """A :class:`toolpath.kernel.CodeMode` whose kernels can import every loaded catalog's tools.
@@ -202,7 +237,7 @@ class Workspace:
             session_id: the CodeMode session id.
             code_mode: a CodeMode shared with other sessions (default: the session makes its own,
                 with :meth:`code_mode` and ``code_mode_options``, and shuts it down with itself).
-            state: a saved :class:`toolpath.planner.tasks.agent_session.SessionState` to restore (default: the one saved
+            state: a saved :class:`toolpath.planner.tasks.session_state.SessionState` to restore (default: the one saved
                 with the session's last kernel snapshot, if any).
             user_id: the user the session acts for; a session is refused to any other
                 (:class:`toolpath.kernel.SessionOwnerError`).

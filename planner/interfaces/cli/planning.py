@@ -69,7 +69,7 @@ def print_plan(plan: Plan) -> None:
 
 
 def print_task_plan(task_plan: TaskPlan) -> None:
-    from toolpath.planner.tasks.parts import task_text
+    from toolpath.planner.tasks.request import task_text
 
     print(f"Task: {' '.join(task_text(task_plan.task).split())}")  # one line: a carriage return would hide what came before it
     if len(task_plan.parts) > 1:

@@ -1,0 +1,370 @@
+"""Matching one request's parts: each action's goal by skill search, facts read, neighbours joined.
+
+"identify the functional groups of this molecule and check Lipinski's rule of five" has two parts.
+Free text is read into clauses once (:class:`toolpath.planner.tasks.request.TaskRequest`): actions,
+facts and context. A **fact** ("I have an image file 'a.jpg'") runs nothing: when it names an input
+state of the catalogs, that state is held, and a single value it quotes ("'a.jpg'") is the input of
+the one parameter that carries the state. **Context** ("after booking the flight") runs nothing
+either. Each **action** is a part, searched on its own; an action cut off weakly (a bare "and" or
+comma before words that need not start a clause) is a part of its own only if it matches a skill by
+:data:`FRAGMENT_MIN_SCORE`, and is otherwise words of its neighbour ("donors *and acceptors*", "in the
+city center"); neighbours that chose the same goal are one part. An agent that already decomposed its
+task passes its steps instead, and they are taken as they are.
+
+Each part gets its goal from :func:`toolpath.planner.tasks.goals.choose_goal`: a state to reach, or a
+tool that must run (a tool hit, or a tool the part names). The matched parts are then planned jointly
+(:mod:`toolpath.planner.tasks.joint_planning`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from toolpath.planner.planning.graph import StateGraph
+from toolpath.planner.planning.inputs import input_for
+from toolpath.planner.planning.plans import NoPlanError, qualified_name
+from toolpath.planner.tasks.clauses import (
+    Clause,
+    joined_reasons,
+    leading_verb,
+    names_destination,
+    source_values,
+    without_names,
+    without_quotes,
+)
+from toolpath.planner.tasks.goals import MIN_SCORE, GoalChoice, GoalSearch, NoMatchingSkillError, choose_goal
+from toolpath.planner.tasks.parts import PartMatch, inputs_with_facts, refuse_competing_values
+from toolpath.planner.tasks.request import TaskRequest
+from toolpath.registry import ToolDefinition
+
+#: The cosine similarity a fragment of free text cut off at a bare comma needs to be a part of its
+#: own; a weaker one ("in the city center") belongs to the part before it. Set on the UltraTool requests outside
+#: the paper's test ids (``benchmarks/bench_taskplan.py``); a whole task needs only ``MIN_SCORE``.
+FRAGMENT_MIN_SCORE = 0.6
+
+#: Characters past which a part is not matched again as fragments join it: it keeps its goal. The
+#: embedding model reads the first 256 word pieces of a text (about 1,000 characters of English), so
+#: matching a longer part again would mostly repeat its first answer, while costing a full-length
+#: embedding for every fragment that joins (issue 30: "check Lipinski's rule of five and " x 50).
+LONG_PART_CHARS = 1_000
+
+
+class PartMatcher:
+    """The parts of one request, matched: one per planning, holding what every part's match reads.
+
+    On creation the request's facts are read: the input states they name are held, and their values
+    are inputs (the caller's own inputs win). ``session_held`` states (what an agent session holds
+    from earlier tasks) stay held unless the inputs replace them (:func:`held_unless_replaced`); the
+    request's own held states always stay; input states the inputs give
+    (:meth:`toolpath.planner.planning.graph.StateGraph.input_states_given`) are held.
+
+    Args:
+        search: the graph, index, cell writer and budget of the planning
+            (:class:`toolpath.planner.tasks.goals.GoalSearch`).
+        request: the checked request with its clauses.
+        session_held: states an agent session holds from earlier tasks.
+
+    Attributes:
+        facts: the facts' parts by clause position.
+        inputs: the request's inputs with the values its facts give.
+        held: the states every part is planned from.
+
+    Raises:
+        InputError: two facts give different values for one input (:func:`toolpath.planner.tasks.parts.refuse_competing_values`).
+    """
+
+    def __init__(self, search: GoalSearch, request: TaskRequest, session_held: Collection[str] = ()):
+        self.search = search
+        self.graph: StateGraph = search.graph
+        self.request = request
+        self.facts = {position: self._fact(clause) for position, clause in enumerate(request.clauses) if clause.kind == "fact"}
+        refuse_competing_values(list(self.facts.values()), request.inputs)
+        self.inputs = inputs_with_facts(self.facts.values(), request.inputs)
+        held = request.held.union(*(fact.holds for fact in self.facts.values()))
+        self.held = held | held_unless_replaced(self.graph, session_held, self.inputs) | self.graph.input_states_given(self.inputs)
+        self._found: dict[tuple[str, str, float], PartMatch] = {}
+
+    def match(self) -> tuple[PartMatch, ...]:
+        """A goal for each action, in order; a text said again ("take a nap, take a nap") is matched once.
+
+        An agent's own steps are kept as given. Free text is merged: a weak action (cut off by a
+        bare "and" or comma before words that need not start a clause) is a part of its own only
+        when it matches a skill by :data:`FRAGMENT_MIN_SCORE`; otherwise its words belong to the
+        action before it: an argument after a comma ("book a room for two nights, in the city
+        center") leaves that action's goal as it was, and the rest of a noun phrase after "and"
+        ("make a black *and white image*") is matched again with it. Neighbouring actions that
+        chose the same goal are one part. Every other action is a part, and one that matches
+        nothing is reported as unmatched, never dropped; a fact or context clause is a part that
+        runs nothing, and no action joins across it. When no action matches, the whole text is
+        tried as one part.
+
+        Raises:
+            NoMatchingSkillError, NoPlanError: a one-part task (or the whole text) matches nothing.
+            InputError: two parts give different values for one input.
+            PlanningTimeout, PlanningCancelled: from the search's budget, checked before each match.
+        """
+        clauses = self.request.clauses
+        if len(clauses) == 1:
+            matches = [self.choose(clauses[0].text)]
+        elif self.request.free_text:
+            matches = self._merged()
+        else:
+            matches = [self._matched(clause.text) for clause in clauses]
+        if all(match.choice is None for match in matches if match.kind == "action"):
+            matches = [self.choose(self.request.text)]  # raises when nothing serves it
+        refuse_competing_values(matches, self.request.inputs)
+        return tuple(matches)
+
+    def _matched(self, text: str, min_score: float = MIN_SCORE, why: str = "", query: str = "") -> PartMatch:
+        """:meth:`choose`, once per text, query and score; what matches nothing is an unmatched part."""
+        self.search.budget.check()
+        key = (text, query, min_score)
+        if key not in self._found:
+            try:
+                self._found[key] = self.choose(text, min_score, query)
+            except (NoMatchingSkillError, NoPlanError) as error:
+                # Its reason, in no interface's options: a part's problem is reported to every interface alike.
+                self._found[key] = PartMatch(text, None, error.reason)
+        match = self._found[key]
+        return replace(match, why=joined_reasons(why, match.why))
+
+    def _merged(self) -> list[PartMatch]:
+        """The free text's clauses as parts, neighbours joined (see :meth:`match`)."""
+        threshold = FRAGMENT_MIN_SCORE  # read at each planning: benchmarks/bench_taskplan.py --tune sets it
+        matches: list[PartMatch] = []
+        last: Clause | None = None  # the clause the last action part ends with
+        for position, clause in enumerate(self.request.clauses):
+            if clause.kind != "action":
+                matches.append(self.facts.get(position) or PartMatch(clause.text, None, kind=clause.kind, why=clause.why))
+                continue
+            previous = matches[-1] if matches and matches[-1].kind == "action" else None
+            weak = clause.weak and previous is not None
+            match = self._matched(clause.text, threshold if weak else MIN_SCORE, clause.why, clause.query)
+            if match.choice is None and weak and previous is not None:
+                glued_text = f"{previous.text}{clause.joiner}{clause.text}"
+                why = joined_reasons(
+                    previous.why, f"{clause.text!r} joined it: cut off by {clause.joiner.strip() or 'a space'!r}, it matches no skill by {threshold} on its own"
+                )
+                if previous.choice is not None and len(previous.text) < LONG_PART_CHARS:
+                    glued = self._matched(glued_text, why=why)
+                    # The rest of a noun phrase completes the action's words: its goal is the whole's.
+                    # An argument after a comma leaves the goal as it was (see LONG_PART_CHARS too).
+                    noun_phrase = clause.joiner.strip(" ,").lower() == "and"
+                    keep = glued.choice is not None and (noun_phrase or (glued.goal == previous.goal and glued.tool == previous.tool))
+                    matches[-1] = glued if keep else replace(previous, text=glued_text, why=why)
+                else:
+                    matches[-1] = replace(previous, text=glued_text, why=why)
+                last = clause
+                continue
+            # The same verb again with other words asks for the operation twice ("translate it into
+            # German, and translate it into Spanish"): two parts, even with one goal.
+            repeated = last is not None and not clause.weak and leading_verb(last.text) == leading_verb(clause.text) != "" and last.text != clause.text
+            if (
+                match.choice is not None
+                and previous is not None
+                and not repeated
+                and (previous.goal, previous.tool) != (match.goal, match.tool)
+                and _serves(previous, match)
+            ):
+                # "an audio version of this story, narrated with a deep voice": what these words ask
+                # for, the action before them already does.
+                why = joined_reasons(previous.why, f"{clause.text!r} joined it: its goal is on that part's plan")
+                matches[-1] = replace(previous, text=f"{previous.text}{clause.joiner}{clause.text}", why=why)
+                last = clause
+                continue
+            if match.choice is not None and previous is not None and previous.goal == match.goal and previous.tool == match.tool and not repeated:
+                # The same goal said twice ("is it drug-like? check Lipinski's rule"), or two verbs
+                # that share an object and do one thing ("find and summarize the news"): one part.
+                why = joined_reasons(previous.why, f"{clause.text!r} chose the same goal: one part")
+                together = last.together if last is not None and last.together else f"{previous.text}{clause.joiner}{clause.text}"
+                if len(previous.text) >= LONG_PART_CHARS or previous.text.endswith(clause.text):
+                    # Long (see LONG_PART_CHARS), or the same words again ("X and X"): nothing new to match.
+                    matches[-1] = replace(previous, text=together, why=why)
+                else:
+                    joined = self._matched(together, why=why)
+                    matches[-1] = joined if joined.goal == previous.goal and joined.tool == previous.tool else max(previous, match, key=_similarity)
+                last = clause
+                continue
+            matches.append(match)
+            last = clause
+        return matches
+
+    def _fact(self, clause: Clause) -> PartMatch:
+        """A fact as a part: the input state it names (the best state hit by ``MIN_SCORE`` that is an
+        input state, ``State.input``), held; and its value, when it quotes or names exactly one
+        (``'a.jpg'``, ``https://…``, ``people.csv``), as the input of the parameters that carry that
+        state (``_value_inputs``), unless the request's inputs already give one.
+
+        A fact that names no input state holds nothing: what a tool made ("I booked the flight") is
+        not held by saying so, because no artifact of it exists for a step to take.
+        """
+        graph = self.graph
+        if names_destination(clause.text):
+            return PartMatch(clause.text, None, kind="fact", why=joined_reasons(clause.why, "it names where to write, not what the user holds"))
+        hits = [hit for hit in self.search.index.search(without_quotes(clause.text), k=5, kind="state") if hit.matches(MIN_SCORE) and hit.states]
+        held = [hit for hit in hits if all(graph.states[token].input for token in hit.states if token in graph.states)]
+        if not held:
+            return PartMatch(clause.text, None, kind="fact", why=joined_reasons(clause.why, "it names no input state, so it holds nothing"))
+        hit = held[0]
+        why = joined_reasons(clause.why, f"it holds {', '.join(sorted(hit.states))} (state {hit.name}, {_strength(hit)})")
+        values = source_values(clause.text)
+        given = _value_inputs(graph, hit.states, values[0]) if len(values) == 1 else ()
+        if given and not any(input_for(tool, parameter, self.request.inputs or {}) for tool, parameter in _carriers(graph, hit.states)):
+            return PartMatch(clause.text, None, kind="fact", why=f"{why}; its value {values[0]!r} is their input", holds=hit.states, values=given)
+        return PartMatch(clause.text, None, kind="fact", why=why, holds=hit.states)
+
+    def choose(self, text: str, min_score: float = MIN_SCORE, query: str = "") -> PartMatch:
+        """An action's goal (:func:`toolpath.planner.tasks.goals.choose_goal`), searched on ``query``
+        (default ``text``; :attr:`toolpath.planner.tasks.clauses.Clause.query`) without the words it
+        quotes: quoted text is data, and a long quote would otherwise be all the search reads ("Say
+        '…' in a calm voice"). When nothing matches, it is searched once more without the names it
+        mentions (:func:`toolpath.planner.tasks.clauses.named_entities`).
+
+        A value the action gives (its one quoted value, URL or file name) is the user's: when the
+        chosen plan would make an input state that nothing holds ("translate 'Bonjour' into English"
+        would generate a text first), that state is held instead and the value is its input
+        (``_value_inputs``), and the goal is chosen again from there.
+
+        Raises:
+            NoMatchingSkillError, NoPlanError, InputError, PlanningTimeout, PlanningCancelled: as
+                :func:`toolpath.planner.tasks.goals.choose_goal` raises them.
+        """
+        graph = self.graph
+        values = source_values(text)
+
+        def choose(words: str, holding: str | None = None) -> tuple[GoalChoice, tuple[tuple[str, str], ...]]:
+            """The goal for ``words``, with ``holding`` held and the one value as its input."""
+            given = _value_inputs(graph, frozenset({holding}), values[0]) if holding is not None else ()
+            held_now = {*self.held, holding} if holding is not None else self.held
+            choice = choose_goal(self.search, words, {**dict(given), **self.inputs}, held_now, min_score)
+            return choice, given
+
+        query = without_quotes(query or text, words_too=False)
+        try:
+            choice, _ = choose(query)
+        except NoPlanError as error:
+            # "describe 'people.csv'": no tool makes the file the plan needs; the value is that file.
+            if len(values) != 1 or len(error.given_by) != 1:
+                raise
+            state = next(iter(error.given_by))
+            choice, given = choose(query, state)
+            return PartMatch(text, choice, why=f"its value {values[0]!r} is the {state} its plan needs", holds=frozenset({state}), values=given)
+        except NoMatchingSkillError as error:
+            # Names no catalog knows can be all the search reads ("the Wikipedia article about Ada
+            # Lovelace"): search once more without them. The refusal quotes the user's words.
+            unnamed = without_names(query)
+            try:
+                if unnamed == query:
+                    raise
+                choice, _ = choose(unnamed)
+            except NoMatchingSkillError:
+                raise NoMatchingSkillError(text, error.hits, min_score) from None
+            query = unnamed
+        steps = choice.chosen.plan.steps if choice.chosen.plan is not None else ()
+        made = [token for step in steps for token in sorted(step.produces) if token in graph.states and graph.states[token].input and token not in self.held]
+        # A single-word value (a file name, a URL, an id) is what the goal's own step reads
+        # ("transcribe 'b.wav'": the audio, not the text a longer plan would make the audio from); a
+        # value of several words is content, the first thing the plan would make ("say 'Doors close!'").
+        names_only = not any(character.isspace() for value in values for character in value)
+        if names_only:
+            last_reads = steps[-1].requires if steps else frozenset()
+            made.sort(key=lambda token: token not in last_reads)
+        if not values or (len(values) > 1 and not names_only) or not made:
+            return PartMatch(text, choice)
+        if any(input_for(tool, parameter, self.inputs) for tool, parameter in _carriers(graph, frozenset(made[:1]))):
+            return PartMatch(text, choice)
+        try:
+            better, given = choose(query, made[0])
+        except (NoMatchingSkillError, NoPlanError):
+            return PartMatch(text, choice)
+        # "Combine 'intro.wav' and 'outro.wav'": the first name is the state, the others the goal
+        # step's further parameters, in the order the tool takes them.
+        rest = _in_order(better, values[1:], self.inputs)
+        if rest is None:
+            return PartMatch(text, choice)
+        why = f"its value {values[0]!r} is the {made[0]} the plan would otherwise make"
+        if rest:
+            why += "; " + ", ".join(f"{value!r} is {name}" for name, value in rest)
+        return PartMatch(text, better, why=why, holds=frozenset({made[0]}), values=given + rest)
+
+
+def _serves(previous: PartMatch, match: PartMatch) -> bool:
+    """Whether ``previous``'s plan already does what ``match`` asks: runs its tool, or reaches its goal."""
+    steps = previous.choice.chosen.plan.steps if previous.choice is not None and previous.choice.chosen.plan is not None else ()
+    if match.tool is not None:
+        return any(step.tool.id == match.tool.id for step in steps)
+    return bool(match.goal) and match.goal <= frozenset().union(*(step.produces for step in steps))
+
+
+def _similarity(match: PartMatch) -> float:
+    hit = match.choice.chosen.hit if match.choice is not None else None
+    return (hit.similarity if hit.similarity is not None else hit.lexical) if hit is not None else float("-inf")
+
+
+def _strength(hit: Any) -> str:
+    return f"similarity {hit.similarity:.2f}" if hit.similarity is not None else f"lexical score {hit.lexical:.2f}"
+
+
+def _carriers(graph: StateGraph, states: frozenset[str]) -> list[tuple[ToolDefinition, Any]]:
+    """``(tool, parameter)`` for every parameter that reads one of ``states`` (``role: input``)."""
+    return [(tool, parameter) for tool in graph.registry for parameter in tool.parameters if parameter.state in states and parameter.role == "input"]
+
+
+def _value_inputs(graph: StateGraph, states: frozenset[str], value: str) -> tuple[tuple[str, str], ...]:
+    """``value`` as the input of every parameter that reads ``states``: under the parameter's plain
+    name when all of them share it and no other parameter of that name exists (a plain input also
+    reaches every required parameter so named), else under ``TOOL.PARAMETER`` for each. So a value
+    the user holds never lands in a destination a tool writes to (``role: output``)."""
+    carriers = _carriers(graph, states)
+    names = {parameter.python_name for _, parameter in carriers}
+    if len(names) == 1:
+        name, reading = next(iter(names)), {id(parameter) for _, parameter in carriers}
+        if all(id(parameter) in reading for tool in graph.registry for parameter in tool.parameters if parameter.python_name == name):
+            return ((name, value),)
+    return tuple((f"{qualified_name(tool)}.{parameter.python_name}", value) for tool, parameter in carriers)
+
+
+def _in_order(choice: GoalChoice, values: Sequence[str], inputs: Mapping[str, Any]) -> tuple[tuple[str, str], ...] | None:
+    """``values`` as the inputs (``TOOL.PARAMETER``) of the goal step's required parameters that
+    read no state and have no input yet, in the tool's order; ``None`` when there are more values
+    than such parameters (then nothing tells where they go)."""
+    steps = choice.chosen.plan.steps if choice.chosen.plan is not None else ()
+    if not values:
+        return ()
+    if not steps:
+        return None
+    tool = steps[-1].tool
+    free = [
+        parameter for parameter in tool.required_parameters if parameter.state is None and parameter.role == "input" and not input_for(tool, parameter, inputs)
+    ]
+    if len(values) > len(free):
+        return None
+    return tuple((f"{qualified_name(tool)}.{parameter.python_name}", value) for parameter, value in zip(free, values))
+
+
+def held_unless_replaced(graph: StateGraph, held: Collection[str], inputs: Mapping[str, Any]) -> frozenset[str]:
+    """The states a session holds that a task's inputs do not replace. An input meant for a
+    parameter of a tool (:func:`toolpath.planner.planning.inputs.input_for`) means "use this value", so the states
+    that tool produces, and everything produced from them, are planned again rather than taken as
+    held (a new ``smiles`` re-parses the molecule instead of analysing the one parsed before). A
+    state an input itself carries stays held: the input is its value."""
+    held = frozenset(held)
+    if not inputs or not held:
+        return held
+    carried = graph.states_carried(inputs)
+    replaced = {
+        state
+        for tool in graph.registry
+        if any(input_for(tool, parameter, inputs) is not None for parameter in tool.parameters)
+        for state in tool.state_transition.produces
+    }
+    grown = True
+    while grown:  # downstream: what tools make from a replaced state is replaced too
+        grown = False
+        for tool in graph.registry:
+            if tool.state_transition.requires & replaced and not tool.state_transition.produces <= replaced:
+                replaced |= tool.state_transition.produces
+                grown = True
+    return held - (replaced - carried)
