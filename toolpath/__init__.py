@@ -24,7 +24,7 @@ from toolpath.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from toolpath.kernel import CellResult, CodeMode, IPythonKernel, MCPToolkit, Tool, Toolkit
-    from toolpath.kernel.sandbox import SandboxPolicy
+    from toolpath.kernel.sandbox.provisioner import SandboxPolicy
     from toolpath.planner import AgentSession, StateGraph, Workspace, plan
     from toolpath.registry import State, StateTransition, ToolDefinition, ToolRegistry, load_catalogs
 
@@ -34,7 +34,7 @@ _HOME = {
     "CodeMode": "toolpath.kernel",
     "IPythonKernel": "toolpath.kernel",
     "MCPToolkit": "toolpath.kernel",
-    "SandboxPolicy": "toolpath.kernel.sandbox",
+    "SandboxPolicy": "toolpath.kernel.sandbox.provisioner",
     "State": "toolpath.registry",
     "StateGraph": "toolpath.planner",
     "StateTransition": "toolpath.registry",

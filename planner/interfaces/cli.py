@@ -179,7 +179,7 @@ def _input_file(name: str, path: str) -> Any:
 
 def host_and_port(text: str) -> str:
     """argparse type: ``HOST:PORT`` (port 0: a free one), checked as CodeMode checks it."""
-    from toolpath.kernel.codemode_options import parse_host_port
+    from toolpath.kernel.codemode.options import parse_host_port
 
     try:
         parse_host_port(text, "the address")
@@ -222,9 +222,9 @@ def code_mode_options(arguments: argparse.Namespace) -> dict[str, Any]:
 
 
 def lease_seconds(text: str) -> float:
-    """argparse type: a session lease in seconds, at least :data:`toolpath.kernel.snapshot.MIN_LEASE_SECONDS`
+    """argparse type: a session lease in seconds, at least :data:`toolpath.kernel.codemode.snapshot_store.MIN_LEASE_SECONDS`
     (refused as the command line is read, before the server loads anything)."""
-    from toolpath.kernel.snapshot import MIN_LEASE_SECONDS
+    from toolpath.kernel.codemode.snapshot_store import MIN_LEASE_SECONDS
 
     number = positive_number(text)
     if number < MIN_LEASE_SECONDS:
@@ -776,7 +776,7 @@ def command_init(arguments: argparse.Namespace) -> int:
     return 0
 
 
-#: ``--sandbox-limit`` fields (:class:`toolpath.kernel.sandbox.SandboxPolicy`'s limits) and byte-size suffixes.
+#: ``--sandbox-limit`` fields (:class:`toolpath.kernel.sandbox.provisioner.SandboxPolicy`'s limits) and byte-size suffixes.
 SANDBOX_LIMITS = ("memory_bytes", "cpu_seconds", "processes", "open_files", "disk_bytes")
 SIZE_SUFFIXES = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 #: The largest size a byte-size option takes (1 EiB): more is a typo, and would overflow float arithmetic.
@@ -826,7 +826,7 @@ def _sandbox_limits(items: Sequence[str]) -> dict[str, int | None]:
 
 
 def command_serve(arguments: argparse.Namespace) -> int:
-    from toolpath.kernel.sandbox import SandboxPolicy
+    from toolpath.kernel.sandbox.provisioner import SandboxPolicy
     from toolpath.planner.interfaces.http_serving import HttpLimits
     from toolpath.planner.interfaces.server import ServeError, serve  # the MCP SDK loads only for this command
     from toolpath.registry.database import STORE_VARIABLE, open_database

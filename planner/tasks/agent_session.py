@@ -44,9 +44,9 @@ from typing import TYPE_CHECKING, Any
 
 from toolpath.errors import Refusal
 from toolpath.kernel import CellResult, CodeMode, KernelError
-from toolpath.kernel.approval_log import RecordedDecision
-from toolpath.kernel.approvals import ApprovalDecision, OnApproval
-from toolpath.kernel.bindings import Bindings, toolkit_of
+from toolpath.kernel.tools.approval_log import RecordedDecision
+from toolpath.kernel.tools.approvals import ApprovalDecision, OnApproval
+from toolpath.kernel.tools.bindings import Bindings, toolkit_of
 from toolpath.planner.planning.graph import kinds_of
 from toolpath.planner.planning.plans import DEFAULT_TASK_BUDGET_S, Plan, PlanningCancelled, TaskBudget, qualified_name
 from toolpath.planner.search.skills import SkillHit
