@@ -16,7 +16,6 @@ has a private directory (:mod:`toolpath.kernel.kernels.private_directories`).
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import base64
 import contextlib
@@ -29,13 +28,12 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from toolpath.kernel.errors import KernelBusyError, KernelError
-from toolpath.kernel.inside import setup
-from toolpath.kernel.inside.protocol import COMM_TARGET, FILES_MODULE, TOOL_CALLS_PAYLOAD
+from toolpath.kernel.inside.protocol import COMM_TARGET, FILES_MODULE
 from toolpath.kernel.kernels import directory_files
+from toolpath.kernel.kernels.cell_messages import POLL_SECONDS, VARIABLES_EXPRESSION, finished_result, shell_reply, until_idle
 from toolpath.kernel.kernels.managed_transport import ManagedTransport
 from toolpath.kernel.kernels.output import CellOutput, CellResult, OutputLimits
 from toolpath.kernel.kernels.private_directories import new_private_directory, remove_directory
@@ -45,7 +43,6 @@ if TYPE_CHECKING:
     from toolpath.kernel.kernels.gateway import Gateway
     from toolpath.kernel.sandbox.provisioner import SandboxPolicy
 
-_POLL_SECONDS = 0.5
 #: Seconds a cell gets to stop after its timeout interrupt before it is reported as stuck.
 INTERRUPT_GRACE = 10.0
 #: Seconds a remote kernel gets to take or send one file.
@@ -299,32 +296,12 @@ class IPythonKernel:
         try:
             if self._stuck_message_id is None:
                 return True
-            if not await self._until_idle(self._stuck_message_id, deadline - time.monotonic()):
+            if not await until_idle(self._kernel, self._stuck_message_id, deadline - time.monotonic()):
                 return False
             self._stuck_message_id = None
             return True
         finally:
             self._channels.release()
-
-    async def _until_idle(self, message_id: str, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for the kernel to finish handling request ``message_id``
-        (its ``idle`` status); other messages are dropped."""
-        assert self._kernel is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                message = await self._kernel.get_iopub_msg(timeout=min(_POLL_SECONDS, max(0.01, deadline - time.monotonic())))
-            except queue.Empty:
-                if self._kernel.connection_lost() or not await self._kernel.is_alive():
-                    return False
-                continue
-            if (
-                message.get("parent_header", {}).get("msg_id") == message_id
-                and message["msg_type"] == "status"
-                and message["content"].get("execution_state") == "idle"
-            ):
-                return True
-        return False
 
     async def is_alive(self) -> bool:
         return self._kernel is not None and await self._kernel.is_alive()
@@ -373,7 +350,7 @@ class IPythonKernel:
                 )
             closed = await self._kernel.send_shell("comm_close", {"comm_id": comm_id, "data": {}})
             # The kernel handles shell messages in order: once the close is done, every chunk is written.
-            taken = await self._until_idle(closed, _TRANSFER_SECONDS)
+            taken = await until_idle(self._kernel, closed, _TRANSFER_SECONDS)
         if not taken:
             raise KernelError(f"the remote kernel did not take file {name} (it is gone, its channels closed, or it took over {_TRANSFER_SECONDS:g} s)")
         written = await self._file_call(f"size({name!r})")
@@ -495,7 +472,7 @@ class IPythonKernel:
             raise KernelBusyError("an earlier cell ignored its interrupt and is still running; wait for it or restart the kernel")
         kernel = self._kernel
         output = CellOutput(limits or OutputLimits())
-        expressions = _VARIABLES_EXPRESSION if report_variables else None
+        expressions = VARIABLES_EXPRESSION if report_variables else None
         message_id = await kernel.execute(code, silent=silent, store_history=not silent, user_expressions=expressions)
         if on_start is not None:
             on_start(message_id)
@@ -513,7 +490,7 @@ class IPythonKernel:
                     interrupted = True
                     deadline = time.monotonic() + interrupt_grace
                 try:
-                    message = await kernel.get_iopub_msg(timeout=_POLL_SECONDS)
+                    message = await kernel.get_iopub_msg(timeout=POLL_SECONDS)
                 except queue.Empty:
                     if not await kernel.is_alive():
                         log = kernel.log_tail()
@@ -544,33 +521,7 @@ class IPythonKernel:
                 await asyncio.shield(self._stop_cell(message_id, interrupt_grace))
             raise
 
-        reply = await self._shell_reply(message_id)
-        execution_count = reply.get("execution_count")
-        tool_calls = _tool_calls(reply)
-        if reply.get("status") == "aborted":
-            evalue = "the kernel skipped this cell: it arrived while an earlier cell was failing (Jupyter aborts requests queued behind an error); run it again"
-            return output.build("aborted", error={"ename": "Aborted", "evalue": evalue, "traceback": ""})
-        if output.error is None and reply.get("status") == "error":
-            # The cell raised but no error reached iopub (it broke the streams that carry it): the
-            # shell reply still says so.
-            traceback = "\n".join(str(line) for line in reply.get("traceback") or [])
-            return output.build(
-                "error",
-                execution_count,
-                error={"ename": str(reply.get("ename", "")), "evalue": str(reply.get("evalue", "")), "traceback": traceback},
-                tool_calls=tool_calls,
-            )
-        if output.error is None:
-            # The cell finished as the interrupt was sent; the interrupt may also have cut it short
-            # without an exception (a very short timeout can land before user code runs). Say so.
-            notice = "The time limit was reached as the cell finished; if its output looks incomplete, run it again with more time." if interrupted else ""
-            variables = _variables(reply) if report_variables else None
-            return replace(output.build("ok", execution_count, notice=notice, tool_calls=tool_calls), variables=variables)
-        # A call interrupted inside a task the cell gathered surfaces as that task's cancellation.
-        if interrupted and output.error["ename"] in ("KeyboardInterrupt", "CancelledError"):
-            error = {**output.error, "ename": "Timeout", "evalue": f"the cell ran over {timeout:g} s and was interrupted"}
-            return output.build("timeout", execution_count, error=error, tool_calls=tool_calls)
-        return output.build("error", execution_count, tool_calls=tool_calls)
+        return finished_result(output, await shell_reply(kernel, message_id), interrupted, timeout, report_variables)
 
     async def _stop_cell(self, message_id: str, interrupt_grace: float) -> None:
         """Interrupt the running cell ``message_id`` and wait up to ``interrupt_grace`` seconds for
@@ -578,19 +529,8 @@ class IPythonKernel:
         requests queued behind a failing one). One still running then holds the kernel (:attr:`busy`)."""
         assert self._kernel is not None
         await self._kernel.interrupt()
-        if not await self._until_idle(message_id, interrupt_grace):
+        if not await until_idle(self._kernel, message_id, interrupt_grace):
             self._stuck_message_id = message_id
-
-    async def _shell_reply(self, message_id: str) -> dict:
-        """The content of the shell reply to ``message_id`` (status, execution count), ``{}`` if none comes."""
-        assert self._kernel is not None
-        try:
-            while True:
-                reply = await self._kernel.get_shell_msg(timeout=5.0)
-                if reply.get("parent_header", {}).get("msg_id") == message_id:
-                    return reply.get("content", {})
-        except queue.Empty:
-            return {}
 
     async def shutdown(self) -> None:
         """Stop the kernel and its channels and remove its private directory; safe to call twice."""
@@ -611,47 +551,3 @@ def _error_line(result: CellResult) -> str:
     if result.error:
         return f"{result.error.get('ename')}: {result.error.get('evalue')}"[:300]
     return result.status
-
-
-#: The ``user_expressions`` of a cell that reports the kernel's variable names in its execute reply
-#: (the module and function named from themselves, so that a rename cannot leave a stale string).
-_VARIABLES_EXPRESSION = {"toolpath_variables": f"__import__({setup.__name__!r}, fromlist=['_']).{setup.variable_names_json.__name__}()"}
-
-
-def _variables(reply: dict) -> tuple[str, ...] | None:
-    """The variable names an execute reply answers for :data:`_VARIABLES_EXPRESSION`; ``None`` when
-    it has none of the right shape (the reply comes from a kernel the cell's code could change)."""
-    answer = (reply.get("user_expressions") or {}).get("toolpath_variables")
-    if not isinstance(answer, dict) or answer.get("status") != "ok":
-        return None
-    try:
-        names = json.loads(ast.literal_eval((answer.get("data") or {}).get("text/plain", "")))
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return None
-    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
-        return None
-    return tuple(names)
-
-
-#: Distinct tool-call targets kept from one reply, and their longest name: a cell could write any
-#: payload, and a result must stay small.
-_MAX_CALL_TARGETS = 1_000
-_MAX_TARGET_CHARS = 300
-
-
-def _tool_calls(reply: dict) -> dict[str, int]:
-    """The completed tool calls a cell's execute reply reports (see :mod:`toolpath.kernel.inside.handles`); entries
-    of any other shape are ignored, since the reply comes from code the cell could have replaced."""
-    calls: dict[str, int] = {}
-    for payload in reply.get("payload") or []:
-        if isinstance(payload, dict) and payload.get("source") == TOOL_CALLS_PAYLOAD and isinstance(payload.get("tool_calls"), dict):
-            for target, count in payload["tool_calls"].items():
-                if (
-                    isinstance(target, str)
-                    and len(target) <= _MAX_TARGET_CHARS
-                    and type(count) is int
-                    and count > 0
-                    and (target in calls or len(calls) < _MAX_CALL_TARGETS)
-                ):
-                    calls[target] = calls.get(target, 0) + count
-    return calls
