@@ -14,6 +14,7 @@ from toolpath.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from toolpath.kernel.codemode.facade import CodeMode
+    from toolpath.kernel.codemode.options import BridgePolicy, CellPolicy, KernelCapacity, KernelLaunch, SnapshotPolicy
     from toolpath.kernel.codemode.session_pool import SessionOwnerError
     from toolpath.kernel.codemode.snapshot_store import Snapshot, SnapshotStore
     from toolpath.kernel.errors import KernelBusyError, KernelError, SessionHeldError
@@ -25,6 +26,11 @@ if TYPE_CHECKING:
     from toolpath.kernel.tools.toolkit import Tool, ToolCall, Toolkit
 
 _HOME = {
+    "BridgePolicy": "toolpath.kernel.codemode.options",
+    "CellPolicy": "toolpath.kernel.codemode.options",
+    "KernelCapacity": "toolpath.kernel.codemode.options",
+    "KernelLaunch": "toolpath.kernel.codemode.options",
+    "SnapshotPolicy": "toolpath.kernel.codemode.options",
     "CodeMode": "toolpath.kernel.codemode.facade",
     "SessionOwnerError": "toolpath.kernel.codemode.session_pool",
     "format_for_model": "toolpath.kernel.kernels.output",

@@ -25,20 +25,20 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from toolpath.kernel.codemode.engine import CodeModeEngine
 from toolpath.kernel.codemode.handle_binding import HandleBinder
 from toolpath.kernel.codemode.loop_thread import LoopThread, running_loop
 from toolpath.kernel.codemode.model_tools import instructions, tool_schemas
-from toolpath.kernel.codemode.options import BridgePolicy, CellPolicy, KernelCapacity, KernelLaunch, SnapshotPolicy, parse_host_port
+from toolpath.kernel.codemode.options import FLAT_DEFAULT, SHORTHAND, BridgePolicy, CellPolicy, KernelCapacity, KernelLaunch, SnapshotPolicy, option_groups
 from toolpath.kernel.codemode.session_pool import check_ids
 from toolpath.kernel.codemode.snapshot_store import DEFAULT_LEASE_SECONDS, SnapshotStore
 from toolpath.kernel.codemode.toolkit_connections import ToolkitConnections
 from toolpath.kernel.inside.protocol import SETUP_MODULE
 from toolpath.kernel.inside.result_store import ResultStore
-from toolpath.kernel.kernels.ipython_kernel import INTERRUPT_GRACE
-from toolpath.kernel.kernels.output import CellResult, OutputLimits, format_for_model
+from toolpath.kernel.kernels.output import CellResult, format_for_model
 from toolpath.kernel.option_checks import check_seconds
 from toolpath.kernel.tools.approval_log import ApprovalLog, RecordedDecision
 from toolpath.kernel.tools.approvals import DEFAULT_APPROVAL_TIMEOUT, ApprovalDecision, ApprovalGate, Approver, OnApproval
@@ -62,58 +62,21 @@ class CodeMode:
             in this process and is called over the bridge: ``await inventory.stock_level("A-1")``.
             Registry tools served by an MCP server connect to it on their first call (one
             connection per server configuration) and are disconnected when the run ends.
+        cells: how each cell runs: time limit, interrupt grace, output caps (:class:`~toolpath.kernel.codemode.options.CellPolicy`).
+        capacity: how many kernels live at once, and for how long (:class:`~toolpath.kernel.codemode.options.KernelCapacity`).
+        launch: where and how kernels start: interpreter, directory, environment, startup code, shell
+            escapes, a kernelspec, a Jupyter gateway or a sandbox (:class:`~toolpath.kernel.codemode.options.KernelLaunch`).
+        snapshots: when a session's snapshot is written, and how much of it (:class:`~toolpath.kernel.codemode.options.SnapshotPolicy`).
+        bridge: what may cross the bridge, and where remote kernels reach it (:class:`~toolpath.kernel.codemode.options.BridgePolicy`).
         allow_restart: offer ``restart`` to the model (see :meth:`model_tools`); ``False`` also makes
             :meth:`restart` raise.
-        allow_shell: keep ``%%bash`` and ``!`` shell escapes; ``False`` removes them (this keeps a
-            model on Python; it is **not** a security boundary: ``subprocess`` still works).
-        on_busy_kernel: what becomes of a cell that ignores its interrupt (``interrupt_grace``):
-            ``"wait"`` keeps its kernel, and the next cell reports busy after ``busy_wait`` seconds;
-            ``"restart"`` stops its kernel at once (the next cell gets a fresh kernel with the
-            session's last snapshot), so that it spins no core meanwhile.
-        busy_wait: seconds a cell waits for an earlier aborted cell to finish.
-        idle_ttl: seconds after which an unused session's kernel is shut down.
-        timeout: seconds before a cell is interrupted; ``None`` waits forever.
-        python: the kernels' interpreter; default the running one.
-        cwd: the kernels' working directory; default the current one.
-        env: variables laid over the process environment for the kernels.
-        startup_code: Python run in every new kernel before its first cell.
-        max_output_chars / max_images_per_cell / max_image_bytes: output caps per cell
-            (:class:`toolpath.kernel.OutputLimits`).
-        max_kernels: cap on live session kernels (pool kernels not included); ``None`` for no cap.
-            A new session beyond it evicts the least recently used idle session (snapshotted);
-            when every kernel runs a cell for ``busy_wait`` seconds, it gets a ``KernelError``.
-        max_kernels_per_user: cap on one owner's live session kernels (sessions created without a
-            ``user_id`` count as one owner); ``None`` for no cap. A new session beyond it evicts
-            that owner's least recently used idle session, or gets a ``KernelError`` when all of
-            theirs run cells for ``busy_wait`` seconds. With this cap, one owner's kernels start
-            (and restore) one at a time, so one user opening many sessions at once takes one
-            core for it, not every core other users' cells need.
-        pool_size: kernels kept started and ready for new sessions; 0 disables the pool.
-        interrupt_grace: seconds a timed-out cell gets to stop after the interrupt before it is
-            reported ``"aborted"``.
-        max_result_bytes: largest host-tool result (encoded) a cell receives; a larger one raises
-            ``ResultTooLarge`` in the cell, or is offloaded with ``offload_results``.
-        offload_results: keep oversized results in the SQLite file and give the cell an id to read
-            them back with ``await results.get(id)``.
+        offload_results: keep results over ``max_result_bytes`` in the SQLite file and give the cell
+            an id to read them back with ``await results.get(id)``.
         result_store: that SQLite file; default ``$TOOLPATH_HOME/toolpath.db`` (see
             :func:`toolpath.registry.storage.default_database_path`).
-        accept_pickles: let cells pass non-JSON arguments (a DataFrame) to host tools as pickles,
-            which the host loads. A cell already runs code as this user, so for a local kernel this
-            is no new power; ``False`` makes the host accept JSON only, for kernels it should not
-            trust (a cell passing other values gets a ``BridgeError`` saying so). Default: pickles
-            from plain local kernels, JSON only from sandboxed kernels and kernels on other hosts.
         snapshot: keep each session's variables in ``snapshot_store`` and restore them into its next
             kernel (after this process restarts, an eviction or a death; not after
             :meth:`restart`). ``False`` keeps nothing (owners then live in this process only).
-        snapshot_debounce: seconds without a new cell before a session's snapshot is written.
-        snapshot_after_each_cell: write the snapshot after every cell that ran (ok or error),
-            before its result is returned, instead of after ``snapshot_debounce``: a result that
-            was returned then survives this process's death (another process on a shared store
-            restores it). It costs each cell the dump of the variables that changed (see
-            ``docs/kernels.md``). Default: on with a PostgreSQL store (shared by replicas, where a
-            process may die under a session), off with a SQLite one.
-        max_variable_bytes: a variable whose pickle is larger is not snapshotted (and named).
-        max_snapshot_bytes: budget of one session's snapshot; the smallest variables are kept first.
         snapshot_store: the store of snapshots, owners, session holders and approval decisions: a
             SQLite file, or a ``postgresql://`` URL that several processes (``toolpath serve``
             replicas) share; default ``$TOOLPATH_STORE``, else ``$TOOLPATH_HOME/toolpath.db``.
@@ -122,21 +85,8 @@ class CodeMode:
         session_lease: seconds this process's hold on a session lasts in the store unless renewed
             (it renews every third of that while the session's kernel lives); another process,
             on any host, may take the session over once it has run out.
-        kernel_name: start kernels from this kernelspec instead of ipykernel on ``python``: an
-            installed one, started through jupyter_client's provisioner machinery (so a
-            ``metadata.kernel_provisioner`` such as gateway_provisioners' Kubernetes one decides
-            where it runs), or with ``gateway_url`` the gateway's kernelspec (default: its default).
-        gateway_url: run every kernel on this Jupyter Kernel Gateway or Enterprise Gateway
-            (``http(s)://host:port``), over its REST and WebSocket API.
-        gateway_token: the gateway's auth token.
-        bridge_address: ``host:port`` through which kernels on other hosts (gateway kernels, or
-            kernels a non-local provisioner launched) reach this process's host tools, over TLS;
-            default ``127.0.0.1`` and a free port, which only kernels on this machine can reach.
-            Port 0 means the port listened on.
-        bridge_listen: ``host:port`` the bridge listens on, when it differs from ``bridge_address``
-            (``0.0.0.0:7443`` behind a Kubernetes Service named in ``bridge_address``).
         bridge_certificate: ``(certificate file, key file)``, PEM, for the bridge's TLS; default a
-            self-signed certificate for ``bridge_address``'s host, made at start. Kernels trust
+            self-signed certificate for the bridge address's host, made at start. Kernels trust
             exactly this certificate (CodeMode sends it with the bridge's address).
         approver: who decides on calls to host tools that ask for approval
             (``Tool(requires_approval=...)``, :mod:`toolpath.kernel.tools.approvals`): ``approver(request)``
@@ -153,125 +103,108 @@ class CodeMode:
             is put to the approver only for such a tool with an approval policy, or one of ``tools``;
             any other is denied unseen (a cell can send one of its own). :meth:`Workspace.code_mode`
             gives its catalogs' tools.
-        sandbox: start each local kernel inside bubblewrap with this
-            :class:`toolpath.kernel.sandbox.provisioner.SandboxPolicy`: it sees none of this process's files but the
-            Python environment, none of its environment, other sessions' directories, the store or
-            (by default) the network, within memory, CPU, process, file and disk limits. Bridges
-            then take JSON only unless ``accept_pickles=True``. Not with ``kernel_name`` or
-            ``gateway_url``, whose kernels run where they say.
+
+    Every other keyword is shorthand for one field of a group, for when that group is not given
+    (giving both is a ``TypeError``): :data:`~toolpath.kernel.codemode.options.SHORTHAND` says which
+    (``timeout`` is ``cells.timeout``, ``max_output_chars`` is ``cells.limits.max_output_chars``,
+    ``gateway_url`` and ``gateway_token`` make ``launch.gateway``, ``bridge_address`` is
+    ``bridge.address`` as ``"host:port"``).
 
     Raises:
+        TypeError: a group given with one of its shorthand keywords (the message names both), a
+            group that is not of its class, or a ``tools`` item that is not a toolkit, tool,
+            callable or registry tool.
         ValueError: for an unknown ``on_busy_kernel``, a negative number, two toolkits with one name,
             a registry tool without ``id`` or without ``module``/``mcp_server``, a bad gateway URL
             or bridge address, ``python`` with ``kernel_name`` or ``gateway_url``, ``cwd`` or
             ``offload_results`` with ``gateway_url``, or a bridge certificate that cannot be loaded.
         registry.storage.StoreError: ``result_store`` is a directory or cannot be created.
-        TypeError: a ``tools`` item that is not a toolkit, tool, callable or registry tool.
     """
 
     def __init__(
         self,
         tools: Iterable[ToolDefinition | Toolkit | Tool | Callable[..., Any]] = (),
         *,
+        cells: CellPolicy | None = None,
+        capacity: KernelCapacity | None = None,
+        launch: KernelLaunch | None = None,
+        snapshots: SnapshotPolicy | None = None,
+        bridge: BridgePolicy | None = None,
         allow_restart: bool = True,
-        allow_shell: bool = True,
-        on_busy_kernel: Literal["wait", "restart"] = "wait",
-        busy_wait: float = 5.0,
-        idle_ttl: float = 1800.0,
-        timeout: float | None = 300.0,
-        python: str | None = None,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        startup_code: str | None = None,
-        max_output_chars: int = 65_536,
-        max_images_per_cell: int = 8,
-        max_image_bytes: int = 5_000_000,
-        max_kernels: int | None = None,
-        max_kernels_per_user: int | None = None,
-        pool_size: int = 1,
-        interrupt_grace: float = INTERRUPT_GRACE,
-        max_result_bytes: int = 1_000_000,
         offload_results: bool = False,
         result_store: str | os.PathLike[str] | None = None,
-        accept_pickles: bool | None = None,
         snapshot: bool = True,
-        snapshot_debounce: float = 1.5,
-        snapshot_after_each_cell: bool | None = None,
-        max_variable_bytes: int = 2_000_000,
-        max_snapshot_bytes: int = 64_000_000,
         snapshot_store: str | os.PathLike[str] | None = None,
         session_lease: float = DEFAULT_LEASE_SECONDS,
-        kernel_name: str | None = None,
-        gateway_url: str | None = None,
-        gateway_token: str | None = None,
-        bridge_address: str | None = None,
-        bridge_listen: str | None = None,
         bridge_certificate: tuple[str, str] | None = None,
         approver: Approver | None = None,
         approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT,
         approval_tools: Iterable[ToolDefinition] = (),
-        sandbox: SandboxPolicy | None = None,
+        # Shorthand for one field of a group each (the class docstring says which).
+        allow_shell: bool = FLAT_DEFAULT["allow_shell"],
+        on_busy_kernel: Literal["wait", "restart"] = FLAT_DEFAULT["on_busy_kernel"],
+        busy_wait: float = FLAT_DEFAULT["busy_wait"],
+        idle_ttl: float = FLAT_DEFAULT["idle_ttl"],
+        timeout: float | None = FLAT_DEFAULT["timeout"],
+        python: str | None = FLAT_DEFAULT["python"],
+        cwd: str | None = FLAT_DEFAULT["cwd"],
+        env: dict[str, str] | None = FLAT_DEFAULT["env"],
+        startup_code: str | None = FLAT_DEFAULT["startup_code"],
+        max_output_chars: int = FLAT_DEFAULT["max_output_chars"],
+        max_images_per_cell: int = FLAT_DEFAULT["max_images_per_cell"],
+        max_image_bytes: int = FLAT_DEFAULT["max_image_bytes"],
+        max_kernels: int | None = FLAT_DEFAULT["max_kernels"],
+        max_kernels_per_user: int | None = FLAT_DEFAULT["max_kernels_per_user"],
+        pool_size: int = FLAT_DEFAULT["pool_size"],
+        interrupt_grace: float = FLAT_DEFAULT["interrupt_grace"],
+        max_result_bytes: int = FLAT_DEFAULT["max_result_bytes"],
+        accept_pickles: bool | None = FLAT_DEFAULT["accept_pickles"],
+        snapshot_debounce: float = FLAT_DEFAULT["snapshot_debounce"],
+        snapshot_after_each_cell: bool | None = FLAT_DEFAULT["snapshot_after_each_cell"],
+        max_variable_bytes: int = FLAT_DEFAULT["max_variable_bytes"],
+        max_snapshot_bytes: int = FLAT_DEFAULT["max_snapshot_bytes"],
+        kernel_name: str | None = FLAT_DEFAULT["kernel_name"],
+        gateway_url: str | None = FLAT_DEFAULT["gateway_url"],
+        gateway_token: str | None = FLAT_DEFAULT["gateway_token"],
+        bridge_address: str | None = FLAT_DEFAULT["bridge_address"],
+        bridge_listen: str | None = FLAT_DEFAULT["bridge_listen"],
+        sandbox: SandboxPolicy | None = FLAT_DEFAULT["sandbox"],
     ):
-        if gateway_url is None and gateway_token is not None:
-            raise ValueError("gateway_token is only used with gateway_url")
+        shorthand = {name: value for name, value in locals().items() if name in SHORTHAND}  # first: locals() holds just the arguments
+        groups = option_groups({"cells": cells, "capacity": capacity, "launch": launch, "snapshots": snapshots, "bridge": bridge}, shorthand)
         if result_store is not None and not offload_results:
             raise ValueError("result_store is only used with offload_results=True")
         if snapshot_store is not None and not snapshot:
             raise ValueError("snapshot_store is only used with snapshot=True")
         if bridge_certificate is not None and (isinstance(bridge_certificate, (str, bytes)) or len(bridge_certificate) != 2):
             raise ValueError(f"bridge_certificate must be (certificate file, key file), got {bridge_certificate!r}")
-        if gateway_url is not None and offload_results:
+        self.cells, self.capacity, self.launch = groups["cells"], groups["capacity"], groups["launch"]
+        bridge = groups["bridge"]
+        if self.launch.gateway is not None and offload_results:
             raise ValueError(
-                f"offload_results needs kernels on this machine: offloaded results are read from the SQLite file, which a kernel on a gateway cannot open; without it, results over max_result_bytes={max_result_bytes:,} raise ResultTooLarge in the cell"
+                f"offload_results needs kernels on this machine: offloaded results are read from the SQLite file, which a kernel on a gateway cannot open; without it, results over max_result_bytes={bridge.max_result_bytes:,} raise ResultTooLarge in the cell"
             )
-        limits = OutputLimits(max_output_chars=max_output_chars, max_images_per_cell=max_images_per_cell, max_image_bytes=max_image_bytes)
-        self.cells = CellPolicy(timeout=timeout, interrupt_grace=interrupt_grace, busy_wait=busy_wait, on_busy_kernel=on_busy_kernel, limits=limits)
-        self.capacity = KernelCapacity(max_kernels=max_kernels, max_kernels_per_user=max_kernels_per_user, pool_size=pool_size, idle_ttl=idle_ttl)
-        address = parse_host_port(bridge_address or "127.0.0.1:0", "bridge_address")
-        listen = parse_host_port(bridge_listen, "bridge_listen") if bridge_listen is not None else address
-        bridge = BridgePolicy(max_result_bytes=max_result_bytes, accept_pickles=accept_pickles, address=address, listen=listen)
-        gateway = None
-        if gateway_url is not None:
-            from toolpath.kernel.kernels.gateway import Gateway  # its HTTP and WebSocket clients only for gateway users
-
-            gateway = Gateway(gateway_url, gateway_token, kernel_name)
-        #: How kernels start (its ``gateway``: the Jupyter gateway they run on, if any).
-        self.launch = KernelLaunch(
-            python=python,
-            cwd=cwd,
-            env=dict(env or {}),
-            startup_code=startup_code,
-            allow_shell=allow_shell,
-            kernel_name=kernel_name,
-            gateway=gateway,
-            sandbox=sandbox,
-        )
         self.allow_restart = allow_restart
         self._binder = HandleBinder(
             tools,
             bridge,
             ResultStore(result_store) if offload_results else None,
             bridge_certificate,
-            sandboxed=sandbox is not None,
+            sandboxed=self.launch.sandbox is not None,
             approvals=approver is not None,
             approval_tools=approval_tools,
         )
         self._connections = ToolkitConnections(self._binder)
         check_seconds("session_lease", session_lease, positive=True)
         store = SnapshotStore(snapshot_store, lease_seconds=session_lease) if snapshot else None
-        if snapshot_after_each_cell is None:
-            snapshot_after_each_cell = store is not None and store.database.engine != "sqlite"
-        snapshots = SnapshotPolicy(
-            debounce=snapshot_debounce,
-            max_variable_bytes=max_variable_bytes,
-            max_snapshot_bytes=max_snapshot_bytes,
-            after_each_cell=snapshot_after_each_cell,
-        )
+        snapshot_policy = groups["snapshots"]
+        if snapshot_policy.after_each_cell is None:
+            snapshot_policy = replace(snapshot_policy, after_each_cell=store is not None and store.database.engine != "sqlite")
         check_seconds("approval_timeout", approval_timeout, positive=True)
         self._approval_log = ApprovalLog(store.database if store is not None else None)
         approvals = ApprovalGate(approver, approval_timeout, self._approval_log)
         self._loop_thread = LoopThread()  # last: nothing after it can fail and leave its thread running
-        self._engine = CodeModeEngine(self.launch, self.cells, self.capacity, store, snapshots, self._binder, allow_restart, self._loop_thread, approvals)
+        self._engine = CodeModeEngine(self.launch, self.cells, self.capacity, store, snapshot_policy, self._binder, allow_restart, self._loop_thread, approvals)
 
     # -- runs: connecting and closing toolkits -------------------------------------------------------
 

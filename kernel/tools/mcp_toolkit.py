@@ -118,7 +118,7 @@ class MCPToolkit(Toolkit):
         why, in a ``RuntimeWarning`` and in :attr:`skipped`.
 
         Raises:
-            kernel.mcp_connection.MCPConnectionError: the server could not be started, reached or
+            kernel.tools.mcp_connection.MCPConnectionError: the server could not be started, reached or
                 listed, or its tools not bound, within ``connect_timeout`` seconds.
             ValueError: ``include`` names a tool the server does not list.
         """

@@ -60,7 +60,7 @@ async def draft_catalog(config: MCPServerConfig, domain: str | None = None) -> s
     Tools that cannot be drafted are left out and named in a ``RuntimeWarning`` and the header.
 
     Raises:
-        kernel.mcp_connection.MCPConnectionError: the server could not be started, reached or listed.
+        kernel.tools.mcp_connection.MCPConnectionError: the server could not be started, reached or listed.
     """
     connection = MCPConnection(config)
     try:
