@@ -627,7 +627,8 @@ def test_a_sync_approver_nobody_answers_does_not_keep_the_process_from_exiting(t
     script = tmp_path / "unanswered.py"
     script.write_text(
         "import asyncio, threading\n"
-        "from toolpath.kernel.tools.approvals import ApprovalGate, ApprovalRequest, ApprovalTimeout\n"
+        "from toolpath.kernel.inside.approval_policy import ApprovalRequest, ApprovalTimeout\n"
+        "from toolpath.kernel.tools.approvals import ApprovalGate\n"
         "def nobody_answers(request):\n"
         "    threading.Event().wait()\n"
         "gate = ApprovalGate(nobody_answers, timeout=0.5)\n"
