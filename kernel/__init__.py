@@ -1,6 +1,8 @@
 """CodeMode kernels: persistent IPython kernels in which every tool is an awaitable handle.
 
-``toolpath.kernel.kernels.ipython_kernel`` runs on the host; ``toolpath.kernel.inside.handles`` is imported inside the kernel.
+Its sub-packages say where their code runs: ``inside`` in the kernel process (handles, the bridge's
+kernel end, setup, snapshots; ``inside.protocol`` holds what both sides agree on), and on the host
+``sandbox``, ``kernels`` (the driver and its transports), ``tools``, ``bridge`` and ``codemode``.
 
 The names below load on first use: a kernel imports ``toolpath.kernel.inside.handles`` (and so this package) in its
 first cell, and must not pay for the host side (jupyter_client, SQLite, dill: about a second) there.
