@@ -207,7 +207,7 @@ async def forged_host(port: int, stop: asyncio.Event) -> None:
 #: (``path``) and a report claiming it holds a variable.
 HOSTILE_DUMP = """
 import json, os, threading
-import toolpath.kernel.kernel_snapshot as _snapshot_code
+import toolpath.kernel.inside.snapshot as _snapshot_code
 def _hostile_dump(path, *args, **kwargs):
     if os.path.lexists(path):
         os.remove(path)

@@ -26,7 +26,7 @@ from toolpath.kernel import CodeMode, Tool, Toolkit
 
 # An in-kernel tool that always asks: its handle checks the policy and asks the host over the bridge.
 BIND_IN_KERNEL = (
-    "from toolpath.kernel.handles import bind_module_tools\nlocal = bind_module_tools('local', {'asks': ('abs', 'builtins', {'approval': 'always'})})"
+    "from toolpath.kernel.inside.handles import bind_module_tools\nlocal = bind_module_tools('local', {'asks': ('abs', 'builtins', {'approval': 'always'})})"
 )
 
 

@@ -33,7 +33,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from jupyter_client.manager import AsyncKernelManager
 
 from toolpath.kernel import CodeMode
-from toolpath.kernel.sandbox import SandboxPolicy
+from toolpath.kernel.sandbox.provisioner import SandboxPolicy
 from toolpath.planner import Workspace
 
 

@@ -1,8 +1,10 @@
 """CodeMode kernels: persistent IPython kernels in which every tool is an awaitable handle.
 
-``toolpath.kernel.ipython_kernel`` runs on the host; ``toolpath.kernel.handles`` is imported inside the kernel.
+Its sub-packages say where their code runs: ``inside`` in the kernel process (handles, the bridge's
+kernel end, setup, snapshots; ``inside.protocol`` holds what both sides agree on), and on the host
+``sandbox``, ``kernels`` (the driver and its transports), ``tools``, ``bridge`` and ``codemode``.
 
-The names below load on first use: a kernel imports ``toolpath.kernel.handles`` (and so this package) in its
+The names below load on first use: a kernel imports ``toolpath.kernel.inside.handles`` (and so this package) in its
 first cell, and must not pay for the host side (jupyter_client, SQLite, dill: about a second) there.
 """
 
@@ -13,36 +15,43 @@ from typing import TYPE_CHECKING
 from toolpath.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from toolpath.kernel.codemode import CodeMode
+    from toolpath.kernel.codemode.facade import CodeMode
+    from toolpath.kernel.codemode.options import BridgePolicy, CellPolicy, KernelCapacity, KernelLaunch, SnapshotPolicy
+    from toolpath.kernel.codemode.session_pool import SessionOwnerError
+    from toolpath.kernel.codemode.snapshot_store import Snapshot, SnapshotStore
     from toolpath.kernel.errors import KernelBusyError, KernelError, SessionHeldError
-    from toolpath.kernel.ipython_kernel import IPythonKernel
-    from toolpath.kernel.mcp_connection import MCPConnectionError, MCPToolError
-    from toolpath.kernel.mcp_toolkit import MCPToolkit
-    from toolpath.kernel.output import CellResult, OutputLimits, format_for_model
-    from toolpath.kernel.session_pool import SessionOwnerError
-    from toolpath.kernel.snapshot import Snapshot, SnapshotStore
-    from toolpath.kernel.toolkit import Tool, ToolCall, ToolExitError, Toolkit, ToolPausedError
+    from toolpath.kernel.inside.tool_calls import ToolExitError, ToolPausedError
+    from toolpath.kernel.kernels.ipython_kernel import IPythonKernel
+    from toolpath.kernel.kernels.output import CellResult, OutputLimits, format_for_model
+    from toolpath.kernel.tools.mcp_connection import MCPConnectionError, MCPToolError
+    from toolpath.kernel.tools.mcp_toolkit import MCPToolkit
+    from toolpath.kernel.tools.toolkit import Tool, ToolCall, Toolkit
 
 _HOME = {
-    "CodeMode": "toolpath.kernel.codemode",
-    "SessionOwnerError": "toolpath.kernel.session_pool",
-    "format_for_model": "toolpath.kernel.output",
-    "CellResult": "toolpath.kernel.output",
-    "MCPConnectionError": "toolpath.kernel.mcp_connection",
-    "MCPToolError": "toolpath.kernel.mcp_connection",
-    "MCPToolkit": "toolpath.kernel.mcp_toolkit",
-    "OutputLimits": "toolpath.kernel.output",
+    "BridgePolicy": "toolpath.kernel.codemode.options",
+    "CellPolicy": "toolpath.kernel.codemode.options",
+    "KernelCapacity": "toolpath.kernel.codemode.options",
+    "KernelLaunch": "toolpath.kernel.codemode.options",
+    "SnapshotPolicy": "toolpath.kernel.codemode.options",
+    "CodeMode": "toolpath.kernel.codemode.facade",
+    "SessionOwnerError": "toolpath.kernel.codemode.session_pool",
+    "format_for_model": "toolpath.kernel.kernels.output",
+    "CellResult": "toolpath.kernel.kernels.output",
+    "MCPConnectionError": "toolpath.kernel.tools.mcp_connection",
+    "MCPToolError": "toolpath.kernel.tools.mcp_connection",
+    "MCPToolkit": "toolpath.kernel.tools.mcp_toolkit",
+    "OutputLimits": "toolpath.kernel.kernels.output",
     "KernelBusyError": "toolpath.kernel.errors",
     "KernelError": "toolpath.kernel.errors",
     "SessionHeldError": "toolpath.kernel.errors",
-    "IPythonKernel": "toolpath.kernel.ipython_kernel",
-    "Snapshot": "toolpath.kernel.snapshot",
-    "SnapshotStore": "toolpath.kernel.snapshot",
-    "Tool": "toolpath.kernel.toolkit",
-    "ToolCall": "toolpath.kernel.toolkit",
-    "ToolExitError": "toolpath.kernel.toolkit",
-    "Toolkit": "toolpath.kernel.toolkit",
-    "ToolPausedError": "toolpath.kernel.toolkit",
+    "IPythonKernel": "toolpath.kernel.kernels.ipython_kernel",
+    "Snapshot": "toolpath.kernel.codemode.snapshot_store",
+    "SnapshotStore": "toolpath.kernel.codemode.snapshot_store",
+    "Tool": "toolpath.kernel.tools.toolkit",
+    "ToolCall": "toolpath.kernel.tools.toolkit",
+    "ToolExitError": "toolpath.kernel.inside.tool_calls",
+    "Toolkit": "toolpath.kernel.tools.toolkit",
+    "ToolPausedError": "toolpath.kernel.inside.tool_calls",
 }
 
 __all__ = sorted(_HOME)

@@ -1,5 +1,5 @@
 """Errors of a kernel's start and of driving it, shared by local kernels
-(:mod:`toolpath.kernel.ipython_kernel`) and gateway kernels (:mod:`toolpath.kernel.gateway`).
+(:mod:`toolpath.kernel.kernels.ipython_kernel`) and gateway kernels (:mod:`toolpath.kernel.kernels.gateway`).
 """
 
 from toolpath.errors import Refusal, ToolpathError
@@ -20,7 +20,7 @@ class SessionHeldError(Refusal, RuntimeError):
 
     Attributes:
         session_id: the session.
-        holder: the process holding it (:class:`toolpath.kernel.snapshot.SessionHolder`).
+        holder: the process holding it (:class:`toolpath.kernel.codemode.snapshot_store.SessionHolder`).
     """
 
     def __init__(self, message: str, session_id: str, holder: object):

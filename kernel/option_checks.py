@@ -1,7 +1,7 @@
 """Checks of option values (CodeMode's, OutputLimits'): a wrong value is refused where it is given,
 with its name, rather than failing at the first cell with a message that names nothing.
 
-Standard library only: :mod:`toolpath.kernel.output`, imported inside kernels, uses it too.
+Standard library only: every part of kernel/ may use it.
 """
 
 from __future__ import annotations

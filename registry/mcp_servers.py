@@ -14,7 +14,7 @@ A value in ``args``, ``env``, ``url`` or ``headers`` may name an environment var
 ``${NAME}``: it is read when the server is connected, so a catalog never has to hold a secret.
 ``type`` (``stdio``, ``http`` or ``streamable-http``), as MCP clients' own configuration files
 write it, may be given and must agree with ``command``/``url``. Nothing here connects to anything;
-:mod:`toolpath.kernel.mcp_connection` does.
+:mod:`toolpath.kernel.tools.mcp_connection` does.
 """
 
 from __future__ import annotations

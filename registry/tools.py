@@ -119,7 +119,7 @@ class ToolDefinition(BaseModel):
             under ``mcp_servers`` (the catalog loader replaces it with that server's
             :class:`toolpath.registry.mcp_servers.MCPServerConfig`); in code, the config itself. Such a tool
             has no module and runs on the host (``binding`` defaults to ``"host"``).
-        approval: whether a call waits for a person's yes first (:mod:`toolpath.kernel.approvals`):
+        approval: whether a call waits for a person's yes first (:mod:`toolpath.kernel.tools.approvals`):
             ``"never"`` (default), ``"always"`` (sending mail, paying, deleting), or
             ``"on_overwrite"``: when an output parameter (``role: output``), as passed or by its
             default, names a file that exists, so writing would replace it.

@@ -27,7 +27,7 @@ MAX_SCHEMA_DEPTH = 12
 #: parameter has tens.
 MAX_SCHEMA_NODES = 1000
 #: Characters of a type string: it is shown in a signature line a model reads, where a longer one
-#: is noise (the same order as a tool summary's 300, :data:`toolpath.kernel.bindings.MAX_SUMMARY_CHARS`).
+#: is noise (the same order as a tool summary's 300, :data:`toolpath.kernel.tools.bindings.MAX_SUMMARY_CHARS`).
 MAX_TYPE_CHARS = 300
 
 

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from toolpath.kernel import CodeMode, Tool, Toolkit
-from toolpath.kernel.approvals import ApprovalDecision, ApprovalDenied, ApprovalGate, ApprovalRequest, approval_reason
+from toolpath.kernel.inside.approval_policy import ApprovalDenied, ApprovalRequest, approval_reason
+from toolpath.kernel.tools.approvals import ApprovalDecision, ApprovalGate
 
 pytestmark = pytest.mark.integration
 
@@ -228,7 +229,7 @@ def test_a_program_calling_the_toolkit_itself_gets_no_silent_yes(mail, sent):
         return True
 
     gate = ApprovalGate(approve)
-    from toolpath.kernel.approvals import ApprovalContext
+    from toolpath.kernel.tools.approvals import ApprovalContext
 
     assert asyncio.run(mail.acall("send_mail", ("x@example.org", "hi"), approval=ApprovalContext(gate))) == "sent to x@example.org"
 
@@ -287,8 +288,8 @@ def test_a_planned_cell_asks_before_writing_over_the_users_file(workspace, desk,
 #: A cell that sends the host an ``approve`` message of its own, for ``{tool}``, through the bridge
 #: client toolpath installed in its kernel; prints the answer.
 FORGED_APPROVAL = """
-import toolpath.kernel.handles as _handles
-from toolpath.kernel.approvals import ApprovalRequest
+import toolpath.kernel.inside.handles as _handles
+from toolpath.kernel.inside.approval_policy import ApprovalRequest
 try:
     await _handles._ask_host(ApprovalRequest.of({tool!r}, {{"to": "everyone"}}, "a forged reason"))
     print("answered yes")
@@ -311,7 +312,7 @@ def test_a_forged_approval_request_never_reaches_the_approver_or_the_log(workspa
 def test_what_a_kernel_asks_is_shown_escaped_and_needs_a_real_digest(workspace, desk, tmp_path):
     """A kernel's own words reach the approver with their control characters escaped (a terminal
     escape could hide the rest of a line, and the note that the check ran in the kernel)."""
-    hidden = "import toolpath.kernel.handles as _handles\nfrom toolpath.kernel.approvals import ApprovalRequest\n"
+    hidden = "import toolpath.kernel.inside.handles as _handles\nfrom toolpath.kernel.inside.approval_policy import ApprovalRequest\n"
     hidden += "await _handles._ask_host(ApprovalRequest.of('tabular.write_report', {'path\\x1b[8m': 'x\\r\\ny'}, 'it would write over a\\x1b[8m file'))"
     with workspace.code_mode(pool_size=0, approver=desk, approval_timeout=5, snapshot_store=tmp_path / "toolpath.db") as code_mode:
         assert code_mode.run(report_cell(workspace, tmp_path / "first.md"), "escapes").status == "ok"
@@ -319,7 +320,7 @@ def test_what_a_kernel_asks_is_shown_escaped_and_needs_a_real_digest(workspace, 
         (request,) = desk.asked
         assert request.reason == "it would write over a\\x1b[8m file (checked in the kernel, where the tool runs)"
         assert request.arguments == {"path\\x1b[8m": "'x\\r\\ny'"}
-        forged = "import toolpath.kernel.handles as _handles, dataclasses\nfrom toolpath.kernel.approvals import ApprovalRequest\n"
+        forged = "import toolpath.kernel.inside.handles as _handles, dataclasses\nfrom toolpath.kernel.inside.approval_policy import ApprovalRequest\n"
         forged += "request = dataclasses.replace(ApprovalRequest.of('tabular.write_report', {}, 'r'), digest='not-a-digest')\n"
         forged += "try:\n    await _handles._ask_host(request)\nexcept Exception as error:\n    print(type(error).__name__, error)"
         assert "digest must be the SHA-256 of the call" in code_mode.run(forged, "escapes").stdout
@@ -338,7 +339,7 @@ def test_without_an_approver_a_planned_cell_never_writes_over_a_file(workspace, 
 def test_a_catalog_tool_declares_when_it_asks():
     from pydantic import ValidationError
 
-    from toolpath.kernel.approvals import OverwritePolicy
+    from toolpath.kernel.inside.approval_policy import OverwritePolicy
     from toolpath.registry import ToolDefinition
 
     output = {"name": "path", "type": "str", "default": "out.md", "role": "output"}
@@ -353,7 +354,7 @@ def test_a_catalog_tool_declares_when_it_asks():
 
 
 def test_the_overwrite_policy_sees_links_and_defaults(tmp_path, monkeypatch):
-    from toolpath.kernel.approvals import OverwritePolicy
+    from toolpath.kernel.inside.approval_policy import OverwritePolicy
 
     monkeypatch.chdir(tmp_path)
     policy = OverwritePolicy({"path": "out.md"})
@@ -568,7 +569,7 @@ def test_a_planned_cells_instructions_say_which_call_may_ask(workspace):
 
 
 def test_only_a_real_yes_is_a_yes():
-    from toolpath.kernel.approvals import ApprovalContext
+    from toolpath.kernel.tools.approvals import ApprovalContext
 
     with pytest.raises(TypeError, match="approved must be True or False"):
         ApprovalDecision("no")
@@ -626,7 +627,8 @@ def test_a_sync_approver_nobody_answers_does_not_keep_the_process_from_exiting(t
     script = tmp_path / "unanswered.py"
     script.write_text(
         "import asyncio, threading\n"
-        "from toolpath.kernel.approvals import ApprovalGate, ApprovalRequest, ApprovalTimeout\n"
+        "from toolpath.kernel.inside.approval_policy import ApprovalRequest, ApprovalTimeout\n"
+        "from toolpath.kernel.tools.approvals import ApprovalGate\n"
         "def nobody_answers(request):\n"
         "    threading.Event().wait()\n"
         "gate = ApprovalGate(nobody_answers, timeout=0.5)\n"

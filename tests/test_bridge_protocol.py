@@ -1,6 +1,6 @@
 """The host end of the bridge against a hostile or broken peer: raw frames on a real Unix socket.
 
-No kernel is needed: each test starts a :class:`toolpath.kernel.bridge.Bridge` on its own event loop and talks
+No kernel is needed: each test starts a :class:`toolpath.kernel.bridge.host.Bridge` on its own event loop and talks
 to it the way any local process could, byte by byte.
 """
 
@@ -17,9 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolpath.kernel import Toolkit, wire
-from toolpath.kernel.bridge import MAX_ERROR_MESSAGE_CHARS, Bridge
-from toolpath.kernel.result_store import ResultStore
+from toolpath.kernel import Toolkit
+from toolpath.kernel.bridge.host import MAX_ERROR_MESSAGE_CHARS, Bridge
+from toolpath.kernel.inside import wire
+from toolpath.kernel.inside.protocol import MAX_FRAME_BYTES
+from toolpath.kernel.inside.result_store import ResultStore
 
 HEADER = struct.Struct(">I")
 
@@ -307,7 +309,7 @@ def test_an_offload_that_fails_is_reported_as_a_store_error_naming_the_file(tmp_
 
 def test_frame_limits_follow_max_result_bytes():
     assert wire.frame_limit(1_000_000) == 1_000_000 + 65_536
-    assert wire.frame_limit(2**32) == wire.MAX_FRAME_BYTES
+    assert wire.frame_limit(2**32) == MAX_FRAME_BYTES
 
 
 json_values = st.recursive(

@@ -189,7 +189,7 @@ def test_instructions_report_what_binding_only_the_path_saves(chemistry_graph):
 
 
 def test_a_session_cell_reads_held_artifacts_and_kernel_variables_and_binds_nothing(chemistry_graph):
-    from toolpath.kernel.bindings import Bindings
+    from toolpath.kernel.tools.bindings import Bindings
 
     registry = chemistry_graph.registry
     session_handles = Bindings.of(list(registry), universe=registry)

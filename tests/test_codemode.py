@@ -350,7 +350,7 @@ def test_kernel_directories_of_a_killed_host_are_removed_on_the_next_start(tmp_p
         # The next host's first kernel removed the dead host's directory, and a third start leaves
         # the live host's alone.
         assert not os.path.exists(stale)
-        from toolpath.kernel.private_directories import remove_stale_directories
+        from toolpath.kernel.kernels.private_directories import remove_stale_directories
 
         assert remove_stale_directories(str(tmp_path)) == [] and os.path.isdir(live)
     finally:

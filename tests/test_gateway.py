@@ -25,8 +25,8 @@ from cryptography.x509.oid import NameOID
 from websockets.asyncio.server import serve
 
 from toolpath.kernel import CodeMode, KernelError, Toolkit
-from toolpath.kernel.bridge_tls import generate
-from toolpath.kernel.gateway import Gateway, GatewayTransport
+from toolpath.kernel.bridge.tls import generate
+from toolpath.kernel.kernels.gateway import Gateway, GatewayTransport
 
 pytestmark = pytest.mark.integration
 
@@ -144,7 +144,7 @@ def test_the_bridge_speaks_tls_only_and_the_kernel_trusts_only_the_hosts_certifi
         # A kernel told to pin another certificate refuses the host's.
         impostor = generate(host).pem
         pinned = code_mode.run(
-            "from toolpath.kernel.bridge_client import BridgeClient, BridgeError\n"
+            "from toolpath.kernel.inside.bridge_client import BridgeClient, BridgeError\n"
             "try:\n"
             f"    await BridgeClient(({host!r}, {port}, {impostor!r}), {token!r}, {generation}).call('inventory.stock_level', ('a',), {{}})\n"
             "except BridgeError as error:\n"

@@ -148,7 +148,7 @@ def test_kernel_process_is_gone_after_the_session():
 
 def test_tool_handles_are_awaitable_with_real_signature_and_docstring():
     code = (
-        "from toolpath.kernel.handles import bind_module_tools\n"
+        "from toolpath.kernel.inside.handles import bind_module_tools\n"
         "chemistry = bind_module_tools('chemistry', {'parse_molecule': ('parse_molecule', 'toolpath.catalogs.chemistry.parse_molecule')})\n"
         "import inspect\n"
         "molecule = await chemistry.parse_molecule(smiles='CCO')\n"
@@ -183,9 +183,7 @@ async def wait(seconds: float) -> float:
     return seconds
 '''
 
-BIND_SLOW_TOOLS = (
-    "from toolpath.kernel.handles import bind_module_tools\nslow = bind_module_tools('slow', {'nap': ('nap', 'slow_tools'), 'wait': ('wait', 'slow_tools')})\n"
-)
+BIND_SLOW_TOOLS = "from toolpath.kernel.inside.handles import bind_module_tools\nslow = bind_module_tools('slow', {'nap': ('nap', 'slow_tools'), 'wait': ('wait', 'slow_tools')})\n"
 
 
 @pytest.mark.parametrize("call", ["await slow.nap(seconds=60)", "await slow.wait(seconds=60)"])
@@ -228,7 +226,7 @@ def test_timeout_must_be_positive():
 def test_timeout_interrupts_an_async_tool_that_blocks_and_a_slow_import(tmp_path):
     (tmp_path / "blocking_tools.py").write_text("import time\n\nasync def block(seconds):\n    time.sleep(seconds)\n")
     (tmp_path / "slow_import.py").write_text("import time\ntime.sleep(60)\n\ndef never():\n    pass\n")
-    bind = "from toolpath.kernel.handles import bind_module_tools\nb = bind_module_tools('b', {'block': ('block', 'blocking_tools'), 'never': ('never', 'slow_import')})\n"
+    bind = "from toolpath.kernel.inside.handles import bind_module_tools\nb = bind_module_tools('b', {'block': ('block', 'blocking_tools'), 'never': ('never', 'slow_import')})\n"
 
     async def scenario():
         async with IPythonKernel(cwd=str(tmp_path)) as session:
@@ -246,9 +244,9 @@ def test_timeout_interrupts_an_async_tool_that_blocks_and_a_slow_import(tmp_path
 def test_local_and_gateway_transports_implement_the_whole_kernel_transport_protocol_with_its_signatures():
     import inspect
 
-    from toolpath.kernel.gateway import GatewayTransport
-    from toolpath.kernel.managed_transport import ManagedTransport
-    from toolpath.kernel.transport import KernelTransport
+    from toolpath.kernel.kernels.gateway import GatewayTransport
+    from toolpath.kernel.kernels.managed_transport import ManagedTransport
+    from toolpath.kernel.kernels.transport import KernelTransport
 
     members = [name for name, value in vars(KernelTransport).items() if inspect.isfunction(value) and not name.startswith("_")]
     assert {"start", "execute", "interrupt", "is_alive", "shutdown", "log_tail"} <= set(members)

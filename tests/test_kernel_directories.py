@@ -4,7 +4,7 @@ import json
 import os
 import threading
 
-from toolpath.kernel.private_directories import owner, remove_stale_directories
+from toolpath.kernel.kernels.private_directories import owner, remove_stale_directories
 
 
 def test_stale_directory_cleanup_reads_owner_files_without_blocking(tmp_path):

@@ -18,9 +18,9 @@ import pytest
 from conftest import wait_until_stored
 
 from toolpath.kernel import CodeMode
-from toolpath.kernel.kernel_directory_files import UnsafeKernelFileError, read_and_remove, restrict_socket, write_replacing
-from toolpath.kernel.kernel_snapshot import pack
-from toolpath.kernel.sandbox import SandboxPolicy, sandbox_problem
+from toolpath.kernel.inside.snapshot import pack
+from toolpath.kernel.kernels.directory_files import UnsafeKernelFileError, read_and_remove, restrict_socket, write_replacing
+from toolpath.kernel.sandbox.provisioner import SandboxPolicy, sandbox_problem
 
 HOST_SECRET = b"HOST-ONLY-SECRET-31"
 #: A host file the kernel cannot see, shaped as another session's snapshot dump would be (so that
@@ -147,7 +147,7 @@ SANDBOX_PROBLEM = sandbox_problem()
 #: report that claims the dump holds a variable ``bobs_data`` (what :data:`HOST_FILE` holds).
 ATTACK = """
 import json, os, threading
-import toolpath.kernel.kernel_snapshot as _snapshot_code
+import toolpath.kernel.inside.snapshot as _snapshot_code
 def _hostile_dump(path, *args, **kwargs):
     if os.path.lexists(path):
         os.remove(path)
@@ -215,7 +215,7 @@ def test_a_dump_swapped_for_a_link_to_a_host_file_while_the_host_reads_never_sto
     # The kernel's dump leaves an honest record of bobs_data, then a thread swaps the dump path
     # between it and a link to the host's file, as fast as it can, while the host reads.
     swapping = f"""
-import json, os, threading, toolpath.kernel.kernel_snapshot as _snapshot_code
+import json, os, threading, toolpath.kernel.inside.snapshot as _snapshot_code
 def _racing_dump(path, *args, **kwargs):
     honest = _snapshot_code.pack({{"bobs_data": b"honest"}})
     with open(path, "wb") as file:
@@ -256,8 +256,8 @@ def test_a_kernel_directory_nested_past_pythons_recursion_limit_is_still_removed
 
 
 def test_a_report_with_a_lone_surrogate_or_the_wrong_shape_is_refused():
+    from toolpath.kernel.codemode.session_snapshots import checked_report
     from toolpath.kernel.errors import KernelError
-    from toolpath.kernel.session_snapshots import checked_report
 
     shape = {"saved": dict, "skipped": dict}
     assert checked_report(b'{"saved": {"x": "d"}, "skipped": {}}', shape) == {"saved": {"x": "d"}, "skipped": {}}

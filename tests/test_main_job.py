@@ -325,7 +325,7 @@ def test_commands_that_neither_search_nor_run_load_no_model_and_no_kernel_code()
         "from toolpath.planner.interfaces.cli.main import main\n"
         "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
         "    main(sys.argv[1:])\n"
-        "heavy = ('torch', 'sentence_transformers', 'onnxruntime', 'bm25s', 'jupyter_client', 'toolpath.kernel.ipython_kernel', 'toolpath.kernel.codemode', 'networkx')\n"
+        "heavy = ('torch', 'sentence_transformers', 'onnxruntime', 'bm25s', 'jupyter_client', 'toolpath.kernel.kernels.ipython_kernel', 'toolpath.kernel.codemode.facade', 'networkx')\n"
         "print(json.dumps(sorted(name for name in heavy if name in sys.modules)))\n"
     )
     catalog = str(default_catalog_paths()[0])

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from toolpath.kernel import CodeMode, MCPToolkit
-from toolpath.kernel.mcp_connection import PROBE_AFTER_IDLE
+from toolpath.kernel.tools.mcp_connection import PROBE_AFTER_IDLE
 from toolpath.planner.interfaces.draft import draft_catalog, server_config
 from toolpath.planner.tasks.workspace import Workspace
 from toolpath.registry import CatalogError, lint_catalogs, read_catalog

@@ -8,8 +8,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from toolpath.kernel.memory_budget import available_memory_bytes, default_budget_bytes, kernels_within
-from toolpath.kernel.sandbox import SandboxPolicy, sandbox_problem
+from toolpath.kernel.sandbox.memory_budget import available_memory_bytes, default_budget_bytes, kernels_within
+from toolpath.kernel.sandbox.provisioner import SandboxPolicy, sandbox_problem
 from toolpath.planner.interfaces.serve_limits import SERVE_MAX_KERNELS
 from toolpath.planner.interfaces.server import ServeError, kernel_memory_caps
 

@@ -170,7 +170,7 @@ IMPORT_PROBE = """
 import atexit, json, runpy, sys
 
 report, arguments = sys.argv[1], sys.argv[2:]
-heavy = ("torch", "sentence_transformers", "transformers", "jupyter_client", "toolpath.kernel.ipython_kernel")
+heavy = ("torch", "sentence_transformers", "transformers", "jupyter_client", "toolpath.kernel.kernels.ipython_kernel")
 atexit.register(lambda: open(report, "w").write(json.dumps(sorted(name for name in heavy if name in sys.modules))))
 sys.argv = ["toolpath", *arguments]
 runpy.run_module("toolpath.planner.interfaces.cli", run_name="__main__")
@@ -207,5 +207,5 @@ def test_search_cell_and_run_with_a_new_catalog_never_import_torch_once_the_mode
     assert "summarise_text(" in cell.stdout
     (home / "toolpath.db").unlink()
     run, imported = toolpath("run", "summarise a text", "--add-catalog", catalog, "--input", "text=Plans are cells. Cells run.", "--json")
-    assert set(imported) <= {"jupyter_client", "toolpath.kernel.ipython_kernel"}, f"run imported {imported}"
+    assert set(imported) <= {"jupyter_client", "toolpath.kernel.kernels.ipython_kernel"}, f"run imported {imported}"
     assert json.loads(run.stdout)["result"]["result"] == "Plans are cells."

@@ -3,7 +3,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolpath.kernel.output import CappedText, CellOutput, OutputLimits, cap
+from toolpath.kernel.kernels.output import CappedText, CellOutput, OutputLimits, cap
 
 
 @settings(max_examples=500, deadline=None)

@@ -45,8 +45,10 @@ def test_the_built_wheel_holds_one_top_level_package(tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
     assert {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")} == {"toolpath"}
+    # Every module of kernel/ (its sub-packages' too) is in the wheel: pyproject's packages name them all.
+    assert {f"toolpath/kernel/{path.relative_to(ROOT / 'kernel').as_posix()}" for path in (ROOT / "kernel").rglob("*.py")} <= set(names)
     for package in (
-        "toolpath/kernel/kernel_setup.py",
+        "toolpath/kernel/inside/setup.py",
         "toolpath/planner/interfaces/cli/main.py",
         "toolpath/registry/catalog.py",
         "toolpath/catalogs/chemistry/catalog.yaml",
@@ -155,6 +157,65 @@ def test_the_planner_s_sub_packages_import_one_way_planning_then_search_then_tas
     assert wrong == []
 
 
+def test_the_kernel_s_sub_packages_import_one_way_inside_then_sandbox_kernels_tools_bridge_codemode():
+    """Each sub-package of ``kernel/`` imports only those below it (lazy imports too), the modules
+    at its top (errors, option checks) import none of them, and each sub-package's ``__init__``
+    imports nothing."""
+    layers = {"inside": 0, "sandbox": 1, "kernels": 2, "tools": 3, "bridge": 4, "codemode": 5}
+    assert sorted(path.name for path in (ROOT / "kernel").iterdir() if path.is_dir() and path.name != "__pycache__") == sorted(layers)
+    wrong = []
+    for path in sorted((ROOT / "kernel").rglob("*.py")):
+        parts = path.relative_to(ROOT / "kernel").parts
+        if parts == ("__init__.py",):
+            continue  # the lazy façade names every sub-package
+        rank = layers[parts[0]] if len(parts) > 1 else -1
+        for line, name in _imported_names(path):
+            target = name.split(".")
+            if path.name == "__init__.py" or (target[:2] == ["toolpath", "kernel"] and len(target) > 3 and layers.get(target[2], -1) > rank):
+                wrong.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+    assert wrong == []
+
+
+#: The modules of toolpath outside ``kernel/inside/`` that code in the kernel imports: leaves that
+#: import nothing of toolpath but its root error.
+SHARED_WITH_THE_KERNEL = ("toolpath.errors", "toolpath.registry.names", "toolpath.registry.storage")
+
+
+def test_nothing_that_runs_inside_the_kernel_imports_a_host_module_of_toolpath():
+    """``kernel/inside/`` imports (lazily too) only itself and :data:`SHARED_WITH_THE_KERNEL` of
+    toolpath; those import only ``toolpath.errors``; and the host↔kernel constants import nothing."""
+    leaves = {"toolpath.errors": ROOT / "toolpath" / "errors.py"}
+    leaves.update({name: ROOT / "registry" / f"{name.rsplit('.', 1)[1]}.py" for name in SHARED_WITH_THE_KERNEL if name.startswith("toolpath.registry.")})
+    host = []
+    for path in sorted((ROOT / "kernel" / "inside").glob("*.py")):
+        for line, name in _imported_names(path):
+            if name.split(".")[0] == "toolpath" and not (
+                name == "toolpath.kernel.inside" or name.startswith("toolpath.kernel.inside.") or name in SHARED_WITH_THE_KERNEL
+            ):
+                host.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+    for path in leaves.values():
+        host.extend(
+            f"{path.relative_to(ROOT)}:{line} imports {imported}"
+            for line, imported in _imported_names(path)
+            if imported.startswith("toolpath") and imported != "toolpath.errors"
+        )
+    host.extend(f"kernel/inside/protocol.py:{line} imports {name}" for line, name in _imported_names(ROOT / "kernel" / "inside" / "protocol.py"))
+    assert host == []
+
+
+def test_the_modules_and_functions_the_host_calls_in_the_kernel_by_name_are_inside_it():
+    from toolpath.kernel.inside import protocol
+
+    modules = {name: value for name, value in vars(protocol).items() if name.endswith("_MODULE")}
+    assert modules and all(value.startswith("toolpath.kernel.inside.") for value in modules.values())
+    for value in modules.values():
+        importlib.import_module(value)
+    assert callable(getattr(importlib.import_module(protocol.BINDER_MODULE), protocol.BINDER_FUNCTION))
+    assert callable(getattr(importlib.import_module(protocol.HOST_MODULE), protocol.HOST_FUNCTION))
+    approvals = importlib.import_module(protocol.APPROVAL_POLICY_MODULE)
+    assert all(issubclass(getattr(approvals, name), Exception) for name in protocol.APPROVAL_ERRORS)
+
+
 def _imports_outside_type_checking(tree):
     """The import statements of a module, at any depth, but those under ``if TYPE_CHECKING:``."""
     stack = list(tree.body)
@@ -255,7 +316,7 @@ def test_a_missing_optional_part_names_the_extra_that_brings_it(monkeypatch, tmp
         picture.draw(graph, tmp_path / "graph.png", "png")
     for module in ("websockets", "cryptography"):
         monkeypatch.setitem(sys.modules, module, None)
-    for module in ("toolpath.kernel.gateway", "toolpath.kernel.bridge_tls"):
+    for module in ("toolpath.kernel.kernels.gateway", "toolpath.kernel.bridge.tls"):
         monkeypatch.delitem(sys.modules, module, raising=False)
         with pytest.raises(MissingExtraError, match=r"pip install 'toolpath\[gateway\]'"):
             importlib.import_module(module)

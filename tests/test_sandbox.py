@@ -1,7 +1,7 @@
 """Attacks from inside a cell, against plain local kernels and sandboxed ones (issue 31).
 
 Each attack is run twice, through a real CodeMode: against plain local kernels, where it must
-succeed (so the test is known to bite), and against kernels in :mod:`toolpath.kernel.sandbox`, where it
+succeed (so the test is known to bite), and against kernels in :mod:`toolpath.kernel.sandbox.provisioner`, where it
 must fail. Skipped, with the reason, where bubblewrap cannot run (no user namespaces).
 """
 
@@ -15,8 +15,8 @@ import pytest
 from conftest import wait_until_stored
 
 from toolpath.kernel import CodeMode
-from toolpath.kernel.sandbox import SandboxPolicy, bwrap_path, sandbox_problem
-from toolpath.kernel.sandbox_cgroup import control_group_problem
+from toolpath.kernel.sandbox.cgroup import control_group_problem
+from toolpath.kernel.sandbox.provisioner import SandboxPolicy, bwrap_path, sandbox_problem
 
 pytestmark = pytest.mark.integration
 
@@ -220,7 +220,7 @@ def test_a_sandboxed_kernel_has_no_capabilities_no_writable_kernel_settings_and_
 
 
 def test_without_a_control_group_the_limits_that_do_not_bind_are_named(monkeypatch):
-    from toolpath.kernel import sandbox
+    from toolpath.kernel.sandbox import provisioner as sandbox
 
     monkeypatch.setattr(sandbox, "control_group_problem", lambda: "no writable cgroup hierarchy")
     monkeypatch.setattr(os, "geteuid", lambda: 0)

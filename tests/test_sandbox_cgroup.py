@@ -1,4 +1,4 @@
-"""Control groups for sandboxed kernels (:mod:`toolpath.kernel.sandbox_cgroup`), on this machine's real
+"""Control groups for sandboxed kernels (:mod:`toolpath.kernel.sandbox.cgroup`), on this machine's real
 cgroup hierarchies; skipped, with the reason, where none is writable."""
 
 import os
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from toolpath.kernel.sandbox_cgroup import KernelControlGroup, control_group_problem, remove_stale_groups
+from toolpath.kernel.sandbox.cgroup import KernelControlGroup, control_group_problem, remove_stale_groups
 
 pytestmark = pytest.mark.skipif(bool(control_group_problem()), reason=control_group_problem() or "control groups can be made here")
 
@@ -26,7 +26,7 @@ def test_a_group_caps_processes_and_memory_holds_what_joins_it_and_is_removed_wi
     try:
         assert {_read(directory, "pids.max") for directory in group.directories} - {None} == {"7"}
         assert {_read(directory, "memory.max", "memory.limit_in_bytes") for directory in group.directories} - {None} == {str(300 * 2**20)}
-        launcher = os.path.join(os.path.dirname(sys.modules["toolpath.kernel.sandbox_cgroup"].__file__), "sandbox_launch.py")
+        launcher = os.path.join(os.path.dirname(sys.modules["toolpath.kernel.sandbox.cgroup"].__file__), "launch.py")
         joined = subprocess.Popen([sys.executable, "-I", "-S", launcher, *(f"--join={path}" for path in group.join_files()), "--", "sleep", "60"])
         for _ in range(100):
             if joined.pid in group.processes():

@@ -21,7 +21,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from toolpath.kernel.sandbox import SandboxPolicy, sandbox_problem
+from toolpath.kernel.sandbox.provisioner import SandboxPolicy, sandbox_problem
 from toolpath.planner.interfaces.server import MCP_CLIENT, ServeError, ToolpathServer, kernel_placement, read_tokens
 from toolpath.planner.planning.plans import NoPlanError
 from toolpath.planner.tasks.workspace import Workspace

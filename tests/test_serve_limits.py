@@ -171,7 +171,7 @@ def test_sigterm_stops_the_server_promptly_when_a_cell_left_a_fifo_at_its_snapsh
     # The cell replaces toolpath's kernel-side dump with one that leaves a FIFO where the host reads
     # the dump: an open() of it would never return, and the shutdown snapshots every session.
     trap = (
-        "import json, os\nimport toolpath.kernel.kernel_snapshot as _snapshot_code\n"
+        "import json, os\nimport toolpath.kernel.inside.snapshot as _snapshot_code\n"
         "def _trap(path, *args, **kwargs):\n"
         "    os.mkfifo(path)\n"
         "    with open(path + '.report', 'w') as file:\n"

@@ -15,10 +15,10 @@ import time
 import psutil
 import pytest
 
-from toolpath.kernel.approval_log import ApprovalLog
-from toolpath.kernel.approvals import ApprovalRequest
+from toolpath.kernel.codemode.snapshot_store import SessionHolder, SnapshotConflictError, SnapshotStore
 from toolpath.kernel.errors import SessionHeldError
-from toolpath.kernel.snapshot import SessionHolder, SnapshotConflictError, SnapshotStore
+from toolpath.kernel.inside.approval_policy import ApprovalRequest
+from toolpath.kernel.tools.approval_log import ApprovalLog
 from toolpath.registry.database import forget_database, open_database
 from toolpath.registry.storage import StoreError
 from toolpath.registry.store_schema import LATEST_VERSION
@@ -229,7 +229,7 @@ def test_a_lease_too_short_to_renew_sensibly_is_refused(tmp_path):
 
 
 def test_ids_every_store_can_keep_are_checked_before_any_kernel_starts():
-    from toolpath.kernel.session_pool import check_ids
+    from toolpath.kernel.codemode.session_pool import check_ids
 
     with pytest.raises(ValueError, match="has a NUL character"):
         check_ids("lab\x00notes", None)
@@ -241,7 +241,7 @@ def test_ids_every_store_can_keep_are_checked_before_any_kernel_starts():
 WRITER = textwrap.dedent(
     """
     import sys
-    from toolpath.kernel.snapshot import SnapshotStore
+    from toolpath.kernel.codemode.snapshot_store import SnapshotStore
 
     store, name = SnapshotStore(sys.argv[1]), sys.argv[2]
     print("ready", flush=True)

@@ -89,7 +89,7 @@ def test_a_host_killed_in_the_middle_of_writing_keeps_the_previous_snapshot(stor
         f"""
         import time
         from pathlib import Path
-        from toolpath.kernel import snapshot as snapshot_module
+        from toolpath.kernel.codemode import snapshot_store as snapshot_module
         from toolpath.kernel import CodeMode
 
         class SlowClock:
@@ -247,7 +247,7 @@ def test_cells_that_redirect_stdout_or_make_thousands_of_variables_are_still_sav
 def test_a_variable_that_exits_or_stalls_while_pickling_or_loading_costs_only_itself(store):
     poison = "import sys, time\nclass Exits:\n    def __reduce__(self):\n        return (sys.exit, ('bye',))\nclass Stalls:\n    def __reduce__(self):\n        time.sleep(60)\n"
     with code_mode(store) as first:
-        first.run("import toolpath.kernel.kernel_snapshot as limits\nlimits.VARIABLE_SECONDS = 1\ndel limits", "s")
+        first.run("import toolpath.kernel.inside.snapshot as limits\nlimits.VARIABLE_SECONDS = 1\ndel limits", "s")
         first.run(poison + "exits = Exits()\nstalls = Stalls()\nhealthy = [1, 2]", "s")
     with code_mode(store) as second:
         result = second.run("print(healthy, 'exits' in globals())\nnew_work = 42", "s")
@@ -539,7 +539,7 @@ def test_after_each_cell_the_snapshot_is_stored_before_the_result_returns_and_it
         assert SnapshotStore(store).load("s").pickles.keys() == {"marker"}  # no debounce waited for
         # A dump that fails (here a cell replaced it with one that leaves a FIFO) is said on that cell.
         trap = (
-            "import json, os\nimport toolpath.kernel.kernel_snapshot as _snapshot_code\n"
+            "import json, os\nimport toolpath.kernel.inside.snapshot as _snapshot_code\n"
             "def _trap(path, *args, **kwargs):\n    os.mkfifo(path)\n"
             "    with open(path + '.report', 'w') as file:\n        json.dump({'saved': {}, 'skipped': {}}, file)\n"
             "_snapshot_code.dump = _trap"
@@ -552,7 +552,7 @@ def test_a_remote_kernel_that_claims_an_endless_file_is_refused_at_the_bound(sto
     """A gateway kernel's files come over its channels: one whose transfer code a cell replaced to
     claim a file of a terabyte is refused at the first answer, not read chunk by chunk."""
     endless = (
-        "import base64\nimport toolpath.kernel.kernel_files as _files\n"
+        "import base64\nimport toolpath.kernel.inside.files as _files\n"
         "_files.send = lambda name, offset, size: _files.answer({'size': 10**12, 'data': base64.b64encode(b'x' * size).decode()})\n"
         "planted = 1"
     )

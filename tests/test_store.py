@@ -13,8 +13,8 @@ import warnings
 import numpy as np
 import pytest
 
-from toolpath.kernel import wire
-from toolpath.kernel.result_store import ResultStore
+from toolpath.kernel.inside import wire
+from toolpath.kernel.inside.result_store import ResultStore
 from toolpath.planner import SkillIndex, StateGraph
 from toolpath.planner.search.embedding_cache import EmbeddingCache, text_hash
 from toolpath.registry import State, ToolDefinition, ToolRegistry

@@ -221,7 +221,7 @@ def test_a_forged_token_or_a_stale_generation_is_refused(code_mode):
     else:
         endpoint = (*spec["address"], spec["certificate"])
     attempt = (
-        "from toolpath.kernel.bridge_client import BridgeClient, BridgeError\n"
+        "from toolpath.kernel.inside.bridge_client import BridgeClient, BridgeError\n"
         "async def attempt(token, generation):\n"
         "    try:\n"
         f"        await BridgeClient({endpoint!r}, token, generation).call('inventory.stock_level', ('a',), {{}})\n"
@@ -470,7 +470,7 @@ def test_a_json_only_codemode_refuses_pickled_arguments_with_a_clear_error():
 def test_a_bogus_frame_length_from_a_cell_does_not_stall_the_session(code_mode):
     cell = (
         "import asyncio\n"
-        "from toolpath.kernel import bridge_client\n"
+        "from toolpath.kernel.inside import bridge_client\n"
         "connection = await bridge_client._client._connection()\n"
         "in_flight = asyncio.ensure_future(inventory.slow(0.5))\n"
         "await asyncio.sleep(0.1)\n"

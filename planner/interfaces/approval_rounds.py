@@ -1,4 +1,4 @@
-"""Approvals over MCP: a call that asks for approval (:mod:`toolpath.kernel.approvals`) is put to the
+"""Approvals over MCP: a call that asks for approval (:mod:`toolpath.kernel.tools.approvals`) is put to the
 client's user as an elicitation, while the cell waits in its kernel.
 
 Two protocol eras, one behaviour:
@@ -33,7 +33,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ClientCapabilities, ElicitationCapability, ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 from pydantic import BaseModel, Field, ValidationError
 
-from toolpath.kernel.approvals import ApprovalDecision, ApprovalRequest
+from toolpath.kernel.inside.approval_policy import ApprovalRequest
+from toolpath.kernel.tools.approvals import ApprovalDecision
 
 #: Seconds a finished run's result waits for the client to come back for it with its token.
 FORGET_AFTER_SECONDS = 600.0

@@ -8,7 +8,7 @@ value (from its output schema when it has one, else its text). What no server ca
 empty for the author: the states, and each tool's ``state_transition``. ``toolpath validate`` then
 reports each tool that produces no state (TP004) until they are filled in.
 
-A tool that toolpath cannot bind (:func:`toolpath.kernel.mcp_toolkit.unbindable_reason`: an empty name, a
+A tool that toolpath cannot bind (:func:`toolpath.kernel.tools.mcp_toolkit.unbindable_reason`: an empty name, a
 control character in it, an input schema that is not an object...) is left out, and named with why
 in a ``RuntimeWarning`` and in the catalog's header comment.
 """
@@ -26,8 +26,8 @@ from typing import Any
 
 import yaml
 
-from toolpath.kernel.mcp_connection import MCPConnection
-from toolpath.kernel.mcp_toolkit import shown_name, unbindable_reason
+from toolpath.kernel.tools.mcp_connection import MCPConnection
+from toolpath.kernel.tools.mcp_toolkit import shown_name, unbindable_reason
 from toolpath.registry import CatalogError, read_catalog
 from toolpath.registry.mcp_servers import MCPServerConfig
 from toolpath.registry.names import python_identifier
@@ -60,7 +60,7 @@ async def draft_catalog(config: MCPServerConfig, domain: str | None = None) -> s
     Tools that cannot be drafted are left out and named in a ``RuntimeWarning`` and the header.
 
     Raises:
-        kernel.mcp_connection.MCPConnectionError: the server could not be started, reached or listed.
+        kernel.tools.mcp_connection.MCPConnectionError: the server could not be started, reached or listed.
     """
     connection = MCPConnection(config)
     try:
@@ -84,7 +84,7 @@ async def draft_catalog(config: MCPServerConfig, domain: str | None = None) -> s
 
 def skipped_tools(tools: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """``{name: why}`` for the ``tools/list`` entries (as JSON) that cannot be drafted, by
-    :func:`toolpath.kernel.mcp_toolkit.unbindable_reason`."""
+    :func:`toolpath.kernel.tools.mcp_toolkit.unbindable_reason`."""
     reasons = {tool["name"]: unbindable_reason(tool["name"], tool.get("inputSchema")) for tool in tools}
     return {name: reason for name, reason in reasons.items() if reason}
 
@@ -134,7 +134,7 @@ def _tool_entry(tool: Mapping[str, Any], server: str) -> dict[str, Any]:
 
 
 def _return_spec(tool: Mapping[str, Any]) -> dict[str, Any]:
-    """The value a call returns (see :func:`toolpath.kernel.mcp_connection.result_value`): the structured
+    """The value a call returns (see :func:`toolpath.kernel.tools.mcp_connection.result_value`): the structured
     content (unwrapped when the MCP SDK wrapped a non-object in ``result``), else the text."""
     name = f"{python_identifier(tool['name'])}_result"
     output = tool.get("outputSchema")

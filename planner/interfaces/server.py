@@ -60,7 +60,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolpath.errors import Refusal, ToolpathError, Vocabulary
 from toolpath.kernel import CellResult, CodeMode, KernelError, format_for_model
-from toolpath.kernel.sandbox import SandboxPolicy, sandbox_problem, weaker_limits
+from toolpath.kernel.sandbox.provisioner import SandboxPolicy, sandbox_problem, weaker_limits
 from toolpath.planner.interfaces.approval_rounds import ApprovalRounds
 from toolpath.planner.interfaces.http_serving import AddressUnavailableError, HttpLimits, bind_address, connection_cap, host_check, serve_http
 from toolpath.planner.interfaces.mcp_results import (
@@ -624,7 +624,7 @@ def kernel_placement(kernels: str, multi_user: bool, code_mode_options: dict[str
 
 def kernel_memory_caps(placement: dict[str, Any], code_mode_options: dict[str, Any], memory_budget: int | None) -> dict[str, Any]:
     """The kernel caps that keep sandboxed kernels' memory limits, summed, within ``memory_budget``
-    bytes (default :func:`toolpath.kernel.memory_budget.default_budget_bytes`): ``max_kernels`` is at
+    bytes (default :func:`toolpath.kernel.sandbox.memory_budget.default_budget_bytes`): ``max_kernels`` is at
     most the number that fits (default the fewer of that and :data:`SERVE_MAX_KERNELS`; a user's
     own cap never lets them past it). Kernels that are not sandboxed here, or have no memory limit, are
     bounded by nothing toolpath sets: ``max_kernels`` is then as given, default :data:`SERVE_MAX_KERNELS`.
@@ -633,7 +633,7 @@ def kernel_memory_caps(placement: dict[str, Any], code_mode_options: dict[str, A
         ServeError: ``max_kernels`` given above what fits, a budget too small for one kernel, or a
             budget for kernels without a memory limit.
     """
-    from toolpath.kernel.memory_budget import default_budget_bytes, kernels_within
+    from toolpath.kernel.sandbox.memory_budget import default_budget_bytes, kernels_within
 
     policy = placement.get("sandbox")
     kernel_bytes = policy.group_memory_bytes() if policy is not None else None

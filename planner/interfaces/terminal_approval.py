@@ -1,4 +1,4 @@
-"""Approvals on a terminal, for ``toolpath run``: a call that asks (:mod:`toolpath.kernel.approvals`)
+"""Approvals on a terminal, for ``toolpath run``: a call that asks (:mod:`toolpath.kernel.tools.approvals`)
 is shown on standard error and answered on standard input.
 
 Without a terminal nobody can be asked, so every such call is denied with a note saying how to run
@@ -12,14 +12,15 @@ import sys
 import threading
 from typing import TextIO
 
-from toolpath.kernel.approvals import ApprovalDecision, ApprovalRequest
+from toolpath.kernel.inside.approval_policy import ApprovalRequest
+from toolpath.kernel.tools.approvals import ApprovalDecision
 
 #: What a denial says when there is no terminal to ask on.
 NO_TERMINAL = "nobody to ask: toolpath run has no terminal here; run it in one to answer, or pass --yes to approve every call"
 
 
 class TerminalApprover:
-    """An approver (:data:`toolpath.kernel.approvals.Approver`) that asks on a terminal.
+    """An approver (:data:`toolpath.kernel.tools.approvals.Approver`) that asks on a terminal.
 
     Args:
         approve_all: approve every call without asking (``--yes``).

@@ -32,7 +32,7 @@ import bm25s
 import numpy as np
 
 from toolpath.errors import Refusal
-from toolpath.kernel.tool_search import bm25_terms
+from toolpath.kernel.inside.tool_search import bm25_terms
 from toolpath.planner.planning.graph import StateGraph
 from toolpath.planner.planning.plans import NoPlanError, Plan, plan, plan_to_run
 from toolpath.planner.search.embedding import Embedder, EmbedderUnavailableError, checked_vectors, default_embedder

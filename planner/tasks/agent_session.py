@@ -43,8 +43,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from toolpath.kernel import CellResult, CodeMode, KernelError
-from toolpath.kernel.approval_log import RecordedDecision
-from toolpath.kernel.approvals import OnApproval
+from toolpath.kernel.tools.approval_log import RecordedDecision
+from toolpath.kernel.tools.approvals import OnApproval
 from toolpath.planner.planning.plans import DEFAULT_TASK_BUDGET_S
 from toolpath.planner.search.skills import SkillHit
 from toolpath.planner.tasks.cell import is_variable_name

@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from toolpath.kernel.bindings import BINDER_FUNCTION, Bindings
+from toolpath.kernel.inside.protocol import BINDER_FUNCTION
+from toolpath.kernel.tools.bindings import Bindings
 from toolpath.planner.planning.graph import kinds_of
 from toolpath.planner.planning.inputs import InputError, check_input_names, input_for, is_qualified, names_tool, python_literal, split_name
 from toolpath.planner.planning.plans import Plan, qualified_name

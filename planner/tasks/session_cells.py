@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from toolpath.kernel.bindings import Bindings, toolkit_of
+from toolpath.kernel.tools.bindings import Bindings, toolkit_of
 from toolpath.planner.planning.plans import Plan, TaskBudget
 from toolpath.planner.tasks.cell import KernelView, PlannedCell, render_cell
 from toolpath.registry import ToolDefinition, ToolRegistry

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolpath.errors import Refusal
 from toolpath.kernel import CellResult, KernelError
-from toolpath.kernel.approvals import ApprovalDecision
+from toolpath.kernel.tools.approvals import ApprovalDecision
 from toolpath.planner.planning.plans import DEFAULT_TASK_BUDGET_S, PlanningCancelled
 from toolpath.planner.tasks.request import task_text
 from toolpath.planner.tasks.session_state import PausedTask

@@ -26,9 +26,9 @@ connections; an address it cannot bind (a port in use) exits 2 at once, naming t
 
 
 def lease_seconds(text: str) -> float:
-    """argparse type: a session lease in seconds, at least :data:`toolpath.kernel.snapshot.MIN_LEASE_SECONDS`
+    """argparse type: a session lease in seconds, at least :data:`toolpath.kernel.codemode.snapshot_store.MIN_LEASE_SECONDS`
     (refused as the command line is read, before the server loads anything)."""
-    from toolpath.kernel.snapshot import MIN_LEASE_SECONDS
+    from toolpath.kernel.codemode.snapshot_store import MIN_LEASE_SECONDS
 
     number = positive_number(text)
     if number < MIN_LEASE_SECONDS:
@@ -52,7 +52,7 @@ def positive_count(text: str) -> int:
     return count
 
 
-#: ``--sandbox-limit`` fields (:class:`toolpath.kernel.sandbox.SandboxPolicy`'s limits) and byte-size suffixes.
+#: ``--sandbox-limit`` fields (:class:`toolpath.kernel.sandbox.provisioner.SandboxPolicy`'s limits) and byte-size suffixes.
 SANDBOX_LIMITS = ("memory_bytes", "cpu_seconds", "processes", "open_files", "disk_bytes")
 SIZE_SUFFIXES = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 #: The largest size a byte-size option takes (1 EiB): more is a typo, and would overflow float arithmetic.
@@ -220,7 +220,7 @@ def add_serve_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def command_serve(arguments: argparse.Namespace) -> int:
-    from toolpath.kernel.sandbox import SandboxPolicy
+    from toolpath.kernel.sandbox.provisioner import SandboxPolicy
     from toolpath.planner.interfaces.http_serving import HttpLimits
     from toolpath.planner.interfaces.server import ServeError, serve  # the MCP SDK loads only for this command
     from toolpath.registry.database import STORE_VARIABLE, open_database

@@ -108,7 +108,7 @@ def _input_file(name: str, path: str) -> Any:
 
 def host_and_port(text: str) -> str:
     """argparse type: ``HOST:PORT`` (port 0: a free one), checked as CodeMode checks it."""
-    from toolpath.kernel.codemode_options import parse_host_port
+    from toolpath.kernel.codemode.options import parse_host_port
 
     try:
         parse_host_port(text, "the address")

@@ -1,0 +1,3 @@
+"""Host tools: toolkits, MCP servers' tools, approvals and the handle each tool is bound to. This
+package imports nothing.
+"""
