@@ -404,6 +404,17 @@ def test_a_snapshot_in_the_first_format_still_restores_and_a_newer_format_is_nam
         assert "future (could not be restored (ValueError: it was saved in snapshot format 99" in result.notice
 
 
+def test_a_snapshot_stored_before_the_kernel_modules_moved_still_restores(store):
+    # Format 2 as written before issue 51: a value pickled by value is rebuilt by
+    # toolpath.kernel.kernel_snapshot.load_by_value, the module's path then.
+    inner = dill.dumps([1, 2, 3])
+    call = b"\x80\x04ctoolpath.kernel.kernel_snapshot\nload_by_value\nB" + len(inner).to_bytes(4, "little") + inner + b"\x85R."
+    SnapshotStore(store).save("s", None, {"numbers": "digest"}, {"numbers": b"toolpath-snapshot-2\n" + call}, {}, None)
+    with code_mode(store) as later:
+        result = later.run("print(numbers)", "s")
+        assert result.stdout == "[1, 2, 3]\n", result.notice
+
+
 def test_variables_that_share_an_object_but_cannot_be_pickled_together_are_named_not_copied(store):
     cell = textwrap.dedent(
         """

@@ -353,9 +353,17 @@ class _DillPickler(dill.Pickler):
         return NotImplemented
 
 
+#: This module's path before issue 51 put it in ``inside/``: snapshots stored before then name its
+#: functions (:func:`load_by_value`, :func:`rebuild_enum`, :func:`namespace_value`) there.
+_FORMER_PATH = "toolpath.kernel.kernel_snapshot"
+
+
 class _Unpickler(dill.Unpickler):
     def persistent_load(self, pid: Any) -> Any:
         return namespace_value(pid)
+
+    def find_class(self, module: str, name: str) -> Any:
+        return super().find_class(__name__ if module == _FORMER_PATH else module, name)
 
 
 def load_by_value(data: bytes) -> Any:
