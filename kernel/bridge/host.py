@@ -159,11 +159,6 @@ class Bridge:
             task.cancel()
         return len(tasks)
 
-    @property
-    def in_flight(self) -> int:
-        """How many calls are running now."""
-        return sum(not task.done() for task, _ in self._calls.values())
-
     async def close(self) -> None:
         """Stop accepting connections, cancel every in-flight call and close the connections."""
         if self._server is not None:
