@@ -172,18 +172,8 @@ class CodeMode:
     ):
         shorthand = {name: value for name, value in locals().items() if name in SHORTHAND}  # first: locals() holds just the arguments
         groups = option_groups({"cells": cells, "capacity": capacity, "launch": launch, "snapshots": snapshots, "bridge": bridge}, shorthand)
-        if result_store is not None and not offload_results:
-            raise ValueError("result_store is only used with offload_results=True")
-        if snapshot_store is not None and not snapshot:
-            raise ValueError("snapshot_store is only used with snapshot=True")
-        if bridge_certificate is not None and (isinstance(bridge_certificate, (str, bytes)) or len(bridge_certificate) != 2):
-            raise ValueError(f"bridge_certificate must be (certificate file, key file), got {bridge_certificate!r}")
-        self.cells, self.capacity, self.launch = groups["cells"], groups["capacity"], groups["launch"]
-        bridge = groups["bridge"]
-        if self.launch.gateway is not None and offload_results:
-            raise ValueError(
-                f"offload_results needs kernels on this machine: offloaded results are read from the SQLite file, which a kernel on a gateway cannot open; without it, results over max_result_bytes={bridge.max_result_bytes:,} raise ResultTooLarge in the cell"
-            )
+        self.cells, self.capacity, self.launch, bridge = (groups[name] for name in ("cells", "capacity", "launch", "bridge"))
+        _check_stores(offload_results, result_store, snapshot, snapshot_store, self.launch, bridge)
         self.allow_restart = allow_restart
         self._binder = HandleBinder(
             tools,
@@ -197,10 +187,7 @@ class CodeMode:
         self._connections = ToolkitConnections(self._binder)
         check_seconds("session_lease", session_lease, positive=True)
         store = SnapshotStore(snapshot_store, lease_seconds=session_lease) if snapshot else None
-        snapshot_policy = groups["snapshots"]
-        if snapshot_policy.after_each_cell is None:
-            snapshot_policy = replace(snapshot_policy, after_each_cell=store is not None and store.database.engine != "sqlite")
-        check_seconds("approval_timeout", approval_timeout, positive=True)
+        snapshot_policy = _decided_by_store(groups["snapshots"], store)
         self._approval_log = ApprovalLog(store.database if store is not None else None)
         approvals = ApprovalGate(approver, approval_timeout, self._approval_log)
         self._loop_thread = LoopThread()  # last: nothing after it can fail and leave its thread running
@@ -285,10 +272,7 @@ class CodeMode:
 
     def model_tools(self) -> dict[str, Any]:
         """The tools to offer a model: ``execute``, and ``restart`` unless ``allow_restart=False``."""
-        tools: dict[str, Any] = {"execute": self.aexecute}
-        if self.allow_restart:
-            tools["restart"] = self.arestart
-        return tools
+        return {"execute": self.aexecute, **({"restart": self.arestart} if self.allow_restart else {})}
 
     def model_tool_schemas(self, api: Literal["openai", "anthropic"] = "openai") -> list[dict[str, Any]]:
         """The JSON declarations of :meth:`model_tools` for a model API, from one source
@@ -522,6 +506,30 @@ def _restarted(discarded: bool) -> str:
     if discarded:
         return "The kernel was restarted; all variables are gone."
     return "This session had no kernel and no saved variables; its next cell starts a fresh kernel."
+
+
+def _check_stores(offload_results: bool, result_store: object, snapshot: bool, snapshot_store: object, launch: KernelLaunch, bridge: BridgePolicy) -> None:
+    """Refuse a store given without the option that uses it, and offloaded results for gateway kernels.
+
+    Raises:
+        ValueError: naming the option and what to do.
+    """
+    if result_store is not None and not offload_results:
+        raise ValueError("result_store is only used with offload_results=True")
+    if snapshot_store is not None and not snapshot:
+        raise ValueError("snapshot_store is only used with snapshot=True")
+    if launch.gateway is not None and offload_results:
+        raise ValueError(
+            f"offload_results needs kernels on this machine: offloaded results are read from the SQLite file, which a kernel on a gateway cannot open; without it, results over max_result_bytes={bridge.max_result_bytes:,} raise ResultTooLarge in the cell"
+        )
+
+
+def _decided_by_store(policy: SnapshotPolicy, store: SnapshotStore | None) -> SnapshotPolicy:
+    """``policy`` with ``after_each_cell`` decided when left to the store: on for a shared store
+    (PostgreSQL), where another replica may take the session over at any time; off for SQLite."""
+    if policy.after_each_cell is not None:
+        return policy
+    return replace(policy, after_each_cell=store is not None and store.database.engine != "sqlite")
 
 
 def _raise_close_errors(errors: list[str]) -> None:

@@ -80,6 +80,8 @@ class HandleBinder:
         self._cell_approvals = {f"{handle_name(toolkit_of(tool))}.{tool.name}" for tool in approval_tools if tool.binding == "kernel" and approval_spec(tool)}
         self.result_store = result_store
         self._sandboxed = sandboxed
+        if certificate is not None and (isinstance(certificate, (str, bytes)) or len(certificate) != 2):
+            raise ValueError(f"bridge_certificate must be (certificate file, key file), got {certificate!r}")
         self._certificate = _bridge_tls().load(*certificate) if certificate is not None else None
         self._listener: BridgeListener | None = None
         items = list(tools)

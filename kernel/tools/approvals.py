@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from toolpath.kernel.inside.approval_policy import ApprovalDenied, ApprovalPending, ApprovalRequest, ApprovalTimeout
+from toolpath.kernel.option_checks import check_seconds
 
 if TYPE_CHECKING:
     from toolpath.kernel.tools.approval_log import ApprovalLog
@@ -90,6 +91,9 @@ class ApprovalGate:
     timeout: float = DEFAULT_APPROVAL_TIMEOUT
     log: ApprovalLog | None = None
     nobody: str = "nobody can approve calls here: give CodeMode an approver"
+
+    def __post_init__(self) -> None:
+        check_seconds("approval_timeout", self.timeout, positive=True)
 
     async def ask(self, request: ApprovalRequest) -> ApprovalDecision:
         """The approver's yes, recorded.
