@@ -111,3 +111,18 @@ def test_grouped_options_take_effect_in_a_real_kernel():
         escaped = code_mode.run("!echo hi", "s")
         assert escaped.status == "error" and "disabled" in escaped.error["evalue"]
         assert code_mode.run("while True:\n    pass", "s").status == "timeout"
+
+
+def test_a_group_refuses_values_of_the_wrong_kind_when_made_not_at_the_first_cell():
+    with pytest.raises(TypeError, match=r"the gateway must be a toolpath\.kernel\.kernels\.gateway\.Gateway .* got str .* gateway_url="):
+        KernelLaunch(gateway="http://127.0.0.1:1")
+    with pytest.raises(TypeError, match="sandbox must be a toolpath.SandboxPolicy"):
+        KernelLaunch(sandbox={"memory_bytes": 1})
+    for address in (5, ("127.0.0.1", 99999), ("127.0.0.1",), ("127.0.0.1", "80"), ("", 80)):
+        with pytest.raises(ValueError, match=r"bridge_address must be 'host:port' or \(host, port\)"):
+            BridgePolicy(address=address)
+    with pytest.raises(ValueError, match="bridge_address"):
+        CodeMode(bridge_address=5)
+    assert BridgePolicy(address=["10.0.0.2", 7443]).listen == ("10.0.0.2", 7443)
+    with pytest.raises(TypeError, match="tools must be a list of toolkits, tools, functions or registry tools, got int"):
+        CodeMode(5)

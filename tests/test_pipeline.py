@@ -22,6 +22,10 @@ def test_a_request_refused_while_checked_never_asks_for_the_skill_index(chemistr
         plan_request(context, "parse this molecule", {"two words": ASPIRIN})
     with pytest.raises(UnknownStateError, match="chemistry.no_such_state"):
         plan_request(context, "parse this molecule", held="chemistry.no_such_state")
+    with pytest.raises(InputError, match="inputs are a mapping of input names to values"):
+        plan_request(context, "parse this molecule", ["smiles", ASPIRIN])
+    with pytest.raises(TypeError, match=r"held states are state tokens \(strings\), one or a list of them; got \[1\]"):
+        plan_request(context, "parse this molecule", held=[1])
     with pytest.raises(ValueError, match="time_budget_s must be a positive"):
         plan_request(context, "parse this molecule", time_budget_s=0)
 
@@ -61,3 +65,16 @@ def test_a_task_missing_inputs_lists_the_inputs_of_its_cheapest_complete_plan_fi
     )
     # With the cheapest option's input the task gets that plan, complete.
     assert [step.tool.name for step in workspace.plan_task(task, {"smiles": ASPIRIN}).plan.steps] == ["parse_molecule", "compute_descriptors"]
+
+
+def test_a_workspace_takes_one_catalog_path_and_says_what_run_task_runs(tmp_path):
+    from toolpath.planner import Workspace
+    from toolpath.planner.tasks.workspace import resolve_catalog_paths
+
+    chemistry = next(path for path in resolve_catalog_paths() if path.parent.name == "chemistry")
+    one = Workspace.open(str(chemistry))  # one path, not the characters of one
+    assert {tool.server_name for tool in one.graph.registry} == {"chemistry"}
+    with pytest.raises(TypeError, match=r"run_task runs a TaskPlan, not str: plan it first"):
+        one.run_task("check Lipinski's rule of five")
+    with pytest.raises(ValueError, match="session state field 'held' must be a list of strings"):
+        one.session("agent-1", state={"session_id": "agent-1", "held": "chemistry.molecule_parsed"})

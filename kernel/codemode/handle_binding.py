@@ -84,6 +84,8 @@ class HandleBinder:
             raise ValueError(f"bridge_certificate must be (certificate file, key file), got {certificate!r}")
         self._certificate = _bridge_tls().load(*certificate) if certificate is not None else None
         self._listener: BridgeListener | None = None
+        if isinstance(tools, (str, bytes)) or not isinstance(tools, Iterable):
+            raise TypeError(f"tools must be a list of toolkits, tools, functions or registry tools, got {type(tools).__name__} {tools!r}")
         items = list(tools)
         definitions = [tool for tool in items if isinstance(tool, ToolDefinition)]
         check_registered(definitions)

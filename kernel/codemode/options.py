@@ -198,7 +198,7 @@ class BridgePolicy:
             ``None`` (the default): ``address``.
 
     Raises:
-        ValueError: a negative ``max_result_bytes``, or an address that is not ``host:port``.
+        ValueError: a negative ``max_result_bytes``, or an address that is not ``host:port`` or ``(host, port)``.
         TypeError: a ``max_result_bytes`` that is not a whole number, an ``accept_pickles`` that is not a bool or None.
     """
 
@@ -211,12 +211,24 @@ class BridgePolicy:
         check_count("max_result_bytes", self.max_result_bytes)
         if self.accept_pickles is not None:
             check_flag("accept_pickles", self.accept_pickles)
-        if isinstance(self.address, str):
-            object.__setattr__(self, "address", parse_host_port(self.address, "bridge_address"))
-        if isinstance(self.listen, str):
-            object.__setattr__(self, "listen", parse_host_port(self.listen, "bridge_listen"))
-        if self.listen is None:
-            object.__setattr__(self, "listen", self.address)
+        object.__setattr__(self, "address", _host_port(self.address, "bridge_address"))
+        object.__setattr__(self, "listen", self.address if self.listen is None else _host_port(self.listen, "bridge_listen"))
+
+
+def _host_port(value: object, what: str) -> tuple[str, int]:
+    """``value`` as ``(host, port)``: from ``"host:port"`` (:func:`parse_host_port`), or a pair of a
+    host name and a port number.
+
+    Raises:
+        ValueError: anything else; the message names the option.
+    """
+    if isinstance(value, str):
+        return parse_host_port(value, what)
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        host, port = value
+        if isinstance(host, str) and host and isinstance(port, int) and not isinstance(port, bool) and 0 <= port <= 65535:
+            return host, port
+    raise ValueError(f"{what} must be 'host:port' or (host, port) with a port from 0 to 65535 (0 for a free one), got {value!r}")
 
 
 def parse_host_port(text: str, what: str) -> tuple[str, int]:

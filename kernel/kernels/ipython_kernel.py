@@ -69,10 +69,25 @@ def check_kernel_options(
             interpreter), ``cwd`` with ``gateway`` (the gateway chooses it), ``sandbox`` with
             ``kernel_name`` or ``gateway``, or a ``cwd`` that is not a directory here (for a kernel
             started here).
-        TypeError: ``env`` that is not a mapping of strings to strings.
+        TypeError: ``env`` that is not a mapping of strings to strings; a ``gateway`` that is not a
+            :class:`toolpath.kernel.kernels.gateway.Gateway`, a ``sandbox`` that is not a
+            :class:`toolpath.kernel.sandbox.provisioner.SandboxPolicy`.
         kernel.sandbox.provisioner.SandboxUnavailableError: ``sandbox`` on a machine without bubblewrap (now,
             not at the first cell).
     """
+    if gateway is not None:
+        from toolpath.kernel.kernels.gateway import Gateway
+
+        if not isinstance(gateway, Gateway):
+            raise TypeError(
+                f"the gateway must be a toolpath.kernel.kernels.gateway.Gateway (its URL, token and kernelspec), got {type(gateway).__name__} {gateway!r}; "
+                f"a URL alone is given as {gateway_option}=..."
+            )
+    if sandbox is not None:
+        from toolpath.kernel.sandbox.provisioner import SandboxPolicy
+
+        if not isinstance(sandbox, SandboxPolicy):
+            raise TypeError(f"sandbox must be a toolpath.SandboxPolicy (or None), got {type(sandbox).__name__} {sandbox!r}")
     if python is not None and (kernel_name is not None or gateway is not None):
         raise ValueError(f"python cannot be combined with kernel_name or {gateway_option}: the kernelspec names the kernels' interpreter")
     if sandbox is not None and (kernel_name is not None or gateway is not None):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolpath.planner.planning.graph import StateGraph
-from toolpath.planner.planning.inputs import check_input_names, plain_value
+from toolpath.planner.planning.inputs import InputError, check_input_names, plain_value
 from toolpath.planner.search.skills import QueryError, check_text
 from toolpath.planner.tasks.clauses import Clause, action_words, read_request
 
@@ -63,8 +63,8 @@ class TaskRequest:
         (:func:`toolpath.planner.tasks.clauses.action_words`).
 
         Raises:
-            UnknownStateError: an unknown held state.
-            InputError: a bad input name, or a value with no literal form
+            UnknownStateError: an unknown held state. TypeError: a held state that is not a string.
+            InputError: inputs that are not a mapping, a bad input name, or a value with no literal form
                 (:func:`toolpath.planner.planning.inputs.plain_value`): refused here, whatever the
                 plan, so no goal is passed over for it.
             QueryError: a task that is not a non-empty text or a list of non-empty step texts; a
@@ -74,8 +74,13 @@ class TaskRequest:
                 :data:`MAX_TASK_STEPS` steps (the message gives the limit and the task's size); a
                 text that only tells facts and asks for nothing.
         """
-        held = frozenset([held] if isinstance(held, str) else held)
+        states = [held] if isinstance(held, str) else list(held) if isinstance(held, Iterable) else [held]
+        if not all(isinstance(state, str) for state in states):
+            raise TypeError(f"held states are state tokens (strings), one or a list of them; got {held!r}")
+        held = frozenset(states)
         graph.check_states(held)
+        if inputs is not None and not isinstance(inputs, Mapping):
+            raise InputError(f"inputs are a mapping of input names to values, like {{'smiles': 'CCO'}}; got {type(inputs).__name__}")
         check_input_names(inputs or {})
         for name, value in (inputs or {}).items():
             plain_value(value, name)

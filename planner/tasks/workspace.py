@@ -89,12 +89,14 @@ class Workspace:
 
     @classmethod
     def open(cls, catalog_paths: Iterable[str | Path] | None = None, embedder: Embedder | None = None) -> Workspace:
-        """Load ``catalog_paths`` (default: :func:`resolve_catalog_paths`: the shipped catalogs and those
-        ``TOOLPATH_CATALOGS`` lists).
+        """Load ``catalog_paths`` (one path, or several; default: :func:`resolve_catalog_paths`: the
+        shipped catalogs and those ``TOOLPATH_CATALOGS`` lists).
 
         Raises:
             CatalogError: any load problem or lint error in any file; nothing is loaded.
         """
+        if isinstance(catalog_paths, (str, os.PathLike)):
+            catalog_paths = [catalog_paths]  # one path, not the characters of one
         paths = list(catalog_paths) if catalog_paths else resolve_catalog_paths()
         return cls(load_checked(paths), embedder)
 
@@ -226,7 +228,7 @@ class Workspace:
         session_id: str = "session",
         *,
         code_mode: CodeMode | None = None,
-        state: SessionState | None = None,
+        state: SessionState | Mapping[str, Any] | None = None,
         user_id: str | None = None,
         **code_mode_options: Any,
     ) -> AgentSession:
@@ -237,12 +239,21 @@ class Workspace:
             session_id: the CodeMode session id.
             code_mode: a CodeMode shared with other sessions (default: the session makes its own,
                 with :meth:`code_mode` and ``code_mode_options``, and shuts it down with itself).
-            state: a saved :class:`toolpath.planner.tasks.session_state.SessionState` to restore (default: the one saved
-                with the session's last kernel snapshot, if any).
+            state: a saved :class:`toolpath.planner.tasks.session_state.SessionState`, or its
+                ``to_dict()``, to restore (default: the one saved with the session's last kernel
+                snapshot, if any).
             user_id: the user the session acts for; a session is refused to any other
                 (:class:`toolpath.kernel.SessionOwnerError`).
+
+        Raises:
+            ValueError: a ``state`` mapping with a missing or mistyped field; and what
+                :class:`toolpath.planner.tasks.agent_session.AgentSession` raises.
         """
         from toolpath.planner.tasks.agent_session import AgentSession
+        from toolpath.planner.tasks.session_state import SessionState
+
+        if isinstance(state, Mapping):
+            state = SessionState.from_dict(state)
 
         return AgentSession(self, session_id, code_mode=code_mode, state=state, user_id=user_id, **code_mode_options)
 
@@ -253,8 +264,13 @@ class Workspace:
     def _check_runnable(self, task_plan: TaskPlan) -> bool:
         """Raise for unbound inputs or a session's plan; False when there is nothing to run (the goal
         is already held)."""
-        from toolpath.planner.tasks.task import UnboundParametersError
+        from toolpath.planner.tasks.task import TaskPlan, UnboundParametersError
 
+        if not isinstance(task_plan, TaskPlan):
+            raise TypeError(
+                f"run_task runs a TaskPlan, not {type(task_plan).__name__}: plan it first, run_task(plan_task(task, inputs)); "
+                "an agent session (workspace.session(...)) also takes the task itself"
+            )
         if task_plan.session_id is not None:
             raise ValueError(
                 f"this task plan belongs to session {task_plan.session_id!r} (its cell uses that session's handles and variables); run it with that session's run_task"

@@ -61,7 +61,7 @@ def _picture(workspace: Workspace, arguments: argparse.Namespace) -> int:
     shown_plan = plan(graph, arguments.goal, held=arguments.have) if arguments.goal else None
     if arguments.format in ("svg", "png"):
         if not arguments.output:
-            raise CommandLineError(f"an {arguments.format.upper()} image is written to a file: give --output FILE")
+            raise CommandLineError(f"{arguments.format.upper()} pictures are written to a file: give --output FILE")
         written = picture.draw(graph, arguments.output, arguments.format, plan=shown_plan, held=arguments.have)
         print(f"wrote {written}" if not arguments.json else json.dumps({"output": str(written), "format": arguments.format}))
         return 0
