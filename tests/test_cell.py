@@ -70,11 +70,33 @@ def test_input_named_like_a_step_result_does_not_clobber_it(chemistry_graph):
     assert "compute_descriptors(molecule=molecule_2)" in cell.code
 
 
+def test_a_tool_whose_name_has_spaces_takes_its_step_qualified_input():
+    # TaskBench names tools "Audio Noise Reduction": the input toolpath makes for such a tool's
+    # parameter (a fact's value, when parameters of several names carry its state) must be accepted.
+    from toolpath.planner import StateGraph
+    from toolpath.registry import ToolDefinition, ToolRegistry
+
+    registry = ToolRegistry()
+    registry.register_tool(
+        ToolDefinition(
+            name="Audio Noise Reduction",
+            server_name="taskbench",
+            module="taskbench_tools",
+            required_parameters=[{"name": "audio", "type": "str"}],
+            state_transition={"produces": ["taskbench.clean_audio"]},
+        )
+    )
+    goal = plan(StateGraph(registry), ["taskbench.clean_audio"])
+    for name in ("taskbench.Audio Noise Reduction.audio", "Audio Noise Reduction.audio"):
+        cell = render_cell(goal, {name: "b.wav"})
+        assert cell.unbound == () and cell.unused_inputs == () and "'b.wav'" in cell.code and compiles(cell.code)
+
+
 def test_bad_input_names_are_refused(chemistry_graph):
     result = plan(chemistry_graph, ["chemistry.descriptors_computed"])
     with pytest.raises(InputError, match="not a valid Python name"):
         render_cell(result, {"smiles list": "x"})
-    for qualified in (".smiles", "parse molecule.smiles", "parse_molecule.", "parse_molecule.1x"):
+    for qualified in (".smiles", "parse\tmolecule.smiles", "parse_molecule.", "parse_molecule.1x"):
         with pytest.raises(InputError, match="TOOL.PARAMETER"):
             render_cell(result, {qualified: "x"})
     with pytest.raises(InputError, match="keyword"):

@@ -39,7 +39,8 @@ def split_name(name: str) -> tuple[str | None, str]:
 
 
 def check_input_names(inputs: Mapping[str, Any]) -> None:
-    """Raise :class:`InputError` for an input name that is neither a Python name nor ``TOOL.PARAMETER``."""
+    """Raise :class:`InputError` for an input name that is neither a Python name nor ``TOOL.PARAMETER``
+    (``TOOL`` is a tool's name as its catalog gives it, ``SERVER.NAME`` too, spaces included)."""
     for name in inputs:
         if not isinstance(name, str):
             raise InputError(f"input names must be strings, got {name!r}")
@@ -48,7 +49,9 @@ def check_input_names(inputs: Mapping[str, Any]) -> None:
             raise InputError(
                 f"input name {name!r} is a Python keyword, so it cannot be a variable; a tool parameter named {parameter!r} is passed as {parameter_name(parameter)!r}"
             )
-        if not parameter.isidentifier() or (dot and (not tool.strip(".") or any(character.isspace() or not character.isprintable() for character in tool))):
+        # A tool's name may have spaces ("Audio Noise Reduction", as TaskBench names tools): the
+        # qualifier is matched to tool names, never made a variable, so only unprintable text is refused.
+        if not parameter.isidentifier() or (dot and (not tool.strip(". ") or not tool.isprintable())):
             raise InputError(
                 f"input name {name!r} is not a valid Python name: use the parameter's Python name (letters, digits, underscores; not starting with a digit), or TOOL.PARAMETER for one tool's parameter (e.g. write_report.path)"
             )
