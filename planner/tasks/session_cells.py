@@ -10,7 +10,7 @@ and never take a name the kernel or a running cell uses.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from toolpath.kernel.tools.bindings import Bindings, toolkit_of
@@ -88,7 +88,7 @@ class SessionHandles:
         """The bound handles, or (before any is bound) :meth:`prospective` ones for ``plan``."""
         return self.bindings if self.bindings is not None else self.prospective(plan)
 
-    def next_steps(self, held: set[str], newest_artifact: Any) -> list[str]:
+    def next_steps(self, held: set[str], newest_artifact: Callable[[str], str | None]) -> list[str]:
         """Lines naming the tools whose requirements are all ``held`` and that add a state, with the
         calls that wire the held artifacts (``newest_artifact(state)`` gives a state's variable)."""
         targets = self.bindings.targets if self.bindings is not None else {}
