@@ -8,6 +8,7 @@ only ever adds states.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from enum import Enum
 from typing import Any
@@ -15,6 +16,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
 from toolpath.registry.names import require_printable
+
+#: A function by its import path, ``package.module:function``.
+_FUNCTION_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 
 
 class State(BaseModel):
@@ -36,6 +40,12 @@ class State(BaseModel):
             refines ``tabular.table_loaded``: filtered rows are a table). A parameter carrying the
             general state takes the most recent artifact of it *or* of a refinement, so "filter the
             rows, then plot them" plots the filtered rows. Refinements chain; a cycle is a lint error.
+        probe: for an input state, ``"package.module:function"``: a function that reads a little of
+            a value the user gives (a table file's header and column types), so that a task's words
+            can be matched to what the data holds ("plot revenue by month" → the columns
+            ``revenue`` and ``month``). It takes the value and returns ``{"columns": {name: type}}``
+            (see :mod:`toolpath.planner.tasks.probes`); it must read a bounded amount and never
+            change anything. Imported only when a task gives such a value.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -48,6 +58,11 @@ class State(BaseModel):
     )
     refines: str | None = Field(
         default=None, description="A more general state this one is a kind of: parameters carrying that state also take this one's artifacts."
+    )
+
+    probe: str | None = Field(
+        default=None,
+        description="For an input state: 'package.module:function' that reads a little of a value the user gives (a table's header) so a task's words can name what it holds.",
     )
 
     def __init__(self, token: str | None = None, description: str = "", affordances: Iterable[str] | None = None, **data: Any):
@@ -74,6 +89,13 @@ class State(BaseModel):
         if token != token.strip() or any(character.isspace() for character in token):
             raise ValueError(f"state token {token!r} contains whitespace; use dots and underscores")
         return token
+
+    @field_validator("probe")
+    @classmethod
+    def _probe_is_a_function_path(cls, probe: str | None) -> str | None:
+        if probe is not None and not _FUNCTION_PATH.fullmatch(probe):
+            raise ValueError(f"probe {probe!r} is not a function's path; write 'package.module:function', e.g. 'toolpath.catalogs.tabular.probe:probe_table'")
+        return probe
 
     def __hash__(self) -> int:
         return hash(self.token)

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from toolpath.registry.mcp_servers import MCPServerConfig
 from toolpath.registry.names import parameter_name, require_printable
 from toolpath.registry.states import StateTransition
+from toolpath.registry.type_strings import literal_values
 
 #: A parameter's real name: what catalogs and MCP servers use (``from``, ``repo-path``, ``max.results``).
 _PARAMETER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
@@ -48,6 +49,15 @@ class ToolParameter(BaseModel):
             writes to (a report's or a plot's path). A planned cell never passes an output
             parameter a value the user gave as data or a path a step of the cell reads, and never
             fills it from a kernel variable of its name (see :mod:`toolpath.planner.tasks.cell`).
+        meaning: what the value is, so that a task's words can give it
+            (:mod:`toolpath.planner.tasks.arguments`): ``"column"`` (one column name of the table
+            the task names), ``"columns"`` (a list of them), ``"conditions"`` (a list of
+            ``[column, operator, value]`` conditions on rows), ``"count"`` (a whole number: "top
+            5", "20 bins"), ``"file"`` (the path of a further file the tool reads; probed like its
+            domain's input state that has a probe). ``None``: the words give it only by name.
+        choices: for a parameter that takes one of a few values (a ``Literal``), each value and the
+            words that ask for it: ``{"sum": ["total", "add up"], "mean": ["average"]}``. The value
+            itself is always one of its words; every value a ``Literal`` type allows must be listed.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -58,8 +68,33 @@ class ToolParameter(BaseModel):
     default: Any = None
     state: str | None = None
     role: Literal["input", "output"] = "input"
+    meaning: Literal["column", "columns", "conditions", "count", "file"] | None = None
+    choices: dict[str, list[str]] | None = None
 
     _names_are_printable = _printable_fields(name="parameter name", state="state token")
+
+    @field_validator("choices")
+    @classmethod
+    def _choices_have_words(cls, choices: dict[str, list[str]] | None) -> dict[str, list[str]] | None:
+        if choices is None:
+            return None
+        if not choices:
+            raise ValueError("choices is empty; list each value the parameter takes with the words that ask for it, or leave it out")
+        for value, words in choices.items():
+            if not value.strip() or any(not isinstance(word, str) or not word.strip() for word in words):
+                raise ValueError(f"choice {value!r}: a value and each of its words must be non-empty text")
+        return choices
+
+    @model_validator(mode="after")
+    def _choices_match_the_type(self) -> ToolParameter:
+        allowed = literal_values(self.type)
+        if self.choices is not None and allowed is not None and set(self.choices) != set(allowed):
+            raise ValueError(
+                f"parameter {self.name!r}: choices name {sorted(self.choices)} but its type {self.type} allows {sorted(allowed)}; list exactly the values the type allows"
+            )
+        if self.meaning == "count" and self.type not in ("int", "int | None"):
+            raise ValueError(f"parameter {self.name!r}: meaning 'count' is a whole number; its type must be int, not {self.type}")
+        return self
 
     @field_validator("name")
     @classmethod
@@ -123,6 +158,10 @@ class ToolDefinition(BaseModel):
             ``"never"`` (default), ``"always"`` (sending mail, paying, deleting), or
             ``"on_overwrite"``: when an output parameter (``role: output``), as passed or by its
             default, names a file that exists, so writing would replace it.
+        effects: what a call changes outside the kernel: ``"none"``, ``"writes"`` (files, records) or
+            ``"sends"`` (mail, messages, payments). Unset, it is read from the tool
+            (:attr:`side_effect`). A tool with effects is chosen for a task only on a clear match
+            (:mod:`toolpath.planner.tasks.goals`).
         id: assigned by :class:`toolpath.registry.ToolRegistry` on registration; ``None`` before.
 
     Names (of the tool, its parameters and return), state tokens, modules and the server name are
@@ -150,6 +189,7 @@ class ToolDefinition(BaseModel):
     binding: Literal["kernel", "host"] = "kernel"
     mcp_server: str | MCPServerConfig | None = None
     approval: Literal["never", "always", "on_overwrite"] = "never"
+    effects: Literal["none", "writes", "sends"] | None = None
     id: int | None = None
 
     _names_are_printable = _printable_fields(name="tool name", module="module", module_override="module", server_name="server name")
@@ -195,6 +235,25 @@ class ToolDefinition(BaseModel):
                 f"tool {self.name!r} asks for approval on_overwrite but has no output parameter: mark the parameter it writes to `role: output`, or use `approval: always`"
             )
         return self
+
+    @model_validator(mode="after")
+    def _effects_agree(self) -> ToolDefinition:
+        if self.effects == "none" and self.output_parameters:
+            names = ", ".join(parameter.name for parameter in self.output_parameters)
+            raise ValueError(f"tool {self.name!r} says `effects: none` but writes to its output parameter {names}: use `effects: writes`, or drop `role: output`")
+        return self
+
+    @property
+    def side_effect(self) -> Literal["none", "writes", "sends"]:
+        """What a call changes outside the kernel: ``effects`` when the catalog says; else
+        ``"writes"`` for a tool with an output parameter or ``approval: on_overwrite``, ``"sends"``
+        for ``approval: always`` (a person must agree first: mail, payments, deletions), and
+        ``"none"`` otherwise."""
+        if self.effects is not None:
+            return self.effects
+        if self.output_parameters or self.approval == "on_overwrite":
+            return "writes"
+        return "sends" if self.approval == "always" else "none"
 
     @property
     def output_parameters(self) -> list[ToolParameter]:

@@ -175,3 +175,25 @@ def _kind_type(schema: dict[str, Any], kind: Any, depth: int, nodes_left: list[i
 def _union(parts: Iterable[str]) -> str:
     unique = list(dict.fromkeys(parts))
     return "Any" if "Any" in unique else " | ".join(unique)
+
+
+def literal_values(text: str) -> tuple[object, ...] | None:
+    """The values a ``Literal[...]`` type string allows, or ``None`` for any other type string (or
+    one that does not parse).
+
+    Examples:
+        >>> literal_values("Literal['sum', 'mean']")
+        ('sum', 'mean')
+        >>> literal_values("str") is None
+        True
+    """
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(node, ast.Subscript) or ast.unparse(node.value).split(".")[-1] != "Literal":
+        return None
+    elements = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    if not all(isinstance(element, ast.Constant) for element in elements):
+        return None
+    return tuple(element.value for element in elements)
