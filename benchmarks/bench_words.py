@@ -34,7 +34,12 @@ Each case ends as one of:
 Targets (issue 52): right >= 90 %, silently wrong 0; planning p95 <= 250 ms. Exit status 1 when a
 target is missed.
 
-Usage: python benchmarks/bench_words.py [--cases FILE] [--case ID ...] [--no-run] [--verbose]
+``--check-cases`` checks the cases instead of the planner: each expected plan is written as a cell
+from the case's tools and arguments alone and run, and its result checked (every case should agree
+with the catalogs' implementations; a case whose words leave a required value to the planner cannot
+be checked this way and is listed).
+
+Usage: python benchmarks/bench_words.py [--cases FILE] [--case ID ...] [--no-run | --check-cases] [--verbose]
 """
 
 from __future__ import annotations
@@ -605,7 +610,7 @@ class Runner:
         prepare_data(directory)
         planned, _ = plan_case(self.workspace, {"task": "load sales.csv and count its rows", "inputs": {}}, directory)
         if self.run and planned.tools and not planned.refusal:
-            self._execute(planned, directory)
+            self.execute(planned, directory)
 
     def case(self, case: dict) -> CaseOutcome:
         """Plan, compare, run and check one case in a directory of its own; never raises."""
@@ -639,7 +644,7 @@ class Runner:
             if not self.run or not planned.tools:
                 outcome.outcome, outcome.reason = "silently_wrong", what
                 return
-            status, error, _, new_files = self._execute(planned, directory)
+            status, error, _, new_files = self.execute(planned, directory)
             if status != "ok":
                 outcome.outcome, outcome.reason = "wrong_but_refused", f"{what}; the cell failed: {error}"
             else:
@@ -652,7 +657,7 @@ class Runner:
             outcome.reason = "; ".join(differences)
             return
         if planned.tools:
-            status, error, value, new_files = self._execute(planned, directory)
+            status, error, value, new_files = self.execute(planned, directory)
         else:
             status, error, value, new_files = "ok", "", None, []
         if status != "ok":
@@ -662,7 +667,7 @@ class Runner:
         outcome.outcome = "silently_wrong" if differences else "right"
         outcome.reason = "; ".join(differences)
 
-    def _execute(self, planned: Planned, directory: Path) -> tuple[str, str, dict | None, list[Path]]:
+    def execute(self, planned: Planned, directory: Path) -> tuple[str, str, dict | None, list[Path]]:
         """Run a planned cell in the shared kernel inside ``directory``: its status, error text,
         last value's description and the files it created there."""
         before = {path for path in directory.rglob("*")}
@@ -684,6 +689,71 @@ class Runner:
             value = json.loads(line[len(_RESULT_MARKER) :]) if line else None
         new_files = sorted(path for path in directory.rglob("*") if path.is_file() and path not in before)
         return result.status, error, value, new_files
+
+
+def expected_cell(case: dict, tools: Mapping[str, Any]) -> Planned:
+    """The cell a case expects, written from its expectation alone (for ``--check-cases``): the
+    first accepted tool sequence called in order with the case's arguments (the first of an
+    ``any_of``), each step's state-carrying parameter given the previous step's value, the first
+    step's file from the inputs or the first data file the task names.
+
+    Raises:
+        ValueError: a required parameter the case gives no value for (its words leave it to the
+            planner, so the case cannot be checked this way).
+    """
+    sequence = tool_sequences(case["expect"]["tools"])[0]
+    arguments = {
+        name: value["any_of"][0] if isinstance(value, dict) and set(value) == {"any_of"} else value for name, value in case["expect"]["arguments"].items()
+    }
+    steps_text = " ".join([case["task"]] if isinstance(case["task"], str) else case["task"])
+    named_file = next(iter(re.findall(r"[\w.-]+\.(?:csv|xlsx)\b", steps_text)), None)
+    lines, previous = [], None
+    for number, name in enumerate(sequence, 1):
+        tool = tools[name]
+        lines.append(f"from {tool.module_override or tool.module} import {name} as _expected_tool_{number}")
+        keywords = []
+        for parameter in tool.parameters:
+            qualified = f"{name}.{parameter.name}"
+            if qualified in arguments:
+                keywords.append(f"{parameter.python_name}={arguments[qualified]!r}")
+            elif parameter.state and previous is not None:
+                keywords.append(f"{parameter.python_name}={previous}")
+            elif parameter.state == "tabular.file_given" and (parameter.name in case["inputs"] or named_file):
+                keywords.append(f"{parameter.python_name}={case['inputs'].get(parameter.name, named_file)!r}")
+            elif parameter in tool.required_parameters:
+                raise ValueError(f"the case gives no value for {qualified}")
+        previous = f"step_{number}"
+        lines.append(f"{previous} = _expected_tool_{number}({', '.join(keywords)})")
+    return Planned(tools=list(sequence), arguments=arguments, variable=previous, code="\n".join(lines))
+
+
+def check_cases(cases: Sequence[dict]) -> dict[str, Any]:
+    """Run each case's expected cell (:func:`expected_cell`) and check its result: whether the
+    case file agrees with the catalogs' implementations (every expected-plan case should)."""
+    from toolpath.planner import Workspace
+
+    workspace = Workspace.open()
+    tools = shipped_tools(workspace)
+    disagreeing, skipped, agreeing = [], [], 0
+    with tempfile.TemporaryDirectory(prefix="bench-words-check-") as root, Runner(workspace, Path(root)) as runner:
+        for case in cases:
+            if case["expect"] == "not_understood":
+                continue
+            directory = Path(root) / case["id"]
+            directory.mkdir()
+            prepare_data(directory)
+            try:
+                planned = expected_cell(case, tools)
+            except ValueError as error:
+                skipped.append({"id": case["id"], "reason": str(error)})
+                continue
+            status, error, value, new_files = runner.execute(planned, directory)
+            differences = [f"the cell failed: {error}"] if status != "ok" else result_differences(case["expect"]["result"], value, new_files)
+            if differences:
+                disagreeing.append({"id": case["id"], "reason": "; ".join(differences)})
+            else:
+                agreeing += 1
+    return {"checked": agreeing + len(disagreeing), "agree": agreeing, "disagree": disagreeing, "not_checkable": skipped}
 
 
 def report(outcomes: Sequence[CaseOutcome], seconds: float, ran: bool, verbose: bool = False) -> dict[str, Any]:
@@ -750,6 +820,11 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--cases", type=Path, default=CASES, help="the cases file (default: words_cases.yaml beside this script)")
     parser.add_argument("--case", action="append", default=[], metavar="ID", help="run only this case; repeatable")
     parser.add_argument("--no-run", action="store_true", help="plan and compare tools and arguments only; run no cell")
+    parser.add_argument(
+        "--check-cases",
+        action="store_true",
+        help="run each case's expected tools with its expected arguments and check its result (the cases against the tools; no planning)",
+    )
     parser.add_argument("--verbose", action="store_true", help="print each case's outcome on stderr as it ends, and the plans of the cases not right")
     options = parser.parse_args(None if argv is None else list(argv))
     cases = load_cases(options.cases)
@@ -761,6 +836,10 @@ def main(argv: Iterable[str] | None = None) -> int:
         # The embedding cache goes to a temporary home unless the caller keeps one (then the
         # catalogs are embedded once and reused, saving about half a minute per run).
         os.environ.setdefault("TOOLPATH_HOME", home)
+        if options.check_cases:
+            checked = check_cases(cases)
+            print(json.dumps(checked, indent=2, ensure_ascii=False))
+            return 1 if checked["disagree"] else 0
         result = run(cases, execute=not options.no_run, verbose=options.verbose)
     print(json.dumps(result, indent=2, ensure_ascii=False))
     return 0 if result["targets"]["met"] else 1

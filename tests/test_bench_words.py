@@ -49,9 +49,19 @@ def test_the_shipped_sales_table_is_the_one_the_expected_values_were_worked_out_
 def test_a_case_naming_an_unknown_tool_parameter_or_file_is_reported(tools):
     cases = [
         {"id": "a", "task": "load sales.csv and wave at it", "inputs": {}, "expect": {"tools": ["load_table", "wave"], "arguments": {}, "result": []}},
-        {"id": "b", "task": "sort sales.csv", "inputs": {}, "expect": {"tools": ["load_table", "sort_rows"], "arguments": {"sort_rows.colour": "red"}, "result": []}},
+        {
+            "id": "b",
+            "task": "sort sales.csv",
+            "inputs": {},
+            "expect": {"tools": ["load_table", "sort_rows"], "arguments": {"sort_rows.colour": "red"}, "result": []},
+        },
         {"id": "c", "task": "describe budget.csv", "inputs": {}, "expect": "not_understood"},
-        {"id": "d", "task": "save sales.csv as copy.csv", "inputs": {}, "expect": {"tools": ["load_table", "save_table"], "arguments": {"save_table.path": "copy.csv"}, "result": []}},
+        {
+            "id": "d",
+            "task": "save sales.csv as copy.csv",
+            "inputs": {},
+            "expect": {"tools": ["load_table", "save_table"], "arguments": {"save_table.path": "copy.csv"}, "result": []},
+        },
         {"id": "e", "task": "count rows of sales.csv", "inputs": {}, "expect": {"tools": ["load_table"], "arguments": {"count_rows.table": 1}, "result": []}},
     ]
     problems = bench_words.catalog_problems(cases, tools)
