@@ -44,7 +44,9 @@ def test_probe_table_reads_only_the_start_of_a_big_file(tmp_path):
     assert len(found["values"]["label"]) == 20  # at most 20 distinct values kept
 
 
-@pytest.mark.parametrize(("name", "content", "said"), [("notes.txt", "a,b\n", "a table file ends in"), ("broken.xlsx", "not a workbook", "cannot read broken.xlsx")])
+@pytest.mark.parametrize(
+    ("name", "content", "said"), [("notes.txt", "a,b\n", "a table file ends in"), ("broken.xlsx", "not a workbook", "cannot read broken.xlsx")]
+)
 def test_probe_table_refuses_what_it_cannot_read_with_a_value_error(tmp_path, name, content, said):
     path = tmp_path / name
     path.write_text(content)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolpath.planner.planning.inputs import input_for
 from toolpath.planner.planning.plans import Plan, qualified_name
-from toolpath.planner.tasks.clauses import masked_quotes, quoted_values, source_values, without_file_names
+from toolpath.planner.tasks.clauses import masked_quotes, source_values, without_file_names
 from toolpath.planner.tasks.probes import Probe, probe_inputs
 
 if TYPE_CHECKING:
@@ -179,7 +179,9 @@ def bind_arguments(
                 if not reads.get(parameter.python_name, _Read()).found and whole.get(parameter.python_name, _Read()).found:
                     fallback = whole[parameter.python_name]
                     own = reads.get(parameter.python_name, _Read()).why
-                    reads[parameter.python_name] = replace(fallback, why=f"{fallback.why} (read from the whole task: {own or 'its own part says nothing of it'})")
+                    reads[parameter.python_name] = replace(
+                        fallback, why=f"{fallback.why} (read from the whole task: {own or 'its own part says nothing of it'})"
+                    )
         for parameter in tool.parameters:
             if parameter.python_name in reads:
                 settle(position, tool, parameter, reads[parameter.python_name])
@@ -321,13 +323,13 @@ def _columns(parameters: Sequence[ToolParameter], plain: str, words: str, whose:
         return {parameter.python_name: _Read(words=words, why=table.missing()) for parameter in parameters}
     mentions = _mentions(plain, list(table.columns))
     named = list(dict.fromkeys(mention.column for mention in mentions))
-    pair = next(
-        ((first.column, second.column) for first, second in zip(mentions, mentions[1:]) if _PAIR_LINK.fullmatch(plain[first.end : second.start])), None
-    )
+    pair = next(((first.column, second.column) for first, second in zip(mentions, mentions[1:]) if _PAIR_LINK.fullmatch(plain[first.end : second.start])), None)
     grouped: list[str] = []
     for number, mention in enumerate(mentions):
         before = plain[: mention.start]
-        chained = number > 0 and mentions[number - 1].column in grouped and re.fullmatch(r"\s*(?:,|and|,\s*and)\s*", plain[mentions[number - 1].end : mention.start])
+        chained = (
+            number > 0 and mentions[number - 1].column in grouped and re.fullmatch(r"\s*(?:,|and|,\s*and)\s*", plain[mentions[number - 1].end : mention.start])
+        )
         if _GROUPING.search(before) or chained:
             grouped.append(mention.column)
     grouped = list(dict.fromkeys(grouped))
@@ -363,7 +365,11 @@ def _columns(parameters: Sequence[ToolParameter], plain: str, words: str, whose:
                 why = f"the words name {', '.join(map(repr, unclaimed))} and nothing says which is {parameter.python_name}"
             reads[parameter.python_name] = _Read(words=words, why=why)
     for parameter in (parameter for parameter in parameters if parameter.meaning == "columns"):
-        chosen = [column for column in grouped if column not in claimed] if parameter.python_name == "by" and grouped else [column for column in named if column not in claimed]
+        chosen = (
+            [column for column in grouped if column not in claimed]
+            if parameter.python_name == "by" and grouped
+            else [column for column in named if column not in claimed]
+        )
         if chosen:
             take(parameter, chosen, f"the columns the words name{' after by' if parameter.python_name == 'by' and grouped else ''}")
         else:
@@ -398,7 +404,22 @@ def _choice(parameter: ToolParameter, masked: str, words: str, whose: str) -> _R
     return _Read(words=words)
 
 
-_NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "twelve": 12, "twenty": 20, "fifty": 50, "hundred": 100}
+_NUMBER_WORDS = {
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "twelve": 12,
+    "twenty": 20,
+    "fifty": 50,
+    "hundred": 100,
+}
 _AMOUNT = r"(\d+|" + "|".join(_NUMBER_WORDS) + r")"
 _RANKS = r"top|first|last|bottom|largest|biggest|highest|smallest|lowest|best|worst"
 _COUNT_BEFORE = re.compile(rf"\b(?:{_RANKS})\s+{_AMOUNT}\b", flags=re.IGNORECASE)
@@ -451,7 +472,10 @@ def _file(words_and_whose: tuple[str, str], parts: Sequence[PartMatch], given: M
     return _Read(words=words, why="the words name no further file")
 
 
-_DESTINATION = re.compile(r"\b(to|as|into|in)\s+(?:(?:a|the)\s+file\s+(?:called\s+|named\s+)?)?([\"'\u2018\u201c]?)([\w./~-]*\w\.[A-Za-z][A-Za-z0-9]{0,4})\2(?![\w/-])", flags=re.IGNORECASE)
+_DESTINATION = re.compile(
+    r"\b(to|as|into|in)\s+(?:(?:a|the)\s+file\s+(?:called\s+|named\s+)?)?([\"'\u2018\u201c]?)([\w./~-]*\w\.[A-Za-z][A-Za-z0-9]{0,4})\2(?![\w/-])",
+    flags=re.IGNORECASE,
+)
 _WRITING = re.compile(r"\b(?:save|saved|saving|write|written|writing|export|exported|store|stored|put|keep it)\b", flags=re.IGNORECASE)
 
 
@@ -507,7 +531,9 @@ _NEGATED = re.compile(r"\b(?:not|except(?:\s+for)?|excluding|other\s+than|apart\
 _MISSING_BEFORE = re.compile(
     r"\b(with(?:out)?|having|that\s+(?:have|has))\s+(?:(a|an|no|any)\s+)?(?:missing|empty|blank|null)\s+(?:values?\s+(?:in|for|of)\s+)?$", flags=re.IGNORECASE
 )
-_NO_MISSING = re.compile(r"\b(?:without|with\s+no|no)\s+(?:any\s+)?(?:missing|empty|blank|null)\s+(?:values?|cells?|entries)\b|\bwithout\s+(?:blanks|gaps)\b", flags=re.IGNORECASE)
+_NO_MISSING = re.compile(
+    r"\b(?:without|with\s+no|no)\s+(?:any\s+)?(?:missing|empty|blank|null)\s+(?:values?|cells?|entries)\b|\bwithout\s+(?:blanks|gaps)\b", flags=re.IGNORECASE
+)
 _ANY_MISSING = re.compile(r"\bwith\s+(?:a\s+|any\s+)?(?:missing|empty|blank|null)\s+(?:values?|cells?|entries)\b", flags=re.IGNORECASE)
 _ASKS_CONDITION = re.compile(r"\b(?:where|whose|if|which|that\s+have|with|only|except|excluding|not)\b", flags=re.IGNORECASE)
 
@@ -573,7 +599,10 @@ def _conditions(plain: str, words: str, whose: str, table: _Table) -> _Read:
     if conditions:
         return _Read(conditions, words, f"read {', '.join(reasons)} as conditions on {table.source} (in {whose})", True)
     if _ASKS_CONDITION.search(plain):
-        return _Read(words=words, why=f"no condition could be read from {words!r}: name a column of {table.source} ({table.listed()}) and a comparison, e.g. 'where region is North', 'revenue over 1000'")
+        return _Read(
+            words=words,
+            why=f"no condition could be read from {words!r}: name a column of {table.source} ({table.listed()}) and a comparison, e.g. 'where region is North', 'revenue over 1000'",
+        )
     return _Read(words=words, why=f"the words state no condition on the rows (columns: {table.listed()})")
 
 
@@ -666,7 +695,11 @@ def _known_values(text: str, table: _Table, only_start: bool = False) -> tuple[s
         position = 0
         while True:
             value = next(
-                (value for value in sorted(seen, key=lambda value: -len(str(value))) if re.match(rf"{re.escape(str(value))}(?![\w])", text[position:], flags=re.IGNORECASE)),
+                (
+                    value
+                    for value in sorted(seen, key=lambda value: -len(str(value)))
+                    if re.match(rf"{re.escape(str(value))}(?![\w])", text[position:], flags=re.IGNORECASE)
+                ),
                 None,
             )
             if value is None:

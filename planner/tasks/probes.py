@@ -194,4 +194,3 @@ def _cached_call(function: str, path: Path) -> Mapping[str, Any]:
                 del _cache[next(iter(_cache))]
             _cache[key] = found
     return found
-
