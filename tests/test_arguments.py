@@ -82,6 +82,8 @@ def test_sorting_reads_the_columns_after_by_and_the_order(graph, folder, words, 
 def test_keeping_columns_names_them_in_order(graph, folder):
     bound, _, _ = read(graph, folder, "select_columns", "keep date and revenue")
     assert bound == {"columns": ["date", "revenue"]}
+    # A column a comparison follows is a condition's, not one to keep.
+    assert read(graph, folder, "select_columns", "keep units and date where region is North")[0] == {"columns": ["units", "date"]}
 
 
 @pytest.mark.parametrize(

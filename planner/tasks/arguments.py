@@ -322,7 +322,8 @@ def _columns(parameters: Sequence[ToolParameter], plain: str, words: str, whose:
     if not table.columns:
         return {parameter.python_name: _Read(words=words, why=table.missing()) for parameter in parameters}
     mentions = _mentions(plain, list(table.columns))
-    named = list(dict.fromkeys(mention.column for mention in mentions))
+    # A column a comparison follows ("revenue between 800 and 1200") is a condition's, not one to keep, drop or plot.
+    named = list(dict.fromkeys(mention.column for mention in mentions if _comparison(plain, mention, table) is None))
     pair = next(((first.column, second.column) for first, second in zip(mentions, mentions[1:]) if _PAIR_LINK.fullmatch(plain[first.end : second.start])), None)
     grouped: list[str] = []
     for number, mention in enumerate(mentions):
