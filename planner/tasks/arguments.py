@@ -324,7 +324,14 @@ def _columns(parameters: Sequence[ToolParameter], plain: str, words: str, whose:
     mentions = _mentions(plain, list(table.columns))
     # A column a comparison follows ("revenue between 800 and 1200") is a condition's, not one to keep, drop or plot.
     named = list(dict.fromkeys(mention.column for mention in mentions if _comparison(plain, mention, table) is None))
-    pair = next(((first.column, second.column) for first, second in zip(mentions, mentions[1:]) if _PAIR_LINK.fullmatch(plain[first.end : second.start])), None)
+    pair = next(
+        (
+            (first.column, second.column, plain[first.start : second.end])
+            for first, second in zip(mentions, mentions[1:])
+            if _PAIR_LINK.fullmatch(plain[first.end : second.start])
+        ),
+        None,
+    )
     grouped: list[str] = []
     for number, mention in enumerate(mentions):
         before = plain[: mention.start]
@@ -345,8 +352,8 @@ def _columns(parameters: Sequence[ToolParameter], plain: str, words: str, whose:
     singles = [parameter for parameter in parameters if parameter.meaning == "column"]
     axes = {parameter.python_name: parameter for parameter in singles if parameter.python_name in ("x", "y")}
     if pair is not None and len(axes) == 2:
-        take(axes["y"], pair[0], f"'{pair[0]} ... {pair[1]}' puts {pair[0]!r} on the vertical axis")
-        take(axes["x"], pair[1], f"'{pair[0]} ... {pair[1]}' puts {pair[1]!r} on the horizontal axis")
+        take(axes["y"], pair[0], f"'{pair[2]}' (Y by X) puts {pair[0]!r} on the vertical axis")
+        take(axes["x"], pair[1], f"'{pair[2]}' (Y by X) puts {pair[1]!r} on the horizontal axis")
     for parameter in singles:
         if parameter.python_name in reads or parameter.python_name in axes:
             continue
