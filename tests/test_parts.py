@@ -223,8 +223,10 @@ def test_a_destination_is_never_taken_for_a_file_the_user_holds(workspace):
 def test_a_value_in_an_action_is_the_file_its_plan_needs(workspace):
     task_plan = workspace.plan_task("Write a report of 'people.csv' to 'notes.md'")
     assert tool_names(task_plan) == ["load_table", "write_report"]
-    # The source is read; the destination is no input of load_table (writing it is issue 35's approval).
-    assert task_plan.inputs == {"tabular.load_table.path": "people.csv"} and task_plan.parts[0].holds == {"tabular.file_given"}
+    # The source is read; the destination is no input of load_table but write_report's (issue 52: "to report.md"
+    # writes ./report.md; writing over an existing file is issue 35's approval).
+    assert task_plan.inputs == {"tabular.load_table.path": "people.csv", "tabular.write_report.path": "notes.md"}
+    assert task_plan.parts[0].holds == {"tabular.file_given"}
 
 
 def test_two_values_for_one_input_are_refused_naming_both(workspace):

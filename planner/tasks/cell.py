@@ -88,7 +88,8 @@ class ArgumentSource:
 
 @dataclass(frozen=True)
 class UnboundParameter:
-    """A required parameter that nothing in the plan or the inputs supplies; the cell reads ``variable``."""
+    """A required parameter that nothing in the plan or the inputs supplies; the cell reads ``variable``.
+    ``why``: why the task's words did not give it either (:mod:`toolpath.planner.tasks.arguments`), or ``""``."""
 
     step: int
     tool: str
@@ -96,6 +97,7 @@ class UnboundParameter:
     type: str
     description: str
     variable: str
+    why: str = ""
 
     def to_dict(self) -> dict:
         return {
@@ -105,6 +107,7 @@ class UnboundParameter:
             "type": self.type,
             "description": self.description,
             "variable": self.variable,
+            "why": self.why or None,
         }
 
 

@@ -15,12 +15,14 @@ Example::
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from toolpath.planner.planning.plans import DEFAULT_TASK_BUDGET_S, TaskBudget
+from toolpath.planner.tasks.arguments import bind_arguments
 from toolpath.planner.tasks.cell_writers import CellWriter
 from toolpath.planner.tasks.goals import GoalSearch
 from toolpath.planner.tasks.joint_planning import plan_jointly
@@ -49,6 +51,8 @@ class TaskContext:
             (:func:`toolpath.planner.tasks.matching.held_unless_replaced`).
         session_id: the agent session whose handles and variables the cell uses; ``None`` for a
             fresh kernel.
+        probe_directory: the directory whose files a task's inputs may be probed in (a table's
+            columns, :mod:`toolpath.planner.tasks.probes`); ``None``: no file is read while planning.
     """
 
     graph: StateGraph
@@ -56,6 +60,7 @@ class TaskContext:
     cells: CellWriter
     session_held: frozenset[str] = frozenset()
     session_id: str | None = None
+    probe_directory: str | os.PathLike[str] | None = None
 
 
 def plan_request(
@@ -102,5 +107,8 @@ def plan_request(
     joint = plan_jointly(search, parts, matcher.held, names=request.free_text)
     # The values the request's words give (a fact's "'photo.jpg'") are inputs like the caller's.
     request = replace(request, inputs=inputs_with_facts(parts, request.inputs, joint))
-    cell = context.cells.chosen(request, parts, joint, search.budget)
-    return TaskPlan(request.task, dict(request.inputs or {}), parts, joint, cell, session_id=context.session_id)
+    # What the words say of the plan's parameters ("revenue by month": x and y) are inputs too; the caller's win.
+    arguments = bind_arguments(context.graph, request.text, parts, joint, request.inputs, context.probe_directory)
+    request = replace(request, inputs=arguments.inputs(request.inputs))
+    cell = arguments.explained(context.cells.chosen(request, parts, joint, search.budget))
+    return TaskPlan(request.task, dict(request.inputs or {}), parts, joint, cell, session_id=context.session_id, arguments=arguments)

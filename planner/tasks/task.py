@@ -10,6 +10,7 @@ from typing import Any
 from toolpath.errors import Refusal
 from toolpath.kernel import CellResult, format_for_model
 from toolpath.planner.planning.plans import Plan
+from toolpath.planner.tasks.arguments import Arguments
 from toolpath.planner.tasks.cell import PlannedCell, UnboundParameter
 from toolpath.planner.tasks.parts import PartMatch
 
@@ -53,10 +54,14 @@ class UnboundParametersError(Refusal, ValueError):
         if self.options:
             advice = describe_options(self.options, lambda option: "give the inputs {" + ", ".join(f"{name!r}: ..." for name in option.names) + "}")
         else:
-            names = ", ".join(f"{parameter.parameter} ({parameter.type}, for {parameter.tool})" for parameter in self.unbound)
+            names = ", ".join(
+                f"{parameter.parameter} ({parameter.type}, for {parameter.tool}{'; the words did not give it: ' + parameter.why if parameter.why else ''})"
+                for parameter in self.unbound
+            )
             example = self.unbound[0].parameter if self.unbound else "NAME"
             advice = f"{names}. Pass them as inputs ({{{example!r}: ...}})"
-        super().__init__(f"the plan needs inputs that were not given: {advice}")
+        reasons = "; ".join(f"{parameter.parameter}: {parameter.why}" for parameter in self.unbound if parameter.why) if self.options else ""
+        super().__init__(f"the plan needs inputs that were not given: {advice}" + (f" (the words did not give them: {reasons})" if reasons else ""))
 
 
 def describe_options(options: Sequence[InputOption], how: Callable[[InputOption], str]) -> str:
@@ -124,6 +129,9 @@ class TaskPlan:
         cell: the planned cell.
         session_id: the agent session that planned it (its cell uses that session's handles and
             variables); ``None`` for :meth:`toolpath.planner.Workspace.plan_task`.
+        arguments: the values the task's words gave the plan's parameters, why, what they did not
+            give and the inputs probed (:func:`toolpath.planner.tasks.arguments.bind_arguments`);
+            they are among ``inputs`` as ``SERVER.TOOL.PARAMETER``.
     """
 
     task: str | tuple[str, ...]
@@ -132,6 +140,7 @@ class TaskPlan:
     plan: Plan
     cell: PlannedCell
     session_id: str | None = None
+    arguments: Arguments = Arguments()
 
     @property
     def goal(self) -> list[str]:
@@ -157,6 +166,9 @@ class TaskPlan:
             "unbound": [parameter.to_dict() for parameter in self.cell.unbound],
             "unused_inputs": list(self.cell.unused_inputs),
             "input_advice": dict(self.cell.advice),
+            "arguments": [reading.to_dict() for reading in self.arguments.bound],
+            "arguments_not_bound": [reading.to_dict() for reading in self.arguments.not_bound],
+            "probes": [probe.to_dict() for probe in self.arguments.probes],
         }
 
 

@@ -148,6 +148,7 @@ class Workspace:
         time_budget_s: float | None = DEFAULT_TASK_BUDGET_S,
         cancel: threading.Event | None = None,
         output_directory: str | os.PathLike[str] | None = None,
+        probe_directory: str | os.PathLike[str] | None = ".",
     ) -> TaskPlan:
         """Plan a task given in words or as a list of steps (see :mod:`toolpath.planner.tasks.matching`): each part is
         matched by skill search, and the goals of all parts get one joint plan and cell.
@@ -160,6 +161,9 @@ class Workspace:
                 write when no input says where: each ``role: output`` parameter that would take its
                 default relative path (``histogram.png``) takes it inside this directory, so nothing
                 lands in the kernel's working directory (:func:`toolpath.planner.tasks.cell.render_cell`).
+            probe_directory: where the files a task names may be read while planning, to match its
+                words to what they hold (a table's columns: :mod:`toolpath.planner.tasks.probes`);
+                default the working directory, where the kernel reads them too; ``None``: none.
 
         Raises:
             NoMatchingSkillError, NoPlanError, QueryError, InputError, UnknownStateError: see
@@ -192,7 +196,7 @@ class Workspace:
         from toolpath.planner.tasks.pipeline import TaskContext, plan_request
 
         # The index is built on first use, so a request refused while checked builds none.
-        context = TaskContext(self.graph, lambda: self.index, FreshKernelCells(self.graph, output_directory))
+        context = TaskContext(self.graph, lambda: self.index, FreshKernelCells(self.graph, output_directory), probe_directory=probe_directory)
         return plan_request(context, task, inputs, held, time_budget_s=time_budget_s, cancel=cancel)
 
     def code_mode(self, timeout: float | None = 300.0, **options: Any) -> CodeMode:

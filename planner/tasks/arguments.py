@@ -1,0 +1,725 @@
+"""Argument values from a task's words: what the words say, bound to the parameters the chosen plan needs.
+
+After the joint plan is chosen (:func:`toolpath.planner.tasks.pipeline.plan_request`), each step's
+parameters that nothing feeds yet (no state, no input given) are read from the words of the part that
+asked for the step (the whole task's when no part did, or when its own part says nothing of a
+required one), by what the catalog says they are:
+
+- ``choices`` (a ``Literal``): the value whose words the part uses ("total" → ``sum``, "largest
+  first" → ``descending``); two values named → left unbound, saying so;
+- ``meaning: column`` / ``columns``: the columns of the table the task names, from its probe
+  (:mod:`toolpath.planner.tasks.probes`), matched to the words case-insensitively, with ``_`` or
+  spaces, singular or plural. "Y by X" (also per, over, against, vs, versus, across) gives the axes
+  ``y`` and ``x``; "by X", "per X", "for each X", "on X" the grouping column (``by``, ``on``); the
+  rest of the columns named go to the one parameter left, or a list. A name not in the probe is never
+  bound; two candidates and nothing to tell them apart → unbound, saying so;
+- ``meaning: conditions``: ``[[column, operator, value], ...]`` from "where region is North",
+  "revenue over 1000", "at least", "between 10 and 20", "not South" (a value the probe saw in one
+  column), "with missing revenue", "without missing values". Operators come from a fixed set
+  (:data:`OPERATORS`), values are literals (numbers as numbers); nothing the user wrote is run as code;
+- ``meaning: count``: "top 5", "first 3 rows", "20 bins", "10 largest";
+- ``meaning: file``: a further file the part (or an earlier one) names that no input gives yet;
+- ``role: output``: "to report.md", "as sales.xlsx", "save it in totals.csv", when the suffix suits
+  the parameter (its description's suffixes); a file the task reads is never a destination.
+
+A value the caller also gives as an input stays the caller's, and the result says so. Bound values go
+into the request's inputs as ``SERVER.TOOL.PARAMETER`` (:func:`toolpath.planner.planning.inputs.input_for`
+reads them), so the cell's wiring shows them as inputs; :class:`Arguments` keeps why each was read.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from toolpath.planner.planning.inputs import input_for
+from toolpath.planner.planning.plans import Plan, qualified_name
+from toolpath.planner.tasks.clauses import masked_quotes, source_values, without_file_names
+from toolpath.planner.tasks.probes import Probe, probe_inputs
+
+if TYPE_CHECKING:
+    from toolpath.planner.planning.graph import StateGraph
+    from toolpath.planner.tasks.cell import PlannedCell
+    from toolpath.planner.tasks.parts import PartMatch
+    from toolpath.registry import ToolDefinition, ToolParameter
+
+#: The operators a condition may have (the tabular catalog's ``filter_rows`` takes exactly these).
+OPERATORS = ("==", "!=", ">", ">=", "<", "<=", "between", "in", "not in", "contains", "is missing", "is not missing")
+
+
+@dataclass(frozen=True)
+class ArgumentReading:
+    """What the words said (or did not say) for one parameter of one step.
+
+    Attributes:
+        step: the step's index (0-based) in the plan.
+        tool: the step's tool name.
+        parameter: the parameter's Python name.
+        value: the value read (``None`` when none was).
+        words: the words that gave it, or that were read.
+        why: how the value was read, or why none was bound.
+        input: for a bound value, the input it became (``tabular.plot_line.x``); ``""`` otherwise.
+    """
+
+    step: int
+    tool: str
+    parameter: str
+    value: Any
+    words: str
+    why: str
+    input: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tool": self.tool, "parameter": self.parameter, "value": self.value, "words": self.words, "why": self.why}
+
+
+@dataclass(frozen=True)
+class Arguments:
+    """The values a task's words gave its plan's parameters (:func:`bind_arguments`).
+
+    Attributes:
+        bound: the values bound, each with its words and reason.
+        not_bound: parameters the words were read for but gave no value (or whose caller's input won), with why.
+        probes: the inputs probed (or refused), with what was found.
+    """
+
+    bound: tuple[ArgumentReading, ...] = ()
+    not_bound: tuple[ArgumentReading, ...] = ()
+    probes: tuple[Probe, ...] = ()
+
+    def inputs(self, inputs: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``inputs`` with the bound values as ``SERVER.TOOL.PARAMETER`` inputs (the caller's own stay first)."""
+        return {**(inputs or {}), **{reading.input: reading.value for reading in self.bound}}
+
+    def explained(self, cell: PlannedCell) -> PlannedCell:
+        """``cell`` with each unbound parameter saying why the words did not give it."""
+        reasons = {(reading.step, reading.parameter): reading.why for reading in self.not_bound}
+        unbound = tuple(replace(parameter, why=reasons.get((parameter.step, parameter.parameter), parameter.why)) for parameter in cell.unbound)
+        return replace(cell, unbound=unbound)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "bound": [reading.to_dict() for reading in self.bound],
+            "not_bound": [reading.to_dict() for reading in self.not_bound],
+            "probes": [probe.to_dict() for probe in self.probes],
+        }
+
+
+@dataclass(frozen=True)
+class _Read:
+    """One parameter's reading: a value (``found``) or why there is none."""
+
+    value: Any = None
+    words: str = ""
+    why: str = ""
+    found: bool = False
+
+
+def bind_arguments(
+    graph: StateGraph,
+    text: str,
+    parts: Sequence[PartMatch],
+    plan: Plan,
+    inputs: Mapping[str, Any] | None,
+    probe_directory: str | os.PathLike[str] | None,
+) -> Arguments:
+    """Read the values ``plan``'s steps need from the words (see the module docstring).
+
+    Args:
+        graph: the graph planned over (its states' probes).
+        text: the whole task as one text.
+        parts: the task's parts; a step's words are those of the part that asked for it.
+        plan: the chosen plan.
+        inputs: the request's inputs (the caller's and those its words give as values).
+        probe_directory: where files may be probed (:func:`toolpath.planner.tasks.probes.readable_file`); ``None``: nowhere.
+
+    Returns:
+        The :class:`Arguments`; ``inputs(...)`` of it are the request's inputs with the values bound.
+    """
+    given = dict(inputs or {})
+    step_words = [_words_for(step.tool, position, plan, parts, text) for position, step in enumerate(plan.steps)]
+    bound: dict[str, ArgumentReading] = {}
+    not_bound: list[ArgumentReading] = []
+
+    def settle(position: int, tool: ToolDefinition, parameter: ToolParameter, read: _Read) -> None:
+        name = f"{qualified_name(tool)}.{parameter.python_name}"
+        caller = input_for(tool, parameter, given)
+        if caller is not None:
+            if read.found and read.value != given[caller]:
+                why = f"the input {caller!r} gives {given[caller]!r}, and the caller's input wins over the words' {read.value!r} ({read.why})"
+                not_bound.append(ArgumentReading(position, tool.name, parameter.python_name, read.value, read.words, why))
+            return
+        if read.found:
+            earlier = bound.get(name)
+            if earlier is not None and earlier.value != read.value:
+                why = f"{tool.name} runs twice and its words give two values ({earlier.value!r}, {read.value!r}) for one input; give {name} as an input"
+                not_bound.append(ArgumentReading(position, tool.name, parameter.python_name, read.value, read.words, why))
+            elif earlier is None:
+                bound[name] = ArgumentReading(position, tool.name, parameter.python_name, read.value, read.words, read.why, name)
+        elif read.why and (parameter in tool.required_parameters or read.words):
+            not_bound.append(ArgumentReading(position, tool.name, parameter.python_name, None, read.words, read.why))
+
+    # Files first: a further file the words name is probed with the rest.
+    for position, step in enumerate(plan.steps):
+        for parameter in step.tool.parameters:
+            if parameter.meaning == "file" and parameter.role == "input" and parameter.state is None:
+                settle(position, step.tool, parameter, _file(step_words[position], parts, given, bound))
+    probes = probe_inputs(graph, plan, {**given, **{name: reading.value for name, reading in bound.items()}}, probe_directory)
+    data_files = {str(value) for value in given.values() if isinstance(value, str)} | {str(reading.value) for reading in bound.values()}
+    for position, step in enumerate(plan.steps):
+        tool, (words, whose) = step.tool, step_words[position]
+        table = _Table.of([probe for probe in probes if probe.state.split(".")[0] == (tool.server_name or probe.state.split(".")[0])])
+        reads = _read_tool(tool, words, whose, table, data_files)
+        if whose != "the whole task":
+            whole = _read_tool(tool, text, "the whole task", table, data_files)
+            for parameter in tool.required_parameters:
+                if not reads.get(parameter.python_name, _Read()).found and whole.get(parameter.python_name, _Read()).found:
+                    fallback = whole[parameter.python_name]
+                    own = reads.get(parameter.python_name, _Read()).why
+                    reads[parameter.python_name] = replace(
+                        fallback, why=f"{fallback.why} (read from the whole task: {own or 'its own part says nothing of it'})"
+                    )
+        for parameter in tool.parameters:
+            if parameter.python_name in reads:
+                settle(position, tool, parameter, reads[parameter.python_name])
+    return Arguments(tuple(bound.values()), tuple(not_bound), probes)
+
+
+def _words_for(tool: ToolDefinition, position: int, plan: Plan, parts: Sequence[PartMatch], text: str) -> tuple[str, str]:
+    """``(words, whose)``: the words of the part that asked for step ``position`` (its tool, a state
+    of its goal, or a step of its own plan), else the whole task's."""
+    step = plan.steps[position]
+    matched = [part for part in parts if part.status == "matched"]
+    for asks in (
+        lambda part: part.tool is not None and part.tool.id == tool.id,
+        lambda part: part.tool is None and bool(step.produces & part.goal),
+        lambda part: part.choice is not None and part.choice.chosen.plan is not None and any(own.tool.id == tool.id for own in part.choice.chosen.plan.steps),
+    ):
+        asking = [part for part in matched if asks(part)]
+        if asking:
+            return asking[0].text, f"the part {asking[0].text!r}"
+    return text, "the whole task"
+
+
+# -- the table the words speak of ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Table:
+    """The columns (and text values) the probes of a step's domain found, with where from."""
+
+    columns: dict[str, str]
+    values: dict[str, list[Any]]
+    source: str
+    rows_read: int
+    problems: tuple[str, ...]
+
+    @classmethod
+    def of(cls, probes: Sequence[Probe]) -> _Table:
+        columns: dict[str, str] = {}
+        values: dict[str, list[Any]] = {}
+        for probe in probes:
+            columns.update(probe.columns)
+            for column, seen in probe.values.items():
+                values.setdefault(column, []).extend(value for value in seen if value not in values.get(column, []))
+        source = " and ".join(repr(str(probe.value)) for probe in probes if not probe.problem) or "no file"
+        rows = sum(int((probe.found or {}).get("rows_read") or 0) for probe in probes)
+        return cls(columns, values, source, rows, tuple(f"{probe.value!r}: {probe.problem}" for probe in probes if probe.problem))
+
+    def missing(self) -> str:
+        """Why no column can be named: no file probed, and why."""
+        if self.problems:
+            return "the table's columns are unknown (" + "; ".join(self.problems) + ")"
+        return "the table's columns are unknown: no file of the task was probed (give the file in the task or as an input)"
+
+    def listed(self) -> str:
+        return ", ".join(self.columns)
+
+
+@dataclass(frozen=True)
+class _Mention:
+    column: str
+    start: int
+    end: int
+
+
+def _variants(token: str) -> list[str]:
+    """A word's singular and plural forms (regular English ones: the columns' own names)."""
+    forms = {token, token + "s", token + "es"}
+    if token.endswith("s"):
+        forms.add(token[:-1])
+    if token.endswith("y"):
+        forms.add(token[:-1] + "ies")
+    if token.endswith("ies"):
+        forms.add(token[:-3] + "y")
+    return sorted(forms, key=len, reverse=True)
+
+
+def _mentions(text: str, columns: Sequence[str]) -> list[_Mention]:
+    """The columns ``text`` names, in order: case-insensitive, ``_``/``-``/spaces alike, singular or
+    plural; the longest name wins where two overlap ("unit price" over "price")."""
+    found: list[_Mention] = []
+    for column in columns:
+        tokens = [token for token in re.split(r"[\s_\-]+", column.lower()) if token]
+        if not tokens:
+            continue
+        last = "(?:" + "|".join(map(re.escape, _variants(tokens[-1]))) + ")"
+        pattern = r"(?<![\w])" + "".join(re.escape(token) + r"[\s_\-]+" for token in tokens[:-1]) + last + r"(?![\w])"
+        found += [_Mention(column, match.start(), match.end()) for match in re.finditer(pattern, text, flags=re.IGNORECASE)]
+    chosen: list[_Mention] = []
+    for mention in sorted(found, key=lambda mention: (-(mention.end - mention.start), mention.start)):
+        if all(mention.end <= other.start or mention.start >= other.end for other in chosen):
+            chosen.append(mention)
+    return sorted(chosen, key=lambda mention: mention.start)
+
+
+_PAIR_LINK = re.compile(r"\s+(?:by|per|over|against|vs\.?|versus|across)\s+(?:(?:each|every|the)\s+)?", flags=re.IGNORECASE)
+_GROUPING = re.compile(
+    r"(?:\b(?:group(?:ed)?\s+by|sort(?:ed)?\s+by|order(?:ed)?\s+by|rank(?:ed)?\s+by|by|per|for\s+(?:each|every)|each|on)\s+(?:(?:the|each|every)\s+)?)$",
+    flags=re.IGNORECASE,
+)
+
+
+def _read_tool(tool: ToolDefinition, words: str, whose: str, table: _Table, data_files: set[str]) -> dict[str, _Read]:
+    """What ``words`` (of ``whose``) give each parameter of ``tool`` that the catalog says how to read."""
+    plain = without_file_names(words)
+    reads: dict[str, _Read] = {}
+    column_parameters = [parameter for parameter in tool.parameters if parameter.meaning in ("column", "columns") and parameter.state is None]
+    if column_parameters:
+        reads.update(_columns(column_parameters, plain, words, whose, table))
+    mentions = _mentions(plain, list(table.columns))
+    masked = _masked(plain, mentions)
+    for parameter in tool.parameters:
+        if parameter.state is not None:
+            continue
+        if parameter.choices:
+            reads[parameter.python_name] = _choice(parameter, masked, words, whose)
+        elif parameter.meaning == "conditions":
+            reads[parameter.python_name] = _conditions(plain, words, whose, table)
+        elif parameter.meaning == "count":
+            reads[parameter.python_name] = _count(parameter, [other for other in tool.parameters if other.meaning == "count"], masked, words, whose)
+        elif parameter.role == "output":
+            reads[parameter.python_name] = _output(parameter, words, whose, data_files)
+    return reads
+
+
+def _masked(text: str, mentions: Sequence[_Mention]) -> str:
+    """``text`` with the column names blanked: a column called "total" is no choice of "sum"."""
+    for mention in mentions:
+        text = text[: mention.start] + " " * (mention.end - mention.start) + text[mention.end :]
+    return text
+
+
+# -- columns -----------------------------------------------------------------------------------------
+
+
+def _columns(parameters: Sequence[ToolParameter], plain: str, words: str, whose: str, table: _Table) -> dict[str, _Read]:
+    """Columns for ``parameters`` (all of one tool): axes from "Y by X", grouping columns after
+    by/per/for each/on, then the columns named that no other parameter took."""
+    if not table.columns:
+        return {parameter.python_name: _Read(words=words, why=table.missing()) for parameter in parameters}
+    mentions = _mentions(plain, list(table.columns))
+    # A column a comparison follows ("revenue between 800 and 1200") is a condition's, not one to keep, drop or plot.
+    named = list(dict.fromkeys(mention.column for mention in mentions if _comparison(plain, mention, table) is None))
+    pair = next(
+        (
+            (first.column, second.column, plain[first.start : second.end])
+            for first, second in zip(mentions, mentions[1:])
+            if _PAIR_LINK.fullmatch(plain[first.end : second.start])
+        ),
+        None,
+    )
+    grouped: list[str] = []
+    for number, mention in enumerate(mentions):
+        before = plain[: mention.start]
+        chained = (
+            number > 0 and mentions[number - 1].column in grouped and re.fullmatch(r"\s*(?:,|and|,\s*and)\s*", plain[mentions[number - 1].end : mention.start])
+        )
+        if _GROUPING.search(before) or chained:
+            grouped.append(mention.column)
+    grouped = list(dict.fromkeys(grouped))
+    reads: dict[str, _Read] = {}
+    claimed: set[str] = set()
+    source = f"a column of {table.source}"
+
+    def take(parameter: ToolParameter, value: Any, why: str) -> None:
+        reads[parameter.python_name] = _Read(value, words, f"{why}, {source} (in {whose})", True)
+        claimed.update(value if isinstance(value, list) else [value])
+
+    singles = [parameter for parameter in parameters if parameter.meaning == "column"]
+    axes = {parameter.python_name: parameter for parameter in singles if parameter.python_name in ("x", "y")}
+    if pair is not None and len(axes) == 2:
+        take(axes["y"], pair[0], f"'{pair[2]}' (Y by X) puts {pair[0]!r} on the vertical axis")
+        take(axes["x"], pair[1], f"'{pair[2]}' (Y by X) puts {pair[1]!r} on the horizontal axis")
+    for parameter in singles:
+        if parameter.python_name in reads or parameter.python_name in axes:
+            continue
+        if parameter.python_name in ("by", "on") and grouped:
+            take(parameter, grouped[0], f"{grouped[0]!r} follows a word that groups or ranks by a column ('by', 'per', 'for each', 'on')")
+    open_singles = [parameter for parameter in singles if parameter.python_name not in reads]
+    unclaimed = [column for column in named if column not in claimed]
+    if len(open_singles) == 1 and len(unclaimed) == 1:
+        take(open_singles[0], unclaimed[0], f"{unclaimed[0]!r} is the one column named that no other parameter took")
+    elif open_singles:
+        for parameter in open_singles:
+            if not unclaimed:
+                why = f"the words name no column of {table.source} for it (its columns: {table.listed()})"
+            elif parameter.python_name in axes:
+                why = f"the words name {', '.join(map(repr, unclaimed))} but do not say which is on which axis: say 'Y by X' (e.g. '{unclaimed[0]} by {unclaimed[-1]}')"
+            else:
+                why = f"the words name {', '.join(map(repr, unclaimed))} and nothing says which is {parameter.python_name}"
+            reads[parameter.python_name] = _Read(words=words, why=why)
+    for parameter in (parameter for parameter in parameters if parameter.meaning == "columns"):
+        chosen = (
+            [column for column in grouped if column not in claimed]
+            if parameter.python_name == "by" and grouped
+            else [column for column in named if column not in claimed]
+        )
+        if chosen:
+            take(parameter, chosen, f"the columns the words name{' after by' if parameter.python_name == 'by' and grouped else ''}")
+        else:
+            reads[parameter.python_name] = _Read(words=words, why=f"the words name no column of {table.source} for it (its columns: {table.listed()})")
+    return reads
+
+
+# -- choices and counts -------------------------------------------------------------------------------
+
+
+def _phrase(words: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![\w])" + r"\s+".join(map(re.escape, words.lower().split())) + r"(?![\w])", flags=re.IGNORECASE)
+
+
+def _choice(parameter: ToolParameter, masked: str, words: str, whose: str) -> _Read:
+    """The one choice whose words (or value) the text uses; longer phrases first, so "largest first" is not "first"."""
+    text = masked_quotes(masked)
+    phrases = sorted(((phrase, value) for value, said in (parameter.choices or {}).items() for phrase in {value, *said}), key=lambda item: -len(item[0]))
+    named: dict[str, str] = {}
+    taken: list[tuple[int, int]] = []
+    for phrase, value in phrases:
+        for match in _phrase(phrase).finditer(text):
+            if all(match.end() <= start or match.start() >= end for start, end in taken):
+                taken.append((match.start(), match.end()))
+                named.setdefault(value, phrase)
+    if len(named) == 1:
+        value, phrase = next(iter(named.items()))
+        return _Read(value, words, f"'{phrase}' asks for {value!r} (in {whose})", True)
+    if len(named) > 1:
+        listed = ", ".join(f"{value!r} ('{phrase}')" for value, phrase in named.items())
+        return _Read(words=words, why=f"the words name several choices for {parameter.python_name}: {listed}; give {parameter.python_name} as an input")
+    return _Read(words=words)
+
+
+_NUMBER_WORDS = {
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "twelve": 12,
+    "twenty": 20,
+    "fifty": 50,
+    "hundred": 100,
+}
+_AMOUNT = r"(\d+|" + "|".join(_NUMBER_WORDS) + r")"
+_RANKS = r"top|first|last|bottom|largest|biggest|highest|smallest|lowest|best|worst"
+_COUNT_BEFORE = re.compile(rf"\b(?:{_RANKS})\s+{_AMOUNT}\b", flags=re.IGNORECASE)
+_COUNT_AFTER = re.compile(rf"\b{_AMOUNT}\s+(rows?|records?|entries|entry|lines?|items?|results?|values?|bins?|buckets?|{_RANKS})\b", flags=re.IGNORECASE)
+
+
+def _count(parameter: ToolParameter, counts: Sequence[ToolParameter], masked: str, words: str, whose: str) -> _Read:
+    """A whole number the words give next to a word that counts ("top 5", "20 bins"); with several
+    count parameters, only one whose name is the counted word."""
+    found: list[tuple[int, str, str]] = []
+    for match in _COUNT_BEFORE.finditer(masked):
+        found.append((_amount(match.group(1)), "", match.group()))
+    for match in _COUNT_AFTER.finditer(masked):
+        found.append((_amount(match.group(1)), match.group(2).lower().rstrip("s"), match.group()))
+    if len(counts) > 1:
+        found = [item for item in found if item[1] and parameter.python_name.lower().rstrip("s") == item[1]]
+    amounts = list(dict.fromkeys(amount for amount, _, _ in found))
+    if len(amounts) == 1:
+        return _Read(amounts[0], words, f"'{found[0][2]}' gives {amounts[0]} (in {whose})", True)
+    if len(amounts) > 1:
+        return _Read(words=words, why=f"the words give several counts ({', '.join(map(str, amounts))}); give {parameter.python_name} as an input")
+    return _Read(words=words)
+
+
+def _amount(text: str) -> int:
+    return int(text) if text.isdigit() else _NUMBER_WORDS[text.lower()]
+
+
+# -- files ----------------------------------------------------------------------------------------------
+
+_FILE_NAME = re.compile(r"^[\w./~-]*\w\.[A-Za-z][A-Za-z0-9]{1,4}$")
+
+
+def _file(words_and_whose: tuple[str, str], parts: Sequence[PartMatch], given: Mapping[str, Any], bound: Mapping[str, ArgumentReading]) -> _Read:
+    """The one file the part names (else an earlier part) that no input gives yet."""
+    words, whose = words_and_whose
+    used = {str(value) for value in given.values()} | {str(reading.value) for reading in bound.values()}
+    earlier: list[str] = []
+    for part in parts:
+        if part.text == words:
+            break
+        earlier += source_values(part.text)
+    for texts, where in (([words], whose), (earlier, "an earlier part")):
+        files = [value for text in texts for value in (source_values(text) if text is words else [text]) if _FILE_NAME.match(value) and value not in used]
+        files = list(dict.fromkeys(files))
+        if len(files) == 1:
+            return _Read(files[0], words, f"{files[0]!r} is the file {where} names that no input gives yet", True)
+        if len(files) > 1:
+            return _Read(words=words, why=f"{where} names several files no input gives ({', '.join(map(repr, files))}); give the one meant as an input")
+    return _Read(words=words, why="the words name no further file")
+
+
+_DESTINATION = re.compile(
+    r"\b(to|as|into|in)\s+(?:(?:a|the)\s+file\s+(?:called\s+|named\s+)?)?([\"'\u2018\u201c]?)([\w./~-]*\w\.[A-Za-z][A-Za-z0-9]{0,4})\2(?![\w/-])",
+    flags=re.IGNORECASE,
+)
+_WRITING = re.compile(r"\b(?:save|saved|saving|write|written|writing|export|exported|store|stored|put|keep it)\b", flags=re.IGNORECASE)
+
+
+def _output(parameter: ToolParameter, words: str, whose: str, data_files: set[str]) -> _Read:
+    """A destination after "to", "as" or "into" (or "in", next to a verb of writing) whose suffix suits the parameter."""
+    suffixes = _suffixes(parameter)
+    suiting: list[str] = []
+    for match in _DESTINATION.finditer(words):
+        path = match.group(3)
+        if match.group(1).lower() == "in" and not _WRITING.search(words):
+            continue
+        if path in data_files:
+            continue  # the task reads it: never a destination
+        if not suffixes or os.path.splitext(path)[1].lower() in suffixes:
+            suiting.append(path)
+    suiting = list(dict.fromkeys(suiting))
+    if len(suiting) == 1:
+        return _Read(suiting[0], words, f"the words name {suiting[0]!r} as where to write (in {whose})", True)
+    if len(suiting) > 1:
+        return _Read(words=words, why=f"the words name several files to write ({', '.join(map(repr, suiting))}); give {parameter.python_name} as an input")
+    return _Read(words=words)
+
+
+def _suffixes(parameter: ToolParameter) -> set[str]:
+    """The suffixes an output parameter takes: those its description lists ("(.md or .html)"), and its default's."""
+    listed = {suffix.lower() for suffix in re.findall(r"(?<![\w])\.[A-Za-z][A-Za-z0-9]{1,4}\b", parameter.description)}
+    if isinstance(parameter.default, str) and os.path.splitext(parameter.default)[1]:
+        listed.add(os.path.splitext(parameter.default)[1].lower())
+    return listed
+
+
+# -- conditions ----------------------------------------------------------------------------------------
+
+#: Operator phrases after a column, longest first within each; each maps to one of :data:`OPERATORS`.
+_COMPARISONS: tuple[tuple[str, str], ...] = (
+    (r"is\s+not\s+(?:missing|empty|blank|null)|is\s+(?:present|known|filled(?:\s+in)?)", "is not missing"),
+    (r"is\s+(?:missing|empty|blank|null|unknown)", "is missing"),
+    (r"(?:is\s+)?between", "between"),
+    (r"(?:is\s+)?(?:at\s+least|no\s+less\s+than|not\s+below)|>=|of\s+at\s+least", ">="),
+    (r"(?:is\s+)?(?:at\s+most|no\s+more\s+than|not\s+above)|<=|of\s+at\s+most", "<="),
+    (r"(?:is\s+)?(?:over|above|more\s+than|greater\s+than|higher\s+than|bigger\s+than|larger\s+than|after)|exceeds|>", ">"),
+    (r"(?:is\s+)?(?:below|under|less\s+than|lower\s+than|smaller\s+than|fewer\s+than|before)|<", "<"),
+    (r"(?:is\s+)?since", ">="),
+    (r"contains|includes|(?:is\s+)?containing", "contains"),
+    (r"is\s+not|isn't|is\s+other\s+than|does\s+not\s+equal|doesn't\s+equal|not\s+equal\s+to|!=|<>", "!="),
+    (r"is\s+equal\s+to|equals|is|==|=", "=="),
+)
+_QUOTED_VALUE = r"\"[^\"]*\"|'[^']*'|\u2018[^\u2019]*\u2019|\u201c[^\u201d]*\u201d"
+_NUMBER = r"[-+]?\$?\d[\d,]*(?:\.\d+)?"
+_STOP = r"(?:and|or|then|but|where|with|while|to|as|into|so|if|plot|show|sort|group|save|write|keep)\b"
+_VALUE = rf"(?:{_QUOTED_VALUE}|{_NUMBER}(?![\w-])|\d{{4}}-\d{{2}}(?:-\d{{2}})?|(?!{_STOP})[^\s,;.!?]+(?:\s+(?!{_STOP})[^\s,;.!?]+){{0,2}})"
+_NEGATED = re.compile(r"\b(?:not|except(?:\s+for)?|excluding|other\s+than|apart\s+from|but\s+not)\s+(?:the\s+)?", flags=re.IGNORECASE)
+_MISSING_BEFORE = re.compile(
+    r"\b(with(?:out)?|having|that\s+(?:have|has))\s+(?:(a|an|no|any)\s+)?(?:missing|empty|blank|null)\s+(?:values?\s+(?:in|for|of)\s+)?$", flags=re.IGNORECASE
+)
+_NO_MISSING = re.compile(
+    r"\b(?:without|with\s+no|no)\s+(?:any\s+)?(?:missing|empty|blank|null)\s+(?:values?|cells?|entries)\b|\bwithout\s+(?:blanks|gaps)\b", flags=re.IGNORECASE
+)
+_ANY_MISSING = re.compile(r"\bwith\s+(?:a\s+|any\s+)?(?:missing|empty|blank|null)\s+(?:values?|cells?|entries)\b", flags=re.IGNORECASE)
+_ASKS_CONDITION = re.compile(r"\b(?:where|whose|if|which|that\s+have|with|only|except|excluding|not)\b", flags=re.IGNORECASE)
+
+
+def _conditions(plain: str, words: str, whose: str, table: _Table) -> _Read:
+    """``[[column, operator, value], ...]`` the words state (see the module docstring)."""
+    if not table.columns:
+        return _Read(words=words, why=table.missing())
+    conditions: list[list[Any]] = []
+    reasons: list[str] = []
+    consumed: list[tuple[int, int]] = []
+    problems: list[str] = []
+    mentions = _mentions(plain, list(table.columns))
+    for mention in mentions:
+        missing = _MISSING_BEFORE.search(plain[: mention.start])
+        if missing is not None:
+            negated = missing.group(1).lower() == "without" or (missing.group(2) or "").lower() == "no"
+            operator = "is not missing" if negated else "is missing"
+            conditions.append([mention.column, operator, None])
+            reasons.append(f"'{plain[missing.start() : mention.end].strip()}'")
+            consumed.append((missing.start(), mention.end))
+            continue
+        read = _comparison(plain, mention, table)
+        if read is None:
+            continue
+        condition, end, problem = read
+        if problem:
+            problems.append(problem)
+            consumed.append((mention.start, end))
+            continue
+        conditions.append(condition)
+        reasons.append(f"'{plain[mention.start : end].strip()}'")
+        consumed.append((mention.start, end))
+    for match in _NEGATED.finditer(plain):
+        if any(start <= match.start() < end for start, end in consumed):
+            continue
+        values = _known_values(plain[match.end() :], table)
+        if values is None:
+            continue
+        column, seen, length = values
+        conditions.append([column, "!=", seen[0]] if len(seen) == 1 else [column, "not in", seen])
+        reasons.append(f"'{plain[match.start() : match.end() + length].strip()}' ({', '.join(map(repr, seen))} seen in column {column!r})")
+        consumed.append((match.start(), match.end() + length))
+    constrained = {condition[0] for condition in conditions}
+    for position in range(len(plain)):
+        if any(start <= position < end for start, end in consumed) or (position and plain[position - 1].isalnum()):
+            continue
+        values = _known_values(plain[position:], table, only_start=True)
+        if values is None or values[0] in constrained:
+            continue
+        column, seen, length = values
+        conditions.append([column, "==", seen[0]] if len(seen) == 1 else [column, "in", seen])
+        reasons.append(f"'{plain[position : position + length]}' ({', '.join(map(repr, seen))} seen in column {column!r})")
+        consumed.append((position, position + length))
+        constrained.add(column)
+    if _NO_MISSING.search(plain) and not any(condition[1] == "is not missing" for condition in conditions):
+        conditions += [[column, "is not missing", None] for column in table.columns]
+        reasons.append(f"'{_NO_MISSING.search(plain).group()}' (every column of {table.source})")  # type: ignore[union-attr]
+    elif _ANY_MISSING.search(plain) and not conditions:
+        problems.append("'a missing value in any column' is not a condition that every row must meet; name the column ('with missing revenue')")
+    if problems:
+        return _Read(words=words, why="; ".join(problems))
+    if conditions:
+        return _Read(conditions, words, f"read {', '.join(reasons)} as conditions on {table.source} (in {whose})", True)
+    if _ASKS_CONDITION.search(plain):
+        return _Read(
+            words=words,
+            why=f"no condition could be read from {words!r}: name a column of {table.source} ({table.listed()}) and a comparison, e.g. 'where region is North', 'revenue over 1000'",
+        )
+    return _Read(words=words, why=f"the words state no condition on the rows (columns: {table.listed()})")
+
+
+def _comparison(plain: str, mention: _Mention, table: _Table) -> tuple[list[Any], int, str] | None:
+    """``(condition, end, problem)`` for a comparison right after ``mention``, or ``None`` when none follows."""
+    rest = plain[mention.end :]
+    for phrase, operator in _COMPARISONS:
+        # A phrase of words ends at a word's end; one of symbols (">=") may touch its value (">1000").
+        match = re.match(rf"\s*(?:{phrase})(?:(?<=[A-Za-z'])(?![\w])|(?<=[=<>!]))", rest, flags=re.IGNORECASE)
+        if match is None:
+            continue
+        start = mention.end + match.end()
+        kind = table.columns[mention.column]
+        if operator in ("is missing", "is not missing"):
+            return [mention.column, operator, None], start, ""
+        if operator == "between":
+            between = re.match(rf"\s*({_VALUE})\s+and\s+({_VALUE})", plain[start:], flags=re.IGNORECASE)
+            if between is None:
+                return [], start, f"'{plain[mention.start : start].strip()}' is not followed by 'LOW and HIGH'"
+            low, high = (_literal(between.group(1), kind), _literal(between.group(2), kind))
+            if low is None or high is None:
+                return [], start, f"{mention.column!r} holds {kind}s; '{between.group().strip()}' are not two of them"
+            return [mention.column, "between", [low, high]], start + between.end(), ""
+        first = re.match(rf"\s*({_VALUE})", plain[start:], flags=re.IGNORECASE)
+        if first is None:
+            return [], start, f"'{plain[mention.start : start].strip()}' is followed by no value"
+        literals = [_matched_value(first.group(1), mention.column, kind, table)]
+        end = start + first.end()
+        if literals[0] is None:
+            return [], start, f"{mention.column!r} holds {kind}s; {first.group(1)!r} is not one (in '{plain[mention.start : end].strip()}')"
+        # "North or South", "North, South": further values only while they are values of the column.
+        while (more := re.match(rf"(?:\s*,\s*or\s+|\s*,\s*|\s+or\s+)({_VALUE})", plain[end:], flags=re.IGNORECASE)) is not None:
+            literal = _matched_value(more.group(1), mention.column, kind, table)
+            if literal is None or (kind == "text" and literal not in table.values.get(mention.column, [])):
+                break
+            literals.append(literal)
+            end += more.end()
+        if len(literals) > 1 and operator in ("==", "!="):
+            return [mention.column, "in" if operator == "==" else "not in", literals], end, ""
+        if len(literals) > 1:
+            return [], start, f"'{plain[mention.start : end].strip()}' compares with several values; give one"
+        if operator in (">", ">=", "<", "<=") and kind == "text":
+            return [], start, f"{mention.column!r} holds text, which '{plain[mention.start : start].strip()}' does not compare"
+        return [mention.column, operator, literals[0]], end, ""
+    return None
+
+
+def _matched_value(item: str, column: str, kind: str, table: _Table) -> Any:
+    """A value for ``column``: a number for a number column, a date's text for a date column, the
+    probe's spelling of a text value it saw (else the words as written, unquoted); ``None`` when it does not fit."""
+    literal = _literal(item, kind)
+    if kind == "text" and isinstance(literal, str):
+        seen = [value for value in table.values.get(column, []) if str(value).lower() == literal.lower()]
+        if seen:
+            return seen[0]
+        words = literal.split()
+        for length in range(len(words) - 1, 0, -1):  # "North in 2024": the longest start the data has
+            seen = [value for value in table.values.get(column, []) if str(value).lower() == " ".join(words[:length]).lower()]
+            if seen:
+                return seen[0]
+    return literal
+
+
+def _literal(text: str, kind: str) -> Any:
+    """``text`` as a literal of a column of ``kind``: a number (``1,000`` → 1000), a bool, or text
+    (quotes taken off); ``None`` when it is no value of that kind."""
+    text = text.strip()
+    if re.fullmatch(_QUOTED_VALUE, text):
+        text = text[1:-1]
+    if kind == "number":
+        number = text.replace(",", "").lstrip("$")
+        if re.fullmatch(r"[-+]?\d+", number):
+            return int(number)
+        if re.fullmatch(r"[-+]?\d*\.\d+", number):
+            return float(number)
+        return None
+    if kind == "bool":
+        return {"true": True, "yes": True, "false": False, "no": False}.get(text.lower())
+    if kind == "date":
+        return text if re.fullmatch(r"\d{4}(?:-\d{2}){0,2}(?:[ T][\d:]+)?", text) else None
+    return text
+
+
+def _known_values(text: str, table: _Table, only_start: bool = False) -> tuple[str, list[Any], int] | None:
+    """``(column, values, length)`` when ``text`` starts with values the probe saw in one text column
+    ("South", "South and East"); ``None`` when it does not, or when they are seen in several columns."""
+    best: tuple[str, list[Any], int] | None = None
+    for column, seen in table.values.items():
+        found: list[Any] = []
+        position = 0
+        while True:
+            value = next(
+                (
+                    value
+                    for value in sorted(seen, key=lambda value: -len(str(value)))
+                    if re.match(rf"{re.escape(str(value))}(?![\w])", text[position:], flags=re.IGNORECASE)
+                ),
+                None,
+            )
+            if value is None:
+                break
+            found.append(value)
+            position += len(str(value))
+            joiner = re.match(r"\s*(?:,\s*(?:or\s+|and\s+)?|or\s+|and\s+)", text[position:], flags=re.IGNORECASE)
+            if joiner is None or not any(re.match(rf"{re.escape(str(other))}(?![\w])", text[position + joiner.end() :], flags=re.IGNORECASE) for other in seen):
+                break
+            position += joiner.end()
+        if found:
+            if best is not None:
+                return None  # seen in two columns: which one is meant is not said
+            best = (column, found, position)
+    return best

@@ -1,0 +1,215 @@
+"""Argument values read from a task's words (issue 52, item 2), over the shipped tabular catalog and
+small CSV files written here: columns from the file's probe, choices, conditions, counts, output paths."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from toolpath.planner import Workspace
+from toolpath.planner.planning.plans import plan_to_run
+from toolpath.planner.tasks.arguments import bind_arguments
+from toolpath.planner.tasks.task import UnboundParametersError
+
+SALES = """\
+date,month,region,product,revenue,units
+2024-01-05,2024-01,North,Widget,1200.5,3
+2024-01-20,2024-01,South,Gadget,800,2
+2024-02-03,2024-02,North,Gadget,950,5
+2024-02-17,2024-02,East,Widget,,1
+2024-03-09,2024-03,West,Widget,1500,4
+"""
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return Workspace.open().graph
+
+
+@pytest.fixture()
+def folder(tmp_path):
+    (tmp_path / "sales.csv").write_text(SALES)
+    return tmp_path
+
+
+def read(graph, folder, tool, words, inputs=None, directory="folder"):
+    """``({parameter: value bound}, {parameter: why not bound}, arguments)`` for a plan that runs ``tool`` on sales.csv."""
+    plan = plan_to_run(graph, f"tabular.{tool}", held={"tabular.file_given"})
+    arguments = bind_arguments(graph, words, (), plan, {"path": "sales.csv", **(inputs or {})}, folder if directory == "folder" else directory)
+    bound = {reading.parameter: reading.value for reading in arguments.bound if reading.tool == tool}
+    reasons = {reading.parameter: reading.why for reading in arguments.not_bound if reading.tool == tool}
+    return bound, reasons, arguments
+
+
+def test_y_by_x_gives_a_line_plot_its_axes(graph, folder):
+    bound, _, arguments = read(graph, folder, "plot_line", "plot revenue by month")
+    assert bound == {"x": "month", "y": "revenue"}
+    (reading,) = [reading for reading in arguments.bound if reading.parameter == "x"]
+    assert reading.input == "tabular.plot_line.x" and "horizontal axis" in reading.why
+    assert arguments.inputs({"path": "sales.csv"})["tabular.plot_line.y"] == "revenue"
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        ("total revenue per region", {"by": "region", "columns": ["revenue"], "how": "sum"}),
+        ("sum revenue and units by region", {"by": "region", "columns": ["revenue", "units"], "how": "sum"}),
+        ("the average units for each product", {"by": "product", "columns": ["units"], "how": "mean"}),
+        ("Revenues per Region, the largest", {"by": "region", "columns": ["revenue"], "how": "max"}),
+    ],
+)
+def test_grouping_reads_the_group_the_columns_and_the_aggregate(graph, folder, words, expected):
+    bound, _, _ = read(graph, folder, "group_and_aggregate", words)
+    assert bound == expected
+
+
+def test_two_aggregates_named_leave_the_choice_unbound_and_say_why(graph, folder):
+    bound, reasons, _ = read(graph, folder, "group_and_aggregate", "sum and average revenue by region")
+    assert "how" not in bound
+    assert "'sum'" in reasons["how"] and "'mean'" in reasons["how"]
+
+
+@pytest.mark.parametrize(
+    ("words", "by", "order"),
+    [("sort by revenue descending", ["revenue"], "descending"), ("sort by region and units, largest first", ["region", "units"], "descending")],
+)
+def test_sorting_reads_the_columns_after_by_and_the_order(graph, folder, words, by, order):
+    bound, _, _ = read(graph, folder, "sort_rows", words)
+    assert bound == {"by": by, "order": order}
+
+
+def test_keeping_columns_names_them_in_order(graph, folder):
+    bound, _, _ = read(graph, folder, "select_columns", "keep date and revenue")
+    assert bound == {"columns": ["date", "revenue"]}
+    # A column a comparison follows is a condition's, not one to keep.
+    assert read(graph, folder, "select_columns", "keep units and date where region is North")[0] == {"columns": ["units", "date"]}
+
+
+@pytest.mark.parametrize(
+    ("words", "conditions"),
+    [
+        ("keep only rows where region is North", [["region", "==", "North"]]),
+        ("rows where region is north", [["region", "==", "North"]]),  # the data's spelling
+        ("keep rows where region = North", [["region", "==", "North"]]),
+        ("rows with revenue over 1,000", [["revenue", ">", 1000]]),
+        ("rows with units at least 3", [["units", ">=", 3]]),
+        ("rows with units below 3", [["units", "<", 3]]),
+        ("rows with revenue between 800 and 1200.5", [["revenue", "between", [800, 1200.5]]]),
+        ("rows where region is North or South", [["region", "in", ["North", "South"]]]),
+        ("every region except South", [["region", "!=", "South"]]),
+        ("all rows but not South and East", [["region", "not in", ["South", "East"]]]),
+        ("the rows with missing revenue", [["revenue", "is missing", None]]),
+        ("where region is North and revenue over 900", [["region", "==", "North"], ["revenue", ">", 900]]),
+    ],
+)
+def test_conditions_are_read_into_column_operator_value(graph, folder, words, conditions):
+    bound, reasons, _ = read(graph, folder, "filter_rows", words)
+    assert bound == {"conditions": conditions}, reasons
+
+
+def test_rows_without_missing_values_need_every_column_present(graph, folder):
+    bound, _, _ = read(graph, folder, "filter_rows", "keep the rows without missing values")
+    assert bound["conditions"] == [[column, "is not missing", None] for column in ("date", "month", "region", "product", "revenue", "units")]
+
+
+@pytest.mark.parametrize(
+    ("words", "said"),
+    [
+        ("keep rows where country is France", "no condition could be read"),  # no column 'country': never bound
+        ("rows where region is over 5", "holds text"),
+        ("rows where revenue is high", "'high' is not one"),
+    ],
+)
+def test_a_condition_that_cannot_be_read_is_left_unbound_with_the_reason(graph, folder, words, said):
+    bound, reasons, _ = read(graph, folder, "filter_rows", words)
+    assert "conditions" not in bound
+    assert said in reasons["conditions"]
+
+
+def test_counts_and_the_end_of_the_table(graph, folder):
+    assert read(graph, folder, "show_rows", "show the last 2 rows")[0] == {"count": 2, "end": "last"}
+    assert read(graph, folder, "top_rows", "the top 3 by revenue")[0] == {"count": 3, "by": "revenue"}
+    assert read(graph, folder, "plot_histogram", "a histogram of units with 7 bins")[0] == {"column": "units", "bins": 7}
+
+
+def test_an_output_path_is_taken_only_when_its_suffix_suits_the_tool(graph, folder):
+    assert read(graph, folder, "write_report", "write a report to summary.md")[0] == {"path": "summary.md"}
+    assert read(graph, folder, "save_table", "save it in totals.xlsx")[0] == {"path": "totals.xlsx"}
+    assert "path" not in read(graph, folder, "write_report", "write a report to summary.png")[0]
+    # The file the task reads is never where a tool writes.
+    assert "path" not in read(graph, folder, "save_table", "save the table as sales.csv")[0]
+
+
+def test_two_columns_and_no_pattern_leave_the_axes_unbound(graph, folder):
+    bound, reasons, _ = read(graph, folder, "plot_scatter", "plot revenue and units")
+    assert "x" not in bound and "y" not in bound
+    assert "Y by X" in reasons["x"]
+
+
+def test_a_name_that_is_no_column_of_the_file_is_never_bound(graph, folder):
+    bound, reasons, _ = read(graph, folder, "plot_line", "plot profit by week")
+    assert bound == {}
+    assert "revenue" in reasons["x"]  # the reason lists the file's columns
+
+
+def test_the_callers_input_wins_and_the_plan_says_so(graph, folder):
+    bound, reasons, _ = read(graph, folder, "plot_line", "plot revenue by month", {"tabular.plot_line.x": "date"})
+    assert bound == {"y": "revenue"}
+    assert "wins" in reasons["x"] and "'month'" in reasons["x"]
+
+
+def test_without_a_directory_to_read_no_file_is_probed_and_no_column_bound(graph, folder):
+    bound, reasons, arguments = read(graph, folder, "plot_line", "plot revenue by month", directory=None)
+    assert bound == {}
+    (probe,) = arguments.probes
+    assert probe.found is None and "not probed" in probe.problem
+    assert "not probed" in reasons["x"]
+
+
+# -- through the planner --------------------------------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_plan_task_binds_the_filter_and_the_axes_from_each_parts_words(embedder, folder, monkeypatch):
+    monkeypatch.chdir(folder)
+    workspace = Workspace.open(embedder=embedder)
+    task = workspace.plan_task("keep only rows where region is North, then plot revenue by month", {"path": "sales.csv"})
+    assert [step.tool.name for step in task.plan.steps] == ["load_table", "filter_rows", "plot_line"]
+    assert not task.cell.unbound
+    assert "tabular_filter_rows_conditions = [['region', '==', 'North']]" in task.cell.code
+    assert "x=tabular_plot_line_x, y=tabular_plot_line_y" in task.cell.code
+    listed = task.to_dict()["arguments"]
+    assert {(entry["tool"], entry["parameter"], json.dumps(entry["value"])) for entry in listed} == {
+        ("filter_rows", "conditions", '[["region", "==", "North"]]'),
+        ("plot_line", "x", '"month"'),
+        ("plot_line", "y", '"revenue"'),
+    }
+    assert next(entry for entry in listed if entry["parameter"] == "x")["words"] == "plot revenue by month"
+
+
+@pytest.mark.integration
+def test_an_unbound_parameter_says_why_the_words_did_not_give_it(embedder, folder, monkeypatch):
+    monkeypatch.chdir(folder)
+    workspace = Workspace.open(embedder=embedder)
+    task = workspace.plan_task("plot a line chart of revenue and units", {"path": "sales.csv"})
+    assert {parameter.parameter for parameter in task.cell.unbound} == {"x", "y"}
+    with pytest.raises(UnboundParametersError, match="do not say which is on which axis"):
+        workspace.run_task(task)
+
+
+@pytest.mark.integration
+def test_the_command_line_probes_in_its_working_directory_and_shows_the_arguments(folder):
+    completed = subprocess.run(
+        [sys.executable, "-m", "toolpath.planner.interfaces.cli", "cell", "keep only rows where region is North, then plot revenue by month"]
+        + ["--input", "path=sales.csv", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=folder,
+    )
+    assert completed.returncode == 0, completed.stderr
+    payload = json.loads(completed.stdout)
+    assert {entry["parameter"]: entry["value"] for entry in payload["arguments"]} == {"conditions": [["region", "==", "North"]], "x": "month", "y": "revenue"}
+    assert payload["probes"][0]["columns"]["revenue"] == "number" and payload["probes"][0]["problem"] is None
+    assert payload["unbound"] == []
