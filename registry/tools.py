@@ -240,7 +240,9 @@ class ToolDefinition(BaseModel):
     def _effects_agree(self) -> ToolDefinition:
         if self.effects == "none" and self.output_parameters:
             names = ", ".join(parameter.name for parameter in self.output_parameters)
-            raise ValueError(f"tool {self.name!r} says `effects: none` but writes to its output parameter {names}: use `effects: writes`, or drop `role: output`")
+            raise ValueError(
+                f"tool {self.name!r} says `effects: none` but writes to its output parameter {names}: use `effects: writes`, or drop `role: output`"
+            )
         return self
 
     @property

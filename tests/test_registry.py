@@ -151,3 +151,40 @@ def test_tool_definition_validates_parameters_and_exports_json_schema():
         return_spec=ReturnSpec(name="out", type="rdkit.Chem.Mol"),
     )
     assert definition.signature() == "t(smiles: str, radius: int = 2) -> rdkit.Chem.Mol"
+
+
+def test_choices_must_list_exactly_the_values_a_literal_allows():
+    how = ToolParameter(name="how", type="Literal['sum', 'mean']", choices={"sum": ["total"], "mean": ["average"]})
+    assert how.choices == {"sum": ["total"], "mean": ["average"]}
+    with pytest.raises(ValidationError, match=r"choices name \['sum'\] but its type .* allows \['mean', 'sum'\]"):
+        ToolParameter(name="how", type="Literal['sum', 'mean']", choices={"sum": ["total"]})
+    with pytest.raises(ValidationError, match="must be non-empty text"):
+        ToolParameter(name="how", type="Literal['sum']", choices={"sum": [" "]})
+    with pytest.raises(ValidationError, match="choices is empty"):
+        ToolParameter(name="how", type="str", choices={})
+
+
+def test_a_count_is_a_whole_number():
+    assert ToolParameter(name="bins", type="int", meaning="count").meaning == "count"
+    with pytest.raises(ValidationError, match="meaning 'count' is a whole number; its type must be int, not str"):
+        ToolParameter(name="bins", type="str", meaning="count")
+    with pytest.raises(ValidationError, match="meaning"):
+        ToolParameter(name="x", type="str", meaning="colour")
+
+
+def test_a_probe_is_a_function_path():
+    assert State("tabular.file_given", input=True, probe="toolpath.catalogs.tabular.probe:probe_table").probe.endswith(":probe_table")
+    for bad in ("toolpath.catalogs.tabular.probe", "probe_table", "os:system()", "a b:c"):
+        with pytest.raises(ValidationError, match="is not a function's path; write 'package.module:function'"):
+            State("tabular.file_given", input=True, probe=bad)
+
+
+def test_a_tools_side_effect_is_read_from_what_it_declares():
+    table = ToolParameter(name="table", type="pandas.DataFrame")
+    output = ToolParameter(name="path", type="str", role="output")
+    assert ToolDefinition(name="count", required_parameters=[table]).side_effect == "none"
+    assert ToolDefinition(name="save", required_parameters=[table], optional_parameters=[output]).side_effect == "writes"
+    assert ToolDefinition(name="mail", approval="always").side_effect == "sends"
+    assert ToolDefinition(name="post", effects="sends").side_effect == "sends"
+    with pytest.raises(ValidationError, match="says `effects: none` but writes to its output parameter path"):
+        ToolDefinition(name="save", optional_parameters=[output], effects="none")
