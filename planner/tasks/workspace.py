@@ -148,6 +148,7 @@ class Workspace:
         time_budget_s: float | None = DEFAULT_TASK_BUDGET_S,
         cancel: threading.Event | None = None,
         output_directory: str | os.PathLike[str] | None = None,
+        meant: Mapping[str, str] | None = None,
     ) -> TaskPlan:
         """Plan a task given in words or as a list of steps (see :mod:`toolpath.planner.tasks.matching`): each part is
         matched by skill search, and the goals of all parts get one joint plan and cell.
@@ -160,6 +161,7 @@ class Workspace:
                 write when no input says where: each ``role: output`` parameter that would take its
                 default relative path (``histogram.png``) takes it inside this directory, so nothing
                 lands in the kernel's working directory (:func:`toolpath.planner.tasks.cell.render_cell`).
+            meant: a person's answers to unclear parts, as :func:`toolpath.planner.tasks.pipeline.plan_request` takes them.
 
         Raises:
             NoMatchingSkillError, NoPlanError, QueryError, InputError, UnknownStateError: see
@@ -193,7 +195,7 @@ class Workspace:
 
         # The index is built on first use, so a request refused while checked builds none.
         context = TaskContext(self.graph, lambda: self.index, FreshKernelCells(self.graph, output_directory))
-        return plan_request(context, task, inputs, held, time_budget_s=time_budget_s, cancel=cancel)
+        return plan_request(context, task, inputs, held, time_budget_s=time_budget_s, cancel=cancel, meant=meant)
 
     def code_mode(self, timeout: float | None = 300.0, **options: Any) -> CodeMode:
         """A :class:`toolpath.kernel.CodeMode` whose kernels can import every loaded catalog's tools.
