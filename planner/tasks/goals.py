@@ -164,7 +164,7 @@ class NeitherMeantError(NoMatchingSkillError):
     def __init__(self, task: str, hits: list[SkillHit]):
         super().__init__(task, hits, EFFECT_MIN_SCORE)
         shown = task if len(task) <= 120 else task[:117] + "..."
-        self.reason = f"not understood: {shown!r} means none of the candidates, as the person answered"
+        self.reason = f"not understood: {shown!r} the person said it means none of the candidates"
         Exception.__init__(self, self.message())
 
     def message(self, vocabulary: Vocabulary = PYTHON) -> str:

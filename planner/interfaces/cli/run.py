@@ -87,10 +87,14 @@ def command_run(arguments: argparse.Namespace) -> int:
             prepare_embedding_model()
             from toolpath.planner.tasks.task import UnboundParametersError, input_options
 
-            def plan_with(inputs: dict) -> TaskPlan:
-                return workspace.plan_task(task, inputs, held=arguments.have, output_directory=output_directory)
+            from toolpath.planner.interfaces.terminal_meaning import plan_asking
 
-            task_plan = plan_with(inputs)
+            meant: dict[str, str] = {}  # a person's answers about unclear parts, for every plan of this task
+
+            def plan_with(inputs: dict) -> TaskPlan:
+                return workspace.plan_task(task, inputs, held=arguments.have, output_directory=output_directory, meant=meant)
+
+            task_plan = plan_asking(lambda: plan_with(inputs), meant)
             refuse_unused_inputs(task_plan.cell, task_plan.plan)
             if task_plan.cell.unbound:
                 raise UnboundParametersError(task_plan.cell.unbound, input_options(task_plan, plan_with))
