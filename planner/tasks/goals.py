@@ -72,6 +72,13 @@ EFFECT_MIN_SCORE = 0.42
 #: scores a line chart 0.52 and a bar chart 0.44 (clear). Equal to ``MARGIN``.
 EFFECT_MARGIN = 0.05
 
+#: How much higher (in BM25 score) the chosen hit must score than another for the task's words to
+#: tell them apart in :data:`EFFECT_MARGIN`'s test. From the same requests: words that separate score
+#: gaps of 2.5 ("in a report file": 2.8 against 0.3) and 2.9 ("write the result to out.csv": 3.8 against
+#: 0.9); words the task barely shares score gaps below 0.1 ("order the table by date" in a catalog with
+#: no sorting tool: 0.09 for writing a report, 0.05 for keeping rows). 1.0 lies between them.
+EFFECT_LEXICAL_GAP = 1.0
+
 
 def _close(hit: SkillHit, best: SkillHit, margin: float) -> bool:
     if hit.similarity is not None and best.similarity is not None:
@@ -81,11 +88,13 @@ def _close(hit: SkillHit, best: SkillHit, margin: float) -> bool:
 
 def _close_in_both(hit: SkillHit, chosen: SkillHit, margin: float) -> bool:
     """Whether neither measure tells ``hit`` from ``chosen``: its cosine similarity is within
-    ``margin`` of the chosen one's (or above), and its BM25 score within ``LEXICAL_MARGIN`` (or above)."""
-    lexically = hit.lexical >= (1 - LEXICAL_MARGIN) * chosen.lexical
+    ``margin`` of the chosen one's (or above), and the task's words do not favour the chosen one
+    (its BM25 score is within ``LEXICAL_MARGIN`` of the chosen one's or above it, or less than
+    :data:`EFFECT_LEXICAL_GAP` below: scores of words the task barely shares tell nothing)."""
+    lexically = hit.lexical >= (1 - LEXICAL_MARGIN) * chosen.lexical or chosen.lexical - hit.lexical < EFFECT_LEXICAL_GAP
     if hit.similarity is not None and chosen.similarity is not None:
         return hit.similarity >= chosen.similarity - margin and lexically
-    return lexically
+    return hit.lexical >= (1 - LEXICAL_MARGIN) * chosen.lexical
 
 
 class NoMatchingSkillError(Refusal, LookupError):
@@ -427,14 +436,18 @@ def _unclear_effects(task: str, chosen: GoalCandidate, chosen_plan: Plan, hits: 
     with :data:`EFFECT_MARGIN`); ``None`` when it runs none, or its match is clear.
 
     The rivals are the hits of other goals (a state hit and the tool hit making that state are one
-    goal), best first: the close ones, or else the next one, so a person is always shown another."""
+    goal) whose plans would not run the same tools with effects anyway ("speech to text" of a text
+    first speaks it: choosing between them does not decide whether speech is written), best first:
+    the close ones, or else the next one, so a person is always shown another."""
     effects = [(qualified_name(step.tool), step.tool.side_effect) for step in chosen_plan.steps if step.tool.side_effect != "none"]
     if not effects:
         return None
     weak = chosen.hit.similarity is not None and chosen.hit.similarity < EFFECT_MIN_SCORE
+    effect_tools = {tool for tool, _ in effects}
     others: dict[frozenset[str], SkillHit] = {}
     for hit in hits:
-        if hit.states and hit.states != chosen.goal:
+        runs_them_too = hit.plan is not None and effect_tools <= {qualified_name(step.tool) for step in hit.plan.steps}
+        if hit.states and hit.states != chosen.goal and not runs_them_too:
             others.setdefault(hit.states, hit)
     close = [hit for hit in others.values() if _close_in_both(hit, chosen.hit, EFFECT_MARGIN)]
     if not weak and not close:
