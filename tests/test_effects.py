@@ -175,7 +175,20 @@ def test_without_a_terminal_toolpath_run_refuses_and_writes_nothing(ledger, tmp_
     output = tmp_path / "out"
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(catalog.parent.parent), os.environ.get("PYTHONPATH", "")])}
     completed = subprocess.run(
-        [sys.executable, "-m", "toolpath.planner.interfaces.cli", "run", UNCLEAR, "--input", f"path={sales}", "--catalog", str(catalog), "--output-dir", str(output), "--json"],
+        [
+            sys.executable,
+            "-m",
+            "toolpath.planner.interfaces.cli",
+            "run",
+            UNCLEAR,
+            "--input",
+            f"path={sales}",
+            "--catalog",
+            str(catalog),
+            "--output-dir",
+            str(output),
+            "--json",
+        ],
         capture_output=True,
         text=True,
         timeout=300,

@@ -2,8 +2,8 @@ import random
 
 import pytest
 
-from toolpath.planner import NoPlanError, StateGraph, UnknownStateError, alternative_plans, plan, plan_to_run
 from toolpath.catalogs import default_catalog_paths
+from toolpath.planner import NoPlanError, StateGraph, UnknownStateError, alternative_plans, plan, plan_to_run
 from toolpath.planner.planning.plans import qualified_name
 from toolpath.planner.planning.steiner import MOST_GOAL_STATES
 from toolpath.registry import ToolDefinition, ToolRegistry, load_catalogs
@@ -335,7 +335,11 @@ def test_a_histogram_of_a_plain_table_is_not_planned_through_the_chemistry_catal
 
 def test_a_dearer_plan_in_the_goals_domain_never_wins():
     registry = ToolRegistry(package="demo")
-    registry.register_tool(ToolDefinition(name="bridge", server_name="lab", state_transition={"requires": [], "produces": ["sheets.table_loaded", "lab.x"]}, cost=1))
-    registry.register_tool(ToolDefinition(name="read", server_name="sheets", state_transition={"requires": [], "produces": ["sheets.table_loaded"]}, cost=1.001))
+    registry.register_tool(
+        ToolDefinition(name="bridge", server_name="lab", state_transition={"requires": [], "produces": ["sheets.table_loaded", "lab.x"]}, cost=1)
+    )
+    registry.register_tool(
+        ToolDefinition(name="read", server_name="sheets", state_transition={"requires": [], "produces": ["sheets.table_loaded"]}, cost=1.001)
+    )
     chosen = plan(StateGraph(registry), ["sheets.table_loaded"])
     assert names(chosen) == ["bridge"] and chosen.tie_breaks == ()

@@ -85,9 +85,8 @@ def command_run(arguments: argparse.Namespace) -> int:
         # the query model and the planner load while it starts.
         with _early_kernel(workspace, arguments, options) as early:
             prepare_embedding_model()
-            from toolpath.planner.tasks.task import UnboundParametersError, input_options
-
             from toolpath.planner.interfaces.terminal_meaning import plan_asking
+            from toolpath.planner.tasks.task import UnboundParametersError, input_options
 
             meant: dict[str, str] = {}  # a person's answers about unclear parts, for every plan of this task
 
