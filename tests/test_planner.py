@@ -2,9 +2,11 @@ import random
 
 import pytest
 
+from toolpath.catalogs import default_catalog_paths
 from toolpath.planner import NoPlanError, StateGraph, UnknownStateError, alternative_plans, plan, plan_to_run
+from toolpath.planner.planning.plans import qualified_name
 from toolpath.planner.planning.steiner import MOST_GOAL_STATES
-from toolpath.registry import ToolDefinition, ToolRegistry
+from toolpath.registry import ToolDefinition, ToolRegistry, load_catalogs
 
 
 def graph_of(*tools):
@@ -291,3 +293,53 @@ def test_a_goal_behind_a_cycle_nothing_starts_names_the_cycle():
     assert caught.value.missing == {"s.x": []} and caught.value.circular == {"s.x": ["s.x", "s.y"]}
     assert "a cycle no tool or held state starts" in str(caught.value)
     assert names(plan(graph, ["s.x"], held=["s.y"])) == ["make_x"]
+
+
+def test_at_equal_cost_the_plan_stays_in_the_goals_domain_and_lists_the_other_route():
+    # Registered first, the bridge from another domain is what the search would otherwise take.
+    registry = ToolRegistry(package="demo")
+    for name, server, requires, produces in [
+        ("tabulate_measurements", "lab", ["sheets.file_given"], ["sheets.table_loaded", "lab.measurements_tabulated"]),
+        ("read_table", "sheets", ["sheets.file_given"], ["sheets.table_loaded"]),
+        ("draw_chart", "sheets", ["sheets.table_loaded"], ["sheets.chart_drawn"]),
+    ]:
+        registry.register_tool(ToolDefinition(name=name, server_name=server, state_transition={"requires": requires, "produces": produces}))
+    graph = StateGraph(registry)
+    chosen = plan(graph, ["sheets.chart_drawn"], held=["sheets.file_given"])
+    assert names(chosen) == ["read_table", "draw_chart"]
+    assert [(tie.chosen, tie.over) for tie in chosen.tie_breaks] == [("sheets.read_table", ("lab.tabulate_measurements",))]
+    assert "lab.measurements_tabulated" in chosen.tie_breaks[0].because
+    # The other route is still there, at the same cost; and when the goal is the other domain's, it wins.
+    assert [names(each) for each in alternative_plans(graph, ["sheets.chart_drawn"], held=["sheets.file_given"], k=2)] == [
+        ["read_table", "draw_chart"],
+        ["tabulate_measurements", "draw_chart"],
+    ]
+    assert names(plan(graph, ["sheets.chart_drawn", "lab.measurements_tabulated"], held=["sheets.file_given"])) == ["tabulate_measurements", "draw_chart"]
+
+
+@pytest.fixture(scope="module")
+def shipped_graph():
+    """The shipped catalogs: chemistry's tabulate_descriptors also loads a table (from a SMILES column)."""
+    loaded = load_catalogs(default_catalog_paths())
+    return StateGraph(loaded.registry, loaded.states)
+
+
+def test_a_histogram_of_a_plain_table_is_not_planned_through_the_chemistry_catalog(shipped_graph):
+    held = ["tabular.file_given"]
+    chosen = plan(shipped_graph, ["tabular.histogram_plotted"], held=held)
+    assert [qualified_name(step.tool) for step in chosen.steps] == ["tabular.load_table", "tabular.plot_histogram"]
+    others = alternative_plans(shipped_graph, ["tabular.histogram_plotted"], held=held, k=2)
+    assert [qualified_name(step.tool) for step in others[1].steps] == ["chemistry.tabulate_descriptors", "tabular.plot_histogram"]
+    assert others[1].cost == chosen.cost
+
+
+def test_a_dearer_plan_in_the_goals_domain_never_wins():
+    registry = ToolRegistry(package="demo")
+    registry.register_tool(
+        ToolDefinition(name="bridge", server_name="lab", state_transition={"requires": [], "produces": ["sheets.table_loaded", "lab.x"]}, cost=1)
+    )
+    registry.register_tool(
+        ToolDefinition(name="read", server_name="sheets", state_transition={"requires": [], "produces": ["sheets.table_loaded"]}, cost=1.001)
+    )
+    chosen = plan(StateGraph(registry), ["sheets.table_loaded"])
+    assert names(chosen) == ["bridge"] and chosen.tie_breaks == ()

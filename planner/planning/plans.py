@@ -157,7 +157,7 @@ class Plan:
     ``goal`` holds the goal states; ``must_run`` the tools (``server.name``) the plan had to run.
     ``lower_bound`` is proven: no plan for the same goal costs less (it equals ``cost`` when the plan
     is optimal; default ``cost``, for an optimal plan only). ``gap`` is ``cost - lower_bound``.
-    ``tie_breaks`` says which steps won a tie and why (set by :func:`toolpath.planner.tasks.joint_planning.joint_plan`).
+    ``tie_breaks`` says which steps won a tie and why (set by :func:`toolpath.planner.tasks.joint_planning.joint_plan`, and by :func:`plan` when it keeps to the goal's domain).
 
     Raises:
         ValueError: a plan not proven optimal without a ``lower_bound``, or a bound above the cost.
@@ -373,7 +373,9 @@ def plan(
         prefer: ``{tool id: score}``, higher for tools the task is more about (e.g. skill-search
             scores): among plans of equal cost, the one whose tools score higher wins. Each tool's
             cost is raised by at most :data:`PREFERENCE_EPSILON` times the cheapest positive tool
-            cost for this, so no plan dearer by more than that beats a cheaper one.
+            cost for this, so no plan dearer by more than that beats a cheaper one. Without it,
+            among plans of equal cost, the one that stays in the goal's domains wins (fewer tools
+            of other domains, fewer states produced outside them), saying so in its ``tie_breaks``.
 
     Returns:
         A :class:`Plan`; an empty plan when the goal is already held and no tool must run.
@@ -448,11 +450,32 @@ def _plan(
     prefer: Mapping[int, float] | None = None,
     time_budget_ms: float | None = DEFAULT_TIME_BUDGET_MS,
 ) -> Plan:
+    """The cheapest plan (see :func:`plan`); without ``prefer``, ties go to the goal's domain
+    (:func:`_in_goal_domain`)."""
+    task = graph.delete_free_task
+    found = _cheapest(graph, goal, held, avoided, max_expansions, must_run, _preferred_costs(task, prefer) if prefer else None, time_budget_ms)
+    if prefer:
+        return found
+    return _in_goal_domain(graph, found, avoided, max_expansions, must_run, time_budget_ms)
+
+
+def _cheapest(
+    graph: StateGraph,
+    goal: frozenset[str],
+    held: frozenset[str],
+    avoided: frozenset[int],
+    max_expansions: int | None,
+    must_run: Sequence[ToolDefinition],
+    raised_costs: list[float] | None,
+    time_budget_ms: float | None,
+) -> Plan:
+    """The cheapest plan under ``raised_costs`` (the tools' costs, each raised by at most
+    ``PREFERENCE_EPSILON`` of the cheapest positive cost, to break ties; ``None``: their own)."""
     deadline = None if time_budget_ms is None else time.perf_counter() + time_budget_ms / 1000
     task = graph.delete_free_task
     marks: frozenset[int] = frozenset()
-    if must_run or prefer:
-        task, marks = task.variant((task.tool_index[tool.id] for tool in must_run), _preferred_costs(task, prefer) if prefer else None)
+    if must_run or raised_costs:
+        task, marks = task.variant((task.tool_index[tool.id] for tool in must_run), raised_costs)
     held_states = task.states(held)
     avoided_tools = frozenset(task.tool_index[tool_id] for tool_id in avoided)
     hmax = task.relaxed_costs(held_states, avoided_tools)
@@ -468,13 +491,83 @@ def _plan(
     steps = [task.tools[index] for index in result.steps]
     cost = sum(tool.cost for tool in steps)
     lower_bound = result.lower_bound
-    if prefer and not result.optimal:
-        # The search ran on costs raised by preferences, each by at most PREFERENCE_EPSILON of the
-        # cheapest positive cost: no plan's raised cost exceeds its own by more than all of them.
+    if raised_costs and not result.optimal:
+        # The search ran on raised costs, each by at most PREFERENCE_EPSILON of the cheapest
+        # positive cost: no plan's raised cost exceeds its own by more than all of them.
         unit = min((tool_cost for tool_cost in graph.delete_free_task.cost if tool_cost > 0), default=1.0)
         lower_bound = max(0.0, lower_bound - PREFERENCE_EPSILON * unit * len(task.tools))
     lower_bound = cost if result.optimal else min(cost, lower_bound)
     return Plan(goal, held, _annotate(steps), cost, result.optimal, names, lower_bound)
+
+
+def _domain(token: str) -> str | None:
+    """The domain a state token names (``tabular`` of ``tabular.table_loaded``); ``None`` for a token without one."""
+    return token.split(".", 1)[0] if "." in token else None
+
+
+def _foreign_states(tool: ToolDefinition, domains: Collection[str | None]) -> list[str]:
+    """The states ``tool`` produces outside ``domains``, sorted."""
+    return sorted(token for token in tool.state_transition.produces if _domain(token) not in domains)
+
+
+def _foreignness(tool: ToolDefinition, domains: Collection[str | None]) -> float:
+    """0 for a tool of ``domains`` (or of no server) that produces only their states; up to 1: half
+    for a tool of another domain, half for the share of its states outside them (what it does besides)."""
+    produces = tool.state_transition.produces
+    outside = 0.5 if tool.server_name is not None and tool.server_name not in domains else 0.0
+    return outside + (0.5 * len(_foreign_states(tool, domains)) / len(produces) if produces else 0.0)
+
+
+def _in_goal_domain(
+    graph: StateGraph, found: Plan, avoided: frozenset[int], max_expansions: int | None, must_run: Sequence[ToolDefinition], time_budget_ms: float | None
+) -> Plan:
+    """``found``, or a plan of the same cost whose tools stay more in the goal's domains.
+
+    The goal's domains are those of its states (and of the tools that must run). Of two plans of
+    equal cost, the one with fewer tools of other domains, and fewer states produced outside the
+    goal's domains, wins: a table plotted from a plain CSV file is loaded by ``tabular.load_table``,
+    not by ``chemistry.tabulate_descriptors``, which also loads a table but computes descriptors from
+    a ``smiles`` column a plain table does not have (issue 52). Tools' costs are raised by at most
+    ``PREFERENCE_EPSILON`` of the cheapest positive cost in proportion to :func:`_foreignness`, so
+    no dearer plan ever wins. The search runs again only when ``found`` has a foreign step; the
+    plan that wins says so in its ``tie_breaks``.
+    """
+    domains = {_domain(token) for token in found.goal} | {tool.server_name for tool in must_run}
+    if not any(_foreignness(step.tool, domains) for step in found.steps):
+        return found
+    task = graph.delete_free_task
+    unit = PREFERENCE_EPSILON * min((cost for cost in task.cost if cost > 0), default=1.0)
+    raised = [cost + unit * _foreignness(tool, domains) for tool, cost in zip(task.tools, task.cost)]
+    kept = _cheapest(graph, found.goal, found.held, avoided, max_expansions, must_run, raised, time_budget_ms)
+
+    def weight(candidate: Plan) -> float:
+        return sum(_foreignness(step.tool, domains) for step in candidate.steps)
+
+    if kept.cost > found.cost * (1 + 1e-9) + 1e-9 or weight(kept) >= weight(found):
+        return found
+    return replace(kept, tie_breaks=_domain_tie_breaks(found, kept, domains))
+
+
+def _domain_tie_breaks(found: Plan, kept: Plan, domains: Collection[str | None]) -> tuple[TieBreak, ...]:
+    """A tie break for each step of ``kept`` that took the place of a foreign tool of ``found``
+    (one producing a state it produces)."""
+    kept_ids = {step.tool.id for step in kept.steps}
+    ties = []
+    for position, step in enumerate(kept.steps):
+        over = [
+            other.tool
+            for other in found.steps
+            if other.tool.id not in kept_ids and other.produces & step.produces and _foreignness(other.tool, domains) > _foreignness(step.tool, domains)
+        ]
+        if over:
+            named = ", ".join(sorted(str(domain) for domain in domains))
+            reasons = []
+            for tool in over:
+                extra = _foreign_states(tool, domains)
+                reasons.append(f"{qualified_name(tool)} is a {tool.server_name} tool" + (f" that also makes {', '.join(extra)}" if extra else ""))
+            because = f"the same cost, and {qualified_name(step.tool)} stays in the goal's domain ({named}): {'; '.join(reasons)}"
+            ties.append(TieBreak(position, qualified_name(step.tool), tuple(qualified_name(tool) for tool in over), because))
+    return tuple(ties)
 
 
 #: How much of the cheapest positive tool cost a preference may add to a tool's cost (see :func:`plan`).

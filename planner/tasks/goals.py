@@ -23,19 +23,27 @@ all-MiniLM-L6-v2 model, set by hand on the shipped chemistry catalog: unrelated 
 flight") score below 0.2 and related phrasings above 0.45; "validate a SMILES string" with a parsed
 molecule held scores the held state 0.85 and the tool that parses 0.80. When the index is BM25 only, a hit matches when it shares a word with the
 task, and is close when its BM25 score is within ``LEXICAL_MARGIN`` (10%) of the best.
+
+A goal whose plan runs a tool with effects (:attr:`toolpath.registry.ToolDefinition.side_effect`:
+it writes files or records, or sends) needs a clearer match than one that only computes: its hit
+must reach :data:`EFFECT_MIN_SCORE`, and no hit of another goal may be as close as
+:data:`EFFECT_MARGIN` (:func:`_unclear_effects`). Otherwise the part is not understood
+(:class:`UnclearEffectError`, naming the candidates), unless the task names the tool or the person
+said which candidate they meant (``GoalSearch.meant``): "sort the table" with no sorting tool in the
+catalogs must never write a report.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from toolpath.errors import PYTHON, Refusal, Vocabulary
 from toolpath.planner.planning.graph import StateGraph
 from toolpath.planner.planning.inputs import InputError, names_a_step
-from toolpath.planner.planning.plans import NO_BUDGET, NoPlanError, Plan, TaskBudget, plan, plan_to_run
+from toolpath.planner.planning.plans import NO_BUDGET, NoPlanError, Plan, TaskBudget, plan, plan_to_run, qualified_name
 from toolpath.planner.search.skills import MIN_SCORE, SkillHit, SkillIndex
 from toolpath.planner.tasks.cell import PlannedCell
 from toolpath.planner.tasks.cell_writers import CellWriter, FreshKernelCells
@@ -46,11 +54,47 @@ MARGIN = 0.05
 WORK_MARGIN = 0.10
 LEXICAL_MARGIN = 0.10
 
+#: The cosine similarity a goal whose plan runs a tool with effects needs (a task needs only
+#: ``MIN_SCORE``). Set by hand on hand-written requests over a sales table with the shipped tabular and chemistry
+#: catalogs, with and without a sorting tool (the catalog before issue 52): the wrong runs it must stop
+#: scored 0.40 ("sort the table by revenue descending" -> tabular.report_written, with no sorting tool)
+#: and 0.37 ("delete the file" -> tabular.table_saved); the writing requests it must let through scored
+#: 0.44 ("chart revenue per region" -> a bar chart's PNG), 0.46 ("save it" -> save_table), 0.52 ("plot
+#: revenue by month") and 0.55 ("write a markdown report about the sales"). 0.42 lies between them.
+EFFECT_MIN_SCORE = 0.42
+
+#: How close (in cosine similarity) a hit of another goal may come to the chosen one before a goal
+#: with effects is ambiguous, when the BM25 scores do not tell them apart either (the other hit's is
+#: within ``LEXICAL_MARGIN`` of the chosen one's, or above it). From the same requests: with no sorting
+#: tool, "sort the table by revenue descending" scores report_written 0.399 and rows_filtered 0.399
+#: (BM25 0.43 and 0.41: ambiguous); "summarize the table in a report file" scores report_written 0.79 and
+#: table_described 0.77, but BM25 2.8 and 0.3 (the words say "report": clear); "plot revenue by month"
+#: scores a line chart 0.52 and a bar chart 0.44 (clear). Equal to ``MARGIN``.
+EFFECT_MARGIN = 0.05
+
+#: How much higher (in BM25 score) the chosen hit must score than another for the task's words to
+#: tell them apart in :data:`EFFECT_MARGIN`'s test. From the same requests: words that separate score
+#: gaps of 2.5 ("in a report file": 2.8 against 0.3) and 2.9 ("write the result to out.csv": 3.8 against
+#: 0.9); words the task barely shares score gaps below 0.1 ("order the table by date" in a catalog with
+#: no sorting tool: 0.09 for writing a report, 0.05 for keeping rows). 1.0 lies between them.
+EFFECT_LEXICAL_GAP = 1.0
+
 
 def _close(hit: SkillHit, best: SkillHit, margin: float) -> bool:
     if hit.similarity is not None and best.similarity is not None:
         return hit.similarity >= best.similarity - margin
     return hit.lexical >= (1 - LEXICAL_MARGIN) * best.lexical
+
+
+def _close_in_both(hit: SkillHit, chosen: SkillHit, margin: float) -> bool:
+    """Whether neither measure tells ``hit`` from ``chosen``: its cosine similarity is within
+    ``margin`` of the chosen one's (or above), and the task's words do not favour the chosen one
+    (its BM25 score is within ``LEXICAL_MARGIN`` of the chosen one's or above it, or less than
+    :data:`EFFECT_LEXICAL_GAP` below: scores of words the task barely shares tell nothing)."""
+    lexically = hit.lexical >= (1 - LEXICAL_MARGIN) * chosen.lexical or chosen.lexical - hit.lexical < EFFECT_LEXICAL_GAP
+    if hit.similarity is not None and chosen.similarity is not None:
+        return hit.similarity >= chosen.similarity - margin and lexically
+    return hit.lexical >= (1 - LEXICAL_MARGIN) * chosen.lexical
 
 
 class NoMatchingSkillError(Refusal, LookupError):
@@ -66,6 +110,71 @@ class NoMatchingSkillError(Refusal, LookupError):
         shown = task if len(task) <= 120 else task[:117] + "..."
         self.reason = f"no catalog can serve the task {shown!r}: no state or tool matches it{closest}"
         super().__init__(self.message())
+
+    def message(self, vocabulary: Vocabulary = PYTHON) -> str:
+        return f"{self.reason}. Rephrase the task, or {vocabulary.load_catalog}"
+
+
+def hit_label(hit: SkillHit) -> str:
+    """How a person names a hit when asked which one they meant: ``tool tabular.write_report`` or
+    ``state tabular.report_written`` (the keys of ``GoalSearch.meant``)."""
+    return f"tool {hit.server}.{hit.name}" if hit.kind == "tool" and hit.server else f"{hit.kind} {hit.name}"
+
+
+def _strength(hit: SkillHit) -> str:
+    return f"similarity {hit.similarity:.2f}" if hit.similarity is not None else f"BM25 {hit.lexical:.2f}"
+
+
+class UnclearEffectError(NoMatchingSkillError):
+    """A part's best goal runs a tool with effects, but the match is too weak or too close to
+    another goal's to run it (see the module docstring): the part is not understood.
+
+    Attributes:
+        task: the part's words (as searched; the key of ``GoalSearch.meant``).
+        chosen: the candidate the ranking chose.
+        rivals: the hits of other goals a person may have meant (at least one when there is any
+            other hit), best first.
+        effects: ``(tool, effect)`` for each step of the chosen plan with effects (``"writes"``, ``"sends"``).
+        weak: the chosen hit scores below :data:`EFFECT_MIN_SCORE`.
+        reason: all of this in words, naming the candidates.
+    """
+
+    def __init__(self, task: str, chosen: GoalCandidate, rivals: list[SkillHit], effects: list[tuple[str, str]], weak: bool):
+        self.chosen, self.rivals, self.effects, self.weak = chosen, tuple(rivals), tuple(effects), weak
+        super().__init__(task, [chosen.hit, *rivals], EFFECT_MIN_SCORE)
+        runs = ", ".join(f"{tool} ({effect})" for tool, effect in effects)
+        why = []
+        if weak:
+            why.append(f"its match is weak ({_strength(chosen.hit)}, below {EFFECT_MIN_SCORE:.2f} for a tool with effects)")
+        close = [hit for hit in rivals if _close_in_both(hit, chosen.hit, EFFECT_MARGIN)]
+        if close:
+            why.append("other goals match about as well: " + ", ".join(f"{hit_label(hit)} ({_strength(hit)})" for hit in close))
+        others = "" if close or not rivals else f"; the next candidate: {hit_label(rivals[0])} ({_strength(rivals[0])})"
+        shown = task if len(task) <= 120 else task[:117] + "..."
+        self.reason = (
+            f"not understood: {shown!r} would run {runs} for {hit_label(chosen.hit)} ({_strength(chosen.hit)}), "
+            f"but {' and '.join(why)}{others}; a tool with effects runs only on a clear match"
+        )
+        Exception.__init__(self, self.message())
+
+    @property
+    def candidates(self) -> tuple[SkillHit, ...]:
+        """The chosen hit and its rivals: what a person is asked to choose from."""
+        return (self.chosen.hit, *self.rivals)
+
+    def message(self, vocabulary: Vocabulary = PYTHON) -> str:
+        tools = sorted({tool for tool, _ in self.effects})
+        return f"{self.reason}. Say more plainly what to do, or name the tool ({', '.join(tools)}) in the task to run it"
+
+
+class NeitherMeantError(NoMatchingSkillError):
+    """The person said none of the candidates of an unclear part (:class:`UnclearEffectError`) is what they meant."""
+
+    def __init__(self, task: str, hits: list[SkillHit]):
+        super().__init__(task, hits, EFFECT_MIN_SCORE)
+        shown = task if len(task) <= 120 else task[:117] + "..."
+        self.reason = f"not understood: {shown!r} the person said it means none of the candidates"
+        Exception.__init__(self, self.message())
 
     def message(self, vocabulary: Vocabulary = PYTHON) -> str:
         return f"{self.reason}. Rephrase the task, or {vocabulary.load_catalog}"
@@ -206,6 +315,10 @@ class GoalSearch:
         k: hits the search returns.
         margin, work_margin: how close to the best hit a candidate must score for the binding and
             work tests (cosine similarities; see the module docstring).
+        meant: what a person answered to an :class:`UnclearEffectError`: ``{part's words (its
+            ``task``): the label (:func:`hit_label`) of the candidate they meant, or "" for none}``.
+            That candidate is chosen for those words (it runs its effects: the person asked for it);
+            "" makes them not understood (:class:`NeitherMeantError`).
     """
 
     graph: StateGraph
@@ -215,6 +328,7 @@ class GoalSearch:
     k: int = 10
     margin: float = MARGIN
     work_margin: float = WORK_MARGIN
+    meant: Mapping[str, str] = field(default_factory=dict)
 
 
 def choose_goal(
@@ -232,6 +346,8 @@ def choose_goal(
         NoPlanError: hits match, but no plan reaches any of them (the best one's explanation).
         InputError: the best candidates' cells would put an input where it is not meant (a
             candidate refused so is passed over when another serves).
+        UnclearEffectError: the chosen goal's plan runs a tool with effects on a weak or ambiguous
+            match (see the module docstring); NeitherMeantError: ``search.meant`` says none of them.
         QueryError: an empty task.
         PlanningTimeout, PlanningCancelled: from ``search.budget``.
     """
@@ -239,7 +355,11 @@ def choose_goal(
     cells = search.cells if search.cells is not None else FreshKernelCells(graph)
     budget.check()
     hits = search.index.search(without_file_names(task), k=search.k, held=held)
-    matching = [hit for hit in hits if hit.matches(min_score) and hit.states]
+    answer = search.meant.get(task)
+    if answer == "":
+        raise NeitherMeantError(task, hits)
+    # The candidate a person said they meant counts even below min_score.
+    matching = [hit for hit in hits if (hit.matches(min_score) or hit_label(hit) == answer) and hit.states]
     named = _named_tools(task, graph)
     if not matching and not named:
         raise NoMatchingSkillError(task, hits, min_score)
@@ -287,6 +407,7 @@ def choose_goal(
     def rank(candidate: GoalCandidate) -> tuple:
         return (
             candidate.plan is not None,
+            hit_label(candidate.hit) == answer,
             candidate.named,
             candidate.near and candidate.needs_work,
             candidate.close and candidate.binds_all_inputs,
@@ -301,5 +422,34 @@ def choose_goal(
         if refusal is not None or first_unreachable is None:  # the best candidates' plans were refused for their inputs
             raise refusal or next(iter(refused.values()))
         raise _why_unreachable(graph, first_unreachable, held)
+    if answer is None and not chosen.named:
+        unclear = _unclear_effects(task, chosen, chosen.plan, hits)
+        if unclear is not None:
+            raise unclear
     passed_over = tuple(replace(candidate, lost_because=candidate.lost_to(chosen)) for candidate in ordered[1:] if candidate.close)
     return GoalChoice(chosen, passed_over)
+
+
+def _unclear_effects(task: str, chosen: GoalCandidate, chosen_plan: Plan, hits: list[SkillHit]) -> UnclearEffectError | None:
+    """The refusal of ``chosen`` when its plan (``chosen_plan``) runs a tool with effects on a weak match (below
+    :data:`EFFECT_MIN_SCORE`) or one another goal's hit comes as close to (:func:`_close_in_both`
+    with :data:`EFFECT_MARGIN`); ``None`` when it runs none, or its match is clear.
+
+    The rivals are the hits of other goals (a state hit and the tool hit making that state are one
+    goal) whose plans would not run the same tools with effects anyway ("speech to text" of a text
+    first speaks it: choosing between them does not decide whether speech is written), best first:
+    the close ones, or else the next one, so a person is always shown another."""
+    effects = [(qualified_name(step.tool), step.tool.side_effect) for step in chosen_plan.steps if step.tool.side_effect != "none"]
+    if not effects:
+        return None
+    weak = chosen.hit.similarity is not None and chosen.hit.similarity < EFFECT_MIN_SCORE
+    effect_tools = {tool for tool, _ in effects}
+    others: dict[frozenset[str], SkillHit] = {}
+    for hit in hits:
+        runs_them_too = hit.plan is not None and effect_tools <= {qualified_name(step.tool) for step in hit.plan.steps}
+        if hit.states and hit.states != chosen.goal and not runs_them_too:
+            others.setdefault(hit.states, hit)
+    close = [hit for hit in others.values() if _close_in_both(hit, chosen.hit, EFFECT_MARGIN)]
+    if not weak and not close:
+        return None
+    return UnclearEffectError(task, chosen, close or list(others.values())[:1], effects, weak)

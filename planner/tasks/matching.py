@@ -34,7 +34,7 @@ from toolpath.planner.tasks.clauses import (
     without_names,
     without_quotes,
 )
-from toolpath.planner.tasks.goals import MIN_SCORE, GoalChoice, GoalSearch, NoMatchingSkillError, choose_goal
+from toolpath.planner.tasks.goals import MIN_SCORE, GoalChoice, GoalSearch, NeitherMeantError, NoMatchingSkillError, UnclearEffectError, choose_goal
 from toolpath.planner.tasks.parts import PartMatch, inputs_with_facts, refuse_competing_values
 from toolpath.planner.tasks.request import TaskRequest
 from toolpath.registry import ToolDefinition
@@ -126,7 +126,7 @@ class PartMatcher:
                 self._found[key] = self.choose(text, min_score, query)
             except (NoMatchingSkillError, NoPlanError) as error:
                 # Its reason, in no interface's options: a part's problem is reported to every interface alike.
-                self._found[key] = PartMatch(text, None, error.reason)
+                self._found[key] = PartMatch(text, None, error.reason, unclear=error if isinstance(error, UnclearEffectError) else None)
         match = self._found[key]
         return replace(match, why=joined_reasons(why, match.why))
 
@@ -251,6 +251,8 @@ class PartMatcher:
             state = next(iter(error.given_by))
             choice, given = choose(query, state)
             return PartMatch(text, choice, why=f"its value {values[0]!r} is the {state} its plan needs", holds=frozenset({state}), values=given)
+        except (UnclearEffectError, NeitherMeantError):
+            raise  # it matched, unclearly (or not as the person meant): searching without names would hide that
         except NoMatchingSkillError as error:
             # Names no catalog knows can be all the search reads ("the Wikipedia article about Ada
             # Lovelace"): search once more without them. The refusal quotes the user's words.

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from toolpath.planner.planning.inputs import InputError, input_for
 from toolpath.planner.planning.plans import Plan, qualified_name
 from toolpath.planner.tasks.clauses import Kind
-from toolpath.planner.tasks.goals import GoalChoice
+from toolpath.planner.tasks.goals import GoalChoice, UnclearEffectError, hit_label
 from toolpath.registry import ToolDefinition
 
 Status = Literal["matched", "held", "unmatched", "fact", "context"]
@@ -34,6 +34,9 @@ class PartMatch:
         holds: the input states it holds: a fact's, or the one an action's own value stands for
             (:mod:`toolpath.planner.tasks.matching`).
         values: the inputs its value gives, as ``((name, value), ...)``.
+        unclear: for an action not understood because its goal runs a tool with effects on an
+            unclear match, that refusal with the candidates a person may choose from
+            (:class:`toolpath.planner.tasks.goals.UnclearEffectError`); else ``None``.
     """
 
     text: str
@@ -43,6 +46,7 @@ class PartMatch:
     why: str = ""
     holds: frozenset[str] = frozenset()
     values: tuple[tuple[str, str], ...] = ()
+    unclear: UnclearEffectError | None = None
 
     @property
     def status(self) -> Status:
@@ -79,6 +83,7 @@ class PartMatch:
             "inputs": dict(self.values),
             "alternatives": [candidate.to_dict() for candidate in self.choice.passed_over] if self.choice is not None else [],
             "problem": self.problem or None,
+            "candidates": [hit_label(hit) for hit in self.unclear.candidates] if self.unclear is not None else [],
         }
 
 

@@ -71,6 +71,7 @@ def plan_request(
     *,
     time_budget_s: float | None = DEFAULT_TASK_BUDGET_S,
     cancel: threading.Event | None = None,
+    meant: Mapping[str, str] | None = None,
 ) -> TaskPlan:
     """Plan a task given in words or as a list of steps: each part is matched by skill search
     (:class:`toolpath.planner.tasks.matching.PartMatcher`), and the goals of all parts get one joint
@@ -84,6 +85,8 @@ def plan_request(
         time_budget_s: seconds the planning may take (``None``: no limit); the clock starts once
             the request is checked and the query model loaded, so loading the model does not count.
         cancel: an event another thread sets to stop the planning (e.g. its client is gone).
+        meant: a person's answers to unclear parts (:class:`toolpath.planner.tasks.goals.UnclearEffectError`):
+            ``{its task: the label of the candidate meant, or ""}`` (``GoalSearch.meant``).
 
     Returns:
         The :class:`toolpath.planner.tasks.task.TaskPlan`, with ``context.session_id``.
@@ -101,7 +104,7 @@ def plan_request(
     request = TaskRequest.read(context.graph, task, inputs, held)  # before the model loads: fail fast
     index = context.skill_index()
     index.load_query_model()  # loading the model is not planning: the budget starts after it
-    search = GoalSearch(context.graph, index, context.cells, TaskBudget.start(time_budget_s, cancel))
+    search = GoalSearch(context.graph, index, context.cells, TaskBudget.start(time_budget_s, cancel), meant=dict(meant or {}))
     matcher = PartMatcher(search, request, context.session_held)
     parts = matcher.match()
     joint = plan_jointly(search, parts, matcher.held, names=request.free_text)

@@ -149,6 +149,7 @@ class Workspace:
         cancel: threading.Event | None = None,
         output_directory: str | os.PathLike[str] | None = None,
         probe_directory: str | os.PathLike[str] | None = ".",
+        meant: Mapping[str, str] | None = None,
     ) -> TaskPlan:
         """Plan a task given in words or as a list of steps (see :mod:`toolpath.planner.tasks.matching`): each part is
         matched by skill search, and the goals of all parts get one joint plan and cell.
@@ -164,6 +165,7 @@ class Workspace:
             probe_directory: where the files a task names may be read while planning, to match its
                 words to what they hold (a table's columns: :mod:`toolpath.planner.tasks.probes`);
                 default the working directory, where the kernel reads them too; ``None``: none.
+            meant: a person's answers to unclear parts, as :func:`toolpath.planner.tasks.pipeline.plan_request` takes them.
 
         Raises:
             NoMatchingSkillError, NoPlanError, QueryError, InputError, UnknownStateError: see
@@ -197,7 +199,7 @@ class Workspace:
 
         # The index is built on first use, so a request refused while checked builds none.
         context = TaskContext(self.graph, lambda: self.index, FreshKernelCells(self.graph, output_directory), probe_directory=probe_directory)
-        return plan_request(context, task, inputs, held, time_budget_s=time_budget_s, cancel=cancel)
+        return plan_request(context, task, inputs, held, time_budget_s=time_budget_s, cancel=cancel, meant=meant)
 
     def code_mode(self, timeout: float | None = 300.0, **options: Any) -> CodeMode:
         """A :class:`toolpath.kernel.CodeMode` whose kernels can import every loaded catalog's tools.

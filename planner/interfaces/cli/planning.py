@@ -187,13 +187,15 @@ def command_cell(arguments: argparse.Namespace) -> int:
             "input_advice": dict(cell.advice),
         }
     else:
-        from toolpath.planner.tasks.task import input_options  # with the search code, which --goal does not load
+        from toolpath.planner.interfaces.terminal_meaning import plan_asking  # with the search code, which --goal does not load
+        from toolpath.planner.tasks.task import input_options
 
         task = requested_task(arguments)
-        task_plan = workspace.plan_task(task, inputs, held=arguments.have)
+        meant: dict[str, str] = {}  # a person's answers about unclear parts, for every plan of this task
+        task_plan = plan_asking(lambda: workspace.plan_task(task, inputs, held=arguments.have, meant=meant), meant)
         warn_about_parts(task_plan)
         refuse_unused_inputs(task_plan.cell, task_plan.plan)
-        options = input_options(task_plan, lambda more: workspace.plan_task(task, more, held=arguments.have)) if task_plan.cell.unbound else ()
+        options = input_options(task_plan, lambda more: workspace.plan_task(task, more, held=arguments.have, meant=meant)) if task_plan.cell.unbound else ()
         payload = {**task_plan.to_dict(), "input_options": [option.to_dict() for option in options]}
         cell = task_plan.cell
         _warn_about_input_options(cell, options)

@@ -85,12 +85,15 @@ def command_run(arguments: argparse.Namespace) -> int:
         # the query model and the planner load while it starts.
         with _early_kernel(workspace, arguments, options) as early:
             prepare_embedding_model()
+            from toolpath.planner.interfaces.terminal_meaning import plan_asking
             from toolpath.planner.tasks.task import UnboundParametersError, input_options
 
-            def plan_with(inputs: dict) -> TaskPlan:
-                return workspace.plan_task(task, inputs, held=arguments.have, output_directory=output_directory)
+            meant: dict[str, str] = {}  # a person's answers about unclear parts, for every plan of this task
 
-            task_plan = plan_with(inputs)
+            def plan_with(inputs: dict) -> TaskPlan:
+                return workspace.plan_task(task, inputs, held=arguments.have, output_directory=output_directory, meant=meant)
+
+            task_plan = plan_asking(lambda: plan_with(inputs), meant)
             refuse_unused_inputs(task_plan.cell, task_plan.plan)
             if task_plan.cell.unbound:
                 raise UnboundParametersError(task_plan.cell.unbound, input_options(task_plan, plan_with))
