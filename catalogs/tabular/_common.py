@@ -164,6 +164,11 @@ def ordered_groups(groups: pandas.Series) -> pandas.Series:
     return groups.sort_index(key=lambda labels: ordering_key(labels.to_series()), na_position="last", kind="stable")
 
 
+def group_labels(groups: pandas.Series) -> list[str]:
+    """The labels of ``groups`` as text for a chart's axis, a missing one as ``(missing)``."""
+    return ["(missing)" if pandas.isna(label) else str(label) for label in groups.index]
+
+
 def show_figure(figure, path: str | Path) -> str:
     """Save ``figure`` as a PNG at ``path``, show it in the cell (its PNG comes back among the cell's
     images), and return the path."""

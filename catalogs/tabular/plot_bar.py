@@ -6,7 +6,7 @@ from typing import Literal
 
 import pandas
 
-from toolpath.catalogs.tabular._common import PNG_SUFFIXES, aggregate_per_group, checked_output_path, new_figure, ordered_groups, show_figure
+from toolpath.catalogs.tabular._common import PNG_SUFFIXES, aggregate_per_group, checked_output_path, group_labels, new_figure, ordered_groups, show_figure
 
 
 def plot_bar(
@@ -27,7 +27,7 @@ def plot_bar(
     output_path = checked_output_path(output_path, "plot_bar", PNG_SUFFIXES, "bar.png")
     heights = ordered_groups(aggregate_per_group(table, x, y, how, "plot_bar"))
     figure, axes = new_figure()
-    axes.bar([str(label) for label in heights.index], heights.to_numpy(), color="#4c6ef5")
+    axes.bar(group_labels(heights), heights.to_numpy(), color="#4c6ef5")
     axes.set_xlabel(x)
     axes.set_ylabel(f"{how} of {y}")
     axes.tick_params(axis="x", labelrotation=45 if len(heights) > 6 else 0)

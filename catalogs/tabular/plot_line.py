@@ -6,7 +6,7 @@ from typing import Literal
 
 import pandas
 
-from toolpath.catalogs.tabular._common import PNG_SUFFIXES, aggregate_per_group, checked_output_path, is_number_column, new_figure, ordered_groups, show_figure
+from toolpath.catalogs.tabular._common import PNG_SUFFIXES, aggregate_per_group, checked_output_path, group_labels, is_number_column, new_figure, ordered_groups, show_figure
 
 
 def plot_line(
@@ -28,7 +28,7 @@ def plot_line(
     output_path = checked_output_path(output_path, "plot_line", PNG_SUFFIXES, "line.png")
     points = ordered_groups(aggregate_per_group(table, x, y, how, "plot_line"))
     # Numbers and dates are spaced by their values; other labels evenly, in the order above.
-    positions = points.index if is_number_column(table[x]) or pandas.api.types.is_datetime64_any_dtype(table[x]) else [str(label) for label in points.index]
+    positions = points.index if is_number_column(table[x]) or pandas.api.types.is_datetime64_any_dtype(table[x]) else group_labels(points)
     figure, axes = new_figure()
     axes.plot(positions, points.to_numpy(), marker="o", color="#2f9e44")
     axes.set_xlabel(x)
