@@ -316,7 +316,9 @@ def test_pivot_and_correlation(sales):
     assert list(correlations.columns) == ["x", "double", "opposite"]
     assert correlations.loc["x", "double"] == pytest.approx(1) and correlations.loc["x", "opposite"] == pytest.approx(-1)
     assert list(correlate_columns(steady, ["x", "opposite"]).columns) == ["x", "opposite"]
-    with pytest.raises(ValueError, match=r"correlate_columns needs at least two numeric columns; the table has only 'revenue' \(its columns are region, revenue\)"):
+    with pytest.raises(
+        ValueError, match=r"correlate_columns needs at least two numeric columns; the table has only 'revenue' \(its columns are region, revenue\)"
+    ):
         correlate_columns(select_columns(sales, ["region", "revenue"]))
     with pytest.raises(ValueError, match="'label' do not hold numbers"):
         correlate_columns(steady, ["x", "label"])

@@ -128,7 +128,9 @@ def aggregate_per_group(table: pandas.DataFrame, by: str | list[str], column: st
     check_columns(table, *by_columns, column)
     check_choice(how, AGGREGATES, "how", tool_name)
     if how in _NUMERIC_AGGREGATES and not is_number_column(table[column]):
-        raise ValueError(f"{tool_name}: cannot take the {how} of column {column!r}: it holds {table[column].dtype} values, not numbers; use count, min or max, or another column")
+        raise ValueError(
+            f"{tool_name}: cannot take the {how} of column {column!r}: it holds {table[column].dtype} values, not numbers; use count, min or max, or another column"
+        )
     grouped = table.groupby(by if isinstance(by, str) else by_columns, dropna=False)[column]
     return grouped.size() if how == "count" else grouped.agg(how)
 

@@ -46,7 +46,9 @@ def filter_rows(table: pandas.DataFrame, conditions: list[list]) -> pandas.DataF
             operator, or a value the column cannot be compared with — naming the condition.
     """
     if isinstance(conditions, str):
-        raise ValueError(f"filter_rows takes conditions as [[column, operator, value], ...], such as [['region', '==', 'North']], not a text query: {conditions!r}")
+        raise ValueError(
+            f"filter_rows takes conditions as [[column, operator, value], ...], such as [['region', '==', 'North']], not a text query: {conditions!r}"
+        )
     if not isinstance(conditions, Sequence) or not conditions:
         raise ValueError(f"filter_rows needs at least one condition [column, operator, value], such as [['region', '==', 'North']]; got {conditions!r}")
     keep = pandas.Series(True, index=table.index)
@@ -89,7 +91,9 @@ def _matches(table: pandas.DataFrame, condition: object) -> pandas.Series:
         return present & (member if operator == "in" else ~member)
     (operand,) = compared
     cells = _column_values(column, kind)
-    outcome = {"==": cells == operand, "!=": cells != operand, ">": cells > operand, ">=": cells >= operand, "<": cells < operand, "<=": cells <= operand}[operator]
+    outcome = {"==": cells == operand, "!=": cells != operand, ">": cells > operand, ">=": cells >= operand, "<": cells < operand, "<=": cells <= operand}[
+        operator
+    ]
     return present & outcome.fillna(False).astype(bool)
 
 
@@ -132,7 +136,9 @@ def _comparable(column: pandas.Series, values: list, operator: str, condition: S
         if all(date is not None for date in dates):
             return dates, "date"
         if operator in ORDERINGS or pandas.api.types.is_datetime64_any_dtype(column):
-            raise ValueError(f"filter_rows: column {column_name!r} holds dates, and {values!r} are not all dates (condition {list(condition)!r}); write them like 2024-03-01")
+            raise ValueError(
+                f"filter_rows: column {column_name!r} holds dates, and {values!r} are not all dates (condition {list(condition)!r}); write them like 2024-03-01"
+            )
     if operator in ORDERINGS:
         raise ValueError(
             f"filter_rows: column {column_name!r} holds text, not numbers or dates, so {operator!r} cannot order it (condition {list(condition)!r}); "

@@ -27,7 +27,5 @@ def group_and_aggregate(
     """
     columns = column_list(columns, "columns", "group_and_aggregate")
     check_columns(table, by, *columns)
-    aggregated = pandas.concat(
-        [aggregate_per_group(table, by, column, how, "group_and_aggregate").rename(f"{how}_{column}") for column in columns], axis=1
-    )
+    aggregated = pandas.concat([aggregate_per_group(table, by, column, how, "group_and_aggregate").rename(f"{how}_{column}") for column in columns], axis=1)
     return aggregated.sort_values(f"{how}_{columns[0]}", ascending=False, kind="stable").reset_index()

@@ -6,7 +6,16 @@ from typing import Literal
 
 import pandas
 
-from toolpath.catalogs.tabular._common import PNG_SUFFIXES, aggregate_per_group, checked_output_path, group_labels, is_number_column, new_figure, ordered_groups, show_figure
+from toolpath.catalogs.tabular._common import (
+    PNG_SUFFIXES,
+    aggregate_per_group,
+    checked_output_path,
+    group_labels,
+    is_number_column,
+    new_figure,
+    ordered_groups,
+    show_figure,
+)
 
 
 def plot_line(
