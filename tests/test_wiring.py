@@ -139,7 +139,7 @@ def test_run_writes_the_report_beside_and_leaves_the_users_csv_alone(tmp_path):
 def test_filtered_rows_feed_what_takes_a_table(shipped):
     task_plan = shipped.plan_task(
         "filter the rows to analgesics then plot a histogram of year_introduced",
-        inputs={"path": "compounds.csv", "query": "category == 'analgesic'", "column": "year_introduced"},
+        inputs={"path": "compounds.csv", "conditions": [["category", "==", "analgesic"]], "column": "year_introduced"},
     )
     assert [name for name, _ in labels(task_plan)] == ["load_table", "filter_rows", "plot_histogram"]
     assert labels(task_plan)[2][1] == {"table": "step 2", "column": "input column", "bins": "default", "output_path": "default"}
@@ -279,7 +279,7 @@ def test_refinement_cycles_and_unknown_refined_states_are_lint_errors(tmp_path):
 def test_a_session_follow_up_takes_the_filtered_rows_it_holds(shipped, tmp_path):
     data = shutil.copy(SAMPLE_DATA / "compounds.csv", tmp_path / "compounds.csv")
     with shipped.session("filtered-follow-up", cwd=str(tmp_path), snapshot=False) as session:
-        first = session.run_task("filter the rows to analgesics", inputs={"path": str(data), "query": "category == 'analgesic'"})
+        first = session.run_task("filter the rows to analgesics", inputs={"path": str(data), "conditions": [["category", "==", "analgesic"]]})
         assert first.result.status == "ok" and session.artifacts == {"table": "tabular.table_loaded", "rows": "tabular.rows_filtered"}
         assert "tabular.plot_histogram(table=rows) -> tabular.histogram_plotted" in session.instructions()
         follow_up = session.plan_task("plot a histogram of year_introduced", inputs={"column": "year_introduced"})

@@ -5,5 +5,5 @@ The sample data under ``data/`` is described in ``data/README.md``; :data:`SAMPL
 
 from pathlib import Path
 
-#: The folder of the sample tables (``compounds.csv``, ``suppliers.csv``).
+#: The folder of the sample tables (``compounds.csv``, ``suppliers.csv``, ``sales.csv``, ``regions.csv``).
 SAMPLE_DATA = Path(__file__).resolve().parent / "data"

@@ -1,9 +1,11 @@
 """Helpers shared by the tabular tools: reading files by suffix (and remembering them), output paths
-checked before writing, column checks with clear errors, and figures that are saved as PNG and shown in
-the cell."""
+checked before writing, column checks with clear errors, the aggregates and choices the tools take,
+dates held as text, and figures that are saved as PNG and shown in the cell."""
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas
@@ -78,6 +80,95 @@ def check_columns(table: pandas.DataFrame, *columns: str) -> None:
     missing = [column for column in columns if column not in table.columns]
     if missing:
         raise KeyError(f"no column {', '.join(map(repr, missing))} in the table; its columns are {', '.join(map(str, table.columns))}")
+
+
+def column_list(columns: str | Sequence[str], parameter: str, tool_name: str) -> list[str]:
+    """``columns`` as a list of column names: a single name becomes a list of one.
+
+    Raises:
+        ValueError: an empty list, or items that are not names (naming ``tool_name``'s ``parameter``).
+    """
+    if isinstance(columns, str):
+        return [columns]
+    if not isinstance(columns, Sequence) or not columns or not all(isinstance(column, str) for column in columns):
+        raise ValueError(f"{tool_name}: {parameter} must be a list of column names, such as ['revenue'], not {columns!r}")
+    return list(columns)
+
+
+def check_choice(value: str, choices: Sequence[str], parameter: str, tool_name: str) -> None:
+    """Raise ``ValueError`` naming ``tool_name``'s ``parameter`` and its choices when ``value`` is none of them."""
+    if value not in choices:
+        raise ValueError(f"{tool_name}: {parameter} must be one of {', '.join(choices)}, not {value!r}")
+
+
+def check_count(count: int, parameter: str, tool_name: str) -> None:
+    """Raise ``ValueError`` unless ``count`` is a whole number of rows, 0 or more."""
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ValueError(f"{tool_name}: {parameter} must be a whole number of rows, 0 or more, not {count!r}")
+
+
+#: The aggregates the grouping, pivot and chart tools take. ``count`` counts the rows of each group (missing
+#: values included); the others skip missing values, as pandas does.
+AGGREGATES = ("sum", "mean", "median", "count", "min", "max")
+
+# The aggregates that need numbers (min and max also order text).
+_NUMERIC_AGGREGATES = ("sum", "mean", "median")
+
+
+def aggregate_per_group(table: pandas.DataFrame, by: str | list[str], column: str, how: str, tool_name: str) -> pandas.Series:
+    """``column`` aggregated with ``how`` (one of :data:`AGGREGATES`) per value of ``by`` (a column, or a
+    list of columns for one level each); rows whose ``by`` is missing form a group of their own rather than
+    vanishing from the totals. The series' index is the groups, sorted.
+
+    Raises:
+        KeyError: a column the table does not have.
+        ValueError: another ``how``, or sum, mean or median of a column that does not hold numbers.
+    """
+    by_columns = [by] if isinstance(by, str) else list(by)
+    check_columns(table, *by_columns, column)
+    check_choice(how, AGGREGATES, "how", tool_name)
+    if how in _NUMERIC_AGGREGATES and not is_number_column(table[column]):
+        raise ValueError(
+            f"{tool_name}: cannot take the {how} of column {column!r}: it holds {table[column].dtype} values, not numbers; use count, min or max, or another column"
+        )
+    grouped = table.groupby(by if isinstance(by, str) else by_columns, dropna=False)[column]
+    return grouped.size() if how == "count" else grouped.agg(how)
+
+
+def is_number_column(column: pandas.Series) -> bool:
+    """Whether ``column`` holds numbers (true/false columns do not count)."""
+    return pandas.api.types.is_numeric_dtype(column) and not pandas.api.types.is_bool_dtype(column)
+
+
+def dates_of(column: pandas.Series) -> pandas.Series | None:
+    """The values of a text column as dates when every value present reads as one (``2024-03-01``,
+    ``03/01/2024``, ``2024-03``, ``Mar``), else ``None``; a date column as it is. CSV files hold dates as
+    text, and text order is not date order (``03/01/2024`` sorts after ``12/01/2023``)."""
+    if pandas.api.types.is_datetime64_any_dtype(column):
+        return column
+    if is_number_column(column) or pandas.api.types.is_bool_dtype(column) or column.notna().sum() == 0:
+        return None
+    with warnings.catch_warnings():  # pandas warns when it falls back to parsing each value on its own
+        warnings.simplefilter("ignore")
+        parsed = pandas.to_datetime(column, errors="coerce", format="mixed")
+    return parsed if parsed.notna().sum() == column.notna().sum() else None
+
+
+def ordering_key(column: pandas.Series) -> pandas.Series:
+    """What to sort ``column`` by: its dates when it holds dates as text, else its values."""
+    dates = dates_of(column)
+    return column if dates is None else dates
+
+
+def ordered_groups(groups: pandas.Series) -> pandas.Series:
+    """``groups`` (one value per group, as :func:`aggregate_per_group` gives) in the order of their
+    labels: dates as dates, others by value; a group of rows with a missing label last."""
+    return groups.sort_index(key=lambda labels: ordering_key(labels.to_series()), na_position="last", kind="stable")
+
+
+def group_labels(groups: pandas.Series) -> list[str]:
+    """The labels of ``groups`` as text for a chart's axis, a missing one as ``(missing)``."""
+    return ["(missing)" if pandas.isna(label) else str(label) for label in groups.index]
 
 
 def show_figure(figure, path: str | Path) -> str:

@@ -1,4 +1,4 @@
-"""Tool group_and_aggregate: one row per group with an aggregate of a column."""
+"""Tool group_and_aggregate: one row per group with an aggregate of each named column."""
 
 from __future__ import annotations
 
@@ -6,20 +6,26 @@ from typing import Literal
 
 import pandas
 
-from toolpath.catalogs.tabular._common import check_columns
+from toolpath.catalogs.tabular._common import aggregate_per_group, check_columns, column_list
 
 
 def group_and_aggregate(
-    table: pandas.DataFrame, by: str, column: str, how: Literal["mean", "sum", "min", "max", "count", "median"] = "mean"
+    table: pandas.DataFrame, by: str, columns: list[str], how: Literal["sum", "mean", "median", "count", "min", "max"] = "mean"
 ) -> pandas.DataFrame:
-    """Group the rows by ``by`` and aggregate ``column`` in each group (``how``: mean, sum, min, max,
-    count or median); one row per group, largest aggregate first.
+    """Group the rows by column ``by`` and aggregate each of ``columns`` per group with ``how`` (sum,
+    mean, median, count, min or max; ``count`` counts each group's rows, so every count column holds
+    the same numbers).
+
+    Returns:
+        One row per group (rows whose ``by`` is missing form a group of their own): the ``by`` column,
+        then one column per aggregated column named ``{how}_{column}`` (``sum_revenue``); largest first
+        by the first aggregated column.
 
     Raises:
-        KeyError: a column the table does not have. ValueError: another ``how``.
+        KeyError: a column the table does not have.
+        ValueError: another ``how``, no columns, or sum, mean or median of a column that is not numbers.
     """
-    check_columns(table, by, column)
-    if how not in ("mean", "sum", "min", "max", "count", "median"):
-        raise ValueError(f"cannot aggregate by {how!r}: use mean, sum, min, max, count or median")
-    grouped = table.groupby(by)[column].agg(how).rename(f"{how}_{column}")
-    return grouped.sort_values(ascending=False).reset_index()
+    columns = column_list(columns, "columns", "group_and_aggregate")
+    check_columns(table, by, *columns)
+    aggregated = pandas.concat([aggregate_per_group(table, by, column, how, "group_and_aggregate").rename(f"{how}_{column}") for column in columns], axis=1)
+    return aggregated.sort_values(f"{how}_{columns[0]}", ascending=False, kind="stable").reset_index()
