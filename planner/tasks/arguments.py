@@ -100,12 +100,71 @@ class Arguments:
         unbound = tuple(replace(parameter, why=reasons.get((parameter.step, parameter.parameter), parameter.why)) for parameter in cell.unbound)
         return replace(cell, unbound=unbound)
 
+    def unused_words(self, text: str, inputs: Mapping[str, Any] | None) -> list[str]:
+        """What ``text`` names of the data that no bound value and no input of the caller's holds: a
+        column, a value the probe saw in a column, or a number ("the rows with revenue over 1000"
+        planned as a row count drops ``revenue`` and 1000). Empty when no file was probed: then no
+        word is known as data."""
+        table = _Table.of([probe for probe in self.probes if not probe.problem])
+        if not table.columns:
+            return []
+        used = _flattened([reading.value for reading in self.bound] + list((inputs or {}).values()))
+        used_text = {str(item).casefold() for item in used}
+        plain = without_file_names(masked_quotes(text))
+        mentions = _mentions(plain, list(table.columns))
+        named = [f"the column {mention.column!r}" for mention in mentions if mention.column.casefold() not in used_text]
+        masked = _masked(plain, mentions)
+        for column, seen in table.values.items():
+            for value in seen:
+                if str(value).casefold() not in used_text and re.search(rf"(?<![\w]){re.escape(str(value))}(?![\w])", masked, flags=re.IGNORECASE):
+                    named.append(f"{value!r} (a value of {column!r})")
+        for number in re.finditer(r"(?<![\w.\-])\d+(?:\.\d+)?(?![\w.\-]*\w)", masked):
+            if not any(_same_number(number.group(), item) for item in used):
+                named.append(f"the number {number.group()}")
+        return list(dict.fromkeys(named))
+
+    def unaccounted(self, parts: Sequence[PartMatch], inputs: Mapping[str, Any] | None) -> dict[int, str]:
+        """The matched parts whose words name data that no step takes (:meth:`unused_words`), by their
+        index, with why: such a part is not understood, never planned with its words dropped."""
+        unaccounted: dict[int, str] = {}
+        for index, part in enumerate(parts):
+            named = self.unused_words(part.text, inputs) if part.status in ("matched", "held") else []
+            if named:
+                steps = ", ".join(step.tool.name for step in part.choice.chosen.plan.steps) if part.choice and part.choice.chosen.plan else "nothing"
+                unaccounted[index] = (
+                    f"not understood: {part.text!r} names {', '.join(named)}, which its plan ({steps}) does not use; "
+                    "say what to do with it as its own step (e.g. 'keep the rows where …, then …')"
+                )
+        return unaccounted
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "bound": [reading.to_dict() for reading in self.bound],
             "not_bound": [reading.to_dict() for reading in self.not_bound],
             "probes": [probe.to_dict() for probe in self.probes],
         }
+
+
+def _flattened(values: Sequence[Any]) -> list[Any]:
+    """Every scalar inside ``values`` (lists of columns, conditions and their operands)."""
+    flat: list[Any] = []
+    for value in values:
+        if isinstance(value, (list, tuple)):
+            flat += _flattened(list(value))
+        elif isinstance(value, dict):
+            flat += _flattened(list(value.values()))
+        else:
+            flat.append(value)
+    return flat
+
+
+def _same_number(text: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    try:
+        return float(text) == float(value)
+    except (TypeError, ValueError):
+        return False
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,7 @@ _CUT = re.compile(
 )
 # Words that open a clause without being part of it: connectives, greetings, "please".
 _OPENER = re.compile(
-    r"(?:after\s+that|and\s+then|first(?:ly)?|second(?:ly)?|third(?:ly)?|next|also|additionally|moreover|furthermore|please|kindly|then|finally|lastly|afterwards|"
+    r"(?:after\s+that|and\s+then|(?:first|second|third)(?:ly)?(?!\s+(?:\d|few|rows?|columns?|entries|records|lines|ones?)\b)|next|also|additionally|moreover|furthermore|please|kindly|then|finally|lastly|afterwards|"
     r"and|but|however|therefore|meanwhile|besides|so(?!\s+(?:that|as|i|we)\b)|now|hey|hi|hello|ok|okay|well)\b[,:!]?\s*",
     flags=re.IGNORECASE,
 )

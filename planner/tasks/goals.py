@@ -35,6 +35,7 @@ catalogs must never write a report.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
@@ -52,6 +53,12 @@ from toolpath.registry import ToolDefinition
 
 MARGIN = 0.05
 WORK_MARGIN = 0.10
+#: How close (in cosine similarity) to the best hit a candidate whose plan uses every column, value
+#: and number the task names (:meth:`toolpath.planner.tasks.arguments.Arguments.unused_words`) must
+#: score to win over better hits whose plans would drop some: "first 3 rows of sales.csv" matches
+#: counting rows best, and showing them 0.1 below. Set on the hand-written requests of
+#: ``benchmarks/words_cases.yaml``; it acts only where a file was probed.
+WORDS_MARGIN = 0.15
 LEXICAL_MARGIN = 0.10
 
 #: The cosine similarity a goal whose plan runs a tool with effects needs (a task needs only
@@ -194,6 +201,8 @@ class GoalCandidate:
     near: bool = False  # scores within ``work_margin`` of the best hit
     named: bool = False  # the task names its tool
     invents: tuple[str, ...] = ()  # input states its plan makes before its goal (the user would give them)
+    unused_words: tuple[str, ...] = ()  # what the task names of the data that its plan would drop
+    words_close: bool = False  # scores within WORDS_MARGIN of the best hit
     #: Why it lost to the chosen candidate (set on the candidates passed over).
     lost_because: str = ""
 
@@ -216,6 +225,8 @@ class GoalCandidate:
             return self.problem or "no plan reaches it from the held states"
         if chosen.named and not self.named:
             return f"the task names the tool {chosen.hit.name}"
+        if chosen.words_close and not chosen.unused_words and self.unused_words:
+            return f"its plan would drop {', '.join(self.unused_words)}, which the task names"
         if chosen.near and chosen.needs_work and not (self.near and self.needs_work):
             return "it is already held, and the task asks for work" if not self.needs_work else "ranked lower by the search"
         if chosen.close and chosen.binds_all_inputs and not (self.close and self.binds_all_inputs) and self.cell is not None and self.cell.unbound:
@@ -319,6 +330,10 @@ class GoalSearch:
             ``task``): the label (:func:`hit_label`) of the candidate they meant, or "" for none}``.
             That candidate is chosen for those words (it runs its effects: the person asked for it);
             "" makes them not understood (:class:`NeitherMeantError`).
+        probe_directory: where the files a task names may be read, so that a candidate's parameters
+            the words give (:func:`toolpath.planner.tasks.arguments.bind_arguments`: "revenue over
+            1000" for filter_rows' conditions) count as bound when candidates are compared;
+            ``None``: no file is read.
     """
 
     graph: StateGraph
@@ -329,6 +344,19 @@ class GoalSearch:
     margin: float = MARGIN
     work_margin: float = WORK_MARGIN
     meant: Mapping[str, str] = field(default_factory=dict)
+    probe_directory: str | os.PathLike[str] | None = None
+
+
+def _with_words(search: GoalSearch, candidate_plan: Plan, task: str, inputs: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[str]]:
+    """``inputs`` with the values ``task``'s words give ``candidate_plan``'s parameters, and what the
+    words name of the data that the plan would drop
+    (:meth:`toolpath.planner.tasks.arguments.Arguments.unused_words`): a candidate whose parameters
+    the words fill ("keep rows with revenue over 1000": filter_rows' conditions) binds its inputs as
+    much as one the caller's inputs fill, and uses the words another would drop."""
+    from toolpath.planner.tasks.arguments import bind_arguments  # arguments read parts, which read goals
+
+    arguments = bind_arguments(search.graph, task, (), candidate_plan, inputs, search.probe_directory)
+    return arguments.inputs(inputs), arguments.unused_words(task, inputs)
 
 
 def choose_goal(
@@ -382,7 +410,8 @@ def choose_goal(
             )
             continue
         try:
-            cell = cells.candidate(hit.plan, inputs or {}, task)
+            worded_inputs, unused = _with_words(search, hit.plan, task, inputs or {})
+            cell = cells.candidate(hit.plan, worded_inputs, task)
         except InputError as error:
             # A tool the user addressed by a step-qualified input is meant: its refusal is the
             # answer, not a reason to quietly plan another tool.
@@ -402,6 +431,8 @@ def choose_goal(
             _close(hit, best, work_margin),
             hit.kind == "tool" and hit.name in {tool.name for tool in named},
             _input_states_made(graph, hit.plan),
+            tuple(unused),
+            _close(hit, best, WORDS_MARGIN),
         )
 
     def rank(candidate: GoalCandidate) -> tuple:
@@ -409,6 +440,7 @@ def choose_goal(
             candidate.plan is not None,
             hit_label(candidate.hit) == answer,
             candidate.named,
+            candidate.words_close and not candidate.unused_words,
             candidate.near and candidate.needs_work,
             candidate.close and candidate.binds_all_inputs,
             candidate.close and not candidate.invents,

@@ -104,14 +104,24 @@ def plan_request(
     request = TaskRequest.read(context.graph, task, inputs, held)  # before the model loads: fail fast
     index = context.skill_index()
     index.load_query_model()  # loading the model is not planning: the budget starts after it
-    search = GoalSearch(context.graph, index, context.cells, TaskBudget.start(time_budget_s, cancel), meant=dict(meant or {}))
+    search = GoalSearch(
+        context.graph, index, context.cells, TaskBudget.start(time_budget_s, cancel), meant=dict(meant or {}), probe_directory=context.probe_directory
+    )
     matcher = PartMatcher(search, request, context.session_held)
     parts = matcher.match()
     joint = plan_jointly(search, parts, matcher.held, names=request.free_text)
     # The values the request's words give (a fact's "'photo.jpg'") are inputs like the caller's.
+    original_inputs = request.inputs
     request = replace(request, inputs=inputs_with_facts(parts, request.inputs, joint))
     # What the words say of the plan's parameters ("revenue by month": x and y) are inputs too; the caller's win.
     arguments = bind_arguments(context.graph, request.text, parts, joint, request.inputs, context.probe_directory)
+    unaccounted = arguments.unaccounted(parts, request.inputs)
+    if unaccounted:
+        # A part whose words name data its plan drops is not understood, and planned without.
+        parts = tuple(replace(part, choice=None, problem=unaccounted[index]) if index in unaccounted else part for index, part in enumerate(parts))
+        joint = plan_jointly(search, parts, matcher.held, names=request.free_text)
+        request = replace(request, inputs=inputs_with_facts(parts, original_inputs, joint))
+        arguments = bind_arguments(context.graph, request.text, parts, joint, request.inputs, context.probe_directory)
     request = replace(request, inputs=arguments.inputs(request.inputs))
     cell = arguments.explained(context.cells.chosen(request, parts, joint, search.budget))
     return TaskPlan(request.task, dict(request.inputs or {}), parts, joint, cell, session_id=context.session_id, arguments=arguments)

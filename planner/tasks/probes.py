@@ -81,7 +81,9 @@ class Probe:
 
 def probe_inputs(graph: StateGraph, plan: Plan, inputs: Mapping[str, Any], directory: str | os.PathLike[str] | None) -> tuple[Probe, ...]:
     """Probe each input that feeds a step of ``plan`` through a parameter carrying a state with a
-    probe, or a ``meaning: file`` parameter (see the module docstring); each value once.
+    probe, or a ``meaning: file`` parameter (see the module docstring); each value once. A plan of no
+    steps (its goal held) probes what would feed any tool of ``graph``: the words of its task still
+    name the data.
 
     Args:
         graph: its states say which have probes.
@@ -94,10 +96,10 @@ def probe_inputs(graph: StateGraph, plan: Plan, inputs: Mapping[str, Any], direc
         One :class:`Probe` per value probed or refused, in plan order.
     """
     probes: dict[tuple[Any, str], Probe] = {}
-    for step in plan.steps:
-        for parameter in step.tool.parameters:
-            state = _probed_state(graph, step.tool, parameter)
-            name = input_for(step.tool, parameter, inputs) if state is not None else None
+    for tool in [step.tool for step in plan.steps] if plan.steps else list(graph.registry):
+        for parameter in tool.parameters:
+            state = _probed_state(graph, tool, parameter)
+            name = input_for(tool, parameter, inputs) if state is not None else None
             if state is None or name is None:
                 continue
             function = graph.states[state].probe
