@@ -141,14 +141,23 @@ def _detector() -> Any:
 _LOADING = threading.Lock()
 
 
+def _loaded_detector() -> Any:
+    with _LOADING:  # two threads planning at once load the model once
+        return _detector()
+
+
+def prepare() -> None:
+    """Start loading the detector in a background thread and return at once: the command line
+    calls this as it starts, so the import and the model (about 0.3 s) load beside its other start-up work."""
+    threading.Thread(target=_loaded_detector, name="toolpath-language-detector", daemon=True).start()
+
+
 def detect_language(text: str) -> Detection:
     """The language of ``text``'s words (see the module docstring); not judged under :data:`MIN_WORDS` words."""
     words = task_words(text)
     if word_count(words) < MIN_WORDS:
         return Detection(words, None, 0.0)
-    with _LOADING:  # two threads planning at once load the model once
-        detector = _detector()
-    best = detector.detect(" ".join(words), model="lite", k=1)[0]
+    best = _loaded_detector().detect(" ".join(words), model="lite", k=1)[0]
     return Detection(words, best["lang"], float(best["score"]))
 
 

@@ -22,6 +22,7 @@ from toolpath.planner.interfaces.cli.shared import (
     parse_inputs,
     positive_number,
     prepare_embedding_model,
+    prepare_task_reading,
 )
 from toolpath.planner.planning.budgets import DEFAULT_TIME_BUDGET_MS
 
@@ -186,7 +187,7 @@ def command_cell(arguments: argparse.Namespace) -> int:
     if bool(arguments.goal) == bool(arguments.task or arguments.step):
         raise CommandLineError("give either a TASK (or --step ...) or --goal TOKEN ..., not both and not neither")
     if not arguments.goal:
-        prepare_embedding_model()
+        prepare_task_reading()
     workspace = open_workspace(arguments)
     inputs = parse_inputs(arguments.input)
     if arguments.goal:

@@ -25,7 +25,7 @@ from toolpath.planner.interfaces.cli.shared import (
     open_workspace,
     parse_inputs,
     positive_number,
-    prepare_embedding_model,
+    prepare_task_reading,
 )
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def command_run(arguments: argparse.Namespace) -> int:
         # The kernel starts first, as soon as the catalogs say how: it takes longest (about 0.7 s);
         # the query model and the planner load while it starts.
         with _early_kernel(workspace, arguments, options) as early:
-            prepare_embedding_model()
+            prepare_task_reading()
             from toolpath.planner.tasks.task import UnboundParametersError, input_options
 
             def plan_with(inputs: dict) -> TaskPlan:

@@ -288,6 +288,15 @@ def prepare_embedding_model() -> None:
     default_embedder().prepare()
 
 
+def prepare_task_reading() -> None:
+    """:func:`prepare_embedding_model`, and start loading the detector of a task's language
+    (:func:`toolpath.planner.tasks.language.prepare`): for the commands that plan a task in words."""
+    from toolpath.planner.tasks.language import prepare
+
+    prepare_embedding_model()
+    prepare()
+
+
 def error_payload(error: ToolpathError, message: str) -> dict[str, Any]:
     """``--json``'s object for a refusal: ``error`` (the message), and what the error knows besides."""
     from toolpath.planner.planning.plans import NoPlanError
