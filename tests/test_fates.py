@@ -52,6 +52,7 @@ def test_a_file_named_in_one_part_is_the_file_of_the_parts_after_it(tabular, tas
     assert tools(task_plan) == expected
     assert "sales.csv" in task_plan.inputs.values()
     assert "load_table(path=" in task_plan.cell.code and "'sales.csv'" in task_plan.cell.code
+    assert task_plan.parts[1].why == "it works on 'sales.csv', which an earlier part names (tabular.file_given)"
 
 
 def test_a_later_part_that_names_its_own_file_is_not_given_the_earlier_one(tabular):
@@ -217,6 +218,13 @@ def test_an_input_that_differs_from_the_file_the_task_names_wins_and_says_so(tab
         }
     ]
     assert "warning: the task names 'sales.csv' in 'load sales.csv', and --input path gives 'other.csv': the --input is used" in cli.stderr
+
+
+def test_an_input_that_differs_from_the_file_a_fact_names_wins_and_says_so(tabular):
+    task_plan = tabular.plan_task("I have a file 'sales.csv'. Describe it", {"path": "other.csv"})
+    assert [part.fate for part in task_plan.parts] == ["fact", "planned"]
+    assert [(override.input, override.named, override.given) for override in task_plan.parts[0].overridden] == [("path", "sales.csv", "other.csv")]
+    assert "'other.csv'" in task_plan.cell.code and "'sales.csv'" not in task_plan.cell.code
 
 
 # ------------------------------------------------------------------ the value a goal step reads

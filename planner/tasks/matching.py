@@ -233,9 +233,15 @@ class PartMatcher:
         why = joined_reasons(clause.why, f"it holds {', '.join(sorted(hit.states))} (state {hit.name}, {_strength(hit)})")
         values = source_values(clause.text)
         given = _value_inputs(graph, hit.states, values[0]) if len(values) == 1 else ()
-        if given and not any(input_for(tool, parameter, self.request.inputs or {}) for tool, parameter in _carriers(graph, hit.states)):
+        given_inputs = self.request.inputs or {}
+        if given and not any(input_for(tool, parameter, given_inputs) for tool, parameter in _carriers(graph, hit.states)):
             return PartMatch(clause.text, None, kind="fact", why=f"{why}; its value {values[0]!r} is their input", holds=hit.states, values=given)
-        return PartMatch(clause.text, None, kind="fact", why=why, holds=hit.states)
+        # "I have a file 'a.csv'" with another path given as an input: the input is used, and said to be.
+        names = dict.fromkeys(input_for(tool, parameter, given_inputs) for tool, parameter in _carriers(graph, hit.states))
+        overridden = (
+            tuple(Overridden(name, values[0], given_inputs[name]) for name in names if name is not None and given_inputs[name] != values[0]) if given else ()
+        )
+        return PartMatch(clause.text, None, kind="fact", why=why, holds=hit.states, overridden=overridden)
 
     def choose(self, text: str, min_score: float = MIN_SCORE, query: str = "") -> PartMatch:
         """An action's goal (:func:`toolpath.planner.tasks.goals.choose_goal`), searched on ``query``
@@ -249,9 +255,13 @@ class PartMatcher:
         would generate a text first), that state is held instead and the value is its input
         (``_value_inputs``), and the goal is chosen again from there.
 
+        A part that names no value works on the values the parts before it named
+        (:attr:`carried`), and says so in its ``why``.
+
         Raises:
             NoMatchingSkillError, NoPlanError, InputError, PlanningTimeout, PlanningCancelled: as
                 :func:`toolpath.planner.tasks.goals.choose_goal` raises them.
+            NothingToDoError: its goal is only an input state the user gives (its own value).
         """
         graph = self.graph
         values = source_values(text)
@@ -306,7 +316,7 @@ class PartMatcher:
             last_reads = steps[-1].requires if steps else frozenset()
             made.sort(key=lambda token: token not in last_reads)
         if not values or (len(values) > 1 and not names_only) or not made:
-            return PartMatch(text, choice, overridden=self._overridden(choice, values))
+            return PartMatch(text, choice, why=self._carried_why(choice, values), overridden=self._overridden(choice, values))
         if any(input_for(tool, parameter, inputs) for tool, parameter in _carriers(graph, frozenset(made[:1]))):
             return PartMatch(text, choice, overridden=self._overridden(choice, values))
         try:
@@ -322,6 +332,15 @@ class PartMatcher:
         if rest:
             why += "; " + ", ".join(f"{value!r} is {name}" for name, value in rest)
         return PartMatch(text, better, why=why, holds=frozenset({made[0]}), values=given + rest)
+
+    def _carried_why(self, choice: GoalChoice, values: Sequence[str]) -> str:
+        """Why a part that names no value works on values an earlier part named: when its plan reads their states."""
+        steps = choice.chosen.plan.steps if choice.chosen.plan is not None else ()
+        read = frozenset().union(*(step.requires for step in steps)) & (self.carried_held - self.held)
+        if values or not read:
+            return ""
+        named = ", ".join(repr(value) for value in dict.fromkeys(self.carried.values()))
+        return f"it works on {named}, which an earlier part names ({', '.join(sorted(read))})"
 
     def _overridden(self, choice: GoalChoice, values: Sequence[str]) -> tuple[Overridden, ...]:
         """The caller's inputs that replace a value the words name: for each input state the
@@ -367,12 +386,9 @@ class NothingToDoError(NoMatchingSkillError):
 
 
 def _hit_text(hit: SkillHit) -> str:
-    strength = f"similarity {hit.similarity:.2f}" if hit.similarity is not None else f"lexical score {hit.lexical:.2f}"
-    return f"{hit.kind} {qualified_hit_name(hit)} ({strength})"
-
-
-def qualified_hit_name(hit: SkillHit) -> str:
-    return f"{hit.server}.{hit.name}" if hit.kind == "tool" and hit.server else hit.name
+    """``"tool tabular.count_rows (similarity 0.31)"``."""
+    name = f"{hit.server}.{hit.name}" if hit.kind == "tool" and hit.server else hit.name
+    return f"{hit.kind} {name} ({_strength(hit)})"
 
 
 #: Candidates a part not understood names, best first.
@@ -400,7 +416,9 @@ def _given_state(graph: StateGraph, error: NoPlanError, names_only: bool) -> str
             if token in graph.states and graph.states[token].input:
                 read.add(token)  # a tool to run: its own required state
             else:
-                read |= {state for tool in graph.tools_for(token) for state in tool.state_transition.requires if graph.states[state].input}
+                read |= {
+                    state for tool in graph.tools_for(token) for state in tool.state_transition.requires if state in graph.states and graph.states[state].input
+                }
         if len(read) == 1:
             return next(iter(read))
     return next(iter(error.given_by)) if len(error.given_by) == 1 else None
