@@ -17,9 +17,10 @@ if TYPE_CHECKING:
     from toolpath.planner.tasks.agent_session import AgentSession
     from toolpath.planner.tasks.cell import PlannedCell, render_cell
     from toolpath.planner.tasks.goals import GoalSearch, NoMatchingSkillError, choose_goal
+    from toolpath.planner.tasks.language import NotEnglishError
     from toolpath.planner.tasks.session_holdings import StalePlanError
     from toolpath.planner.tasks.session_state import SessionState
-    from toolpath.planner.tasks.task import TaskPlan, TaskRun, UnboundParametersError
+    from toolpath.planner.tasks.task import PartsNotUnderstoodError, TaskPlan, TaskRun, UnboundParametersError
     from toolpath.planner.tasks.workspace import Workspace
 
 _HOME = {
@@ -27,6 +28,8 @@ _HOME = {
     "GoalSearch": "toolpath.planner.tasks.goals",
     "NoMatchingSkillError": "toolpath.planner.tasks.goals",
     "NoPlanError": "toolpath.planner.planning.plans",
+    "NotEnglishError": "toolpath.planner.tasks.language",
+    "PartsNotUnderstoodError": "toolpath.planner.tasks.task",
     "Plan": "toolpath.planner.planning.plans",
     "PlanStep": "toolpath.planner.planning.plans",
     "PlanningCancelled": "toolpath.planner.planning.plans",

@@ -61,7 +61,7 @@ class TaskPlanOutput(BaseModel):
     task: str | None = Field(description="the task in words (null when given as steps)")
     steps: list[str] | None = Field(description="the task as steps (null when given in words)")
     parts: list[JsonObject] = Field(
-        description="each part of the task: part, kind (action, fact, context), status (matched, held, unmatched, fact, context), why, matched, goal, must_run, holds, inputs, alternatives, problem"
+        description="each part of the task: part, kind (action, fact, context), fate (planned, fact, context, not understood), status (matched, held, unmatched, fact, context), why, matched, goal, must_run, holds, inputs, alternatives, problem, closest (for a part not understood: the closest candidates), overridden (values the words name that an input replaced: input, named, given, used, why)"
     )
     goal: list[str]
     must_run: list[str]

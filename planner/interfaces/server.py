@@ -7,7 +7,8 @@ then a round trip, not a new process. Tools (named and described for a model):
   session's held states;
 - ``plan_task(task, inputs, session_id)``: a task in words, or a list of steps, becomes one planned
   cell (the parts it matched, the plan, the cell and its instructions); nothing runs;
-- ``run_task(task, inputs, session_id)``: plan and run it in the session's kernel;
+- ``run_task(task, inputs, session_id, on_approval, partial)``: plan and run it in the session's
+  kernel; a task with a part not understood is refused with every part's fate, unless ``partial``;
 - ``execute(code, session_id)``: a free cell; PNG images come back as MCP image content;
 - ``restart(session_id)``, ``close_session(session_id)`` (ends it and frees its place among the
   user's sessions), ``list_variables(session_id)``, ``session_overview(session_id)``.
@@ -76,6 +77,7 @@ from toolpath.planner.interfaces.mcp_results import (
 from toolpath.planner.interfaces.serve_limits import SERVE_MAX_KERNELS, SERVE_MAX_SESSIONS_PER_USER, SERVE_MAX_TASKS_PER_USER
 from toolpath.planner.search.embedding import default_embedder
 from toolpath.planner.tasks.agent_session import AgentSession
+from toolpath.planner.tasks.task import PartsNotUnderstoodError
 from toolpath.planner.tasks.workspace import Workspace
 from toolpath.registry.storage import StoreError
 
@@ -295,11 +297,17 @@ class ToolpathServer:
         inputs: dict[str, Any] | None = None,
         session_id: str | None = None,
         on_approval: Literal["ask", "pause"] = "ask",
+        partial: bool = False,
     ) -> Annotated[CallToolResult, TaskRunOutput]:
-        """Plan a task (in words or as a list of steps) and run its cell in the session's kernel. The variables it makes stay for later cells and tasks. A call that needs approval asks your user first (elicitation); with on_approval='pause' the run stops before it instead, and resume_task continues it."""
+        """Plan a task (in words or as a list of steps) and run its cell in the session's kernel. The variables it makes stay for later cells and tasks. A call that needs approval asks your user first (elicitation); with on_approval='pause' the run stops before it instead, and resume_task continues it. A task with a part that was not understood is refused with every part's fate (planned, fact, context or not understood, and why); partial=true runs the parts understood anyway."""
         with self._task_slot():
             session = await self._session(session_id)
-            outcome = await self.approvals.run(ctx, self._user(), session.session_id, lambda: session.arun_task(task, inputs, on_approval=on_approval))
+            try:
+                outcome = await self.approvals.run(
+                    ctx, self._user(), session.session_id, lambda: session.arun_task(task, inputs, on_approval=on_approval, partial=partial)
+                )
+            except PartsNotUnderstoodError as error:
+                raise ToolError(error.explanation("call run_task again with partial=true")) from error
         return outcome if isinstance(outcome, InputRequiredResult) else _result(outcome.to_dict(), outcome.text(), outcome.result)
 
     async def resume_task(self, approved: bool, note: str = "", session_id: str | None = None) -> Annotated[CallToolResult, TaskRunOutput]:

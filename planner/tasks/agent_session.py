@@ -299,6 +299,7 @@ class AgentSession:
         *,
         time_budget_s: float | None = DEFAULT_TASK_BUDGET_S,
         on_approval: OnApproval = "ask",
+        partial: bool = False,
     ) -> TaskRun:
         """Plan ``task`` (unless it is already a :class:`TaskPlan` of this session) and run its cell in
         the session's kernel; completed steps' states become held.
@@ -311,8 +312,13 @@ class AgentSession:
         done, and returns with :attr:`TaskRun.paused` naming that call; :meth:`resume` continues
         from it in the same kernel with the answer.
 
+        ``partial``: run the parts understood even when others were not; by default such a task is
+        refused before anything runs.
+
         Raises:
             TaskPausedError: a task of this session is paused; resume it first.
+            PartsNotUnderstoodError: a part of the task was not understood and ``partial`` is false;
+                its message gives every part's fate.
             UnboundParametersError: the cell needs inputs that were not given (nothing runs); its
                 ``options`` name the inputs of each complete plan, cheapest first.
             StalePlanError: ``task`` was planned with held states or artifacts since lost.
@@ -321,7 +327,7 @@ class AgentSession:
         """
         self.runs.check_not_paused()
         self._check_open()
-        task_plan = self.runs.runnable(task, inputs, time_budget_s)
+        task_plan = self.runs.runnable(task, inputs, time_budget_s, partial=partial)
         try:
             if not task_plan.plan.steps:
                 return TaskRun(task_plan, self.holdings.take_notice(CellResult("ok")))
@@ -336,6 +342,7 @@ class AgentSession:
         *,
         time_budget_s: float | None = DEFAULT_TASK_BUDGET_S,
         on_approval: OnApproval = "ask",
+        partial: bool = False,
     ) -> TaskRun:
         """Async :meth:`run_task`. Cancelling the awaiting coroutine while the task is planned (its
         client is gone) stops the planning thread at its next check, and gives back any variable
@@ -345,7 +352,7 @@ class AgentSession:
         cancel = threading.Event()
         reserved: list[TaskPlan] = []
         try:
-            task_plan = await asyncio.to_thread(self.runs.runnable, task, inputs, time_budget_s, cancel, reserved)
+            task_plan = await asyncio.to_thread(self.runs.runnable, task, inputs, time_budget_s, cancel, reserved, partial)
         except asyncio.CancelledError:
             with self._lock:
                 cancel.set()

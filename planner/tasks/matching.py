@@ -14,6 +14,10 @@ task passes its steps instead, and they are taken as they are.
 Each part gets its goal from :func:`toolpath.planner.tasks.goals.choose_goal`: a state to reach, or a
 tool that must run (a tool hit, or a tool the part names). The matched parts are then planned jointly
 (:mod:`toolpath.planner.tasks.joint_planning`).
+
+Parts are matched in order, and a value one action names is the user's for the parts after it: "load
+sales.csv and plot revenue by month" plots the table of sales.csv, and "... and describe it" describes
+it (:attr:`PartMatcher.carried`). A part that names a value of its own works on that one instead.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 from toolpath.planner.planning.graph import StateGraph
 from toolpath.planner.planning.inputs import input_for
 from toolpath.planner.planning.plans import NoPlanError, qualified_name
+from toolpath.planner.search.skills import SkillHit
 from toolpath.planner.tasks.clauses import (
     Clause,
     joined_reasons,
@@ -35,7 +40,7 @@ from toolpath.planner.tasks.clauses import (
     without_quotes,
 )
 from toolpath.planner.tasks.goals import MIN_SCORE, GoalChoice, GoalSearch, NeitherMeantError, NoMatchingSkillError, UnclearEffectError, choose_goal
-from toolpath.planner.tasks.parts import PartMatch, inputs_with_facts, refuse_competing_values
+from toolpath.planner.tasks.parts import Overridden, PartMatch, inputs_with_facts, refuse_competing_values
 from toolpath.planner.tasks.request import TaskRequest
 from toolpath.registry import ToolDefinition
 
@@ -70,6 +75,9 @@ class PartMatcher:
         facts: the facts' parts by clause position.
         inputs: the request's inputs with the values its facts give.
         held: the states every part is planned from.
+        carried: the values the actions matched so far named (their own value, as inputs), for the
+            parts after them that name none; the request's inputs and facts win over them.
+        carried_held: the input states those values hold.
 
     Raises:
         InputError: two facts give different values for one input (:func:`toolpath.planner.tasks.parts.refuse_competing_values`).
@@ -84,7 +92,9 @@ class PartMatcher:
         self.inputs = inputs_with_facts(self.facts.values(), request.inputs)
         held = request.held.union(*(fact.holds for fact in self.facts.values()))
         self.held = held | held_unless_replaced(self.graph, session_held, self.inputs) | self.graph.input_states_given(self.inputs)
-        self._found: dict[tuple[str, str, float], PartMatch] = {}
+        self.carried: dict[str, str] = {}
+        self.carried_held: frozenset[str] = frozenset()
+        self._found: dict[tuple, PartMatch] = {}
 
     def match(self) -> tuple[PartMatch, ...]:
         """A goal for each action, in order; a text said again ("take a nap, take a nap") is matched once.
@@ -118,17 +128,30 @@ class PartMatcher:
         return tuple(matches)
 
     def _matched(self, text: str, min_score: float = MIN_SCORE, why: str = "", query: str = "") -> PartMatch:
-        """:meth:`choose`, once per text, query and score; what matches nothing is an unmatched part."""
+        """:meth:`choose`, once per text, query, score and values carried; what matches nothing is an
+        unmatched part, with its closest candidates. A value the part names is carried to the parts after it."""
         self.search.budget.check()
-        key = (text, query, min_score)
+        key = (text, query, min_score, self.carried_held, tuple(sorted(self.carried.items())))
         if key not in self._found:
             try:
                 self._found[key] = self.choose(text, min_score, query)
             except (NoMatchingSkillError, NoPlanError) as error:
                 # Its reason, in no interface's options: a part's problem is reported to every interface alike.
-                self._found[key] = PartMatch(text, None, error.reason, unclear=error if isinstance(error, UnclearEffectError) else None)
+                self._found[key] = PartMatch(
+                    text, None, error.reason, unclear=error if isinstance(error, UnclearEffectError) else None, closest=_closest(error)
+                )
         match = self._found[key]
+        self._carry(match)
         return replace(match, why=joined_reasons(why, match.why))
+
+    def _carry(self, match: PartMatch) -> None:
+        """Keep the values an action names (and the input states they hold) for the parts after it."""
+        if match.kind != "action" or match.choice is None:
+            return
+        self.carried_held |= match.holds
+        for name, value in match.values:
+            if name not in self.inputs:
+                self.carried.setdefault(name, value)
 
     def _merged(self) -> list[PartMatch]:
         """The free text's clauses as parts, neighbours joined (see :meth:`match`)."""
@@ -153,7 +176,7 @@ class PartMatcher:
                     # An argument after a comma leaves the goal as it was (see LONG_PART_CHARS too).
                     noun_phrase = clause.joiner.strip(" ,").lower() == "and"
                     keep = glued.choice is not None and (noun_phrase or (glued.goal == previous.goal and glued.tool == previous.tool))
-                    matches[-1] = glued if keep else replace(previous, text=glued_text, why=why)
+                    matches[-1] = _absorbing(glued, previous) if keep else replace(previous, text=glued_text, why=why)
                 else:
                     matches[-1] = replace(previous, text=glued_text, why=why)
                 last = clause
@@ -184,7 +207,8 @@ class PartMatcher:
                     matches[-1] = replace(previous, text=together, why=why)
                 else:
                     joined = self._matched(together, why=why)
-                    matches[-1] = joined if joined.goal == previous.goal and joined.tool == previous.tool else max(previous, match, key=_similarity)
+                    kept = joined if joined.goal == previous.goal and joined.tool == previous.tool else max(previous, match, key=_similarity)
+                    matches[-1] = _absorbing(kept, previous, match)
                 last = clause
                 continue
             matches.append(match)
@@ -211,9 +235,15 @@ class PartMatcher:
         why = joined_reasons(clause.why, f"it holds {', '.join(sorted(hit.states))} (state {hit.name}, {_strength(hit)})")
         values = source_values(clause.text)
         given = _value_inputs(graph, hit.states, values[0]) if len(values) == 1 else ()
-        if given and not any(input_for(tool, parameter, self.request.inputs or {}) for tool, parameter in _carriers(graph, hit.states)):
+        given_inputs = self.request.inputs or {}
+        if given and not any(input_for(tool, parameter, given_inputs) for tool, parameter in _carriers(graph, hit.states)):
             return PartMatch(clause.text, None, kind="fact", why=f"{why}; its value {values[0]!r} is their input", holds=hit.states, values=given)
-        return PartMatch(clause.text, None, kind="fact", why=why, holds=hit.states)
+        # "I have a file 'a.csv'" with another path given as an input: the input is used, and said to be.
+        names = dict.fromkeys(input_for(tool, parameter, given_inputs) for tool, parameter in _carriers(graph, hit.states))
+        overridden = (
+            tuple(Overridden(name, values[0], given_inputs[name]) for name in names if name is not None and given_inputs[name] != values[0]) if given else ()
+        )
+        return PartMatch(clause.text, None, kind="fact", why=why, holds=hit.states, overridden=overridden)
 
     def choose(self, text: str, min_score: float = MIN_SCORE, query: str = "") -> PartMatch:
         """An action's goal (:func:`toolpath.planner.tasks.goals.choose_goal`), searched on ``query``
@@ -227,18 +257,34 @@ class PartMatcher:
         would generate a text first), that state is held instead and the value is its input
         (``_value_inputs``), and the goal is chosen again from there.
 
+        A part that names no value works on the values the parts before it named
+        (:attr:`carried`), and says so in its ``why``.
+
         Raises:
             NoMatchingSkillError, NoPlanError, InputError, PlanningTimeout, PlanningCancelled: as
                 :func:`toolpath.planner.tasks.goals.choose_goal` raises them.
+            NothingToDoError: its goal is only an input state the user gives (its own value).
         """
         graph = self.graph
         values = source_values(text)
+        # A part that names no value works on what the parts before it named ("... and describe it").
+        held, inputs = (self.held, self.inputs) if values else (self.held | self.carried_held, {**self.carried, **self.inputs})
+        # A single-word value (a file name, a URL, an id) is what the goal's own step reads
+        # ("transcribe 'b.wav'": the audio, not the text a longer plan would make the audio from); a
+        # value of several words is content, the first thing the plan would make ("say 'Doors close!'").
+        names_only = not any(character.isspace() for value in values for character in value)
 
         def choose(words: str, holding: str | None = None) -> tuple[GoalChoice, tuple[tuple[str, str], ...]]:
-            """The goal for ``words``, with ``holding`` held and the one value as its input."""
+            """The goal for ``words``, with ``holding`` held and the one value as its input.
+
+            Raises:
+                NothingToDoError: the goal is only an input state the user gives (see :class:`NothingToDoError`).
+            """
             given = _value_inputs(graph, frozenset({holding}), values[0]) if holding is not None else ()
-            held_now = {*self.held, holding} if holding is not None else self.held
-            choice = choose_goal(self.search, words, {**dict(given), **self.inputs}, held_now, min_score)
+            held_now = {*held, holding} if holding is not None else held
+            choice = choose_goal(self.search, words, {**dict(given), **inputs}, held_now, min_score)
+            if not choice.chosen.needs_work and all(token in graph.states and graph.states[token].input for token in choice.chosen.goal):
+                raise NothingToDoError(text, choice)
             return choice, given
 
         query = without_quotes(query or text, words_too=False)
@@ -246,13 +292,13 @@ class PartMatcher:
             choice, _ = choose(query)
         except NoPlanError as error:
             # "describe 'people.csv'": no tool makes the file the plan needs; the value is that file.
-            if len(values) != 1 or len(error.given_by) != 1:
+            state = _given_state(graph, error, names_only)
+            if len(values) != 1 or state is None:
                 raise
-            state = next(iter(error.given_by))
             choice, given = choose(query, state)
             return PartMatch(text, choice, why=f"its value {values[0]!r} is the {state} its plan needs", holds=frozenset({state}), values=given)
-        except (UnclearEffectError, NeitherMeantError):
-            raise  # it matched, unclearly (or not as the person meant): searching without names would hide that
+        except (UnclearEffectError, NeitherMeantError, NothingToDoError):
+            raise  # it matched, unclearly, not as the person meant, or only what is held: searching without names would hide that
         except NoMatchingSkillError as error:
             # Names no catalog knows can be all the search reads ("the Wikipedia article about Ada
             # Lovelace"): search once more without them. The refusal quotes the user's words.
@@ -261,35 +307,60 @@ class PartMatcher:
                 if unnamed == query:
                     raise
                 choice, _ = choose(unnamed)
+            except NothingToDoError:
+                raise
             except NoMatchingSkillError:
                 raise NoMatchingSkillError(text, error.hits, min_score) from None
             query = unnamed
         steps = choice.chosen.plan.steps if choice.chosen.plan is not None else ()
-        made = [token for step in steps for token in sorted(step.produces) if token in graph.states and graph.states[token].input and token not in self.held]
-        # A single-word value (a file name, a URL, an id) is what the goal's own step reads
-        # ("transcribe 'b.wav'": the audio, not the text a longer plan would make the audio from); a
-        # value of several words is content, the first thing the plan would make ("say 'Doors close!'").
-        names_only = not any(character.isspace() for value in values for character in value)
+        made = [token for step in steps for token in sorted(step.produces) if token in graph.states and graph.states[token].input and token not in held]
         if names_only:
             last_reads = steps[-1].requires if steps else frozenset()
             made.sort(key=lambda token: token not in last_reads)
         if not values or (len(values) > 1 and not names_only) or not made:
-            return PartMatch(text, choice)
-        if any(input_for(tool, parameter, self.inputs) for tool, parameter in _carriers(graph, frozenset(made[:1]))):
-            return PartMatch(text, choice)
+            return PartMatch(text, choice, why=self._carried_why(choice, values), overridden=self._overridden(choice, values))
+        if any(input_for(tool, parameter, inputs) for tool, parameter in _carriers(graph, frozenset(made[:1]))):
+            return PartMatch(text, choice, overridden=self._overridden(choice, values))
         try:
             better, given = choose(query, made[0])
         except (NoMatchingSkillError, NoPlanError):
             return PartMatch(text, choice)
         # "Combine 'intro.wav' and 'outro.wav'": the first name is the state, the others the goal
         # step's further parameters, in the order the tool takes them.
-        rest = _in_order(better, values[1:], self.inputs)
+        rest = _in_order(better, values[1:], inputs)
         if rest is None:
             return PartMatch(text, choice)
         why = f"its value {values[0]!r} is the {made[0]} the plan would otherwise make"
         if rest:
             why += "; " + ", ".join(f"{value!r} is {name}" for name, value in rest)
         return PartMatch(text, better, why=why, holds=frozenset({made[0]}), values=given + rest)
+
+    def _carried_why(self, choice: GoalChoice, values: Sequence[str]) -> str:
+        """Why a part that names no value works on values an earlier part named: when its plan reads their states."""
+        steps = choice.chosen.plan.steps if choice.chosen.plan is not None else ()
+        read = frozenset().union(*(step.requires for step in steps)) & (self.carried_held - self.held)
+        if values or not read:
+            return ""
+        named = ", ".join(repr(value) for value in dict.fromkeys(self.carried.values()))
+        return f"it works on {named}, which an earlier part names ({', '.join(sorted(read))})"
+
+    def _overridden(self, choice: GoalChoice, values: Sequence[str]) -> tuple[Overridden, ...]:
+        """The caller's inputs that replace a value the words name: for each input state the
+        caller's inputs give and ``choice``'s plan reads, the input meant for a step's parameter
+        that carries it, when its value is none of ``values``. ("load sales.csv" with the input
+        path='other.csv' loads other.csv, and says so.)"""
+        given_inputs = self.request.inputs or {}
+        if not values or not given_inputs:
+            return ()
+        steps = choice.chosen.plan.steps if choice.chosen.plan is not None else ()
+        read = frozenset().union(*(step.requires for step in steps)) & self.graph.input_states_given(given_inputs)
+        found: dict[str, Overridden] = {}
+        for step in steps:
+            for parameter in step.tool.parameters:
+                name = input_for(step.tool, parameter, given_inputs) if parameter.state in read and parameter.role == "input" else None
+                if name is not None and given_inputs[name] not in values:
+                    found.setdefault(name, Overridden(name, values[0] if len(values) == 1 else ", ".join(values), given_inputs[name]))
+        return tuple(found.values())
 
 
 def _serves(previous: PartMatch, match: PartMatch) -> bool:
@@ -298,6 +369,71 @@ def _serves(previous: PartMatch, match: PartMatch) -> bool:
     if match.tool is not None:
         return any(step.tool.id == match.tool.id for step in steps)
     return bool(match.goal) and match.goal <= frozenset().union(*(step.produces for step in steps))
+
+
+class NothingToDoError(NoMatchingSkillError):
+    """An action whose words match only an input state the user gives, so no tool would run for it:
+    "how many rows are in sales.xlsx", with no tool that counts rows, matches the state "a data file
+    is given" that its own file name holds. Taken as done, the task would run nothing and pass
+    as answered; it is not understood instead, with the other candidates named."""
+
+    def __init__(self, task: str, choice: GoalChoice):
+        self.task = task
+        self.hits = [choice.chosen.hit, *(candidate.hit for candidate in choice.passed_over)]
+        others = [candidate.hit for candidate in choice.passed_over if candidate.needs_work]
+        closest = f"; closest that does something: {', '.join(_hit_text(hit) for hit in others)}" if others else ""
+        goal = ", ".join(sorted(choice.chosen.goal))
+        self.reason = f"{task!r} matches only {goal}, which the user gives (its own value), so no tool would do anything for it{closest}"
+        LookupError.__init__(self, self.message())
+
+
+def _hit_text(hit: SkillHit) -> str:
+    """``"tool tabular.count_rows (similarity 0.31)"``."""
+    name = f"{hit.server}.{hit.name}" if hit.kind == "tool" and hit.server else hit.name
+    return f"{hit.kind} {name} ({_strength(hit)})"
+
+
+#: Candidates a part not understood names, best first.
+CLOSEST_SHOWN = 3
+
+
+def _closest(error: NoMatchingSkillError | NoPlanError) -> tuple[str, ...]:
+    """The closest candidates of a part not understood: the search's best hits, or the goal no plan reaches."""
+    if isinstance(error, NoPlanError):
+        return tuple(f"state {token} (no plan reaches it)" for token in error.unreachable)
+    return tuple(_hit_text(hit) for hit in error.hits[:CLOSEST_SHOWN])
+
+
+def _given_state(graph: StateGraph, error: NoPlanError, names_only: bool) -> str | None:
+    """The input state a part's one value stands for, when no plan reaches its goal without it.
+
+    A name (a file, a URL, an id: ``names_only``) is what the goal's own step reads: "reduce the
+    noise of the audio 'b.wav'" gives the audio that noise reduction reads, not the video the audio
+    could be extracted from. Content (several words) is where the plan starts: the one input state
+    behind the goal that nothing produces (``error.given_by``). ``None`` when that is not one state.
+    """
+    if names_only:
+        read = set()
+        for token in error.unreachable:
+            if token in graph.states and graph.states[token].input:
+                read.add(token)  # a tool to run: its own required state
+            else:
+                read |= {
+                    state for tool in graph.tools_for(token) for state in tool.state_transition.requires if state in graph.states and graph.states[state].input
+                }
+        if len(read) == 1:
+            return next(iter(read))
+    return next(iter(error.given_by)) if len(error.given_by) == 1 else None
+
+
+def _absorbing(kept: PartMatch, *others: PartMatch) -> PartMatch:
+    """``kept`` with the input states and values of the parts joined into it (their words are in its text)."""
+    names = {name for name, _ in kept.values}
+    values = [*kept.values]
+    for other in others:
+        values += [(name, value) for name, value in other.values if name not in names]
+        names |= {name for name, _ in other.values}
+    return replace(kept, holds=kept.holds.union(*(other.holds for other in others)), values=tuple(values))
 
 
 def _similarity(match: PartMatch) -> float:

@@ -19,6 +19,31 @@ from toolpath.planner.tasks.goals import GoalChoice, UnclearEffectError, hit_lab
 from toolpath.registry import ToolDefinition
 
 Status = Literal["matched", "held", "unmatched", "fact", "context"]
+#: How a part of a task ends: planned (a tool runs for it, or its goal is held), a fact or context
+#: (it runs nothing and says what it holds), or not understood (why, and the closest candidates).
+Fate = Literal["planned", "fact", "context", "not understood"]
+
+
+@dataclass(frozen=True)
+class Overridden:
+    """A value the task's words name that an input given for the same parameter replaced.
+
+    Attributes:
+        input: the input's name (``path``, ``tabular.load_table.path``).
+        named: the value the words name.
+        given: the value the input gives, which is the one used.
+    """
+
+    input: str
+    named: str
+    given: Any
+
+    def to_dict(self) -> dict:
+        return {"input": self.input, "named": self.named, "given": self.given, "used": "given", "why": OVERRIDE_REASON}
+
+
+#: Why an input wins over a value the words name: it was given for this very parameter, on purpose.
+OVERRIDE_REASON = "a value given as an input is meant for this parameter, so it is used rather than the one the task's words name"
 
 
 @dataclass(frozen=True)
@@ -37,6 +62,9 @@ class PartMatch:
         unclear: for an action not understood because its goal runs a tool with effects on an
             unclear match, that refusal with the candidates a person may choose from
             (:class:`toolpath.planner.tasks.goals.UnclearEffectError`); else ``None``.
+        closest: for a part not understood, the closest candidates in words
+            (``"state tabular.rows_counted (similarity 0.31)"``), best first.
+        overridden: the values its words name that the caller's inputs replaced (:class:`Overridden`).
     """
 
     text: str
@@ -47,6 +75,28 @@ class PartMatch:
     holds: frozenset[str] = frozenset()
     values: tuple[tuple[str, str], ...] = ()
     unclear: UnclearEffectError | None = None
+    closest: tuple[str, ...] = ()
+    overridden: tuple[Overridden, ...] = ()
+
+    @property
+    def fate(self) -> Fate:
+        """How the part ends: ``"planned"`` (matched, or its goal already held), ``"fact"``,
+        ``"context"``, or ``"not understood"`` (an action that matched nothing: see ``problem``)."""
+        if self.kind != "action":
+            return self.kind
+        return "not understood" if self.choice is None else "planned"
+
+    def fate_text(self) -> str:
+        """The part's fate in words: what it plans, holds or why it is not understood."""
+        if self.kind == "fact":
+            return f"a fact: holds {', '.join(sorted(self.holds))}" if self.holds else "a fact: holds nothing"
+        if self.kind == "context":
+            return "context (when or why): runs nothing"
+        if self.choice is None:
+            closest = f"; closest: {', '.join(self.closest)}" if self.closest else ""
+            return f"not understood: {self.problem}{closest}"
+        target = f"runs {qualified_name(self.tool)}" if self.tool is not None else f"reaches {', '.join(sorted(self.goal))}"
+        return f"planned: {target}" + ("; already held, nothing to run for it" if self.status == "held" else "")
 
     @property
     def status(self) -> Status:
@@ -74,6 +124,7 @@ class PartMatch:
         return {
             "part": self.text,
             "kind": self.kind,
+            "fate": self.fate,
             "status": self.status,
             "why": self.why or None,
             "matched": chosen.hit.to_dict() if chosen is not None else None,
@@ -84,6 +135,8 @@ class PartMatch:
             "alternatives": [candidate.to_dict() for candidate in self.choice.passed_over] if self.choice is not None else [],
             "problem": self.problem or None,
             "candidates": [hit_label(hit) for hit in self.unclear.candidates] if self.unclear is not None else [],
+            "closest": list(self.closest),
+            "overridden": [override.to_dict() for override in self.overridden],
         }
 
 

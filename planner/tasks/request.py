@@ -16,6 +16,7 @@ from toolpath.planner.planning.graph import StateGraph
 from toolpath.planner.planning.inputs import InputError, check_input_names, plain_value
 from toolpath.planner.search.skills import QueryError, check_text
 from toolpath.planner.tasks.clauses import Clause, action_words, read_request
+from toolpath.planner.tasks.language import check_english
 
 #: Characters a task may have (a text, or all its steps together). The embedding model reads the
 #: first 256 word pieces of a text (about 1,000 characters of English), so this is
@@ -73,6 +74,8 @@ class TaskRequest:
                 :data:`MAX_TASK_CHARS` characters, :data:`MAX_TASK_PARTS` parts or
                 :data:`MAX_TASK_STEPS` steps (the message gives the limit and the task's size); a
                 text that only tells facts and asks for nothing.
+            NotEnglishError: a task written in another language than English
+                (:func:`toolpath.planner.tasks.language.check_english`); no part of it is matched.
         """
         states = [held] if isinstance(held, str) else list(held) if isinstance(held, Iterable) else [held]
         if not all(isinstance(state, str) for state in states):
@@ -87,6 +90,7 @@ class TaskRequest:
         if isinstance(task, str):
             return cls(task, task, inputs, held, _text_clauses(task, graph))
         steps = _checked_steps(task)
+        check_english(task_text(steps))
         return cls(steps, task_text(steps), inputs, held, tuple(Clause(step) for step in steps))
 
 
@@ -95,6 +99,7 @@ def _text_clauses(task: str, graph: StateGraph) -> tuple[Clause, ...]:
         raise QueryError("the task is empty; describe what you want to achieve")
     _check_size(len(task))
     check_text(task, "task")
+    check_english(task)
     clauses = tuple(read_request(task, action_words(graph)))
     if len(clauses) > MAX_TASK_PARTS:
         raise QueryError(

@@ -15,7 +15,7 @@ from toolpath.kernel.tools.approvals import ApprovalDecision
 from toolpath.planner.planning.plans import DEFAULT_TASK_BUDGET_S, PlanningCancelled
 from toolpath.planner.tasks.request import task_text
 from toolpath.planner.tasks.session_state import PausedTask
-from toolpath.planner.tasks.task import TaskPlan, TaskRun, UnboundParametersError, input_options
+from toolpath.planner.tasks.task import PartsNotUnderstoodError, TaskPlan, TaskRun, UnboundParametersError, input_options
 
 if TYPE_CHECKING:
     from toolpath.planner.tasks.agent_session import AgentSession
@@ -45,10 +45,13 @@ class SessionRuns:
         time_budget_s: float | None = DEFAULT_TASK_BUDGET_S,
         cancel: threading.Event | None = None,
         reserved: list[TaskPlan] | None = None,
+        partial: bool = False,
     ) -> TaskPlan:
-        """The task plan to run: planned now for a task text; checked against what the session
-        holds; its variables reserved until :meth:`finish` (rendered again with new names
-        when the kernel, or a task running meanwhile, has taken one since it was planned).
+        """The task plan to run: planned now for a task text; refused when a part of it was not
+        understood, unless ``partial`` (:class:`toolpath.planner.tasks.task.PartsNotUnderstoodError`);
+        checked against what the session holds; its variables reserved until :meth:`finish`
+        (rendered again with new names when the kernel, or a task running meanwhile, has taken one
+        since it was planned).
 
         ``reserved`` receives the plan once its variables are reserved, and ``cancel`` set before
         that reserves nothing (raising PlanningCancelled): both under the session's lock, so a
@@ -59,6 +62,8 @@ class SessionRuns:
             raise ValueError(
                 f"this task plan was made by {made_by}; plan it with this session's plan_task, so its cell uses this session's handles and variables"
             )
+        if task_plan.unmatched and not partial:
+            raise PartsNotUnderstoodError(task_plan)
         if task_plan.cell.unbound:
             options = input_options(task_plan, lambda more: self.session.plan_task(task_plan.task, more, time_budget_s=time_budget_s, cancel=cancel))
             raise UnboundParametersError(task_plan.cell.unbound, options)

@@ -64,6 +64,33 @@ class UnboundParametersError(Refusal, ValueError):
         super().__init__(f"the plan needs inputs that were not given: {advice}" + (f" (the words did not give them: {reasons})" if reasons else ""))
 
 
+class PartsNotUnderstoodError(Refusal, ValueError):
+    """A task some of whose action parts were not understood: it is not run, since running the rest
+    would pass the task as done. ``parts`` are those parts (each with its ``problem`` and
+    ``closest`` candidates), ``task_plan`` the plan of the rest; the message gives every part's fate.
+
+    The command line exits with :attr:`exit_status` for it (``--partial`` runs the rest instead);
+    ``run_task(..., partial=True)`` runs the rest in Python and over MCP.
+    """
+
+    #: The command line's exit status for it: 0 is done, 1 a failed cell, 2 a refusal before planning finished.
+    exit_status = 3
+
+    def __init__(self, task_plan: TaskPlan, run_anyway: str = "run_task(..., partial=True)"):
+        self.task_plan = task_plan
+        self.parts = task_plan.unmatched
+        super().__init__(self.explanation(run_anyway))
+
+    def explanation(self, run_anyway: str) -> str:
+        """The message, with ``run_anyway`` saying how to run the parts understood (``--partial``)."""
+        count = len(self.parts)
+        fates = "; ".join(f"{number}. {part.text!r}: {part.fate_text()}" for number, part in enumerate(self.task_plan.parts, 1))
+        return (
+            f"{count} part{'s' if count > 1 else ''} of the task {'were' if count > 1 else 'was'} not understood, so nothing runs. The parts: {fates}. "
+            f"Rephrase {'them' if count > 1 else 'it'} (or load a catalog that serves {'them' if count > 1 else 'it'}), or run the rest anyway: {run_anyway}"
+        )
+
+
 def describe_options(options: Sequence[InputOption], how: Callable[[InputOption], str]) -> str:
     """``options`` (at least one) in words, in their order, with ``how(option)`` saying how to give
     its inputs: ``HOW for the plan A -> B (cost 2); or, for the plan C -> A -> B (cost 3), HOW``."""

@@ -267,10 +267,10 @@ class Workspace:
         """The planned path's tools that run in this process (the planned cell fetches their handles)."""
         return [step.tool for step in task_plan.plan.steps if step.tool.binding == "host"]
 
-    def _check_runnable(self, task_plan: TaskPlan) -> bool:
-        """Raise for unbound inputs or a session's plan; False when there is nothing to run (the goal
-        is already held)."""
-        from toolpath.planner.tasks.task import TaskPlan, UnboundParametersError
+    def _check_runnable(self, task_plan: TaskPlan, partial: bool) -> bool:
+        """Raise for parts not understood (unless ``partial``), unbound inputs or a session's plan;
+        False when there is nothing to run (the goal is already held)."""
+        from toolpath.planner.tasks.task import PartsNotUnderstoodError, TaskPlan, UnboundParametersError
 
         if not isinstance(task_plan, TaskPlan):
             raise TypeError(
@@ -281,6 +281,8 @@ class Workspace:
             raise ValueError(
                 f"this task plan belongs to session {task_plan.session_id!r} (its cell uses that session's handles and variables); run it with that session's run_task"
             )
+        if task_plan.unmatched and not partial:
+            raise PartsNotUnderstoodError(task_plan)
         if task_plan.cell.unbound:
             raise UnboundParametersError(task_plan.cell.unbound)
         return bool(task_plan.plan.steps)
@@ -291,6 +293,8 @@ class Workspace:
         timeout: float | None = 300.0,
         session_id: str = "toolpath-run",
         code_mode: CodeMode | None = None,
+        *,
+        partial: bool = False,
         **code_mode_options: Any,
     ) -> TaskRun:
         """Execute the planned cell in a fresh CodeMode kernel, then shut the kernel down.
@@ -304,8 +308,12 @@ class Workspace:
                 meanwhile (:meth:`toolpath.kernel.CodeMode.start_soon`). Only for plans whose tools
                 all run in the kernel (host tools are bound when a CodeMode is made); its own timeout
                 and options apply (``code_mode_options`` are refused with it).
+            partial: run the parts understood even when others were not (the plan's ``unmatched``
+                parts); by default such a plan is refused.
 
         Raises:
+            PartsNotUnderstoodError: a part of the task was not understood and ``partial`` is false
+                (nothing is started); the message gives every part's fate.
             UnboundParametersError: the cell needs inputs that were not given (nothing is started).
             ValueError: ``task_plan`` was made by an agent session, or ``code_mode`` cannot run it.
             KernelError: the kernel could not start.
@@ -313,7 +321,7 @@ class Workspace:
         from toolpath.kernel import CellResult
         from toolpath.planner.tasks.task import TaskRun
 
-        if not self._check_runnable(task_plan):
+        if not self._check_runnable(task_plan, partial):
             return TaskRun(task_plan, CellResult("ok"))
         if code_mode is not None:
             self._check_given_code_mode(task_plan, code_mode_options)
@@ -327,13 +335,15 @@ class Workspace:
         timeout: float | None = 300.0,
         session_id: str = "toolpath-run",
         code_mode: CodeMode | None = None,
+        *,
+        partial: bool = False,
         **code_mode_options: Any,
     ) -> TaskRun:
         """Sync :meth:`arun_task`; works inside a running event loop too."""
         from toolpath.kernel import CellResult
         from toolpath.planner.tasks.task import TaskRun
 
-        if not self._check_runnable(task_plan):
+        if not self._check_runnable(task_plan, partial):
             return TaskRun(task_plan, CellResult("ok"))
         if code_mode is not None:
             self._check_given_code_mode(task_plan, code_mode_options)

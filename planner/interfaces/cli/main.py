@@ -43,11 +43,20 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+EXIT_STATUSES = """exit status:
+  0  done
+  1  the cell failed (exception, timeout, dead kernel), or validate found problems
+  2  refused before running anything (bad catalog or input, no matching skill, no plan, a task not in English), with what to do
+  3  some parts of the task were not understood: nothing ran (cell and run; --partial goes on with the parts understood)"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every verb, listed in this order by ``toolpath --help``."""
     parser = argparse.ArgumentParser(
         prog="toolpath",
         description="Plan tool paths over a state-transition graph and run them as one cell in an IPython kernel.",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action=_VersionAction)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -105,7 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             emit_json(error_payload(error, message))
         else:
             print(f"toolpath: {message}", file=sys.stderr)
-        return 2
+        # A task with a part not understood has its own status (3), told apart from other refusals.
+        return getattr(error, "exit_status", 2)
 
 
 @contextlib.contextmanager

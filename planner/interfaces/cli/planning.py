@@ -22,6 +22,7 @@ from toolpath.planner.interfaces.cli.shared import (
     parse_inputs,
     positive_number,
     prepare_embedding_model,
+    prepare_task_reading,
 )
 from toolpath.planner.planning.budgets import DEFAULT_TIME_BUDGET_MS
 
@@ -108,9 +109,26 @@ def _strength(hit: SkillHit) -> str:
     return f"similarity {hit.similarity:.2f}" if hit.similarity is not None else f"BM25 {hit.lexical:.2f}"
 
 
-def warn_about_parts(task_plan: TaskPlan) -> None:
+def check_parts(task_plan: TaskPlan, partial: bool) -> None:
+    """Refuse a task with a part not understood, unless ``partial`` (``--partial``): then warn
+    about each such part. Warn about every value of the words that an ``--input`` replaced.
+
+    Raises:
+        PartsNotUnderstoodError: a part was not understood and ``partial`` is false (exit status 3).
+    """
+    from toolpath.planner.tasks.task import PartsNotUnderstoodError
+
+    if task_plan.unmatched and not partial:
+        raise PartsNotUnderstoodError(task_plan)
     for part in task_plan.unmatched:
-        print(f"warning: the part {part.text!r} of the task matched nothing and is not planned: {part.problem}", file=sys.stderr)
+        print(f"warning: the part {part.text!r} of the task was not understood and is not planned: {part.problem}", file=sys.stderr)
+    for part in task_plan.parts:
+        for override in part.overridden:
+            print(
+                f"warning: the task names {override.named!r} in {part.text!r}, and --input {override.input} gives {override.given!r}: "
+                "the --input is used, because a value given as an input is meant for this parameter",
+                file=sys.stderr,
+            )
 
 
 def refuse_unused_inputs(cell: PlannedCell, plan: Plan) -> None:
@@ -169,7 +187,7 @@ def command_cell(arguments: argparse.Namespace) -> int:
     if bool(arguments.goal) == bool(arguments.task or arguments.step):
         raise CommandLineError("give either a TASK (or --step ...) or --goal TOKEN ..., not both and not neither")
     if not arguments.goal:
-        prepare_embedding_model()
+        prepare_task_reading()
     workspace = open_workspace(arguments)
     inputs = parse_inputs(arguments.input)
     if arguments.goal:
@@ -193,7 +211,7 @@ def command_cell(arguments: argparse.Namespace) -> int:
         task = requested_task(arguments)
         meant: dict[str, str] = {}  # a person's answers about unclear parts, for every plan of this task
         task_plan = plan_asking(lambda: workspace.plan_task(task, inputs, held=arguments.have, meant=meant), meant)
-        warn_about_parts(task_plan)
+        check_parts(task_plan, arguments.partial)
         refuse_unused_inputs(task_plan.cell, task_plan.plan)
         options = input_options(task_plan, lambda more: workspace.plan_task(task, more, held=arguments.have, meant=meant)) if task_plan.cell.unbound else ()
         payload = {**task_plan.to_dict(), "input_options": [option.to_dict() for option in options]}

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolpath.planner.interfaces.cli.planning import print_task_plan, refuse_unused_inputs, requested_task, warn_about_inputs, warn_about_parts
+from toolpath.planner.interfaces.cli.planning import check_parts, print_task_plan, refuse_unused_inputs, requested_task, warn_about_inputs
 from toolpath.planner.interfaces.cli.shared import (
     CommandLineError,
     add_command,
@@ -25,7 +25,7 @@ from toolpath.planner.interfaces.cli.shared import (
     open_workspace,
     parse_inputs,
     positive_number,
-    prepare_embedding_model,
+    prepare_task_reading,
 )
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def command_run(arguments: argparse.Namespace) -> int:
         # The kernel starts first, as soon as the catalogs say how: it takes longest (about 0.7 s);
         # the query model and the planner load while it starts.
         with _early_kernel(workspace, arguments, options) as early:
-            prepare_embedding_model()
+            prepare_task_reading()
             from toolpath.planner.interfaces.terminal_meaning import plan_asking
             from toolpath.planner.tasks.task import UnboundParametersError, input_options
 
@@ -94,20 +94,20 @@ def command_run(arguments: argparse.Namespace) -> int:
                 return workspace.plan_task(task, inputs, held=arguments.have, output_directory=output_directory, meant=meant)
 
             task_plan = plan_asking(lambda: plan_with(inputs), meant)
+            check_parts(task_plan, arguments.partial)
             refuse_unused_inputs(task_plan.cell, task_plan.plan)
             if task_plan.cell.unbound:
                 raise UnboundParametersError(task_plan.cell.unbound, input_options(task_plan, plan_with))
-            warn_about_parts(task_plan)
             warn_about_inputs(task_plan.cell)
             if not arguments.json:
                 print_task_plan(task_plan)
                 print("Running in a fresh IPython kernel..." if task_plan.plan.steps else "Nothing to run: the goal is already held.", flush=True)
             gc.enable()  # host tools run in this process for as long as the cell runs: their garbage is collected
             if early is not None:
-                run = workspace.run_task(task_plan, session_id=RUN_SESSION, code_mode=early)
+                run = workspace.run_task(task_plan, session_id=RUN_SESSION, code_mode=early, partial=arguments.partial)
             else:
                 with _refused_kernel_options():
-                    run = workspace.run_task(task_plan, timeout=arguments.timeout, session_id=RUN_SESSION, **options)
+                    run = workspace.run_task(task_plan, timeout=arguments.timeout, session_id=RUN_SESSION, partial=arguments.partial, **options)
         written = sorted(str(path.relative_to(output_directory)) for path in output_directory.rglob("*") if path.is_file()) if output_directory else []
     result = run.result
     image_files = _write_images(result.images, images_directory) if images_directory else []

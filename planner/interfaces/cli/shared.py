@@ -210,6 +210,17 @@ def add_task_options(sub: argparse.ArgumentParser) -> None:
         help="a tool parameter value; VALUE is parsed as JSON when it parses, else taken as a string; @FILE reads it from a file (a .json file must hold JSON), @- from standard input, @@... is a value starting with @; repeatable",
     )
     sub.add_argument("--have", action="append", default=[], metavar="TOKEN", help="a state already held; repeatable")
+    sub.add_argument(
+        "--partial",
+        action="store_true",
+        help=f"go on with the parts of the task that were understood when others were not (warning about those); without it such a task exits {PARTS_NOT_UNDERSTOOD_STATUS} before anything runs",
+    )
+
+
+#: The exit status of a task with a part not understood (see :class:`toolpath.planner.tasks.task.PartsNotUnderstoodError`).
+PARTS_NOT_UNDERSTOOD_STATUS = 3
+#: How a command-line user runs the parts understood of such a task.
+RUN_ANYWAY = "give --partial to go on with the parts understood"
 
 
 def add_kernel_options(sub: argparse.ArgumentParser) -> None:
@@ -277,13 +288,25 @@ def prepare_embedding_model() -> None:
     default_embedder().prepare()
 
 
+def prepare_task_reading() -> None:
+    """:func:`prepare_embedding_model`, and start loading the detector of a task's language
+    (:func:`toolpath.planner.tasks.language.prepare`): for the commands that plan a task in words."""
+    from toolpath.planner.tasks.language import prepare
+
+    prepare_embedding_model()
+    prepare()
+
+
 def error_payload(error: ToolpathError, message: str) -> dict[str, Any]:
     """``--json``'s object for a refusal: ``error`` (the message), and what the error knows besides."""
     from toolpath.planner.planning.plans import NoPlanError
-    from toolpath.planner.tasks.task import UnboundParametersError
+    from toolpath.planner.tasks.task import PartsNotUnderstoodError, UnboundParametersError
 
     if isinstance(error, NoPlanError):
         return {**error.to_dict(), "error": message}
+    if isinstance(error, PartsNotUnderstoodError):
+        task_plan = error.task_plan.to_dict()
+        return {"error": message, "exit_status": PARTS_NOT_UNDERSTOOD_STATUS, **{key: task_plan[key] for key in ("task", "steps", "parts")}}
     if isinstance(error, UnboundParametersError):
         return {"error": message, "input_options": [option.to_dict() for option in error.options]}
     return {"error": message}
@@ -291,8 +314,10 @@ def error_payload(error: ToolpathError, message: str) -> dict[str, Any]:
 
 def in_command_terms(error: ToolpathError, command: str) -> str:
     """The error's message, its advice naming only options ``command`` accepts."""
-    from toolpath.planner.tasks.task import UnboundParametersError
+    from toolpath.planner.tasks.task import PartsNotUnderstoodError, UnboundParametersError
 
+    if isinstance(error, PartsNotUnderstoodError):
+        return error.explanation(RUN_ANYWAY)
     if isinstance(error, UnboundParametersError):  # raised by run, which takes --input
         if not error.options:
             return "the plan needs inputs that were not given: " + "; ".join(
