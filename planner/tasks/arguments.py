@@ -132,7 +132,7 @@ class Arguments:
             if named:
                 steps = ", ".join(step.tool.name for step in part.choice.chosen.plan.steps) if part.choice and part.choice.chosen.plan else "nothing"
                 unaccounted[index] = (
-                    f"not understood: {part.text!r} names {', '.join(named)}, which its plan ({steps}) does not use; "
+                    f"{part.text!r} names {', '.join(named)}, which its plan ({steps}) does not use; "
                     "say what to do with it as its own step (e.g. 'keep the rows where …, then …')"
                 )
         return unaccounted
