@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolpath.planner.planning.inputs import input_for
 from toolpath.planner.planning.plans import Plan, qualified_name
-from toolpath.planner.tasks.clauses import masked_quotes, source_values, without_file_names
+from toolpath.planner.tasks.clauses import masked_quotes, quoted_values, source_values, without_file_names
 from toolpath.planner.tasks.probes import Probe, probe_inputs
 
 if TYPE_CHECKING:
@@ -244,7 +244,33 @@ def bind_arguments(
         for parameter in tool.parameters:
             if parameter.python_name in reads:
                 settle(position, tool, parameter, reads[parameter.python_name])
+    # "the molecular weight of 'CCO'": a part's one quoted value is the one text its plan lacks.
+    asking = [(part.text, _own_steps(part, plan)) for part in parts if part.status == "matched"] if parts else [(text, range(len(plan.steps)))]
+    for words, positions in asking:
+        taken = {str(value) for value in _flattened([*given.values(), *(reading.value for reading in bound.values())])}
+        values = [value for value in quoted_values(words) if value not in taken]
+        filled = {**given, **{name: reading.value for name, reading in bound.items()}}
+        free = [
+            (position, plan.steps[position].tool, parameter)
+            for position in positions
+            for parameter in plan.steps[position].tool.required_parameters
+            if parameter.state is None
+            and parameter.meaning is None
+            and parameter.role == "input"
+            and parameter.type == "str"
+            and input_for(plan.steps[position].tool, parameter, filled) is None
+        ]
+        if len(values) == 1 and len(free) == 1:
+            position, tool, parameter = free[0]
+            why = f"the one value {words!r} quotes, for the one text parameter its plan has no value for"
+            settle(position, tool, parameter, _Read(values[0], values[0], why, found=True))
     return Arguments(tuple(bound.values()), tuple(not_bound), probes)
+
+
+def _own_steps(part: PartMatch, plan: Plan) -> list[int]:
+    """The positions in ``plan`` of the steps ``part``'s own plan runs."""
+    own = {step.tool.id for step in part.choice.chosen.plan.steps} if part.choice is not None and part.choice.chosen.plan is not None else set()
+    return [position for position, step in enumerate(plan.steps) if step.tool.id in own]
 
 
 def _words_for(tool: ToolDefinition, position: int, plan: Plan, parts: Sequence[PartMatch], text: str) -> tuple[str, str]:
