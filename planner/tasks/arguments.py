@@ -121,6 +121,9 @@ class Arguments:
         for number in re.finditer(r"(?<![\w.\-])\d+(?:\.\d+)?(?![\w.\-]*\w)", masked):
             if not any(_same_number(number.group(), item) for item in used):
                 named.append(f"the number {number.group()}")
+        for file_name in _FILE_NAMES.finditer(text):
+            if file_name.group().casefold() not in used_text:
+                named.append(f"the file {file_name.group()!r}")
         return list(dict.fromkeys(named))
 
     def unaccounted(self, parts: Sequence[PartMatch], inputs: Mapping[str, Any] | None) -> dict[int, str]:
@@ -543,7 +546,9 @@ def _amount(text: str) -> int:
 
 # -- files ----------------------------------------------------------------------------------------------
 
-_FILE_NAME = re.compile(r"^[\w./~-]*\w\.[A-Za-z][A-Za-z0-9]{1,4}$")
+_FILE_NAME = re.compile(r"^[\w./~-]*\w\.[A-Za-z][A-Za-z0-9]{1,6}$")
+#: File names inside a text ("sales.parquet", "out/report.md"), as :data:`_FILE_NAME` reads one alone.
+_FILE_NAMES = re.compile(r"(?<![\w./~-])[\w./~-]*\w\.[A-Za-z][A-Za-z0-9]{1,6}(?![\w/-])")
 
 
 def _file(words_and_whose: tuple[str, str], parts: Sequence[PartMatch], given: Mapping[str, Any], bound: Mapping[str, ArgumentReading]) -> _Read:
@@ -566,7 +571,7 @@ def _file(words_and_whose: tuple[str, str], parts: Sequence[PartMatch], given: M
 
 
 _DESTINATION = re.compile(
-    r"\b(to|as|into|in)\s+(?:(?:a|the)\s+file\s+(?:called\s+|named\s+)?)?([\"'\u2018\u201c]?)([\w./~-]*\w\.[A-Za-z][A-Za-z0-9]{0,4})\2(?![\w/-])",
+    r"\b(to|as|into|in)\s+(?:(?:a|the)\s+file\s+(?:called\s+|named\s+)?)?([\"'\u2018\u201c]?)([\w./~-]*\w\.[A-Za-z][A-Za-z0-9]{0,6})\2(?![\w/-])",
     flags=re.IGNORECASE,
 )
 _WRITING = re.compile(r"\b(?:save|saved|saving|write|written|writing|export|exported|store|stored|put|keep it)\b", flags=re.IGNORECASE)
@@ -594,7 +599,7 @@ def _output(parameter: ToolParameter, words: str, whose: str, data_files: set[st
 
 def _suffixes(parameter: ToolParameter) -> set[str]:
     """The suffixes an output parameter takes: those its description lists ("(.md or .html)"), and its default's."""
-    listed = {suffix.lower() for suffix in re.findall(r"(?<![\w])\.[A-Za-z][A-Za-z0-9]{1,4}\b", parameter.description)}
+    listed = {suffix.lower() for suffix in re.findall(r"(?<![\w])\.[A-Za-z][A-Za-z0-9]{1,6}\b", parameter.description)}
     if isinstance(parameter.default, str) and os.path.splitext(parameter.default)[1]:
         listed.add(os.path.splitext(parameter.default)[1].lower())
     return listed
