@@ -247,11 +247,12 @@ def bind_arguments(
         for parameter in tool.parameters:
             if parameter.python_name in reads:
                 settle(position, tool, parameter, reads[parameter.python_name])
-    # "the molecular weight of 'CCO'": a part's one quoted value is the one text its plan lacks.
+    # "the molecular weight of 'CCO'": a part's one quoted value is the one text its plan lacks (a
+    # file's name is no such text: it is read, or written).
     asking = [(part.text, _own_steps(part, plan)) for part in parts if part.status == "matched"] if parts else [(text, range(len(plan.steps)))]
     for words, positions in asking:
         taken = {str(value) for value in _flattened([*given.values(), *(reading.value for reading in bound.values())])}
-        values = [value for value in quoted_values(words) if value not in taken]
+        values = [value for value in quoted_values(words) if value not in taken and not _FILE_NAME.match(value)]
         filled = {**given, **{name: reading.value for name, reading in bound.items()}}
         free = [
             (position, plan.steps[position].tool, parameter)
