@@ -213,3 +213,56 @@ def test_the_command_line_probes_in_its_working_directory_and_shows_the_argument
     assert {entry["parameter"]: entry["value"] for entry in payload["arguments"]} == {"conditions": [["region", "==", "North"]], "x": "month", "y": "revenue"}
     assert payload["probes"][0]["columns"]["revenue"] == "number" and payload["probes"][0]["problem"] is None
     assert payload["unbound"] == []
+
+
+# -- every word of the data accounted for ----------------------------------------------------------------
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("task", "tools", "bound"),
+    [
+        # Counting rows matches "3 rows of" best; showing them uses the 3.
+        ("first 3 rows of sales.csv", ["load_table", "show_rows"], {("show_rows", "count"): 3, ("show_rows", "end"): "first"}),
+        # Loading matches "save sales.csv" best; saving uses the file name the words give.
+        ("save sales.csv as sales.parquet", ["load_table", "save_table"], {("save_table", "path"): "sales.parquet"}),
+    ],
+)
+def test_a_goal_whose_plan_uses_every_word_of_the_data_wins_over_a_better_hit(embedder, folder, monkeypatch, task, tools, bound):
+    monkeypatch.chdir(folder)
+    planned = Workspace.open(embedder=embedder).plan_task(task)
+    assert [step.tool.name for step in planned.plan.steps] == tools
+    assert {(reading.tool, reading.parameter): reading.value for reading in planned.arguments.bound} == bound
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("task", "dropped"),
+    [
+        ("how many rows of sales.csv are for the product Gadget?", "the column 'product', 'Gadget' (a value of 'product')"),
+        ("the rows of sales.csv with revenue over 1000", "the column 'revenue', the number 1000"),
+    ],
+)
+def test_a_part_whose_plan_drops_words_of_the_data_is_not_understood_and_nothing_runs(embedder, folder, monkeypatch, task, dropped):
+    from toolpath.planner import PartsNotUnderstoodError
+
+    monkeypatch.chdir(folder)
+    workspace = Workspace.open(embedder=embedder)
+    planned = workspace.plan_task(task)
+    (part,) = planned.parts
+    assert part.fate == "not understood" and dropped in part.problem and "does not use" in part.problem
+    assert not planned.plan.steps
+    with pytest.raises(PartsNotUnderstoodError):
+        workspace.run_task(planned)
+
+
+@pytest.mark.integration
+def test_a_quoted_value_is_the_one_text_parameter_the_plan_lacks_but_a_quoted_file_is_not(embedder, folder, monkeypatch):
+    monkeypatch.chdir(folder)
+    workspace = Workspace.open(embedder=embedder)
+    planned = workspace.plan_task("what is the molecular weight of 'CC(=O)Oc1ccccc1C(=O)O'?")
+    assert [step.tool.name for step in planned.plan.steps] == ["parse_molecule"]
+    assert not planned.cell.unbound
+    assert {(reading.tool, reading.parameter): reading.value for reading in planned.arguments.bound} == {("parse_molecule", "smiles"): "CC(=O)Oc1ccccc1C(=O)O"}
+    quoted_file = workspace.plan_task("compute the molecular weight of every molecule in 'sales.csv'")
+    assert all(reading.value != "sales.csv" or reading.parameter != "smiles" for reading in quoted_file.arguments.bound)
