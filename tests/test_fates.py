@@ -224,7 +224,7 @@ def test_an_input_that_differs_from_the_file_a_fact_names_wins_and_says_so(tabul
     task_plan = tabular.plan_task("I have a file 'sales.csv'. Describe it", {"path": "other.csv"})
     assert [part.fate for part in task_plan.parts] == ["fact", "planned"]
     assert [(override.input, override.named, override.given) for override in task_plan.parts[0].overridden] == [("path", "sales.csv", "other.csv")]
-    assert "'other.csv'" in task_plan.cell.code and "'sales.csv'" not in task_plan.cell.code
+    assert "path = 'other.csv'" in task_plan.cell.code and "'sales.csv'" not in task_plan.cell.code.split("\n", 1)[1]  # past the task's own line
 
 
 # ------------------------------------------------------------------ the value a goal step reads
