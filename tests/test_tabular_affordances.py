@@ -43,8 +43,6 @@ TUNED = [
     ("is revenue correlated with units", "correlations_computed"),
     ("correlation matrix of the numeric columns", "correlations_computed"),
     ("the top 5 sales by revenue", "top_rows_selected"),
-    ("which 3 sales had the smallest revenue", "top_rows_selected"),
-    ("the biggest orders", "top_rows_selected"),
     ("bar chart of revenue by region", "bar_plotted"),
     ("compare total units across products in a chart", "bar_plotted"),
     ("line chart of revenue by month", "line_plotted"),
@@ -72,8 +70,6 @@ UNTUNED = [
     ("give me basic statistics for the table", "table_described"),
     ("the ten largest sales", "top_rows_selected"),
     ("plot total revenue for each product as bars", "bar_plotted"),
-    ("chart how revenue changes month by month", "line_plotted"),
-    ("plot units versus revenue", "scatter_plotted"),
     ("how are the revenue values distributed", "histogram_plotted"),
     ("save it as sales_clean.xlsx", "table_saved"),
     ("export the table to a csv file", "table_saved"),
@@ -92,3 +88,27 @@ def test_an_everyday_request_reaches_the_state_that_serves_it(workspace, task, s
     plan = workspace.plan_task(task, {"path": SALES, **inputs})
     assert [sorted(part.goal) for part in plan.parts] == [[f"tabular.{state}"]]
     assert plan.plan.steps[0].tool.name == "load_table"  # a plain table, not the chemistry bridge
+
+
+#: Requests the state search does not place clearly once the words must all be used and a tool with
+#: effects needs a clear match (issue 52): each must end in a question or a refusal, never in a plan
+#: that runs with a word dropped ("3" of "which 3 sales") or on a weak match for a chart.
+UNPLACED = [
+    "which 3 sales had the smallest revenue",
+    "the biggest orders",
+    "chart how revenue changes month by month",
+    "plot units versus revenue",
+]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("task", UNPLACED)
+def test_a_request_not_placed_clearly_is_asked_about_or_refused_not_run(workspace, task):
+    from toolpath.planner import NoMatchingSkillError
+
+    try:
+        plan = workspace.plan_task(task, {"path": SALES})
+    except NoMatchingSkillError as refusal:
+        assert "not understood" in str(refusal)
+        return
+    assert plan.unmatched or plan.cell.unbound, [sorted(part.goal) for part in plan.parts]

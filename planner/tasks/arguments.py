@@ -62,6 +62,8 @@ class ArgumentReading:
         words: the words that gave it, or that were read.
         why: how the value was read, or why none was bound.
         input: for a bound value, the input it became (``tabular.plot_line.x``); ``""`` otherwise.
+        conflicting: the words name several values for it ("smallest number": min and count), so
+            neither its default nor a guess is right: its part is not understood.
     """
 
     step: int
@@ -71,6 +73,7 @@ class ArgumentReading:
     words: str
     why: str
     input: str = ""
+    conflicting: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"tool": self.tool, "parameter": self.parameter, "value": self.value, "words": self.words, "why": self.why}
@@ -84,11 +87,15 @@ class Arguments:
         bound: the values bound, each with its words and reason.
         not_bound: parameters the words were read for but gave no value (or whose caller's input won), with why.
         probes: the inputs probed (or refused), with what was found.
+        unbound_meanings: the meanings (``column``, ``count``, ...) of the plan's parameters that
+            neither the words nor the inputs fill: a question to the user, which the words they
+            name may answer.
     """
 
     bound: tuple[ArgumentReading, ...] = ()
     not_bound: tuple[ArgumentReading, ...] = ()
     probes: tuple[Probe, ...] = ()
+    unbound_meanings: frozenset[str] = frozenset()
 
     def inputs(self, inputs: Mapping[str, Any] | None) -> dict[str, Any]:
         """``inputs`` with the bound values as ``SERVER.TOOL.PARAMETER`` inputs (the caller's own stay first)."""
@@ -112,25 +119,34 @@ class Arguments:
         used_text = {str(item).casefold() for item in used}
         plain = without_file_names(masked_quotes(text))
         mentions = _mentions(plain, list(table.columns))
-        named = [f"the column {mention.column!r}" for mention in mentions if mention.column.casefold() not in used_text]
         masked = _masked(plain, mentions)
-        for column, seen in table.values.items():
-            for value in seen:
-                if str(value).casefold() not in used_text and re.search(rf"(?<![\w]){re.escape(str(value))}(?![\w])", masked, flags=re.IGNORECASE):
-                    named.append(f"{value!r} (a value of {column!r})")
-        for number in re.finditer(r"(?<![\w.\-])\d+(?:\.\d+)?(?![\w.\-]*\w)", masked):
-            if not any(_same_number(number.group(), item) for item in used):
-                named.append(f"the number {number.group()}")
+        named: list[str] = []
+        # Words a parameter left to ask for may answer are not dropped: the question comes first.
+        if not self.unbound_meanings & {"column", "columns", "conditions"}:
+            named += [f"the column {mention.column!r}" for mention in mentions if mention.column.casefold() not in used_text]
+            for column, seen in table.values.items():
+                for value in seen:
+                    if str(value).casefold() not in used_text and re.search(rf"(?<![\w]){re.escape(str(value))}(?![\w])", masked, flags=re.IGNORECASE):
+                        named.append(f"{value!r} (a value of {column!r})")
+        if not self.unbound_meanings & {"count", "conditions"}:
+            for number in re.finditer(r"(?<![\w.\-])\d+(?:\.\d+)?(?![\w.\-]*\w)", masked):
+                if not any(_same_number(number.group(), item) for item in used):
+                    named.append(f"the number {number.group()}")
         for file_name in _FILE_NAMES.finditer(text):
             if file_name.group().casefold() not in used_text:
                 named.append(f"the file {file_name.group()!r}")
         return list(dict.fromkeys(named))
 
     def unaccounted(self, parts: Sequence[PartMatch], inputs: Mapping[str, Any] | None) -> dict[int, str]:
-        """The matched parts whose words name data that no step takes (:meth:`unused_words`), by their
-        index, with why: such a part is not understood, never planned with its words dropped."""
+        """The matched parts whose words name data that no step takes (:meth:`unused_words`), or
+        several values for one parameter, by their index, with why: such a part is not understood,
+        never planned with its words dropped or a value guessed."""
         unaccounted: dict[int, str] = {}
         for index, part in enumerate(parts):
+            conflicts = [reading.why for reading in self.not_bound if reading.conflicting and reading.words == part.text]
+            if conflicts and part.status == "matched":
+                unaccounted[index] = f"{part.text!r}: " + "; ".join(conflicts)
+                continue
             named = self.unused_words(part.text, inputs) if part.status in ("matched", "held") else []
             if named:
                 steps = ", ".join(step.tool.name for step in part.choice.chosen.plan.steps) if part.choice and part.choice.chosen.plan else "nothing"
@@ -178,6 +194,7 @@ class _Read:
     words: str = ""
     why: str = ""
     found: bool = False
+    conflicting: bool = False
 
 
 def bind_arguments(
@@ -222,7 +239,7 @@ def bind_arguments(
             elif earlier is None:
                 bound[name] = ArgumentReading(position, tool.name, parameter.python_name, read.value, read.words, read.why, name)
         elif read.why and (parameter in tool.required_parameters or read.words):
-            not_bound.append(ArgumentReading(position, tool.name, parameter.python_name, None, read.words, read.why))
+            not_bound.append(ArgumentReading(position, tool.name, parameter.python_name, None, read.words, read.why, conflicting=read.conflicting))
 
     # Files first: a further file the words name is probed with the rest.
     for position, step in enumerate(plan.steps):
@@ -268,7 +285,14 @@ def bind_arguments(
             position, tool, parameter = free[0]
             why = f"the one value {words!r} quotes, for the one text parameter its plan has no value for"
             settle(position, tool, parameter, _Read(values[0], values[0], why, found=True))
-    return Arguments(tuple(bound.values()), tuple(not_bound), probes)
+    filled = {**given, **{name: reading.value for name, reading in bound.items()}}
+    unbound_meanings = frozenset(
+        parameter.meaning
+        for step in plan.steps
+        for parameter in step.tool.required_parameters
+        if parameter.meaning is not None and parameter.state is None and input_for(step.tool, parameter, filled) is None
+    )
+    return Arguments(tuple(bound.values()), tuple(not_bound), probes, unbound_meanings)
 
 
 def _own_steps(part: PartMatch, plan: Plan) -> list[int]:
@@ -497,7 +521,9 @@ def _choice(parameter: ToolParameter, masked: str, words: str, whose: str) -> _R
         return _Read(value, words, f"'{phrase}' asks for {value!r} (in {whose})", True)
     if len(named) > 1:
         listed = ", ".join(f"{value!r} ('{phrase}')" for value, phrase in named.items())
-        return _Read(words=words, why=f"the words name several choices for {parameter.python_name}: {listed}; give {parameter.python_name} as an input")
+        return _Read(
+            words=words, why=f"the words name several choices for {parameter.python_name}: {listed}; give {parameter.python_name} as an input", conflicting=True
+        )
     return _Read(words=words)
 
 
