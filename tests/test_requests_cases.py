@@ -8,6 +8,8 @@ from collections import Counter
 import pytest
 from benchmark_module import load_benchmark
 
+from toolpath.planner.tasks.goals import UnclearEffectError
+
 bench_requests = load_benchmark("bench_requests")
 CASES = bench_requests.load_cases()
 
@@ -85,6 +87,11 @@ def test_parts_agree_when_every_action_and_fact_is_expected_in_order(planned, ag
 #: Cases the planner does not pass yet, each with why (issue 34's closing note lists them).
 NOT_YET = {
     "ent-opera-house-completion-date": "the question about the page is not chained: only web_search is planned",
+    # Issue 52, item 3: a tool that writes (text_to_speech writes speech.wav) runs only on a clear match;
+    # here speech_to_text, translate_text and text_to_speech match within 0.01 of each other, so the
+    # part is not understood and names them (a person's answer plans it: see the test below).
+    "quote-announcement-read-aloud": "text_to_speech writes a file, and its match is weak and tied with two others",
+    "ent-moon-landing-page-aloud": "text_to_speech writes a file, and its match (0.35 without the names) is weak",
 }
 
 
@@ -110,7 +117,9 @@ def test_a_single_word_value_is_what_the_goal_reads_and_prose_what_the_plan_star
     transcribed = media.plan_task("Transcribe 'b.wav'. Then translate it into French")
     assert [step.tool.name for step in transcribed.plan.steps] == ["speech_to_text", "translate_text"]
     assert transcribed.inputs == {"audio": "b.wav"}
-    said = media.plan_task("Say 'Doors close in two minutes!' in a calm voice")
+    with pytest.raises(UnclearEffectError, match="text_to_speech"):
+        media.plan_task("Say 'Doors close in two minutes!' in a calm voice")  # writes speech.wav on an unclear match
+    said = media.plan_task("Say 'Doors close in two minutes!' in a calm voice", meant={"Say '…' in a calm voice": "tool media.text_to_speech"})
     assert [step.tool.name for step in said.plan.steps] == ["text_to_speech"] and said.inputs == {"text": "Doors close in two minutes!"}
 
 

@@ -132,8 +132,10 @@ class Arguments:
             for number in re.finditer(r"(?<![\w.\-])\d+(?:\.\d+)?(?![\w.\-]*\w)", masked):
                 if not any(_same_number(number.group(), item) for item in used):
                     named.append(f"the number {number.group()}")
+        # A file named by its name alone is the input given by its path ("compounds.csv", data/compounds.csv).
+        used_names = used_text | {os.path.basename(item) for item in used_text}
         for file_name in _FILE_NAMES.finditer(text):
-            if file_name.group().casefold() not in used_text:
+            if file_name.group().casefold() not in used_names and os.path.basename(file_name.group().casefold()) not in used_names:
                 named.append(f"the file {file_name.group()!r}")
         return list(dict.fromkeys(named))
 
