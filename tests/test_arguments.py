@@ -266,3 +266,14 @@ def test_a_quoted_value_is_the_one_text_parameter_the_plan_lacks_but_a_quoted_fi
     assert {(reading.tool, reading.parameter): reading.value for reading in planned.arguments.bound} == {("parse_molecule", "smiles"): "CC(=O)Oc1ccccc1C(=O)O"}
     quoted_file = workspace.plan_task("compute the molecular weight of every molecule in 'sales.csv'")
     assert all(reading.value != "sales.csv" or reading.parameter != "smiles" for reading in quoted_file.arguments.bound)
+
+
+@pytest.mark.integration
+def test_a_fragment_joined_to_the_part_before_keeps_its_words_for_the_arguments(embedder, folder, monkeypatch):
+    # "highest first" chooses the same goal as the words before it; the part they make together once
+    # kept only the first clause's words, and the order was left at its default (ascending).
+    monkeypatch.chdir(folder)
+    planned = Workspace.open(embedder=embedder).plan_task("rank the rows of sales.csv by revenue, highest first")
+    (part,) = planned.parts
+    assert part.text == "rank the rows of sales.csv by revenue, highest first"
+    assert {(reading.parameter, str(reading.value)) for reading in planned.arguments.bound} == {("by", "['revenue']"), ("order", "descending")}

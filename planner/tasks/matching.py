@@ -208,7 +208,9 @@ class PartMatcher:
                 else:
                     joined = self._matched(together, why=why)
                     kept = joined if joined.goal == previous.goal and joined.tool == previous.tool else max(previous, match, key=_similarity)
-                    matches[-1] = _absorbing(kept, previous, match)
+                    # Whichever goal wins, the part keeps both clauses' words ("…, highest first"): the
+                    # readings of its arguments must find them.
+                    matches[-1] = replace(_absorbing(kept, previous, match), text=together, why=kept.why if kept is joined else why)
                 last = clause
                 continue
             matches.append(match)
