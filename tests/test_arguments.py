@@ -277,3 +277,15 @@ def test_a_fragment_joined_to_the_part_before_keeps_its_words_for_the_arguments(
     (part,) = planned.parts
     assert part.text == "rank the rows of sales.csv by revenue, highest first"
     assert {(reading.parameter, str(reading.value)) for reading in planned.arguments.bound} == {("by", "['revenue']"), ("order", "descending")}
+
+
+def test_words_that_name_a_file_are_not_a_column_of_it(graph, folder):
+    # "the suppliers file" is suppliers.csv, though the file has a column "supplier".
+    (folder / "suppliers.csv").write_text("name,supplier,country\nWidget,Acme,France\n")
+    plan = plan_to_run(graph, "tabular.join_tables", held={"tabular.file_given"})
+    words = "join the suppliers file on name"
+    arguments = bind_arguments(graph, words, (), plan, {"path": "sales.csv", "other_path": "suppliers.csv"}, folder)
+    assert arguments.unused_words(words, {"path": "sales.csv", "other_path": "suppliers.csv"}) == []
+    assert arguments.unused_words("join the suppliers file on name per country", {"path": "sales.csv", "other_path": "suppliers.csv"}) == [
+        "the column 'country'"
+    ]

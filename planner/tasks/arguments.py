@@ -122,8 +122,15 @@ class Arguments:
         masked = _masked(plain, mentions)
         named: list[str] = []
         # Words a parameter left to ask for may answer are not dropped: the question comes first.
+        # "the suppliers file" names the file suppliers.csv, not its column supplier.
+        stems = {os.path.splitext(os.path.basename(item))[0] for item in used_text if _FILE_NAME.match(item)}
+        file_words = {form for stem in stems for form in _variants(stem)}
         if not self.unbound_meanings & {"column", "columns", "conditions"}:
-            named += [f"the column {mention.column!r}" for mention in mentions if mention.column.casefold() not in used_text]
+            named += [
+                f"the column {mention.column!r}"
+                for mention in mentions
+                if mention.column.casefold() not in used_text and plain[mention.start : mention.end].casefold() not in file_words
+            ]
             for column, seen in table.values.items():
                 for value in seen:
                     if str(value).casefold() not in used_text and re.search(rf"(?<![\w]){re.escape(str(value))}(?![\w])", masked, flags=re.IGNORECASE):
