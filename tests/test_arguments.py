@@ -289,3 +289,13 @@ def test_words_that_name_a_file_are_not_a_column_of_it(graph, folder):
     assert arguments.unused_words("join the suppliers file on name per country", {"path": "sales.csv", "other_path": "suppliers.csv"}) == [
         "the column 'country'"
     ]
+
+
+@pytest.mark.integration
+def test_a_file_the_callers_input_replaces_is_accounted_for_not_dropped(embedder, folder, monkeypatch):
+    monkeypatch.chdir(folder)
+    (folder / "other.csv").write_text(SALES)
+    planned = Workspace.open(embedder=embedder).plan_task("count the rows of sales.csv", {"path": "other.csv"})
+    (part,) = planned.parts
+    assert part.fate == "planned" and [(override.named, override.given) for override in part.overridden] == [("sales.csv", "other.csv")]
+    assert [step.tool.name for step in planned.plan.steps] == ["load_table", "count_rows"]

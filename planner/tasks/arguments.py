@@ -107,15 +107,16 @@ class Arguments:
         unbound = tuple(replace(parameter, why=reasons.get((parameter.step, parameter.parameter), parameter.why)) for parameter in cell.unbound)
         return replace(cell, unbound=unbound)
 
-    def unused_words(self, text: str, inputs: Mapping[str, Any] | None) -> list[str]:
+    def unused_words(self, text: str, inputs: Mapping[str, Any] | None, accounted: Sequence[Any] = ()) -> list[str]:
         """What ``text`` names of the data that no bound value and no input of the caller's holds: a
         column, a value the probe saw in a column, or a number ("the rows with revenue over 1000"
-        planned as a row count drops ``revenue`` and 1000). Empty when no file was probed: then no
-        word is known as data."""
+        planned as a row count drops ``revenue`` and 1000); ``accounted`` are further values said
+        for (a file the caller's input replaced). Empty when no file was probed: then no word is
+        known as data."""
         table = _Table.of([probe for probe in self.probes if not probe.problem])
         if not table.columns:
             return []
-        used = _flattened([reading.value for reading in self.bound] + list((inputs or {}).values()))
+        used = _flattened([reading.value for reading in self.bound] + list((inputs or {}).values()) + list(accounted))
         used_text = {str(item).casefold() for item in used}
         plain = without_file_names(masked_quotes(text))
         mentions = _mentions(plain, list(table.columns))
@@ -156,7 +157,9 @@ class Arguments:
             if conflicts and part.status == "matched":
                 unaccounted[index] = f"{part.text!r}: " + "; ".join(conflicts)
                 continue
-            named = self.unused_words(part.text, inputs) if part.status in ("matched", "held") else []
+            # A value the words name that the caller's input replaced is accounted for: the input wins, said so.
+            replaced = [override.named for override in part.overridden]
+            named = self.unused_words(part.text, inputs, replaced) if part.status in ("matched", "held") else []
             if named:
                 steps = ", ".join(step.tool.name for step in part.choice.chosen.plan.steps) if part.choice and part.choice.chosen.plan else "nothing"
                 unaccounted[index] = (
