@@ -299,3 +299,14 @@ def test_a_file_the_callers_input_replaces_is_accounted_for_not_dropped(embedder
     (part,) = planned.parts
     assert part.fate == "planned" and [(override.named, override.given) for override in part.overridden] == [("sales.csv", "other.csv")]
     assert [step.tool.name for step in planned.plan.steps] == ["load_table", "count_rows"]
+
+
+@pytest.mark.integration
+def test_two_files_named_in_one_part_are_the_table_and_the_one_to_join(embedder, folder, monkeypatch):
+    monkeypatch.chdir(folder)
+    (folder / "regions.csv").write_text("region,manager\nNorth,Ada\nSouth,Bo\n")
+    planned = Workspace.open(embedder=embedder).plan_task("merge sales.csv and regions.csv on region, keeping all rows of both")
+    (part,) = planned.parts  # "keeping all rows of both" names join's how: an argument of the part, not a part
+    assert [step.tool.name for step in planned.plan.steps] == ["load_table", "join_tables"]
+    assert planned.inputs["tabular.load_table.path"] == "sales.csv"
+    assert {(reading.parameter, reading.value) for reading in planned.arguments.bound} == {("other_path", "regions.csv"), ("on", "region"), ("how", "outer")}

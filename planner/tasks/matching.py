@@ -22,6 +22,7 @@ it (:attr:`PartMatcher.carried`). A part that names a value of its own works on 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -164,6 +165,14 @@ class PartMatcher:
                 continue
             previous = matches[-1] if matches and matches[-1].kind == "action" else None
             weak = clause.weak and previous is not None
+            choice_named = _choice_named(previous, clause.text) if weak and previous is not None else None
+            if choice_named is not None and previous is not None:
+                # "merge them on region, keeping all rows of both": the words choose a value of the
+                # part before's tool (join's how), an argument of that part, not a part of their own.
+                why = joined_reasons(previous.why, f"{clause.text!r} joined it: it names a choice of its {choice_named}")
+                matches[-1] = replace(previous, text=f"{previous.text}{clause.joiner}{clause.text}", why=why)
+                last = clause
+                continue
             match = self._matched(clause.text, threshold if weak else MIN_SCORE, clause.why, clause.query)
             if match.choice is None and weak and previous is not None:
                 glued_text = f"{previous.text}{clause.joiner}{clause.text}"
@@ -294,8 +303,10 @@ class PartMatcher:
             choice, _ = choose(query)
         except NoPlanError as error:
             # "describe 'people.csv'": no tool makes the file the plan needs; the value is that file.
+            # "join sales.csv with regions.csv": the first of several names is that file; the others
+            # are left to the plan's further parameters (a file to join: toolpath.planner.tasks.arguments).
             state = _given_state(graph, error, names_only)
-            if len(values) != 1 or state is None:
+            if not values or (len(values) > 1 and not names_only) or state is None:
                 raise
             choice, given = choose(query, state)
             return PartMatch(text, choice, why=f"its value {values[0]!r} is the {state} its plan needs", holds=frozenset({state}), values=given)
@@ -426,6 +437,18 @@ def _given_state(graph: StateGraph, error: NoPlanError, names_only: bool) -> str
         if len(read) == 1:
             return next(iter(read))
     return next(iter(error.given_by)) if len(error.given_by) == 1 else None
+
+
+def _choice_named(part: PartMatch, text: str) -> str | None:
+    """``TOOL.PARAMETER`` of a step of ``part``'s plan whose ``choices`` ``text`` names ("keeping all
+    rows of both": join_tables.how), or ``None``."""
+    steps = part.choice.chosen.plan.steps if part.choice is not None and part.choice.chosen.plan is not None else ()
+    for step in steps:
+        for parameter in step.tool.parameters:
+            phrases = [phrase for value, words in (parameter.choices or {}).items() for phrase in (value, *words)]
+            if any(re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", text, flags=re.IGNORECASE) for phrase in phrases):
+                return f"{step.tool.name}.{parameter.python_name}"
+    return None
 
 
 def _absorbing(kept: PartMatch, *others: PartMatch) -> PartMatch:
