@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import json
 import math
 import os
@@ -323,10 +324,9 @@ def cell_arguments(code: str, steps: Sequence[Any]) -> dict[str, Any]:
     calls: list[ast.Call] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            try:
+            # A step's result or an expression is no literal: it is read from the call below.
+            with contextlib.suppress(ValueError, SyntaxError, TypeError):
                 literals[node.targets[0].id] = ast.literal_eval(node.value)
-            except (ValueError, SyntaxError, TypeError):
-                pass  # not a literal: a step's result or an expression
         if isinstance(node, ast.Await) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute):
             calls.append(node.value)
     calls.sort(key=lambda call: (call.lineno, call.col_offset))
