@@ -447,8 +447,11 @@ def _columns(parameters: Sequence[ToolParameter], plain: str, words: str, whose:
     if not table.columns:
         return {parameter.python_name: _Read(words=words, why=table.missing()) for parameter in parameters}
     mentions = _mentions(plain, list(table.columns))
-    # A column a comparison follows ("revenue between 800 and 1200") is a condition's, not one to keep, drop or plot.
-    named = list(dict.fromkeys(mention.column for mention in mentions if _comparison(plain, mention, table) is None))
+    # A column a comparison follows ("revenue between 800 and 1200") is a condition's, not one to keep,
+    # drop or plot; so is one said to have no value ("rows with a missing revenue"), unless the words
+    # remove rows: "drop the rows where revenue is missing" names the column whose gaps remove a row.
+    removing = _REMOVING.search(plain) is not None
+    named = list(dict.fromkeys(mention.column for mention in mentions if _names_column(plain, mention, table, removing)))
     pair = next(
         (
             (first.column, second.column, plain[first.start : second.end])
@@ -508,6 +511,16 @@ def _columns(parameters: Sequence[ToolParameter], plain: str, words: str, whose:
         else:
             reads[parameter.python_name] = _Read(words=words, why=f"the words name no column of {table.source} for it (its columns: {table.listed()})")
     return reads
+
+
+def _names_column(plain: str, mention: _Mention, table: _Table, removing: bool) -> bool:
+    """Whether ``mention`` names a column to act on rather than one a condition is about (see :func:`_columns`)."""
+    before = plain[: mention.start]
+    comparison = _comparison(plain, mention, table)
+    missing_check = (comparison is not None and comparison[0][1:2] == ["is missing"]) or bool(_MISSING_BEFORE.search(before) or _NO_VALUE_BEFORE.search(before))
+    if missing_check:
+        return removing
+    return comparison is None
 
 
 # -- choices and counts -------------------------------------------------------------------------------
@@ -666,7 +679,16 @@ _STOP = r"(?:and|or|then|but|where|with|while|to|as|into|so|if|plot|show|sort|gr
 _VALUE = rf"(?:{_QUOTED_VALUE}|{_NUMBER}(?![\w-])|\d{{4}}-\d{{2}}(?:-\d{{2}})?|(?!{_STOP})[^\s,;.!?]+(?:\s+(?!{_STOP})[^\s,;.!?]+){{0,2}})"
 _NEGATED = re.compile(r"\b(?:not|except(?:\s+for)?|excluding|other\s+than|apart\s+from|but\s+not)\s+(?:the\s+)?", flags=re.IGNORECASE)
 _MISSING_BEFORE = re.compile(
-    r"\b(with(?:out)?|having|that\s+(?:have|has))\s+(?:(a|an|no|any)\s+)?(?:missing|empty|blank|null)\s+(?:values?\s+(?:in|for|of)\s+)?$", flags=re.IGNORECASE
+    r"\b(with(?:out)?|having|(?:that\s+|which\s+)?(?:have|has))\s+(?:(a|an|no|any)\s+)?(?:missing|empty|blank|null)\s+(?:values?\s+(?:in|for|of)\s+)?$",
+    flags=re.IGNORECASE,
+)
+#: "rows without revenue", "rows that have no revenue": the column right after has no value in them.
+_NO_VALUE_BEFORE = re.compile(r"\b(?:without(?:\s+(?:a|an|any))?|with\s+no|(?:have|has|having)\s+no)\s+$", flags=re.IGNORECASE)
+#: Words that ask to remove rows ("drop the rows where revenue is missing"): conditions after them say
+#: which rows go, the opposite of what a filter's conditions say (which rows stay).
+_REMOVING = re.compile(
+    r"\b(?:drop(?:s|ped|ping)?|remov(?:e|es|ed|ing)|delet(?:e|es|ed|ing)|discard(?:s|ed|ing)?|get\s+rid\s+of|throw\s+(?:away|out)|(?:filter|strip|take)\s+out)\b",
+    flags=re.IGNORECASE,
 )
 _NO_MISSING = re.compile(
     r"\b(?:without|with\s+no|no)\s+(?:any\s+)?(?:missing|empty|blank|null)\s+(?:values?|cells?|entries)\b|\bwithout\s+(?:blanks|gaps)\b", flags=re.IGNORECASE
@@ -684,6 +706,12 @@ def _conditions(plain: str, words: str, whose: str, table: _Table) -> _Read:
     consumed: list[tuple[int, int]] = []
     problems: list[str] = []
     mentions = _mentions(plain, list(table.columns))
+    removing = _REMOVING.search(plain)
+    if removing is not None:
+        return _Read(
+            words=words,
+            why=f"'{removing.group()}' says which rows to remove, while the conditions say which rows to keep: say which rows to keep ('keep the rows where …')",
+        )
     for mention in mentions:
         missing = _MISSING_BEFORE.search(plain[: mention.start])
         if missing is not None:
@@ -692,6 +720,12 @@ def _conditions(plain: str, words: str, whose: str, table: _Table) -> _Read:
             conditions.append([mention.column, operator, None])
             reasons.append(f"'{plain[missing.start() : mention.end].strip()}'")
             consumed.append((missing.start(), mention.end))
+            continue
+        no_value = _NO_VALUE_BEFORE.search(plain[: mention.start])
+        if no_value is not None and _comparison(plain, mention, table) is None:
+            conditions.append([mention.column, "is missing", None])
+            reasons.append(f"'{plain[no_value.start() : mention.end].strip()}'")
+            consumed.append((no_value.start(), mention.end))
             continue
         read = _comparison(plain, mention, table)
         if read is None:
@@ -843,7 +877,7 @@ def _known_values(text: str, table: _Table, only_start: bool = False) -> tuple[s
                 break
             found.append(value)
             position += len(str(value))
-            joiner = re.match(r"\s*(?:,\s*(?:or\s+|and\s+)?|or\s+|and\s+)", text[position:], flags=re.IGNORECASE)
+            joiner = re.match(r"\s*(?:,\s*(?:or\s+|and\s+)?|or\s+|and\s+)(?:the\s+)?", text[position:], flags=re.IGNORECASE)
             if joiner is None or not any(re.match(rf"{re.escape(str(other))}(?![\w])", text[position + joiner.end() :], flags=re.IGNORECASE) for other in seen):
                 break
             position += joiner.end()

@@ -284,6 +284,27 @@ def source_values(text: str) -> list[str]:
     return _values(text, lambda start: not set(_words(text[:start])[-1:]) & _TOWARDS)
 
 
+_FILE_NAME = re.compile(r"[\w/.~-]*\w\.[A-Za-z][A-Za-z0-9]{1,6}")
+
+
+def is_file_name(value: str) -> bool:
+    """Whether ``value`` is a file's name or path (``sales.csv``, ``data/out.parquet``): a name with a
+    suffix of two characters or more. "2024-03", "North" and "e.g." are not."""
+    return _FILE_NAME.fullmatch(value) is not None
+
+
+def source_file_names(text: str) -> list[str]:
+    """The file names ``text`` gives to read outside its quotes (as :func:`source_values` reads
+    them, less those after "to", "as" or "into"): "rows of sales.csv whose date contains
+    '2024-03'" → ``["sales.csv"]``."""
+    masked = masked_quotes(text)
+    return [
+        match.group()
+        for match in _BARE_VALUE.finditer(masked)
+        if is_file_name(match.group()) and not set(_words(text[: match.start()])[-1:]) & _TOWARDS
+    ]
+
+
 def without_names(text: str) -> str:
     """``text`` with each name :func:`named_entities` finds replaced by "…"."""
     for name in sorted(named_entities(text), key=len, reverse=True):

@@ -34,8 +34,10 @@ from toolpath.planner.search.skills import SkillHit
 from toolpath.planner.tasks.clauses import (
     Clause,
     joined_reasons,
+    is_file_name,
     leading_verb,
     names_destination,
+    source_file_names,
     source_values,
     without_names,
     without_quotes,
@@ -285,46 +287,57 @@ class PartMatcher:
         # value of several words is content, the first thing the plan would make ("say 'Doors close!'").
         names_only = not any(character.isspace() for value in values for character in value)
 
-        def choose(words: str, holding: str | None = None) -> tuple[GoalChoice, tuple[tuple[str, str], ...]]:
-            """The goal for ``words``, with ``holding`` held and the one value as its input.
+        def choose(words: str, holding: str | None = None, value: str | None = None) -> tuple[GoalChoice, tuple[tuple[str, str], ...]]:
+            """The goal for ``words``, with ``holding`` held and ``value`` (default: the first value) as its input.
 
             Raises:
                 NothingToDoError: the goal is only an input state the user gives (see :class:`NothingToDoError`).
             """
-            given = _value_inputs(graph, frozenset({holding}), values[0]) if holding is not None else ()
+            given = _value_inputs(graph, frozenset({holding}), values[0] if value is None else value) if holding is not None else ()
             held_now = {*held, holding} if holding is not None else held
             choice = choose_goal(self.search, words, {**dict(given), **inputs}, held_now, min_score)
             if not choice.chosen.needs_work and all(token in graph.states and graph.states[token].input for token in choice.chosen.goal):
                 raise NothingToDoError(text, choice)
             return choice, given
 
+        def choose_from_value(words: str) -> tuple[GoalChoice, PartMatch | None]:
+            """The goal for ``words``; when no plan reaches it, the part's value as the input state
+            its plan needs, and the part so matched."""
+            try:
+                return choose(words)[0], None
+            except NoPlanError as error:
+                # "describe 'people.csv'": no tool makes the file the plan needs; the value is that file.
+                # "join sales.csv with regions.csv": the first of several names is that file; the others
+                # are left to the plan's further parameters (a file to join: toolpath.planner.tasks.arguments).
+                state = _given_state(graph, error, names_only)
+                value = _value_for(graph, state, text, values) if state is not None else None
+                if not values or (len(values) > 1 and not names_only) or value is None:
+                    raise
+                choice, given = choose(words, state, value)
+                return choice, PartMatch(text, choice, why=f"its value {value!r} is the {state} its plan needs", holds=frozenset({state}), values=given)
+
         query = without_quotes(query or text, words_too=False)
         try:
-            choice, _ = choose(query)
-        except NoPlanError as error:
-            # "describe 'people.csv'": no tool makes the file the plan needs; the value is that file.
-            # "join sales.csv with regions.csv": the first of several names is that file; the others
-            # are left to the plan's further parameters (a file to join: toolpath.planner.tasks.arguments).
-            state = _given_state(graph, error, names_only)
-            if not values or (len(values) > 1 and not names_only) or state is None:
-                raise
-            choice, given = choose(query, state)
-            return PartMatch(text, choice, why=f"its value {values[0]!r} is the {state} its plan needs", holds=frozenset({state}), values=given)
+            choice, valued = choose_from_value(query)
         except (UnclearEffectError, NeitherMeantError, NothingToDoError):
             raise  # it matched, unclearly, not as the person meant, or only what is held: searching without names would hide that
         except NoMatchingSkillError as error:
             # Names no catalog knows can be all the search reads ("the Wikipedia article about Ada
-            # Lovelace"): search once more without them. The refusal quotes the user's words.
+            # Lovelace"): search once more without them (and, as above, with the part's value as the
+            # input its plan needs: "filter sales.csv to the Widget sales in the West region"). The
+            # refusal quotes the user's words.
             unnamed = without_names(query)
             try:
                 if unnamed == query:
                     raise
-                choice, _ = choose(unnamed)
+                choice, valued = choose_from_value(unnamed)
             except NothingToDoError:
                 raise
             except NoMatchingSkillError:
                 raise NoMatchingSkillError(text, error.hits, min_score) from None
             query = unnamed
+        if valued is not None:
+            return valued
         steps = choice.chosen.plan.steps if choice.chosen.plan is not None else ()
         made = [token for step in steps for token in sorted(step.produces) if token in graph.states and graph.states[token].input and token not in held]
         if names_only:
@@ -334,6 +347,10 @@ class PartMatcher:
             return PartMatch(text, choice, why=self._carried_why(choice, values), overridden=self._overridden(choice, values))
         if any(input_for(tool, parameter, inputs) for tool, parameter in _carriers(graph, frozenset(made[:1]))):
             return PartMatch(text, choice, overridden=self._overridden(choice, values))
+        value = _value_for(graph, made[0], text, values)
+        if value is None:
+            return PartMatch(text, choice)
+        values = [value, *(other for other in values if other != value)]
         try:
             better, given = choose(query, made[0])
         except (NoMatchingSkillError, NoPlanError):
@@ -487,6 +504,23 @@ def _value_inputs(graph: StateGraph, states: frozenset[str], value: str) -> tupl
         if all(id(parameter) in reading for tool in graph.registry for parameter in tool.parameters if parameter.python_name == name):
             return ((name, value),)
     return tuple((f"{qualified_name(tool)}.{parameter.python_name}", value) for tool, parameter in carriers)
+
+
+#: Parameter names that say their value is a file's path (``path``, ``csv_path``); with ``meaning: file``.
+_PATH_NAME = re.compile(r"(?:^|_)(?:path|file|filename)$")
+
+
+def _value_for(graph: StateGraph, state: str, text: str, values: Sequence[str]) -> str | None:
+    """The value of ``text`` that stands for ``state``: the first of ``values``, unless the
+    parameters carrying ``state`` take a file's path (:data:`_PATH_NAME`, ``meaning: file``); then
+    the first value that is a file name or path, of ``values`` or else named outside quotes
+    ("rows of sales.csv whose date contains '2024-03'": the file is sales.csv, and '2024-03' a value
+    to compare). ``None`` when no value is a file name: words that name none are never a path."""
+    carriers = _carriers(graph, frozenset({state}))
+    if not any(_PATH_NAME.search(parameter.python_name) or parameter.meaning == "file" for _, parameter in carriers):
+        return values[0] if values else None
+    files = [value for value in (*values, *source_file_names(text)) if is_file_name(value)]
+    return files[0] if files else None
 
 
 def _in_order(choice: GoalChoice, values: Sequence[str], inputs: Mapping[str, Any]) -> tuple[tuple[str, str], ...] | None:
