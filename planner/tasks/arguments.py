@@ -64,6 +64,8 @@ class ArgumentReading:
         input: for a bound value, the input it became (``tabular.plot_line.x``); ``""`` otherwise.
         conflicting: the words name several values for it ("smallest number": min and count), so
             neither its default nor a guess is right: its part is not understood.
+        spans: for conditions, the ``(start, end)`` of each condition's words in
+            ``without_file_names(words)`` (:func:`toolpath.planner.tasks.clauses.without_file_names`).
     """
 
     step: int
@@ -74,6 +76,7 @@ class ArgumentReading:
     why: str
     input: str = ""
     conflicting: bool = False
+    spans: tuple[tuple[int, int], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"tool": self.tool, "parameter": self.parameter, "value": self.value, "words": self.words, "why": self.why}
@@ -207,6 +210,7 @@ class _Read:
     why: str = ""
     found: bool = False
     conflicting: bool = False
+    spans: tuple[tuple[int, int], ...] = ()  # see ArgumentReading.spans
 
 
 def bind_arguments(
@@ -249,7 +253,7 @@ def bind_arguments(
                 why = f"{tool.name} runs twice and its words give two values ({earlier.value!r}, {read.value!r}) for one input; give {name} as an input"
                 not_bound.append(ArgumentReading(position, tool.name, parameter.python_name, read.value, read.words, why))
             elif earlier is None:
-                bound[name] = ArgumentReading(position, tool.name, parameter.python_name, read.value, read.words, read.why, name)
+                bound[name] = ArgumentReading(position, tool.name, parameter.python_name, read.value, read.words, read.why, name, spans=read.spans)
         elif read.why and (parameter in tool.required_parameters or read.words):
             not_bound.append(ArgumentReading(position, tool.name, parameter.python_name, None, read.words, read.why, conflicting=read.conflicting))
 
@@ -762,13 +766,15 @@ def _conditions(plain: str, words: str, whose: str, table: _Table) -> _Read:
         constrained.add(column)
     if _NO_MISSING.search(plain) and not any(condition[1] == "is not missing" for condition in conditions):
         conditions += [[column, "is not missing", None] for column in table.columns]
-        reasons.append(f"'{_NO_MISSING.search(plain).group()}' (every column of {table.source})")  # type: ignore[union-attr]
+        every = _NO_MISSING.search(plain)
+        reasons.append(f"'{every.group()}' (every column of {table.source})")  # type: ignore[union-attr]
+        consumed.append(every.span())  # type: ignore[union-attr]
     elif _ANY_MISSING.search(plain) and not conditions:
         problems.append("'a missing value in any column' is not a condition that every row must meet; name the column ('with missing revenue')")
     if problems:
         return _Read(words=words, why="; ".join(problems))
     if conditions:
-        return _Read(conditions, words, f"read {', '.join(reasons)} as conditions on {table.source} (in {whose})", True)
+        return _Read(conditions, words, f"read {', '.join(reasons)} as conditions on {table.source} (in {whose})", True, spans=tuple(sorted(consumed)))
     if _ASKS_CONDITION.search(plain):
         return _Read(
             words=words,

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from toolpath.planner.planning.plans import DEFAULT_TASK_BUDGET_S, TaskBudget
 from toolpath.planner.tasks.arguments import bind_arguments
 from toolpath.planner.tasks.cell_writers import CellWriter
+from toolpath.planner.tasks.condition_steps import with_condition_steps
 from toolpath.planner.tasks.goals import GoalSearch
 from toolpath.planner.tasks.joint_planning import plan_jointly
 from toolpath.planner.tasks.matching import PartMatcher
@@ -108,7 +109,8 @@ def plan_request(
         context.graph, index, context.cells, TaskBudget.start(time_budget_s, cancel), meant=dict(meant or {}), probe_directory=context.probe_directory
     )
     matcher = PartMatcher(search, request, context.session_held)
-    parts = matcher.match()
+    # Conditions on rows that a part's goal takes no parameter for: a filtering step runs before it.
+    parts = with_condition_steps(search, matcher.match(), matcher.held, matcher.inputs)
     joint = plan_jointly(search, parts, matcher.held, names=request.free_text)
     # The values the request's words give (a fact's "'photo.jpg'") are inputs like the caller's.
     original_inputs = request.inputs

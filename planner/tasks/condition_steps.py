@@ -1,0 +1,160 @@
+"""Conditions on rows for a goal that takes none: a filtering step planned before it.
+
+"how many rows of sales.csv are for the product Gadget?" matches counting rows, and counting takes
+no conditions; "save the North rows of sales.csv to north.csv" matches saving a table. Their words
+say which rows: planned as they matched, the conditions would be dropped (and the part refused:
+:meth:`toolpath.planner.tasks.arguments.Arguments.unaccounted`). Instead, a **filtering step** runs
+first: a tool of the goal's domain with a parameter of ``meaning: conditions`` whose result feeds the
+goal's step (it produces the state the goal's tool reads, or a refinement of it: filtered rows are a
+table), found in the catalogs, never named here. The part becomes two: the filter's part (its
+conditions read from the part's words) and the goal's part, which reads the filtered rows.
+
+Only when it is certain:
+
+- exactly one such tool serves the goal's step, and a plan runs it from what is held;
+- the part's words give that tool its conditions, each fully read (column checked against the
+  probe, operator from the fixed set: :func:`toolpath.planner.tasks.arguments.bind_arguments`), and
+  with the filter every column, value and number the words name is used;
+- the goal's own plan takes no conditions (words it drops are then another matter).
+
+Otherwise the part stays as it matched, and is refused as before.
+
+When the words without the conditions ask for nothing beyond the filtered rows ("the rows of
+sales.csv with revenue over 1000": "the rows of a file" matches counting rows as well as the file
+itself), the filter is the part's goal and nothing runs after it: the rest of the words must match the
+goal at least ``work_margin`` (cosine similarity, :data:`toolpath.planner.tasks.goals.WORK_MARGIN`)
+better than any state the filter's plan already reaches (the file, the table, the filtered rows).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from toolpath.planner.planning.graph import kinds_of
+from toolpath.planner.planning.plans import NoPlanError, Plan, plan_to_run, qualified_name
+from toolpath.planner.search.skills import SkillHit
+from toolpath.planner.tasks.arguments import ArgumentReading, bind_arguments
+from toolpath.planner.tasks.clauses import joined_reasons, without_file_names
+from toolpath.planner.tasks.goals import LEXICAL_MARGIN, GoalCandidate, GoalChoice, GoalSearch
+from toolpath.planner.tasks.joint_planning import joint_plan
+from toolpath.planner.tasks.parts import PartMatch, inputs_with_facts
+from toolpath.registry import ToolDefinition
+
+
+def with_condition_steps(search: GoalSearch, parts: Sequence[PartMatch], held: Collection[str], inputs: Mapping[str, Any] | None) -> tuple[PartMatch, ...]:
+    """``parts`` with a filtering part before each part whose words state conditions on rows that its
+    goal takes no parameter for, or that part replaced by the filter alone (see the module docstring).
+
+    Args:
+        search: the planning's graph, index and probe directory.
+        parts: the matched parts, in order.
+        held: the states every part is planned from.
+        inputs: the request's inputs (the caller's and its facts').
+
+    Returns:
+        The parts, each either as it was, or preceded (or replaced) by a filtering part whose ``why``
+        says which words it was added for.
+    """
+    result: list[PartMatch] = []
+    for part in parts:
+        result += _with_filter(search, part, frozenset(held) | part.holds, inputs or {}) or [part]
+    return tuple(result)
+
+
+def filtering_tools(tools: Collection[ToolDefinition], goal_tool: ToolDefinition, refinements: Mapping[str, str]) -> list[ToolDefinition]:
+    """The tools of ``goal_tool``'s domain that take conditions (a parameter of ``meaning:
+    conditions``) and whose result ``goal_tool`` reads (a required parameter's state, or a refinement
+    of it, is what they produce)."""
+    read = [kinds_of(parameter.state, refinements) for parameter in goal_tool.required_parameters if parameter.state is not None]
+    return [
+        tool
+        for tool in tools
+        if tool.server_name == goal_tool.server_name
+        and tool.id != goal_tool.id
+        and any(parameter.meaning == "conditions" and parameter.state is None for parameter in tool.parameters)
+        and any(tool.state_transition.produces & kinds for kinds in read)
+    ]
+
+
+def _with_filter(search: GoalSearch, part: PartMatch, held: frozenset[str], inputs: Mapping[str, Any]) -> list[PartMatch] | None:
+    """The filtering part and ``part`` (or the filtering part alone), or ``None`` when no filter is certain."""
+    chosen = part.choice.chosen if part.status == "matched" and part.choice is not None else None
+    if chosen is None or chosen.plan is None or not chosen.plan.steps or not chosen.unused_words:
+        return None
+    if any(parameter.meaning == "conditions" for step in chosen.plan.steps for parameter in step.tool.parameters):
+        return None
+    graph = search.graph
+    goal_tool = chosen.plan.steps[-1].tool
+    filters = filtering_tools(list(graph.registry), goal_tool, graph.refinements)
+    if len(filters) != 1:
+        return None
+    tool = filters[0]
+    try:
+        filter_plan = plan_to_run(graph, tool, held)
+    except NoPlanError:
+        return None
+    hit = SkillHit("tool", tool.name, tool.server_name, chosen.hit.score, chosen.hit.similarity, chosen.hit.lexical, "", tool.state_transition.produces, True, filter_plan)
+    filter_part = PartMatch(part.text, GoalChoice(GoalCandidate(tool.state_transition.produces, hit, filter_plan, None, None, 0), ()), holds=part.holds, values=part.values)
+    pair = [filter_part, part]
+    joint = joint_plan(graph, pair, held)
+    given = inputs_with_facts(pair, inputs, joint)
+    arguments = bind_arguments(graph, part.text, pair, joint, given, search.probe_directory)
+    conditions = [reading for reading in arguments.bound if reading.tool == tool.name and _takes_conditions(tool, reading.parameter)]
+    if not conditions or arguments.unused_words(part.text, given):
+        return None
+    said = _said(part.text, conditions)
+    rest = _rest(part.text, conditions)
+    goal = f"{qualified_name(goal_tool)} ({', '.join(sorted(chosen.goal))})"
+    beyond, measured = _asks_beyond(search, rest, chosen, filter_plan, held)
+    if not beyond:
+        why = (
+            f"its words state conditions on rows ({said}), and without them ({rest!r}) ask for nothing beyond the rows "
+            f"{qualified_name(tool)} keeps ({measured}): the filter is its goal, not {goal}"
+        )
+        return [replace(filter_part, why=joined_reasons(part.why, why))]
+    why = f"a {qualified_name(tool)} step was added before {goal} for the words {said}: {goal_tool.name} takes no conditions, and reads the rows kept ({measured})"
+    filter_why = f"added for the conditions {said} of the part {part.text!r}: {goal_tool.name} reads the rows it keeps"
+    return [replace(filter_part, why=joined_reasons(part.why, filter_why)), replace(part, why=joined_reasons(part.why, why))]
+
+
+def _takes_conditions(tool: ToolDefinition, name: str) -> bool:
+    return any(parameter.python_name == name and parameter.meaning == "conditions" for parameter in tool.parameters)
+
+
+def _said(text: str, readings: Sequence[ArgumentReading]) -> str:
+    """The words each condition was read from, quoted: ``'revenue over 1000'``."""
+    plain = without_file_names(text)
+    return ", ".join(f"'{plain[start:end].strip()}'" for reading in readings for start, end in reading.spans)
+
+
+def _rest(text: str, readings: Sequence[ArgumentReading]) -> str:
+    """``text`` (its file names read as "a file") without the words the conditions were read from."""
+    plain = without_file_names(text)
+    for start, end in sorted((span for reading in readings for span in reading.spans), reverse=True):
+        plain = plain[:start] + " " + plain[end:]
+    return re.sub(r"\s+", " ", plain).strip()
+
+
+def _asks_beyond(search: GoalSearch, rest: str, chosen: GoalCandidate, filter_plan: Plan, held: frozenset[str]) -> tuple[bool, str]:
+    """Whether ``rest`` asks for ``chosen``'s goal more than for what the filter's plan reaches
+    (the module docstring), and the scores that say so."""
+    reached = held.union(*(step.produces for step in filter_plan.steps))
+    hits = search.index.search(rest, k=search.k, held=held) if rest else []
+    asked = [hit for hit in hits if hit.states == chosen.goal]
+    given = [hit for hit in hits if hit.states and hit.states <= reached]
+    if not asked:
+        return False, f"{', '.join(sorted(chosen.goal))} is not among the search's hits for them"
+    if not given:
+        return True, f"nothing the filter reaches is among the search's hits for {rest!r}"
+    goal_hit, given_hit = asked[0], given[0]
+    if goal_hit.similarity is not None and given_hit.similarity is not None:
+        beyond = goal_hit.similarity >= given_hit.similarity + search.work_margin
+        return beyond, (
+            f"{rest!r} matches {goal_hit.name} at similarity {goal_hit.similarity:.2f} and {given_hit.name} at "
+            f"{given_hit.similarity:.2f}, {'at least' if beyond else 'less than'} {search.work_margin:.2f} apart"
+        )
+    beyond = goal_hit.lexical > (1 + LEXICAL_MARGIN) * given_hit.lexical
+    return beyond, f"{rest!r} matches {goal_hit.name} at BM25 {goal_hit.lexical:.2f} and {given_hit.name} at {given_hit.lexical:.2f}"
