@@ -335,6 +335,10 @@ class PartMatcher:
                 raise
             except NoMatchingSkillError:
                 raise NoMatchingSkillError(text, error.hits, min_score) from None
+            # The names taken out may say where a tool with effects would write or send ("upload
+            # sales.csv to Google Drive"): a goal found only without them runs no such tool.
+            if any(step.tool.side_effect != "none" for step in choice.chosen.plan.steps if choice.chosen.plan is not None):
+                raise NoMatchingSkillError(text, error.hits, min_score) from None
             query = unnamed
         if valued is not None:
             return valued
