@@ -21,9 +21,11 @@ Otherwise the part stays as it matched, and is refused as before.
 
 When the words without the conditions ask for nothing beyond the filtered rows ("the rows of
 sales.csv with revenue over 1000": "the rows of a file" matches counting rows as well as the file
-itself), the filter is the part's goal and nothing runs after it: the rest of the words must match the
-goal at least ``work_margin`` (cosine similarity, :data:`toolpath.planner.tasks.goals.WORK_MARGIN`)
-better than any state the filter's plan already reaches (the file, the table, the filtered rows).
+itself), the filter is the part's goal and nothing runs after it. The goal runs after the filter when
+the filter alone would drop words of the data the part names ("… to south.csv": where to save), or
+when the rest of the words match the goal at least ``work_margin`` (cosine similarity,
+:data:`toolpath.planner.tasks.goals.WORK_MARGIN`) better than any state the filter's plan already
+reaches (the file, the table, the filtered rows).
 """
 
 from __future__ import annotations
@@ -108,7 +110,13 @@ def _with_filter(search: GoalSearch, part: PartMatch, held: frozenset[str], inpu
     said = _said(part.text, conditions)
     rest = _rest(part.text, conditions)
     goal = f"{qualified_name(goal_tool)} ({', '.join(sorted(chosen.goal))})"
-    beyond, measured = _asks_beyond(search, rest, chosen, filter_plan, held)
+    alone = joint_plan(graph, [filter_part], held)
+    alone_given = inputs_with_facts([filter_part], inputs, alone)
+    dropped = bind_arguments(graph, part.text, [filter_part], alone, alone_given, search.probe_directory).unused_words(part.text, alone_given)
+    if dropped:
+        beyond, measured = True, f"the filter alone would drop {', '.join(dropped)}"
+    else:
+        beyond, measured = _asks_beyond(search, rest, chosen, filter_plan, held)
     if not beyond:
         why = (
             f"its words state conditions on rows ({said}), and without them ({rest!r}) ask for nothing beyond the rows "
