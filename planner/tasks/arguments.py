@@ -136,7 +136,7 @@ class Arguments:
                 for mention in mentions
                 if mention.column.casefold() not in used_text
                 and plain[mention.start : mention.end].casefold() not in file_words
-                and mention.column not in self.brought_columns
+                and not _brought(mention, plain, table, self.brought_columns)
             ]
             for column, seen in table.values.items():
                 for value in seen:
@@ -180,6 +180,13 @@ class Arguments:
             "not_bound": [reading.to_dict() for reading in self.not_bound],
             "probes": [probe.to_dict() for probe in self.probes],
         }
+
+
+def _brought(mention: _Mention, plain: str, table: _Table, brought_columns: frozenset[str]) -> bool:
+    """Whether ``mention`` names a column a further file brings in (:attr:`Arguments.brought_columns`)
+    as something to have ("add each region's *manager*"), not to group, rank or compare by ("per
+    *country*", "*country* is France"): only the first is what the step reading that file does."""
+    return mention.column in brought_columns and not _GROUPING.search(plain[: mention.start]) and _comparison(plain, mention, table) is None
 
 
 def _flattened(values: Sequence[Any]) -> list[Any]:
