@@ -370,11 +370,21 @@ def test_a_file_after_to_stays_a_destination_when_the_plan_writes(embedder, fold
 
 
 @pytest.mark.integration
-def test_two_files_loaded_then_merged_as_them_are_one_join(embedder, folder, monkeypatch):
+@pytest.mark.parametrize("task", ["open sales.csv and regions.csv, then merge them by region", "read sales.csv and regions.csv and combine them on region"])
+def test_two_files_loaded_then_merged_as_them_are_one_join(embedder, folder, monkeypatch, task):
     monkeypatch.chdir(folder)
     (folder / "regions.csv").write_text(REGIONS)
-    planned = Workspace.open(embedder=embedder).plan_task("open sales.csv and regions.csv, then merge them by region")
+    planned = Workspace.open(embedder=embedder).plan_task(task)
     assert not planned.unmatched
     assert [step.tool.name for step in planned.plan.steps] == ["load_table", "join_tables"]
     assert planned.inputs["tabular.load_table.path"] == "sales.csv"
     assert {(reading.parameter, reading.value) for reading in planned.arguments.bound} >= {("other_path", "regions.csv"), ("on", "region")}
+
+
+@pytest.mark.integration
+def test_them_after_two_files_is_searched_as_the_files_but_a_step_that_reads_one_still_drops_the_other(embedder, folder, monkeypatch):
+    monkeypatch.chdir(folder)
+    (folder / "regions.csv").write_text(REGIONS)
+    planned = Workspace.open(embedder=embedder).plan_task("load sales.csv and regions.csv and summarise them")
+    (loading,) = planned.unmatched  # describing reads one table: regions.csv would be dropped, so it is asked about
+    assert "regions.csv" in loading.problem
