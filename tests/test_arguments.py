@@ -370,7 +370,7 @@ def test_a_file_after_to_stays_a_destination_when_the_plan_writes(embedder, fold
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("task", ["open sales.csv and regions.csv, then merge them by region", "read sales.csv and regions.csv and combine them on region"])
+@pytest.mark.parametrize("task", ["open sales.csv and regions.csv, then merge them by region", "read sales.csv and regions.csv, and join them using region"])
 def test_two_files_loaded_then_merged_as_them_are_one_join(embedder, folder, monkeypatch, task):
     monkeypatch.chdir(folder)
     (folder / "regions.csv").write_text(REGIONS)
@@ -382,7 +382,7 @@ def test_two_files_loaded_then_merged_as_them_are_one_join(embedder, folder, mon
 
 
 @pytest.mark.integration
-def test_them_after_two_files_is_searched_as_the_files_but_a_step_that_reads_one_still_drops_the_other(embedder, folder, monkeypatch):
+def test_two_files_loaded_then_a_step_that_reads_one_table_leaves_the_other_asked_about(embedder, folder, monkeypatch):
     monkeypatch.chdir(folder)
     (folder / "regions.csv").write_text(REGIONS)
     planned = Workspace.open(embedder=embedder).plan_task("load sales.csv and regions.csv and summarise them")

@@ -38,7 +38,6 @@ from toolpath.planner.tasks.clauses import (
     names_destination,
     quoted_values,
     source_values,
-    without_file_names,
     without_names,
     without_quotes,
 )
@@ -97,7 +96,6 @@ class PartMatcher:
         self.held = held | held_unless_replaced(self.graph, session_held, self.inputs) | self.graph.input_states_given(self.inputs)
         self.carried: dict[str, str] = {}
         self.carried_held: frozenset[str] = frozenset()
-        self.files_named: dict[str, None] = {}  # the file names the actions matched so far name, in order
         self._found: dict[tuple, PartMatch] = {}
 
     def match(self) -> tuple[PartMatch, ...]:
@@ -135,7 +133,7 @@ class PartMatcher:
         """:meth:`choose`, once per text, query, score and values carried; what matches nothing is an
         unmatched part, with its closest candidates. A value the part names is carried to the parts after it."""
         self.search.budget.check()
-        key = (text, query, min_score, self.carried_held, tuple(sorted(self.carried.items())), tuple(self.files_named))
+        key = (text, query, min_score, self.carried_held, tuple(sorted(self.carried.items())))
         if key not in self._found:
             try:
                 self._found[key] = self.choose(text, min_score, query)
@@ -153,7 +151,6 @@ class PartMatcher:
         if match.kind != "action" or match.choice is None:
             return
         self.carried_held |= match.holds
-        self.files_named.update(dict.fromkeys(value for value in source_values(match.text) if without_file_names(value) == "a file"))
         for name, value in match.values:
             if name not in self.inputs:
                 self.carried.setdefault(name, value)
@@ -320,9 +317,6 @@ class PartMatcher:
             return choice, given
 
         query = without_quotes(query or text, words_too=False)
-        resolved = "" if values else _files_for_pronoun(query, list(self.files_named))
-        why_resolved = f"{query!r} is searched as {resolved!r}: the earlier parts name the files {', '.join(map(repr, self.files_named))}" if resolved else ""
-        query = resolved or query
         try:
             choice, _ = choose(query)
         except NoPlanError as error:
@@ -355,7 +349,7 @@ class PartMatcher:
             last_reads = steps[-1].requires if steps else frozenset()
             made.sort(key=lambda token: token not in last_reads)
         if not values or (len(values) > 1 and not names_only) or not made:
-            return PartMatch(text, choice, why=joined_reasons(why_resolved, self._carried_why(choice, values)), overridden=self._overridden(choice, values))
+            return PartMatch(text, choice, why=self._carried_why(choice, values), overridden=self._overridden(choice, values))
         if any(input_for(tool, parameter, inputs) for tool, parameter in _carriers(graph, frozenset(made[:1]))):
             return PartMatch(text, choice, overridden=self._overridden(choice, values))
         try:
@@ -438,22 +432,6 @@ def _extends_a_table(match: PartMatch) -> bool:
     further = any(parameter.meaning == "file" and parameter.role == "input" and parameter.state is None for step in steps for parameter in step.tool.parameters)
     writes = any(step.tool.side_effect != "none" or any(parameter.role == "output" for parameter in step.tool.parameters) for step in steps)
     return bool(steps) and further and not writes
-
-
-#: Words that point back at several things: "join *them* on region", "merge *both* by id".
-_POINTING_BACK = re.compile(r"\b(?:both\s+of\s+them|all\s+of\s+them|the\s+two\s+of\s+them|them|both|the\s+two)\b(?!\s+(?:tables?|files?)\b)", flags=re.IGNORECASE)
-
-
-def _files_for_pronoun(query: str, files: Sequence[str]) -> str:
-    """``query`` with the words that point back at several things ("them", "both") read as the
-    files the earlier parts name, when they name two or more ("load sales.csv and regions.csv and
-    join *them* on region" → "join the two files on region"); ``""`` when it says no such word or
-    fewer than two files were named. Only the search reads it: a bare pronoun tells the embedding
-    nothing of what is combined, and "combine them" would match aggregating rows."""
-    if len(files) < 2 or not _POINTING_BACK.search(query):
-        return ""
-    things = "the two files" if len(files) == 2 else "the files"
-    return _POINTING_BACK.sub(things, query, count=1)
 
 
 def _serves(previous: PartMatch, match: PartMatch) -> bool:
