@@ -311,3 +311,81 @@ def test_two_files_named_in_one_part_are_the_table_and_the_one_to_join(embedder,
     assert [step.tool.name for step in planned.plan.steps] == ["load_table", "join_tables"]
     assert planned.inputs["tabular.load_table.path"] == "sales.csv"
     assert {(reading.parameter, reading.value) for reading in planned.arguments.bound} == {("other_path", "regions.csv"), ("on", "region"), ("how", "outer")}
+
+
+REGIONS = "region,manager\nNorth,Ada\nSouth,Bo\nEast,Cy\nWest,Di\n"
+
+
+@pytest.mark.parametrize(
+    ("words", "values"),
+    [
+        ("bring the managers over from regions.csv into sales.csv", ["sales.csv", "regions.csv"]),
+        ("copy the country of each supplier from suppliers.xlsx onto the table orders.csv", ["orders.csv", "suppliers.xlsx"]),
+        ("fold lookup.xlsx into facts.xlsx on id", ["facts.xlsx", "lookup.xlsx"]),
+        # No file is brought into another: nothing to reorder.
+        ("join sales.csv with regions.csv on region", []),
+        ("save sales.csv", []),
+        # Two destinations: which one is extended is not said.
+        ("send a.csv to b.csv and to c.csv", []),
+    ],
+)
+def test_the_file_something_is_brought_into_comes_first(words, values):
+    from toolpath.planner.tasks.matching import extending_values
+
+    assert extending_values(words) == values
+
+
+def test_columns_only_the_file_joined_in_has_are_what_the_join_brings(graph, folder):
+    (folder / "regions.csv").write_text(REGIONS)
+    plan = plan_to_run(graph, "tabular.join_tables", held={"tabular.file_given"})
+    inputs = {"path": "sales.csv", "other_path": "regions.csv", "on": "region"}  # every parameter bound: the words are all checked
+    words = "bring in the manager of every region"
+    arguments = bind_arguments(graph, words, (), plan, inputs, folder)
+    assert arguments.brought_columns == {"manager"}  # region is in both files: the key, not brought
+    assert arguments.unused_words(words, inputs) == []
+    # A column of the first table that no step uses is still a word dropped.
+    assert arguments.unused_words("bring in the manager of every region, per product", inputs) == ["the column 'product'"]
+    # Named to group or compare by, such a column asks for more than the join does.
+    assert arguments.unused_words("bring in the manager of every region, per manager", inputs) == ["the column 'manager'"]
+    assert arguments.unused_words("bring in the manager of every region where manager is Ada", inputs) != []
+
+
+@pytest.mark.integration
+def test_a_part_bringing_a_column_from_one_file_into_another_joins_them_that_way_round(embedder, folder, monkeypatch):
+    monkeypatch.chdir(folder)
+    (folder / "regions.csv").write_text(REGIONS)
+    planned = Workspace.open(embedder=embedder).plan_task("put the manager of each region from regions.csv into sales.csv, joined on region")
+    assert not planned.unmatched
+    assert [step.tool.name for step in planned.plan.steps] == ["load_table", "join_tables"]
+    assert planned.inputs["tabular.load_table.path"] == "sales.csv"  # the table extended, though named second
+    bound = {(reading.parameter, reading.value) for reading in planned.arguments.bound}
+    assert {("other_path", "regions.csv"), ("on", "region")} <= bound
+
+
+@pytest.mark.integration
+def test_a_file_after_to_stays_a_destination_when_the_plan_writes(embedder, folder, monkeypatch):
+    monkeypatch.chdir(folder)
+    planned = Workspace.open(embedder=embedder).plan_task("save sales.csv to copy.csv")
+    assert planned.inputs["tabular.load_table.path"] == "sales.csv"
+    assert planned.inputs["tabular.save_table.path"] == "copy.csv"
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("task", ["open sales.csv and regions.csv, then merge them by region", "read sales.csv and regions.csv, and join them using region"])
+def test_two_files_loaded_then_merged_as_them_are_one_join(embedder, folder, monkeypatch, task):
+    monkeypatch.chdir(folder)
+    (folder / "regions.csv").write_text(REGIONS)
+    planned = Workspace.open(embedder=embedder).plan_task(task)
+    assert not planned.unmatched
+    assert [step.tool.name for step in planned.plan.steps] == ["load_table", "join_tables"]
+    assert planned.inputs["tabular.load_table.path"] == "sales.csv"
+    assert {(reading.parameter, reading.value) for reading in planned.arguments.bound} >= {("other_path", "regions.csv"), ("on", "region")}
+
+
+@pytest.mark.integration
+def test_two_files_loaded_then_a_step_that_reads_one_table_leaves_the_other_asked_about(embedder, folder, monkeypatch):
+    monkeypatch.chdir(folder)
+    (folder / "regions.csv").write_text(REGIONS)
+    planned = Workspace.open(embedder=embedder).plan_task("load sales.csv and regions.csv and summarise them")
+    (loading,) = planned.unmatched  # describing reads one table: regions.csv would be dropped, so it is asked about
+    assert "regions.csv" in loading.problem

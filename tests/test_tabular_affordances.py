@@ -54,6 +54,11 @@ TUNED = [
     ("export to parquet", "table_saved"),
     ("write the data to a CSV", "table_saved"),
     ("write a report about this data", "report_written"),
+    # Issue 52's words about keeping columns, joining "them" and how two columns relate.
+    ("I only need the product and revenue columns", "columns_selected"),
+    ("join them on region", "tables_joined"),
+    ("do units and revenue move together", "correlations_computed"),
+    ("is there a relationship between revenue and units", "correlations_computed"),
 ]
 
 UNTUNED = [

@@ -93,12 +93,16 @@ class Arguments:
         unbound_meanings: the meanings (``column``, ``count``, ...) of the plan's parameters that
             neither the words nor the inputs fill: a question to the user, which the words they
             name may answer.
+        brought_columns: the columns only a further file of the plan has (one a ``meaning: file``
+            parameter reads, :func:`_brought_columns`): the step that reads it brings them in whole,
+            so words naming them ("add each region's *manager* from regions.csv") ask for that step.
     """
 
     bound: tuple[ArgumentReading, ...] = ()
     not_bound: tuple[ArgumentReading, ...] = ()
     probes: tuple[Probe, ...] = ()
     unbound_meanings: frozenset[str] = frozenset()
+    brought_columns: frozenset[str] = frozenset()
 
     def inputs(self, inputs: Mapping[str, Any] | None) -> dict[str, Any]:
         """``inputs`` with the bound values as ``SERVER.TOOL.PARAMETER`` inputs (the caller's own stay first)."""
@@ -133,7 +137,9 @@ class Arguments:
             named += [
                 f"the column {mention.column!r}"
                 for mention in mentions
-                if mention.column.casefold() not in used_text and plain[mention.start : mention.end].casefold() not in file_words
+                if mention.column.casefold() not in used_text
+                and plain[mention.start : mention.end].casefold() not in file_words
+                and not _brought(mention, plain, table, self.brought_columns)
             ]
             for column, seen in table.values.items():
                 for value in seen:
@@ -177,6 +183,13 @@ class Arguments:
             "not_bound": [reading.to_dict() for reading in self.not_bound],
             "probes": [probe.to_dict() for probe in self.probes],
         }
+
+
+def _brought(mention: _Mention, plain: str, table: _Table, brought_columns: frozenset[str]) -> bool:
+    """Whether ``mention`` names a column a further file brings in (:attr:`Arguments.brought_columns`)
+    as something to have ("add each region's *manager*"), not to group, rank or compare by ("per
+    *country*", "*country* is France"): only the first is what the step reading that file does."""
+    return mention.column in brought_columns and not _GROUPING.search(plain[: mention.start]) and _comparison(plain, mention, table) is None
 
 
 def _flattened(values: Sequence[Any]) -> list[Any]:
@@ -308,7 +321,24 @@ def bind_arguments(
         for parameter in step.tool.required_parameters
         if parameter.meaning is not None and parameter.state is None and input_for(step.tool, parameter, filled) is None
     )
-    return Arguments(tuple(bound.values()), tuple(not_bound), probes, unbound_meanings)
+    return Arguments(tuple(bound.values()), tuple(not_bound), probes, unbound_meanings, _brought_columns(plan, probes, filled))
+
+
+def _brought_columns(plan: Plan, probes: Sequence[Probe], filled: Mapping[str, Any]) -> frozenset[str]:
+    """The columns that only the further files of ``plan`` have: files ``filled`` gives to a
+    ``meaning: file`` parameter (join_tables' ``other_path``), less the columns every other probed
+    file has. A column both files have (the key joined on) is not brought: it is the first table's."""
+    further = {
+        str(filled[name])
+        for step in plan.steps
+        for parameter in step.tool.parameters
+        if parameter.meaning == "file" and parameter.role == "input" and parameter.state is None
+        for name in [input_for(step.tool, parameter, filled)]
+        if name is not None
+    }
+    theirs = {column for probe in probes if not probe.problem and str(probe.value) in further for column in probe.columns}
+    others = {column for probe in probes if not probe.problem and str(probe.value) not in further for column in probe.columns}
+    return frozenset(theirs - others)
 
 
 def _own_steps(part: PartMatch, plan: Plan) -> list[int]:

@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from toolpath.planner.planning.graph import StateGraph
-from toolpath.planner.planning.inputs import input_for
+from toolpath.planner.planning.inputs import InputError, input_for
 from toolpath.planner.planning.plans import NoPlanError, qualified_name
 from toolpath.planner.search.skills import SkillHit
 from toolpath.planner.tasks.clauses import (
@@ -37,6 +37,7 @@ from toolpath.planner.tasks.clauses import (
     is_file_name,
     leading_verb,
     names_destination,
+    quoted_values,
     source_file_names,
     source_values,
     without_names,
@@ -273,13 +274,30 @@ class PartMatcher:
         A part that names no value works on the values the parts before it named
         (:attr:`carried`), and says so in its ``why``.
 
+        A part that brings something from one file into another ("add each region's manager from
+        regions.csv to sales.csv") works on the file it extends (:func:`extending_values`): that
+        file is the one its plan reads first, and the other is left to the plan's further file
+        parameter, when its plan writes nothing and takes a further file; otherwise a file after
+        "to" stays a destination, never read.
+
         Raises:
             NoMatchingSkillError, NoPlanError, InputError, PlanningTimeout, PlanningCancelled: as
                 :func:`toolpath.planner.tasks.goals.choose_goal` raises them.
             NothingToDoError: its goal is only an input state the user gives (its own value).
         """
+        extending = extending_values(text)
+        if extending:
+            try:
+                match = self._choose_with(text, extending, min_score, query)
+            except (NoMatchingSkillError, NoPlanError, InputError):
+                match = None  # that reading serves nothing: the words are read as they stand
+            if match is not None and _extends_a_table(match):
+                return replace(match, why=joined_reasons(match.why, f"it brings data from {extending[1]!r} into {extending[0]!r}, which its plan reads first"))
+        return self._choose_with(text, source_values(text), min_score, query)
+
+    def _choose_with(self, text: str, values: Sequence[str], min_score: float, query: str) -> PartMatch:
+        """:meth:`choose` with ``values`` as the values the part names, first the one its plan reads."""
         graph = self.graph
-        values = source_values(text)
         # A part that names no value works on what the parts before it named ("... and describe it").
         held, inputs = (self.held, self.inputs) if values else (self.held | self.carried_held, {**self.carried, **self.inputs})
         # A single-word value (a file name, a URL, an id) is what the goal's own step reads
@@ -395,6 +413,46 @@ class PartMatcher:
                 if name is not None and given_inputs[name] not in values:
                     found.setdefault(name, Overridden(name, values[0] if len(values) == 1 else ", ".join(values), given_inputs[name]))
         return tuple(found.values())
+
+
+#: Words before a file that something is brought into ("to sales.csv", "into the table sales.csv")
+#: and from ("from regions.csv"): a pair of them in one part extends the first file with the second.
+_INTO_FILE = re.compile(r"\b(?:to|into|onto)\s+(?:(?:the|my|our)\s+(?:file|table|spreadsheet|sheet|data)\s+)?[\"'\u2018\u201c]?$", flags=re.IGNORECASE)
+_FROM_FILE = re.compile(r"\bfrom\s+(?:(?:the|my|our)\s+(?:file|table|spreadsheet|sheet|data)\s+)?[\"'\u2018\u201c]?$", flags=re.IGNORECASE)
+
+
+def extending_values(text: str) -> list[str]:
+    """The files of words that bring something from one file into another, the file extended first:
+    "add each region's manager from regions.csv to sales.csv" → ``["sales.csv", "regions.csv"]``;
+    "merge regions.csv into sales.csv" (no "from": the file before "into" is brought) gives the
+    same. Empty unless exactly one file follows "to", "into" or "onto" and at least one other is
+    named (after "from", or before the "into" one).
+
+    Whether the first is read, not written, is its plan's to say (:func:`_extends_a_table`): "save
+    sales.csv to out.csv" names a destination, and a plan that writes keeps it one."""
+    values = list(dict.fromkeys(quoted_values(text)))
+    if len(values) < 2:
+        return []
+    into, brought = [], []
+    for value in values:
+        start = text.find(value)
+        before = text[:start]
+        if _INTO_FILE.search(before):
+            into.append(value)
+        elif _FROM_FILE.search(before) or not into:
+            brought.append(value)
+    if len(into) != 1 or not brought:
+        return []
+    return [into[0], *brought]
+
+
+def _extends_a_table(match: PartMatch) -> bool:
+    """Whether ``match``'s plan reads a further file (a ``meaning: file`` parameter its words fill)
+    and writes nothing: then a file after "to" is what it extends, not a destination."""
+    steps = match.choice.chosen.plan.steps if match.choice is not None and match.choice.chosen.plan is not None else ()
+    further = any(parameter.meaning == "file" and parameter.role == "input" and parameter.state is None for step in steps for parameter in step.tool.parameters)
+    writes = any(step.tool.side_effect != "none" or any(parameter.role == "output" for parameter in step.tool.parameters) for step in steps)
+    return bool(steps) and further and not writes
 
 
 def _serves(previous: PartMatch, match: PartMatch) -> bool:
