@@ -41,7 +41,16 @@ from toolpath.planner.tasks.clauses import (
     without_names,
     without_quotes,
 )
-from toolpath.planner.tasks.goals import LEXICAL_MARGIN, MIN_SCORE, WORK_MARGIN, GoalChoice, GoalSearch, NeitherMeantError, NoMatchingSkillError, UnclearEffectError, choose_goal
+from toolpath.planner.tasks.goals import (
+    MIN_SCORE,
+    WORK_MARGIN,
+    GoalChoice,
+    GoalSearch,
+    NeitherMeantError,
+    NoMatchingSkillError,
+    UnclearEffectError,
+    choose_goal,
+)
 from toolpath.planner.tasks.parts import Overridden, PartMatch, inputs_with_facts, refuse_competing_values
 from toolpath.planner.tasks.probes import run_probe
 from toolpath.planner.tasks.request import TaskRequest
