@@ -279,7 +279,7 @@ def bind_arguments(
     data_files = {str(value) for value in given.values() if isinstance(value, str)} | {str(reading.value) for reading in bound.values()}
     for position, step in enumerate(plan.steps):
         tool, (words, whose) = step.tool, step_words[position]
-        table = _Table.of([probe for probe in probes if probe.state.split(".")[0] == (tool.server_name or probe.state.split(".")[0])])
+        table = _Table.of(_probes_seen(tool, probes))
         reads = _read_tool(tool, words, whose, table, data_files)
         if whose != "the whole task":
             whole = _read_tool(tool, text, "the whole task", table, data_files)
@@ -339,6 +339,14 @@ def _brought_columns(plan: Plan, probes: Sequence[Probe], filled: Mapping[str, A
     theirs = {column for probe in probes if not probe.problem and str(probe.value) in further for column in probe.columns}
     others = {column for probe in probes if not probe.problem and str(probe.value) not in further for column in probe.columns}
     return frozenset(theirs - others)
+
+
+def _probes_seen(tool: ToolDefinition, probes: Sequence[Probe]) -> list[Probe]:
+    """The probes whose table ``tool``'s words speak of: those of its own domain, and those of a state
+    one of its parameters reads (chemistry's tabulate_descriptors reads the tabular file its
+    ``smiles_column`` names a column of)."""
+    read = {parameter.state for parameter in tool.parameters if parameter.state is not None and parameter.role == "input"}
+    return [probe for probe in probes if probe.state.split(".")[0] == (tool.server_name or probe.state.split(".")[0]) or probe.state in read]
 
 
 def _own_steps(part: PartMatch, plan: Plan) -> list[int]:
@@ -521,12 +529,21 @@ def _columns(parameters: Sequence[ToolParameter], plain: str, words: str, whose:
             continue
         if parameter.python_name in ("by", "on") and grouped:
             take(parameter, grouped[0], f"{grouped[0]!r} follows a word that groups or ranks by a column ('by', 'per', 'for each', 'on')")
-    open_singles = [parameter for parameter in singles if parameter.python_name not in reads]
+    # A column the table has as a parameter's default keeps it: the words that name another column
+    # ("every compound in compounds.csv", a table with a 'compound' column) speak of its rows.
+    open_singles = [
+        parameter
+        for parameter in singles
+        if parameter.python_name not in reads and not (isinstance(parameter.default, str) and parameter.default in table.columns)
+    ]
     unclaimed = [column for column in named if column not in claimed]
     if len(open_singles) == 1 and len(unclaimed) == 1:
         take(open_singles[0], unclaimed[0], f"{unclaimed[0]!r} is the one column named that no other parameter took")
     elif open_singles:
         for parameter in open_singles:
+            if isinstance(parameter.default, str):
+                reads[parameter.python_name] = _missing_default_column(parameter, words, table)
+                continue
             if not unclaimed:
                 why = f"the words name no column of {table.source} for it (its columns: {table.listed()})"
             elif parameter.python_name in axes:
@@ -555,6 +572,18 @@ def _names_column(plain: str, mention: _Mention, table: _Table, removing: bool) 
     if missing_check:
         return removing
     return comparison is None
+
+
+def _missing_default_column(parameter: ToolParameter, words: str, table: _Table) -> _Read:
+    """The reading of a column parameter the words leave to its default when the table has no column
+    of that name: neither the default nor a guess is right (the tool would fail on the file), so
+    its part is not understood, naming the table's columns ("compute descriptors for every molecule
+    in sales.csv": sales.csv has no column 'smiles')."""
+    why = (
+        f"{table.source} has no column {parameter.default!r} (the default of {parameter.python_name}), and the words name no one "
+        f"of its columns ({table.listed()}) for it: name the column, or give {parameter.python_name} as an input"
+    )
+    return _Read(words=words, why=why, conflicting=True)
 
 
 # -- choices and counts -------------------------------------------------------------------------------

@@ -23,28 +23,39 @@ it (:attr:`PartMatcher.carried`). A part that names a value of its own works on 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from toolpath.planner.planning.graph import StateGraph
 from toolpath.planner.planning.inputs import InputError, input_for
-from toolpath.planner.planning.plans import NoPlanError, qualified_name
+from toolpath.planner.planning.plans import NoPlanError, plan, plan_to_run, qualified_name
 from toolpath.planner.search.skills import SkillHit
 from toolpath.planner.tasks.clauses import (
     Clause,
-    joined_reasons,
     is_file_name,
+    joined_reasons,
     leading_verb,
     names_destination,
     quoted_values,
     source_file_names,
     source_values,
+    without_file_names,
     without_names,
     without_quotes,
 )
-from toolpath.planner.tasks.goals import MIN_SCORE, GoalChoice, GoalSearch, NeitherMeantError, NoMatchingSkillError, UnclearEffectError, choose_goal
+from toolpath.planner.tasks.goals import (
+    MIN_SCORE,
+    WORK_MARGIN,
+    GoalChoice,
+    GoalSearch,
+    NeitherMeantError,
+    NoMatchingSkillError,
+    UnclearEffectError,
+    choose_goal,
+)
 from toolpath.planner.tasks.parts import Overridden, PartMatch, inputs_with_facts, refuse_competing_values
+from toolpath.planner.tasks.probes import run_probe
 from toolpath.planner.tasks.request import TaskRequest
 from toolpath.registry import ToolDefinition
 
@@ -360,6 +371,11 @@ class PartMatcher:
             query = unnamed
         if valued is not None:
             return valued
+        if values and names_only:
+            probed = self._probed_value_choice(choice, values[0], held, query, choose)
+            if probed is not None:
+                better, given, state, why = probed
+                return PartMatch(text, better, why=why, holds=frozenset({state}), values=given)
         steps = choice.chosen.plan.steps if choice.chosen.plan is not None else ()
         made = [token for step in steps for token in sorted(step.produces) if token in graph.states and graph.states[token].input and token not in held]
         if names_only:
@@ -386,6 +402,70 @@ class PartMatcher:
         if rest:
             why += "; " + ", ".join(f"{value!r} is {name}" for name, value in rest)
         return PartMatch(text, better, why=why, holds=frozenset({made[0]}), values=given + rest)
+
+    def _probed_value_choice(
+        self, choice: GoalChoice, value: str, held: Collection[str], query: str, choose: Callable[[str, str], tuple[GoalChoice, tuple[tuple[str, str], ...]]]
+    ) -> tuple[GoalChoice, tuple[tuple[str, str], ...], str, str] | None:
+        """``(choice, inputs, state, why)`` with the part's named ``value`` held as an input state
+        that its probe reads, when a candidate as close as the chosen one lacked just that state:
+        "compute descriptors for every molecule in molecules.csv" matches tabulating a table file's
+        descriptors best, but with no file held only one molecule's descriptors are reachable, and
+        that plan would ask for a SMILES and leave the named file unread. ``choose(query, state)``
+        chooses again with the state held; its choice is taken when its plan reads the state.
+
+        ``None`` (the first choice stands) when no close candidate lacks exactly one input state
+        the chosen plan does not read, that state declares no probe, its probe cannot read the value
+        (nothing then shows the value is of that state: a quoted SMILES is no table file), or the
+        words match a goal the new plan does not reach about as well by meaning and better by their
+        words (:meth:`_rival_reading`): "which molecules in molecules.csv are most similar to '…'"
+        matches ranking by similarity 0.62 (BM25 2.9) and tabulating descriptors 0.59 (BM25 1.1), and
+        "plot a histogram of the molecular weights of the molecules in molecules.csv" matches
+        plotting a histogram 0.59 (BM25 2.8) and tabulating descriptors 0.65 (BM25 2.7): a table of
+        descriptors would drop what they ask for. The reading the file replaces is no rival when the
+        words favour the table's ("compute descriptors for molecules.csv": one molecule's
+        descriptors 0.79, BM25 2.2; the table's 0.77, BM25 2.5).
+        """
+        graph = self.graph
+        for candidate in choice.passed_over:
+            if candidate.plan is not None:
+                continue
+            state = _missing_input_state(graph, candidate.hit, held)
+            function = graph.states[state].probe if state is not None else None
+            if state is None or not function or state in _states_read(choice):
+                continue
+            probe = run_probe("the value the words name", value, state, function, self.search.probe_directory)
+            if probe.problem:
+                continue
+            try:
+                better, given = choose(query, state)
+            except (NoMatchingSkillError, NoPlanError):
+                return None
+            if state not in _states_read(better) or self._rival_reading(better, query, {*held, state}) is not None:
+                return None
+            why = (
+                f"its value {value!r} is the {state} that {candidate.hit.kind} {candidate.hit.name} needs "
+                f"(its probe reads it: {len(probe.columns)} columns), a match as close as {choice.chosen.hit.name}'s, which would leave it unread"
+            )
+            return better, given, state, why
+        return None
+
+    def _rival_reading(self, choice: GoalChoice, query: str, held: Collection[str]) -> SkillHit | None:
+        """A hit of a goal ``choice``'s plan does not reach that ``query`` matches about as well by
+        meaning (cosine similarity within ``WORK_MARGIN`` of the best hit the plan reaches, or above)
+        and better by its words (a higher BM25 score than any hit the plan reaches); ``None`` when
+        there is none. With a BM25-only index, a higher BM25 score alone makes a rival."""
+        reached = frozenset().union(*(step.produces for step in choice.chosen.plan.steps)) if choice.chosen.plan is not None else frozenset()
+        hits = self.search.index.search(without_file_names(query), k=self.search.k, held=held)
+        own = [hit for hit in hits if hit.states and hit.states <= reached] or [choice.chosen.hit]
+        similarities = [hit.similarity for hit in own if hit.similarity is not None]
+        best_similarity = max(similarities) if similarities else None
+        best_lexical = max(hit.lexical for hit in own)
+        for hit in hits:
+            if not hit.states or hit.states <= reached or hit.lexical <= best_lexical:
+                continue
+            if best_similarity is None or hit.similarity is None or hit.similarity >= best_similarity - WORK_MARGIN:
+                return hit
+        return None
 
     def _carried_why(self, choice: GoalChoice, values: Sequence[str]) -> str:
         """Why a part that names no value works on values an earlier part named: when its plan reads their states."""
@@ -453,6 +533,27 @@ def _extends_a_table(match: PartMatch) -> bool:
     further = any(parameter.meaning == "file" and parameter.role == "input" and parameter.state is None for step in steps for parameter in step.tool.parameters)
     writes = any(step.tool.side_effect != "none" or any(parameter.role == "output" for parameter in step.tool.parameters) for step in steps)
     return bool(steps) and further and not writes
+
+
+def _states_read(choice: GoalChoice) -> frozenset[str]:
+    """The states the steps of ``choice``'s plan require."""
+    steps = choice.chosen.plan.steps if choice.chosen.plan is not None else ()
+    return frozenset().union(*(step.requires for step in steps))
+
+
+def _missing_input_state(graph: StateGraph, hit: SkillHit, held: Collection[str]) -> str | None:
+    """The one input state (``State.input``) that no plan to ``hit`` from ``held`` has, when that is
+    what keeps it unreachable (:func:`_given_state` of the planner's explanation, as for a name);
+    ``None`` when it is reachable, or lacks something else or several things."""
+    try:
+        if hit.kind == "tool":
+            plan_to_run(graph, f"{hit.server}.{hit.name}" if hit.server else hit.name, held)
+        else:
+            plan(graph, hit.states, held=held)
+    except NoPlanError as error:
+        state = _given_state(graph, error, names_only=True)
+        return state if state is not None and state not in held else None
+    return None
 
 
 def _serves(previous: PartMatch, match: PartMatch) -> bool:

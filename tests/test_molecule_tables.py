@@ -1,0 +1,98 @@
+"""A table file of molecules named in a task's words (issue 52, chemistry): the request about every
+molecule of the file tabulates its descriptors instead of asking for one SMILES, when the file's
+probe reads it; other readings of the words are kept (shipped tabular and chemistry catalogs)."""
+
+import pytest
+
+from toolpath.planner import Workspace
+from toolpath.planner.planning.plans import plan_to_run
+from toolpath.planner.tasks.arguments import bind_arguments
+
+COMPOUNDS = """\
+compound,smiles,potency
+acetone,CC(C)=O,1.2
+phenol,Oc1ccccc1,2.5
+benzene,c1ccccc1,0.4
+"""
+
+
+@pytest.fixture()
+def folder(tmp_path):
+    (tmp_path / "compounds.csv").write_text(COMPOUNDS)
+    return tmp_path
+
+
+def tools(planned):
+    return [step.tool.name for step in planned.plan.steps]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("task", ["work out the descriptors of each compound listed in compounds.csv", "is every compound in compounds.csv drug-like?"])
+def test_a_table_file_of_molecules_is_tabulated_rather_than_one_smiles_asked_for(embedder, folder, monkeypatch, task):
+    monkeypatch.chdir(folder)
+    planned = Workspace.open(embedder=embedder).plan_task(task)
+    assert tools(planned) == ["tabulate_descriptors"]
+    assert not planned.cell.unbound
+    assert planned.inputs["chemistry.tabulate_descriptors.path"] == "compounds.csv"
+    (part,) = planned.parts
+    assert part.fate == "planned" and "'compounds.csv' is the tabular.file_given" in part.why and "probe reads it" in part.why
+
+
+@pytest.mark.integration
+def test_a_file_name_the_probe_cannot_read_is_not_taken_for_a_table(embedder, tmp_path, monkeypatch):
+    # No compounds.csv where the planner may read: nothing shows the name is a table of molecules.
+    monkeypatch.chdir(tmp_path)
+    planned = Workspace.open(embedder=embedder).plan_task("work out the descriptors of each compound listed in compounds.csv")
+    assert "tabulate_descriptors" not in tools(planned)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    "task",
+    [
+        # Similarity and histograms over the file's molecules: no shipped plan does either, and a table
+        # of descriptors would drop what the words ask for.
+        "show me which compounds in compounds.csv resemble 'CCO' the most",
+        "draw a histogram of the molecular weight of the compounds in compounds.csv",
+    ],
+)
+def test_words_that_ask_for_more_than_the_table_of_descriptors_are_not_tabulated_alone(embedder, folder, monkeypatch, task):
+    monkeypatch.chdir(folder)
+    planned = Workspace.open(embedder=embedder).plan_task(task)
+    assert tools(planned) != ["tabulate_descriptors"]
+    assert planned.cell.unbound or any(part.fate != "planned" for part in planned.parts)
+
+
+@pytest.mark.integration
+def test_a_quoted_smiles_is_still_one_molecule_beside_a_table_file(embedder, folder, monkeypatch):
+    monkeypatch.chdir(folder)
+    planned = Workspace.open(embedder=embedder).plan_task("compute the descriptors of 'Oc1ccccc1'")
+    assert tools(planned) == ["parse_molecule", "compute_descriptors"]
+    assert {(reading.tool, reading.parameter): reading.value for reading in planned.arguments.bound} == {("parse_molecule", "smiles"): "Oc1ccccc1"}
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return Workspace.open().graph
+
+
+def read_tabulation(graph, folder, file, words):
+    """``(bound {parameter: value}, not bound {parameter: reading})`` of tabulate_descriptors on ``file``."""
+    plan = plan_to_run(graph, "chemistry.tabulate_descriptors", held={"tabular.file_given"})
+    arguments = bind_arguments(graph, words, (), plan, {"path": file}, folder)
+    return {reading.parameter: reading.value for reading in arguments.bound}, {reading.parameter: reading for reading in arguments.not_bound}
+
+
+def test_the_smiles_column_is_the_one_the_words_name_else_its_default_when_the_file_has_it(graph, folder):
+    (folder / "structures.csv").write_text("label,structure\nethanol,CCO\n")
+    bound, _ = read_tabulation(graph, folder, "structures.csv", "descriptors of the molecules in the structure column of structures.csv")
+    assert bound == {"smiles_column": "structure"}
+    bound, not_bound = read_tabulation(graph, folder, "compounds.csv", "descriptors of every compound in compounds.csv")
+    assert bound == {} and "smiles_column" not in not_bound  # compounds.csv has a 'smiles' column: the default serves
+
+
+def test_a_table_without_the_default_smiles_column_leaves_its_part_not_understood(graph, folder):
+    (folder / "structures.csv").write_text("label,structure\nethanol,CCO\n")
+    _, not_bound = read_tabulation(graph, folder, "structures.csv", "descriptors of every compound in structures.csv")
+    reading = not_bound["smiles_column"]
+    assert reading.conflicting and "no column 'smiles'" in reading.why and "label, structure" in reading.why
