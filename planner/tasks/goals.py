@@ -39,7 +39,9 @@ that, in the catalogs, only tools writing the same kind of file carry ("plot": e
 writes a PNG; "report": only ``write_report``). Then the match need not reach
 :data:`EFFECT_MIN_SCORE` (the words said to write), and hits of other goals are no rivals when
 choosing them would not change whether such a file is written: their plans write the same kind of
-file too (which chart is a question of ranking, as for tools without effects), they need no work
+file too and the task's words (BM25) favour them no more than the chosen goal (which chart is then a
+question of ranking, as for tools without effects; of two the similarity and the words favour
+differently, neither is clear), they need no work
 (a held or given state writes nothing), or, for a named file, they write another kind of file, which
 cannot be the one named. A rival that does other work and writes nothing stays a rival: "sort
 sales.csv by revenue into sorted.csv" is not a plain copy.
@@ -514,7 +516,11 @@ def _unclear_effects(
     evidence = _effect_evidence(task, chosen, chosen_plan, graph)
     if evidence is not None:
         suffixes, named, said = evidence
-        weak, close = False, [hit for hit in close if not _no_rival(hit, suffixes, named)]
+        lexical: dict[frozenset[str], float] = {}
+        for hit in hits:  # a goal's words score: the best of its state's and its tools' hits
+            lexical[hit.states] = max(lexical.get(hit.states, 0.0), hit.lexical)
+        chosen_lexical = lexical.get(chosen.goal, chosen.hit.lexical)
+        weak, close = False, [hit for hit in close if not _no_rival(hit, suffixes, named, lexical[hit.states] <= chosen_lexical)]
         if not close:
             return None, said
     return UnclearEffectError(task, chosen, close or list(others.values())[:1], effects, weak), ""
@@ -560,13 +566,16 @@ def _effect_evidence(task: str, chosen: GoalCandidate, chosen_plan: Plan, graph:
     return None
 
 
-def _no_rival(hit: SkillHit, suffixes: frozenset[str], named: bool) -> bool:
+def _no_rival(hit: SkillHit, suffixes: frozenset[str], named: bool, favoured: bool) -> bool:
     """Whether, when the words ask to write a file of ``suffixes`` (``named``: they name it), choosing
-    ``hit`` instead would not change whether such a file is written: its plan writes that kind too,
-    needs no work, or (for a named file) writes only another kind."""
+    ``hit`` instead would not change whether such a file is written: its plan needs no work, or (for
+    a named file) writes only another kind, or writes that kind too while the words favour the chosen
+    goal at least as much (``favoured``: its BM25 score is not above the chosen one's). Of two charts
+    the words favour differently ("plot units against revenue for the rows": a line chart by
+    similarity, a scatter plot by the words "plot y against x"), neither is clear, and the person is asked."""
     if hit.plan is None or not hit.plan.steps:
         return True
     writes = [_output_suffixes(step.tool) for step in hit.plan.steps if step.tool.side_effect == "writes"]
     if any(kind & suffixes for kind in writes):
-        return True
+        return favoured
     return named and bool(writes)
