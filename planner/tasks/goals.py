@@ -487,9 +487,7 @@ def choose_goal(
     return GoalChoice(chosen, passed_over, evidence)
 
 
-def _unclear_effects(
-    task: str, chosen: GoalCandidate, chosen_plan: Plan, hits: list[SkillHit], graph: StateGraph
-) -> tuple[UnclearEffectError | None, str]:
+def _unclear_effects(task: str, chosen: GoalCandidate, chosen_plan: Plan, hits: list[SkillHit], graph: StateGraph) -> tuple[UnclearEffectError | None, str]:
     """The refusal of ``chosen`` when its plan (``chosen_plan``) runs a tool with effects on a weak match (below
     :data:`EFFECT_MIN_SCORE`) or one another goal's hit comes as close to (:func:`_close_in_both`
     with :data:`EFFECT_MARGIN`); ``None`` when it runs none, or its match is clear. Second: the
