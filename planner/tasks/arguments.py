@@ -19,7 +19,7 @@ required one), by what the catalog says they are:
   (:data:`OPERATORS`), values are literals (numbers as numbers); nothing the user wrote is run as code;
 - ``meaning: count``: "top 5", "first 3 rows", "20 bins", "10 largest";
 - ``meaning: file``: a further file the part (or an earlier one) names that no input gives yet;
-- ``role: output``: "to report.md", "as sales.xlsx", "save it in totals.csv", when the suffix suits
+- ``role: output``: "to report.md", "as sales.xlsx", "save it in totals.csv", "called overview.html", when the suffix suits
   the parameter (its description's suffixes); a file the task reads is never a destination.
 
 A value the caller also gives as an input stays the caller's, and the result says so. Bound values go
@@ -686,15 +686,16 @@ def _file(words_and_whose: tuple[str, str], parts: Sequence[PartMatch], given: M
 
 
 _DESTINATION = re.compile(
-    r"\b(to|as|into|in)\s+(?:(?:a|the)\s+file\s+(?:called\s+|named\s+)?)?([\"'\u2018\u201c]?)([\w./~-]*\w\.[A-Za-z][A-Za-z0-9]{0,6})\2(?![\w/-])",
+    r"\b(to|as|into|in|called|named)\s+(?:(?:a|the)\s+file\s+(?:called\s+|named\s+)?)?([\"'\u2018\u201c]?)([\w./~-]*\w\.[A-Za-z][A-Za-z0-9]{0,6})\2(?![\w/-])",
     flags=re.IGNORECASE,
 )
 _WRITING = re.compile(r"\b(?:save|saved|saving|write|written|writing|export|exported|store|stored|put|keep it)\b", flags=re.IGNORECASE)
 
 
 def _output(parameter: ToolParameter, words: str, whose: str, data_files: set[str]) -> _Read:
-    """A destination after "to", "as" or "into" (or "in", next to a verb of writing) whose suffix suits the parameter."""
-    suffixes = _suffixes(parameter)
+    """A destination after "to", "as", "into", "called" or "named" (or "in", next to a verb of writing) whose suffix
+    suits the parameter ("an Excel file called sales_copy.xlsx"); a file the task reads is none ("the file named sales.csv")."""
+    suffixes = output_suffixes(parameter)
     suiting: list[str] = []
     for match in _DESTINATION.finditer(words):
         path = match.group(3)
@@ -712,7 +713,7 @@ def _output(parameter: ToolParameter, words: str, whose: str, data_files: set[st
     return _Read(words=words)
 
 
-def _suffixes(parameter: ToolParameter) -> set[str]:
+def output_suffixes(parameter: ToolParameter) -> set[str]:
     """The suffixes an output parameter takes: those its description lists ("(.md or .html)"), and its default's."""
     listed = {suffix.lower() for suffix in re.findall(r"(?<![\w])\.[A-Za-z][A-Za-z0-9]{1,6}\b", parameter.description)}
     if isinstance(parameter.default, str) and os.path.splitext(parameter.default)[1]:

@@ -31,6 +31,20 @@ must reach :data:`EFFECT_MIN_SCORE`, and no hit of another goal may be as close 
 (:class:`UnclearEffectError`, naming the candidates), unless the task names the tool or the person
 said which candidate they meant (``GoalSearch.meant``): "sort the table" with no sorting tool in the
 catalogs must never write a report.
+
+The words may ask for the effect itself (:func:`_effect_evidence`): they name a file the chosen plan
+writes ("into monthly.png", "called overview.html": bound to its output parameter by
+:func:`toolpath.planner.tasks.arguments.bind_arguments`), or use a word of the writing tool's name
+that, in the catalogs, only tools writing the same kind of file carry ("plot": every ``plot_*`` tool
+writes a PNG; "report": only ``write_report``). Then the match need not reach
+:data:`EFFECT_MIN_SCORE` (the words said to write), and hits of other goals are no rivals when
+choosing them would not change whether such a file is written: their plans write the same kind of
+file too and the task's words (BM25) favour them no more than the chosen goal (which chart is then a
+question of ranking, as for tools without effects; of two the similarity and the words favour
+differently, neither is clear), they need no work
+(a held or given state writes nothing), or, for a named file, they write another kind of file, which
+cannot be the one named. A rival that does other work and writes nothing stays a rival: "sort
+sales.csv by revenue into sorted.csv" is not a plain copy.
 """
 
 from __future__ import annotations
@@ -42,6 +56,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from toolpath.errors import PYTHON, Refusal, Vocabulary
+from toolpath.kernel.inside.tool_search import bm25_terms, name_words
 from toolpath.planner.planning.graph import StateGraph
 from toolpath.planner.planning.inputs import InputError, names_a_step
 from toolpath.planner.planning.plans import NO_BUDGET, NoPlanError, Plan, TaskBudget, plan, plan_to_run, qualified_name
@@ -203,6 +218,8 @@ class GoalCandidate:
     invents: tuple[str, ...] = ()  # input states its plan makes before its goal (the user would give them)
     unused_words: tuple[str, ...] = ()  # what the task names of the data that its plan would drop
     words_close: bool = False  # scores within WORDS_MARGIN of the best hit
+    #: The files the task's words name as where its plan writes (bound to an output parameter).
+    writes_named: tuple[str, ...] = ()
     #: Why it lost to the chosen candidate (set on the candidates passed over).
     lost_because: str = ""
 
@@ -241,10 +258,13 @@ class GoalCandidate:
 
 @dataclass(frozen=True)
 class GoalChoice:
-    """The chosen candidate and the close ones passed over (within ``margin`` of the best score)."""
+    """The chosen candidate and the close ones passed over (within ``margin`` of the best score);
+    ``effects_evidence`` says why a plan with effects ran on a match the effects rule alone would
+    refuse (:func:`_effect_evidence`), empty otherwise."""
 
     chosen: GoalCandidate
     passed_over: tuple[GoalCandidate, ...]
+    effects_evidence: str = ""
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
@@ -347,16 +367,19 @@ class GoalSearch:
     probe_directory: str | os.PathLike[str] | None = None
 
 
-def _with_words(search: GoalSearch, candidate_plan: Plan, task: str, inputs: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[str]]:
-    """``inputs`` with the values ``task``'s words give ``candidate_plan``'s parameters, and what the
+def _with_words(search: GoalSearch, candidate_plan: Plan, task: str, inputs: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[str], tuple[str, ...]]:
+    """``inputs`` with the values ``task``'s words give ``candidate_plan``'s parameters, what the
     words name of the data that the plan would drop
-    (:meth:`toolpath.planner.tasks.arguments.Arguments.unused_words`): a candidate whose parameters
+    (:meth:`toolpath.planner.tasks.arguments.Arguments.unused_words`), and the files the words name
+    as where the plan writes (values bound to its output parameters): a candidate whose parameters
     the words fill ("keep rows with revenue over 1000": filter_rows' conditions) binds its inputs as
     much as one the caller's inputs fill, and uses the words another would drop."""
     from toolpath.planner.tasks.arguments import bind_arguments  # arguments read parts, which read goals
 
     arguments = bind_arguments(search.graph, task, (), candidate_plan, inputs, search.probe_directory)
-    return arguments.inputs(inputs), arguments.unused_words(task, inputs)
+    outputs = {(position, parameter.python_name) for position, step in enumerate(candidate_plan.steps) for parameter in step.tool.output_parameters}
+    written = tuple(str(reading.value) for reading in arguments.bound if (reading.step, reading.parameter) in outputs)
+    return arguments.inputs(inputs), arguments.unused_words(task, inputs), written
 
 
 def choose_goal(
@@ -410,7 +433,7 @@ def choose_goal(
             )
             continue
         try:
-            worded_inputs, unused = _with_words(search, hit.plan, task, inputs or {})
+            worded_inputs, unused, written = _with_words(search, hit.plan, task, inputs or {})
             cell = cells.candidate(hit.plan, worded_inputs, task)
         except InputError as error:
             # A tool the user addressed by a step-qualified input is meant: its refusal is the
@@ -433,6 +456,7 @@ def choose_goal(
             _input_states_made(graph, hit.plan),
             tuple(unused),
             _close(hit, best, WORDS_MARGIN),
+            written,
         )
 
     def rank(candidate: GoalCandidate) -> tuple:
@@ -454,26 +478,29 @@ def choose_goal(
         if refusal is not None or first_unreachable is None:  # the best candidates' plans were refused for their inputs
             raise refusal or next(iter(refused.values()))
         raise _why_unreachable(graph, first_unreachable, held)
+    evidence = ""
     if answer is None and not chosen.named:
-        unclear = _unclear_effects(task, chosen, chosen.plan, hits)
+        unclear, evidence = _unclear_effects(task, chosen, chosen.plan, hits, graph)
         if unclear is not None:
             raise unclear
     passed_over = tuple(replace(candidate, lost_because=candidate.lost_to(chosen)) for candidate in ordered[1:] if candidate.close)
-    return GoalChoice(chosen, passed_over)
+    return GoalChoice(chosen, passed_over, evidence)
 
 
-def _unclear_effects(task: str, chosen: GoalCandidate, chosen_plan: Plan, hits: list[SkillHit]) -> UnclearEffectError | None:
+def _unclear_effects(task: str, chosen: GoalCandidate, chosen_plan: Plan, hits: list[SkillHit], graph: StateGraph) -> tuple[UnclearEffectError | None, str]:
     """The refusal of ``chosen`` when its plan (``chosen_plan``) runs a tool with effects on a weak match (below
     :data:`EFFECT_MIN_SCORE`) or one another goal's hit comes as close to (:func:`_close_in_both`
-    with :data:`EFFECT_MARGIN`); ``None`` when it runs none, or its match is clear.
+    with :data:`EFFECT_MARGIN`); ``None`` when it runs none, or its match is clear. Second: the
+    evidence in the words that let it run (:func:`_effect_evidence`), empty when none was needed.
 
     The rivals are the hits of other goals (a state hit and the tool hit making that state are one
     goal) whose plans would not run the same tools with effects anyway ("speech to text" of a text
     first speaks it: choosing between them does not decide whether speech is written), best first:
-    the close ones, or else the next one, so a person is always shown another."""
+    the close ones, or else the next one, so a person is always shown another. When the words ask
+    for the effect (see the module docstring), the hits :func:`_no_rival` names are none."""
     effects = [(qualified_name(step.tool), step.tool.side_effect) for step in chosen_plan.steps if step.tool.side_effect != "none"]
     if not effects:
-        return None
+        return None, ""
     weak = chosen.hit.similarity is not None and chosen.hit.similarity < EFFECT_MIN_SCORE
     effect_tools = {tool for tool, _ in effects}
     others: dict[frozenset[str], SkillHit] = {}
@@ -483,5 +510,70 @@ def _unclear_effects(task: str, chosen: GoalCandidate, chosen_plan: Plan, hits: 
             others.setdefault(hit.states, hit)
     close = [hit for hit in others.values() if _close_in_both(hit, chosen.hit, EFFECT_MARGIN)]
     if not weak and not close:
-        return None
-    return UnclearEffectError(task, chosen, close or list(others.values())[:1], effects, weak)
+        return None, ""
+    evidence = _effect_evidence(task, chosen, chosen_plan, graph)
+    if evidence is not None:
+        suffixes, named, said = evidence
+        lexical: dict[frozenset[str], float] = {}
+        for hit in hits:  # a goal's words score: the best of its state's and its tools' hits
+            lexical[hit.states] = max(lexical.get(hit.states, 0.0), hit.lexical)
+        chosen_lexical = lexical.get(chosen.goal, chosen.hit.lexical)
+        weak, close = False, [hit for hit in close if not _no_rival(hit, suffixes, named, lexical[hit.states] <= chosen_lexical)]
+        if not close:
+            return None, said
+    return UnclearEffectError(task, chosen, close or list(others.values())[:1], effects, weak), ""
+
+
+def _output_suffixes(tool: ToolDefinition) -> frozenset[str]:
+    """The file suffixes ``tool`` writes (those its output parameters take: lower case, with the dot)."""
+    from toolpath.planner.tasks.arguments import output_suffixes  # arguments read parts, which read goals
+
+    return frozenset(suffix for parameter in tool.output_parameters for suffix in output_suffixes(parameter))
+
+
+def _effect_evidence(task: str, chosen: GoalCandidate, chosen_plan: Plan, graph: StateGraph) -> tuple[frozenset[str], bool, str] | None:
+    """Whether ``task``'s words ask for the effect of ``chosen``'s plan itself: ``(suffixes, named,
+    why)``, the kind of file they ask to write, whether they name the file, and that in words; ``None``
+    when they do not.
+
+    Two kinds of evidence count. A file the words name as where the plan writes (``chosen.writes_named``:
+    its suffix suits the output parameter, "into monthly.png"). Or a word of a writing tool's name
+    (stemmed as skill search stems: "plotted" is "plot") that every tool of the catalogs whose name
+    has it carries for writing files of that tool's one kind, and no tool without effects or writing
+    another kind carries: "plot" (every ``plot_*`` tool writes a PNG), "report" (``write_report``).
+    A word that names tools of several kinds ("table": load_table, save_table) says nothing of an effect.
+    """
+    if chosen.writes_named:
+        suffixes = frozenset(os.path.splitext(path)[1].lower() for path in chosen.writes_named)
+        files = ", ".join(map(repr, chosen.writes_named))
+        return suffixes, True, f"the words name {files} as the file it writes"
+    words = set(bm25_terms([without_file_names(task)])[0])
+    kinds: dict[str, set[frozenset[str]]] = {}
+    for tool in graph.registry:
+        kind = _output_suffixes(tool) if tool.side_effect == "writes" else frozenset()
+        for term in set(bm25_terms([name_words(tool.name)])[0]):
+            kinds.setdefault(term, set()).add(kind)
+    for step in chosen_plan.steps:
+        kind = _output_suffixes(step.tool) if step.tool.side_effect == "writes" else frozenset()
+        if not kind:
+            continue
+        for term in sorted(set(bm25_terms([name_words(step.tool.name)])[0]) & words):
+            if kinds.get(term) == {kind}:
+                written = ", ".join(sorted(kind))
+                return kind, False, f"the words say {term!r}, which in the catalogs names only tools writing {written} files, as {step.tool.name} does"
+    return None
+
+
+def _no_rival(hit: SkillHit, suffixes: frozenset[str], named: bool, favoured: bool) -> bool:
+    """Whether, when the words ask to write a file of ``suffixes`` (``named``: they name it), choosing
+    ``hit`` instead would not change whether such a file is written: its plan needs no work, or (for
+    a named file) writes only another kind, or writes that kind too while the words favour the chosen
+    goal at least as much (``favoured``: its BM25 score is not above the chosen one's). Of two charts
+    the words favour differently ("plot units against revenue for the rows": a line chart by
+    similarity, a scatter plot by the words "plot y against x"), neither is clear, and the person is asked."""
+    if hit.plan is None or not hit.plan.steps:
+        return True
+    writes = [_output_suffixes(step.tool) for step in hit.plan.steps if step.tool.side_effect == "writes"]
+    if any(kind & suffixes for kind in writes):
+        return favoured
+    return named and bool(writes)
