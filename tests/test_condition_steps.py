@@ -86,7 +86,9 @@ def test_the_filter_is_found_in_the_catalog_by_what_it_takes_and_makes(graph):
     assert [tool.name for tool in filtering_tools(tools, count_rows, graph.refinements)] == ["filter_rows"]
     # The filter's result is a table: a chemistry tool reads no such thing, and gets no tabular filter.
     lipinski = next(tool for tool in tools if tool.server_name == "chemistry" and tool.required_parameters and tool.required_parameters[0].state)
-    assert filtering_tools(tools, lipinski, graph.refinements) == [] or all(tool.server_name == "chemistry" for tool in filtering_tools(tools, lipinski, graph.refinements))
+    assert filtering_tools(tools, lipinski, graph.refinements) == [] or all(
+        tool.server_name == "chemistry" for tool in filtering_tools(tools, lipinski, graph.refinements)
+    )
 
 
 # -- through the planner --------------------------------------------------------------------------------

@@ -298,11 +298,7 @@ def source_file_names(text: str) -> list[str]:
     them, less those after "to", "as" or "into"): "rows of sales.csv whose date contains
     '2024-03'" → ``["sales.csv"]``."""
     masked = masked_quotes(text)
-    return [
-        match.group()
-        for match in _BARE_VALUE.finditer(masked)
-        if is_file_name(match.group()) and not set(_words(text[: match.start()])[-1:]) & _TOWARDS
-    ]
+    return [match.group() for match in _BARE_VALUE.finditer(masked) if is_file_name(match.group()) and not set(_words(text[: match.start()])[-1:]) & _TOWARDS]
 
 
 def without_names(text: str) -> str:

@@ -98,8 +98,12 @@ def _with_filter(search: GoalSearch, part: PartMatch, held: frozenset[str], inpu
         filter_plan = plan_to_run(graph, tool, held)
     except NoPlanError:
         return None
-    hit = SkillHit("tool", tool.name, tool.server_name, chosen.hit.score, chosen.hit.similarity, chosen.hit.lexical, "", tool.state_transition.produces, True, filter_plan)
-    filter_part = PartMatch(part.text, GoalChoice(GoalCandidate(tool.state_transition.produces, hit, filter_plan, None, None, 0), ()), holds=part.holds, values=part.values)
+    hit = SkillHit(
+        "tool", tool.name, tool.server_name, chosen.hit.score, chosen.hit.similarity, chosen.hit.lexical, "", tool.state_transition.produces, True, filter_plan
+    )
+    filter_part = PartMatch(
+        part.text, GoalChoice(GoalCandidate(tool.state_transition.produces, hit, filter_plan, None, None, 0), ()), holds=part.holds, values=part.values
+    )
     pair = [filter_part, part]
     joint = joint_plan(graph, pair, held)
     given = inputs_with_facts(pair, inputs, joint)
