@@ -9,15 +9,22 @@ required one), by what the catalog says they are:
   first" → ``descending``); two values named → left unbound, saying so;
 - ``meaning: column`` / ``columns``: the columns of the table the task names, from its probe
   (:mod:`toolpath.planner.tasks.probes`), matched to the words case-insensitively, with ``_`` or
-  spaces, singular or plural. "Y by X" (also per, over, against, vs, versus, across) gives the axes
-  ``y`` and ``x``; "by X", "per X", "for each X", "on X" the grouping column (``by``, ``on``); the
-  rest of the columns named go to the one parameter left, or a list. A name not in the probe is never
-  bound; two candidates and nothing to tell them apart → unbound, saying so;
+  spaces, singular or plural. A role the words name gives its parameter ("units on the x axis",
+  "regions as rows", "one column per month", "revenue in the cells"); "Y by X" (also per, over,
+  against, vs, versus, across) gives the axes ``y`` and ``x``, else the one column after a grouping
+  word or named by an adjective of time ("for each month", "monthly") is ``x``, "over time" the
+  table's one date column, and of two columns named a date or text column is ``x`` against one of
+  numbers; a pivot's ``rows`` and ``columns`` are "by A and B", or "A by B"; "by X", "per X", "for
+  each X", "on X" (or "monthly") give the grouping column (``by``, ``on``); the rest of the columns
+  named go to the one parameter left, or a list. "number of units" names the column ``units`` when
+  it holds numbers (not a count of rows), and a count per group with no column named counts the
+  grouping column. A name not in the probe is never bound; two candidates and nothing to tell them
+  apart → unbound, saying so;
 - ``meaning: conditions``: ``[[column, operator, value], ...]`` from "where region is North",
   "revenue over 1000", "at least", "between 10 and 20", "not South" (a value the probe saw in one
   column), "with missing revenue", "without missing values". Operators come from a fixed set
   (:data:`OPERATORS`), values are literals (numbers as numbers); nothing the user wrote is run as code;
-- ``meaning: count``: "top 5", "first 3 rows", "20 bins", "10 largest";
+- ``meaning: count``: "top 5", "first 3 rows", "20 bins", "10 largest", "the 3 sales with the lowest units";
 - ``meaning: file``: a further file the part (or an earlier one) names that no input gives yet;
 - ``role: output``: "to report.md", "as sales.xlsx", "save it in totals.csv", when the suffix suits
   the parameter (its description's suffixes); a file the task reads is never a destination.
@@ -529,21 +536,23 @@ def _columns(parameters: Sequence[ToolParameter], plain: str, words: str, whose:
         claimed.update(value if isinstance(value, list) else [value])
 
     singles = [parameter for parameter in parameters if parameter.meaning == "column"]
+    # Which column goes where: a role the words name ("units on the x axis", "regions as rows") first,
+    # then "Y by X" for a chart's axes, then what groups or kinds of columns decide (_axes, _two_way).
     for name, (column, phrase) in _roles(singles, plain, mentions).items():
         take(next(parameter for parameter in singles if parameter.python_name == name), column, f"'{phrase}' gives {name} the column {column!r}")
     axes = {parameter.python_name: parameter for parameter in singles if parameter.python_name in ("x", "y")}
-    if pair is not None and len(axes) == 2 and not set(axes) & set(reads) and not {pair[0], pair[1]} & claimed:
-        take(axes["y"], pair[0], f"'{pair[2]}' (Y by X) puts {pair[0]!r} on the vertical axis")
-        take(axes["x"], pair[1], f"'{pair[2]}' (Y by X) puts {pair[1]!r} on the horizontal axis")
+    free_pair = pair if pair is not None and not {pair[0], pair[1]} & claimed else None
+    if free_pair is not None and len(axes) == 2 and not set(axes) & set(reads):
+        take(axes["y"], free_pair[0], f"'{free_pair[2]}' (Y by X) puts {free_pair[0]!r} on the vertical axis")
+        take(axes["x"], free_pair[1], f"'{free_pair[2]}' (Y by X) puts {free_pair[1]!r} on the horizontal axis")
     timed = _time_columns(plain, table)
     if len(axes) == 2:
-        for name, column, why in _axes(plain, [column for column in named if column not in claimed], [column for column in grouped if column not in claimed], timed, set(reads), table):
+        free_named, free_grouped = [column for column in named if column not in claimed], [column for column in grouped if column not in claimed]
+        for name, column, why in _axes(plain, free_named, free_grouped, timed, set(reads), table):
             take(axes[name], column, why)
     two_way = {parameter.python_name: parameter for parameter in singles if parameter.python_name in ("rows", "columns")}
     if len(two_way) == 2 and not set(two_way) & set(reads):
-        for name, column, why in _two_way(
-            [column for column in grouped if column not in claimed], pair if pair is not None and not {pair[0], pair[1]} & claimed else None, table
-        ):
+        for name, column, why in _two_way([column for column in grouped if column not in claimed], free_pair, table):
             take(two_way[name], column, why)
     grouping_words = set(grouped)
     grouped = list(dict.fromkeys(grouped + [column for _, column, _ in timed if column not in grouped]))
@@ -612,7 +621,7 @@ def _roles(singles: Sequence[ToolParameter], plain: str, mentions: Sequence[_Men
                 found.setdefault(mention.column, plain[mention.start : mention.end + after.end()].strip())
             elif before is not None:
                 found.setdefault(mention.column, plain[before.start() : mention.end].strip())
-        if len(found) == 1:
+        if len(found) == 1 and next(iter(found)) not in {column for column, _ in roles.values()}:
             roles[parameter.python_name] = next(iter(found.items()))
     return roles
 
