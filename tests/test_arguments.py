@@ -389,3 +389,121 @@ def test_two_files_loaded_then_a_step_that_reads_one_table_leaves_the_other_aske
     planned = Workspace.open(embedder=embedder).plan_task("load sales.csv and regions.csv and summarise them")
     (loading,) = planned.unmatched  # describing reads one table: regions.csv would be dropped, so it is asked about
     assert "regions.csv" in loading.problem
+
+
+# -- which column goes where: axes, pivot parts, "number of", counts per group ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tool", "words", "expected"),
+    [
+        # A role phrase names the axis, whichever order the columns come in.
+        ("plot_scatter", "revenue on the vertical axis and units on the horizontal axis", {"x": "units", "y": "revenue"}),
+        ("plot_scatter", "x axis: units, y axis: revenue", {"x": "units", "y": "revenue"}),
+        # The column after a grouping word, or named by an adjective of time, runs along the horizontal axis.
+        ("plot_line", "draw the units sold for every region as a line", {"x": "region", "y": "units"}),
+        ("plot_line", "a line of the monthly units", {"x": "month", "y": "units"}),
+        # Two columns and nothing else: dates along the bottom, numbers up the side; numbers measured per text value.
+        ("plot_line", "a line chart of units and date", {"x": "date", "y": "units"}),
+        ("plot_bar", "bars of product and revenue", {"x": "product", "y": "revenue"}),
+    ],
+)
+def test_chart_axes_come_from_role_phrases_grouping_words_and_column_kinds(graph, folder, tool, words, expected):
+    bound, _, _ = read(graph, folder, tool, words)
+    assert {name: bound[name] for name in ("x", "y") if name in bound} == expected
+
+
+@pytest.mark.parametrize(
+    ("tool", "words"),
+    [
+        ("plot_scatter", "a scatter of units and revenue"),  # two columns of numbers: nothing says which is which
+        ("plot_line", "a line of units over time"),  # the table has two date columns (date, month)
+    ],
+)
+def test_axes_the_words_do_not_decide_are_left_to_ask(graph, folder, tool, words):
+    bound, reasons, _ = read(graph, folder, tool, words)
+    assert "x" not in bound and reasons["x"]
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        (
+            "put regions down the rows, one column for each month, and the total revenue",
+            {"rows": "region", "columns": "month", "values": "revenue", "how": "sum"},
+        ),
+        ("cross-tabulate product by region showing average units", {"rows": "product", "columns": "region", "values": "units", "how": "mean"}),
+        ("the largest revenue pivoted by region and product", {"rows": "region", "columns": "product", "values": "revenue", "how": "max"}),
+    ],
+)
+def test_a_pivot_reads_its_rows_columns_and_cells(graph, folder, words, expected):
+    bound, _, _ = read(graph, folder, "pivot_table", words)
+    assert bound == expected
+
+
+def test_a_pivot_whose_cells_are_not_named_asks_for_them(graph, folder):
+    bound, reasons, _ = read(graph, folder, "pivot_table", "pivot product by month")
+    assert bound == {"rows": "product", "columns": "month"}
+    assert "values" in reasons
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        # "number of" before a column of numbers names that column; the aggregate is the other word.
+        ("the median number of units for each region", {"by": "region", "columns": ["units"], "how": "median"}),
+        ("largest number of units per product", {"by": "product", "columns": ["units"], "how": "max"}),
+        # Before a noun that is no column of numbers it counts rows, and counting needs no column measured.
+        ("the number of entries per region", {"by": "region", "columns": ["region"], "how": "count"}),
+        ("tally the rows for each product", {"by": "product", "columns": ["product"], "how": "count"}),
+    ],
+)
+def test_number_of_a_column_names_it_and_a_count_per_group_needs_no_column(graph, folder, words, expected):
+    bound, _, _ = read(graph, folder, "group_and_aggregate", words)
+    assert bound == expected
+
+
+def test_number_of_a_column_with_no_aggregate_asks_which(graph, folder):
+    bound, reasons, arguments = read(graph, folder, "group_and_aggregate", "number of units by product")
+    assert "how" not in bound and "'number of units' names the column 'units'" in reasons["how"]
+    assert any(reading.conflicting for reading in arguments.not_bound if reading.parameter == "how")
+
+
+def test_the_few_rows_ranked_lowest_give_a_count_and_an_order(graph, folder):
+    bound, _, _ = read(graph, folder, "top_rows", "the 2 sales with the smallest units")
+    assert bound == {"by": "units", "count": 2, "order": "ascending"}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("task", "tools", "bound"),
+    [
+        # The grouping state scores below the search's threshold for these wordings; only its plan uses both columns.
+        (
+            "mean units by product for sales.csv",
+            ["load_table", "group_and_aggregate"],
+            {("group_and_aggregate", "by"): "product", ("group_and_aggregate", "columns"): ["units"], ("group_and_aggregate", "how"): "mean"},
+        ),
+        (
+            "the biggest revenue for every region in sales.csv",
+            ["load_table", "group_and_aggregate"],
+            {("group_and_aggregate", "by"): "region", ("group_and_aggregate", "columns"): ["revenue"], ("group_and_aggregate", "how"): "max"},
+        ),
+        # "and average units in the cells" completes the pivot its first words leave without cells: one step, not a grouping too.
+        (
+            "build a pivot table from sales.csv with products as rows, regions as columns and average units in the cells",
+            ["load_table", "pivot_table"],
+            {
+                ("pivot_table", "rows"): "product",
+                ("pivot_table", "columns"): "region",
+                ("pivot_table", "values"): "units",
+                ("pivot_table", "how"): "mean",
+            },
+        ),
+    ],
+)
+def test_the_words_about_the_data_choose_the_step_that_uses_them(embedder, folder, monkeypatch, task, tools, bound):
+    monkeypatch.chdir(folder)
+    planned = Workspace.open(embedder=embedder).plan_task(task)
+    assert [step.tool.name for step in planned.plan.steps] == tools
+    assert {(reading.tool, reading.parameter): reading.value for reading in planned.arguments.bound} == bound

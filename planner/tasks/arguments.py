@@ -9,15 +9,22 @@ required one), by what the catalog says they are:
   first" → ``descending``); two values named → left unbound, saying so;
 - ``meaning: column`` / ``columns``: the columns of the table the task names, from its probe
   (:mod:`toolpath.planner.tasks.probes`), matched to the words case-insensitively, with ``_`` or
-  spaces, singular or plural. "Y by X" (also per, over, against, vs, versus, across) gives the axes
-  ``y`` and ``x``; "by X", "per X", "for each X", "on X" the grouping column (``by``, ``on``); the
-  rest of the columns named go to the one parameter left, or a list. A name not in the probe is never
-  bound; two candidates and nothing to tell them apart → unbound, saying so;
+  spaces, singular or plural. A role the words name gives its parameter ("units on the x axis",
+  "regions as rows", "one column per month", "revenue in the cells"); "Y by X" (also per, over,
+  against, vs, versus, across) gives the axes ``y`` and ``x``, else the one column after a grouping
+  word or named by an adjective of time ("for each month", "monthly") is ``x``, "over time" the
+  table's one date column, and of two columns named a date or text column is ``x`` against one of
+  numbers; a pivot's ``rows`` and ``columns`` are "by A and B", or "A by B"; "by X", "per X", "for
+  each X", "on X" (or "monthly") give the grouping column (``by``, ``on``); the rest of the columns
+  named go to the one parameter left, or a list. "number of units" names the column ``units`` when
+  it holds numbers (not a count of rows), and a count per group with no column named counts the
+  grouping column. A name not in the probe is never bound; two candidates and nothing to tell them
+  apart → unbound, saying so;
 - ``meaning: conditions``: ``[[column, operator, value], ...]`` from "where region is North",
   "revenue over 1000", "at least", "between 10 and 20", "not South" (a value the probe saw in one
   column), "with missing revenue", "without missing values". Operators come from a fixed set
   (:data:`OPERATORS`), values are literals (numbers as numbers); nothing the user wrote is run as code;
-- ``meaning: count``: "top 5", "first 3 rows", "20 bins", "10 largest";
+- ``meaning: count``: "top 5", "first 3 rows", "20 bins", "10 largest", "the 3 sales with the lowest units";
 - ``meaning: file``: a further file the part (or an earlier one) names that no input gives yet;
 - ``role: output``: "to report.md", "as sales.xlsx", "save it in totals.csv", "called overview.html", when the suffix suits
   the parameter (its description's suffixes); a file the task reads is never a destination.
@@ -458,19 +465,76 @@ def _read_tool(tool: ToolDefinition, words: str, whose: str, table: _Table, data
     if column_parameters:
         reads.update(_columns(column_parameters, plain, words, whose, table))
     mentions = _mentions(plain, list(table.columns))
-    masked = _masked(plain, mentions)
+    quantities = _quantities(plain, mentions, table)
+    masked = _masked(plain, [*mentions, *(mention for mention, _ in quantities)])
     for parameter in tool.parameters:
         if parameter.state is not None:
             continue
         if parameter.choices:
             reads[parameter.python_name] = _choice(parameter, masked, words, whose)
+            if not reads[parameter.python_name].found and quantities and "count" in parameter.choices:
+                reads[parameter.python_name] = _no_aggregate_said(parameter, quantities, words)
         elif parameter.meaning == "conditions":
             reads[parameter.python_name] = _conditions(plain, words, whose, table)
         elif parameter.meaning == "count":
             reads[parameter.python_name] = _count(parameter, [other for other in tool.parameters if other.meaning == "count"], masked, words, whose)
         elif parameter.role == "output":
             reads[parameter.python_name] = _output(parameter, words, whose, data_files)
+    counted = _counted_rows(tool, reads, whose, table)
+    if counted is not None:
+        reads[counted[0]] = counted[1]
     return reads
+
+
+#: Words before a column that name the column's own quantity ("the number of units"): when the column holds
+#: numbers, they say which column, not to count rows (only "number of rows", "number of sales", a noun
+#: that is no column of numbers, asks for a count).
+_QUANTITY_OF = re.compile(r"\bnumber\s+of\s+(?:the\s+)?$", flags=re.IGNORECASE)
+
+
+def _quantities(plain: str, mentions: Sequence[_Mention], table: _Table) -> list[tuple[_Mention, str]]:
+    """``(span, phrase)`` of each "number of COL" where COL holds numbers (:data:`_QUANTITY_OF`): the
+    span of "number of", which is then no word of an aggregate, and the whole phrase."""
+    found: list[tuple[_Mention, str]] = []
+    for mention in mentions:
+        quantity = _QUANTITY_OF.search(plain[: mention.start])
+        if quantity is not None and table.columns.get(mention.column) == "number":
+            found.append((_Mention(mention.column, quantity.start(), mention.start), plain[quantity.start() : mention.end]))
+    return found
+
+
+def _no_aggregate_said(parameter: ToolParameter, quantities: Sequence[tuple[_Mention, str]], words: str) -> _Read:
+    """The reading of an aggregate when the only word of one was "number of" before a column of numbers:
+    it names that column, and no aggregate of it is said, so its default would be a guess (the person may
+    mean the total or the average): a question, not a value."""
+    phrases = ", ".join(f"'{phrase}'" for _, phrase in quantities)
+    columns = ", ".join(repr(mention.column) for mention, _ in quantities)
+    why = (
+        f"{phrases} names the column {columns}, which holds numbers, not a count of rows; the words say no aggregate of it: "
+        f"say which (e.g. total, average, median, smallest, largest) or give {parameter.python_name} as an input"
+    )
+    return _Read(words=words, why=why, conflicting=True)
+
+
+def _counted_rows(tool: ToolDefinition, reads: Mapping[str, _Read], whose: str, table: _Table) -> tuple[str, _Read] | None:
+    """``(parameter, reading)`` for the columns a count of rows per group aggregates when the words name
+    none ("count the sales per region"): the grouping column itself. ``count`` counts each group's rows
+    whichever column it is given (the tabular catalog's aggregates, ``_common.AGGREGATES``), so no column
+    measured is needed and none is guessed. ``None`` when the aggregate read is not ``count``, a column
+    was named, or no grouping column was read."""
+    counts = any(
+        read.found and read.value == "count"
+        for name, read in reads.items()
+        if name in {parameter.python_name for parameter in tool.parameters if parameter.choices}
+    )
+    grouping = reads.get("by")
+    if not counts or grouping is None or not grouping.found or not isinstance(grouping.value, str):
+        return None
+    for parameter in tool.required_parameters:
+        if parameter.meaning == "columns" and parameter.state is None and not reads.get(parameter.python_name, _Read()).found:
+            why = f"'count' counts the rows of each group, so no column to measure is needed: the grouping column {grouping.value!r} is counted, a column of {table.source} (in {whose})"
+            return parameter.python_name, _Read([grouping.value], grouping.words, why, True)
+    return None
 
 
 def _masked(text: str, mentions: Sequence[_Mention]) -> str:
@@ -490,8 +554,9 @@ def _columns(parameters: Sequence[ToolParameter], plain: str, words: str, whose:
         return {parameter.python_name: _Read(words=words, why=table.missing()) for parameter in parameters}
     mentions = _mentions(plain, list(table.columns))
     # A column a comparison follows ("revenue between 800 and 1200") is a condition's, not one to keep,
-    # drop or plot; so is one said to have no value ("rows with a missing revenue"), unless the words
-    # remove rows: "drop the rows where revenue is missing" names the column whose gaps remove a row.
+    # drop or plot (one that words of comparison follow without a value, "units over time", is not); so is
+    # one said to have no value ("rows with a missing revenue"), unless the words remove rows: "drop the
+    # rows where revenue is missing" names the column whose gaps remove a row.
     removing = _REMOVING.search(plain) is not None
     named = list(dict.fromkeys(mention.column for mention in mentions if _names_column(plain, mention, table, removing)))
     pair = next(
@@ -520,15 +585,33 @@ def _columns(parameters: Sequence[ToolParameter], plain: str, words: str, whose:
         claimed.update(value if isinstance(value, list) else [value])
 
     singles = [parameter for parameter in parameters if parameter.meaning == "column"]
+    # Which column goes where: a role the words name ("units on the x axis", "regions as rows") first,
+    # then "Y by X" for a chart's axes, then what groups or kinds of columns decide (_axes, _two_way).
+    for name, (column, phrase) in _roles(singles, plain, mentions).items():
+        take(next(parameter for parameter in singles if parameter.python_name == name), column, f"'{phrase}' gives {name} the column {column!r}")
     axes = {parameter.python_name: parameter for parameter in singles if parameter.python_name in ("x", "y")}
-    if pair is not None and len(axes) == 2:
-        take(axes["y"], pair[0], f"'{pair[2]}' (Y by X) puts {pair[0]!r} on the vertical axis")
-        take(axes["x"], pair[1], f"'{pair[2]}' (Y by X) puts {pair[1]!r} on the horizontal axis")
+    free_pair = pair if pair is not None and not {pair[0], pair[1]} & claimed else None
+    if free_pair is not None and len(axes) == 2 and not set(axes) & set(reads):
+        take(axes["y"], free_pair[0], f"'{free_pair[2]}' (Y by X) puts {free_pair[0]!r} on the vertical axis")
+        take(axes["x"], free_pair[1], f"'{free_pair[2]}' (Y by X) puts {free_pair[1]!r} on the horizontal axis")
+    timed = _time_columns(plain, table)
+    if len(axes) == 2:
+        free_named, free_grouped = [column for column in named if column not in claimed], [column for column in grouped if column not in claimed]
+        for name, column, why in _axes(plain, free_named, free_grouped, timed, set(reads), table):
+            take(axes[name], column, why)
+    two_way = {parameter.python_name: parameter for parameter in singles if parameter.python_name in ("rows", "columns")}
+    if len(two_way) == 2 and not set(two_way) & set(reads):
+        for name, column, why in _two_way([column for column in grouped if column not in claimed], free_pair, table):
+            take(two_way[name], column, why)
+    grouping_words = set(grouped)
+    grouped = list(dict.fromkeys(grouped + [column for _, column, _ in timed if column not in grouped]))
     for parameter in singles:
         if parameter.python_name in reads or parameter.python_name in axes:
             continue
         if parameter.python_name in ("by", "on") and grouped:
-            take(parameter, grouped[0], f"{grouped[0]!r} follows a word that groups or ranks by a column ('by', 'per', 'for each', 'on')")
+            adjective = next((word for _, column, word in timed if column == grouped[0]), "")
+            said = f"'{adjective}' names the column {grouped[0]!r}, by which to group" if adjective and grouped[0] not in grouping_words else ""
+            take(parameter, grouped[0], said or f"{grouped[0]!r} follows a word that groups or ranks by a column ('by', 'per', 'for each', 'on')")
     # A column the table has as a parameter's default keeps it: the words that name another column
     # ("every compound in compounds.csv", a table with a 'compound' column) speak of its rows.
     open_singles = [
@@ -567,7 +650,7 @@ def _columns(parameters: Sequence[ToolParameter], plain: str, words: str, whose:
 def _names_column(plain: str, mention: _Mention, table: _Table, removing: bool) -> bool:
     """Whether ``mention`` names a column to act on rather than one a condition is about (see :func:`_columns`)."""
     before = plain[: mention.start]
-    comparison = _comparison(plain, mention, table)
+    comparison = _compared(plain, mention, table)
     missing_check = (comparison is not None and comparison[0][1:2] == ["is missing"]) or bool(_MISSING_BEFORE.search(before) or _NO_VALUE_BEFORE.search(before))
     if missing_check:
         return removing
@@ -584,6 +667,122 @@ def _missing_default_column(parameter: ToolParameter, words: str, table: _Table)
         f"of its columns ({table.listed()}) for it: name the column, or give {parameter.python_name} as an input"
     )
     return _Read(words=words, why=why, conflicting=True)
+
+
+#: The nouns a person names a column parameter's role with, by the parameter's name: the axes of a chart
+#: ("units on the x axis", "y axis: revenue") and the parts of a pivot table ("regions as rows", "one
+#: column per month", "revenue in the cells"). These are the conventional names of chart axes and pivot parts.
+_ROLE_NOUNS = {
+    "x": r"x[\s-]*axis|horizontal(?:\s+axis)?",
+    "y": r"y[\s-]*axis|vertical(?:\s+axis)?",
+    "rows": r"rows?",
+    "columns": r"columns?",
+    "values": r"values?|cells?",
+}
+
+
+def _roles(singles: Sequence[ToolParameter], plain: str, mentions: Sequence[_Mention]) -> dict[str, tuple[str, str]]:
+    """``{parameter: (column, phrase)}`` for each single-column parameter whose role (:data:`_ROLE_NOUNS`)
+    the words give exactly one column: "COL as/on/in/along/across the ROLE", "one ROLE per COL", "ROLE: COL"."""
+    roles: dict[str, tuple[str, str]] = {}
+    for parameter in singles:
+        noun = _ROLE_NOUNS.get(parameter.python_name)
+        if noun is None:
+            continue
+        found: dict[str, str] = {}
+        for mention in mentions:
+            after = re.match(rf"\s+(?:as|on|in|along|across|down|for)\s+(?:the\s+)?(?:{noun})(?![\w])", plain[mention.end :], flags=re.IGNORECASE)
+            before = re.search(
+                rf"(?:\b(?:one|a|an|each)\s+(?:{noun})\s+(?:per|for\s+each|for\s+every|for|by)\s+|\b(?:{noun})\s*(?:[:=]|\s(?:is|are|shows?|showing|holds?)\b)\s*)(?:(?:the|each|every)\s+)?$",
+                plain[: mention.start],
+                flags=re.IGNORECASE,
+            )
+            if after is not None:
+                found.setdefault(mention.column, plain[mention.start : mention.end + after.end()].strip())
+            elif before is not None:
+                found.setdefault(mention.column, plain[before.start() : mention.end].strip())
+        if len(found) == 1 and next(iter(found)) not in {column for column, _ in roles.values()}:
+            roles[parameter.python_name] = next(iter(found.items()))
+    return roles
+
+
+#: Adjectives of time and the nouns of the columns they name ("monthly revenue": the column ``month``);
+#: "daily" also names a column of dates.
+_TIME_ADJECTIVES = {
+    "hourly": ("hour",),
+    "daily": ("day", "date"),
+    "weekly": ("week",),
+    "monthly": ("month",),
+    "quarterly": ("quarter",),
+    "yearly": ("year",),
+    "annual": ("year",),
+    "annually": ("year",),
+}
+_TIME_ADJECTIVE = re.compile(r"\b(" + "|".join(_TIME_ADJECTIVES) + r")\b", flags=re.IGNORECASE)
+#: Words that put time on the horizontal axis without naming its column ("units over time").
+_OVER_TIME = re.compile(r"\b(?:over|through|across|against)\s+time\b|\bas\s+a\s+time\s+series\b", flags=re.IGNORECASE)
+
+
+def _time_columns(plain: str, table: _Table) -> list[tuple[int, str, str]]:
+    """``(position, column, adjective)`` for each adjective of time (:data:`_TIME_ADJECTIVES`) whose noun
+    names exactly one column of ``table``: "monthly revenue" groups (or plots) by the column ``month``."""
+    found: list[tuple[int, str, str]] = []
+    for match in _TIME_ADJECTIVE.finditer(plain):
+        for noun in _TIME_ADJECTIVES[match.group(1).lower()]:
+            columns = {mention.column for mention in _mentions(noun, list(table.columns)) if mention.end - mention.start == len(noun)}
+            if len(columns) == 1:
+                found.append((match.start(), columns.pop(), match.group(1)))
+                break
+    return found
+
+
+def _axes(
+    plain: str, named: Sequence[str], grouped: Sequence[str], timed: Sequence[tuple[int, str, str]], taken: set[str], table: _Table
+) -> list[tuple[str, str, str]]:
+    """``(axis, column, why)`` for the axes ``x`` and ``y`` that no role phrase or "Y by X" gave, when the
+    words decide them: the one column after a grouping word ("revenue for each month") or named by an
+    adjective of time ("monthly revenue") is the horizontal axis; "over time" puts there the table's one
+    date column; of two columns named with nothing else to say, a date column goes on the horizontal axis
+    against one of numbers, and a column of numbers on the vertical axis against one of text. (The column
+    left for the vertical axis is then the one named that nothing took.) Nothing when the words do not decide."""
+    if "x" in taken:
+        return []
+    along = list(dict.fromkeys([*grouped, *(column for _, column, _ in timed)]))
+    if len(along) == 1:
+        adjective = next((word for _, column, word in timed if column == along[0]), "")
+        said = f"'{adjective}'" if adjective and along[0] not in grouped else "a word that groups by it ('for each', 'per', 'by')"
+        return [("x", along[0], f"{along[0]!r} follows {said}: the values along the horizontal axis")]
+    if along:
+        return []
+    dates = [column for column, kind in table.columns.items() if kind == "date"]
+    if _OVER_TIME.search(plain) and len(dates) == 1:
+        return [("x", dates[0], f"'{_OVER_TIME.search(plain).group()}' puts time on the horizontal axis, and {dates[0]!r} is the table's one date column")]  # type: ignore[union-attr]
+    if "y" in taken or len(named) != 2:
+        return []
+    kinds = {column: table.columns.get(column) for column in named}
+    numbers = [column for column in named if kinds[column] == "number"]
+    other = [column for column in named if column not in numbers]
+    if len(numbers) == 1 and kinds[other[0]] == "date":
+        why = f"of the two columns named, {other[0]!r} holds dates (horizontal axis) and {numbers[0]!r} numbers (vertical axis)"
+        return [("x", other[0], why), ("y", numbers[0], why)]
+    if len(numbers) == 1 and kinds[other[0]] == "text":
+        why = f"of the two columns named, {numbers[0]!r} holds the numbers measured (vertical axis) and {other[0]!r} the text they are measured for (horizontal axis)"
+        return [("x", other[0], why), ("y", numbers[0], why)]
+    return []
+
+
+def _two_way(grouped: Sequence[str], pair: tuple[str, str, str] | None, table: _Table) -> list[tuple[str, str, str]]:
+    """``(parameter, column, why)`` for a pivot's ``rows`` and ``columns`` that no role phrase gave: the two
+    columns after a grouping word, in order ("median units by product and region": rows ``product``,
+    columns ``region``), else "A by B" of two columns that do not hold numbers ("region by month"; in
+    "revenue by region", revenue is what the cells hold). Nothing when the words do not decide."""
+    if len(grouped) == 2:
+        why = f"{grouped[0]!r} and {grouped[1]!r} follow a word that groups by columns: the first gives the rows, the second the columns"
+        return [("rows", grouped[0], why), ("columns", grouped[1], why)]
+    if pair is not None and not grouped[1:] and all(table.columns.get(column) != "number" for column in pair[:2]):
+        why = f"'{pair[2]}' (A by B) crosses {pair[0]!r} (rows) with {pair[1]!r} (columns)"
+        return [("rows", pair[0], why), ("columns", pair[1], why)]
+    return []
 
 
 # -- choices and counts -------------------------------------------------------------------------------
@@ -634,6 +833,11 @@ _NUMBER_WORDS = {
 _AMOUNT = r"(\d+|" + "|".join(_NUMBER_WORDS) + r")"
 _RANKS = r"top|first|last|bottom|largest|biggest|highest|smallest|lowest|best|worst"
 _COUNT_BEFORE = re.compile(rf"\b(?:{_RANKS})\s+{_AMOUNT}\b", flags=re.IGNORECASE)
+#: "the 3 sales with the lowest units", "the five products having the most revenue": a number of things
+#: ranked by a column, within a few words.
+_COUNT_RANKED = re.compile(
+    rf"\bthe\s+{_AMOUNT}\s+[A-Za-z]+(?:\s+[\w.]+){{0,5}}?\s+(?:with|having|by|of)\s+(?:the\s+)?(?:{_RANKS}|most|least|fewest)\b", flags=re.IGNORECASE
+)
 _COUNT_AFTER = re.compile(rf"\b{_AMOUNT}\s+(rows?|records?|entries|entry|lines?|items?|results?|values?|bins?|buckets?|{_RANKS})\b", flags=re.IGNORECASE)
 
 
@@ -645,6 +849,8 @@ def _count(parameter: ToolParameter, counts: Sequence[ToolParameter], masked: st
         found.append((_amount(match.group(1)), "", match.group()))
     for match in _COUNT_AFTER.finditer(masked):
         found.append((_amount(match.group(1)), match.group(2).lower().rstrip("s"), match.group()))
+    for match in _COUNT_RANKED.finditer(masked):
+        found.append((_amount(match.group(1)), "", re.sub(r"\s+", " ", match.group())))
     if len(counts) > 1:
         found = [item for item in found if item[1] and parameter.python_name.lower().rstrip("s") == item[1]]
     amounts = list(dict.fromkeys(amount for amount, _, _ in found))
@@ -885,6 +1091,13 @@ def _comparison(plain: str, mention: _Mention, table: _Table) -> tuple[list[Any]
             return [], start, f"{mention.column!r} holds text, which '{plain[mention.start : start].strip()}' does not compare"
         return [mention.column, operator, literals[0]], end, ""
     return None
+
+
+def _compared(plain: str, mention: _Mention, table: _Table) -> tuple[list[Any], int, str] | None:
+    """:func:`_comparison` when it reads a condition, ``None`` when it reads none or only a problem: "units
+    over time" names the column ``units``, no comparison of it."""
+    read = _comparison(plain, mention, table)
+    return None if read is None or read[2] else read
 
 
 def _matched_value(item: str, column: str, kind: str, table: _Table) -> Any:

@@ -180,6 +180,8 @@ class PartMatcher:
             previous = matches[-1] if matches and matches[-1].kind == "action" else None
             weak = clause.weak and previous is not None
             choice_named = _choice_named(previous, clause.text) if weak and previous is not None else None
+            if choice_named is None and not weak and previous is not None:
+                choice_named = _completes(previous, clause)
             if choice_named is not None and previous is not None:
                 # "merge them on region, keeping all rows of both": the words choose a value of the
                 # part before's tool (join's how), an argument of that part, not a part of their own.
@@ -629,6 +631,19 @@ def _choice_named(part: PartMatch, text: str) -> str | None:
             if any(re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", text, flags=re.IGNORECASE) for phrase in phrases):
                 return f"{step.tool.name}.{parameter.python_name}"
     return None
+
+
+def _completes(part: PartMatch, clause: Clause) -> str | None:
+    """``TOOL.PARAMETER`` of the choice ``clause`` names of a step of ``part``'s plan, when ``part``'s own
+    words leave some of its plan's parameters unbound and ``clause`` follows it after a bare "and" or
+    comma: "a pivot table with regions as rows, months as columns and total revenue in the cells" — the
+    pivot lacks the column its cells hold, and "total" is its aggregate, so the clause is the rest of its
+    arguments, not a grouping of its own. ``None`` otherwise (a part its own words complete keeps the
+    clause as a part: "plot revenue per region and average units per product")."""
+    chosen = part.choice.chosen if part.choice is not None else None
+    if chosen is None or chosen.cell is None or not chosen.cell.unbound or clause.joiner.strip(" ,").lower() not in ("", "and"):
+        return None
+    return _choice_named(part, clause.text)
 
 
 def _absorbing(kept: PartMatch, *others: PartMatch) -> PartMatch:
