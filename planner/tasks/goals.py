@@ -529,7 +529,7 @@ def _rescued(
             continue
         search.budget.check()
         try:
-            worded_inputs, unused = _with_words(search, hit.plan, task, inputs)
+            worded_inputs, unused, written = _with_words(search, hit.plan, task, inputs)
             cell = cells.candidate(hit.plan, worded_inputs, task)
         except InputError:
             continue
@@ -548,6 +548,7 @@ def _rescued(
                 _close(hit, best, search.work_margin),
                 invents=_input_states_made(search.graph, hit.plan),
                 words_close=True,
+                writes_named=written,
                 below_min_score=True,
             )
         )
