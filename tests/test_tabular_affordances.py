@@ -79,6 +79,8 @@ UNTUNED = [
     ("save it as sales_clean.xlsx", "table_saved"),
     ("export the table to a csv file", "table_saved"),
     ("keep the rows where units is at least 10", "rows_filtered", {"conditions": [["units", ">=", 10]]}),
+    # "plot" names only tools that write charts, and "Y versus X" of two columns of numbers is a scatter's.
+    ("plot units versus revenue", "scatter_plotted"),
 ]
 
 
@@ -102,7 +104,6 @@ UNPLACED = [
     "which 3 sales had the smallest revenue",
     "the biggest orders",
     "chart how revenue changes month by month",
-    "plot units versus revenue",
 ]
 
 
