@@ -40,7 +40,16 @@ from toolpath.planner.tasks.clauses import (
     without_names,
     without_quotes,
 )
-from toolpath.planner.tasks.goals import MIN_SCORE, GoalChoice, GoalSearch, NeitherMeantError, NoMatchingSkillError, UnclearEffectError, choose_goal
+from toolpath.planner.tasks.goals import (
+    MIN_SCORE,
+    GoalChoice,
+    GoalSearch,
+    NeitherMeantError,
+    NoMatchingSkillError,
+    UnclearEffectError,
+    UnservedWordsError,
+    choose_goal,
+)
 from toolpath.planner.tasks.parts import Overridden, PartMatch, inputs_with_facts, refuse_competing_values
 from toolpath.planner.tasks.request import TaskRequest
 from toolpath.registry import ToolDefinition
@@ -310,8 +319,8 @@ class PartMatcher:
                 raise
             choice, given = choose(query, state)
             return PartMatch(text, choice, why=f"its value {values[0]!r} is the {state} its plan needs", holds=frozenset({state}), values=given)
-        except (UnclearEffectError, NeitherMeantError, NothingToDoError):
-            raise  # it matched, unclearly, not as the person meant, or only what is held: searching without names would hide that
+        except (UnclearEffectError, UnservedWordsError, NeitherMeantError, NothingToDoError):
+            raise  # it matched, unclearly, in words no catalog uses, not as the person meant, or only what is held: searching without names would hide that
         except NoMatchingSkillError as error:
             # Names no catalog knows can be all the search reads ("the Wikipedia article about Ada
             # Lovelace"): search once more without them. The refusal quotes the user's words.
