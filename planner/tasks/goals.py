@@ -569,11 +569,14 @@ def catalog_terms(graph: StateGraph) -> frozenset[str]:
 
 
 def _data_terms(search: GoalSearch, chosen_plan: Plan, inputs: Mapping[str, Any]) -> frozenset[str] | None:
-    """The words the data ``chosen_plan`` reads uses (its probed columns and the values seen in them)
+    """The words of the data ``chosen_plan`` reads (its probed columns and the values seen in them)
     and the names of the files given (a stem: "the sales" of sales.csv), as BM25 terms; ``None`` when
-    no input was probed: then any word may be a column, and none is known as not the data's."""
-    probes = [probe for probe in probe_inputs(search.graph, chosen_plan, inputs, search.probe_directory) if not probe.problem]
-    if not probes:
+    the plan reads a state whose probe did not run (no file given, or not readable): then any word
+    may be one of its columns, and none is known as not the data's."""
+    graph = search.graph
+    read = {token for step in chosen_plan.steps for token in step.requires}
+    probes = [probe for probe in probe_inputs(graph, chosen_plan, inputs, search.probe_directory) if not probe.problem]
+    if not probes and any(token in graph.states and graph.states[token].probe for token in read):
         return None
     texts = [name_words(column) for probe in probes for column in probe.columns]
     texts += [str(value) for probe in probes for seen in probe.values.values() for value in seen]
