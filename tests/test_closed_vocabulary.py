@@ -65,7 +65,11 @@ def test_an_unserved_part_of_a_longer_task_is_reported_with_its_candidates(works
 
 @pytest.mark.parametrize(
     "task",
-    ["tell me the total price per shop in orders.csv", "I want to know the average quantity per item in orders.csv", "sum up the quantity for each shop in orders.csv"],
+    [
+        "tell me the total price per shop in orders.csv",
+        "I want to know the average quantity per item in orders.csv",
+        "sum up the quantity for each shop in orders.csv",
+    ],
 )
 def test_a_weak_match_in_the_catalogs_or_the_datas_words_still_plans(workspace, orders, task):
     planned = workspace.plan_task(task)

@@ -549,7 +549,7 @@ def _unclear_effects(task: str, chosen: GoalCandidate, chosen_plan: Plan, hits: 
 _CATALOG_TERMS: weakref.WeakKeyDictionary[StateGraph, frozenset[str]] = weakref.WeakKeyDictionary()
 
 
-def catalog_terms(graph: StateGraph) -> frozenset[str]:
+def _catalog_terms(graph: StateGraph) -> frozenset[str]:
     """Every word the graph's catalogs write, as BM25 terms (lower-case, Snowball-stemmed, stop words
     removed: ``"plots"`` and ``"plot"`` are one): states' descriptions, affordances and tokens; tools'
     names, descriptions, affordances, parameters (names, descriptions, choices and their words) and
@@ -571,8 +571,8 @@ def catalog_terms(graph: StateGraph) -> frozenset[str]:
 def _data_terms(search: GoalSearch, chosen_plan: Plan, inputs: Mapping[str, Any]) -> frozenset[str] | None:
     """The words of the data ``chosen_plan`` reads (its probed columns and the values seen in them)
     and the names of the files given (a stem: "the sales" of sales.csv), as BM25 terms; ``None`` when
-    the plan reads a state whose probe did not run (no file given, or not readable): then any word
-    may be one of its columns, and none is known as not the data's."""
+    nothing was probed though the plan reads a state with a probe (no file given, or not readable):
+    then any word may be one of its columns, and none is known as not the data's."""
     graph = search.graph
     read = {token for step in chosen_plan.steps for token in step.requires}
     probes = [probe for probe in probe_inputs(graph, chosen_plan, inputs, search.probe_directory) if not probe.problem]
@@ -591,7 +591,7 @@ def _unserved_words(
     closed vocabulary (:attr:`toolpath.planner.planning.graph.StateGraph.closed_vocabulary`), its
     match is weak (below :data:`CLOSED_VOCABULARY_MIN_SCORE`) and the head of ``task``
     (:func:`toolpath.planner.tasks.clauses.head_words`, quotes, file names and names left out) holds
-    words that no loaded catalog's texts use (:func:`catalog_terms`) and that are not the words of
+    words that no loaded catalog's texts use (:func:`_catalog_terms`) and that are not the words of
     the data its plan reads (:func:`_data_terms`); ``None`` otherwise.
 
     Only the head counts: the rest of a request says which rows or columns ("units sold per
@@ -605,7 +605,7 @@ def _unserved_words(
     if chosen_plan.steps[-1].tool.server_name not in search.graph.closed_vocabulary:
         return None
     head = head_words(without_names(without_file_names(without_quotes(task))))
-    known = catalog_terms(search.graph)
+    known = _catalog_terms(search.graph)
     unknown = [word for word in head if not set(bm25_terms([word])[0]) <= known]
     if not unknown:
         return None
