@@ -72,6 +72,8 @@ class Catalog:
     skills: tuple[WorkflowSkill, ...] = ()
     requirements: CatalogRequirements | None = None
     package_data: tuple[str, ...] = ()
+    #: ``closed``: a request's words outside every loaded catalog's texts are not this catalog's work (``CatalogFile.vocabulary``).
+    vocabulary: str = "open"
 
     def missing_modules(self) -> list[str]:
         """The :attr:`requirements` modules this environment cannot import (found without importing them)."""
@@ -245,6 +247,7 @@ def read_catalog(path: str | Path, *, max_bytes: int | None = None) -> Catalog:
             skills=tuple(header.skills),
             requirements=header.requirements,
             package_data=tuple(header.package_data),
+            vocabulary=header.vocabulary,
         )
     if problems:
         raise CatalogError(problems, partial=catalog)

@@ -24,6 +24,8 @@ The models here say what a file may hold; :func:`toolpath.registry.catalog.read_
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from toolpath.registry.catalog_packages import CatalogRequirements
@@ -62,6 +64,15 @@ class CatalogFile(BaseModel):
     )
     requirements: CatalogRequirements | None = Field(
         default=None, description="Python modules the tools need that may be missing; without them the catalog is skipped, with this advice."
+    )
+    vocabulary: Literal["open", "closed"] = Field(
+        default="open",
+        description=(
+            "`closed`: the catalog's texts (descriptions, affordances, parameter names, descriptions and choice words) use every word its users "
+            'ask for its work with, so a weakly matched request whose action or object is a word no loaded catalog uses ("draw a map", '
+            '"make a pie chart") asks for something it does not offer and is not understood. `open` (default): requests may use words its texts '
+            "never use (a catalog written from an API's names)."
+        ),
     )
     package_data: list[str] = Field(
         default_factory=list,

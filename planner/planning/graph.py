@@ -48,13 +48,17 @@ class StateGraph:
     Args:
         registry: the tools.
         states: declared states, as a ``{token: State}`` mapping or an iterable of ``State``.
+        closed_vocabulary: the domains of the catalogs that declare ``vocabulary: closed``
+            (:attr:`toolpath.registry.catalog_format.CatalogFile.vocabulary`): their tools' work is
+            asked for only in words some loaded catalog's texts use.
 
     The graph is built once (its networkx form on first use of :attr:`graph`); rebuild it after
     changing the registry.
     """
 
-    def __init__(self, registry: ToolRegistry, states: Mapping[str, State] | Iterable[State] = ()):
+    def __init__(self, registry: ToolRegistry, states: Mapping[str, State] | Iterable[State] = (), closed_vocabulary: Collection[str] = ()):
         self.registry = registry
+        self.closed_vocabulary = frozenset(closed_vocabulary)
         declared = states.values() if isinstance(states, Mapping) else states
         self.states: dict[str, State] = {state.token: state for state in declared}
         self._producers: dict[str, list[ToolDefinition]] = {}

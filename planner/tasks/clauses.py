@@ -442,6 +442,55 @@ def leading_verb(text: str) -> str:
     return words[0].removesuffix("s") if words else ""
 
 
+# Words that address the one who does the work before saying what it is ("give me", "tell us",
+# "let me know", "show me"): part of the request's preamble, like "please" and "I need to".
+_ADDRESSING = frozenset({"give", "tell", "show", "let", "get"})
+_ADDRESSED = frozenset({"me", "us"})
+_KNOWING = frozenset({"know", "see", "find", "out"})  # "I want to know …", "let me see …", "find out …"
+# Words a request's head may hold that say how much or which, not what (closed classes: quantifiers,
+# cardinal numerals, particles of phrasal verbs, pronouns).
+_QUANTITIES = frozenset(
+    {"all", "any", "some", "each", "every", "both", "few", "several", "many", "much", "more", "most", "less", "least", "only", "just", "how", "other"}
+    | {"one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "fifteen", "twenty", "hundred", "thousand", "dozen"}
+)
+_PARTICLES = frozenset({"up", "out", "off", "down", "over", "away", "back"})
+_POLITE = frozenset({"please", "kindly"})
+_PRONOUNS = _OBJECT_PRONOUNS | _SUBJECTS | frozenset({"you", "them", "they", "i", "what", "which", "whose", "this", "that"})
+# Words that end a request's head: its object is said before them ("draw a map *of* the regions").
+_HEAD_ENDS = _PREPOSITIONS | frozenset(
+    {"of", "per", "where", "whose", "which", "who", "that", "than", "between", "below", "above", "under", "or", "and", "so", "if"}
+)
+# A question's first word: a question asks about its subject, it names no action of its own.
+_QUESTION_WORDS = _AUXILIARIES | frozenset({"what", "who", "when", "where", "which", "why", "how", "am"})
+
+
+def head_words(text: str) -> list[str]:
+    """The words of a clause's head: its action word and object, after the request's preamble ("I
+    need to", "please", "give me", "I want to know") and before the first preposition or relative
+    word: "draw a map of the regions" → ``["draw", "map"]``, "give me the first rows of …" →
+    ``["first", "rows"]``. Grammar words (determiners, pronouns, quantifiers, numerals, particles)
+    and words with a digit are left out; a question ("how many rows …?", "is it drug-like?") has no
+    head: ``[]``. Lower-case; quote values and name files before (:func:`without_quotes`,
+    :func:`without_file_names`) to keep them out."""
+    words = _without_preamble(_words(masked_quotes(text)))
+    while True:
+        if words[:1] and words[0] in _ADDRESSING and words[1:2] and words[1] in _ADDRESSED:
+            words = words[2:]
+        elif words[:1] and words[0] in _KNOWING:
+            words = words[1:]
+        else:
+            break
+    if not words or words[0] in _QUESTION_WORDS:
+        return []
+    head: list[str] = []
+    for word in words:
+        if word in _HEAD_ENDS:
+            break
+        if word not in _DETERMINERS | _PRONOUNS | _QUANTITIES | _PARTICLES | _POLITE | _ADVERBS and not any(character.isdigit() for character in word):
+            head.append(word)
+    return head
+
+
 def _starts_clause(words: list[str], verbs: Collection[str]) -> bool:
     return bool(words) and (words[0] in _CLAUSE_OPENERS or _is_verb(words[0], verbs) or _acts_on_object(words))
 

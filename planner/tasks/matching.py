@@ -52,6 +52,7 @@ from toolpath.planner.tasks.goals import (
     NeitherMeantError,
     NoMatchingSkillError,
     UnclearEffectError,
+    UnservedWordsError,
     choose_goal,
 )
 from toolpath.planner.tasks.parts import Overridden, PartMatch, inputs_with_facts, refuse_competing_values
@@ -350,8 +351,8 @@ class PartMatcher:
         query = without_quotes(query or text, words_too=False)
         try:
             choice, valued = choose_from_value(query)
-        except (UnclearEffectError, NeitherMeantError, NothingToDoError):
-            raise  # it matched, unclearly, not as the person meant, or only what is held: searching without names would hide that
+        except (UnclearEffectError, UnservedWordsError, NeitherMeantError, NothingToDoError):
+            raise  # it matched, unclearly, in words no catalog uses, not as the person meant, or only what is held: searching without names would hide that
         except NoMatchingSkillError as error:
             # Names no catalog knows can be all the search reads ("the Wikipedia article about Ada
             # Lovelace"): search once more without them (and, as above, with the part's value as the

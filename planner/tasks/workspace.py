@@ -85,7 +85,8 @@ class Workspace:
         planner's modules take about 0.15 s to import, and ``toolpath run`` starts its kernel first."""
         from toolpath.planner.planning.graph import StateGraph
 
-        return StateGraph(self.loaded.registry, self.loaded.states)
+        closed = {catalog.domain for catalog in self.loaded.catalogs if catalog.vocabulary == "closed"}
+        return StateGraph(self.loaded.registry, self.loaded.states, closed)
 
     @classmethod
     def open(cls, catalog_paths: Iterable[str | Path] | None = None, embedder: Embedder | None = None) -> Workspace:
