@@ -768,7 +768,10 @@ def _unserved_words(
     unknown = [word for word in head if not set(bm25_terms([word])[0]) <= known]
     if not unknown:
         return None
-    data = _data_terms(search, chosen_plan, inputs)
+    # The words' own values count as given: "add the manager from regions.csv" names a column of the
+    # file the join reads, which the caller's inputs do not hold.
+    worded_inputs, _, _ = _with_words(search, chosen_plan, task, inputs)
+    data = _data_terms(search, chosen_plan, worded_inputs)
     if data is None:
         return None
     unserved = [word for word in unknown if not set(bm25_terms([word])[0]) <= known | data]
