@@ -76,7 +76,6 @@ def test_a_weak_match_in_the_catalogs_or_the_datas_words_still_plans(workspace, 
     assert [step.tool.name for step in planned.plan.steps] == ["load_table", "group_and_aggregate"]
 
 
-
 def test_a_column_of_the_file_a_join_reads_from_the_words_is_a_word_of_the_data(workspace, orders):
     """'supplier' is no catalog word and no column of orders.csv; it is a column of shops.csv, which
     the words name as the file to join, so the weak match on joining still plans."""

@@ -383,8 +383,9 @@ def _input_states_made(graph: StateGraph, candidate_plan: Plan) -> tuple[str, ..
     return tuple(sorted(token for token in made if token in graph.states and graph.states[token].input))
 
 
-def _why_unreachable(graph: StateGraph, hit: SkillHit, held: Collection[str]) -> NoPlanError:
-    """The planner's explanation for a hit the search found unreachable."""
+def unreachable_because(graph: StateGraph, hit: SkillHit, held: Collection[str]) -> NoPlanError | None:
+    """The planner's explanation why no plan from ``held`` reaches ``hit`` (its goal states, or a run
+    of its tool); ``None`` when one does."""
     try:
         if hit.kind == "tool":
             plan_to_run(graph, f"{hit.server}.{hit.name}" if hit.server else hit.name, held)
@@ -392,7 +393,15 @@ def _why_unreachable(graph: StateGraph, hit: SkillHit, held: Collection[str]) ->
             plan(graph, hit.states, held=held)
     except NoPlanError as error:
         return error
-    raise AssertionError(f"search marked {hit.kind} {hit.name!r} unreachable, but a plan reaches it; please report this bug")
+    return None
+
+
+def _why_unreachable(graph: StateGraph, hit: SkillHit, held: Collection[str]) -> NoPlanError:
+    """The planner's explanation for a hit the search found unreachable."""
+    error = unreachable_because(graph, hit, held)
+    if error is None:
+        raise AssertionError(f"search marked {hit.kind} {hit.name!r} unreachable, but a plan reaches it; please report this bug")
+    return error
 
 
 @dataclass(frozen=True)

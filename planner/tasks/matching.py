@@ -29,7 +29,7 @@ from typing import Any
 
 from toolpath.planner.planning.graph import StateGraph
 from toolpath.planner.planning.inputs import InputError, input_for
-from toolpath.planner.planning.plans import NoPlanError, plan, plan_to_run, qualified_name
+from toolpath.planner.planning.plans import NoPlanError, qualified_name
 from toolpath.planner.search.skills import SkillHit
 from toolpath.planner.tasks.clauses import (
     Clause,
@@ -54,6 +54,7 @@ from toolpath.planner.tasks.goals import (
     UnclearEffectError,
     UnservedWordsError,
     choose_goal,
+    unreachable_because,
 )
 from toolpath.planner.tasks.parts import Overridden, PartMatch, inputs_with_facts, refuse_competing_values
 from toolpath.planner.tasks.probes import run_probe
@@ -548,15 +549,11 @@ def _missing_input_state(graph: StateGraph, hit: SkillHit, held: Collection[str]
     """The one input state (``State.input``) that no plan to ``hit`` from ``held`` has, when that is
     what keeps it unreachable (:func:`_given_state` of the planner's explanation, as for a name);
     ``None`` when it is reachable, or lacks something else or several things."""
-    try:
-        if hit.kind == "tool":
-            plan_to_run(graph, f"{hit.server}.{hit.name}" if hit.server else hit.name, held)
-        else:
-            plan(graph, hit.states, held=held)
-    except NoPlanError as error:
-        state = _given_state(graph, error, names_only=True)
-        return state if state is not None and state not in held else None
-    return None
+    error = unreachable_because(graph, hit, held)
+    if error is None:
+        return None
+    state = _given_state(graph, error, names_only=True)
+    return state if state is not None and state not in held else None
 
 
 def _serves(previous: PartMatch, match: PartMatch) -> bool:
