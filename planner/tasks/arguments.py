@@ -339,6 +339,31 @@ def bind_arguments(
     return Arguments(tuple(bound.values()), tuple(not_bound), probes, unbound_meanings, _brought_columns(plan, probes, filled), added_columns(plan.steps))
 
 
+def tools_adding_named_columns(graph: StateGraph, plan: Plan, arguments: Arguments, text: str) -> list[ToolDefinition]:
+    """The tools of ``graph`` not on ``plan`` that add a column ``text`` names (``ReturnSpec.adds_columns``)
+    which neither the probed table (``arguments.probes``) nor a step of ``plan`` has: "a histogram of the
+    molecular weights in molecules.csv" names ``molecular_weight``, which molecules.csv lacks and chemistry's
+    tabulate_descriptors adds. Only a tool whose result a step of ``plan`` can take counts (it produces a
+    state a step requires). Empty when no file was probed: then no column is known to be missing."""
+    table = _Table.of([probe for probe in arguments.probes if not probe.problem])
+    if not table.columns:
+        return []
+    known = {**table.columns, **added_columns(plan.steps)}
+    on_plan = {step.tool.id for step in plan.steps}
+    required = frozenset().union(*(step.requires for step in plan.steps)) if plan.steps else frozenset()
+    plain = without_file_names(masked_quotes(text))
+    found: list[ToolDefinition] = []
+    for tool in graph.registry:
+        adds = tool.return_spec.adds_columns if tool.return_spec is not None else None
+        if not adds or tool.id in on_plan or not tool.state_transition.produces & required:
+            continue
+        missing = {column: kind for column, kind in adds.items() if column not in known}
+        candidate = _Table(missing, {}, "", 0, ())
+        if _mentions(plain, list(missing)) or _asserted(plain, candidate):
+            found.append(tool)
+    return found
+
+
 def added_columns(steps: Sequence[Any]) -> dict[str, str]:
     """``{column: kind}`` the tools of ``steps`` (plan steps) add to the table they read, in order
     (``ReturnSpec.adds_columns``): the columns a later step's table has besides the probed ones."""
