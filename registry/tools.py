@@ -17,6 +17,9 @@ from toolpath.registry.names import parameter_name, require_printable
 from toolpath.registry.states import StateTransition
 from toolpath.registry.type_strings import literal_values
 
+#: The kinds of a table's columns, as input probes report them (``toolpath.catalogs.tabular.probe.Kind``).
+COLUMN_KINDS = ("number", "text", "date", "bool")
+
 #: A parameter's real name: what catalogs and MCP servers use (``from``, ``repo-path``, ``max.results``).
 _PARAMETER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 
@@ -119,6 +122,13 @@ class ReturnSpec(BaseModel):
         type: the type as a string.
         description: what the value holds, with units where there are any.
         state: the state whose artifact this value is; parameters naming the same state receive it.
+        adds_columns: for a tool that returns a table, the columns it adds to the table it reads,
+            ``{name: kind}`` with the kinds an input probe reports (:data:`COLUMN_KINDS`):
+            ``{"molecular_weight": "number", "lipinski_passes": "bool"}``. The planner adds them to
+            the probed columns a later step's words may name ("keep the molecules with a molecular
+            weight under 200" after tabulating descriptors), and plans through the tool when the words
+            name a column only it adds ("a histogram of the molecular weights in molecules.csv").
+            ``None``: the tool adds none, or does not say.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -127,8 +137,24 @@ class ReturnSpec(BaseModel):
     type: str = Field(min_length=1)
     description: str = ""
     state: str | None = None
+    adds_columns: dict[str, str] | None = None
 
     _names_are_printable = _printable_fields(name="return name", state="state token")
+
+    @field_validator("adds_columns")
+    @classmethod
+    def _added_columns_have_kinds(cls, columns: dict[str, str] | None) -> dict[str, str] | None:
+        if columns is None:
+            return None
+        if not columns:
+            raise ValueError("adds_columns is empty; list each column the tool adds with its kind, or leave it out")
+        for name, kind in columns.items():
+            if not name.strip():
+                raise ValueError("adds_columns: a column name is empty; name each column the tool adds as its table spells it")
+            require_printable(name, "column name")
+            if kind not in COLUMN_KINDS:
+                raise ValueError(f"adds_columns: column {name!r} has kind {kind!r}; a kind is one of {', '.join(COLUMN_KINDS)}")
+        return columns
 
 
 class ToolDefinition(BaseModel):

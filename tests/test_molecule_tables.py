@@ -50,10 +50,9 @@ def test_a_file_name_the_probe_cannot_read_is_not_taken_for_a_table(embedder, tm
 @pytest.mark.parametrize(
     "task",
     [
-        # Similarity and histograms over the file's molecules: no shipped plan does either, and a table
-        # of descriptors would drop what the words ask for.
+        # Similarity over the file's molecules: no shipped plan does it, and a table of descriptors
+        # would drop what the words ask for.
         "show me which compounds in compounds.csv resemble 'CCO' the most",
-        "draw a histogram of the molecular weight of the compounds in compounds.csv",
     ],
 )
 def test_words_that_ask_for_more_than_the_table_of_descriptors_are_not_tabulated_alone(embedder, folder, monkeypatch, task):
@@ -96,3 +95,52 @@ def test_a_table_without_the_default_smiles_column_leaves_its_part_not_understoo
     _, not_bound = read_tabulation(graph, folder, "structures.csv", "descriptors of every compound in structures.csv")
     reading = not_bound["smiles_column"]
     assert reading.conflicting and "no column 'smiles'" in reading.why and "label, structure" in reading.why
+
+
+@pytest.mark.integration
+def test_a_chart_of_a_column_only_tabulating_adds_is_planned_through_tabulating(embedder, folder, monkeypatch):
+    # compounds.csv has no molecular weight; tabulate_descriptors adds the column (its return_spec.adds_columns).
+    monkeypatch.chdir(folder)
+    planned = Workspace.open(embedder=embedder).plan_task("draw a histogram of the molecular weights in compounds.csv")
+    assert tools(planned) == ["tabulate_descriptors", "plot_histogram"]
+    assert {(reading.tool, reading.parameter): reading.value for reading in planned.arguments.bound}[("plot_histogram", "column")] == "molecular_weight"
+
+
+def read_filter(graph, folder, tools_before, words):
+    """The conditions ``words`` give filter_rows planned after ``tools_before`` on compounds.csv (``None`` when none)."""
+    steps = [plan_to_run(graph, name, held={"tabular.file_given"}) for name in tools_before]
+    held = {"tabular.file_given"}.union(*(step.goal for step in steps))
+    filtering = plan_to_run(graph, "tabular.filter_rows", held=held)
+    whole = type(filtering)(filtering.goal, frozenset({"tabular.file_given"}), (*[s for step in steps for s in step.steps], *filtering.steps), 2.0, True)
+    arguments = bind_arguments(graph, words, (), whole, {"path": "compounds.csv"}, folder)
+    return next((reading.value for reading in arguments.bound if reading.parameter == "conditions"), None)
+
+
+@pytest.mark.parametrize(
+    ("words", "conditions"),
+    [
+        ("keep the compounds whose molecular weight is below 100", [["molecular_weight", "<", 100]]),
+        ("only the compounds passing Lipinski's rule of five", [["lipinski_passes", "==", True]]),
+        ("the compounds which do not pass Lipinski", [["lipinski_passes", "==", False]]),
+    ],
+)
+def test_a_filter_after_tabulating_reads_the_columns_tabulating_adds(graph, folder, words, conditions):
+    assert read_filter(graph, folder, ["chemistry.tabulate_descriptors"], words) == conditions
+
+
+def test_a_filter_on_the_file_as_loaded_knows_no_added_column(graph, folder):
+    assert read_filter(graph, folder, ["tabular.load_table"], "keep the compounds whose molecular weight is below 100") is None
+
+
+@pytest.mark.parametrize(
+    ("columns", "message"),
+    [({"": "number"}, "column name is empty"), ({"weight": "float"}, "'weight' has kind 'float'"), ({}, "adds_columns is empty")],
+)
+def test_a_catalog_declaring_added_columns_badly_is_refused_naming_the_field(columns, message):
+    from pydantic import ValidationError
+
+    from toolpath.registry.tools import ReturnSpec
+
+    with pytest.raises(ValidationError, match="adds_columns") as raised:
+        ReturnSpec(name="table", type="pandas.DataFrame", adds_columns=columns)
+    assert message in str(raised.value)

@@ -39,7 +39,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from toolpath.planner.planning.inputs import input_for
@@ -103,6 +103,8 @@ class Arguments:
         brought_columns: the columns only a further file of the plan has (one a ``meaning: file``
             parameter reads, :func:`_brought_columns`): the step that reads it brings them in whole,
             so words naming them ("add each region's *manager* from regions.csv") ask for that step.
+        added_columns: ``{column: kind}`` the plan's steps add to the table they read
+            (``ReturnSpec.adds_columns``): the words may name them as they name the probed ones.
     """
 
     bound: tuple[ArgumentReading, ...] = ()
@@ -110,6 +112,7 @@ class Arguments:
     probes: tuple[Probe, ...] = ()
     unbound_meanings: frozenset[str] = frozenset()
     brought_columns: frozenset[str] = frozenset()
+    added_columns: Mapping[str, str] = field(default_factory=dict)
 
     def inputs(self, inputs: Mapping[str, Any] | None) -> dict[str, Any]:
         """``inputs`` with the bound values as ``SERVER.TOOL.PARAMETER`` inputs (the caller's own stay first)."""
@@ -130,10 +133,13 @@ class Arguments:
         table = _Table.of([probe for probe in self.probes if not probe.problem])
         if not table.columns:
             return []
+        table = table.with_added(self.added_columns)
+        if not table.columns:
+            return []
         used = _flattened([reading.value for reading in self.bound] + list((inputs or {}).values()) + list(accounted))
         used_text = {str(item).casefold() for item in used}
         plain = without_file_names(masked_quotes(text))
-        mentions = _mentions(plain, list(table.columns))
+        mentions = sorted([*_mentions(plain, list(table.columns)), *(mention for mention, _ in _asserted(plain, table))], key=lambda mention: mention.start)
         masked = _masked(plain, mentions)
         named: list[str] = []
         # Words a parameter left to ask for may answer are not dropped: the question comes first.
@@ -287,6 +293,8 @@ def bind_arguments(
     for position, step in enumerate(plan.steps):
         tool, (words, whose) = step.tool, step_words[position]
         table = _Table.of(_probes_seen(tool, probes))
+        if table.columns:
+            table = table.with_added(added_columns(plan.steps[:position]))
         reads = _read_tool(tool, words, whose, table, data_files)
         if whose != "the whole task":
             whole = _read_tool(tool, text, "the whole task", table, data_files)
@@ -328,7 +336,42 @@ def bind_arguments(
         for parameter in step.tool.required_parameters
         if parameter.meaning is not None and parameter.state is None and input_for(step.tool, parameter, filled) is None
     )
-    return Arguments(tuple(bound.values()), tuple(not_bound), probes, unbound_meanings, _brought_columns(plan, probes, filled))
+    return Arguments(tuple(bound.values()), tuple(not_bound), probes, unbound_meanings, _brought_columns(plan, probes, filled), added_columns(plan.steps))
+
+
+def tools_adding_named_columns(graph: StateGraph, plan: Plan, arguments: Arguments, text: str) -> list[ToolDefinition]:
+    """The tools of ``graph`` not on ``plan`` that add a column ``text`` names (``ReturnSpec.adds_columns``)
+    which neither the probed table (``arguments.probes``) nor a step of ``plan`` has: "a histogram of the
+    molecular weights in molecules.csv" names ``molecular_weight``, which molecules.csv lacks and chemistry's
+    tabulate_descriptors adds. Only a tool whose result a step of ``plan`` can take counts (it produces a
+    state a step requires). Empty when no file was probed: then no column is known to be missing."""
+    table = _Table.of([probe for probe in arguments.probes if not probe.problem])
+    if not table.columns:
+        return []
+    known = {**table.columns, **added_columns(plan.steps)}
+    on_plan = {step.tool.id for step in plan.steps}
+    required = frozenset().union(*(step.requires for step in plan.steps)) if plan.steps else frozenset()
+    plain = without_file_names(masked_quotes(text))
+    found: list[ToolDefinition] = []
+    for tool in graph.registry:
+        adds = tool.return_spec.adds_columns if tool.return_spec is not None else None
+        if not adds or tool.id in on_plan or not tool.state_transition.produces & required:
+            continue
+        missing = {column: kind for column, kind in adds.items() if column not in known}
+        candidate = _Table(missing, {}, "", 0, ())
+        if _mentions(plain, list(missing)) or _asserted(plain, candidate):
+            found.append(tool)
+    return found
+
+
+def added_columns(steps: Sequence[Any]) -> dict[str, str]:
+    """``{column: kind}`` the tools of ``steps`` (plan steps) add to the table they read, in order
+    (``ReturnSpec.adds_columns``): the columns a later step's table has besides the probed ones."""
+    added: dict[str, str] = {}
+    for step in steps:
+        if step.tool.return_spec is not None and step.tool.return_spec.adds_columns:
+            added.update(step.tool.return_spec.adds_columns)
+    return added
 
 
 def _brought_columns(plan: Plan, probes: Sequence[Probe], filled: Mapping[str, Any]) -> frozenset[str]:
@@ -403,6 +446,15 @@ class _Table:
         rows = sum(int((probe.found or {}).get("rows_read") or 0) for probe in probes)
         return cls(columns, values, source, rows, tuple(f"{probe.value!r}: {probe.problem}" for probe in probes if probe.problem))
 
+    def with_added(self, added: Mapping[str, str]) -> _Table:
+        """This table with the columns ``added`` by earlier steps (``{column: kind}``); a probed column keeps its kind."""
+        if not added:
+            return self
+        columns = {**self.columns, **{column: kind for column, kind in added.items() if column not in self.columns}}
+        new = [column for column in added if column not in self.columns]
+        source = f"{self.source} (with {', '.join(map(repr, new))} added by the plan's steps)" if new else self.source
+        return replace(self, columns=columns, source=source)
+
     def missing(self) -> str:
         """Why no column can be named: no file probed, and why."""
         if self.problems:
@@ -448,6 +500,37 @@ def _mentions(text: str, columns: Sequence[str]) -> list[_Mention]:
         if all(mention.end <= other.start or mention.start >= other.end for other in chosen):
             chosen.append(mention)
     return sorted(chosen, key=lambda mention: mention.start)
+
+
+#: Words before a predicate that say it does not hold ("that do not pass", "which are not").
+_NOT = r"(?:(?:do|does|did)\s+not\s+|(?:don't|doesn't|didn't)\s+|not\s+)"
+
+
+def _asserted(text: str, table: _Table) -> list[tuple[_Mention, bool]]:
+    """``(mention, holds)`` for each phrase of ``text`` that says rows are, or are not, what a bool column
+    of ``table`` records, read from the column's own name: a column ``SUBJECT_VERBs`` (or ``VERBs_SUBJECT``)
+    by "(that) VERB SUBJECT" ("molecules that pass Lipinski's rule" → ``lipinski_passes``; "passing
+    Lipinski's", "that do not pass Lipinski's" → false), a column ``X`` or ``is_X`` by "that are X" ("which
+    are not drug-like" → ``drug_like`` false). The verb is the name's first or last word when it ends in
+    "s" (a verb's third person); the other words must all follow it, so a name says what it records."""
+    found: list[tuple[_Mention, bool]] = []
+    for column, kind in table.columns.items():
+        if kind != "bool":
+            continue
+        tokens = [token for token in re.split(r"[\s_\-]+", column.lower()) if token]
+        patterns: list[str] = []
+        for verb, rest in ((tokens[-1], tokens[:-1]), (tokens[0], tokens[1:])):
+            if rest and len(verb) > 3 and verb.endswith("s") and verb not in ("is", "has"):
+                stems = {verb[:-1], verb[:-2] if verb.endswith("es") else verb[:-1]}
+                forms = sorted({verb, *stems, *(stem + "ing" for stem in stems), *(stem + "ed" for stem in stems)}, key=len, reverse=True)
+                subject = r"[\s_\-]+".join(map(re.escape, rest))
+                patterns.append(rf"(?:(?:that|which|who)\s+)?(?P<not>{_NOT})?(?:{'|'.join(forms)})\s+(?:the\s+)?{subject}(?:'s|s)?")
+        adjective = tokens[1:] if tokens[0] in ("is", "has") and len(tokens) > 1 else tokens
+        patterns.append(rf"(?:that|which|who)\s+(?:are|is)\s+(?P<not>not\s+)?" + r"[\s_\-]+".join(map(re.escape, adjective)))
+        for pattern in patterns:
+            for match in re.finditer(rf"(?<![\w]){pattern}(?![\w])", text, flags=re.IGNORECASE):
+                found.append((_Mention(column, match.start(), match.end()), match.group("not") is None))
+    return sorted(found, key=lambda item: item[0].start)
 
 
 _PAIR_LINK = re.compile(r"\s+(?:by|per|over|against|vs\.?|versus|across)\s+(?:(?:each|every|the)\s+)?", flags=re.IGNORECASE)
@@ -558,6 +641,9 @@ def _columns(parameters: Sequence[ToolParameter], plain: str, words: str, whose:
     # one said to have no value ("rows with a missing revenue"), unless the words remove rows: "drop the
     # rows where revenue is missing" names the column whose gaps remove a row.
     removing = _REMOVING.search(plain) is not None
+    # "molecules that are drug-like": a bool column said to hold is a condition's, not one to act on.
+    asserted = [mention for mention, _ in _asserted(plain, table)]
+    mentions = [mention for mention in mentions if not any(other.start < mention.end and mention.start < other.end for other in asserted)]
     named = list(dict.fromkeys(mention.column for mention in mentions if _names_column(plain, mention, table, removing)))
     pair = next(
         (
@@ -982,6 +1068,13 @@ def _conditions(plain: str, words: str, whose: str, table: _Table) -> _Read:
             words=words,
             why=f"'{removing.group()}' says which rows to remove, while the conditions say which rows to keep: say which rows to keep ('keep the rows where …')",
         )
+    for mention, holds in _asserted(plain, table):
+        if any(start < mention.end and mention.start < end for start, end in consumed):
+            continue
+        conditions.append([mention.column, "==", holds])
+        reasons.append(f"'{plain[mention.start : mention.end].strip()}' (the bool column {mention.column!r} {'holds' if holds else 'does not hold'})")
+        consumed.append((mention.start, mention.end))
+    mentions = [mention for mention in mentions if not any(start < mention.end and mention.start < end for start, end in consumed)]
     for mention in mentions:
         missing = _MISSING_BEFORE.search(plain[: mention.start])
         if missing is not None:

@@ -283,6 +283,9 @@ class GoalCandidate:
     #: The files the task's words name as where its plan writes (bound to an output parameter).
     writes_named: tuple[str, ...] = ()
     below_min_score: bool = False  # a hit below MIN_SCORE that counts for the task's words (_rescued)
+    #: Tools its plan runs before its goal because they add columns the task's words name (:func:`_through_adding`);
+    #: joint planning must run them too.
+    through: tuple[ToolDefinition, ...] = ()
     #: Why it lost to the chosen candidate (set on the candidates passed over).
     lost_because: str = ""
 
@@ -305,6 +308,9 @@ class GoalCandidate:
             return self.problem or "no plan reaches it from the held states"
         if chosen.named and not self.named:
             return f"the task names the tool {chosen.hit.name}"
+        if chosen.through and chosen.words_close and not chosen.unused_words and not self.through:
+            added = ", ".join(tool.name for tool in chosen.through)
+            return f"the task names a column that only {added} adds, which its plan does not run"
         if chosen.words_close and not chosen.unused_words and self.unused_words:
             return f"its plan would drop {', '.join(self.unused_words)}, which the task names"
         if chosen.near and chosen.needs_work and not (self.near and self.needs_work):
@@ -439,19 +445,56 @@ class GoalSearch:
     probe_directory: str | os.PathLike[str] | None = None
 
 
-def _with_words(search: GoalSearch, candidate_plan: Plan, task: str, inputs: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[str], tuple[str, ...]]:
+def _with_words(
+    search: GoalSearch, candidate_plan: Plan, task: str, inputs: Mapping[str, Any], held: Collection[str] = ()
+) -> tuple[Plan, tuple[ToolDefinition, ...], Mapping[str, Any], list[str], tuple[str, ...]]:
     """``inputs`` with the values ``task``'s words give ``candidate_plan``'s parameters, what the
     words name of the data that the plan would drop
     (:meth:`toolpath.planner.tasks.arguments.Arguments.unused_words`), and the files the words name
     as where the plan writes (values bound to its output parameters): a candidate whose parameters
     the words fill ("keep rows with revenue over 1000": filter_rows' conditions) binds its inputs as
-    much as one the caller's inputs fill, and uses the words another would drop."""
+    much as one the caller's inputs fill, and uses the words another would drop.
+
+    Returned first: the plan (``candidate_plan``, or one through tools that add the columns the words
+    name, :func:`_through_adding`) and the tools it runs for them."""
     from toolpath.planner.tasks.arguments import bind_arguments  # arguments read parts, which read goals
 
     arguments = bind_arguments(search.graph, task, (), candidate_plan, inputs, search.probe_directory)
+    through: tuple[ToolDefinition, ...] = ()
+    widened = _through_adding(search, candidate_plan, arguments, task, held)
+    if widened is not None:
+        wider = bind_arguments(search.graph, task, (), widened[0], inputs, search.probe_directory)
+        if len(wider.unused_words(task, inputs)) <= len(arguments.unused_words(task, inputs)):
+            candidate_plan, through, arguments = widened[0], widened[1], wider
     outputs = {(position, parameter.python_name) for position, step in enumerate(candidate_plan.steps) for parameter in step.tool.output_parameters}
     written = tuple(str(reading.value) for reading in arguments.bound if (reading.step, reading.parameter) in outputs)
-    return arguments.inputs(inputs), arguments.unused_words(task, inputs), written
+    return candidate_plan, through, arguments.inputs(inputs), arguments.unused_words(task, inputs), written
+
+
+def _through_adding(search: GoalSearch, candidate_plan: Plan, arguments: Any, task: str, held: Collection[str]) -> tuple[Plan, tuple[ToolDefinition, ...]] | None:
+    """``(plan, tools)``: the cheapest plan to ``candidate_plan``'s goal that also runs the tools adding
+    a column the words name and the probed table lacks
+    (:func:`toolpath.planner.tasks.arguments.tools_adding_named_columns`), when one exists and every
+    such tool feeds a later step of it: "a histogram of the molecular weights in molecules.csv" plots
+    from the table tabulate_descriptors makes, not from the file as loaded. ``None`` otherwise."""
+    from toolpath.planner.tasks.arguments import tools_adding_named_columns  # arguments read parts, which read goals
+
+    if not candidate_plan.steps:
+        return None
+    tools = tools_adding_named_columns(search.graph, candidate_plan, arguments, task)
+    if not tools:
+        return None
+    goal_tool = candidate_plan.steps[-1].tool
+    try:
+        wider = plan(search.graph, candidate_plan.goal, held=held, must_run=[*tools, goal_tool])
+    except (NoPlanError, ValueError):
+        return None
+    steps = [step.tool.id for step in wider.steps]
+    for tool in tools:
+        position = steps.index(tool.id)
+        if not any(step.requires & tool.state_transition.produces for step in wider.steps[position + 1 :]):
+            return None
+    return wider, tuple(tools)
 
 
 def choose_goal(
@@ -505,8 +548,8 @@ def choose_goal(
             )
             continue
         try:
-            worded_inputs, unused, written = _with_words(search, hit.plan, task, inputs or {})
-            cell = cells.candidate(hit.plan, worded_inputs, task)
+            candidate_plan, through, worded_inputs, unused, written = _with_words(search, hit.plan, task, inputs or {}, held)
+            cell = cells.candidate(candidate_plan, worded_inputs, task)
         except InputError as error:
             # A tool the user addressed by a step-qualified input is meant: its refusal is the
             # answer, not a reason to quietly plan another tool.
@@ -518,7 +561,7 @@ def choose_goal(
         candidates[key] = GoalCandidate(
             hit.states,
             hit,
-            hit.plan,
+            candidate_plan,
             cell,
             None,
             order,
@@ -529,9 +572,10 @@ def choose_goal(
             tuple(unused),
             _close(hit, best, WORDS_MARGIN),
             written,
+            through=through,
         )
 
-    for candidate in _rescued(search, task, inputs or {}, hits, matching, list(candidates.values()), best, cells):
+    for candidate in _rescued(search, task, inputs or {}, hits, matching, list(candidates.values()), best, cells, held):
         candidates[(candidate.goal, candidate.hit.name if candidate.hit.kind == "tool" else None)] = candidate
 
     def rank(candidate: GoalCandidate) -> tuple:
@@ -539,6 +583,8 @@ def choose_goal(
             candidate.plan is not None,
             hit_label(candidate.hit) == answer,
             candidate.named,
+            # Its plan runs a tool for a column the words name that only that tool adds: the surest sign of what they mean.
+            bool(candidate.through) and candidate.words_close and not candidate.unused_words,
             candidate.words_close and not candidate.unused_words,
             not candidate.below_min_score,
             candidate.near and candidate.needs_work,
@@ -576,6 +622,7 @@ def _rescued(
     candidates: list[GoalCandidate],
     best: SkillHit,
     cells: CellWriter,
+    held: Collection[str] = (),
 ) -> list[GoalCandidate]:
     """Candidates for the hits below ``MIN_SCORE`` (down to :data:`WORDS_MIN_SCORE`, within
     :data:`WORDS_MARGIN` of ``best``) whose plans use every column, value and number ``task`` names,
@@ -596,8 +643,8 @@ def _rescued(
             continue
         search.budget.check()
         try:
-            worded_inputs, unused, written = _with_words(search, hit.plan, task, inputs)
-            cell = cells.candidate(hit.plan, worded_inputs, task)
+            candidate_plan, through, worded_inputs, unused, written = _with_words(search, hit.plan, task, inputs, held)
+            cell = cells.candidate(candidate_plan, worded_inputs, task)
         except InputError:
             continue
         if unused:
@@ -607,7 +654,7 @@ def _rescued(
             GoalCandidate(
                 hit.states,
                 hit,
-                hit.plan,
+                candidate_plan,
                 cell,
                 None,
                 len(matching) + order,
@@ -617,6 +664,7 @@ def _rescued(
                 words_close=True,
                 writes_named=written,
                 below_min_score=True,
+                through=through,
             )
         )
     return rescued
@@ -639,8 +687,14 @@ def _unclear_effects(task: str, chosen: GoalCandidate, chosen_plan: Plan, hits: 
     weak = chosen.hit.similarity is not None and chosen.hit.similarity < EFFECT_MIN_SCORE
     effect_tools = {tool for tool, _ in effects}
     others: dict[frozenset[str], SkillHit] = {}
+    # A plan through a tool that adds a column the words name reads the data they speak of: a goal it
+    # reaches on the way, or one whose plan reads none of what that tool reads, is no other reading of them.
+    reached = frozenset().union(*(step.produces for step in chosen_plan.steps)) if chosen.through else frozenset()
+    read_through = frozenset().union(*(tool.state_transition.requires for tool in chosen.through))
     for hit in hits:
         runs_them_too = hit.plan is not None and effect_tools <= {qualified_name(step.tool) for step in hit.plan.steps}
+        if chosen.through and (hit.states <= reached or (hit.plan is not None and not any(step.requires & read_through for step in hit.plan.steps))):
+            continue
         if hit.states and hit.states != chosen.goal and not runs_them_too:
             others.setdefault(hit.states, hit)
     close = [hit for hit in others.values() if _close_in_both(hit, chosen.hit, EFFECT_MARGIN)]

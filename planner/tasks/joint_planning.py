@@ -67,6 +67,8 @@ def joint_plan(
     """
     states = frozenset().union(*(match.goal for match in matches if match.status == "matched" and match.tool is None))
     tools = list({match.tool.id: match.tool for match in matches if match.status == "matched" and match.tool is not None}.values())
+    # A tool a part's plan runs for the columns its words name ("the molecular weights": the tool that adds them).
+    tools += list({tool.id: tool for match in matches if match.status == "matched" for tool in match.through if tool.id not in {t.id for t in tools}}.values())
     if not states and not tools:
         raise ValueError("no part of the task asks for work the held states do not already do")
     domains = frozenset(match.choice.chosen.hit.server for match in matches if match.status == "matched" and match.choice is not None) - {None}

@@ -444,7 +444,8 @@ class PartMatcher:
                 better, given = choose(query, state)
             except (NoMatchingSkillError, NoPlanError):
                 return None
-            if state not in _states_read(better) or self._rival_reading(better, query, {*held, state}) is not None:
+            # A plan through a tool that adds a column the words name reads the file for what they ask of it.
+            if state not in _states_read(better) or (not better.chosen.through and self._rival_reading(better, query, {*held, state}) is not None):
                 return None
             why = (
                 f"its value {value!r} is the {state} that {candidate.hit.kind} {candidate.hit.name} needs "

@@ -119,6 +119,11 @@ class PartMatch:
     def goal(self) -> frozenset[str]:
         return self.choice.chosen.goal if self.choice is not None else frozenset()
 
+    @property
+    def through(self) -> tuple[ToolDefinition, ...]:
+        """The tools its plan runs because they add columns its words name (``GoalCandidate.through``)."""
+        return self.choice.chosen.through if self.choice is not None else ()
+
     def to_dict(self) -> dict:
         chosen = self.choice.chosen if self.choice is not None else None
         return {
@@ -130,6 +135,7 @@ class PartMatch:
             "matched": chosen.hit.to_dict() if chosen is not None else None,
             "goal": sorted(self.goal),
             "must_run": qualified_name(self.tool) if self.tool is not None else None,
+            "through": [qualified_name(tool) for tool in self.through],
             "holds": sorted(self.holds),
             "inputs": dict(self.values),
             "alternatives": [candidate.to_dict() for candidate in self.choice.passed_over] if self.choice is not None else [],
