@@ -526,7 +526,7 @@ def _asserted(text: str, table: _Table) -> list[tuple[_Mention, bool]]:
                 subject = r"[\s_\-]+".join(map(re.escape, rest))
                 patterns.append(rf"(?:(?:that|which|who)\s+)?(?P<not>{_NOT})?(?:{'|'.join(forms)})\s+(?:the\s+)?{subject}(?:'s|s)?")
         adjective = tokens[1:] if tokens[0] in ("is", "has") and len(tokens) > 1 else tokens
-        patterns.append(rf"(?:that|which|who)\s+(?:are|is)\s+(?P<not>not\s+)?" + r"[\s_\-]+".join(map(re.escape, adjective)))
+        patterns.append(r"(?:that|which|who)\s+(?:are|is)\s+(?P<not>not\s+)?" + r"[\s_\-]+".join(map(re.escape, adjective)))
         for pattern in patterns:
             for match in re.finditer(rf"(?<![\w]){pattern}(?![\w])", text, flags=re.IGNORECASE):
                 found.append((_Mention(column, match.start(), match.end()), match.group("not") is None))

@@ -471,7 +471,9 @@ def _with_words(
     return candidate_plan, through, arguments.inputs(inputs), arguments.unused_words(task, inputs), written
 
 
-def _through_adding(search: GoalSearch, candidate_plan: Plan, arguments: Any, task: str, held: Collection[str]) -> tuple[Plan, tuple[ToolDefinition, ...]] | None:
+def _through_adding(
+    search: GoalSearch, candidate_plan: Plan, arguments: Any, task: str, held: Collection[str]
+) -> tuple[Plan, tuple[ToolDefinition, ...]] | None:
     """``(plan, tools)``: the cheapest plan to ``candidate_plan``'s goal that also runs the tools adding
     a column the words name and the probed table lacks
     (:func:`toolpath.planner.tasks.arguments.tools_adding_named_columns`), when one exists and every
@@ -833,7 +835,9 @@ def _unserved_words(
         return None
     # The words' own values count as given: "add the manager from regions.csv" names a column of the
     # file the join reads, which the caller's inputs do not hold.
-    worded_inputs, _, _ = _with_words(search, chosen_plan, task, inputs)
+    from toolpath.planner.tasks.arguments import bind_arguments  # arguments read parts, which read goals
+
+    worded_inputs = bind_arguments(search.graph, task, (), chosen_plan, inputs, search.probe_directory).inputs(inputs)
     data = _data_terms(search, chosen_plan, worded_inputs)
     if data is None:
         return None
