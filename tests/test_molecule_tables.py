@@ -97,6 +97,26 @@ def test_a_table_without_the_default_smiles_column_leaves_its_part_not_understoo
     assert reading.conflicting and "no column 'smiles'" in reading.why and "label, structure" in reading.why
 
 
+def test_a_column_the_words_are_about_is_not_guessed_to_hold_the_molecules(graph, folder):
+    # products.csv has no 'smiles' column; 'item' is what the words speak of, not where SMILES are.
+    (folder / "products.csv").write_text("item,price\nkettle,20\n")
+    bound, not_bound = read_tabulation(graph, folder, "products.csv", "translate the item names of products.csv")
+    assert "smiles_column" not in bound and not_bound["smiles_column"].conflicting
+
+
+@pytest.mark.integration
+def test_a_request_about_a_table_without_molecules_never_tabulates_descriptors(embedder, folder, monkeypatch):
+    monkeypatch.chdir(folder)
+    (folder / "products.csv").write_text("item,price\nkettle,20\ntoaster,35\n")
+    from toolpath.errors import Refusal
+
+    try:
+        planned = Workspace.open(embedder=embedder).plan_task("translate the item names in products.csv into Japanese")
+    except Refusal:  # refused outright: as good as a part not understood
+        return
+    assert planned.unmatched or planned.cell.unbound, [step.tool.name for step in planned.plan.steps]
+
+
 @pytest.mark.integration
 def test_a_chart_of_a_column_only_tabulating_adds_is_planned_through_tabulating(embedder, folder, monkeypatch):
     # compounds.csv has no molecular weight; tabulate_descriptors adds the column (its return_spec.adds_columns).

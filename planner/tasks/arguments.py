@@ -706,7 +706,11 @@ def _columns(parameters: Sequence[ToolParameter], plain: str, words: str, whose:
         if parameter.python_name not in reads and not (isinstance(parameter.default, str) and parameter.default in table.columns)
     ]
     unclaimed = [column for column in named if column not in claimed]
-    if len(open_singles) == 1 and len(unclaimed) == 1:
+    # A parameter whose default names a column the table lacks takes the one column named only when the
+    # words call it a column ("the structure column"): in "translate the product names" the column
+    # 'product' is what the words are about, not the molecules' column, and guessing would run the tool on it.
+    guessed = len(open_singles) == 1 and isinstance(open_singles[0].default, str) and len(unclaimed) == 1
+    if len(open_singles) == 1 and len(unclaimed) == 1 and not (guessed and not _called_a_column(plain, mentions, unclaimed[0])):
         take(open_singles[0], unclaimed[0], f"{unclaimed[0]!r} is the one column named that no other parameter took")
     elif open_singles:
         for parameter in open_singles:
@@ -741,6 +745,19 @@ def _names_column(plain: str, mention: _Mention, table: _Table, removing: bool) 
     if missing_check:
         return removing
     return comparison is None
+
+
+def _called_a_column(plain: str, mentions: Sequence[_Mention], column: str) -> bool:
+    """Whether the words call ``column`` a column where they name it: "the structure column", "column
+    structure", "the column named structure"."""
+    for mention in mentions:
+        if mention.column != column:
+            continue
+        if re.match(r"['\"\u2019\u201d]?\s+columns?\b", plain[mention.end :], flags=re.IGNORECASE):
+            return True
+        if re.search(r"\bcolumns?\s+(?:(?:named|called)\s+)?['\"\u2018\u201c]?$", plain[: mention.start], flags=re.IGNORECASE):
+            return True
+    return False
 
 
 def _missing_default_column(parameter: ToolParameter, words: str, table: _Table) -> _Read:
