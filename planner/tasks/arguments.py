@@ -1037,14 +1037,26 @@ _COMPARISONS: tuple[tuple[str, str], ...] = (
     (r"is\s+not\s+(?:missing|empty|blank|null)|is\s+(?:present|known|filled(?:\s+in)?)", "is not missing"),
     (r"is\s+(?:missing|empty|blank|null|unknown)", "is missing"),
     (r"(?:is\s+)?between", "between"),
-    (r"(?:is\s+)?(?:at\s+least|no\s+less\s+than|not\s+below)|>=|of\s+at\s+least", ">="),
-    (r"(?:is\s+)?(?:at\s+most|no\s+more\s+than|not\s+above)|<=|of\s+at\s+most", "<="),
+    (
+        r"(?:is\s+)?(?:at\s+least|(?:no|not)\s+(?:less|fewer|lower|smaller)\s+than|not\s+(?:below|under))|>=|of\s+at\s+least",
+        ">=",
+    ),
+    (
+        r"(?:is\s+)?(?:at\s+most|(?:no|not)\s+(?:more|greater|higher|bigger|larger)\s+than|not\s+(?:above|over))|<=|of\s+at\s+most",
+        "<=",
+    ),
     (r"(?:is\s+)?(?:over|above|more\s+than|greater\s+than|higher\s+than|bigger\s+than|larger\s+than|after)|exceeds|>", ">"),
     (r"(?:is\s+)?(?:below|under|less\s+than|lower\s+than|smaller\s+than|fewer\s+than|before)|<", "<"),
     (r"(?:is\s+)?since", ">="),
     (r"contains|includes|(?:is\s+)?containing", "contains"),
     (r"is\s+not|isn't|is\s+other\s+than|does\s+not\s+equal|doesn't\s+equal|not\s+equal\s+to|!=|<>", "!="),
     (r"is\s+equal\s+to|equals|is|==|=", "=="),
+)
+#: Words after a value that make it a bound: "40 or more" (>=), "65000 and under" (<=); dates too ("2021 or later").
+_TRAILING_BOUND = re.compile(
+    r"\s*,?\s*(?:or|and)\s+(?:(?P<up>more|greater|higher|larger|bigger|above|over|up|older|later|after)"
+    r"|(?P<down>less|fewer|lower|smaller|below|under|younger|earlier|before))\b",
+    flags=re.IGNORECASE,
 )
 _QUOTED_VALUE = r"\"[^\"]*\"|'[^']*'|\u2018[^\u2019]*\u2019|\u201c[^\u201d]*\u201d"
 _NUMBER = r"[-+]?\$?\d[\d,]*(?:\.\d+)?"
@@ -1078,6 +1090,12 @@ def _conditions(plain: str, words: str, whose: str, table: _Table) -> _Read:
     reasons: list[str] = []
     consumed: list[tuple[int, int]] = []
     problems: list[str] = []
+    condition_spans: list[tuple[int, int]] = []
+
+    def held(span: tuple[int, int]) -> None:
+        consumed.append(span)
+        condition_spans.append(span)
+
     mentions = _mentions(plain, list(table.columns))
     removing = _REMOVING.search(plain)
     if removing is not None:
@@ -1090,7 +1108,7 @@ def _conditions(plain: str, words: str, whose: str, table: _Table) -> _Read:
             continue
         conditions.append([mention.column, "==", holds])
         reasons.append(f"'{plain[mention.start : mention.end].strip()}' (the bool column {mention.column!r} {'holds' if holds else 'does not hold'})")
-        consumed.append((mention.start, mention.end))
+        held((mention.start, mention.end))
     mentions = [mention for mention in mentions if not any(start < mention.end and mention.start < end for start, end in consumed)]
     for mention in mentions:
         missing = _MISSING_BEFORE.search(plain[: mention.start])
@@ -1099,13 +1117,13 @@ def _conditions(plain: str, words: str, whose: str, table: _Table) -> _Read:
             operator = "is not missing" if negated else "is missing"
             conditions.append([mention.column, operator, None])
             reasons.append(f"'{plain[missing.start() : mention.end].strip()}'")
-            consumed.append((missing.start(), mention.end))
+            held((missing.start(), mention.end))
             continue
         no_value = _NO_VALUE_BEFORE.search(plain[: mention.start])
         if no_value is not None and _comparison(plain, mention, table) is None:
             conditions.append([mention.column, "is missing", None])
             reasons.append(f"'{plain[no_value.start() : mention.end].strip()}'")
-            consumed.append((no_value.start(), mention.end))
+            held((no_value.start(), mention.end))
             continue
         read = _comparison(plain, mention, table)
         if read is None:
@@ -1117,7 +1135,7 @@ def _conditions(plain: str, words: str, whose: str, table: _Table) -> _Read:
             continue
         conditions.append(condition)
         reasons.append(f"'{plain[mention.start : end].strip()}'")
-        consumed.append((mention.start, end))
+        held((mention.start, end))
     for match in _NEGATED.finditer(plain):
         if any(start <= match.start() < end for start, end in consumed):
             continue
@@ -1127,7 +1145,7 @@ def _conditions(plain: str, words: str, whose: str, table: _Table) -> _Read:
         column, seen, length = values
         conditions.append([column, "!=", seen[0]] if len(seen) == 1 else [column, "not in", seen])
         reasons.append(f"'{plain[match.start() : match.end() + length].strip()}' ({', '.join(map(repr, seen))} seen in column {column!r})")
-        consumed.append((match.start(), match.end() + length))
+        held((match.start(), match.end() + length))
     constrained = {condition[0] for condition in conditions}
     for position in range(len(plain)):
         if any(start <= position < end for start, end in consumed) or (position and plain[position - 1].isalnum()):
@@ -1138,8 +1156,12 @@ def _conditions(plain: str, words: str, whose: str, table: _Table) -> _Read:
         column, seen, length = values
         conditions.append([column, "==", seen[0]] if len(seen) == 1 else [column, "in", seen])
         reasons.append(f"'{plain[position : position + length]}' ({', '.join(map(repr, seen))} seen in column {column!r})")
-        consumed.append((position, position + length))
+        held((position, position + length))
         constrained.add(column)
+    either = _either(plain, conditions, condition_spans)
+    if isinstance(either, str):
+        return _Read(words=words, why=either, conflicting=True)
+    conditions = either
     if _NO_MISSING.search(plain) and not any(condition[1] == "is not missing" for condition in conditions):
         conditions += [[column, "is not missing", None] for column in table.columns]
         every = _NO_MISSING.search(plain)
@@ -1157,6 +1179,36 @@ def _conditions(plain: str, words: str, whose: str, table: _Table) -> _Read:
             why=f"no condition could be read from {words!r}: name a column of {table.source} ({table.listed()}) and a comparison, e.g. 'where region is North', 'revenue over 1000'",
         )
     return _Read(words=words, why=f"the words state no condition on the rows (columns: {table.listed()})")
+
+
+#: The words between two conditions that join them by "or": "city is Boston or city is Austin", "age under 30, or where salary is over 100000".
+_OR_BETWEEN = re.compile(r"\s*,?\s*or\s+(?:(?:else|where|whose|if|with|the|rows?|ones?|those|that|which|have|has|is|are)\s+)*", flags=re.IGNORECASE)
+
+
+def _either(plain: str, conditions: list[list[Any]], spans: Sequence[tuple[int, int]]) -> list[list[Any]] | str:
+    """``conditions`` with those joined by "or" that are one column's equalities made one ``in``
+    ("city is Boston or city is Austin"); why not, when other conditions are joined by "or": the
+    filter keeps the rows that meet all of its conditions (``filter_rows``' docstring), so reading
+    "or" as "and" would return the wrong rows."""
+    order = sorted(range(len(conditions)), key=lambda index: spans[index])
+    merged: list[list[Any]] = []
+    last_end = -1
+    for index in order:
+        condition, (start, end) = conditions[index], spans[index]
+        if merged and last_end <= start and _OR_BETWEEN.fullmatch(plain[last_end:start]):
+            previous = merged[-1]
+            if previous[0] == condition[0] and previous[1] in ("==", "in") and condition[1] in ("==", "in"):
+                values = (previous[2] if previous[1] == "in" else [previous[2]]) + (condition[2] if condition[1] == "in" else [condition[2]])
+                merged[-1] = [condition[0], "in", list(dict.fromkeys(values))]
+                last_end = end
+                continue
+            return (
+                f"'{plain[spans[order[order.index(index) - 1]][0] : end].strip()}' asks for the rows meeting either condition, while the filter keeps "
+                "the rows meeting all of its conditions: say each as its own step, or compare one column ('where city is Boston or Austin')"
+            )
+        merged.append(condition)
+        last_end = end
+    return merged
 
 
 def _comparison(plain: str, mention: _Mention, table: _Table) -> tuple[list[Any], int, str] | None:
@@ -1197,6 +1249,14 @@ def _comparison(plain: str, mention: _Mention, table: _Table) -> tuple[list[Any]
             return [mention.column, "in" if operator == "==" else "not in", literals], end, ""
         if len(literals) > 1:
             return [], start, f"'{plain[mention.start : end].strip()}' compares with several values; give one"
+        # "40 or more", "65000 and under": the words after the value turn "is 40" into a bound.
+        bound = _TRAILING_BOUND.match(plain[end:])
+        if bound is not None:
+            trailing = ">=" if bound.group("up") else "<="
+            if operator not in ("==", trailing, trailing[0]):
+                return [], start, f"'{plain[mention.start : end + bound.end()].strip()}' says both {operator} and {trailing}; give one comparison"
+            operator = trailing if operator == "==" else operator
+            end += bound.end()
         if operator in (">", ">=", "<", "<=") and kind == "text":
             return [], start, f"{mention.column!r} holds text, which '{plain[mention.start : start].strip()}' does not compare"
         return [mention.column, operator, literals[0]], end, ""
