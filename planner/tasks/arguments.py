@@ -159,8 +159,8 @@ class Arguments:
                     if str(value).casefold() not in used_text and re.search(rf"(?<![\w]){re.escape(str(value))}(?![\w])", masked, flags=re.IGNORECASE):
                         named.append(f"{value!r} (a value of {column!r})")
         if not self.unbound_meanings & {"count", "conditions"}:
-            for number in re.finditer(r"(?<![\w.\-])\d+(?:\.\d+)?(?![\w.\-]*\w)", masked):
-                if not any(_same_number(number.group(), item) for item in used):
+            for number in _NUMBERS_SAID.finditer(masked):
+                if not any(_same_number(number.group().replace(",", ""), item) for item in used):
                     named.append(f"the number {number.group()}")
         # A file named by its name alone is the input given by its path ("compounds.csv", data/compounds.csv).
         used_names = used_text | {os.path.basename(item) for item in used_text}
@@ -216,6 +216,11 @@ def _flattened(values: Sequence[Any]) -> list[Any]:
         else:
             flat.append(value)
     return flat
+
+
+#: A number in words: "60,000" and "1,200.50" are one number each (groups of three digits after a comma, no space), as
+#: :func:`_literal` reads them; "3,4" or "3, 4" are two.
+_NUMBERS_SAID = re.compile(r"(?<![\w.\-])(?:\d{1,3}(?:,\d{3})+(?![,\d])|\d+)(?:\.\d+)?(?![\w.\-]*\w)")
 
 
 def _same_number(text: str, value: Any) -> bool:
@@ -1059,7 +1064,7 @@ _TRAILING_BOUND = re.compile(
     flags=re.IGNORECASE,
 )
 _QUOTED_VALUE = r"\"[^\"]*\"|'[^']*'|\u2018[^\u2019]*\u2019|\u201c[^\u201d]*\u201d"
-_NUMBER = r"[-+]?\$?\d[\d,]*(?:\.\d+)?"
+_NUMBER = r"[-+]?\$?(?:\d{1,3}(?:,\d{3})+(?![,\d])|\d+)(?:\.\d+)?"
 _STOP = r"(?:and|or|then|but|where|with|while|to|as|into|so|if|plot|show|sort|group|save|write|keep)\b"
 _VALUE = rf"(?:{_QUOTED_VALUE}|{_NUMBER}(?![\w-])|\d{{4}}-\d{{2}}(?:-\d{{2}})?|(?!{_STOP})[^\s,;.!?]+(?:\s+(?!{_STOP})[^\s,;.!?]+){{0,2}})"
 _NEGATED = re.compile(r"\b(?:not|except(?:\s+for)?|excluding|other\s+than|apart\s+from|but\s+not)\s+(?:the\s+)?", flags=re.IGNORECASE)
@@ -1293,7 +1298,9 @@ def _literal(text: str, kind: str) -> Any:
     if re.fullmatch(_QUOTED_VALUE, text):
         text = text[1:-1]
     if kind == "number":
-        number = text.replace(",", "").lstrip("$")
+        number = text.lstrip("$")
+        if re.fullmatch(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?", number):  # "60,000", "1,200.50"; "3,4" is no one number
+            number = number.replace(",", "")
         if re.fullmatch(r"[-+]?\d+", number):
             return int(number)
         if re.fullmatch(r"[-+]?\d*\.\d+", number):
