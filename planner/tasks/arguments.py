@@ -169,6 +169,39 @@ class Arguments:
                 named.append(f"the file {file_name.group()!r}")
         return list(dict.fromkeys(named))
 
+    def unread_phrases(self, text: str) -> list[str]:
+        """Why phrases of ``text`` that state something of the data cannot be read, whatever the plan: a
+        comparison of a column with no value after it ("salary above the average"), conditions joined by
+        "or" (:func:`_either`), a "where"/"whose" clause (or "with X is …") from which no condition is
+        read ("where revenue is quantity times unit price"), a grouping ("per year", "for each team")
+        by something that is no column, value or time adjective of the probed tables. Planned anyway,
+        each would be dropped in silence. Empty when no file was probed."""
+        table = _Table.of([probe for probe in self.probes if not probe.problem])
+        if not table.columns:
+            return []
+        table = table.with_added(self.added_columns)
+        plain = without_file_names(masked_quotes(text))
+        reasons: list[str] = []
+        for mention in _mentions(plain, list(table.columns)):
+            read = _comparison(plain, mention, table)
+            if read is not None and read[2] and not _axis_after(plain, mention, table) and re.match(_ORDERING, plain[mention.end :], flags=re.IGNORECASE):
+                reasons.append(read[2])
+        either = _conditions(plain, text, "", table)
+        if either.conflicting:
+            reasons.append(either.why)
+        for clause in _CONDITION_CLAUSE.finditer(plain):
+            read = _conditions(clause.group(), clause.group().strip(), "", table)
+            if not read.found and not read.conflicting:
+                reasons.append(read.why)
+        for grouping in _GROUPED_BY_WORD.finditer(plain):
+            word = grouping.group("word")
+            if not _mentions(word, list(table.columns)) and _known_values(word, table) is None and word.lower() not in _TIME_ADJECTIVES:
+                reasons.append(
+                    f"'{grouping.group().strip()}' groups by {word!r}, which is no column of the data ({table.listed()}) nor a value in one: "
+                    "name the column to group by"
+                )
+        return list(dict.fromkeys(reasons))
+
     def unaccounted(self, parts: Sequence[PartMatch], inputs: Mapping[str, Any] | None) -> dict[int, str]:
         """The matched parts whose words name data that no step takes (:meth:`unused_words`), or
         several values for one parameter, by their index, with why: such a part is not understood,
@@ -178,6 +211,10 @@ class Arguments:
             conflicts = [reading.why for reading in self.not_bound if reading.conflicting and reading.words == part.text]
             if conflicts and part.status == "matched":
                 unaccounted[index] = f"{part.text!r}: " + "; ".join(conflicts)
+                continue
+            unread = self.unread_phrases(part.text) if part.status in ("matched", "held") else []
+            if unread:
+                unaccounted[index] = f"{part.text!r}: " + "; ".join(unread)
                 continue
             # A value the words name that the caller's input replaced is accounted for: the input wins, said so.
             replaced = [override.named for override in part.overridden]
@@ -1266,6 +1303,25 @@ def _comparison(plain: str, mention: _Mention, table: _Table) -> tuple[list[Any]
             return [], start, f"{mention.column!r} holds text, which '{plain[mention.start : start].strip()}' does not compare"
         return [mention.column, operator, literals[0]], end, ""
     return None
+
+
+#: The comparison phrases that order values (over, at least, between, ...): after a column, a value must follow.
+_ORDERING = r"\s*(?:" + "|".join(phrase for phrase, operator in _COMPARISONS if operator in (">", ">=", "<", "<=", "between")) + r")(?![\w])"
+#: "where …", "whose …", "with X is …": a clause that states conditions, up to the end of its sentence or the next step.
+_CONDITION_CLAUSE = re.compile(
+    r"\b(?:where|whose|with\s+(?:the\s+)?\w+(?:\s+\w+)?\s+(?:is|are)\b)[^;.!?]*?(?=\s*(?:[;.!?]|,?\s*(?:and\s+)?then\b)|\s*$)",
+    flags=re.IGNORECASE,
+)
+#: A grouping by one word: "per year", "for each team", "for every city", "in each month" ("as per" is no grouping).
+_GROUPED_BY_WORD = re.compile(r"(?<!\bas\s)\b(?:per|for\s+(?:each|every)|in\s+each)\s+(?:the\s+)?(?P<word>[A-Za-z][\w-]*)", flags=re.IGNORECASE)
+#: Words after "over" that say an axis, not a bound: "units over time", "revenue over the months".
+_AXIS_WORDS = re.compile(r"\s*(?:over|through|across|against)\s+(?:(?:the|each|every|a)\s+)?(?P<word>[\w-]+)", flags=re.IGNORECASE)
+
+
+def _axis_after(plain: str, mention: _Mention, table: _Table) -> bool:
+    """Whether "over …" after ``mention`` names an axis ("units over time", "revenue over month"), not a bound."""
+    axis = _AXIS_WORDS.match(plain[mention.end :])
+    return axis is not None and (axis.group("word").lower() in ("time", "period", "periods") or bool(_mentions(axis.group("word"), list(table.columns))))
 
 
 def _compared(plain: str, mention: _Mention, table: _Table) -> tuple[list[Any], int, str] | None:
