@@ -180,8 +180,13 @@ class Arguments:
         if not table.columns:
             return []
         table = table.with_added(self.added_columns)
-        plain = without_file_names(masked_quotes(text))
+        plain = without_file_names(text)
         reasons: list[str] = []
+        # "for every molecule" of molecules.csv, "per row": each row of the file, no grouping.
+        rows = {"row", "record", "entry", "line"} | {
+            os.path.splitext(os.path.basename(str(probe.value)))[0].lower() for probe in self.probes if not probe.problem
+        }
+        row_words = {form.lower() for stem in rows for form in _variants(stem)}
         for mention in _mentions(plain, list(table.columns)):
             read = _comparison(plain, mention, table)
             if read is not None and read[2] and not _axis_after(plain, mention, table) and re.match(_ORDERING, plain[mention.end :], flags=re.IGNORECASE):
@@ -193,9 +198,9 @@ class Arguments:
             read = _conditions(clause.group(), clause.group().strip(), "", table)
             if not read.found and not read.conflicting:
                 reasons.append(read.why)
-        for grouping in _GROUPED_BY_WORD.finditer(plain):
+        for grouping in _GROUPED_BY_WORD.finditer(without_file_names(masked_quotes(text))):
             word = grouping.group("word")
-            if not _mentions(word, list(table.columns)) and _known_values(word, table) is None and word.lower() not in _TIME_ADJECTIVES:
+            if not _mentions(word, list(table.columns)) and _known_values(word, table) is None and word.lower() not in row_words:
                 reasons.append(
                     f"'{grouping.group().strip()}' groups by {word!r}, which is no column of the data ({table.listed()}) nor a value in one: "
                     "name the column to group by"
