@@ -507,3 +507,83 @@ def test_the_words_about_the_data_choose_the_step_that_uses_them(embedder, folde
     planned = Workspace.open(embedder=embedder).plan_task(task)
     assert [step.tool.name for step in planned.plan.steps] == tools
     assert {(reading.tool, reading.parameter): reading.value for reading in planned.arguments.bound} == bound
+
+
+@pytest.mark.parametrize(
+    ("words", "conditions"),
+    [
+        # Two equalities of one column joined by "or" are one membership test.
+        ("rows where product is Widget or product is Gadget", [["product", "in", ["Widget", "Gadget"]]]),
+        # Words after the number turn it into a bound, either way.
+        ("rows where units is 4 or above", [["units", ">=", 4]]),
+        ("rows where revenue is 950 and under", [["revenue", "<=", 950]]),
+        ("rows where units is 2 or fewer", [["units", "<=", 2]]),
+        ("rows with revenue not greater than 900", [["revenue", "<=", 900]]),
+        ("rows with units not fewer than 3", [["units", ">=", 3]]),
+        # A comma between groups of three digits is a thousands separator, not two numbers.
+        ("rows with revenue under 1,200.50", [["revenue", "<", 1200.5]]),
+        ("rows with revenue at least 1,000", [["revenue", ">=", 1000]]),
+    ],
+)
+def test_or_between_one_columns_values_bounds_after_the_number_and_thousands(graph, folder, words, conditions):
+    bound, reasons, _ = read(graph, folder, "filter_rows", words)
+    assert bound == {"conditions": conditions}, reasons
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        "rows where units is under 2 or revenue is above 1400",
+        "rows where region is West or product is Gadget",
+        "rows in the North or with units over 4",
+    ],
+)
+def test_conditions_joined_by_or_over_different_columns_are_never_read_as_all_of_them(graph, folder, words):
+    bound, reasons, arguments = read(graph, folder, "filter_rows", words)
+    assert "conditions" not in bound
+    assert "either condition" in reasons["conditions"] and "all of its conditions" in reasons["conditions"]
+    (reading,) = [reading for reading in arguments.not_bound if reading.parameter == "conditions"]
+    assert reading.conflicting  # the part is not understood, not asked about
+
+
+def test_a_bound_contradicted_by_the_words_after_its_number_is_not_read(graph, folder):
+    bound, reasons, _ = read(graph, folder, "filter_rows", "rows where units is above 3 or less")
+    assert "conditions" not in bound and "give one comparison" in reasons["conditions"]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("task", "said"),
+    [
+        # A comparison whose other side is no value: no top-N or plain listing stands in for it.
+        ("show the rows of sales.csv with revenue below the median", "'the median' is not one"),
+        ("which sales in sales.csv have units higher than last month", "is not one"),
+        # A where clause that defines a column instead of picking rows.
+        ("sum the revenue per region in sales.csv, where revenue means units times price", "no condition could be read"),
+        # A grouping by a word that is no column ('date' holds the dates, but 'week' is none).
+        ("how many sales per week are in sales.csv", "groups by 'week'"),
+        ("the average units for every store in sales.csv", "groups by 'store'"),
+        # Conditions joined by "or" across columns, whatever step the words match.
+        ("total revenue of sales.csv where region is East or units is over 4", "either condition"),
+    ],
+)
+def test_words_about_the_data_that_cannot_be_read_leave_the_part_not_understood(embedder, folder, monkeypatch, task, said):
+    monkeypatch.chdir(folder)
+    planned = Workspace.open(embedder=embedder).plan_task(task)
+    (part,) = planned.parts
+    assert part.fate == "not understood" and said in part.problem, part.problem
+    assert not planned.plan.steps
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("task", "tools"),
+    [
+        ("plot units over time from sales.csv", ["load_table", "plot_line"]),
+        ("keep the rows of sales.csv where revenue is less than 1,000", ["load_table", "filter_rows"]),
+    ],
+)
+def test_axis_words_and_thousands_still_plan(embedder, folder, monkeypatch, task, tools):
+    monkeypatch.chdir(folder)
+    planned = Workspace.open(embedder=embedder).plan_task(task)
+    assert [step.tool.name for step in planned.plan.steps] == tools

@@ -159,8 +159,8 @@ class Arguments:
                     if str(value).casefold() not in used_text and re.search(rf"(?<![\w]){re.escape(str(value))}(?![\w])", masked, flags=re.IGNORECASE):
                         named.append(f"{value!r} (a value of {column!r})")
         if not self.unbound_meanings & {"count", "conditions"}:
-            for number in re.finditer(r"(?<![\w.\-])\d+(?:\.\d+)?(?![\w.\-]*\w)", masked):
-                if not any(_same_number(number.group(), item) for item in used):
+            for number in _NUMBERS_SAID.finditer(masked):
+                if not any(_same_number(number.group().replace(",", ""), item) for item in used):
                     named.append(f"the number {number.group()}")
         # A file named by its name alone is the input given by its path ("compounds.csv", data/compounds.csv).
         used_names = used_text | {os.path.basename(item) for item in used_text}
@@ -168,6 +168,44 @@ class Arguments:
             if file_name.group().casefold() not in used_names and os.path.basename(file_name.group().casefold()) not in used_names:
                 named.append(f"the file {file_name.group()!r}")
         return list(dict.fromkeys(named))
+
+    def unread_phrases(self, text: str) -> list[str]:
+        """Why phrases of ``text`` that state something of the data cannot be read, whatever the plan: a
+        comparison of a column with no value after it ("salary above the average"), conditions joined by
+        "or" (:func:`_either`), a "where"/"whose" clause (or "with X is …") from which no condition is
+        read ("where revenue is quantity times unit price"), a grouping ("per year", "for each team")
+        by something that is no column, value or time adjective of the probed tables. Planned anyway,
+        each would be dropped in silence. Empty when no file was probed."""
+        table = _Table.of([probe for probe in self.probes if not probe.problem])
+        if not table.columns:
+            return []
+        table = table.with_added(self.added_columns)
+        plain = without_file_names(text)
+        reasons: list[str] = []
+        # "for every molecule" of molecules.csv, "per row": each row of the file, no grouping.
+        rows = {"row", "record", "entry", "line"} | {
+            os.path.splitext(os.path.basename(str(probe.value)))[0].lower() for probe in self.probes if not probe.problem
+        }
+        row_words = {form.lower() for stem in rows for form in _variants(stem)}
+        for mention in _mentions(plain, list(table.columns)):
+            read = _comparison(plain, mention, table)
+            if read is not None and read[2] and not _axis_after(plain, mention, table) and re.match(_ORDERING, plain[mention.end :], flags=re.IGNORECASE):
+                reasons.append(read[2])
+        either = _conditions(plain, text, "", table)
+        if either.conflicting:
+            reasons.append(either.why)
+        for clause in _CONDITION_CLAUSE.finditer(plain):
+            read = _conditions(clause.group(), clause.group().strip(), "", table)
+            if not read.found and not read.conflicting:
+                reasons.append(read.why)
+        for grouping in _GROUPED_BY_WORD.finditer(without_file_names(masked_quotes(text))):
+            word = grouping.group("word")
+            if not _mentions(word, list(table.columns)) and _known_values(word, table) is None and word.lower() not in row_words:
+                reasons.append(
+                    f"'{grouping.group().strip()}' groups by {word!r}, which is no column of the data ({table.listed()}) nor a value in one: "
+                    "name the column to group by"
+                )
+        return list(dict.fromkeys(reasons))
 
     def unaccounted(self, parts: Sequence[PartMatch], inputs: Mapping[str, Any] | None) -> dict[int, str]:
         """The matched parts whose words name data that no step takes (:meth:`unused_words`), or
@@ -178,6 +216,10 @@ class Arguments:
             conflicts = [reading.why for reading in self.not_bound if reading.conflicting and reading.words == part.text]
             if conflicts and part.status == "matched":
                 unaccounted[index] = f"{part.text!r}: " + "; ".join(conflicts)
+                continue
+            unread = self.unread_phrases(part.text) if part.status in ("matched", "held") else []
+            if unread:
+                unaccounted[index] = f"{part.text!r}: " + "; ".join(unread)
                 continue
             # A value the words name that the caller's input replaced is accounted for: the input wins, said so.
             replaced = [override.named for override in part.overridden]
@@ -216,6 +258,11 @@ def _flattened(values: Sequence[Any]) -> list[Any]:
         else:
             flat.append(value)
     return flat
+
+
+#: A number in words: "60,000" and "1,200.50" are one number each (groups of three digits after a comma, no space), as
+#: :func:`_literal` reads them; "3,4" or "3, 4" are two.
+_NUMBERS_SAID = re.compile(r"(?<![\w.\-])(?:\d{1,3}(?:,\d{3})+(?![,\d])|\d+)(?:\.\d+)?(?![\w.\-]*\w)")
 
 
 def _same_number(text: str, value: Any) -> bool:
@@ -1037,8 +1084,14 @@ _COMPARISONS: tuple[tuple[str, str], ...] = (
     (r"is\s+not\s+(?:missing|empty|blank|null)|is\s+(?:present|known|filled(?:\s+in)?)", "is not missing"),
     (r"is\s+(?:missing|empty|blank|null|unknown)", "is missing"),
     (r"(?:is\s+)?between", "between"),
-    (r"(?:is\s+)?(?:at\s+least|no\s+less\s+than|not\s+below)|>=|of\s+at\s+least", ">="),
-    (r"(?:is\s+)?(?:at\s+most|no\s+more\s+than|not\s+above)|<=|of\s+at\s+most", "<="),
+    (
+        r"(?:is\s+)?(?:at\s+least|(?:no|not)\s+(?:less|fewer|lower|smaller)\s+than|not\s+(?:below|under))|>=|of\s+at\s+least",
+        ">=",
+    ),
+    (
+        r"(?:is\s+)?(?:at\s+most|(?:no|not)\s+(?:more|greater|higher|bigger|larger)\s+than|not\s+(?:above|over))|<=|of\s+at\s+most",
+        "<=",
+    ),
     (r"(?:is\s+)?(?:over|above|more\s+than|greater\s+than|higher\s+than|bigger\s+than|larger\s+than|after)|exceeds|>", ">"),
     (r"(?:is\s+)?(?:below|under|less\s+than|lower\s+than|smaller\s+than|fewer\s+than|before)|<", "<"),
     (r"(?:is\s+)?since", ">="),
@@ -1046,8 +1099,14 @@ _COMPARISONS: tuple[tuple[str, str], ...] = (
     (r"is\s+not|isn't|is\s+other\s+than|does\s+not\s+equal|doesn't\s+equal|not\s+equal\s+to|!=|<>", "!="),
     (r"is\s+equal\s+to|equals|is|==|=", "=="),
 )
+#: Words after a value that make it a bound: "40 or more" (>=), "65000 and under" (<=); dates too ("2021 or later").
+_TRAILING_BOUND = re.compile(
+    r"\s*,?\s*(?:or|and)\s+(?:(?P<up>more|greater|higher|larger|bigger|above|over|up|older|later|after)"
+    r"|(?P<down>less|fewer|lower|smaller|below|under|younger|earlier|before))\b",
+    flags=re.IGNORECASE,
+)
 _QUOTED_VALUE = r"\"[^\"]*\"|'[^']*'|\u2018[^\u2019]*\u2019|\u201c[^\u201d]*\u201d"
-_NUMBER = r"[-+]?\$?\d[\d,]*(?:\.\d+)?"
+_NUMBER = r"[-+]?\$?(?:\d{1,3}(?:,\d{3})+(?![,\d])|\d+)(?:\.\d+)?"
 _STOP = r"(?:and|or|then|but|where|with|while|to|as|into|so|if|plot|show|sort|group|save|write|keep)\b"
 _VALUE = rf"(?:{_QUOTED_VALUE}|{_NUMBER}(?![\w-])|\d{{4}}-\d{{2}}(?:-\d{{2}})?|(?!{_STOP})[^\s,;.!?]+(?:\s+(?!{_STOP})[^\s,;.!?]+){{0,2}})"
 _NEGATED = re.compile(r"\b(?:not|except(?:\s+for)?|excluding|other\s+than|apart\s+from|but\s+not)\s+(?:the\s+)?", flags=re.IGNORECASE)
@@ -1078,6 +1137,12 @@ def _conditions(plain: str, words: str, whose: str, table: _Table) -> _Read:
     reasons: list[str] = []
     consumed: list[tuple[int, int]] = []
     problems: list[str] = []
+    condition_spans: list[tuple[int, int]] = []
+
+    def held(span: tuple[int, int]) -> None:
+        consumed.append(span)
+        condition_spans.append(span)
+
     mentions = _mentions(plain, list(table.columns))
     removing = _REMOVING.search(plain)
     if removing is not None:
@@ -1090,7 +1155,7 @@ def _conditions(plain: str, words: str, whose: str, table: _Table) -> _Read:
             continue
         conditions.append([mention.column, "==", holds])
         reasons.append(f"'{plain[mention.start : mention.end].strip()}' (the bool column {mention.column!r} {'holds' if holds else 'does not hold'})")
-        consumed.append((mention.start, mention.end))
+        held((mention.start, mention.end))
     mentions = [mention for mention in mentions if not any(start < mention.end and mention.start < end for start, end in consumed)]
     for mention in mentions:
         missing = _MISSING_BEFORE.search(plain[: mention.start])
@@ -1099,13 +1164,13 @@ def _conditions(plain: str, words: str, whose: str, table: _Table) -> _Read:
             operator = "is not missing" if negated else "is missing"
             conditions.append([mention.column, operator, None])
             reasons.append(f"'{plain[missing.start() : mention.end].strip()}'")
-            consumed.append((missing.start(), mention.end))
+            held((missing.start(), mention.end))
             continue
         no_value = _NO_VALUE_BEFORE.search(plain[: mention.start])
         if no_value is not None and _comparison(plain, mention, table) is None:
             conditions.append([mention.column, "is missing", None])
             reasons.append(f"'{plain[no_value.start() : mention.end].strip()}'")
-            consumed.append((no_value.start(), mention.end))
+            held((no_value.start(), mention.end))
             continue
         read = _comparison(plain, mention, table)
         if read is None:
@@ -1117,7 +1182,7 @@ def _conditions(plain: str, words: str, whose: str, table: _Table) -> _Read:
             continue
         conditions.append(condition)
         reasons.append(f"'{plain[mention.start : end].strip()}'")
-        consumed.append((mention.start, end))
+        held((mention.start, end))
     for match in _NEGATED.finditer(plain):
         if any(start <= match.start() < end for start, end in consumed):
             continue
@@ -1127,7 +1192,7 @@ def _conditions(plain: str, words: str, whose: str, table: _Table) -> _Read:
         column, seen, length = values
         conditions.append([column, "!=", seen[0]] if len(seen) == 1 else [column, "not in", seen])
         reasons.append(f"'{plain[match.start() : match.end() + length].strip()}' ({', '.join(map(repr, seen))} seen in column {column!r})")
-        consumed.append((match.start(), match.end() + length))
+        held((match.start(), match.end() + length))
     constrained = {condition[0] for condition in conditions}
     for position in range(len(plain)):
         if any(start <= position < end for start, end in consumed) or (position and plain[position - 1].isalnum()):
@@ -1138,8 +1203,12 @@ def _conditions(plain: str, words: str, whose: str, table: _Table) -> _Read:
         column, seen, length = values
         conditions.append([column, "==", seen[0]] if len(seen) == 1 else [column, "in", seen])
         reasons.append(f"'{plain[position : position + length]}' ({', '.join(map(repr, seen))} seen in column {column!r})")
-        consumed.append((position, position + length))
+        held((position, position + length))
         constrained.add(column)
+    either = _either(plain, conditions, condition_spans)
+    if isinstance(either, str):
+        return _Read(words=words, why=either, conflicting=True)
+    conditions = either
     if _NO_MISSING.search(plain) and not any(condition[1] == "is not missing" for condition in conditions):
         conditions += [[column, "is not missing", None] for column in table.columns]
         every = _NO_MISSING.search(plain)
@@ -1157,6 +1226,36 @@ def _conditions(plain: str, words: str, whose: str, table: _Table) -> _Read:
             why=f"no condition could be read from {words!r}: name a column of {table.source} ({table.listed()}) and a comparison, e.g. 'where region is North', 'revenue over 1000'",
         )
     return _Read(words=words, why=f"the words state no condition on the rows (columns: {table.listed()})")
+
+
+#: The words between two conditions that join them by "or": "city is Boston or city is Austin", "age under 30, or where salary is over 100000".
+_OR_BETWEEN = re.compile(r"\s*,?\s*or\s+(?:(?:else|where|whose|if|with|the|rows?|ones?|those|that|which|have|has|is|are)\s+)*", flags=re.IGNORECASE)
+
+
+def _either(plain: str, conditions: list[list[Any]], spans: Sequence[tuple[int, int]]) -> list[list[Any]] | str:
+    """``conditions`` with those joined by "or" that are one column's equalities made one ``in``
+    ("city is Boston or city is Austin"); why not, when other conditions are joined by "or": the
+    filter keeps the rows that meet all of its conditions (``filter_rows``' docstring), so reading
+    "or" as "and" would return the wrong rows."""
+    order = sorted(range(len(conditions)), key=lambda index: spans[index])
+    merged: list[list[Any]] = []
+    last_end = -1
+    for index in order:
+        condition, (start, end) = conditions[index], spans[index]
+        if merged and last_end <= start and _OR_BETWEEN.fullmatch(plain[last_end:start]):
+            previous = merged[-1]
+            if previous[0] == condition[0] and previous[1] in ("==", "in") and condition[1] in ("==", "in"):
+                values = (previous[2] if previous[1] == "in" else [previous[2]]) + (condition[2] if condition[1] == "in" else [condition[2]])
+                merged[-1] = [condition[0], "in", list(dict.fromkeys(values))]
+                last_end = end
+                continue
+            return (
+                f"'{plain[spans[order[order.index(index) - 1]][0] : end].strip()}' asks for the rows meeting either condition, while the filter keeps "
+                "the rows meeting all of its conditions: say each as its own step, or compare one column ('where city is Boston or Austin')"
+            )
+        merged.append(condition)
+        last_end = end
+    return merged
 
 
 def _comparison(plain: str, mention: _Mention, table: _Table) -> tuple[list[Any], int, str] | None:
@@ -1197,10 +1296,37 @@ def _comparison(plain: str, mention: _Mention, table: _Table) -> tuple[list[Any]
             return [mention.column, "in" if operator == "==" else "not in", literals], end, ""
         if len(literals) > 1:
             return [], start, f"'{plain[mention.start : end].strip()}' compares with several values; give one"
+        # "40 or more", "65000 and under": the words after the value turn "is 40" into a bound.
+        bound = _TRAILING_BOUND.match(plain[end:])
+        if bound is not None:
+            trailing = ">=" if bound.group("up") else "<="
+            if operator not in ("==", trailing, trailing[0]):
+                return [], start, f"'{plain[mention.start : end + bound.end()].strip()}' says both {operator} and {trailing}; give one comparison"
+            operator = trailing if operator == "==" else operator
+            end += bound.end()
         if operator in (">", ">=", "<", "<=") and kind == "text":
             return [], start, f"{mention.column!r} holds text, which '{plain[mention.start : start].strip()}' does not compare"
         return [mention.column, operator, literals[0]], end, ""
     return None
+
+
+#: The comparison phrases that order values (over, at least, between, ...): after a column, a value must follow.
+_ORDERING = r"\s*(?:" + "|".join(phrase for phrase, operator in _COMPARISONS if operator in (">", ">=", "<", "<=", "between")) + r")(?![\w])"
+#: "where …", "whose …", "with X is …": a clause that states conditions, up to the end of its sentence or the next step.
+_CONDITION_CLAUSE = re.compile(
+    r"\b(?:where|whose|with\s+(?:the\s+)?\w+(?:\s+\w+)?\s+(?:is|are)\b)[^;.!?]*?(?=\s*(?:[;.!?]|,?\s*(?:and\s+)?then\b)|\s*$)",
+    flags=re.IGNORECASE,
+)
+#: A grouping by one word: "per year", "for each team", "for every city", "in each month" ("as per" is no grouping).
+_GROUPED_BY_WORD = re.compile(r"(?<!\bas\s)\b(?:per|for\s+(?:each|every)|in\s+each)\s+(?:the\s+)?(?P<word>[A-Za-z][\w-]*)", flags=re.IGNORECASE)
+#: Words after "over" that say an axis, not a bound: "units over time", "revenue over the months".
+_AXIS_WORDS = re.compile(r"\s*(?:over|through|across|against)\s+(?:(?:the|each|every|a)\s+)?(?P<word>[\w-]+)", flags=re.IGNORECASE)
+
+
+def _axis_after(plain: str, mention: _Mention, table: _Table) -> bool:
+    """Whether "over …" after ``mention`` names an axis ("units over time", "revenue over month"), not a bound."""
+    axis = _AXIS_WORDS.match(plain[mention.end :])
+    return axis is not None and (axis.group("word").lower() in ("time", "period", "periods") or bool(_mentions(axis.group("word"), list(table.columns))))
 
 
 def _compared(plain: str, mention: _Mention, table: _Table) -> tuple[list[Any], int, str] | None:
@@ -1233,7 +1359,9 @@ def _literal(text: str, kind: str) -> Any:
     if re.fullmatch(_QUOTED_VALUE, text):
         text = text[1:-1]
     if kind == "number":
-        number = text.replace(",", "").lstrip("$")
+        number = text.lstrip("$")
+        if re.fullmatch(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?", number):  # "60,000", "1,200.50"; "3,4" is no one number
+            number = number.replace(",", "")
         if re.fullmatch(r"[-+]?\d+", number):
             return int(number)
         if re.fullmatch(r"[-+]?\d*\.\d+", number):
