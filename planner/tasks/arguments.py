@@ -164,9 +164,13 @@ class Arguments:
                     named.append(f"the number {number.group()}")
         # A file named by its name alone is the input given by its path ("compounds.csv", data/compounds.csv).
         used_names = used_text | {os.path.basename(item) for item in used_text}
-        for file_name in _FILE_NAMES.finditer(text):
-            if file_name.group().casefold() not in used_names and os.path.basename(file_name.group().casefold()) not in used_names:
-                named.append(f"the file {file_name.group()!r}")
+        # Quoted names read whole ("staff list.tsv", not its last word).
+        file_names = [match.group() for match in _FILE_NAMES.finditer(masked_quotes(text))] + [
+            value for value in quoted_values(text) if _FILE_NAME.match(value)
+        ]
+        for file_name in file_names:
+            if file_name.casefold() not in used_names and os.path.basename(file_name.casefold()) not in used_names:
+                named.append(f"the file {file_name!r}")
         return list(dict.fromkeys(named))
 
     def unread_phrases(self, text: str) -> list[str]:
@@ -1017,7 +1021,7 @@ def _amount(text: str) -> int:
 
 # -- files ----------------------------------------------------------------------------------------------
 
-_FILE_NAME = re.compile(r"^[\w./~-]*\w\.[A-Za-z][A-Za-z0-9]{1,6}$")
+_FILE_NAME = re.compile(r"^[\w./~-]*(?: [\w./~-]+)*\w\.[A-Za-z][A-Za-z0-9]{1,6}$")  # spaces only in a quoted value: "staff list.tsv"
 #: File names inside a text ("sales.parquet", "out/report.md"), as :data:`_FILE_NAME` reads one alone.
 _FILE_NAMES = re.compile(r"(?<![\w./~-])[\w./~-]*\w\.[A-Za-z][A-Za-z0-9]{1,6}(?![\w/-])")
 

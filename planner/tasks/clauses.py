@@ -212,15 +212,17 @@ def masked_quotes(text: str) -> str:
 
 
 # A value written without quotes: a URL, or a file name with an extension ("people.csv"; group 1).
-_BARE_VALUE = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+[^\s.,;:!?)]|(?<![\w/.-])[\w/.-]*\w\.([A-Za-z][A-Za-z0-9]{0,4})\b(?![\w/-])")
+_BARE_VALUE = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+[^\s.,;:!?)]|(?<![\w/.-])[\w/.-]*\w\.([A-Za-z][A-Za-z0-9]{0,6})\b(?![\w/-])")
 
 
 def without_file_names(text: str) -> str:
     """``text`` with each file name read as "a file" (URLs stay): "a report of compounds.csv" → "a
     report of a file". A file's name is the user's choice, not what the task does: left in, its stem
     pulls skill search toward whatever it sounds like (a table named "compounds" toward chemistry),
-    and its extension toward loading ("CSV"). Only extensions of two characters or more count, so
-    "e.g." and "a.m." stay."""
+    and its extension toward loading ("CSV"). Only extensions of two to seven characters count, so
+    "e.g." and "a.m." stay; a quoted file name may hold spaces (:func:`is_file_name`)."""
+    # A quoted name may hold spaces ("staff list.tsv"): read whole, not as its last word.
+    text = _QUOTED.sub(lambda match: f"{match.group()[0]}a file{match.group()[-1]}" if is_file_name(match.group()[1:-1]) else match.group(), text)
     return _BARE_VALUE.sub(lambda match: "a file" if len(match.group(1) or "") >= 2 else match.group(), text)
 
 
@@ -284,7 +286,9 @@ def source_values(text: str) -> list[str]:
     return _values(text, lambda start: not set(_words(text[:start])[-1:]) & _TOWARDS)
 
 
-_FILE_NAME = re.compile(r"[\w/.~-]*\w\.[A-Za-z][A-Za-z0-9]{1,6}")
+# Words joined by single spaces may name a file too, written in quotes ("staff list.tsv"); the suffix is
+# up to seven characters (".parquet").
+_FILE_NAME = re.compile(r"[\w/.~-]*(?: [\w/.~-]+)*\w\.[A-Za-z][A-Za-z0-9]{1,6}")
 
 
 def is_file_name(value: str) -> bool:

@@ -51,6 +51,7 @@ class UnboundParametersError(Refusal, ValueError):
     def __init__(self, unbound: Iterable[UnboundParameter], options: Sequence[InputOption] = ()):
         self.unbound = tuple(unbound)
         self.options = tuple(options)
+        assert self.unbound, "an UnboundParametersError names the parameters left unbound"
         if self.options:
             advice = describe_options(self.options, lambda option: "give the inputs {" + ", ".join(f"{name!r}: ..." for name in option.names) + "}")
         else:
@@ -94,6 +95,8 @@ class PartsNotUnderstoodError(Refusal, ValueError):
 def describe_options(options: Sequence[InputOption], how: Callable[[InputOption], str]) -> str:
     """``options`` (at least one) in words, in their order, with ``how(option)`` saying how to give
     its inputs: ``HOW for the plan A -> B (cost 2); or, for the plan C -> A -> B (cost 3), HOW``."""
+    # An option says which inputs to give: one naming none would read "pass  for the plan ...".
+    assert options and all(option.names for option in options), "every input option names at least one input"
     described = [f"the plan {option.tools} (cost {option.plan.cost:g})" for option in options]
     first, *others = options
     return "; ".join([f"{how(first)} for {described[0]}", *(f"or, for {text}, {how(option)}" for option, text in zip(others, described[1:]))])
@@ -117,7 +120,8 @@ def input_options(task_plan: TaskPlan, replan: Callable[[dict[str, Any]], TaskPl
         replan: plans the same task with other inputs (e.g. ``lambda inputs: workspace.plan_task(task, inputs)``).
 
     Returns:
-        The options; empty when no subset gives a complete plan.
+        The options, each naming at least one input; empty when no subset gives a complete plan
+        through steps that take them.
     """
     names = tuple(dict.fromkeys(parameter.parameter for parameter in task_plan.cell.unbound))
     if len(names) > MAX_OPTION_PARAMETERS:
@@ -140,6 +144,9 @@ def input_options(task_plan: TaskPlan, replan: Callable[[dict[str, Any]], TaskPl
                 if parameter.python_name in subset:
                     parameters.setdefault(parameter.python_name, (parameter.type, step.tool.name))
         given = tuple(name for name in subset if name in parameters)
+        if not given:
+            # The placeholders changed the goal chosen but no step takes them: giving them is no way to that plan.
+            continue
         options[key] = InputOption(given, parameters, planned.plan)
     return tuple(sorted(options.values(), key=lambda option: (option.plan.cost, len(option.names))))
 

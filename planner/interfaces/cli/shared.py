@@ -319,11 +319,16 @@ def in_command_terms(error: ToolpathError, command: str) -> str:
     if isinstance(error, PartsNotUnderstoodError):
         return error.explanation(RUN_ANYWAY)
     if isinstance(error, UnboundParametersError):  # raised by run, which takes --input
+        # What the words did not give, and why: a person rephrases rather than passes an input they cannot know.
+        reasons = "; ".join(f"{parameter.parameter}: {parameter.why}" for parameter in error.unbound if parameter.why)
+        said = f" (the words did not give them: {reasons})" if reasons else ""
         if not error.options:
-            return "the plan needs inputs that were not given: " + "; ".join(
-                f"pass --input {parameter.parameter}=VALUE ({parameter.type}, for {parameter.tool})" for parameter in error.unbound
+            return (
+                "the plan needs inputs that were not given: "
+                + "; ".join(f"pass --input {parameter.parameter}=VALUE ({parameter.type}, for {parameter.tool})" for parameter in error.unbound)
+                + said
             )
-        return "the plan needs inputs that were not given: " + input_options_text(error.options)
+        return "the plan needs inputs that were not given: " + input_options_text(error.options) + said
     return error.message(Vocabulary(load_catalog=LOAD_CATALOG, give_state=lambda state, names: _how_to_give(command, state, names)))
 
 
