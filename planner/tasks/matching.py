@@ -294,7 +294,10 @@ class PartMatcher:
         regions.csv to sales.csv") works on the file it extends (:func:`extending_values`): that
         file is the one its plan reads first, and the other is left to the plan's further file
         parameter, when its plan writes nothing and takes a further file; otherwise a file after
-        "to" stays a destination, never read.
+        "to" stays a destination, never read. A part naming no other value whose one file after
+        "to" is there to read ("add descriptors to molecules.csv": :func:`added_to_file`) works on
+        that file when its plan reads it and writes nothing; a plan that writes keeps it where to
+        write (an existing file is then overwritten, as asked).
 
         Raises:
             NoMatchingSkillError, NoPlanError, InputError, PlanningTimeout, PlanningCancelled: as
