@@ -164,3 +164,78 @@ def test_a_catalog_declaring_added_columns_badly_is_refused_naming_the_field(col
     with pytest.raises(ValidationError, match="adds_columns") as raised:
         ReturnSpec(name="table", type="pandas.DataFrame", adds_columns=columns)
     assert message in str(raised.value)
+
+
+# -- a part after tabulating that keeps some of its rows; a file after "to" that is the table --------
+
+
+def test_the_filter_for_a_later_part_is_the_one_tool_taking_conditions_on_what_earlier_parts_made(graph):
+    from toolpath.planner.tasks.condition_steps import filtering_tools_reading
+
+    tools = list(graph.registry)
+    assert [tool.name for tool in filtering_tools_reading(tools, {"tabular.table_loaded", "chemistry.descriptors_tabulated"}, graph.refinements)] == [
+        "filter_rows"
+    ]
+    # A parsed molecule is no table: nothing keeps rows of it.
+    assert filtering_tools_reading(tools, {"chemistry.molecule_parsed"}, graph.refinements) == []
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("task", "conditions"),
+    [
+        ("work out descriptors for compounds.csv, and then retain only the compounds whose logp is above 1", [["logp", ">", 1]]),
+        ("append descriptor columns to compounds.csv, then only keep the compounds passing Lipinski's rule", [["lipinski_passes", "==", True]]),
+    ],
+)
+def test_a_later_part_that_only_states_conditions_on_the_tabulated_columns_filters_that_table(embedder, folder, monkeypatch, task, conditions):
+    monkeypatch.chdir(folder)
+    planned = Workspace.open(embedder=embedder).plan_task(task)
+    assert tools(planned) == ["tabulate_descriptors", "filter_rows"]
+    assert all(part.fate == "planned" for part in planned.parts) and not planned.cell.unbound
+    bound = {(reading.tool, reading.parameter): reading.value for reading in planned.arguments.bound}
+    assert planned.inputs["chemistry.tabulate_descriptors.path"] == "compounds.csv" and bound[("filter_rows", "conditions")] == conditions
+    assert "filter_rows(table=table" in planned.cell.code  # it keeps rows of the tabulated table, not of the file as loaded
+    assert "the filter is its goal" in planned.parts[-1].why
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    "task",
+    [
+        # Removing rows is no condition to keep them by: a filter would keep the very rows meant to go.
+        "work out descriptors for compounds.csv, then get rid of the compounds with a logp above 1",
+        # "close to" is no comparison the conditions read: the number 1 would be dropped.
+        "work out descriptors for compounds.csv, then keep the compounds whose logp is close to 1",
+    ],
+)
+def test_a_later_part_whose_words_are_not_read_in_full_as_conditions_stays_not_understood(embedder, folder, monkeypatch, task):
+    monkeypatch.chdir(folder)
+    planned = Workspace.open(embedder=embedder).plan_task(task)
+    assert "filter_rows" not in tools(planned)
+    assert planned.parts[-1].fate == "not understood" and "logp" in planned.parts[-1].problem
+
+
+def test_only_a_lone_file_after_to_that_is_there_to_read_may_be_the_table_added_to(folder):
+    from toolpath.planner.tasks.matching import added_to_file
+
+    assert added_to_file("append descriptor columns to compounds.csv", folder) == "compounds.csv"
+    assert added_to_file("append descriptor columns to missing.csv", folder) is None  # nothing there to read: only writable
+    assert added_to_file("copy other.csv to compounds.csv", folder) is None  # another file is named to read
+    assert added_to_file("descriptors of compounds.csv", folder) is None  # not after "to"
+
+
+@pytest.mark.integration
+def test_a_file_after_to_is_the_table_added_to_only_when_the_plan_writes_nothing(embedder, folder, monkeypatch):
+    monkeypatch.chdir(folder)
+    workspace = Workspace.open(embedder=embedder)
+    added = workspace.plan_task("append descriptor columns to compounds.csv")
+    assert tools(added) == ["tabulate_descriptors"] and added.inputs["chemistry.tabulate_descriptors.path"] == "compounds.csv"
+    assert "not where to write" in added.parts[0].why
+    # An existing file after "to" with a plan that writes is still where to write: overwriting it is asked.
+    (folder / "older.csv").write_text(COMPOUNDS)
+    for task in ("copy older.csv to compounds.csv", "load older.csv, then save it to compounds.csv"):
+        saved = workspace.plan_task(task)
+        assert tools(saved) == ["load_table", "save_table"], task
+        assert saved.inputs["tabular.load_table.path"] == "older.csv", task
+        assert saved.inputs["tabular.save_table.path"] == "compounds.csv", task

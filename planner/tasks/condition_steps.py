@@ -19,6 +19,15 @@ Only when it is certain:
 
 Otherwise the part stays as it matched, and is refused as before.
 
+**A part after others** whose matched goal is no such case (its tool reads no table: "compute
+descriptors for molecules.csv, then keep the molecules with a molecular weight under 200" matches
+parsing a molecule for its second part) is read the same way against what the parts before it
+produce: when its own plan would drop words of the data, and the one tool that takes conditions and
+reads a state those parts' plans produce (the carried table, with the columns their steps add:
+``return_spec.adds_columns``) takes every word of the data it names as fully read conditions, the
+filter is that part's goal, and its ``why`` says so. With no such tool, several, or words left over,
+the part is refused as before.
+
 When the words without the conditions ask for nothing beyond the filtered rows ("the rows of
 sales.csv with revenue over 1000": "the rows of a file" matches counting rows as well as the file
 itself), the filter is the part's goal and nothing runs after it. The goal runs after the filter when
@@ -62,7 +71,12 @@ def with_condition_steps(search: GoalSearch, parts: Sequence[PartMatch], held: C
     """
     result: list[PartMatch] = []
     for part in parts:
-        result += _with_filter(search, part, frozenset(held) | part.holds, inputs or {}) or [part]
+        part_held = frozenset(held) | part.holds
+        changed = _with_filter(search, part, part_held, inputs or {})
+        if changed is None:
+            on_earlier = _filter_of_earlier(search, result, part, part_held, inputs or {})
+            changed = [on_earlier] if on_earlier is not None else None
+        result += changed or [part]
     return tuple(result)
 
 
@@ -79,6 +93,78 @@ def filtering_tools(tools: Collection[ToolDefinition], goal_tool: ToolDefinition
         and any(parameter.meaning == "conditions" and parameter.state is None for parameter in tool.parameters)
         and any(tool.state_transition.produces & kinds for kinds in read)
     ]
+
+
+def filtering_tools_reading(tools: Collection[ToolDefinition], produced: Collection[str], refinements: Mapping[str, str]) -> list[ToolDefinition]:
+    """The tools that take conditions (a parameter of ``meaning: conditions``) and read a state in
+    ``produced`` (a required parameter's state, or a refinement of it, is one of them): the filters
+    that can keep rows of what earlier steps made."""
+    return [
+        tool
+        for tool in tools
+        if any(parameter.meaning == "conditions" and parameter.state is None for parameter in tool.parameters)
+        and _states_read(tool, refinements) & frozenset(produced)
+    ]
+
+
+def _states_read(tool: ToolDefinition, refinements: Mapping[str, str]) -> frozenset[str]:
+    """The states ``tool``'s required parameters read, each with the states it refines."""
+    return frozenset().union(*(kinds_of(parameter.state, refinements) for parameter in tool.required_parameters if parameter.state is not None))
+
+
+def _filter_of_earlier(search: GoalSearch, earlier: Sequence[PartMatch], part: PartMatch, held: frozenset[str], inputs: Mapping[str, Any]) -> PartMatch | None:
+    """``part`` as the filtering part that keeps rows of what ``earlier`` parts' plans produce, or
+    ``None`` when that is not certain (module docstring: a part after others)."""
+    chosen = part.choice.chosen if part.status == "matched" and part.choice is not None else None
+    matched = [match for match in earlier if match.status == "matched" and match.choice is not None and match.choice.chosen.plan is not None]
+    if chosen is None or chosen.plan is None or not chosen.plan.steps or not matched:
+        return None
+    graph = search.graph
+    # As joint planning does: the states every part holds (an earlier part's file) are held for all.
+    held = held.union(*(match.holds for match in earlier))
+    produced = frozenset().union(*(step.produces for match in matched for step in match.choice.chosen.plan.steps))  # type: ignore[union-attr]
+    filters = filtering_tools_reading(list(graph.registry), produced, graph.refinements)
+    if len(filters) != 1 or any(step.tool.id == filters[0].id for step in chosen.plan.steps):
+        return None
+    tool = filters[0]
+    dropped = _dropped(search, [*earlier, part], part, held, inputs)
+    if not dropped:
+        return None
+    try:
+        filter_plan = plan_to_run(graph, tool, held | produced)
+    except NoPlanError:
+        return None
+    hit = SkillHit("tool", tool.name, tool.server_name, chosen.hit.score, chosen.hit.similarity, chosen.hit.lexical, "", tool.state_transition.produces, True, filter_plan)
+    filter_part = PartMatch(
+        part.text, GoalChoice(GoalCandidate(tool.state_transition.produces, hit, filter_plan, None, None, 0), ()), holds=part.holds, values=part.values
+    )
+    try:
+        joint = joint_plan(graph, [*earlier, filter_part], held)
+    except (NoPlanError, ValueError):
+        return None
+    given = inputs_with_facts([*earlier, filter_part], inputs, joint)
+    arguments = bind_arguments(graph, part.text, [*earlier, filter_part], joint, given, search.probe_directory)
+    conditions = [reading for reading in arguments.bound if reading.tool == tool.name and _takes_conditions(tool, reading.parameter)]
+    if not conditions or arguments.unused_words(part.text, given):
+        return None
+    goal = f"{qualified_name(chosen.plan.steps[-1].tool)} ({', '.join(sorted(chosen.goal))})"
+    read = ", ".join(sorted(produced & _states_read(tool, graph.refinements)))
+    why = (
+        f"its words read in full as conditions on rows ({_said(part.text, conditions)}) of what the parts before it produce ({read}), "
+        f"and {qualified_name(tool)} is the one tool that keeps such rows; {goal}, which it matched, would drop {', '.join(dropped)}: "
+        "the filter is its goal"
+    )
+    return replace(filter_part, why=joined_reasons(part.why, why))
+
+
+def _dropped(search: GoalSearch, parts: Sequence[PartMatch], part: PartMatch, held: frozenset[str], inputs: Mapping[str, Any]) -> list[str]:
+    """What ``part``'s words name of the data that the joint plan of ``parts`` (ending with ``part``) drops."""
+    try:
+        joint = joint_plan(search.graph, parts, held)
+    except (NoPlanError, ValueError):
+        return []
+    given = inputs_with_facts(parts, inputs, joint)
+    return bind_arguments(search.graph, part.text, parts, joint, given, search.probe_directory).unused_words(part.text, given)
 
 
 def _with_filter(search: GoalSearch, part: PartMatch, held: frozenset[str], inputs: Mapping[str, Any]) -> list[PartMatch] | None:

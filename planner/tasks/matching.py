@@ -22,6 +22,7 @@ it (:attr:`PartMatcher.carried`). A part that names a value of its own works on 
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
@@ -57,7 +58,7 @@ from toolpath.planner.tasks.goals import (
     unreachable_because,
 )
 from toolpath.planner.tasks.parts import Overridden, PartMatch, inputs_with_facts, refuse_competing_values
-from toolpath.planner.tasks.probes import run_probe
+from toolpath.planner.tasks.probes import readable_file, run_probe
 from toolpath.planner.tasks.request import TaskRequest
 from toolpath.registry import ToolDefinition
 
@@ -293,7 +294,10 @@ class PartMatcher:
         regions.csv to sales.csv") works on the file it extends (:func:`extending_values`): that
         file is the one its plan reads first, and the other is left to the plan's further file
         parameter, when its plan writes nothing and takes a further file; otherwise a file after
-        "to" stays a destination, never read.
+        "to" stays a destination, never read. A part naming no other value whose one file after
+        "to" is there to read ("add descriptors to molecules.csv": :func:`added_to_file`) works on
+        that file when its plan reads it and writes nothing; a plan that writes keeps it where to
+        write (an existing file is then overwritten, as asked).
 
         Raises:
             NoMatchingSkillError, NoPlanError, InputError, PlanningTimeout, PlanningCancelled: as
@@ -308,7 +312,17 @@ class PartMatcher:
                 match = None  # that reading serves nothing: the words are read as they stand
             if match is not None and _extends_a_table(match):
                 return replace(match, why=joined_reasons(match.why, f"it brings data from {extending[1]!r} into {extending[0]!r}, which its plan reads first"))
-        return self._choose_with(text, source_values(text), min_score, query)
+        sources = source_values(text)
+        added_to = added_to_file(text, self.search.probe_directory) if not sources else None
+        if added_to is not None:
+            try:
+                match = self._choose_with(text, [added_to], min_score, query)
+            except (NoMatchingSkillError, NoPlanError, InputError):
+                match = None  # that reading serves nothing: the file stays where to write
+            if match is not None and _reads_and_writes_nothing(match, added_to):
+                why = f"{added_to!r}, after 'to', is a file there to read, and its plan reads it and writes nothing: the table it adds to, not where to write"
+                return replace(match, why=joined_reasons(match.why, why))
+        return self._choose_with(text, sources, min_score, query)
 
     def _choose_with(self, text: str, values: Sequence[str], min_score: float, query: str) -> PartMatch:
         """:meth:`choose` with ``values`` as the values the part names, first the one its plan reads."""
@@ -529,6 +543,30 @@ def extending_values(text: str) -> list[str]:
     if len(into) != 1 or not brought:
         return []
     return [into[0], *brought]
+
+
+def added_to_file(text: str, directory: str | os.PathLike[str] | None) -> str | None:
+    """The one file ``text`` names, when it follows "to", "into" or "onto" and is a file in
+    ``directory`` (:func:`toolpath.planner.tasks.probes.readable_file`): "add descriptors to
+    molecules.csv" may mean the table to extend rather than where to write. ``None`` when the words
+    name another file or value, or the file is not there (then it can only be written).
+
+    Whether it is read is its plan's to say (:func:`_reads_and_writes_nothing`): "save the table to
+    out.csv" writes, so an existing out.csv stays a destination (it is overwritten, as asked)."""
+    values = list(dict.fromkeys(quoted_values(text)))
+    if len(values) != 1 or not is_file_name(values[0]) or not _INTO_FILE.search(text[: text.find(values[0])]):
+        return None
+    found, _ = readable_file(values[0], directory)
+    return values[0] if found is not None else None
+
+
+def _reads_and_writes_nothing(match: PartMatch, value: str) -> bool:
+    """Whether ``match``'s plan takes ``value`` as an input (the state it holds) and no step writes
+    (a side effect, or an output parameter)."""
+    steps = match.choice.chosen.plan.steps if match.choice is not None and match.choice.chosen.plan is not None else ()
+    writes = any(step.tool.side_effect != "none" or any(parameter.role == "output" for parameter in step.tool.parameters) for step in steps)
+    reads = bool(match.holds) and any(given == value for _, given in match.values)
+    return bool(steps) and reads and not writes
 
 
 def _extends_a_table(match: PartMatch) -> bool:
