@@ -134,7 +134,9 @@ def _filter_of_earlier(search: GoalSearch, earlier: Sequence[PartMatch], part: P
         filter_plan = plan_to_run(graph, tool, held | produced)
     except NoPlanError:
         return None
-    hit = SkillHit("tool", tool.name, tool.server_name, chosen.hit.score, chosen.hit.similarity, chosen.hit.lexical, "", tool.state_transition.produces, True, filter_plan)
+    hit = SkillHit(
+        "tool", tool.name, tool.server_name, chosen.hit.score, chosen.hit.similarity, chosen.hit.lexical, "", tool.state_transition.produces, True, filter_plan
+    )
     filter_part = PartMatch(
         part.text, GoalChoice(GoalCandidate(tool.state_transition.produces, hit, filter_plan, None, None, 0), ()), holds=part.holds, values=part.values
     )
