@@ -144,7 +144,12 @@ def test_asking_which_rows_have_a_gap_filters_them_and_removing_them_drops_them(
 
 @pytest.mark.integration
 def test_removing_rows_by_a_value_never_keeps_those_rows(embedder, folder, monkeypatch):
-    plan = planned(embedder, folder, monkeypatch, "delete the rows of sales.csv where region is North")
+    from toolpath.errors import Refusal
+
+    try:
+        plan = planned(embedder, folder, monkeypatch, "delete the rows of sales.csv where region is North")
+    except Refusal:  # not understood as a whole (the tabular catalog's words never say "delete"): nothing kept
+        return
     kept_north = [reading for reading in plan.arguments.bound if reading.parameter == "conditions" and ["region", "==", "North"] in reading.value]
     assert not kept_north
     assert any(part.fate == "not understood" for part in plan.parts) or plan.cell.unbound

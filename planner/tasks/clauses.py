@@ -462,7 +462,29 @@ _POLITE = frozenset({"please", "kindly"})
 _PRONOUNS = _OBJECT_PRONOUNS | _SUBJECTS | frozenset({"you", "them", "they", "i", "what", "which", "whose", "this", "that"})
 # Words that end a request's head: its object is said before them ("draw a map *of* the regions").
 _HEAD_ENDS = _PREPOSITIONS | frozenset(
-    {"of", "per", "where", "whose", "which", "who", "that", "than", "between", "below", "above", "under", "or", "and", "so", "if"}
+    {
+        "of",
+        "per",
+        "where",
+        "whose",
+        "which",
+        "who",
+        "that",
+        "than",
+        "between",
+        "below",
+        "above",
+        "under",
+        "or",
+        "and",
+        "so",
+        "if",
+        "using",
+        "via",
+        "through",
+        "across",
+        "against",
+    }
 )
 # A question's first word: a question asks about its subject, it names no action of its own.
 _QUESTION_WORDS = _AUXILIARIES | frozenset({"what", "who", "when", "where", "which", "why", "how", "am"})
