@@ -354,7 +354,7 @@ def test_columns_only_the_file_joined_in_has_are_what_the_join_brings(graph, fol
 def test_a_part_bringing_a_column_from_one_file_into_another_joins_them_that_way_round(embedder, folder, monkeypatch):
     monkeypatch.chdir(folder)
     (folder / "regions.csv").write_text(REGIONS)
-    planned = Workspace.open(embedder=embedder).plan_task("put the manager of each region from regions.csv into sales.csv, joined on region")
+    planned = Workspace.open(embedder=embedder).plan_task("add the manager of each region from regions.csv into sales.csv, joined on region")
     assert not planned.unmatched
     assert [step.tool.name for step in planned.plan.steps] == ["load_table", "join_tables"]
     assert planned.inputs["tabular.load_table.path"] == "sales.csv"  # the table extended, though named second
