@@ -694,7 +694,10 @@ def _columns(parameters: Sequence[ToolParameter], plain: str, words: str, whose:
     for parameter in singles:
         if parameter.python_name in reads or parameter.python_name in axes:
             continue
-        if parameter.python_name in ("by", "on") and grouped:
+        if parameter.python_name in ("by", "on") and len(grouping_words) > 1:
+            reads[parameter.python_name] = _several_for_one(parameter, [column for column in grouped if column in grouping_words], words)
+            claimed.update(grouping_words)
+        elif parameter.python_name in ("by", "on") and grouped:
             adjective = next((word for _, column, word in timed if column == grouped[0]), "")
             said = f"'{adjective}' names the column {grouped[0]!r}, by which to group" if adjective and grouped[0] not in grouping_words else ""
             take(parameter, grouped[0], said or f"{grouped[0]!r} follows a word that groups or ranks by a column ('by', 'per', 'for each', 'on')")
@@ -735,6 +738,16 @@ def _columns(parameters: Sequence[ToolParameter], plain: str, words: str, whose:
         else:
             reads[parameter.python_name] = _Read(words=words, why=f"the words name no column of {table.source} for it (its columns: {table.listed()})")
     return reads
+
+
+def _several_for_one(parameter: ToolParameter, columns: Sequence[str], words: str) -> _Read:
+    """The reading of a one-column grouping parameter when the words group by several ("per product and
+    customer"): taking the first would aggregate the others as measures, so its part is not understood."""
+    why = (
+        f"the words group by several columns ({', '.join(map(repr, columns))}), and {parameter.python_name} takes one column: "
+        f"group by one of them, or give {parameter.python_name} as an input"
+    )
+    return _Read(words=words, why=why, conflicting=True)
 
 
 def _names_column(plain: str, mention: _Mention, table: _Table, removing: bool) -> bool:
@@ -1011,7 +1024,13 @@ def _output(parameter: ToolParameter, words: str, whose: str, data_files: set[st
         if match.group(1).lower() == "in" and not _WRITING.search(words):
             continue
         if path in data_files:
-            continue  # the task reads it: never a destination
+            if _written_over(words, match):
+                why = (
+                    f"the words name {path!r}, the file the task reads, as where to write ({match.group().strip()!r}): "
+                    "writing there would replace the data it reads; name another file"
+                )
+                return _Read(words=words, why=why, conflicting=True)
+            continue  # the task reads it ("the file named sales.csv"): no destination
         if not suffixes or os.path.splitext(path)[1].lower() in suffixes:
             suiting.append(path)
     suiting = list(dict.fromkeys(suiting))
@@ -1020,6 +1039,16 @@ def _output(parameter: ToolParameter, words: str, whose: str, data_files: set[st
     if len(suiting) > 1:
         return _Read(words=words, why=f"the words name several files to write ({', '.join(map(repr, suiting))}); give {parameter.python_name} as an input")
     return _Read(words=words)
+
+
+#: A verb of writing and at most three words before a destination: "save it as", "write the sorted rows to".
+_WRITING_BEFORE = re.compile(_WRITING.pattern + r"(?:\s+[\w'-]+){0,3}\s*$", flags=re.IGNORECASE)
+
+
+def _written_over(words: str, destination: re.Match[str]) -> bool:
+    """Whether ``destination`` (a :data:`_DESTINATION` match) is where a verb of writing just before it
+    writes ("save it as employees.csv"), not a file the words identify ("the file named employees.csv")."""
+    return destination.group(1).lower() in ("to", "as", "into", "in") and _WRITING_BEFORE.search(words[: destination.start()]) is not None
 
 
 def output_suffixes(parameter: ToolParameter) -> set[str]:
