@@ -42,6 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from toolpath.planner.planning.graph import kinds_of
 from toolpath.planner.planning.inputs import input_for
 from toolpath.planner.planning.plans import Plan, qualified_name
 from toolpath.planner.tasks.clauses import masked_quotes, quoted_values, source_values, without_file_names
@@ -308,6 +309,8 @@ def bind_arguments(
         for parameter in tool.parameters:
             if parameter.python_name in reads:
                 settle(position, tool, parameter, reads[parameter.python_name])
+    for position, parameter, read in _earlier_results_meant(graph, plan, step_words):
+        settle(position, plan.steps[position].tool, parameter, read)
     # "the molecular weight of 'CCO'": a part's one quoted value is the one text its plan lacks (a
     # file's name is no such text: it is read, or written).
     asking = [(part.text, _own_steps(part, plan)) for part in parts if part.status == "matched"] if parts else [(text, range(len(plan.steps)))]
@@ -397,6 +400,50 @@ def _probes_seen(tool: ToolDefinition, probes: Sequence[Probe]) -> list[Probe]:
     ``smiles_column`` names a column of)."""
     read = {parameter.state for parameter in tool.parameters if parameter.state is not None and parameter.role == "input"}
     return [probe for probe in probes if probe.state.split(".")[0] == (tool.server_name or probe.state.split(".")[0]) or probe.state in read]
+
+
+#: Words that point back at what the previous part made ("save it", "plot the result").
+_BACK_REFERENCE = re.compile(r"\b(?:it|them|the\s+(?:result|results|output|outcome))\b", flags=re.IGNORECASE)
+#: Words of a part that name any table, so they point at no one result in particular.
+_GENERIC_WORDS = frozenset({"table", "tables", "data", "dataset", "file", "files", "rows", "columns", "column", "values", "value", "every", "their"})
+#: Value types a step's result is told apart by: a text or number names no result of its own.
+_SCALAR_TYPES = frozenset({"str", "int", "float", "bool"})
+
+
+def _earlier_results_meant(graph: StateGraph, plan: Plan, step_words: Sequence[tuple[str, str]]) -> list[tuple[int, ToolParameter, _Read]]:
+    """``(position, parameter, reading)`` for each step whose words point back at the previous part's result
+    ("describe orders.csv and save *it* to desc.csv", "… save *the description*") when that result is a
+    value of the parameter's type (a table) but not of its state or a refinement of it: the step would
+    read an older value (the loaded table, not the statistics), so its part is not understood, never run
+    on the other table. Pointing back is a pronoun or "the result", or a word sharing its first five
+    letters with the previous step's tool, its result's name or its part's words ("description", describe)."""
+    meant = []
+    for position, step in enumerate(plan.steps):
+        words, whose = step_words[position]
+        if whose == "the whole task":
+            continue
+        earlier = [other for other in range(position) if step_words[other][0] != words]
+        for parameter in step.tool.required_parameters:
+            if parameter.state is None or parameter.type in _SCALAR_TYPES:
+                continue
+            previous = next((other for other in reversed(earlier) if plan.steps[other].tool.return_spec and plan.steps[other].tool.return_spec.type == parameter.type), None)
+            if previous is None:
+                continue
+            tool = plan.steps[previous].tool
+            if tool.return_spec.state in kinds_of(parameter.state, graph.refinements):
+                continue
+            stems = {word[:5] for word in re.findall(r"[a-z]{5,}", " ".join([tool.name.replace("_", " "), tool.return_spec.name.replace("_", " "), step_words[previous][0]]).lower())}
+            own = [word for word in re.findall(r"[a-z]{5,}", without_file_names(words).lower()) if word not in _GENERIC_WORDS]
+            pointer = _BACK_REFERENCE.search(words) or next((word for word in own if word[:5] in stems), None)
+            if pointer is None:
+                continue
+            said = pointer.group() if isinstance(pointer, re.Match) else pointer
+            why = (
+                f"'{said}' points at what {tool.name} made ({tool.return_spec.name}), but {step.tool.name} takes a {parameter.state} as {parameter.python_name}, "
+                f"not a {tool.return_spec.state}: it would read another value; say which table to use, or give {parameter.python_name} as an input"
+            )
+            meant.append((position, parameter, _Read(words=words, why=why, conflicting=True)))
+    return meant
 
 
 def _own_steps(part: PartMatch, plan: Plan) -> list[int]:
