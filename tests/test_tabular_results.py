@@ -80,7 +80,7 @@ def test_the_saved_groups_are_what_the_file_holds(shipped, folder):
         # Statistics and a correlation matrix are no table of the data's rows (the catalog's states):
         # saving "it" would save the loaded table, so the part is refused, saying why.
         ("summarise staff.csv, then save it as overview.csv", "'it' points at what describe_table made"),
-        ("describe staff.csv and store the description in overview.csv", "'description' points at what describe_table made"),
+        ("describe staff.csv, then save the description as overview.csv", "'description' points at what describe_table made"),
         ("compute the correlations of staff.csv and save them to links.xlsx", "'them' points at what correlate_columns made"),
     ],
 )
