@@ -40,7 +40,7 @@ def read_table(path: str | Path, tool_name: str) -> pandas.DataFrame:
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: a suffix none of the readers handles.
+        ValueError: a suffix none of the readers handles, or an empty file (no header, no rows).
     """
     path = Path(path)
     reader = READERS.get(path.suffix.lower())
@@ -50,7 +50,13 @@ def read_table(path: str | Path, tool_name: str) -> pandas.DataFrame:
         raise FileNotFoundError(f"no such file: {path}")
     status = path.stat()
     _read_as_data[(status.st_dev, status.st_ino)] = (path.resolve(), tool_name)
-    return reader(path)
+    if status.st_size == 0:
+        # pandas raises EmptyDataError ("No columns to parse from file") for CSV and a zip error for Excel.
+        raise ValueError(f"{path.name} is empty: no header, no rows; give a file with at least a header line")
+    try:
+        return reader(path)
+    except pandas.errors.EmptyDataError as error:  # a file of blank lines only
+        raise ValueError(f"{path.name} is empty: no header, no rows; give a file with at least a header line") from error
 
 
 def checked_output_path(path: str | Path, tool_name: str, suffixes: tuple[str, ...], example: str) -> Path:

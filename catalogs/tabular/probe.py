@@ -69,7 +69,7 @@ def _delimited(file: Path, separator: str) -> Any:
         # Only whole lines: a row cut at the byte limit would read as a row of missing values.
         head = head[: head.rfind(b"\n", 0, MAX_BYTES) + 1]
     if not head.strip():
-        raise ValueError("the file is empty")
+        raise ValueError("the file is empty: no header, no rows")
     return pandas.read_csv(io.BytesIO(head), sep=separator, nrows=MAX_ROWS)
 
 

@@ -42,6 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from toolpath.planner.planning.graph import kinds_of
 from toolpath.planner.planning.inputs import input_for
 from toolpath.planner.planning.plans import Plan, qualified_name
 from toolpath.planner.tasks.clauses import masked_quotes, quoted_values, source_values, without_file_names
@@ -359,6 +360,8 @@ def bind_arguments(
         for parameter in tool.parameters:
             if parameter.python_name in reads:
                 settle(position, tool, parameter, reads[parameter.python_name])
+    for position, parameter, read in _earlier_results_meant(graph, plan, step_words):
+        settle(position, plan.steps[position].tool, parameter, read)
     # "the molecular weight of 'CCO'": a part's one quoted value is the one text its plan lacks (a
     # file's name is no such text: it is read, or written).
     asking = [(part.text, _own_steps(part, plan)) for part in parts if part.status == "matched"] if parts else [(text, range(len(plan.steps)))]
@@ -448,6 +451,50 @@ def _probes_seen(tool: ToolDefinition, probes: Sequence[Probe]) -> list[Probe]:
     ``smiles_column`` names a column of)."""
     read = {parameter.state for parameter in tool.parameters if parameter.state is not None and parameter.role == "input"}
     return [probe for probe in probes if probe.state.split(".")[0] == (tool.server_name or probe.state.split(".")[0]) or probe.state in read]
+
+
+#: Words that point back at what the previous part made ("save it", "plot the result").
+_BACK_REFERENCE = re.compile(r"\b(?:it|them|the\s+(?:result|results|output|outcome))\b", flags=re.IGNORECASE)
+#: Words of a part that name any table, so they point at no one result in particular.
+_GENERIC_WORDS = frozenset({"table", "tables", "data", "dataset", "file", "files", "rows", "columns", "column", "values", "value", "every", "their"})
+#: Value types a step's result is told apart by: a text or number names no result of its own.
+_SCALAR_TYPES = frozenset({"str", "int", "float", "bool"})
+
+
+def _earlier_results_meant(graph: StateGraph, plan: Plan, step_words: Sequence[tuple[str, str]]) -> list[tuple[int, ToolParameter, _Read]]:
+    """``(position, parameter, reading)`` for each step whose words point back at the previous part's result
+    ("describe orders.csv and save *it* to desc.csv", "… save *the description*") when that result is a
+    value of the parameter's type (a table) but not of its state or a refinement of it: the step would
+    read an older value (the loaded table, not the statistics), so its part is not understood, never run
+    on the other table. Pointing back is a pronoun or "the result", or a word sharing its first five
+    letters with the previous step's tool, its result's name or its part's words ("description", describe)."""
+    meant = []
+    for position, step in enumerate(plan.steps):
+        words, whose = step_words[position]
+        if whose == "the whole task":
+            continue
+        earlier = [other for other in range(position) if step_words[other][0] != words]
+        for parameter in step.tool.required_parameters:
+            if parameter.state is None or parameter.type in _SCALAR_TYPES:
+                continue
+            previous = next((other for other in reversed(earlier) if plan.steps[other].tool.return_spec and plan.steps[other].tool.return_spec.type == parameter.type), None)
+            if previous is None:
+                continue
+            tool = plan.steps[previous].tool
+            if tool.return_spec.state in kinds_of(parameter.state, graph.refinements):
+                continue
+            stems = {word[:5] for word in re.findall(r"[a-z]{5,}", " ".join([tool.name.replace("_", " "), tool.return_spec.name.replace("_", " "), step_words[previous][0]]).lower())}
+            own = [word for word in re.findall(r"[a-z]{5,}", without_file_names(words).lower()) if word not in _GENERIC_WORDS]
+            pointer = _BACK_REFERENCE.search(words) or next((word for word in own if word[:5] in stems), None)
+            if pointer is None:
+                continue
+            said = pointer.group() if isinstance(pointer, re.Match) else pointer
+            why = (
+                f"'{said}' points at what {tool.name} made ({tool.return_spec.name}), but {step.tool.name} takes a {parameter.state} as {parameter.python_name}, "
+                f"not a {tool.return_spec.state}: it would read another value; say which table to use, or give {parameter.python_name} as an input"
+            )
+            meant.append((position, parameter, _Read(words=words, why=why, conflicting=True)))
+    return meant
 
 
 def _own_steps(part: PartMatch, plan: Plan) -> list[int]:
@@ -745,7 +792,10 @@ def _columns(parameters: Sequence[ToolParameter], plain: str, words: str, whose:
     for parameter in singles:
         if parameter.python_name in reads or parameter.python_name in axes:
             continue
-        if parameter.python_name in ("by", "on") and grouped:
+        if parameter.python_name in ("by", "on") and len(grouping_words) > 1:
+            reads[parameter.python_name] = _several_for_one(parameter, [column for column in grouped if column in grouping_words], words)
+            claimed.update(grouping_words)
+        elif parameter.python_name in ("by", "on") and grouped:
             adjective = next((word for _, column, word in timed if column == grouped[0]), "")
             said = f"'{adjective}' names the column {grouped[0]!r}, by which to group" if adjective and grouped[0] not in grouping_words else ""
             take(parameter, grouped[0], said or f"{grouped[0]!r} follows a word that groups or ranks by a column ('by', 'per', 'for each', 'on')")
@@ -786,6 +836,16 @@ def _columns(parameters: Sequence[ToolParameter], plain: str, words: str, whose:
         else:
             reads[parameter.python_name] = _Read(words=words, why=f"the words name no column of {table.source} for it (its columns: {table.listed()})")
     return reads
+
+
+def _several_for_one(parameter: ToolParameter, columns: Sequence[str], words: str) -> _Read:
+    """The reading of a one-column grouping parameter when the words group by several ("per product and
+    customer"): taking the first would aggregate the others as measures, so its part is not understood."""
+    why = (
+        f"the words group by several columns ({', '.join(map(repr, columns))}), and {parameter.python_name} takes one column: "
+        f"group by one of them, or give {parameter.python_name} as an input"
+    )
+    return _Read(words=words, why=why, conflicting=True)
 
 
 def _names_column(plain: str, mention: _Mention, table: _Table, removing: bool) -> bool:
@@ -1062,7 +1122,13 @@ def _output(parameter: ToolParameter, words: str, whose: str, data_files: set[st
         if match.group(1).lower() == "in" and not _WRITING.search(words):
             continue
         if path in data_files:
-            continue  # the task reads it: never a destination
+            if _written_over(words, match):
+                why = (
+                    f"the words name {path!r}, the file the task reads, as where to write ({match.group().strip()!r}): "
+                    "writing there would replace the data it reads; name another file"
+                )
+                return _Read(words=words, why=why, conflicting=True)
+            continue  # the task reads it ("the file named sales.csv"): no destination
         if not suffixes or os.path.splitext(path)[1].lower() in suffixes:
             suiting.append(path)
     suiting = list(dict.fromkeys(suiting))
@@ -1071,6 +1137,16 @@ def _output(parameter: ToolParameter, words: str, whose: str, data_files: set[st
     if len(suiting) > 1:
         return _Read(words=words, why=f"the words name several files to write ({', '.join(map(repr, suiting))}); give {parameter.python_name} as an input")
     return _Read(words=words)
+
+
+#: A verb of writing and at most three words before a destination: "save it as", "write the sorted rows to".
+_WRITING_BEFORE = re.compile(_WRITING.pattern + r"(?:\s+[\w'-]+){0,3}\s*$", flags=re.IGNORECASE)
+
+
+def _written_over(words: str, destination: re.Match[str]) -> bool:
+    """Whether ``destination`` (a :data:`_DESTINATION` match) is where a verb of writing just before it
+    writes ("save it as employees.csv"), not a file the words identify ("the file named employees.csv")."""
+    return destination.group(1).lower() in ("to", "as", "into", "in") and _WRITING_BEFORE.search(words[: destination.start()]) is not None
 
 
 def output_suffixes(parameter: ToolParameter) -> set[str]:
