@@ -477,13 +477,20 @@ def _earlier_results_meant(graph: StateGraph, plan: Plan, step_words: Sequence[t
         for parameter in step.tool.required_parameters:
             if parameter.state is None or parameter.type in _SCALAR_TYPES:
                 continue
-            previous = next((other for other in reversed(earlier) if plan.steps[other].tool.return_spec and plan.steps[other].tool.return_spec.type == parameter.type), None)
+            previous = next(
+                (other for other in reversed(earlier) if plan.steps[other].tool.return_spec and plan.steps[other].tool.return_spec.type == parameter.type), None
+            )
             if previous is None:
                 continue
             tool = plan.steps[previous].tool
             if tool.return_spec.state in kinds_of(parameter.state, graph.refinements):
                 continue
-            stems = {word[:5] for word in re.findall(r"[a-z]{5,}", " ".join([tool.name.replace("_", " "), tool.return_spec.name.replace("_", " "), step_words[previous][0]]).lower())}
+            stems = {
+                word[:5]
+                for word in re.findall(
+                    r"[a-z]{5,}", " ".join([tool.name.replace("_", " "), tool.return_spec.name.replace("_", " "), step_words[previous][0]]).lower()
+                )
+            }
             own = [word for word in re.findall(r"[a-z]{5,}", without_file_names(words).lower()) if word not in _GENERIC_WORDS]
             pointer = _BACK_REFERENCE.search(words) or next((word for word in own if word[:5] in stems), None)
             if pointer is None:
