@@ -484,6 +484,8 @@ _HEAD_ENDS = _PREPOSITIONS | frozenset(
         "through",
         "across",
         "against",
+        "versus",
+        "vs",
     }
 )
 # A question's first word: a question asks about its subject, it names no action of its own.

@@ -69,7 +69,7 @@ from typing import Any
 from toolpath.errors import PYTHON, Refusal, Vocabulary
 from toolpath.kernel.inside.tool_search import bm25_terms, name_words
 from toolpath.planner.planning.graph import StateGraph
-from toolpath.planner.planning.inputs import InputError, names_a_step
+from toolpath.planner.planning.inputs import InputError, input_for, names_a_step
 from toolpath.planner.planning.plans import NO_BUDGET, NoPlanError, Plan, TaskBudget, plan, plan_to_run, qualified_name
 from toolpath.planner.search.skills import MIN_SCORE, SkillHit, SkillIndex
 from toolpath.planner.tasks.cell import PlannedCell
@@ -795,12 +795,18 @@ def _catalog_terms(graph: StateGraph) -> frozenset[str]:
 def _data_terms(search: GoalSearch, chosen_plan: Plan, inputs: Mapping[str, Any]) -> frozenset[str] | None:
     """The words of the data ``chosen_plan`` reads (its probed columns and the values seen in them)
     and the names of the files given (a stem: "the sales" of sales.csv), as BM25 terms; ``None`` when
-    nothing was probed though the plan reads a state with a probe (no file given, or not readable):
-    then any word may be one of its columns, and none is known as not the data's."""
+    nothing was probed though the plan reads a state with a probe (no file given, or not readable),
+    or it reads a further file (``meaning: file``) that is not given ("add the manager of each region
+    from another file"): then any word may be one of its columns, and none is known as not the data's."""
     graph = search.graph
     read = {token for step in chosen_plan.steps for token in step.requires}
     probes = [probe for probe in probe_inputs(graph, chosen_plan, inputs, search.probe_directory) if not probe.problem]
     if not probes and any(token in graph.states and graph.states[token].probe for token in read):
+        return None
+    files = [
+        (step.tool, parameter) for step in chosen_plan.steps for parameter in step.tool.parameters if parameter.meaning == "file" and parameter.role == "input"
+    ]
+    if any(input_for(tool, parameter, inputs) is None for tool, parameter in files):
         return None
     texts = [name_words(column) for probe in probes for column in probe.columns]
     texts += [str(value) for probe in probes for seen in probe.values.values() for value in seen]
