@@ -130,16 +130,9 @@ def _filter_of_earlier(search: GoalSearch, earlier: Sequence[PartMatch], part: P
     dropped = _dropped(search, [*earlier, part], part, held, inputs)
     if not dropped:
         return None
-    try:
-        filter_plan = plan_to_run(graph, tool, held | produced)
-    except NoPlanError:
+    filter_part = _filter_part(search, tool, part, chosen, held | produced)
+    if filter_part is None:
         return None
-    hit = SkillHit(
-        "tool", tool.name, tool.server_name, chosen.hit.score, chosen.hit.similarity, chosen.hit.lexical, "", tool.state_transition.produces, True, filter_plan
-    )
-    filter_part = PartMatch(
-        part.text, GoalChoice(GoalCandidate(tool.state_transition.produces, hit, filter_plan, None, None, 0), ()), holds=part.holds, values=part.values
-    )
     try:
         joint = joint_plan(graph, [*earlier, filter_part], held)
     except (NoPlanError, ValueError):
@@ -157,6 +150,20 @@ def _filter_of_earlier(search: GoalSearch, earlier: Sequence[PartMatch], part: P
         "the filter is its goal"
     )
     return replace(filter_part, why=joined_reasons(part.why, why))
+
+
+def _filter_part(search: GoalSearch, tool: ToolDefinition, part: PartMatch, chosen: GoalCandidate, held: frozenset[str]) -> PartMatch | None:
+    """A part of ``part``'s words whose goal is running the filtering ``tool`` (planned from ``held``,
+    scored as ``chosen`` was); ``None`` when no plan runs it."""
+    try:
+        filter_plan = plan_to_run(search.graph, tool, held)
+    except NoPlanError:
+        return None
+    hit = SkillHit(
+        "tool", tool.name, tool.server_name, chosen.hit.score, chosen.hit.similarity, chosen.hit.lexical, "", tool.state_transition.produces, True, filter_plan
+    )
+    goal = GoalCandidate(tool.state_transition.produces, hit, filter_plan, None, None, 0)
+    return PartMatch(part.text, GoalChoice(goal, ()), holds=part.holds, values=part.values)
 
 
 def _dropped(search: GoalSearch, parts: Sequence[PartMatch], part: PartMatch, held: frozenset[str], inputs: Mapping[str, Any]) -> list[str]:
@@ -182,16 +189,10 @@ def _with_filter(search: GoalSearch, part: PartMatch, held: frozenset[str], inpu
     if len(filters) != 1:
         return None
     tool = filters[0]
-    try:
-        filter_plan = plan_to_run(graph, tool, held)
-    except NoPlanError:
+    filter_part = _filter_part(search, tool, part, chosen, held)
+    if filter_part is None:
         return None
-    hit = SkillHit(
-        "tool", tool.name, tool.server_name, chosen.hit.score, chosen.hit.similarity, chosen.hit.lexical, "", tool.state_transition.produces, True, filter_plan
-    )
-    filter_part = PartMatch(
-        part.text, GoalChoice(GoalCandidate(tool.state_transition.produces, hit, filter_plan, None, None, 0), ()), holds=part.holds, values=part.values
-    )
+    filter_plan = filter_part.choice.chosen.plan  # type: ignore[union-attr]
     pair = [filter_part, part]
     joint = joint_plan(graph, pair, held)
     given = inputs_with_facts(pair, inputs, joint)
