@@ -39,7 +39,8 @@ that, in the catalogs, only tools writing the same kind of file carry ("plot": e
 writes a PNG; "report": only ``write_report``). Then the match need not reach
 :data:`EFFECT_MIN_SCORE` (the words said to write), and hits of other goals are no rivals when
 choosing them would not change whether such a file is written: their plans write the same kind of
-file too and the task's words (BM25) favour them no more than the chosen goal (which chart is then a
+file too and the task's words (BM25) favour them no more than the chosen goal, within
+:data:`LEXICAL_MARGIN` (which chart is then a
 question of ranking, as for tools without effects; of two the similarity and the words favour
 differently, neither is clear), they need no work
 (a held or given state writes nothing), or, for a named file, they write another kind of file, which
@@ -709,7 +710,10 @@ def _unclear_effects(task: str, chosen: GoalCandidate, chosen_plan: Plan, hits: 
         for hit in hits:  # a goal's words score: the best of its state's and its tools' hits
             lexical[hit.states] = max(lexical.get(hit.states, 0.0), hit.lexical)
         chosen_lexical = lexical.get(chosen.goal, chosen.hit.lexical)
-        weak, close = False, [hit for hit in close if not _no_rival(hit, suffixes, named, lexical[hit.states] <= chosen_lexical)]
+        # A rival the words favour by less than LEXICAL_MARGIN is no clearer a reading: BM25 scores this
+        # close move with any text added to the catalogs.
+        favoured = {states: score <= (1 + LEXICAL_MARGIN) * chosen_lexical for states, score in lexical.items()}
+        weak, close = False, [hit for hit in close if not _no_rival(hit, suffixes, named, favoured[hit.states])]
         if not close:
             return None, said
     return UnclearEffectError(task, chosen, close or list(others.values())[:1], effects, weak), ""
@@ -759,7 +763,8 @@ def _no_rival(hit: SkillHit, suffixes: frozenset[str], named: bool, favoured: bo
     """Whether, when the words ask to write a file of ``suffixes`` (``named``: they name it), choosing
     ``hit`` instead would not change whether such a file is written: its plan needs no work, or (for
     a named file) writes only another kind, or writes that kind too while the words favour the chosen
-    goal at least as much (``favoured``: its BM25 score is not above the chosen one's). Of two charts
+    goal at least as much (``favoured``: its BM25 score is not above the chosen one's by more than
+    :data:`LEXICAL_MARGIN`). Of two charts
     the words favour differently ("plot units against revenue for the rows": a line chart by
     similarity, a scatter plot by the words "plot y against x"), neither is clear, and the person is asked."""
     if hit.plan is None or not hit.plan.steps:
