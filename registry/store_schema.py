@@ -15,6 +15,12 @@ Versions:
    process can attach to it), for the holder's ``generation`` only. A table of its own, so that a
    toolpath of version 1 sharing the store still finds its tables as it made them (it checks
    their columns); a hold it takes raises the generation, which voids the lease row.
+3. ``record_of_use``: one row per task planned or run (:mod:`toolpath.planner.learning.record`):
+   ``entry_id`` (a random id; a run updates its plan's row), ``user_id``, ``recorded_at`` (seconds
+   since the epoch), ``interface`` (``cli``, ``python``, ``mcp``), ``outcome`` and ``entry`` (JSON:
+   the request or steps, their parts, the tools shown and run, the user's edits, the reason of a
+   refusal), with an index on ``(user_id, recorded_at)`` for each user's history and its retention.
+   A table of its own: toolpaths of versions 1 and 2 sharing the store never read it.
 
 A store of a newer version than this toolpath knows is refused, not written.
 """
@@ -32,6 +38,7 @@ VARIABLES = "snapshot_variables"
 HOLDERS = "session_holders"
 LEASES = "session_leases"
 APPROVAL_DECISIONS = "approval_decisions"
+RECORD_OF_USE = "record_of_use"
 VERSION_TABLE = "toolpath_schema"
 
 
@@ -120,8 +127,22 @@ def _leases(connection: SchemaConnection) -> None:
         connection.execute(LEASE_TABLE.create(TYPES[connection.engine]))
 
 
+RECORD_TABLE = Table(
+    RECORD_OF_USE,
+    (("entry_id", "text"), ("user_id", "text"), ("recorded_at", "{float}"), ("interface", "text"), ("outcome", "text"), ("entry", "text")),
+    ("entry_id",),
+)
+
+
+def _record_of_use(connection: SchemaConnection) -> None:
+    if not connection.table_matches(RECORD_TABLE):
+        connection.execute(RECORD_TABLE.create(TYPES[connection.engine]))
+        # Every read and the retention's delete select one user's rows by time.
+        connection.execute(f"create index {RECORD_OF_USE}_by_user on {RECORD_OF_USE} (user_id, recorded_at)")
+
+
 #: ``MIGRATIONS[n]`` brings a store of version ``n`` to version ``n + 1``.
-MIGRATIONS: tuple[Callable[[SchemaConnection], None], ...] = (_first_tables, _leases)
+MIGRATIONS: tuple[Callable[[SchemaConnection], None], ...] = (_first_tables, _leases, _record_of_use)
 #: The version this toolpath writes.
 LATEST_VERSION = len(MIGRATIONS)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from toolpath.errors import Refusal
@@ -166,6 +166,8 @@ class TaskPlan:
         arguments: the values the task's words gave the plan's parameters, why, what they did not
             give and the inputs probed (:func:`toolpath.planner.tasks.arguments.bind_arguments`);
             they are among ``inputs`` as ``SERVER.TOOL.PARAMETER``.
+        record_entry: the id of its entry in the record of use (:mod:`toolpath.planner.learning.record`),
+            which its run updates; ``None`` when it was not recorded.
     """
 
     task: str | tuple[str, ...]
@@ -175,6 +177,7 @@ class TaskPlan:
     cell: PlannedCell
     session_id: str | None = None
     arguments: Arguments = Arguments()
+    record_entry: str | None = field(default=None, compare=False)
 
     @property
     def goal(self) -> list[str]:

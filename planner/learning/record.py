@@ -1,0 +1,438 @@
+"""The record of use: every task planned or run (command line, Python, MCP), kept in toolpath's
+store per user, so that toolpath can learn from what its users accepted and corrected.
+
+One entry per task (a run updates the entry of its plan): when, whose, through which interface,
+the request in words or the steps given, its parts (text, kind, goal states chosen, the part's
+tools), the tools of the plan shown, the tools that ran, the user's edits (``--avoid`` tools, a goal
+given instead of words) and the outcome, one of :data:`OUTCOMES`: ``planned`` (nothing ran),
+``ran`` (the cell ran through), ``failed`` (with the error's type), ``denied`` (a call needing
+approval was refused), ``paused`` (waiting for an approval) or ``refused`` (toolpath refused the
+task, with its reason).
+
+Settings (environment variables, read when a :class:`Recorder` is made):
+
+* ``TOOLPATH_RECORD``: ``on`` (default: values replaced by their kinds,
+  :mod:`toolpath.planner.learning.redaction`), ``values`` (the words kept as written) or ``off``
+  (nothing recorded). Any other value records nothing, with a warning.
+* ``TOOLPATH_RECORD_LIMIT``: entries kept per user (default :data:`DEFAULT_LIMIT`); each write
+  deletes that user's entries beyond it, oldest first.
+
+Recording never fails a task: a store that cannot be written warns once per process and the task
+goes on. The store is the shared store (:func:`toolpath.registry.database.open_database`:
+``$TOOLPATH_STORE``, else ``$TOOLPATH_HOME/toolpath.db``; ``toolpath serve --store``): every read
+and delete names one user, so on a server each user's record is theirs alone.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from toolpath.planner.learning.examples import LabelledExample
+from toolpath.planner.learning.redaction import KnownValue, kind_marker, redacted
+from toolpath.registry.database import Database, open_database
+from toolpath.registry.store_schema import RECORD_OF_USE
+
+if TYPE_CHECKING:
+    from toolpath.planner.tasks.task import TaskPlan, TaskRun
+    from toolpath.registry import ToolDefinition
+
+#: Environment variable: ``on`` (default), ``values`` or ``off``.
+RECORD_VARIABLE = "TOOLPATH_RECORD"
+#: Environment variable: entries kept per user.
+LIMIT_VARIABLE = "TOOLPATH_RECORD_LIMIT"
+MODES = ("on", "values", "off")
+#: Entries kept per user when ``TOOLPATH_RECORD_LIMIT`` is not set: at a few hundred bytes an entry,
+#: a few megabytes per user, and years of interactive use.
+DEFAULT_LIMIT = 10_000
+OUTCOMES = ("planned", "ran", "failed", "denied", "paused", "refused")
+#: Seconds within which a run given as steps or goals, after a request that was not run, is taken
+#: as the user's correction of that request (:func:`labelled_examples`): long enough to read a plan
+#: and write steps instead, short enough that an unrelated later task is not taken for one.
+CORRECTION_WINDOW_SECONDS = 600.0
+_PURPOSE = "record of use"
+_COLUMNS = ("entry_id", "user_id", "recorded_at", "interface", "outcome", "entry")
+# The kernel's error names of a call whose approval was refused.
+_DENIED = ("ApprovalDenied",)
+
+
+@dataclass(frozen=True)
+class RecordSettings:
+    """What is recorded: ``mode`` (one of :data:`MODES`) and ``limit`` (entries kept per user)."""
+
+    mode: str = "on"
+    limit: int = DEFAULT_LIMIT
+
+    @classmethod
+    def from_environment(cls, environment: Mapping[str, str] | None = None) -> RecordSettings:
+        """The settings of ``TOOLPATH_RECORD`` and ``TOOLPATH_RECORD_LIMIT`` (default ``os.environ``).
+
+        A mode not in :data:`MODES` warns and records nothing (what was meant is not known, and
+        recording is the side that can leak); a limit that is not a whole number of at least 1 warns
+        and keeps :data:`DEFAULT_LIMIT`.
+        """
+        environment = os.environ if environment is None else environment
+        mode = environment.get(RECORD_VARIABLE, "on").strip().lower() or "on"
+        if mode not in MODES:
+            warnings.warn(f"{RECORD_VARIABLE}={mode!r} is not one of {', '.join(MODES)}: nothing is recorded; set it to one of them", stacklevel=2)
+            mode = "off"
+        written = environment.get(LIMIT_VARIABLE, "").strip()
+        limit = DEFAULT_LIMIT
+        if written:
+            try:
+                limit = int(written)
+                if limit < 1:
+                    raise ValueError(written)
+            except ValueError:
+                warnings.warn(f"{LIMIT_VARIABLE}={written!r} is not a whole number of at least 1: {DEFAULT_LIMIT} entries are kept per user", stacklevel=2)
+                limit = DEFAULT_LIMIT
+        return cls(mode, limit)
+
+
+@dataclass(frozen=True)
+class Edits:
+    """What the user changed of what toolpath would choose: ``avoid``, tools the plan must not use
+    (``toolpath plan --avoid``); ``goal``, goal states given instead of words (``--goal``). Steps
+    given instead of a request are the entry's ``steps``."""
+
+    avoid: tuple[str, ...] = ()
+    goal: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, list[str]]:
+        return {"avoid": list(self.avoid), "goal": list(self.goal)}
+
+
+@dataclass(frozen=True)
+class RecordedUse:
+    """One entry of the record (see the module docstring); ``recorded_at`` in seconds since the
+    epoch, tools as ``server/name``; ``inputs`` maps each input's name to its kind (``<number>``).
+    ``parts`` are dicts of ``text``, ``kind``, ``status``, ``goal`` and ``tools``."""
+
+    entry_id: str
+    user: str
+    recorded_at: float
+    interface: str
+    outcome: str
+    request: str | None = None
+    steps: tuple[str, ...] = ()
+    parts: tuple[dict[str, Any], ...] = ()
+    shown: tuple[str, ...] = ()
+    ran: tuple[str, ...] = ()
+    edits: Edits = Edits()
+    inputs: dict[str, str] = field(default_factory=dict)
+    detail: str | None = None
+    session: str | None = None
+    redaction: str = "kinds"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "entry_id": self.entry_id,
+            "user": self.user,
+            "recorded_at": self.recorded_at,
+            "interface": self.interface,
+            "outcome": self.outcome,
+            "request": self.request,
+            "steps": list(self.steps) or None,
+            "parts": list(self.parts),
+            "shown": list(self.shown),
+            "ran": list(self.ran),
+            "edits": self.edits.to_dict(),
+            "inputs": dict(self.inputs),
+            "detail": self.detail,
+            "session": self.session,
+            "redaction": self.redaction,
+        }
+
+
+def local_user() -> str:
+    """The operating system's user running this process (whose record a local toolpath keeps)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container's): the uid still tells users apart
+        return f"uid {os.getuid()}" if hasattr(os, "getuid") else "local"
+
+
+class Recorder:
+    """Writes entries of the record of use for one interface (``cli``, ``python`` or ``mcp``).
+
+    Args:
+        interface: the interface the tasks come through.
+        store: where (a SQLite file, a ``postgresql://`` URL or a :class:`Database`); ``None``:
+            the shared store's default, opened at the first write.
+        settings: default :meth:`RecordSettings.from_environment`.
+
+    No method raises for the store: a write that fails warns once per process (naming the store and
+    what to do) and returns ``None``.
+    """
+
+    _warned = False
+    _warned_lock = threading.Lock()
+
+    def __init__(self, interface: str, store: Database | str | os.PathLike[str] | None = None, settings: RecordSettings | None = None):
+        self.interface = interface
+        self.store = store
+        self.settings = settings or RecordSettings.from_environment()
+
+    def planned(self, user: str | None, task_plan: TaskPlan, *, edits: Edits = Edits(), session: str | None = None) -> str | None:
+        """Record ``task_plan`` as planned (shown, nothing run); its entry id, or ``None`` when nothing was recorded."""
+        return self._write(user, "planned", lambda: _plan_entry(task_plan, self.settings.mode), edits, session, None, None)
+
+    def ran(self, user: str | None, run: TaskRun, *, edits: Edits = Edits(), session: str | None = None) -> str | None:
+        """Record ``run``'s outcome (``ran``, ``failed``, ``denied`` or ``paused``), in the entry of its plan when it has one."""
+        outcome, detail = _run_outcome(run)
+
+        def entry() -> dict[str, Any]:
+            ran = [_tool_name(run.task_plan.plan.steps[index].tool) for index in run.completed_steps]
+            return {**_plan_entry(run.task_plan, self.settings.mode), "ran": ran}
+
+        return self._write(user, outcome, entry, edits, session, detail, run.task_plan.record_entry)
+
+    def refused(
+        self,
+        user: str | None,
+        task: str | Sequence[str] | None,
+        error: BaseException,
+        *,
+        inputs: Mapping[str, Any] | None = None,
+        task_plan: TaskPlan | None = None,
+        edits: Edits = Edits(),
+        session: str | None = None,
+    ) -> str | None:
+        """Record a task toolpath refused (``error``: why), with its plan when it had one (parts not understood)."""
+        known = _known_values(inputs or {}, task_plan)
+
+        def entry() -> dict[str, Any]:
+            if task_plan is not None:
+                return _plan_entry(task_plan, self.settings.mode)
+            return _task_entry(task, inputs or {}, known, self.settings.mode)
+
+        detail = f"{type(error).__name__}: {self._text(str(error), known)}"
+        return self._write(user, "refused", entry, edits, session, detail, task_plan.record_entry if task_plan is not None else None)
+
+    def failed(self, user: str | None, task_plan: TaskPlan, error: BaseException, *, edits: Edits = Edits(), session: str | None = None) -> str | None:
+        """Record that ``task_plan``'s cell could not run (``error``: the kernel did not start, ...)."""
+        return self._write(
+            user, "failed", lambda: _plan_entry(task_plan, self.settings.mode), edits, session, type(error).__name__, task_plan.record_entry
+        )
+
+    def _text(self, text: str, known: Sequence[KnownValue]) -> str:
+        return text if self.settings.mode == "values" else redacted(text, known)
+
+    def _write(self, user, outcome, make_entry, edits: Edits, session, detail, entry_id) -> str | None:
+        if self.settings.mode == "off":
+            return None
+        entry_id = entry_id or uuid.uuid4().hex
+        user = user or local_user()
+        try:
+            entry = {**make_entry(), "edits": edits.to_dict(), "detail": detail, "session": session}
+            database = self.store if isinstance(self.store, Database) else open_database(self.store, purpose=_PURPOSE)
+            with database.writing(_PURPOSE) as connection:
+                # A run updates its plan's entry, never another user's (ids are random, but a
+                # TaskPlan could be handed to another user's session).
+                connection.execute(
+                    f"insert into {RECORD_OF_USE} ({', '.join(_COLUMNS)}) values (?, ?, ?, ?, ?, ?) on conflict (entry_id) do update "
+                    f"set outcome = excluded.outcome, entry = excluded.entry where {RECORD_OF_USE}.user_id = excluded.user_id",
+                    [entry_id, user, time.time(), self.interface, outcome, json.dumps(entry, ensure_ascii=False, default=str)],
+                )
+                # Retention: the user's entries older than the limit-th newest go (both engines read this form).
+                connection.execute(
+                    f"delete from {RECORD_OF_USE} where user_id = ? and recorded_at < "
+                    f"(select recorded_at from {RECORD_OF_USE} where user_id = ? order by recorded_at desc limit 1 offset ?)",
+                    [user, user, self.settings.limit - 1],
+                )
+        except Exception as error:  # whatever goes wrong here, the task goes on
+            with Recorder._warned_lock:
+                first, Recorder._warned = not Recorder._warned, True
+            if first:
+                warnings.warn(
+                    f"toolpath could not record this task in its record of use ({type(error).__name__}: {error}); tasks go on unrecorded. "
+                    f"{RECORD_VARIABLE}=off stops recording",
+                    stacklevel=3,
+                )
+            return None
+        return entry_id
+
+
+def _tool_name(tool: ToolDefinition) -> str:
+    return f"{tool.server_name}/{tool.name}" if tool.server_name else tool.name
+
+
+def _run_outcome(run: TaskRun) -> tuple[str, str | None]:
+    result = run.result
+    if result.status == "ok":
+        return "ran", None
+    if run.paused is not None:
+        return "paused", run.paused["tool"]
+    error_name = (result.error or {}).get("ename")
+    if error_name in _DENIED:
+        return "denied", error_name
+    return "failed", error_name or result.status
+
+
+def _known_values(inputs: Mapping[str, Any], task_plan: TaskPlan | None) -> list[KnownValue]:
+    """The values the task was given and bound from its words, each with its parameter's meaning;
+    the catalog's own words (a parameter's ``choices``, condition operators) are not values."""
+    from toolpath.planner.tasks.arguments import OPERATORS
+
+    bound_inputs = set()
+    known: list[KnownValue] = []
+    if task_plan is not None:
+        for reading in task_plan.arguments.bound:
+            bound_inputs.add(reading.input)
+            tool = task_plan.plan.steps[reading.step].tool if reading.step < len(task_plan.plan.steps) else None
+            parameter = next((item for item in tool.parameters if item.python_name == reading.parameter), None) if tool is not None else None
+            catalog_words = set(OPERATORS) | set(parameter.choices or {} if parameter is not None else {})
+            value = _without(reading.value, catalog_words)
+            known.append(KnownValue(value, parameter.meaning if parameter is not None else None))
+    known += [KnownValue(value) for name, value in inputs.items() if name not in bound_inputs]
+    return known
+
+
+def _without(value: Any, words: set[str]) -> Any:
+    if isinstance(value, dict):
+        return {key: _without(item, words) for key, item in value.items() if not (key in ("operator", "op") and isinstance(item, str))}
+    if isinstance(value, (list, tuple)):
+        return [_without(item, words) for item in value]
+    return None if isinstance(value, str) and value in words else value
+
+
+def _task_entry(task: str | Sequence[str] | None, inputs: Mapping[str, Any], known: Sequence[KnownValue], mode: str) -> dict[str, Any]:
+    def text(words: str) -> str:
+        return words if mode == "values" else redacted(words, known)
+
+    request = text(task) if isinstance(task, str) else None
+    steps = [text(step) for step in task] if task is not None and not isinstance(task, str) else None
+    return {
+        "request": request,
+        "steps": steps,
+        "parts": [],
+        "shown": [],
+        "ran": [],
+        "inputs": {name: kind_marker(value) for name, value in inputs.items()},
+        "redaction": "none" if mode == "values" else "kinds",
+    }
+
+
+def _plan_entry(task_plan: TaskPlan, mode: str) -> dict[str, Any]:
+    caller_inputs = {name: value for name, value in task_plan.inputs.items() if name not in {reading.input for reading in task_plan.arguments.bound}}
+    known = _known_values(caller_inputs, task_plan)
+    entry = _task_entry(task_plan.task, caller_inputs, known, mode)
+    steps = task_plan.plan.steps
+    parts = []
+    for part in task_plan.parts:
+        if part.tool is not None:
+            tools = [_tool_name(part.tool)]
+        else:
+            # The last producer of each goal state of the part: the tools that achieved it.
+            producers = {state: _tool_name(step.tool) for step in steps for state in step.produces if state in part.goal}
+            tools = list(dict.fromkeys(producers.values()))
+        part_text = part.text if mode == "values" else redacted(part.text, known)
+        parts.append({"text": part_text, "kind": part.kind, "status": part.status, "goal": sorted(part.goal), "tools": tools})
+    return {**entry, "parts": parts, "shown": [_tool_name(step.tool) for step in steps]}
+
+
+def _database(store: Database | str | os.PathLike[str] | None) -> Database:
+    return store if isinstance(store, Database) else open_database(store, purpose=_PURPOSE)
+
+
+def history(store: Database | str | os.PathLike[str] | None, user: str, limit: int | None = None) -> list[RecordedUse]:
+    """``user``'s entries, newest first, at most ``limit`` (``None``: all).
+
+    Raises:
+        registry.storage.StoreError: the store cannot be read.
+    """
+    page = "" if limit is None else f" limit {int(limit)}"
+    with _database(store).reading(_PURPOSE) as connection:
+        rows = connection.execute(
+            f"select {', '.join(_COLUMNS)} from {RECORD_OF_USE} where user_id = ? order by recorded_at desc, entry_id{page}", [user]
+        ).fetchall()
+    return [_entry_of(row) for row in rows]
+
+
+def clear(store: Database | str | os.PathLike[str] | None, user: str) -> int:
+    """Delete ``user``'s entries (no one else's); how many there were.
+
+    Raises:
+        registry.storage.StoreError: the store cannot be written.
+    """
+    with _database(store).writing(_PURPOSE) as connection:
+        return connection.execute(f"delete from {RECORD_OF_USE} where user_id = ?", [user]).rowcount
+
+
+def _entry_of(row: Sequence[Any]) -> RecordedUse:
+    entry_id, user, recorded_at, interface, outcome, text = row
+    entry = json.loads(text)
+    edits = entry.get("edits") or {}
+    return RecordedUse(
+        entry_id=entry_id,
+        user=user,
+        recorded_at=float(recorded_at),
+        interface=interface,
+        outcome=outcome,
+        request=entry.get("request"),
+        steps=tuple(entry.get("steps") or ()),
+        parts=tuple(entry.get("parts") or ()),
+        shown=tuple(entry.get("shown") or ()),
+        ran=tuple(entry.get("ran") or ()),
+        edits=Edits(tuple(edits.get("avoid") or ()), tuple(edits.get("goal") or ())),
+        inputs=dict(entry.get("inputs") or {}),
+        detail=entry.get("detail"),
+        session=entry.get("session"),
+        redaction=entry.get("redaction", "kinds"),
+    )
+
+
+def labelled_examples(store: Database | str | os.PathLike[str] | None, user: str) -> list[LabelledExample]:
+    """What ``user``'s record teaches, as labelled examples for ``toolpath learn``, oldest first.
+
+    Which outcomes label what:
+
+    * an entry that **ran** (the cell ran through) with a request: the request, labelled with the
+      tools that ran, in order (the user accepted the plan shown, or their ``--avoid`` edit of it);
+    * an entry that **ran** with steps given: the steps with their tools, when each step's part has
+      exactly one tool; otherwise nothing from the steps themselves;
+    * a **correction**: a request that did not run (``planned``, ``refused``, ``failed``, ``denied``,
+      ``paused``) followed, through the same interface and session, within
+      :data:`CORRECTION_WINDOW_SECONDS` and with no other request between, by an entry given as
+      steps or goal states that **ran**: the request, labelled with what that entry ran;
+    * ``planned``, ``failed``, ``denied``, ``paused`` and ``refused`` entries label nothing
+      themselves, and nothing is labelled from silence: a tool is only ever a label when it ran
+      in a plan shown to the user (a tool never shown, or shown and not run, is never one).
+
+    Texts are as recorded (values replaced by their kinds unless ``TOOLPATH_RECORD=values``).
+
+    Raises:
+        registry.storage.StoreError: the store cannot be read.
+    """
+    entries = list(reversed(history(store, user)))
+    examples: list[LabelledExample] = []
+    pending: dict[tuple[str, str | None], RecordedUse] = {}  # per interface and session: the request not run
+    for entry in entries:
+        chain = (entry.interface, entry.session)
+        ran = tuple(tool for tool in entry.ran if tool in entry.shown) if entry.outcome == "ran" else ()
+        source = f"record entry {entry.entry_id}"
+        if entry.request is not None:
+            pending.pop(chain, None)
+            if ran:
+                examples.append(LabelledExample(tools=ran, request=entry.request, source=source))
+            elif entry.outcome != "ran":
+                pending[chain] = entry
+            continue
+        if not ran:
+            continue
+        if entry.steps:
+            step_tools = [part.get("tools") or [] for part in entry.parts]
+            if len(step_tools) == len(entry.steps) and all(len(tools) == 1 for tools in step_tools):
+                examples.append(LabelledExample(tools=tuple(tools[0] for tools in step_tools), steps=entry.steps, source=source))
+        corrected = pending.pop(chain, None)
+        if corrected is not None and entry.recorded_at - corrected.recorded_at <= CORRECTION_WINDOW_SECONDS:
+            examples.append(LabelledExample(tools=ran, request=corrected.request, source=f"record entry {corrected.entry_id}, corrected by {entry.entry_id}"))
+    return examples
