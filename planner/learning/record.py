@@ -37,11 +37,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from toolpath.planner.learning.examples import LabelledExample
-from toolpath.planner.learning.redaction import KnownValue, kind_marker, redacted
+from toolpath.planner.learning.redaction import KnownValue, kind_marker, redacted, redacted_message
 from toolpath.registry.database import Database, open_database
 from toolpath.registry.store_schema import RECORD_OF_USE
 
 if TYPE_CHECKING:
+    from toolpath.planner.planning.plans import Plan
     from toolpath.planner.tasks.task import TaskPlan, TaskRun
     from toolpath.registry import ToolDefinition
 
@@ -167,7 +168,7 @@ class Recorder:
         interface: the interface the tasks come through.
         store: where (a SQLite file, a ``postgresql://`` URL or a :class:`Database`); ``None``:
             the shared store's default, opened at the first write.
-        settings: default :meth:`RecordSettings.from_environment`.
+        settings: default :meth:`RecordSettings.from_environment`, read at the first write.
 
     No method raises for the store: a write that fails warns once per process (naming the store and
     what to do) and returns ``None``.
@@ -179,11 +180,25 @@ class Recorder:
     def __init__(self, interface: str, store: Database | str | os.PathLike[str] | None = None, settings: RecordSettings | None = None):
         self.interface = interface
         self.store = store
-        self.settings = settings or RecordSettings.from_environment()
+        self._settings = settings
+
+    @property
+    def settings(self) -> RecordSettings:
+        if self._settings is None:
+            self._settings = RecordSettings.from_environment()
+        return self._settings
 
     def planned(self, user: str | None, task_plan: TaskPlan, *, edits: Edits = Edits(), session: str | None = None) -> str | None:
         """Record ``task_plan`` as planned (shown, nothing run); its entry id, or ``None`` when nothing was recorded."""
         return self._write(user, "planned", lambda: _plan_entry(task_plan, self.settings.mode), edits, session, None, None)
+
+    def planned_goal(self, user: str | None, plan: Plan, *, edits: Edits = Edits(), session: str | None = None) -> str | None:
+        """Record a plan to goal states the user gave (``edits.goal``; no words, so no request)."""
+
+        def entry() -> dict[str, Any]:
+            return {**_task_entry(None, {}, (), self.settings.mode), "shown": [_tool_name(step.tool) for step in plan.steps]}
+
+        return self._write(user, "planned", entry, edits, session, None, None)
 
     def ran(self, user: str | None, run: TaskRun, *, edits: Edits = Edits(), session: str | None = None) -> str | None:
         """Record ``run``'s outcome (``ran``, ``failed``, ``denied`` or ``paused``), in the entry of its plan when it has one."""
@@ -207,14 +222,19 @@ class Recorder:
         session: str | None = None,
     ) -> str | None:
         """Record a task toolpath refused (``error``: why), with its plan when it had one (parts not understood)."""
-        known = _known_values(inputs or {}, task_plan)
+        known = _known_values(_caller_inputs(task_plan) if task_plan is not None else inputs or {}, task_plan)
 
         def entry() -> dict[str, Any]:
             if task_plan is not None:
                 return _plan_entry(task_plan, self.settings.mode)
             return _task_entry(task, inputs or {}, known, self.settings.mode)
 
-        detail = f"{type(error).__name__}: {self._text(str(error), known)}"
+        words = [task] if isinstance(task, str) else list(task or ())
+        if task_plan is not None:
+            words += [task_plan.task] if isinstance(task_plan.task, str) else list(task_plan.task)
+            words += [part.text for part in task_plan.parts]
+        message = str(error) if self.settings.mode == "values" else redacted_message(str(error), words, known)
+        detail = f"{type(error).__name__}: {message}"
         return self._write(user, "refused", entry, edits, session, detail, task_plan.record_entry if task_plan is not None else None)
 
     def failed(self, user: str | None, task_plan: TaskPlan, error: BaseException, *, edits: Edits = Edits(), session: str | None = None) -> str | None:
@@ -223,9 +243,6 @@ class Recorder:
             user, "failed", lambda: _plan_entry(task_plan, self.settings.mode), edits, session, type(error).__name__, task_plan.record_entry
         )
 
-    def _text(self, text: str, known: Sequence[KnownValue]) -> str:
-        return text if self.settings.mode == "values" else redacted(text, known)
-
     def _write(self, user, outcome, make_entry, edits: Edits, session, detail, entry_id) -> str | None:
         if self.settings.mode == "off":
             return None
@@ -233,8 +250,7 @@ class Recorder:
         user = user or local_user()
         try:
             entry = {**make_entry(), "edits": edits.to_dict(), "detail": detail, "session": session}
-            database = self.store if isinstance(self.store, Database) else open_database(self.store, purpose=_PURPOSE)
-            with database.writing(_PURPOSE) as connection:
+            with _database(self.store).writing(_PURPOSE) as connection:
                 # A run updates its plan's entry, never another user's (ids are random, but a
                 # TaskPlan could be handed to another user's session).
                 connection.execute(
@@ -321,8 +337,14 @@ def _task_entry(task: str | Sequence[str] | None, inputs: Mapping[str, Any], kno
     }
 
 
+def _caller_inputs(task_plan: TaskPlan) -> dict[str, Any]:
+    """The plan's inputs the caller gave (not those bound from the words)."""
+    bound = {reading.input for reading in task_plan.arguments.bound}
+    return {name: value for name, value in task_plan.inputs.items() if name not in bound}
+
+
 def _plan_entry(task_plan: TaskPlan, mode: str) -> dict[str, Any]:
-    caller_inputs = {name: value for name, value in task_plan.inputs.items() if name not in {reading.input for reading in task_plan.arguments.bound}}
+    caller_inputs = _caller_inputs(task_plan)
     known = _known_values(caller_inputs, task_plan)
     entry = _task_entry(task_plan.task, caller_inputs, known, mode)
     steps = task_plan.plan.steps

@@ -62,8 +62,19 @@ def kind_marker(value: Any, meaning: str | None = None) -> str:
     return "<text>"
 
 
-def redacted(text: str, known: Iterable[KnownValue] = ()) -> str:
-    """``text`` with every value in it replaced by its kind (see the module docstring)."""
+def redacted_message(message: str, texts: Iterable[str], known: Iterable[KnownValue] = ()) -> str:
+    """A message of toolpath's (a refusal's reason) about a task whose words are ``texts``: each of
+    them it quotes replaced by :func:`redacted` of it, then the known values and numbers elsewhere.
+    The message's own quotes (a state's name, the advice's code) stay: they are the catalog's words."""
+    known = list(known)
+    for original in sorted({text for text in texts if text}, key=len, reverse=True):
+        message = message.replace(original, redacted(original, known))
+    return redacted(message, known, shapes=False)
+
+
+def redacted(text: str, known: Iterable[KnownValue] = (), shapes: bool = True) -> str:
+    """``text`` with every value in it replaced by its kind (see the module docstring); without
+    ``shapes``, only the known values and numbers (not quoted spans, URLs or file names)."""
     spans: list[tuple[int, int, str]] = []
     for value in known:
         for scalar in _scalars(value.value):
@@ -72,10 +83,10 @@ def redacted(text: str, known: Iterable[KnownValue] = ()) -> str:
                 continue  # one letter or sign ("x", ">") would replace parts of words
             for match in re.finditer(rf"(?<!\w){re.escape(written)}(?!\w)", text):
                 spans.append((match.start(), match.end(), kind_marker(scalar, value.meaning)))
-    for match in _QUOTED.finditer(text):
-        spans.append((match.start(), match.end(), kind_marker(match.group(2))))
-    spans += [(match.start(), match.end(), "<url>") for match in _URL.finditer(text)]
-    spans += [(match.start(), match.end(), kind_marker(match.group())) for match in _FILE.finditer(text)]
+    if shapes:
+        spans += [(match.start(), match.end(), kind_marker(match.group(2))) for match in _QUOTED.finditer(text)]
+        spans += [(match.start(), match.end(), "<url>") for match in _URL.finditer(text)]
+        spans += [(match.start(), match.end(), kind_marker(match.group())) for match in _FILE.finditer(text)]
     spans += [(match.start(), match.end(), "<number>") for match in _NUMBER.finditer(text)]
     # Of overlapping spans the first and widest names the kind (a quoted file name, not the number
     # inside it), and the union is replaced: no piece of a value is left beside its marker.

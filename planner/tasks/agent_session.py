@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,7 @@ from toolpath.planner.planning.plans import DEFAULT_TASK_BUDGET_S
 from toolpath.planner.search.skills import SkillHit
 from toolpath.planner.tasks.cell import is_variable_name
 from toolpath.planner.tasks.pipeline import TaskContext, plan_request
+from toolpath.planner.tasks.recording import recorded_plan, recorded_run, recording_failures, recording_refusals
 from toolpath.planner.tasks.session_cells import SessionCells, SessionHandles
 from toolpath.planner.tasks.session_holdings import SessionHoldings
 from toolpath.planner.tasks.session_kernel import SessionKernel
@@ -74,7 +76,8 @@ class AgentSession:
         state: a :class:`toolpath.planner.tasks.session_state.SessionState` to restore (see the
             module docstring); by default, the one saved with the session's last snapshot, if any.
         user_id: the user this session acts for (given by the program, never by cell code); see
-            :meth:`toolpath.kernel.CodeMode.arun`.
+            :meth:`toolpath.kernel.CodeMode.arun`. The session's tasks go in this user's record of
+            use (the local user's without one), through the workspace's ``recorder``.
         code_mode_options: :meth:`toolpath.planner.Workspace.code_mode` options for the session's own CodeMode.
 
     Attributes:
@@ -263,12 +266,36 @@ class AgentSession:
             NoMatchingSkillError, NoPlanError, QueryError, InputError, UnknownStateError,
             PlanningTimeout, PlanningCancelled, ValueError: see :meth:`toolpath.planner.Workspace.plan_task`.
         """
+        with self._recording_refusals(task, inputs):
+            task_plan = self._plan_task(task, inputs, held, time_budget_s=time_budget_s, cancel=cancel)
+        return recorded_plan(self.workspace.recorder, self._record_user, task_plan, self.session_id)
+
+    def _plan_task(
+        self,
+        task: str | Sequence[str],
+        inputs: Mapping[str, Any] | None = None,
+        held: str | Collection[str] | None = None,
+        *,
+        time_budget_s: float | None = DEFAULT_TASK_BUDGET_S,
+        cancel: threading.Event | None = None,
+    ) -> TaskPlan:
+        """:meth:`plan_task` without recording it: for the plans a run makes (its entry is the run's)."""
         self._check_open()
         self.kernel.check()
         # Held states the caller names stay held; the session's own may be replaced by the inputs.
         session_held = self.held if held is None else frozenset()
         context = TaskContext(self.workspace.graph, lambda: self.workspace.index, self.cells, session_held, self.session_id)
         return plan_request(context, task, inputs, () if held is None else held, time_budget_s=time_budget_s, cancel=cancel)
+
+    @property
+    def _record_user(self) -> str | None:
+        """Whose record this session's tasks go in: its user's (``None``: the local user's)."""
+        return self.user_id
+
+    def _recording_refusals(self, task: str | Sequence[str] | TaskPlan, inputs: Mapping[str, Any] | None) -> AbstractContextManager[None]:
+        planned = task if isinstance(task, TaskPlan) else None
+        words = None if planned is not None else task
+        return recording_refusals(self.workspace.recorder, self._record_user, words, inputs, planned, self.session_id)
 
     async def aplan_task(
         self,
@@ -325,15 +352,19 @@ class AgentSession:
             KernelError: the kernel could not start.
             and what :meth:`plan_task` raises.
         """
-        self.runs.check_not_paused()
-        self._check_open()
-        task_plan = self.runs.runnable(task, inputs, time_budget_s, partial=partial)
+        with self._recording_refusals(task, inputs):
+            self.runs.check_not_paused()
+            self._check_open()
+            task_plan = self.runs.runnable(task, inputs, time_budget_s, partial=partial)
         try:
-            if not task_plan.plan.steps:
-                return TaskRun(task_plan, self.holdings.take_notice(CellResult("ok")))
-            return self.runs.finish(task_plan, *self.kernel.run(task_plan.cell.code, on_approval=on_approval))
+            with recording_failures(self.workspace.recorder, self._record_user, task_plan, self.session_id):
+                if not task_plan.plan.steps:
+                    run = TaskRun(task_plan, self.holdings.take_notice(CellResult("ok")))
+                else:
+                    run = self.runs.finish(task_plan, *self.kernel.run(task_plan.cell.code, on_approval=on_approval))
         finally:
             self.holdings.release(task_plan)
+        return recorded_run(self.workspace.recorder, self._record_user, run, self.session_id)
 
     async def arun_task(
         self,
@@ -347,24 +378,28 @@ class AgentSession:
         """Async :meth:`run_task`. Cancelling the awaiting coroutine while the task is planned (its
         client is gone) stops the planning thread at its next check, and gives back any variable
         names it reserved."""
-        self.runs.check_not_paused()
-        self._check_open()
         cancel = threading.Event()
         reserved: list[TaskPlan] = []
+        with self._recording_refusals(task, inputs):
+            self.runs.check_not_paused()
+            self._check_open()
+            try:
+                task_plan = await asyncio.to_thread(self.runs.runnable, task, inputs, time_budget_s, cancel, reserved, partial)
+            except asyncio.CancelledError:
+                with self._lock:
+                    cancel.set()
+                    for reserved_plan in reserved:
+                        self.holdings.release(reserved_plan)
+                raise
         try:
-            task_plan = await asyncio.to_thread(self.runs.runnable, task, inputs, time_budget_s, cancel, reserved, partial)
-        except asyncio.CancelledError:
-            with self._lock:
-                cancel.set()
-                for reserved_plan in reserved:
-                    self.holdings.release(reserved_plan)
-            raise
-        try:
-            if not task_plan.plan.steps:
-                return TaskRun(task_plan, self.holdings.take_notice(CellResult("ok")))
-            return self.runs.finish(task_plan, *await self.kernel.arun(task_plan.cell.code, on_approval=on_approval))
+            with recording_failures(self.workspace.recorder, self._record_user, task_plan, self.session_id):
+                if not task_plan.plan.steps:
+                    run = TaskRun(task_plan, self.holdings.take_notice(CellResult("ok")))
+                else:
+                    run = self.runs.finish(task_plan, *await self.kernel.arun(task_plan.cell.code, on_approval=on_approval))
         finally:
             self.holdings.release(task_plan)
+        return recorded_run(self.workspace.recorder, self._record_user, run, self.session_id)
 
     def resume(self, approved: bool, note: str = "") -> TaskRun:
         """Continue the paused task from the call it stopped at, in the same kernel: with
@@ -378,18 +413,20 @@ class AgentSession:
         self._check_open()
         paused, task_plan, code, answers = self.runs.resumption(approved, note)
         try:
-            return self.runs.finish(task_plan, *self.kernel.run(code, on_approval="pause", answers=answers), earlier_calls=paused.tool_calls)
+            run = self.runs.finish(task_plan, *self.kernel.run(code, on_approval="pause", answers=answers), earlier_calls=paused.tool_calls)
         finally:
             self.holdings.release(task_plan)
+        return recorded_run(self.workspace.recorder, self._record_user, run, self.session_id)
 
     async def aresume(self, approved: bool, note: str = "") -> TaskRun:
         """Async :meth:`resume`."""
         self._check_open()
         paused, task_plan, code, answers = await asyncio.to_thread(self.runs.resumption, approved, note)
         try:
-            return self.runs.finish(task_plan, *await self.kernel.arun(code, on_approval="pause", answers=answers), earlier_calls=paused.tool_calls)
+            run = self.runs.finish(task_plan, *await self.kernel.arun(code, on_approval="pause", answers=answers), earlier_calls=paused.tool_calls)
         finally:
             self.holdings.release(task_plan)
+        return recorded_run(self.workspace.recorder, self._record_user, run, self.session_id)
 
     def approval_decisions(self) -> list[RecordedDecision]:
         """The decisions on this session's calls that asked for approval, oldest first (see

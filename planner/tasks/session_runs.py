@@ -56,7 +56,7 @@ class SessionRuns:
         ``reserved`` receives the plan once its variables are reserved, and ``cancel`` set before
         that reserves nothing (raising PlanningCancelled): both under the session's lock, so a
         cancelled caller knows exactly what to give back."""
-        task_plan = task if isinstance(task, TaskPlan) else self.session.plan_task(task, inputs, time_budget_s=time_budget_s, cancel=cancel)
+        task_plan = task if isinstance(task, TaskPlan) else self.session._plan_task(task, inputs, time_budget_s=time_budget_s, cancel=cancel)
         if task_plan.session_id != self.session.session_id:
             made_by = f"session {task_plan.session_id!r}" if task_plan.session_id else "Workspace.plan_task"
             raise ValueError(
@@ -65,7 +65,7 @@ class SessionRuns:
         if task_plan.unmatched and not partial:
             raise PartsNotUnderstoodError(task_plan)
         if task_plan.cell.unbound:
-            options = input_options(task_plan, lambda more: self.session.plan_task(task_plan.task, more, time_budget_s=time_budget_s, cancel=cancel))
+            options = input_options(task_plan, lambda more: self.session._plan_task(task_plan.task, more, time_budget_s=time_budget_s, cancel=cancel))
             raise UnboundParametersError(task_plan.cell.unbound, options)
         self.session.kernel.check()
         with self.session.holdings.lock:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolpath.catalogs import CATALOGS_VARIABLE, default_catalog_paths
 from toolpath.planner.planning.budgets import DEFAULT_TASK_BUDGET_S
+from toolpath.planner.tasks.recording import recorded_plan, recorded_run, recording_failures, recording_refusals
 from toolpath.registry import CatalogError, CatalogProblem, LoadedCatalogs, ToolDefinition, import_roots, load_checked
 from toolpath.registry.catalog_packages import module_paths
 from toolpath.registry.catalog_problems import UNREADABLE
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from toolpath.planner.planning.plans import Plan
     from toolpath.planner.search.embedding import Embedder
     from toolpath.planner.search.skills import SkillHit, SkillIndex
+    from toolpath.planner.learning.record import Recorder
     from toolpath.planner.tasks.agent_session import AgentSession
     from toolpath.planner.tasks.cell import PlannedCell
     from toolpath.planner.tasks.session_state import SessionState
@@ -66,6 +68,12 @@ def resolve_catalog_paths(only: Sequence[str | Path] = (), add: Sequence[str | P
     return base + [Path(path) for path in add]
 
 
+def _python_recorder() -> Recorder:
+    from toolpath.planner.learning.record import Recorder
+
+    return Recorder("python")
+
+
 @dataclass
 class Workspace:
     """Loaded catalogs with their state graph and skill index (both built on first use).
@@ -73,10 +81,14 @@ class Workspace:
     Args:
         loaded: the catalogs, as returned by :func:`toolpath.registry.load_catalogs`.
         embedder: the embedder for skill search; default the embedded all-MiniLM-L6-v2.
+        recorder: writes the tasks planned and run (here and in its sessions) into the record of
+            use (:mod:`toolpath.planner.learning.record`), as the local user's; ``None``: records
+            nothing (``TOOLPATH_RECORD=off`` does the same for every workspace).
     """
 
     loaded: LoadedCatalogs
     embedder: Embedder | None = None
+    recorder: Recorder | None = field(default_factory=_python_recorder)
     _index: SkillIndex | None = field(init=False, default=None)
 
     @functools.cached_property
@@ -200,7 +212,9 @@ class Workspace:
 
         # The index is built on first use, so a request refused while checked builds none.
         context = TaskContext(self.graph, lambda: self.index, FreshKernelCells(self.graph, output_directory), probe_directory=probe_directory)
-        return plan_request(context, task, inputs, held, time_budget_s=time_budget_s, cancel=cancel, meant=meant)
+        with recording_refusals(self.recorder, None, task, inputs, None):
+            task_plan = plan_request(context, task, inputs, held, time_budget_s=time_budget_s, cancel=cancel, meant=meant)
+        return recorded_plan(self.recorder, None, task_plan, None)
 
     def code_mode(self, timeout: float | None = 300.0, **options: Any) -> CodeMode:
         """A :class:`toolpath.kernel.CodeMode` whose kernels can import every loaded catalog's tools.
@@ -322,13 +336,18 @@ class Workspace:
         from toolpath.kernel import CellResult
         from toolpath.planner.tasks.task import TaskRun
 
-        if not self._check_runnable(task_plan, partial):
-            return TaskRun(task_plan, CellResult("ok"))
-        if code_mode is not None:
-            self._check_given_code_mode(task_plan, code_mode_options)
-            return TaskRun(task_plan, await code_mode.arun(task_plan.cell.code, session_id))
-        async with self.code_mode(timeout, tools=self._host_tools(task_plan), snapshot=False, **code_mode_options) as fresh:
-            return TaskRun(task_plan, await fresh.arun(task_plan.cell.code, session_id))
+        with recording_refusals(self.recorder, None, None, None, task_plan):
+            runnable = self._check_runnable(task_plan, partial)
+        with recording_failures(self.recorder, None, task_plan):
+            if not runnable:
+                run = TaskRun(task_plan, CellResult("ok"))
+            elif code_mode is not None:
+                self._check_given_code_mode(task_plan, code_mode_options)
+                run = TaskRun(task_plan, await code_mode.arun(task_plan.cell.code, session_id))
+            else:
+                async with self.code_mode(timeout, tools=self._host_tools(task_plan), snapshot=False, **code_mode_options) as fresh:
+                    run = TaskRun(task_plan, await fresh.arun(task_plan.cell.code, session_id))
+        return recorded_run(self.recorder, None, run, None)
 
     def run_task(
         self,
@@ -344,13 +363,18 @@ class Workspace:
         from toolpath.kernel import CellResult
         from toolpath.planner.tasks.task import TaskRun
 
-        if not self._check_runnable(task_plan, partial):
-            return TaskRun(task_plan, CellResult("ok"))
-        if code_mode is not None:
-            self._check_given_code_mode(task_plan, code_mode_options)
-            return TaskRun(task_plan, code_mode.run(task_plan.cell.code, session_id))
-        with self.code_mode(timeout, tools=self._host_tools(task_plan), snapshot=False, **code_mode_options) as fresh:
-            return TaskRun(task_plan, fresh.run(task_plan.cell.code, session_id))
+        with recording_refusals(self.recorder, None, None, None, task_plan):
+            runnable = self._check_runnable(task_plan, partial)
+        with recording_failures(self.recorder, None, task_plan):
+            if not runnable:
+                run = TaskRun(task_plan, CellResult("ok"))
+            elif code_mode is not None:
+                self._check_given_code_mode(task_plan, code_mode_options)
+                run = TaskRun(task_plan, code_mode.run(task_plan.cell.code, session_id))
+            else:
+                with self.code_mode(timeout, tools=self._host_tools(task_plan), snapshot=False, **code_mode_options) as fresh:
+                    run = TaskRun(task_plan, fresh.run(task_plan.cell.code, session_id))
+        return recorded_run(self.recorder, None, run, None)
 
     def _check_given_code_mode(self, task_plan: TaskPlan, code_mode_options: Mapping[str, Any]) -> None:
         """Raise ``ValueError`` when a CodeMode given to :meth:`run_task` cannot run ``task_plan`` as asked."""

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from toolpath.planner.interfaces.cli.recording import CommandRecord
 from toolpath.planner.interfaces.cli.shared import (
     CommandLineError,
     add_command,
@@ -190,9 +191,12 @@ def command_cell(arguments: argparse.Namespace) -> int:
         prepare_task_reading()
     workspace = open_workspace(arguments)
     inputs = parse_inputs(arguments.input)
+    record = CommandRecord(arguments)
     if arguments.goal:
-        goal_plan, cell = workspace.plan_goal(arguments.goal, inputs, held=arguments.have)
-        refuse_unused_inputs(cell, goal_plan)
+        with record.refusals(None, inputs):
+            goal_plan, cell = workspace.plan_goal(arguments.goal, inputs, held=arguments.have)
+            refuse_unused_inputs(cell, goal_plan)
+        record.planned_goal(goal_plan)
         payload = {
             "goal": sorted(goal_plan.goal),
             "plan": goal_plan.to_dict(),
@@ -210,9 +214,11 @@ def command_cell(arguments: argparse.Namespace) -> int:
 
         task = requested_task(arguments)
         meant: dict[str, str] = {}  # a person's answers about unclear parts, for every plan of this task
-        task_plan = plan_asking(lambda: workspace.plan_task(task, inputs, held=arguments.have, meant=meant), meant)
-        check_parts(task_plan, arguments.partial)
-        refuse_unused_inputs(task_plan.cell, task_plan.plan)
+        with record.refusals(task, inputs):
+            task_plan = record.task_plan = plan_asking(lambda: workspace.plan_task(task, inputs, held=arguments.have, meant=meant), meant)
+            check_parts(task_plan, arguments.partial)
+            refuse_unused_inputs(task_plan.cell, task_plan.plan)
+        record.planned(task_plan)
         options = input_options(task_plan, lambda more: workspace.plan_task(task, more, held=arguments.have, meant=meant)) if task_plan.cell.unbound else ()
         payload = {**task_plan.to_dict(), "input_options": [option.to_dict() for option in options]}
         cell = task_plan.cell
@@ -253,9 +259,12 @@ def command_plan(arguments: argparse.Namespace) -> int:
     from toolpath.planner.planning.plans import alternative_plans
 
     workspace = open_workspace(arguments)
-    goal_plan, *others = alternative_plans(
-        workspace.graph, arguments.goal, held=arguments.have, avoid=arguments.avoid, k=arguments.k, time_budget_ms=arguments.time_budget
-    )
+    record = CommandRecord(arguments)
+    with record.refusals(None, None):
+        goal_plan, *others = alternative_plans(
+            workspace.graph, arguments.goal, held=arguments.have, avoid=arguments.avoid, k=arguments.k, time_budget_ms=arguments.time_budget
+        )
+    record.planned_goal(goal_plan)
     if arguments.json:
         emit_json({**goal_plan.to_dict(), "alternatives": [other.to_dict() for other in others]} if arguments.k > 1 else goal_plan.to_dict())
     else:

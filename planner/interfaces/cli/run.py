@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolpath.planner.interfaces.cli.recording import CommandRecord
 from toolpath.planner.interfaces.cli.planning import check_parts, print_task_plan, refuse_unused_inputs, requested_task, warn_about_inputs
 from toolpath.planner.interfaces.cli.shared import (
     CommandLineError,
@@ -74,6 +75,7 @@ def command_run(arguments: argparse.Namespace) -> int:
     from toolpath.planner.interfaces.terminal_approval import TerminalApprover
 
     workspace = open_workspace(arguments)
+    record = CommandRecord(arguments)
     options = {**code_mode_options(arguments), "approver": TerminalApprover(arguments.yes)}
     # A gateway's kernel, or one a kernelspec's provisioner starts, may run on another machine,
     # where a directory of this one does not exist: its files go where it runs, as before.
@@ -93,21 +95,24 @@ def command_run(arguments: argparse.Namespace) -> int:
             def plan_with(inputs: dict) -> TaskPlan:
                 return workspace.plan_task(task, inputs, held=arguments.have, output_directory=output_directory, meant=meant)
 
-            task_plan = plan_asking(lambda: plan_with(inputs), meant)
-            check_parts(task_plan, arguments.partial)
-            refuse_unused_inputs(task_plan.cell, task_plan.plan)
-            if task_plan.cell.unbound:
-                raise UnboundParametersError(task_plan.cell.unbound, input_options(task_plan, plan_with))
+            with record.refusals(task, inputs):
+                task_plan = record.task_plan = plan_asking(lambda: plan_with(inputs), meant)
+                check_parts(task_plan, arguments.partial)
+                refuse_unused_inputs(task_plan.cell, task_plan.plan)
+                if task_plan.cell.unbound:
+                    raise UnboundParametersError(task_plan.cell.unbound, input_options(task_plan, plan_with))
             warn_about_inputs(task_plan.cell)
             if not arguments.json:
                 print_task_plan(task_plan)
                 print("Running in a fresh IPython kernel..." if task_plan.plan.steps else "Nothing to run: the goal is already held.", flush=True)
             gc.enable()  # host tools run in this process for as long as the cell runs: their garbage is collected
-            if early is not None:
-                run = workspace.run_task(task_plan, session_id=RUN_SESSION, code_mode=early, partial=arguments.partial)
-            else:
-                with _refused_kernel_options():
-                    run = workspace.run_task(task_plan, timeout=arguments.timeout, session_id=RUN_SESSION, partial=arguments.partial, **options)
+            with record.failures(task_plan):
+                if early is not None:
+                    run = workspace.run_task(task_plan, session_id=RUN_SESSION, code_mode=early, partial=arguments.partial)
+                else:
+                    with _refused_kernel_options():
+                        run = workspace.run_task(task_plan, timeout=arguments.timeout, session_id=RUN_SESSION, partial=arguments.partial, **options)
+            record.ran(run)
         written = sorted(str(path.relative_to(output_directory)) for path in output_directory.rglob("*") if path.is_file()) if output_directory else []
     result = run.result
     image_files = _write_images(result.images, images_directory) if images_directory else []

@@ -274,10 +274,14 @@ def catalog_paths(arguments: argparse.Namespace) -> list[Path]:
 
 def open_workspace(arguments: argparse.Namespace) -> Workspace:
     """A workspace on the catalogs the command line names (the planner loads here, not at start:
-    a command that embeds has started loading its model first, see :func:`prepare_embedding_model`)."""
+    a command that embeds has started loading its model first, see :func:`prepare_embedding_model`).
+    It records nothing itself: each command records its task once
+    (:class:`toolpath.planner.interfaces.cli.recording.CommandRecord`)."""
     from toolpath.planner.tasks.workspace import Workspace
 
-    return Workspace.open(catalog_paths(arguments))
+    workspace = Workspace.open(catalog_paths(arguments))
+    workspace.recorder = None
+    return workspace
 
 
 def prepare_embedding_model() -> None:
