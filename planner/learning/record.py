@@ -239,9 +239,7 @@ class Recorder:
 
     def failed(self, user: str | None, task_plan: TaskPlan, error: BaseException, *, edits: Edits = Edits(), session: str | None = None) -> str | None:
         """Record that ``task_plan``'s cell could not run (``error``: the kernel did not start, ...)."""
-        return self._write(
-            user, "failed", lambda: _plan_entry(task_plan, self.settings.mode), edits, session, type(error).__name__, task_plan.record_entry
-        )
+        return self._write(user, "failed", lambda: _plan_entry(task_plan, self.settings.mode), edits, session, type(error).__name__, task_plan.record_entry)
 
     def _write(self, user, outcome, make_entry, edits: Edits, session, detail, entry_id) -> str | None:
         if self.settings.mode == "off":

@@ -38,7 +38,11 @@ def add_history_parser(commands: argparse._SubParsersAction) -> None:
     )
     history.add_argument("--limit", type=_count, default=20, metavar="N", help="show the N newest entries (default 20)")
     history.add_argument("--clear", action="store_true", help="delete your entries (only yours; asks nothing) and say how many there were")
-    history.add_argument("--store", metavar="LOCATION", help="the store to read: a SQLite file or a postgresql:// URL (default: $TOOLPATH_STORE, else toolpath.db in $TOOLPATH_HOME)")
+    history.add_argument(
+        "--store",
+        metavar="LOCATION",
+        help="the store to read: a SQLite file or a postgresql:// URL (default: $TOOLPATH_STORE, else toolpath.db in $TOOLPATH_HOME)",
+    )
 
 
 def command_history(arguments: argparse.Namespace) -> int:
