@@ -35,11 +35,11 @@ from toolpath.registry.catalog_problems import UNREADABLE
 
 if TYPE_CHECKING:
     from toolpath.kernel import CodeMode
+    from toolpath.planner.learning.record import Recorder
     from toolpath.planner.planning.graph import StateGraph
     from toolpath.planner.planning.plans import Plan
     from toolpath.planner.search.embedding import Embedder
     from toolpath.planner.search.skills import SkillHit, SkillIndex
-    from toolpath.planner.learning.record import Recorder
     from toolpath.planner.tasks.agent_session import AgentSession
     from toolpath.planner.tasks.cell import PlannedCell
     from toolpath.planner.tasks.session_state import SessionState

@@ -13,8 +13,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolpath.planner.interfaces.cli.recording import CommandRecord
 from toolpath.planner.interfaces.cli.planning import check_parts, print_task_plan, refuse_unused_inputs, requested_task, warn_about_inputs
+from toolpath.planner.interfaces.cli.recording import CommandRecord
 from toolpath.planner.interfaces.cli.shared import (
     CommandLineError,
     add_command,
