@@ -26,7 +26,9 @@ user a bearer token maps to in the tokens file. Sessions: each user's ``session_
 :class:`toolpath.planner.tasks.agent_session.AgentSession` of theirs (one persistent kernel, snapshotted), created on
 first use; ``"main"`` when none is given. Session ids are per user: two users' ``"lab"`` are two
 sessions, and no id reaches another user's session or tells whether it exists (see
-:func:`kernel_session_id`).
+:func:`kernel_session_id`). Each ``plan_task`` and ``run_task`` goes in its user's record of use
+(:mod:`toolpath.planner.learning.record`), in the sessions' store; no tool reads a record, and
+every read of one names its user.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import importlib.metadata
 import ipaddress
 import json
 import logging
+import os
 import re
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -75,6 +78,7 @@ from toolpath.planner.interfaces.mcp_results import (
     VariablesOutput,
 )
 from toolpath.planner.interfaces.serve_limits import SERVE_MAX_KERNELS, SERVE_MAX_SESSIONS_PER_USER, SERVE_MAX_TASKS_PER_USER
+from toolpath.planner.learning.record import Recorder
 from toolpath.planner.search.embedding import default_embedder
 from toolpath.planner.tasks.agent_session import AgentSession
 from toolpath.planner.tasks.task import PartsNotUnderstoodError
@@ -168,6 +172,10 @@ class ToolpathServer:
         self.workspace = workspace
         self.user_id = user_id
         self.authenticated = tokens is not None
+        if workspace.recorder is not None:
+            # Tasks go in the record of their request's user (each session's), in the sessions' store.
+            store = code_mode_options.get("snapshot_store")
+            workspace.recorder = Recorder("mcp", store if isinstance(store, (str, os.PathLike)) else None)
         verifier = StaticTokens(tokens) if tokens is not None else None  # before any kernel: it may refuse the tokens
         self.max_sessions_per_user = max_sessions_per_user
         self.max_tasks_per_user = max_tasks_per_user
