@@ -146,6 +146,36 @@ def test_a_sqlite_store_from_before_versions_keeps_its_sessions_and_gains_leases
         snapshots.take("old", SessionHolder("third-host.invalid", 1, 1.0))
 
 
+def test_a_version_2_store_keeps_every_row_and_gains_the_record_of_use(location):
+    """A store as toolpath wrote it at version 2 (sessions, leases, approvals, with rows) becomes
+    version 3: its rows stay, and tasks are recorded per user."""
+    from toolpath.planner.learning.record import Recorder, history
+    from toolpath.registry.store_schema import FIRST_TABLES, LEASE_TABLE, TYPES, VERSION_TABLE
+
+    if location.startswith("postgresql"):
+        import psycopg
+
+        connection = psycopg.connect(location, autocommit=True)
+        engine, placeholder = "postgresql", "%s"
+    else:
+        connection = sqlite3.connect(location, isolation_level=None)
+        engine, placeholder = "sqlite", "?"
+    with contextlib.closing(connection):
+        for table in (*FIRST_TABLES, LEASE_TABLE):
+            connection.execute(table.create(TYPES[engine]))
+        connection.execute(f"create table {VERSION_TABLE} (version integer not null)")
+        connection.execute(f"insert into {VERSION_TABLE} values (2)")
+        connection.execute("insert into sessions values ('old', 'alice', 1700000000.0, '{}', '{\"held\": []}')")
+        connection.execute(f"insert into session_leases values ('old', 3, 1.0, {placeholder})", ["{}"])
+    snapshots = SnapshotStore(location)
+    assert snapshots.owner("old") == (True, "alice")
+    Recorder("python", location).refused("alice", "a task", ValueError("no"))
+    assert [entry.user for entry in history(location, "alice")] == ["alice"] and history(location, "bob") == []
+    with snapshots.database.reading("test") as reading:
+        assert reading.execute("select version from toolpath_schema").fetchone()[0] == LATEST_VERSION == 3
+        assert reading.execute("select generation from session_leases where session_id = 'old'").fetchone()[0] == 3
+
+
 def test_a_store_of_a_newer_toolpath_or_with_foreign_tables_is_refused_untouched(tmp_path, postgres_url):
     newer = tmp_path / "newer.db"
     with contextlib.closing(sqlite3.connect(newer)) as database, database:
