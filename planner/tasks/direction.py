@@ -344,16 +344,17 @@ def kinds_named(graph: StateGraph, text: str) -> KindsNamed:
     object_words = phrases["head"][1:] if phrases["head"] and phrases["head"][0][0] in action_words(graph) else phrases["head"]
     head_kinds = _phrase_kinds(words, [token for token in object_words if token[0]])
     verb = _terms(head[0]) if head else []
+    verb_role = words.verbs.get(verb[0]) if verb else None
     if head_kinds:
-        if asks_for:
+        if verb_role == "reads":
+            starts_from = head_kinds + starts_from
+        elif verb_role == "makes" or noun_head:
+            asks_for = head_kinds + asks_for
+        elif asks_for:
             starts_from = head_kinds + starts_from
         elif starts_from:
             # "the text of the article": a kind named as both is no direction ("read the text of the article aloud").
             asks_for = [(kind, said) for kind, said in head_kinds if kind not in {started for started, _ in starts_from}]
-        elif noun_head or (verb and words.verbs.get(verb[0]) == "makes"):
-            asks_for = head_kinds
-        elif verb and words.verbs.get(verb[0]) == "reads":
-            starts_from = head_kinds
     return KindsNamed(_first_each(starts_from), _first_each(asks_for))
 
 
