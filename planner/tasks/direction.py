@@ -55,12 +55,15 @@ from toolpath.planner.search.skills import SkillHit
 from toolpath.planner.tasks.clauses import action_words, head_words, is_file_name, masked_quotes
 from toolpath.registry import ToolDefinition
 
-#: How far (in cosine similarity) below a contradicting candidate an agreeing one may match and still
-#: win. Set by hand on the direction cases of ``benchmarks/requests_cases.yaml`` over the type-level
-#: media catalog: the reverse tool outscored the forward one by 0.19 ("turn the image into text":
-#: text_to_image 0.82, OCR 0.64) and 0.24 ("make a picture from the caption": image_captioning 0.75,
-#: text_to_image 0.51), because a phrasing and its reverse embed almost alike; the forward tool of a
-#: request whose words the reverse one matches clearly better never came closer than 0.3 below.
+#: How far (in cosine similarity) below a candidate an agreeing one that serves the named kinds better
+#: may match and still win. Set by hand on the hand-written direction requests of
+#: ``benchmarks/requests_cases.yaml`` and their paraphrases in ``tests/test_tool_direction.py``, over the
+#: type-level media catalog, searched without held states: where the best hit was of the reverse
+#: direction, the forward one matched 0.002 to 0.245 below it ("turn the image into text": text_to_image
+#: 0.90, OCR 0.75; "extract the text from talk.mp3": OCR 0.73, speech_to_text 0.49), because a phrasing
+#: and its reverse embed almost alike. One lay beyond, and keeps the reverse tool: "turn this caption
+#: into a picture" (image_captioning 0.82, text_to_image 0.56: "caption" names the captioning tool, and
+#: no kind). A wider margin would let the direction words overrule ever clearer matches.
 DIRECTION_MARGIN = 0.25
 
 Verdict = Literal["agrees", "contradicts", "neutral"]

@@ -12,6 +12,11 @@ starts from what the user holds rather than inventing it); then the one ranked h
 search. Hits below ``min_score`` never count. Each candidate passed over carries the first of these
 tests that it lost to the chosen one, so its reason is true of it and not of the chosen goal.
 
+Right after a named tool, the direction of the words counts (:mod:`toolpath.planner.tasks.direction`):
+a candidate of the reverse direction ("turn the image into text" matches text_to_image best) loses to
+one that serves the kinds the words name, when that one matches within
+:data:`toolpath.planner.tasks.direction.DIRECTION_MARGIN` of it; the choice's ``direction`` says so.
+
 A task that names a tool by its catalog name ("call SearchPeople to find her id") asks to run that
 tool: it is a candidate even when the search ranks it low, and it beats every unnamed one. Only
 names that cannot be ordinary words count (with an underscore, a digit or an inner capital:
