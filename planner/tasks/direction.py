@@ -31,11 +31,14 @@ A candidate **contradicts** the words when it makes a kind and none of the kinds
 when its tool (for a state, the tool its plan makes it with) reads kinds of which none is named
 nor can be made from a named one (through tools that read something: a generator reading nothing
 makes anything from anything); it **agrees** when it contradicts nothing and makes a kind asked
-for or reads a kind named. A contradicting candidate loses to every other when an agreeing one
-with a plan matches within :data:`DIRECTION_MARGIN` of it: a reverse-direction tool loses to the
-forward one at similar similarity, and is never pushed past a clearly better match (with no
-agreeing candidate near it, it keeps its place). :func:`toolpath.planner.tasks.goals.choose_goal`
-ranks by this after the tests for named tools and the task's data words, and reports the reading
+for, or reads a kind named (or what one tool makes of one: speech_to_text for a video), and how well
+is its :attr:`Direction.strength`. A candidate loses to every other when one with a plan that serves
+the named kinds better matches within :data:`DIRECTION_MARGIN` of it: a reverse-direction tool loses
+to the forward one at similar similarity ("extract the text from talk.mp3": OCR reads an image, which
+nothing makes from audio), and a tool that only makes the kind asked for loses to one that also reads
+the kind named (summarize_text to speech_to_text). Nothing is pushed past a clearly better match: with
+no better-serving candidate near it, a candidate keeps its place.
+:func:`toolpath.planner.tasks.goals.choose_goal` ranks by this after the tests for named tools and the task's data words, and reports the reading
 in its choice's ``direction`` (``--json``: a part's ``direction``).
 """
 
