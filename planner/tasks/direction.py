@@ -38,8 +38,11 @@ to the forward one at similar similarity ("extract the text from talk.mp3": OCR 
 nothing makes from audio), and a tool that only makes the kind asked for loses to one that also reads
 the kind named (summarize_text to speech_to_text). Nothing is pushed past a clearly better match: with
 no better-serving candidate near it, a candidate keeps its place.
-:func:`toolpath.planner.tasks.goals.choose_goal` ranks by this after the tests for named tools and the task's data words, and reports the reading
-in its choice's ``direction`` (``--json``: a part's ``direction``).
+:func:`toolpath.planner.tasks.goals.choose_goal` ranks by this right after the test for a tool the
+task names, and reports the reading in its choice's ``direction`` (``--json``: a part's
+``direction``; a candidate passed over says why it lost). A part whose one file is of a kind
+(``talk.mp3``) is planned from that kind, held with the file as its input
+(:meth:`toolpath.planner.tasks.matching.PartMatcher.choose`).
 """
 
 from __future__ import annotations
