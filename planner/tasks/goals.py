@@ -12,6 +12,11 @@ starts from what the user holds rather than inventing it); then the one ranked h
 search. Hits below ``min_score`` never count. Each candidate passed over carries the first of these
 tests that it lost to the chosen one, so its reason is true of it and not of the chosen goal.
 
+Right after a named tool, the direction of the words counts (:mod:`toolpath.planner.tasks.direction`):
+a candidate of the reverse direction ("turn the image into text" matches text_to_image best) loses to
+one that serves the kinds the words name, when that one matches within
+:data:`toolpath.planner.tasks.direction.DIRECTION_MARGIN` of it; the choice's ``direction`` says so.
+
 A task that names a tool by its catalog name ("call SearchPeople to find her id") asks to run that
 tool: it is a candidate even when the search ranks it low, and it beats every unnamed one. Only
 names that cannot be ordinary words count (with an underscore, a digit or an inner capital:
@@ -76,6 +81,7 @@ from toolpath.planner.search.skills import MIN_SCORE, SkillHit, SkillIndex
 from toolpath.planner.tasks.cell import PlannedCell
 from toolpath.planner.tasks.cell_writers import CellWriter, FreshKernelCells
 from toolpath.planner.tasks.clauses import head_words, without_file_names, without_names, without_quotes
+from toolpath.planner.tasks.direction import DirectionReading, read_direction
 from toolpath.planner.tasks.probes import probe_inputs
 from toolpath.registry import ToolDefinition
 
@@ -287,6 +293,9 @@ class GoalCandidate:
     #: Tools its plan runs before its goal because they add columns the task's words name (:func:`_through_adding`);
     #: joint planning must run them too.
     through: tuple[ToolDefinition, ...] = ()
+    #: Its direction contradicts the kinds the words name, and a candidate that agrees matches near it
+    #: (:mod:`toolpath.planner.tasks.direction`); with why, in words.
+    reverse_direction: str = ""
     #: Why it lost to the chosen candidate (set on the candidates passed over).
     lost_because: str = ""
 
@@ -309,6 +318,8 @@ class GoalCandidate:
             return self.problem or "no plan reaches it from the held states"
         if chosen.named and not self.named:
             return f"the task names the tool {chosen.hit.name}"
+        if self.reverse_direction and not chosen.reverse_direction:
+            return self.reverse_direction
         if chosen.through and chosen.words_close and not chosen.unused_words and not self.through:
             added = ", ".join(tool.name for tool in chosen.through)
             return f"the task names a column that only {added} adds, which its plan does not run"
@@ -330,11 +341,14 @@ class GoalCandidate:
 class GoalChoice:
     """The chosen candidate and the close ones passed over (within ``margin`` of the best score);
     ``effects_evidence`` says why a plan with effects ran on a match the effects rule alone would
-    refuse (:func:`_effect_evidence`), empty otherwise."""
+    refuse (:func:`_effect_evidence`), empty otherwise; ``direction`` what kinds the words name as
+    what the task starts from and asks for, and how the candidates stand to them
+    (:meth:`toolpath.planner.tasks.direction.DirectionReading.explanation`), empty when they name none."""
 
     chosen: GoalCandidate
     passed_over: tuple[GoalCandidate, ...]
     effects_evidence: str = ""
+    direction: str = ""
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
@@ -580,12 +594,18 @@ def choose_goal(
 
     for candidate in _rescued(search, task, inputs or {}, hits, matching, list(candidates.values()), best, cells, held):
         candidates[(candidate.goal, candidate.hit.name if candidate.hit.kind == "tool" else None)] = candidate
+    direction = read_direction(graph, task, hits, [candidate.hit for candidate in candidates.values() if candidate.plan is not None], LEXICAL_MARGIN)
+    for key, candidate in candidates.items():
+        if direction.is_demoted(candidate.hit):
+            candidates[key] = replace(candidate, reverse_direction=direction.lost_because(candidate.hit))
 
     def rank(candidate: GoalCandidate) -> tuple:
         return (
             candidate.plan is not None,
             hit_label(candidate.hit) == answer,
             candidate.named,
+            # Of a forward and a reverse tool at similar similarity, the forward one (the search is blind to direction).
+            not candidate.reverse_direction,
             # Its plan runs a tool for a column the words name that only that tool adds: the surest sign of what they mean.
             bool(candidate.through) and candidate.words_close and not candidate.unused_words,
             candidate.words_close and not candidate.unused_words,
@@ -605,7 +625,7 @@ def choose_goal(
         raise _why_unreachable(graph, first_unreachable, held)
     evidence = ""
     if answer is None and not chosen.named:
-        unclear, evidence = _unclear_effects(task, chosen, chosen.plan, hits, graph)
+        unclear, evidence = _unclear_effects(task, chosen, chosen.plan, hits, graph, direction)
         if unclear is not None:
             raise unclear
     if answer is None and not chosen.named:
@@ -613,7 +633,7 @@ def choose_goal(
         if unserved is not None:
             raise unserved
     passed_over = tuple(replace(candidate, lost_because=candidate.lost_to(chosen)) for candidate in ordered[1:] if candidate.close)
-    return GoalChoice(chosen, passed_over, evidence)
+    return GoalChoice(chosen, passed_over, evidence, direction.explanation(chosen.hit))
 
 
 def _rescued(
@@ -673,7 +693,9 @@ def _rescued(
     return rescued
 
 
-def _unclear_effects(task: str, chosen: GoalCandidate, chosen_plan: Plan, hits: list[SkillHit], graph: StateGraph) -> tuple[UnclearEffectError | None, str]:
+def _unclear_effects(
+    task: str, chosen: GoalCandidate, chosen_plan: Plan, hits: list[SkillHit], graph: StateGraph, direction: DirectionReading | None = None
+) -> tuple[UnclearEffectError | None, str]:
     """The refusal of ``chosen`` when its plan (``chosen_plan``) runs a tool with effects on a weak match (below
     :data:`EFFECT_MIN_SCORE`) or one another goal's hit comes as close to (:func:`_close_in_both`
     with :data:`EFFECT_MARGIN`); ``None`` when it runs none, or its match is clear. Second: the
@@ -683,7 +705,9 @@ def _unclear_effects(task: str, chosen: GoalCandidate, chosen_plan: Plan, hits: 
     goal) whose plans would not run the same tools with effects anyway ("speech to text" of a text
     first speaks it: choosing between them does not decide whether speech is written), best first:
     the close ones, or else the next one, so a person is always shown another. When the words ask
-    for the effect (see the module docstring), the hits :func:`_no_rival` names are none."""
+    for the effect (see the module docstring), the hits :func:`_no_rival` names are none. When the
+    chosen goal agrees with the kinds the words name (``direction``), a hit whose direction they
+    contradict is no other reading of them ("an audio clip from the text" is not a video)."""
     effects = [(qualified_name(step.tool), step.tool.side_effect) for step in chosen_plan.steps if step.tool.side_effect != "none"]
     if not effects:
         return None, ""
@@ -698,7 +722,8 @@ def _unclear_effects(task: str, chosen: GoalCandidate, chosen_plan: Plan, hits: 
         runs_them_too = hit.plan is not None and effect_tools <= {qualified_name(step.tool) for step in hit.plan.steps}
         if chosen.through and (hit.states <= reached or (hit.plan is not None and not any(step.requires & read_through for step in hit.plan.steps))):
             continue
-        if hit.states and hit.states != chosen.goal and not runs_them_too:
+        reverse = direction is not None and direction.verdict(chosen.hit).verdict == "agrees" and direction.verdict(hit).verdict == "contradicts"
+        if hit.states and hit.states != chosen.goal and not runs_them_too and not reverse:
             others.setdefault(hit.states, hit)
     close = [hit for hit in others.values() if _close_in_both(hit, chosen.hit, EFFECT_MARGIN)]
     if not weak and not close:

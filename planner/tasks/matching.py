@@ -45,6 +45,7 @@ from toolpath.planner.tasks.clauses import (
     without_names,
     without_quotes,
 )
+from toolpath.planner.tasks.direction import named_file_kind
 from toolpath.planner.tasks.goals import (
     MIN_SCORE,
     WORK_MARGIN,
@@ -348,8 +349,18 @@ class PartMatcher:
             return choice, given
 
         def choose_from_value(words: str) -> tuple[GoalChoice, PartMatch | None]:
-            """The goal for ``words``; when no plan reaches it, the part's value as the input state
-            its plan needs, and the part so matched."""
+            """The goal for ``words``, from the kind of the part's one file when the catalogs tell it
+            (:func:`toolpath.planner.tasks.direction.named_file_kind`: "extract the text from
+            talk.mp3" starts from the audio); when no plan reaches it, the part's value as the input
+            state its plan needs, and the part so matched."""
+            kind = named_file_kind(graph, values[0]) if len(values) == 1 and values[0] not in inputs.values() else None
+            if kind is not None and kind not in held:
+                try:
+                    choice, given = choose(words, kind)
+                except (NoMatchingSkillError, NoPlanError, NothingToDoError):
+                    pass  # read without it, as any other value
+                else:
+                    return choice, PartMatch(text, choice, why=f"its value {values[0]!r} is a file of {kind}", holds=frozenset({kind}), values=given)
             try:
                 return choose(words)[0], None
             except NoPlanError as error:
