@@ -12,7 +12,6 @@ import re
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -126,10 +125,6 @@ def test_python_workspace_records_a_plan_and_its_run_as_one_entry(store, monkeyp
     task_plan = workspace.plan_task("is aspirin drug-like?", inputs={"smiles": ASPIRIN})
     (planned,) = history(str(store), local_user())
     assert planned.outcome == "planned" and planned.entry_id == task_plan.record_entry
-    started = time.perf_counter()
-    for _ in range(20):
-        workspace.recorder.planned(None, task_plan)
-    assert (time.perf_counter() - started) / 20 < 0.05  # a few milliseconds a task; the bound leaves room for a busy machine
     run = workspace.run_task(task_plan)
     assert run.result.status == "ok"
     entry = next(entry for entry in history(str(store), local_user()) if entry.entry_id == task_plan.record_entry)

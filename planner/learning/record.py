@@ -33,6 +33,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -170,12 +171,10 @@ class Recorder:
             the shared store's default, opened at the first write.
         settings: default :meth:`RecordSettings.from_environment`, read at the first write.
 
-    No method raises for the store: a write that fails warns once per process (naming the store and
-    what to do) and returns ``None``.
+    No method raises for the store or waits for it: entries are written in order by one background
+    thread (:func:`wait_for_writes`), and a write that fails warns once per process (naming the store
+    and what to do).
     """
-
-    _warned = False
-    _warned_lock = threading.Lock()
 
     def __init__(self, interface: str, store: Database | str | os.PathLike[str] | None = None, settings: RecordSettings | None = None):
         self.interface = interface
@@ -247,14 +246,35 @@ class Recorder:
         entry_id = entry_id or uuid.uuid4().hex
         user = user or local_user()
         try:
-            entry = {**make_entry(), "edits": edits.to_dict(), "detail": detail, "session": session}
+            row = [
+                entry_id,
+                user,
+                time.time(),
+                self.interface,
+                outcome,
+                json.dumps({**make_entry(), "edits": edits.to_dict(), "detail": detail, "session": session}, ensure_ascii=False, default=str),
+            ]
+        except Exception as error:  # whatever goes wrong here, the task goes on
+            _warn_unrecorded(error)
+            return None
+        try:
+            # A commit waits for the disk (about 30 ms here): the writer thread pays it, not the task.
+            _writer().submit(self._insert, row)
+        except RuntimeError as error:  # the interpreter is shutting down: no new work is accepted
+            _warn_unrecorded(error)
+            return None
+        return entry_id
+
+    def _insert(self, row: list[Any]) -> None:
+        user = row[1]
+        try:
             with _database(self.store).writing(_PURPOSE) as connection:
                 # A run updates its plan's entry, never another user's (ids are random, but a
                 # TaskPlan could be handed to another user's session).
                 connection.execute(
                     f"insert into {RECORD_OF_USE} ({', '.join(_COLUMNS)}) values (?, ?, ?, ?, ?, ?) on conflict (entry_id) do update "
                     f"set outcome = excluded.outcome, entry = excluded.entry where {RECORD_OF_USE}.user_id = excluded.user_id",
-                    [entry_id, user, time.time(), self.interface, outcome, json.dumps(entry, ensure_ascii=False, default=str)],
+                    row,
                 )
                 # Retention: the user's entries older than the limit-th newest go (both engines read this form).
                 connection.execute(
@@ -263,16 +283,40 @@ class Recorder:
                     [user, user, self.settings.limit - 1],
                 )
         except Exception as error:  # whatever goes wrong here, the task goes on
-            with Recorder._warned_lock:
-                first, Recorder._warned = not Recorder._warned, True
-            if first:
-                warnings.warn(
-                    f"toolpath could not record this task in its record of use ({type(error).__name__}: {error}); tasks go on unrecorded. "
-                    f"{RECORD_VARIABLE}=off stops recording",
-                    stacklevel=3,
-                )
-            return None
-        return entry_id
+            _warn_unrecorded(error)
+
+
+_writer_lock = threading.Lock()
+_writer_pool: ThreadPoolExecutor | None = None
+_warned = False
+
+
+def _writer() -> ThreadPoolExecutor:
+    """The process's one writer thread: entries are written in the order they were recorded, and
+    the interpreter waits for the queue at exit (``concurrent.futures`` joins its threads)."""
+    global _writer_pool
+    with _writer_lock:
+        if _writer_pool is None:
+            _writer_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolpath-record")
+        return _writer_pool
+
+
+def wait_for_writes() -> None:
+    """Return when every entry recorded so far in this process is in the store (or failed to be,
+    with the warning given): reading the record calls it first, so a process reads what it wrote."""
+    _writer().submit(lambda: None).result()
+
+
+def _warn_unrecorded(error: BaseException) -> None:
+    global _warned
+    with _writer_lock:
+        first, _warned = not _warned, True
+    if first:
+        warnings.warn(
+            f"toolpath could not record this task in its record of use ({type(error).__name__}: {error}); tasks go on unrecorded. "
+            f"{RECORD_VARIABLE}=off stops recording",
+            stacklevel=2,
+        )
 
 
 def _tool_name(tool: ToolDefinition) -> str:
@@ -370,6 +414,7 @@ def history(store: Database | str | os.PathLike[str] | None, user: str, limit: i
         registry.storage.StoreError: the store cannot be read.
     """
     page = "" if limit is None else f" limit {int(limit)}"
+    wait_for_writes()
     with _database(store).reading(_PURPOSE) as connection:
         rows = connection.execute(
             f"select {', '.join(_COLUMNS)} from {RECORD_OF_USE} where user_id = ? order by recorded_at desc, entry_id{page}", [user]
@@ -383,6 +428,7 @@ def clear(store: Database | str | os.PathLike[str] | None, user: str) -> int:
     Raises:
         registry.storage.StoreError: the store cannot be written.
     """
+    wait_for_writes()
     with _database(store).writing(_PURPOSE) as connection:
         return connection.execute(f"delete from {RECORD_OF_USE} where user_id = ?", [user]).rowcount
 
