@@ -47,6 +47,11 @@ differently, neither is clear), they need no work
 cannot be the one named. A rival that does other work and writes nothing stays a rival: "sort
 sales.csv by revenue into sorted.csv" is not a plain copy.
 
+Between two near-duplicate tools (lint TP018: one signature, texts that say the same) that only
+the search's order separates, learned examples decide, or ``--json`` says it was a coin toss; a coin
+toss between tools with effects is not understood
+(:mod:`toolpath.planner.tasks.near_duplicate_choice`).
+
 A catalog may declare ``vocabulary: closed``: its texts use every word its users ask for its work
 with. A part whose goal is a tool of such a catalog, matched weakly (below
 :data:`CLOSED_VOCABULARY_MIN_SCORE`), whose head (its action word and object, before any
