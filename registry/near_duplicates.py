@@ -18,7 +18,7 @@ Two tools are near-duplicates when
 Search then cannot tell them apart, and which one a task gets is a coin toss. The comparison is
 lexical (the registry does not embed texts): a pair that says the same in other words
 (UltraTool's ``book_ticket``, "Complete the ticket booking process", and ``book_flight``, "Flight
-booking tool": similarity 0.2) is not found.
+booking tool": Jaccard similarity 0.33, and each has words of its own) is not found.
 
 Pairs are found without comparing every two tools: tools are bucketed by signature, and within a
 bucket a tool is compared only with the tools whose terms hold its rarest term (:func:`nested_pairs`).
