@@ -18,6 +18,8 @@
 | TP014 | error    | states whose ``refines`` lead back to themselves (a refines b refines a) |
 | TP015 | warning  | a parameter with ``role: output`` that carries a ``state`` (a destination is never wired from a step) |
 | TP016 | warning  | a parameter's ``default`` written ``yes``/``no``/``on``/``off`` unquoted (YAML 1.1 reads a boolean) for a type that is not ``bool`` |
+| TP017 | error    | ``approval: always`` on a tool that runs in the kernel |
+| TP018 | warning  | two tools loaded together that are near-duplicates (:mod:`toolpath.registry.near_duplicates`): the same signature and texts that say the same |
 | TP100 | error    | the file cannot be read or is not valid YAML/JSON |
 | TP101 | error    | a field is missing, unknown or of the wrong type |
 | TP102 | error    | a state token declared twice (or differently in two files) |
@@ -56,6 +58,7 @@ from toolpath.registry.catalog_documents import garbage_collection_paused
 from toolpath.registry.catalog_packages import SkippedCatalog, import_roots, without_missing_modules
 from toolpath.registry.catalog_problems import CatalogError, CatalogProblem, boolean_word_advice, did_you_mean
 from toolpath.registry.names import function_names
+from toolpath.registry.near_duplicates import near_duplicates
 from toolpath.registry.tools import ToolDefinition, reachable_states
 from toolpath.registry.type_strings import TypeStringError, check_type_string, type_name_suggestion
 
@@ -79,6 +82,7 @@ RULES: dict[str, tuple[Severity, str]] = {
     "TP015": ("warning", "output parameter that carries a state"),
     "TP016": ("warning", "YAML 1.1 boolean word as a default"),
     "TP017": ("error", "approval: always on a tool that runs in the kernel"),
+    "TP018": ("warning", "near-duplicate tools"),
     "TP100": ("error", "unreadable catalog"),
     "TP101": ("error", "invalid field"),
     "TP102": ("error", "duplicate state"),
@@ -328,6 +332,30 @@ def _check_catalog(catalog: Catalog, facts: _Facts) -> list[Finding]:
             problem = _type_string_problem(text)
             if problem is not None:
                 findings.append(_finding(catalog, ["tools", index, *location, "type"], "TP006", problem))
+    return findings
+
+
+def _near_duplicate_findings(checked: list[Catalog]) -> list[Finding]:
+    """TP018 for each pair of near-duplicate tools among every catalog checked together
+    (:func:`toolpath.registry.near_duplicates.near_duplicates`), at the later tool of the pair: whichever
+    of two catalogs a tool comes from, a task loading both faces the same coin toss."""
+    places = [(catalog, index) for catalog in checked for index in range(len(catalog.tools))]
+    where = {id(catalog.tools[index]): (catalog, index) for catalog, index in places}
+    findings = []
+    for pair in near_duplicates([catalog.tools[index] for catalog, index in places]):
+        catalog, index = where[id(pair.second)]
+        first_catalog, _ = where[id(pair.first)]
+        first = repr(pair.first.name) if first_catalog is catalog else f"{pair.first.name!r} (in {first_catalog.path})"
+        findings.append(
+            _finding(
+                catalog,
+                ["tools", index],
+                "TP018",
+                f"tools {first} and {pair.second.name!r} look like near-duplicates: the same requires, produces, parameters, return and effects, "
+                f"and texts that say the same (the words of one are all among the other's; {pair.similarity:.2f} alike), so search cannot tell "
+                "which one a task means and goal choice between them is a coin toss; merge them into one tool, or make their descriptions say how they differ",
+            )
+        )
     return findings
 
 
@@ -616,6 +644,8 @@ def _lint(
     facts = _facts(checked, warnings)
     for catalog in checked:
         findings.extend(_check_catalog(catalog, facts))
+    if warnings:
+        findings.extend(_near_duplicate_findings(checked))
     if import_modules:
         with _importable(catalogs):
             for catalog in catalogs:

@@ -52,6 +52,11 @@ differently, neither is clear), they need no work
 cannot be the one named. A rival that does other work and writes nothing stays a rival: "sort
 sales.csv by revenue into sorted.csv" is not a plain copy.
 
+Between two near-duplicate tools (lint TP018: one signature, texts that say the same) that only
+the search's order separates, learned examples decide, or ``--json`` says it was a coin toss; a coin
+toss between tools with effects is not understood
+(:mod:`toolpath.planner.tasks.near_duplicate_choice`).
+
 A catalog may declare ``vocabulary: closed``: its texts use every word its users ask for its work
 with. A part whose goal is a tool of such a catalog, matched weakly (below
 :data:`CLOSED_VOCABULARY_MIN_SCORE`), whose head (its action word and object, before any
@@ -70,7 +75,7 @@ import re
 import weakref
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolpath.errors import PYTHON, Refusal, Vocabulary
 from toolpath.kernel.inside.tool_search import bm25_terms, name_words
@@ -84,6 +89,9 @@ from toolpath.planner.tasks.clauses import head_words, without_file_names, witho
 from toolpath.planner.tasks.direction import DirectionReading, read_direction
 from toolpath.planner.tasks.probes import probe_inputs
 from toolpath.registry import ToolDefinition
+
+if TYPE_CHECKING:
+    from toolpath.planner.tasks.near_duplicate_choice import DuplicateChoice
 
 MARGIN = 0.05
 WORK_MARGIN = 0.10
@@ -313,7 +321,10 @@ class GoalCandidate:
         return self.lost_because or self.problem or "ranked lower by the search"
 
     def lost_to(self, chosen: GoalCandidate) -> str:
-        """The first ranking test this candidate loses to ``chosen``, in words."""
+        """The first ranking test this candidate loses to ``chosen``, in words (or the reason already set:
+        a near-duplicate decided by learned examples or a coin toss)."""
+        if self.lost_because:
+            return self.lost_because
         if self.plan is None and chosen.plan is not None:
             return self.problem or "no plan reaches it from the held states"
         if chosen.named and not self.named:
@@ -343,12 +354,15 @@ class GoalChoice:
     ``effects_evidence`` says why a plan with effects ran on a match the effects rule alone would
     refuse (:func:`_effect_evidence`), empty otherwise; ``direction`` what kinds the words name as
     what the task starts from and asks for, and how the candidates stand to them
-    (:meth:`toolpath.planner.tasks.direction.DirectionReading.explanation`), empty when they name none."""
+    (:meth:`toolpath.planner.tasks.direction.DirectionReading.explanation`), empty when they name none;
+    ``near_duplicate`` how the chosen goal's tool was chosen over a near-duplicate rival
+    (:mod:`toolpath.planner.tasks.near_duplicate_choice`), or ``None``."""
 
     chosen: GoalCandidate
     passed_over: tuple[GoalCandidate, ...]
     effects_evidence: str = ""
     direction: str = ""
+    near_duplicate: DuplicateChoice | None = None
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
@@ -447,6 +461,9 @@ class GoalSearch:
             the words give (:func:`toolpath.planner.tasks.arguments.bind_arguments`: "revenue over
             1000" for filter_rows' conditions) count as bound when candidates are compared;
             ``None``: no file is read.
+        learned_examples: ``{qualified tool name: learned examples of it}`` (a catalog overlay's
+            per-tool counts): between two near-duplicate tools, the one more examples favour is
+            chosen (:mod:`toolpath.planner.tasks.near_duplicate_choice`); empty: none learned.
     """
 
     graph: StateGraph
@@ -458,6 +475,7 @@ class GoalSearch:
     work_margin: float = WORK_MARGIN
     meant: Mapping[str, str] = field(default_factory=dict)
     probe_directory: str | os.PathLike[str] | None = None
+    learned_examples: Mapping[str, int] = field(default_factory=dict)
 
 
 def _with_words(
@@ -530,7 +548,9 @@ def choose_goal(
         InputError: the best candidates' cells would put an input where it is not meant (a
             candidate refused so is passed over when another serves).
         UnclearEffectError: the chosen goal's plan runs a tool with effects on a weak or ambiguous
-            match (see the module docstring); NeitherMeantError: ``search.meant`` says none of them.
+            match (see the module docstring), or on a coin toss between near-duplicate tools
+            (:class:`toolpath.planner.tasks.near_duplicate_choice.DuplicateEffectError`);
+            NeitherMeantError: ``search.meant`` says none of them.
         QueryError: an empty task.
         PlanningTimeout, PlanningCancelled: from ``search.budget``.
     """
@@ -617,6 +637,11 @@ def choose_goal(
         )
 
     ordered = sorted(candidates.values(), key=rank, reverse=True)
+    duplicate = None
+    if answer is None:  # a person who said which candidate they meant chose between near-duplicates too
+        from toolpath.planner.tasks.near_duplicate_choice import choose_between_duplicates  # it reads goals' candidates
+
+        ordered, duplicate = choose_between_duplicates(graph, task, ordered, search.learned_examples)
     chosen = ordered[0]
     if chosen.plan is None:
         refusal = refused.get((chosen.goal, chosen.hit.name if chosen.hit.kind == "tool" else None))
@@ -633,7 +658,7 @@ def choose_goal(
         if unserved is not None:
             raise unserved
     passed_over = tuple(replace(candidate, lost_because=candidate.lost_to(chosen)) for candidate in ordered[1:] if candidate.close)
-    return GoalChoice(chosen, passed_over, evidence, direction.explanation(chosen.hit))
+    return GoalChoice(chosen, passed_over, evidence, direction.explanation(chosen.hit), duplicate)
 
 
 def _rescued(

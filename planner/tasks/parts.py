@@ -141,6 +141,7 @@ class PartMatch:
             "alternatives": [candidate.to_dict() for candidate in self.choice.passed_over] if self.choice is not None else [],
             "effects_evidence": self.choice.effects_evidence or None if self.choice is not None else None,
             "direction": self.choice.direction or None if self.choice is not None else None,
+            "near_duplicate": self.choice.near_duplicate.to_dict() if self.choice is not None and self.choice.near_duplicate is not None else None,
             "problem": self.problem or None,
             "candidates": [hit_label(hit) for hit in self.unclear.candidates] if self.unclear is not None else [],
             "closest": list(self.closest),
