@@ -7,7 +7,8 @@ seed, so the same examples are held back on every run and whatever their order. 
 * for each held-back phrasing (a step, or a request served by one tool): where its tool ranks among
   the tools ``Workspace.search`` returns: R@1, R@5 and MRR@10 (reciprocal rank, 0 past 10);
 * for each held-back request: node F1 of the tools ``Workspace.plan_task`` plans against the
-  example's tools (a refused request plans none).
+  example's tools, with every input state held (as if the user gave the files and values it
+  needs: an example names no inputs); a refused request plans none.
 """
 
 from __future__ import annotations
@@ -143,10 +144,11 @@ def _search_figures(workspace: Workspace, phrasings: Sequence[tuple[str, ToolKey
 
 def _node_f1(workspace: Workspace, requests: Sequence[tuple[str, set[ToolKey]]]) -> float:
     """Mean node F1 of the tools planned for each request against its tools."""
+    given = [token for token, state in workspace.loaded.states.items() if state.input]
     scores = []
     for request, gold in requests:
         try:
-            task = workspace.plan_task(request, probe_directory=None)
+            task = workspace.plan_task(request, held=given, probe_directory=None)
             planned = {(step.tool.server_name or "", step.tool.name) for step in task.plan.steps}
         except ToolpathError:  # a refused request plans no tool
             planned = set()
