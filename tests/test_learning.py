@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 import yaml
 
-from toolpath.planner.learning import LearnError, learn, read_examples
+from toolpath.planner import learn, read_examples
 from toolpath.planner.learning.examples import ExamplesError
+from toolpath.planner.learning.overlay_learning import LearnError
 from toolpath.planner.search.embedding_model import DEFAULT_MODEL_ID
 from toolpath.planner.tasks.workspace import Workspace
 from toolpath.registry import CatalogError, lint_catalogs, load_checked
