@@ -11,7 +11,6 @@ parsing safe (:mod:`toolpath.registry.catalog_documents`).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -405,7 +404,7 @@ def load_catalogs(paths: Iterable[str | Path], *, max_bytes: int | None = None) 
     if problems:
         raise CatalogError(problems)
     catalogs, skipped = without_missing_modules(catalogs)
-    return dataclasses.replace(combine_catalogs(catalogs, overlays), skipped=tuple(skipped))
+    return combine_catalogs(catalogs, overlays, skipped)
 
 
 def _shared_functions(catalogs: Sequence[Catalog]) -> list[CatalogProblem]:
@@ -434,10 +433,11 @@ def _shared_functions(catalogs: Sequence[Catalog]) -> list[CatalogProblem]:
 
 
 @garbage_collection_paused()
-def combine_catalogs(catalogs: Sequence[Catalog], overlays: Sequence[Overlay] = ()) -> LoadedCatalogs:
+def combine_catalogs(catalogs: Sequence[Catalog], overlays: Sequence[Overlay] = (), skipped: Sequence[SkippedCatalog] = ()) -> LoadedCatalogs:
     """Cross-check catalogs already read, then register all their tools into one registry, each
     with the prerequisites ``overlays`` give it added to its ``requires``
-    (:func:`toolpath.registry.overlays.apply_overlays`).
+    (:func:`toolpath.registry.overlays.apply_overlays`; what they say of the ``skipped`` catalogs'
+    domains is passed over).
 
     Raises:
         CatalogError: a state token declared differently in two files, a (server, tool name)
@@ -473,7 +473,7 @@ def combine_catalogs(catalogs: Sequence[Catalog], overlays: Sequence[Overlay] = 
     if overlays:
         from toolpath.registry.overlays import apply_overlays
 
-        tools, overlay_problems = apply_overlays(overlays, tools, states)
+        tools, overlay_problems = apply_overlays(overlays, tools, states, {entry.domain for entry in skipped})
         problems.extend(overlay_problems)
     if problems:
         raise CatalogError(problems)
@@ -481,4 +481,4 @@ def combine_catalogs(catalogs: Sequence[Catalog], overlays: Sequence[Overlay] = 
     registry = ToolRegistry()
     for tool in tools:
         registry.register_tool(tool)
-    return LoadedCatalogs(tuple(catalogs), registry, states, overlays=tuple(overlays))
+    return LoadedCatalogs(tuple(catalogs), registry, states, tuple(skipped), tuple(overlays))

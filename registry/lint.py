@@ -39,7 +39,6 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
-import dataclasses
 import difflib
 import functools
 import importlib
@@ -644,7 +643,7 @@ def _lint(
             catalogs = []
     if catalogs:
         try:
-            loaded = dataclasses.replace(combine_catalogs(catalogs, overlays), skipped=tuple(skipped))
+            loaded = combine_catalogs(catalogs, overlays, skipped)
         except CatalogError as error:
             findings.extend(_as_finding(problem) for problem in error.problems)
     checked = catalogs + checked

@@ -49,7 +49,7 @@ from __future__ import annotations
 import hashlib
 import json
 import zipfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -329,14 +329,20 @@ def _read_adapter(parsed: OverlayFile, directory: Path, locator: SourceLocator) 
 
 
 def apply_overlays(
-    overlays: Sequence[Overlay], tools: Sequence[ToolDefinition], states: Mapping[str, State]
+    overlays: Sequence[Overlay], tools: Sequence[ToolDefinition], states: Mapping[str, State], skipped_domains: Collection[str] = ()
 ) -> tuple[list[ToolDefinition], list[CatalogProblem]]:
     """The tools with each overlay's prerequisites added to their ``requires``, and the problems.
 
     Problems: TP108 for a tool (server, name), state token or prerequisite state no catalog has;
     TP109 for a prerequisite no tool but the one requiring it can reach, from the states a user can
     hold (``input: true``, or produced by no tool): requiring it would make the tool unusable.
+    Entries of ``skipped_domains`` (catalogs left out for missing modules, which were warned of
+    already) are passed over: their tools and states (``domain.…``) are simply not there.
     """
+
+    def skipped(name: str) -> bool:
+        return name in skipped_domains or name.split(".", 1)[0] in skipped_domains
+
     problems: list[CatalogProblem] = []
     by_key = {(tool.server_name, tool.name): tool for tool in tools}
     added: dict[tuple[str | None, str], set[str]] = {}
@@ -344,6 +350,8 @@ def apply_overlays(
     for overlay in overlays:
         for index, entry in enumerate(overlay.document.tools):
             key = (entry.server, entry.name)
+            if key not in by_key and skipped(entry.server):
+                continue
             if key not in by_key:
                 names = [f"{server}/{name}" for server, name in by_key]
                 problems.append(
@@ -356,6 +364,8 @@ def apply_overlays(
                 continue
             for position, prerequisite in enumerate(entry.prerequisites):
                 location: list[str | int] = ["tools", index, "prerequisites", position, "state"]
+                if prerequisite.state not in states and skipped(prerequisite.state):
+                    continue
                 if prerequisite.state not in states:
                     problems.append(
                         overlay.problem(
@@ -368,7 +378,7 @@ def apply_overlays(
                 added.setdefault(key, set()).add(prerequisite.state)
                 where[(key, prerequisite.state)] = (overlay, location)
         for index, state in enumerate(overlay.document.states):
-            if state.token not in states:
+            if state.token not in states and not skipped(state.token):
                 problems.append(
                     overlay.problem(
                         ["states", index, "token"],

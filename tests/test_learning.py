@@ -231,3 +231,22 @@ def test_evaluate_reports_search_before_and_after_on_the_examples_held_back(tmp_
     assert report["phrasings_measured"] == report["held_back_examples"]
     assert report["search_after"]["r_at_1"] > report["search_before"]["r_at_1"]
     assert "held back by --evaluate" in yaml.safe_load((tmp_path / "learned.yaml").read_text())["overlay"]["learned_from"]
+
+
+def test_what_an_overlay_says_of_a_catalog_skipped_for_missing_modules_is_passed_over(tmp_path):
+    extra = tmp_path / "extra.yaml"
+    catalog = {
+        "domain": "extra",
+        "package": "extra_tools",
+        "states": [{"token": "extra.greeted", "description": "A person was greeted."}],
+        "tools": [{"name": "greet", "description": "Greet a person.", "state_transition": {"produces": ["extra.greeted"]}}],
+    }
+    extra.write_text(yaml.safe_dump(catalog))
+    overlay = tmp_path / "learned.yaml"
+    examples = [*EXAMPLES, {"request": "say hello to the visitor", "tools": ["greet"]}]
+    learn([TABULAR, extra], read_examples(_write_examples(tmp_path / "examples.jsonl", examples)), overlay, embedder=WordHashEmbedder())
+    extra.write_text(yaml.safe_dump({**catalog, "requirements": {"modules": ["no_module_of_this_name"], "install": "pip install it"}}))
+    with pytest.warns(UserWarning, match="'extra'.*skipped"):
+        loaded = load_checked([TABULAR, extra, overlay])
+    assert [entry.domain for entry in loaded.skipped] == ["extra"]
+    assert ("tool", "extra", "greet") in loaded.overlays[0].entries  # kept in the file, found in no index
