@@ -11,6 +11,9 @@ from typing import TYPE_CHECKING
 from toolpath.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from toolpath.planner.learning.evaluation import EvaluationReport, evaluate_learning
+    from toolpath.planner.learning.examples import LabelledExample, read_examples
+    from toolpath.planner.learning.overlay_learning import LearnReport, learn
     from toolpath.planner.planning.graph import StateGraph, UnknownStateError
     from toolpath.planner.planning.plans import NoPlanError, Plan, PlanningCancelled, PlanningTimeout, PlanStep, alternative_plans, plan, plan_to_run
     from toolpath.planner.search.skills import SkillHit, SkillIndex
@@ -25,7 +28,10 @@ if TYPE_CHECKING:
 
 _HOME = {
     "AgentSession": "toolpath.planner.tasks.agent_session",
+    "EvaluationReport": "toolpath.planner.learning.evaluation",
     "GoalSearch": "toolpath.planner.tasks.goals",
+    "LabelledExample": "toolpath.planner.learning.examples",
+    "LearnReport": "toolpath.planner.learning.overlay_learning",
     "NoMatchingSkillError": "toolpath.planner.tasks.goals",
     "NoPlanError": "toolpath.planner.planning.plans",
     "NotEnglishError": "toolpath.planner.tasks.language",
@@ -47,8 +53,11 @@ _HOME = {
     "Workspace": "toolpath.planner.tasks.workspace",
     "alternative_plans": "toolpath.planner.planning.plans",
     "choose_goal": "toolpath.planner.tasks.goals",
+    "evaluate_learning": "toolpath.planner.learning.evaluation",
+    "learn": "toolpath.planner.learning.overlay_learning",
     "plan": "toolpath.planner.planning.plans",
     "plan_to_run": "toolpath.planner.planning.plans",
+    "read_examples": "toolpath.planner.learning.examples",
     "render_cell": "toolpath.planner.tasks.cell",
 }
 

@@ -11,13 +11,12 @@ parsing safe (:mod:`toolpath.registry.catalog_documents`).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -45,6 +44,9 @@ from toolpath.registry.names import function_names
 from toolpath.registry.states import State, StateTransition
 from toolpath.registry.tool_registry import ToolRegistry
 from toolpath.registry.tools import ReturnSpec, ToolDefinition, ToolParameter
+
+if TYPE_CHECKING:
+    from toolpath.registry.overlays import Overlay
 
 
 @dataclass(frozen=True)
@@ -98,12 +100,15 @@ class Catalog:
 @dataclass(frozen=True)
 class LoadedCatalogs:
     """Several catalogs loaded together: one registry holding every tool, and every state by token;
-    ``skipped`` lists the catalogs left out because modules they need are missing."""
+    ``skipped`` lists the catalogs left out because modules they need are missing; ``overlays``
+    the overlays loaded with them (:mod:`toolpath.registry.overlays`), whose prerequisites the
+    registry's tools already require."""
 
     catalogs: tuple[Catalog, ...]
     registry: ToolRegistry
     states: dict[str, State]
     skipped: tuple[SkippedCatalog, ...] = ()
+    overlays: tuple[Overlay, ...] = ()
 
 
 def _dropped_tokens(items: Any, kept: set[int], tokens_of: Callable[[dict], list]) -> frozenset[str]:
@@ -176,8 +181,42 @@ def read_catalog(path: str | Path, *, max_bytes: int | None = None) -> Catalog:
         ValueError: ``max_bytes`` is not a positive integer.
     """
     path = Path(path)
+    document, locator = _read_document(path, max_bytes)
+    if is_overlay_document(document):
+        raise CatalogError(
+            [
+                locator.problem(
+                    ["overlay"],
+                    "this is a catalog overlay (written by `toolpath learn`), not a catalog: load it with its catalogs (load_catalogs, --add-catalog)",
+                )
+            ]
+        )
+    return _catalog_from_document(path, document, locator)
+
+
+def read_source(path: str | Path, *, max_bytes: int | None = None) -> Catalog | Overlay:
+    """Read a catalog file, or an overlay (a document with a top-level ``overlay:`` key, checked by
+    :func:`toolpath.registry.overlays.read_overlay`); bounds and errors as :func:`read_catalog`'s."""
+    path = Path(path)
+    document, locator = _read_document(path, max_bytes)
+    if is_overlay_document(document):
+        from toolpath.registry.overlays import read_overlay  # numpy loads only when an overlay is given
+
+        return read_overlay(path, document, locator)
+    return _catalog_from_document(path, document, locator)
+
+
+def is_overlay_document(document: Any) -> bool:
+    """Whether a parsed file is an overlay (a mapping with a top-level ``overlay`` key)."""
+    return isinstance(document, dict) and "overlay" in document
+
+
+def _read_document(path: Path, max_bytes: int | None) -> tuple[Any, SourceLocator]:
     text = read_text(path, size_limit(path, max_bytes))
-    document, locator = parse_document(path, text)
+    return parse_document(path, text)
+
+
+def _catalog_from_document(path: Path, document: Any, locator: SourceLocator) -> Catalog:
     if not isinstance(document, dict):
         found = "an empty file" if document is None else f"a {type(document).__name__}"
         raise CatalogError([locator.problem([], f"a catalog is a mapping with keys domain, package, states, tools; found {found}", UNREADABLE)])
@@ -349,6 +388,7 @@ def load_catalogs(paths: Iterable[str | Path], *, max_bytes: int | None = None) 
         ValueError: ``max_bytes`` is not a positive integer.
     """
     catalogs: list[Catalog] = []
+    overlays: list[Overlay] = []
     problems: list[CatalogProblem] = []
     # The same file named twice (`--catalog a.yaml --catalog ./a.yaml`) is loaded once.
     unique: dict[Path, Path] = {}
@@ -356,13 +396,15 @@ def load_catalogs(paths: Iterable[str | Path], *, max_bytes: int | None = None) 
         unique.setdefault(Path(path).resolve(), Path(path))
     for path in unique.values():
         try:
-            catalogs.append(read_catalog(path, max_bytes=max_bytes))
+            source = read_source(path, max_bytes=max_bytes)
         except CatalogError as error:
             problems.extend(error.problems)
+            continue
+        (catalogs if isinstance(source, Catalog) else overlays).append(source)
     if problems:
         raise CatalogError(problems)
     catalogs, skipped = without_missing_modules(catalogs)
-    return dataclasses.replace(combine_catalogs(catalogs), skipped=tuple(skipped))
+    return combine_catalogs(catalogs, overlays, skipped)
 
 
 def _shared_functions(catalogs: Sequence[Catalog]) -> list[CatalogProblem]:
@@ -391,12 +433,16 @@ def _shared_functions(catalogs: Sequence[Catalog]) -> list[CatalogProblem]:
 
 
 @garbage_collection_paused()
-def combine_catalogs(catalogs: Sequence[Catalog]) -> LoadedCatalogs:
-    """Cross-check catalogs already read, then register all their tools into one registry.
+def combine_catalogs(catalogs: Sequence[Catalog], overlays: Sequence[Overlay] = (), skipped: Sequence[SkippedCatalog] = ()) -> LoadedCatalogs:
+    """Cross-check catalogs already read, then register all their tools into one registry, each
+    with the prerequisites ``overlays`` give it added to its ``requires``
+    (:func:`toolpath.registry.overlays.apply_overlays`; what they say of the ``skipped`` catalogs'
+    domains is passed over).
 
     Raises:
-        CatalogError: a state token declared differently in two files, or a (server, tool name)
-            pair defined in two files. Nothing is registered.
+        CatalogError: a state token declared differently in two files, a (server, tool name)
+            pair defined in two files, or an overlay naming a tool or state no catalog has or
+            giving a prerequisite that makes a cycle. Nothing is registered.
     """
     problems: list[CatalogProblem] = []
     states: dict[str, State] = {}
@@ -423,11 +469,16 @@ def combine_catalogs(catalogs: Sequence[Catalog]) -> LoadedCatalogs:
                 )
             tool_origin.setdefault(key, catalog.path)
     problems.extend(_shared_functions(catalogs))
+    tools = [tool for catalog in catalogs for tool in catalog.tools]
+    if overlays:
+        from toolpath.registry.overlays import apply_overlays
+
+        tools, overlay_problems = apply_overlays(overlays, tools, states, {entry.domain for entry in skipped})
+        problems.extend(overlay_problems)
     if problems:
         raise CatalogError(problems)
 
     registry = ToolRegistry()
-    for catalog in catalogs:
-        for tool in catalog.tools:
-            registry.register_tool(tool)
-    return LoadedCatalogs(tuple(catalogs), registry, states)
+    for tool in tools:
+        registry.register_tool(tool)
+    return LoadedCatalogs(tuple(catalogs), registry, states, tuple(skipped), tuple(overlays))

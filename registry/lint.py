@@ -27,6 +27,10 @@
 | TP104 | error    | a tool whose module cannot be resolved (no ``module`` and no ``package``) |
 | TP105 | error    | two differently named tools that one module would implement with one function |
 | TP106 | error    | a tool names an MCP server its catalog does not declare under ``mcp_servers`` |
+| TP108 | error    | an overlay names a tool or state no loaded catalog has (or is linted without catalogs) |
+| TP109 | error    | an overlay's prerequisite only the tool itself could reach (a cycle) |
+| TP110 | error    | an overlay's vectors or adapter file is missing, of the wrong shape or model, changed since written, or older than its phrasings |
+| TP111 | error    | with ``embedding_model``: an overlay learned with another embedding model |
 
 TP1xx problems stop a catalog from loading; the linter reports them as findings and still checks
 every state and tool that did validate, in every file. Codes never change meaning; new rules get new codes.
@@ -37,7 +41,6 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
-import dataclasses
 import difflib
 import functools
 import importlib
@@ -53,7 +56,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from toolpath.registry.catalog import Catalog, LoadedCatalogs, combine_catalogs, read_catalog
+from toolpath.registry.catalog import Catalog, LoadedCatalogs, combine_catalogs, read_source
 from toolpath.registry.catalog_documents import garbage_collection_paused
 from toolpath.registry.catalog_packages import SkippedCatalog, import_roots, without_missing_modules
 from toolpath.registry.catalog_problems import CatalogError, CatalogProblem, boolean_word_advice, did_you_mean
@@ -61,6 +64,9 @@ from toolpath.registry.names import function_names
 from toolpath.registry.near_duplicates import near_duplicates
 from toolpath.registry.tools import ToolDefinition, reachable_states
 from toolpath.registry.type_strings import TypeStringError, check_type_string, type_name_suggestion
+
+if typing.TYPE_CHECKING:
+    from toolpath.registry.overlays import Overlay
 
 Severity = Literal["error", "warning"]
 
@@ -90,6 +96,10 @@ RULES: dict[str, tuple[Severity, str]] = {
     "TP104": ("error", "tool module cannot be resolved"),
     "TP105": ("error", "two tools share one function"),
     "TP106": ("error", "undeclared MCP server"),
+    "TP108": ("error", "overlay names what no catalog has"),
+    "TP109": ("error", "overlay prerequisite makes a cycle"),
+    "TP110": ("error", "overlay vectors do not match"),
+    "TP111": ("error", "overlay learned with another embedding model"),
 }
 
 
@@ -603,31 +613,55 @@ def _resolves(name: str) -> bool:
     return False
 
 
+def _overlay_findings(overlays: list[Overlay], with_catalogs: bool, embedding_model: str | None) -> list[Finding]:
+    """TP108 for overlays linted without any catalog (their names cannot be checked), TP111 for
+    overlays learned with another embedding model than ``embedding_model``."""
+    findings = []
+    for overlay in overlays:
+        if not with_catalogs:
+            message = "an overlay refines catalogs: lint it together with them (toolpath validate CATALOG... OVERLAY) so that its names can be checked"
+            findings.append(_as_finding(overlay.problem(["overlay"], message, "TP108")))
+        if embedding_model is not None and overlay.model != embedding_model:
+            message = f"learned with embedding model {overlay.model!r}, but search uses {embedding_model!r}: its vectors cannot be compared; re-run `toolpath learn` with the model in use"
+            findings.append(_as_finding(overlay.problem(["overlay", "embedding_model"], message, "TP111")))
+    return findings
+
+
 def _as_finding(problem: CatalogProblem) -> Finding:
     return Finding(problem.path, problem.line, problem.column, problem.code, "error", problem.field, problem.message)
 
 
 @garbage_collection_paused()
 def _lint(
-    paths: Iterable[str | Path], import_modules: bool, max_bytes: int | None, warnings: bool = True, skip_missing_modules: bool = False
+    paths: Iterable[str | Path],
+    import_modules: bool,
+    max_bytes: int | None,
+    warnings: bool = True,
+    skip_missing_modules: bool = False,
+    embedding_model: str | None = None,
 ) -> tuple[list[Finding], LoadedCatalogs | None]:
     """Findings sorted by file and position, and the files that loaded, combined (``None`` when
     none did or they do not combine). ``warnings=False`` skips the warning rules;
     ``skip_missing_modules`` leaves out the catalogs whose required modules are missing
-    (:func:`toolpath.registry.catalog_packages.without_missing_modules`)."""
+    (:func:`toolpath.registry.catalog_packages.without_missing_modules`); ``embedding_model``, when
+    given, is the model whose vectors overlays must hold (TP111)."""
     findings: list[Finding] = []
     catalogs: list[Catalog] = []
+    overlays: list[Overlay] = []
     loaded = None
     # Files that failed to load are still checked for what did validate, so fixing one problem
     # does not reveal a second round of findings.
     checked: list[Catalog] = []
     for path in paths:
         try:
-            catalogs.append(read_catalog(path, max_bytes=max_bytes))
+            source = read_source(path, max_bytes=max_bytes)
         except CatalogError as error:
             findings.extend(_as_finding(problem) for problem in error.problems)
             if error.partial is not None:
                 checked.append(error.partial)
+            continue
+        (catalogs if isinstance(source, Catalog) else overlays).append(source)
+    findings.extend(_overlay_findings(overlays, bool(catalogs or checked), embedding_model))
     skipped: list[SkippedCatalog] = []
     if skip_missing_modules:
         try:
@@ -637,7 +671,7 @@ def _lint(
             catalogs = []
     if catalogs:
         try:
-            loaded = dataclasses.replace(combine_catalogs(catalogs), skipped=tuple(skipped))
+            loaded = combine_catalogs(catalogs, overlays, skipped)
         except CatalogError as error:
             findings.extend(_as_finding(problem) for problem in error.problems)
     checked = catalogs + checked
@@ -656,21 +690,25 @@ def _lint(
     return findings, loaded
 
 
-def lint_catalogs(paths: Iterable[str | Path], import_modules: bool = False, *, max_bytes: int | None = None) -> list[Finding]:
+def lint_catalogs(
+    paths: Iterable[str | Path], import_modules: bool = False, *, max_bytes: int | None = None, embedding_model: str | None = None
+) -> list[Finding]:
     """Lint catalog files together (a token declared in one file counts for all).
 
     Args:
-        paths: catalog files.
+        paths: catalog files, and overlays (:mod:`toolpath.registry.overlays`) checked against them.
         import_modules: also import each tool's module and check the function exists (runs their
             import-time code, with the catalogs' package roots and the current directory on the
             import path, as a kernel would have them).
         max_bytes: the largest catalog file read, as in :func:`toolpath.registry.read_catalog` (a larger one
             is a TP100 finding).
+        embedding_model: the id of the embedding model search uses (``embedder.model_id``); an
+            overlay whose vectors come from another is a TP111 finding. ``None``: not checked.
 
     Returns:
         Findings sorted by file, line and code; empty when the catalogs are clean.
     """
-    return _lint(paths, import_modules, max_bytes)[0]
+    return _lint(paths, import_modules, max_bytes, embedding_model=embedding_model)[0]
 
 
 def load_checked(paths: Iterable[str | Path], *, max_bytes: int | None = None) -> LoadedCatalogs:

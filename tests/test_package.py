@@ -139,11 +139,11 @@ def test_imports_flow_one_way_registry_then_kernel_then_planner():
     assert upward == []
 
 
-def test_the_planner_s_sub_packages_import_one_way_planning_then_search_then_tasks_then_interfaces():
+def test_the_planner_s_sub_packages_import_one_way_planning_then_search_then_tasks_then_learning_then_interfaces():
     """Each layer of the pipeline imports only the layers below it (lazy imports too), none imports
     the ``toolpath.planner`` façade, and each sub-package's ``__init__`` imports nothing, so that
     importing one pulls none of its heavy modules."""
-    layers = {"planning": 0, "search": 1, "tasks": 2, "interfaces": 3}
+    layers = {"planning": 0, "search": 1, "tasks": 2, "learning": 3, "interfaces": 4}
     assert sorted(path.name for path in (ROOT / "planner").iterdir() if path.is_dir() and path.name != "__pycache__") == sorted(layers)
     assert sorted(path.name for path in (ROOT / "planner").glob("*.py")) == ["__init__.py"]
     wrong = []

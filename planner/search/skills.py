@@ -26,7 +26,7 @@ import unicodedata
 import warnings
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import bm25s
 import numpy as np
@@ -38,6 +38,9 @@ from toolpath.planner.planning.plans import NoPlanError, Plan, plan, plan_to_run
 from toolpath.planner.search.embedding import Embedder, EmbedderUnavailableError, checked_vectors, default_embedder
 from toolpath.planner.search.embedding_cache import CachedEmbedder, EmbeddingCache, warn_unusable
 from toolpath.registry.storage import StoreError
+
+if TYPE_CHECKING:
+    from toolpath.planner.search.learned import LearnedEntry, LearnedSearch
 
 # bm25s sets its logger to DEBUG itself, so an application that logs at the root (the MCP SDK's
 # server does) prints a note for every index built; the application's level decides instead.
@@ -157,6 +160,9 @@ class SkillIndex:
             for ``$TOOLPATH_HOME/toolpath.db``, or ``False`` for no cache. Embedders without a
             ``model_id`` are never cached.
         rrf_k, dense_weight: the fusion's constants (defaults: :data:`RRF_K`, :data:`DENSE_WEIGHT`).
+        learned: phrasings learned from use (:class:`toolpath.planner.search.learned.LearnedSearch`):
+            an entry's dense similarity is its best over its own texts and its learned phrasings,
+            and the learned adapter, if any, maps each query vector first.
 
     When sentence-transformers is not installed, the default embedder cannot load: the index warns
     (``RuntimeWarning``) and searches with BM25 only (``mode`` becomes ``"bm25"``).
@@ -178,6 +184,7 @@ class SkillIndex:
         cache: EmbeddingCache | str | os.PathLike[str] | Literal[False] | None = None,
         rrf_k: float = RRF_K,
         dense_weight: float = DENSE_WEIGHT,
+        learned: LearnedSearch | None = None,
     ):
         if mode not in ("hybrid", "dense", "bm25"):
             raise ValueError(f"mode must be 'hybrid', 'dense' or 'bm25', got {mode!r}")
@@ -207,6 +214,8 @@ class SkillIndex:
         if documents:
             self._bm25.index(bm25_terms(documents), show_progress=False)
         self.embedder: Embedder | None = None
+        self.learned = learned
+        self._learned_owner = self._learned_owners(learned)
         self._recent_queries: dict[str, np.ndarray] = {}
         self._queries_ready = False
         self._cached: CachedEmbedder | None = None
@@ -221,6 +230,28 @@ class SkillIndex:
         self._first_text.append(len(self._texts))
         self._texts.extend(kept)
         return kept
+
+    def _learned_owners(self, learned: LearnedSearch | None) -> np.ndarray:
+        """The index of the entry each learned row belongs to (-1: no entry of this index)."""
+        if learned is None:
+            return np.zeros(0, dtype=np.int64)
+        position = {(entry.kind, entry.server if entry.kind == "tool" else None, entry.name): index for index, entry in enumerate(self._entries)}
+        return np.asarray([position.get(entry, -1) for entry in learned.entries], dtype=np.int64)
+
+    def entry_vector(self, entry: LearnedEntry) -> np.ndarray:
+        """The mean of the unit vectors of an entry's texts (``(kind, server, name)``; server ``None`` for a state).
+
+        Raises:
+            ValueError: the index has no such entry, or no embeddings.
+        """
+        kind, server, name = entry
+        for index, known in enumerate(self._entries):
+            if known.kind == kind and known.name == name and (kind == "state" or known.server == server):
+                if len(self._vectors) != len(self._texts):
+                    raise ValueError("the index has no embeddings (BM25 only)")
+                end = self._first_text[index + 1] if index + 1 < len(self._first_text) else len(self._texts)
+                return self._vectors[self._first_text[index] : end].mean(axis=0)
+        raise ValueError(f"the index has no {kind} {name!r}" + (f" of server {server!r}" if server else ""))
 
     def _embed_texts(self, embedder: Embedder, cache: EmbeddingCache | str | os.PathLike[str] | Literal[False] | None) -> None:
         try:
@@ -355,6 +386,8 @@ class SkillIndex:
         if vector is None:
             assert self.embedder is not None
             vector = _normalised(checked_vectors(self.embedder([query]), 1, self.embedder))[0]
+            if self.learned is not None and self.learned.adapter is not None:
+                vector = _normalised((vector @ self.learned.adapter)[None, :])[0]
             if len(self._recent_queries) >= _RECENT_QUERIES:
                 del self._recent_queries[next(iter(self._recent_queries))]
             self._recent_queries[query] = vector
@@ -375,6 +408,10 @@ class SkillIndex:
         is_best = np.flatnonzero(similarities == best[owner])
         best_text = np.empty(len(starts), dtype=np.int64)
         best_text[owner[is_best][::-1]] = is_best[::-1]
+        if self.learned is not None and len(self._learned_owner):
+            known = self._learned_owner >= 0
+            learned_similarities = np.einsum("ij,j->i", self.learned.vectors[known], query_vector)
+            np.maximum.at(best, self._learned_owner[known], learned_similarities)
         return best, best_text
 
     def _fused(self, similarity: np.ndarray | None, lexical: np.ndarray) -> np.ndarray:

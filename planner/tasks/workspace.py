@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from toolpath.planner.planning.graph import StateGraph
     from toolpath.planner.planning.plans import Plan
     from toolpath.planner.search.embedding import Embedder
+    from toolpath.planner.search.learned import LearnedSearch
     from toolpath.planner.search.skills import SkillHit, SkillIndex
     from toolpath.planner.tasks.agent_session import AgentSession
     from toolpath.planner.tasks.cell import PlannedCell
@@ -115,11 +116,54 @@ class Workspace:
 
     @property
     def index(self) -> SkillIndex:
+        """The skill index, built on first use, with the phrasings (and query adapter) of the loaded
+        overlays when there are any (:meth:`learned_search`).
+
+        Raises:
+            CatalogError: an overlay learned with another embedding model than the one in use (TP111).
+        """
         if self._index is None:
             from toolpath.planner.search.skills import SkillIndex
 
-            self._index = SkillIndex(self.graph, self.embedder)
+            self._index = SkillIndex(self.graph, self.embedder, learned=self.learned_search())
         return self._index
+
+    def learned_search(self) -> LearnedSearch | None:
+        """The loaded overlays' phrasings as one :class:`toolpath.planner.search.learned.LearnedSearch`
+        (their rows in load order; the last overlay's adapter, if any), or ``None`` without overlays.
+
+        Raises:
+            CatalogError: an overlay's vectors come from another embedding model than the one in
+                use (TP111): they cannot be compared with its query vectors; re-run ``toolpath learn``.
+        """
+        overlays = self.loaded.overlays
+        if not overlays:
+            return None
+        import numpy as np
+
+        from toolpath.planner.search.embedding import default_embedder
+        from toolpath.planner.search.learned import LearnedSearch
+        from toolpath.registry.overlays import OTHER_MODEL
+
+        model = getattr(self.embedder if self.embedder is not None else default_embedder(), "model_id", None)
+        other = [overlay for overlay in overlays if model is not None and overlay.model != model]
+        if other:
+            raise CatalogError(
+                [
+                    overlay.problem(
+                        ["overlay", "embedding_model"],
+                        f"learned with embedding model {overlay.model!r}, but search uses {model!r}: re-run `toolpath learn` with the model in use, or remove the overlay",
+                        OTHER_MODEL,
+                    )
+                    for overlay in other
+                ]
+            )
+        adapters = [overlay.adapter for overlay in overlays if overlay.adapter is not None]
+        return LearnedSearch(
+            tuple(entry for overlay in overlays for entry in overlay.entries),
+            np.concatenate([overlay.vectors for overlay in overlays]),
+            adapters[-1] if adapters else None,
+        )
 
     def search(self, query: str, k: int = 10, **filters: Any) -> list[SkillHit]:
         """:meth:`toolpath.planner.search.skills.SkillIndex.search` (filters: ``held``, ``domain``, ``kind``, ``reachable_only``).

@@ -51,9 +51,11 @@ def add_validate_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def command_validate(arguments: argparse.Namespace) -> int:
+    from toolpath.planner.search.embedding_model import DEFAULT_MODEL_ID
     from toolpath.registry import lint_catalogs
 
-    findings = lint_catalogs(arguments.catalogs, import_modules=arguments.import_modules)
+    # An overlay's vectors must come from the model search uses (TP111).
+    findings = lint_catalogs(arguments.catalogs, import_modules=arguments.import_modules, embedding_model=DEFAULT_MODEL_ID)
     errors = sum(finding.severity == "error" for finding in findings)
     if arguments.json:
         emit_json({"ok": errors == 0, "errors": errors, "warnings": len(findings) - errors, "findings": [finding.to_dict() for finding in findings]})

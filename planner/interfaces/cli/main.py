@@ -21,6 +21,7 @@ from toolpath.errors import ToolpathError
 from toolpath.planner.interfaces.cli.catalogs import add_catalog_parser, add_init_parser, add_schema_parser, add_validate_parser
 from toolpath.planner.interfaces.cli.graph import add_graph_parser
 from toolpath.planner.interfaces.cli.history import add_history_parser
+from toolpath.planner.interfaces.cli.learning import add_learn_parser
 from toolpath.planner.interfaces.cli.planning import add_cell_parser, add_plan_parser, add_search_parser
 from toolpath.planner.interfaces.cli.run import add_run_parser
 from toolpath.planner.interfaces.cli.serve import add_serve_parser
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_graph_parser,
         add_init_parser,
         add_catalog_parser,
+        add_learn_parser,
         add_serve_parser,
         add_history_parser,
     ):
