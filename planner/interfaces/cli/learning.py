@@ -50,13 +50,10 @@ def add_learn_parser(commands: argparse._SubParsersAction) -> None:
 
 def _examples(arguments: argparse.Namespace) -> tuple[list, str]:
     from toolpath.planner.learning.examples import read_examples
+    from toolpath.planner.learning.record import labelled_examples, local_user
 
     if arguments.from_file is not None:
         return read_examples(arguments.from_file), str(arguments.from_file)
-    try:
-        from toolpath.planner.learning.record import labelled_examples, local_user
-    except ImportError:
-        raise CommandLineError("--from-record: this toolpath has no record of use (toolpath.planner.learning.record is missing); give --from-file") from None
     return labelled_examples(None, local_user()), "the record of use"
 
 
