@@ -15,8 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
+from test_learning import TABULAR, WordHashEmbedder
 from test_serve import over_http, serve_over_http  # noqa: F401  (serve_over_http is a fixture)
 
+from toolpath.planner import learn
 from toolpath.planner.learning.record import CORRECTION_WINDOW_SECONDS, Edits, Recorder, RecordSettings, clear, history, labelled_examples, local_user
 from toolpath.registry.database import forget_database
 
@@ -209,3 +212,23 @@ def test_two_users_of_one_server_never_see_each_others_record(serve_over_http, t
     assert bobs.outcome == "planned" and "aspirin" not in json.dumps(bobs.to_dict())
     assert labelled_examples(str(store), "bob") == [] and len(labelled_examples(str(store), "alice")) == 1
     forget_database(str(store))
+
+
+def test_a_request_from_the_record_teaches_the_state_its_chain_ends_with_not_its_first_tools(store, tmp_path):
+    recorder = Recorder("cli", str(store))
+    recorder.refused("ann", "make the schema", ValueError("so the table exists"))  # makes the table
+    clear(str(store), "ann")
+    chain = ["tabular/load_table", "tabular/plot_histogram"]
+    _entry(recorder, "ann", "ran", request="show how lopsided <column> is in <file .csv>", shown=chain, ran=chain, at=1000.0)
+    # A correction: the request was refused, then steps that ran.
+    _entry(recorder, "ann", "refused", request="read <file .csv> and tell me how skewed <column> is", at=2000.0)
+    parts = [{"text": "load <file .csv>", "tools": ["tabular/load_table"]}, {"text": "draw a histogram of <column>", "tools": ["tabular/plot_histogram"]}]
+    _entry(recorder, "ann", "ran", steps=["load <file .csv>", "draw a histogram of <column>"], parts=parts, shown=chain, ran=chain, at=2100.0)
+
+    examples = labelled_examples(str(store), "ann")
+    learn([TABULAR], examples, tmp_path / "learned.yaml", embedder=WordHashEmbedder())
+    states = {state["token"]: state["phrasings"] for state in yaml.safe_load((tmp_path / "learned.yaml").read_text())["states"]}
+    # Loading the table is how the chain starts, not what the person asked for.
+    assert states == {
+        "tabular.histogram_plotted": ["show how lopsided <column> is in <file .csv>", "read <file .csv> and tell me how skewed <column> is"],
+    }

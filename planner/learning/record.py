@@ -488,7 +488,7 @@ def labelled_examples(store: Database | str | os.PathLike[str] | None, user: str
         if entry.request is not None:
             pending.pop(chain, None)
             if ran:
-                examples.append(LabelledExample(tools=ran, request=entry.request, source=source))
+                examples.append(LabelledExample(tools=ran, request=entry.request, links=_straight_line(ran), source=source))
             elif entry.outcome != "ran":
                 pending[chain] = entry
             continue
@@ -500,5 +500,13 @@ def labelled_examples(store: Database | str | os.PathLike[str] | None, user: str
                 examples.append(LabelledExample(tools=tuple(tools[0] for tools in step_tools), steps=entry.steps, source=source))
         corrected = pending.pop(chain, None)
         if corrected is not None and entry.recorded_at - corrected.recorded_at <= CORRECTION_WINDOW_SECONDS:
-            examples.append(LabelledExample(tools=ran, request=corrected.request, source=f"record entry {corrected.entry_id}, corrected by {entry.entry_id}"))
+            source = f"record entry {corrected.entry_id}, corrected by {entry.entry_id}"
+            examples.append(LabelledExample(tools=ran, request=corrected.request, links=_straight_line(ran), source=source))
     return examples
+
+
+def _straight_line(tools: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """The edges of a chain run in order, as a labelled examples file's line without ``links`` has
+    them: without them, every tool of the chain would count as one it ends with, and the request
+    would teach the states of its first tools too."""
+    return tuple(zip(tools, tools[1:]))
