@@ -232,3 +232,13 @@ def test_a_request_from_the_record_teaches_the_state_its_chain_ends_with_not_its
     assert states == {
         "tabular.histogram_plotted": ["show how lopsided <column> is in <file .csv>", "read <file .csv> and tell me how skewed <column> is"],
     }
+
+
+def test_an_email_address_in_the_words_is_kept_as_its_kind_not_its_name(store):
+    recorder = Recorder("cli", str(store))
+    request = "email the summary to ada.lovelace@example.com and cc bob+sales@mail.example.co.uk"
+    recorder.refused("ann", request, ValueError(f"no tool can serve {request!r}"))
+    (entry,) = history(str(store), "ann")
+    assert entry.request == "email the summary to <email> and cc <email>"
+    for written in (entry.request, entry.detail):
+        assert "ada" not in written and "lovelace" not in written and "bob" not in written and "example" not in written

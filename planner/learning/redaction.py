@@ -8,8 +8,8 @@ What is replaced, wherever it stands in the text:
   known with its parameter, so a column is ``<column>``), except the catalog's own words (a
   parameter's ``choices``, the operators of a condition);
 * quoted spans (``'Ada'`` → ``<text>``; a quoted file name or number by its kind), URLs
-  (``<url>``), file names (``<file .csv>``: the extension is kept, it says what kind of file) and
-  numbers (``<number>``, with dates and times written in digits).
+  (``<url>``), e-mail addresses (``<email>``), file names (``<file .csv>``: the extension is kept,
+  it says what kind of file) and numbers (``<number>``, with dates and times written in digits).
 
 The kinds keep what a task asks for (a learner needs "plot <file .csv> by month"), and drop what
 only this user's data says.
@@ -26,6 +26,8 @@ from typing import Any
 from toolpath.planner.tasks.clauses import is_file_name
 
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+[^\s.,;:!?)'\"]")
+# A name, "@", and a domain of dotted labels: its domain alone would read as a file name ("bob@<file .com>").
+_EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 # As toolpath.planner.tasks.arguments reads file names inside a text: a suffix of two to seven characters.
 _FILE = re.compile(r"(?<![\w./~-])[\w./~-]*\w\.([A-Za-z][A-Za-z0-9]{1,6})(?![\w/-])")
 # Digits with their separators: 12, 3.5, 1,000, 2024-03-01, 10:30, 50%.
@@ -43,8 +45,10 @@ class KnownValue:
 
 
 def kind_marker(value: Any, meaning: str | None = None) -> str:
-    """The marker standing for ``value``: ``<column>``, ``<file .csv>``, ``<url>``, ``<number>`` or
-    ``<text>``."""
+    """The marker standing for ``value``: ``<email>``, ``<column>``, ``<file .csv>``, ``<url>``,
+    ``<number>`` or ``<text>``."""
+    if isinstance(value, str) and _EMAIL.fullmatch(value.strip()):
+        return "<email>"
     if meaning in ("column", "columns"):
         return "<column>"
     if isinstance(value, bool):
@@ -86,6 +90,7 @@ def redacted(text: str, known: Iterable[KnownValue] = (), shapes: bool = True) -
     if shapes:
         spans += [(match.start(), match.end(), kind_marker(match.group(2))) for match in _QUOTED.finditer(text)]
         spans += [(match.start(), match.end(), "<url>") for match in _URL.finditer(text)]
+        spans += [(match.start(), match.end(), "<email>") for match in _EMAIL.finditer(text)]
         spans += [(match.start(), match.end(), kind_marker(match.group())) for match in _FILE.finditer(text)]
     spans += [(match.start(), match.end(), "<number>") for match in _NUMBER.finditer(text)]
     # Of overlapping spans the first and widest names the kind (a quoted file name, not the number
