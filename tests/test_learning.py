@@ -250,3 +250,23 @@ def test_what_an_overlay_says_of_a_catalog_skipped_for_missing_modules_is_passed
         loaded = load_checked([TABULAR, extra, overlay])
     assert [entry.domain for entry in loaded.skipped] == ["extra"]
     assert ("tool", "extra", "greet") in loaded.overlays[0].entries  # kept in the file, found in no index
+
+
+def test_learning_never_overwrites_or_deletes_npz_files_beside_the_overlay_that_are_not_its_own(tmp_path):
+    examples = read_examples(_write_examples(tmp_path / "examples.jsonl", EXAMPLES))
+    someone_elses = tmp_path / "learned.vectors.npz"
+    someone_elses.write_bytes(b"my own measurements")
+    with pytest.raises(LearnError, match="learned.vectors.npz exists and is not a file of an overlay"):
+        learn([TABULAR], examples, tmp_path / "learned.yaml", embedder=WordHashEmbedder())
+    assert someone_elses.read_bytes() == b"my own measurements"
+    assert not (tmp_path / "learned.yaml").exists()
+
+    # Learning again over its own overlay replaces its files; an adapter file it never wrote stays.
+    someone_elses.unlink()
+    learn([TABULAR], examples, tmp_path / "learned.yaml", embedder=WordHashEmbedder(), adapter=False)
+    learn([TABULAR], examples, tmp_path / "learned.yaml", embedder=WordHashEmbedder(), adapter=False)
+    (tmp_path / "learned.adapter.npz").write_bytes(b"not the overlay's")
+    with pytest.raises(LearnError, match="learned.adapter.npz exists"):
+        learn([TABULAR], examples, tmp_path / "learned.yaml", embedder=WordHashEmbedder(), adapter=False)
+    assert (tmp_path / "learned.adapter.npz").read_bytes() == b"not the overlay's"
+    assert load_checked([TABULAR, tmp_path / "learned.yaml"]).overlays

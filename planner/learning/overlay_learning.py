@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import yaml
 
 from toolpath.errors import Refusal
 from toolpath.planner.learning.examples import ExamplesError, LabelledExample, resolve_tool
@@ -244,6 +245,25 @@ def _check_destination(out: Path) -> None:
             raise LearnError(f"--out {out}: cannot read the file there ({error.strerror or error})") from None
         if not any(line.startswith("overlay:") for line in head.splitlines()):
             raise LearnError(f"--out {out} exists and is not an overlay (no top-level `overlay:`); learning would overwrite it: choose another file")
+    # The .npz files beside it are replaced (and an adapter no longer fitted deleted) only when the
+    # overlay there names them: a file of that name that is someone else's is left alone.
+    named = _files_named(out) if out.exists() else set()
+    for companion in companion_paths(out):
+        if companion.exists() and companion.name not in named:
+            raise LearnError(
+                f"--out {out}: {companion} exists and is not a file of an overlay at {out}; learning would overwrite or delete it: move it, or choose another name"
+            )
+
+
+def _files_named(overlay: Path) -> set[str]:
+    """The ``vectors`` and ``adapter`` file names the overlay at ``overlay`` gives (none when it does not parse)."""
+    try:
+        document = yaml.safe_load(overlay.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return set()
+    if not isinstance(document, dict):
+        return set()
+    return {document[key] for key in ("vectors", "adapter") if isinstance(document.get(key), str)}
 
 
 def _phrasings(
