@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from toolpath.registry.catalog_documents import SourceLocator
 from toolpath.registry.catalog_problems import INVALID_FIELD, CatalogError, CatalogProblem, did_you_mean, short_repr
@@ -130,6 +130,14 @@ class OverlayFile(_Strict):
     adapter: str | None = None
     tools: list[OverlayTool] = Field(default_factory=list)
     states: list[OverlayState] = Field(default_factory=list)
+
+    @field_validator("vectors", "adapter")
+    @classmethod
+    def _beside_the_overlay(cls, name: str | None) -> str | None:
+        # The files are written beside the overlay; a path elsewhere (/etc/..., ../x.npz) is no file of it.
+        if name is not None and (name in (".", "..") or "/" in name or "\\" in name):
+            raise ValueError("must be the name of a file beside the overlay (NAME.vectors.npz), not a path")
+        return name
 
 
 @dataclass(frozen=True)

@@ -270,3 +270,11 @@ def test_learning_never_overwrites_or_deletes_npz_files_beside_the_overlay_that_
         learn([TABULAR], examples, tmp_path / "learned.yaml", embedder=WordHashEmbedder(), adapter=False)
     assert (tmp_path / "learned.adapter.npz").read_bytes() == b"not the overlay's"
     assert load_checked([TABULAR, tmp_path / "learned.yaml"]).overlays
+
+
+@pytest.mark.parametrize("elsewhere", ["/etc/passwd", "../learned.vectors.npz", "data/learned.vectors.npz"])
+def test_an_overlay_whose_vectors_are_not_beside_it_is_refused_at_its_line(tmp_path, elsewhere):
+    overlay = _learned(tmp_path)
+    _edit(overlay, lambda document: document.update(vectors=elsewhere))
+    (problem,) = _problems(overlay)
+    assert problem.field == "vectors" and "a file beside the overlay" in problem.message and elsewhere in problem.message
