@@ -90,7 +90,7 @@ class OverlayHeader(_Strict):
     learned_from: str = ""
     examples: int = Field(ge=0)
     embedding_model: str = Field(min_length=1)
-    dimension: int = Field(ge=1)
+    dimension: int = Field(ge=1, le=4096)  # embedding models give hundreds; a bound keeps a hostile file from sizing memory
     vectors_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     adapter_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     prerequisite_thresholds: dict[str, float | int | str] = Field(default_factory=dict)
@@ -240,8 +240,19 @@ def _duplicates(parsed: OverlayFile, locator: SourceLocator) -> list[CatalogProb
     return problems
 
 
-def _load_npz(path: Path, expected_sha256: str, locator: SourceLocator, location: list[str | int]) -> tuple[dict[str, np.ndarray] | None, list[CatalogProblem]]:
-    """The arrays of an ``.npz`` whose SHA-256 must be ``expected_sha256`` (never unpickled)."""
+#: Bytes of a ``.npy`` member's header (numpy writes 128, or a multiple of 64 for long shapes).
+_NPY_HEADER_BYTES = 4096
+#: Characters of the longest text member (a model id, a SHA-256 digest).
+_LONGEST_TEXT = 1024
+
+
+def _load_npz(
+    path: Path, expected_sha256: str, locator: SourceLocator, location: list[str | int], members: Mapping[str, int]
+) -> tuple[dict[str, np.ndarray] | None, list[CatalogProblem]]:
+    """The arrays ``members`` names (``{name: most bytes it may take}``) of an ``.npz`` whose SHA-256
+    must be ``expected_sha256``; never unpickled, and no member is read beyond its size (whoever
+    writes the file writes its hash too: the hash proves no origin, so a small file that inflates to
+    gigabytes must not be inflated)."""
     if not path.is_file():
         return None, [locator.problem(location, f"the file {path} does not exist (it is written beside the overlay); {RELEARN}", BAD_VECTORS)]
     try:
@@ -257,8 +268,14 @@ def _load_npz(path: Path, expected_sha256: str, locator: SourceLocator, location
             )
         ]
     try:
+        with zipfile.ZipFile(path) as archive:
+            sizes = {info.filename.removesuffix(".npy"): info.file_size for info in archive.infolist()}
+        too_large = sorted(name for name, size in sizes.items() if name in members and size > members[name])
+        if too_large:
+            message = f"{path} holds an array `{too_large[0]}` of {sizes[too_large[0]]:,} bytes, more than the overlay's size allows; {RELEARN}"
+            return None, [locator.problem(location, message, BAD_VECTORS)]
         with np.load(path, allow_pickle=False) as archive:
-            return {name: archive[name] for name in archive.files}, []
+            return {name: archive[name] for name in members if name in archive.files}, []
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as error:
         return None, [locator.problem(location, f"{path} is not a numpy .npz file of plain arrays ({error}); {RELEARN}", BAD_VECTORS)]
 
@@ -271,7 +288,9 @@ def _text(arrays: Mapping[str, np.ndarray], name: str) -> str | None:
 def _read_vectors(parsed: OverlayFile, directory: Path, locator: SourceLocator, rows: int) -> tuple[np.ndarray | None, list[CatalogProblem]]:
     header = parsed.overlay
     path = directory / parsed.vectors
-    arrays, problems = _load_npz(path, header.vectors_sha256, locator, ["vectors"])
+    text_bytes = _NPY_HEADER_BYTES + 4 * _LONGEST_TEXT
+    members = {"vectors": _NPY_HEADER_BYTES + 8 * rows * header.dimension, "model": text_bytes, "phrasings_sha256": text_bytes}
+    arrays, problems = _load_npz(path, header.vectors_sha256, locator, ["vectors"], members)
     if arrays is None:
         return None, problems
     vectors = arrays.get("vectors")
@@ -321,7 +340,8 @@ def _read_adapter(parsed: OverlayFile, directory: Path, locator: SourceLocator) 
     if header.adapter_sha256 is None:
         return None, [locator.problem(["overlay"], f"the overlay names an adapter file but gives no `adapter_sha256` for it; {RELEARN}", BAD_VECTORS)]
     path = directory / parsed.adapter
-    arrays, problems = _load_npz(path, header.adapter_sha256, locator, ["adapter"])
+    members = {"adapter": _NPY_HEADER_BYTES + 8 * header.dimension**2, "model": _NPY_HEADER_BYTES + 4 * _LONGEST_TEXT}
+    arrays, problems = _load_npz(path, header.adapter_sha256, locator, ["adapter"], members)
     if arrays is None:
         return None, problems
     adapter = arrays.get("adapter")

@@ -278,3 +278,26 @@ def test_an_overlay_whose_vectors_are_not_beside_it_is_refused_at_its_line(tmp_p
     _edit(overlay, lambda document: document.update(vectors=elsewhere))
     (problem,) = _problems(overlay)
     assert problem.field == "vectors" and "a file beside the overlay" in problem.message and elsewhere in problem.message
+
+
+def test_a_vectors_file_that_would_inflate_beyond_its_shape_is_refused_unread(tmp_path):
+    overlay = _learned(tmp_path)
+    vectors = tmp_path / "learned.vectors.npz"
+    with np.load(vectors, allow_pickle=False) as archive:
+        arrays = dict(archive)
+    # 64 MB of zeros compress to almost nothing: the hash is the attacker's own, so only sizes tell.
+    arrays["vectors"] = np.zeros((len(arrays["vectors"]) * 1000, arrays["vectors"].shape[1]), dtype=np.float64)
+    with open(vectors, "wb") as file:
+        np.savez_compressed(file, **arrays)
+    from toolpath.registry.overlays import file_sha256
+
+    assert vectors.stat().st_size < 1_000_000
+    _edit(overlay, lambda document: document["overlay"].update(vectors_sha256=file_sha256(vectors)))
+    (problem,) = _problems(overlay)
+    assert problem.code == "TP110" and "more than the overlay's size allows" in problem.message
+
+
+def test_a_request_longer_than_a_request_can_be_is_refused_at_its_line(tmp_path):
+    path = _write_examples(tmp_path / "examples.jsonl", [EXAMPLES[0], {"request": "plot " * 2000, "tools": ["plot_histogram"]}])
+    with pytest.raises(ExamplesError, match=r"examples.jsonl:2: `request` has 10,000 characters"):
+        read_examples(path)

@@ -242,3 +242,18 @@ def test_an_email_address_in_the_words_is_kept_as_its_kind_not_its_name(store):
     assert entry.request == "email the summary to <email> and cc <email>"
     for written in (entry.request, entry.detail):
         assert "ada" not in written and "lovelace" not in written and "bob" not in written and "example" not in written
+
+
+@pytest.mark.parametrize(
+    ("words", "kept", "gone"),
+    [
+        ("is c1ccccc1O drug-like?", "is <text> drug-like?", "c1ccccc1O"),
+        ("use the key sk-ABCDEF123456 for sample42", "use the key <text> for <text>", "ABCDEF"),
+        ("open ~/data/sales then C:\\Users\\ada\\q.xlsx", "open <path> then <path>", "ada"),
+        ("compare version v1.2.3 with the mean price per region", "compare version <text> with the mean price per region", "v1.2.3"),
+    ],
+)
+def test_identifiers_keys_molecules_and_paths_in_the_words_are_kept_as_kinds(words, kept, gone):
+    from toolpath.planner.learning.redaction import redacted
+
+    assert redacted(words) == kept and gone not in redacted(words)

@@ -24,6 +24,10 @@ from toolpath.errors import ToolpathError
 from toolpath.registry import ToolDefinition, ToolRegistry
 
 _FIELDS = {"request", "steps", "tools", "id", "links"}
+#: Characters a request or step may have: a request is a few sentences (the longest of the taskplan
+#: data's 3,627 has under 1,000); a longer text is a document pasted by mistake, and every overlay
+#: learned from it would carry it.
+LONGEST_TEXT = 4000
 
 
 class ExamplesError(ToolpathError, ValueError):
@@ -109,6 +113,9 @@ def example_from_mapping(data: Any, where: str) -> LabelledExample:
     if request is not None and (not isinstance(request, str) or not request.strip()):
         raise ExamplesError(f"{where}: `request` must be non-empty text")
     step_texts = _texts(steps, where, "steps") if steps is not None else ()
+    for name, text in [("request", request or ""), *(("steps", step) for step in step_texts)]:
+        if len(text) > LONGEST_TEXT:
+            raise ExamplesError(f"{where}: `{name}` has {len(text):,} characters, more than the {LONGEST_TEXT:,} a request or step may have; shorten it")
     if steps is not None and len(step_texts) != len(tools):
         raise ExamplesError(f"{where}: {len(step_texts)} steps but {len(tools)} tools; steps are aligned one to one with tools")
     links = _links(data.get("links"), tools, where)

@@ -9,7 +9,9 @@ What is replaced, wherever it stands in the text:
   parameter's ``choices``, the operators of a condition);
 * quoted spans (``'Ada'`` → ``<text>``; a quoted file name or number by its kind), URLs
   (``<url>``), e-mail addresses (``<email>``), file names (``<file .csv>``: the extension is kept,
-  it says what kind of file) and numbers (``<number>``, with dates and times written in digits).
+  it says what kind of file), paths written out (``<path>``), words mixing letters with digits or
+  notation (``<text>``: keys, versions, identifiers, SMILES) and numbers (``<number>``, with dates
+  and times written in digits).
 
 The kinds keep what a task asks for (a learner needs "plot <file .csv> by month"), and drop what
 only this user's data says.
@@ -33,6 +35,12 @@ _FILE = re.compile(r"(?<![\w./~-])[\w./~-]*\w\.([A-Za-z][A-Za-z0-9]{1,6})(?![\w/
 # Digits with their separators: 12, 3.5, 1,000, 2024-03-01, 10:30, 50%.
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,:/-]\d+)*%?(?!\w)")
 _QUOTED = re.compile(r"(?<!\w)(['\"\u2018\u201c])(.+?)(['\"\u2019\u201d])(?!\w)")
+# A path written out: absolute, from home or a drive ("/home/ada/x", "~/data", "C:\\Users\\ada").
+_PATH = re.compile(r"(?<![\w.])(?:~?/|[A-Za-z]:\\)[^\s'\"]+")
+# A word that mixes letters with digits or notation ("hunter2", "sk-ABC123", "v1.2.3", "CC(=O)O",
+# "c1ccccc1O"): identifiers, keys, versions and molecules are this user's data, never the words of
+# a request, so they go even when no parameter took them ("log2" goes too: privacy first).
+_CODE_LIKE = re.compile(r"(?<!\S)(?=\S*[A-Za-z])(?=\S*(?:\d|[=#()\[\]@]))[^\s,;!?'\"]{4,}")
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,8 @@ def redacted(text: str, known: Iterable[KnownValue] = (), shapes: bool = True) -
         spans += [(match.start(), match.end(), "<url>") for match in _URL.finditer(text)]
         spans += [(match.start(), match.end(), "<email>") for match in _EMAIL.finditer(text)]
         spans += [(match.start(), match.end(), kind_marker(match.group())) for match in _FILE.finditer(text)]
+        spans += [(match.start(), match.end(), "<path>") for match in _PATH.finditer(text)]
+        spans += [(match.start(), match.end(), "<text>") for match in _CODE_LIKE.finditer(text)]
     spans += [(match.start(), match.end(), "<number>") for match in _NUMBER.finditer(text)]
     # Of overlapping spans the first and widest names the kind (a quoted file name, not the number
     # inside it), and the union is replaced: no piece of a value is left beside its marker.
