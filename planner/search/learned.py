@@ -153,7 +153,7 @@ def _embed(embedder: Embedder, texts: list[str]) -> np.ndarray:
     return vectors
 
 
-def fit_query_adapter(index: SkillIndex, query_vectors: np.ndarray, gold: Sequence[LearnedEntry], ridge: float = ADAPTER_RIDGE) -> np.ndarray:
+def fit_query_adapter(index: SkillIndex, query_vectors: np.ndarray, gold: Sequence[LearnedEntry], ridge: float | None = None) -> np.ndarray:
     """A ``(d, d)`` linear map moving each query toward its gold entry's text (ridge toward identity).
 
     Each query (row of ``query_vectors``, normalised here) is paired with the unit vector of the
@@ -165,7 +165,7 @@ def fit_query_adapter(index: SkillIndex, query_vectors: np.ndarray, gold: Sequen
         index: the index whose catalog texts are the targets (it must have embeddings).
         query_vectors: ``(n, d)`` embeddings of labelled queries, by the index's embedder.
         gold: the entry each query was served by, ``(kind, server, name)``.
-        ridge: the pull toward the identity (default :data:`ADAPTER_RIDGE`, which says why).
+        ridge: the pull toward the identity (``None``: :data:`ADAPTER_RIDGE`, which says why).
 
     Raises:
         LearnedSearchError: a shape mismatch, no queries, a non-positive ridge, an index without
@@ -174,6 +174,7 @@ def fit_query_adapter(index: SkillIndex, query_vectors: np.ndarray, gold: Sequen
     queries = np.asarray(query_vectors, dtype=np.float64)
     if queries.ndim != 2 or len(queries) != len(gold) or not len(queries):
         raise LearnedSearchError(f"query vectors have shape {queries.shape} for {len(gold)} gold entries; give an (n, d) array, one row per gold entry, n ≥ 1")
+    ridge = ADAPTER_RIDGE if ridge is None else ridge
     if ridge <= 0:
         raise LearnedSearchError(f"the ridge must be positive, got {ridge}")
     dimensions = index.text_dimensions

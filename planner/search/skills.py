@@ -323,7 +323,7 @@ class SkillIndex:
             position = keys.get(key)
             if position is None:
                 kind, server, name = key
-                what = f"tool {server}/{name}" if kind == "tool" else f"state {name}"
+                what = f"state {name}" if kind == "state" else f"tool {server}/{name}" if server else f"tool {name}"
                 quoted = f" (phrasing {learned.texts[row]!r})" if learned.texts else ""
                 raise LearnedSearchError(
                     f"learned row {row}{quoted} is for the {what}, which the catalogs do not have; learn again from these catalogs, or load the catalog that has it"
