@@ -26,7 +26,7 @@ showed in its top 5 (a user accepting a shown tool); 1 % (random); half an examp
 learned index (all labels, adapter) is measured in the same run, embedding included, interleaved.
 Targets: all R@1 ≥ .78, R@5 ≥ .93; 5 per tool ≥ .65 / .87; top-5 labels ≥ .75 / .90; under one
 example per tool never below unlearned; latency p50 ≤ 1.2× unlearned. ``--tune`` also grid-searches
-the learned constants (``LEARNED_THRESHOLD``, ``LEARNED_WEIGHT``, ``ADAPTER_RIDGE``) on a held-back
+the learned constants (``LEARNED_THRESHOLD``, ``LEARNED_WEIGHT``, ``ADAPTER_RIDGE``, ``LEARNED_LEXICAL_MIN``) on a held-back
 part *of the learning part* (second-to-last hex digit 0-1), learning from the rest.
 
 **Speed**: a catalog of 2,000 tools with 5 affordances each (10,000 texts, taken from the dev
@@ -196,14 +196,19 @@ def learned_search(index: SkillIndex, labelled: list[tuple[str, str]], adapter: 
 
 
 @contextlib.contextmanager
-def learned_constants(threshold: float, weight: float, ridge: float):
-    """Set the learned-search constants for a tuning run (they are module constants, read per query)."""
-    saved = skills_module.LEARNED_THRESHOLD, skills_module.LEARNED_WEIGHT, learned_module.ADAPTER_RIDGE
-    skills_module.LEARNED_THRESHOLD, skills_module.LEARNED_WEIGHT, learned_module.ADAPTER_RIDGE = threshold, weight, ridge
+def learned_constants(threshold: float, weight: float, ridge: float, lexical_min: float):
+    """Set the learned-search constants for a tuning run (module constants, read when used)."""
+    saved = skills_module.LEARNED_THRESHOLD, skills_module.LEARNED_WEIGHT, learned_module.ADAPTER_RIDGE, skills_module.LEARNED_LEXICAL_MIN
+    skills_module.LEARNED_THRESHOLD, skills_module.LEARNED_WEIGHT, learned_module.ADAPTER_RIDGE, skills_module.LEARNED_LEXICAL_MIN = (
+        threshold,
+        weight,
+        ridge,
+        lexical_min,
+    )
     try:
         yield
     finally:
-        skills_module.LEARNED_THRESHOLD, skills_module.LEARNED_WEIGHT, learned_module.ADAPTER_RIDGE = saved
+        skills_module.LEARNED_THRESHOLD, skills_module.LEARNED_WEIGHT, learned_module.ADAPTER_RIDGE, skills_module.LEARNED_LEXICAL_MIN = saved
 
 
 def measure_learned(data: Path, tune: bool) -> dict:
@@ -267,13 +272,17 @@ def tune_learned(graph: StateGraph, embedder, cache: EmbeddingCache, learning: l
     unlearned = SkillIndex(graph, embedder, cache=cache)
     grid: dict = {"held_back_queries": len(held_back), "unlearned": quality(unlearned, held_back, [])}
     label_amounts = label_sets(rest, unlearned, len(graph.registry))
-    for threshold, weight, ridge in itertools.product((0.4, 0.5, 0.6), (0.05, 0.1, 0.3), (0.25, 1.0, 4.0)):
-        with learned_constants(threshold, weight, ridge):
+    # The fused-score constants on a grid, then the ridge and the lexical minimum one at a time
+    # around the shipped values (0: phrasings always join BM25; infinity: never).
+    settings = [(threshold, weight, 1.0, 1.0) for threshold, weight in itertools.product((0.4, 0.5, 0.6), (0.05, 0.1, 0.3))]
+    settings += [(0.5, 0.05, ridge, 1.0) for ridge in (0.25, 4.0)] + [(0.5, 0.05, 1.0, lexical_min) for lexical_min in (0.0, float("inf"))]
+    for threshold, weight, ridge, lexical_min in settings:
+        with learned_constants(threshold, weight, ridge, lexical_min):
             row = {}
             for name, labelled in label_amounts.items():
                 scores = quality(SkillIndex(graph, embedder, cache=cache, learned=learned_search(unlearned, labelled, adapter=True)), held_back, [])
                 row[name] = f"{scores['recall_at_1']:.3f}/{scores['recall_at_5']:.3f}"
-        grid[f"threshold={threshold},weight={weight},ridge={ridge}"] = row
+        grid[f"threshold={threshold},weight={weight},ridge={ridge},lexical_min={lexical_min}"] = row
     return grid
 
 

@@ -133,3 +133,14 @@ def test_learned_vectors_of_another_model_are_refused(office, embedder):
 def test_malformed_learned_data_is_refused_with_what_to_do(arguments, problem):
     with pytest.raises(LearnedSearchError, match=problem):
         LearnedSearch(*arguments)
+
+
+def test_without_embeddings_learned_phrasings_still_count_by_their_words(office, unlearned):
+    # Five phrasings for five tools: enough for their words to join the BM25 documents.
+    phrasings = [(text, tool("dunning_run")) for text in DUNNING_PHRASINGS] + [("find us a room for Thursday's stand-up", tool("book_meeting_room"))]
+    learned = LearnedSearch.from_phrasings(unlearned, phrasings)
+    query = "Hendricks is overdue again"
+    assert "dunning_run" not in [hit.name for hit in SkillIndex(office, mode="bm25", cache=False).search(query)]
+    with pytest.warns(RuntimeWarning, match="learned vectors are ignored"):
+        words_only = SkillIndex(office, mode="bm25", cache=False, learned=learned)
+    assert words_only.search(query)[0].name == "dunning_run"

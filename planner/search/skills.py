@@ -23,7 +23,9 @@ on top of its fused score, so a phrasing seen almost word for word wins over a c
 resembles the query. An entry without phrasings keeps its own similarity and is passed only by an
 entry that has a phrasing closer to the query than any text of its own: with few examples the
 learned entries rarely are, so the search stays at least as good as without (measured on MetaTool,
-with 1 % and half an example per tool, in ``benchmarks/bench_search.py``).
+with 1 % and half an example per tool, in ``benchmarks/bench_search.py``). Once there is at least
+``LEARNED_LEXICAL_MIN`` phrasing per entry on average, the phrasings' words also join their entries'
+BM25 documents (with fewer, they cost more than they bring).
 
 Each hit also says whether it is reachable from the held states and carries the plan that reaches it.
 """
@@ -67,6 +69,11 @@ DENSE_WEIGHT = 0.8
 #: and lose with 5 examples per tool.
 LEARNED_THRESHOLD = 0.5
 LEARNED_WEIGHT = 0.05
+#: Learned phrasings join their entries' BM25 documents once there is at least this many per entry
+#: on average. Measured on the held-back part of the MetaTool learning queries: with 5 and more per
+#: tool their words add ≈ .02 R@1 and .015 R@5; with 1 % or half an example per tool they cost
+#: ≈ .02 R@1 (a few learned tools' documents grow while the rest stay as written).
+LEARNED_LEXICAL_MIN = 1.0
 
 #: Cosine similarity a hit needs to match a task (:func:`toolpath.planner.tasks.goals.choose_goal`, which says how
 #: it was set); ``toolpath search`` marks hits below it.
@@ -90,7 +97,8 @@ class SkillHit:
         score: the fused score (hybrid), the cosine similarity (dense) or the BM25 score (bm25).
         similarity: cosine similarity of the query and the best-matching text, in [-1, 1];
             ``None`` when the index has no embeddings (BM25 only).
-        lexical: the BM25 score of the entry (0 when no query word occurs in it).
+        lexical: the BM25 score of the entry (0 when no query word occurs in it; learned phrasings'
+            words count when they joined, see the module docstring).
         matched: the text that matched best (densely, else the one sharing most query words).
         states: the goal this hit stands for: the state itself, or what the tool produces.
         reachable: for a state, whether a plan from the held states reaches it; for a tool, whether
@@ -221,8 +229,8 @@ class SkillIndex:
             ``model_id`` are never cached.
         rrf_k, dense_weight: the fusion's constants (defaults: :data:`RRF_K`, :data:`DENSE_WEIGHT`).
         learned: learned phrasings and query adapter to fuse in (see the module docstring); ``None``
-            searches exactly as without. Ignored, with a ``RuntimeWarning``, when the index has no
-            embeddings (``mode="bm25"``, or the model is not installed).
+            searches exactly as without. Without embeddings (``mode="bm25"``, or the model is not
+            installed) only the phrasings' words count, with a ``RuntimeWarning`` that the vectors do not.
 
     When sentence-transformers is not installed, the default embedder cannot load: the index warns
     (``RuntimeWarning``) and searches with BM25 only (``mode`` becomes ``"bm25"``).
@@ -273,6 +281,13 @@ class SkillIndex:
             parameters = [_words(parameter.name) for parameter in (*tool.required_parameters, *tool.optional_parameters)]
             # The name as written too, so a request that names the tool ("call SearchPeople") matches it.
             documents.append(" ".join([*texts, *parameters, tool.name]))
+        owners = self._learned_owners(learned) if learned is not None else None
+        if learned is not None and owners is not None and learned.texts and len(learned) >= LEARNED_LEXICAL_MIN * len(self._entries):
+            additions: dict[int, list[str]] = {}
+            for row, owner in enumerate(owners.tolist()):
+                additions.setdefault(owner, []).append(learned.texts[row])
+            for owner, texts in additions.items():
+                documents[owner] = " ".join([documents[owner], *texts])
         self._bm25 = bm25s.BM25()
         if documents:
             self._bm25.index(bm25_terms(documents), show_progress=False)
@@ -284,8 +299,8 @@ class SkillIndex:
         if mode != "bm25" and self._texts:
             self._embed_texts(embedder if embedder is not None else default_embedder(), cache)
         self.learned: LearnedSearch | None = None
-        if learned is not None:
-            self._use_learned(learned)
+        if learned is not None and owners is not None:
+            self._use_learned(learned, owners)
 
     def _add(self, entry: _Entry, texts: list[str]) -> list[str]:
         # Never empty: the dense scores are maxima over each entry's run of texts.
@@ -316,7 +331,8 @@ class SkillIndex:
             self._cached = None
             return checked_vectors(embedder(self._texts), len(self._texts), embedder)
 
-    def _use_learned(self, learned: LearnedSearch) -> None:
+    def _learned_owners(self, learned: LearnedSearch) -> np.ndarray:
+        """The position of each learned row's entry in this index."""
         keys = {self._key(entry): position for position, entry in enumerate(self._entries)}
         owners = np.empty(len(learned), dtype=np.int64)
         for row, key in enumerate(learned.entries):
@@ -329,8 +345,11 @@ class SkillIndex:
                     f"learned row {row}{quoted} is for the {what}, which the catalogs do not have; learn again from these catalogs, or load the catalog that has it"
                 )
             owners[row] = position
+        return owners
+
+    def _use_learned(self, learned: LearnedSearch, owners: np.ndarray) -> None:
         if self.mode == "bm25":
-            warnings.warn("learned search data is ignored: the index has no embeddings (BM25 only)", RuntimeWarning, stacklevel=3)
+            warnings.warn("learned vectors are ignored: the index has no embeddings (BM25 only)", RuntimeWarning, stacklevel=3)
             return
         if learned.dimensions != self._vectors.shape[1]:
             raise LearnedSearchError(
