@@ -95,8 +95,9 @@ class SkillHit:
         name: the state token, or the tool name.
         server: the tool's server; for a state, the prefix of its token (its domain).
         score: the fused score (hybrid), the cosine similarity (dense) or the BM25 score (bm25).
-        similarity: cosine similarity of the query and the best-matching text, in [-1, 1];
-            ``None`` when the index has no embeddings (BM25 only).
+        similarity: cosine similarity of the query and the best-matching text, in [-1, 1] (a
+            learned phrasing of the entry counts as one of its texts); ``None`` when the index has
+            no embeddings (BM25 only).
         lexical: the BM25 score of the entry (0 when no query word occurs in it; learned phrasings'
             words count when they joined, see the module docstring).
         matched: the text that matched best (densely, else the one sharing most query words).
