@@ -15,10 +15,12 @@ with no query word contributing no BM25 term. ``RRF_K`` and ``DENSE_WEIGHT`` wer
 MetaTool dev split only (``benchmarks/bench_search.py``).
 
 **Learned evidence** (optional, :class:`toolpath.planner.search.learned.LearnedSearch`: phrasings
-seen in use, as vectors, and a query adapter). An entry's dense similarity becomes the larger of its
-catalog texts' best cosine (with the adapted query when there is an adapter) and its nearest learned
-phrasing's cosine (with the query as embedded: the phrasings are queries too); and an entry whose
-nearest phrasing reaches ``LEARNED_THRESHOLD`` gains ``LEARNED_WEIGHT × (cosine − LEARNED_THRESHOLD)``
+seen in use, as vectors, and a query adapter). An entry's *learned similarity* is the larger of its
+nearest learned phrasing's cosine and the cosine of the mean of its phrasings (a prototype: with a
+few phrasings per entry it is closer to how the entry is asked for than any one of them), both with
+the query as embedded (the phrasings are queries too). Its dense similarity becomes the larger of
+its catalog texts' best cosine (with the adapted query when there is an adapter) and its learned
+similarity; and an entry whose learned similarity reaches ``LEARNED_THRESHOLD`` gains ``LEARNED_WEIGHT × (similarity − LEARNED_THRESHOLD)``
 on top of its fused score, so a phrasing seen almost word for word wins over a catalog text that only
 resembles the query. An entry without phrasings keeps its own similarity and is passed only by an
 entry that has a phrasing closer to the query than any text of its own: with few examples the
@@ -144,26 +146,34 @@ class SkillHit:
 
 @dataclass(frozen=True)
 class LearnedMatch:
-    """The learned phrasing nearest a query, for a hit it moved.
+    """The learned evidence for a hit it moved.
 
     Attributes:
-        phrasing: the phrasing's text (``None`` when the learned data kept no texts).
+        phrasing: the entry's learned phrasing nearest the query (``None`` when the learned data
+            kept no texts).
         row: its row in the :class:`LearnedSearch`.
-        similarity: its cosine similarity with the query.
-        catalog_similarity: the best cosine of the entry's own catalog texts (``None`` without embeddings).
+        similarity: the entry's learned similarity: the larger of ``phrasing_similarity`` and
+            ``mean_similarity`` (see the module docstring).
+        phrasing_similarity: the nearest phrasing's cosine similarity with the query.
+        mean_similarity: the cosine similarity of the mean of the entry's phrasings with the query.
+        catalog_similarity: the best cosine of the entry's own catalog texts.
     """
 
     phrasing: str | None
     row: int
     similarity: float
-    catalog_similarity: float | None
+    phrasing_similarity: float
+    mean_similarity: float
+    catalog_similarity: float
 
     def to_dict(self) -> dict:
         return {
             "phrasing": self.phrasing,
             "row": self.row,
             "similarity": round(self.similarity, 4),
-            "catalog_similarity": None if self.catalog_similarity is None else round(self.catalog_similarity, 4),
+            "phrasing_similarity": round(self.phrasing_similarity, 4),
+            "mean_similarity": round(self.mean_similarity, 4),
+            "catalog_similarity": round(self.catalog_similarity, 4),
         }
 
 
@@ -178,6 +188,8 @@ class _Scores:
     query_tokens: list[str]
     catalog_similarity: np.ndarray | None = None
     learned_similarity: np.ndarray | None = None
+    phrasing_similarity: np.ndarray | None = None
+    mean_similarity: np.ndarray | None = None
     learned_row: np.ndarray | None = None
 
 
@@ -362,6 +374,8 @@ class SkillIndex:
         self._learned_vectors = learned.vectors[order]
         self._learned_rows = order
         self._learned_entries, self._learned_starts = np.unique(owners[order], return_index=True)
+        sums = np.add.reduceat(self._learned_vectors, self._learned_starts, axis=0) if len(order) else np.zeros((0, learned.dimensions), dtype=np.float32)
+        self._learned_means = _normalised(sums)
 
     @staticmethod
     def _key(entry: _Entry) -> LearnedEntry:
@@ -453,7 +467,7 @@ class SkillIndex:
             matched = self._texts[best_text[index]] if best_text is not None else self._lexical_match(index, set(scores.query_tokens))
             dense = None if similarity is None else float(similarity[index])
             learned = self._learned_match(scores, index)
-            if learned is not None and learned.catalog_similarity is not None and learned.similarity > learned.catalog_similarity:
+            if learned is not None and learned.similarity > learned.catalog_similarity:
                 matched = learned.phrasing if learned.phrasing is not None else matched
             hits.append(
                 SkillHit(
@@ -527,30 +541,36 @@ class SkillIndex:
         # einsum, not `@`, for the reason in _dense_scores.
         catalog_query = query_vector if adapter is None else _normalised(np.einsum("i,ij->j", query_vector, adapter)[None, :])[0]
         catalog_similarity, best_text = self._dense_scores(query, catalog_query)
-        learned_similarity = np.full(len(self._entries), -np.inf, dtype=np.float32)
+        phrasing_similarity = np.full(len(self._entries), -np.inf, dtype=np.float32)
+        mean_similarity = np.full(len(self._entries), -np.inf, dtype=np.float32)
         learned_row = np.full(len(self._entries), -1, dtype=np.int64)
         if len(self._learned_vectors):
             # The phrasings are queries themselves: compared with the query as embedded, not adapted.
             similarities = np.einsum("ij,j->i", self._learned_vectors, query_vector)
             nearest, position = _group_maxima(similarities, self._learned_starts)
-            learned_similarity[self._learned_entries] = nearest
+            phrasing_similarity[self._learned_entries] = nearest
+            mean_similarity[self._learned_entries] = np.einsum("ij,j->i", self._learned_means, query_vector)
             learned_row[self._learned_entries] = self._learned_rows[position]
+        learned_similarity = np.maximum(phrasing_similarity, mean_similarity)
         similarity = np.maximum(catalog_similarity, learned_similarity)
         fused = self._fused(similarity, lexical)
         if self.mode == "hybrid":
             fused = fused + LEARNED_WEIGHT * np.maximum(0.0, learned_similarity - LEARNED_THRESHOLD)
-        return _Scores(fused, similarity, best_text, lexical, query_tokens, catalog_similarity, learned_similarity, learned_row)
+        return _Scores(
+            fused, similarity, best_text, lexical, query_tokens, catalog_similarity, learned_similarity, phrasing_similarity, mean_similarity, learned_row
+        )
 
     def _learned_match(self, scores: _Scores, index: int) -> LearnedMatch | None:
-        if scores.learned_similarity is None or scores.learned_row is None or scores.learned_row[index] < 0:
+        if scores.learned_row is None or scores.learned_row[index] < 0:
             return None
-        nearest = float(scores.learned_similarity[index])
-        catalog = None if scores.catalog_similarity is None else float(scores.catalog_similarity[index])
-        if nearest < LEARNED_THRESHOLD and (catalog is None or nearest <= catalog):
-            return None
-        assert self.learned is not None
+        assert scores.learned_similarity is not None and scores.catalog_similarity is not None and self.learned is not None
+        assert scores.phrasing_similarity is not None and scores.mean_similarity is not None
+        learned, catalog = float(scores.learned_similarity[index]), float(scores.catalog_similarity[index])
+        if learned < LEARNED_THRESHOLD and learned <= catalog:
+            return None  # neither raised its similarity nor added to its score
         row = int(scores.learned_row[index])
-        return LearnedMatch(self.learned.texts[row] if self.learned.texts else None, row, nearest, catalog)
+        phrasing = self.learned.texts[row] if self.learned.texts else None
+        return LearnedMatch(phrasing, row, learned, float(scores.phrasing_similarity[index]), float(scores.mean_similarity[index]), catalog)
 
     def _dense_scores(self, query: str, query_vector: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Per entry: the best cosine over its texts, and the index of that text (``query_vector``:
