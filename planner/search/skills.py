@@ -65,10 +65,11 @@ RRF_K = 20
 DENSE_WEIGHT = 0.8
 
 #: Cosine similarity of a query and a learned phrasing from which the phrasing adds to its entry's
-#: fused score, and how much per unit of cosine above it. Chosen on a held-back part of the MetaTool
-#: learning queries at several amounts of learned data (``benchmarks/bench_search.py --tune``; grid
-#: 0.4-0.6 and 0.05-0.3), never on the measured part: higher weights win a little with all the data
-#: and lose with 5 examples per tool.
+#: fused score, and how much per unit of similarity above it. Chosen on a held-back part of the
+#: MetaTool learning queries at five amounts of learned data (thresholds 0.4-0.6, weights 0.02-0.3;
+#: ``benchmarks/bench_search.py --tune`` repeats the grid), never on the measured part: higher weights
+#: win a little with all the data and lose with 5 examples per tool; a threshold of 0.4 loses with
+#: under one example per tool.
 LEARNED_THRESHOLD = 0.5
 LEARNED_WEIGHT = 0.05
 #: Learned phrasings join their entries' BM25 documents once there is at least this many per entry
