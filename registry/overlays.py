@@ -162,6 +162,12 @@ class Overlay:
     def model(self) -> str:
         return self.document.overlay.embedding_model
 
+    @property
+    def phrasings(self) -> tuple[str, ...]:
+        """The phrasing of each vector row, in row order (as :attr:`entries`)."""
+        document = self.document
+        return tuple(phrasing for item in (*document.tools, *document.states) for phrasing in item.phrasings)
+
     def problem(self, location: Sequence[str | int], message: str, code: str = INVALID_FIELD) -> CatalogProblem:
         return self.locator.problem(location, message, code)
 

@@ -1,6 +1,14 @@
-"""Learned search data: phrasings people used for tools and states, as vectors, and an optional
-linear query adapter (issue 53). Built from an overlay (:mod:`toolpath.registry.overlays`) or from
-labelled phrasings, and given to :class:`toolpath.planner.search.skills.SkillIndex` as ``learned``.
+"""Learned search evidence: phrasings of states and tools seen in use, kept as vectors, and an
+optional linear query adapter.
+
+A :class:`LearnedSearch` is search data, not instructions for a model: one unit vector per learned
+phrasing (a request or step that a tool or state served), each owned by one entry of the index, and
+optionally a ``(d, d)`` matrix applied to query embeddings before they are compared with the
+catalog's own texts. :class:`toolpath.planner.search.skills.SkillIndex` fuses it with its hybrid
+score (see the module docstring there); :func:`fit_query_adapter` fits the matrix with numpy alone.
+
+Every learned phrasing is kept: the issue's measurement (MetaTool, issue 53) found that keeping 8
+phrasings per tool lost most of the gain (R@1 ≈ .64 with 8 against ≈ .81 with all, ≈ 50 per tool).
 """
 
 from __future__ import annotations
@@ -11,68 +19,173 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from toolpath.errors import ToolpathError
 from toolpath.planner.search.embedding import Embedder, checked_vectors
 
 if TYPE_CHECKING:
     from toolpath.planner.search.skills import SkillIndex
 
-#: One learned row's owner: ``(kind, server, name)``; ``server`` is ``None`` for a state.
-LearnedEntry = tuple[Literal["tool", "state"], str | None, str]
+#: ``(kind, server, name)``: a tool is ``("tool", server, name)``; a state ``("state", None, token)``.
+LearnedEntry = tuple[Literal["tool", "state"], "str | None", str]
 
-#: Weight of keeping the adapter near the identity (ridge towards ``I``); with few examples the map
-#: stays close to leaving queries as they are.
-ADAPTER_REGULARISATION = 1.0
+#: Ridge weight pulling the query adapter toward the identity (:func:`fit_query_adapter`). The
+#: fitted queries are unit vectors, so their Gram matrix has trace n and eigenvalues of n/d on
+#: average: a fixed weight of 1 lets a handful of examples (n ≪ d) move the map only along the
+#: directions they span, while thousands of examples outweigh it. Chosen on a held-back part of the
+#: MetaTool learning queries (``benchmarks/bench_search.py``; grid 0.25-4), never on the measured part.
+ADAPTER_RIDGE = 1.0
+
+#: Texts embedded per call when building from phrasings (ONNX Runtime pads a batch to its longest text).
+_BATCH = 64
 
 
-@dataclass(frozen=True)
+class LearnedSearchError(ToolpathError, ValueError):
+    """Learned search data that cannot be used as given: the message names the entry or the array
+    and what to do."""
+
+
+@dataclass(frozen=True, eq=False)
 class LearnedSearch:
-    """Learned phrasings as vectors.
+    """Learned phrasing vectors, one entry per row, and an optional query adapter.
 
     Attributes:
-        entries: the owner of each row of ``vectors``.
-        vectors: ``(len(entries), d)`` float32 unit rows.
-        adapter: a ``(d, d)`` map applied to query vectors (``query @ adapter``), or ``None``.
+        entries: ``(kind, server, name)`` per row of ``vectors``: ``("tool", server, name)`` or
+            ``("state", None, token)``.
+        vectors: ``(n, d)`` float32 embeddings of the phrasings, made by the index's own embedder
+            (they are normalised here; rows must be finite and non-zero).
+        adapter: ``None``, or a ``(d, d)`` matrix: a query vector ``q`` (row) is compared with the
+            catalog's texts as ``q @ adapter``, renormalised (:func:`fit_query_adapter`).
+        texts: the phrasings themselves, aligned with ``vectors`` (empty when not kept); a hit
+            moved by learned evidence quotes its nearest phrasing from here.
+
+    Raises:
+        LearnedSearchError: a row count that differs from the entries, a kind other than
+            ``"tool"``/``"state"``, a state with a server, vectors that are not a finite ``(n, d)``
+            array with non-zero rows, an adapter that is not a finite ``(d, d)`` array, or texts
+            not aligned with the rows.
     """
 
     entries: tuple[LearnedEntry, ...]
-    vectors: np.ndarray = field(repr=False)
-    adapter: np.ndarray | None = field(default=None, repr=False)
+    vectors: np.ndarray
+    adapter: np.ndarray | None = None
+    texts: tuple[str, ...] = field(default=())
+
+    def __post_init__(self):
+        entries = tuple(tuple(entry) for entry in self.entries)
+        for position, entry in enumerate(entries):
+            if len(entry) != 3 or entry[0] not in ("tool", "state") or not isinstance(entry[2], str):
+                raise LearnedSearchError(f"learned entry {position} is {entry!r}; give (kind, server, name) with kind 'tool' or 'state'")
+            if entry[0] == "state" and entry[1] is not None:
+                raise LearnedSearchError(f"learned entry {position} is the state {entry[2]!r} with server {entry[1]!r}; a state's server is None")
+        vectors = np.asarray(self.vectors, dtype=np.float32)
+        if vectors.ndim != 2 or len(vectors) != len(entries) or vectors.shape[1] == 0:
+            raise LearnedSearchError(f"learned vectors have shape {vectors.shape} for {len(entries)} entries; give an (n, d) array, one row per entry")
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        if not np.isfinite(vectors).all() or (len(vectors) and not (norms > 0).all()):
+            raise LearnedSearchError("learned vectors hold NaN, infinite or all-zero rows; every phrasing needs a finite, non-zero embedding")
+        adapter = self.adapter
+        if adapter is not None:
+            adapter = np.asarray(adapter, dtype=np.float32)
+            if adapter.shape != (vectors.shape[1], vectors.shape[1]) or not np.isfinite(adapter).all():
+                raise LearnedSearchError(
+                    f"the query adapter has shape {adapter.shape}; it must be a finite ({vectors.shape[1]}, {vectors.shape[1]}) array for {vectors.shape[1]}-dimensional vectors"
+                )
+        if self.texts and len(self.texts) != len(entries):
+            raise LearnedSearchError(f"{len(self.texts)} learned texts for {len(entries)} entries; give one text per row, or none")
+        object.__setattr__(self, "entries", entries)
+        object.__setattr__(self, "vectors", vectors / np.where(norms == 0, 1, norms))
+        object.__setattr__(self, "adapter", adapter)
+        object.__setattr__(self, "texts", tuple(self.texts))
+
+    @property
+    def dimensions(self) -> int:
+        """``d``, the length of every vector."""
+        return int(self.vectors.shape[1])
+
+    def __len__(self) -> int:
+        """Number of learned phrasings."""
+        return len(self.entries)
+
+    def with_adapter(self, adapter: np.ndarray | None) -> LearnedSearch:
+        """The same phrasings with ``adapter`` instead (``None``: without one)."""
+        return LearnedSearch(self.entries, self.vectors, adapter, self.texts)
 
     @classmethod
-    def from_phrasings(cls, embedder: Embedder, pairs: Sequence[tuple[str, LearnedEntry]], adapter: np.ndarray | None = None) -> LearnedSearch:
-        """Embed ``[(text, entry)]`` into a :class:`LearnedSearch`.
+    def from_phrasings(cls, embedder: SkillIndex | Embedder, phrasings: Sequence[tuple[str, LearnedEntry]], adapter: np.ndarray | None = None) -> LearnedSearch:
+        """Embed ``(text, entry)`` pairs into learned search data, every one kept.
+
+        Args:
+            embedder: the :class:`SkillIndex` the data is for (its embedder is used, so learned and
+                catalog vectors share one model), or an embedder.
+            phrasings: ``(text, (kind, server, name))`` pairs; texts are stripped.
+            adapter: an optional ``(d, d)`` query adapter.
 
         Raises:
-            ValueError: the embedder's output is not a finite ``(len(pairs), d)`` array.
+            LearnedSearchError: a blank text (naming its position), an index without embeddings
+                (BM25 only: nothing to compare vectors with), or bad entries/adapter (see the class).
+            ValueError: the embedder's output is not a finite ``(n, d)`` array.
         """
-        texts = [text for text, _ in pairs]
-        vectors = checked_vectors(embedder(texts), len(texts), embedder) if texts else np.zeros((0, 1), dtype=np.float32)
-        return cls(tuple(entry for _, entry in pairs), unit_rows(vectors), adapter)
+        texts = [text.strip() for text, _ in phrasings]
+        for position, text in enumerate(texts):
+            if not text:
+                raise LearnedSearchError(f"learned phrasing {position} (for {phrasings[position][1]!r}) is blank; give the words of the request")
+        from toolpath.planner.search.skills import SkillIndex  # skills imports this module
+
+        model = embedder.embedder if isinstance(embedder, SkillIndex) else embedder
+        if model is None:
+            raise LearnedSearchError("the index has no embeddings (BM25 only), so learned phrasings cannot be compared; install the embedding model")
+        vectors = _embed(model, texts)
+        return cls(tuple(entry for _, entry in phrasings), vectors, adapter, tuple(texts))
 
 
-def unit_rows(vectors: np.ndarray) -> np.ndarray:
-    """``vectors`` as float32 rows of length 1 (zero rows stay zero)."""
-    vectors = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.where(norms == 0, 1, norms)
+def _embed(embedder: Embedder, texts: list[str]) -> np.ndarray:
+    if not texts:
+        probe = checked_vectors(embedder(["probe"]), 1, embedder)
+        return np.zeros((0, probe.shape[1]), dtype=np.float32)
+    order = sorted(range(len(texts)), key=lambda position: len(texts[position]))
+    vectors = np.empty((len(texts), 0), dtype=np.float32)
+    for start in range(0, len(order), _BATCH):
+        batch = order[start : start + _BATCH]
+        embedded = checked_vectors(embedder([texts[position] for position in batch]), len(batch), embedder)
+        if vectors.shape[1] == 0:
+            vectors = np.empty((len(texts), embedded.shape[1]), dtype=np.float32)
+        vectors[batch] = embedded
+    return vectors
 
 
-def fit_query_adapter(index: SkillIndex, query_vectors: np.ndarray, gold: list[LearnedEntry]) -> np.ndarray:
-    """A ``(d, d)`` linear map ``W`` taking each query vector towards its gold entry's vector in the
-    index (the mean of the entry's text vectors), by ridge regression regularised towards the
-    identity: ``W = argmin ‖QW − T‖² + λ‖W − I‖²`` with λ = :data:`ADAPTER_REGULARISATION`, solved
-    in closed form, ``(QᵀQ + λI)⁻¹ (QᵀT + λI)`` (numpy only).
+def fit_query_adapter(index: SkillIndex, query_vectors: np.ndarray, gold: Sequence[LearnedEntry], ridge: float | None = None) -> np.ndarray:
+    """A ``(d, d)`` linear map moving each query toward its gold entry's text (ridge toward identity).
+
+    Each query (row of ``query_vectors``, normalised here) is paired with the unit vector of the
+    gold entry's catalog text it is closest to; the map ``A`` minimises
+    ``Σ ‖q A − t‖² + ridge · ‖A − I‖²``, solved in closed form: ``A = (QᵀQ + ridge·I)⁻¹ (QᵀT + ridge·I)``.
+    Numpy only; a few thousand queries of 384 dimensions take well under a second.
+
+    Args:
+        index: the index whose catalog texts are the targets (it must have embeddings).
+        query_vectors: ``(n, d)`` embeddings of labelled queries, by the index's embedder.
+        gold: the entry each query was served by, ``(kind, server, name)``.
+        ridge: the pull toward the identity (``None``: :data:`ADAPTER_RIDGE`, which says why).
 
     Raises:
-        ValueError: ``query_vectors`` is not ``(len(gold), d)`` for the index's ``d``, or a gold entry
-            is not in the index.
+        LearnedSearchError: a shape mismatch, no queries, a non-positive ridge, an index without
+            embeddings, or a gold entry the index does not know (naming it).
     """
-    queries = unit_rows(query_vectors)
-    targets = unit_rows(np.stack([index.entry_vector(entry) for entry in gold])) if gold else np.zeros_like(queries)
-    if queries.shape != targets.shape:
-        raise ValueError(f"query_vectors has shape {queries.shape}, but {len(gold)} gold entries of the index give {targets.shape}")
-    dimension = queries.shape[1]
-    identity = np.eye(dimension, dtype=np.float64)
-    left = queries.T.astype(np.float64) @ queries + ADAPTER_REGULARISATION * identity
-    right = queries.T.astype(np.float64) @ targets + ADAPTER_REGULARISATION * identity
-    return np.linalg.solve(left, right).astype(np.float32)
+    queries = np.asarray(query_vectors, dtype=np.float64)
+    if queries.ndim != 2 or len(queries) != len(gold) or not len(queries):
+        raise LearnedSearchError(f"query vectors have shape {queries.shape} for {len(gold)} gold entries; give an (n, d) array, one row per gold entry, n ≥ 1")
+    ridge = ADAPTER_RIDGE if ridge is None else ridge
+    if ridge <= 0:
+        raise LearnedSearchError(f"the ridge must be positive, got {ridge}")
+    dimensions = index.text_dimensions
+    if dimensions is None:
+        raise LearnedSearchError("the index has no embeddings (BM25 only); a query adapter needs them")
+    if queries.shape[1] != dimensions:
+        raise LearnedSearchError(f"query vectors have {queries.shape[1]} dimensions for an index of {dimensions}; embed them with the index's embedder")
+    queries /= np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
+    targets = np.empty_like(queries)
+    for row, entry in enumerate(gold):
+        texts = index.entry_text_vectors(entry)
+        targets[row] = texts[int(np.argmax(texts @ queries[row]))]
+    identity = np.eye(dimensions)
+    return np.linalg.solve(queries.T @ queries + ridge * identity, queries.T @ targets + ridge * identity).astype(np.float32)

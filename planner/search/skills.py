@@ -14,6 +14,21 @@ Fusion is weighted reciprocal-rank fusion (Cormack, Clarke & Büttcher, SIGIR 20
 with no query word contributing no BM25 term. ``RRF_K`` and ``DENSE_WEIGHT`` were tuned on the
 MetaTool dev split only (``benchmarks/bench_search.py``).
 
+**Learned evidence** (optional, :class:`toolpath.planner.search.learned.LearnedSearch`: phrasings
+seen in use, as vectors, and a query adapter). An entry's *learned similarity* is the larger of its
+nearest learned phrasing's cosine and the cosine of the mean of its phrasings (a prototype: with a
+few phrasings per entry it is closer to how the entry is asked for than any one of them), both with
+the query as embedded (the phrasings are queries too). Its dense similarity becomes the larger of
+its catalog texts' best cosine (with the adapted query when there is an adapter) and its learned
+similarity; and an entry whose learned similarity reaches ``LEARNED_THRESHOLD`` gains ``LEARNED_WEIGHT × (similarity − LEARNED_THRESHOLD)``
+on top of its fused score, so a phrasing seen almost word for word wins over a catalog text that only
+resembles the query. An entry without phrasings keeps its own similarity and is passed only by an
+entry that has a phrasing closer to the query than any text of its own: with few examples the
+learned entries rarely are, so the search stays at least as good as without (measured on MetaTool,
+with 1 % and half an example per tool, in ``benchmarks/bench_search.py``). Once there is at least
+``LEARNED_LEXICAL_MIN`` phrasing per entry on average, the phrasings' words also join their entries'
+BM25 documents (with fewer, they cost more than they bring).
+
 Each hit also says whether it is reachable from the held states and carries the plan that reaches it.
 """
 
@@ -26,7 +41,7 @@ import unicodedata
 import warnings
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import bm25s
 import numpy as np
@@ -37,10 +52,8 @@ from toolpath.planner.planning.graph import StateGraph
 from toolpath.planner.planning.plans import NoPlanError, Plan, plan, plan_to_run
 from toolpath.planner.search.embedding import Embedder, EmbedderUnavailableError, checked_vectors, default_embedder
 from toolpath.planner.search.embedding_cache import CachedEmbedder, EmbeddingCache, warn_unusable
+from toolpath.planner.search.learned import LearnedEntry, LearnedSearch, LearnedSearchError
 from toolpath.registry.storage import StoreError
-
-if TYPE_CHECKING:
-    from toolpath.planner.search.learned import LearnedEntry, LearnedSearch
 
 # bm25s sets its logger to DEBUG itself, so an application that logs at the root (the MCP SDK's
 # server does) prints a note for every index built; the application's level decides instead.
@@ -50,6 +63,20 @@ logging.getLogger("bm25s").setLevel(logging.NOTSET)
 RRF_K = 20
 #: Weight of the dense ranking in the fusion (BM25 gets the rest); tuned on MetaTool dev (grid 0.5-0.9).
 DENSE_WEIGHT = 0.8
+
+#: Cosine similarity of a query and a learned phrasing from which the phrasing adds to its entry's
+#: fused score, and how much per unit of similarity above it. Chosen on a held-back part of the
+#: MetaTool learning queries at five amounts of learned data (thresholds 0.4-0.6, weights 0.02-0.3;
+#: ``benchmarks/bench_search.py --tune`` repeats the grid), never on the measured part: higher weights
+#: win a little with all the data and lose with 5 examples per tool; a threshold of 0.4 loses with
+#: under one example per tool.
+LEARNED_THRESHOLD = 0.5
+LEARNED_WEIGHT = 0.05
+#: Learned phrasings join their entries' BM25 documents once there is at least this many per entry
+#: on average. Measured on the held-back part of the MetaTool learning queries: with 5 and more per
+#: tool their words add ≈ .02 R@1 and .015 R@5; with 1 % or half an example per tool they cost
+#: ≈ .02 R@1 (a few learned tools' documents grow while the rest stay as written).
+LEARNED_LEXICAL_MIN = 1.0
 
 #: Cosine similarity a hit needs to match a task (:func:`toolpath.planner.tasks.goals.choose_goal`, which says how
 #: it was set); ``toolpath search`` marks hits below it.
@@ -71,14 +98,18 @@ class SkillHit:
         name: the state token, or the tool name.
         server: the tool's server; for a state, the prefix of its token (its domain).
         score: the fused score (hybrid), the cosine similarity (dense) or the BM25 score (bm25).
-        similarity: cosine similarity of the query and the best-matching text, in [-1, 1];
-            ``None`` when the index has no embeddings (BM25 only).
-        lexical: the BM25 score of the entry (0 when no query word occurs in it).
+        similarity: cosine similarity of the query and the best-matching text, in [-1, 1] (a
+            learned phrasing of the entry counts as one of its texts); ``None`` when the index has
+            no embeddings (BM25 only).
+        lexical: the BM25 score of the entry (0 when no query word occurs in it; learned phrasings'
+            words count when they joined, see the module docstring).
         matched: the text that matched best (densely, else the one sharing most query words).
         states: the goal this hit stands for: the state itself, or what the tool produces.
         reachable: for a state, whether a plan from the held states reaches it; for a tool, whether
             a plan can run it.
         plan: that plan, ending with the tool for a tool hit (``None`` when unreachable).
+        learned: when learned evidence moved this hit (its nearest learned phrasing is closer than
+            its catalog texts, or reaches :data:`LEARNED_THRESHOLD`), that phrasing; else ``None``.
     """
 
     kind: Kind
@@ -91,6 +122,7 @@ class SkillHit:
     states: frozenset[str]
     reachable: bool
     plan: Plan | None
+    learned: LearnedMatch | None = None
 
     def matches(self, min_score: float = MIN_SCORE) -> bool:
         """Whether a task would match this hit: its similarity reaches ``min_score``, or, in an
@@ -109,7 +141,57 @@ class SkillHit:
             "states": sorted(self.states),
             "reachable": self.reachable,
             "plan": None if self.plan is None else [step.tool.name for step in self.plan.steps],
+            "learned": None if self.learned is None else self.learned.to_dict(),
         }
+
+
+@dataclass(frozen=True)
+class LearnedMatch:
+    """The learned evidence for a hit it moved.
+
+    Attributes:
+        phrasing: the entry's learned phrasing nearest the query (``None`` when the learned data
+            kept no texts).
+        row: its row in the :class:`LearnedSearch`.
+        similarity: the entry's learned similarity: the larger of ``phrasing_similarity`` and
+            ``mean_similarity`` (see the module docstring).
+        phrasing_similarity: the nearest phrasing's cosine similarity with the query.
+        mean_similarity: the cosine similarity of the mean of the entry's phrasings with the query.
+        catalog_similarity: the best cosine of the entry's own catalog texts.
+    """
+
+    phrasing: str | None
+    row: int
+    similarity: float
+    phrasing_similarity: float
+    mean_similarity: float
+    catalog_similarity: float
+
+    def to_dict(self) -> dict:
+        return {
+            "phrasing": self.phrasing,
+            "row": self.row,
+            "similarity": round(self.similarity, 4),
+            "phrasing_similarity": round(self.phrasing_similarity, 4),
+            "mean_similarity": round(self.mean_similarity, 4),
+            "catalog_similarity": round(self.catalog_similarity, 4),
+        }
+
+
+@dataclass(frozen=True)
+class _Scores:
+    """One query's scores of every entry (see :meth:`SkillIndex._scores`)."""
+
+    fused: np.ndarray
+    similarity: np.ndarray | None
+    best_text: np.ndarray | None
+    lexical: np.ndarray
+    query_tokens: list[str]
+    catalog_similarity: np.ndarray | None = None
+    learned_similarity: np.ndarray | None = None
+    phrasing_similarity: np.ndarray | None = None
+    mean_similarity: np.ndarray | None = None
+    learned_row: np.ndarray | None = None
 
 
 class QueryError(Refusal, ValueError):
@@ -160,9 +242,9 @@ class SkillIndex:
             for ``$TOOLPATH_HOME/toolpath.db``, or ``False`` for no cache. Embedders without a
             ``model_id`` are never cached.
         rrf_k, dense_weight: the fusion's constants (defaults: :data:`RRF_K`, :data:`DENSE_WEIGHT`).
-        learned: phrasings learned from use (:class:`toolpath.planner.search.learned.LearnedSearch`):
-            an entry's dense similarity is its best over its own texts and its learned phrasings,
-            and the learned adapter, if any, maps each query vector first.
+        learned: learned phrasings and query adapter to fuse in (see the module docstring); ``None``
+            searches exactly as without. Without embeddings (``mode="bm25"``, or the model is not
+            installed) only the phrasings' words count, with a ``RuntimeWarning`` that the vectors do not.
 
     When sentence-transformers is not installed, the default embedder cannot load: the index warns
     (``RuntimeWarning``) and searches with BM25 only (``mode`` becomes ``"bm25"``).
@@ -174,6 +256,9 @@ class SkillIndex:
     Raises:
         ValueError: an unknown ``mode`` or fusion constant, or an embedder whose output is not a
             finite ``(n, d)`` array.
+        LearnedSearchError: a learned entry the graph does not have (naming it: learned data from
+            other catalogs is refused rather than silently half used), or learned vectors of another
+            dimension than the index's.
     """
 
     def __init__(
@@ -210,18 +295,26 @@ class SkillIndex:
             parameters = [_words(parameter.name) for parameter in (*tool.required_parameters, *tool.optional_parameters)]
             # The name as written too, so a request that names the tool ("call SearchPeople") matches it.
             documents.append(" ".join([*texts, *parameters, tool.name]))
+        owners = self._learned_owners(learned) if learned is not None else None
+        if learned is not None and owners is not None and learned.texts and len(learned) >= LEARNED_LEXICAL_MIN * len(self._entries):
+            additions: dict[int, list[str]] = {}
+            for row, owner in enumerate(owners.tolist()):
+                additions.setdefault(owner, []).append(learned.texts[row])
+            for owner, texts in additions.items():
+                documents[owner] = " ".join([documents[owner], *texts])
         self._bm25 = bm25s.BM25()
         if documents:
             self._bm25.index(bm25_terms(documents), show_progress=False)
         self.embedder: Embedder | None = None
-        self.learned = learned
-        self._learned_owner = self._learned_owners(learned)
         self._recent_queries: dict[str, np.ndarray] = {}
         self._queries_ready = False
         self._cached: CachedEmbedder | None = None
         self._vectors = np.zeros((0, 1), dtype=np.float32)
         if mode != "bm25" and self._texts:
             self._embed_texts(embedder if embedder is not None else default_embedder(), cache)
+        self.learned: LearnedSearch | None = None
+        if learned is not None and owners is not None:
+            self._use_learned(learned, owners)
 
     def _add(self, entry: _Entry, texts: list[str]) -> list[str]:
         # Never empty: the dense scores are maxima over each entry's run of texts.
@@ -230,28 +323,6 @@ class SkillIndex:
         self._first_text.append(len(self._texts))
         self._texts.extend(kept)
         return kept
-
-    def _learned_owners(self, learned: LearnedSearch | None) -> np.ndarray:
-        """The index of the entry each learned row belongs to (-1: no entry of this index)."""
-        if learned is None:
-            return np.zeros(0, dtype=np.int64)
-        position = {(entry.kind, entry.server if entry.kind == "tool" else None, entry.name): index for index, entry in enumerate(self._entries)}
-        return np.asarray([position.get(entry, -1) for entry in learned.entries], dtype=np.int64)
-
-    def entry_vector(self, entry: LearnedEntry) -> np.ndarray:
-        """The mean of the unit vectors of an entry's texts (``(kind, server, name)``; server ``None`` for a state).
-
-        Raises:
-            ValueError: the index has no such entry, or no embeddings.
-        """
-        kind, server, name = entry
-        for index, known in enumerate(self._entries):
-            if known.kind == kind and known.name == name and (kind == "state" or known.server == server):
-                if len(self._vectors) != len(self._texts):
-                    raise ValueError("the index has no embeddings (BM25 only)")
-                end = self._first_text[index + 1] if index + 1 < len(self._first_text) else len(self._texts)
-                return self._vectors[self._first_text[index] : end].mean(axis=0)
-        raise ValueError(f"the index has no {kind} {name!r}" + (f" of server {server!r}" if server else ""))
 
     def _embed_texts(self, embedder: Embedder, cache: EmbeddingCache | str | os.PathLike[str] | Literal[False] | None) -> None:
         try:
@@ -273,6 +344,62 @@ class SkillIndex:
             warn_unusable(error)
             self._cached = None
             return checked_vectors(embedder(self._texts), len(self._texts), embedder)
+
+    def _learned_owners(self, learned: LearnedSearch) -> np.ndarray:
+        """The position of each learned row's entry in this index."""
+        keys = {self._key(entry): position for position, entry in enumerate(self._entries)}
+        owners = np.empty(len(learned), dtype=np.int64)
+        for row, key in enumerate(learned.entries):
+            position = keys.get(key)
+            if position is None:
+                kind, server, name = key
+                what = f"state {name}" if kind == "state" else f"tool {server}/{name}" if server else f"tool {name}"
+                quoted = f" (phrasing {learned.texts[row]!r})" if learned.texts else ""
+                raise LearnedSearchError(
+                    f"learned row {row}{quoted} is for the {what}, which the catalogs do not have; learn again from these catalogs, or load the catalog that has it"
+                )
+            owners[row] = position
+        return owners
+
+    def _use_learned(self, learned: LearnedSearch, owners: np.ndarray) -> None:
+        if self.mode == "bm25":
+            warnings.warn("learned vectors are ignored: the index has no embeddings (BM25 only)", RuntimeWarning, stacklevel=3)
+            return
+        if learned.dimensions != self._vectors.shape[1]:
+            raise LearnedSearchError(
+                f"learned vectors have {learned.dimensions} dimensions and the index's embedder {self._vectors.shape[1]}; learn again with this index's embedding model"
+            )
+        order = np.argsort(owners, kind="stable")
+        self.learned = learned
+        # Rows grouped by entry, so the nearest phrasing of each entry is one reduceat.
+        self._learned_vectors = learned.vectors[order]
+        self._learned_rows = order
+        self._learned_entries, self._learned_starts = np.unique(owners[order], return_index=True)
+        sums = np.add.reduceat(self._learned_vectors, self._learned_starts, axis=0) if len(order) else np.zeros((0, learned.dimensions), dtype=np.float32)
+        self._learned_means = _normalised(sums)
+
+    @staticmethod
+    def _key(entry: _Entry) -> LearnedEntry:
+        return ("tool", entry.server, entry.name) if entry.kind == "tool" else ("state", None, entry.name)
+
+    @property
+    def text_dimensions(self) -> int | None:
+        """``d`` of the catalog texts' embeddings, or ``None`` for an index without embeddings."""
+        return None if self.mode == "bm25" else int(self._vectors.shape[1])
+
+    def entry_text_vectors(self, entry: LearnedEntry) -> np.ndarray:
+        """The unit vectors ``(texts, d)`` of one entry's catalog texts (``(kind, server, name)``).
+
+        Raises:
+            LearnedSearchError: an entry the index does not have, or an index without embeddings.
+        """
+        if self.mode == "bm25":
+            raise LearnedSearchError("the index has no embeddings (BM25 only)")
+        for position, candidate in enumerate(self._entries):
+            if self._key(candidate) == tuple(entry):
+                end = self._first_text[position + 1] if position + 1 < len(self._first_text) else len(self._texts)
+                return self._vectors[self._first_text[position] : end]
+        raise LearnedSearchError(f"the index has no entry {tuple(entry)!r}; give (kind, server, name) of a tool or state of its catalogs")
 
     @property
     def cache_counts(self) -> tuple[int, int]:
@@ -326,10 +453,8 @@ class SkillIndex:
             raise QueryError(f"unknown domain {', '.join(map(repr, unknown))}; the catalogs have: {', '.join(sorted(self.domains)) or 'none'}")
         if not self._entries:
             return []
-        similarity, best_text = self._dense_scores(query) if self.mode != "bm25" else (None, None)
-        query_tokens = bm25_terms([query])[0]
-        lexical = self._bm25.get_scores(query_tokens) if query_tokens else np.zeros(len(self._entries), dtype=np.float32)
-        score = self._fused(similarity, lexical)
+        scores = self._scores(query)
+        score, similarity, best_text, lexical = scores.fused, scores.similarity, scores.best_text, scores.lexical
         hits: list[SkillHit] = []
         for index in np.argsort(-score, kind="stable"):
             entry = self._entries[index]
@@ -340,10 +465,25 @@ class SkillIndex:
             reachable, goal_plan = self._reach(entry, held)
             if reachable_only and not reachable:
                 continue
-            matched = self._texts[best_text[index]] if best_text is not None else self._lexical_match(index, set(query_tokens))
+            matched = self._texts[best_text[index]] if best_text is not None else self._lexical_match(index, set(scores.query_tokens))
             dense = None if similarity is None else float(similarity[index])
+            learned = self._learned_match(scores, index)
+            if learned is not None and learned.similarity > learned.catalog_similarity:
+                matched = learned.phrasing if learned.phrasing is not None else matched
             hits.append(
-                SkillHit(entry.kind, entry.name, entry.server, float(score[index]), dense, float(lexical[index]), matched, entry.states, reachable, goal_plan)
+                SkillHit(
+                    entry.kind,
+                    entry.name,
+                    entry.server,
+                    float(score[index]),
+                    dense,
+                    float(lexical[index]),
+                    matched,
+                    entry.states,
+                    reachable,
+                    goal_plan,
+                    learned,
+                )
             )
             if len(hits) == k:
                 break
@@ -361,10 +501,7 @@ class SkillIndex:
             raise QueryError("the query is empty; describe what you want to achieve")
         if not self._entries:
             return {}
-        similarity = self._dense_scores(query)[0] if self.mode != "bm25" else None
-        query_tokens = bm25_terms([query])[0]
-        lexical = self._bm25.get_scores(query_tokens) if query_tokens else np.zeros(len(self._entries), dtype=np.float32)
-        score = self._fused(similarity, lexical)
+        score = self._scores(query).fused
         return {entry.tool_id: float(score[index]) for index, entry in enumerate(self._entries) if entry.kind == "tool" and entry.tool_id is not None}
 
     def load_query_model(self) -> None:
@@ -386,33 +523,67 @@ class SkillIndex:
         if vector is None:
             assert self.embedder is not None
             vector = _normalised(checked_vectors(self.embedder([query]), 1, self.embedder))[0]
-            if self.learned is not None and self.learned.adapter is not None:
-                vector = _normalised((vector @ self.learned.adapter)[None, :])[0]
             if len(self._recent_queries) >= _RECENT_QUERIES:
                 del self._recent_queries[next(iter(self._recent_queries))]
             self._recent_queries[query] = vector
         return vector
 
-    def _dense_scores(self, query: str) -> tuple[np.ndarray, np.ndarray]:
-        """Per entry: the best cosine over its texts, and the index of that text."""
+    def _scores(self, query: str) -> _Scores:
+        """Every entry's fused score for ``query``, with the parts it was fused from."""
+        query_tokens = bm25_terms([query])[0]
+        lexical = self._bm25.get_scores(query_tokens) if query_tokens else np.zeros(len(self._entries), dtype=np.float32)
+        if self.mode == "bm25":
+            return _Scores(self._fused(None, lexical), None, None, lexical, query_tokens)
+        if self.learned is None:
+            similarity, best_text = self._dense_scores(query)
+            return _Scores(self._fused(similarity, lexical), similarity, best_text, lexical, query_tokens)
         query_vector = self._query_vector(query.strip())
+        adapter = self.learned.adapter
+        # einsum, not `@`, for the reason in _dense_scores.
+        catalog_query = query_vector if adapter is None else _normalised(np.einsum("i,ij->j", query_vector, adapter)[None, :])[0]
+        catalog_similarity, best_text = self._dense_scores(query, catalog_query)
+        phrasing_similarity = np.full(len(self._entries), -np.inf, dtype=np.float32)
+        mean_similarity = np.full(len(self._entries), -np.inf, dtype=np.float32)
+        learned_row = np.full(len(self._entries), -1, dtype=np.int64)
+        if len(self._learned_vectors):
+            # The phrasings are queries themselves: compared with the query as embedded, not adapted.
+            similarities = np.einsum("ij,j->i", self._learned_vectors, query_vector)
+            nearest, position = _group_maxima(similarities, self._learned_starts)
+            phrasing_similarity[self._learned_entries] = nearest
+            mean_similarity[self._learned_entries] = np.einsum("ij,j->i", self._learned_means, query_vector)
+            learned_row[self._learned_entries] = self._learned_rows[position]
+        learned_similarity = np.maximum(phrasing_similarity, mean_similarity)
+        similarity = np.maximum(catalog_similarity, learned_similarity)
+        fused = self._fused(similarity, lexical)
+        if self.mode == "hybrid":
+            fused = fused + LEARNED_WEIGHT * np.maximum(0.0, learned_similarity - LEARNED_THRESHOLD)
+        return _Scores(
+            fused, similarity, best_text, lexical, query_tokens, catalog_similarity, learned_similarity, phrasing_similarity, mean_similarity, learned_row
+        )
+
+    def _learned_match(self, scores: _Scores, index: int) -> LearnedMatch | None:
+        if scores.learned_row is None or scores.learned_row[index] < 0:
+            return None
+        assert scores.learned_similarity is not None and scores.catalog_similarity is not None and self.learned is not None
+        assert scores.phrasing_similarity is not None and scores.mean_similarity is not None
+        learned, catalog = float(scores.learned_similarity[index]), float(scores.catalog_similarity[index])
+        if learned < LEARNED_THRESHOLD and learned <= catalog:
+            return None  # neither raised its similarity nor added to its score
+        row = int(scores.learned_row[index])
+        phrasing = self.learned.texts[row] if self.learned.texts else None
+        return LearnedMatch(phrasing, row, learned, float(scores.phrasing_similarity[index]), float(scores.mean_similarity[index]), catalog)
+
+    def _dense_scores(self, query: str, query_vector: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Per entry: the best cosine over its texts, and the index of that text (``query_vector``:
+        the query's vector when it is not the query as embedded, e.g. adapted)."""
+        if query_vector is None:
+            query_vector = self._query_vector(query.strip())
         if query_vector.shape != self._vectors.shape[1:]:
             raise ValueError(f"the embedder returned a {query_vector.shape[0]}-dimensional query vector for an index of {self._vectors.shape[1]} dimensions")
         # Not `@`: a BLAS matrix-vector product wakes OpenBLAS's threads, which then spin and starve
         # the embedding model's threads on the next query (2.5x slower with torch on 2 cores); einsum stays in one thread.
         similarities = np.einsum("ij,j->i", self._vectors, query_vector)
-        starts = np.asarray(self._first_text)
-        best = np.maximum.reduceat(similarities, starts)
-        # The first text reaching an entry's best score (reduceat has no argmax counterpart).
-        owner = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(similarities))))
-        is_best = np.flatnonzero(similarities == best[owner])
-        best_text = np.empty(len(starts), dtype=np.int64)
-        best_text[owner[is_best][::-1]] = is_best[::-1]
-        if self.learned is not None and len(self._learned_owner):
-            known = self._learned_owner >= 0
-            learned_similarities = np.einsum("ij,j->i", self.learned.vectors[known], query_vector)
-            np.maximum.at(best, self._learned_owner[known], learned_similarities)
-        return best, best_text
+        return _group_maxima(similarities, np.asarray(self._first_text))
 
     def _fused(self, similarity: np.ndarray | None, lexical: np.ndarray) -> np.ndarray:
         if self.mode == "dense":
@@ -443,6 +614,18 @@ def _normalised(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return vectors / np.where(norms == 0, 1, norms)
+
+
+def _group_maxima(values: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per group of consecutive ``values`` beginning at ``starts`` (increasing, the first 0): the
+    largest value, and the position of the first value reaching it."""
+    best = np.maximum.reduceat(values, starts)
+    # reduceat has no argmax counterpart: mark every value equal to its group's best, keep the first.
+    owner = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(values))))
+    is_best = np.flatnonzero(values == best[owner])
+    position = np.empty(len(starts), dtype=np.int64)
+    position[owner[is_best][::-1]] = is_best[::-1]
+    return best, position
 
 
 def _ranks(scores: np.ndarray) -> np.ndarray:

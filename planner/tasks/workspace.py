@@ -159,11 +159,18 @@ class Workspace:
                 ]
             )
         adapters = [overlay.adapter for overlay in overlays if overlay.adapter is not None]
-        return LearnedSearch(
-            tuple(entry for overlay in overlays for entry in overlay.entries),
-            np.concatenate([overlay.vectors for overlay in overlays]),
-            adapters[-1] if adapters else None,
-        )
+        # Rows of a catalog skipped for missing modules have no entry to help (the load passed them over).
+        known = {("tool", tool.server_name, tool.name) for tool in self.loaded.registry} | {("state", None, token) for token in self.graph.states}
+        rows = [
+            (entry, vector, phrasing)
+            for overlay in overlays
+            for entry, vector, phrasing in zip(overlay.entries, overlay.vectors, overlay.phrasings)
+            if entry in known
+        ]
+        if not rows:
+            return None
+        entries, vectors, phrasings = zip(*rows)
+        return LearnedSearch(entries, np.stack(vectors), adapters[-1] if adapters else None, texts=phrasings)
 
     def search(self, query: str, k: int = 10, **filters: Any) -> list[SkillHit]:
         """:meth:`toolpath.planner.search.skills.SkillIndex.search` (filters: ``held``, ``domain``, ``kind``, ``reachable_only``).

@@ -1,0 +1,146 @@
+"""Learned search (issue 53): phrasings seen in use move their tool up, tools without any stay where
+they were, the query adapter, and learned data that does not fit the index is refused by name."""
+
+import numpy as np
+import pytest
+
+from toolpath.planner import SkillIndex, StateGraph
+from toolpath.planner.search.learned import LearnedSearch, LearnedSearchError, fit_query_adapter
+from toolpath.registry import ToolDefinition, ToolRegistry
+
+pytestmark = pytest.mark.integration
+
+#: An office catalog whose dunning tool speaks accounting jargon that requests in plain words miss.
+OFFICE_TOOLS = {
+    "send_invoice": "Email an invoice for completed work to a client.",
+    "dunning_run": "Run the dunning procedure on the open items of a debtor account.",
+    "book_meeting_room": "Reserve a meeting room for a date and time.",
+    "archive_documents": "Move old documents into the long-term archive.",
+    "translate_text": "Translate a text into another language.",
+}
+
+#: How people in this office asked for the dunning tool (their own words, not the catalog's).
+DUNNING_PHRASINGS = [
+    "remind a client that their payment is late",
+    "chase a customer who has not paid yet",
+    "tell Hendricks their bill is overdue",
+    "the Jansen account still owes us money, follow up",
+]
+
+
+def tool(name):
+    return ("tool", None, name)
+
+
+@pytest.fixture(scope="module")
+def office():
+    registry = ToolRegistry(package="office")
+    for name, description in OFFICE_TOOLS.items():
+        registry.register_tool(ToolDefinition(name=name, description=description, module="office"))
+    return StateGraph(registry)
+
+
+@pytest.fixture(scope="module")
+def unlearned(office, embedder):
+    return SkillIndex(office, embedder, cache=False)
+
+
+@pytest.fixture(scope="module")
+def learned(office, embedder, unlearned):
+    phrasings = [(text, tool("dunning_run")) for text in DUNNING_PHRASINGS]
+    phrasings.append(("find us a room for Thursday's stand-up", tool("book_meeting_room")))
+    return SkillIndex(office, embedder, cache=False, learned=LearnedSearch.from_phrasings(unlearned, phrasings))
+
+
+def top_tool(index, query):
+    return index.search(query, k=5, kind="tool")[0].name
+
+
+@pytest.mark.parametrize("query", ["nudge a customer who is late settling up", "ping Acme, their money is overdue"])
+def test_a_tool_learned_from_phrasings_wins_a_request_it_lost_before(unlearned, learned, query):
+    assert top_tool(unlearned, query) != "dunning_run"  # the premise: the catalog's words alone miss it
+    hit = learned.search(query, k=5, kind="tool")[0]
+    assert hit.name == "dunning_run"
+    assert hit.learned is not None and hit.learned.phrasing in DUNNING_PHRASINGS
+    assert hit.to_dict()["learned"]["phrasing"] == hit.learned.phrasing
+    relevance = learned.tool_relevance(query)
+    assert max(relevance, key=relevance.get) == learned.graph.registry.get_tool_by_name("dunning_run").id
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [("get the Dutch version of this letter", "translate_text"), ("put last year's contracts away in cold storage", "archive_documents")],
+)
+def test_a_tool_without_examples_keeps_its_place_when_others_are_learned(unlearned, learned, query, expected):
+    assert top_tool(unlearned, query) == expected
+    hit = learned.search(query, k=5, kind="tool")[0]
+    assert hit.name == expected
+    assert hit.learned is None
+
+
+def test_no_learned_phrasings_and_no_adapter_search_exactly_as_without(office, embedder, unlearned):
+    empty = SkillIndex(office, embedder, cache=False, learned=LearnedSearch((), np.zeros((0, unlearned.text_dimensions), dtype=np.float32)))
+    for query in ["nudge a customer who is late settling up", "get the Dutch version of this letter"]:
+        assert [(hit.name, hit.score) for hit in empty.search(query)] == [(hit.name, hit.score) for hit in unlearned.search(query)]
+
+
+def test_an_identity_adapter_changes_nothing_and_a_fitted_one_moves_queries_to_their_tools(office, embedder, unlearned):
+    phrasings = [(text, tool("dunning_run")) for text in DUNNING_PHRASINGS]
+    plain = LearnedSearch.from_phrasings(unlearned, phrasings)
+    dimensions = plain.dimensions
+    with_identity = SkillIndex(office, embedder, cache=False, learned=plain.with_adapter(np.eye(dimensions, dtype=np.float32)))
+    without = SkillIndex(office, embedder, cache=False, learned=plain)
+    query = "ping Acme, their money is overdue"
+    assert [hit.name for hit in with_identity.search(query)] == [hit.name for hit in without.search(query)]
+    assert [hit.score for hit in with_identity.search(query)] == pytest.approx([hit.score for hit in without.search(query)], abs=1e-6)
+
+    adapter = fit_query_adapter(unlearned, plain.vectors, list(plain.entries))
+    assert adapter.shape == (dimensions, dimensions)
+    dunning_texts = unlearned.entry_text_vectors(tool("dunning_run"))
+    before = (plain.vectors @ dunning_texts.T).max(axis=1)
+    adapted = plain.vectors @ adapter
+    adapted /= np.linalg.norm(adapted, axis=1, keepdims=True)
+    assert ((adapted @ dunning_texts.T).max(axis=1) > before).all()
+    # Four examples in 384 dimensions: the ridge keeps the map close to the identity elsewhere.
+    unrelated = embedder(["get the Dutch version of this letter"])[0]
+    moved = unrelated @ adapter
+    assert float(moved @ unrelated / np.linalg.norm(moved) / np.linalg.norm(unrelated)) > 0.9
+
+
+def test_learned_data_for_a_tool_the_catalogs_lack_is_refused_by_name(office, embedder, unlearned):
+    stray = LearnedSearch.from_phrasings(unlearned, [("fax the contract to legal", tool("send_fax"))])
+    with pytest.raises(LearnedSearchError, match=r"fax the contract to legal.*tool send_fax, which the catalogs do not have"):
+        SkillIndex(office, embedder, cache=False, learned=stray)
+
+
+def test_learned_vectors_of_another_model_are_refused(office, embedder):
+    other_model = LearnedSearch((tool("dunning_run"),), np.ones((1, 8), dtype=np.float32))
+    with pytest.raises(LearnedSearchError, match="8 dimensions.*384"):
+        SkillIndex(office, embedder, cache=False, learned=other_model)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        (((tool("a"), tool("b")), np.ones((1, 4))), "shape"),
+        (((tool("a"),), np.zeros((1, 4))), "all-zero"),
+        (((tool("a"),), np.full((1, 4), np.nan)), "NaN"),
+        (((("widget", None, "a"),), np.ones((1, 4))), "kind 'tool' or 'state'"),
+        (((("state", "office", "a.done"),), np.ones((1, 4))), "server is None"),
+        (((tool("a"),), np.ones((1, 4)), np.eye(3)), "adapter has shape"),
+    ],
+)
+def test_malformed_learned_data_is_refused_with_what_to_do(arguments, problem):
+    with pytest.raises(LearnedSearchError, match=problem):
+        LearnedSearch(*arguments)
+
+
+def test_without_embeddings_learned_phrasings_still_count_by_their_words(office, unlearned):
+    # Five phrasings for five tools: enough for their words to join the BM25 documents.
+    phrasings = [(text, tool("dunning_run")) for text in DUNNING_PHRASINGS] + [("find us a room for Thursday's stand-up", tool("book_meeting_room"))]
+    learned = LearnedSearch.from_phrasings(unlearned, phrasings)
+    query = "Hendricks is overdue again"
+    assert "dunning_run" not in [hit.name for hit in SkillIndex(office, mode="bm25", cache=False).search(query)]
+    with pytest.warns(RuntimeWarning, match="learned vectors are ignored"):
+        words_only = SkillIndex(office, mode="bm25", cache=False, learned=learned)
+    assert words_only.search(query)[0].name == "dunning_run"
