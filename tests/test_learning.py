@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
+from toolpath.errors import ToolpathError
 from toolpath.planner import learn, read_examples
 from toolpath.planner.learning.examples import ExamplesError
 from toolpath.planner.learning.overlay_learning import LearnError
@@ -301,3 +302,25 @@ def test_a_request_longer_than_a_request_can_be_is_refused_at_its_line(tmp_path)
     path = _write_examples(tmp_path / "examples.jsonl", [EXAMPLES[0], {"request": "plot " * 2000, "tools": ["plot_histogram"]}])
     with pytest.raises(ExamplesError, match=r"examples.jsonl:2: `request` has 10,000 characters"):
         read_examples(path)
+
+
+@pytest.mark.integration
+def test_a_loose_learned_phrasing_never_makes_a_tool_with_effects_run_but_the_words_a_user_ran_do(tmp_path):
+    sales = ROOT / "catalogs" / "tabular" / "data" / "sales.csv"
+    examples = [
+        {"steps": ["load the sheet", "have a look at the numbers"], "tools": ["load_table", "save_table"]},
+        {"steps": ["load the sheet", "glance over it"], "tools": ["load_table", "save_table"]},
+        {"steps": ["load the sheet", "keep a copy of it as <file .csv>"], "tools": ["load_table", "save_table"]},
+    ]
+    overlay = tmp_path / "effects.yaml"
+    learn([TABULAR], read_examples(_write_examples(tmp_path / "examples.jsonl", examples)), overlay)
+    workspace = Workspace.open([TABULAR, overlay])
+
+    def tools(task: str) -> list[str]:
+        try:
+            return [step.tool.name for step in workspace.plan_task(task, inputs={"path": str(sales)}).plan.steps]
+        except ToolpathError:  # refused: not understood, asked about
+            return []
+
+    assert "save_table" not in tools("load the table and take a look at the figures")
+    assert tools("load the table and keep a copy of it as backup.csv")[-1] == "save_table"

@@ -36,6 +36,9 @@ must reach :data:`EFFECT_MIN_SCORE`, and no hit of another goal may be as close 
 (:class:`UnclearEffectError`, naming the candidates), unless the task names the tool or the person
 said which candidate they meant (``GoalSearch.meant``): "sort the table" with no sorting tool in the
 catalogs must never write a report.
+A phrasing learned from use (a catalog overlay) counts toward that match only when it is nearly
+the words (:data:`LEARNED_EFFECT_MIN_SCORE`): what a user ran for some words says nothing about
+looser words near them.
 
 The words may ask for the effect itself (:func:`_effect_evidence`): they name a file the chosen plan
 writes ("into monthly.png", "called overview.html": bound to its output parameter by
@@ -119,6 +122,13 @@ WORDS_MIN_SCORE = 0.30
 #: 0.44 ("chart revenue per region" -> a bar chart's PNG), 0.46 ("save it" -> save_table), 0.52 ("plot
 #: revenue by month") and 0.55 ("write a markdown report about the sales"). 0.42 lies between them.
 EFFECT_MIN_SCORE = 0.42
+#: Cosine similarity a learned phrasing needs to stand for the catalog's words when a tool with
+#: effects is at stake: the same request with other values ("load <file .csv> and tell me how
+#: lopsided the revenue is" / "load sales.csv and ...": 0.90; "save the table to <file .csv>" /
+#: "write the table to out.csv": 0.82) reaches it; a looser paraphrase ("delete the old snapshots" /
+#: "remove old backups": 0.66) does not, and the tool's own texts must then carry the match. A user's
+#: label says which tool they meant for those words, not that any words near them mean it too.
+LEARNED_EFFECT_MIN_SCORE = 0.75
 
 #: How close (in cosine similarity) a hit of another goal may come to the chosen one before a goal
 #: with effects is ambiguous, when the BM25 scores do not tell them apart either (the other hit's is
@@ -189,6 +199,15 @@ def hit_label(hit: SkillHit) -> str:
     return f"tool {hit.server}.{hit.name}" if hit.kind == "tool" and hit.server else f"{hit.kind} {hit.name}"
 
 
+def _effect_similarity(hit: SkillHit) -> float:
+    """The similarity that counts for running a tool with effects: a learned phrasing's only when
+    it is nearly the words (:data:`LEARNED_EFFECT_MIN_SCORE`), else the catalog's own texts'."""
+    learned = hit.learned
+    if learned is not None and learned.phrasing_similarity < LEARNED_EFFECT_MIN_SCORE:
+        return learned.catalog_similarity
+    return hit.similarity if hit.similarity is not None else 0.0
+
+
 def _strength(hit: SkillHit) -> str:
     return f"similarity {hit.similarity:.2f}" if hit.similarity is not None else f"BM25 {hit.lexical:.2f}"
 
@@ -213,7 +232,13 @@ class UnclearEffectError(NoMatchingSkillError):
         runs = ", ".join(f"{tool} ({effect})" for tool, effect in effects)
         why = []
         if weak:
-            why.append(f"its match is weak ({_strength(chosen.hit)}, below {EFFECT_MIN_SCORE:.2f} for a tool with effects)")
+            learned = chosen.hit.learned
+            loose = (
+                f"; a learned phrasing ({learned.phrasing_similarity:.2f}) counts only from {LEARNED_EFFECT_MIN_SCORE:.2f}, its catalog texts reach {learned.catalog_similarity:.2f}"
+                if learned is not None and learned.phrasing_similarity < LEARNED_EFFECT_MIN_SCORE
+                else ""
+            )
+            why.append(f"its match is weak ({_strength(chosen.hit)}{loose}, below {EFFECT_MIN_SCORE:.2f} for a tool with effects)")
         close = [hit for hit in rivals if _close_in_both(hit, chosen.hit, EFFECT_MARGIN)]
         if close:
             why.append("other goals match about as well: " + ", ".join(f"{hit_label(hit)} ({_strength(hit)})" for hit in close))
@@ -736,7 +761,7 @@ def _unclear_effects(
     effects = [(qualified_name(step.tool), step.tool.side_effect) for step in chosen_plan.steps if step.tool.side_effect != "none"]
     if not effects:
         return None, ""
-    weak = chosen.hit.similarity is not None and chosen.hit.similarity < EFFECT_MIN_SCORE
+    weak = chosen.hit.similarity is not None and _effect_similarity(chosen.hit) < EFFECT_MIN_SCORE
     effect_tools = {tool for tool, _ in effects}
     others: dict[frozenset[str], SkillHit] = {}
     # A plan through a tool that adds a column the words name reads the data they speak of: a goal it
