@@ -171,3 +171,23 @@ def test_a_coin_toss_between_tools_that_send_is_not_run_unless_examples_or_the_t
     assert goal_tool_name(learned) == "reserve_flight"
     named = choose_goal(GoalSearch(paid.graph, paid.index), "call reserve_flight to book a seat on a flight to Oslo")
     assert goal_tool_name(named) == "reserve_flight" and named.near_duplicate is None
+
+
+def test_an_overlay_learned_from_use_decides_a_near_duplicate_pair_when_planning_a_task(tmp_path, embedder):
+    from toolpath.planner import learn, read_examples
+
+    path = travel_desk(tmp_path, BOOK_FLIGHT, RESERVE_FLIGHT)
+    task = "book a seat on a flight to Oslo"
+    tossed = Workspace.open([path], embedder=embedder).plan_task(task, inputs={"destination": "Oslo", "day": "Monday"})
+    first = tossed.plan.steps[-1].tool.name
+    other = "reserve_flight" if first == "book_flight" else "book_flight"
+    examples = tmp_path / "examples.jsonl"
+    examples.write_text(
+        "".join(json.dumps({"request": words, "tools": [other]}) + "\n" for words in ("a flight to Rome on Friday", "get me on a plane to Lima"))
+    )
+    overlay = tmp_path / "learned.yaml"
+    learn([path], read_examples(examples), overlay, embedder=embedder)
+    learned = Workspace.open([path, overlay], embedder=embedder).plan_task(task, inputs={"destination": "Oslo", "day": "Monday"})
+    assert learned.plan.steps[-1].tool.name == other
+    (part,) = learned.to_dict()["parts"]
+    assert part["near_duplicate"]["decided_by"] == "learned examples"

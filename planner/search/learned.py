@@ -13,6 +13,7 @@ phrasings per tool lost most of the gain (R@1 ≈ .64 with 8 against ≈ .81 wit
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -105,6 +106,11 @@ class LearnedSearch:
     def __len__(self) -> int:
         """Number of learned phrasings."""
         return len(self.entries)
+
+    def phrasings_per_tool(self) -> dict[str, int]:
+        """``{server.name: number of learned phrasings of the tool}`` (a tool of no server by its
+        name), the learned examples goal choice weighs between near-duplicate tools."""
+        return dict(Counter(f"{server}.{name}" if server else name for kind, server, name in self.entries if kind == "tool"))
 
     def with_adapter(self, adapter: np.ndarray | None) -> LearnedSearch:
         """The same phrasings with ``adapter`` instead (``None``: without one)."""

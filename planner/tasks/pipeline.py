@@ -106,7 +106,13 @@ def plan_request(
     index = context.skill_index()
     index.load_query_model()  # loading the model is not planning: the budget starts after it
     search = GoalSearch(
-        context.graph, index, context.cells, TaskBudget.start(time_budget_s, cancel), meant=dict(meant or {}), probe_directory=context.probe_directory
+        context.graph,
+        index,
+        context.cells,
+        TaskBudget.start(time_budget_s, cancel),
+        meant=dict(meant or {}),
+        probe_directory=context.probe_directory,
+        learned_examples=index.learned.phrasings_per_tool() if index.learned is not None else {},
     )
     matcher = PartMatcher(search, request, context.session_held)
     # Conditions on rows that a part's goal takes no parameter for: a filtering step runs before it.
