@@ -52,11 +52,6 @@ if TYPE_CHECKING:
 
 ToolKey = tuple[str, str]
 
-#: Fewest phrasings a query adapter is fitted on. With fewer, the fitted map moved queries more than
-#: it helped: on 9 phrasings over the tabular catalog, a query phrased like three of them ranked its
-#: tool 3rd with the adapter and 1st without (measured by hand for issue 53).
-MIN_ADAPTER_PHRASINGS = 100
-
 
 class LearnError(Refusal, ValueError):
     """Learning cannot go on as asked (nothing was written); the message says what to do."""
@@ -211,9 +206,7 @@ def learn(
 
     learned = LearnedSearch.from_phrasings(embedder, rows)
     adapter_matrix, adapter_note = None, "not asked for (--no-adapter)"
-    if adapter and len(rows) < MIN_ADAPTER_PHRASINGS:
-        adapter_note = f"not fitted: {len(rows)} phrasings, fewer than the {MIN_ADAPTER_PHRASINGS} an adapter needs to help"
-    elif adapter:
+    if adapter:
         index = Workspace(loaded, embedder).index
         adapter_matrix = fit_query_adapter(index, learned.vectors, list(learned.entries))
         adapter_note = f"fitted on {len(rows)} phrasings (ridge towards the identity)"
