@@ -46,6 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from taskplan_catalogs import DEFAULT_DATA, write_catalogs  # noqa: E402
+from taskplan_training import training_examples  # noqa: E402
 
 from toolpath.planner import Workspace  # noqa: E402
 from toolpath.planner.tasks import matching as matching_module  # noqa: E402
@@ -175,7 +176,7 @@ def main(data: Path, sets: list[str], limit: int | None) -> dict:
         "targets_link_f1": {"tmdb": {"steps": 0.90}, "ultratool": {"steps": 0.98}},
     }
     splits = {name: load_requests(data, name) for name in ("tmdb", "ultratool")}
-    training = {name: [request for request in requests if str(request["id"]) not in test_ids] for name, (requests, test_ids) in splits.items()}
+    training = {name: training_examples(name, requests, test_ids, data) for name, (requests, test_ids) in splits.items()}
     with tempfile.TemporaryDirectory(prefix="toolpath-taskplan-") as directory:
         catalogs = write_catalogs(Path(directory), data)
         learned = write_catalogs(Path(directory), data, learned_from=training)

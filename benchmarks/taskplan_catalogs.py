@@ -54,19 +54,16 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
+from toolpath.planner.learning.examples import LabelledExample
+from toolpath.planner.learning.prerequisites import learn_prerequisites
+from toolpath.registry import load_catalogs
+
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "taskplan"
 
-#: At most this many gold-step phrasings join a tool's affordances (:func:`learned_catalog`).
-LEARNED_PHRASINGS = 8
-#: A tool is another's prerequisite when it directly precedes it in this share of the training
-#: requests that use the other, and those are at least ``PREREQUISITE_MIN_USES`` (chosen on the
-#: first half of UltraTool's training requests, measured on the second).
-PREREQUISITE_SHARE = 0.6
-PREREQUISITE_MIN_USES = 10
-_GOLD_STEP = re.compile(r"^\s*Step\s*\d+:?\s+Call\s+(\w+)\s+(?:again\s+)?to\s+(.+?)\.?\s*$", flags=re.IGNORECASE)
 
 _KINDS = ("movie", "tv", "person", "collection", "company", "network")
 _LISTINGS = {"popular", "top_rated", "now_playing", "on_the_air", "similar", "recommendations", "upcoming"}
@@ -173,56 +170,53 @@ def ultratool_catalog(data: Path = DEFAULT_DATA) -> dict[str, Any]:
     return {"domain": "ultratool", "package": "ultratool_api", "states": states, "tools": tools}
 
 
-def learned_catalog(catalog: dict[str, Any], training: list[dict[str, Any]]) -> dict[str, Any]:
-    """``catalog`` with the phrasings and prerequisites the gold chains of ``training`` show (see
-    the module docstring). ``training`` must hold no test request; ``catalog`` is not changed.
+def learned_catalog(catalog: dict[str, Any], training: list[LabelledExample], directory: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``catalog`` with every phrasing the steps of ``training`` give each tool and the prerequisite
+    habits of their chains (:func:`toolpath.planner.learning.prerequisites.learn_prerequisites`, added
+    by ``as_requires``). ``training`` must hold no test request; ``catalog`` is not changed.
 
     Returns:
-        A new catalog document.
+        The new catalog document, and the habits' thresholds and validation figures.
     """
+    described = directory / f"{catalog['domain']}.described.catalog.json"
+    described.write_text(json.dumps(catalog))
+    registry = load_catalogs([described]).registry
+    habits = learn_prerequisites([[(catalog["domain"], tool) for tool in example.tools] for example in training])
+    added: dict[str, set[str]] = {}
+    for requirement in habits.as_requires(registry):
+        added.setdefault(requirement.habit.after[1], set()).update(requirement.states)
     phrasings: dict[str, list[str]] = {}
-    uses: dict[str, int] = {}
-    precedes: dict[tuple[str, str], int] = {}
-    for request in training:
-        for step in request["task_steps"]:
-            if found := _GOLD_STEP.match(step):
-                phrasings.setdefault(found.group(1), []).append(found.group(2))
-        for tool in {node["task"] for node in request["task_nodes"]}:
-            uses[tool] = uses.get(tool, 0) + 1
-        for pair in {(link["source"], link["target"]) for link in request["task_links"] if link["source"] != link["target"]}:
-            precedes[pair] = precedes.get(pair, 0) + 1
+    for example in training:
+        for text, tool in example.phrasings():
+            phrasings.setdefault(tool, []).append(text)
     tools = []
-    own_state = {tool["name"]: next(token for token in tool["state_transition"]["produces"] if ".result." in token) for tool in catalog["tools"]}
     for tool in catalog["tools"]:
-        name = tool["name"]
-        prerequisites = sorted(
-            own_state[before]
-            for (before, after), count in precedes.items()
-            if after == name and before in own_state and uses[name] >= PREREQUISITE_MIN_USES and count / uses[name] >= PREREQUISITE_SHARE
-        )
         transition = tool["state_transition"]
         tools.append(
             {
                 **tool,
-                "affordances": [*tool["affordances"], *list(dict.fromkeys(phrasings.get(name, [])))[:LEARNED_PHRASINGS]],
-                "state_transition": {**transition, "requires": sorted({*transition["requires"], *prerequisites})},
+                "affordances": list(dict.fromkeys([*tool["affordances"], *phrasings.get(tool["name"], [])])),
+                "state_transition": {**transition, "requires": sorted({*transition["requires"], *added.get(tool["name"], ())})},
             }
         )
-    return {**catalog, "tools": tools}
+    figures = {"share": habits.share, "min_uses": habits.min_uses, "habits": len(habits.habits), "reason": habits.reason}
+    return {**catalog, "tools": tools}, figures
 
 
-def write_catalogs(directory: Path, data: Path = DEFAULT_DATA, learned_from: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Path]:
+def write_catalogs(directory: Path, data: Path = DEFAULT_DATA, learned_from: dict[str, list[LabelledExample]] | None = None) -> dict[str, Path]:
     """Write both catalogs as JSON files into ``directory``; returns ``{data set: path}``.
 
-    With ``learned_from`` (``{data set: training requests}``), each catalog is the
-    :func:`learned_catalog` of those requests, written as ``<set>.learned.catalog.json``.
+    With ``learned_from`` (``{data set: training examples}``), each catalog is the
+    :func:`learned_catalog` of those examples, written as ``<set>.learned.catalog.json``, and the
+    habits' figures are printed to standard error.
     """
     directory.mkdir(parents=True, exist_ok=True)
     paths = {}
     for name, build in (("tmdb", tmdb_catalog), ("ultratool", ultratool_catalog)):
         catalog = build(data)
         if learned_from is not None:
-            catalog = learned_catalog(catalog, learned_from[name])
+            catalog, figures = learned_catalog(catalog, learned_from[name], directory)
+            print(name, json.dumps(figures), file=sys.stderr)
         paths[name] = directory / f"{name}{'.learned' if learned_from is not None else ''}.catalog.json"
         paths[name].write_text(json.dumps(catalog, indent=1))
     return paths
