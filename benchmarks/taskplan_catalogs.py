@@ -34,19 +34,9 @@ parts of the request.
 
 All tools cost 1. Tool modules are never imported: the benchmark only plans.
 
-**Learned from the training split** (:func:`learned_catalog`). The catalogs above say only what
-the sources describe. A second version of each adds what the gold chains of the requests *outside*
-the test ids show, as a catalog author who read example requests would write it:
-
-- each tool's affordances gain up to :data:`LEARNED_PHRASINGS` of the distinct ways the gold steps
-  phrase its use ("Step 2 Call account_login to log into the online banking account" → "log into
-  the online banking account");
-- a tool that directly precedes another in at least :data:`PREREQUISITE_SHARE` of the training
-  requests that use the latter (at least :data:`PREREQUISITE_MIN_USES` of them) becomes its
-  prerequisite: the latter requires the former's result (``search_train`` before
-  ``train_ticket_booking``), as an author declares data flow the sources do not describe.
-
-Scores of the learned catalogs are reported on the test ids only: their other requests taught them.
+What use teaches on top of these (phrasings, prerequisite habits) is not built here: the benchmark
+learns it through ``toolpath.planner.learning.learn`` as a catalog overlay (``bench_taskplan.py``,
+training examples from :mod:`taskplan_training`).
 """
 
 from __future__ import annotations
@@ -54,13 +44,8 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
-
-from toolpath.planner.learning.examples import LabelledExample
-from toolpath.planner.learning.prerequisites import learn_prerequisites
-from toolpath.registry import load_catalogs
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "taskplan"
 
@@ -170,55 +155,13 @@ def ultratool_catalog(data: Path = DEFAULT_DATA) -> dict[str, Any]:
     return {"domain": "ultratool", "package": "ultratool_api", "states": states, "tools": tools}
 
 
-def learned_catalog(catalog: dict[str, Any], training: list[LabelledExample], directory: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``catalog`` with every phrasing the steps of ``training`` give each tool and the prerequisite
-    habits of their chains (:func:`toolpath.planner.learning.prerequisites.learn_prerequisites`, added
-    by ``as_requires``). ``training`` must hold no test request; ``catalog`` is not changed.
-
-    Returns:
-        The new catalog document, and the habits' thresholds and validation figures.
-    """
-    described = directory / f"{catalog['domain']}.described.catalog.json"
-    described.write_text(json.dumps(catalog))
-    registry = load_catalogs([described]).registry
-    habits = learn_prerequisites([[(catalog["domain"], tool) for tool in example.tools] for example in training])
-    added: dict[str, set[str]] = {}
-    for requirement in habits.as_requires(registry):
-        added.setdefault(requirement.habit.after[1], set()).update(requirement.states)
-    phrasings: dict[str, list[str]] = {}
-    for example in training:
-        for text, tool in example.phrasings():
-            phrasings.setdefault(tool, []).append(text)
-    tools = []
-    for tool in catalog["tools"]:
-        transition = tool["state_transition"]
-        tools.append(
-            {
-                **tool,
-                "affordances": list(dict.fromkeys([*tool["affordances"], *phrasings.get(tool["name"], [])])),
-                "state_transition": {**transition, "requires": sorted({*transition["requires"], *added.get(tool["name"], ())})},
-            }
-        )
-    figures = {"share": habits.share, "min_uses": habits.min_uses, "habits": len(habits.habits), "reason": habits.reason}
-    return {**catalog, "tools": tools}, figures
-
-
-def write_catalogs(directory: Path, data: Path = DEFAULT_DATA, learned_from: dict[str, list[LabelledExample]] | None = None) -> dict[str, Path]:
-    """Write both catalogs as JSON files into ``directory``; returns ``{data set: path}``.
-
-    With ``learned_from`` (``{data set: training examples}``), each catalog is the
-    :func:`learned_catalog` of those examples, written as ``<set>.learned.catalog.json``, and the
-    habits' figures are printed to standard error.
-    """
+def write_catalogs(directory: Path, data: Path = DEFAULT_DATA) -> dict[str, Path]:
+    """Write both catalogs as JSON files into ``directory``; returns ``{data set: path}``."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = {}
     for name, build in (("tmdb", tmdb_catalog), ("ultratool", ultratool_catalog)):
-        catalog = build(data)
-        if learned_from is not None:
-            catalog, figures = learned_catalog(catalog, learned_from[name], directory)
-            print(name, json.dumps(figures), file=sys.stderr)
-        paths[name] = directory / f"{name}{'.learned' if learned_from is not None else ''}.catalog.json"
-        paths[name].write_text(json.dumps(catalog, indent=1))
+        paths[name] = directory / f"{name}.catalog.json"
+        paths[name].write_text(json.dumps(build(data), indent=1))
     return paths
 
 

@@ -33,9 +33,7 @@ def request_example(request: dict[str, Any], source: str) -> LabelledExample:
     called = [(found.group(1), found.group(2)) for step in request["task_steps"] if (found := _GOLD_STEP.match(step))]
     steps_agree = bool(called) and {tool for tool, _ in called} == set(chain)
     tools = tuple(tool for tool, _ in called) if steps_agree else tuple(chain)
-    links = tuple(
-        dict.fromkeys((link["source"], link["target"]) for link in request["task_links"] if link["source"] in tools and link["target"] in tools)
-    )
+    links = tuple(dict.fromkeys((link["source"], link["target"]) for link in request["task_links"] if link["source"] in tools and link["target"] in tools))
     return LabelledExample(
         tools=tools,
         request=request["user_request"].strip(),
@@ -57,3 +55,21 @@ def training_examples(name: str, requests: list[dict[str, Any]], test_ids: set[s
 def tool_chains(examples: list[LabelledExample], server: str) -> list[list[tuple[str, str]]]:
     """Each example's tools as ``(server, name)``, in chain order (what ``learn_prerequisites`` reads)."""
     return [[(server, tool) for tool in example.tools] for example in examples]
+
+
+def as_taskplan_request(example: LabelledExample) -> dict[str, Any]:
+    """A labelled example in the taskplan data's form (``id``, ``user_request``, ``task_steps``,
+    ``task_nodes``, ``task_links``), to score a planner on it as on the benchmark's requests.
+
+    Raises:
+        ValueError: the example has no request (only steps): there is nothing to plan from words.
+    """
+    if example.request is None:
+        raise ValueError(f"{example.source}: the example gives steps only; a request in words is needed to score the request planner")
+    return {
+        "id": example.identifier,
+        "user_request": example.request,
+        "task_steps": [f"Step {number} Call {tool} to {text}" for number, (tool, text) in enumerate(zip(example.tools, example.steps), start=1)],
+        "task_nodes": [{"task": tool} for tool in example.tools],
+        "task_links": [{"source": source, "target": target} for source, target in example.links],
+    }
