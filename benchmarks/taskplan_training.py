@@ -52,11 +52,6 @@ def training_examples(name: str, requests: list[dict[str, Any]], test_ids: set[s
     return [request_example(request, f"{source}:{request['id']}") for request in requests if str(request["id"]) not in test_ids]
 
 
-def tool_chains(examples: list[LabelledExample], server: str) -> list[list[tuple[str, str]]]:
-    """Each example's tools as ``(server, name)``, in chain order (what ``learn_prerequisites`` reads)."""
-    return [[(server, tool) for tool in example.tools] for example in examples]
-
-
 def as_taskplan_request(example: LabelledExample) -> dict[str, Any]:
     """A labelled example in the taskplan data's form (``id``, ``user_request``, ``task_steps``,
     ``task_nodes``, ``task_links``), to score a planner on it as on the benchmark's requests.
