@@ -127,3 +127,11 @@ def test_a_habit_the_catalog_already_declares_or_that_runs_against_its_data_flow
 def test_a_habit_naming_a_tool_the_catalog_lacks_is_refused_with_its_name():
     with pytest.raises(PrerequisiteError, match="errands/walk_dog"):
         _habits((("errands", "walk_dog"), ORDER_GROCERIES)).as_requires(_errand_registry())
+
+
+def test_the_chosen_thresholds_and_their_held_back_figures_read_as_the_overlay_records_them():
+    habits = learn_prerequisites(errand_chains(), seed=3)
+    assert habits.thresholds == {"min_share": habits.share, "min_uses": habits.min_uses}
+    assert habits.validation["held_back_chains"] == habits.held_back and habits.validation["f1"] == habits.chosen.f1
+    for before, after, share, uses in habits.habits:
+        assert before != after and share >= habits.share and uses >= habits.min_uses

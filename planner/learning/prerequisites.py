@@ -29,6 +29,7 @@ import hashlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from toolpath.errors import ToolpathError
 from toolpath.registry import ToolNotFoundError, ToolRegistry
@@ -52,9 +53,9 @@ class PrerequisiteError(ToolpathError, ValueError):
     """Habits that cannot be learned or applied: the message says which argument or tool, and why."""
 
 
-@dataclass(frozen=True)
-class Habit:
-    """``before`` directly preceded ``after`` in ``share`` of the ``uses`` chains that used ``after``."""
+class Habit(NamedTuple):
+    """``before`` directly preceded ``after`` in ``share`` of the ``uses`` chains that used ``after``
+    (a tuple, so ``for before, after, share, uses in habits.habits`` reads it)."""
 
     before: ToolKey
     after: ToolKey
@@ -116,6 +117,20 @@ class PrerequisiteHabits:
     chosen: GridPoint | None = None
     reason: str = ""
     dropped: tuple[Habit, ...] = field(default=())
+
+    @property
+    def thresholds(self) -> dict[str, float]:
+        """The chosen pair, as the overlay's header records it: ``{"min_share": s, "min_uses": n}``."""
+        return {"min_share": self.share, "min_uses": self.min_uses}
+
+    @property
+    def validation(self) -> dict[str, float]:
+        """The chosen pair's figures on the held-back chains (``held_back_chains``, and ``precision``,
+        ``recall``, ``f1`` when the pair was chosen by them)."""
+        figures: dict[str, float] = {"held_back_chains": self.held_back}
+        if self.chosen is not None:
+            figures.update(precision=self.chosen.precision, recall=self.chosen.recall, f1=self.chosen.f1)
+        return figures
 
     def as_requires(self, registry: ToolRegistry) -> tuple[HabitRequirement, ...]:
         """The states each habit adds to its ``after`` tool's ``requires``, one entry per habit.
