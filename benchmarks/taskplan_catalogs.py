@@ -34,19 +34,9 @@ parts of the request.
 
 All tools cost 1. Tool modules are never imported: the benchmark only plans.
 
-**Learned from the training split** (:func:`learned_catalog`). The catalogs above say only what
-the sources describe. A second version of each adds what the gold chains of the requests *outside*
-the test ids show, as a catalog author who read example requests would write it:
-
-- each tool's affordances gain up to :data:`LEARNED_PHRASINGS` of the distinct ways the gold steps
-  phrase its use ("Step 2 Call account_login to log into the online banking account" → "log into
-  the online banking account");
-- a tool that directly precedes another in at least :data:`PREREQUISITE_SHARE` of the training
-  requests that use the latter (at least :data:`PREREQUISITE_MIN_USES` of them) becomes its
-  prerequisite: the latter requires the former's result (``search_train`` before
-  ``train_ticket_booking``), as an author declares data flow the sources do not describe.
-
-Scores of the learned catalogs are reported on the test ids only: their other requests taught them.
+What use teaches on top of these (phrasings, prerequisite habits) is not built here: the benchmark
+learns it through ``toolpath.planner.learning.learn`` as a catalog overlay (``bench_taskplan.py``,
+training examples from :mod:`taskplan_training`).
 """
 
 from __future__ import annotations
@@ -59,14 +49,6 @@ from typing import Any
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "taskplan"
 
-#: At most this many gold-step phrasings join a tool's affordances (:func:`learned_catalog`).
-LEARNED_PHRASINGS = 8
-#: A tool is another's prerequisite when it directly precedes it in this share of the training
-#: requests that use the other, and those are at least ``PREREQUISITE_MIN_USES`` (chosen on the
-#: first half of UltraTool's training requests, measured on the second).
-PREREQUISITE_SHARE = 0.6
-PREREQUISITE_MIN_USES = 10
-_GOLD_STEP = re.compile(r"^\s*Step\s*\d+:?\s+Call\s+(\w+)\s+(?:again\s+)?to\s+(.+?)\.?\s*$", flags=re.IGNORECASE)
 
 _KINDS = ("movie", "tv", "person", "collection", "company", "network")
 _LISTINGS = {"popular", "top_rated", "now_playing", "on_the_air", "similar", "recommendations", "upcoming"}
@@ -173,58 +155,13 @@ def ultratool_catalog(data: Path = DEFAULT_DATA) -> dict[str, Any]:
     return {"domain": "ultratool", "package": "ultratool_api", "states": states, "tools": tools}
 
 
-def learned_catalog(catalog: dict[str, Any], training: list[dict[str, Any]]) -> dict[str, Any]:
-    """``catalog`` with the phrasings and prerequisites the gold chains of ``training`` show (see
-    the module docstring). ``training`` must hold no test request; ``catalog`` is not changed.
-
-    Returns:
-        A new catalog document.
-    """
-    phrasings: dict[str, list[str]] = {}
-    uses: dict[str, int] = {}
-    precedes: dict[tuple[str, str], int] = {}
-    for request in training:
-        for step in request["task_steps"]:
-            if found := _GOLD_STEP.match(step):
-                phrasings.setdefault(found.group(1), []).append(found.group(2))
-        for tool in {node["task"] for node in request["task_nodes"]}:
-            uses[tool] = uses.get(tool, 0) + 1
-        for pair in {(link["source"], link["target"]) for link in request["task_links"] if link["source"] != link["target"]}:
-            precedes[pair] = precedes.get(pair, 0) + 1
-    tools = []
-    own_state = {tool["name"]: next(token for token in tool["state_transition"]["produces"] if ".result." in token) for tool in catalog["tools"]}
-    for tool in catalog["tools"]:
-        name = tool["name"]
-        prerequisites = sorted(
-            own_state[before]
-            for (before, after), count in precedes.items()
-            if after == name and before in own_state and uses[name] >= PREREQUISITE_MIN_USES and count / uses[name] >= PREREQUISITE_SHARE
-        )
-        transition = tool["state_transition"]
-        tools.append(
-            {
-                **tool,
-                "affordances": [*tool["affordances"], *list(dict.fromkeys(phrasings.get(name, [])))[:LEARNED_PHRASINGS]],
-                "state_transition": {**transition, "requires": sorted({*transition["requires"], *prerequisites})},
-            }
-        )
-    return {**catalog, "tools": tools}
-
-
-def write_catalogs(directory: Path, data: Path = DEFAULT_DATA, learned_from: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Path]:
-    """Write both catalogs as JSON files into ``directory``; returns ``{data set: path}``.
-
-    With ``learned_from`` (``{data set: training requests}``), each catalog is the
-    :func:`learned_catalog` of those requests, written as ``<set>.learned.catalog.json``.
-    """
+def write_catalogs(directory: Path, data: Path = DEFAULT_DATA) -> dict[str, Path]:
+    """Write both catalogs as JSON files into ``directory``; returns ``{data set: path}``."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = {}
     for name, build in (("tmdb", tmdb_catalog), ("ultratool", ultratool_catalog)):
-        catalog = build(data)
-        if learned_from is not None:
-            catalog = learned_catalog(catalog, learned_from[name])
-        paths[name] = directory / f"{name}{'.learned' if learned_from is not None else ''}.catalog.json"
-        paths[name].write_text(json.dumps(catalog, indent=1))
+        paths[name] = directory / f"{name}.catalog.json"
+        paths[name].write_text(json.dumps(build(data), indent=1))
     return paths
 
 

@@ -5,7 +5,10 @@ per line, either form:
 
 * ``{"request": "text", "tools": ["name" or "server/name", ...]}``: a request in words and the
   tools that served it, in the order they ran;
-* ``{"steps": ["text", ...], "tools": [...]}``: steps aligned one to one with the tools.
+* ``{"steps": ["text", ...], "tools": [...]}``: steps aligned one to one with the tools;
+* both ``"request"`` and ``"steps"``: the request and the steps an agent gave for it (development
+  sets such as ``benchmarks/tmdb_dev_requests.jsonl`` keep both, so one line serves learning from
+  steps and measuring on the request, and a chain is not counted twice).
 
 Optional fields: ``"id"`` (any string or number, kept for reports) and ``"links"`` (``[["a", "b"],
 ...]``, the chain's edges when it is not a straight line; default: each tool to the next). Blank
@@ -40,8 +43,8 @@ class LabelledExample:
 
     Attributes:
         tools: the tools in the order they ran, as written (``name`` or ``server/name``).
-        request: the request in words, or ``None`` when steps were given.
-        steps: the steps, aligned one to one with ``tools`` (empty when a request was given).
+        request: the request in words, or ``None`` when only steps were given.
+        steps: the steps, aligned one to one with ``tools`` (empty when only a request was given).
         links: the chain's edges, as pairs of entries of ``tools``.
         identifier: the example's ``id``, if it had one.
         source: where it came from (``FILE:LINE``, or a record entry), for error messages and reports.
@@ -55,8 +58,8 @@ class LabelledExample:
     source: str = ""
 
     def phrasings(self) -> list[tuple[str, str]]:
-        """``(text, tool)`` pairs this example teaches: each step with its tool, or the request
-        with its tool when it was served by one tool. A request served by several tools teaches
+        """``(text, tool)`` pairs this example teaches: each step with its tool when steps were
+        given, else the request with its tool when it was served by one tool. A request served by several tools teaches
         none of them alone (which words asked for which tool is not known)."""
         if self.steps:
             return list(zip(self.steps, self.tools))
@@ -108,8 +111,8 @@ def example_from_mapping(data: Any, where: str) -> LabelledExample:
     if not tools:
         raise ExamplesError(f"{where}: `tools` is missing or empty; list the tools that served the request, in order")
     request, steps = data.get("request"), data.get("steps")
-    if (request is None) == (steps is None):
-        raise ExamplesError(f"{where}: give exactly one of `request` (text) and `steps` (a list of texts)")
+    if request is None and steps is None:
+        raise ExamplesError(f"{where}: give `request` (text), `steps` (a list of texts), or both")
     if request is not None and (not isinstance(request, str) or not request.strip()):
         raise ExamplesError(f"{where}: `request` must be non-empty text")
     step_texts = _texts(steps, where, "steps") if steps is not None else ()

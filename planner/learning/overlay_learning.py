@@ -47,6 +47,7 @@ from toolpath.registry.overlays import (
 )
 
 if TYPE_CHECKING:
+    from toolpath.planner.learning.prerequisites import PrerequisiteHabits
     from toolpath.planner.search.embedding import Embedder
     from toolpath.registry import LoadedCatalogs
 
@@ -175,7 +176,7 @@ def learn(
         )
     keys = [[(tool.server_name or "", tool.name) for tool in chain] for chain in chains]
     habits = learn_prerequisites([chain for chain in keys if len(chain) > 1], held_back, seed)
-    prerequisites, left_out = _prerequisites(loaded, habits.habits)
+    prerequisites, left_out = _prerequisites(loaded, habits)
     vectors_path, adapter_path = companion_paths(out)
     document = OverlayFile(
         overlay=OverlayHeader(
@@ -286,23 +287,23 @@ def _phrasings(
     return tool_phrasings, state_phrasings, tool_counts, state_counts
 
 
-def _prerequisites(loaded: LoadedCatalogs, habits: Iterable[Sequence[Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Each habit ``(before, after, share, uses)`` as prerequisite states of ``after``, and those left out with why."""
+def _prerequisites(loaded: LoadedCatalogs, habits: PrerequisiteHabits) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The states each habit adds to its later tool's ``requires`` (:meth:`PrerequisiteHabits.as_requires`
+    says which), and the habits left out with why: nothing to add, or a state only the tool itself
+    could reach (requiring it would make a cycle)."""
     tools = {(tool.server_name or "", tool.name): tool for tool in loaded.registry}
     produced = {token for tool in tools.values() for token in tool.state_transition.produces}
     holdable = {token for token, state in loaded.states.items() if state.input or token not in produced}
     kept: list[dict[str, Any]] = []
     left_out: list[dict[str, Any]] = []
-    for before, after, share, uses in habits:
-        before_tool, after_tool = tools[tuple(before)], tools[tuple(after)]
+    for requirement in habits.as_requires(loaded.registry):
+        before, after, share, uses = requirement.habit
         names = {"tool": f"{after[0]}/{after[1]}", "before": f"{before[0]}/{before[1]}", "share": share, "uses": uses}
-        transition = after_tool.state_transition
-        states = sorted(before_tool.state_transition.produces - transition.requires - transition.produces)
-        if not states:
-            left_out.append({**names, "why": f"{after[1]} already requires everything {before[1]} produces"})
+        if not requirement.states:
+            left_out.append({**names, "why": requirement.reason})
             continue
         reachable = reachable_states([tool for key, tool in tools.items() if key != tuple(after)], holdable)
-        for state in states:
+        for state in requirement.states:
             if state not in reachable:
                 left_out.append({**names, "state": state, "why": f"{state} can only be reached through {after[1]} itself (requiring it would make a cycle)"})
             else:
