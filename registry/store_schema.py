@@ -15,7 +15,7 @@ Versions:
    process can attach to it), for the holder's ``generation`` only. A table of its own, so that a
    toolpath of version 1 sharing the store still finds its tables as it made them (it checks
    their columns); a hold it takes raises the generation, which voids the lease row.
-3. ``record_of_use``: one row per task planned or run (:mod:`toolpath.planner.learning.record`):
+3. ``record_of_use``: one row per task planned or run (:mod:`toolpath.planner.tasks.record_of_use`):
    ``entry_id`` (a random id; a run updates its plan's row), ``user_id``, ``recorded_at`` (seconds
    since the epoch), ``interface`` (``cli``, ``python``, ``mcp``), ``outcome`` and ``entry`` (JSON:
    the request or steps, their parts, the tools shown and run, the user's edits, the reason of a

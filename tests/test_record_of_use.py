@@ -20,7 +20,8 @@ from test_learning import TABULAR, WordHashEmbedder
 from test_serve import over_http, serve_over_http  # noqa: F401  (serve_over_http is a fixture)
 
 from toolpath.planner import learn
-from toolpath.planner.learning.record import CORRECTION_WINDOW_SECONDS, Edits, Recorder, RecordSettings, clear, history, labelled_examples, local_user
+from toolpath.planner.learning.record_examples import CORRECTION_WINDOW_SECONDS, labelled_examples
+from toolpath.planner.tasks.record_of_use import Edits, Recorder, RecordSettings, clear, history, local_user
 from toolpath.registry.database import forget_database
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -254,6 +255,6 @@ def test_an_email_address_in_the_words_is_kept_as_its_kind_not_its_name(store):
     ],
 )
 def test_identifiers_keys_molecules_and_paths_in_the_words_are_kept_as_kinds(words, kept, gone):
-    from toolpath.planner.learning.redaction import redacted
+    from toolpath.planner.tasks.redaction import redacted
 
     assert redacted(words) == kept and gone not in redacted(words)

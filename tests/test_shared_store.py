@@ -149,7 +149,7 @@ def test_a_sqlite_store_from_before_versions_keeps_its_sessions_and_gains_leases
 def test_a_version_2_store_keeps_every_row_and_gains_the_record_of_use(location):
     """A store as toolpath wrote it at version 2 (sessions, leases, approvals, with rows) becomes
     version 3: its rows stay, and tasks are recorded per user."""
-    from toolpath.planner.learning.record import Recorder, history
+    from toolpath.planner.tasks.record_of_use import Recorder, history
     from toolpath.registry.store_schema import FIRST_TABLES, LEASE_TABLE, TYPES, VERSION_TABLE
 
     if location.startswith("postgresql"):

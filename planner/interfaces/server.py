@@ -27,7 +27,7 @@ user a bearer token maps to in the tokens file. Sessions: each user's ``session_
 first use; ``"main"`` when none is given. Session ids are per user: two users' ``"lab"`` are two
 sessions, and no id reaches another user's session or tells whether it exists (see
 :func:`kernel_session_id`). Each ``plan_task`` and ``run_task`` goes in its user's record of use
-(:mod:`toolpath.planner.learning.record`), in the sessions' store; no tool reads a record, and
+(:mod:`toolpath.planner.tasks.record_of_use`), in the sessions' store; no tool reads a record, and
 every read of one names its user.
 """
 
@@ -78,9 +78,9 @@ from toolpath.planner.interfaces.mcp_results import (
     VariablesOutput,
 )
 from toolpath.planner.interfaces.serve_limits import SERVE_MAX_KERNELS, SERVE_MAX_SESSIONS_PER_USER, SERVE_MAX_TASKS_PER_USER
-from toolpath.planner.learning.record import Recorder
 from toolpath.planner.search.embedding import default_embedder
 from toolpath.planner.tasks.agent_session import AgentSession
+from toolpath.planner.tasks.record_of_use import Recorder
 from toolpath.planner.tasks.task import PartsNotUnderstoodError
 from toolpath.planner.tasks.workspace import Workspace
 from toolpath.registry.storage import StoreError

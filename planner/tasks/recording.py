@@ -1,4 +1,4 @@
-"""Where planning and running a task meet the record of use (:mod:`toolpath.planner.learning.record`):
+"""Where planning and running a task meet the record of use (:mod:`toolpath.planner.tasks.record_of_use`):
 a plan recorded as planned (its entry id on the plan), a run as what it did, a refusal with its
 reason. ``recorder`` is ``None`` when nothing is to be recorded (the command line records each
 command itself, knowing what the user edited). Nothing here raises for the record.
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from toolpath.errors import Refusal, ToolpathError
 
 if TYPE_CHECKING:
-    from toolpath.planner.learning.record import Recorder
+    from toolpath.planner.tasks.record_of_use import Recorder
     from toolpath.planner.tasks.task import TaskPlan, TaskRun
 
 

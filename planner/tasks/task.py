@@ -166,7 +166,7 @@ class TaskPlan:
         arguments: the values the task's words gave the plan's parameters, why, what they did not
             give and the inputs probed (:func:`toolpath.planner.tasks.arguments.bind_arguments`);
             they are among ``inputs`` as ``SERVER.TOOL.PARAMETER``.
-        record_entry: the id of its entry in the record of use (:mod:`toolpath.planner.learning.record`),
+        record_entry: the id of its entry in the record of use (:mod:`toolpath.planner.tasks.record_of_use`),
             which its run updates; ``None`` when it was not recorded.
     """
 

@@ -35,7 +35,6 @@ from toolpath.registry.catalog_problems import UNREADABLE
 
 if TYPE_CHECKING:
     from toolpath.kernel import CodeMode
-    from toolpath.planner.learning.record import Recorder
     from toolpath.planner.planning.graph import StateGraph
     from toolpath.planner.planning.plans import Plan
     from toolpath.planner.search.embedding import Embedder
@@ -43,6 +42,7 @@ if TYPE_CHECKING:
     from toolpath.planner.search.skills import SkillHit, SkillIndex
     from toolpath.planner.tasks.agent_session import AgentSession
     from toolpath.planner.tasks.cell import PlannedCell
+    from toolpath.planner.tasks.record_of_use import Recorder
     from toolpath.planner.tasks.session_state import SessionState
     from toolpath.planner.tasks.task import TaskPlan, TaskRun
 
@@ -70,7 +70,7 @@ def resolve_catalog_paths(only: Sequence[str | Path] = (), add: Sequence[str | P
 
 
 def _python_recorder() -> Recorder:
-    from toolpath.planner.learning.record import Recorder
+    from toolpath.planner.tasks.record_of_use import Recorder
 
     return Recorder("python")
 
@@ -83,7 +83,7 @@ class Workspace:
         loaded: the catalogs, as returned by :func:`toolpath.registry.load_catalogs`.
         embedder: the embedder for skill search; default the embedded all-MiniLM-L6-v2.
         recorder: writes the tasks planned and run (here and in its sessions) into the record of
-            use (:mod:`toolpath.planner.learning.record`), as the local user's; ``None``: records
+            use (:mod:`toolpath.planner.tasks.record_of_use`), as the local user's; ``None``: records
             nothing (``TOOLPATH_RECORD=off`` does the same for every workspace).
     """
 

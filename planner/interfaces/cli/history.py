@@ -1,4 +1,4 @@
-"""``toolpath history``: the local user's record of use (:mod:`toolpath.planner.learning.record`),
+"""``toolpath history``: the local user's record of use (:mod:`toolpath.planner.tasks.record_of_use`),
 newest first; ``--clear`` deletes it."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def add_history_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def command_history(arguments: argparse.Namespace) -> int:
-    from toolpath.planner.learning.record import clear, history, local_user
+    from toolpath.planner.tasks.record_of_use import clear, history, local_user
 
     user = local_user()
     if arguments.clear:

@@ -50,7 +50,8 @@ def add_learn_parser(commands: argparse._SubParsersAction) -> None:
 
 def _examples(arguments: argparse.Namespace) -> tuple[list, str]:
     from toolpath.planner.learning.examples import read_examples
-    from toolpath.planner.learning.record import labelled_examples, local_user
+    from toolpath.planner.learning.record_examples import labelled_examples
+    from toolpath.planner.tasks.record_of_use import local_user
 
     if arguments.from_file is not None:
         return read_examples(arguments.from_file), str(arguments.from_file)

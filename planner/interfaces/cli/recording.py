@@ -1,5 +1,5 @@
 """How the ``toolpath`` command records its tasks in the record of use
-(:mod:`toolpath.planner.learning.record`): each command once, as the local user's, with what the
+(:mod:`toolpath.planner.tasks.record_of_use`): each command once, as the local user's, with what the
 user edited (``--goal``, ``--avoid``, ``--step``) and the outcome it ends with. The command's
 workspace records nothing itself (its plans for other inputs, made to say which inputs would do,
 are no task of the user's).
@@ -28,7 +28,7 @@ class CommandRecord:
     """
 
     def __init__(self, arguments: argparse.Namespace):
-        from toolpath.planner.learning.record import Edits, Recorder
+        from toolpath.planner.tasks.record_of_use import Edits, Recorder
 
         self.recorder = Recorder("cli")
         self.edits = Edits(avoid=tuple(getattr(arguments, "avoid", ()) or ()), goal=tuple(getattr(arguments, "goal", ()) or ()))

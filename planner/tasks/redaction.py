@@ -1,5 +1,5 @@
 """Values in a task's words replaced by their kinds, for the record of use
-(:mod:`toolpath.planner.learning.record`): "plot sales.csv by month for 2024" is kept as "plot
+(:mod:`toolpath.planner.tasks.record_of_use`): "plot sales.csv by month for 2024" is kept as "plot
 <file .csv> by month for <number>".
 
 What is replaced, wherever it stands in the text:
