@@ -191,7 +191,7 @@ def label_sets(learning: list[tuple[str, str]], unlearned: SkillIndex, tools: in
 def learned_search(index: SkillIndex, labelled: list[tuple[str, str]], adapter: bool) -> LearnedSearch:
     """The learned data ``toolpath learn`` would build from these labels: every phrasing, and the adapter if asked."""
     phrasings = [(query, ("tool", "metatool", gold)) for query, gold in labelled]
-    learned = LearnedSearch.from_phrasings(index, phrasings)
+    learned = LearnedSearch.from_phrasings(index.embedder, phrasings)
     return learned.with_adapter(fit_query_adapter(index, learned.vectors, list(learned.entries))) if adapter else learned
 
 

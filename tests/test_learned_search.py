@@ -49,7 +49,7 @@ def unlearned(office, embedder):
 def learned(office, embedder, unlearned):
     phrasings = [(text, tool("dunning_run")) for text in DUNNING_PHRASINGS]
     phrasings.append(("find us a room for Thursday's stand-up", tool("book_meeting_room")))
-    return SkillIndex(office, embedder, cache=False, learned=LearnedSearch.from_phrasings(unlearned, phrasings))
+    return SkillIndex(office, embedder, cache=False, learned=LearnedSearch.from_phrasings(unlearned.embedder, phrasings))
 
 
 def top_tool(index, query):
@@ -86,7 +86,7 @@ def test_no_learned_phrasings_and_no_adapter_search_exactly_as_without(office, e
 
 def test_an_identity_adapter_changes_nothing_and_a_fitted_one_moves_queries_to_their_tools(office, embedder, unlearned):
     phrasings = [(text, tool("dunning_run")) for text in DUNNING_PHRASINGS]
-    plain = LearnedSearch.from_phrasings(unlearned, phrasings)
+    plain = LearnedSearch.from_phrasings(unlearned.embedder, phrasings)
     dimensions = plain.dimensions
     with_identity = SkillIndex(office, embedder, cache=False, learned=plain.with_adapter(np.eye(dimensions, dtype=np.float32)))
     without = SkillIndex(office, embedder, cache=False, learned=plain)
@@ -108,7 +108,7 @@ def test_an_identity_adapter_changes_nothing_and_a_fitted_one_moves_queries_to_t
 
 
 def test_learned_data_for_a_tool_the_catalogs_lack_is_refused_by_name(office, embedder, unlearned):
-    stray = LearnedSearch.from_phrasings(unlearned, [("fax the contract to legal", tool("send_fax"))])
+    stray = LearnedSearch.from_phrasings(unlearned.embedder, [("fax the contract to legal", tool("send_fax"))])
     with pytest.raises(LearnedSearchError, match=r"fax the contract to legal.*tool send_fax, which the catalogs do not have"):
         SkillIndex(office, embedder, cache=False, learned=stray)
 
@@ -138,7 +138,7 @@ def test_malformed_learned_data_is_refused_with_what_to_do(arguments, problem):
 def test_without_embeddings_learned_phrasings_still_count_by_their_words(office, unlearned):
     # Five phrasings for five tools: enough for their words to join the BM25 documents.
     phrasings = [(text, tool("dunning_run")) for text in DUNNING_PHRASINGS] + [("find us a room for Thursday's stand-up", tool("book_meeting_room"))]
-    learned = LearnedSearch.from_phrasings(unlearned, phrasings)
+    learned = LearnedSearch.from_phrasings(unlearned.embedder, phrasings)
     query = "Hendricks is overdue again"
     assert "dunning_run" not in [hit.name for hit in SkillIndex(office, mode="bm25", cache=False).search(query)]
     with pytest.warns(RuntimeWarning, match="learned vectors are ignored"):

@@ -13,8 +13,8 @@ import textwrap
 import pytest
 
 from toolpath.planner import Workspace
-from toolpath.planner.tasks.goals import GoalSearch, UnclearEffectError, choose_goal
-from toolpath.planner.tasks.near_duplicate_choice import DuplicateEffectError, favoured_tool
+from toolpath.planner.tasks.goals import DuplicateEffectError, GoalSearch, UnclearEffectError, choose_goal
+from toolpath.planner.tasks.near_duplicate_choice import favoured_tool
 from toolpath.registry import lint_catalogs
 
 TOOL = """\

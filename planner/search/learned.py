@@ -117,30 +117,27 @@ class LearnedSearch:
         return LearnedSearch(self.entries, self.vectors, adapter, self.texts)
 
     @classmethod
-    def from_phrasings(cls, embedder: SkillIndex | Embedder, phrasings: Sequence[tuple[str, LearnedEntry]], adapter: np.ndarray | None = None) -> LearnedSearch:
+    def from_phrasings(cls, embedder: Embedder | None, phrasings: Sequence[tuple[str, LearnedEntry]], adapter: np.ndarray | None = None) -> LearnedSearch:
         """Embed ``(text, entry)`` pairs into learned search data, every one kept.
 
         Args:
-            embedder: the :class:`SkillIndex` the data is for (its embedder is used, so learned and
-                catalog vectors share one model), or an embedder.
+            embedder: the embedder of the index the data is for (``SkillIndex.embedder``: learned
+                and catalog vectors must share one model); ``None`` for an index without embeddings.
             phrasings: ``(text, (kind, server, name))`` pairs; texts are stripped.
             adapter: an optional ``(d, d)`` query adapter.
 
         Raises:
-            LearnedSearchError: a blank text (naming its position), an index without embeddings
-                (BM25 only: nothing to compare vectors with), or bad entries/adapter (see the class).
+            LearnedSearchError: a blank text (naming its position), no embedder (BM25 only: nothing
+                to compare vectors with), or bad entries/adapter (see the class).
             ValueError: the embedder's output is not a finite ``(n, d)`` array.
         """
         texts = [text.strip() for text, _ in phrasings]
         for position, text in enumerate(texts):
             if not text:
                 raise LearnedSearchError(f"learned phrasing {position} (for {phrasings[position][1]!r}) is blank; give the words of the request")
-        from toolpath.planner.search.skills import SkillIndex  # skills imports this module
-
-        model = embedder.embedder if isinstance(embedder, SkillIndex) else embedder
-        if model is None:
+        if embedder is None:
             raise LearnedSearchError("the index has no embeddings (BM25 only), so learned phrasings cannot be compared; install the embedding model")
-        vectors = _embed(model, texts)
+        vectors = _embed(embedder, texts)
         return cls(tuple(entry for _, entry in phrasings), vectors, adapter, tuple(texts))
 
 

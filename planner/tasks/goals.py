@@ -78,7 +78,7 @@ import re
 import weakref
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from toolpath.errors import PYTHON, Refusal, Vocabulary
 from toolpath.kernel.inside.tool_search import bm25_terms, name_words
@@ -90,11 +90,9 @@ from toolpath.planner.tasks.cell import PlannedCell
 from toolpath.planner.tasks.cell_writers import CellWriter, FreshKernelCells
 from toolpath.planner.tasks.clauses import head_words, without_file_names, without_names, without_quotes
 from toolpath.planner.tasks.direction import DirectionReading, read_direction
+from toolpath.planner.tasks.near_duplicate_choice import DuplicateChoice, choose_between_duplicates
 from toolpath.planner.tasks.probes import probe_inputs
 from toolpath.registry import ToolDefinition
-
-if TYPE_CHECKING:
-    from toolpath.planner.tasks.near_duplicate_choice import DuplicateChoice
 
 MARGIN = 0.05
 WORK_MARGIN = 0.10
@@ -258,6 +256,30 @@ class UnclearEffectError(NoMatchingSkillError):
     def message(self, vocabulary: Vocabulary = PYTHON) -> str:
         tools = sorted({tool for tool, _ in self.effects})
         return f"{self.reason}. Say more plainly what to do, or name the tool ({', '.join(tools)}) in the task to run it"
+
+
+class DuplicateEffectError(UnclearEffectError):
+    """The chosen goal's plan has effects and its tool's near-duplicate matches about as well, with
+    no learned examples to tell them apart: the part is not understood (see the module docstring).
+    ``candidates`` are the two tools' hits; ``duplicate`` says how they stood."""
+
+    def __init__(self, task: str, chosen: GoalCandidate, rival: GoalCandidate, effects: list[tuple[str, str]], duplicate: DuplicateChoice):
+        self.duplicate = duplicate  # before the base class words its message with it
+        super().__init__(task, chosen, [rival.hit], effects, False)
+        runs = ", ".join(f"{tool} ({effect})" for tool, effect in effects)
+        shown = task if len(task) <= 120 else task[:117] + "..."
+        self.reason = (
+            f"not understood: {shown!r} would run {runs}, but {hit_label(rival.hit)} matches about as well, and {duplicate.chosen} and "
+            f"{duplicate.rival} are near-duplicates (lint TP018: the same signature, texts that say the same) that no learned examples "
+            "tell apart: which one runs would be a coin toss, and a tool with effects does not run on one"
+        )
+        Exception.__init__(self, self.message())
+
+    def message(self, vocabulary: Vocabulary = PYTHON) -> str:
+        return (
+            f"{self.reason}. Name the tool meant in the task ({self.duplicate.chosen} or {self.duplicate.rival}); "
+            "or, in the catalog, merge the two or make their descriptions say how they differ"
+        )
 
 
 class UnservedWordsError(NoMatchingSkillError):
@@ -574,7 +596,7 @@ def choose_goal(
             candidate refused so is passed over when another serves).
         UnclearEffectError: the chosen goal's plan runs a tool with effects on a weak or ambiguous
             match (see the module docstring), or on a coin toss between near-duplicate tools
-            (:class:`toolpath.planner.tasks.near_duplicate_choice.DuplicateEffectError`);
+            (:class:`DuplicateEffectError`);
             NeitherMeantError: ``search.meant`` says none of them.
         QueryError: an empty task.
         PlanningTimeout, PlanningCancelled: from ``search.budget``.
@@ -664,10 +686,13 @@ def choose_goal(
     ordered = sorted(candidates.values(), key=rank, reverse=True)
     duplicate = None
     if answer is None:  # a person who said which candidate they meant chose between near-duplicates too
-        from toolpath.planner.tasks.near_duplicate_choice import choose_between_duplicates  # it reads goals' candidates
-
         ordered, duplicate = choose_between_duplicates(graph, task, ordered, search.learned_examples)
     chosen = ordered[0]
+    if duplicate is not None and duplicate.decided_by == "coin toss" and chosen.plan is not None:
+        effects = [(qualified_name(step.tool), step.tool.side_effect) for step in chosen.plan.steps if step.tool.side_effect != "none"]
+        if effects:
+            rival = next(candidate for candidate in ordered if candidate.plan and qualified_name(candidate.plan.steps[-1].tool) == duplicate.rival)
+            raise DuplicateEffectError(task, chosen, rival, effects, duplicate)
     if chosen.plan is None:
         refusal = refused.get((chosen.goal, chosen.hit.name if chosen.hit.kind == "tool" else None))
         if refusal is not None or first_unreachable is None:  # the best candidates' plans were refused for their inputs

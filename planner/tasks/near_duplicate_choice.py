@@ -11,7 +11,7 @@ the same score alike, and a word added to either catalog entry flips them. Then:
 - without it (no examples, or as many for each), the choice stands and ``--json`` says it was a coin
   toss, naming both tools and that lint flags the pair (:class:`DuplicateChoice`);
 - a coin toss between tools with effects (they write files or records, or send) is not run: the part
-  is not understood (:class:`DuplicateEffectError`, an
+  is not understood (:class:`~toolpath.planner.tasks.goals.DuplicateEffectError`, an
   :class:`~toolpath.planner.tasks.goals.UnclearEffectError` naming both), and the person is asked
   which they meant, or names the tool in the task. Running the wrong one of two tools that book,
   send or write cannot be undone, and nothing in the words or the record said which was meant.
@@ -22,14 +22,15 @@ from __future__ import annotations
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from toolpath.errors import PYTHON, Vocabulary
 from toolpath.planner.planning.graph import StateGraph
 from toolpath.planner.planning.plans import qualified_name
-from toolpath.planner.tasks.goals import GoalCandidate, UnclearEffectError, hit_label
 from toolpath.registry import ToolDefinition
 from toolpath.registry.near_duplicates import near_duplicates
+
+if TYPE_CHECKING:
+    from toolpath.planner.tasks.goals import GoalCandidate
 
 #: Why a candidate lost when only the search's order put the chosen one first (``GoalCandidate.lost_to``).
 _SEARCH_ORDER = "ranked lower by the search"
@@ -109,10 +110,8 @@ def choose_between_duplicates(
     rival moved first when learned examples favour it, the one of the two not chosen saying why it
     lost (``GoalCandidate.lost_because``), and how the two were decided; ``(ordered, None)`` when the
     chosen goal's tool has no near-duplicate among the close candidates that lost only by the
-    search's order (see the module docstring).
-
-    Raises:
-        DuplicateEffectError: the two are a coin toss and the chosen plan has effects.
+    search's order (see the module docstring). A coin toss between tools with effects is refused by
+    the caller (:class:`toolpath.planner.tasks.goals.DuplicateEffectError`).
     """
     ordered = list(ordered)
     chosen = ordered[0]
@@ -132,33 +131,6 @@ def choose_between_duplicates(
             return [candidate, replace(chosen, lost_because=choice.reason()), *ordered[1:position], *ordered[position + 1 :]], choice
         counts = (examples.get(names[0], 0), examples.get(names[1], 0))
         choice = DuplicateChoice(names[0], names[1], counts, "coin toss" if favoured is None else "learned examples")
-        effects = [(qualified_name(step.tool), step.tool.side_effect) for step in chosen.plan.steps if step.tool.side_effect != "none"] if chosen.plan else []
-        if choice.decided_by == "coin toss" and effects:
-            raise DuplicateEffectError(task, chosen, candidate, effects, choice)
         ordered[position] = replace(candidate, lost_because=choice.reason())
         return ordered, choice
     return ordered, None
-
-
-class DuplicateEffectError(UnclearEffectError):
-    """The chosen goal's plan has effects and its tool's near-duplicate matches about as well, with
-    no learned examples to tell them apart: the part is not understood (see the module docstring).
-    ``candidates`` are the two tools' hits; ``duplicate`` says how they stood."""
-
-    def __init__(self, task: str, chosen: GoalCandidate, rival: GoalCandidate, effects: list[tuple[str, str]], duplicate: DuplicateChoice):
-        self.duplicate = duplicate  # before the base class words its message with it
-        super().__init__(task, chosen, [rival.hit], effects, False)
-        runs = ", ".join(f"{tool} ({effect})" for tool, effect in effects)
-        shown = task if len(task) <= 120 else task[:117] + "..."
-        self.reason = (
-            f"not understood: {shown!r} would run {runs}, but {hit_label(rival.hit)} matches about as well, and {duplicate.chosen} and "
-            f"{duplicate.rival} are near-duplicates (lint TP018: the same signature, texts that say the same) that no learned examples "
-            "tell apart: which one runs would be a coin toss, and a tool with effects does not run on one"
-        )
-        Exception.__init__(self, self.message())
-
-    def message(self, vocabulary: Vocabulary = PYTHON) -> str:
-        return (
-            f"{self.reason}. Name the tool meant in the task ({self.duplicate.chosen} or {self.duplicate.rival}); "
-            "or, in the catalog, merge the two or make their descriptions say how they differ"
-        )
