@@ -353,4 +353,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # Measuring is not use: nothing a benchmark plans goes into the user's record of use.
+    os.environ.setdefault("TOOLPATH_RECORD", "off")
     sys.exit(main())

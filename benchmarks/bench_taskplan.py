@@ -42,6 +42,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import os
 import re
 import statistics
 import sys
@@ -236,6 +237,8 @@ def main(data: Path, sets: list[str], limit: int | None) -> dict:
 
 
 if __name__ == "__main__":
+    # Measuring is not use: nothing a benchmark plans goes into the user's record of use.
+    os.environ.setdefault("TOOLPATH_RECORD", "off")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--sets", nargs="+", default=["tmdb", "ultratool"], choices=["tmdb", "ultratool"])
