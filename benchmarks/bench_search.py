@@ -289,9 +289,9 @@ def tune_learned(graph: StateGraph, embedder, cache: EmbeddingCache, learning: l
     # The fused-score constants on a grid, then the ridge, the lexical minimum and the blend one at a
     # time around the shipped values (lexical minimum 0: phrasings always join BM25, infinity: never;
     # blend 0: the larger of nearest phrasing and prototype alone).
-    settings = [(threshold, weight, 1.0, 1.0, 5.0) for threshold, weight in itertools.product((0.4, 0.5, 0.6), (0.05, 0.1, 0.3))]
-    settings += [(0.5, 0.05, ridge, 1.0, 5.0) for ridge in (0.25, 4.0)] + [(0.5, 0.05, 1.0, lexical_min, 5.0) for lexical_min in (0.0, float("inf"))]
-    settings += [(0.5, 0.05, 1.0, 1.0, blend) for blend in (0.0, 10.0, 20.0, 40.0)]
+    settings = [(threshold, weight, 2.0, 1.0, 5.0) for threshold, weight in itertools.product((0.4, 0.5, 0.6), (0.05, 0.1, 0.3))]
+    settings += [(0.5, 0.05, ridge, 1.0, 5.0) for ridge in (1.0, 4.0)] + [(0.5, 0.05, 2.0, lexical_min, 5.0) for lexical_min in (0.0, float("inf"))]
+    settings += [(0.5, 0.05, 2.0, 1.0, blend) for blend in (0.0, 10.0, 20.0, 40.0)]
     for threshold, weight, ridge, lexical_min, blend in settings:
         with learned_constants(threshold, weight, ridge, lexical_min, blend):
             row = {}

@@ -80,9 +80,10 @@ LEARNED_WEIGHT = 0.05
 #: its nearest phrasing's and its prototype's cosine toward their average (further with fewer, little
 #: with many; see the module docstring). Chosen on the held-back part of the MetaTool
 #: learning queries (``benchmarks/bench_search.py --tune``: 5, 10, 20, 40 and no blend, with the
-#: adapter), never on the measured part: with 5 examples per tool R@1 .653 → .668 and R@5 .866 →
-#: .868, every other amount of labels within ± .005 of the larger alone; 20 and 40 win a little
-#: more with all the labels and lose R@5 with the labels of the top 5 only.
+#: adapter at ridge 1), never on the measured part: with 5 examples per tool R@1 .653 → .668 and
+#: R@5 .866 → .868, every other amount of labels within ± .005 of the larger alone; 20 and 40 win a
+#: little more with all the labels and lose R@5 with the labels of the top 5 only. (Refitting
+#: ``learned.ADAPTER_RIDGE`` with it then gave 2.)
 LEARNED_BLEND_PHRASINGS = 5.0
 #: Learned phrasings join their entries' BM25 documents once there is at least this many per entry
 #: on average. Measured on the held-back part of the MetaTool learning queries: with 5 and more per
