@@ -36,7 +36,7 @@ LearnedEntry = tuple[Literal["tool", "state"], "str | None", str]
 #: MetaTool learning queries (``benchmarks/bench_search.py --tune``), never on the measured part: grid
 #: 0.25-4 first gave 1; with the learned similarity blended for few phrasings
 #: (``skills.LEARNED_BLEND_PHRASINGS``) a grid of 1, 2, 3, 4, 6 gave 2: with 5 examples per tool R@5
-#: .868 → .874 and R@1 unchanged (.668), every other amount of labels within ± .003 of 1.
+#: .868 → .874 and R@1 unchanged (.668), every other amount of labels within ± .005 of 1.
 ADAPTER_RIDGE = 2.0
 
 #: Texts embedded per call when building from phrasings (ONNX Runtime pads a batch to its longest text).
