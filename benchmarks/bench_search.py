@@ -26,7 +26,8 @@ showed in its top 5 (a user accepting a shown tool); 1 % (random); half an examp
 learned index (all labels, adapter) is measured in the same run, embedding included, interleaved.
 Targets: all R@1 ≥ .78, R@5 ≥ .93; 5 per tool ≥ .65 / .87; top-5 labels ≥ .75 / .90; under one
 example per tool never below unlearned; latency p50 ≤ 1.2× unlearned. ``--tune`` also grid-searches
-the learned constants (``LEARNED_THRESHOLD``, ``LEARNED_WEIGHT``, ``ADAPTER_RIDGE``, ``LEARNED_LEXICAL_MIN``) on a held-back
+the learned constants (``LEARNED_THRESHOLD``, ``LEARNED_WEIGHT``, ``ADAPTER_RIDGE``, ``LEARNED_LEXICAL_MIN``,
+``LEARNED_BLEND_PHRASINGS``) on a held-back
 part *of the learning part* (second-to-last hex digit 0-1), learning from the rest.
 
 **Speed**: a catalog of 2,000 tools with 5 affordances each (10,000 texts, taken from the dev
@@ -196,19 +197,32 @@ def learned_search(index: SkillIndex, labelled: list[tuple[str, str]], adapter: 
 
 
 @contextlib.contextmanager
-def learned_constants(threshold: float, weight: float, ridge: float, lexical_min: float):
+def learned_constants(threshold: float, weight: float, ridge: float, lexical_min: float, blend_phrasings: float):
     """Set the learned-search constants for a tuning run (module constants, read when used)."""
-    saved = skills_module.LEARNED_THRESHOLD, skills_module.LEARNED_WEIGHT, learned_module.ADAPTER_RIDGE, skills_module.LEARNED_LEXICAL_MIN
-    skills_module.LEARNED_THRESHOLD, skills_module.LEARNED_WEIGHT, learned_module.ADAPTER_RIDGE, skills_module.LEARNED_LEXICAL_MIN = (
-        threshold,
-        weight,
-        ridge,
-        lexical_min,
+    saved = (
+        skills_module.LEARNED_THRESHOLD,
+        skills_module.LEARNED_WEIGHT,
+        learned_module.ADAPTER_RIDGE,
+        skills_module.LEARNED_LEXICAL_MIN,
+        skills_module.LEARNED_BLEND_PHRASINGS,
     )
+    (
+        skills_module.LEARNED_THRESHOLD,
+        skills_module.LEARNED_WEIGHT,
+        learned_module.ADAPTER_RIDGE,
+        skills_module.LEARNED_LEXICAL_MIN,
+        skills_module.LEARNED_BLEND_PHRASINGS,
+    ) = (threshold, weight, ridge, lexical_min, blend_phrasings)
     try:
         yield
     finally:
-        skills_module.LEARNED_THRESHOLD, skills_module.LEARNED_WEIGHT, learned_module.ADAPTER_RIDGE, skills_module.LEARNED_LEXICAL_MIN = saved
+        (
+            skills_module.LEARNED_THRESHOLD,
+            skills_module.LEARNED_WEIGHT,
+            learned_module.ADAPTER_RIDGE,
+            skills_module.LEARNED_LEXICAL_MIN,
+            skills_module.LEARNED_BLEND_PHRASINGS,
+        ) = saved
 
 
 def measure_learned(data: Path, tune: bool) -> dict:
@@ -272,17 +286,19 @@ def tune_learned(graph: StateGraph, embedder, cache: EmbeddingCache, learning: l
     unlearned = SkillIndex(graph, embedder, cache=cache)
     grid: dict = {"held_back_queries": len(held_back), "unlearned": quality(unlearned, held_back, [])}
     label_amounts = label_sets(rest, unlearned, len(graph.registry))
-    # The fused-score constants on a grid, then the ridge and the lexical minimum one at a time
-    # around the shipped values (0: phrasings always join BM25; infinity: never).
-    settings = [(threshold, weight, 1.0, 1.0) for threshold, weight in itertools.product((0.4, 0.5, 0.6), (0.05, 0.1, 0.3))]
-    settings += [(0.5, 0.05, ridge, 1.0) for ridge in (0.25, 4.0)] + [(0.5, 0.05, 1.0, lexical_min) for lexical_min in (0.0, float("inf"))]
-    for threshold, weight, ridge, lexical_min in settings:
-        with learned_constants(threshold, weight, ridge, lexical_min):
+    # The fused-score constants on a grid, then the ridge, the lexical minimum and the blend one at a
+    # time around the shipped values (lexical minimum 0: phrasings always join BM25, infinity: never;
+    # blend 0: the larger of nearest phrasing and prototype alone).
+    settings = [(threshold, weight, 2.0, 1.0, 5.0) for threshold, weight in itertools.product((0.4, 0.5, 0.6), (0.05, 0.1, 0.3))]
+    settings += [(0.5, 0.05, ridge, 1.0, 5.0) for ridge in (1.0, 4.0)] + [(0.5, 0.05, 2.0, lexical_min, 5.0) for lexical_min in (0.0, float("inf"))]
+    settings += [(0.5, 0.05, 2.0, 1.0, blend) for blend in (0.0, 10.0, 20.0, 40.0)]
+    for threshold, weight, ridge, lexical_min, blend in settings:
+        with learned_constants(threshold, weight, ridge, lexical_min, blend):
             row = {}
             for name, labelled in label_amounts.items():
                 scores = quality(SkillIndex(graph, embedder, cache=cache, learned=learned_search(unlearned, labelled, adapter=True)), held_back, [])
                 row[name] = f"{scores['recall_at_1']:.3f}/{scores['recall_at_5']:.3f}"
-        grid[f"threshold={threshold},weight={weight},ridge={ridge},lexical_min={lexical_min}"] = row
+        grid[f"threshold={threshold},weight={weight},ridge={ridge},lexical_min={lexical_min},blend_phrasings={blend}"] = row
     return grid
 
 

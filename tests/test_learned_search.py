@@ -67,6 +67,20 @@ def test_a_tool_learned_from_phrasings_wins_a_request_it_lost_before(unlearned, 
     assert max(relevance, key=relevance.get) == learned.graph.registry.get_tool_by_name("dunning_run").id
 
 
+def test_a_phrasing_asked_again_word_for_word_wins_and_few_phrasings_temper_its_similarity(learned):
+    # The meeting room was learned from one phrasing: asked again, it is the whole evidence.
+    room = learned.search("find us a room for Thursday's stand-up", k=5, kind="tool")[0]
+    assert room.name == "book_meeting_room"
+    assert room.learned is not None and room.learned.similarity == pytest.approx(1.0, abs=1e-4)
+    # Dunning was learned from four phrasings of different words: the one asked again is nearest,
+    # their prototype is further, and with so few the reported similarity lies between the two.
+    dunning = learned.search(DUNNING_PHRASINGS[2], k=5, kind="tool")[0]
+    assert dunning.name == "dunning_run" and dunning.learned is not None
+    match = dunning.learned
+    assert match.phrasing == DUNNING_PHRASINGS[2] and match.phrasing_similarity == pytest.approx(1.0, abs=1e-4)
+    assert match.mean_similarity < match.similarity < match.phrasing_similarity
+
+
 @pytest.mark.parametrize(
     ("query", "expected"),
     [("get the Dutch version of this letter", "translate_text"), ("put last year's contracts away in cold storage", "archive_documents")],
