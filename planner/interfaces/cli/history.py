@@ -6,24 +6,13 @@ from __future__ import annotations
 import argparse
 from datetime import datetime
 
-from toolpath.planner.interfaces.cli.shared import add_command, emit_json
+from toolpath.planner.interfaces.cli.shared import add_command, emit_json, positive_count
 
 HISTORY_EXAMPLES = """examples:
   toolpath history
   toolpath history --limit 5 --json
   toolpath history --clear
   TOOLPATH_RECORD=off toolpath run "..."    (this run is not recorded)"""
-
-
-def _count(text: str) -> int:
-    """argparse type: a whole number of at least 1."""
-    try:
-        count = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if count < 1:
-        raise argparse.ArgumentTypeError(f"{count} is not at least 1")
-    return count
 
 
 def add_history_parser(commands: argparse._SubParsersAction) -> None:
@@ -36,7 +25,7 @@ def add_history_parser(commands: argparse._SubParsersAction) -> None:
         HISTORY_EXAMPLES,
         catalogs=False,
     )
-    history.add_argument("--limit", type=_count, default=20, metavar="N", help="show the N newest entries (default 20)")
+    history.add_argument("--limit", type=positive_count, default=20, metavar="N", help="show the N newest entries (default 20)")
     history.add_argument("--clear", action="store_true", help="delete your entries (only yours; asks nothing) and say how many there were")
     history.add_argument(
         "--store",

@@ -11,7 +11,15 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from toolpath.planner.interfaces.cli.shared import CommandLineError, add_catalog_options, add_kernel_options, catalog_paths, code_mode_options, positive_number
+from toolpath.planner.interfaces.cli.shared import (
+    CommandLineError,
+    add_catalog_options,
+    add_kernel_options,
+    catalog_paths,
+    code_mode_options,
+    positive_count,
+    positive_number,
+)
 from toolpath.planner.interfaces.serve_limits import SERVE_MAX_KERNELS, SERVE_MAX_KERNELS_PER_USER, SERVE_MAX_SESSIONS_PER_USER, SERVE_MAX_TASKS_PER_USER
 
 SERVE_EXAMPLES = """examples:
@@ -39,17 +47,6 @@ def lease_seconds(text: str) -> float:
 def kernel_caps(arguments: argparse.Namespace) -> dict[str, Any]:
     """The :class:`toolpath.kernel.CodeMode` caps of ``toolpath serve``'s ``--max-kernels`` and ``--max-kernels-per-user``."""
     return {"max_kernels": arguments.max_kernels, "max_kernels_per_user": arguments.max_kernels_per_user}
-
-
-def positive_count(text: str) -> int:
-    """argparse type: a whole number of at least 1."""
-    try:
-        count = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if count < 1:
-        raise argparse.ArgumentTypeError(f"{count} is not at least 1")
-    return count
 
 
 #: ``--sandbox-limit`` fields (:class:`toolpath.kernel.sandbox.provisioner.SandboxPolicy`'s limits) and byte-size suffixes.

@@ -117,6 +117,17 @@ def host_and_port(text: str) -> str:
     return text
 
 
+def positive_count(text: str) -> int:
+    """argparse type: a whole number of at least 1."""
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{count} is not at least 1")
+    return count
+
+
 def positive_number(text: str) -> float:
     """argparse type: a positive, finite number (of seconds or milliseconds, as the option says)."""
     try:
