@@ -33,14 +33,13 @@ node F1 not lower; from raw requests, link F1 reported beside.
 development requests only (UltraTool's requests outside the test ids; for TMDB our own development
 requests), and prints node F1 per value.
 
-Usage: python benchmarks/bench_taskplan.py [--data ../shared/data/taskplan] [--limit N] [--sets tmdb ultratool] [--tune]
+Usage: python benchmarks/bench_taskplan.py [--data ../shared/data/taskplan] [--limit N] [--sets tmdb ultratool] [--learned-only] [--tune]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import json
 import os
 import re
@@ -55,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from taskplan_catalogs import DEFAULT_DATA, write_catalogs  # noqa: E402
 from taskplan_training import TMDB_DEV_REQUESTS, as_taskplan_request, training_examples  # noqa: E402
 
-from toolpath.planner import Workspace  # noqa: E402
+from toolpath.planner import Workspace, learn  # noqa: E402
 from toolpath.planner.learning.examples import LabelledExample, read_examples  # noqa: E402
 from toolpath.planner.tasks import matching as matching_module  # noqa: E402
 
@@ -184,20 +183,15 @@ def development_requests(name: str, requests: list[dict], test_ids: set) -> list
     return [request for request in requests if str(request["id"]) not in test_ids]
 
 
-def learned_workspace(catalog: Path, examples: list[LabelledExample], directory: Path) -> tuple[Workspace, dict] | None:
-    """The workspace of ``catalog`` and the overlay ``toolpath.planner.learning.learn`` writes from
-    ``examples`` (the product's learning, as ``toolpath learn`` runs it), and the learner's report;
-    ``None`` where this checkout has no ``learn`` yet (issue 53 builds it on another branch)."""
-    try:
-        from toolpath.planner.learning import learn
-    except ImportError:
-        return None
+def learned_workspace(catalog: Path, examples: list[LabelledExample], directory: Path) -> tuple[Workspace, dict]:
+    """The workspace of ``catalog`` and the overlay :func:`toolpath.planner.learn` writes from
+    ``examples`` (the product's learning, as ``toolpath learn`` runs it), and the learner's report."""
     overlay = directory / f"{catalog.name.removesuffix('.catalog.json')}.overlay.yaml"
     report = learn([catalog], examples, overlay)
-    return Workspace.open([catalog, overlay]), json.loads(json.dumps(dataclasses.asdict(report) if dataclasses.is_dataclass(report) else report, default=str))
+    return Workspace.open([catalog, overlay]), report.to_dict()
 
 
-def main(data: Path, sets: list[str], limit: int | None) -> dict:
+def main(data: Path, sets: list[str], limit: int | None, learned_only: bool = False) -> dict:
     results: dict = {
         "python": sys.version.split()[0],
         "targets_node_f1": {
@@ -212,20 +206,18 @@ def main(data: Path, sets: list[str], limit: int | None) -> dict:
             requests, test_ids = load_requests(data, name)
             training = training_examples(name, requests, test_ids, data)
             requests = requests[:limit] if limit else requests
-            workspace = Workspace.open([catalogs[name]])
-            workspace.search("warm up the embedding model", k=1)
-            results[name] = {"requests": len(requests), **run_set(workspace, requests, test_ids)}
-            if name == "tmdb":
-                dev = development_requests(name, requests, test_ids)
-                results[name]["dev_requests"] = run_set(workspace, dev, set(), ("request",))["request"]["all"]
+            results[name] = {"requests": len(requests)}
+            if not learned_only:
+                workspace = Workspace.open([catalogs[name]])
+                workspace.search("warm up the embedding model", k=1)
+                results[name].update(run_set(workspace, requests, test_ids))
+                if name == "tmdb":
+                    dev = development_requests(name, requests, test_ids)
+                    results[name]["dev_requests"] = run_set(workspace, dev, set(), ("request",))["request"]["all"]
             # What the training examples teach, learned as the product learns it, scored on the
             # test ids only: the other requests (for TMDB, our own) taught it.
             tests = [request for request in requests if str(request["id"]) in test_ids]
-            learned = learned_workspace(catalogs[name], training, Path(directory))
-            if learned is None:
-                results[name]["request_learned"] = {"skipped": "toolpath.planner.learning.learn is not in this checkout"}
-                continue
-            workspace, learn_report = learned
+            workspace, learn_report = learned_workspace(catalogs[name], training, Path(directory))
             report = run_set(workspace, tests, test_ids, ("request",))["request"]
             results[name]["request_learned"] = {
                 "training_examples": len(training),
@@ -243,6 +235,10 @@ if __name__ == "__main__":
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--sets", nargs="+", default=["tmdb", "ultratool"], choices=["tmdb", "ultratool"])
     parser.add_argument("--limit", type=int, default=None, help="only the first N requests of each set (for a quick look)")
+    parser.add_argument("--learned-only", action="store_true", help="only request_learned: learn the overlays and score the test ids with them")
     parser.add_argument("--tune", action="store_true", help="grid-search FRAGMENT_MIN_SCORE on the requests outside the test ids")
     options = parser.parse_args()
-    print(json.dumps((tune if options.tune else main)(options.data, options.sets, options.limit), indent=2))
+    if options.tune:
+        print(json.dumps(tune(options.data, options.sets, options.limit), indent=2))
+    else:
+        print(json.dumps(main(options.data, options.sets, options.limit, options.learned_only), indent=2))
