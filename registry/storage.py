@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
+import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -48,6 +49,19 @@ class StoreError(ToolpathError):
         self.problem = problem
         self.remedy = remedy
         super().__init__(f"{purpose} {path} is unusable: {problem}. {remedy}")
+
+
+_reported_lock = threading.Lock()
+_reported_files: set[str] = set()
+
+
+def first_report_of(error: StoreError) -> bool:
+    """Whether ``error`` is the first this process reports about its file: one broken file is one
+    warning, whatever it was used for (the embedding cache and the record of use share one file)."""
+    with _reported_lock:
+        first = str(error.path) not in _reported_files
+        _reported_files.add(str(error.path))
+        return first
 
 
 def default_home() -> Path:

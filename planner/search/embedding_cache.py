@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from toolpath.planner.search.embedding import Embedder, checked_vectors
-from toolpath.registry.storage import StoreError, connected, database_file, table_exists, transaction
+from toolpath.registry.storage import StoreError, connected, database_file, first_report_of, table_exists, transaction
 
 _TABLE = "embeddings"
 _COLUMNS = ("model_id", "text_hash", "dimension", "vector")
@@ -107,6 +107,7 @@ class EmbeddingCache:
 def warn_unusable(error: StoreError) -> None:
     """The one ``RuntimeWarning`` for an embedding cache that cannot be used: the file, what is
     wrong and what to do; embedding goes on without it."""
+    first_report_of(error)  # noted, so that the record of use does not warn about the same file again
     warnings.warn(f"the embedding cache at {error.path} is unusable: {error.problem}; embedding without it. {error.remedy}", RuntimeWarning, stacklevel=2)
 
 

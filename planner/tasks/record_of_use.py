@@ -25,6 +25,7 @@ and delete names one user, so on a server each user's record is theirs alone.
 
 from __future__ import annotations
 
+import functools
 import getpass
 import json
 import os
@@ -32,13 +33,14 @@ import threading
 import time
 import uuid
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from toolpath.planner.tasks.redaction import KnownValue, kind_marker, redacted, redacted_message
 from toolpath.registry.database import Database, open_database
+from toolpath.registry.storage import StoreError, first_report_of
 from toolpath.registry.store_schema import RECORD_OF_USE
 
 if TYPE_CHECKING:
@@ -157,6 +159,21 @@ def local_user() -> str:
         return f"uid {os.getuid()}" if hasattr(os, "getuid") else "local"
 
 
+def _never_raises(method: Callable[..., str | None]) -> Callable[..., str | None]:
+    """``method``, returning ``None`` with the record's one warning instead of raising: a task never
+    fails for its record (a task that is not text, a value that does not print, a broken store)."""
+
+    @functools.wraps(method)
+    def recording(*arguments: Any, **keywords: Any) -> str | None:
+        try:
+            return method(*arguments, **keywords)
+        except Exception as error:
+            _warn_unrecorded(error)
+            return None
+
+    return recording
+
+
 class Recorder:
     """Writes entries of the record of use for one interface (``cli``, ``python`` or ``mcp``).
 
@@ -182,10 +199,12 @@ class Recorder:
             self._settings = RecordSettings.from_environment()
         return self._settings
 
+    @_never_raises
     def planned(self, user: str | None, task_plan: TaskPlan, *, edits: Edits = Edits(), session: str | None = None) -> str | None:
         """Record ``task_plan`` as planned (shown, nothing run); its entry id, or ``None`` when nothing was recorded."""
         return self._write(user, "planned", lambda: _plan_entry(task_plan, self.settings.mode), edits, session, None, None)
 
+    @_never_raises
     def planned_goal(self, user: str | None, plan: Plan, *, edits: Edits = Edits(), session: str | None = None) -> str | None:
         """Record a plan to goal states the user gave (``edits.goal``; no words, so no request)."""
 
@@ -194,6 +213,7 @@ class Recorder:
 
         return self._write(user, "planned", entry, edits, session, None, None)
 
+    @_never_raises
     def ran(self, user: str | None, run: TaskRun, *, edits: Edits = Edits(), session: str | None = None) -> str | None:
         """Record ``run``'s outcome (``ran``, ``failed``, ``denied`` or ``paused``), in the entry of its plan when it has one."""
         outcome, detail = _run_outcome(run)
@@ -204,6 +224,7 @@ class Recorder:
 
         return self._write(user, outcome, entry, edits, session, detail, run.task_plan.record_entry)
 
+    @_never_raises
     def refused(
         self,
         user: str | None,
@@ -216,6 +237,12 @@ class Recorder:
         session: str | None = None,
     ) -> str | None:
         """Record a task toolpath refused (``error``: why), with its plan when it had one (parts not understood)."""
+        if not isinstance(task, str) and not (isinstance(task, (list, tuple)) and all(isinstance(step, str) for step in task)):
+            task = None  # refused for not being a task at all: there are no words to keep
+        elif isinstance(task, str):
+            task = _storable(task)
+        elif task is not None:
+            task = [_storable(step) for step in task]
         known = _known_values(_caller_inputs(task_plan) if task_plan is not None else inputs or {}, task_plan)
 
         def entry() -> dict[str, Any]:
@@ -231,6 +258,7 @@ class Recorder:
         detail = f"{type(error).__name__}: {message}"
         return self._write(user, "refused", entry, edits, session, detail, task_plan.record_entry if task_plan is not None else None)
 
+    @_never_raises
     def failed(self, user: str | None, task_plan: TaskPlan, error: BaseException, *, edits: Edits = Edits(), session: str | None = None) -> str | None:
         """Record that ``task_plan``'s cell could not run (``error``: the kernel did not start, ...)."""
         return self._write(user, "failed", lambda: _plan_entry(task_plan, self.settings.mode), edits, session, type(error).__name__, task_plan.record_entry)
@@ -304,6 +332,8 @@ def wait_for_writes() -> None:
 
 def _warn_unrecorded(error: BaseException) -> None:
     global _warned
+    if isinstance(error, StoreError) and not first_report_of(error):
+        return  # this file's problem was said already (by the embedding cache): one file, one warning
     with _writer_lock:
         first, _warned = not _warned, True
     if first:
@@ -312,6 +342,11 @@ def _warn_unrecorded(error: BaseException) -> None:
             f"{RECORD_VARIABLE}=off stops recording",
             stacklevel=2,
         )
+
+
+def _storable(text: str) -> str:
+    """``text`` with what is not UTF-8 (bytes a terminal passed undecoded) written as escapes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _tool_name(tool: ToolDefinition) -> str:
