@@ -22,6 +22,7 @@ it (:attr:`PartMatcher.carried`). A part that names a value of its own works on 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -355,11 +356,9 @@ class PartMatcher:
             state its plan needs, and the part so matched."""
             kind = named_file_kind(graph, values[0]) if len(values) == 1 and values[0] not in inputs.values() else None
             if kind is not None and kind not in held:
-                try:
+                # When nothing is planned from that kind, the value is read without it, as any other.
+                with contextlib.suppress(NoMatchingSkillError, NoPlanError, NothingToDoError):
                     choice, given = choose(words, kind)
-                except (NoMatchingSkillError, NoPlanError, NothingToDoError):
-                    pass  # read without it, as any other value
-                else:
                     return choice, PartMatch(text, choice, why=f"its value {values[0]!r} is a file of {kind}", holds=frozenset({kind}), values=given)
             try:
                 return choose(words)[0], None
