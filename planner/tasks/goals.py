@@ -86,7 +86,7 @@ from toolpath.planner.planning.graph import StateGraph
 from toolpath.planner.planning.inputs import InputError, input_for, names_a_step
 from toolpath.planner.planning.plans import NO_BUDGET, NoPlanError, Plan, TaskBudget, plan, plan_to_run, qualified_name
 from toolpath.planner.search.skills import MIN_SCORE, SkillHit, SkillIndex
-from toolpath.planner.tasks.cell import PlannedCell
+from toolpath.planner.tasks.cell import PlannedCell, UnboundParameter
 from toolpath.planner.tasks.cell_writers import CellWriter, FreshKernelCells
 from toolpath.planner.tasks.clauses import head_words, without_file_names, without_names, without_quotes
 from toolpath.planner.tasks.direction import DirectionReading, read_direction
@@ -356,7 +356,20 @@ class GoalCandidate:
 
     @property
     def binds_all_inputs(self) -> bool:
-        return self.cell is not None and not self.cell.unbound
+        """Its cell leaves no required parameter for the user to give: every one is bound, or carries
+        a state an earlier step of its plan produces. Such a parameter is the plan's data flow, not
+        a value the user failed to give, even when the catalog does not say which part of that
+        step's result carries the state (no ``return_spec.state``); counting it would favour the
+        plan that stops at the step finding the input ("who composed the music for Interstellar"
+        would stop at the search for the film, short of its credits)."""
+        return self.cell is not None and not self.inputs_left_to_the_user
+
+    @property
+    def inputs_left_to_the_user(self) -> tuple[UnboundParameter, ...]:
+        """The cell's unbound parameters, less those that carry a state an earlier step produces."""
+        if self.cell is None or self.plan is None:
+            return ()
+        return tuple(unbound for unbound in self.cell.unbound if not _made_by_an_earlier_step(self.plan, unbound))
 
     @property
     def needs_work(self) -> bool:
@@ -385,8 +398,8 @@ class GoalCandidate:
             return f"its plan would drop {', '.join(self.unused_words)}, which the task names"
         if chosen.near and chosen.needs_work and not (self.near and self.needs_work):
             return "it is already held, and the task asks for work" if not self.needs_work else "ranked lower by the search"
-        if chosen.close and chosen.binds_all_inputs and not (self.close and self.binds_all_inputs) and self.cell is not None and self.cell.unbound:
-            return "its plan leaves " + ", ".join(parameter.parameter for parameter in self.cell.unbound) + " unbound"
+        if chosen.close and chosen.binds_all_inputs and not (self.close and self.binds_all_inputs) and self.inputs_left_to_the_user:
+            return "its plan leaves " + ", ".join(parameter.parameter for parameter in self.inputs_left_to_the_user) + " unbound"
         if self.close and chosen.close and self.invents and not chosen.invents:
             return f"its plan makes {', '.join(self.invents)}, which the user gives"
         return "ranked lower by the search"
@@ -410,6 +423,12 @@ class GoalChoice:
     effects_evidence: str = ""
     direction: str = ""
     near_duplicate: DuplicateChoice | None = None
+
+
+def _made_by_an_earlier_step(candidate_plan: Plan, unbound: UnboundParameter) -> bool:
+    step = candidate_plan.steps[unbound.step]
+    carried = next((parameter.state for parameter in step.tool.parameters if parameter.python_name == unbound.parameter), None)
+    return carried is not None and step.satisfied_by.get(carried) is not None
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
