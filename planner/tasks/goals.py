@@ -6,7 +6,8 @@ produces). Among candidates, one with a plan beats one without; then, among thos
 work: a held state is chosen only when nothing near it needs work, and then the task is already
 done; a far weaker match is no better for needing work); then, among those within ``margin`` of
 the best, one whose cell binds every required parameter from the given inputs beats one that
-leaves some unbound; then, among those, one whose plan makes no input state on its way (what the
+leaves some unbound (a parameter carrying a state an earlier step of its plan produces counts as
+bound: that is the plan's data flow, not a value the user must give); then, among those, one whose plan makes no input state on its way (what the
 user gives: of two tools of opposite direction, "text to speech" and "speech to text", the one that
 starts from what the user holds rather than inventing it); then the one ranked higher by the
 search. Hits below ``min_score`` never count. Each candidate passed over carries the first of these
