@@ -17,8 +17,8 @@ names one in its ``http`` block, with the operation's method and path and where 
 names the variable holding the secret, read on the host at call time: a catalog, a cell and a
 kernel never hold it. Nothing here sends a request; :mod:`toolpath.kernel.tools.http_tools` does.
 
-Output paths (``outputs`` of a tool) pick one value out of a decoded JSON response: dotted keys and
-``[N]`` list indexes, ``results[0].id``, ``crew[2].name``, ``id``, ``[0].id`` (:func:`parse_output_path`).
+A tool's ``outputs`` pick values out of its decoded JSON response by path
+(:mod:`toolpath.registry.output_paths`).
 """
 
 from __future__ import annotations
@@ -37,11 +37,6 @@ _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 PATH_PARAMETER = re.compile(r"\{([^{}/]+)\}")
 #: An environment variable's name, as POSIX shells take one.
 _ENVIRONMENT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-#: One step of an output path: a key (``results``, ``known-for``) or a list index (``[0]``).
-_PATH_STEP = re.compile(r"([A-Za-z_][A-Za-z0-9_\-]*)|\[(\d+)\]")
-#: A whole output path: a first key or index, then ``.key`` and ``[N]`` steps.
-_OUTPUT_PATH = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_\-]*|\[\d+\])(?:\.[A-Za-z_][A-Za-z0-9_\-]*|\[\d+\])*")
-
 #: HTTP methods a tool may use, and what a call of each changes outside the kernel (RFC 9110 §9.2.1:
 #: GET and HEAD are safe; PUT, PATCH and DELETE change a stored resource; POST submits data for the
 #: server to act on, as sending mail or a payment does).
@@ -63,21 +58,6 @@ DEFAULT_MAX_RESPONSE_BYTES = 10_000_000
 #: Longest wait before a retry by default, in seconds: a ``Retry-After`` asking for more fails the call
 #: with the API's answer instead of holding the cell for longer.
 DEFAULT_MAX_RETRY_WAIT_SECONDS = 30.0
-
-
-def parse_output_path(path: str) -> tuple[str | int, ...]:
-    """The steps of an output path: ``"results[0].id"`` → ``("results", 0, "id")``.
-
-    Raises:
-        ValueError: the path is empty or not dotted keys and ``[N]`` indexes; the message quotes it.
-
-    Examples:
-        >>> parse_output_path("cast[2].name"), parse_output_path("[0].id")
-        (('cast', 2, 'name'), (0, 'id'))
-    """
-    if not isinstance(path, str) or not _OUTPUT_PATH.fullmatch(path):
-        raise ValueError(f"output path {path!r} is not dotted keys and [N] indexes, like results[0].id or id")
-    return tuple(key if key else int(index) for key, index in _PATH_STEP.findall(path))
 
 
 class HttpAuth(BaseModel):

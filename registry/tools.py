@@ -12,9 +12,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from toolpath.registry.http_apis import METHOD_EFFECTS, HttpOperation, parse_output_path
+from toolpath.registry.http_apis import METHOD_EFFECTS, HttpOperation
 from toolpath.registry.mcp_servers import MCPServerConfig
 from toolpath.registry.names import parameter_name, require_printable
+from toolpath.registry.output_paths import parse_output_path
 from toolpath.registry.states import StateTransition
 from toolpath.registry.type_strings import literal_values
 
@@ -197,7 +198,7 @@ class ToolDefinition(BaseModel):
             (``binding`` defaults to ``"host"``), where the API's secret is read.
         outputs: ``{state token: output path}``: where the value carrying each state is in the tool's
             result (``{"tmdb.person_id": "results[0].id"}``; paths as
-            :func:`toolpath.registry.http_apis.parse_output_path` reads them). A planned cell passes a
+            :func:`toolpath.registry.output_paths.parse_output_path` reads them). A planned cell passes a
             later parameter carrying that state the value at the path, not the whole result. Each
             state must be one the tool produces.
         approval: whether a call waits for a person's yes first (:mod:`toolpath.kernel.tools.approvals`):

@@ -9,7 +9,8 @@ import yaml
 
 from toolpath.registry import CatalogError, ToolDefinition, lint_catalogs, read_catalog
 from toolpath.registry.catalog_format import catalog_json_schema
-from toolpath.registry.http_apis import HttpApiConfig, parse_output_path
+from toolpath.registry.http_apis import HttpApiConfig
+from toolpath.registry.output_paths import parse_output_path
 
 MOVIES = """\
 domain: movies
