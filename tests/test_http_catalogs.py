@@ -157,3 +157,23 @@ def test_the_json_schema_describes_http_catalogs(tmp_path):
     document["http_apis"]["films"]["auth"]["in"] = "cookie"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(document, schema)
+
+
+def test_output_value_follows_a_path_and_says_where_it_found_nothing():
+    from toolpath.kernel.inside.http_results import HttpToolError, OutputPathError, output_value
+
+    credits = {"id": 4, "cast": [{"id": 11, "title": "First"}, {"id": 12, "title": "Second"}], "crew": []}
+    assert output_value(credits, "cast[1].id", "credits") == 12
+    assert output_value([{"id": 3}], "[0].id", "listing") == 3
+    with pytest.raises(OutputPathError, match=r"credits's result has 0 item\(s\) at crew, so output path 'crew\[0\].id' finds nothing"):
+        output_value(credits, "crew[0].id", "credits")
+    with pytest.raises(OutputPathError, match=r"no field 'name' at cast\[0\] \(its fields: id, title\)"):
+        output_value(credits, "cast[0].name", "credits")
+    with pytest.raises(OutputPathError, match="no list at id"):
+        output_value(credits, "id[0]", "credits")
+    with pytest.raises(OutputPathError, match=r"no fields at its top \(found null\)"):
+        output_value(None, "id", "credits")
+    # An OutputPathError is a LookupError; an HttpToolError rebuilt in the kernel from the host's message keeps its status.
+    assert issubclass(OutputPathError, LookupError)
+    assert HttpToolError("movie: GET /movie/1 answered 404 Not Found: gone").status == 404
+    assert HttpToolError("movie: GET /movie/1 got no answer (ConnectError)").status is None
