@@ -261,7 +261,6 @@ def _catalog_from_document(path: Path, document: Any, locator: SourceLocator) ->
                             locator.problem(
                                 ["tools", index, "mcp_server"],
                                 f"tool {tool.name!r} names MCP server {tool.mcp_server!r}, which this catalog does not declare under `mcp_servers` (declared: {declared})",
-                                UNKNOWN_HTTP_API,
                                 UNKNOWN_MCP_SERVER,
                             )
                         )
