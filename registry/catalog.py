@@ -31,6 +31,7 @@ from toolpath.registry.catalog_problems import (
     INVALID_FIELD,
     NO_MODULE,
     SHARED_FUNCTION,
+    UNKNOWN_HTTP_API,
     UNKNOWN_MCP_SERVER,
     UNREADABLE,
     CatalogError,
@@ -39,6 +40,7 @@ from toolpath.registry.catalog_problems import (
     did_you_mean,
     short_repr,
 )
+from toolpath.registry.http_apis import HttpApiConfig, HttpAuth, HttpOperation
 from toolpath.registry.mcp_servers import MCPServerConfig
 from toolpath.registry.names import function_names
 from toolpath.registry.states import State, StateTransition
@@ -63,6 +65,7 @@ class Catalog:
     tools: tuple[ToolDefinition, ...]
     locator: SourceLocator = field(repr=False, compare=False)
     mcp_servers: dict[str, MCPServerConfig] = field(default_factory=dict)
+    http_apis: dict[str, HttpApiConfig] = field(default_factory=dict)
     #: Index in the file's ``states``/``tools`` list of each item kept (items that failed validation
     #: are left out of a partial catalog); empty when every item was kept.
     state_indexes: tuple[int, ...] = ()
@@ -127,6 +130,12 @@ def _field_names_at(location: Sequence[str | int]) -> list[str]:
     keys = [key for key in location[:-1] if isinstance(key, str)]
     if "mcp_servers" in keys or "mcp_server" in keys:
         model: type[BaseModel] = MCPServerConfig
+    elif "auth" in keys:
+        model = HttpAuth
+    elif "http_apis" in keys or "api" in keys:
+        model = HttpApiConfig
+    elif "http" in keys:
+        model = HttpOperation
     else:
         models = {
             "states": State,
@@ -224,7 +233,7 @@ def _catalog_from_document(path: Path, document: Any, locator: SourceLocator) ->
         document = from_agora_workbench(document)
         locator.aliases = {"domain": "server_name"}
     try:
-        header, states, tools, servers, problems = _validate_items(document, locator)
+        header, states, tools, servers, apis, problems = _validate_items(document, locator)
     except RecursionError:
         raise CatalogError([locator.problem([], "the document is nested too deeply to validate", UNREADABLE)]) from None
 
@@ -258,6 +267,22 @@ def _catalog_from_document(path: Path, document: Any, locator: SourceLocator) ->
                     continue
                 resolved.append((index, tool.model_copy(update={"server_name": server_name, "mcp_server": server})))
                 continue
+            if tool.http is not None:
+                api = apis.get(tool.http.api) if isinstance(tool.http.api, str) else tool.http.api
+                if api is None:
+                    if not apis.has_problem(tool.http.api):  # else that entry's own problem says enough
+                        declared = ", ".join(sorted(apis)) or "none"
+                        problems.append(
+                            locator.problem(
+                                ["tools", index, "http", "api"],
+                                f"tool {tool.name!r} names HTTP API {tool.http.api!r}, which this catalog does not declare under `http_apis` (declared: {declared})",
+                                UNKNOWN_HTTP_API,
+                            )
+                        )
+                    continue
+                operation = tool.http.model_copy(update={"api": api})
+                resolved.append((index, tool.model_copy(update={"server_name": server_name, "http": operation})))
+                continue
             if tool.mcp_server is not None:  # a server written inline
                 resolved.append((index, tool.model_copy(update={"server_name": server_name})))
                 continue
@@ -277,6 +302,7 @@ def _catalog_from_document(path: Path, document: Any, locator: SourceLocator) ->
             tuple(tool for _, tool in resolved),
             locator,
             dict(servers),
+            dict(apis),
             state_indexes=tuple(index for index, _ in states),
             tool_indexes=tuple(index for index, _ in resolved),
             dropped_states=_dropped_tokens(document.get("states"), {index for index, _ in states}, lambda item: [item.get("token")]),
@@ -294,10 +320,10 @@ def _catalog_from_document(path: Path, document: Any, locator: SourceLocator) ->
     return catalog
 
 
-class _Servers(dict[str, MCPServerConfig]):
-    """The valid ``mcp_servers`` entries by name. ``invalid`` names those that had problems, and
-    ``unusable`` is set when ``mcp_servers`` itself was malformed: a tool naming one of those gets
-    no second problem."""
+class _Servers(dict[str, Any]):
+    """The valid ``mcp_servers`` (or ``http_apis``) entries by name. ``invalid`` names those that had
+    problems, and ``unusable`` is set when the section itself was malformed: a tool naming one of
+    those gets no second problem."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -336,17 +362,43 @@ def _validate_servers(value: Any, locator: SourceLocator, directory: Path) -> tu
     return servers, problems
 
 
+def _validate_apis(value: Any, locator: SourceLocator) -> tuple[_Servers, list[CatalogProblem]]:
+    """Each ``http_apis`` entry on its own, named from its key."""
+    apis, problems = _Servers(), []
+    if not isinstance(value, dict):
+        apis.unusable = True
+        problems.append(locator.problem(["http_apis"], f"expected a mapping of API names to {{base_url, auth, ...}}, found {short_repr(value)}"))
+        return apis, problems
+    for name, entry in value.items():
+        try:
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"API names are non-empty strings, not {short_repr(name)}")
+            if isinstance(entry, dict) and entry.get("name", name) != name:
+                raise ValueError(f"`name` {short_repr(entry['name'])} differs from the key {name!r}; the key names the API, so remove `name`")
+            apis[name] = HttpApiConfig.model_validate(entry).model_copy(update={"name": name})
+        except ValidationError as error:
+            apis.invalid.add(name)
+            problems.extend(_validation_problems(locator, error, prefix=["http_apis", name]))
+        except ValueError as error:
+            apis.invalid.add(str(name))
+            problems.append(locator.problem(["http_apis", str(name)], str(error)))
+    return apis, problems
+
+
 def _validate_items(
     document: dict, locator: SourceLocator
-) -> tuple[CatalogFile | None, list[tuple[int, State]], list[tuple[int, ToolDefinition]], _Servers, list[CatalogProblem]]:
-    """Validate the header, then each state, tool and MCP server on its own, so one bad item does
-    not hide the problems of the others; returns what is valid, with its index, and every problem."""
+) -> tuple[CatalogFile | None, list[tuple[int, State]], list[tuple[int, ToolDefinition]], _Servers, _Servers, list[CatalogProblem]]:
+    """Validate the header, then each state, tool, MCP server and HTTP API on its own, so one bad
+    item does not hide the problems of the others; returns what is valid, with its index, and every problem."""
     problems: list[CatalogProblem] = []
     items: dict[str, list] = {"states": [], "tools": []}
     header_fields = dict(document)
     declared = header_fields.pop("mcp_servers", None)
     servers, server_problems = _validate_servers({} if declared is None else declared, locator, Path(locator.path).resolve().parent)
     problems.extend(server_problems)
+    declared_apis = header_fields.pop("http_apis", None)
+    apis, api_problems = _validate_apis({} if declared_apis is None else declared_apis, locator)
+    problems.extend(api_problems)
     for key, model in (("states", State), ("tools", ToolDefinition)):
         value = header_fields.pop(key, None)
         if value is None:
@@ -370,7 +422,7 @@ def _validate_items(
         header = CatalogFile.model_validate(header_fields)
     except ValidationError as error:
         problems[:0] = _validation_problems(locator, error)
-    return header, items["states"], items["tools"], servers, problems
+    return header, items["states"], items["tools"], servers, apis, problems
 
 
 @garbage_collection_paused()

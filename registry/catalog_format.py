@@ -16,7 +16,8 @@ A catalog file has the top-level keys ``domain``, optional ``package``, ``states
 
 A tool's ``server_name`` defaults to the catalog's ``domain``. Tools implemented by an MCP server name
 it with ``mcp_server``, and the catalog declares it under ``mcp_servers`` (see
-:mod:`toolpath.registry.mcp_servers`). The JSON Schema of this format is
+:mod:`toolpath.registry.mcp_servers`); tools that call an HTTP API name it in their ``http`` block,
+and the catalog declares it under ``http_apis`` (see :mod:`toolpath.registry.http_apis`). The JSON Schema of this format is
 :func:`catalog_json_schema` (``toolpath schema``).
 
 The models here say what a file may hold; :func:`toolpath.registry.catalog.read_catalog` reads one.
@@ -29,6 +30,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from toolpath.registry.catalog_packages import CatalogRequirements
+from toolpath.registry.http_apis import HttpApiConfig
 from toolpath.registry.mcp_servers import MCPServerConfig
 from toolpath.registry.names import require_printable
 from toolpath.registry.states import State
@@ -58,6 +60,9 @@ class CatalogFile(BaseModel):
     tools: list[ToolDefinition] = Field(default_factory=list, description="The tools of the domain.")
     mcp_servers: dict[str, MCPServerConfig] = Field(
         default_factory=dict, description="MCP servers that implement tools (a tool names one with `mcp_server`), by name."
+    )
+    http_apis: dict[str, HttpApiConfig] = Field(
+        default_factory=dict, description="HTTP APIs whose operations implement tools (a tool names one in its `http` block), by name."
     )
     skills: list[WorkflowSkill] = Field(
         default_factory=list, description="Workflow skills (agora-workbench): named kinds of task and the states they work with."

@@ -24,6 +24,7 @@ DUPLICATE_TOOL = "TP103"
 NO_MODULE = "TP104"
 SHARED_FUNCTION = "TP105"
 UNKNOWN_MCP_SERVER = "TP106"
+UNKNOWN_HTTP_API = "TP112"
 #: Every catalog of a load was skipped: the modules they need are missing (one skipped is only a warning).
 NOTHING_LOADABLE = "TP107"
 

@@ -31,6 +31,7 @@
 | TP109 | error    | an overlay's prerequisite only the tool itself could reach (a cycle) |
 | TP110 | error    | an overlay's vectors or adapter file is missing, of the wrong shape or model, changed since written, or older than its phrasings |
 | TP111 | error    | with ``embedding_model``: an overlay learned with another embedding model |
+| TP112 | error    | a tool's ``http.api`` names an HTTP API its catalog does not declare under ``http_apis`` |
 
 TP1xx problems stop a catalog from loading; the linter reports them as findings and still checks
 every state and tool that did validate, in every file. Codes never change meaning; new rules get new codes.
@@ -100,6 +101,7 @@ RULES: dict[str, tuple[Severity, str]] = {
     "TP109": ("error", "overlay prerequisite makes a cycle"),
     "TP110": ("error", "overlay vectors do not match"),
     "TP111": ("error", "overlay learned with another embedding model"),
+    "TP112": ("error", "undeclared HTTP API"),
 }
 
 
@@ -303,14 +305,14 @@ def _check_catalog(catalog: Catalog, facts: _Facts) -> list[Finding]:
                         f"tool {tool.name!r} produces no state, so no plan will ever use it; list what it produces under state_transition.produces",
                     )
                 )
-            elif tool.return_spec is None and transition.produces & facts.taken:
-                wanted = ", ".join(sorted(transition.produces & facts.taken))
+            elif tool.return_spec is None and (transition.produces & facts.taken) - set(tool.outputs):
+                wanted = ", ".join(sorted((transition.produces & facts.taken) - set(tool.outputs)))
                 findings.append(
                     _finding(
                         catalog,
                         ["tools", index],
                         "TP009",
-                        f"tool {tool.name!r} produces {wanted}, which later tools take values of, but declares no return_spec: its result cannot be passed on, so a plan asks the user for it; add return_spec with the state its value carries",
+                        f"tool {tool.name!r} produces {wanted}, which later tools take values of, but declares no return_spec: its result cannot be passed on, so a plan asks the user for it; add return_spec with the state its value carries (or, for a value inside the result, an `outputs` path)",
                     )
                 )
             for key in ("required_parameters", "optional_parameters"):
@@ -684,7 +686,7 @@ def _lint(
         with _importable(catalogs):
             for catalog in catalogs:
                 for index, tool in enumerate(catalog.tools):
-                    if tool.mcp_server is None:  # a tool served over MCP is not imported
+                    if tool.mcp_server is None and tool.http is None:  # a tool served over MCP or HTTP is not imported
                         findings.extend(_check_import(catalog, index))
     findings.sort(key=lambda finding: (finding.path, finding.line or 0, finding.column or 0, finding.code))
     return findings, loaded

@@ -102,7 +102,7 @@ class ToolRegistry:
 
     def register_tool(self, tool: ToolDefinition) -> int:
         """Store a copy of ``tool`` with its id and resolved module (none for a tool served by an MCP
-        server); return the new id.
+        server or called over HTTP); return the new id.
 
         Raises:
             ValueError: when the server already has a tool of that name, or the module cannot be
@@ -112,7 +112,7 @@ class ToolRegistry:
         if key in self._by_server_and_name:
             where = f"server {tool.server_name!r}" if tool.server_name else "the registry (no server)"
             raise ValueError(f"{where} already has a tool named {tool.name!r}; remove it first or give the new tool another name")
-        module = None if tool.mcp_server is not None else self.resolve_module(tool)  # served over MCP: nothing to import
+        module = None if tool.mcp_server is not None or tool.http is not None else self.resolve_module(tool)  # served over MCP or HTTP: nothing to import
         tool_id = self._next_id
         stored = _detached_copy(tool, {"id": tool_id, "module": module})
         self._next_id += 1

@@ -8,17 +8,28 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from toolpath.registry.http_apis import METHOD_EFFECTS, HttpOperation
 from toolpath.registry.mcp_servers import MCPServerConfig
 from toolpath.registry.names import parameter_name, require_printable
+from toolpath.registry.output_paths import parse_output_path
 from toolpath.registry.states import StateTransition
 from toolpath.registry.type_strings import literal_values
 
 #: The kinds of a table's columns, as input probes report them (``toolpath.catalogs.tabular.probe.Kind``).
 COLUMN_KINDS = ("number", "text", "date", "bool")
+
+
+def _output_path(path: str) -> str:
+    parse_output_path(path)
+    return path
+
+
+#: An output path, checked where it is written (``tools[0].outputs.tmdb.person_id`` in a problem).
+OutputPath = Annotated[str, AfterValidator(_output_path)]
 
 #: A parameter's real name: what catalogs and MCP servers use (``from``, ``repo-path``, ``max.results``).
 _PARAMETER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
@@ -180,13 +191,23 @@ class ToolDefinition(BaseModel):
             under ``mcp_servers`` (the catalog loader replaces it with that server's
             :class:`toolpath.registry.mcp_servers.MCPServerConfig`); in code, the config itself. Such a tool
             has no module and runs on the host (``binding`` defaults to ``"host"``).
+        http: the HTTP operation that implements the tool (:class:`toolpath.registry.http_apis.HttpOperation`):
+            its ``api`` (in a catalog file, the name of an API declared under ``http_apis``, which the
+            loader replaces with its :class:`toolpath.registry.http_apis.HttpApiConfig`), method, path
+            and where each parameter is sent. Such a tool has no module and runs on the host
+            (``binding`` defaults to ``"host"``), where the API's secret is read.
+        outputs: ``{state token: output path}``: where the value carrying each state is in the tool's
+            result (``{"tmdb.person_id": "results[0].id"}``; paths as
+            :func:`toolpath.registry.output_paths.parse_output_path` reads them). A planned cell passes a
+            later parameter carrying that state the value at the path, not the whole result. Each
+            state must be one the tool produces.
         approval: whether a call waits for a person's yes first (:mod:`toolpath.kernel.tools.approvals`):
             ``"never"`` (default), ``"always"`` (sending mail, paying, deleting), or
             ``"on_overwrite"``: when an output parameter (``role: output``), as passed or by its
             default, names a file that exists, so writing would replace it.
         effects: what a call changes outside the kernel: ``"none"``, ``"writes"`` (files, records) or
             ``"sends"`` (mail, messages, payments). Unset, it is read from the tool
-            (:attr:`side_effect`). A tool with effects is chosen for a task only on a clear match
+            (:attr:`side_effect`; an HTTP tool's method says it). A tool with effects is chosen for a task only on a clear match
             (:mod:`toolpath.planner.tasks.goals`).
         id: assigned by :class:`toolpath.registry.ToolRegistry` on registration; ``None`` before.
 
@@ -214,6 +235,10 @@ class ToolDefinition(BaseModel):
     cost: float = Field(default=1.0, ge=0, allow_inf_nan=False, strict=True)
     binding: Literal["kernel", "host"] = "kernel"
     mcp_server: str | MCPServerConfig | None = None
+    http: HttpOperation | None = None
+    outputs: dict[str, OutputPath] = Field(
+        default_factory=dict, description="State token -> output path (`results[0].id`): where the value carrying that state is in the result."
+    )
     approval: Literal["never", "always", "on_overwrite"] = "never"
     effects: Literal["none", "writes", "sends"] | None = None
     id: int | None = None
@@ -240,6 +265,47 @@ class ToolDefinition(BaseModel):
         if data.get("module") or data.get("module_override"):
             raise ValueError("a tool served by an MCP server is not imported: remove `module`/`module_override` or `mcp_server`")
         return {**data, "binding": "host"}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _called_over_http(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("http") is None:
+            return data
+        if data.get("binding", "host") != "host":
+            raise ValueError("a tool called over HTTP runs on the host, where the API's secret is read: remove `binding: kernel` or `http`")
+        if data.get("module") or data.get("module_override"):
+            raise ValueError("a tool called over HTTP is not imported: remove `module`/`module_override` or `http`")
+        if data.get("mcp_server") is not None:
+            raise ValueError("a tool is served by an MCP server or called over HTTP, not both: remove `mcp_server` or `http`")
+        return {**data, "binding": "host"}
+
+    @model_validator(mode="after")
+    def _http_parameters_placed(self) -> ToolDefinition:
+        if self.http is None:
+            return self
+        names = {parameter.name for parameter in self.parameters}
+        placed = self.http.placed
+        unknown = [name for name in placed if name not in names]
+        if unknown:
+            raise ValueError(
+                f"tool {self.name!r} sends {', '.join(map(repr, unknown))} ({', '.join(placed[name] for name in unknown)}) but declares no such parameter; "
+                "declare it under required_parameters or optional_parameters, or correct the name"
+            )
+        unplaced = [name for name in names if name not in placed]
+        if unplaced:
+            raise ValueError(
+                f"tool {self.name!r}: parameter {', '.join(map(repr, sorted(unplaced)))} is not sent; name it in http.path as {{name}} or list it under http.query, http.headers or http.body"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _outputs_produced(self) -> ToolDefinition:
+        for token in self.outputs:
+            if token not in self.state_transition.produces:
+                raise ValueError(
+                    f"tool {self.name!r}: output {token!r} is not a state the tool produces; add it to state_transition.produces or remove it from outputs"
+                )
+        return self
 
     @model_validator(mode="after")
     def _parameter_names_unique(self) -> ToolDefinition:
@@ -273,12 +339,15 @@ class ToolDefinition(BaseModel):
 
     @property
     def side_effect(self) -> Literal["none", "writes", "sends"]:
-        """What a call changes outside the kernel: ``effects`` when the catalog says; else
-        ``"writes"`` for a tool with an output parameter or ``approval: on_overwrite``, ``"sends"``
+        """What a call changes outside the kernel: ``effects`` when the catalog says; for an HTTP
+        tool, what its method does (:data:`toolpath.registry.http_apis.METHOD_EFFECTS`: GET and HEAD
+        nothing, POST ``"sends"``, PUT, PATCH and DELETE ``"writes"``); else ``"writes"`` for a tool with an output parameter or ``approval: on_overwrite``, ``"sends"``
         for ``approval: always`` (a person must agree first: mail, payments, deletions), and
         ``"none"`` otherwise."""
         if self.effects is not None:
             return self.effects
+        if self.http is not None:
+            return METHOD_EFFECTS[self.http.method]
         if self.output_parameters or self.approval == "on_overwrite":
             return "writes"
         return "sends" if self.approval == "always" else "none"

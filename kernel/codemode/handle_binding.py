@@ -116,7 +116,10 @@ class HandleBinder:
         return {RESULTS_HANDLE} if self.result_store is not None else set()
 
     def host_tool(self, definition: ToolDefinition) -> Tool:
-        """The host :class:`Tool` of a registry tool: its module's function, or a call to its MCP server."""
+        """The host :class:`Tool` of a registry tool: its module's function, a call to its MCP server,
+        or a call of its HTTP operation."""
+        if definition.http is not None:
+            return importlib.import_module("toolpath.kernel.tools.http_tools").http_tool(definition)
         if definition.mcp_server is None:
             return Tool.from_definition(definition)
         mcp_toolkit = importlib.import_module("toolpath.kernel.tools.mcp_toolkit")  # the MCP SDK takes about a second to import
@@ -315,14 +318,14 @@ class HandleBinder:
 
 
 def check_registered(tools: Iterable[ToolDefinition]) -> None:
-    """Registry tools must come from a :class:`toolpath.registry.ToolRegistry`: with an id, and a module or an MCP server.
+    """Registry tools must come from a :class:`toolpath.registry.ToolRegistry`: with an id, and a module, an MCP server or an HTTP operation.
 
     Raises:
         ValueError: naming the tools that do not.
     """
-    missing = [tool.name for tool in tools if tool.id is None or (not tool.module and tool.mcp_server is None)]
+    missing = [tool.name for tool in tools if tool.id is None or (not tool.module and tool.mcp_server is None and tool.http is None)]
     if missing:
-        raise ValueError(f"tools {', '.join(missing)} have no id, or neither a module nor an MCP server; register them in a ToolRegistry first")
+        raise ValueError(f"tools {', '.join(missing)} have no id, or no module, MCP server or HTTP operation; register them in a ToolRegistry first")
 
 
 def _bridge_tls() -> Any:

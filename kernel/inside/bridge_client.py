@@ -34,6 +34,7 @@ from toolpath.errors import ToolpathError
 from toolpath.kernel.inside import wire
 from toolpath.kernel.inside.approval_policy import ApprovalDenied, ApprovalPending, ApprovalRequest, ApprovalTimeout
 from toolpath.kernel.inside.handles import ask_host_with, awaitable, current_cell, track_cells
+from toolpath.kernel.inside.http_results import HttpToolError
 from toolpath.kernel.inside.protocol import MAX_FRAME_BYTES, SEARCH_ATTRIBUTE
 from toolpath.kernel.inside.tool_calls import ShownText, ToolExitError, ToolPausedError
 
@@ -269,6 +270,7 @@ def _exception(type_name: str, builtin: str, message: str, source: str) -> BaseE
         "ApprovalDenied": ApprovalDenied,
         "ApprovalTimeout": ApprovalTimeout,
         "ApprovalPending": ApprovalPending,
+        "HttpToolError": HttpToolError,
     }
     own = known.get(type_name) or getattr(builtins, type_name, None)
     # Its own type first; the nearest built-in next (a built-in like UnicodeDecodeError cannot be

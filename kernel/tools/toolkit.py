@@ -154,6 +154,9 @@ class Tool:
         if definition.mcp_server is not None:
             error = "it is served by an MCP server, which only CodeMode(tools=[...]) connects (or use kernel.MCPToolkit)"
             return cls(None, name=definition.name, description=definition.description, load_error=error)
+        if definition.http is not None:
+            error = "it calls an HTTP API, which CodeMode(tools=[...]) binds (or use toolpath.kernel.tools.http_tools.http_tool)"
+            return cls(None, name=definition.name, description=definition.description, load_error=error)
         function, error = None, ""
         try:
             module = importlib.import_module(definition.module or "")

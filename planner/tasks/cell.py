@@ -5,8 +5,12 @@ of these that exists:
 
 1. ``step``: the most recent earlier step whose return carries the parameter's ``state`` or a
    refinement of it (``State.refines``: filtered rows are a table, so "filter the rows, then plot
-   them" plots the filtered rows); for a parameter that carries no state, the most recent earlier
-   step whose return has the parameter's name;
+   them" plots the filtered rows), or whose ``outputs`` place that state inside its return (an HTTP
+   tool's ``{tmdb.person_id: "results[0].id"}``: the cell passes
+   ``output_value(search_person_result, "results[0].id", "search_person")``, the id, not the whole
+   page; :func:`toolpath.kernel.inside.http_results.output_value` raises ``OutputPathError`` naming
+   the path and the tool when it finds nothing); for a parameter that carries no state, the most
+   recent earlier step whose return has the parameter's name;
 2. ``held``: the newest held artifact (a session's kernel variable) carrying that state or a
    refinement of it;
 3. ``input``: a user input meant for the parameter (:func:`toolpath.planner.planning.inputs.input_for`): a plain
@@ -62,6 +66,8 @@ class ArgumentSource:
         step: for ``step``, the index (0-based) of the step whose return it is.
         input: for ``input``, the input's name (``path`` or ``write_report.path``).
         state: for ``step`` and ``held``, the state the value carries.
+        path: for ``step``, the output path (``results[0].id``) of the value inside the step's
+            return, when the step's ``outputs`` place the state there; ``None``: the return itself.
     """
 
     kind: SourceKind
@@ -69,6 +75,7 @@ class ArgumentSource:
     step: int | None = None
     input: str | None = None
     state: str | None = None
+    path: str | None = None
 
     @property
     def label(self) -> str:
@@ -82,7 +89,7 @@ class ArgumentSource:
         return self.kind
 
     def to_dict(self) -> dict[str, Any]:
-        fields = {"variable": self.variable, "step": None if self.step is None else self.step + 1, "input": self.input, "state": self.state}
+        fields = {"variable": self.variable, "step": None if self.step is None else self.step + 1, "input": self.input, "state": self.state, "path": self.path}
         return {"source": self.kind, "label": self.label, **{name: value for name, value in fields.items() if value is not None}}
 
 
@@ -331,13 +338,15 @@ def render_cell(
         handles.setdefault(name, []).extend(attribute for attribute in attributes if attribute not in handles[name])
 
     taken = set(handles) | {BINDER_FUNCTION} | set(variables) | set(artifacts)
+    if any(step.tool.outputs for step in plan.steps):
+        taken.add(OUTPUT_FUNCTION)
     # A variable must not shadow a builtin or IPython's names in the persistent kernel.
     input_variables = {name: _unique_name(name.replace(".", "_"), taken) for name in inputs}
     unbound_variables: dict[str, str] = {}
     unbound: list[UnboundParameter] = []
     used_artifacts: dict[str, str] = {}
     fed: dict[str, list[tuple[int, ToolDefinition, ToolParameter]]] = {}  # input name -> the parameters it feeds
-    returns: list[tuple[str | None, str | None, str]] = []  # per earlier step: (state, return name, variable)
+    returns: list[_Return] = []  # what earlier steps returned, oldest first
     call_lines: list[str] = []
     step_variables: list[str] = []
     step_arguments: list[dict[str, ArgumentSource]] = []
@@ -360,9 +369,10 @@ def render_cell(
         step_arguments.append(sources)
         variable = _unique_name(tool.return_spec.name if tool.return_spec else f"{tool.name}_result", taken)
         step_variables.append(variable)
-        arguments = ", ".join(f"{name}={source.variable}" for name, source in sources.items() if source.kind != "default")
+        arguments = ", ".join(f"{name}={_argument(source, plan)}" for name, source in sources.items() if source.kind != "default")
         call_lines.append(f"{variable} = await {bindings.targets[tool.id]}({arguments})")
-        returns.append((tool.return_spec.state, tool.return_spec.name, variable) if tool.return_spec else (None, None, variable))
+        returns.append(_Return(index, variable, tool.return_spec.state, tool.return_spec.name) if tool.return_spec else _Return(index, variable))
+        returns.extend(_Return(index, variable, state, path=path) for state, path in tool.outputs.items())
     _check_destinations(inputs, fed)
 
     result_variables = tuple(
@@ -381,6 +391,8 @@ def render_cell(
         lines.append("# Every goal state is already held: there is nothing to run.")
     elif binding_code:
         lines.append(binding_code)
+    if plan.steps and any(source.path for sources in step_arguments for source in sources.values()):
+        lines.append(f"from {OUTPUT_MODULE} import {OUTPUT_FUNCTION}")
     literals = {name: python_literal(inputs[name], name) for name in inputs if name in fed}
     input_lines = [f"{input_variables[name]} = {literal}" for name, literal in literals.items()]
     shown_input_lines = [f"{input_variables[name]} = {_shown_literal(literal)}" for name, literal in literals.items()]
@@ -432,26 +444,48 @@ def _shown_literal(literal: str) -> str:
     return f"{literal[:SHOWN_LITERAL_START]}...  # {len(literal):,} characters, cut short here; the cell runs the whole value"
 
 
+#: The kernel function a planned cell picks a value out of a step's return with, and its module.
+OUTPUT_MODULE, OUTPUT_FUNCTION = "toolpath.kernel.inside.http_results", "output_value"
+
+
+@dataclass(frozen=True)
+class _Return:
+    """What an earlier step returned: its ``variable``, and the ``state`` the value carries, the
+    return's ``name``, or for one of the tool's ``outputs``, the ``path`` of the value inside it."""
+
+    step: int
+    variable: str
+    state: str | None = None
+    name: str | None = None
+    path: str | None = None
+
+
+def _argument(source: ArgumentSource, plan: Plan) -> str | None:
+    """The expression a call passes for ``source``: its variable, or the value at its output path."""
+    if source.path is None:
+        return source.variable
+    return f"{OUTPUT_FUNCTION}({source.variable}, {source.path!r}, {plan.steps[source.step].tool.name!r})"  # type: ignore[index]
+
+
 def _source(
     tool: ToolDefinition,
     parameter: ToolParameter,
-    returns: list[tuple[str | None, str | None, str]],
+    returns: list[_Return],
     kernel: KernelView,
     inputs: Mapping[str, Any],
     input_variables: Mapping[str, str],
 ) -> ArgumentSource:
     """Where ``parameter`` of ``tool`` takes its value from (the order of the module docstring).
 
-    ``returns`` holds each earlier step's ``(state, return name, variable)``; an ``unbound`` source
-    comes back without its variable (the caller names it)."""
+    ``returns`` holds what each earlier step returned; an ``unbound`` source comes back without its
+    variable (the caller names it)."""
     name, output = parameter.python_name, parameter.role == "output"
     # A destination takes nothing a step returned or the session holds: that may be a file read.
     if not output:
         kinds = kinds_of(parameter.state, kernel.refinements) if parameter.state else frozenset()
-        for position in range(len(returns) - 1, -1, -1):
-            state, returned, variable = returns[position]
-            if (state in kinds) if parameter.state else returned == name:
-                return ArgumentSource("step", variable, step=position, state=state)
+        for returned in reversed(returns):
+            if (returned.state in kinds) if parameter.state else (returned.name == name and returned.path is None):
+                return ArgumentSource("step", returned.variable, step=returned.step, state=returned.state, path=returned.path)
         held = next((variable for variable, state in reversed(kernel.artifacts.items()) if state in kinds), None)
         if held is not None:
             return ArgumentSource("held", held, state=kernel.artifacts[held])

@@ -1,0 +1,272 @@
+"""Catalog tools that call HTTP APIs (``http:`` in a catalog), as host tools.
+
+:func:`http_tool` turns a registry :class:`ToolDefinition` whose ``http`` is set into a host
+:class:`Tool`; a cell's call crosses the bridge like an MCP tool's and :func:`call_operation` sends
+the request here, on the host, with ``httpx2`` (the MCP SDK's async HTTP client, a dependency already):
+
+- the URL is the API's ``base_url`` (``${NAME}`` read from the environment now) and the operation's
+  path, each ``{name}`` filled from that parameter (percent-encoded); ``query``, ``headers`` and
+  ``body`` parameters go where the catalog says; a parameter left out (``None``) is not sent, so the
+  API applies its own default;
+- auth (``auth`` of the API) reads its secret from the host's environment at call time, so no cell,
+  kernel, snapshot or log holds it; the secret is also masked (``[redacted: NAME]``) wherever an
+  answer or an error message would repeat it (some APIs echo what they were sent);
+- a call answered 429, or 5xx for a method that may be repeated (GET, HEAD, PUT, DELETE: idempotent
+  per RFC 9110 §9.2.2; a POST or PATCH answered 5xx may have taken effect), or not answered (a
+  connection error, a timeout), is tried again up to ``retries`` times, after the wait
+  ``Retry-After`` asks (RFC 9110 §10.2.3: seconds or an HTTP date), else 0.5 s doubled per try;
+  a wait longer than ``max_retry_wait_seconds`` is not made: the call fails with the API's answer;
+- the body is read streamed and the call fails as soon as it passes ``max_response_bytes``;
+- a JSON answer (``application/json`` or ``+json``) is decoded, any other is returned as text, an
+  empty one as ``None``;
+- a failure raises :class:`toolpath.kernel.inside.http_results.HttpToolError` with the tool, the
+  method and path, the status and the API's own message, never a client traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import email.utils
+import inspect
+import json
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+import httpx2
+
+from toolpath.kernel.inside.approval_policy import policy_of
+from toolpath.kernel.inside.http_results import HttpToolError
+from toolpath.kernel.inside.tool_calls import ShownText
+from toolpath.kernel.tools.approvals import approval_spec
+from toolpath.kernel.tools.toolkit import Tool
+from toolpath.registry import ToolDefinition
+from toolpath.registry.http_apis import PATH_PARAMETER, HttpApiConfig, HttpOperation
+
+#: Statuses worth a retry: too many requests (RFC 6585 §4) and the server's errors (RFC 9110 §15.6).
+RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
+#: Methods a retry after a 5xx or a lost answer cannot repeat an effect of (RFC 9110 §9.2.2).
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE"})
+#: First wait before a retry when the API gives no Retry-After, in seconds; doubled per try.
+FIRST_BACKOFF_SECONDS = 0.5
+#: Characters of an API's error message kept in an error.
+MAX_API_MESSAGE_CHARS = 500
+#: Fields APIs put their error message in (TMDB: status_message; RFC 9457 problem details: title, detail).
+_MESSAGE_FIELDS = ("status_message", "message", "error_description", "error", "detail", "title", "errors")
+
+
+def http_tool(definition: ToolDefinition, environ: Mapping[str, str] | None = None) -> Tool:
+    """The host :class:`Tool` of a registry tool called over HTTP (``http`` set, its ``api`` resolved
+    to an :class:`HttpApiConfig`, as the catalog loader does). Its signature is the catalog's
+    (required parameters first); its approval policy the catalog's ``approval``, so a call asks
+    the session's approver first (:mod:`toolpath.kernel.tools.approvals`). ``environ``: where
+    ``${NAME}`` and secrets are read (default ``os.environ``, at each call).
+
+    Raises:
+        ValueError: ``definition`` has no ``http``.
+    """
+    operation = definition.http
+    if operation is None:
+        raise ValueError(f"tool {definition.name!r} is not called over HTTP; use Tool.from_definition")
+    if isinstance(operation.api, str):
+        error = f"its HTTP API {operation.api!r} is only a name: load the tool from a catalog that declares it under `http_apis`, or give an HttpApiConfig"
+        return Tool(None, name=definition.name, description=definition.description, load_error=error)
+    parameters = [
+        inspect.Parameter(parameter.python_name, inspect.Parameter.KEYWORD_ONLY, annotation=ShownText(parameter.type))
+        for parameter in definition.required_parameters
+    ]
+    parameters += [
+        inspect.Parameter(parameter.python_name, inspect.Parameter.KEYWORD_ONLY, default=parameter.default, annotation=ShownText(parameter.type))
+        for parameter in definition.optional_parameters
+    ]
+    returns = ShownText(definition.return_spec.type) if definition.return_spec else inspect.Signature.empty
+    wire_names = {parameter.python_name: parameter.name for parameter in definition.parameters}
+    name = definition.name
+
+    async def call(**arguments: Any) -> Any:
+        return await call_operation(name, operation, {wire_names[key]: value for key, value in arguments.items()}, environ)
+
+    call.__signature__ = inspect.Signature(parameters, return_annotation=returns)  # type: ignore[attr-defined]
+    call.__name__ = call.__qualname__ = name
+    return Tool(call, name=name, description=definition.description, requires_approval=policy_of(approval_spec(definition)))
+
+
+async def call_operation(tool: str, operation: HttpOperation, arguments: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Any:
+    """Send ``operation`` with ``arguments`` (``{parameter's real name: value}``) and return the
+    decoded answer (module docstring).
+
+    Raises:
+        HttpToolError: the API answered an error status (after the retries), could not be reached,
+            answered more than ``max_response_bytes``, or answered JSON that does not decode; or an
+            environment variable the call needs is not set.
+    """
+    api = operation.api
+    if not isinstance(api, HttpApiConfig):
+        raise HttpToolError(f"{tool}: its HTTP API {api!r} is only a name; load the tool from a catalog that declares it under `http_apis`")
+    environ = os.environ if environ is None else environ
+    secret = _secret(tool, api, environ)
+    try:
+        base_url = api.expanded_base_url(dict(environ))
+    except (KeyError, ValueError) as error:
+        raise HttpToolError(f"{tool}: {error.args[0] if isinstance(error, KeyError) else error}") from None
+    path = _filled_path(tool, operation, arguments)
+    shown = f"{operation.method} {path}"
+    given = {name: value for name, value in arguments.items() if value is not None}
+    params = {name: _query_value(given[name]) for name in operation.query if name in given}
+    headers = {name: str(given[name]) for name in operation.headers if name in given}
+    body = {name: given[name] for name in operation.body if name in given} if operation.body else None
+    auth = None
+    if api.auth is not None and secret is not None:
+        if api.auth.scheme == "bearer":
+            headers["Authorization"] = f"Bearer {secret}"
+        elif api.auth.scheme == "basic":
+            user, _, password = secret.partition(":")
+            auth = httpx2.BasicAuth(user, password)
+        elif api.auth.placement == "header":
+            headers[api.auth.name or ""] = secret
+        else:
+            params[api.auth.name or ""] = secret
+    # A basic secret also travels base64-encoded (RFC 7617 §2), which an echoing API repeats.
+    secrets = [secret, base64.b64encode(secret.encode()).decode()] if secret is not None and auth is not None else [secret] if secret else []
+    redact = _redactor(secrets, api.auth.env if api.auth is not None else "")
+    timeout = httpx2.Timeout(api.timeout_seconds)
+    async with httpx2.AsyncClient(timeout=timeout, follow_redirects=True) as client:
+        for attempt in range(api.retries + 1):
+            last = attempt == api.retries
+            try:
+                async with client.stream(operation.method, base_url + path, params=params, headers=headers, json=body, auth=auth) as response:
+                    if response.status_code in RETRIED_STATUSES and not last and (response.status_code == 429 or operation.method in IDEMPOTENT_METHODS):
+                        wait = _retry_wait(response.headers.get("Retry-After"), attempt)
+                        if wait <= api.max_retry_wait_seconds:
+                            await asyncio.sleep(wait)
+                            continue
+                    content = await _read_capped(response, api.max_response_bytes, tool, shown)
+                    if response.status_code >= 400:
+                        message = redact(_api_message(content))
+                        reason = f" {response.reason_phrase}" if response.reason_phrase else ""
+                        raise HttpToolError(f"{tool}: {shown} answered {response.status_code}{reason}: {message}", response.status_code)
+                    return redact(_decoded(content, response.headers.get("Content-Type", ""), response.encoding, tool, shown, response.status_code))
+            except httpx2.TransportError as error:  # no answer: refused, reset, timed out, unreadable
+                why = f"{type(error).__name__}{f': {error}' if str(error) else ''}"
+                if last or operation.method not in IDEMPOTENT_METHODS:
+                    tries = f" after {attempt + 1} tries" if attempt else ""
+                    raise HttpToolError(f"{tool}: {shown} got no answer{tries} ({redact(why)})") from None
+                await asyncio.sleep(_retry_wait(None, attempt))
+    raise AssertionError("the last try either returns or raises")  # pragma: no cover
+
+
+def _secret(tool: str, api: HttpApiConfig, environ: Mapping[str, str]) -> str | None:
+    if api.auth is None:
+        return None
+    secret = environ.get(api.auth.env)
+    if not secret:
+        raise HttpToolError(
+            f"{tool}: HTTP API {api.name!r} authenticates with the environment variable {api.auth.env} (auth.env), which is not set on the host; set it"
+        )
+    return secret
+
+
+def _filled_path(tool: str, operation: HttpOperation, arguments: Mapping[str, Any]) -> str:
+    def value(match: Any) -> str:
+        given = arguments.get(match.group(1))
+        if given is None:
+            raise HttpToolError(f"{tool}: {operation.method} {operation.path} needs a value for the path parameter {match.group(1)!r}; none was given")
+        # safe="": a value with '/' or '?' stays one path segment.
+        return quote(str(given).lower() if isinstance(given, bool) else str(given), safe="")
+
+    return PATH_PARAMETER.sub(value, operation.path)
+
+
+def _query_value(value: Any) -> Any:
+    """A value as a query parameter: booleans as ``true``/``false`` (JSON's words, which OpenAPI
+    query parameters use), lists as repeated parameters (OpenAPI's default ``form``, ``explode``)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return [_query_value(item) for item in value]
+    return value
+
+
+def _retry_wait(retry_after: str | None, attempt: int) -> float:
+    """Seconds to wait before try ``attempt + 2``: what ``Retry-After`` says (seconds or an HTTP
+    date), else :data:`FIRST_BACKOFF_SECONDS` doubled per try."""
+    if retry_after:
+        text = retry_after.strip()
+        if text.isdigit():
+            return float(text)
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError):
+            when = None
+        if when is not None:
+            return max(0.0, when.timestamp() - time.time())
+    return FIRST_BACKOFF_SECONDS * 2**attempt
+
+
+async def _read_capped(response: httpx2.Response, limit: int, tool: str, shown: str) -> bytes:
+    """The body, read in chunks; past ``limit`` bytes the read stops and the call fails."""
+    declared = response.headers.get("Content-Length", "")
+    too_large = f"{tool}: {shown} answered more than max_response_bytes ({limit:,} bytes) of its HTTP API; ask for less (a page, fewer fields) or raise it"
+    if declared.isdigit() and int(declared) > limit:
+        raise HttpToolError(f"{too_large} (Content-Length {int(declared):,})")
+    chunks, size = [], 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise HttpToolError(too_large)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
+
+
+def _decoded(content: bytes, content_type: str, encoding: str | None, tool: str, shown: str, status: int) -> Any:
+    if not content.strip():
+        return None
+    if _is_json(content_type):
+        try:
+            return json.loads(content)
+        except ValueError as error:
+            raise HttpToolError(f"{tool}: {shown} answered {status} with a body that says it is JSON but is not ({error})", status) from None
+    return content.decode(encoding or "utf-8", errors="replace")
+
+
+def _api_message(content: bytes) -> str:
+    """The API's own words for an error: a message field of a JSON body, else the body's text."""
+    text = content.decode("utf-8", errors="replace").strip()
+    try:
+        document = json.loads(text)
+    except ValueError:
+        document = None
+    if isinstance(document, dict):
+        found = next((document[key] for key in _MESSAGE_FIELDS if document.get(key)), None)
+        if found is not None:
+            text = found if isinstance(found, str) else json.dumps(found)
+    text = " ".join(text.split()) or "(no message)"
+    return text if len(text) <= MAX_API_MESSAGE_CHARS else text[:MAX_API_MESSAGE_CHARS] + "…"
+
+
+def _redactor(secrets: list[str], variable: str) -> Any:
+    """A function masking each of ``secrets`` in text and in decoded JSON (keys and values)."""
+    mask = f"[redacted: {variable}]"
+
+    def redact(value: Any) -> Any:
+        if not secrets:
+            return value
+        if isinstance(value, str):
+            for secret in secrets:
+                value = value.replace(secret, mask)
+            return value
+        if isinstance(value, list):
+            return [redact(item) for item in value]
+        if isinstance(value, dict):
+            return {redact(key): redact(item) for key, item in value.items()}
+        return value
+
+    return redact
