@@ -31,9 +31,8 @@ What is drafted, and the rule each follows:
 - **Result states**: every operation produces a state of its own (``tmdb.movie_credits``), whose
   affordances are the operation's summary and first sentence of its description, and one short
   phrase per distinctive field of its response (``movie budget``, ``crew job``; a field is
-  distinctive when at most :data:`DISTINCTIVE_SHARE` of the operations' responses have it), and for
-  a field whose example values repeat (a category, like a crew member's ``job``) the phrase with
-  each value (``crew job Director``). Search matches a request against each affordance on its own
+  distinctive when at most :data:`DISTINCTIVE_SHARE` of the operations' responses have it), with the
+  field's description where the schema gives one. Search matches a request against each affordance on its own
   (the best one counts), so short phrases in a person's words do better than one long list.
 - ``POST``/``PUT``/``PATCH``/``DELETE`` operations are drafted ``approval: always``.
 - What cannot be decided is a ``# TODO:`` comment above the tool (a value that is not an
@@ -75,12 +74,6 @@ SHAPE_MIN_SHARE = 0.3
 #: A response field is distinctive (an affordance of its operation's result) when at most this share
 #: of the operations' responses have it: ``id``, ``name``, ``page`` say nothing about an operation.
 DISTINCTIVE_SHARE = 0.2
-#: Example values of a field are a category (a crew member's ``job``: Producer, Director...) when at
-#: most this share of them are distinct; names (a cast member's ``character``) hardly repeat.
-CATEGORY_MAX_DISTINCT_SHARE = 0.75
-#: At most this many example values of one category field become phrases (a crew's ``job`` has ~40).
-MAX_CATEGORY_VALUES = 40
-
 _METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 _EFFECT_METHODS = {"post", "put", "patch", "delete"}
 _PARAMETER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
@@ -620,7 +613,7 @@ class OpenAPIDrafter:
     def _field_phrases(self, fields: list, field_counts: Counter, distinctive: int, subject: str) -> list[str]:
         """Short phrases for an operation's distinctive response fields (see the module docstring)."""
         phrases: list[str] = []
-        for path, container, name, schema, values, _ in fields:
+        for path, container, name, schema, _, _ in fields:
             if path.count(".") > 1 or not name.strip("_") or name == "id" or snake_case(name).endswith("_id") or field_counts[name] > distinctive:
                 continue
             words = _words(name)
@@ -629,9 +622,6 @@ class OpenAPIDrafter:
             text = " ".join(str(schema.get("description") or "").split()) if isinstance(schema, dict) else ""
             if text and len(text) <= 120:
                 phrases.append(text)
-            strings = [value.strip() for value in values if isinstance(value, str) and 0 < len(value.strip()) <= 40]
-            if len(strings) >= 3 and len(set(strings)) <= CATEGORY_MAX_DISTINCT_SHARE * len(strings):  # values repeat: a category
-                phrases += [f"{owner} {words} {value}" for value in list(dict.fromkeys(strings))[:MAX_CATEGORY_VALUES]]
         return phrases
 
 
