@@ -114,7 +114,9 @@ def read_description(source: str) -> tuple[dict[str, Any], str]:
         try:
             size = path.stat().st_size
             if size > MAX_SPEC_BYTES:
-                raise OpenAPIDraftError(f"{source}: the description is {size / 1e6:.1f} MB; toolpath drafts from at most {MAX_SPEC_BYTES / 1e6:.0f} MB (split the API by tag first)")
+                raise OpenAPIDraftError(
+                    f"{source}: the description is {size / 1e6:.1f} MB; toolpath drafts from at most {MAX_SPEC_BYTES / 1e6:.0f} MB (split the API by tag first)"
+                )
             data = path.read_bytes()
         except OSError as error:
             raise OpenAPIDraftError(f"{source}: cannot read the description: {error.strerror or error}") from None
@@ -132,10 +134,14 @@ def _fetch(url: str) -> bytes:
             for chunk in response.iter_bytes():
                 body += chunk
                 if len(body) > MAX_SPEC_BYTES:
-                    raise OpenAPIDraftError(f"{url}: the description is over {MAX_SPEC_BYTES / 1e6:.0f} MB; toolpath drafts from at most that (split the API by tag first)")
+                    raise OpenAPIDraftError(
+                        f"{url}: the description is over {MAX_SPEC_BYTES / 1e6:.0f} MB; toolpath drafts from at most that (split the API by tag first)"
+                    )
             return bytes(body)
     except httpx2.HTTPError as error:
-        raise OpenAPIDraftError(f"{url}: cannot fetch the description ({type(error).__name__}: {error}); check the URL and the network, or save the file and pass its path") from None
+        raise OpenAPIDraftError(
+            f"{url}: cannot fetch the description ({type(error).__name__}: {error}); check the URL and the network, or save the file and pass its path"
+        ) from None
 
 
 def parse_description(data: bytes | str, source: str) -> dict[str, Any]:
@@ -159,12 +165,16 @@ def parse_description(data: bytes | str, source: str) -> dict[str, Any]:
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         line = f"line {mark.line + 1}: " if mark is not None else ""
-        raise OpenAPIDraftError(f"{source}: {line}not valid YAML ({getattr(error, 'problem', None) or error}); give an OpenAPI description in JSON or YAML") from None
+        raise OpenAPIDraftError(
+            f"{source}: {line}not valid YAML ({getattr(error, 'problem', None) or error}); give an OpenAPI description in JSON or YAML"
+        ) from None
     if not isinstance(document, dict):
-        raise OpenAPIDraftError(f"{source}: holds {type(document).__name__ if document is not None else 'nothing'}, not an OpenAPI description (a mapping with `openapi` and `paths`)")
+        raise OpenAPIDraftError(
+            f"{source}: holds {type(document).__name__ if document is not None else 'nothing'}, not an OpenAPI description (a mapping with `openapi` and `paths`)"
+        )
     version = str(document.get("openapi") or document.get("swagger") or "")
     if not (version.startswith("3.") or version == "2.0"):
-        raise OpenAPIDraftError(f"{source}: no `openapi: 3.x` or `swagger: \"2.0\"` field; toolpath drafts from OpenAPI 3.0/3.1 and Swagger 2.0 descriptions")
+        raise OpenAPIDraftError(f'{source}: no `openapi: 3.x` or `swagger: "2.0"` field; toolpath drafts from OpenAPI 3.0/3.1 and Swagger 2.0 descriptions')
     if not isinstance(document.get("paths"), dict) or not document["paths"]:
         raise OpenAPIDraftError(f"{source}: field `paths`: no operations to draft")
     return document
@@ -184,7 +194,9 @@ class _References:
         while isinstance(node, dict) and isinstance(node.get("$ref"), str):
             reference = node["$ref"]
             if reference in chain:
-                raise OpenAPIDraftError(f"{self.source}: {where}: the $ref loop {' → '.join([*chain, reference])} never reaches a schema; point one of them at a real schema")
+                raise OpenAPIDraftError(
+                    f"{self.source}: {where}: the $ref loop {' → '.join([*chain, reference])} never reaches a schema; point one of them at a real schema"
+                )
             if not reference.startswith("#"):
                 raise OpenAPIDraftError(
                     f"{self.source}: {where}: $ref {reference!r} points outside the description; bundle it into one file first (e.g. `redocly bundle`)"
@@ -271,7 +283,9 @@ class OpenAPIDrafter:
                     operation.name = snake_case(identifier)
                 else:
                     missing_ids += 1
-                    operation.name = snake_case("_".join([method, *_literal_segments(path)]) + ("_by_" + "_".join(re.findall(r"\{(\w+)\}", path)) if "{" in path else ""))
+                    operation.name = snake_case(
+                        "_".join([method, *_literal_segments(path)]) + ("_by_" + "_".join(re.findall(r"\{(\w+)\}", path)) if "{" in path else "")
+                    )
                     operation.todos.append(f"no operationId: named from `{method.upper()} {path}`; rename it")
                 if operation.name in names:
                     other = names[operation.name]
@@ -305,7 +319,13 @@ class OpenAPIDrafter:
                 continue
             schema = self.references.resolve(parameter.get("schema") or parameter, f"{operation.where}.parameters.{name}.schema")
             operation.parameters.append(
-                {"name": name, "in": place, "required": bool(parameter.get("required")) or place == "path", "schema": schema, "description": parameter.get("description")}
+                {
+                    "name": name,
+                    "in": place,
+                    "required": bool(parameter.get("required")) or place == "path",
+                    "schema": schema,
+                    "description": parameter.get("description"),
+                }
             )
         request = operation.spec.get("requestBody")
         if request is not None:
@@ -321,7 +341,9 @@ class OpenAPIDrafter:
             if not properties:
                 operation.todos.append("the request body is not an object with properties; pass it yourself")
             for name, schema in properties.items():
-                operation.parameters.append({"name": name, "in": "body", "required": name in required, "schema": schema, "description": schema.get("description")})
+                operation.parameters.append(
+                    {"name": name, "in": "body", "required": name in required, "schema": schema, "description": schema.get("description")}
+                )
 
     def _read_response(self, operation: _Operation) -> None:
         responses = operation.spec.get("responses") or {}
@@ -414,7 +436,9 @@ class OpenAPIDrafter:
                 continue
             resource = _identifier_resource(last.strip("{}"), operation.path)
             if resource in self.resources:
-                fields = {name for path, _, name, *_ in self._fields(operation.response, operation.example, operation.where) if "." not in path and "[" not in path}
+                fields = {
+                    name for path, _, name, *_ in self._fields(operation.response, operation.example, operation.where) if "." not in path and "[" not in path
+                }
                 shapes.setdefault(resource, set()).update(fields - {"id"})
         return shapes
 
@@ -422,7 +446,9 @@ class OpenAPIDrafter:
         """The resource an object with an ``id`` field is (see the module docstring: name, shape, path).
         The top-level object of an operation on an identified resource (``/movie/{movie_id}/credits``)
         is that resource: its ``id`` echoes the one the path took."""
-        identified = [resource for name in re.findall(r"\{(\w+)\}", operation.path) if (resource := _identifier_resource(name, operation.path)) in self.resources]
+        identified = [
+            resource for name in re.findall(r"\{(\w+)\}", operation.path) if (resource := _identifier_resource(name, operation.path)) in self.resources
+        ]
         if not container and identified and siblings is self._top_level_siblings(operation):
             return identified[-1]
         if container:
@@ -459,7 +485,13 @@ class OpenAPIDrafter:
         tools = []
         for operation in self.operations:
             tools.append(self._tool(operation, operation.fields, field_counts, distinctive, states))
-        document: dict[str, Any] = {"domain": self.domain, "package": f"{self.domain}_api", "http_apis": {self.api: self._api()}, "states": list(states.values()), "tools": tools}
+        document: dict[str, Any] = {
+            "domain": self.domain,
+            "package": f"{self.domain}_api",
+            "http_apis": {self.api: self._api()},
+            "states": list(states.values()),
+            "tools": tools,
+        }
         return document, {operation.name: operation.todos for operation in self.operations if operation.todos}
 
     def _api(self) -> dict[str, Any]:
@@ -529,7 +561,9 @@ class OpenAPIDrafter:
             if resource in self.resources:
                 entry["state"] = requires[name] = self.resources[resource]
             elif parameter["in"] == "path":
-                carriers = [other.name for other in self.operations if other is not operation and any(field_name == name for _, _, field_name, *_ in other.fields)]
+                carriers = [
+                    other.name for other in self.operations if other is not operation and any(field_name == name for _, _, field_name, *_ in other.fields)
+                ]
                 if carriers:
                     operation.todos.append(
                         f"path parameter `{name}` is drafted as a value the user gives; {', '.join(carriers[:3])} also return a field `{name}`: make it a state if it should flow"
@@ -577,7 +611,11 @@ class OpenAPIDrafter:
             tool["required_parameters"] = required_parameters
         if optional_parameters:
             tool["optional_parameters"] = optional_parameters
-        tool["return_spec"] = {"name": f"{own.split('.', 1)[1]}", "type": type_from_json_schema(operation.response) if operation.response else "Any", "state": own}
+        tool["return_spec"] = {
+            "name": f"{own.split('.', 1)[1]}",
+            "type": type_from_json_schema(operation.response) if operation.response else "Any",
+            "state": own,
+        }
         if outputs:
             tool["outputs"] = outputs
         tool["state_transition"] = {"requires": sorted(set(requires.values())), "produces": sorted({*outputs, own})}
