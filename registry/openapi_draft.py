@@ -477,7 +477,7 @@ class OpenAPIDrafter:
         for operation in self.operations:
             operation.fields = list(self._fields(operation.response, operation.example, operation.where))
             field_counts.update({name for _, _, name, *_ in operation.fields})
-        distinctive = max(1, int(DISTINCTIVE_SHARE * len(self.operations)))
+        distinctive = max(2, int(DISTINCTIVE_SHARE * len(self.operations)))  # in a small API, two operations sharing a field still tell it apart
         states: dict[str, dict[str, Any]] = {}
         for resource, token in sorted(self.resources.items()):
             words = resource.replace("_", " ")
@@ -639,9 +639,9 @@ class OpenAPIDrafter:
 
     def _result_token(self, operation: _Operation, states: Mapping[str, Any]) -> str:
         literals = [snake_case(segment) for segment in _literal_segments(operation.path)] or [operation.name]
-        base = "_".join(literals)
         if operation.path.rstrip("/").endswith("}") and operation.method == "get":
-            base += "_details"
+            literals[-1] = _singular(literals[-1]) + "_details"  # /books/{book_id} → book_details
+        base = "_".join(literals)
         suffix = {"post": "_created", "put": "_updated", "patch": "_updated", "delete": "_deleted"}.get(operation.method, "")
         if operation.method in ("head", "options", "trace"):
             suffix = f"_{operation.method}"
