@@ -13,6 +13,9 @@ catalogs of :mod:`taskplan_catalogs`, in one run, three planners:
   ``Workspace.open([catalog, overlay])`` and scored on the test ids only; the learner's report
   (thresholds of the prerequisite habits and their validation figures) is kept beside.
 
+``tmdb_drafted`` is TMDB again with the catalog ``toolpath catalog draft --openapi`` drafts from
+``tmdb_oas.json`` (issue 54; see :mod:`taskplan_catalogs`), on the same requests, beside ``tmdb``.
+
 For TMDB the ``request`` planner is also scored on our development requests (``dev_requests``): a
 figure to develop against without looking at the test ids.
 
@@ -33,7 +36,7 @@ node F1 not lower; from raw requests, link F1 reported beside.
 development requests only (UltraTool's requests outside the test ids; for TMDB our own development
 requests), and prints node F1 per value.
 
-Usage: python benchmarks/bench_taskplan.py [--data ../shared/data/taskplan] [--limit N] [--sets tmdb ultratool] [--learned-only] [--tune]
+Usage: python benchmarks/bench_taskplan.py [--data ../shared/data/taskplan] [--limit N] [--sets tmdb tmdb_drafted ultratool] [--learned-only] [--tune]
 """
 
 from __future__ import annotations
@@ -64,7 +67,12 @@ FRAGMENT_GRID = (0.35, 0.45, 0.55, 0.6, 0.65, 0.7, 0.8)
 _STEP_NUMBER = re.compile(r"^\s*step\s*\d+\s*[:.)-]?\s*", flags=re.IGNORECASE)
 
 
+#: Catalog variants scored on another set's requests.
+REQUESTS_OF = {"tmdb_drafted": "tmdb"}
+
+
 def load_requests(data: Path, name: str) -> tuple[list[dict], set]:
+    name = REQUESTS_OF.get(name, name)
     requests = [json.loads(line) for line in (data / name / "data.json").read_text().splitlines() if line.strip()]
     split = json.loads((data / name / "split_ids.json").read_text())["test_ids"]
     test_ids = {str(identifier) for identifier in (split["chain"] if isinstance(split, dict) else split)}
@@ -178,7 +186,7 @@ def tune(data: Path, sets: list[str], limit: int | None) -> dict:
 
 def development_requests(name: str, requests: list[dict], test_ids: set) -> list[dict]:
     """Requests to develop against: for TMDB our own (``tmdb_dev_requests.jsonl``), else those outside the test ids."""
-    if name == "tmdb":
+    if REQUESTS_OF.get(name, name) == "tmdb":
         return [as_taskplan_request(example) for example in read_examples(TMDB_DEV_REQUESTS)]
     return [request for request in requests if str(request["id"]) not in test_ids]
 
@@ -196,22 +204,23 @@ def main(data: Path, sets: list[str], limit: int | None, learned_only: bool = Fa
         "python": sys.version.split()[0],
         "targets_node_f1": {
             "tmdb": {"steps": 0.90, "request": 0.80, "request_learned": 0.50},
+            "tmdb_drafted": {"steps": 0.95, "request": 0.55, "request_learned": 0.50},
             "ultratool": {"steps": 0.85, "request": 0.70, "request_learned": 0.65},
         },
-        "targets_link_f1": {"tmdb": {"steps": 0.90}, "ultratool": {"steps": 0.98}},
+        "targets_link_f1": {"tmdb": {"steps": 0.90}, "tmdb_drafted": {"steps": 0.90}, "ultratool": {"steps": 0.98}},
     }
     with tempfile.TemporaryDirectory(prefix="toolpath-taskplan-") as directory:
         catalogs = write_catalogs(Path(directory), data)
         for name in sets:
             requests, test_ids = load_requests(data, name)
-            training = training_examples(name, requests, test_ids, data)
+            training = training_examples(REQUESTS_OF.get(name, name), requests, test_ids, data)
             requests = requests[:limit] if limit else requests
             results[name] = {"requests": len(requests)}
             if not learned_only:
                 workspace = Workspace.open([catalogs[name]])
                 workspace.search("warm up the embedding model", k=1)
                 results[name].update(run_set(workspace, requests, test_ids))
-                if name == "tmdb":
+                if REQUESTS_OF.get(name, name) == "tmdb":
                     dev = development_requests(name, requests, test_ids)
                     results[name]["dev_requests"] = run_set(workspace, dev, set(), ("request",))["request"]["all"]
             # What the training examples teach, learned as the product learns it, scored on the
@@ -233,7 +242,7 @@ if __name__ == "__main__":
     os.environ.setdefault("TOOLPATH_RECORD", "off")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--sets", nargs="+", default=["tmdb", "ultratool"], choices=["tmdb", "ultratool"])
+    parser.add_argument("--sets", nargs="+", default=["tmdb", "ultratool"], choices=["tmdb", "tmdb_drafted", "ultratool"])
     parser.add_argument("--limit", type=int, default=None, help="only the first N requests of each set (for a quick look)")
     parser.add_argument("--learned-only", action="store_true", help="only request_learned: learn the overlays and score the test ids with them")
     parser.add_argument("--tune", action="store_true", help="grid-search FRAGMENT_MIN_SCORE on the requests outside the test ids")

@@ -27,6 +27,13 @@ built at run time from the files there and never copied into the project.
 - every endpoint also produces a state of its own, ``tmdb.result.<endpoint>``, described by the
   endpoint's description, so a request can name what it wants from any endpoint.
 
+**TMDB drafted** (issue 54): the catalog the product drafts from ``tmdb_oas.json``
+(:func:`toolpath.registry.openapi_draft.draft_openapi_catalog`, no hand edits), restricted to the 46
+endpoints of ``tool.json`` and each tool renamed to the benchmark's id (``GET /movie/{movie_id}/credits``
+→ ``GetMovieCredit``) so gold chains score. The HTTP keys (``http_apis``, each tool's ``http`` and
+``outputs``) are left out: only planning is measured, and the catalog loader of this branch does not
+read them yet. States no kept tool names are dropped.
+
 **UltraTool** (260 tools). ``tool_desc.json`` gives only an id, a description and domains, with no
 inputs or outputs, so nothing is inferred about data flow: each tool requires nothing and produces
 its own state ``ultratool.result.<tool>``. The order of a plan then comes from the order of the
@@ -137,6 +144,22 @@ def tmdb_catalog(data: Path = DEFAULT_DATA) -> dict[str, Any]:
     return {"domain": "tmdb", "package": "tmdb_api", "states": sorted(states.values(), key=lambda state: state["token"]), "tools": tools}
 
 
+def tmdb_drafted_catalog(data: Path = DEFAULT_DATA) -> dict[str, Any]:
+    """The TMDB catalog as ``toolpath catalog draft --openapi`` drafts it (see the module docstring)."""
+    from toolpath.registry.openapi_draft import draft_openapi_catalog
+
+    document, _, _ = draft_openapi_catalog(str(data / "tmdb" / "tmdb_oas.json"), domain="tmdb")
+    benchmark_ids = {endpoint["raw"]: endpoint["id"] for endpoint in json.loads((data / "tmdb" / "tool.json").read_text())["nodes"]}
+    tools = []
+    for tool in document["tools"]:
+        path = tool["http"]["path"]
+        if tool["http"]["method"] == "GET" and path in benchmark_ids:
+            tools.append({key: value for key, value in tool.items() if key not in ("http", "outputs")} | {"name": benchmark_ids[path]})
+    used = {token for tool in tools for token in (*tool["state_transition"]["requires"], *tool["state_transition"]["produces"])}
+    states = [state for state in document["states"] if state["token"] in used]
+    return {"domain": "tmdb", "package": "tmdb_api", "states": states, "tools": tools}
+
+
 def ultratool_catalog(data: Path = DEFAULT_DATA) -> dict[str, Any]:
     """The UltraTool catalog: one state per tool, no data flow (see the module docstring)."""
     nodes = json.loads((data / "ultratool" / "tool_desc.json").read_text())["nodes"]
@@ -156,10 +179,10 @@ def ultratool_catalog(data: Path = DEFAULT_DATA) -> dict[str, Any]:
 
 
 def write_catalogs(directory: Path, data: Path = DEFAULT_DATA) -> dict[str, Path]:
-    """Write both catalogs as JSON files into ``directory``; returns ``{data set: path}``."""
+    """Write the catalogs as JSON files into ``directory``; returns ``{data set: path}``."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = {}
-    for name, build in (("tmdb", tmdb_catalog), ("ultratool", ultratool_catalog)):
+    for name, build in (("tmdb", tmdb_catalog), ("tmdb_drafted", tmdb_drafted_catalog), ("ultratool", ultratool_catalog)):
         paths[name] = directory / f"{name}.catalog.json"
         paths[name].write_text(json.dumps(build(data), indent=1))
     return paths

@@ -27,6 +27,8 @@ DRAFT_EXAMPLES = """examples:
   toolpath catalog draft --mcp "uvx mcp-server-time" --output time.yaml
   toolpath catalog draft --mcp "python -m mcp_server_git --repository ." --name git --domain git
   toolpath catalog draft --mcp https://example.com/mcp --header 'Authorization: Bearer ${EXAMPLE_TOKEN}'
+  toolpath catalog draft --openapi tmdb_oas.json --domain tmdb --output tmdb.yaml
+  toolpath catalog draft --openapi https://petstore3.swagger.io/api/v3/openapi.json --name petstore
 ${NAME} in --env and --header values is kept in the catalog and read from the environment when the
 server is connected, so the catalog holds no secret."""
 
@@ -117,21 +119,27 @@ def command_init(arguments: argparse.Namespace) -> int:
 
 def add_catalog_parser(commands: argparse._SubParsersAction) -> None:
     """Add ``toolpath catalog`` to ``commands``, with its one verb, ``draft``, run by :func:`command_catalog_draft`."""
-    catalog = commands.add_parser("catalog", help="Write catalogs: `toolpath catalog draft --mcp COMMAND|URL`.", description="Write catalogs.")
+    catalog = commands.add_parser(
+        "catalog", help="Write catalogs: `toolpath catalog draft --mcp COMMAND|URL` or `--openapi SPEC`.", description="Write catalogs."
+    )
     catalog_commands = catalog.add_subparsers(dest="catalog_command", required=True, metavar="COMMAND")
     draft = catalog_commands.add_parser(
         "draft",
-        help="Draft a catalog of an MCP server's tools (names, descriptions, parameters), leaving the states to you.",
-        description="Connect to an MCP server and write a catalog YAML of its tools, each served by that server: names, descriptions and parameters from their input schemas. The states are left for you to fill in; `toolpath validate` reports each tool that produces none (TP004).",
+        help="Draft a catalog of an MCP server's tools, or of a REST API's OpenAPI description (states drawn from its schemas).",
+        description="--mcp: connect to an MCP server and write a catalog YAML of its tools, each served by that server: names, descriptions and parameters from their input schemas; the states are left for you to fill in (`toolpath validate` reports each tool that produces none, TP004). --openapi: read an OpenAPI 3.0/3.1 or Swagger 2.0 description and write one HTTP tool per operation, with the identifiers its responses give as states the operations taking them require, and TODO comments where it could not decide.",
         epilog=DRAFT_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     draft.set_defaults(handler=command_catalog_draft)
+    source = draft.add_mutually_exclusive_group(required=True)
+    source.add_argument("--mcp", metavar="COMMAND|URL", help="the server: a command line that starts it over stdio, or an http(s):// Streamable HTTP URL")
+    source.add_argument("--openapi", metavar="SPEC", help="an OpenAPI 3.0/3.1 or Swagger 2.0 description: a JSON or YAML file, or an http(s):// URL")
     draft.add_argument(
-        "--mcp", required=True, metavar="COMMAND|URL", help="the server: a command line that starts it over stdio, or an http(s):// Streamable HTTP URL"
+        "--name",
+        metavar="NAME",
+        help="the server's name under mcp_servers, or the API's under http_apis (default: the server's own name; for --openapi the domain)",
     )
-    draft.add_argument("--name", metavar="NAME", help="the server's name under mcp_servers (default: the name the server gives itself)")
-    draft.add_argument("--domain", metavar="NAME", help="the catalog's domain (default: the server's name)")
+    draft.add_argument("--domain", metavar="NAME", help="the catalog's domain (default: the server's name; for --openapi the description's title)")
     draft.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="an environment variable for a server started by command; repeatable")
     draft.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'", help="an HTTP header for a server reached by URL; repeatable")
     draft.add_argument("--output", "-o", metavar="FILE", help="write the catalog here (default: standard output)")
@@ -148,7 +156,51 @@ def _pairs(values: Sequence[str], separator: str, option: str, example: str) -> 
     return pairs
 
 
+def _write_draft(text: str, output: str | None, next_step: str) -> None:
+    if not output:
+        print(text, end="")
+        return
+    temporary = f"{output}.{os.getpid()}.tmp"
+    try:
+        with open(temporary, "w", encoding="utf-8") as file:  # whole or nothing: renamed into place
+            file.write(text)
+        os.replace(temporary, output)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise CommandLineError(f"cannot write {output}: {error.strerror or error}") from None
+    print(f"wrote {output}; {next_step}", file=sys.stderr)
+
+
+def _check_output(output: str | None, force: bool) -> None:
+    if output and os.path.exists(output) and not force:
+        raise CommandLineError(f"{output} exists; pass --force to overwrite it")
+    if output and not os.path.isdir(os.path.dirname(os.path.abspath(output))):
+        raise CommandLineError(f"the directory of {output} does not exist; create it first")
+
+
+def command_catalog_draft_openapi(arguments: argparse.Namespace) -> int:
+    """``toolpath catalog draft --openapi SPEC``: the catalog :mod:`toolpath.registry.openapi_draft` drafts."""
+    import datetime
+
+    from toolpath.registry.openapi_draft import OpenAPIDraftError, draft_openapi_catalog, render_catalog
+
+    if arguments.env or arguments.header:
+        raise CommandLineError("--env and --header are for --mcp; an API's auth is drafted from its securitySchemes into http_apis")
+    _check_output(arguments.output, arguments.force)
+    try:
+        document, todos, notes = draft_openapi_catalog(arguments.openapi, arguments.domain, arguments.name)
+    except OpenAPIDraftError as error:
+        raise CommandLineError(str(error)) from None
+    text = render_catalog(document, todos, notes, arguments.openapi, datetime.date.today().isoformat())
+    left = sum(len(items) for items in todos.values()) + len(notes)
+    _write_draft(text, arguments.output, f"review its {left} TODO(s), then `toolpath validate {arguments.output}`")
+    return 0
+
+
 def command_catalog_draft(arguments: argparse.Namespace) -> int:
+    if arguments.openapi is not None:
+        return command_catalog_draft_openapi(arguments)
     import asyncio
 
     from toolpath.kernel import MCPConnectionError  # the MCP SDK loads only for this command
@@ -157,10 +209,7 @@ def command_catalog_draft(arguments: argparse.Namespace) -> int:
     env = _pairs(arguments.env, "=", "--env", "GITHUB_TOKEN=${GITHUB_TOKEN}")
     headers = _pairs(arguments.header, ":", "--header", "Authorization: Bearer ${TOKEN}")
     output = arguments.output
-    if output and os.path.exists(output) and not arguments.force:
-        raise CommandLineError(f"{output} exists; pass --force to overwrite it")
-    if output and not os.path.isdir(os.path.dirname(os.path.abspath(output))):
-        raise CommandLineError(f"the directory of {output} does not exist; create it first")
+    _check_output(output, arguments.force)
     try:
         config = server_config(arguments.mcp, arguments.name or "", env, headers)
     except ValueError as error:
@@ -178,17 +227,5 @@ def command_catalog_draft(arguments: argparse.Namespace) -> int:
         raise CommandLineError(str(error)) from None
     for problem in load_problems(text):
         print(f"toolpath: warning: the draft does not load as it is: {problem}", file=sys.stderr)
-    if not output:
-        print(text, end="")
-        return 0
-    temporary = f"{output}.{os.getpid()}.tmp"
-    try:
-        with open(temporary, "w", encoding="utf-8") as file:  # whole or nothing: renamed into place
-            file.write(text)
-        os.replace(temporary, output)
-    except OSError as error:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise CommandLineError(f"cannot write {output}: {error.strerror or error}") from None
-    print(f"wrote {output}; now declare its states and fill in each tool's state_transition, then `toolpath validate {output}`", file=sys.stderr)
+    _write_draft(text, output, f"now declare its states and fill in each tool's state_transition, then `toolpath validate {output}`")
     return 0
