@@ -30,9 +30,9 @@ built at run time from the files there and never copied into the project.
 **TMDB drafted** (issue 54): the catalog the product drafts from ``tmdb_oas.json``
 (:func:`toolpath.registry.openapi_draft.draft_openapi_catalog`, no hand edits), restricted to the 46
 endpoints of ``tool.json`` and each tool renamed to the benchmark's id (``GET /movie/{movie_id}/credits``
-→ ``GetMovieCredit``) so gold chains score. The HTTP keys (``http_apis``, each tool's ``http`` and
-``outputs``) are left out: only planning is measured, and the catalog loader of this branch does not
-read them yet. States no kept tool names are dropped.
+→ ``GetMovieCredit``) so gold chains score; the non-GET operations are left out (RestBench's requests
+only read). States no kept tool names are dropped. The tools keep their ``http`` blocks and
+``outputs`` (only planning is measured; nothing is called).
 
 **UltraTool** (260 tools). ``tool_desc.json`` gives only an id, a description and domains, with no
 inputs or outputs, so nothing is inferred about data flow: each tool requires nothing and produces
@@ -154,10 +154,10 @@ def tmdb_drafted_catalog(data: Path = DEFAULT_DATA) -> dict[str, Any]:
     for tool in document["tools"]:
         path = tool["http"]["path"]
         if tool["http"]["method"] == "GET" and path in benchmark_ids:
-            tools.append({key: value for key, value in tool.items() if key not in ("http", "outputs")} | {"name": benchmark_ids[path]})
+            tools.append(tool | {"name": benchmark_ids[path]})
     used = {token for tool in tools for token in (*tool["state_transition"]["requires"], *tool["state_transition"]["produces"])}
     states = [state for state in document["states"] if state["token"] in used]
-    return {"domain": "tmdb", "package": "tmdb_api", "states": states, "tools": tools}
+    return {"domain": "tmdb", "package": "tmdb_api", "http_apis": document["http_apis"], "states": states, "tools": tools}
 
 
 def ultratool_catalog(data: Path = DEFAULT_DATA) -> dict[str, Any]:

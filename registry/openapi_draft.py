@@ -58,6 +58,7 @@ from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
+from toolpath.errors import Refusal
 from toolpath.registry.names import python_identifier
 from toolpath.registry.type_strings import type_from_json_schema
 
@@ -80,7 +81,7 @@ _PARAMETER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 _ROOT = "urn:toolpath:openapi-description"
 
 
-class OpenAPIDraftError(ValueError):
+class OpenAPIDraftError(Refusal, ValueError):
     """A description that cannot be drafted: the message names the file or URL, the field and what to do."""
 
 
