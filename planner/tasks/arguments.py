@@ -25,6 +25,9 @@ required one), by what the catalog says they are:
   column), "with missing revenue", "without missing values". Operators come from a fixed set
   (:data:`OPERATORS`), values are literals (numbers as numbers); nothing the user wrote is run as code;
 - ``meaning: count``: "top 5", "first 3 rows", "20 bins", "10 largest", "the 3 sales with the lowest units";
+- a whole-number parameter named after a thing that is numbered (``season_number``, ``episode``,
+  ``page_no``, ``chapter_index``): the number the words give that thing, "season 2", "episode #4",
+  "the second season", "the 3rd episode" (:func:`_numbered`); two numbers for it → unbound, saying so;
 - ``meaning: file``: a further file the part (or an earlier one) names that no input gives yet;
 - ``role: output``: "to report.md", "as sales.xlsx", "save it in totals.csv", "called overview.html", when the suffix suits
   the parameter (its description's suffixes); a file the task reads is never a destination.
@@ -668,6 +671,8 @@ def _read_tool(tool: ToolDefinition, words: str, whose: str, table: _Table, data
             reads[parameter.python_name] = _count(parameter, [other for other in tool.parameters if other.meaning == "count"], masked, words, whose)
         elif parameter.role == "output":
             reads[parameter.python_name] = _output(parameter, words, whose, data_files)
+        elif parameter.type == "int" and parameter.meaning is None:
+            reads[parameter.python_name] = _numbered(parameter, masked, words, whose)
     counted = _counted_rows(tool, reads, whose, table)
     if counted is not None:
         reads[counted[0]] = counted[1]
@@ -1084,6 +1089,51 @@ def _count(parameter: ToolParameter, counts: Sequence[ToolParameter], masked: st
 
 def _amount(text: str) -> int:
     return int(text) if text.isdigit() else _NUMBER_WORDS[text.lower()]
+
+
+_ORDINALS = {
+    "first": 1,
+    "second": 2,
+    "third": 3,
+    "fourth": 4,
+    "fifth": 5,
+    "sixth": 6,
+    "seventh": 7,
+    "eighth": 8,
+    "ninth": 9,
+    "tenth": 10,
+    "eleventh": 11,
+    "twelfth": 12,
+}
+_ORDINAL = r"(\d+(?:st|nd|rd|th)|" + "|".join(_ORDINALS) + r")"
+#: What a parameter's name adds to the thing it numbers: ``season_number`` numbers seasons.
+_NUMBERING_SUFFIX = re.compile(r"_(?:number|num|no|index|nr)$")
+
+
+def _numbered(parameter: ToolParameter, masked: str, words: str, whose: str) -> _Read:
+    """The number the words give the thing ``parameter`` numbers (its name, less ``_number`` and the
+    like): "season 2", "season #2", "season no. 2", "season two", "the second season", "the 2nd
+    season". Only a name that is such a thing reads anything (``season_number``, ``episode``); one
+    number said twice is one value, two different ones leave it unbound."""
+    thing = _NUMBERING_SUFFIX.sub("", parameter.python_name.lower()).replace("_", " ").strip()
+    if not thing or not thing.replace(" ", "").isalpha():
+        return _Read(words=words)
+    noun = re.escape(thing).replace(r"\ ", r"\s+") + r"s?"
+    after = re.compile(rf"\b{noun}\s+(?:#\s*|no\.?\s*|number\s+)?{_AMOUNT}\b", flags=re.IGNORECASE)
+    before = re.compile(rf"\b{_ORDINAL}\s+{noun}\b", flags=re.IGNORECASE)
+    found = [(_amount(match.group(1)), match.group()) for match in after.finditer(masked)]
+    found += [(_ordinal(match.group(1)), match.group()) for match in before.finditer(masked)]
+    numbers = list(dict.fromkeys(number for number, _ in found))
+    if len(numbers) == 1:
+        return _Read(numbers[0], words, f"'{found[0][1]}' gives {parameter.python_name} {numbers[0]} (in {whose})", True)
+    if len(numbers) > 1:
+        listed = ", ".join(map(str, numbers))
+        return _Read(words=words, why=f"the words give several numbers for {thing} ({listed}); give {parameter.python_name} as an input", conflicting=True)
+    return _Read(words=words)
+
+
+def _ordinal(text: str) -> int:
+    return int(text[:-2]) if text[:-2].isdigit() else _ORDINALS[text.lower()]
 
 
 # -- files ----------------------------------------------------------------------------------------------
