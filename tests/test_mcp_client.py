@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from toolpath.kernel import CodeMode, MCPToolkit
+from toolpath.kernel.tools.approvals import ApprovalDecision
 from toolpath.kernel.tools.mcp_connection import PROBE_AFTER_IDLE
 from toolpath.planner.interfaces.draft import draft_catalog, server_config
 from toolpath.planner.tasks.workspace import Workspace
@@ -539,3 +540,24 @@ def test_a_message_over_max_message_bytes_that_answers_no_call_resets_the_connec
             in reset.error["evalue"]
         )
         assert code_mode.run("await large.shout(megabytes=0.5)", "s").result == "'shouted'"  # a new connection
+
+
+def test_a_catalog_tool_served_over_mcp_with_approval_always_asks_first_and_a_no_calls_nothing(tmp_path):
+    _, filled = drafted_time_catalog(tmp_path)
+    document = yaml.safe_load(filled.read_text())
+    document["tools"][0]["approval"] = "always"
+    filled.write_text(yaml.safe_dump(document, sort_keys=False))
+    workspace = Workspace.open([filled])
+    clock = next(tool for tool in workspace.loaded.registry if tool.name == "get_current_time")
+    asked = []
+
+    def desk(request):
+        asked.append(request)
+        return ApprovalDecision(len(asked) > 1, note="not now")
+
+    with workspace.code_mode(tools=[clock], approver=desk, approval_timeout=30) as code_mode:
+        denied = code_mode.run("await clock.get_current_time(timezone='UTC')", "asking")
+        assert denied.error["ename"] == "ApprovalDenied" and "not now" in denied.error["evalue"]
+        approved = code_mode.run("(await clock.get_current_time(timezone='UTC'))['timezone']", "asking")
+        assert approved.status == "ok" and approved.result == "'UTC'", approved.error
+    assert [request.tool for request in asked] == ["clock.get_current_time"] * 2

@@ -26,8 +26,10 @@ from typing import Any
 
 import mcp_types
 
+from toolpath.kernel.inside.approval_policy import ApprovalPolicy, policy_of
 from toolpath.kernel.inside.tool_calls import ShownText
 from toolpath.kernel.option_checks import check_count
+from toolpath.kernel.tools.approvals import approval_spec
 from toolpath.kernel.tools.mcp_connection import MCPConnection, MCPConnectionError
 from toolpath.kernel.tools.mcp_stdio import DEFAULT_MAX_MESSAGE_BYTES
 from toolpath.kernel.tools.toolkit import Tool, Toolkit
@@ -226,6 +228,8 @@ def catalog_tool(definition: ToolDefinition, connections: MCPConnections) -> Too
         definition.description,
         signature,
         {parameter.python_name: parameter.name for parameter in definition.parameters},
+        # The catalog's approval holds for a tool served over MCP as for one imported: a call waits.
+        policy_of(approval_spec(definition)),
     )
 
 
@@ -306,11 +310,18 @@ def shown_name(name: str) -> str:
     return f"{name[:SHOWN_NAME_CHARS]!r}… ({len(name)} characters)"
 
 
-def _calling_tool(connection: MCPConnection, name: str, description: str, signature: inspect.Signature, wire_names: dict[str, str]) -> Tool:
+def _calling_tool(
+    connection: MCPConnection,
+    name: str,
+    description: str,
+    signature: inspect.Signature,
+    wire_names: dict[str, str],
+    requires_approval: bool | ApprovalPolicy = False,
+) -> Tool:
     async def call(**arguments: Any) -> Any:
         # Keyword-only parameters arrive as keywords; further ones (``**arguments``) keep their names.
         return await connection.call(name, {wire_names.get(key, key): value for key, value in arguments.items()})
 
     call.__signature__ = signature  # type: ignore[attr-defined]
     call.__name__ = call.__qualname__ = name
-    return Tool(call, name=name, description=description)
+    return Tool(call, name=name, description=description, requires_approval=requires_approval)
