@@ -20,6 +20,7 @@
 | TP016 | warning  | a parameter's ``default`` written ``yes``/``no``/``on``/``off`` unquoted (YAML 1.1 reads a boolean) for a type that is not ``bool`` |
 | TP017 | error    | ``approval: always`` on a tool that runs in the kernel |
 | TP018 | warning  | two tools loaded together that are near-duplicates (:mod:`toolpath.registry.near_duplicates`): the same signature and texts that say the same |
+| TP019 | warning  | a ``# TODO:`` comment left for the author (``toolpath catalog draft`` writes one for each decision it could not make) |
 | TP100 | error    | the file cannot be read or is not valid YAML/JSON |
 | TP101 | error    | a field is missing, unknown or of the wrong type |
 | TP102 | error    | a state token declared twice (or differently in two files) |
@@ -49,6 +50,7 @@ import inspect
 import io
 import os
 import pkgutil
+import re
 import sys
 import typing
 from collections.abc import Callable, Iterable, Iterator
@@ -90,6 +92,7 @@ RULES: dict[str, tuple[Severity, str]] = {
     "TP016": ("warning", "YAML 1.1 boolean word as a default"),
     "TP017": ("error", "approval: always on a tool that runs in the kernel"),
     "TP018": ("warning", "near-duplicate tools"),
+    "TP019": ("warning", "decision left for the author"),
     "TP100": ("error", "unreadable catalog"),
     "TP101": ("error", "invalid field"),
     "TP102": ("error", "duplicate state"),
@@ -369,6 +372,23 @@ def _near_duplicate_findings(checked: list[Catalog]) -> list[Finding]:
             )
         )
     return findings
+
+
+_TODO = re.compile(r"^\s*#\s*TODO\b:?\s*(.*?)\s*$")
+
+
+def _decisions_left(catalog: Catalog) -> list[Finding]:
+    """TP019 for each ``# TODO:`` comment line of the catalog's file: a draft's open decisions stay
+    visible until the author settles them and deletes the comment (a JSON file has no comments)."""
+    try:
+        text = Path(catalog.path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []  # it was read a moment ago; a file gone since has nothing left to say
+    return [
+        Finding(str(catalog.path), number, 1, "TP019", RULES["TP019"][0], "", f"left for the author: {found.group(1) or '(no text)'}")
+        for number, line in enumerate(text.splitlines(), start=1)
+        if (found := _TODO.match(line))
+    ]
 
 
 def _boolean_word_defaults(catalog: Catalog, index: int) -> list[Finding]:
@@ -682,6 +702,8 @@ def _lint(
         findings.extend(_check_catalog(catalog, facts))
     if warnings:
         findings.extend(_near_duplicate_findings(checked))
+        for catalog in checked:
+            findings.extend(_decisions_left(catalog))
     if import_modules:
         with _importable(catalogs):
             for catalog in catalogs:

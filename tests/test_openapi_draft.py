@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from toolpath.planner import Workspace
+from toolpath.registry import lint_catalogs
 from toolpath.registry.openapi_draft import MAX_SPEC_BYTES, OpenAPIDraftError, draft_openapi_catalog, render_catalog
 
 TMDB_DESCRIPTION = Path(__file__).resolve().parents[2] / "shared" / "data" / "taskplan" / "tmdb" / "tmdb_oas.json"
@@ -118,14 +119,6 @@ def tool(document: dict, name: str) -> dict:
     return next(entry for entry in document["tools"] if entry["name"] == name)
 
 
-def without_http(document: dict) -> dict:
-    """The draft less the HTTP keys (this branch's loader does not read them yet); a tool with
-    ``http`` runs on the host (issue 54's contract), so the stripped tool says so itself."""
-    stripped = {key: value for key, value in document.items() if key != "http_apis"}
-    stripped["tools"] = [{key: value for key, value in entry.items() if key not in ("http", "outputs")} | {"binding": "host"} for entry in document["tools"]]
-    return stripped
-
-
 def test_operations_become_tools_with_http_parameters_and_approval(tmp_path):
     document, todos, _ = draft_openapi_catalog(str(write(tmp_path, "library.json", LIBRARY)))
     assert document["domain"] == "town_library"
@@ -158,13 +151,14 @@ def test_identifiers_flow_from_the_responses_that_hold_them(tmp_path):
     assert "Town of birth." in result["affordances"] and "author born in" in result["affordances"]
 
 
-def test_the_draft_validates_and_plans_the_chain_without_its_http_keys(tmp_path):
+def test_the_draft_validates_and_plans_the_chain(tmp_path):
     document, todos, notes = draft_openapi_catalog(str(write(tmp_path, "library.json", LIBRARY)), domain="library")
     text = render_catalog(document, todos, notes, "library.json", "2025-01-01")
     assert yaml.safe_load(text) == document  # the comments are comments: the data is the draft's
-    catalog = write(tmp_path, "library.yaml", yaml.safe_dump(without_http(document), sort_keys=False))
+    catalog = write(tmp_path, "library.yaml", text)
     result = subprocess.run([sys.executable, "-m", "toolpath.planner.interfaces.cli", "validate", str(catalog)], capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
+    assert lint_catalogs([catalog]) == []  # a description that says everything leaves nothing to decide
     workspace = Workspace.open([catalog])
     plan = workspace.plan_task("where was the writer of the book Moby Dick born").plan
     assert [step.tool.name for step in plan.steps] == ["search_books", "get_book", "get_author"]
@@ -203,6 +197,14 @@ def test_swagger_two_is_drafted_with_body_and_host(tmp_path):
     assert any("2 operations have no operationId" in note for note in notes)
     text = render_catalog(document, todos, notes, "pets.yaml", "2025-01-01")
     assert "# TODO: get_pets_by_id: no operationId: named from `GET /pets/{id}`" in text
+    # Every decision the draft left is a TP019 warning at its line, until the author deletes the comment.
+    catalog = write(tmp_path, "pets-catalog.yaml", text)
+    todo_lines = [number for number, line in enumerate(text.splitlines(), start=1) if line.startswith("# TODO:")]
+    findings = lint_catalogs([catalog])
+    assert todo_lines and [(finding.code, finding.line) for finding in findings] == [("TP019", number) for number in todo_lines]
+    assert any("TP019 warning: left for the author: get_pets_by_id: no operationId" in str(finding) for finding in findings)
+    catalog.write_text("\n".join(line for line in text.splitlines() if not line.startswith("# TODO:")) + "\n")
+    assert lint_catalogs([catalog]) == []
 
 
 @pytest.mark.parametrize(
@@ -307,7 +309,7 @@ def test_tmdb_draft_chains_person_credits_and_movie_details(tmp_path):
     details = next(state for state in document["states"] if state["token"] == "tmdb.person_details")
     assert {"person birthday", "person place of birth", "person biography"} <= set(details["affordances"])
     assert any("season_number" in note for notes in todos.values() for note in notes)
-    catalog = write(tmp_path, "tmdb.yaml", yaml.safe_dump(without_http(document), sort_keys=False))
+    catalog = write(tmp_path, "tmdb.yaml", yaml.safe_dump(document, sort_keys=False))
     plan = (
         Workspace.open([catalog]).plan_task(["find the person Tom Hanks", "list the movie credits of that person", "get the details of the first movie"]).plan
     )
