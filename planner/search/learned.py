@@ -1,5 +1,6 @@
 """Learned search evidence: phrasings of states and tools seen in use, kept as vectors, and an
-optional linear query adapter.
+optional linear query adapter, fitted only when it helps on phrasings held back from its fitting
+(:func:`choose_query_adapter`).
 
 A :class:`LearnedSearch` is search data, not instructions for a model: one unit vector per learned
 phrasing (a request or step that a tool or state served), each owned by one entry of the index, and
@@ -38,6 +39,8 @@ LearnedEntry = tuple[Literal["tool", "state"], "str | None", str]
 #: 0.25-4 first gave 1; with the learned similarity blended for few phrasings
 #: (``skills.LEARNED_BLEND_PHRASINGS``) a grid of 1, 2, 3, 4, 6 gave 2: with 5 examples per tool R@5
 #: .868 → .874 and R@1 unchanged (.668), every other amount of labels within ± .005 of 1.
+#: ``toolpath learn`` does not use it blindly: :func:`choose_query_adapter` checks
+#: :data:`ADAPTER_RIDGES` (and no adapter) on the user's own held-back phrasings.
 ADAPTER_RIDGE = 2.0
 
 #: Ridges :func:`choose_query_adapter` checks, a factor 4 apart around the 2 that the held-back
@@ -240,7 +243,7 @@ class AdapterChoice:
         return {"fitted": self.adapter is not None, "ridge": self.ridge, "checked": self.checked, "figures": self.figures, "note": self.note}
 
 
-def choose_query_adapter(index: SkillIndex, learned: LearnedSearch, ridges: Sequence[float] = ADAPTER_RIDGES, folds: int = ADAPTER_FOLDS) -> AdapterChoice:
+def choose_query_adapter(index: SkillIndex, learned: LearnedSearch, ridges: Sequence[float] | None = None, folds: int = ADAPTER_FOLDS) -> AdapterChoice:
     """Fit a query adapter only if it helps, at the ridge that helps most, judged on phrasings it
     was not fitted on.
 
@@ -254,14 +257,15 @@ def choose_query_adapter(index: SkillIndex, learned: LearnedSearch, ridges: Sequ
     Args:
         index: the index of the catalogs learned over, with embeddings (its own learned data is ignored).
         learned: the phrasings, with their texts (:meth:`LearnedSearch.from_phrasings`); its adapter is ignored.
-        ridges: the ridges tried (default :data:`ADAPTER_RIDGES`, which says why).
+        ridges: the ridges tried (``None``: :data:`ADAPTER_RIDGES`, which says why).
         folds: at least 2 (default :data:`ADAPTER_FOLDS`).
 
     Raises:
-        LearnedSearchError: learned data without texts, fewer than 2 folds or a non-positive
-            ridge, an index without embeddings, or an entry the index does not know.
+        LearnedSearchError: learned data without texts, fewer than 2 folds, no ridge or a
+            non-positive one, an index without embeddings, or an entry the index does not know.
     """
-    if folds < 2 or any(ridge <= 0 for ridge in ridges):
+    ridges = tuple(ADAPTER_RIDGES if ridges is None else ridges)
+    if folds < 2 or not ridges or any(ridge <= 0 for ridge in ridges):
         raise LearnedSearchError(f"give at least 2 folds and positive ridges, got {folds} folds and ridges {list(ridges)}")
     if index.text_dimensions is None:
         raise LearnedSearchError("the index has no embeddings (BM25 only); a query adapter needs them")
