@@ -19,14 +19,16 @@ method on Recall@5.
 ``sha256(query.strip())``'s *last* hex digit (the README's dev rule uses the first): 0-3 → the
 measuring part (a quarter), 4-f → the learning part. Learned data is built from the learning part
 through the public functions ``toolpath learn`` uses (``LearnedSearch.from_phrasings`` and
-``fit_query_adapter``) and measured on the measuring part only, at several amounts of labels: all of
+``choose_query_adapter``, which fits the adapter only if it beats none on held-back folds of the
+labels themselves, at the best of ``ADAPTER_RIDGES``; each row says what it chose) and measured on the measuring part only, at several amounts of labels: all of
 the learning part; 5 per tool (random, seed 0); only queries whose gold tool the unlearned search
 showed in its top 5 (a user accepting a shown tool); 1 % (random); half an example per tool
 (random); each without and with the query adapter. Query latency p50 of the unlearned and the
 learned index (all labels, adapter) is measured in the same run, embedding included, interleaved.
 Targets: all R@1 ≥ .78, R@5 ≥ .93; 5 per tool ≥ .65 / .87; top-5 labels ≥ .75 / .90; under one
 example per tool never below unlearned; latency p50 ≤ 1.2× unlearned. ``--tune`` also grid-searches
-the learned constants (``LEARNED_THRESHOLD``, ``LEARNED_WEIGHT``, ``ADAPTER_RIDGE``, ``LEARNED_LEXICAL_MIN``,
+the learned constants (``LEARNED_THRESHOLD``, ``LEARNED_WEIGHT``, ``ADAPTER_RIDGES`` (a single ridge
+against the set), ``LEARNED_LEXICAL_MIN``,
 ``LEARNED_BLEND_PHRASINGS``) on a held-back
 part *of the learning part* (second-to-last hex digit 0-1), learning from the rest.
 
@@ -62,7 +64,7 @@ from toolpath.planner.search import learned as learned_module  # noqa: E402
 from toolpath.planner.search import skills as skills_module  # noqa: E402
 from toolpath.planner.search.embedding import default_embedder  # noqa: E402
 from toolpath.planner.search.embedding_cache import EmbeddingCache  # noqa: E402
-from toolpath.planner.search.learned import LearnedSearch, fit_query_adapter  # noqa: E402
+from toolpath.planner.search.learned import AdapterChoice, LearnedSearch, choose_query_adapter  # noqa: E402
 from toolpath.planner.search.onnx_embedding import OnnxEmbedder  # noqa: E402
 from toolpath.registry import ToolDefinition, ToolRegistry  # noqa: E402
 
@@ -189,37 +191,42 @@ def label_sets(learning: list[tuple[str, str]], unlearned: SkillIndex, tools: in
     }
 
 
-def learned_search(index: SkillIndex, labelled: list[tuple[str, str]], adapter: bool) -> LearnedSearch:
-    """The learned data ``toolpath learn`` would build from these labels: every phrasing, and the adapter if asked."""
+def learned_search(index: SkillIndex, labelled: list[tuple[str, str]], adapter: bool) -> tuple[LearnedSearch, AdapterChoice | None]:
+    """The learned data ``toolpath learn`` would build from these labels: every phrasing, and if
+    asked the adapter its own check chooses (``choose_query_adapter``: none, or the best ridge on
+    held-back folds of these labels), with that choice."""
     phrasings = [(query, ("tool", "metatool", gold)) for query, gold in labelled]
     learned = LearnedSearch.from_phrasings(index.embedder, phrasings)
-    return learned.with_adapter(fit_query_adapter(index, learned.vectors, list(learned.entries))) if adapter else learned
+    if not adapter:
+        return learned, None
+    choice = choose_query_adapter(index, learned)
+    return learned.with_adapter(choice.adapter), choice
 
 
 @contextlib.contextmanager
-def learned_constants(threshold: float, weight: float, ridge: float, lexical_min: float, blend_phrasings: float):
+def learned_constants(threshold: float, weight: float, ridges: tuple[float, ...], lexical_min: float, blend_phrasings: float):
     """Set the learned-search constants for a tuning run (module constants, read when used)."""
     saved = (
         skills_module.LEARNED_THRESHOLD,
         skills_module.LEARNED_WEIGHT,
-        learned_module.ADAPTER_RIDGE,
+        learned_module.ADAPTER_RIDGES,
         skills_module.LEARNED_LEXICAL_MIN,
         skills_module.LEARNED_BLEND_PHRASINGS,
     )
     (
         skills_module.LEARNED_THRESHOLD,
         skills_module.LEARNED_WEIGHT,
-        learned_module.ADAPTER_RIDGE,
+        learned_module.ADAPTER_RIDGES,
         skills_module.LEARNED_LEXICAL_MIN,
         skills_module.LEARNED_BLEND_PHRASINGS,
-    ) = (threshold, weight, ridge, lexical_min, blend_phrasings)
+    ) = (threshold, weight, ridges, lexical_min, blend_phrasings)
     try:
         yield
     finally:
         (
             skills_module.LEARNED_THRESHOLD,
             skills_module.LEARNED_WEIGHT,
-            learned_module.ADAPTER_RIDGE,
+            learned_module.ADAPTER_RIDGES,
             skills_module.LEARNED_LEXICAL_MIN,
             skills_module.LEARNED_BLEND_PHRASINGS,
         ) = saved
@@ -243,10 +250,12 @@ def measure_learned(data: Path, tune: bool) -> dict:
             row: dict = {"labels": len(labelled), "per_tool": round(len(labelled) / len(graph.registry), 2)}
             for adapter in (False, True):
                 started = time.perf_counter()
-                learned = learned_search(unlearned, labelled, adapter)
+                learned, choice = learned_search(unlearned, labelled, adapter)
                 built = time.perf_counter() - started
                 scores = quality(SkillIndex(graph, embedder, cache=cache, learned=learned), measuring, [])
                 row["with_adapter" if adapter else "without_adapter"] = {**scores, "built_s": round(built, 2)}
+                if choice is not None:
+                    row["adapter_choice"] = {"ridge": choice.ridge, "note": choice.note}
             report[name] = row
         report["latency"] = learned_latency(graph, cache, learning, [query for query, _ in measuring][:200])
         if tune:
@@ -259,7 +268,7 @@ def learned_latency(graph: StateGraph, cache: EmbeddingCache, learning: list[tup
     (all labels, adapter), interleaved so both see the same machine load."""
     embedder = default_embedder()
     unlearned = SkillIndex(graph, embedder, cache=cache)
-    learned = SkillIndex(graph, embedder, cache=cache, learned=learned_search(unlearned, learning, adapter=True))
+    learned = SkillIndex(graph, embedder, cache=cache, learned=learned_search(unlearned, learning, adapter=True)[0])
     unlearned.load_query_model()
     times: dict[str, list[float]] = {"unlearned": [], "learned": []}
     for query in probes:
@@ -289,16 +298,18 @@ def tune_learned(graph: StateGraph, embedder, cache: EmbeddingCache, learning: l
     # The fused-score constants on a grid, then the ridge, the lexical minimum and the blend one at a
     # time around the shipped values (lexical minimum 0: phrasings always join BM25, infinity: never;
     # blend 0: the larger of nearest phrasing and prototype alone).
-    settings = [(threshold, weight, 2.0, 1.0, 5.0) for threshold, weight in itertools.product((0.4, 0.5, 0.6), (0.05, 0.1, 0.3))]
-    settings += [(0.5, 0.05, ridge, 1.0, 5.0) for ridge in (1.0, 4.0)] + [(0.5, 0.05, 2.0, lexical_min, 5.0) for lexical_min in (0.0, float("inf"))]
-    settings += [(0.5, 0.05, 2.0, 1.0, blend) for blend in (0.0, 10.0, 20.0, 40.0)]
+    ridges = learned_module.ADAPTER_RIDGES
+    settings = [(threshold, weight, ridges, 1.0, 5.0) for threshold, weight in itertools.product((0.4, 0.5, 0.6), (0.05, 0.1, 0.3))]
+    settings += [(0.5, 0.05, (ridge,), 1.0, 5.0) for ridge in (1.0, 2.0, 4.0)]
+    settings += [(0.5, 0.05, ridges, lexical_min, 5.0) for lexical_min in (0.0, float("inf"))]
+    settings += [(0.5, 0.05, ridges, 1.0, blend) for blend in (0.0, 10.0, 20.0, 40.0)]
     for threshold, weight, ridge, lexical_min, blend in settings:
         with learned_constants(threshold, weight, ridge, lexical_min, blend):
             row = {}
             for name, labelled in label_amounts.items():
-                scores = quality(SkillIndex(graph, embedder, cache=cache, learned=learned_search(unlearned, labelled, adapter=True)), held_back, [])
+                scores = quality(SkillIndex(graph, embedder, cache=cache, learned=learned_search(unlearned, labelled, adapter=True)[0]), held_back, [])
                 row[name] = f"{scores['recall_at_1']:.3f}/{scores['recall_at_5']:.3f}"
-        grid[f"threshold={threshold},weight={weight},ridge={ridge},lexical_min={lexical_min},blend_phrasings={blend}"] = row
+        grid[f"threshold={threshold},weight={weight},ridges={','.join(map(str, ridge))},lexical_min={lexical_min},blend_phrasings={blend}"] = row
     return grid
 
 

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from toolpath.planner import SkillIndex, StateGraph
-from toolpath.planner.search.learned import LearnedSearch, LearnedSearchError, fit_query_adapter
+from toolpath.planner.search import learned as learned_module
+from toolpath.planner.search.learned import LearnedSearch, LearnedSearchError, choose_query_adapter, fit_query_adapter
 from toolpath.registry import ToolDefinition, ToolRegistry
 
 pytestmark = pytest.mark.integration
@@ -158,3 +159,85 @@ def test_without_embeddings_learned_phrasings_still_count_by_their_words(office,
     with pytest.warns(RuntimeWarning, match="learned vectors are ignored"):
         words_only = SkillIndex(office, mode="bm25", cache=False, learned=learned)
     assert words_only.search(query)[0].name == "dunning_run"
+
+
+#: More ways people in the office asked for each tool, in their own words: enough (with the dunning
+#: phrasings above) for an adapter to be checked on phrasings held back from its fitting.
+OFFICE_PHRASINGS = {
+    "send_invoice": [
+        "bill Hendricks for the March work",
+        "send the client what they owe for the job",
+        "get the bill out to Jansen",
+        "charge Acme for the audit we did",
+    ],
+    "book_meeting_room": [
+        "find us a room for Thursday's stand-up",
+        "grab the big room at 3 tomorrow",
+        "we need somewhere to meet on Monday",
+        "hold a room for the board on Friday",
+    ],
+    "archive_documents": [
+        "put last year's contracts away",
+        "clear the old files out of the shared drive",
+        "store the 2019 records somewhere safe",
+        "pack away the closed cases",
+    ],
+    "translate_text": [
+        "get the Dutch version of this letter",
+        "put this email into French",
+        "what does this German memo say in English",
+        "render the brochure in Spanish",
+    ],
+    "dunning_run": DUNNING_PHRASINGS,
+}
+
+
+@pytest.fixture(scope="module")
+def office_phrasings(unlearned):
+    rows = [(text, tool(name)) for name, texts in OFFICE_PHRASINGS.items() for text in texts]
+    return LearnedSearch.from_phrasings(unlearned.embedder, rows)
+
+
+def test_entry_rank_is_the_place_search_gives_and_with_learned_searches_with_other_phrasings(unlearned, learned, office_phrasings):
+    query = "ping Acme, their money is overdue"
+    for index in (unlearned, learned):
+        order = [hit.name for hit in index.search(query, k=10, kind="tool")]
+        assert [index.entry_rank(query, tool(name)) for name in order] == list(range(1, len(order) + 1))
+    # The same catalogs with the learned data swapped in search as an index built with it.
+    swapped = unlearned.with_learned(learned.learned)
+    assert [(hit.name, hit.score) for hit in swapped.search(query)] == [(hit.name, hit.score) for hit in learned.search(query)]
+    assert [(hit.name, hit.score) for hit in learned.with_learned(None).search(query)] == [(hit.name, hit.score) for hit in unlearned.search(query)]
+    with pytest.raises(LearnedSearchError, match="no entry"):
+        unlearned.entry_rank(query, tool("send_fax"))
+
+
+def test_an_adapter_is_checked_on_held_back_phrasings_and_the_choice_says_so(unlearned, office_phrasings):
+    choice = choose_query_adapter(unlearned, office_phrasings)
+    assert choice.checked == len(office_phrasings)  # every phrasing held back once
+    assert set(choice.figures) == {"none", *(f"ridge {ridge:g}" for ridge in learned_module.ADAPTER_RIDGES)}
+    best = max(figures["mrr_at_10"] for figures in choice.figures.values())
+    if choice.adapter is None:
+        assert choice.ridge is None and choice.figures["none"]["mrr_at_10"] == best and choice.note.startswith("none")
+    else:
+        assert choice.figures[f"ridge {choice.ridge:g}"]["mrr_at_10"] == best > choice.figures["none"]["mrr_at_10"]
+        assert choice.adapter.shape == (unlearned.text_dimensions, unlearned.text_dimensions)
+    assert f"on {choice.checked} held-back phrasings" in choice.note
+
+
+def test_an_adapter_that_hurts_on_held_back_phrasings_is_not_fitted(unlearned, office_phrasings, monkeypatch):
+    # An adapter turning every query around puts the catalog texts least like it first.
+    monkeypatch.setattr(learned_module, "fit_query_adapter", lambda index, vectors, gold, ridge=None: -np.eye(index.text_dimensions, dtype=np.float32))
+    choice = choose_query_adapter(unlearned, office_phrasings)
+    assert choice.adapter is None and choice.ridge is None
+    # No better than none (ties go to none: an adapter must earn its place).
+    assert all(choice.figures["none"]["mrr_at_10"] >= figures["mrr_at_10"] for figures in choice.figures.values())
+    assert choice.note.startswith("none: no ridge beat searching without one")
+
+
+def test_too_few_phrasings_to_check_an_adapter_fit_none(unlearned):
+    few = LearnedSearch.from_phrasings(unlearned.embedder, [(text, tool("dunning_run")) for text in DUNNING_PHRASINGS])
+    choice = choose_query_adapter(unlearned, few)
+    assert choice.adapter is None and choice.checked == 0
+    assert f"{len(DUNNING_PHRASINGS)} phrasings are too few" in choice.note
+    with pytest.raises(LearnedSearchError, match="positive ridges"):
+        choose_query_adapter(unlearned, few, ridges=(0.0,))

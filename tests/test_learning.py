@@ -324,3 +324,39 @@ def test_a_loose_learned_phrasing_never_makes_a_tool_with_effects_run_but_the_wo
 
     assert "save_table" not in tools("load the table and take a look at the figures")
     assert tools("load the table and keep a copy of it as backup.csv")[-1] == "save_table"
+
+
+#: Enough requests (each served by one tool) for learn() to check an adapter on held-back ones.
+MANY_EXAMPLES = [
+    *({"request": f"how lopsided is the {column}", "tools": ["plot_histogram"]} for column in ("age", "income", "rainfall", "price", "weight", "height")),
+    *(
+        {"request": f"let me eyeball the {part} of the sheet", "tools": ["show_rows"]}
+        for part in ("top", "start", "first lines", "head", "opening rows", "beginning")
+    ),
+    *(
+        {"request": f"do {pair} move together", "tools": ["correlate_columns"]}
+        for pair in ("price and size", "age and income", "rain and sales", "heat and load", "speed and fuel", "hours and pay")
+    ),
+    *({"request": f"open {name}", "tools": ["load_table"]} for name in ("orders.csv", "sales.csv", "stock.csv", "staff.csv", "visits.csv", "costs.csv")),
+]
+
+
+def test_learn_reports_and_writes_whether_it_fitted_an_adapter_and_the_held_back_figures(tmp_path, monkeypatch):
+    out = tmp_path / "learned.yaml"
+    examples = read_examples(_write_examples(tmp_path / "examples.jsonl", MANY_EXAMPLES))
+    report = learn([TABULAR], examples, out, embedder=WordHashEmbedder())
+    check = report.adapter_check
+    assert check["checked"] == len(MANY_EXAMPLES) and "none" in check["figures"]
+    assert (report.adapter is not None) == check["fitted"] == (tmp_path / "learned.adapter.npz").exists()
+    assert f"Query adapter: {report.adapter_note}." in out.read_text()
+    assert report.to_dict()["adapter_check"] == check
+
+    # An adapter that hurts on the held-back requests is neither written nor named by the overlay.
+    from toolpath.planner.search import learned as learned_module
+
+    monkeypatch.setattr(learned_module, "fit_query_adapter", lambda index, vectors, gold, ridge=None: -np.eye(index.text_dimensions, dtype=np.float32))
+    report = learn([TABULAR], examples, out, embedder=WordHashEmbedder())
+    assert report.adapter is None and not report.adapter_check["fitted"]
+    assert not (tmp_path / "learned.adapter.npz").exists()
+    assert "adapter" not in yaml.safe_load(out.read_text()) or yaml.safe_load(out.read_text())["adapter"] is None
+    assert "Query adapter: none: no ridge beat searching without one" in out.read_text()

@@ -9,8 +9,10 @@ From the examples, over the catalogs they name tools of:
 * prerequisite habits (:func:`toolpath.planner.learning.prerequisites.learn_prerequisites`) become
   prerequisite states: ``after`` requires what ``before`` produces that ``after`` neither needs nor
   makes; one that only ``after`` itself could reach (a cycle) is left out, and the report says so;
-* optionally a query adapter (:func:`toolpath.planner.search.learned.fit_query_adapter`) fitted on
-  the phrasings and their tools.
+* optionally a query adapter, fitted on the phrasings and their tools only when it helps on
+  phrasings held back from its fitting, at the ridge that helps most
+  (:func:`toolpath.planner.search.learned.choose_query_adapter`); the overlay's comments and the
+  report say what was chosen and the held-back figures.
 
 Files are written whole or not at all: into a temporary directory beside ``out``, loaded there with
 the catalogs (so an overlay that would not load is never written), then renamed into place,
@@ -69,7 +71,10 @@ class LearnReport:
         prerequisites: each prerequisite written: ``{tool, state, before, share, uses}``.
         left_out: each habit not written, with why.
         habits: the thresholds and held-back figures of the habits (from ``learn_prerequisites``).
-        adapter_note: why an adapter was or was not fitted.
+        adapter_note: why an adapter was or was not fitted (with the held-back figures it was chosen by).
+        adapter_check: :meth:`toolpath.planner.search.learned.AdapterChoice.to_dict` (``{}`` with
+            ``adapter=False``): the ridge chosen and R@1/R@5/MRR@10 on held-back phrasings without an
+            adapter and at each ridge tried.
     """
 
     overlay: Path
@@ -82,6 +87,7 @@ class LearnReport:
     left_out: list[dict[str, Any]] = field(default_factory=list)
     habits: dict[str, Any] = field(default_factory=dict)
     adapter_note: str = ""
+    adapter_check: dict[str, Any] = field(default_factory=dict)
 
     @property
     def phrasings(self) -> int:
@@ -100,6 +106,7 @@ class LearnReport:
             "prerequisites_left_out": self.left_out,
             "habits": self.habits,
             "adapter_note": self.adapter_note,
+            "adapter_check": self.adapter_check,
             "undo": f"delete {self.overlay} (and the .npz files beside it)",
         }
 
@@ -143,7 +150,8 @@ def learn(
     learned_from: str = "",
 ) -> LearnReport:
     """Learn an overlay from ``examples`` over the catalogs of ``catalog_paths`` and write it to
-    ``out`` (with ``NAME.vectors.npz`` and, with ``adapter``, ``NAME.adapter.npz`` beside it).
+    ``out`` (with ``NAME.vectors.npz`` and, when ``adapter`` is asked for and helps on held-back
+    phrasings, ``NAME.adapter.npz`` beside it).
 
     Args:
         catalog_paths: the catalogs (and overlays) in use; ``out`` itself, if listed, is left out
@@ -203,14 +211,13 @@ def learn(
     )
     rows = [(phrasing, ("tool", tool.server, tool.name)) for tool in document.tools for phrasing in tool.phrasings]
     rows += [(phrasing, ("state", None, state.token)) for state in document.states for phrasing in state.phrasings]
-    from toolpath.planner.search.learned import LearnedSearch, fit_query_adapter
+    from toolpath.planner.search.learned import LearnedSearch, choose_query_adapter
 
     learned = LearnedSearch.from_phrasings(embedder, rows)
-    adapter_matrix, adapter_note = None, "not asked for (--no-adapter)"
+    adapter_matrix, adapter_note, adapter_check = None, "not asked for (--no-adapter)", {}
     if adapter:
-        index = Workspace(loaded, embedder).index
-        adapter_matrix = fit_query_adapter(index, learned.vectors, list(learned.entries))
-        adapter_note = f"fitted on {len(rows)} phrasings (ridge towards the identity)"
+        choice = choose_query_adapter(Workspace(loaded, embedder).index, learned)
+        adapter_matrix, adapter_note, adapter_check = choice.adapter, choice.note, choice.to_dict()
     report_habits = {"thresholds": dict(habits.thresholds), "validation": dict(habits.validation), "found": len(habits.habits)}
     _write(out, document, learned.vectors, adapter_matrix, paths, _comments(document, learned_from, report_habits, adapter_note))
     return LearnReport(
@@ -224,6 +231,7 @@ def learn(
         left_out=left_out,
         habits=report_habits,
         adapter_note=adapter_note,
+        adapter_check=adapter_check,
     )
 
 

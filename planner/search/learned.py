@@ -1,5 +1,6 @@
 """Learned search evidence: phrasings of states and tools seen in use, kept as vectors, and an
-optional linear query adapter.
+optional linear query adapter, fitted only when it helps on phrasings held back from its fitting
+(:func:`choose_query_adapter`).
 
 A :class:`LearnedSearch` is search data, not instructions for a model: one unit vector per learned
 phrasing (a request or step that a tool or state served), each owned by one entry of the index, and
@@ -13,6 +14,7 @@ phrasings per tool lost most of the gain (R@1 ≈ .64 with 8 against ≈ .81 wit
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,7 +39,23 @@ LearnedEntry = tuple[Literal["tool", "state"], "str | None", str]
 #: 0.25-4 first gave 1; with the learned similarity blended for few phrasings
 #: (``skills.LEARNED_BLEND_PHRASINGS``) a grid of 1, 2, 3, 4, 6 gave 2: with 5 examples per tool R@5
 #: .868 → .874 and R@1 unchanged (.668), every other amount of labels within ± .005 of 1.
+#: ``toolpath learn`` does not use it blindly: :func:`choose_query_adapter` checks
+#: :data:`ADAPTER_RIDGES` (and no adapter) on the user's own held-back phrasings.
 ADAPTER_RIDGE = 2.0
+
+#: Ridges :func:`choose_query_adapter` checks, a factor 4 apart around the 2 that the held-back
+#: MetaTool grid gave (``benchmarks/bench_search.py --tune``); on that grid 0.5-16 were all within
+#: ± .01 of each other, so each user's own phrasings decide among a few well-spaced values.
+ADAPTER_RIDGES = (0.5, 2.0, 8.0)
+#: Folds of the phrasings :func:`choose_query_adapter` holds back in turn (by the hash of the text,
+#: so a phrasing given twice is never checked against itself).
+ADAPTER_FOLDS = 5
+#: Fewer phrasings than this are too few to tell an adapter that helps from one that hurts (a
+#: held-back figure over a handful of queries moves by a fifth with one query): no adapter then.
+ADAPTER_MIN_PHRASINGS = 20
+#: Held-back phrasings checked at most (spread evenly over all of them), which keeps the check to
+#: seconds with thousands of phrasings; 1,000 give a recall figure to about ± .015.
+ADAPTER_CHECKED_MAX = 1000
 
 #: Texts embedded per call when building from phrasings (ONNX Runtime pads a batch to its longest text).
 _BATCH = 64
@@ -190,8 +208,103 @@ def fit_query_adapter(index: SkillIndex, query_vectors: np.ndarray, gold: Sequen
         raise LearnedSearchError(f"query vectors have {queries.shape[1]} dimensions for an index of {dimensions}; embed them with the index's embedder")
     queries /= np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
     targets = np.empty_like(queries)
+    entry_texts: dict[LearnedEntry, np.ndarray] = {}
     for row, entry in enumerate(gold):
-        texts = index.entry_text_vectors(entry)
+        texts = entry_texts.get(tuple(entry))
+        if texts is None:
+            texts = entry_texts[tuple(entry)] = index.entry_text_vectors(entry)
         targets[row] = texts[int(np.argmax(texts @ queries[row]))]
     identity = np.eye(dimensions)
     return np.linalg.solve(queries.T @ queries + ridge * identity, queries.T @ targets + ridge * identity).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class AdapterChoice:
+    """Whether a query adapter helps on the user's own phrasings, and at which ridge
+    (:func:`choose_query_adapter`).
+
+    Attributes:
+        adapter: the ``(d, d)`` adapter fitted on all the phrasings at the chosen ridge, or ``None``
+            (no candidate beat searching without one on the held-back phrasings, or too few phrasings).
+        ridge: the chosen ridge, or ``None``.
+        checked: how many held-back phrasings the figures are over (0: not checked).
+        figures: ``{"none" or "ridge R": {"recall_at_1", "recall_at_5", "mrr_at_10"}}`` on the
+            held-back phrasings, searched with the learned data of the other folds.
+        note: one sentence saying what was chosen and why, for the overlay's comments and ``--json``.
+    """
+
+    adapter: np.ndarray | None
+    ridge: float | None
+    checked: int
+    figures: dict[str, dict[str, float]]
+    note: str
+
+    def to_dict(self) -> dict:
+        return {"fitted": self.adapter is not None, "ridge": self.ridge, "checked": self.checked, "figures": self.figures, "note": self.note}
+
+
+def choose_query_adapter(index: SkillIndex, learned: LearnedSearch, ridges: Sequence[float] | None = None, folds: int = ADAPTER_FOLDS) -> AdapterChoice:
+    """Fit a query adapter only if it helps, at the ridge that helps most, judged on phrasings it
+    was not fitted on.
+
+    The phrasings are split into ``folds`` by the sha256 of their text; each fold in turn is held
+    back, the rest become the index's learned data (``index.with_learned``) and fit one adapter per
+    ridge (:func:`fit_query_adapter`), and the held-back phrasings are searched as queries (up to
+    :data:`ADAPTER_CHECKED_MAX` in all, spread evenly) with no adapter and with each. The candidate of
+    the highest MRR@10 over all folds wins; no adapter wins ties, so an adapter that does not help
+    on the user's own phrasings is not fitted. The winner is fitted on all the phrasings.
+
+    Args:
+        index: the index of the catalogs learned over, with embeddings (its own learned data is ignored).
+        learned: the phrasings, with their texts (:meth:`LearnedSearch.from_phrasings`); its adapter is ignored.
+        ridges: the ridges tried (``None``: :data:`ADAPTER_RIDGES`, which says why).
+        folds: at least 2 (default :data:`ADAPTER_FOLDS`).
+
+    Raises:
+        LearnedSearchError: learned data without texts, fewer than 2 folds, no ridge or a
+            non-positive one, an index without embeddings, or an entry the index does not know.
+    """
+    ridges = tuple(ADAPTER_RIDGES if ridges is None else ridges)
+    if folds < 2 or not ridges or any(ridge <= 0 for ridge in ridges):
+        raise LearnedSearchError(f"give at least 2 folds and positive ridges, got {folds} folds and ridges {list(ridges)}")
+    if index.text_dimensions is None:
+        raise LearnedSearchError("the index has no embeddings (BM25 only); a query adapter needs them")
+    if len(learned) and not learned.texts:
+        raise LearnedSearchError("the learned data keeps no texts; checking an adapter searches the phrasings: build it with LearnedSearch.from_phrasings")
+    if len(learned) < ADAPTER_MIN_PHRASINGS:
+        return AdapterChoice(None, None, 0, {}, f"none: {len(learned)} phrasings are too few to check one on (at least {ADAPTER_MIN_PHRASINGS})")
+    fold_of = np.array([int(hashlib.sha256(text.encode("utf-8")).hexdigest()[-8:], 16) % folds for text in learned.texts])
+    checked_rows = set(np.linspace(0, len(learned) - 1, min(len(learned), ADAPTER_CHECKED_MAX)).round().astype(int).tolist())
+    names = ["none", *(f"ridge {ridge:g}" for ridge in ridges)]
+    ranks: dict[str, list[int]] = {name: [] for name in names}
+    for fold in range(folds):
+        held = [row for row in np.flatnonzero(fold_of == fold).tolist() if row in checked_rows]
+        kept = np.flatnonzero(fold_of != fold)
+        if not held or not len(kept):
+            continue
+        training = LearnedSearch(tuple(learned.entries[row] for row in kept), learned.vectors[kept], None, tuple(learned.texts[row] for row in kept))
+        for name, ridge in zip(names, (None, *ridges)):
+            adapter = None if ridge is None else fit_query_adapter(index, training.vectors, list(training.entries), ridge)
+            searched = index.with_learned(training.with_adapter(adapter))
+            ranks[name] += [searched.entry_rank(learned.texts[row], learned.entries[row], learned.vectors[row]) for row in held]
+    checked = len(ranks["none"])
+    if not checked:
+        return AdapterChoice(None, None, 0, {}, f"none: the {len(learned)} phrasings are all one text, so none can be held back to check one on")
+    figures = {name: _figures(values) for name, values in ranks.items()}
+    best = max(names, key=lambda name: (figures[name]["mrr_at_10"], name == "none"))
+    shown = ", ".join(f"{name} {figures[name]['recall_at_1']:.3f}/{figures[name]['recall_at_5']:.3f}" for name in names)
+    measured = f"R@1/R@5 on {checked} held-back phrasings ({folds} folds): {shown}"
+    if best == "none":
+        return AdapterChoice(None, None, checked, figures, f"none: no ridge beat searching without one ({measured})")
+    ridge = ridges[names.index(best) - 1]
+    adapter = fit_query_adapter(index, learned.vectors, list(learned.entries), ridge)
+    return AdapterChoice(adapter, ridge, checked, figures, f"fitted on {len(learned)} phrasings at ridge {ridge:g}, the best MRR@10 ({measured})")
+
+
+def _figures(ranks: list[int]) -> dict[str, float]:
+    values = np.asarray(ranks)
+    return {
+        "recall_at_1": round(float((values == 1).mean()), 4),
+        "recall_at_5": round(float((values <= 5).mean()), 4),
+        "mrr_at_10": round(float(np.where(values <= 10, 1 / values, 0).mean()), 4),
+    }

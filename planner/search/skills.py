@@ -40,6 +40,7 @@ Each hit also says whether it is reachable from the held states and carries the 
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import re
@@ -316,16 +317,9 @@ class SkillIndex:
             parameters = [_words(parameter.name) for parameter in (*tool.required_parameters, *tool.optional_parameters)]
             # The name as written too, so a request that names the tool ("call SearchPeople") matches it.
             documents.append(" ".join([*texts, *parameters, tool.name]))
+        self._documents = documents
         owners = self._learned_owners(learned) if learned is not None else None
-        if learned is not None and owners is not None and learned.texts and len(learned) >= LEARNED_LEXICAL_MIN * len(self._entries):
-            additions: dict[int, list[str]] = {}
-            for row, owner in enumerate(owners.tolist()):
-                additions.setdefault(owner, []).append(learned.texts[row])
-            for owner, texts in additions.items():
-                documents[owner] = " ".join([documents[owner], *texts])
-        self._bm25 = bm25s.BM25()
-        if documents:
-            self._bm25.index(bm25_terms(documents), show_progress=False)
+        self._bm25 = self._lexical_index(learned, owners)
         self.embedder: Embedder | None = None
         self._recent_queries: dict[str, np.ndarray] = {}
         self._queries_ready = False
@@ -336,6 +330,63 @@ class SkillIndex:
         self.learned: LearnedSearch | None = None
         if learned is not None and owners is not None:
             self._use_learned(learned, owners)
+
+    def _lexical_index(self, learned: LearnedSearch | None, owners: np.ndarray | None) -> bm25s.BM25:
+        """BM25 over the entries' catalog documents, with the learned phrasings' words joined to
+        their entries' once there are :data:`LEARNED_LEXICAL_MIN` per entry."""
+        documents = list(self._documents)
+        if learned is not None and owners is not None and learned.texts and len(learned) >= LEARNED_LEXICAL_MIN * len(self._entries):
+            additions: dict[int, list[str]] = {}
+            for row, owner in enumerate(owners.tolist()):
+                additions.setdefault(owner, []).append(learned.texts[row])
+            for owner, texts in additions.items():
+                documents[owner] = " ".join([documents[owner], *texts])
+        lexical = bm25s.BM25()
+        if documents:
+            lexical.index(bm25_terms(documents), show_progress=False)
+        return lexical
+
+    def with_learned(self, learned: LearnedSearch | None) -> SkillIndex:
+        """The same catalogs searched with other learned data (``None``: none), without embedding
+        the catalog texts again: how :func:`toolpath.planner.search.learned.choose_query_adapter`
+        checks an adapter on phrasings it was not fitted on.
+
+        Raises:
+            LearnedSearchError: as the constructor's ``learned``.
+        """
+        other = copy.copy(self)
+        other._recent_queries = {}
+        other.learned = None
+        owners = self._learned_owners(learned) if learned is not None else None
+        other._bm25 = self._lexical_index(learned, owners)
+        if learned is not None and owners is not None:
+            other._use_learned(learned, owners)
+        return other
+
+    def entry_rank(self, query: str, entry: LearnedEntry, query_vector: np.ndarray | None = None) -> int:
+        """The place (1 = first) of ``entry`` among the entries of its kind in the ranking
+        :meth:`search` orders by, for ``query`` with no filter; ``query_vector``: the query's embedding when it is known already
+        (a unit ``(d,)`` vector by this index's embedder), so evaluating many labelled queries does
+        not embed them again.
+
+        Raises:
+            QueryError: the query is empty or blank.
+            LearnedSearchError: an entry the index does not have.
+        """
+        if not query or not query.strip():
+            raise QueryError("the query is empty; describe what you want to achieve")
+        keys = [self._key(candidate) for candidate in self._entries]
+        try:
+            position = keys.index(tuple(entry))
+        except ValueError:
+            raise LearnedSearchError(f"the index has no entry {tuple(entry)!r}; give (kind, server, name) of a tool or state of its catalogs") from None
+        if query_vector is not None and self.mode != "bm25":
+            self._remember_query(query.strip(), _normalised(np.asarray(query_vector)[None, :])[0])
+        fused = self._scores(query).fused
+        same_kind = np.array([candidate.kind == self._entries[position].kind for candidate in self._entries])
+        # search() orders by score, earlier entries first among equals (a stable sort).
+        ahead = same_kind & ((fused > fused[position]) | ((fused == fused[position]) & (np.arange(len(fused)) < position)))
+        return int(ahead.sum()) + 1
 
     def _add(self, entry: _Entry, texts: list[str]) -> list[str]:
         # Never empty: the dense scores are maxima over each entry's run of texts.
@@ -545,10 +596,13 @@ class SkillIndex:
         if vector is None:
             assert self.embedder is not None
             vector = _normalised(checked_vectors(self.embedder([query]), 1, self.embedder))[0]
-            if len(self._recent_queries) >= _RECENT_QUERIES:
-                del self._recent_queries[next(iter(self._recent_queries))]
-            self._recent_queries[query] = vector
+            self._remember_query(query, vector)
         return vector
+
+    def _remember_query(self, query: str, vector: np.ndarray) -> None:
+        if query not in self._recent_queries and len(self._recent_queries) >= _RECENT_QUERIES:
+            del self._recent_queries[next(iter(self._recent_queries))]
+        self._recent_queries[query] = vector
 
     def _scores(self, query: str) -> _Scores:
         """Every entry's fused score for ``query``, with the parts it was fused from."""
