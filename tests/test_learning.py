@@ -14,9 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from filelock import FileLock
 
 from toolpath.errors import ToolpathError
 from toolpath.planner import learn, read_examples
+from toolpath.planner.learning import overlay_learning
 from toolpath.planner.learning.examples import ExamplesError
 from toolpath.planner.learning.overlay_learning import LearnError
 from toolpath.planner.search.embedding_model import DEFAULT_MODEL_ID
@@ -214,6 +216,21 @@ def test_learning_never_overwrites_a_file_that_is_not_an_overlay(tmp_path):
         learn([TABULAR], examples, catalog_copy, embedder=WordHashEmbedder())
     assert catalog_copy.read_text() == TABULAR.read_text()
     assert sorted(path.name for path in tmp_path.iterdir()) == ["catalog.yaml", "examples.jsonl"]
+
+
+def test_a_learner_waits_for_another_writing_the_same_overlay_and_gives_up_saying_so(tmp_path, monkeypatch):
+    out = _learned(tmp_path)
+    written = {path.name: path.read_bytes() for path in tmp_path.iterdir() if path.is_file()}
+    monkeypatch.setattr(overlay_learning, "WRITE_LOCK_WAIT_SECONDS", 0.2)
+    examples = read_examples(_write_examples(tmp_path / "more.jsonl", [*EXAMPLES, {"request": "squint at the opening rows", "tools": ["show_rows"]}]))
+    with FileLock(overlay_learning.lock_path(out)):  # another learner is putting its files in place
+        with pytest.raises(LearnError, match=r"another toolpath learn has been writing .*learned\.yaml for 0\.2 s; try again"):
+            learn([TABULAR], examples, out, embedder=WordHashEmbedder())
+    # The overlay and its vectors are the first learner's, whole: nothing of the second was put in place.
+    assert {name: (tmp_path / name).read_bytes() for name in written} == written
+    assert not [path for path in tmp_path.iterdir() if path.name.startswith(".toolpath-learn-")]
+    learn([TABULAR], examples, out, embedder=WordHashEmbedder())  # once it is free, learning goes on
+    assert "squint at the opening rows" in out.read_text()
 
 
 @pytest.mark.integration

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import yaml
+from filelock import FileLock, Timeout
 
 from toolpath.errors import Refusal
 from toolpath.planner.learning.examples import ExamplesError, LabelledExample, resolve_tool
@@ -109,6 +110,15 @@ class LearnReport:
             "adapter_check": self.adapter_check,
             "undo": f"delete {self.overlay} (and the .npz files beside it)",
         }
+
+
+#: Seconds a learner waits for another one writing the same overlay before it gives up.
+WRITE_LOCK_WAIT_SECONDS = 60.0
+
+
+def lock_path(out: Path) -> Path:
+    """The lock file learners writing ``out`` take while they put their files in place: ``.NAME.lock``."""
+    return out.with_name(f".{out.name}.lock")
 
 
 def companion_paths(out: Path) -> tuple[Path, Path]:
@@ -369,12 +379,19 @@ def _write(out: Path, document: OverlayFile, vectors: np.ndarray, adapter: np.nd
             file.flush()
             os.fsync(file.fileno())
         load_checked([*catalog_paths, staging / out.name])  # what would not load is not written
-        os.replace(staging / vectors_path.name, vectors_path)
-        if adapter is not None:
-            os.replace(staging / adapter_path.name, adapter_path)
-        os.replace(staging / out.name, out)
-        if adapter is None and adapter_path.exists():
-            adapter_path.unlink()  # an earlier learning's adapter, which the new overlay does not name
+        # Two learners writing one overlay at once would otherwise leave one's vectors beside the
+        # other's overlay (refused at load, TP110): the renames of one learner go together.
+        with FileLock(lock_path(out), timeout=WRITE_LOCK_WAIT_SECONDS):
+            os.replace(staging / vectors_path.name, vectors_path)
+            if adapter is not None:
+                os.replace(staging / adapter_path.name, adapter_path)
+            os.replace(staging / out.name, out)
+            if adapter is None and adapter_path.exists():
+                adapter_path.unlink()  # an earlier learning's adapter, which the new overlay does not name
+    except Timeout:
+        raise LearnError(
+            f"another toolpath learn has been writing {out} for {WRITE_LOCK_WAIT_SECONDS:g} s; try again when it is done (its lock: {lock_path(out)})"
+        ) from None
     except OSError as error:
         raise LearnError(f"cannot write {out}: {error.strerror or error}; nothing was changed") from None
     finally:
