@@ -34,6 +34,13 @@ endpoints of ``tool.json`` and each tool renamed to the benchmark's id (``GET /m
 only read). States no kept tool names are dropped. The tools keep their ``http`` blocks and
 ``outputs`` (only planning is measured; nothing is called).
 
+**TMDB reviewed** (issue 54): the same draft with the edits a catalog author makes after reading it
+and its ``# TODO:`` notes, ``tmdb_reviewed_edits.yaml`` (its header says what they are and how each
+TODO was settled): descriptions and affordances in the words users ask with, a few outputs fixed.
+They are applied to the whole draft by drafted tool name and state token (an edit naming anything the
+draft lacks is an error), before the draft is kept to the benchmark's tools as above. They were
+checked against our own development requests only, never RestBench's.
+
 **UltraTool** (260 tools). ``tool_desc.json`` gives only an id, a description and domains, with no
 inputs or outputs, so nothing is inferred about data flow: each tool requires nothing and produces
 its own state ``ultratool.result.<tool>``. The order of a plan then comes from the order of the
