@@ -211,7 +211,8 @@ def apply_reviewed_edits(document: dict[str, Any], edits: Path) -> dict[str, Any
     import yaml
 
     reviewed = copy.deepcopy(document)
-    content = yaml.safe_load(edits.read_text()) or {}
+    with edits.open() as stream:  # the parser's errors then name the file
+        content = yaml.safe_load(stream) or {}
     tools = {tool["name"]: tool for tool in reviewed["tools"]}
     states = {state["token"]: state for state in reviewed["states"]}
     for kind, entries, allowed in (("tool", tools, _TOOL_EDITS), ("state", states, _STATE_EDITS)):
