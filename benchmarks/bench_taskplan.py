@@ -14,7 +14,9 @@ catalogs of :mod:`taskplan_catalogs`, in one run, three planners:
   (thresholds of the prerequisite habits and their validation figures) is kept beside.
 
 ``tmdb_drafted`` is TMDB again with the catalog ``toolpath catalog draft --openapi`` drafts from
-``tmdb_oas.json`` (issue 54; see :mod:`taskplan_catalogs`), on the same requests, beside ``tmdb``.
+``tmdb_oas.json`` (issue 54; see :mod:`taskplan_catalogs`), on the same requests, beside ``tmdb``;
+``tmdb_reviewed`` is that draft with a catalog author's reviewed edits (``tmdb_reviewed_edits.yaml``),
+reported apart.
 
 For TMDB the ``request`` planner is also scored on our development requests (``dev_requests``): a
 figure to develop against without looking at the test ids.
@@ -36,7 +38,7 @@ node F1 not lower; from raw requests, link F1 reported beside.
 development requests only (UltraTool's requests outside the test ids; for TMDB our own development
 requests), and prints node F1 per value.
 
-Usage: python benchmarks/bench_taskplan.py [--data ../shared/data/taskplan] [--limit N] [--sets tmdb tmdb_drafted ultratool] [--learned-only] [--tune]
+Usage: python benchmarks/bench_taskplan.py [--data ../shared/data/taskplan] [--limit N] [--sets tmdb tmdb_drafted tmdb_reviewed ultratool] [--learned-only] [--tune]
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ _STEP_NUMBER = re.compile(r"^\s*step\s*\d+\s*[:.)-]?\s*", flags=re.IGNORECASE)
 
 
 #: Catalog variants scored on another set's requests.
-REQUESTS_OF = {"tmdb_drafted": "tmdb"}
+REQUESTS_OF = {"tmdb_drafted": "tmdb", "tmdb_reviewed": "tmdb"}
 
 
 def load_requests(data: Path, name: str) -> tuple[list[dict], set]:
@@ -205,9 +207,10 @@ def main(data: Path, sets: list[str], limit: int | None, learned_only: bool = Fa
         "targets_node_f1": {
             "tmdb": {"steps": 0.90, "request": 0.80, "request_learned": 0.50},
             "tmdb_drafted": {"steps": 0.95, "request": 0.55, "request_learned": 0.50},
+            "tmdb_reviewed": {"steps": 0.95, "request": 0.55, "request_learned": 0.50},
             "ultratool": {"steps": 0.85, "request": 0.70, "request_learned": 0.65},
         },
-        "targets_link_f1": {"tmdb": {"steps": 0.90}, "tmdb_drafted": {"steps": 0.90}, "ultratool": {"steps": 0.98}},
+        "targets_link_f1": {"tmdb": {"steps": 0.90}, "tmdb_drafted": {"steps": 0.90}, "tmdb_reviewed": {"steps": 0.90}, "ultratool": {"steps": 0.98}},
     }
     with tempfile.TemporaryDirectory(prefix="toolpath-taskplan-") as directory:
         catalogs = write_catalogs(Path(directory), data)
@@ -242,7 +245,7 @@ if __name__ == "__main__":
     os.environ.setdefault("TOOLPATH_RECORD", "off")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--sets", nargs="+", default=["tmdb", "ultratool"], choices=["tmdb", "tmdb_drafted", "ultratool"])
+    parser.add_argument("--sets", nargs="+", default=["tmdb", "ultratool"], choices=["tmdb", "tmdb_drafted", "tmdb_reviewed", "ultratool"])
     parser.add_argument("--limit", type=int, default=None, help="only the first N requests of each set (for a quick look)")
     parser.add_argument("--learned-only", action="store_true", help="only request_learned: learn the overlays and score the test ids with them")
     parser.add_argument("--tune", action="store_true", help="grid-search FRAGMENT_MIN_SCORE on the requests outside the test ids")

@@ -34,6 +34,13 @@ endpoints of ``tool.json`` and each tool renamed to the benchmark's id (``GET /m
 only read). States no kept tool names are dropped. The tools keep their ``http`` blocks and
 ``outputs`` (only planning is measured; nothing is called).
 
+**TMDB reviewed** (issue 54): the same draft with the edits a catalog author makes after reading it
+and its ``# TODO:`` notes, ``tmdb_reviewed_edits.yaml`` (its header says what they are and how each
+TODO was settled): descriptions and affordances in the words users ask with, a few outputs fixed.
+They are applied to the whole draft by drafted tool name and state token (an edit naming anything the
+draft lacks is an error), before the draft is kept to the benchmark's tools as above. They were
+checked against our own development requests only, never RestBench's.
+
 **UltraTool** (260 tools). ``tool_desc.json`` gives only an id, a description and domains, with no
 inputs or outputs, so nothing is inferred about data flow: each tool requires nothing and produces
 its own state ``ultratool.result.<tool>``. The order of a plan then comes from the order of the
@@ -55,6 +62,9 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "taskplan"
+
+#: The catalog author's reviewed edits of the drafted TMDB catalog (issue 54; what they are: its header).
+TMDB_REVIEWED_EDITS = Path(__file__).resolve().parent / "tmdb_reviewed_edits.yaml"
 
 
 _KINDS = ("movie", "tv", "person", "collection", "company", "network")
@@ -146,9 +156,29 @@ def tmdb_catalog(data: Path = DEFAULT_DATA) -> dict[str, Any]:
 
 def tmdb_drafted_catalog(data: Path = DEFAULT_DATA) -> dict[str, Any]:
     """The TMDB catalog as ``toolpath catalog draft --openapi`` drafts it (see the module docstring)."""
+    return _benchmark_tools(_tmdb_draft(data), data)
+
+
+def tmdb_reviewed_catalog(data: Path = DEFAULT_DATA, edits: Path = TMDB_REVIEWED_EDITS) -> dict[str, Any]:
+    """The drafted TMDB catalog with the author's reviewed edits (``edits``) applied to the whole
+    draft, then kept to the benchmark's tools as :func:`tmdb_drafted_catalog` keeps them.
+
+    Raises:
+        ValueError: an edit names a tool, state, affordance or output the draft lacks, or a field
+            edits do not have (see :func:`apply_reviewed_edits`).
+    """
+    return _benchmark_tools(apply_reviewed_edits(_tmdb_draft(data), edits), data)
+
+
+def _tmdb_draft(data: Path) -> dict[str, Any]:
     from toolpath.registry.openapi_draft import draft_openapi_catalog
 
     document, _, _ = draft_openapi_catalog(str(data / "tmdb" / "tmdb_oas.json"), domain="tmdb")
+    return document
+
+
+def _benchmark_tools(document: dict[str, Any], data: Path) -> dict[str, Any]:
+    """The drafted GET tools of ``tool.json``'s endpoints, renamed to the benchmark's ids, and the states they use."""
     benchmark_ids = {endpoint["raw"]: endpoint["id"] for endpoint in json.loads((data / "tmdb" / "tool.json").read_text())["nodes"]}
     tools = []
     for tool in document["tools"]:
@@ -158,6 +188,61 @@ def tmdb_drafted_catalog(data: Path = DEFAULT_DATA) -> dict[str, Any]:
     used = {token for tool in tools for token in (*tool["state_transition"]["requires"], *tool["state_transition"]["produces"])}
     states = [state for state in document["states"] if state["token"] in used]
     return {"domain": "tmdb", "package": "tmdb_api", "http_apis": document["http_apis"], "states": states, "tools": tools}
+
+
+_TOOL_EDITS = {"description", "affordances", "remove_affordances", "outputs", "remove_outputs"}
+_STATE_EDITS = {"description", "affordances", "remove_affordances"}
+
+
+def apply_reviewed_edits(document: dict[str, Any], edits: Path) -> dict[str, Any]:
+    """``document`` (a drafted catalog) with the edits of the YAML file ``edits`` applied; ``document`` is not changed.
+
+    ``edits`` has ``tools:`` and ``states:``, keyed by the drafted tool name and state token; what
+    each entry may say is in the header of :data:`TMDB_REVIEWED_EDITS`. An output set on a tool is
+    also produced by it; an output removed is no longer produced.
+
+    Raises:
+        ValueError: naming the edits file and the entry: a tool or state the draft lacks, a field
+            edits do not have, an affordance to remove the draft does not give, an output to set
+            that is not a drafted state, or one to remove the tool does not produce.
+    """
+    import copy
+
+    import yaml
+
+    reviewed = copy.deepcopy(document)
+    with edits.open() as stream:  # the parser's errors then name the file
+        content = yaml.safe_load(stream) or {}
+    tools = {tool["name"]: tool for tool in reviewed["tools"]}
+    states = {state["token"]: state for state in reviewed["states"]}
+    for kind, entries, allowed in (("tool", tools, _TOOL_EDITS), ("state", states, _STATE_EDITS)):
+        for name, edit in (content.get(f"{kind}s") or {}).items():
+            where = f"{edits}: {kind}s.{name}"
+            if name not in entries:
+                raise ValueError(f"{where}: the draft has no {kind} {name!r}; use the drafted name (toolpath catalog draft --openapi ... --domain tmdb)")
+            if unknown := set(edit) - allowed:
+                raise ValueError(f"{where}: {', '.join(sorted(unknown))} is not an edit of a {kind}; edits are {', '.join(sorted(allowed))}")
+            entry = entries[name]
+            for affordance in edit.get("remove_affordances", []):
+                if affordance not in entry.get("affordances", []):
+                    raise ValueError(f"{where}.remove_affordances: the draft gives no affordance {affordance!r}")
+                entry["affordances"].remove(affordance)
+            entry["affordances"] = [*entry.get("affordances", []), *edit.get("affordances", [])]
+            if "description" in edit:
+                entry["description"] = edit["description"]
+            produces = entry.get("state_transition", {}).get("produces", [])
+            for token in edit.get("remove_outputs", []):
+                if token not in produces:
+                    raise ValueError(f"{where}.remove_outputs: {name} does not produce {token!r}")
+                produces.remove(token)
+                entry.get("outputs", {}).pop(token, None)
+            for token, path in (edit.get("outputs") or {}).items():
+                if token not in states:
+                    raise ValueError(f"{where}.outputs: the draft has no state {token!r}")
+                entry.setdefault("outputs", {})[token] = path
+                if token not in produces:
+                    produces.append(token)
+    return reviewed
 
 
 def ultratool_catalog(data: Path = DEFAULT_DATA) -> dict[str, Any]:
@@ -182,7 +267,8 @@ def write_catalogs(directory: Path, data: Path = DEFAULT_DATA) -> dict[str, Path
     """Write the catalogs as JSON files into ``directory``; returns ``{data set: path}``."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = {}
-    for name, build in (("tmdb", tmdb_catalog), ("tmdb_drafted", tmdb_drafted_catalog), ("ultratool", ultratool_catalog)):
+    builds = (("tmdb", tmdb_catalog), ("tmdb_drafted", tmdb_drafted_catalog), ("tmdb_reviewed", tmdb_reviewed_catalog), ("ultratool", ultratool_catalog))
+    for name, build in builds:
         paths[name] = directory / f"{name}.catalog.json"
         paths[name].write_text(json.dumps(build(data), indent=1))
     return paths
