@@ -398,11 +398,15 @@ class OpenAPIDrafter:
             node = self.references.resolve(node, where)
             if not isinstance(node, dict) or depth > MAX_SCHEMA_DEPTH or id(node) in stack:
                 return
+            if self._of_several_kinds(node, where):
+                return  # "one of a movie or a show": which kind an item is, and so what its id is, only the data says
             properties, _ = self._properties(node, where, list(stack))
+            properties.pop("", None)  # a field with no name (TMDB's trending schema) has no output path
             stack = (*stack, id(node))
-            if node.get("type") == "array" or "items" in node:
+            # A list the example gives where the schema says nothing (TMDB's trending) is read from the example.
+            if node.get("type") == "array" or "items" in node or (not node and any(isinstance(value, list) for value in examples)):
                 items = [item for value in examples if isinstance(value, list) for item in value[:200]]
-                yield from walk(node.get("items"), items, f"{path}[0]", container, depth + 1, stack)
+                yield from walk(node.get("items", {}), items, f"{path}[0]", container, depth + 1, stack)
                 return
             objects = [value for value in examples if isinstance(value, dict)]
             for value in objects:  # an example names fields a schema may leave out (TMDB's trending)
@@ -416,6 +420,18 @@ class OpenAPIDrafter:
                 yield from walk(child, values, child_path, name, depth + 1, stack)
 
         yield from walk(schema, [example] if example is not None else [], "", "", 0, ())
+
+    def _of_several_kinds(self, schema: dict[str, Any], where: str) -> bool:
+        """Whether ``schema`` is one of several object shapes (``oneOf``/``anyOf`` of two or more objects
+        with fields, and no fields of its own): a ``known_for`` list of movies and shows. A nullable
+        wrapper (``anyOf: [X, {type: null}]``) is one shape."""
+        if schema.get("properties"):
+            return False
+        for keyword in ("oneOf", "anyOf"):
+            alternatives = [self.references.resolve(part, where) for part in schema.get(keyword) or []]
+            if sum(1 for part in alternatives if isinstance(part, dict) and (part.get("properties") or part.get("allOf"))) > 1:
+                return True
+        return False
 
     # -- resources ------------------------------------------------------------------------------
 

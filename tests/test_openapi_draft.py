@@ -302,7 +302,11 @@ def test_tmdb_draft_chains_person_credits_and_movie_details(tmp_path):
     search_person = next(entry for entry in document["tools"] if entry["http"]["path"] == "/search/person")
     person_movies = next(entry for entry in document["tools"] if entry["http"]["path"] == "/person/{person_id}/movie_credits")
     movie_credits = next(entry for entry in document["tools"] if entry["http"]["path"] == "/movie/{movie_id}/credits")
-    assert search_person["outputs"]["tmdb.person_id"] == "results[0].id"
+    # A person's known_for is one of a movie or a show: its first id could be either, so none is passed on as a movie's.
+    assert search_person["outputs"] == {"tmdb.person_id": "results[0].id"}
+    # Trending's schema names its list "" (no output path reaches it): the list is read from the example.
+    trending = next(entry for entry in document["tools"] if entry["http"]["path"].startswith("/trending/"))
+    assert trending["outputs"] == {"tmdb.movie_id": "results[0].id"}
     assert person_movies["outputs"]["tmdb.movie_id"] == "cast[0].id"  # a person's cast entries are movies
     assert movie_credits["outputs"]["tmdb.person_id"] == "cast[0].id"  # a movie's cast entries are people
     assert document["http_apis"]["tmdb"]["auth"] == {"scheme": "api_key", "env": "TMDB_API_KEY", "in": "query", "name": "api_key"}
