@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import email.utils
-import inspect
 import json
 import os
 import time
@@ -40,9 +39,8 @@ import httpx2
 
 from toolpath.kernel.inside.approval_policy import policy_of
 from toolpath.kernel.inside.http_results import HttpToolError
-from toolpath.kernel.inside.tool_calls import ShownText
 from toolpath.kernel.tools.approvals import approval_spec
-from toolpath.kernel.tools.toolkit import Tool
+from toolpath.kernel.tools.toolkit import Tool, catalog_signature
 from toolpath.registry import ToolDefinition
 from toolpath.registry.http_apis import PATH_PARAMETER, HttpApiConfig, HttpOperation
 
@@ -74,22 +72,13 @@ def http_tool(definition: ToolDefinition, environ: Mapping[str, str] | None = No
     if isinstance(operation.api, str):
         error = f"its HTTP API {operation.api!r} is only a name: load the tool from a catalog that declares it under `http_apis`, or give an HttpApiConfig"
         return Tool(None, name=definition.name, description=definition.description, load_error=error)
-    parameters = [
-        inspect.Parameter(parameter.python_name, inspect.Parameter.KEYWORD_ONLY, annotation=ShownText(parameter.type))
-        for parameter in definition.required_parameters
-    ]
-    parameters += [
-        inspect.Parameter(parameter.python_name, inspect.Parameter.KEYWORD_ONLY, default=parameter.default, annotation=ShownText(parameter.type))
-        for parameter in definition.optional_parameters
-    ]
-    returns = ShownText(definition.return_spec.type) if definition.return_spec else inspect.Signature.empty
     wire_names = {parameter.python_name: parameter.name for parameter in definition.parameters}
     name = definition.name
 
     async def call(**arguments: Any) -> Any:
         return await call_operation(name, operation, {wire_names[key]: value for key, value in arguments.items()}, environ)
 
-    call.__signature__ = inspect.Signature(parameters, return_annotation=returns)  # type: ignore[attr-defined]
+    call.__signature__ = catalog_signature(definition)  # type: ignore[attr-defined]
     call.__name__ = call.__qualname__ = name
     return Tool(call, name=name, description=definition.description, requires_approval=policy_of(approval_spec(definition)))
 

@@ -32,7 +32,7 @@ from toolpath.kernel.option_checks import check_count
 from toolpath.kernel.tools.approvals import approval_spec
 from toolpath.kernel.tools.mcp_connection import MCPConnection, MCPConnectionError
 from toolpath.kernel.tools.mcp_stdio import DEFAULT_MAX_MESSAGE_BYTES
-from toolpath.kernel.tools.toolkit import Tool, Toolkit
+from toolpath.kernel.tools.toolkit import Tool, Toolkit, catalog_signature
 from toolpath.registry import ToolDefinition
 from toolpath.registry.mcp_servers import MCPServerConfig
 from toolpath.registry.names import NameMap, parameter_name, require_printable
@@ -212,21 +212,11 @@ def catalog_tool(definition: ToolDefinition, connections: MCPConnections) -> Too
     if isinstance(server, str):
         error = f"its MCP server {server!r} is only a name: load the tool from a catalog that declares it under `mcp_servers`, or give an MCPServerConfig"
         return Tool(None, name=definition.name, description=definition.description, load_error=error)
-    parameters = [
-        inspect.Parameter(parameter.python_name, inspect.Parameter.KEYWORD_ONLY, annotation=ShownText(parameter.type))
-        for parameter in definition.required_parameters
-    ]
-    parameters += [
-        inspect.Parameter(parameter.python_name, inspect.Parameter.KEYWORD_ONLY, default=parameter.default, annotation=ShownText(parameter.type))
-        for parameter in definition.optional_parameters
-    ]
-    returns = ShownText(definition.return_spec.type) if definition.return_spec else inspect.Signature.empty
-    signature = inspect.Signature(parameters, return_annotation=returns)
     return _calling_tool(
         connections.get(server),
         definition.name,
         definition.description,
-        signature,
+        catalog_signature(definition),
         {parameter.python_name: parameter.name for parameter in definition.parameters},
         # The catalog's approval holds for a tool served over MCP as for one imported: a call waits.
         policy_of(approval_spec(definition)),

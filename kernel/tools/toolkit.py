@@ -590,6 +590,22 @@ def is_tool_definition(value: object) -> bool:
     return tools_module is not None and isinstance(value, tools_module.ToolDefinition)
 
 
+def catalog_signature(definition: ToolDefinition) -> inspect.Signature:
+    """The signature a host tool built from a catalog definition shows (a tool served over MCP or
+    HTTP has no function of its own to take it from): the required parameters, keyword-only, then
+    the optional ones with their catalog defaults, each annotated with its type string; the
+    return's type."""
+    parameters = [
+        inspect.Parameter(parameter.python_name, inspect.Parameter.KEYWORD_ONLY, annotation=ShownText(parameter.type))
+        for parameter in definition.required_parameters
+    ]
+    parameters += [
+        inspect.Parameter(parameter.python_name, inspect.Parameter.KEYWORD_ONLY, default=parameter.default, annotation=ShownText(parameter.type))
+        for parameter in definition.optional_parameters
+    ]
+    return inspect.Signature(parameters, return_annotation=ShownText(definition.return_spec.type) if definition.return_spec else inspect.Signature.empty)
+
+
 def as_toolkits(tools: Iterable[Any], default_name: str = "tools", load: Callable[[ToolDefinition], Tool] = Tool.from_definition) -> list[Toolkit]:
     """Group what was passed to ``CodeMode(tools=...)`` into toolkits.
 
