@@ -371,8 +371,14 @@ def _gateway_replica(tmp_path, options):
 
     script = tmp_path / "gateway_replica.py"
     script.write_text(GATEWAY_REPLICA)
-    replica = subprocess.Popen([sys.executable, str(script), json.dumps(options)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    status, kernel_id = json.loads(replica.stdout.readline())
+    errors = tmp_path / "gateway_replica.err"
+    with open(errors, "w") as stderr:  # a file, not a pipe: a chatty replica never blocks on it
+        replica = subprocess.Popen([sys.executable, str(script), json.dumps(options)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True)
+    line = replica.stdout.readline()
+    if not line:  # it died before its run ended: say why, not that "" is no JSON
+        replica.wait(timeout=60)
+        pytest.fail(f"replica A ended (exit {replica.returncode}) before its run: {errors.read_text()[-3000:]}")
+    status, kernel_id = json.loads(line)
     assert status == "ok"
     return replica, kernel_id
 
