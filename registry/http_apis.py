@@ -49,7 +49,7 @@ METHOD_EFFECTS: dict[str, Literal["none", "writes", "sends"]] = {
     "DELETE": "writes",
 }
 
-#: Seconds a request may take by default (connect, each read, each write).
+#: Seconds a try of a request may take by default, from connecting to the answer's last byte.
 DEFAULT_TIMEOUT_SECONDS = 30.0
 #: Retries by default of a request answered 429 or 5xx (or not answered at all).
 DEFAULT_RETRIES = 3
@@ -108,7 +108,7 @@ class HttpApiConfig(BaseModel):
         name: the API's name in its catalog's ``http_apis`` (filled in from the key there).
         base_url: the URL operation paths are appended to; ``${NAME}`` reads an environment variable at call time.
         auth: how calls authenticate (:class:`HttpAuth`); ``None``: they do not.
-        timeout_seconds: seconds to connect and for each read and write.
+        timeout_seconds: seconds a try may take, from connecting to the answer's last byte.
         retries: further tries of a call answered 429 or 5xx, or not answered (a connection error or a
             timeout); each waits as ``Retry-After`` says, else 0.5 s doubled per try.
         max_retry_wait_seconds: the longest wait before a retry: a ``Retry-After`` asking for more

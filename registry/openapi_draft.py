@@ -40,7 +40,8 @@ What is drafted, and the rule each follows:
   not JSON, a parameter whose name cannot be one...).
 
 Limits: descriptions of at most :data:`MAX_SPEC_BYTES` bytes; schemas looked into at most
-:data:`MAX_SCHEMA_DEPTH` levels deep (recursive schemas stop where they repeat).
+:data:`MAX_SCHEMA_DEPTH` levels deep (recursive schemas stop where they repeat) and at most
+:data:`MAX_SCHEMA_VISITS` schema nodes per response or request body (a TODO says where that cut it short).
 """
 
 from __future__ import annotations
@@ -67,6 +68,10 @@ from toolpath.registry.type_strings import type_from_json_schema
 MAX_SPEC_BYTES = 10_000_000
 #: How deep response schemas are looked into for identifiers and fields (TMDB's deepest id is 3 down).
 MAX_SCHEMA_DEPTH = 6
+#: How many schema nodes one response or request body may be looked into: shared schemas nested in one
+#: another (YAML aliases or ``$ref``s, 30 fields each 8 deep: a 4 kB file) expand to billions of fields
+#: while each is only 6 deep. TMDB's largest response has 61 fields.
+MAX_SCHEMA_VISITS = 20_000
 #: Seconds to wait for a description fetched by URL.
 FETCH_TIMEOUT_SECONDS = 30
 #: The least share of an object's fields that a resource's own response must have for the object to
@@ -253,6 +258,7 @@ class OpenAPIDrafter:
     def __init__(self, document: dict[str, Any], source: str, domain: str | None = None, api_name: str | None = None):
         self.document, self.source = document, source
         self.references = _References(document, source)
+        self.visits_left = MAX_SCHEMA_VISITS  # of the response or request body being read (MAX_SCHEMA_VISITS)
         self.swagger = str(document.get("swagger", "")) == "2.0"
         title = (document.get("info") or {}).get("title") if isinstance(document.get("info"), dict) else None
         self.api = api_name or snake_case(domain or str(title or Path(source).stem or "api"))[:40]
@@ -338,6 +344,7 @@ class OpenAPIDrafter:
             elif isinstance(media, dict):
                 operation.body = self.references.resolve(media.get("schema") or {}, f"{operation.where}.requestBody.schema")
         if operation.body is not None:
+            self.visits_left = MAX_SCHEMA_VISITS
             properties, required = self._properties(operation.body, f"{operation.where}.requestBody.schema", [])
             if not properties:
                 operation.todos.append("the request body is not an object with properties; pass it yourself")
@@ -374,7 +381,8 @@ class OpenAPIDrafter:
     def _properties(self, schema: Any, where: str, stack: list[int]) -> tuple[dict[str, Any], set[str]]:
         """The properties of an object schema (``allOf`` merged; ``anyOf``/``oneOf`` alternatives pooled), resolved, and its required names."""
         schema = self.references.resolve(schema, where)
-        if not isinstance(schema, dict) or id(schema) in stack:
+        self.visits_left -= 1
+        if not isinstance(schema, dict) or id(schema) in stack or self.visits_left < 0:
             return {}, set()
         properties: dict[str, Any] = {}
         required: set[str] = set(schema.get("required") or []) if isinstance(schema.get("required"), list) else set()
@@ -396,7 +404,8 @@ class OpenAPIDrafter:
 
         def walk(node: Any, examples: list[Any], path: str, container: str, depth: int, stack: tuple[int, ...]) -> Iterator:
             node = self.references.resolve(node, where)
-            if not isinstance(node, dict) or depth > MAX_SCHEMA_DEPTH or id(node) in stack:
+            self.visits_left -= 1
+            if not isinstance(node, dict) or depth > MAX_SCHEMA_DEPTH or id(node) in stack or self.visits_left < 0:
                 return
             if self._of_several_kinds(node, where):
                 return  # "one of a movie or a show": which kind an item is, and so what its id is, only the data says
@@ -419,6 +428,7 @@ class OpenAPIDrafter:
                 yield child_path, container, name, child, values, siblings
                 yield from walk(child, values, child_path, name, depth + 1, stack)
 
+        self.visits_left = MAX_SCHEMA_VISITS
         yield from walk(schema, [example] if example is not None else [], "", "", 0, ())
 
     def _of_several_kinds(self, schema: dict[str, Any], where: str) -> bool:
@@ -493,6 +503,10 @@ class OpenAPIDrafter:
         field_counts = Counter()
         for operation in self.operations:
             operation.fields = list(self._fields(operation.response, operation.example, operation.where))
+            if self.visits_left < 0:
+                operation.todos.append(
+                    f"the response schema nests shared parts past {MAX_SCHEMA_VISITS:,} schemas; only the fields read before that are drafted: check its outputs"
+                )
             field_counts.update({name for _, _, name, *_ in operation.fields})
         distinctive = max(2, int(DISTINCTIVE_SHARE * len(self.operations)))  # in a small API, two operations sharing a field still tell it apart
         states: dict[str, dict[str, Any]] = {}

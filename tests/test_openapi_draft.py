@@ -242,6 +242,27 @@ def test_a_recursive_schema_is_drafted(tmp_path):
     assert tool(document, "search_books")["outputs"] == {"library.book_id": "results[0].id"}
 
 
+def test_shared_schemas_nested_many_times_over_are_drafted_quickly_with_a_todo(tmp_path):
+    # YAML aliases: each level is 30 fields all holding the level below, 8 deep; a 4 kB file whose
+    # response schema expands to 30**6 fields within the depth limit.
+    lines = ["openapi: 3.0.0", "info: {title: nest, version: '1'}", "x-levels:", "  l0: &l0 {type: object, properties: {id: {type: integer}}}"]
+    for level in range(1, 9):
+        fields = ", ".join(f"part{index}_id: *l{level - 1}" for index in range(30))
+        lines.append(f"  l{level}: &l{level} {{type: object, properties: {{{fields}}}}}")
+    lines += [
+        "paths:",
+        "  /things/{thing_id}:",
+        "    get:",
+        "      operationId: getThing",
+        "      parameters: [{name: thing_id, in: path, required: true, schema: {type: integer}}]",
+        "      responses: {'200': {description: ok, content: {application/json: {schema: *l8}}}}",
+    ]
+    started = time.monotonic()
+    _, todos, _ = draft_openapi_catalog(str(write(tmp_path, "nested.yaml", "\n".join(lines) + "\n")))
+    assert time.monotonic() - started < 10
+    assert any("nests shared parts past" in note for note in todos["get_thing"])
+
+
 def test_a_description_over_the_size_limit_is_refused(tmp_path):
     path = tmp_path / "huge.json"
     path.write_text(json.dumps(LIBRARY) + " " * MAX_SPEC_BYTES)

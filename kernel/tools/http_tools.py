@@ -16,7 +16,11 @@ the request here, on the host, with ``httpx2`` (the MCP SDK's async HTTP client,
   connection error, a timeout), is tried again up to ``retries`` times, after the wait
   ``Retry-After`` asks (RFC 9110 §10.2.3: seconds or an HTTP date), else 0.5 s doubled per try;
   a wait longer than ``max_retry_wait_seconds`` is not made: the call fails with the API's answer;
-- the body is read streamed and the call fails as soon as it passes ``max_response_bytes``;
+- the body is read streamed and the call fails as soon as it passes ``max_response_bytes`` (counted
+  decompressed); each try, from connecting to the last byte, takes at most ``timeout_seconds``;
+- a value that would leave its place is refused: a path parameter ``''``, ``.`` or ``..`` (a path
+  step, not a segment), a header parameter with a line break (a second header);
+- a redirect to another host (or from https to http) is followed without the credentials;
 - a JSON answer (``application/json`` or ``+json``) is decoded, any other is returned as text, an
   empty one as ``None``;
 - a failure raises :class:`toolpath.kernel.inside.http_results.HttpToolError` with the tool, the
@@ -105,7 +109,7 @@ async def call_operation(tool: str, operation: HttpOperation, arguments: Mapping
     shown = f"{operation.method} {path}"
     given = {name: value for name, value in arguments.items() if value is not None}
     params = {name: _query_value(given[name]) for name in operation.query if name in given}
-    headers = {name: str(given[name]) for name in operation.headers if name in given}
+    headers = {name: _header_value(tool, shown, name, given[name]) for name in operation.headers if name in given}
     body = {name: given[name] for name in operation.body if name in given} if operation.body else None
     auth = None
     if api.auth is not None and secret is not None:
@@ -122,28 +126,38 @@ async def call_operation(tool: str, operation: HttpOperation, arguments: Mapping
     secrets = [secret, base64.b64encode(secret.encode()).decode()] if secret is not None and auth is not None else [secret] if secret else []
     redact = _redactor(secrets, api.auth.env if api.auth is not None else "")
     timeout = httpx2.Timeout(api.timeout_seconds)
-    async with httpx2.AsyncClient(timeout=timeout, follow_redirects=True) as client:
+    credential_headers = {"authorization"} | ({api.auth.name.lower()} if api.auth is not None and api.auth.placement == "header" and api.auth.name else set())
+    hooks = {"request": [_credentials_kept_home(httpx2.URL(base_url), credential_headers)]}
+    async with httpx2.AsyncClient(timeout=timeout, follow_redirects=True, event_hooks=hooks) as client:
         for attempt in range(api.retries + 1):
             last = attempt == api.retries
             try:
-                async with client.stream(operation.method, base_url + path, params=params, headers=headers, json=body, auth=auth) as response:
+                # httpx's timeout bounds each read; this bounds the whole try, so an answer dripping
+                # a byte just inside each read's timeout cannot hold the cell for ever.
+                async with (
+                    asyncio.timeout(api.timeout_seconds),
+                    client.stream(operation.method, base_url + path, params=params, headers=headers, json=body, auth=auth) as response,
+                ):
+                    wait = None  # seconds before the next try, waited outside the try's timeout
                     if response.status_code in RETRIED_STATUSES and not last and (response.status_code == 429 or operation.method in IDEMPOTENT_METHODS):
-                        wait = _retry_wait(response.headers.get("Retry-After"), attempt)
-                        if wait <= api.max_retry_wait_seconds:
-                            await asyncio.sleep(wait)
-                            continue
-                    content = await _read_capped(response, api.max_response_bytes, tool, shown)
-                    if response.status_code >= 400:
-                        message = redact(_api_message(content))
-                        reason = f" {response.reason_phrase}" if response.reason_phrase else ""
-                        raise HttpToolError(f"{tool}: {shown} answered {response.status_code}{reason}: {message}", response.status_code)
-                    return redact(_decoded(content, response.headers.get("Content-Type", ""), response.encoding, tool, shown, response.status_code))
-            except httpx2.TransportError as error:  # no answer: refused, reset, timed out, unreadable
+                        asked = _retry_wait(response.headers.get("Retry-After"), attempt)
+                        wait = asked if asked <= api.max_retry_wait_seconds else None
+                    if wait is None:
+                        content = await _read_capped(response, api.max_response_bytes, tool, shown)
+                        if response.status_code >= 400:
+                            message = redact(_api_message(content))
+                            reason = f" {response.reason_phrase}" if response.reason_phrase else ""
+                            raise HttpToolError(f"{tool}: {shown} answered {response.status_code}{reason}: {message}", response.status_code)
+                        return redact(_decoded(content, response.headers.get("Content-Type", ""), response.encoding, tool, shown, response.status_code))
+            except (httpx2.TransportError, TimeoutError) as error:  # no answer: refused, reset, timed out, unreadable
                 why = f"{type(error).__name__}{f': {error}' if str(error) else ''}"
+                if isinstance(error, TimeoutError):
+                    why = f"the whole answer took longer than timeout_seconds ({api.timeout_seconds:g} s)"
                 if last or operation.method not in IDEMPOTENT_METHODS:
                     tries = f" after {attempt + 1} tries" if attempt else ""
                     raise HttpToolError(f"{tool}: {shown} got no answer{tries} ({redact(why)})") from None
-                await asyncio.sleep(_retry_wait(None, attempt))
+                wait = _retry_wait(None, attempt)
+            await asyncio.sleep(wait)
     raise AssertionError("the last try either returns or raises")  # pragma: no cover
 
 
@@ -158,13 +172,42 @@ def _secret(tool: str, api: HttpApiConfig, environ: Mapping[str, str]) -> str | 
     return secret
 
 
+def _header_value(tool: str, shown: str, name: str, value: Any) -> str:
+    """``value`` as a header: a line break or NUL would end the header and start one the caller
+    never declared (header injection, RFC 9110 §5.5 forbids them in a field value), so it is refused."""
+    text = str(value)
+    if any(character in text for character in "\r\n\0"):
+        raise HttpToolError(f"{tool}: {shown}: the header parameter {name!r} holds a line break or NUL character, which a header cannot carry; pass one line")
+    return text
+
+
+def _credentials_kept_home(origin: httpx2.URL, credential_headers: set[str]) -> Any:
+    """A request hook removing ``credential_headers`` from a request to a host other than
+    ``origin``'s (or from https to http): a redirect elsewhere gets no credentials, as curl does without
+    ``--location-trusted``. httpx drops only ``Authorization`` itself; an api key header would follow."""
+
+    async def strip(request: httpx2.Request) -> None:
+        home = request.url.host == origin.host and request.url.port == origin.port and (origin.scheme, request.url.scheme) != ("https", "http")
+        if not home:
+            for name in credential_headers:
+                request.headers.pop(name, None)
+
+    return strip
+
+
 def _filled_path(tool: str, operation: HttpOperation, arguments: Mapping[str, Any]) -> str:
     def value(match: Any) -> str:
         given = arguments.get(match.group(1))
         if given is None:
             raise HttpToolError(f"{tool}: {operation.method} {operation.path} needs a value for the path parameter {match.group(1)!r}; none was given")
+        text = str(given).lower() if isinstance(given, bool) else str(given)
+        # '.' and '..' would be resolved as path steps (RFC 3986 §5.2.4: /users/../admin is /admin), '' would drop a segment.
+        if text in ("", ".", ".."):
+            raise HttpToolError(
+                f"{tool}: {operation.method} {operation.path}: the path parameter {match.group(1)!r} is {text!r}, which is no path segment; pass an id or a name"
+            )
         # safe="": a value with '/' or '?' stays one path segment.
-        return quote(str(given).lower() if isinstance(given, bool) else str(given), safe="")
+        return quote(text, safe="")
 
     return PATH_PARAMETER.sub(value, operation.path)
 

@@ -1,0 +1,65 @@
+"""An HTTP API that misbehaves on purpose, for the attack tests of HTTP tools: a Starlette app served
+by uvicorn on 127.0.0.1:PORT (``python hostile_api.py PORT``).
+
+- ``GET /echo/{rest:path}``: ``{"path", "query", "headers"}`` as the request arrived (what was sent);
+- ``GET /redirect?to=URL``: a 302 to ``URL`` (another host's, to see which credentials follow);
+- ``GET /bomb?megabytes=N``: N MB of zeros gzip-compressed (about 1/1000 of that on the wire);
+- ``GET /drip?seconds=S``: a JSON string sent one byte every 0.2 s for S seconds: each read is
+  quick, the whole answer is not;
+- ``GET /later/{key}``: the first request for ``key`` answers 503 with ``Retry-After: 2``, the next ``"ok"``.
+"""
+
+import asyncio
+import gzip
+import sys
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+
+async def echo(request: Request) -> JSONResponse:
+    return JSONResponse({"path": request.scope["raw_path"].decode(), "query": request.url.query, "headers": dict(request.headers)})
+
+
+async def redirect(request: Request) -> RedirectResponse:
+    return RedirectResponse(request.query_params["to"], status_code=302)
+
+
+async def bomb(request: Request) -> Response:
+    body = gzip.compress(b"0" * (int(request.query_params["megabytes"]) * 1_000_000), compresslevel=9)
+    return Response(body, media_type="application/json", headers={"Content-Encoding": "gzip"})
+
+
+async def drip(request: Request) -> StreamingResponse:
+    seconds = float(request.query_params["seconds"])
+
+    async def chunks():
+        yield b'"'
+        for _ in range(int(seconds / 0.2)):
+            await asyncio.sleep(0.2)
+            yield b"x"
+        yield b'"'
+
+    return StreamingResponse(chunks(), media_type="application/json")
+
+
+asked: set[str] = set()
+
+
+async def later(request: Request) -> JSONResponse:
+    key = request.path_params["key"]
+    if key not in asked:
+        asked.add(key)
+        return JSONResponse({"message": "come back later"}, 503, headers={"Retry-After": "2"})
+    return JSONResponse("ok")
+
+
+app = Starlette(
+    routes=[Route("/later/{key}", later), Route("/echo/{rest:path}", echo), Route("/redirect", redirect), Route("/bomb", bomb), Route("/drip", drip)]
+)
+
+if __name__ == "__main__":
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
