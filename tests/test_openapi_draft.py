@@ -164,6 +164,26 @@ def test_the_draft_validates_and_plans_the_chain(tmp_path):
     assert [step.tool.name for step in plan.steps] == ["search_books", "get_book", "get_author"]
 
 
+@pytest.mark.parametrize(
+    ("said", "description"),
+    [
+        ({"summary": "List pets", "description": "Lists every pet in the shop. Sorted by name."}, "List pets — Lists every pet in the shop. (GET /pets)"),
+        ({"summary": "List pets"}, "List pets (GET /pets)"),
+        ({"description": "Lists every pet in the shop. Sorted by name."}, "Lists every pet in the shop. (GET /pets)"),
+        ({}, "GET /pets"),
+        ({"summary": "  ", "description": "\n"}, "GET /pets"),
+        ({"summary": "List pets", "description": "list pets."}, "List pets (GET /pets)"),  # the description only repeats the summary
+        ({"summary": "—", "description": "Lists every pet."}, "Lists every pet. (GET /pets)"),  # a summary with no word in it
+        ({"summary": "List pets", "description": "..."}, "List pets (GET /pets)"),
+    ],
+    ids=["both", "summary", "description", "neither", "blank", "repeated", "dash-summary", "dots-description"],
+)
+def test_a_tool_description_is_clean_whatever_the_operation_says(tmp_path, said, description):
+    described = {"openapi": "3.0.3", "info": {"title": "Shop"}, "paths": {"/pets": {"get": {"operationId": "listPets", **said, "responses": {}}}}}
+    document, _, _ = draft_openapi_catalog(str(write(tmp_path, "shop.json", described)))
+    assert tool(document, "list_pets")["description"] == description
+
+
 def test_swagger_two_is_drafted_with_body_and_host(tmp_path):
     swagger = {
         "swagger": "2.0",
