@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from toolpath.kernel import CodeMode
+from toolpath.kernel.tools import http_tools
 from toolpath.kernel.tools.http_tools import call_operation, http_tool
 from toolpath.registry import read_catalog
 from toolpath.registry.http_apis import HttpApiConfig, HttpAuth, HttpOperation
@@ -75,6 +76,20 @@ def test_a_loop_closed_without_shutting_down_is_let_go_and_a_new_loop_works(port
     assert asyncio.run(echo(config, "after"))["path"] == "/echo/after"
     gc.collect()
     assert gone() is None
+
+
+def test_past_the_bound_of_clients_per_loop_the_least_recently_used_is_closed(port, monkeypatch):
+    monkeypatch.setattr(http_tools, "MAX_CLIENTS_PER_LOOP", 2)
+    apis = [api(name, f"http://127.0.0.1:{port}") for name in ("first", "second", "third")]
+
+    async def calls():
+        ports = [(await echo(config))["port"] for config in apis]
+        open_after_three = len(open_connections_to(port))
+        again = (await echo(apis[0]))["port"]  # "first" was closed to make room for "third"
+        return ports, open_after_three, again
+
+    ports, open_after_three, again = asyncio.run(calls())
+    assert len(set(ports)) == 3 and open_after_three == 2 and again not in ports
 
 
 def test_credentials_stay_with_their_own_api_on_a_shared_loop(port):

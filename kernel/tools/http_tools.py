@@ -220,9 +220,10 @@ async def _shared_client(api: str, base_url: str, credential_headers: frozenset[
         pool.closer = _closed_with_the_loop(pool)
         await pool.closer.asend(None)
     key = (api, base_url, credential_headers)
-    shared = pool.clients.get(key)
-    if shared is None:
+    if key not in pool.clients:
         await _close_idle_past_the_bound(pool)
+    shared = pool.clients.get(key)  # another call on this loop may have made it while a client closed
+    if shared is None:
         shared = pool.clients[key] = _SharedClient(_new_client(httpx2.URL(base_url), credential_headers))
     pool.clients.move_to_end(key)
     shared.calls += 1
