@@ -14,6 +14,8 @@ What is drafted, and the rule each follows:
   the method and the path's literal segments (``GET /pets/{id}`` → ``get_pets_id``). Two operations
   whose names meet after that are refused (:class:`OpenAPIDraftError` names both): a catalog cannot
   hold two tools of one name, and which to rename is the author's call.
+- **Descriptions**: the summary and the first sentence of the description, then the method and
+  path (:func:`tool_description`: ``Search people — Finds people by name. (GET /search/person)``).
 - **Parameters**: path, query and header parameters, and the top-level properties of a JSON request
   body (Swagger: the ``in: body`` schema), typed by
   :func:`toolpath.registry.type_strings.type_from_json_schema`; required ones first.
@@ -636,7 +638,7 @@ class OpenAPIDrafter:
             "affordances": list(dict.fromkeys(affordances)) or [own.split(".", 1)[1].replace("_", " ")],
         }
         tool: dict[str, Any] = {"name": operation.name}
-        tool["description"] = " — ".join(dict.fromkeys(text for text in (summary, first_sentence) if text)) + f" ({operation.method.upper()} {operation.path})"
+        tool["description"] = tool_description(summary, first_sentence, operation.method.upper(), operation.path)
         tool["http"] = http
         if required_parameters:
             tool["required_parameters"] = required_parameters
@@ -692,6 +694,27 @@ class OpenAPIDrafter:
             if text and len(text) <= 120:
                 phrases.append(text)
         return phrases
+
+
+def tool_description(summary: str, first_sentence: str, method: str, path: str) -> str:
+    """A drafted tool's description: what the operation says it does, then its method and path.
+
+    ``summary`` and ``first_sentence`` (of its description) are joined by `` — `` when both say
+    something, the second left out when it only repeats the first (case and closing punctuation
+    aside); a text with no letter or digit says nothing. ``Search people — Finds people by name.
+    (GET /search/person)``, ``Search people (GET /search/person)``; an operation that says nothing
+    is described by its method and path alone: ``GET /search/person``.
+    """
+    said: list[str] = []
+    for text in (summary.strip(), first_sentence.strip()):
+        if any(character.isalnum() for character in text) and _gist(text) not in {_gist(earlier) for earlier in said}:
+            said.append(text)
+    operation = f"{method} {path}"
+    return f"{' — '.join(said)} ({operation})" if said else operation
+
+
+def _gist(text: str) -> str:
+    return text.rstrip(".!?:;, ").casefold()
 
 
 def draft_openapi_catalog(source: str, domain: str | None = None, api_name: str | None = None) -> tuple[dict[str, Any], dict[str, list[str]], list[str]]:

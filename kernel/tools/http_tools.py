@@ -21,6 +21,9 @@ the request here, on the host, with ``httpx2`` (the MCP SDK's async HTTP client,
 - a value that would leave its place is refused: a path parameter ``''``, ``.`` or ``..`` (a path
   step, not a segment), a header parameter with a line break (a second header);
 - a redirect to another host (or from https to http) is followed without the credentials;
+- calls to one API on one event loop share a client, so a chain of calls reuses its connections
+  (:func:`_shared_client`); cookies an API sets are not kept, as the client serves every session of
+  the process;
 - a JSON answer (``application/json`` or ``+json``) is decoded, any other is returned as text, an
   empty one as ``None``;
 - a failure raises :class:`toolpath.kernel.inside.http_results.HttpToolError` with the tool, the
@@ -31,11 +34,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import email.utils
 import json
 import os
+import threading
 import time
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from dataclasses import dataclass
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 from urllib.parse import quote
 
@@ -56,6 +64,16 @@ IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE"})
 FIRST_BACKOFF_SECONDS = 0.5
 #: Characters of an API's error message kept in an error.
 MAX_API_MESSAGE_CHARS = 500
+#: Connections one API's shared client opens at once (httpx's default); a burst of calls beyond it
+#: waits for a free one, within each try's ``timeout_seconds``.
+MAX_CONNECTIONS_PER_API = 100
+#: Idle connections one API's shared client keeps for the next call (httpx's default).
+MAX_IDLE_CONNECTIONS_PER_API = 20
+#: Seconds an idle connection is kept: under the 5 s after which uvicorn, Node.js and Apache close
+#: one, so a call seldom sends on a connection the server is closing at that moment.
+IDLE_CONNECTION_SECONDS = 4.0
+#: Shared clients one event loop keeps; past it the least recently used idle one is closed.
+MAX_CLIENTS_PER_LOOP = 32
 #: Fields APIs put their error message in (TMDB: status_message; RFC 9457 problem details: title, detail).
 _MESSAGE_FIELDS = ("status_message", "message", "error_description", "error", "detail", "title", "errors")
 
@@ -127,8 +145,7 @@ async def call_operation(tool: str, operation: HttpOperation, arguments: Mapping
     redact = _redactor(secrets, api.auth.env if api.auth is not None else "")
     timeout = httpx2.Timeout(api.timeout_seconds)
     credential_headers = {"authorization"} | ({api.auth.name.lower()} if api.auth is not None and api.auth.placement == "header" and api.auth.name else set())
-    hooks = {"request": [_credentials_kept_home(httpx2.URL(base_url), credential_headers)]}
-    async with httpx2.AsyncClient(timeout=timeout, follow_redirects=True, event_hooks=hooks) as client:
+    async with _shared_client(api.name, base_url, frozenset(credential_headers)) as client:
         for attempt in range(api.retries + 1):
             last = attempt == api.retries
             try:
@@ -136,7 +153,7 @@ async def call_operation(tool: str, operation: HttpOperation, arguments: Mapping
                 # a byte just inside each read's timeout cannot hold the cell for ever.
                 async with (
                     asyncio.timeout(api.timeout_seconds),
-                    client.stream(operation.method, base_url + path, params=params, headers=headers, json=body, auth=auth) as response,
+                    client.stream(operation.method, base_url + path, params=params, headers=headers, json=body, auth=auth, timeout=timeout) as response,
                 ):
                     wait = None  # seconds before the next try, waited outside the try's timeout
                     if response.status_code in RETRIED_STATUSES and not last and (response.status_code == 429 or operation.method in IDEMPOTENT_METHODS):
@@ -159,6 +176,95 @@ async def call_operation(tool: str, operation: HttpOperation, arguments: Mapping
                 wait = _retry_wait(None, attempt)
             await asyncio.sleep(wait)
     raise AssertionError("the last try either returns or raises")  # pragma: no cover
+
+
+@dataclass
+class _SharedClient:
+    client: httpx2.AsyncClient
+    calls: int = 0  # calls using it now: a client is closed only when none is
+
+
+@dataclass
+class _LoopClients:
+    """The shared clients of one event loop, by ``(API name, base URL, credential headers)``, least
+    recently used first; ``closer`` closes them when the loop shuts down its async generators."""
+
+    clients: OrderedDict[tuple[str, str, frozenset[str]], _SharedClient]
+    closer: AsyncGenerator[None] | None = None
+
+
+# A client's connections belong to the loop that opened them, so each loop has its own clients. A
+# plain dict, not weak keys: the connections hold their loop, so a weak key would never be dropped.
+# An entry leaves when its loop shuts down its async generators (asyncio.run, asyncio.Runner and
+# CodeMode's loop do), its clients closed; a loop closed without that is dropped at the next call on
+# any loop (its connections can no longer be closed on it; the sockets close when collected).
+_loop_clients: dict[asyncio.AbstractEventLoop, _LoopClients] = {}
+_loop_clients_lock = threading.Lock()  # CodeMode's loop and a caller's loop run in different threads
+
+
+@contextlib.asynccontextmanager
+async def _shared_client(api: str, base_url: str, credential_headers: frozenset[str]) -> AsyncIterator[httpx2.AsyncClient]:
+    """The running loop's client for ``api`` at ``base_url`` (made on first use), whose request hook
+    strips ``credential_headers`` from a request leaving ``base_url``'s host (the key holds everything
+    the hook uses, so one API's hook never judges another's requests)."""
+    loop = asyncio.get_running_loop()
+    with _loop_clients_lock:
+        for closed in [other for other in _loop_clients if other.is_closed()]:
+            del _loop_clients[closed]
+        pool = _loop_clients.get(loop)
+        if pool is None:
+            pool = _loop_clients[loop] = _LoopClients(OrderedDict())
+    if pool.closer is None:
+        # Started here, the generator is one the loop closes in shutdown_asyncgens(); its finally
+        # closes the clients there, on their own loop.
+        pool.closer = _closed_with_the_loop(pool)
+        await pool.closer.asend(None)
+    key = (api, base_url, credential_headers)
+    if key not in pool.clients:
+        await _close_idle_past_the_bound(pool)
+    shared = pool.clients.get(key)  # another call on this loop may have made it while a client closed
+    if shared is None:
+        shared = pool.clients[key] = _SharedClient(_new_client(httpx2.URL(base_url), credential_headers))
+    pool.clients.move_to_end(key)
+    shared.calls += 1
+    try:
+        yield shared.client
+    finally:
+        shared.calls -= 1
+
+
+def _new_client(origin: httpx2.URL, credential_headers: frozenset[str]) -> httpx2.AsyncClient:
+    limits = httpx2.Limits(
+        max_connections=MAX_CONNECTIONS_PER_API, max_keepalive_connections=MAX_IDLE_CONNECTIONS_PER_API, keepalive_expiry=IDLE_CONNECTION_SECONDS
+    )
+    # A cookie kept by a client every session shares would carry one user's state into another's call.
+    no_cookies = CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
+    hooks = {"request": [_credentials_kept_home(origin, credential_headers)]}
+    return httpx2.AsyncClient(follow_redirects=True, limits=limits, cookies=no_cookies, event_hooks=hooks)
+
+
+async def _close_idle_past_the_bound(pool: _LoopClients) -> None:
+    """Close the least recently used idle clients until a new one fits in :data:`MAX_CLIENTS_PER_LOOP`
+    (none is closed while a call uses it: then the pool grows with the calls in flight)."""
+    while len(pool.clients) >= MAX_CLIENTS_PER_LOOP:
+        idle = next((key for key, shared in pool.clients.items() if shared.calls == 0), None)
+        if idle is None:
+            return
+        await pool.clients.pop(idle).client.aclose()
+
+
+async def _closed_with_the_loop(pool: _LoopClients) -> AsyncGenerator[None]:
+    try:
+        yield
+    finally:
+        with _loop_clients_lock:
+            loop = asyncio.get_running_loop()
+            if _loop_clients.get(loop) is pool:
+                del _loop_clients[loop]
+        clients = [shared.client for shared in pool.clients.values()]
+        pool.clients.clear()
+        for client in clients:
+            await client.aclose()
 
 
 def _secret(tool: str, api: HttpApiConfig, environ: Mapping[str, str]) -> str | None:

@@ -21,6 +21,7 @@ import shlex
 import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +50,29 @@ def server_config(target: str, name: str, env: Mapping[str, str] | None = None, 
     return MCPServerConfig.checked(name=name, command=words[0], args=tuple(words[1:]), env=dict(env or {}), headers=dict(headers or {}))
 
 
+@dataclass(frozen=True)
+class MCPDraft:
+    """A drafted catalog of an MCP server's tools: ``document`` (plain data), the server's
+    ``config`` under the name it is declared by, and ``skipped`` (``{tool name: why}``), the tools
+    left out."""
+
+    document: dict[str, Any]
+    config: MCPServerConfig
+    skipped: dict[str, str]
+
+    def text(self) -> str:
+        """The catalog as YAML, under its header comment (:func:`render`)."""
+        return render(self.document, self.config, self.skipped)
+
+
 async def draft_catalog(config: MCPServerConfig, domain: str | None = None) -> str:
-    """Connect to the server, list its tools and return the drafted catalog as YAML text.
+    """Connect to the server, list its tools and return the drafted catalog as YAML text
+    (:func:`draft_mcp_catalog`, rendered)."""
+    return (await draft_mcp_catalog(config, domain)).text()
+
+
+async def draft_mcp_catalog(config: MCPServerConfig, domain: str | None = None) -> MCPDraft:
+    """Connect to the server, list its tools and draft their catalog.
 
     Args:
         config: the server; its ``name`` names it under ``mcp_servers`` (default: the name the
@@ -78,8 +100,8 @@ async def draft_catalog(config: MCPServerConfig, domain: str | None = None) -> s
             RuntimeWarning,
             stacklevel=2,
         )
-    document = catalog_document(config.model_copy(update={"name": name}), listed, domain or name)
-    return render(document, config, skipped)
+    named = config.model_copy(update={"name": name})
+    return MCPDraft(catalog_document(named, listed, domain or name), named, skipped)
 
 
 def skipped_tools(tools: Sequence[Mapping[str, Any]]) -> dict[str, str]:

@@ -1,7 +1,9 @@
 """An HTTP API that misbehaves on purpose, for the attack tests of HTTP tools: a Starlette app served
 by uvicorn on 127.0.0.1:PORT (``python hostile_api.py PORT``).
 
-- ``GET /echo/{rest:path}``: ``{"path", "query", "headers"}`` as the request arrived (what was sent);
+- ``GET /echo/{rest:path}``: ``{"path", "query", "headers"}`` as the request arrived (what was sent),
+  and ``"port"``, the client's port: one per connection, so two requests with one port came on one;
+- ``GET /cookie``: sets the cookie ``session=visitor-1`` (to see whether a later request sends it back);
 - ``GET /redirect?to=URL``: a 302 to ``URL`` (another host's, to see which credentials follow);
 - ``GET /bomb?megabytes=N``: N MB of zeros gzip-compressed (about 1/1000 of that on the wire);
 - ``GET /drip?seconds=S``: a JSON string sent one byte every 0.2 s for S seconds: each read is
@@ -21,7 +23,13 @@ from starlette.routing import Route
 
 
 async def echo(request: Request) -> JSONResponse:
-    return JSONResponse({"path": request.scope["raw_path"].decode(), "query": request.url.query, "headers": dict(request.headers)})
+    return JSONResponse({"path": request.scope["raw_path"].decode(), "query": request.url.query, "headers": dict(request.headers), "port": request.client.port})
+
+
+async def cookie(request: Request) -> JSONResponse:
+    response = JSONResponse("set")
+    response.set_cookie("session", "visitor-1")
+    return response
 
 
 async def redirect(request: Request) -> RedirectResponse:
@@ -58,7 +66,14 @@ async def later(request: Request) -> JSONResponse:
 
 
 app = Starlette(
-    routes=[Route("/later/{key}", later), Route("/echo/{rest:path}", echo), Route("/redirect", redirect), Route("/bomb", bomb), Route("/drip", drip)]
+    routes=[
+        Route("/later/{key}", later),
+        Route("/echo/{rest:path}", echo),
+        Route("/cookie", cookie),
+        Route("/redirect", redirect),
+        Route("/bomb", bomb),
+        Route("/drip", drip),
+    ]
 )
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from toolpath.planner.interfaces.cli.shared import CommandLineError, add_command, emit_json
 
@@ -29,6 +30,7 @@ DRAFT_EXAMPLES = """examples:
   toolpath catalog draft --mcp https://example.com/mcp --header 'Authorization: Bearer ${EXAMPLE_TOKEN}'
   toolpath catalog draft --openapi tmdb_oas.json --domain tmdb --output tmdb.yaml
   toolpath catalog draft --openapi https://petstore3.swagger.io/api/v3/openapi.json --name petstore
+  toolpath catalog draft --openapi tmdb_oas.json --json   # the catalog as a "catalog" string, with its tools, TODOs and lint findings
 ${NAME} in --env and --header values is kept in the catalog and read from the environment when the
 server is connected, so the catalog holds no secret."""
 
@@ -142,8 +144,13 @@ def add_catalog_parser(commands: argparse._SubParsersAction) -> None:
     draft.add_argument("--domain", metavar="NAME", help="the catalog's domain (default: the server's name; for --openapi the description's title)")
     draft.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="an environment variable for a server started by command; repeatable")
     draft.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'", help="an HTTP header for a server reached by URL; repeatable")
-    draft.add_argument("--output", "-o", metavar="FILE", help="write the catalog here (default: standard output)")
+    draft.add_argument("--output", "-o", metavar="FILE", help='write the catalog here (default: standard output; with --json, its "catalog" field)')
     draft.add_argument("--force", action="store_true", help="overwrite --output if it exists")
+    draft.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object: the catalog's tools, states, TODOs and lint findings (and the catalog itself without --output)",
+    )
 
 
 def _pairs(values: Sequence[str], separator: str, option: str, example: str) -> dict[str, str]:
@@ -156,9 +163,12 @@ def _pairs(values: Sequence[str], separator: str, option: str, example: str) -> 
     return pairs
 
 
-def _write_draft(text: str, output: str | None, next_step: str) -> None:
+def _write_draft(text: str, output: str | None, next_step: str, quiet: bool = False) -> None:
+    """Write ``text`` to ``output`` whole or not at all (to standard output when ``None``, unless
+    ``quiet``: ``--json`` puts it in its object), and say what to do next on standard error."""
     if not output:
-        print(text, end="")
+        if not quiet:
+            print(text, end="")
         return
     temporary = f"{output}.{os.getpid()}.tmp"
     try:
@@ -169,7 +179,66 @@ def _write_draft(text: str, output: str | None, next_step: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise CommandLineError(f"cannot write {output}: {error.strerror or error}") from None
-    print(f"wrote {output}; {next_step}", file=sys.stderr)
+    if not quiet:
+        print(f"wrote {output}; {next_step}", file=sys.stderr)
+
+
+def draft_report(
+    kind: str,
+    source: str,
+    document: Mapping[str, Any],
+    text: str,
+    output: str | None,
+    todos: Mapping[str, Sequence[str]] | None = None,
+    notes: Sequence[str] = (),
+    left_out: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """``catalog draft --json``'s object: what a program driving the draft needs to act on it.
+
+    Keys: ``kind`` (``openapi`` or ``mcp``), ``source`` (the description or server as given),
+    ``output`` (the file written, or ``None``), ``domain``, ``api`` (the ``http_apis`` name; ``None`` for ``mcp``) and
+    ``server`` (the ``mcp_servers`` name; ``None`` for ``openapi``), ``tools`` (names, in catalog
+    order), ``states`` (tokens declared), ``approval_always`` (tools whose every call waits for the
+    approver), ``todos`` (``{"tool", "text"}``, what the author must decide; ``tool`` ``None`` for the
+    catalog as a whole), ``left_out`` (``{"tool", "reason"}``, server tools not drafted), and the
+    draft linted as ``toolpath validate --json`` reports it: ``errors``, ``warnings``, ``findings``
+    (``path`` ``None`` and lines of the ``catalog`` text when no file was written); last,
+    ``catalog``: the YAML text when no file was written (else ``None``), so it is never lost.
+    """
+    tools = list(document.get("tools") or [])
+    report: dict[str, Any] = {
+        "kind": kind,
+        "source": source,
+        "output": output,
+        "domain": document.get("domain"),
+        "api": next(iter(document.get("http_apis") or {}), None),
+        "server": next(iter(document.get("mcp_servers") or {}), None),
+        "tools": [tool["name"] for tool in tools],
+        "states": [state["token"] for state in document.get("states") or []],
+        "approval_always": [tool["name"] for tool in tools if tool.get("approval") == "always"],
+        "todos": [{"tool": None, "text": note} for note in notes]
+        + [{"tool": tool["name"], "text": todo} for tool in tools for todo in (todos or {}).get(tool["name"], [])],
+        "left_out": [{"tool": name, "reason": reason} for name, reason in (left_out or {}).items()],
+    }
+    findings = _draft_findings(text, output)
+    errors = sum(finding["severity"] == "error" for finding in findings)
+    # The catalog last: a person reading the object sees the summary before the long text.
+    return {**report, "errors": errors, "warnings": len(findings) - errors, "findings": findings, "catalog": None if output else text}
+
+
+def _draft_findings(text: str, output: str | None) -> list[dict[str, Any]]:
+    """``toolpath validate``'s findings for the drafted ``text`` (read from ``output`` when written)."""
+    import tempfile
+
+    from toolpath.registry import lint_catalogs
+
+    if output:
+        return [finding.to_dict() for finding in lint_catalogs([output])]
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "draft.yaml")
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(text)
+        return [{**finding.to_dict(), "path": None} for finding in lint_catalogs([path])]
 
 
 def _check_output(output: str | None, force: bool) -> None:
@@ -194,7 +263,9 @@ def command_catalog_draft_openapi(arguments: argparse.Namespace) -> int:
         raise CommandLineError(str(error)) from None
     text = render_catalog(document, todos, notes, arguments.openapi, datetime.date.today().isoformat())
     left = sum(len(items) for items in todos.values()) + len(notes)
-    _write_draft(text, arguments.output, f"review its {left} TODO(s), then `toolpath validate {arguments.output}`")
+    _write_draft(text, arguments.output, f"review its {left} TODO(s), then `toolpath validate {arguments.output}`", quiet=arguments.json)
+    if arguments.json:
+        emit_json(draft_report("openapi", arguments.openapi, document, text, arguments.output, todos, notes))
     return 0
 
 
@@ -204,7 +275,7 @@ def command_catalog_draft(arguments: argparse.Namespace) -> int:
     import asyncio
 
     from toolpath.kernel import MCPConnectionError  # the MCP SDK loads only for this command
-    from toolpath.planner.interfaces.draft import draft_catalog, load_problems, server_config
+    from toolpath.planner.interfaces.draft import draft_mcp_catalog, load_problems, server_config
 
     env = _pairs(arguments.env, "=", "--env", "GITHUB_TOKEN=${GITHUB_TOKEN}")
     headers = _pairs(arguments.header, ":", "--header", "Authorization: Bearer ${TOKEN}")
@@ -222,10 +293,14 @@ def command_catalog_draft(arguments: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
     try:
-        text = asyncio.run(draft_catalog(config, arguments.domain))
+        draft = asyncio.run(draft_mcp_catalog(config, arguments.domain))
     except MCPConnectionError as error:
         raise CommandLineError(str(error)) from None
-    for problem in load_problems(text):
-        print(f"toolpath: warning: the draft does not load as it is: {problem}", file=sys.stderr)
-    _write_draft(text, output, f"now declare its states and fill in each tool's state_transition, then `toolpath validate {output}`")
+    text = draft.text()
+    if not arguments.json:  # --json reports them among its findings
+        for problem in load_problems(text):
+            print(f"toolpath: warning: the draft does not load as it is: {problem}", file=sys.stderr)
+    _write_draft(text, output, f"now declare its states and fill in each tool's state_transition, then `toolpath validate {output}`", quiet=arguments.json)
+    if arguments.json:
+        emit_json(draft_report("mcp", arguments.mcp, draft.document, text, output, left_out=draft.skipped))
     return 0
