@@ -34,6 +34,11 @@ What is drafted, and the rule each follows:
   distinctive when at most :data:`DISTINCTIVE_SHARE` of the operations' responses have it), with the
   field's description where the schema gives one. Search matches a request against each affordance on its own
   (the best one counts), so short phrases in a person's words do better than one long list.
+- **Lookups**: a ``GET`` that takes a required text in the query string (``?query=``, ``?q=``,
+  ``?title=``) and gives a resource's id finds that resource from the words a person names it with:
+  its tool also has the affordances ``find a movie by its name`` and ``look up a movie by name``
+  (``by its title`` for a ``title`` parameter), so a request naming "the movie Inception" looks the
+  movie up rather than taking the first of a listing.
 - ``POST``/``PUT``/``PATCH``/``DELETE`` operations are drafted ``approval: always``.
 - What cannot be decided is a ``# TODO:`` comment above the tool (a value that is not an
   identifier but that a response carries, several paths to one identifier, a request body that is
@@ -80,6 +85,9 @@ SHAPE_MIN_SHARE = 0.3
 #: A response field is distinctive (an affordance of its operation's result) when at most this share
 #: of the operations' responses have it: ``id``, ``name``, ``page`` say nothing about an operation.
 DISTINCTIVE_SHARE = 0.2
+#: Names of a query parameter that takes free text to look things up with (``?query=``, ``?q=``): a
+#: lookup by such a parameter finds things by their name (see ``OpenAPIDrafter._lookup_phrases``).
+_FREE_TEXT_PARAMETERS = {"query", "q", "search", "term", "text", "keyword", "filter"}
 _METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 _EFFECT_METHODS = {"post", "put", "patch", "delete"}
 _PARAMETER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
@@ -650,12 +658,34 @@ class OpenAPIDrafter:
         if outputs:
             tool["outputs"] = outputs
         tool["state_transition"] = {"requires": sorted(set(requires.values())), "produces": sorted({*outputs, own})}
-        tool["affordances"] = list(dict.fromkeys([_words(operation.name), *(text for text in (summary, first_sentence) if text)]))
+        lookups = self._lookup_phrases(operation, outputs)
+        tool["affordances"] = list(dict.fromkeys([_words(operation.name), *(text for text in (summary, first_sentence) if text), *lookups]))
         if operation.method in _EFFECT_METHODS:
             tool["approval"] = "always"
         if operation.response is None and operation.method == "get":
             operation.todos.append("the success response has no JSON schema: its fields and the ids it may give are unknown")
         return tool
+
+    def _lookup_phrases(self, operation: _Operation, outputs: Mapping[str, str]) -> list[str]:
+        """How a person asks for an operation that finds resources from their words: one that takes a
+        required text in the query string and gives a resource's id (``GET /search/movie?query=`` →
+        ``find a movie by its name``). People name what they want ("the movie Inception"); the id
+        that other operations need comes from such a lookup."""
+        texts = [
+            parameter["name"]
+            for parameter in operation.parameters
+            if parameter["in"] == "query" and parameter["required"] and isinstance(parameter["schema"], dict) and parameter["schema"].get("type") == "string"
+        ]
+        if not texts or operation.method != "get":
+            return []
+        named = {_singular(snake_case(text)) for text in texts} - _FREE_TEXT_PARAMETERS
+        by = _words(sorted(named)[0]) if named else "name"
+        phrases = []
+        for resource, token in self.resources.items():
+            if token in outputs:
+                words = resource.replace("_", " ")
+                phrases += [f"find a {words} by its {by}", f"look up a {words} by {by}"]
+        return phrases
 
     def _top_level_siblings(self, operation: _Operation) -> set[str] | None:
         return next((siblings for path, _, _, _, _, siblings in operation.fields if "." not in path and "[" not in path), None)

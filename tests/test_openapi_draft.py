@@ -151,6 +151,14 @@ def test_identifiers_flow_from_the_responses_that_hold_them(tmp_path):
     assert "Town of birth." in result["affordances"] and "author born in" in result["affordances"]
 
 
+def test_a_lookup_by_text_is_offered_as_finding_the_resource_by_name(tmp_path):
+    document, _, _ = draft_openapi_catalog(str(write(tmp_path, "library.json", LIBRARY)), domain="library")
+    # search_books takes the free text `q` and gives book ids: people name the book they mean.
+    assert {"find a book by its name", "look up a book by name"} <= set(tool(document, "search_books")["affordances"])
+    # Nothing else looks books up by text: getBook takes an id, lendBook's text goes in its body.
+    assert not any("by name" in text for name in ("get_book", "get_author", "lend_book") for text in tool(document, name)["affordances"])
+
+
 def test_the_draft_validates_and_plans_the_chain(tmp_path):
     document, todos, notes = draft_openapi_catalog(str(write(tmp_path, "library.json", LIBRARY)), domain="library")
     text = render_catalog(document, todos, notes, "library.json", "2025-01-01")
