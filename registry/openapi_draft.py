@@ -34,6 +34,9 @@ What is drafted, and the rule each follows:
   distinctive when at most :data:`DISTINCTIVE_SHARE` of the operations' responses have it), with the
   field's description where the schema gives one. Search matches a request against each affordance on its own
   (the best one counts), so short phrases in a person's words do better than one long list.
+  A summary that several operations share (TMDB's "Get Details", "Get Images") is left out of the
+  affordances of the tools and their states (it stays in the description): matched on its own, it
+  scores every one of them alike, and "show its details" would take any of them.
 - **Lookups**: a ``GET`` that takes a required text in the query string (``?query=``, ``?q=``,
   ``?title=``) and gives a resource's id finds that resource from the words a person names it with:
   its tool also has the affordances ``find a movie by its name`` and ``look up a movie by name``
@@ -243,6 +246,10 @@ def _words(name: str) -> str:
     return snake_case(name).replace("_", " ")
 
 
+def _summary(spec: Mapping[str, Any]) -> str:
+    return " ".join(str(spec.get("summary") or "").split())
+
+
 def _literal_segments(path: str) -> list[str]:
     return [segment for segment in path.strip("/").split("/") if segment and not segment.startswith("{")]
 
@@ -272,6 +279,7 @@ class OpenAPIDrafter:
         self.api = api_name or snake_case(domain or str(title or Path(source).stem or "api"))[:40]
         self.domain = domain or self.api
         self.notes: list[str] = []
+        self.shared_summaries: set[str] = set()  # lower-cased summaries of more than one operation (set by draft)
         self.operations = self._operations()
         self.resources = self._resources()
         self.shapes = self._resource_shapes()
@@ -517,6 +525,9 @@ class OpenAPIDrafter:
                 )
             field_counts.update({name for _, _, name, *_ in operation.fields})
         distinctive = max(2, int(DISTINCTIVE_SHARE * len(self.operations)))  # in a small API, two operations sharing a field still tell it apart
+        self.shared_summaries = {
+            summary for summary, count in Counter(_summary(operation.spec).lower() for operation in self.operations).items() if summary and count > 1
+        }
         states: dict[str, dict[str, Any]] = {}
         for resource, token in sorted(self.resources.items()):
             words = resource.replace("_", " ")
@@ -581,7 +592,7 @@ class OpenAPIDrafter:
 
     def _tool(self, operation: _Operation, fields: list, field_counts: Counter, distinctive: int, states: dict[str, dict[str, Any]]) -> dict[str, Any]:
         spec = operation.spec
-        summary = " ".join(str(spec.get("summary") or "").split())
+        summary = _summary(spec)
         description = " ".join(str(spec.get("description") or "").split())
         first_sentence = re.sub(r"\[([^]]*)\]\([^)]*\)", r"\1", re.split(r"(?<=[.!?])\s", description, maxsplit=1)[0]) if description else ""
         requires: dict[str, str] = {}
@@ -636,7 +647,9 @@ class OpenAPIDrafter:
             outputs[token] = path
         own = self._result_token(operation, states)
         resource_words = self._subject_words(operation)
-        affordances = [text for text in (summary, first_sentence) if text]
+        # A summary several operations share ("Get Details") tells none of them apart: the description keeps it.
+        telling = [text for text in (summary if summary.lower() not in self.shared_summaries else "", first_sentence) if text]
+        affordances = list(telling)
         affordances += self._field_phrases(fields, field_counts, distinctive, resource_words)
         states[own] = {
             "token": own,
@@ -659,7 +672,7 @@ class OpenAPIDrafter:
             tool["outputs"] = outputs
         tool["state_transition"] = {"requires": sorted(set(requires.values())), "produces": sorted({*outputs, own})}
         lookups = self._lookup_phrases(operation, outputs)
-        tool["affordances"] = list(dict.fromkeys([_words(operation.name), *(text for text in (summary, first_sentence) if text), *lookups]))
+        tool["affordances"] = list(dict.fromkeys([_words(operation.name), *telling, *lookups]))
         if operation.method in _EFFECT_METHODS:
             tool["approval"] = "always"
         if operation.response is None and operation.method == "get":

@@ -159,6 +159,17 @@ def test_a_lookup_by_text_is_offered_as_finding_the_resource_by_name(tmp_path):
     assert not any("by name" in text for name in ("get_book", "get_author", "lend_book") for text in tool(document, name)["affordances"])
 
 
+def test_a_summary_several_operations_share_is_no_affordance(tmp_path):
+    library = json.loads(json.dumps(LIBRARY))
+    library["paths"]["/authors/{author_id}"]["get"]["summary"] = "A book's details"  # now two operations say it
+    document, _, _ = draft_openapi_catalog(str(write(tmp_path, "library.json", library)), domain="library")
+    for name, token in (("get_book", "library.book_details"), ("get_author", "library.author_details")):
+        state = next(state for state in document["states"] if state["token"] == token)
+        assert "A book's details" not in tool(document, name)["affordances"] + state["affordances"]
+        assert tool(document, name)["description"].startswith("A book's details")
+    assert "Search books by title" in tool(document, "search_books")["affordances"]  # one operation's own summary stays
+
+
 def test_the_draft_validates_and_plans_the_chain(tmp_path):
     document, todos, notes = draft_openapi_catalog(str(write(tmp_path, "library.json", LIBRARY)), domain="library")
     text = render_catalog(document, todos, notes, "library.json", "2025-01-01")
