@@ -34,6 +34,9 @@ What is drafted, and the rule each follows:
   distinctive when at most :data:`DISTINCTIVE_SHARE` of the operations' responses have it), with the
   field's description where the schema gives one. Search matches a request against each affordance on its own
   (the best one counts), so short phrases in a person's words do better than one long list.
+  An operation that returns a copy of a resource it does not take the id of (``GET /movie/latest``
+  answers as ``GET /movie/{movie_id}`` does) gets no field phrases: they are that resource's, and
+  already on its own result.
   A summary that several operations share (TMDB's "Get Details", "Get Images") is left out of the
   affordances of the tools and their states (it stays in the description): matched on its own, it
   scores every one of them alike, and "show its details" would take any of them.
@@ -91,6 +94,13 @@ DISTINCTIVE_SHARE = 0.2
 #: Names of a query parameter that takes free text to look things up with (``?query=``, ``?q=``): a
 #: lookup by such a parameter finds things by their name (see ``OpenAPIDrafter._lookup_phrases``).
 _FREE_TEXT_PARAMETERS = {"query", "q", "search", "term", "text", "keyword", "filter"}
+#: The least share of an operation's top-level response fields that a resource's own response must
+#: have for the operation to return a copy of that resource (TMDB: ``/movie/latest`` has all of a
+#: movie's; a listing has ``page`` and ``results``, none).
+COPY_MIN_SHARE = 0.8
+#: The fewest top-level fields that show a copy: ``{"genres": [...]}`` (TMDB's genre list) has one
+#: field of a movie's, and is no movie.
+COPY_MIN_FIELDS = 3
 _METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 _EFFECT_METHODS = {"post", "put", "patch", "delete"}
 _PARAMETER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
@@ -650,7 +660,8 @@ class OpenAPIDrafter:
         # A summary several operations share ("Get Details") tells none of them apart: the description keeps it.
         telling = [text for text in (summary if summary.lower() not in self.shared_summaries else "", first_sentence) if text]
         affordances = list(telling)
-        affordances += self._field_phrases(fields, field_counts, distinctive, resource_words)
+        if self._copied_resource(operation) is None:
+            affordances += self._field_phrases(fields, field_counts, distinctive, resource_words)
         states[own] = {
             "token": own,
             "description": f"The response of {operation.method.upper()} {operation.path}" + (f": {first_sentence}" if first_sentence else "."),
@@ -699,6 +710,20 @@ class OpenAPIDrafter:
                 words = resource.replace("_", " ")
                 phrases += [f"find a {words} by its {by}", f"look up a {words} by {by}"]
         return phrases
+
+    def _copied_resource(self, operation: _Operation) -> str | None:
+        """The resource whose own ``GET .../{its id}`` response an operation not on that id returns
+        (``GET /movie/latest`` gives one movie as ``GET /movie/{movie_id}`` does), else ``None``: at
+        least :data:`COPY_MIN_SHARE` of its top-level fields, and at least :data:`COPY_MIN_FIELDS`, are
+        that resource's. Its fields are that
+        resource's, already phrased on the resource's own result: said again, "the budget of a movie"
+        would as well take the latest movie."""
+        if operation.method != "get" or operation.path.rstrip("/").endswith("}"):
+            return None
+        own = (self._top_level_siblings(operation) or set()) - {"id"}
+        shares = {resource: len(own & shape) / len(own) for resource, shape in self.shapes.items() if own}
+        best = max(shares, key=shares.__getitem__, default=None)
+        return best if best is not None and shares[best] >= COPY_MIN_SHARE and len(own) >= COPY_MIN_FIELDS else None
 
     def _top_level_siblings(self, operation: _Operation) -> set[str] | None:
         return next((siblings for path, _, _, _, _, siblings in operation.fields if "." not in path and "[" not in path), None)

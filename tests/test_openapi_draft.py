@@ -170,6 +170,17 @@ def test_a_summary_several_operations_share_is_no_affordance(tmp_path):
     assert "Search books by title" in tool(document, "search_books")["affordances"]  # one operation's own summary stays
 
 
+def test_an_operation_returning_a_copy_of_a_resource_gets_no_field_phrases(tmp_path):
+    library = json.loads(json.dumps(LIBRARY))
+    book = library["paths"]["/books/{book_id}"]["get"]["responses"]
+    library["paths"]["/books/newest"] = {"get": {"operationId": "getNewestBook", "summary": "The book added last", "responses": book}}
+    document, _, _ = draft_openapi_catalog(str(write(tmp_path, "library.json", library)), domain="library")
+    states = {state["token"]: state for state in document["states"]}
+    assert "book page count" in states["library.book_details"]["affordances"]
+    # The newest book is a book: "the page count of a book" is the book's details, not the newest one's.
+    assert states["library.books_newest"]["affordances"] == ["The book added last"]
+
+
 def test_the_draft_validates_and_plans_the_chain(tmp_path):
     document, todos, notes = draft_openapi_catalog(str(write(tmp_path, "library.json", LIBRARY)), domain="library")
     text = render_catalog(document, todos, notes, "library.json", "2025-01-01")
