@@ -36,6 +36,17 @@ What is drafted, and the rule each follows:
   distinctive when at most :data:`DISTINCTIVE_SHARE` of the operations' responses have it), with the
   field's description where the schema gives one. Search matches a request against each affordance on its own
   (the best one counts), so short phrases in a person's words do better than one long list.
+  An operation that returns a copy of a resource it does not take the id of (``GET /movie/latest``
+  answers as ``GET /movie/{movie_id}`` does) gets no field phrases: they are that resource's, and
+  already on its own result.
+  A summary that several operations share (TMDB's "Get Details", "Get Images") is left out of the
+  affordances of the tools and their states (it stays in the description): matched on its own, it
+  scores every one of them alike, and "show its details" would take any of them.
+- **Lookups**: a ``GET`` that takes a required text in the query string (``?query=``, ``?q=``,
+  ``?title=``) and gives a resource's id finds that resource from the words a person names it with:
+  its tool also has the affordances ``find a movie by its name`` and ``look up a movie by name``
+  (``by its title`` for a ``title`` parameter), so a request naming "the movie Inception" looks the
+  movie up rather than taking the first of a listing.
 - ``POST``/``PUT``/``PATCH``/``DELETE`` operations are drafted ``approval: always``.
 - What cannot be decided is a ``# TODO:`` comment above the tool (a value that is not an
   identifier but that a response carries, several paths to one identifier, a request body that is
@@ -82,6 +93,16 @@ SHAPE_MIN_SHARE = 0.3
 #: A response field is distinctive (an affordance of its operation's result) when at most this share
 #: of the operations' responses have it: ``id``, ``name``, ``page`` say nothing about an operation.
 DISTINCTIVE_SHARE = 0.2
+#: Names of a query parameter that takes free text to look things up with (``?query=``, ``?q=``): a
+#: lookup by such a parameter finds things by their name (see ``OpenAPIDrafter._lookup_phrases``).
+_FREE_TEXT_PARAMETERS = {"query", "q", "search", "term", "text", "keyword", "filter"}
+#: The least share of an operation's top-level response fields that a resource's own response must
+#: have for the operation to return a copy of that resource (TMDB: ``/movie/latest`` has all of a
+#: movie's; a listing has ``page`` and ``results``, none).
+COPY_MIN_SHARE = 0.8
+#: The fewest top-level fields that show a copy: ``{"genres": [...]}`` (TMDB's genre list) has one
+#: field of a movie's, and is no movie.
+COPY_MIN_FIELDS = 3
 _METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 _EFFECT_METHODS = {"post", "put", "patch", "delete"}
 _PARAMETER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
@@ -237,6 +258,10 @@ def _words(name: str) -> str:
     return snake_case(name).replace("_", " ")
 
 
+def _summary(spec: Mapping[str, Any]) -> str:
+    return " ".join(str(spec.get("summary") or "").split())
+
+
 def _literal_segments(path: str) -> list[str]:
     return [segment for segment in path.strip("/").split("/") if segment and not segment.startswith("{")]
 
@@ -266,6 +291,7 @@ class OpenAPIDrafter:
         self.api = api_name or snake_case(domain or str(title or Path(source).stem or "api"))[:40]
         self.domain = domain or self.api
         self.notes: list[str] = []
+        self.shared_summaries: set[str] = set()  # lower-cased summaries of more than one operation (set by draft)
         self.operations = self._operations()
         self.resources = self._resources()
         self.shapes = self._resource_shapes()
@@ -511,6 +537,9 @@ class OpenAPIDrafter:
                 )
             field_counts.update({name for _, _, name, *_ in operation.fields})
         distinctive = max(2, int(DISTINCTIVE_SHARE * len(self.operations)))  # in a small API, two operations sharing a field still tell it apart
+        self.shared_summaries = {
+            summary for summary, count in Counter(_summary(operation.spec).lower() for operation in self.operations).items() if summary and count > 1
+        }
         states: dict[str, dict[str, Any]] = {}
         for resource, token in sorted(self.resources.items()):
             words = resource.replace("_", " ")
@@ -575,7 +604,7 @@ class OpenAPIDrafter:
 
     def _tool(self, operation: _Operation, fields: list, field_counts: Counter, distinctive: int, states: dict[str, dict[str, Any]]) -> dict[str, Any]:
         spec = operation.spec
-        summary = " ".join(str(spec.get("summary") or "").split())
+        summary = _summary(spec)
         description = " ".join(str(spec.get("description") or "").split())
         first_sentence = re.sub(r"\[([^]]*)\]\([^)]*\)", r"\1", re.split(r"(?<=[.!?])\s", description, maxsplit=1)[0]) if description else ""
         requires: dict[str, str] = {}
@@ -630,8 +659,11 @@ class OpenAPIDrafter:
             outputs[token] = path
         own = self._result_token(operation, states)
         resource_words = self._subject_words(operation)
-        affordances = [text for text in (summary, first_sentence) if text]
-        affordances += self._field_phrases(fields, field_counts, distinctive, resource_words)
+        # A summary several operations share ("Get Details") tells none of them apart: the description keeps it.
+        telling = [text for text in (summary if summary.lower() not in self.shared_summaries else "", first_sentence) if text]
+        affordances = list(telling)
+        if self._copied_resource(operation) is None:
+            affordances += self._field_phrases(fields, field_counts, distinctive, resource_words)
         states[own] = {
             "token": own,
             "description": f"The response of {operation.method.upper()} {operation.path}" + (f": {first_sentence}" if first_sentence else "."),
@@ -652,12 +684,48 @@ class OpenAPIDrafter:
         if outputs:
             tool["outputs"] = outputs
         tool["state_transition"] = {"requires": sorted(set(requires.values())), "produces": sorted({*outputs, own})}
-        tool["affordances"] = list(dict.fromkeys([_words(operation.name), *(text for text in (summary, first_sentence) if text)]))
+        lookups = self._lookup_phrases(operation, outputs)
+        tool["affordances"] = list(dict.fromkeys([_words(operation.name), *telling, *lookups]))
         if operation.method in _EFFECT_METHODS:
             tool["approval"] = "always"
         if operation.response is None and operation.method == "get":
             operation.todos.append("the success response has no JSON schema: its fields and the ids it may give are unknown")
         return tool
+
+    def _lookup_phrases(self, operation: _Operation, outputs: Mapping[str, str]) -> list[str]:
+        """How a person asks for an operation that finds resources from their words: one that takes a
+        required text in the query string and gives a resource's id (``GET /search/movie?query=`` →
+        ``find a movie by its name``). People name what they want ("the movie Inception"); the id
+        that other operations need comes from such a lookup."""
+        texts = [
+            parameter["name"]
+            for parameter in operation.parameters
+            if parameter["in"] == "query" and parameter["required"] and isinstance(parameter["schema"], dict) and parameter["schema"].get("type") == "string"
+        ]
+        if not texts or operation.method != "get":
+            return []
+        named = {_singular(snake_case(text)) for text in texts} - _FREE_TEXT_PARAMETERS
+        by = _words(sorted(named)[0]) if named else "name"
+        phrases = []
+        for resource, token in self.resources.items():
+            if token in outputs:
+                words = resource.replace("_", " ")
+                phrases += [f"find a {words} by its {by}", f"look up a {words} by {by}"]
+        return phrases
+
+    def _copied_resource(self, operation: _Operation) -> str | None:
+        """The resource whose own ``GET .../{its id}`` response an operation not on that id returns
+        (``GET /movie/latest`` gives one movie as ``GET /movie/{movie_id}`` does), else ``None``: at
+        least :data:`COPY_MIN_SHARE` of its top-level fields, and at least :data:`COPY_MIN_FIELDS`, are
+        that resource's. Its fields are that
+        resource's, already phrased on the resource's own result: said again, "the budget of a movie"
+        would as well take the latest movie."""
+        if operation.method != "get" or operation.path.rstrip("/").endswith("}"):
+            return None
+        own = (self._top_level_siblings(operation) or set()) - {"id"}
+        shares = {resource: len(own & shape) / len(own) for resource, shape in self.shapes.items() if own}
+        best = max(shares, key=shares.__getitem__, default=None)
+        return best if best is not None and shares[best] >= COPY_MIN_SHARE and len(own) >= COPY_MIN_FIELDS else None
 
     def _top_level_siblings(self, operation: _Operation) -> set[str] | None:
         return next((siblings for path, _, _, _, _, siblings in operation.fields if "." not in path and "[" not in path), None)

@@ -151,6 +151,36 @@ def test_identifiers_flow_from_the_responses_that_hold_them(tmp_path):
     assert "Town of birth." in result["affordances"] and "author born in" in result["affordances"]
 
 
+def test_a_lookup_by_text_is_offered_as_finding_the_resource_by_name(tmp_path):
+    document, _, _ = draft_openapi_catalog(str(write(tmp_path, "library.json", LIBRARY)), domain="library")
+    # search_books takes the free text `q` and gives book ids: people name the book they mean.
+    assert {"find a book by its name", "look up a book by name"} <= set(tool(document, "search_books")["affordances"])
+    # Nothing else looks books up by text: getBook takes an id, lendBook's text goes in its body.
+    assert not any("by name" in text for name in ("get_book", "get_author", "lend_book") for text in tool(document, name)["affordances"])
+
+
+def test_a_summary_several_operations_share_is_no_affordance(tmp_path):
+    library = json.loads(json.dumps(LIBRARY))
+    library["paths"]["/authors/{author_id}"]["get"]["summary"] = "A book's details"  # now two operations say it
+    document, _, _ = draft_openapi_catalog(str(write(tmp_path, "library.json", library)), domain="library")
+    for name, token in (("get_book", "library.book_details"), ("get_author", "library.author_details")):
+        state = next(state for state in document["states"] if state["token"] == token)
+        assert "A book's details" not in tool(document, name)["affordances"] + state["affordances"]
+        assert tool(document, name)["description"].startswith("A book's details")
+    assert "Search books by title" in tool(document, "search_books")["affordances"]  # one operation's own summary stays
+
+
+def test_an_operation_returning_a_copy_of_a_resource_gets_no_field_phrases(tmp_path):
+    library = json.loads(json.dumps(LIBRARY))
+    book = library["paths"]["/books/{book_id}"]["get"]["responses"]
+    library["paths"]["/books/newest"] = {"get": {"operationId": "getNewestBook", "summary": "The book added last", "responses": book}}
+    document, _, _ = draft_openapi_catalog(str(write(tmp_path, "library.json", library)), domain="library")
+    states = {state["token"]: state for state in document["states"]}
+    assert "book page count" in states["library.book_details"]["affordances"]
+    # The newest book is a book: "the page count of a book" is the book's details, not the newest one's.
+    assert states["library.books_newest"]["affordances"] == ["The book added last"]
+
+
 def test_the_draft_validates_and_plans_the_chain(tmp_path):
     document, todos, notes = draft_openapi_catalog(str(write(tmp_path, "library.json", LIBRARY)), domain="library")
     text = render_catalog(document, todos, notes, "library.json", "2025-01-01")
