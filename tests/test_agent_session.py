@@ -176,6 +176,10 @@ def test_session_state_is_plain_data_and_restores_on_a_shared_code_mode(workspac
 
     with pytest.raises(ValueError, match="'held' must be a list of strings"):
         SessionState.from_dict({"session_id": "x", "held": "chemistry.molecule_parsed"})
+    with pytest.raises(ValueError, match=r"'outputs', hits.tmdb.person_id: output path 'results\[0\]\.' is not"):
+        SessionState.from_dict({"session_id": "x", "outputs": {"hits": {"tmdb.person_id": {"path": "results[0].", "tool": "search"}}}})
+    with pytest.raises(ValueError, match="'outputs' must map variable names.*'1st' is not a variable name"):
+        SessionState.from_dict({"session_id": "x", "outputs": {"1st": {}}})
 
 
 def test_plans_of_other_sessions_or_of_the_workspace_are_refused(workspace):

@@ -354,3 +354,43 @@ def test_tmdb_a_404_carries_tmdbs_own_message(tmdb):
         missing = code_mode.run("await tmdb.movie_details(movie_id=1)", "s")
         assert missing.error["ename"] == "HttpToolError"
         assert missing.error["evalue"] == "movie_details: GET /movie/1 answered 404 Not Found: The resource you requested could not be found."
+
+
+def test_tmdb_a_session_passes_on_the_id_an_earlier_tasks_search_found(tmdb, tmdb_url):
+    from toolpath.kernel import CodeMode
+
+    with CodeMode(pool_size=0) as shared:
+        session = tmdb.session("films", code_mode=shared)
+        found = session.run_task("search for people by name", {"query": "Ada Lindqvist"})
+        assert found.result.status == "ok", found.result.error
+        assert "tmdb.person_id" in session.held and "search_person_result at results[0].id" in session.instructions()
+
+        follow = session.plan_task("list the movies a person acted in or directed")
+        assert [step.tool.name for step in follow.plan.steps] == ["person_movie_credits"]
+        assert "person_id=output_value(search_person_result, 'results[0].id', 'search_person')" in follow.cell.code
+        assert follow.cell.arguments[0]["person_id"].to_dict() == {
+            "source": "held",
+            "label": "held search_person_result",
+            "variable": "search_person_result",
+            "state": "tmdb.person_id",
+            "path": "results[0].id",
+            "tool": "search_person",
+        }
+        before = len(fetch_json(f"{tmdb_url}/__requests"))
+        credits = session.run_task(follow)
+        assert credits.result.status == "ok", credits.result.error
+        assert [request["path"] for request in fetch_json(f"{tmdb_url}/__requests")[before:]] == ["/3/person/70412/movie_credits"]
+
+        # Saved and restored with the kernel, the places of the ids come back with it.
+        saved = json.loads(json.dumps(session.state().to_dict()))
+        assert saved["outputs"]["search_person_result"] == {"tmdb.person_id": {"path": "results[0].id", "tool": "search_person"}}
+        restored = tmdb.session("films", code_mode=shared, state=saved)
+        details = restored.run_task("get the details of a movie, its runtime and release date")
+        assert "movie_id=output_value(person_movie_credits_result, 'cast[0].id', 'person_movie_credits')" in details.task_plan.cell.code
+        assert details.result.status == "ok" and "'title': 'The Lantern Keeper'" in details.result.result, details.result.error
+
+        # The variable deleted, the id it held is no longer held: finding it searches again.
+        gone = restored.execute("del search_person_result")
+        assert "search_person_result (tmdb.person_id)" in gone.notice and "tmdb.person_id" not in restored.held
+        again = restored.plan_task("find a person's id by name", {"query": "Ada Lindqvist"})
+        assert [step.tool.name for step in again.plan.steps] == ["search_person"]

@@ -110,6 +110,9 @@ class ApprovalDecisionOutput(BaseModel):
 class SessionOverviewOutput(BaseModel):
     held: list[str] = Field(description="the states the session holds")
     artifacts: dict[str, str] = Field(description="variable -> the state it carries")
+    outputs: dict[str, dict[str, dict[str, str]]] = Field(
+        default_factory=dict, description="variable -> {state -> {path, tool}}: held states at output paths inside a step's return"
+    )
     domains: list[str]
     instructions: str = Field(description="the tool handles and what can run next, for a model")
     approvals: list[ApprovalDecisionOutput] = Field(description="the decisions on this session's calls that asked for approval, oldest first")

@@ -370,7 +370,15 @@ class ToolpathServer:
         approvals = [{name: value for name, value in decision.to_dict().items() if name not in ("session_id", "user_id")} for decision in decisions]
         if approvals:
             text += f"\n{len(approvals)} approval decision(s); the last: {approvals[-1]['tool']} {approvals[-1]['decision']}"
-        overview = {"held": list(state.held), "artifacts": state.artifacts, "domains": list(state.domains), "instructions": text, "approvals": approvals}
+        outputs = state.to_dict()["outputs"]
+        overview = {
+            "held": list(state.held),
+            "artifacts": state.artifacts,
+            "outputs": outputs,
+            "domains": list(state.domains),
+            "instructions": text,
+            "approvals": approvals,
+        }
         return _result(overview, text)
 
     async def aclose(self) -> None:

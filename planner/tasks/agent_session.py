@@ -48,7 +48,7 @@ from toolpath.kernel.tools.approval_log import RecordedDecision
 from toolpath.kernel.tools.approvals import OnApproval
 from toolpath.planner.planning.plans import DEFAULT_TASK_BUDGET_S
 from toolpath.planner.search.skills import SkillHit
-from toolpath.planner.tasks.cell import is_variable_name
+from toolpath.planner.tasks.cell import HeldOutput, is_variable_name
 from toolpath.planner.tasks.pipeline import TaskContext, plan_request
 from toolpath.planner.tasks.recording import recorded_plan, recorded_run, recording_failures, recording_refusals
 from toolpath.planner.tasks.session_cells import SessionCells, SessionHandles
@@ -153,16 +153,17 @@ class AgentSession:
         with self._lock:
             paused = self.runs.paused.to_dict() if self.runs.paused is not None else None
             held, artifacts = tuple(sorted(self.holdings.held)), dict(self.holdings.artifacts)
-            return SessionState(self.session_id, held, artifacts, tuple(self.handles.domains), self.kernel.kernel_id, paused)
+            outputs = {variable: dict(places) for variable, places in self.holdings.outputs.items()}
+            return SessionState(self.session_id, held, artifacts, tuple(self.handles.domains), self.kernel.kernel_id, paused, outputs)
 
     def _restore(self, state: SessionState) -> None:
         if state.session_id != self.session_id:
             raise ValueError(f"the state is of session {state.session_id!r}, not {self.session_id!r}")
-        self.workspace.graph.check_states([*state.held, *state.artifacts.values()])
+        self.workspace.graph.check_states([*state.held, *state.artifacts.values(), *(held for places in state.outputs.values() for held in places)])
         self.bind_domains(state.domains)
         if state.kernel_id is not None and state.kernel_id == self.code_mode.kernel_id(self.session_id):
             artifacts = {variable: carried for variable, carried in state.artifacts.items() if is_variable_name(variable)}
-            self._take_back(state, set(state.held), artifacts)
+            self._take_back(state, set(state.held), artifacts, state.outputs)
         elif state.held:
             self.holdings.tell(f"The session was restored without its kernel, so the states it held are gone: {', '.join(sorted(state.held))}.")
 
@@ -180,15 +181,17 @@ class AgentSession:
         self.code_mode.start(self.session_id, self.user_id)
         held = {token for token in state.held if token in known}
         artifacts = {variable: carried for variable, carried in state.artifacts.items() if carried in held}
-        self._take_back(replace(state, kernel_id=self.code_mode.kernel_id(self.session_id)), held, artifacts)
+        outputs = {variable: {token: place for token, place in places.items() if token in held} for variable, places in state.outputs.items()}
+        self._take_back(replace(state, kernel_id=self.code_mode.kernel_id(self.session_id)), held, artifacts, outputs)
 
-    def _take_back(self, state: SessionState, held: set[str], artifacts: dict[str, str]) -> None:
-        """Hold ``held`` and ``artifacts`` (but no variable a handle took) in ``state``'s kernel, with
-        its paused task; then drop the artifacts whose variable did not come back."""
+    def _take_back(self, state: SessionState, held: set[str], artifacts: dict[str, str], outputs: Mapping[str, Mapping[str, HeldOutput]]) -> None:
+        """Hold ``held``, ``artifacts`` and ``outputs`` (but no variable a handle took) in ``state``'s
+        kernel, with its paused task; then drop the artifacts whose variable did not come back."""
         handles = self.handles.names()
         with self._lock:
             self.holdings.held = held
             self.holdings.artifacts = {variable: carried for variable, carried in artifacts.items() if variable not in handles}
+            self.holdings.outputs = {variable: dict(places) for variable, places in outputs.items() if places and variable not in handles}
             self.kernel.kernel_id = state.kernel_id
             self.runs.paused = PausedTask.from_dict(state.paused) if state.paused is not None else None
         self.holdings.after_cell(self.kernel.variables())

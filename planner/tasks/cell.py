@@ -12,7 +12,8 @@ of these that exists:
    the path and the tool when it finds nothing); for a parameter that carries no state, the most
    recent earlier step whose return has the parameter's name;
 2. ``held``: the newest held artifact (a session's kernel variable) carrying that state or a
-   refinement of it;
+   refinement of it; else the newest held return of an earlier task's step whose ``outputs``
+   place that state inside it (``output_value(search_person, "results[0].id", "search_person")``);
 3. ``input``: a user input meant for the parameter (:func:`toolpath.planner.planning.inputs.input_for`): a plain
    input fills required parameters of its name, a step-qualified one (``write_report.path``) that
    tool's parameter, required or optional;
@@ -38,7 +39,7 @@ import os
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from toolpath.kernel.inside.protocol import BINDER_FUNCTION
 from toolpath.kernel.tools.bindings import Bindings
@@ -66,8 +67,10 @@ class ArgumentSource:
         step: for ``step``, the index (0-based) of the step whose return it is.
         input: for ``input``, the input's name (``path`` or ``write_report.path``).
         state: for ``step`` and ``held``, the state the value carries.
-        path: for ``step``, the output path (``results[0].id``) of the value inside the step's
-            return, when the step's ``outputs`` place the state there; ``None``: the return itself.
+        path: for ``step`` and ``held``, the output path (``results[0].id``) of the value inside
+            the return, when the tool's ``outputs`` place the state there; ``None``: the return itself.
+        tool: for ``held`` with a ``path``, the tool whose return the variable holds (named when the
+            path finds nothing).
     """
 
     kind: SourceKind
@@ -76,6 +79,7 @@ class ArgumentSource:
     input: str | None = None
     state: str | None = None
     path: str | None = None
+    tool: str | None = None
 
     @property
     def label(self) -> str:
@@ -89,7 +93,8 @@ class ArgumentSource:
         return self.kind
 
     def to_dict(self) -> dict[str, Any]:
-        fields = {"variable": self.variable, "step": None if self.step is None else self.step + 1, "input": self.input, "state": self.state, "path": self.path}
+        step = None if self.step is None else self.step + 1
+        fields = {"variable": self.variable, "step": step, "input": self.input, "state": self.state, "path": self.path, "tool": self.tool}
         return {"source": self.kind, "label": self.label, **{name: value for name, value in fields.items() if value is not None}}
 
 
@@ -141,7 +146,8 @@ class PlannedCell:
         step_targets: what each step calls (``handle.attribute``), in plan order; a cell's
             :attr:`toolpath.kernel.CellResult.tool_calls` says which of them completed.
         step_variables: the variable each step's return is assigned to, in plan order.
-        used_artifacts: ``{variable: state}`` of held artifacts the cell reads.
+        used_artifacts: ``{variable: state}`` of held artifacts the cell reads (for a held return
+            read at an output path, the state found there).
         arguments: per step, in plan order, ``{parameter's Python name: ArgumentSource}`` for
             every parameter of its tool.
         advice: ``{input name: how to pass it}`` for inputs that went unused although an optional
@@ -245,6 +251,14 @@ def _same_file(first: Any, second: Any) -> bool:
         return False
 
 
+class HeldOutput(NamedTuple):
+    """Where a held state's value is inside a kernel variable: the output ``path`` in the return of
+    ``tool`` (a tool's ``outputs``, :mod:`toolpath.registry.output_paths`)."""
+
+    path: str
+    tool: str
+
+
 @dataclass(frozen=True)
 class KernelView:
     """What the kernel a cell runs in already has, as the cell's writer knows it (a fresh kernel:
@@ -258,6 +272,9 @@ class KernelView:
             them and binds nothing itself; ``None``: the cell binds its own.
         artifacts: ``{variable: state}``, oldest first: kernel variables carrying held states'
             artifacts; a step needing such a state (or one it refines) reads the newest.
+        outputs: ``{variable: {state: HeldOutput}}``, oldest first: kernel variables holding an
+            earlier step's return whose ``outputs`` place held states inside it; read when no
+            artifact carries the state.
         variables: names already defined in the kernel: new variables never take them, and a
             required parameter nothing else supplies is read from the variable of its name.
     """
@@ -267,6 +284,7 @@ class KernelView:
     bindings: Bindings | None = None
     artifacts: Mapping[str, str] = field(default_factory=dict)
     variables: Collection[str] = ()
+    outputs: Mapping[str, Mapping[str, HeldOutput]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, graph: StateGraph) -> KernelView:
@@ -319,7 +337,7 @@ def render_cell(
     if output_directory is not None:
         inputs.update(_destinations_in(Path(output_directory), plan, inputs))
     also_show = list(also_show)
-    bad = next((variable for variable in [*artifacts, *variables, *also_show] if not is_variable_name(variable)), None)
+    bad = next((variable for variable in [*artifacts, *kernel.outputs, *variables, *also_show] if not is_variable_name(variable)), None)
     if bad is not None:
         raise InputError(f"{bad!r} cannot be a kernel variable of the cell (not an identifier, a keyword, or starting with '_')")
     if bindings is None:
@@ -337,8 +355,8 @@ def render_cell(
     for name, (_, attributes) in bindings.host_handles.items():
         handles.setdefault(name, []).extend(attribute for attribute in attributes if attribute not in handles[name])
 
-    taken = set(handles) | {BINDER_FUNCTION} | set(variables) | set(artifacts)
-    if any(step.tool.outputs for step in plan.steps):
+    taken = set(handles) | {BINDER_FUNCTION} | set(variables) | set(artifacts) | set(kernel.outputs)
+    if kernel.outputs or any(step.tool.outputs for step in plan.steps):
         taken.add(OUTPUT_FUNCTION)
     # A variable must not shadow a builtin or IPython's names in the persistent kernel.
     input_variables = {name: _unique_name(name.replace(".", "_"), taken) for name in inputs}
@@ -464,7 +482,8 @@ def _argument(source: ArgumentSource, plan: Plan) -> str | None:
     """The expression a call passes for ``source``: its variable, or the value at its output path."""
     if source.path is None:
         return source.variable
-    return f"{OUTPUT_FUNCTION}({source.variable}, {source.path!r}, {plan.steps[source.step].tool.name!r})"  # type: ignore[index]
+    tool = source.tool if source.step is None else plan.steps[source.step].tool.name
+    return f"{OUTPUT_FUNCTION}({source.variable}, {source.path!r}, {tool!r})"
 
 
 def _source(
@@ -489,6 +508,10 @@ def _source(
         held = next((variable for variable, state in reversed(kernel.artifacts.items()) if state in kinds), None)
         if held is not None:
             return ArgumentSource("held", held, state=kernel.artifacts[held])
+        for variable, places in reversed(kernel.outputs.items()):
+            state = next((state for state in places if state in kinds), None)
+            if state is not None:
+                return ArgumentSource("held", variable, state=state, path=places[state].path, tool=places[state].tool)
     meant = input_for(tool, parameter, inputs)
     if meant is not None:
         return ArgumentSource("input", input_variables[meant], input=meant)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolpath.kernel.tools.bindings import Bindings, toolkit_of
 from toolpath.planner.planning.plans import Plan, TaskBudget
-from toolpath.planner.tasks.cell import KernelView, PlannedCell, render_cell
+from toolpath.planner.tasks.cell import OUTPUT_FUNCTION, OUTPUT_MODULE, KernelView, PlannedCell, render_cell
 from toolpath.registry import ToolDefinition, ToolRegistry
 
 if TYPE_CHECKING:
@@ -131,7 +131,12 @@ class SessionCells:
             # An input that carries a state is a newer value of it than the artifact held before.
             carried = graph.states_carried(inputs or {})
             artifacts = {variable: state for variable, state in holdings.artifacts.items() if state in plan.held and state not in carried}
-            kernel = KernelView(graph.registry, graph.refinements, bindings, artifacts, holdings.taken_names())
+            outputs = {
+                variable: {state: place for state, place in places.items() if state in plan.held and state not in carried}
+                for variable, places in holdings.outputs.items()
+            }
+            outputs = {variable: places for variable, places in outputs.items() if places}
+            kernel = KernelView(graph.registry, graph.refinements, bindings, artifacts, holdings.taken_names(), outputs)
             return render_cell(plan, inputs, text, kernel, also_show=also_show)
 
     def instructions(self, kernel_instructions: str) -> str:
@@ -140,11 +145,15 @@ class SessionCells:
         holdings = self.session.holdings
         with holdings.lock:
             held, artifact_of = sorted(holdings.held), holdings.artifact_of()
+            places = {state: (variable, place) for variable, held_outputs in holdings.outputs.items() for state, place in held_outputs.items()}
         lines = [kernel_instructions.rstrip("\n"), "Held states (and the variables that carry them):"]
         if not held:
             lines.append("  none yet")
         for state in held:
             carrier = artifact_of.get(state)
+            if carrier is None and state in places:
+                variable, place = places[state]
+                carrier = f"{variable} at {place.path} (read it with {OUTPUT_FUNCTION}({variable}, {place.path!r}, {place.tool!r}) from {OUTPUT_MODULE})"
             lines.append(f"  {state}: {carrier}" if carrier else f"  {state} (no variable carries it)")
         lines.extend(self.session.handles.next_steps(set(held), holdings.newest_artifact))
         return "\n".join(lines) + "\n"

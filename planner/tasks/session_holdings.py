@@ -15,7 +15,7 @@ from dataclasses import replace
 from toolpath.errors import Refusal
 from toolpath.kernel import CellResult
 from toolpath.planner.planning.graph import kinds_of
-from toolpath.planner.tasks.cell import is_variable_name
+from toolpath.planner.tasks.cell import HeldOutput, is_variable_name
 from toolpath.planner.tasks.task import TaskPlan, TaskRun
 
 
@@ -35,6 +35,9 @@ class SessionHoldings:
         lock: guards everything here; hold it to read several of them at one moment.
         held: the held states.
         artifacts: ``{variable: state}``, oldest first: the kernel variables carrying held states' artifacts.
+        outputs: ``{variable: {state: HeldOutput}}``, oldest first: kernel variables holding a step's
+            return whose ``outputs`` place held states inside it (an HTTP search's ``person_id`` at
+            ``results[0].id``); a later task reads the state there.
         variables: the kernel's variable names after the last cell.
         running: the variables of planned cells now running: a task started meanwhile never picks one.
     """
@@ -44,6 +47,7 @@ class SessionHoldings:
         self.lock = threading.RLock()
         self.held: set[str] = set()
         self.artifacts: dict[str, str] = {}
+        self.outputs: dict[str, dict[str, HeldOutput]] = {}
         self.variables: set[str] = set()
         self.running: set[str] = set()
         self._notice = ""
@@ -82,6 +86,7 @@ class SessionHoldings:
                 self._notice = f"{why}, so the states it held are gone: {', '.join(sorted(self.held))}."
             self.held.clear()
             self.artifacts.clear()
+            self.outputs.clear()
             self.variables.clear()
 
     def after_cell(self, variables: list[str] | None) -> None:
@@ -92,14 +97,20 @@ class SessionHoldings:
             return
         with self.lock:
             self.variables = {variable for variable in variables if is_variable_name(variable)}
-            gone = {variable: state for variable, state in self.artifacts.items() if variable not in self.variables}
-            for variable in gone:
-                del self.artifacts[variable]
-            lost = set(gone.values()) - set(self.artifacts.values())
+            gone = [(variable, state) for variable, state in self.artifacts.items() if variable not in self.variables]
+            gone += [(variable, state) for variable, places in self.outputs.items() if variable not in self.variables for state in places]
+            for variable, _ in gone:
+                self.artifacts.pop(variable, None)
+                self.outputs.pop(variable, None)
+            lost = {state for _, state in gone} - self._carried()
             self.held -= lost
             if lost:
-                names = ", ".join(f"{variable} ({state})" for variable, state in gone.items())
+                names = ", ".join(f"{variable} ({state})" for variable, state in gone)
                 self.tell(f"Variables that carried held states are gone: {names}; those states are no longer held.")
+
+    def _carried(self) -> set[str]:
+        """The states some variable carries, as an artifact or at an output path."""
+        return set(self.artifacts.values()).union(*self.outputs.values())
 
     def hold(self, state: str, variable: str | None = None) -> None:
         """Hold ``state``, carried by ``variable`` when given (then its newest artifact)."""
@@ -115,19 +126,27 @@ class SessionHoldings:
             self.held.discard(state)
             for variable in [variable for variable, carried in self.artifacts.items() if carried == state]:
                 del self.artifacts[variable]
+            for variable, places in list(self.outputs.items()):
+                places.pop(state, None)
+                if not places:
+                    del self.outputs[variable]
 
     def record(self, run: TaskRun) -> None:
-        """Hold the states of the steps of ``run`` that completed, and note their artifacts."""
+        """Hold the states of the steps of ``run`` that completed, and note their artifacts and
+        the states their returns hold at output paths."""
         task_plan = run.task_plan
         steps = task_plan.plan.steps
         with self.lock:
             for index in run.completed_steps:
                 tool = steps[index].tool
+                variable = task_plan.cell.step_variables[index]
                 self.held.update(tool.state_transition.produces)
+                self.artifacts.pop(variable, None)
+                self.outputs.pop(variable, None)
                 if tool.return_spec is not None and tool.return_spec.state:
-                    variable = task_plan.cell.step_variables[index]
-                    self.artifacts.pop(variable, None)
                     self.artifacts[variable] = tool.return_spec.state
+                if tool.outputs:
+                    self.outputs[variable] = {state: HeldOutput(path, tool.name) for state, path in tool.outputs.items()}
 
     def check_current(self, task_plan: TaskPlan, given: Collection[str]) -> None:
         """Refuse ``task_plan`` when it starts from states or reads artifacts no longer held; input
@@ -138,7 +157,11 @@ class SessionHoldings:
         """
         with self.lock:
             gone = sorted(task_plan.plan.held - self.held - set(given))
-            lost = sorted(variable for variable, state in task_plan.cell.used_artifacts.items() if self.artifacts.get(variable) != state)
+            lost = sorted(
+                variable
+                for variable, state in task_plan.cell.used_artifacts.items()
+                if self.artifacts.get(variable) != state and state not in self.outputs.get(variable, {})
+            )
         if gone or lost:
             missing = ", ".join(gone) if gone else ", ".join(lost)
             raise StalePlanError(f"the task was planned with {'held states' if gone else 'artifacts'} the session no longer has ({missing}); plan it again")

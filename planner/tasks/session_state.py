@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolpath.planner.planning.plans import qualified_name
-from toolpath.planner.tasks.cell import is_variable_name
+from toolpath.planner.tasks.cell import HeldOutput, is_variable_name
 from toolpath.planner.tasks.task import TaskPlan, TaskRun
+from toolpath.registry.output_paths import parse_output_path
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,9 @@ class SessionState:
             keeps held states and artifacts only while that kernel is the session's live one.
         paused: the task paused before a call that needs approval (:meth:`PausedTask.to_dict`),
             or ``None``.
+        outputs: ``{variable: {state: {"path": output path, "tool": tool name}}}``, oldest first:
+            the kernel variables holding a step's return with held states at output paths
+            (:attr:`toolpath.planner.tasks.session_holdings.SessionHoldings.outputs`).
     """
 
     session_id: str
@@ -118,6 +122,7 @@ class SessionState:
     domains: tuple[str, ...] = ()
     kernel_id: str | None = None
     paused: dict[str, Any] | None = None
+    outputs: dict[str, dict[str, HeldOutput]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -127,6 +132,7 @@ class SessionState:
             "domains": list(self.domains),
             "kernel_id": self.kernel_id,
             "paused": self.paused,
+            "outputs": {variable: {state: place._asdict() for state, place in places.items()} for variable, places in self.outputs.items()},
         }
 
     @classmethod
@@ -158,4 +164,30 @@ class SessionState:
             raise ValueError("session state field 'paused' must be an object or null")
         if paused is not None:
             paused = PausedTask.from_dict(paused).to_dict()
-        return cls(session_id, tuple(sorted(data.get("held", []))), dict(artifacts), tuple(data.get("domains", [])), kernel_id, paused)
+        outputs = _outputs(data.get("outputs", {}))
+        return cls(session_id, tuple(sorted(data.get("held", []))), dict(artifacts), tuple(data.get("domains", [])), kernel_id, paused, outputs)
+
+
+def _outputs(data: Any) -> dict[str, dict[str, HeldOutput]]:
+    """The ``outputs`` field of a saved session state (see :class:`SessionState`), checked.
+
+    Raises:
+        ValueError: not that shape, or a key that is no variable name, or a path that is no output path.
+    """
+    shape = "session state field 'outputs' must map variable names to {state: {path, tool}}"
+    if not isinstance(data, Mapping):
+        raise ValueError(shape)
+    outputs: dict[str, dict[str, HeldOutput]] = {}
+    for variable, places in data.items():
+        if not is_variable_name(variable) or not isinstance(places, Mapping):
+            raise ValueError(f"{shape}; {variable!r} is not a variable name with a mapping")
+        outputs[variable] = {}
+        for state, place in places.items():
+            if not isinstance(state, str) or not isinstance(place, Mapping) or not all(isinstance(place.get(key), str) for key in HeldOutput._fields):
+                raise ValueError(f"{shape}; {variable}.{state} is not {{path, tool}} strings")
+            try:
+                parse_output_path(place["path"])
+            except ValueError as error:
+                raise ValueError(f"session state field 'outputs', {variable}.{state}: {error}") from None
+            outputs[variable][state] = HeldOutput(place["path"], place["tool"])
+    return outputs
