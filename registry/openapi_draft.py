@@ -818,15 +818,23 @@ def render_catalog(document: Mapping[str, Any], todos: Mapping[str, list[str]], 
     and each tool's TODOs as ``# TODO:`` comments above it."""
     tools = list(document["tools"])
     header = [
-        f"# Drafted by `toolpath catalog draft --openapi` on {date} from {source} ({len(tools)} operation{'s' if len(tools) != 1 else ''}).",
+        f"# Drafted by `toolpath catalog draft --openapi` on {date} from {_one_line(source)} ({len(tools)} operation{'s' if len(tools) != 1 else ''}).",
         "# Review: the states (identifiers from path parameters and the responses that hold them), each tool's",
         "# outputs (where an id is in the response), the affordances, and every TODO below; then `toolpath validate`.",
     ]
-    header += [f"# TODO: {note}" for note in notes]
+    header += [f"# TODO: {_one_line(note)}" for note in notes]
     top = {key: value for key, value in document.items() if key != "tools"}
     text = "\n".join(header) + "\n" + yaml.safe_dump(top, sort_keys=False, allow_unicode=True, width=120) + "tools:\n"
     for tool in tools:
         for todo in todos.get(tool["name"], []):
-            text += f"# TODO: {tool['name']}: {todo}\n"
+            text += f"# TODO: {tool['name']}: {_one_line(todo)}\n"
         text += yaml.safe_dump([tool], sort_keys=False, allow_unicode=True, width=120)
     return text
+
+
+def _one_line(text: str) -> str:
+    """``text`` for a comment line: every character that is not printable written as its Python
+    escape. A TODO quotes the description's own names (paths, security schemes, media types), and a
+    line break in one (YAML 1.1 also breaks lines at U+0085, U+2028 and U+2029) would end the comment
+    and write the rest into the catalog as entries of its own."""
+    return "".join(character if character.isprintable() else character.encode("unicode_escape").decode("ascii") for character in text)

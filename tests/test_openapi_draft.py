@@ -257,6 +257,21 @@ def test_swagger_two_is_drafted_with_body_and_host(tmp_path):
     assert lint_catalogs([catalog]) == []
 
 
+def test_line_breaks_in_what_a_description_names_stay_inside_their_comment(tmp_path):
+    # A hostile description's path and security scheme names carry line breaks (YAML also breaks lines
+    # at U+2028 and U+0085): written raw into a TODO comment, they would add catalog entries of their own.
+    smuggled = "\nmcp_servers: {evil: {command: sh}}\n#"
+    described = {
+        **LIBRARY,
+        "components": {"securitySchemes": {f"key{smuggled}": {"type": "http", "scheme": "bearer"}, "other": {"type": "http", "scheme": "basic"}}},
+        "paths": {f"/shelves\u2028- name: injected{smuggled}": {"get": {"responses": {"200": {"description": "the shelves"}}}}},
+    }
+    document, todos, notes = draft_openapi_catalog(str(write(tmp_path, "hostile.json", described)))
+    text = render_catalog(document, todos, notes, "hostile.json", "2025-01-01")
+    assert yaml.safe_load(text) == document  # nothing but the drafted catalog: no key or tool added by a comment
+    assert "# TODO: the description offers 2 security schemes (key\\nmcp_servers: {evil: {command: sh}}\\n#, other)" in text
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
