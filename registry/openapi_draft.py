@@ -191,6 +191,10 @@ def parse_description(data: bytes | str, source: str) -> dict[str, Any]:
         document = json.loads(data) if data.lstrip().startswith("{") else yaml.safe_load(data)
     except json.JSONDecodeError as error:
         raise OpenAPIDraftError(f"{source}: line {error.lineno}: not valid JSON ({error.msg}); give an OpenAPI description in JSON or YAML") from None
+    except RecursionError:
+        raise OpenAPIDraftError(f"{source}: a value is nested too deeply to read; flatten it or split the description") from None
+    except ValueError as error:  # a number with more digits than Python converts
+        raise OpenAPIDraftError(f"{source}: not JSON Python can read ({error})") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         line = f"line {mark.line + 1}: " if mark is not None else ""
@@ -233,7 +237,7 @@ class _References:
             chain.append(reference)
             try:
                 node = self._resolver.lookup(reference).contents
-            except Unresolvable:
+            except (Unresolvable, LookupError, TypeError, ValueError):  # also a pointer stepping into a scalar, or a word into a list
                 raise OpenAPIDraftError(f"{self.source}: {where}: $ref {reference!r} names nothing in the description") from None
         return node
 
@@ -298,6 +302,30 @@ class OpenAPIDrafter:
 
     # -- reading the description -------------------------------------------------------------
 
+    def _mapping(self, value: Any, where: str) -> dict[Any, Any]:
+        """``value``, an object of the description (``{}`` when absent).
+
+        Raises:
+            OpenAPIDraftError: ``value`` is there but no object (a list where OpenAPI has ``responses: {...}``).
+        """
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise OpenAPIDraftError(f"{self.source}: {where} must be an object, not {type(value).__name__}; correct the description")
+        return value
+
+    def _list(self, value: Any, where: str) -> list[Any]:
+        """``value``, a list of the description (``[]`` when absent).
+
+        Raises:
+            OpenAPIDraftError: ``value`` is there but no list (an object where OpenAPI has ``allOf: [...]``).
+        """
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise OpenAPIDraftError(f"{self.source}: {where} must be a list, not {type(value).__name__}; correct the description")
+        return value
+
     def _operations(self) -> list[_Operation]:
         operations: list[_Operation] = []
         names: dict[str, _Operation] = {}
@@ -306,7 +334,7 @@ class OpenAPIDrafter:
             item = self.references.resolve(item, f"paths.{path}")
             if not isinstance(item, dict):
                 continue
-            shared = item.get("parameters") or []
+            shared = self._list(item.get("parameters"), f"paths.{path}.parameters")
             for method in _METHODS:
                 spec = item.get(method)
                 if not isinstance(spec, dict):
@@ -329,7 +357,7 @@ class OpenAPIDrafter:
                         "give them distinct operationIds (names are made snake-case identifiers, so `get-pet` and `get_pet` meet)"
                     )
                 names[operation.name] = operation
-                self._read_parameters(operation, [*shared, *(spec.get("parameters") or [])])
+                self._read_parameters(operation, [*shared, *self._list(spec.get("parameters"), f"{where}.parameters")])
                 self._read_response(operation)
                 operations.append(operation)
         if missing_ids:
@@ -365,7 +393,7 @@ class OpenAPIDrafter:
         request = operation.spec.get("requestBody")
         if request is not None:
             request = self.references.resolve(request, f"{operation.where}.requestBody")
-            content = request.get("content") or {} if isinstance(request, dict) else {}
+            content = self._mapping(request.get("content"), f"{operation.where}.requestBody.content") if isinstance(request, dict) else {}
             media = next((value for key, value in content.items() if "json" in key), None)
             if media is None and content:
                 operation.todos.append(f"the request body is {', '.join(content)}, not JSON; its parameters are not drafted")
@@ -382,7 +410,7 @@ class OpenAPIDrafter:
                 )
 
     def _read_response(self, operation: _Operation) -> None:
-        responses = operation.spec.get("responses") or {}
+        responses = self._mapping(operation.spec.get("responses"), f"{operation.where}.responses")
         codes = sorted((str(code) for code in responses if str(code).startswith("2")), key=lambda code: (code != "200", code))
         if not codes:
             return
@@ -395,7 +423,7 @@ class OpenAPIDrafter:
             examples = response.get("examples") or {}
             operation.example = next((value for key, value in examples.items() if "json" in key), None) if isinstance(examples, dict) else None
             return
-        content = response.get("content") or {}
+        content = self._mapping(response.get("content"), f"{where}.content")
         media = next((value for key, value in content.items() if "json" in key), None)
         if not isinstance(media, dict):
             return
@@ -413,11 +441,11 @@ class OpenAPIDrafter:
         if not isinstance(schema, dict) or id(schema) in stack or self.visits_left < 0:
             return {}, set()
         properties: dict[str, Any] = {}
-        required: set[str] = set(schema.get("required") or []) if isinstance(schema.get("required"), list) else set()
+        required = {name for name in schema.get("required") or [] if isinstance(name, str)} if isinstance(schema.get("required"), list) else set()
         for name, value in (schema.get("properties") or {}).items() if isinstance(schema.get("properties"), dict) else ():
             properties[str(name)] = self.references.resolve(value, f"{where}.properties.{name}") or {}
         for keyword in ("allOf", "anyOf", "oneOf"):
-            for index, part in enumerate(schema.get(keyword) or []):
+            for index, part in enumerate(self._list(schema.get(keyword), f"{where}.{keyword}")):
                 more, more_required = self._properties(part, f"{where}.{keyword}[{index}]", [*stack, id(schema)])
                 for name, value in more.items():
                     properties.setdefault(name, value)
@@ -466,7 +494,7 @@ class OpenAPIDrafter:
         if schema.get("properties"):
             return False
         for keyword in ("oneOf", "anyOf"):
-            alternatives = [self.references.resolve(part, where) for part in schema.get(keyword) or []]
+            alternatives = [self.references.resolve(part, where) for part in self._list(schema.get(keyword), f"{where}.{keyword}")]
             if sum(1 for part in alternatives if isinstance(part, dict) and (part.get("properties") or part.get("allOf"))) > 1:
                 return True
         return False
@@ -570,19 +598,21 @@ class OpenAPIDrafter:
             if not host:
                 self.notes.append("no `host`: set http_apis base_url to where the API is served")
                 return "${" + self.api.upper() + "_BASE_URL}"
-            scheme = (self.document.get("schemes") or ["https"])[0]
+            scheme = next(iter(self._list(self.document.get("schemes"), "schemes")), "https")
             return f"{scheme}://{host}{self.document.get('basePath') or ''}".rstrip("/")
-        servers = self.document.get("servers") or []
+        servers = self._list(self.document.get("servers"), "servers")
         url = servers[0].get("url") if servers and isinstance(servers[0], dict) else None
         if not url or not re.match(r"https?://", str(url)):
             self.notes.append(f"servers gives {'no URL' if not url else repr(url)}: set http_apis base_url to the API's absolute URL")
             return "${" + self.api.upper() + "_BASE_URL}"
-        for name, variable in (servers[0].get("variables") or {}).items():
-            url = url.replace("{" + name + "}", str((variable or {}).get("default", "")))
+        for name, variable in self._mapping(servers[0].get("variables"), "servers[0].variables").items():
+            url = url.replace("{" + str(name) + "}", str(self._mapping(variable, f"servers[0].variables.{name}").get("default", "")))
         return str(url).rstrip("/")
 
     def _auth(self) -> dict[str, Any] | None:
-        schemes = self.document.get("securityDefinitions") if self.swagger else (self.document.get("components") or {}).get("securitySchemes")
+        schemes = (
+            self.document.get("securityDefinitions") if self.swagger else self._mapping(self.document.get("components"), "components").get("securitySchemes")
+        )
         if not isinstance(schemes, dict) or not schemes:
             return None
         name, scheme = next(iter(schemes.items()))

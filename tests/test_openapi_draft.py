@@ -290,6 +290,40 @@ def test_files_that_are_not_descriptions_are_refused_by_name(tmp_path, content, 
     assert str(path) in str(raised.value)
 
 
+@pytest.mark.parametrize(
+    ("changed", "message"),
+    [
+        ({"paths": {"/books": {"get": {"responses": ["200"]}}}}, r"paths\./books\.get\.responses must be an object, not list"),
+        ({"paths": {"/books": {"post": {"requestBody": {"content": ["application/json"]}}}}}, r"requestBody\.content must be an object, not list"),
+        ({"paths": {"/books": {"get": {"parameters": {"q": {"in": "query"}}}}}}, r"paths\./books\.get\.parameters must be a list, not dict"),
+        (
+            {"paths": {"/books": {"post": {"requestBody": {"content": {"application/json": {"schema": {"allOf": 5}}}}}}}},
+            r"requestBody\.schema\.allOf must be a list, not int",
+        ),
+        ({"servers": [{"url": "https://{host}", "variables": ["host"]}]}, r"servers\[0\]\.variables must be an object, not list"),
+        ({"components": ["schemas"], "paths": {"/books": {"get": {}}}}, r"components must be an object, not list"),
+        ({"paths": {"/books": {"$ref": "#/openapi/version"}}}, r"\$ref '#/openapi/version' names nothing in the description"),
+    ],
+)
+def test_a_description_of_the_wrong_shape_is_refused_naming_the_field(tmp_path, changed, message):
+    with pytest.raises(OpenAPIDraftError, match=message):
+        draft_openapi_catalog(str(write(tmp_path, "odd.json", {**LIBRARY, **changed})))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"openapi": "3.0.0", "paths": {"/a": {"get": {"x-n": ' + "9" * 5000 + "}}}}", "not JSON Python can read"),
+        ('{"openapi": "3.0.0", "paths": {"/a": {"get": {"x-n": ' + "[" * 100_000 + "]" * 100_000 + "}}}}", "nested too deeply"),
+        ("openapi: 3.0.0\npaths: " + "[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ],
+)
+def test_json_or_yaml_python_cannot_hold_is_refused_on_the_command_line(tmp_path, content, message):
+    result = run_cli("--openapi", str(write(tmp_path, "odd.json", content)), "--json", cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert message in json.loads(result.stdout)["error"]
+
+
 def test_a_ref_loop_is_refused_naming_the_chain(tmp_path):
     looped = json.loads(json.dumps(LIBRARY))
     looped["components"]["schemas"]["BookSummary"] = {"$ref": "#/components/schemas/Shelf"}
