@@ -4,6 +4,8 @@ descriptions written here (and TMDB's, read from ../shared/data when present); b
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
 import time
@@ -451,6 +453,18 @@ def test_command_line_json_reports_the_draft_for_a_program(tmp_path):
     assert exists.returncode == 2 and json.loads(exists.stdout) == {"error": "library.yaml exists; pass --force to overwrite it"}
     missing = run_cli("--openapi", "nowhere.json", "--json", cwd=tmp_path)
     assert missing.returncode == 2 and json.loads(missing.stdout)["error"].startswith("nowhere.json: cannot read the description")
+
+
+def test_an_output_that_is_no_regular_file_is_refused_not_replaced(tmp_path):
+    # The draft is written beside the output and renamed over it: over a pipe or a device
+    # (--output /dev/stdout, run as root) that would put a plain file in its place.
+    spec = write(tmp_path, "library.json", LIBRARY)
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    for output in (pipe, tmp_path):
+        result = run_cli("--openapi", str(spec), "--output", str(output), "--force", "--json", cwd=tmp_path)
+        assert result.returncode == 2 and json.loads(result.stdout) == {"error": f"{output} is not a regular file; give the path of a file to write"}
+    assert stat.S_ISFIFO(pipe.stat().st_mode) and sorted(path.name for path in tmp_path.iterdir()) == ["library.json", "pipe"]
 
 
 @pytest.mark.skipif(not TMDB_DESCRIPTION.exists(), reason="TMDB's OpenAPI description (../shared/data/taskplan/tmdb) is not on this machine")

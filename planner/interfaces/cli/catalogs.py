@@ -242,6 +242,9 @@ def _draft_findings(text: str, output: str | None) -> list[dict[str, Any]]:
 
 
 def _check_output(output: str | None, force: bool) -> None:
+    # The draft is renamed over the output (_write_draft): over a pipe or device it would replace it.
+    if output and os.path.exists(output) and not os.path.isfile(output):
+        raise CommandLineError(f"{output} is not a regular file; give the path of a file to write")
     if output and os.path.exists(output) and not force:
         raise CommandLineError(f"{output} exists; pass --force to overwrite it")
     if output and not os.path.isdir(os.path.dirname(os.path.abspath(output))):
