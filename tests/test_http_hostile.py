@@ -81,3 +81,18 @@ def test_a_retry_after_wait_is_not_counted_in_the_tries_timeout(port):
 def test_the_size_cap_counts_decompressed_bytes(port):
     with pytest.raises(HttpToolError, match="max_response_bytes"):
         call(api(port, max_response_bytes=1_000_000), "/bomb", {"megabytes": 50}, query=("megabytes",))
+
+
+@pytest.mark.parametrize(
+    ("path", "arguments", "message"),
+    [
+        ("/circle", {}, r"probe: GET /circle redirected more than 20 times"),
+        ("/garbled", {}, r"probe: GET /garbled answered a body its Content-Encoding does not decode"),
+        ("/nested", {"depth": 100_000}, r"probe: GET /nested answered JSON nested too deeply to read"),
+        ("/nested", {"depth": 600}, r"probe: GET /nested answered JSON nested too deeply to read"),  # decodes, but too deep to mask the key in
+    ],
+)
+def test_an_answer_that_cannot_be_read_fails_as_the_tools_error(port, path, arguments, message):
+    # A client or interpreter exception would reach the cell without the tool, method and path.
+    with pytest.raises(HttpToolError, match=message):
+        call(api(port, HttpAuth(scheme="bearer", env="HOSTILE_KEY")), path, arguments, query=tuple(arguments))

@@ -165,7 +165,14 @@ async def call_operation(tool: str, operation: HttpOperation, arguments: Mapping
                             message = redact(_api_message(content))
                             reason = f" {response.reason_phrase}" if response.reason_phrase else ""
                             raise HttpToolError(f"{tool}: {shown} answered {response.status_code}{reason}: {message}", response.status_code)
-                        return redact(_decoded(content, response.headers.get("Content-Type", ""), response.encoding, tool, shown, response.status_code))
+                        try:
+                            return redact(_decoded(content, response.headers.get("Content-Type", ""), response.encoding, tool, shown, response.status_code))
+                        except RecursionError:  # decoding or masking the secret in it went past Python's stack
+                            raise HttpToolError(f"{tool}: {shown} answered JSON nested too deeply to read", response.status_code) from None
+            except httpx2.TooManyRedirects:
+                raise HttpToolError(f"{tool}: {shown} redirected more than {client.max_redirects} times; the API is redirecting in a loop") from None
+            except httpx2.DecodingError as error:  # an answer, but not one its own Content-Encoding decodes
+                raise HttpToolError(f"{tool}: {shown} answered a body its Content-Encoding does not decode ({redact(str(error))})") from None
             except (httpx2.TransportError, TimeoutError) as error:  # no answer: refused, reset, timed out, unreadable
                 why = f"{type(error).__name__}{f': {error}' if str(error) else ''}"
                 if isinstance(error, TimeoutError):

@@ -8,7 +8,10 @@ by uvicorn on 127.0.0.1:PORT (``python hostile_api.py PORT``).
 - ``GET /bomb?megabytes=N``: N MB of zeros gzip-compressed (about 1/1000 of that on the wire);
 - ``GET /drip?seconds=S``: a JSON string sent one byte every 0.2 s for S seconds: each read is
   quick, the whole answer is not;
-- ``GET /later/{key}``: the first request for ``key`` answers 503 with ``Retry-After: 2``, the next ``"ok"``.
+- ``GET /later/{key}``: the first request for ``key`` answers 503 with ``Retry-After: 2``, the next ``"ok"``;
+- ``GET /circle``: a 302 to itself, for ever;
+- ``GET /garbled``: a body that says it is gzip-compressed and is not;
+- ``GET /nested?depth=N``: a JSON list nested N deep (``[[[...]]]``).
 """
 
 import asyncio
@@ -54,6 +57,19 @@ async def drip(request: Request) -> StreamingResponse:
     return StreamingResponse(chunks(), media_type="application/json")
 
 
+async def circle(request: Request) -> RedirectResponse:
+    return RedirectResponse("/circle", status_code=302)
+
+
+async def garbled(request: Request) -> Response:
+    return Response(b"plain words, not gzip", media_type="application/json", headers={"Content-Encoding": "gzip"})
+
+
+async def nested(request: Request) -> Response:
+    depth = int(request.query_params["depth"])
+    return Response(b"[" * depth + b"]" * depth, media_type="application/json")
+
+
 asked: set[str] = set()
 
 
@@ -73,6 +89,9 @@ app = Starlette(
         Route("/redirect", redirect),
         Route("/bomb", bomb),
         Route("/drip", drip),
+        Route("/circle", circle),
+        Route("/garbled", garbled),
+        Route("/nested", nested),
     ]
 )
 
