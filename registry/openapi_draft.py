@@ -303,24 +303,24 @@ class OpenAPIDrafter:
     # -- reading the description -------------------------------------------------------------
 
     def _mapping(self, value: Any, where: str) -> dict[Any, Any]:
-        """``value``, an object of the description (``{}`` when absent).
+        """``value``, an object of the description (``{}`` when absent or empty, as ``[]`` or ``""``).
 
         Raises:
             OpenAPIDraftError: ``value`` is there but no object (a list where OpenAPI has ``responses: {...}``).
         """
-        if value is None:
+        if not value:
             return {}
         if not isinstance(value, dict):
             raise OpenAPIDraftError(f"{self.source}: {where} must be an object, not {type(value).__name__}; correct the description")
         return value
 
     def _list(self, value: Any, where: str) -> list[Any]:
-        """``value``, a list of the description (``[]`` when absent).
+        """``value``, a list of the description (``[]`` when absent or empty, as ``{}`` or ``""``).
 
         Raises:
             OpenAPIDraftError: ``value`` is there but no list (an object where OpenAPI has ``allOf: [...]``).
         """
-        if value is None:
+        if not value:
             return []
         if not isinstance(value, list):
             raise OpenAPIDraftError(f"{self.source}: {where} must be a list, not {type(value).__name__}; correct the description")
