@@ -62,6 +62,7 @@ from toolpath.kernel.kernels.directory_files import restrict_socket
 from toolpath.kernel.kernels.output import cap
 from toolpath.kernel.tools.approvals import ApprovalContext
 from toolpath.kernel.tools.toolkit import Toolkit, annotation_text, contained
+from toolpath.registry.retry_policy import RetryPolicy
 from toolpath.registry.storage import StoreError
 
 if TYPE_CHECKING:
@@ -561,6 +562,8 @@ def toolkit_spec(toolkit: Toolkit, attributes: dict[str, str], error: str = "") 
     for attribute, name in attributes.items():
         tool = toolkit.functions[name]
         entry: dict[str, Any] = {"name": name, "doc": tool.description, "refusal": tool.pause_reason, "error": tool.load_error}
+        if isinstance(tool.retry, RetryPolicy):
+            entry["retry"] = tool.retry.to_spec()
         if tool.signature is not None:
             entry["parameters"] = [_parameter_spec(parameter) for parameter in tool.signature.parameters.values()]
             entry["returns"] = annotation_text(tool.signature.return_annotation)
