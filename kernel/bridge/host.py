@@ -286,7 +286,13 @@ class Bridge:
                 )
                 return
             toolkit, name = found
-            value = await self._on_call_loop(contained(toolkit.acall(name, message.get("args") or (), message.get("kwargs") or {}, approval=self.approval)))
+            try:
+                value = await self._on_call_loop(contained(toolkit.acall(name, message.get("args") or (), message.get("kwargs") or {}, approval=self.approval)))
+            except Exception as error:
+                # The tool's own failure, a ConnectionError among them (a server it calls hung up),
+                # is the cell's: only a ConnectionError writing to the kernel means the kernel is gone.
+                self._send(writer, _error_message(call_id, error))
+                return
             self._send_result(writer, call_id, f"{toolkit.name}.{name}", value)
             # Backpressure: a peer that sends calls but never reads replies stalls its own calls
             # here instead of growing the host's write buffer.
