@@ -75,8 +75,14 @@ class RetryPolicy(BaseModel):
         return self
 
     def to_spec(self) -> dict[str, Any]:
-        """The policy as the kernel reads it (:func:`toolpath.kernel.inside.retries.RetrySpec.of`)."""
-        return {"attempts": self.attempts, "backoff": self.backoff, "max_backoff": self.max_backoff, "on": list(self.on)}
+        """The policy as the kernel reads it (:func:`toolpath.kernel.inside.retries.RetrySpec.of`):
+        ``attempts``, and each other field only where it is not the default (a planned cell writes
+        every tool's policy into its bindings, so the usual one stays short: ``{'attempts': 3}``)."""
+        spec: dict[str, Any] = {"attempts": self.attempts}
+        for name, value in (("backoff", self.backoff), ("max_backoff", self.max_backoff), ("on", self.on)):
+            if value != type(self).model_fields[name].default:
+                spec[name] = list(value) if name == "on" else value
+        return spec
 
 
 #: The policy of a read-only tool whose catalog gives none: one more try after each of two transient
@@ -84,7 +90,7 @@ class RetryPolicy(BaseModel):
 #: strikes one call in ten fail the call one time in a thousand; the waits are the HTTP APIs'
 #: (0.5 s doubled, :mod:`toolpath.kernel.tools.http_tools`). Nothing else is retried: a read-only
 #: tool's ``ValueError`` on bad input fails the same way every time.
-DEFAULT_READ_ONLY_RETRY = RetryPolicy(attempts=3, backoff=0.5, max_backoff=1.0, on=(TIMEOUT, CONNECTION))
+DEFAULT_READ_ONLY_RETRY = RetryPolicy(attempts=3)
 
 
 def effective_retry(tool: ToolDefinition) -> RetryPolicy | None:

@@ -15,8 +15,10 @@ import pytest
 
 from toolpath.kernel import CodeMode, FailureInjection, Tool, Toolkit
 from toolpath.kernel.inside.approval_policy import ApprovalDenied
+from toolpath.kernel.inside.retries import RetrySpec
 from toolpath.kernel.tools.bindings import Bindings
 from toolpath.registry import CatalogError, load_catalogs
+from toolpath.registry.retry_policy import RetryPolicy
 
 pytestmark = pytest.mark.integration
 
@@ -247,3 +249,12 @@ def test_toolpath_run_refuses_an_unknown_tool_to_inject_failures_into(toolpath_h
     assert refused.returncode == 2
     assert "no loaded catalog has a tool 'chemistry.parse_molecul'; did you mean 'chemistry.parse_molecule'?" in refused.stderr
     assert "Running" not in refused.stdout
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [RetryPolicy(attempts=3), RetryPolicy(attempts=4, backoff=1.5, max_backoff=6, on=["status 503", "ValueError"]), RetryPolicy(attempts=1, on=["timeout"])],
+)
+def test_the_kernel_reads_a_policy_as_written_however_short_its_spec(policy):
+    spec = RetrySpec.of(policy.to_spec())
+    assert (spec.attempts, spec.backoff, spec.max_backoff, spec.on) == (policy.attempts, policy.backoff, policy.max_backoff, policy.on)

@@ -35,7 +35,7 @@ from typing import Any
 from toolpath.errors import ToolpathError
 from toolpath.kernel.inside.approval_policy import ApprovalDenied, ApprovalPending, ApprovalTimeout
 from toolpath.kernel.inside.tool_calls import ToolExitError, ToolPausedError
-from toolpath.registry.retry_conditions import check_condition, matches
+from toolpath.registry.retry_conditions import CONNECTION, TIMEOUT, check_condition, matches
 
 #: Failures never tried again, whatever a policy says: a person's no (or no answer), a tool that
 #: cannot run in a cell, and a host tool that tried to stop its process.
@@ -67,7 +67,8 @@ class RetrySpec:
 
     @classmethod
     def of(cls, spec: Mapping[str, Any] | None) -> RetrySpec | None:
-        """The spec of ``{"attempts", "backoff", "max_backoff", "on"}`` (``RetryPolicy.to_spec()``);
+        """The spec of ``{"attempts", "backoff", "max_backoff", "on"}`` (``RetryPolicy.to_spec()``;
+        a missing field takes ``RetryPolicy``'s default: 0.5 s, 30 s, timeout and connection);
         ``None`` for ``None``.
 
         Raises:
@@ -78,7 +79,7 @@ class RetrySpec:
         attempts, backoff, max_backoff = spec["attempts"], float(spec.get("backoff", 0.5)), float(spec.get("max_backoff", 30.0))
         if type(attempts) is not int or attempts < 1 or not (0 <= backoff <= max_backoff) or not math.isfinite(max_backoff):
             raise ValueError(f"retry spec {dict(spec)!r}: attempts is a whole number ≥ 1 and 0 ≤ backoff ≤ max_backoff seconds")
-        return cls(attempts, backoff, max_backoff, tuple(check_condition(condition) for condition in spec.get("on", ())))
+        return cls(attempts, backoff, max_backoff, tuple(check_condition(condition) for condition in spec.get("on", (TIMEOUT, CONNECTION))))
 
     def wait(self, retry: int) -> float:
         """Seconds before retry number ``retry`` (1: the second try)."""
