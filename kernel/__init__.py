@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from toolpath.kernel.codemode.session_pool import SessionOwnerError
     from toolpath.kernel.codemode.snapshot_store import Snapshot, SnapshotStore
     from toolpath.kernel.errors import KernelBusyError, KernelError, SessionHeldError
+    from toolpath.kernel.inside.retries import FailureInjection, InjectedFailure
     from toolpath.kernel.inside.tool_calls import ToolExitError, ToolPausedError
     from toolpath.kernel.kernels.ipython_kernel import IPythonKernel
     from toolpath.kernel.kernels.output import CellResult, OutputLimits, format_for_model
@@ -36,6 +37,8 @@ _HOME = {
     "CodeMode": "toolpath.kernel.codemode.facade",
     "SessionOwnerError": "toolpath.kernel.codemode.session_pool",
     "format_for_model": "toolpath.kernel.kernels.output",
+    "FailureInjection": "toolpath.kernel.inside.retries",
+    "InjectedFailure": "toolpath.kernel.inside.retries",
     "CellResult": "toolpath.kernel.kernels.output",
     "MCPConnectionError": "toolpath.kernel.tools.mcp_connection",
     "MCPToolError": "toolpath.kernel.tools.mcp_connection",

@@ -449,6 +449,8 @@ def _load_yaml(path: Path, text: str) -> tuple[Any, dict[tuple[int, int], tuple[
         boolean_keys = [node for node, is_key in loader.boolean_words.values() if is_key]
         if boolean_keys:
             locations = _node_locations(root, {id(node) for node in boolean_keys})
+            boolean_keys = [node for node in boolean_keys if not _retry_condition_key(document, node, locations.get(id(node), []))]
+        if boolean_keys:
             raise CatalogError(
                 [
                     CatalogProblem(
@@ -480,6 +482,24 @@ def _load_yaml(path: Path, text: str) -> tuple[Any, dict[tuple[int, int], tuple[
         return document, boolean_values
     finally:
         loader.dispose()
+
+
+def _retry_condition_key(document: Any, node: yaml.ScalarNode, location: list[str | int]) -> bool:
+    """Whether ``node`` is the key ``on`` of a ``retry`` mapping (``retry: {attempts: 3, on: [timeout]}``),
+    which YAML 1.1 reads as the boolean ``True``: it is given back its text in ``document``, since
+    the field is named ``on`` and asking authors to quote it would trip every one of them."""
+    if node.value.lower() != "on" or len(location) < 2 or location[-2] != "retry":
+        return False
+    mapping = document
+    for step in location[:-1]:
+        try:
+            mapping = mapping[step]
+        except (KeyError, IndexError, TypeError):
+            return False
+    if not isinstance(mapping, dict) or True not in mapping or "on" in mapping:
+        return False
+    mapping["on"] = mapping.pop(True)
+    return True
 
 
 def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:

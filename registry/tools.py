@@ -16,6 +16,7 @@ from toolpath.registry.http_apis import METHOD_EFFECTS, HttpOperation
 from toolpath.registry.mcp_servers import MCPServerConfig
 from toolpath.registry.names import parameter_name, require_printable
 from toolpath.registry.output_paths import parse_output_path
+from toolpath.registry.retry_policy import RetryPolicy
 from toolpath.registry.states import StateTransition
 from toolpath.registry.type_strings import literal_values
 
@@ -209,6 +210,12 @@ class ToolDefinition(BaseModel):
             ``"sends"`` (mail, messages, payments). Unset, it is read from the tool
             (:attr:`side_effect`; an HTTP tool's method says it). A tool with effects is chosen for a task only on a clear match
             (:mod:`toolpath.planner.tasks.goals`).
+        retry: how a failed call is tried again (:class:`toolpath.registry.retry_policy.RetryPolicy`:
+            ``attempts``, ``backoff``, ``max_backoff``, ``on``); ``None``: the default of
+            :func:`toolpath.registry.retry_policy.effective_retry` (a read-only tool retries timeouts
+            and lost connections, a tool with effects is tried once). Not for an HTTP tool, which
+            its API retries (``http_apis.<api>.retries``), nor for a tool that asks for approval
+            (each try would ask again).
         id: assigned by :class:`toolpath.registry.ToolRegistry` on registration; ``None`` before.
 
     Names (of the tool, its parameters and return), state tokens, modules and the server name are
@@ -241,6 +248,7 @@ class ToolDefinition(BaseModel):
     )
     approval: Literal["never", "always", "on_overwrite"] = "never"
     effects: Literal["none", "writes", "sends"] | None = None
+    retry: RetryPolicy | None = None
     id: int | None = None
 
     _names_are_printable = _printable_fields(name="tool name", module="module", module_override="module", server_name="server name")
@@ -335,6 +343,19 @@ class ToolDefinition(BaseModel):
             raise ValueError(
                 f"tool {self.name!r} says `effects: none` but writes to its output parameter {names}: use `effects: writes`, or drop `role: output`"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _retried_in_one_place(self) -> ToolDefinition:
+        if self.retry is None:
+            return self
+        if self.http is not None:
+            raise ValueError(
+                f"tool {self.name!r} is called over HTTP, which its API retries (http_apis.{self.http.api_name}.retries, honouring Retry-After): "
+                "remove `retry` from the tool and set `retries` on the API"
+            )
+        if self.approval != "never":
+            raise ValueError(f"tool {self.name!r} asks for approval, and each try would ask a person again: remove `retry`, or `approval`")
         return self
 
     @property

@@ -134,7 +134,7 @@ def test_two_servers_with_colliding_python_names_get_distinct_handles():
     registry.register_tool(ToolDefinition(name="load", server_name="my_domain", module="b", state_transition={"produces": ["s.b"]}))
     cell = render_cell(plan(StateGraph(registry), ["s.a", "s.b"]))
     assert cell.handles == {"my_domain": ["load"], "my_domain_2": ["load"]}
-    assert "my_domain_2 = bind_module_tools('my_domain_2', {\n    'load': ('load', 'a')," in cell.code
+    assert "my_domain_2 = bind_module_tools('my_domain_2', {\n    'load': ('load', 'a', None, {'attempts': 3})" in cell.code
 
 
 def test_instructions_carry_signatures_and_states(chemistry_graph):
@@ -159,7 +159,7 @@ def test_colliding_tool_names_bind_as_distinct_callable_attributes():
     cell = render_cell(plan(graph, ["w.a", "w.b", "w.c"]))
     assert cell.handles == {"weather": ["get_forecast", "get_forecast_2", "lambda_"]}
     assert "await weather.get_forecast_2()" in cell.code and "await weather.lambda_()" in cell.code
-    assert "'get_forecast_2': ('get-forecast', 'weather')" in cell.code
+    assert "'get_forecast_2': ('get-forecast', 'weather', None, {'attempts': 3})" in cell.code
     assert "weather.get_forecast_2() -> None  (tool 'get-forecast')" in cell.instructions
     assert compiles(cell.code)
 

@@ -62,6 +62,7 @@ from toolpath.kernel.kernels.directory_files import restrict_socket
 from toolpath.kernel.kernels.output import cap
 from toolpath.kernel.tools.approvals import ApprovalContext
 from toolpath.kernel.tools.toolkit import Toolkit, annotation_text, contained
+from toolpath.registry.retry_policy import RetryPolicy
 from toolpath.registry.storage import StoreError
 
 if TYPE_CHECKING:
@@ -285,7 +286,13 @@ class Bridge:
                 )
                 return
             toolkit, name = found
-            value = await self._on_call_loop(contained(toolkit.acall(name, message.get("args") or (), message.get("kwargs") or {}, approval=self.approval)))
+            try:
+                value = await self._on_call_loop(contained(toolkit.acall(name, message.get("args") or (), message.get("kwargs") or {}, approval=self.approval)))
+            except Exception as error:
+                # The tool's own failure, a ConnectionError among them (a server it calls hung up),
+                # is the cell's: only a ConnectionError writing to the kernel means the kernel is gone.
+                self._send(writer, _error_message(call_id, error))
+                return
             self._send_result(writer, call_id, f"{toolkit.name}.{name}", value)
             # Backpressure: a peer that sends calls but never reads replies stalls its own calls
             # here instead of growing the host's write buffer.
@@ -561,6 +568,8 @@ def toolkit_spec(toolkit: Toolkit, attributes: dict[str, str], error: str = "") 
     for attribute, name in attributes.items():
         tool = toolkit.functions[name]
         entry: dict[str, Any] = {"name": name, "doc": tool.description, "refusal": tool.pause_reason, "error": tool.load_error}
+        if isinstance(tool.retry, RetryPolicy):
+            entry["retry"] = tool.retry.to_spec()
         if tool.signature is not None:
             entry["parameters"] = [_parameter_spec(parameter) for parameter in tool.signature.parameters.values()]
             entry["returns"] = annotation_text(tool.signature.return_annotation)

@@ -38,6 +38,7 @@ from toolpath.kernel.codemode.snapshot_store import DEFAULT_LEASE_SECONDS, Snaps
 from toolpath.kernel.codemode.toolkit_connections import ToolkitConnections
 from toolpath.kernel.inside.protocol import SETUP_MODULE
 from toolpath.kernel.inside.result_store import ResultStore
+from toolpath.kernel.inside.retries import FailureInjection
 from toolpath.kernel.kernels.output import CellResult, format_for_model
 from toolpath.kernel.option_checks import check_seconds
 from toolpath.kernel.tools.approval_log import ApprovalLog, RecordedDecision
@@ -103,6 +104,11 @@ class CodeMode:
             is put to the approver only for such a tool with an approval policy, or one of ``tools``;
             any other is denied unseen (a cell can send one of its own). :meth:`Workspace.code_mode`
             gives its catalogs' tools.
+        inject_failures: make chosen tools fail on purpose, to try how a plan or an agent copes
+            (:class:`toolpath.kernel.FailureInjection`: a tool, a probability with its seed, or
+            the tries that fail): each such try raises ``InjectedFailure`` in the cell before the
+            tool runs, and retry policies that retry ``connection`` retry it. A cell's
+            :attr:`CellResult.injected_failures` counts them.
 
     Every other keyword is shorthand for one field of a group, for when that group is not given
     (giving both is a ``TypeError``): :data:`~toolpath.kernel.codemode.options.SHORTHAND` says which
@@ -140,6 +146,7 @@ class CodeMode:
         approver: Approver | None = None,
         approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT,
         approval_tools: Iterable[ToolDefinition] = (),
+        inject_failures: Iterable[FailureInjection] = (),
         # Shorthand for one field of a group each (the class docstring says which).
         allow_shell: bool = FLAT_DEFAULT["allow_shell"],
         on_busy_kernel: Literal["wait", "restart"] = FLAT_DEFAULT["on_busy_kernel"],
@@ -183,6 +190,7 @@ class CodeMode:
             sandboxed=self.launch.sandbox is not None,
             approvals=approver is not None,
             approval_tools=approval_tools,
+            inject_failures=inject_failures,
         )
         self._connections = ToolkitConnections(self._binder)
         check_seconds("session_lease", session_lease, positive=True)

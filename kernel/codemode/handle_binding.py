@@ -25,8 +25,9 @@ from toolpath.kernel.codemode.notices import describe_error
 from toolpath.kernel.codemode.options import BridgePolicy
 from toolpath.kernel.codemode.session_record import SessionRecord
 from toolpath.kernel.errors import KernelError
-from toolpath.kernel.inside.protocol import APPROVAL_ERRORS, APPROVAL_POLICY_MODULE, HOST_MODULE, SETUP_MODULE
+from toolpath.kernel.inside.protocol import APPROVAL_ERRORS, APPROVAL_POLICY_MODULE, HOST_MODULE, RETRIES_MODULE, SETUP_MODULE
 from toolpath.kernel.inside.result_store import ResultStore
+from toolpath.kernel.inside.retries import FailureInjection
 from toolpath.kernel.kernels.ipython_kernel import IPythonKernel
 from toolpath.kernel.tools.approvals import approval_spec
 from toolpath.kernel.tools.bindings import Bindings, toolkit_of
@@ -57,6 +58,8 @@ class HandleBinder:
             it (a planned cell's) can ask too, not only host tools.
         approval_tools: catalog tools cells may bind in the kernel themselves; those with an
             approval policy may ask the approver over the bridge (``Bridge(asks_in_kernel=...)``).
+        inject_failures: failures to inject into tool calls in every kernel
+            (:class:`toolpath.kernel.inside.retries.FailureInjection`), installed with the handles.
 
     Raises:
         ValueError: a registry tool without ``id`` or without ``module``/``mcp_server``, or two
@@ -73,8 +76,10 @@ class HandleBinder:
         sandboxed: bool,
         approvals: bool = False,
         approval_tools: Iterable[ToolDefinition] = (),
+        inject_failures: Iterable[FailureInjection] = (),
     ):
         self.policy = policy
+        self.inject_failures = _checked_injections(inject_failures)
         self.approvals = approvals
         # "handle.tool" of the in-kernel tools with an approval policy that a cell may bind itself.
         self._cell_approvals = {f"{handle_name(toolkit_of(tool))}.{tool.name}" for tool in approval_tools if tool.binding == "kernel" and approval_spec(tool)}
@@ -170,12 +175,15 @@ class HandleBinder:
         targets, specs = self._host_binding(bindings)
         self._kernel_targets[kernel] = targets
         self._kernel_approvals[kernel] = {
-            f"{handle}.{entry[0]}" for handle, attributes in bindings.handles.items() for entry in attributes.values() if len(entry) > 2
+            f"{handle}.{entry[0]}" for handle, attributes in bindings.handles.items() for entry in attributes.values() if len(entry) > 2 and entry[2]
         }
         bridge = self._bridges.get(kernel)
         if bridge is None and (specs or self.result_store is not None or self.approvals):
             bridge = self._bridges[kernel] = await self._new_bridge(kernel)
         code = bindings.code()
+        if self.inject_failures:
+            injections = json.dumps([injection.to_dict() for injection in self.inject_failures])
+            code += f"import {RETRIES_MODULE} as _toolpath_retries\n_toolpath_retries.inject_failures({injections!r})\ndel _toolpath_retries\n"
         if bridge is not None:
             spec = {**bridge.spec(), "toolkits": specs, "results": str(bridge.result_store.path) if bridge.result_store else None}
             if self.result_store is not None and bridge.result_store is None:
@@ -332,3 +340,23 @@ def _bridge_tls() -> Any:
     """:mod:`toolpath.kernel.bridge.tls`, imported when a remote kernel first needs the bridge's TLS: the
     cryptography package is not needed by local kernels."""
     return importlib.import_module("toolpath.kernel.bridge.tls")
+
+
+def _checked_injections(injections: Iterable[FailureInjection]) -> tuple[FailureInjection, ...]:
+    """``injections`` as a tuple, each a :class:`FailureInjection` naming a different tool.
+
+    Raises:
+        TypeError: an item that is not a :class:`FailureInjection`, or a string for the whole.
+        ValueError: two injections for one tool.
+    """
+    if isinstance(injections, (str, bytes)) or not isinstance(injections, Iterable):
+        raise TypeError(f"inject_failures is a list of FailureInjection, got {type(injections).__name__}")
+    checked = tuple(injections)
+    wrong = next((item for item in checked if not isinstance(item, FailureInjection)), None)
+    if wrong is not None:
+        raise TypeError(f"inject_failures takes FailureInjection items (toolpath.kernel.FailureInjection('server.tool', probability=0.2)), got {wrong!r}")
+    tools = [injection.tool for injection in checked]
+    twice = next((tool for tool in tools if tools.count(tool) > 1), None)
+    if twice is not None:
+        raise ValueError(f"inject_failures names {twice!r} twice; give one FailureInjection per tool")
+    return checked

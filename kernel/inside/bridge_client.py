@@ -426,7 +426,7 @@ def _function(client: BridgeClient, toolkit: str, handle: str, attribute: str, s
     function.__doc__ = spec.get("doc") or None
     if spec.get("parameters") is not None:
         function.__signature__ = _signature(spec["parameters"], spec.get("returns"))  # type: ignore[attr-defined]
-    return awaitable(function, name=attribute, wire_name=wire_name, target=target)
+    return awaitable(function, name=attribute, wire_name=wire_name, target=target, retry=spec.get("retry"), server=toolkit)
 
 
 _installed: dict[str, Any] = {}

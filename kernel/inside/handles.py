@@ -32,6 +32,7 @@ from typing import Any
 
 from toolpath.kernel.inside.approval_policy import ApprovalDenied, ApprovalRequest, approval_reason, policy_of
 from toolpath.kernel.inside.protocol import TOOL_CALLS_PAYLOAD
+from toolpath.kernel.inside.retries import RetrySpec, call_with_retries
 from toolpath.registry.names import function_names
 
 
@@ -102,7 +103,9 @@ class _CellTracker:
     Completed calls are reported in the cell's execute reply as a payload (``{"source":
     TOOL_CALLS_PAYLOAD, "tool_calls": {"handle.attribute": count}}``): ipykernel sends payloads
     whatever the cell's outcome, so a cell that fails at its third call still says the first two
-    returned, with no extra round trip and nothing parsed from the cell's output.
+    returned, with no extra round trip and nothing parsed from the cell's output. The same payload
+    counts the cell's retries (``"retries"``) and injected failures (``"injected_failures"``) by
+    tool (:mod:`toolpath.kernel.inside.retries`).
     """
 
     def __init__(self) -> None:
@@ -111,6 +114,8 @@ class _CellTracker:
         self.registered = False
         self.running = ""  # the Jupyter message id of the cell now running
         self.completed: dict[str, int] = {}  # target -> calls of the running cell that returned
+        self.retried: dict[str, int] = {}  # target -> retries in the running cell
+        self.injected: dict[str, int] = {}  # target -> failures injected in the running cell
 
     def start(self) -> None:
         """Follow cells from now on (idempotent); the cell running now counts as the current one."""
@@ -133,7 +138,7 @@ class _CellTracker:
         except RuntimeError:  # no running loop: a cell run outside ipykernel's loop
             self.task = None
         self.running = _request_id()
-        self.completed = {}
+        self.completed, self.retried, self.injected = {}, {}, {}
         self.cell_id.set(self.running)
 
     def record(self, target: str) -> None:
@@ -142,14 +147,24 @@ class _CellTracker:
         if self.cell_id.get() == self.running:
             self.completed[target] = self.completed.get(target, 0) + 1
 
+    def count(self, target: str, kind: str) -> None:
+        """Count a retry (``kind`` ``"retry"``) or an injected failure (``"injected"``) of ``target``
+        for the cell that made the call, like :meth:`record`."""
+        if self.cell_id.get() == self.running:
+            counts = self.retried if kind == "retry" else self.injected
+            counts[target] = counts.get(target, 0) + 1
+
     def report(self, result: Any) -> None:
         """IPython ``post_run_cell`` hook: put the cell's completed calls in its execute reply."""
         from IPython import get_ipython
 
-        completed, self.completed = self.completed, {}
+        completed, retried, injected = self.completed, self.retried, self.injected
+        self.completed, self.retried, self.injected = {}, {}, {}
         shell = get_ipython()
-        if completed and shell is not None and _request_id() == self.running:
-            shell.payload_manager.write_payload({"source": TOOL_CALLS_PAYLOAD, "tool_calls": completed})
+        if (completed or retried or injected) and shell is not None and _request_id() == self.running:
+            payload = {"source": TOOL_CALLS_PAYLOAD, "tool_calls": completed}
+            payload.update({key: counts for key, counts in (("retries", retried), ("injected_failures", injected)) if counts})
+            shell.payload_manager.write_payload(payload)
 
 
 def _request_id() -> str:
@@ -197,6 +212,8 @@ def awaitable(
     wire_name: str | None = None,
     target: str | None = None,
     approval: Callable[[tuple, dict], Awaitable[None]] | None = None,
+    retry: Mapping[str, Any] | None = None,
+    server: str | None = None,
 ) -> Callable[..., Any]:
     """Wrap ``function`` so that calling it returns an awaitable, keeping its signature and docstring.
 
@@ -207,16 +224,38 @@ def awaitable(
         target: ``handle.attribute``; each call that returns (does not raise) is reported under it
             in the cell's execute reply (see :class:`_CellTracker`).
         approval: ``approval(args, kwargs)`` is awaited before each call and raises when the call
-            must not run (an in-kernel tool that asks for approval, see :class:`ToolHandle`).
+            must not run (an in-kernel tool that asks for approval, see :class:`ToolHandle`); it is
+            asked once per call, never again for a retry.
+        retry: the tool's retry policy (:meth:`toolpath.registry.retry_policy.RetryPolicy.to_spec`);
+            ``None``: one try. Tries run as :func:`toolpath.kernel.inside.retries.call_with_retries` says.
+        server: the server or toolkit the tool belongs to, a name failures may be injected by
+            (``server.tool``) besides ``target``'s handle and the tool's own name.
     """
     label = name or getattr(function, "__name__", "tool")
+    shown = target or label
+    policy = RetrySpec.of(retry)
+    tool = wire_name or label
+    handle = target.rsplit(".", 1)[0] if target else None
+    names = [f"{prefix}.{tool}" for prefix in (handle, server) if prefix] + [tool]
+
+    def counted(kind: str) -> None:
+        if target is not None:
+            _cells.count(target, kind)
+
+    async def interruptible_sleep(seconds: float) -> None:
+        await _call_async(asyncio.sleep, label, (seconds,), {})
+
     if inspect.iscoroutinefunction(function):
 
         async def call(*args: Any, **kwargs: Any) -> Any:
             __tracebackhide__ = True  # IPython leaves this wrapper out of tracebacks
             if approval is not None:
                 await _call_async(approval, label, (args, kwargs), {})
-            value = await _call_async(function, label, args, kwargs)
+
+            async def once() -> Any:
+                return await _call_async(function, label, args, kwargs)
+
+            value = await call_with_retries(once, shown, policy, names, interruptible_sleep, counted)
             if target is not None:
                 _cells.record(target)
             return value
@@ -227,8 +266,12 @@ def awaitable(
             __tracebackhide__ = True  # IPython leaves this wrapper out of tracebacks
             if approval is not None:
                 await _call_async(approval, label, (args, kwargs), {})
-            with _sigint_handler(signal.default_int_handler):
-                value = function(*args, **kwargs)
+
+            async def once() -> Any:
+                with _sigint_handler(signal.default_int_handler):
+                    return function(*args, **kwargs)
+
+            value = await call_with_retries(once, shown, policy, names, interruptible_sleep, counted)
             if target is not None:
                 _cells.record(target)
             return value
@@ -248,7 +291,8 @@ class ToolHandle:
         toolkit: the handle's name (for messages, and calls are reported as ``toolkit.attribute``).
         tools: ``{attribute: (tool wire name, module)}``; the attribute names come from
             :class:`toolpath.registry.names.NameMap`, and the function named like the tool is looked up in
-            the module. A third item is the tool's approval spec
+            the module. A fourth item, when there is one, is the tool's retry policy
+            (:meth:`toolpath.registry.retry_policy.RetryPolicy.to_spec`). A third item is the tool's approval spec (or ``None``)
             (:func:`toolpath.kernel.tools.approvals.approval_spec`): each call checks its policy here, in
             the kernel, where the files it would write are, and a call that asks waits for the
             host's approver over the bridge. (A cell can still import the module and call the
@@ -278,6 +322,7 @@ class ToolHandle:
             available = ", ".join(sorted(dir(self))) or "none"
             raise AttributeError(f"{self._toolkit} has no tool {attribute!r}; bound tools: {available}")
         name, module_name, *spec = self._modules[attribute]
+        approval_spec, retry = (spec + [None, None])[:2]
         try:
             # Importing runs module code that may be slow; keep it interruptible like a tool call.
             with _sigint_handler(signal.default_int_handler):
@@ -290,9 +335,9 @@ class ToolHandle:
         if function is None:
             expected = " or ".join(repr(candidate) for candidate in function_names(name))
             raise RuntimeError(f"tool {self._toolkit}.{name} cannot be bound: module {module_name!r} has no function {expected}")
-        policy = policy_of(spec[0] if spec else None)
+        policy = policy_of(approval_spec)
         approval = _asking(f"{self._toolkit}.{name}", function, policy) if policy else None
-        bound = awaitable(function, name=attribute, wire_name=name, target=f"{self._toolkit}.{attribute}", approval=approval)
+        bound = awaitable(function, name=attribute, wire_name=name, target=f"{self._toolkit}.{attribute}", approval=approval, retry=retry)
         self._bound[attribute] = bound
         return bound
 

@@ -14,6 +14,8 @@ BINDER_MODULE = "toolpath.kernel.inside.handles"
 BINDER_FUNCTION = "bind_module_tools"
 #: The bridge's kernel end (:mod:`toolpath.kernel.inside.bridge_client`) and the function fetching a host toolkit's handle.
 HOST_MODULE = "toolpath.kernel.inside.bridge_client"
+#: The kernel module that runs tool calls' retries and injected failures.
+RETRIES_MODULE = "toolpath.kernel.inside.retries"
 HOST_FUNCTION = "host_toolkit"
 #: Session snapshots' kernel side (:mod:`toolpath.kernel.inside.snapshot`).
 SNAPSHOT_MODULE = "toolpath.kernel.inside.snapshot"

@@ -55,6 +55,15 @@ async def shell_reply(kernel: KernelTransport, message_id: str) -> dict:
 
 
 def finished_result(output: CellOutput, reply: dict, interrupted: bool, timeout: float | None, report_variables: bool) -> CellResult:
+    """The result of a cell that ended (see :func:`_finished_result`), with the retries and injected
+    failures of its tool calls that its reply reports."""
+    result = _finished_result(output, reply, interrupted, timeout, report_variables)
+    if result.status == "aborted":
+        return result
+    return replace(result, retries=_tool_calls(reply, "retries"), injected_failures=_tool_calls(reply, "injected_failures"))
+
+
+def _finished_result(output: CellOutput, reply: dict, interrupted: bool, timeout: float | None, report_variables: bool) -> CellResult:
     """The result of a cell that ended (its kernel went idle), from its ``output`` and its shell
     ``reply``: skipped, failed (on iopub or in the reply only), timed out or ok, with the tool calls
     and, with ``report_variables``, the variable names the reply reports. ``interrupted``: the
@@ -113,13 +122,14 @@ _MAX_CALL_TARGETS = 1_000
 _MAX_TARGET_CHARS = 300
 
 
-def _tool_calls(reply: dict) -> dict[str, int]:
-    """The completed tool calls a cell's execute reply reports (see :mod:`toolpath.kernel.inside.handles`); entries
-    of any other shape are ignored, since the reply comes from code the cell could have replaced."""
+def _tool_calls(reply: dict, key: str = "tool_calls") -> dict[str, int]:
+    """The completed tool calls a cell's execute reply reports (see :mod:`toolpath.kernel.inside.handles`),
+    or with ``key`` ``"retries"``/``"injected_failures"`` its calls' retries or injected failures;
+    entries of any other shape are ignored, since the reply comes from code the cell could have replaced."""
     calls: dict[str, int] = {}
     for payload in reply.get("payload") or []:
-        if isinstance(payload, dict) and payload.get("source") == TOOL_CALLS_PAYLOAD and isinstance(payload.get("tool_calls"), dict):
-            for target, count in payload["tool_calls"].items():
+        if isinstance(payload, dict) and payload.get("source") == TOOL_CALLS_PAYLOAD and isinstance(payload.get(key), dict):
+            for target, count in payload[key].items():
                 if (
                     isinstance(target, str)
                     and len(target) <= _MAX_TARGET_CHARS

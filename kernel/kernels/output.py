@@ -74,6 +74,10 @@ class CellResult:
             count}`` in the order they first returned; reported by the kernel in the execute reply,
             so a cell that failed still says which of its calls completed. Empty for ``"aborted"``,
             ``"busy"`` and ``"dead"`` cells (no reply says what they did).
+        retries: the retries of this cell's tool calls, as ``{"handle.attribute": count}``
+            (:mod:`toolpath.kernel.inside.retries`); each also wrote a line on stderr.
+        injected_failures: the failures injected into this cell's tool calls (CodeMode's
+            ``inject_failures``), as ``{"handle.attribute": count}``.
         pending_approval: the call a cell run with ``on_approval="pause"`` stopped at, waiting for
             approval (``tool``, ``arguments`` as shown, ``reason``, ``digest``); ``None`` otherwise.
         variables: the names of the kernel's user variables after the cell, sorted, when the cell
@@ -96,6 +100,8 @@ class CellResult:
     result_summary: str | None = None
     pending_approval: dict | None = None
     variables: tuple[str, ...] | None = None
+    retries: dict[str, int] = field(default_factory=dict)
+    injected_failures: dict[str, int] = field(default_factory=dict)
 
     @property
     def short_result(self) -> str | None:
@@ -125,6 +131,8 @@ class CellResult:
             "notice": self.notice,
             "tool_calls": dict(self.tool_calls),
             "pending_approval": self.pending_approval,
+            "retries": dict(self.retries),
+            "injected_failures": dict(self.injected_failures),
         }
 
 

@@ -18,6 +18,7 @@ from toolpath.kernel.tools.approvals import approval_spec
 from toolpath.kernel.tools.toolkit import Toolkit, signature_text
 from toolpath.registry import ToolDefinition
 from toolpath.registry.names import attribute_name, handle_name, name_map
+from toolpath.registry.retry_policy import effective_retry
 
 #: Names the binding code itself uses in the kernel namespace.
 BINDING_NAMES = frozenset({BINDER_FUNCTION, HOST_FUNCTION})
@@ -47,7 +48,9 @@ class Bindings:
 
     Attributes:
         handles: in-kernel handles, ``{handle: {attribute: (tool wire name, module)}}``; a tool that
-            asks for approval has a third item, its policy (:func:`toolpath.kernel.tools.approvals.approval_spec`).
+            asks for approval has a third item, its policy (:func:`toolpath.kernel.tools.approvals.approval_spec`),
+            and a tool retried on failure a fourth, its retry policy
+            (:func:`toolpath.registry.retry_policy.effective_retry`; the third is then ``None`` when it asks for none).
         host_handles: host handles, ``{handle: (toolkit name, {attribute: tool wire name})}``.
         targets: ``{tool id: "handle.attribute"}`` for registry tools, what a cell calls.
     """
@@ -96,8 +99,9 @@ class Bindings:
                 if tool.binding == "host":
                     host_handles.setdefault(handle, (server, {}))[1][attribute] = tool.name
                 else:
-                    spec = approval_spec(tool)
-                    handles.setdefault(handle, {})[attribute] = (tool.name, tool.module or "", *([spec] if spec else []))
+                    spec, retry = approval_spec(tool), effective_retry(tool)
+                    extra = [spec, retry.to_spec()] if retry is not None else [spec] if spec else []
+                    handles.setdefault(handle, {})[attribute] = (tool.name, tool.module or "", *extra)
                 targets[tool.id] = f"{handle}.{attribute}"
         for toolkit in toolkits:
             attributes = name_map(toolkit.functions, base=attribute_name)

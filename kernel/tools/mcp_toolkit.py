@@ -36,6 +36,7 @@ from toolpath.kernel.tools.toolkit import Tool, Toolkit, catalog_signature
 from toolpath.registry import ToolDefinition
 from toolpath.registry.mcp_servers import MCPServerConfig
 from toolpath.registry.names import NameMap, parameter_name, require_printable
+from toolpath.registry.retry_policy import effective_retry
 from toolpath.registry.type_strings import type_from_json_schema
 
 #: The longest tool name bound: MCP's own limit ("Tool names SHOULD be between 1 and 128 characters",
@@ -212,7 +213,7 @@ def catalog_tool(definition: ToolDefinition, connections: MCPConnections) -> Too
     if isinstance(server, str):
         error = f"its MCP server {server!r} is only a name: load the tool from a catalog that declares it under `mcp_servers`, or give an MCPServerConfig"
         return Tool(None, name=definition.name, description=definition.description, load_error=error)
-    return _calling_tool(
+    tool = _calling_tool(
         connections.get(server),
         definition.name,
         definition.description,
@@ -221,6 +222,9 @@ def catalog_tool(definition: ToolDefinition, connections: MCPConnections) -> Too
         # The catalog's approval holds for a tool served over MCP as for one imported: a call waits.
         policy_of(approval_spec(definition)),
     )
+    # As for a tool imported: the catalog's retry policy, or the default for its effects.
+    tool.retry = effective_retry(definition)
+    return tool
 
 
 def unbindable_reason(name: str, input_schema: Any) -> str:

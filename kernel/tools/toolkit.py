@@ -41,7 +41,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,7 @@ from toolpath.kernel.inside.tool_calls import ShownText, ToolExitError, ToolPaus
 from toolpath.kernel.option_checks import check_count
 from toolpath.kernel.tools.approvals import ApprovalContext, ApprovalGate, approval_spec
 from toolpath.registry.names import function_names
+from toolpath.registry.retry_policy import RetryPolicy, effective_retry
 
 if TYPE_CHECKING:
     from toolpath.registry import ToolDefinition
@@ -112,6 +113,17 @@ class Tool:
         cache_results: cache results by arguments for ``cache_ttl`` seconds.
         pre_hook / post_hook / hooks: this tool's hooks (see the module docstring).
         load_error: set when the function could not be loaded; calling the tool raises it.
+        retry: how a call from a cell is tried again when it fails
+            (:class:`toolpath.registry.retry_policy.RetryPolicy`, or its fields as a mapping:
+            ``{"attempts": 3, "on": ["timeout", "connection"]}``); the kernel runs the tries
+            (:mod:`toolpath.kernel.inside.retries`), so hooks and approval see each try as a call.
+            ``None`` (default): one try, since nothing says a plain function has no effects; a tool
+            made from a catalog's definition takes the catalog's policy or its default
+            (:func:`toolpath.registry.retry_policy.effective_retry`).
+
+    Raises:
+        ValueError: a ``retry`` that is not a policy (pydantic's message names the field), or a
+            ``retry`` on a tool that asks for approval (each try would ask again).
     """
 
     function: Callable[..., Any] | None
@@ -126,6 +138,7 @@ class Tool:
     post_hook: Callable[..., Any] | None = None
     hooks: Sequence[Hook] = ()
     load_error: str = ""
+    retry: RetryPolicy | Mapping[str, Any] | None = None
     _signature: inspect.Signature | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -137,6 +150,10 @@ class Tool:
             raise ValueError("a tool needs a name: pass name=... for a callable without __name__")
         if not self.description and self.function is not None:
             self.description = inspect.getdoc(self.function) or ""
+        if self.retry is not None and not isinstance(self.retry, RetryPolicy):
+            self.retry = RetryPolicy.model_validate(self.retry)
+        if self.retry is not None and self.requires_approval:
+            raise ValueError(f"tool {self.name!r} asks for approval, and each try would ask a person again: drop retry= or requires_approval=")
         if self.function is not None and not self.load_error:
             try:
                 self._signature = inspect.signature(self.function)
@@ -165,7 +182,14 @@ class Tool:
                 error = f"module {definition.module!r} has no function {' or '.join(map(repr, function_names(definition.name)))}"
         except Exception as exception:  # importing runs the module's code: report whatever it raised
             error = f"importing module {definition.module!r} failed ({type(exception).__name__}: {exception})"
-        return cls(function, name=definition.name, description=definition.description, requires_approval=policy_of(approval_spec(definition)), load_error=error)
+        return cls(
+            function,
+            name=definition.name,
+            description=definition.description,
+            requires_approval=policy_of(approval_spec(definition)),
+            load_error=error,
+            retry=effective_retry(definition),
+        )
 
     @property
     def signature(self) -> inspect.Signature | None:

@@ -30,7 +30,7 @@ from toolpath.planner.interfaces.cli.shared import (
 )
 
 if TYPE_CHECKING:
-    from toolpath.kernel import CellResult, CodeMode
+    from toolpath.kernel import CellResult, CodeMode, FailureInjection
     from toolpath.planner.tasks.task import TaskPlan
     from toolpath.planner.tasks.workspace import Workspace
 
@@ -38,7 +38,8 @@ RUN_EXAMPLES = """examples:
   toolpath run "is aspirin drug-like? check Lipinski's rule of five" --input smiles='CC(=O)Oc1ccccc1C(=O)O'
   toolpath run "cluster these molecules by structural similarity" --input smiles_list='["CCO","CCCO","c1ccccc1"]' --json
   toolpath run --step "identify the functional groups of this molecule" --step "check Lipinski's rule of five" --input smiles=CCO
-  toolpath run "plot a histogram of year_introduced" --input path=catalogs/tabular/data/compounds.csv --input column=year_introduced --images plots/"""
+  toolpath run "plot a histogram of year_introduced" --input path=catalogs/tabular/data/compounds.csv --input column=year_introduced --images plots/
+  toolpath run "is aspirin drug-like? check Lipinski's rule of five" --input smiles='CC(=O)Oc1ccccc1C(=O)O' --inject-failure chemistry.parse_molecule:0.5"""
 
 #: Where ``toolpath run`` makes a fresh directory per run for the files its tools write, under toolpath's home.
 RUNS_FOLDER = "runs"
@@ -65,7 +66,55 @@ def add_run_parser(commands: argparse._SubParsersAction) -> None:
     run.add_argument(
         "--images", metavar="DIR", help="write the images the cell shows into DIR as image-N.png files (never over existing ones) and print their paths"
     )
+    run.add_argument(
+        "--inject-failure",
+        action="append",
+        default=[],
+        metavar="TOOL[:P]",
+        help="make TOOL (server.tool or tool) fail on purpose, each try with probability P (default 1: every try), to see retries and failures; repeatable",
+    )
+    run.add_argument("--failure-seed", type=int, default=0, metavar="N", help="seed of --inject-failure's draws (default 0: a run repeats with the same seed)")
     add_kernel_options(run)
+
+
+def injected_failures(workspace: Workspace, given: Sequence[str], seed: int = 0) -> list[FailureInjection]:
+    """The :class:`toolpath.kernel.FailureInjection` of each ``--inject-failure TOOL[:P]``: TOOL as
+    the planner names tools (``server.tool``, or ``tool`` when one loaded catalog has it), named by
+    the handle a planned cell calls it through; P a probability from 0 to 1 (default 1).
+
+    Raises:
+        CommandLineError: a P that is not a probability, a TOOL no loaded catalog has, or a bare
+            ``tool`` several servers have (the message lists them).
+    """
+    from toolpath.kernel import FailureInjection
+    from toolpath.registry.catalog_problems import did_you_mean
+    from toolpath.registry.names import handle_name
+
+    tools = list(workspace.loaded.registry)
+    known = {f"{tool.server_name}.{tool.name}" if tool.server_name else tool.name: tool for tool in tools}
+    injections: list[FailureInjection] = []
+    for text in given:
+        name, colon, probability_text = text.rpartition(":") if ":" in text else (text, "", "1")
+        try:
+            probability = float(probability_text)
+        except ValueError:
+            probability = -1.0
+        if not 0 < probability <= 1:
+            raise CommandLineError(f"--inject-failure {text}: P is a probability above 0 and at most 1 (TOOL:0.2), got {probability_text!r}")
+        matched = [known[name]] if name in known else [tool for tool in tools if tool.name == name]
+        if not matched:
+            raise CommandLineError(
+                f"--inject-failure {text}: no loaded catalog has a tool {name!r};{did_you_mean(name, known) or ' see `toolpath search WORDS` or `toolpath graph`'}"
+            )
+        if len(matched) > 1:
+            choices = ", ".join(sorted(f"{tool.server_name}.{tool.name}" for tool in matched))
+            raise CommandLineError(f"--inject-failure {text}: several servers have a tool {name!r}; name one: {choices}")
+        tool = matched[0]
+        target = f"{handle_name(tool.server_name)}.{tool.name}" if tool.server_name else tool.name
+        if any(injection.tool == target for injection in injections):
+            raise CommandLineError(f"--inject-failure names {target} twice; give each tool once")
+        injections.append(FailureInjection(target, probability=probability, seed=seed))
+    return injections
 
 
 def command_run(arguments: argparse.Namespace) -> int:
@@ -77,6 +126,9 @@ def command_run(arguments: argparse.Namespace) -> int:
     workspace = open_workspace(arguments)
     record = CommandRecord(arguments)
     options = {**code_mode_options(arguments), "approver": TerminalApprover(arguments.yes)}
+    injections = injected_failures(workspace, arguments.inject_failure, arguments.failure_seed)
+    if injections:
+        options["inject_failures"] = injections
     # A gateway's kernel, or one a kernelspec's provisioner starts, may run on another machine,
     # where a directory of this one does not exist: its files go where it runs, as before.
     elsewhere = bool(options.get("gateway_url") or options.get("kernel_name"))
@@ -104,6 +156,8 @@ def command_run(arguments: argparse.Namespace) -> int:
             warn_about_inputs(task_plan.cell)
             if not arguments.json:
                 print_task_plan(task_plan)
+                if injections:
+                    print(f"Injecting failures into: {', '.join(injection.describe() for injection in injections)}", flush=True)
                 print("Running in a fresh IPython kernel..." if task_plan.plan.steps else "Nothing to run: the goal is already held.", flush=True)
             gc.enable()  # host tools run in this process for as long as the cell runs: their garbage is collected
             with record.failures(task_plan):
@@ -121,6 +175,7 @@ def command_run(arguments: argparse.Namespace) -> int:
         payload["output_directory"] = str(output_directory) if written else None
         payload["output_files"] = [str(output_directory / name) for name in written] if output_directory else []
         payload["image_files"] = [str(path) for path in image_files]
+        payload["inject_failures"] = [injection.to_dict() for injection in injections]
         emit_json(payload)
         return 0 if result.status == "ok" else 1
     print(f"Result ({result.status}):")
@@ -143,6 +198,10 @@ def command_run(arguments: argparse.Namespace) -> int:
         print(indent(result.error.get("traceback") or f"{result.error['ename']}: {result.error['evalue']}", "  "))
     if run.variables:
         print(f"  {run.variables_text()}")
+    if result.retries:
+        print(f"  Retried: {_counted(result.retries)}")
+    if injections:
+        print(f"  Injected failures: {_counted(result.injected_failures) or 'none struck'}")
     if written:
         print(f"  Files written in {output_directory}: {', '.join(written)}")
     _print_images(result, image_files)
@@ -151,6 +210,11 @@ def command_run(arguments: argparse.Namespace) -> int:
         steps = task_plan.plan.steps
         print(f"  Stopped at step {failed + 1} of {len(steps)} ({steps[failed].tool.name}); {failed} step(s) before it completed.")
     return 0 if result.status == "ok" else 1
+
+
+def _counted(counts: dict[str, int]) -> str:
+    """``chemistry.parse_molecule 2 times, ...`` for a person."""
+    return ", ".join(f"{target} {count} time{'s' if count != 1 else ''}" for target, count in counts.items())
 
 
 @contextlib.contextmanager

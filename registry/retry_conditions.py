@@ -1,0 +1,101 @@
+"""Which failures a tool's retry policy tries again after: the words of ``retry.on`` and how an
+exception is matched against them.
+
+This module imports only the standard library: the kernel matches a failed call against its tool's
+conditions (:mod:`toolpath.kernel.inside.retries`), and the catalog loader checks the words
+(:class:`toolpath.registry.retry_policy.RetryPolicy`).
+
+The words:
+
+- ``timeout``: the call timed out: a ``TimeoutError`` (``socket.timeout`` and
+  ``asyncio.TimeoutError`` are the same class), or an exception of a class named ``Timeout`` or
+  ``TimeoutException`` (requests' and httpx's);
+- ``connection``: the call could not reach what it talks to: a ``ConnectionError`` (refused, reset,
+  aborted, a broken pipe; toolpath's ``InjectedFailure`` is one), or an exception of a class named
+  ``ConnectionError`` or ``ConnectError`` (requests' and httpx's, which do not derive from the
+  built-in);
+- ``status 429``, ``status 503``, ``status 5xx``: an exception carrying that HTTP status in its
+  ``status``, ``status_code`` or ``code`` attribute, or its ``response.status_code`` (toolpath's
+  ``HttpToolError``, ``urllib.error.HTTPError``, requests' and httpx's status errors);
+- an exception's class name (``ValueError``, ``RateLimitError``) or dotted path
+  (``openai.RateLimitError``): an exception of that class or one derived from it. A host tool's
+  exception crosses the bridge by name; one the kernel cannot rebuild arrives as ``ToolError`` whose
+  message starts with its class name, which is matched too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+TIMEOUT = "timeout"
+CONNECTION = "connection"
+#: ``status 429``, ``status 5xx``, ``status 50x``: an HTTP status, ``x`` standing for any digit.
+_STATUS = re.compile(r"status ([1-5][0-9x]{2})")
+#: A Python class name or dotted path.
+_CLASS_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+#: Class names libraries give their timeout and connection errors (requests, httpx, urllib3).
+_TIMEOUT_NAMES = frozenset({"TimeoutError", "Timeout", "TimeoutException"})
+_CONNECTION_NAMES = frozenset({"ConnectionError", "ConnectError"})
+#: ``ToolError``'s message: ``"SomeError: what it said"`` (see toolpath.kernel.inside.bridge_client).
+_CROSSED_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*): ")
+
+
+def check_condition(condition: object) -> str:
+    """``condition`` when it is one of the words of ``retry.on`` (module docstring), spaces tidied.
+
+    Raises:
+        ValueError: anything else; the message lists the words.
+    """
+    if not isinstance(condition, str):
+        raise ValueError(f"a retry condition is text ('timeout', 'connection', 'status 503', 'status 5xx' or an exception's class name), not {condition!r}")
+    text = " ".join(condition.split())
+    if text in (TIMEOUT, CONNECTION) or _CLASS_PATH.fullmatch(text) or _STATUS.fullmatch(text):
+        return text
+    if text.startswith("status"):
+        raise ValueError(f"{condition!r} is not an HTTP status condition: write 'status' and three digits, x for any digit ('status 429', 'status 5xx')")
+    raise ValueError(
+        f"{condition!r} is not a retry condition: use 'timeout', 'connection', 'status 429', 'status 5xx' or an exception's class name such as 'ValueError'"
+    )
+
+
+def _status_of(error: BaseException) -> int | None:
+    for holder, attribute in ((error, "status"), (error, "status_code"), (error, "code"), (getattr(error, "response", None), "status_code")):
+        value = getattr(holder, attribute, None) if holder is not None else None
+        if type(value) is int and 100 <= value <= 599:
+            return value
+    return None
+
+
+def _class_names(error: BaseException) -> set[str]:
+    """The names and dotted paths of ``error``'s classes, and for a ``ToolError`` the class name its
+    message starts with (the host tool's own exception)."""
+    names = set()
+    for kind in type(error).__mro__:
+        names.add(kind.__name__)
+        names.add(f"{kind.__module__}.{kind.__qualname__}")
+    if type(error).__name__ == "ToolError":
+        crossed = _CROSSED_NAME.match(str(error))
+        if crossed:
+            names.add(crossed.group(1))
+    return names
+
+
+def matches(conditions: Iterable[str], error: BaseException) -> str:
+    """The first of ``conditions`` (checked words) that ``error`` meets, or ``""`` when none does."""
+    names = _class_names(error)
+    for condition in conditions:
+        if condition == TIMEOUT:
+            if isinstance(error, TimeoutError) or names & _TIMEOUT_NAMES:
+                return condition
+        elif condition == CONNECTION:
+            if isinstance(error, ConnectionError) or names & _CONNECTION_NAMES:
+                return condition
+        elif condition.startswith("status "):
+            status = _status_of(error)
+            pattern = condition.removeprefix("status ")
+            if status is not None and all(want in ("x", have) for want, have in zip(pattern, str(status), strict=True)):
+                return condition
+        elif condition in names:
+            return condition
+    return ""
