@@ -178,7 +178,13 @@ def test_the_kernel_s_sub_packages_import_one_way_inside_then_sandbox_kernels_to
 
 #: The modules of toolpath outside ``kernel/inside/`` that code in the kernel imports: leaves that
 #: import nothing of toolpath but its root error.
-SHARED_WITH_THE_KERNEL = ("toolpath.errors", "toolpath.registry.names", "toolpath.registry.output_paths", "toolpath.registry.storage")
+SHARED_WITH_THE_KERNEL = (
+    "toolpath.errors",
+    "toolpath.registry.names",
+    "toolpath.registry.output_paths",
+    "toolpath.registry.retry_conditions",
+    "toolpath.registry.storage",
+)
 
 
 def test_nothing_that_runs_inside_the_kernel_imports_a_host_module_of_toolpath():
