@@ -699,3 +699,33 @@ def _read(text: str, verbs: frozenset[str]) -> tuple[Clause, ...]:
 def split_task(text: str, verbs: Collection[str] = ()) -> list[str]:
     """The texts of :func:`read_request`'s clauses; ``[text.strip()]`` when nothing cuts it."""
     return [clause.text for clause in read_request(text, verbs)] or [text.strip()]
+
+
+# Words that open a noun phrase naming a thing by how it is found ("the film that is most popular",
+# "whichever series tops the list"): articles and free relative determiners (a closed class).
+_NOUN_PHRASE_OPENERS = frozenset({"the", "a", "an", "whichever", "whatever"})
+# Words of a head that ask nothing by themselves: the request's preamble, addressing, question words,
+# grammar words. A head of only these ("show me", "find") names nothing to get for the thing.
+_EMPTY_HEAD_WORDS = (
+    _PREAMBLE | _ADDRESSING | _ADDRESSED | _KNOWING | _QUESTION_WORDS | _DETERMINERS | _PREPOSITIONS | _QUANTITIES | _POLITE | _ADVERBS | _PRONOUNS
+) | frozenset({"of", "behind", "like", "there", "which", "whose"})
+
+
+def noun_phrase_cuts(text: str) -> list[tuple[str, str]]:
+    """``(head, thing)`` for each noun phrase inside ``text`` that may name the thing its head asks
+    about: the text cut before an article or a free relative determiner (:data:`_NOUN_PHRASE_OPENERS`)
+    that is not its first word, when the words before it ask for something (a word that is no
+    preamble, question or grammar word) and no quoted text is cut: "who directed the film that is most
+    popular right now" → ``[("who directed", "the film that is most popular right now")]``; "show me
+    the logo of the studio behind the top rated film" → ``("show me the logo of", "the studio behind
+    the top rated film")`` and ``("show me the logo of the studio behind", "the top rated film")``.
+    In order of the cut, left to right; the thing runs to the end of the text."""
+    masked = masked_quotes(text)
+    cuts: list[tuple[str, str]] = []
+    for match in _WORD.finditer(masked):
+        if match.start() == 0 or match.group().lower() not in _NOUN_PHRASE_OPENERS:
+            continue
+        head, thing = text[: match.start()].strip(" ,;:"), text[match.start() :].strip(" ,;:.?!")
+        if thing and set(_words(masked_quotes(head))) - _EMPTY_HEAD_WORDS:
+            cuts.append((head, thing))
+    return cuts

@@ -77,7 +77,7 @@ from __future__ import annotations
 import os
 import re
 import weakref
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -605,9 +605,12 @@ def choose_goal(
     inputs: Mapping[str, Any] | None = None,
     held: Collection[str] = (),
     min_score: float = MIN_SCORE,
+    admits: Callable[[SkillHit], bool] | None = None,
 ) -> GoalChoice:
     """Pick the goal states for ``task`` (see the module docstring), with ``inputs`` given and
-    ``held`` states held; hits below ``min_score`` never count.
+    ``held`` states held; hits below ``min_score`` never count, nor (with ``admits``) the hits it
+    refuses: the goals a thing the words name by its source leads to
+    (:func:`toolpath.planner.tasks.sources.read_source`).
 
     Raises:
         NoMatchingSkillError: no hit scores at least ``min_score``.
@@ -629,8 +632,8 @@ def choose_goal(
     if answer == "":
         raise NeitherMeantError(task, hits)
     # The candidate a person said they meant counts even below min_score.
-    matching = [hit for hit in hits if (hit.matches(min_score) or hit_label(hit) == answer) and hit.states]
-    named = _named_tools(task, graph)
+    matching = [hit for hit in hits if (hit.matches(min_score) or hit_label(hit) == answer) and hit.states and (admits is None or admits(hit))]
+    named = _named_tools(task, graph) if admits is None else []
     if not matching and not named:
         raise NoMatchingSkillError(task, hits, min_score)
     found = {hit.name for hit in matching if hit.kind == "tool"}

@@ -62,6 +62,7 @@ from toolpath.planner.tasks.goals import (
 from toolpath.planner.tasks.parts import Overridden, PartMatch, inputs_with_facts, refuse_competing_values
 from toolpath.planner.tasks.probes import readable_file, run_probe
 from toolpath.planner.tasks.request import TaskRequest
+from toolpath.planner.tasks.sources import read_source
 from toolpath.registry import ToolDefinition
 
 #: The cosine similarity a fragment of free text cut off at a bare comma needs to be a part of its
@@ -142,10 +143,20 @@ class PartMatcher:
             matches = self._merged()
         else:
             matches = [self._matched(clause.text) for clause in clauses]
+        if self.request.free_text:
+            matches = [self._sourced(match) for match in matches]
         if all(match.choice is None for match in matches if match.kind == "action"):
             matches = [self.choose(self.request.text)]  # raises when nothing serves it
         refuse_competing_values(matches, self.request.inputs)
         return tuple(matches)
+
+    def _sourced(self, match: PartMatch) -> PartMatch:
+        """``match``, or, when its words ask for something of a thing they name by how it is found
+        ("who directed the film that is most popular right now"), the part read so: the head's goal,
+        planned from what the source's plan gives (:func:`toolpath.planner.tasks.sources.read_source`)."""
+        if match.kind != "action":
+            return match
+        return read_source(self.search, match, self.inputs, self.held, self.choose) or match
 
     def _matched(self, text: str, min_score: float = MIN_SCORE, why: str = "", query: str = "") -> PartMatch:
         """:meth:`choose`, once per text, query, score and values carried; what matches nothing is an

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from toolpath.planner.planning.inputs import InputError, input_for
 from toolpath.planner.planning.plans import Plan, qualified_name
 from toolpath.planner.tasks.clauses import Kind
 from toolpath.planner.tasks.goals import GoalChoice, UnclearEffectError, hit_label
 from toolpath.registry import ToolDefinition
+
+if TYPE_CHECKING:
+    from toolpath.planner.tasks.sources import SourceReading
 
 Status = Literal["matched", "held", "unmatched", "fact", "context"]
 #: How a part of a task ends: planned (a tool runs for it, or its goal is held), a fact or context
@@ -65,6 +68,9 @@ class PartMatch:
         closest: for a part not understood, the closest candidates in words
             (``"state tabular.rows_counted (similarity 0.31)"``), best first.
         overridden: the values its words name that the caller's inputs replaced (:class:`Overridden`).
+        source: for a part read as a head and the source of the thing it asks about ("who directed
+            *the film that is most popular right now*"), that reading: the source's tools run
+            before the head's goal (:mod:`toolpath.planner.tasks.sources`); else ``None``.
     """
 
     text: str
@@ -77,6 +83,7 @@ class PartMatch:
     unclear: UnclearEffectError | None = None
     closest: tuple[str, ...] = ()
     overridden: tuple[Overridden, ...] = ()
+    source: SourceReading | None = None
 
     @property
     def fate(self) -> Fate:
@@ -121,8 +128,11 @@ class PartMatch:
 
     @property
     def through(self) -> tuple[ToolDefinition, ...]:
-        """The tools its plan runs because they add columns its words name (``GoalCandidate.through``)."""
-        return self.choice.chosen.through if self.choice is not None else ()
+        """The tools its plan runs because they add columns its words name (``GoalCandidate.through``),
+        or because they find the thing its words name by its source (:attr:`source`)."""
+        if self.choice is None:
+            return ()
+        return (*self.source.tools, *self.choice.chosen.through) if self.source is not None else self.choice.chosen.through
 
     def to_dict(self) -> dict:
         chosen = self.choice.chosen if self.choice is not None else None
@@ -146,6 +156,7 @@ class PartMatch:
             "candidates": [hit_label(hit) for hit in self.unclear.candidates] if self.unclear is not None else [],
             "closest": list(self.closest),
             "overridden": [override.to_dict() for override in self.overridden],
+            "source": self.source.to_dict() if self.source is not None else None,
         }
 
 
