@@ -83,6 +83,12 @@ class TaskRunOutput(TaskPlanOutput):
     completed_steps: list[int]
     failed_step: JsonObject | None = Field(description="index and tool of the step that failed")
     paused: JsonObject | None = Field(description="with on_approval='pause': the step and call the run waits at for approval (resume_task continues it)")
+    route: list[JsonObject] = Field(
+        default_factory=list, description="the steps actually taken, over every cell of a replanned run: tool, cell, variable, state, status"
+    )
+    replans: list[JsonObject] = Field(default_factory=list, description="each replan around a failed step: the failure, why, the old and the new route")
+    replan_stopped: str | None = Field(default=None, description="why the run did not replan its last failure")
+    made_by: JsonObject = Field(default_factory=dict, description="for each final state, the route step (tool, cell, variable) that made it")
 
 
 class RestartOutput(BaseModel):

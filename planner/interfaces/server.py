@@ -7,8 +7,9 @@ then a round trip, not a new process. Tools (named and described for a model):
   session's held states;
 - ``plan_task(task, inputs, session_id)``: a task in words, or a list of steps, becomes one planned
   cell (the parts it matched, the plan, the cell and its instructions); nothing runs;
-- ``run_task(task, inputs, session_id, on_approval, partial)``: plan and run it in the session's
-  kernel; a task with a part not understood is refused with every part's fate, unless ``partial``;
+- ``run_task(task, inputs, session_id, on_approval, partial, on_failure, max_replans)``: plan and run
+  it in the session's kernel; a task with a part not understood is refused with every part's fate,
+  unless ``partial``; a step that fails for good is planned around (``on_failure="replan"``);
 - ``execute(code, session_id)``: a free cell; PNG images come back as MCP image content;
 - ``restart(session_id)``, ``close_session(session_id)`` (ends it and frees its place among the
   user's sessions), ``list_variables(session_id)``, ``session_overview(session_id)``.
@@ -78,6 +79,7 @@ from toolpath.planner.interfaces.mcp_results import (
     VariablesOutput,
 )
 from toolpath.planner.interfaces.serve_limits import SERVE_MAX_KERNELS, SERVE_MAX_SESSIONS_PER_USER, SERVE_MAX_TASKS_PER_USER
+from toolpath.planner.planning.budgets import DEFAULT_MAX_REPLANS
 from toolpath.planner.search.embedding import default_embedder
 from toolpath.planner.tasks.agent_session import AgentSession
 from toolpath.planner.tasks.record_of_use import Recorder
@@ -306,13 +308,18 @@ class ToolpathServer:
         session_id: str | None = None,
         on_approval: Literal["ask", "pause"] = "ask",
         partial: bool = False,
+        on_failure: Literal["replan", "stop"] = "replan",
+        max_replans: int = DEFAULT_MAX_REPLANS,
     ) -> Annotated[CallToolResult, TaskRunOutput]:
-        """Plan a task (in words or as a list of steps) and run its cell in the session's kernel. The variables it makes stay for later cells and tasks. A call that needs approval asks your user first (elicitation); with on_approval='pause' the run stops before it instead, and resume_task continues it. A task with a part that was not understood is refused with every part's fate (planned, fact, context or not understood, and why); partial=true runs the parts understood anyway."""
+        """Plan a task (in words or as a list of steps) and run its cell in the session's kernel. The variables it makes stay for later cells and tasks. A call that needs approval asks your user first (elicitation); with on_approval='pause' the run stops before it instead, and resume_task continues it. A task with a part that was not understood is refused with every part's fate (planned, fact, context or not understood, and why); partial=true runs the parts understood anyway. When a step fails for good from a lost connection, a timeout, a 5xx or 429 answer or a denied approval, on_failure='replan' (default) plans again from the values already made to the same goal without that tool and runs the rest, at most max_replans times (route, replans and made_by say what ran); a bad input value stops the run, as on_failure='stop' does for every failure."""
         with self._task_slot():
             session = await self._session(session_id)
             try:
                 outcome = await self.approvals.run(
-                    ctx, self._user(), session.session_id, lambda: session.arun_task(task, inputs, on_approval=on_approval, partial=partial)
+                    ctx,
+                    self._user(),
+                    session.session_id,
+                    lambda: session.arun_task(task, inputs, on_approval=on_approval, partial=partial, on_failure=on_failure, max_replans=max_replans),
                 )
             except PartsNotUnderstoodError as error:
                 raise ToolError(error.explanation("call run_task again with partial=true")) from error

@@ -10,3 +10,7 @@ DEFAULT_TIME_BUDGET_MS = 250.0
 #: :data:`toolpath.planner.tasks.request.MAX_TASK_PARTS` parts plans in well under this
 #: (``benchmarks/bench_long_tasks.py``); an agent kept waiting longer is better told to split its task.
 DEFAULT_TASK_BUDGET_S = 30.0
+
+#: Replans one task run may make before it stops at the next failure (issue #55: a small bound, so a
+#: task whose every route fails ends quickly; :mod:`toolpath.planner.tasks.replanning`).
+DEFAULT_MAX_REPLANS = 2

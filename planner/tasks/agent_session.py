@@ -49,8 +49,10 @@ from toolpath.kernel.tools.approvals import OnApproval
 from toolpath.planner.planning.plans import DEFAULT_TASK_BUDGET_S
 from toolpath.planner.search.skills import SkillHit
 from toolpath.planner.tasks.cell import HeldOutput, is_variable_name
+from toolpath.planner.tasks.continuation import whole_run
 from toolpath.planner.tasks.pipeline import TaskContext, plan_request
 from toolpath.planner.tasks.recording import recorded_plan, recorded_run, recording_failures, recording_refusals
+from toolpath.planner.tasks.replanning import DEFAULT_MAX_REPLANS, ON_FAILURE_CHOICES, OnFailure, Replanning
 from toolpath.planner.tasks.session_cells import SessionCells, SessionHandles
 from toolpath.planner.tasks.session_holdings import SessionHoldings
 from toolpath.planner.tasks.session_kernel import SessionKernel
@@ -330,6 +332,8 @@ class AgentSession:
         time_budget_s: float | None = DEFAULT_TASK_BUDGET_S,
         on_approval: OnApproval = "ask",
         partial: bool = False,
+        on_failure: OnFailure = "replan",
+        max_replans: int = DEFAULT_MAX_REPLANS,
     ) -> TaskRun:
         """Plan ``task`` (unless it is already a :class:`TaskPlan` of this session) and run its cell in
         the session's kernel; completed steps' states become held.
@@ -345,6 +349,16 @@ class AgentSession:
         ``partial``: run the parts understood even when others were not; by default such a task is
         refused before anything runs.
 
+        ``on_failure``: ``"replan"`` (default): when a step fails for good (after its retries) in a
+        way another route can help (a lost connection, a timeout, a 5xx or 429 answer, an injected
+        failure, a tool that cannot be bound, a denied approval), plan again from the states now held
+        to the same goal, avoiding the failed tool, and run the new remainder in the same kernel; the
+        completed steps' values are kept and never made again; at most ``max_replans`` times
+        (:mod:`toolpath.planner.tasks.replanning` gives the rule). Any other failure (a bad input
+        value, a tool's own bug) stops the run. ``"stop"``: stop at the first failure. The returned
+        run's ``route``, ``replans`` and ``stopped`` say what happened; a run that pauses for
+        approval is not replanned after it is resumed.
+
         Raises:
             TaskPausedError: a task of this session is paused; resume it first.
             PartsNotUnderstoodError: a part of the task was not understood and ``partial`` is false;
@@ -355,19 +369,31 @@ class AgentSession:
             KernelError: the kernel could not start.
             and what :meth:`plan_task` raises.
         """
+        replanning = self._replanning(on_failure, max_replans)
         with self._recording_refusals(task, inputs):
             self.runs.check_not_paused()
             self._check_open()
             task_plan = self.runs.runnable(task, inputs, time_budget_s, partial=partial)
-        try:
-            with recording_failures(self.workspace.recorder, self._record_user, task_plan, self.session_id):
-                if not task_plan.plan.steps:
-                    run = TaskRun(task_plan, self.holdings.take_notice(CellResult("ok")))
-                else:
-                    run = self.runs.finish(task_plan, *self.kernel.run(task_plan.cell.code, on_approval=on_approval))
-        finally:
-            self.holdings.release(task_plan)
+        with recording_failures(self.workspace.recorder, self._record_user, task_plan, self.session_id):
+            if not task_plan.plan.steps:
+                self.holdings.release(task_plan)
+                run = TaskRun(task_plan, self.holdings.take_notice(CellResult("ok")))
+            else:
+                cells: list[TaskRun] = []
+                current: TaskPlan | None = task_plan
+                while current is not None:
+                    try:
+                        cells.append(self.runs.finish(current, *self.kernel.run(current.cell.code, on_approval=on_approval)))
+                    finally:
+                        self.holdings.release(current)
+                    current = self.runs.continuation(cells[-1], replanning) if replanning is not None else None
+                run = whole_run(cells, replanning)
         return recorded_run(self.workspace.recorder, self._record_user, run, self.session_id)
+
+    def _replanning(self, on_failure: OnFailure, max_replans: int) -> Replanning | None:
+        if on_failure not in ON_FAILURE_CHOICES:
+            raise ValueError(f"on_failure is one of {', '.join(map(repr, ON_FAILURE_CHOICES))}, got {on_failure!r}")
+        return Replanning(self.workspace.graph, max_replans) if on_failure == "replan" else None
 
     async def arun_task(
         self,
@@ -377,10 +403,13 @@ class AgentSession:
         time_budget_s: float | None = DEFAULT_TASK_BUDGET_S,
         on_approval: OnApproval = "ask",
         partial: bool = False,
+        on_failure: OnFailure = "replan",
+        max_replans: int = DEFAULT_MAX_REPLANS,
     ) -> TaskRun:
-        """Async :meth:`run_task`. Cancelling the awaiting coroutine while the task is planned (its
+        """Async :meth:`run_task` (replanning as it does). Cancelling the awaiting coroutine while the task is planned (its
         client is gone) stops the planning thread at its next check, and gives back any variable
         names it reserved."""
+        replanning = self._replanning(on_failure, max_replans)
         cancel = threading.Event()
         reserved: list[TaskPlan] = []
         with self._recording_refusals(task, inputs):
@@ -394,14 +423,20 @@ class AgentSession:
                     for reserved_plan in reserved:
                         self.holdings.release(reserved_plan)
                 raise
-        try:
-            with recording_failures(self.workspace.recorder, self._record_user, task_plan, self.session_id):
-                if not task_plan.plan.steps:
-                    run = TaskRun(task_plan, self.holdings.take_notice(CellResult("ok")))
-                else:
-                    run = self.runs.finish(task_plan, *await self.kernel.arun(task_plan.cell.code, on_approval=on_approval))
-        finally:
-            self.holdings.release(task_plan)
+        with recording_failures(self.workspace.recorder, self._record_user, task_plan, self.session_id):
+            if not task_plan.plan.steps:
+                self.holdings.release(task_plan)
+                run = TaskRun(task_plan, self.holdings.take_notice(CellResult("ok")))
+            else:
+                cells: list[TaskRun] = []
+                current: TaskPlan | None = task_plan
+                while current is not None:
+                    try:
+                        cells.append(self.runs.finish(current, *await self.kernel.arun(current.cell.code, on_approval=on_approval)))
+                    finally:
+                        self.holdings.release(current)
+                    current = await asyncio.to_thread(self.runs.continuation, cells[-1], replanning) if replanning is not None else None
+                run = whole_run(cells, replanning)
         return recorded_run(self.workspace.recorder, self._record_user, run, self.session_id)
 
     def resume(self, approved: bool, note: str = "") -> TaskRun:

@@ -3,7 +3,9 @@ store per user, so that toolpath can learn from what its users accepted and corr
 
 One entry per task (a run updates the entry of its plan): when, whose, through which interface,
 the request in words or the steps given, its parts (text, kind, goal states chosen, the part's
-tools), the tools of the plan shown, the tools that ran, the user's edits (``--avoid`` tools, a goal
+tools), the tools of the plan shown, the tools that ran (for a run that replanned around a failed step,
+every tool that ran over all its cells: the route taken, and ``replans``: each failed tool with the
+old and new route), the user's edits (``--avoid`` tools, a goal
 given instead of words) and the outcome, one of :data:`OUTCOMES`: ``planned`` (nothing ran),
 ``ran`` (the cell ran through), ``failed`` (with the error's type), ``denied`` (a call needing
 approval was refused), ``paused`` (waiting for an approval) or ``refused`` (toolpath refused the
@@ -125,6 +127,7 @@ class RecordedUse:
     parts: tuple[dict[str, Any], ...] = ()
     shown: tuple[str, ...] = ()
     ran: tuple[str, ...] = ()
+    replans: tuple[dict[str, Any], ...] = ()
     edits: Edits = Edits()
     inputs: dict[str, str] = field(default_factory=dict)
     detail: str | None = None
@@ -143,6 +146,7 @@ class RecordedUse:
             "parts": list(self.parts),
             "shown": list(self.shown),
             "ran": list(self.ran),
+            "replans": list(self.replans),
             "edits": self.edits.to_dict(),
             "inputs": dict(self.inputs),
             "detail": self.detail,
@@ -219,8 +223,19 @@ class Recorder:
         outcome, detail = _run_outcome(run)
 
         def entry() -> dict[str, Any]:
-            ran = [_tool_name(run.task_plan.plan.steps[index].tool) for index in run.completed_steps]
-            return {**_plan_entry(run.task_plan, self.settings.mode), "ran": ran}
+            # A replanned run: what it planned first, and every tool that ran over all its cells (the route taken).
+            cells = run.cells
+            ran = [_tool_name(cell.task_plan.plan.steps[index].tool) for cell in cells for index in cell.completed_steps]
+            replans = [
+                {
+                    "failed": _slashed(replan.failure.tool),
+                    "kind": replan.failure.kind,
+                    "old_route": list(map(_slashed, replan.old_route)),
+                    "new_route": list(map(_slashed, replan.new_route)),
+                }
+                for replan in run.replans
+            ]
+            return {**_plan_entry(cells[0].task_plan, self.settings.mode), "ran": ran, "replans": replans}
 
         return self._write(user, outcome, entry, edits, session, detail, run.task_plan.record_entry)
 
@@ -347,6 +362,11 @@ def _warn_unrecorded(error: BaseException) -> None:
 def _storable(text: str) -> str:
     """``text`` with what is not UTF-8 (bytes a terminal passed undecoded) written as escapes."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _slashed(name: str) -> str:
+    """``server/name`` of a tool named ``server.name`` (a route's names), as the record names tools."""
+    return name.replace(".", "/", 1)
 
 
 def _tool_name(tool: ToolDefinition) -> str:
@@ -478,6 +498,7 @@ def _entry_of(row: Sequence[Any]) -> RecordedUse:
         parts=tuple(entry.get("parts") or ()),
         shown=tuple(entry.get("shown") or ()),
         ran=tuple(entry.get("ran") or ()),
+        replans=tuple(entry.get("replans") or ()),
         edits=Edits(tuple(edits.get("avoid") or ()), tuple(edits.get("goal") or ())),
         inputs=dict(entry.get("inputs") or {}),
         detail=entry.get("detail"),

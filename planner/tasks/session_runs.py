@@ -5,6 +5,7 @@ before a call that needs approval (``run_task(..., on_approval="pause")``) until
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -12,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 from toolpath.errors import Refusal
 from toolpath.kernel import CellResult, KernelError
 from toolpath.kernel.tools.approvals import ApprovalDecision
+from toolpath.kernel.tools.bindings import toolkit_of
 from toolpath.planner.planning.plans import DEFAULT_TASK_BUDGET_S, PlanningCancelled
+from toolpath.planner.tasks.replanning import Replanning
 from toolpath.planner.tasks.request import task_text
 from toolpath.planner.tasks.session_state import PausedTask
 from toolpath.planner.tasks.task import PartsNotUnderstoodError, TaskPlan, TaskRun, UnboundParametersError, input_options
@@ -136,3 +139,30 @@ class SessionRuns:
                 self.paused = paused
         self.session.holdings.after_cell(variables)
         return replace(run, result=self.session.holdings.take_notice(result))
+
+    def continuation(self, run: TaskRun, replanning: Replanning) -> TaskPlan | None:
+        """The task plan that continues ``run`` after its failure, in the same kernel: planned from
+        the states the session holds now (``run``'s completed steps' included, ``finish`` recorded
+        them) to the same goal, avoiding what the failure rules out; its cell reads the kernel's
+        variables, so no completed step runs again. Its variables are reserved, as :meth:`runnable`
+        does. ``None`` when the run stops (``replanning.stopped`` says why, unless it did not fail).
+        """
+        session = self.session
+        given = session.workspace.graph.input_states_given(run.task_plan.inputs)
+        found = replanning.next_plan(run, session.held | given)
+        if found is None:
+            return None
+        remainder, failure, planning_ms = found
+        started = time.perf_counter()
+        task_plan = run.task_plan
+        try:
+            session.bind_domains(toolkit_of(step.tool) for step in remainder.steps)
+            cell = session.cells.render(remainder, task_plan.inputs, task_text(task_plan.task), session.handles.current(remainder))
+        except (Refusal, ValueError) as error:  # the inputs do not fit the new route: say so, never half run it
+            replanning.stopped = f"not replanned: the new route {' -> '.join(step.tool.name for step in remainder.steps)} cannot be written as a cell ({error})"
+            return None
+        continued = replace(task_plan, plan=remainder, cell=cell)
+        replanning.note(run, failure, remainder, remainder.held, planning_ms + (time.perf_counter() - started) * 1000)
+        with session.holdings.lock:
+            session.holdings.reserve(continued)
+        return continued

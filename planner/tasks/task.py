@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from toolpath.errors import Refusal
 from toolpath.kernel import CellResult, format_for_model
 from toolpath.planner.planning.plans import Plan
+from toolpath.planner.planning.plans import qualified_name as _qualified
 from toolpath.planner.tasks.arguments import Arguments
 from toolpath.planner.tasks.cell import PlannedCell, UnboundParameter
 from toolpath.planner.tasks.parts import PartMatch
+from toolpath.planner.tasks.replanning import Replan
 
 
 @dataclass(frozen=True)
@@ -218,12 +220,72 @@ class TaskRun:
             ``run.task_plan.cell``).
         result: the cell's :class:`toolpath.kernel.CellResult` (``status``, ``stdout``, ``stderr``,
             ``result``, ``error``, ``images``, ``notice``, ``tool_calls``).
+        earlier: for a replanned run (``on_failure="replan"``), the runs of the cells before this
+            one, each ended by a failure that was replanned (:mod:`toolpath.planner.tasks.replanning`);
+            ``task_plan`` and ``result`` are then the last cell's (same task and goal, the new route).
+        replans: each replan, in order (:class:`toolpath.planner.tasks.replanning.Replan`).
+        stopped: why the run did not replan its last failure (``""`` when it did not fail, or
+            was run with ``on_failure="stop"``).
 
     ``completed_steps``, ``failed_step`` and ``variables`` are derived from both.
     """
 
     task_plan: TaskPlan
     result: CellResult
+    earlier: tuple[TaskRun, ...] = ()
+    replans: tuple[Replan, ...] = ()
+    stopped: str = ""
+
+    @property
+    def cells(self) -> tuple[TaskRun, ...]:
+        """Every cell of the run in order: the earlier ones (each ended by a failure that was
+        replanned) and this one."""
+        return (*self.earlier, replace(self, earlier=(), replans=(), stopped=""))
+
+    @property
+    def route(self) -> list[dict[str, Any]]:
+        """The steps actually taken, in order, over every cell of the run: each step's ``tool``
+        (``server.name``), its ``cell`` (0: the first, n: the n-th replan's), ``variable``, the
+        ``state`` its return carries and its ``status`` (``completed`` or ``failed``). Steps after
+        a failure never ran and are not listed."""
+        taken: list[dict[str, Any]] = []
+        for number, cell in enumerate(self.cells):
+            steps, names = cell.task_plan.plan.steps, cell.task_plan.cell.step_variables
+            completed = set(cell.completed_steps)
+            failed = cell.failed_step
+            for index, step in enumerate(steps):
+                if index not in completed and index != failed:
+                    continue
+                tool = step.tool
+                taken.append(
+                    {
+                        "tool": _qualified(tool),
+                        "cell": number,
+                        "variable": names[index],
+                        "state": tool.return_spec.state if tool.return_spec else None,
+                        "status": "completed" if index in completed else "failed",
+                    }
+                )
+        return taken
+
+    @property
+    def made_by(self) -> dict[str, dict[str, Any]]:
+        """``{state: the route step that made it}`` (its ``tool``, ``cell`` and ``variable``) for the
+        task's final values: its goal states and the states of the tools it asked for (``must_run``)
+        that the run reached, each by the last completed step that produced it."""
+        final: set[str] = set()
+        for cell in self.cells:
+            plan = cell.task_plan.plan
+            final |= plan.goal
+            final.update(state for step in plan.steps if _qualified(step.tool) in plan.must_run for state in step.tool.state_transition.produces)
+        made: dict[str, dict[str, Any]] = {}
+        for cell_number, cell in enumerate(self.cells):
+            steps, names = cell.task_plan.plan.steps, cell.task_plan.cell.step_variables
+            for index in cell.completed_steps:
+                tool = steps[index].tool
+                for state in tool.state_transition.produces & final:
+                    made[state] = {"tool": _qualified(tool), "cell": cell_number, "variable": names[index]}
+        return dict(sorted(made.items()))
 
     @property
     def completed_steps(self) -> tuple[int, ...]:
@@ -255,10 +317,14 @@ class TaskRun:
 
     @property
     def variables(self) -> dict[str, str | None]:
-        """``{variable: state it carries, or None}`` of the completed steps, in plan order: the
-        kernel variables the run made (a session keeps them for later cells)."""
-        steps, names = self.task_plan.plan.steps, self.task_plan.cell.step_variables
-        return {names[index]: steps[index].tool.return_spec.state if steps[index].tool.return_spec else None for index in self.completed_steps}
+        """``{variable: state it carries, or None}`` of the completed steps, in plan order (over
+        every cell of a replanned run): the kernel variables the run made (a session keeps them for
+        later cells)."""
+        made: dict[str, str | None] = {}
+        for cell in self.cells:
+            steps, names = cell.task_plan.plan.steps, cell.task_plan.cell.step_variables
+            made.update({names[index]: steps[index].tool.return_spec.state if steps[index].tool.return_spec else None for index in cell.completed_steps})
+        return made
 
     def variables_text(self) -> str:
         """One line naming the variables the run made and their states (``""`` when none)."""
@@ -275,7 +341,23 @@ class TaskRun:
             arguments = ", ".join(f"{name}={value}" for name, value in request["arguments"].items())
             waiting = f"Paused before step {paused['step'] + 1} ({request['tool']}({arguments})): it needs approval, because {request['reason']}. Resume with approved=True or False."
             return "\n".join(part for part in (waiting, self.variables_text()) if part)
-        return "\n".join(part for part in (format_for_model(self.result).rstrip("\n"), self.variables_text()) if part)
+        return "\n".join(part for part in (format_for_model(self.result).rstrip("\n"), self.variables_text(), self.replans_text()) if part)
+
+    def replans_text(self) -> str:
+        """Lines saying each replan (the failure, why, the old and new route), why the run stopped
+        replanning, and which step made each goal state; ``""`` for a run that did not replan."""
+        if not self.replans and not self.stopped:
+            return ""
+        lines = [f"Replan {number}: {replan.text()}" for number, replan in enumerate(self.replans, 1)]
+        if self.stopped:
+            lines.append(f"Stopped at the failure, {self.stopped}")
+        if self.replans:
+            route = " -> ".join(f"{step['tool']}{'' if step['status'] == 'completed' else ' (failed)'}" for step in self.route)
+            lines.append(f"Route taken: {route}")
+            made = "; ".join(f"{state} by {step['tool']} ({step['variable']}, cell {step['cell']})" for state, step in self.made_by.items())
+            if made:
+                lines.append(f"Final values made: {made}")
+        return "\n".join(lines)
 
     def to_dict(self) -> dict:
         failed = self.failed_step
@@ -286,4 +368,8 @@ class TaskRun:
             "completed_steps": list(self.completed_steps),
             "failed_step": None if failed is None else {"index": failed, "tool": self.task_plan.plan.steps[failed].tool.name},
             "paused": self.paused,
+            "route": self.route,
+            "replans": [replan.to_dict() for replan in self.replans],
+            "replan_stopped": self.stopped or None,
+            "made_by": self.made_by,
         }

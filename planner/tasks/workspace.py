@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolpath.catalogs import CATALOGS_VARIABLE, default_catalog_paths
-from toolpath.planner.planning.budgets import DEFAULT_TASK_BUDGET_S
+from toolpath.planner.planning.budgets import DEFAULT_MAX_REPLANS, DEFAULT_TASK_BUDGET_S
 from toolpath.planner.tasks.recording import recorded_plan, recorded_run, recording_failures, recording_refusals
 from toolpath.registry import CatalogError, CatalogProblem, LoadedCatalogs, ToolDefinition, import_roots, load_checked
 from toolpath.registry.catalog_packages import module_paths
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from toolpath.planner.tasks.agent_session import AgentSession
     from toolpath.planner.tasks.cell import PlannedCell
     from toolpath.planner.tasks.record_of_use import Recorder
+    from toolpath.planner.tasks.replanning import OnFailure, Replanning
     from toolpath.planner.tasks.session_state import SessionState
     from toolpath.planner.tasks.task import TaskPlan, TaskRun
 
@@ -329,8 +330,13 @@ class Workspace:
 
         return AgentSession(self, session_id, code_mode=code_mode, state=state, user_id=user_id, **code_mode_options)
 
-    def _host_tools(self, task_plan: TaskPlan) -> list[ToolDefinition]:
-        """The planned path's tools that run in this process (the planned cell fetches their handles)."""
+    def _host_tools(self, task_plan: TaskPlan, replanning: Replanning | None = None) -> list[ToolDefinition]:
+        """The tools that run in this process that a cell may call (the planned cell fetches their
+        handles): the planned path's, and with ``replanning`` those of every route to its goal."""
+        if replanning is not None:
+            from toolpath.planner.tasks.replanning import route_host_tools
+
+            return route_host_tools(self.graph, task_plan.plan.goal)
         return [step.tool for step in task_plan.plan.steps if step.tool.binding == "host"]
 
     def _check_runnable(self, task_plan: TaskPlan, partial: bool) -> bool:
@@ -361,6 +367,9 @@ class Workspace:
         code_mode: CodeMode | None = None,
         *,
         partial: bool = False,
+        on_failure: OnFailure = "stop",
+        max_replans: int = DEFAULT_MAX_REPLANS,
+        output_directory: str | os.PathLike[str] | None = None,
         **code_mode_options: Any,
     ) -> TaskRun:
         """Execute the planned cell in a fresh CodeMode kernel, then shut the kernel down.
@@ -376,6 +385,15 @@ class Workspace:
                 and options apply (``code_mode_options`` are refused with it).
             partial: run the parts understood even when others were not (the plan's ``unmatched``
                 parts); by default such a plan is refused.
+            on_failure: ``"stop"`` (default): stop at the first step that fails, running exactly the
+                cell of ``task_plan``, which its caller made and may have read. ``"replan"``: when a
+                step fails in a way another route can help, plan again from the states the kernel
+                holds to the same goal and run the new remainder in the same kernel, at most
+                ``max_replans`` times, as :meth:`toolpath.planner.tasks.agent_session.AgentSession.run_task`
+                does (``toolpath run`` does this). A fresh CodeMode then binds the host tools of every
+                route to the goal; a given ``code_mode`` can take only routes of in-kernel tools.
+            output_directory: where a replanned cell's tools write the files no input places, as
+                ``task_plan`` was planned with (:meth:`plan_task`'s ``output_directory``).
 
         Raises:
             PartsNotUnderstoodError: a part of the task was not understood and ``partial`` is false
@@ -389,16 +407,49 @@ class Workspace:
 
         with recording_refusals(self.recorder, None, None, None, task_plan):
             runnable = self._check_runnable(task_plan, partial)
+            replanning = self._replanning(on_failure, max_replans)
         with recording_failures(self.recorder, None, task_plan):
             if not runnable:
                 run = TaskRun(task_plan, CellResult("ok"))
             elif code_mode is not None:
                 self._check_given_code_mode(task_plan, code_mode_options)
-                run = TaskRun(task_plan, await code_mode.arun(task_plan.cell.code, session_id))
+                run = await self._arun_cells(task_plan, code_mode, session_id, replanning, output_directory, host_allowed=False)
             else:
-                async with self.code_mode(timeout, tools=self._host_tools(task_plan), snapshot=False, **code_mode_options) as fresh:
-                    run = TaskRun(task_plan, await fresh.arun(task_plan.cell.code, session_id))
+                async with self.code_mode(timeout, tools=self._host_tools(task_plan, replanning), snapshot=False, **code_mode_options) as fresh:
+                    run = await self._arun_cells(task_plan, fresh, session_id, replanning, output_directory, host_allowed=True)
         return recorded_run(self.recorder, None, run, None)
+
+    def _replanning(self, on_failure: OnFailure, max_replans: int) -> Replanning | None:
+        from toolpath.planner.tasks.replanning import ON_FAILURE_CHOICES, Replanning
+
+        if on_failure not in ON_FAILURE_CHOICES:
+            raise ValueError(f"on_failure is one of {', '.join(map(repr, ON_FAILURE_CHOICES))}, got {on_failure!r}")
+        return Replanning(self.graph, max_replans) if on_failure == "replan" else None
+
+    async def _arun_cells(
+        self,
+        task_plan: TaskPlan,
+        code_mode: CodeMode,
+        session_id: str,
+        replanning: Replanning | None,
+        output_directory: str | os.PathLike[str] | None,
+        host_allowed: bool,
+    ) -> TaskRun:
+        """Run ``task_plan``'s cell in ``code_mode``'s session, then (``replanning``) each cell that
+        continues it after a replannable failure; the whole run."""
+        from toolpath.planner.tasks.continuation import FreshKernelContinuation, whole_run
+        from toolpath.planner.tasks.task import TaskRun
+
+        continuation = FreshKernelContinuation(self.graph, task_plan, output_directory, host_allowed) if replanning is not None else None
+        cells: list[TaskRun] = []
+        current: TaskPlan | None = task_plan
+        while current is not None:
+            cells.append(TaskRun(current, await code_mode.arun(current.cell.code, session_id)))
+            failed = cells[-1].failed_step is not None
+            if continuation is None or replanning is None or not failed:
+                break
+            current = continuation.next(cells[-1], replanning, await code_mode.avariables(session_id))
+        return whole_run(cells, replanning)
 
     def run_task(
         self,
@@ -408,6 +459,9 @@ class Workspace:
         code_mode: CodeMode | None = None,
         *,
         partial: bool = False,
+        on_failure: OnFailure = "stop",
+        max_replans: int = DEFAULT_MAX_REPLANS,
+        output_directory: str | os.PathLike[str] | None = None,
         **code_mode_options: Any,
     ) -> TaskRun:
         """Sync :meth:`arun_task`; works inside a running event loop too."""
@@ -416,16 +470,41 @@ class Workspace:
 
         with recording_refusals(self.recorder, None, None, None, task_plan):
             runnable = self._check_runnable(task_plan, partial)
+            replanning = self._replanning(on_failure, max_replans)
         with recording_failures(self.recorder, None, task_plan):
             if not runnable:
                 run = TaskRun(task_plan, CellResult("ok"))
             elif code_mode is not None:
                 self._check_given_code_mode(task_plan, code_mode_options)
-                run = TaskRun(task_plan, code_mode.run(task_plan.cell.code, session_id))
+                run = self._run_cells(task_plan, code_mode, session_id, replanning, output_directory, host_allowed=False)
             else:
-                with self.code_mode(timeout, tools=self._host_tools(task_plan), snapshot=False, **code_mode_options) as fresh:
-                    run = TaskRun(task_plan, fresh.run(task_plan.cell.code, session_id))
+                with self.code_mode(timeout, tools=self._host_tools(task_plan, replanning), snapshot=False, **code_mode_options) as fresh:
+                    run = self._run_cells(task_plan, fresh, session_id, replanning, output_directory, host_allowed=True)
         return recorded_run(self.recorder, None, run, None)
+
+    def _run_cells(
+        self,
+        task_plan: TaskPlan,
+        code_mode: CodeMode,
+        session_id: str,
+        replanning: Replanning | None,
+        output_directory: str | os.PathLike[str] | None,
+        host_allowed: bool,
+    ) -> TaskRun:
+        """Sync :meth:`_arun_cells`."""
+        from toolpath.planner.tasks.continuation import FreshKernelContinuation, whole_run
+        from toolpath.planner.tasks.task import TaskRun
+
+        continuation = FreshKernelContinuation(self.graph, task_plan, output_directory, host_allowed) if replanning is not None else None
+        cells: list[TaskRun] = []
+        current: TaskPlan | None = task_plan
+        while current is not None:
+            cells.append(TaskRun(current, code_mode.run(current.cell.code, session_id)))
+            failed = cells[-1].failed_step is not None
+            if continuation is None or replanning is None or not failed:
+                break
+            current = continuation.next(cells[-1], replanning, code_mode.variables(session_id))
+        return whole_run(cells, replanning)
 
     def _check_given_code_mode(self, task_plan: TaskPlan, code_mode_options: Mapping[str, Any]) -> None:
         """Raise ``ValueError`` when a CodeMode given to :meth:`run_task` cannot run ``task_plan`` as asked."""

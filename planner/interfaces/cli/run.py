@@ -9,7 +9,7 @@ import contextlib
 import gc
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,11 +28,27 @@ from toolpath.planner.interfaces.cli.shared import (
     positive_number,
     prepare_task_reading,
 )
+from toolpath.planner.planning.budgets import DEFAULT_MAX_REPLANS
+
+#: ``--on-failure``'s choices (:data:`toolpath.planner.tasks.replanning.ON_FAILURE_CHOICES`, not imported: it loads the planner).
+ON_FAILURE_CHOICES = ("replan", "stop")
 
 if TYPE_CHECKING:
     from toolpath.kernel import CellResult, CodeMode, FailureInjection
     from toolpath.planner.tasks.task import TaskPlan
     from toolpath.planner.tasks.workspace import Workspace
+
+
+def _replans(text: str) -> int:
+    """``--max-replans``: a whole number ≥ 0."""
+    try:
+        number = int(text)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"a whole number of replans, 0 or more, got {text!r}")
+    return number
+
 
 RUN_EXAMPLES = """examples:
   toolpath run "is aspirin drug-like? check Lipinski's rule of five" --input smiles='CC(=O)Oc1ccccc1C(=O)O'
@@ -74,6 +90,14 @@ def add_run_parser(commands: argparse._SubParsersAction) -> None:
         help="make TOOL (server.tool or tool) fail on purpose, each try with probability P (default 1: every try), to see retries and failures; repeatable",
     )
     run.add_argument("--failure-seed", type=int, default=0, metavar="N", help="seed of --inject-failure's draws (default 0: a run repeats with the same seed)")
+    run.add_argument(
+        "--on-failure",
+        choices=ON_FAILURE_CHOICES,
+        default="replan",
+        help="when a step fails for good (a lost connection, a timeout, a 5xx answer, an injected failure, a denied approval): "
+        "replan from the values already made to the same goal, avoiding the failed tool (default), or stop there",
+    )
+    run.add_argument("--max-replans", type=_replans, default=DEFAULT_MAX_REPLANS, metavar="N", help=f"replan at most N times (default {DEFAULT_MAX_REPLANS})")
     add_kernel_options(run)
 
 
@@ -161,11 +185,14 @@ def command_run(arguments: argparse.Namespace) -> int:
                 print("Running in a fresh IPython kernel..." if task_plan.plan.steps else "Nothing to run: the goal is already held.", flush=True)
             gc.enable()  # host tools run in this process for as long as the cell runs: their garbage is collected
             with record.failures(task_plan):
+                replanning = {"on_failure": arguments.on_failure, "max_replans": arguments.max_replans, "output_directory": output_directory}
                 if early is not None:
-                    run = workspace.run_task(task_plan, session_id=RUN_SESSION, code_mode=early, partial=arguments.partial)
+                    run = workspace.run_task(task_plan, session_id=RUN_SESSION, code_mode=early, partial=arguments.partial, **replanning)
                 else:
                     with _refused_kernel_options():
-                        run = workspace.run_task(task_plan, timeout=arguments.timeout, session_id=RUN_SESSION, partial=arguments.partial, **options)
+                        run = workspace.run_task(
+                            task_plan, timeout=arguments.timeout, session_id=RUN_SESSION, partial=arguments.partial, **replanning, **options
+                        )
             record.ran(run)
         written = sorted(str(path.relative_to(output_directory)) for path in output_directory.rglob("*") if path.is_file()) if output_directory else []
     result = run.result
@@ -198,18 +225,32 @@ def command_run(arguments: argparse.Namespace) -> int:
         print(indent(result.error.get("traceback") or f"{result.error['ename']}: {result.error['evalue']}", "  "))
     if run.variables:
         print(f"  {run.variables_text()}")
-    if result.retries:
-        print(f"  Retried: {_counted(result.retries)}")
+    cells = [cell.result for cell in run.cells]
+    retries = _summed(cell.retries for cell in cells)
+    if retries:
+        print(f"  Retried: {_counted(retries)}")
     if injections:
-        print(f"  Injected failures: {_counted(result.injected_failures) or 'none struck'}")
+        print(f"  Injected failures: {_counted(_summed(cell.injected_failures for cell in cells)) or 'none struck'}")
+    if run.replans or run.stopped:
+        print(indent(run.replans_text(), "  "))
     if written:
         print(f"  Files written in {output_directory}: {', '.join(written)}")
     _print_images(result, image_files)
     failed = run.failed_step
     if failed is not None:
-        steps = task_plan.plan.steps
-        print(f"  Stopped at step {failed + 1} of {len(steps)} ({steps[failed].tool.name}); {failed} step(s) before it completed.")
+        steps = run.task_plan.plan.steps
+        after = f" of the route replanned {len(run.replans)} time(s)" if run.replans else ""
+        print(f"  Stopped at step {failed + 1} of {len(steps)}{after} ({steps[failed].tool.name}); {failed} step(s) before it completed.")
     return 0 if result.status == "ok" else 1
+
+
+def _summed(counts: Iterable[dict[str, int]]) -> dict[str, int]:
+    """The counts of every cell of a run, added up per tool."""
+    total: dict[str, int] = {}
+    for cell in counts:
+        for target, count in cell.items():
+            total[target] = total.get(target, 0) + count
+    return total
 
 
 def _counted(counts: dict[str, int]) -> str:

@@ -1,0 +1,301 @@
+"""Replanning (issue 55): a step that fails for good costs a replan from the held states, not the run
+(real kernels). The `records` catalog has two routes to each goal: a record is fetched from the
+primary store (cheapest, in the kernel), its mirror (a host tool) or the archive, and published through a desk that asks a person first,
+or through a mirror desk that asks too, or through a quiet outbox that never asks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from toolpath.kernel import FailureInjection
+from toolpath.kernel.tools.approvals import ApprovalDecision
+from toolpath.planner import Workspace
+from toolpath.planner.tasks.record_of_use import Recorder, history, local_user, wait_for_writes
+
+pytestmark = pytest.mark.integration
+
+RECORDS_CATALOG = """\
+domain: records
+package: records
+states:
+  - token: records.key_read
+    description: a record key read from the user's words
+  - token: records.record_fetched
+    description: a record fetched from a store
+  - token: records.summary_made
+    description: a short summary of a record
+  - token: records.summary_published
+    description: a summary published for readers
+tools:
+  - name: read_key
+    description: Read a record key.
+    required_parameters: [{name: key, type: str}]
+    return_spec: {name: key_text, type: str, state: records.key_read}
+    state_transition: {produces: [records.key_read]}
+  - name: fetch_primary
+    description: Fetch a record from the primary store.
+    required_parameters: [{name: key_text, type: str, state: records.key_read}]
+    return_spec: {name: record, type: dict, state: records.record_fetched}
+    state_transition: {requires: [records.key_read], produces: [records.record_fetched]}
+    retry: {attempts: 1}
+  - name: fetch_mirror
+    description: Fetch a record from the mirror store, slower than the primary.
+    cost: 2
+    binding: host
+    required_parameters: [{name: key_text, type: str, state: records.key_read}]
+    return_spec: {name: record, type: dict, state: records.record_fetched}
+    state_transition: {requires: [records.key_read], produces: [records.record_fetched]}
+    retry: {attempts: 1}
+  - name: fetch_archive
+    description: Fetch a record from the archive, slowest of the stores.
+    cost: 3
+    required_parameters: [{name: key_text, type: str, state: records.key_read}]
+    return_spec: {name: record, type: dict, state: records.record_fetched}
+    state_transition: {requires: [records.key_read], produces: [records.record_fetched]}
+    retry: {attempts: 1}
+  - name: summarize_record
+    description: Summarize a fetched record in one line.
+    required_parameters: [{name: record, type: dict, state: records.record_fetched}]
+    return_spec: {name: summary, type: str, state: records.summary_made}
+    state_transition: {requires: [records.record_fetched], produces: [records.summary_made]}
+  - name: publish_desk
+    description: Publish a summary through the desk; a person approves it.
+    effects: sends
+    approval: always
+    binding: host
+    required_parameters: [{name: summary, type: str, state: records.summary_made}]
+    return_spec: {name: receipt, type: str}
+    state_transition: {requires: [records.summary_made], produces: [records.summary_published]}
+  - name: publish_mirror_desk
+    description: Publish a summary through the mirror desk; a person approves it.
+    effects: sends
+    approval: always
+    binding: host
+    cost: 2
+    required_parameters: [{name: summary, type: str, state: records.summary_made}]
+    return_spec: {name: receipt, type: str}
+    state_transition: {requires: [records.summary_made], produces: [records.summary_published]}
+  - name: publish_outbox
+    description: Publish a summary through the outbox, without asking anyone.
+    effects: sends
+    cost: 3
+    required_parameters: [{name: summary, type: str, state: records.summary_made}]
+    return_spec: {name: receipt, type: str}
+    state_transition: {requires: [records.summary_made], produces: [records.summary_published]}
+"""
+
+
+def _counting(name: str, body: str) -> str:
+    """A tool module that appends each call to the file ``$RECORDS_CALLS_LOG`` (read at each call: a
+    host tool's module stays imported in the test process from one test to the next), then runs ``body``."""
+    return textwrap.dedent(
+        f"""
+        import os
+
+        def {name}(**arguments):
+            with open(os.environ["RECORDS_CALLS_LOG"], "a") as log:
+                log.write("{name}\\n")
+        """
+    ) + textwrap.indent(textwrap.dedent(body), "    ")
+
+
+RECORD_MODULES = {
+    "read_key": "return arguments['key'].strip()",
+    "fetch_primary": """
+        if arguments['key_text'] == 'bad key':
+            raise ValueError(f"{arguments['key_text']!r} is not a record key")
+        if arguments['key_text'] == 'slow':
+            raise TimeoutError('the primary store did not answer in 2 s')
+        return {'key': arguments['key_text'], 'from': 'primary'}
+        """,
+    "fetch_mirror": "return {'key': arguments['key_text'], 'from': 'mirror'}",
+    "fetch_archive": "return {'key': arguments['key_text'], 'from': 'archive'}",
+    "summarize_record": "return f\"{arguments['record']['key']} (from the {arguments['record']['from']})\"",
+    "publish_desk": "return 'desk:' + arguments['summary']",
+    "publish_mirror_desk": "return 'mirror desk:' + arguments['summary']",
+    "publish_outbox": "return 'outbox:' + arguments['summary']",
+}
+
+
+@pytest.fixture()
+def records(tmp_path, monkeypatch, embedder):
+    """The records catalog's workspace, its kernels (and host tools) working in ``tmp_path``, where
+    ``calls.log`` counts every call."""
+    package = tmp_path / "records"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "catalog.yaml").write_text(RECORDS_CATALOG)
+    for name, body in RECORD_MODULES.items():
+        (package / f"{name}.py").write_text(_counting(name, body))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RECORDS_CALLS_LOG", str(tmp_path / "calls.log"))
+    workspace = Workspace.open([package / "catalog.yaml"], embedder=embedder)
+    workspace.recorder = None
+    return workspace, tmp_path
+
+
+def calls(directory) -> list[str]:
+    log = directory / "calls.log"
+    return log.read_text().split() if log.exists() else []
+
+
+SUMMARY_TASK = ["read the record key", "fetch the record", "summarize the record"]
+
+
+def test_a_failing_in_kernel_tool_is_replanned_around_and_no_step_runs_twice(records):
+    workspace, directory = records
+    failing = FailureInjection("records.fetch_primary", on_calls=(1,))
+    with workspace.session("replan-kernel", inject_failures=[failing]) as session:
+        run = session.run_task(SUMMARY_TASK, inputs={"key": "r-17"})
+        assert run.result.status == "ok", run.result.error
+        assert "'summary': 'r-17 (from the mirror)'" in run.result.result
+        # read_key ran once: the new route read its variable; the mirror (a host tool) served the record.
+        assert calls(directory) == ["read_key", "fetch_mirror", "summarize_record"]
+        (replan,) = run.replans
+        assert replan.failure.kind == "injected" and replan.failure.tool == "records.fetch_primary"
+        assert replan.old_route == ("records.fetch_primary", "records.summarize_record")
+        assert replan.new_route == ("records.fetch_mirror", "records.summarize_record")
+        assert [(step["tool"], step["cell"], step["status"]) for step in run.route] == [
+            ("records.read_key", 0, "completed"),
+            ("records.fetch_primary", 0, "failed"),
+            ("records.fetch_mirror", 1, "completed"),
+            ("records.summarize_record", 1, "completed"),
+        ]
+        assert run.made_by == {
+            "records.key_read": {"tool": "records.read_key", "cell": 0, "variable": "key_text"},
+            "records.record_fetched": {"tool": "records.fetch_mirror", "cell": 1, "variable": "record"},
+            "records.summary_made": {"tool": "records.summarize_record", "cell": 1, "variable": "summary"},
+        }
+        assert "Replan 1: records.fetch_primary failed (InjectedFailure" in run.text()
+        assert session.held >= {"records.key_read", "records.record_fetched", "records.summary_made"}
+        payload = json.loads(json.dumps(run.to_dict()))
+        assert [step["tool"] for step in payload["route"]][-1] == "records.summarize_record"
+        assert payload["replans"][0]["avoided"] == ["records.fetch_primary"]
+
+
+def test_stop_keeps_the_first_failure_and_a_bad_input_is_never_replanned(records):
+    workspace, directory = records
+    failing = FailureInjection("records.fetch_primary", on_calls=(1,))
+    with workspace.session("replan-stop", inject_failures=[failing]) as session:
+        stopped = session.run_task(SUMMARY_TASK, inputs={"key": "r-1"}, on_failure="stop")
+        assert stopped.result.status == "error" and stopped.replans == () and stopped.failed_step == 1
+        assert calls(directory) == ["read_key"]
+
+        # A ValueError from the user's own key is not the tool's outage: the mirror would answer
+        # something else for the same bad key, so the run stops and says why.
+        refused = session.run_task(SUMMARY_TASK, inputs={"key": "bad key"})
+        assert refused.result.status == "error" and refused.replans == ()
+        assert refused.stopped.startswith("not replanned: the tool ran and refused its input")
+        assert calls(directory) == ["read_key", "read_key", "fetch_primary"]
+        assert "fetch_mirror" not in calls(directory)
+
+
+def test_a_timeout_is_replanned_and_max_replans_bounds_the_run(records):
+    workspace, directory = records
+    with workspace.session("replan-timeout") as session:
+        run = session.run_task(SUMMARY_TASK, inputs={"key": "slow"})
+        assert run.result.status == "ok", run.result.error
+        assert run.replans[0].failure.kind == "timeout" and "'slow (from the mirror)'" in run.result.result
+
+    with workspace.session("replan-none") as session:
+        bounded = session.run_task(SUMMARY_TASK, inputs={"key": "slow"}, max_replans=0)
+        assert bounded.result.status == "error" and "max_replans=0" in bounded.stopped
+
+
+def test_a_failing_host_tool_is_replanned_in_a_fresh_kernel_run(records):
+    """Workspace.run_task with on_failure="replan" (its default stays "stop"): the primary fails, then
+    the mirror (a host tool) fails, and the archive serves on the second replan."""
+    workspace, directory = records
+    task_plan = workspace.plan_task(SUMMARY_TASK, inputs={"key": "r-3"})
+    assert [step.tool.name for step in task_plan.plan.steps] == ["read_key", "fetch_primary", "summarize_record"]
+    failing = [FailureInjection("records.fetch_primary", on_calls=(1,)), FailureInjection("records.fetch_mirror", on_calls=(1,))]
+    stopped = workspace.run_task(task_plan, inject_failures=failing)
+    assert stopped.result.status == "error" and stopped.replans == () and stopped.failed_step == 1
+
+    workspace.recorder = Recorder("python", store=directory / "record.db")
+    run = workspace.run_task(task_plan, inject_failures=failing, on_failure="replan")
+    assert run.result.status == "ok", run.result.error
+    assert "'summary': 'r-3 (from the archive)'" in run.result.result
+    assert [(replan.failure.tool, replan.new_route[0]) for replan in run.replans] == [
+        ("records.fetch_primary", "records.fetch_mirror"),
+        ("records.fetch_mirror", "records.fetch_archive"),
+    ]
+    assert run.replans[1].avoided == ("records.fetch_primary", "records.fetch_mirror")
+    assert [step["status"] for step in run.route] == ["completed", "failed", "failed", "completed", "completed"]
+    # Once per run_task, never again within a run; the injected failures stop the tools before they run.
+    assert calls(directory) == ["read_key", "read_key", "fetch_archive", "summarize_record"]
+    # The record of use lists the route actually taken, and each replan.
+    wait_for_writes()
+    (entry,) = history(directory / "record.db", local_user())
+    assert entry.outcome == "ran" and entry.ran == ("records/read_key", "records/fetch_archive", "records/summarize_record")
+    assert entry.shown == ("records/read_key", "records/fetch_primary", "records/summarize_record")
+    assert [(replan["failed"], replan["new_route"][0]) for replan in entry.replans] == [
+        ("records/fetch_primary", "records/fetch_mirror"),
+        ("records/fetch_mirror", "records/fetch_archive"),
+    ]
+
+    with pytest.raises(ValueError, match="on_failure is one of 'replan', 'stop'"):
+        workspace.run_task(task_plan, on_failure="retry")
+
+
+def test_a_denied_approval_avoids_the_tool_and_every_quiet_tool_with_effects(records):
+    workspace, directory = records
+    asked: list[str] = []
+
+    def approver(request):
+        asked.append(request.tool)
+        return ApprovalDecision(approved=request.tool.endswith("publish_mirror_desk"))
+
+    with workspace.session("replan-approval", approver=approver) as session:
+        run = session.run_task([*SUMMARY_TASK, "publish the summary through the desk"], inputs={"key": "r-9"})
+        assert run.result.status == "ok", run.result.error
+        assert asked == ["records.publish_desk", "records.publish_mirror_desk"]
+        (replan,) = run.replans
+        assert replan.failure.kind == "approval"
+        # The outbox publishes without asking: avoided, so the effect denied is asked for again.
+        assert set(replan.avoided) == {"records.publish_desk", "records.publish_outbox"}
+        assert replan.new_route == ("records.publish_mirror_desk",)
+        assert calls(directory) == ["read_key", "fetch_primary", "summarize_record", "publish_mirror_desk"], run.text()
+        assert "'mirror desk:r-9 (from the primary)'" in run.result.result
+
+
+def test_toolpath_run_replans_around_an_injected_failure_in_text_and_json(records, toolpath_home):
+    workspace, directory = records
+    catalog = directory / "records" / "catalog.yaml"
+    arguments = [
+        sys.executable,
+        "-m",
+        "toolpath.planner.interfaces.cli",
+        "run",
+        "--catalog",
+        str(catalog),
+        "--step",
+        "read the record key",
+        "--step",
+        "fetch the record",
+        "--step",
+        "summarize the record",
+        "--input",
+        "key=r-5",
+        "--inject-failure",
+        "records.fetch_primary",
+    ]
+    environment = {**os.environ, "TOOLPATH_HOME": str(toolpath_home), "TOOLPATH_RECORD": "off", "PYTHONPATH": str(directory)}
+    text = subprocess.run(arguments, capture_output=True, text=True, timeout=300, cwd=directory, stdin=subprocess.DEVNULL, env=environment)
+    assert text.returncode == 0, text.stdout + text.stderr
+    assert "Replan 1: records.fetch_primary failed (InjectedFailure" in text.stdout
+    assert "records.fetch_primary -> records.summarize_record became records.fetch_mirror -> records.summarize_record" in text.stdout
+    assert "Route taken: records.read_key -> records.fetch_primary (failed) -> records.fetch_mirror -> records.summarize_record" in text.stdout
+
+    as_json = subprocess.run([*arguments, "--json"], capture_output=True, text=True, timeout=300, cwd=directory, stdin=subprocess.DEVNULL, env=environment)
+    assert as_json.returncode == 0, as_json.stdout + as_json.stderr
+    payload = json.loads(as_json.stdout)
+    assert [step["tool"] for step in payload["route"]] == ["records.read_key", "records.fetch_primary", "records.fetch_mirror", "records.summarize_record"]
+    assert payload["replans"][0]["new_route"] == ["records.fetch_mirror", "records.summarize_record"]
+    assert payload["result"]["result"]["summary"] == "r-5 (from the mirror)"
