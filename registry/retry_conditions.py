@@ -34,11 +34,14 @@ CONNECTION = "connection"
 _STATUS = re.compile(r"status ([1-5][0-9x]{2})")
 #: A Python class name or dotted path.
 _CLASS_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-#: Class names libraries give their timeout and connection errors (requests, httpx, urllib3).
-_TIMEOUT_NAMES = frozenset({"TimeoutError", "Timeout", "TimeoutException"})
-_CONNECTION_NAMES = frozenset({"ConnectionError", "ConnectError"})
+#: Class names of timeout and connection errors: Python's own (named, for an error known only by its
+#: name, as a cell's error reports it) and those libraries give theirs (requests, httpx, urllib3, MCP).
+TIMEOUT_NAMES = frozenset({"TimeoutError", "Timeout", "TimeoutException", "ReadTimeout", "ConnectTimeout"})
+CONNECTION_NAMES = frozenset(
+    {"ConnectionError", "ConnectionRefusedError", "ConnectionResetError", "ConnectionAbortedError", "BrokenPipeError", "ConnectError", "MCPConnectionError"}
+)
 #: ``ToolError``'s message: ``"SomeError: what it said"`` (see toolpath.kernel.inside.bridge_client).
-_CROSSED_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*): ")
+CROSSED_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*): ")
 
 
 def check_condition(condition: object) -> str:
@@ -75,7 +78,7 @@ def _class_names(error: BaseException) -> set[str]:
         names.add(kind.__name__)
         names.add(f"{kind.__module__}.{kind.__qualname__}")
     if type(error).__name__ == "ToolError":
-        crossed = _CROSSED_NAME.match(str(error))
+        crossed = CROSSED_NAME.match(str(error))
         if crossed:
             names.add(crossed.group(1))
     return names
@@ -86,10 +89,10 @@ def matches(conditions: Iterable[str], error: BaseException) -> str:
     names = _class_names(error)
     for condition in conditions:
         if condition == TIMEOUT:
-            if isinstance(error, TimeoutError) or names & _TIMEOUT_NAMES:
+            if isinstance(error, TimeoutError) or names & TIMEOUT_NAMES:
                 return condition
         elif condition == CONNECTION:
-            if isinstance(error, ConnectionError) or names & _CONNECTION_NAMES:
+            if isinstance(error, ConnectionError) or names & CONNECTION_NAMES:
                 return condition
         elif condition.startswith("status "):
             status = _status_of(error)

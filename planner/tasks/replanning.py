@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from toolpath.planner.planning.budgets import DEFAULT_MAX_REPLANS
 from toolpath.planner.planning.plans import NoPlanError, Plan, plan, qualified_name
+from toolpath.registry.retry_conditions import CONNECTION_NAMES, CROSSED_NAME, TIMEOUT_NAMES
 
 if TYPE_CHECKING:
     from toolpath.planner.planning.graph import StateGraph
@@ -60,13 +61,7 @@ ON_FAILURE_CHOICES: tuple[str, ...] = ("replan", "stop")
 #: replan that cannot be found quickly is not worth holding the run for.
 REPLAN_BUDGET_MS = 2_000.0
 
-_CONNECTION_NAMES = frozenset(
-    {"ConnectionError", "ConnectionRefusedError", "ConnectionResetError", "ConnectionAbortedError", "BrokenPipeError", "ConnectError", "MCPConnectionError"}
-)
-_TIMEOUT_NAMES = frozenset({"TimeoutError", "Timeout", "TimeoutException", "ReadTimeout", "ConnectTimeout"})
 _APPROVAL_NAMES = frozenset({"ApprovalDenied", "ApprovalTimeout"})
-#: A host tool's exception whose class the kernel cannot rebuild arrives as ``ToolError: Name: message``.
-_CROSSED_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*): ")
 #: An HTTP tool's error names the status the API answered (:class:`toolpath.kernel.inside.http_results.HttpToolError`).
 _HTTP_STATUS = re.compile(r" answered (\d{3})\b")
 
@@ -149,7 +144,7 @@ def _error_names(error: Mapping[str, Any]) -> set[str]:
     """The exception's class name, and for a host tool's crossed exception the name its message starts with."""
     name, value = str(error.get("ename") or ""), str(error.get("evalue") or "")
     names = {name}
-    crossed = _CROSSED_NAME.match(value)
+    crossed = CROSSED_NAME.match(value)
     if name == "ToolError" and crossed:
         names.add(crossed.group(1))
     return names
@@ -189,7 +184,7 @@ def read_failure(run: TaskRun, tools: Iterable[ToolDefinition]) -> StepFailure |
     def failure(kind: str, why: str, avoid: Iterable[str] = (name,)) -> StepFailure:
         return StepFailure(index, name, shown, kind, why, tuple(dict.fromkeys(avoid)) if kind != "other" else ())
 
-    if result.status == "timeout" or names & _TIMEOUT_NAMES:
+    if result.status == "timeout" or names & TIMEOUT_NAMES:
         if failed.side_effect != "none":
             return failure(
                 "other", f"it timed out, and a tool with effects ({failed.side_effect}) may have done its effect before: another route could do it twice"
@@ -207,7 +202,7 @@ def read_failure(run: TaskRun, tools: Iterable[ToolDefinition]) -> StepFailure |
         if code == 429 or code >= 500:
             return failure("status", f"its API answered {code}, a failure of the server, not of the request")
         return failure("other", f"its API answered {code}: the request itself was refused, so another route could give a different answer")
-    unreachable = names & _CONNECTION_NAMES or ("HttpToolError" in names and " got no answer" in value)
+    unreachable = names & CONNECTION_NAMES or ("HttpToolError" in names and " got no answer" in value)
     if unreachable:
         remote = _remote_of(failed)
         if remote is None:
