@@ -52,7 +52,7 @@ from toolpath.planner.tasks.cell import HeldOutput, is_variable_name
 from toolpath.planner.tasks.continuation import whole_run
 from toolpath.planner.tasks.pipeline import TaskContext, plan_request
 from toolpath.planner.tasks.recording import recorded_plan, recorded_run, recording_failures, recording_refusals
-from toolpath.planner.tasks.replanning import DEFAULT_MAX_REPLANS, ON_FAILURE_CHOICES, OnFailure, Replanning
+from toolpath.planner.tasks.replanning import DEFAULT_MAX_REPLANS, OnFailure, Replanning
 from toolpath.planner.tasks.session_cells import SessionCells, SessionHandles
 from toolpath.planner.tasks.session_holdings import SessionHoldings
 from toolpath.planner.tasks.session_kernel import SessionKernel
@@ -369,7 +369,7 @@ class AgentSession:
             KernelError: the kernel could not start.
             and what :meth:`plan_task` raises.
         """
-        replanning = self._replanning(on_failure, max_replans)
+        replanning = Replanning.of(self.workspace.graph, on_failure, max_replans)
         with self._recording_refusals(task, inputs):
             self.runs.check_not_paused()
             self._check_open()
@@ -390,11 +390,6 @@ class AgentSession:
                 run = whole_run(cells, replanning)
         return recorded_run(self.workspace.recorder, self._record_user, run, self.session_id)
 
-    def _replanning(self, on_failure: OnFailure, max_replans: int) -> Replanning | None:
-        if on_failure not in ON_FAILURE_CHOICES:
-            raise ValueError(f"on_failure is one of {', '.join(map(repr, ON_FAILURE_CHOICES))}, got {on_failure!r}")
-        return Replanning(self.workspace.graph, max_replans) if on_failure == "replan" else None
-
     async def arun_task(
         self,
         task: str | Sequence[str] | TaskPlan,
@@ -409,7 +404,7 @@ class AgentSession:
         """Async :meth:`run_task` (replanning as it does). Cancelling the awaiting coroutine while the task is planned (its
         client is gone) stops the planning thread at its next check, and gives back any variable
         names it reserved."""
-        replanning = self._replanning(on_failure, max_replans)
+        replanning = Replanning.of(self.workspace.graph, on_failure, max_replans)
         cancel = threading.Event()
         reserved: list[TaskPlan] = []
         with self._recording_refusals(task, inputs):

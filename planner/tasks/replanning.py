@@ -261,6 +261,17 @@ class Replanning:
         self.done: list[str] = []
         self.stopped = ""
 
+    @classmethod
+    def of(cls, graph: StateGraph, on_failure: OnFailure, max_replans: int = DEFAULT_MAX_REPLANS) -> Replanning | None:
+        """The replanning of a run asked to ``on_failure`` (``None`` for ``"stop"``).
+
+        Raises:
+            ValueError: ``on_failure`` is not one of :data:`ON_FAILURE_CHOICES`, or ``max_replans`` is no whole number ≥ 0.
+        """
+        if on_failure not in ON_FAILURE_CHOICES:
+            raise ValueError(f"on_failure is one of {', '.join(map(repr, ON_FAILURE_CHOICES))}, got {on_failure!r}")
+        return cls(graph, max_replans) if on_failure == "replan" else None
+
     def next_plan(self, run: TaskRun, held: Collection[str]) -> tuple[Plan, StepFailure, float] | None:
         """The plan of the remainder after ``run``'s failure, the failure and the planning time
         (ms); ``None`` when the run stops (:attr:`stopped` says why; empty when it did not fail).

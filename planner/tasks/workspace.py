@@ -403,11 +403,12 @@ class Workspace:
             KernelError: the kernel could not start.
         """
         from toolpath.kernel import CellResult
+        from toolpath.planner.tasks.replanning import Replanning
         from toolpath.planner.tasks.task import TaskRun
 
         with recording_refusals(self.recorder, None, None, None, task_plan):
             runnable = self._check_runnable(task_plan, partial)
-            replanning = self._replanning(on_failure, max_replans)
+            replanning = Replanning.of(self.graph, on_failure, max_replans)
         with recording_failures(self.recorder, None, task_plan):
             if not runnable:
                 run = TaskRun(task_plan, CellResult("ok"))
@@ -418,13 +419,6 @@ class Workspace:
                 async with self.code_mode(timeout, tools=self._host_tools(task_plan, replanning), snapshot=False, **code_mode_options) as fresh:
                     run = await self._arun_cells(task_plan, fresh, session_id, replanning, output_directory, host_allowed=True)
         return recorded_run(self.recorder, None, run, None)
-
-    def _replanning(self, on_failure: OnFailure, max_replans: int) -> Replanning | None:
-        from toolpath.planner.tasks.replanning import ON_FAILURE_CHOICES, Replanning
-
-        if on_failure not in ON_FAILURE_CHOICES:
-            raise ValueError(f"on_failure is one of {', '.join(map(repr, ON_FAILURE_CHOICES))}, got {on_failure!r}")
-        return Replanning(self.graph, max_replans) if on_failure == "replan" else None
 
     async def _arun_cells(
         self,
@@ -466,11 +460,12 @@ class Workspace:
     ) -> TaskRun:
         """Sync :meth:`arun_task`; works inside a running event loop too."""
         from toolpath.kernel import CellResult
+        from toolpath.planner.tasks.replanning import Replanning
         from toolpath.planner.tasks.task import TaskRun
 
         with recording_refusals(self.recorder, None, None, None, task_plan):
             runnable = self._check_runnable(task_plan, partial)
-            replanning = self._replanning(on_failure, max_replans)
+            replanning = Replanning.of(self.graph, on_failure, max_replans)
         with recording_failures(self.recorder, None, task_plan):
             if not runnable:
                 run = TaskRun(task_plan, CellResult("ok"))
