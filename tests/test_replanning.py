@@ -299,3 +299,53 @@ def test_toolpath_run_replans_around_an_injected_failure_in_text_and_json(record
     assert [step["tool"] for step in payload["route"]] == ["records.read_key", "records.fetch_primary", "records.fetch_mirror", "records.summarize_record"]
     assert payload["replans"][0]["new_route"] == ["records.fetch_mirror", "records.summarize_record"]
     assert payload["result"]["result"]["summary"] == "r-5 (from the mirror)"
+
+
+SENDING_CATALOG = """\
+domain: sending
+package: sending
+states:
+  - token: sending.message_sent
+    description: a message sent to its reader
+tools:
+  - name: send_primary
+    description: Send a message through the primary sender, without asking anyone.
+    effects: sends
+    required_parameters: [{name: message, type: str}]
+    return_spec: {name: receipt, type: str}
+    state_transition: {produces: [sending.message_sent]}
+  - name: send_backup
+    description: Send a message through the backup sender, without asking anyone.
+    effects: sends
+    cost: 2
+    required_parameters: [{name: message, type: str}]
+    return_spec: {name: receipt, type: str}
+    state_transition: {produces: [sending.message_sent]}
+"""
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        "raise ConnectionResetError('the connection was reset after the message went out')",
+        "raise TimeoutError('no receipt within 2 s')",
+    ],
+)
+def test_a_tool_with_effects_that_lost_its_connection_is_not_replanned_through_another_sender(tmp_path, monkeypatch, embedder, failure):
+    """A lost connection or a timeout may come after the message went out: sending it again through
+    the backup, which asks nobody, could send it twice."""
+    package = tmp_path / "sending"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "catalog.yaml").write_text(SENDING_CATALOG)
+    (package / "send_primary.py").write_text(_counting("send_primary", failure))
+    (package / "send_backup.py").write_text(_counting("send_backup", "return 'backup:' + arguments['message']"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RECORDS_CALLS_LOG", str(tmp_path / "calls.log"))
+    workspace = Workspace.open([package / "catalog.yaml"], embedder=embedder)
+    workspace.recorder = None
+    with workspace.session("replan-effects") as session:
+        run = session.run_task("send the message through the primary sender", inputs={"message": "hello"})
+        assert run.result.status == "error" and run.replans == ()
+        assert calls(tmp_path) == ["send_primary"]
+        assert run.stopped.startswith("not replanned:") and "may have done its effect" in run.stopped

@@ -17,10 +17,12 @@ not serve the call now, where another tool reaching the same state gives the sam
 
 - ``connection``: a lost or refused connection (``ConnectionError`` and its kin, httpx's
   ``ConnectError``, an MCP server that could not be reached, an HTTP API that gave no answer);
-- ``timeout``: a tool's own ``TimeoutError``, or the cell interrupted by the kernel's timeout, except
-  for a tool with effects (it may have done its effect before the interrupt: trying another tool
-  could do it twice);
+- ``timeout``: a tool's own ``TimeoutError``, or the cell interrupted by the kernel's timeout;
 - ``status``: an HTTP API answered 429 or 5xx;
+
+  each of these three except for a tool with effects: it may have done its effect before the
+  failure (the message sent, then the connection reset; a POST answered 502 after it took effect),
+  and trying another tool could do it twice;
 - ``injected``: a failure injected on purpose (:class:`toolpath.kernel.FailureInjection`);
 - ``unbound``: the tool cannot be bound (its module does not import);
 - ``approval``: a person denied the call's approval (or nobody answered). That is a failure of that
@@ -184,11 +186,13 @@ def read_failure(run: TaskRun, tools: Iterable[ToolDefinition]) -> StepFailure |
     def failure(kind: str, why: str, avoid: Iterable[str] = (name,)) -> StepFailure:
         return StepFailure(index, name, shown, kind, why, tuple(dict.fromkeys(avoid)) if kind != "other" else ())
 
+    # A timeout, a lost connection or a 5xx answer may come after the tool did its effect (the mail
+    # went out, then the connection dropped): another route could do it twice, so such a tool stops.
+    maybe_done = f"a tool with effects ({failed.side_effect}) may have done its effect before: another route could do it twice"
+    effects = failed.side_effect != "none"
     if result.status == "timeout" or names & TIMEOUT_NAMES:
-        if failed.side_effect != "none":
-            return failure(
-                "other", f"it timed out, and a tool with effects ({failed.side_effect}) may have done its effect before: another route could do it twice"
-            )
+        if effects:
+            return failure("other", f"it timed out, and {maybe_done}")
         return failure("timeout", "it timed out: another tool may answer in time")
     if "InjectedFailure" in names:
         return failure("injected", "the failure was injected on purpose: another route is tried")
@@ -199,10 +203,14 @@ def read_failure(run: TaskRun, tools: Iterable[ToolDefinition]) -> StepFailure |
         return failure("approval", "its approval was denied (or not given): another route is tried, and its tools with effects still ask", [name, *unasked])
     if status is not None:
         code = int(status.group(1))
+        if (code == 429 or code >= 500) and effects:
+            return failure("other", f"its API answered {code}, and {maybe_done}")
         if code == 429 or code >= 500:
             return failure("status", f"its API answered {code}, a failure of the server, not of the request")
         return failure("other", f"its API answered {code}: the request itself was refused, so another route could give a different answer")
     unreachable = names & CONNECTION_NAMES or ("HttpToolError" in names and " got no answer" in value)
+    if unreachable and effects:
+        return failure("other", f"it lost its connection, and {maybe_done}")
     if unreachable:
         remote = _remote_of(failed)
         if remote is None:
