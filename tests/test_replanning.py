@@ -349,3 +349,15 @@ def test_a_tool_with_effects_that_lost_its_connection_is_not_replanned_through_a
         assert run.result.status == "error" and run.replans == ()
         assert calls(tmp_path) == ["send_primary"]
         assert run.stopped.startswith("not replanned:") and "may have done its effect" in run.stopped
+
+
+def test_a_failure_injected_into_a_tool_of_a_replanned_cell_strikes(records):
+    """The cell after a replan binds the domain under a new handle (records_3: `records` is taken in
+    the kernel); a failure injected into records.fetch_archive must strike there too."""
+    workspace, directory = records
+    task_plan = workspace.plan_task(SUMMARY_TASK, inputs={"key": "r-4"})
+    failing = [FailureInjection(f"records.{name}", probability=1) for name in ("fetch_primary", "fetch_mirror", "fetch_archive")]
+    run = workspace.run_task(task_plan, inject_failures=failing, on_failure="replan")
+    assert run.result.status == "error", run.result.result
+    assert "fetch_archive" not in calls(directory)
+    assert run.result.error["ename"] == "InjectedFailure"

@@ -300,10 +300,12 @@ class ToolHandle:
         host: the host handle of the same domain's host-bound tools (see
             :mod:`toolpath.kernel.inside.bridge_client`), whose attributes this handle also offers: a domain is one
             handle wherever its tools run.
+        server: the catalog server of a handle named otherwise (:func:`bind_module_tools`).
     """
 
-    def __init__(self, toolkit: str, tools: Mapping[str, tuple], host: Any = None):
+    def __init__(self, toolkit: str, tools: Mapping[str, tuple], host: Any = None, server: str | None = None):
         self._toolkit = toolkit
+        self._server = server
         self._modules = dict(tools)
         self._host = host
         self._bound: dict[str, Callable[..., Any]] = {}
@@ -337,7 +339,7 @@ class ToolHandle:
             raise RuntimeError(f"tool {self._toolkit}.{name} cannot be bound: module {module_name!r} has no function {expected}")
         policy = policy_of(approval_spec)
         approval = _asking(f"{self._toolkit}.{name}", function, policy) if policy else None
-        bound = awaitable(function, name=attribute, wire_name=name, target=f"{self._toolkit}.{attribute}", approval=approval, retry=retry)
+        bound = awaitable(function, name=attribute, wire_name=name, target=f"{self._toolkit}.{attribute}", approval=approval, retry=retry, server=self._server)
         self._bound[attribute] = bound
         return bound
 
@@ -377,8 +379,10 @@ def ask_host_with(ask: Callable[[ApprovalRequest], Awaitable[None]]) -> None:
     _ask_host = ask
 
 
-def bind_module_tools(toolkit: str, tools: Mapping[str, tuple], host: Any = None) -> ToolHandle:
+def bind_module_tools(toolkit: str, tools: Mapping[str, tuple], host: Any = None, server: str | None = None) -> ToolHandle:
     """Create the handle of ``toolkit`` from ``{attribute: (tool name, module[, approval spec])}``,
-    offering also the attributes of ``host`` (the domain's host-bound tools); nothing is imported yet."""
+    offering also the attributes of ``host`` (the domain's host-bound tools); nothing is imported yet.
+    ``server``: the catalog server of a handle named otherwise (``records_3``), by which failures
+    may be injected (``records.fetch_archive``) as well as by the handle's name."""
     track_cells()
-    return ToolHandle(toolkit, tools, host)
+    return ToolHandle(toolkit, tools, host, server)

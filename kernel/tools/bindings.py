@@ -53,11 +53,15 @@ class Bindings:
             (:func:`toolpath.registry.retry_policy.effective_retry`; the third is then ``None`` when it asks for none).
         host_handles: host handles, ``{handle: (toolkit name, {attribute: tool wire name})}``.
         targets: ``{tool id: "handle.attribute"}`` for registry tools, what a cell calls.
+        servers: ``{handle: server}`` for in-kernel handles named otherwise than their server
+            (``records_3``, when ``records`` is taken): a failure injected into ``server.tool``
+            strikes through them too.
     """
 
     handles: dict[str, dict[str, tuple]]
     targets: dict[int, str]
     host_handles: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
+    servers: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -90,6 +94,7 @@ class Bindings:
         handles: dict[str, dict[str, tuple]] = {}
         host_handles: dict[str, tuple[str, dict[str, str]]] = {}
         targets: dict[int, str] = {}
+        renamed: dict[str, str] = {}
         for server in sorted({toolkit_of(tool) for tool in tools}):
             members = [tool for tool in tools if toolkit_of(tool) == server]
             attributes = name_map([*(tool.name for tool in everyone if toolkit_of(tool) == server), *(tool.name for tool in members)], base=attribute_name)
@@ -102,6 +107,8 @@ class Bindings:
                     spec, retry = approval_spec(tool), effective_retry(tool)
                     extra = [spec, retry.to_spec()] if retry is not None else [spec] if spec else []
                     handles.setdefault(handle, {})[attribute] = (tool.name, tool.module or "", *extra)
+                    if handle != server:
+                        renamed[handle] = server
                 targets[tool.id] = f"{handle}.{attribute}"
         for toolkit in toolkits:
             attributes = name_map(toolkit.functions, base=attribute_name)
@@ -112,7 +119,7 @@ class Bindings:
             if shared:
                 raise ValueError(f"{toolkit.name!r} has a host tool and a kernel tool both bound as {shared[0]!r}; rename one of them")
             host_handles[handle] = (toolkit.name, host_attributes)
-        return cls(handles, targets, host_handles)
+        return cls(handles, targets, host_handles, renamed)
 
     def code(self) -> str:
         """Python that binds every handle (empty when there are none)."""
@@ -124,7 +131,8 @@ class Bindings:
         for name, attributes in self.handles.items():
             entries = "".join(f"\n    {attribute!r}: {target!r}," for attribute, target in attributes.items())
             host = f", host={HOST_FUNCTION}({self.host_handles[name][0]!r})" if name in self.host_handles else ""
-            lines.append(f"{name} = {BINDER_FUNCTION}({name!r}, {{{entries}\n}}{host})")
+            server = f", server={self.servers[name]!r}" if name in self.servers else ""
+            lines.append(f"{name} = {BINDER_FUNCTION}({name!r}, {{{entries}\n}}{host}{server})")
         for name, (toolkit, _) in self.host_handles.items():
             if name not in self.handles:
                 lines.append(f"{name} = {HOST_FUNCTION}({toolkit!r})")

@@ -104,7 +104,7 @@ def add_run_parser(commands: argparse._SubParsersAction) -> None:
 def injected_failures(workspace: Workspace, given: Sequence[str], seed: int = 0) -> list[FailureInjection]:
     """The :class:`toolpath.kernel.FailureInjection` of each ``--inject-failure TOOL[:P]``: TOOL as
     the planner names tools (``server.tool``, or ``tool`` when one loaded catalog has it), named by
-    the handle a planned cell calls it through; P a probability from 0 to 1 (default 1).
+    its server (the kernel matches it under whatever handle a cell binds); P a probability from 0 to 1 (default 1).
 
     Raises:
         CommandLineError: a P that is not a probability, a TOOL no loaded catalog has, or a bare
@@ -112,7 +112,6 @@ def injected_failures(workspace: Workspace, given: Sequence[str], seed: int = 0)
     """
     from toolpath.kernel import FailureInjection
     from toolpath.registry.catalog_problems import did_you_mean
-    from toolpath.registry.names import handle_name
 
     tools = list(workspace.loaded.registry)
     known = {f"{tool.server_name}.{tool.name}" if tool.server_name else tool.name: tool for tool in tools}
@@ -134,7 +133,8 @@ def injected_failures(workspace: Workspace, given: Sequence[str], seed: int = 0)
             choices = ", ".join(sorted(f"{tool.server_name}.{tool.name}" for tool in matched))
             raise CommandLineError(f"--inject-failure {text}: several servers have a tool {name!r}; name one: {choices}")
         tool = matched[0]
-        target = f"{handle_name(tool.server_name)}.{tool.name}" if tool.server_name else tool.name
+        # The server as the catalog names it: the kernel matches it whatever handle a cell binds it as.
+        target = f"{tool.server_name}.{tool.name}" if tool.server_name else tool.name
         if any(injection.tool == target for injection in injections):
             raise CommandLineError(f"--inject-failure names {target} twice; give each tool once")
         injections.append(FailureInjection(target, probability=probability, seed=seed))
