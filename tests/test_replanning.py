@@ -361,3 +361,14 @@ def test_a_failure_injected_into_a_tool_of_a_replanned_cell_strikes(records):
     assert run.result.status == "error", run.result.result
     assert "fetch_archive" not in calls(directory)
     assert run.result.error["ename"] == "InjectedFailure"
+
+
+def test_a_host_tool_the_task_asked_for_is_bound_in_a_run_that_may_replan(records):
+    """publish_desk (a host tool) is a step the task asks for, not on a route to the goal's states:
+    a fresh CodeMode that may replan binds it too."""
+    workspace, directory = records
+    task_plan = workspace.plan_task([*SUMMARY_TASK, "publish the summary through the desk"], inputs={"key": "r-6"})
+    assert [step.tool.name for step in task_plan.plan.steps][-1] == "publish_desk"
+    run = workspace.run_task(task_plan, on_failure="replan", approver=lambda request: ApprovalDecision(approved=True))
+    assert run.result.status == "ok", run.result.error
+    assert calls(directory) == ["read_key", "fetch_primary", "summarize_record", "publish_desk"]

@@ -332,11 +332,14 @@ class Workspace:
 
     def _host_tools(self, task_plan: TaskPlan, replanning: Replanning | None = None) -> list[ToolDefinition]:
         """The tools that run in this process that a cell may call (the planned cell fetches their
-        handles): the planned path's, and with ``replanning`` those of every route to its goal."""
+        handles): the planned path's, and with ``replanning`` those of every route to its goal and to
+        the states of its steps (a step the task asked for, "publish the summary", may make no goal
+        state, and a replan may do it through another tool making the same states)."""
         if replanning is not None:
             from toolpath.planner.tasks.replanning import route_host_tools
 
-            return route_host_tools(self.graph, task_plan.plan.goal)
+            made = {state for step in task_plan.plan.steps for state in step.tool.state_transition.produces}
+            return route_host_tools(self.graph, {*task_plan.plan.goal, *made})
         return [step.tool for step in task_plan.plan.steps if step.tool.binding == "host"]
 
     def _check_runnable(self, task_plan: TaskPlan, partial: bool) -> bool:
