@@ -25,6 +25,7 @@ The words:
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterable
 
@@ -53,7 +54,18 @@ def check_condition(condition: object) -> str:
     if not isinstance(condition, str):
         raise ValueError(f"a retry condition is text ('timeout', 'connection', 'status 503', 'status 5xx' or an exception's class name), not {condition!r}")
     text = " ".join(condition.split())
-    if text in (TIMEOUT, CONNECTION) or _CLASS_PATH.fullmatch(text) or _STATUS.fullmatch(text):
+    if text in (TIMEOUT, CONNECTION) or _STATUS.fullmatch(text):
+        return text
+    # A bare lowercase word is a misspelt condition ('timout'), not a class: read as a class name it
+    # would never match, and the tool would silently never be retried. (A lowercase class is named
+    # with its module: 'socket.gaierror'.)
+    if text.isidentifier() and text.islower():
+        close = difflib.get_close_matches(text, (TIMEOUT, CONNECTION), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else "a lowercase class is named with its module ('socket.gaierror'); "
+        raise ValueError(
+            f"{condition!r} is not a retry condition: {hint}use 'timeout', 'connection', 'status 429', 'status 5xx' or an exception's class name such as 'ValueError'"
+        )
+    if _CLASS_PATH.fullmatch(text):
         return text
     if text.startswith("status"):
         raise ValueError(f"{condition!r} is not an HTTP status condition: write 'status' and three digits, x for any digit ('status 429', 'status 5xx')")

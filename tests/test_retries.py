@@ -196,6 +196,8 @@ def write_catalog(tmp_path, tool_lines):
         (["retry: {attempts: 0}"], "tools[0].retry.attempts", "greater than or equal to 1"),
         (["retry: {attempts: 2, on: [timeout, status 5y]}"], "tools[0].retry.on", "write 'status' and three digits"),
         (["retry: {attempts: 2, on: timeout}"], "tools[0].retry.on", "write [timeout]"),
+        (["retry: {attempts: 2, on: [timout]}"], "tools[0].retry.on", "did you mean 'timeout'?"),
+        (["retry: {attempts: 2, on: [sometimes]}"], "tools[0].retry.on", "a lowercase class is named with its module"),
         (["retry: {attempts: 2, backoff: 3, max_backoff: 1}"], "tools[0].retry", "raise max_backoff or lower backoff"),
         (["retry: {attempts: 2, tries: 3}"], "tools[0].retry.tries", "unknown field"),
         (["approval: always", "retry: {attempts: 2}"], "tools[0]", "remove `retry`, or `approval`"),
@@ -209,8 +211,8 @@ def test_a_bad_retry_is_a_catalog_problem_naming_its_line_and_field(tmp_path, li
 
 
 def test_an_unquoted_on_in_a_retry_is_the_field_on(tmp_path):
-    (tool,) = load_catalogs([write_catalog(tmp_path, ["retry: {attempts: 2, on: [timeout, 'status 5xx', OSError]}"])]).registry
-    assert tool.retry.on == ("timeout", "status 5xx", "OSError")
+    (tool,) = load_catalogs([write_catalog(tmp_path, ["retry: {attempts: 2, on: [timeout, 'status 5xx', OSError, socket.gaierror]}"])]).registry
+    assert tool.retry.on == ("timeout", "status 5xx", "OSError", "socket.gaierror")
 
 
 def toolpath_run(*arguments, home):
