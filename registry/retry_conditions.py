@@ -13,18 +13,23 @@ The words:
 - ``connection``: the call could not reach what it talks to: a ``ConnectionError`` (refused, reset,
   aborted, a broken pipe; toolpath's ``InjectedFailure`` is one), or an exception of a class named
   ``ConnectionError`` or ``ConnectError`` (requests' and httpx's, which do not derive from the
-  built-in);
+  built-in), or ``MCPConnectionError`` (an MCP server that could not be started or reached);
 - ``status 429``, ``status 503``, ``status 5xx``: an exception carrying that HTTP status in its
   ``status``, ``status_code`` or ``code`` attribute, or its ``response.status_code`` (toolpath's
   ``HttpToolError``, ``urllib.error.HTTPError``, requests' and httpx's status errors);
 - an exception's class name (``ValueError``, ``RateLimitError``) or dotted path
-  (``openai.RateLimitError``): an exception of that class or one derived from it. A host tool's
-  exception crosses the bridge by name; one the kernel cannot rebuild arrives as ``ToolError`` whose
-  message starts with its class name, which is matched too.
+  (``openai.RateLimitError``): an exception of that class or one derived from it.
+
+A host tool's exception crosses the bridge by name: one the kernel cannot rebuild arrives as the
+built-in type it derives from (``MCPConnectionError``, a ``RuntimeError``, arrives as
+``RuntimeError``) or as ``ToolError``, its message starting with its own class name
+(``"MCPConnectionError: ..."``); that name is matched too (:func:`crossed_name`). So a built-in
+exception raised in the kernel whose message starts with a class name and a colon is read the same way.
 """
 
 from __future__ import annotations
 
+import builtins
 import difflib
 import re
 from collections.abc import Iterable
@@ -43,6 +48,31 @@ CONNECTION_NAMES = frozenset(
 )
 #: ``ToolError``'s message: ``"SomeError: what it said"`` (see toolpath.kernel.inside.bridge_client).
 CROSSED_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*): ")
+
+
+def crossed_name(type_name: str, message: str) -> str | None:
+    """The class name a host tool's exception had before it crossed the bridge
+    (:mod:`toolpath.kernel.inside.bridge_client`), or ``None``.
+
+    Args:
+        type_name: the class name of the exception the cell saw.
+        message: its message.
+
+    Returns:
+        The name ``message`` starts with (``"MCPConnectionError: ..."``) when ``type_name`` is
+        ``ToolError`` or a built-in exception type, the types the bridge raises for an exception the
+        kernel cannot rebuild, and that name is no built-in's; else ``None``.
+    """
+    kind = getattr(builtins, type_name, None)
+    if type_name != "ToolError" and not (isinstance(kind, type) and issubclass(kind, BaseException)):
+        return None
+    crossed = CROSSED_NAME.match(message)
+    # The bridge rebuilds a built-in exception as itself, never under another's name: a message
+    # starting with a built-in's name ("ConnectionError: ...") is the tool's own words, perhaps the
+    # user's input quoted, not a crossed class (read as one, a bad input could pass for an outage).
+    if crossed is None or isinstance(getattr(builtins, crossed.group(1), None), type):
+        return None
+    return crossed.group(1)
 
 
 def check_condition(condition: object) -> str:
@@ -83,16 +113,16 @@ def _status_of(error: BaseException) -> int | None:
 
 
 def _class_names(error: BaseException) -> set[str]:
-    """The names and dotted paths of ``error``'s classes, and for a ``ToolError`` the class name its
-    message starts with (the host tool's own exception)."""
+    """The names and dotted paths of ``error``'s classes, and the class name of the host tool's own
+    exception when ``error`` is one that crossed the bridge (:func:`crossed_name`)."""
     names = set()
     for kind in type(error).__mro__:
         names.add(kind.__name__)
         names.add(f"{kind.__module__}.{kind.__qualname__}")
-    if type(error).__name__ == "ToolError":
-        crossed = CROSSED_NAME.match(str(error))
-        if crossed:
-            names.add(crossed.group(1))
+    builtin = type(error).__module__ == "builtins"
+    crossed = crossed_name(type(error).__name__, str(error)) if builtin or type(error).__name__ == "ToolError" else None
+    if crossed:
+        names.add(crossed)
     return names
 
 

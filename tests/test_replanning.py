@@ -5,13 +5,17 @@ or through a mirror desk that asks too, or through a quiet outbox that never ask
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import pytest
+import yaml
 
 from toolpath.kernel import FailureInjection
 from toolpath.kernel.tools.approvals import ApprovalDecision
@@ -112,6 +116,9 @@ RECORD_MODULES = {
             raise ValueError(f"{arguments['key_text']!r} is not a record key")
         if arguments['key_text'] == 'slow':
             raise TimeoutError('the primary store did not answer in 2 s')
+        if arguments['key_text'] == 'stuck':
+            import time
+            time.sleep(60)  # until the cell's timeout interrupts it
         return {'key': arguments['key_text'], 'from': 'primary'}
         """,
     "fetch_mirror": "return {'key': arguments['key_text'], 'from': 'mirror'}",
@@ -119,7 +126,12 @@ RECORD_MODULES = {
     "summarize_record": "return f\"{arguments['record']['key']} (from the {arguments['record']['from']})\"",
     "publish_desk": "return 'desk:' + arguments['summary']",
     "publish_mirror_desk": "return 'mirror desk:' + arguments['summary']",
-    "publish_outbox": "return 'outbox:' + arguments['summary']",
+    "publish_outbox": """
+        if arguments['summary'].startswith('stuck'):
+            import time
+            time.sleep(60)  # until the cell's timeout interrupts it, perhaps after sending
+        return 'outbox:' + arguments['summary']
+        """,
 }
 
 
@@ -372,3 +384,169 @@ def test_a_host_tool_the_task_asked_for_is_bound_in_a_run_that_may_replan(record
     run = workspace.run_task(task_plan, on_failure="replan", approver=lambda request: ApprovalDecision(approved=True))
     assert run.result.status == "ok", run.result.error
     assert calls(directory) == ["read_key", "fetch_primary", "summarize_record", "publish_desk"]
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released): a connection to it is refused."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _ledger_catalog(remote: str) -> str:
+    """A catalog where a ledger entry is found by two tools of one remote (an MCP server whose
+    process exits as it starts, or an HTTP API on a closed port), cheapest first, or by an in-kernel tool."""
+    key_read = {"name": "key_text", "type": "str", "state": "ledger.key_read"}
+
+    def finder(name: str, description: str, cost: int, **serving: Any) -> dict[str, Any]:
+        return {
+            "name": name,
+            "description": description,
+            "cost": cost,
+            **serving,
+            "required_parameters": [key_read],
+            "return_spec": {"name": "entry", "type": "dict", "state": "ledger.entry_found"},
+            "state_transition": {"requires": ["ledger.key_read"], "produces": ["ledger.entry_found"]},
+        }
+
+    if remote == "mcp":
+        served: dict[str, Any] = {
+            "mcp_servers": {
+                "ledger": {"command": sys.executable, "args": ["-c", "import sys; sys.exit('the ledger is down for maintenance')"], "connect_timeout": 10}
+            }
+        }
+        # Their own retry policies: the first is tried twice (an MCP connection failure is a
+        # `connection` failure once it crosses the bridge), the other once.
+        fast = {"mcp_server": "ledger", "retry": {"attempts": 2, "backoff": 0}}
+        full = {"mcp_server": "ledger", "retry": {"attempts": 1}}
+    else:
+        served = {"http_apis": {"ledger": {"base_url": f"http://127.0.0.1:{_closed_port()}", "retries": 0, "timeout_seconds": 5}}}
+        fast = {"http": {"api": "ledger", "method": "GET", "path": "/entries/{key_text}"}}
+        full = {"http": {"api": "ledger", "method": "GET", "path": "/entries/{key_text}/full"}}
+    catalog = {
+        "domain": "ledger",
+        "package": "ledger",
+        **served,
+        "states": [
+            {"token": "ledger.key_read", "description": "a ledger key read from the user's words"},
+            {"token": "ledger.entry_found", "description": "a ledger entry found by its key"},
+        ],
+        "tools": [
+            {
+                "name": "read_key",
+                "description": "Read a ledger key.",
+                "required_parameters": [{"name": "key", "type": "str"}],
+                "return_spec": {"name": "key_text", "type": "str", "state": "ledger.key_read"},
+                "state_transition": {"produces": ["ledger.key_read"]},
+            },
+            finder("find_entry_fast", "Find a ledger entry on the ledger service, by its index.", 1, **fast),
+            finder("find_entry_full", "Find a ledger entry on the ledger service, by a full scan.", 2, **full),
+            finder("find_entry_local", "Find a ledger entry in the local copy of the ledger.", 3),
+        ],
+    }
+    return yaml.safe_dump(catalog, sort_keys=False)
+
+
+@pytest.mark.parametrize("remote", ["mcp", "http"])
+def test_an_unreachable_server_rules_out_every_one_of_its_tools(remote, tmp_path, monkeypatch, embedder):
+    """The cheapest route's remote cannot be reached: the replan skips its other tool (cheaper than
+    the local copy) and finds the entry in the kernel."""
+    package = tmp_path / "ledger"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "catalog.yaml").write_text(_ledger_catalog(remote))
+    (package / "read_key.py").write_text("def read_key(key):\n    return key.strip()\n")
+    (package / "find_entry_local.py").write_text("def find_entry_local(key_text):\n    return {'key': key_text, 'from': 'the local copy'}\n")
+    monkeypatch.chdir(tmp_path)
+    workspace = Workspace.open([package / "catalog.yaml"], embedder=embedder)
+    workspace.recorder = None
+    with workspace.session(f"replan-unreachable-{remote}", snapshot=False) as session:
+        run = session.run_task(["read the ledger key", "find the ledger entry"], inputs={"key": "L-42"})
+        assert run.result.status == "ok", (run.result.error, run.stopped)
+        assert run.result.result == "{'key': 'L-42', 'from': 'the local copy'}"
+        (replan,) = run.replans
+        assert replan.failure.kind == "connection" and replan.failure.tool == "ledger.find_entry_fast"
+        kind = "MCP server" if remote == "mcp" else "HTTP API"
+        assert f"its {kind} 'ledger' could not be reached, so none of its tools is used" in replan.failure.why
+        assert set(replan.avoided) == {"ledger.find_entry_fast", "ledger.find_entry_full"}
+        assert replan.new_route == ("ledger.find_entry_local",)
+        # The MCP tool's own retry policy tried it again first; the HTTP API retries only 429 and 5xx.
+        assert run.earlier[0].result.retries == ({"ledger.find_entry_fast": 1} if remote == "mcp" else {})
+        assert [(step["tool"], step["status"]) for step in run.route] == [
+            ("ledger.read_key", "completed"),
+            ("ledger.find_entry_fast", "failed"),
+            ("ledger.find_entry_local", "completed"),
+        ]
+
+
+def test_the_kernels_timeout_interrupting_a_read_only_tool_is_replanned_and_one_with_effects_stops(records):
+    """A cell's own timeout (3 s here) interrupts a tool that hangs: a fetch (read only) is tried on
+    another store; a publication (it sends) may have gone out before the interrupt, so the run stops."""
+    workspace, directory = records
+    with workspace.session("replan-interrupted", timeout=3) as session:
+        run = session.run_task(SUMMARY_TASK, inputs={"key": "stuck"})
+        assert run.result.status == "ok", (run.result.error, run.stopped)
+        assert run.earlier[0].result.status == "timeout"
+        (replan,) = run.replans
+        assert (replan.failure.kind, replan.failure.tool, replan.failure.error) == ("timeout", "records.fetch_primary", "timeout")
+        assert replan.new_route == ("records.fetch_mirror", "records.summarize_record")
+        assert "'stuck (from the mirror)'" in run.result.result
+        assert calls(directory) == ["read_key", "fetch_primary", "fetch_mirror", "summarize_record"]
+
+    with workspace.session("replan-interrupted-effect", timeout=3) as session:
+        (directory / "calls.log").unlink()
+        outbox_plan = session.plan_task([*SUMMARY_TASK, "publish the summary through the outbox"], inputs={"key": "stuck-9"})
+        assert [step.tool.name for step in outbox_plan.plan.steps][-1] == "publish_outbox", outbox_plan.plan.steps
+        stopped = session.run_task(outbox_plan)
+        assert stopped.result.status == "timeout" and stopped.replans == ()
+        assert stopped.stopped == (
+            "not replanned: it timed out, and a tool with effects (sends) may have done its effect before: another route could do it twice"
+        )
+        # The desks publish too: neither was tried after the outbox hung. The values made stay.
+        assert calls(directory) == ["read_key", "fetch_primary", "summarize_record", "publish_outbox"]
+        assert session.held >= {"records.record_fetched", "records.summary_made"}
+
+
+def test_mcp_run_task_over_toolpath_serve_replans_and_says_so_in_its_structured_result(records, toolpath_home):
+    """An agent's run_task over a real `toolpath serve` (stdio): the primary store times out, the
+    result's route and replans show the mirror taking over; on_failure='stop' and max_replans=0 do not."""
+    from mcp import Client, StdioServerParameters
+
+    workspace, directory = records
+    environment = {**os.environ, "TOOLPATH_HOME": str(toolpath_home), "TOOLPATH_RECORD": "off", "PYTHONPATH": str(directory)}
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "toolpath.planner.interfaces.cli", "serve", "--catalog", str(directory / "records" / "catalog.yaml")],
+        env=environment,
+        cwd=str(directory),
+    )
+    task = {"task": SUMMARY_TASK, "inputs": {"key": "slow"}}
+
+    async def scenario():
+        async with Client(server) as client:
+            run = await client.call_tool("run_task", {**task, "session_id": "agent-replan"})
+            assert not run.is_error, run.content
+            result = run.structured_content
+            assert result["result"]["status"] == "ok", result["result"]
+            assert [(step["tool"], step["cell"], step["status"]) for step in result["route"]] == [
+                ("records.read_key", 0, "completed"),
+                ("records.fetch_primary", 0, "failed"),
+                ("records.fetch_mirror", 1, "completed"),
+                ("records.summarize_record", 1, "completed"),
+            ]
+            (replan,) = result["replans"]
+            assert replan["failure"]["kind"] == "timeout" and replan["failure"]["error"].startswith("TimeoutError: the primary store did not answer")
+            assert replan["new_route"] == ["records.fetch_mirror", "records.summarize_record"]
+            assert result["made_by"]["records.record_fetched"] == {"tool": "records.fetch_mirror", "cell": 1, "variable": "record"}
+            assert "Replan 1: records.fetch_primary failed (TimeoutError" in run.content[0].text
+
+            stopped = await client.call_tool("run_task", {**task, "session_id": "agent-stop", "on_failure": "stop"})
+            assert stopped.structured_content["result"]["status"] == "error" and stopped.structured_content["replans"] == []
+            assert stopped.structured_content["failed_step"] == {"index": 1, "tool": "fetch_primary"}
+
+            bounded = await client.call_tool("run_task", {**task, "session_id": "agent-bounded", "max_replans": 0})
+            assert bounded.structured_content["replans"] == []
+            assert "max_replans=0" in bounded.structured_content["replan_stopped"]
+
+    asyncio.run(scenario())
+    assert calls(directory).count("fetch_mirror") == 1

@@ -260,3 +260,16 @@ def test_toolpath_run_refuses_an_unknown_tool_to_inject_failures_into(toolpath_h
 def test_the_kernel_reads_a_policy_as_written_however_short_its_spec(policy):
     spec = RetrySpec.of(policy.to_spec())
     assert (spec.attempts, spec.backoff, spec.max_backoff, spec.on) == (policy.attempts, policy.backoff, policy.max_backoff, policy.on)
+
+
+def test_a_message_naming_a_class_is_read_as_a_crossed_exception_only_as_the_bridge_writes_one():
+    from toolpath.registry.retry_conditions import crossed_name, matches
+
+    # How the bridge gives back a host tool's MCPConnectionError (a RuntimeError the kernel cannot rebuild).
+    assert crossed_name("RuntimeError", "MCPConnectionError: the server 'films' could not be started") == "MCPConnectionError"
+    assert matches(["connection"], RuntimeError("MCPConnectionError: the server 'films' could not be started")) == "connection"
+    # A bad input whose message happens to start with a built-in's name is the tool's own words.
+    assert crossed_name("ValueError", "ConnectionError: not a SMILES string") is None
+    assert matches(["connection", "timeout"], ValueError("TimeoutError: not a SMILES string")) == ""
+    # An exception of the tool's own class is what it is, whatever its message says.
+    assert crossed_name("ParseFailure", "MCPConnectionError: x") is None

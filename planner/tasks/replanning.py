@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from toolpath.planner.planning.budgets import DEFAULT_MAX_REPLANS
 from toolpath.planner.planning.plans import NoPlanError, Plan, plan, qualified_name
-from toolpath.registry.retry_conditions import CONNECTION_NAMES, CROSSED_NAME, TIMEOUT_NAMES
+from toolpath.registry.retry_conditions import CONNECTION_NAMES, TIMEOUT_NAMES, crossed_name
 
 if TYPE_CHECKING:
     from toolpath.planner.planning.graph import StateGraph
@@ -143,13 +143,11 @@ class Replan:
 
 
 def _error_names(error: Mapping[str, Any]) -> set[str]:
-    """The exception's class name, and for a host tool's crossed exception the name its message starts with."""
+    """The exception's class name, and for a host tool's exception that crossed the bridge its own
+    class name (:func:`toolpath.registry.retry_conditions.crossed_name`)."""
     name, value = str(error.get("ename") or ""), str(error.get("evalue") or "")
-    names = {name}
-    crossed = CROSSED_NAME.match(value)
-    if name == "ToolError" and crossed:
-        names.add(crossed.group(1))
-    return names
+    crossed = crossed_name(name, value)
+    return {name, crossed} if crossed else {name}
 
 
 def _remote_of(tool: ToolDefinition) -> tuple[str, str] | None:
