@@ -278,8 +278,11 @@ def test_a_denied_approval_avoids_the_tool_and_every_quiet_tool_with_effects(rec
 
 
 def test_toolpath_run_replans_around_an_injected_failure_in_text_and_json(records, toolpath_home):
+    """The run shows each cell's output in order: the failed cell's retries, then the replan's result."""
     workspace, directory = records
     catalog = directory / "records" / "catalog.yaml"
+    # fetch_primary tried 3 times, at once: its retries are the failed cell's stderr.
+    catalog.write_text(RECORDS_CATALOG.replace("    retry: {attempts: 1}\n", "    retry: {attempts: 3, backoff: 0}\n", 1))
     arguments = [
         sys.executable,
         "-m",
@@ -304,6 +307,12 @@ def test_toolpath_run_replans_around_an_injected_failure_in_text_and_json(record
     assert "Replan 1: records.fetch_primary failed (InjectedFailure" in text.stdout
     assert "records.fetch_primary -> records.summarize_record became records.fetch_mirror -> records.summarize_record" in text.stdout
     assert "Route taken: records.read_key -> records.fetch_primary (failed) -> records.fetch_mirror -> records.summarize_record" in text.stdout
+    first, replanned = text.stdout.split("Output of cell 1 of 2 (the first route), error: step 2 (records.fetch_primary) failed\n")[1].split(
+        "Result (ok), from cell 2 of 2 (replan 1):"
+    )
+    assert "retrying records.fetch_primary (try 2 of 3) after InjectedFailure" in first
+    assert "retrying records.fetch_primary (try 3 of 3) after InjectedFailure" in first
+    assert "retrying" not in replanned and "Replan 1: records.fetch_primary failed" in replanned
 
     as_json = subprocess.run([*arguments, "--json"], capture_output=True, text=True, timeout=300, cwd=directory, stdin=subprocess.DEVNULL, env=environment)
     assert as_json.returncode == 0, as_json.stdout + as_json.stderr
@@ -311,6 +320,11 @@ def test_toolpath_run_replans_around_an_injected_failure_in_text_and_json(record
     assert [step["tool"] for step in payload["route"]] == ["records.read_key", "records.fetch_primary", "records.fetch_mirror", "records.summarize_record"]
     assert payload["replans"][0]["new_route"] == ["records.fetch_mirror", "records.summarize_record"]
     assert payload["result"]["result"]["summary"] == "r-5 (from the mirror)"
+    failed, last = payload["cells"]
+    assert failed["tools"][failed["failed_step"]] == "records.fetch_primary" and failed["status"] == "error"
+    assert "retrying records.fetch_primary (try 3 of 3) after InjectedFailure" in failed["stderr"]
+    assert failed["retries"] == {"records.fetch_primary": 2} and failed["injected_failures"] == {"records.fetch_primary": 3}
+    assert last["status"] == "ok" and last["tools"] == ["records.fetch_mirror", "records.summarize_record"] and "retrying" not in last["stderr"]
 
 
 SENDING_CATALOG = """\

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -359,6 +360,50 @@ class TaskRun:
                 lines.append(f"Final values made: {made}")
         return "\n".join(lines)
 
+    def cell_title(self, number: int) -> str:
+        """``cell 2 of 2 (replan 1)``: cell ``number`` (0: the first) of :attr:`cells`, for a person."""
+        return f"cell {number + 1} of {len(self.cells)} ({'the first route' if number == 0 else f'replan {number}'})"
+
+    def earlier_output_text(self) -> str:
+        """The output of the cells before the last one of a replanned run, in order (``""`` for a
+        run of one cell): each cell's title, how it ended (its failed step) and its stdout and
+        stderr, where the retries of its failed step are (``retrying ... (try 2 of 3) ...``)."""
+        blocks = []
+        for number, cell in enumerate(self.earlier):
+            failed = cell.failed_step
+            ended = f"step {failed + 1} ({_qualified(cell.task_plan.plan.steps[failed].tool)}) failed" if failed is not None else "it stopped"
+            lines = [f"Output of {self.cell_title(number)}, {cell.result.status}: {ended}"]
+            for stream in ("stdout", "stderr"):
+                text = getattr(cell.result, stream)
+                lines.extend([f"  {stream}:", textwrap.indent(text.rstrip("\n"), "    ")] if text else [])
+            if not cell.result.stdout and not cell.result.stderr:
+                lines.append("  (no output)")
+            blocks.append("\n".join(lines))
+        return "\n".join(blocks)
+
+    def cells_to_dict(self) -> list[dict[str, Any]]:
+        """Every cell of the run, in order: its number (``cell``, 0 the first), ``tools``
+        (``server.name``), ``status``, ``stdout``, ``stderr``, ``error``, ``retries``,
+        ``injected_failures`` and ``failed_step`` (its index, or ``None``); the last one's is also
+        ``result``."""
+        cells = []
+        for number, cell in enumerate(self.cells):
+            result = cell.result
+            cells.append(
+                {
+                    "cell": number,
+                    "tools": [_qualified(step.tool) for step in cell.task_plan.plan.steps],
+                    "status": result.status,
+                    "stdout": result.stdout,
+                    "stderr": result.stderr,
+                    "error": result.error,
+                    "retries": dict(result.retries),
+                    "injected_failures": dict(result.injected_failures),
+                    "failed_step": cell.failed_step,
+                }
+            )
+        return cells
+
     def to_dict(self) -> dict:
         failed = self.failed_step
         return {
@@ -372,4 +417,5 @@ class TaskRun:
             "replans": [replan.to_dict() for replan in self.replans],
             "replan_stopped": self.stopped or None,
             "made_by": self.made_by,
+            "cells": self.cells_to_dict(),
         }

@@ -205,7 +205,12 @@ def command_run(arguments: argparse.Namespace) -> int:
         payload["inject_failures"] = [injection.to_dict() for injection in injections]
         emit_json(payload)
         return 0 if result.status == "ok" else 1
-    print(f"Result ({result.status}):")
+    if run.earlier:
+        # The failed cells' output (their retries among it) comes first, in the order it was made.
+        print(run.earlier_output_text())
+        print(f"Result ({result.status}), from {run.cell_title(len(run.earlier))}:")
+    else:
+        print(f"Result ({result.status}):")
     if result.notice:
         print(indent(result.notice, "  "))
     if result.stdout:
