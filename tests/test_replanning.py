@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
-from toolpath.kernel import FailureInjection
+from toolpath.kernel import FailureInjection, Toolkit
 from toolpath.kernel.tools.approvals import ApprovalDecision
 from toolpath.planner import Workspace
+from toolpath.planner.tasks.failure_injections import UnknownInjectionTargetError
 from toolpath.planner.tasks.record_of_use import Recorder, history, local_user, wait_for_writes
 
 pytestmark = pytest.mark.integration
@@ -325,6 +326,32 @@ def test_toolpath_run_replans_around_an_injected_failure_in_text_and_json(record
     assert "retrying records.fetch_primary (try 3 of 3) after InjectedFailure" in failed["stderr"]
     assert failed["retries"] == {"records.fetch_primary": 2} and failed["injected_failures"] == {"records.fetch_primary": 3}
     assert last["status"] == "ok" and last["tools"] == ["records.fetch_mirror", "records.summarize_record"] and "retrying" not in last["stderr"]
+
+
+def test_a_failure_injected_from_python_into_a_tool_nobody_has_is_refused_before_any_kernel_starts(records):
+    """A misspelt tool would fail nothing and the run would look fine: run_task and sessions refuse it,
+    naming it and the closest tool; a tool of a toolkit given to the session is known."""
+    workspace, directory = records
+    task_plan = workspace.plan_task(SUMMARY_TASK, inputs={"key": "r-1"})
+    misspelt = [FailureInjection("records.fetch_primry", probability=1.0)]
+    says = "FailureInjection('records.fetch_primry'): no loaded catalog or toolkit has a tool 'records.fetch_primry'; did you mean 'records.fetch_primary'?"
+    with pytest.raises(UnknownInjectionTargetError) as refused:
+        workspace.run_task(task_plan, inject_failures=misspelt, on_failure="replan")
+    assert says in str(refused.value)
+    with pytest.raises(ValueError, match="no loaded catalog or toolkit has a tool 'fetch_nowhere'"):
+        workspace.session("injected-nowhere", inject_failures=(injection for injection in [FailureInjection("fetch_nowhere", probability=1.0)]))
+    assert calls(directory) == []
+
+    def lookup(key: str) -> str:
+        return key
+
+    extra = Toolkit("lookup_tools", [lookup])
+    # Known: the toolkit's tool (by toolkit, handle or bare name) and a catalog tool by its bare name.
+    for known in ("lookup_tools.lookup", "lookup.lookup", "lookup", "fetch_mirror"):
+        with workspace.session(f"injected-{known}", tools=[extra], inject_failures=[FailureInjection(known, on_calls=(1,))]) as session:
+            assert session.code_mode is not None
+    with pytest.raises(UnknownInjectionTargetError, match="'lookup.lookp'; did you mean 'lookup_tools.lookup'"):
+        workspace.session("injected-lookp", tools=[extra], inject_failures=[FailureInjection("lookup.lookp", probability=1.0)])
 
 
 SENDING_CATALOG = """\

@@ -249,7 +249,10 @@ def test_toolpath_run_inject_failure_shows_the_retries_and_the_failure_after_the
 def test_toolpath_run_refuses_an_unknown_tool_to_inject_failures_into(toolpath_home):
     refused = toolpath_run("--inject-failure", "chemistry.parse_molecul", home=toolpath_home)
     assert refused.returncode == 2
-    assert "no loaded catalog has a tool 'chemistry.parse_molecul'; did you mean 'chemistry.parse_molecule'?" in refused.stderr
+    assert (
+        "--inject-failure chemistry.parse_molecul: no loaded catalog or toolkit has a tool 'chemistry.parse_molecul'; did you mean 'chemistry.parse_molecule'?"
+        in refused.stderr
+    )
     assert "Running" not in refused.stdout
 
 

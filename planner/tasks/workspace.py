@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolpath.catalogs import CATALOGS_VARIABLE, default_catalog_paths
 from toolpath.planner.planning.budgets import DEFAULT_MAX_REPLANS, DEFAULT_TASK_BUDGET_S
+from toolpath.planner.tasks.failure_injections import check_injections
 from toolpath.planner.tasks.recording import recorded_plan, recorded_run, recording_failures, recording_refusals
 from toolpath.registry import CatalogError, CatalogProblem, LoadedCatalogs, ToolDefinition, import_roots, load_checked
 from toolpath.registry.catalog_packages import module_paths
@@ -277,6 +278,11 @@ class Workspace:
         Args:
             timeout: seconds before a cell is interrupted.
             options: further :class:`toolpath.kernel.CodeMode` parameters (``pool_size`` defaults to 0 here).
+
+        Raises:
+            toolpath.planner.tasks.failure_injections.UnknownInjectionTargetError: an ``inject_failures``
+                item naming a tool that no loaded catalog nor ``tools`` item has (the message names
+                it and the closest name); and what :class:`toolpath.kernel.CodeMode` raises.
         """
         from toolpath.kernel import CodeMode
 
@@ -292,6 +298,12 @@ class Workspace:
             # A sandboxed kernel sees exactly the catalogs' modules, not the rest of their directories.
             options["sandbox"] = dataclasses.replace(sandbox, read_only=(*sandbox.read_only, *module_paths(self.loaded.catalogs)))
         options.setdefault("pool_size", 0)
+        if isinstance(options.get("inject_failures"), Iterable) and not isinstance(options["inject_failures"], (str, bytes)):
+            options["inject_failures"] = list(options["inject_failures"])
+            if isinstance(options.get("tools"), Iterable) and not isinstance(options["tools"], (str, bytes)):
+                options["tools"] = list(options["tools"])
+            # The kernel matches injections by name alone: one naming no tool would fail nothing.
+            check_injections(options["inject_failures"], list(self.loaded.registry), options.get("tools", ()))
         # Planned cells bind the catalogs' tools themselves; those that ask may ask the approver.
         options.setdefault("approval_tools", [tool for tool in self.loaded.registry if tool.approval != "never"])
         return CodeMode(timeout=timeout, env=env, **options)

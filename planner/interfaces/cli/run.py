@@ -111,10 +111,9 @@ def injected_failures(workspace: Workspace, given: Sequence[str], seed: int = 0)
             ``tool`` several servers have (the message lists them).
     """
     from toolpath.kernel import FailureInjection
-    from toolpath.registry.catalog_problems import did_you_mean
+    from toolpath.planner.tasks.failure_injections import UnknownInjectionTargetError, named_tools, qualified
 
     tools = list(workspace.loaded.registry)
-    known = {f"{tool.server_name}.{tool.name}" if tool.server_name else tool.name: tool for tool in tools}
     injections: list[FailureInjection] = []
     for text in given:
         name, colon, probability_text = text.rpartition(":") if ":" in text else (text, "", "1")
@@ -124,17 +123,15 @@ def injected_failures(workspace: Workspace, given: Sequence[str], seed: int = 0)
             probability = -1.0
         if not 0 < probability <= 1:
             raise CommandLineError(f"--inject-failure {text}: P is a probability above 0 and at most 1 (TOOL:0.2), got {probability_text!r}")
-        matched = [known[name]] if name in known else [tool for tool in tools if tool.name == name]
-        if not matched:
-            raise CommandLineError(
-                f"--inject-failure {text}: no loaded catalog has a tool {name!r};{did_you_mean(name, known) or ' see `toolpath search WORDS` or `toolpath graph`'}"
-            )
+        try:
+            matched = named_tools(name, tools)
+        except UnknownInjectionTargetError as error:
+            raise CommandLineError(f"--inject-failure {text}: {error} (`toolpath search WORDS` or `toolpath graph` list them)") from None
         if len(matched) > 1:
             choices = ", ".join(sorted(f"{tool.server_name}.{tool.name}" for tool in matched))
             raise CommandLineError(f"--inject-failure {text}: several servers have a tool {name!r}; name one: {choices}")
-        tool = matched[0]
         # The server as the catalog names it: the kernel matches it whatever handle a cell binds it as.
-        target = f"{tool.server_name}.{tool.name}" if tool.server_name else tool.name
+        target = qualified(matched[0])
         if any(injection.tool == target for injection in injections):
             raise CommandLineError(f"--inject-failure names {target} twice; give each tool once")
         injections.append(FailureInjection(target, probability=probability, seed=seed))
