@@ -228,6 +228,8 @@ def test_a_failing_host_tool_is_replanned_in_a_fresh_kernel_run(records):
     task_plan = workspace.plan_task(SUMMARY_TASK, inputs={"key": "r-3"})
     assert [step.tool.name for step in task_plan.plan.steps] == ["read_key", "fetch_primary", "summarize_record"]
     failing = [FailureInjection("records.fetch_primary", on_calls=(1,)), FailureInjection("records.fetch_mirror", on_calls=(1,))]
+    # summarize_record (read-only, the default retry policy) fails its first try and is tried again.
+    failing.append(FailureInjection("records.summarize_record", on_calls=(1,)))
     stopped = workspace.run_task(task_plan, inject_failures=failing)
     assert stopped.result.status == "error" and stopped.replans == () and stopped.failed_step == 1
 
@@ -252,6 +254,19 @@ def test_a_failing_host_tool_is_replanned_in_a_fresh_kernel_run(records):
         ("records/fetch_primary", "records/fetch_mirror"),
         ("records/fetch_mirror", "records/fetch_archive"),
     ]
+    # The record counts, per tool over the run's three cells, each failure injected and each retry
+    # (the fetches have one try each: none retried).
+    assert entry.injected_failures == {"records/fetch_primary": 1, "records/fetch_mirror": 1, "records/summarize_record": 1}
+    assert entry.retries == {"records/summarize_record": 1}
+    shown = subprocess.run(
+        [sys.executable, "-m", "toolpath.planner.interfaces.cli", "history", "--store", str(directory / "record.db")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "    retried: records/summarize_record 1\n" in shown.stdout
+    assert "    injected failures: records/fetch_primary 1, records/fetch_mirror 1, records/summarize_record 1\n" in shown.stdout
 
     with pytest.raises(ValueError, match="on_failure is one of 'replan', 'stop'"):
         workspace.run_task(task_plan, on_failure="retry")

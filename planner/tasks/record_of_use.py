@@ -5,7 +5,8 @@ One entry per task (a run updates the entry of its plan): when, whose, through w
 the request in words or the steps given, its parts (text, kind, goal states chosen, the part's
 tools), the tools of the plan shown, the tools that ran (for a run that replanned around a failed step,
 every tool that ran over all its cells: the route taken, and ``replans``: each failed tool with the
-old and new route), the user's edits (``--avoid`` tools, a goal
+old and new route), the run's ``retries`` and ``injected_failures`` per tool (counts, over all its
+cells), the user's edits (``--avoid`` tools, a goal
 given instead of words) and the outcome, one of :data:`OUTCOMES`: ``planned`` (nothing ran),
 ``ran`` (the cell ran through), ``failed`` (with the error's type), ``denied`` (a call needing
 approval was refused), ``paused`` (waiting for an approval) or ``refused`` (toolpath refused the
@@ -115,7 +116,8 @@ class Edits:
 class RecordedUse:
     """One entry of the record (see the module docstring); ``recorded_at`` in seconds since the
     epoch, tools as ``server/name``; ``inputs`` maps each input's name to its kind (``<number>``).
-    ``parts`` are dicts of ``text``, ``kind``, ``status``, ``goal`` and ``tools``."""
+    ``parts`` are dicts of ``text``, ``kind``, ``status``, ``goal`` and ``tools``; ``retries`` and
+    ``injected_failures`` count a run's retries and injected failures per tool (``server/name``)."""
 
     entry_id: str
     user: str
@@ -128,6 +130,8 @@ class RecordedUse:
     shown: tuple[str, ...] = ()
     ran: tuple[str, ...] = ()
     replans: tuple[dict[str, Any], ...] = ()
+    retries: dict[str, int] = field(default_factory=dict)
+    injected_failures: dict[str, int] = field(default_factory=dict)
     edits: Edits = Edits()
     inputs: dict[str, str] = field(default_factory=dict)
     detail: str | None = None
@@ -147,6 +151,8 @@ class RecordedUse:
             "shown": list(self.shown),
             "ran": list(self.ran),
             "replans": list(self.replans),
+            "retries": dict(self.retries),
+            "injected_failures": dict(self.injected_failures),
             "edits": self.edits.to_dict(),
             "inputs": dict(self.inputs),
             "detail": self.detail,
@@ -235,7 +241,8 @@ class Recorder:
                 }
                 for replan in run.replans
             ]
-            return {**_plan_entry(cells[0].task_plan, self.settings.mode), "ran": ran, "replans": replans}
+            counts = {kind: _counts_per_tool(run, kind) for kind in ("retries", "injected_failures")}
+            return {**_plan_entry(cells[0].task_plan, self.settings.mode), "ran": ran, "replans": replans, **counts}
 
         return self._write(user, outcome, entry, edits, session, detail, run.task_plan.record_entry)
 
@@ -373,6 +380,29 @@ def _tool_name(tool: ToolDefinition) -> str:
     return f"{tool.server_name}/{tool.name}" if tool.server_name else tool.name
 
 
+def _counts_per_tool(run: TaskRun, kind: str) -> dict[str, int]:
+    """``{server/name: count}`` of ``run``'s :attr:`toolpath.kernel.CellResult` ``kind`` (``retries``
+    or ``injected_failures``), added up over its cells. The kernel counts by the handle called
+    (``handle.attribute``): the cell's step target, or for a host tool its server's host handle
+    (a replanned cell calls ``records_2.fetch_mirror``, counted as ``records.fetch_mirror``); each is
+    named here as the record names tools. A call of no planned step (none in a planned cell) keeps
+    the kernel's name."""
+    from toolpath.registry.names import handle_name
+
+    counts: dict[str, int] = {}
+    for cell in run.cells:
+        tools: dict[str, str] = {}
+        for target, step in zip(cell.task_plan.cell.step_targets, cell.task_plan.plan.steps, strict=False):
+            tools[target] = _tool_name(step.tool)
+        for target, step in zip(cell.task_plan.cell.step_targets, cell.task_plan.plan.steps, strict=False):
+            if step.tool.server_name:
+                tools.setdefault(f"{handle_name(step.tool.server_name)}.{target.rpartition('.')[2]}", _tool_name(step.tool))
+        for target, count in getattr(cell.result, kind).items():
+            name = tools.get(target, target)
+            counts[name] = counts.get(name, 0) + count
+    return counts
+
+
 def _run_outcome(run: TaskRun) -> tuple[str, str | None]:
     result = run.result
     if result.status == "ok":
@@ -499,6 +529,8 @@ def _entry_of(row: Sequence[Any]) -> RecordedUse:
         shown=tuple(entry.get("shown") or ()),
         ran=tuple(entry.get("ran") or ()),
         replans=tuple(entry.get("replans") or ()),
+        retries=dict(entry.get("retries") or {}),
+        injected_failures=dict(entry.get("injected_failures") or {}),
         edits=Edits(tuple(edits.get("avoid") or ()), tuple(edits.get("goal") or ())),
         inputs=dict(entry.get("inputs") or {}),
         detail=entry.get("detail"),

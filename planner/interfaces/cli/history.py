@@ -58,6 +58,9 @@ def command_history(arguments: argparse.Namespace) -> int:
         print(f"{when}  {entry.interface:<6} {entry.outcome:<8} {asked}")
         if tools:
             print(f"    {'ran' if entry.outcome == 'ran' else 'plan'}: {' -> '.join(tools)}")
+        for words, counts in (("retried", entry.retries), ("injected failures", entry.injected_failures)):
+            if counts:
+                print(f"    {words}: {', '.join(f'{tool} {count}' for tool, count in counts.items())}")
         if entry.edits.avoid:
             print(f"    avoiding: {', '.join(entry.edits.avoid)}")
         if entry.detail:
