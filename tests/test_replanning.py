@@ -420,8 +420,8 @@ def test_a_tool_with_effects_that_lost_its_connection_is_not_replanned_through_a
 
 
 def test_a_failure_injected_into_a_tool_of_a_replanned_cell_strikes(records):
-    """The cell after a replan binds the domain under a new handle (records_3: `records` is taken in
-    the kernel); a failure injected into records.fetch_archive must strike there too."""
+    """The cell after a replan binds the domain again; a failure injected into records.fetch_archive
+    must strike there too."""
     workspace, directory = records
     task_plan = workspace.plan_task(SUMMARY_TASK, inputs={"key": "r-4"})
     failing = [FailureInjection(f"records.{name}", probability=1) for name in ("fetch_primary", "fetch_mirror", "fetch_archive")]
@@ -429,6 +429,18 @@ def test_a_failure_injected_into_a_tool_of_a_replanned_cell_strikes(records):
     assert run.result.status == "error", run.result.result
     assert "fetch_archive" not in calls(directory)
     assert run.result.error["ename"] == "InjectedFailure"
+
+
+def test_a_host_tool_that_returned_in_a_replanned_cell_is_not_run_again_when_a_later_step_fails(records):
+    """fetch_mirror (a host tool) completes in the cell after the first replan and summarize_record
+    then fails for good: the run reports summarize_record, and never fetches the record a third way."""
+    workspace, directory = records
+    task_plan = workspace.plan_task(SUMMARY_TASK, inputs={"key": "r-7"})
+    failing = [FailureInjection("records.fetch_primary", probability=1), FailureInjection("records.summarize_record", probability=1)]
+    run = workspace.run_task(task_plan, inject_failures=failing, on_failure="replan")
+    assert run.result.status == "error" and run.failed_step is not None
+    assert run.task_plan.plan.steps[run.failed_step].tool.name == "summarize_record"
+    assert calls(directory).count("fetch_mirror") == 1 and "fetch_archive" not in calls(directory)
 
 
 def test_a_host_tool_the_task_asked_for_is_bound_in_a_run_that_may_replan(records):

@@ -51,13 +51,15 @@ class FreshKernelContinuation:
     held: set[str] = field(init=False)
     artifacts: dict[str, str] = field(init=False, default_factory=dict)
     outputs: dict[str, dict[str, HeldOutput]] = field(init=False, default_factory=dict)
+    handles: set[str] = field(init=False, default_factory=set)
 
     def __post_init__(self) -> None:
         self.held = set(self.task_plan.plan.held)
 
     def _take(self, run: TaskRun) -> None:
-        """Hold the states of ``run``'s completed steps, and note their artifacts."""
+        """Hold the states of ``run``'s completed steps, and note their artifacts and its cell's handles."""
         steps, names = run.task_plan.plan.steps, run.task_plan.cell.step_variables
+        self.handles.update(run.task_plan.cell.handles)
         for index in run.completed_steps:
             tool, variable = steps[index].tool, names[index]
             self.held.update(tool.state_transition.produces)
@@ -81,7 +83,10 @@ class FreshKernelContinuation:
         if host and not self.host_allowed:
             replanning.stopped = f"not replanned: the new route calls host tools ({', '.join(host)}), which the CodeMode given did not bind"
             return None
-        kernel = KernelView(self.graph.registry, self.graph.refinements, None, dict(self.artifacts), set(variables), dict(self.outputs))
+        # The earlier cells' handles are bound again under their own names (a domain is one handle):
+        # renamed (records_2), a host tool's calls would still be reported under the kernel's host
+        # handle (records.fetch), and a completed step would be missed and run again.
+        kernel = KernelView(self.graph.registry, self.graph.refinements, None, dict(self.artifacts), set(variables) - self.handles, dict(self.outputs))
         try:
             cell = render_cell(remainder, self.task_plan.inputs, task_text(self.task_plan.task), kernel, output_directory=self.output_directory)
         except (Refusal, ValueError) as error:  # the inputs do not fit the new route: say so, never half run it
