@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -68,10 +69,9 @@ class LoopThread:
         loop and wait (up to 10 s each) for both."""
         self.closed = True
         if self._thread.is_alive() and not self.on_loop_thread():  # on the loop's own thread, waiting would deadlock
-            try:
+            # A generator that does not finish closing must not keep CodeMode from shutting down.
+            with contextlib.suppress(TimeoutError):
                 asyncio.run_coroutine_threadsafe(self.loop.shutdown_asyncgens(), self.loop).result(timeout=10)
-            except TimeoutError:
-                pass  # a generator that does not finish closing must not keep CodeMode from shutting down
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=10)
 

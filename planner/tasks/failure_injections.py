@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from toolpath.errors import Refusal
+from toolpath.planner.planning.plans import qualified_name
 from toolpath.registry import ToolDefinition
 from toolpath.registry.catalog_problems import did_you_mean
 from toolpath.registry.names import handle_name
@@ -21,11 +22,6 @@ from toolpath.registry.names import handle_name
 class UnknownInjectionTargetError(Refusal, ValueError):
     """A failure injection names a tool that no loaded catalog or given toolkit has; the message
     names it and the closest known name."""
-
-
-def qualified(tool: ToolDefinition) -> str:
-    """``server.tool``, or ``tool`` for a tool of no server: how injections name a catalog's tool."""
-    return f"{tool.server_name}.{tool.name}" if tool.server_name else tool.name
 
 
 def named_tools(name: str, tools: Sequence[ToolDefinition], toolkits: Iterable[Any] = ()) -> list[ToolDefinition]:
@@ -45,10 +41,12 @@ def named_tools(name: str, tools: Sequence[ToolDefinition], toolkits: Iterable[A
     Raises:
         UnknownInjectionTargetError: ``name`` names none of them.
     """
-    matched = [tool for tool in tools if name in (qualified(tool), tool.name) or (tool.server_name and name == f"{handle_name(tool.server_name)}.{tool.name}")]
+    matched = [
+        tool for tool in tools if name in (qualified_name(tool), tool.name) or (tool.server_name and name == f"{handle_name(tool.server_name)}.{tool.name}")
+    ]
     if matched:
         return matched
-    known = {qualified(tool): None for tool in tools}
+    known = {qualified_name(tool): None for tool in tools}
     for toolkit in toolkits:
         prefixes = {toolkit.name, handle_name(toolkit.name)}
         if toolkit.requires_connect and name.partition(".")[0] in prefixes:

@@ -111,7 +111,8 @@ def injected_failures(workspace: Workspace, given: Sequence[str], seed: int = 0)
             ``tool`` several servers have (the message lists them).
     """
     from toolpath.kernel import FailureInjection
-    from toolpath.planner.tasks.failure_injections import UnknownInjectionTargetError, named_tools, qualified
+    from toolpath.planner.planning.plans import qualified_name
+    from toolpath.planner.tasks.failure_injections import UnknownInjectionTargetError, named_tools
 
     tools = list(workspace.loaded.registry)
     injections: list[FailureInjection] = []
@@ -131,7 +132,7 @@ def injected_failures(workspace: Workspace, given: Sequence[str], seed: int = 0)
             choices = ", ".join(sorted(f"{tool.server_name}.{tool.name}" for tool in matched))
             raise CommandLineError(f"--inject-failure {text}: several servers have a tool {name!r}; name one: {choices}")
         # The server as the catalog names it: the kernel matches it whatever handle a cell binds it as.
-        target = qualified(matched[0])
+        target = qualified_name(matched[0])
         if any(injection.tool == target for injection in injections):
             raise CommandLineError(f"--inject-failure names {target} twice; give each tool once")
         injections.append(FailureInjection(target, probability=probability, seed=seed))
