@@ -27,6 +27,12 @@ array that did not change costs its pickling in the kernel, not a rewrite). Sess
 these tables and nothing else (never part of a file path). Loading a snapshot runs the pickles'
 code in the kernel: a SQLite store is created readable by its owner only, and a PostgreSQL one must
 be kept as private.
+
+For an operator (``toolpath sessions``), :meth:`SnapshotStore.stored` reads every session as the
+store keeps it (owner, snapshot sizes, holder and lease; never a pickle) and :meth:`SnapshotStore.remove`
+deletes one. Removing keeps the session's ``session_holders`` row, let go and under a new generation:
+a process still driving the session is refused its next lease renewal and snapshot, and lets go of
+its kernel, whatever generation a process taking the session later gets.
 """
 
 from __future__ import annotations
@@ -132,6 +138,82 @@ class Snapshot:
     skipped: dict[str, str] = field(default_factory=dict)
     data: dict[str, Any] | None = None
     saved: float = 0.0
+
+
+@dataclass(frozen=True)
+class KernelStatus:
+    """Whether a stored session's kernel runs, as far as the store tells (see :meth:`StoredSession.kernel_status`).
+
+    Attributes:
+        alive: ``True``: a running process holds the session (a process holds one exactly while it
+            has the session's kernel); ``False``: nobody does, or its holder ended or stopped renewing
+            its hold; ``None``: this host cannot tell (a holder on another host from before leases,
+            or a kernel a holder left on a gateway).
+        why: one sentence saying how that was decided.
+    """
+
+    alive: bool | None
+    why: str
+
+
+@dataclass(frozen=True)
+class StoredSession:
+    """One session as the store keeps it, read for an operator: nothing of its variables but their
+    record keys and sizes (no pickle is read).
+
+    Attributes:
+        session_id: its key in the store.
+        owner: the ``user_id`` that created it (``None``: nobody's).
+        saved: when its snapshot was last written (seconds since the epoch); ``0``: it has none.
+        variables: ``{record key: bytes of its pickle}`` of its snapshot.
+        skipped_json / data_json: the ``skipped`` and ``data`` columns, JSON text as written (the
+            variables the last snapshot could not save and why; the planner's session state), or ``None``.
+        holder: the process holding it now (``None``: nobody), with ``held_since`` (seconds since
+            the epoch), its ``lease_expires`` (by the store's clock; ``None``: no lease) and the
+            ``kernel`` it recorded on a gateway (``{"gateway": url, "kernel_id": id}``, a hint
+            written by that process; ``None`` when none).
+        checked_at: the store's clock when this was read.
+    """
+
+    session_id: str
+    owner: str | None
+    saved: float
+    variables: dict[str, int]
+    skipped_json: str | None
+    data_json: str | None
+    holder: SessionHolder | None
+    held_since: float | None
+    lease_expires: float | None
+    kernel: dict[str, Any] | None
+    checked_at: float
+
+    @property
+    def snapshot_bytes(self) -> int:
+        """Bytes of its snapshot's pickles."""
+        return sum(self.variables.values())
+
+    def kernel_status(self) -> KernelStatus:
+        """Whether its kernel runs, decided as :meth:`SnapshotStore.take` decides whether a holder
+        has let go: a holder whose lease ran out, or whose process ended (on this host), has;
+        one on this host whose process runs, or on another host with a current lease, has not."""
+        kernel = self.kernel or {}
+        left = (
+            f"; its kernel {kernel.get('kernel_id')} may still run on the gateway {kernel.get('gateway')}, until that gateway culls it"
+            if kernel.get("kernel_id")
+            else ""
+        )
+        if self.holder is None:
+            return KernelStatus(False, "no process holds the session, so it has no kernel")
+        if self.lease_expires is not None and self.lease_expires < self.checked_at:
+            return KernelStatus(None if left else False, f"{self.holder} stopped renewing its hold {self.checked_at - self.lease_expires:.0f} s ago{left}")
+        running = self.holder.is_running()
+        if running is False:
+            return KernelStatus(None if left else False, f"{self.holder} has ended without letting go of the session{left}")
+        if running:
+            return KernelStatus(True, f"{self.holder} holds the session and runs")
+        if self.lease_expires is not None:
+            return KernelStatus(True, f"{self.holder} holds the session; its hold runs out in {self.lease_expires - self.checked_at:.0f} s unless renewed")
+        return KernelStatus(None, f"{self.holder} holds the session without a lease (a toolpath from before leases), and this host cannot check it")
 
 
 class SnapshotStore:
@@ -339,10 +421,89 @@ class SnapshotStore:
             database.execute(f"delete from {VARIABLES} where session_id = ?", [session_id])
             database.execute(f"update {SESSIONS} set saved = 0, skipped = '{{}}', data = null where session_id = ?", [session_id])
 
+    def stored(self, session_id: str | None = None) -> list[StoredSession]:
+        """Every session the store knows (one with an owner or a snapshot, or held by a process),
+        or only ``session_id``'s (an empty list when it is unknown), read in one transaction;
+        in no particular order.
+
+        Raises:
+            registry.storage.StoreError: the store cannot be read.
+        """
+        with self.database.reading(_PURPOSE) as database:
+            return _stored_sessions(database, session_id)
+
+    def remove(self, session_id: str) -> StoredSession | None:
+        """Delete ``session_id``'s owner and snapshot in one transaction, and let go of its hold
+        under a new generation: a process still driving the session has its next lease renewal and
+        snapshot refused, so it lets go of its kernel (see :meth:`renew`). Its approval decisions
+        and record of use are kept (an audit log only grows; a user's record is theirs).
+
+        Returns:
+            The session as it was when removed; ``None`` when the store does not know it (nothing changed).
+        """
+        with self.database.writing(_PURPOSE, key=session_id) as database:
+            found = _stored_sessions(database, session_id)
+            if not found:
+                return None
+            database.execute(f"delete from {VARIABLES} where session_id = ?", [session_id])
+            database.execute(f"delete from {SESSIONS} where session_id = ?", [session_id])
+            # The row stays, with a new generation: a later take never reuses a generation a
+            # process that still drives the session may write under.
+            database.execute(
+                f"update {HOLDERS} set host = null, pid = null, started = null, since = null, generation = generation + 1 where session_id = ?", [session_id]
+            )
+            database.execute(f"delete from {LEASES} where session_id = ?", [session_id])
+        return found[0]
+
     def _damaged(self, session_id: str, error: ValueError) -> StoreError:
         return StoreError(
             self.database.location, _PURPOSE, f"the snapshot of session {session_id!r} is damaged ({error})", "Restart the session to discard that snapshot"
         )
+
+
+def _stored_sessions(database: Any, session_id: str | None) -> list[StoredSession]:
+    """The sessions :meth:`SnapshotStore.stored` reads, inside the caller's transaction."""
+    parameters = [session_id] if session_id is not None else []
+    only = "where session_id = ?" if session_id is not None else ""
+    rows = database.execute(f"select session_id, owner, saved, skipped, data from {SESSIONS} {only}", parameters).fetchall()
+    sizes: dict[str, dict[str, int]] = {}
+    for key, name, size in database.execute(f"select session_id, name, size from {VARIABLES} {only}", parameters).fetchall():
+        sizes.setdefault(key, {})[name] = int(size)
+    held_only = f" and {HOLDERS}.session_id = ?" if session_id is not None else ""
+    holds = {
+        row[0]: row[1:]
+        for row in database.execute(
+            f"select {HOLDERS}.session_id, {HOLDERS}.host, {HOLDERS}.pid, {HOLDERS}.started, {HOLDERS}.since, {LEASES}.expires, {LEASES}.kernel "
+            f"from {HOLDERS} left join {LEASES} on {LEASES}.session_id = {HOLDERS}.session_id and {LEASES}.generation = {HOLDERS}.generation "
+            f"where {HOLDERS}.host is not null{held_only}",
+            parameters,
+        ).fetchall()
+    }
+    now = database.now()
+    known = {row[0]: row for row in rows}
+    # A session held with no row of its own (its row removed while a process held it, and taken again) is listed too.
+    for held in holds.keys() - known.keys():
+        known[held] = (held, None, 0.0, None, None)
+    found = []
+    for key, (_, owner, saved, skipped, data) in known.items():
+        hold = holds.get(key)
+        holder = SessionHolder(hold[0], int(hold[1]), float(hold[2])) if hold is not None else None
+        found.append(
+            StoredSession(
+                key,
+                owner,
+                float(saved or 0),
+                sizes.get(key, {}),
+                skipped,
+                data,
+                holder,
+                float(hold[3]) if hold is not None and hold[3] is not None else None,
+                float(hold[4]) if hold is not None and hold[4] is not None else None,
+                _recorded_kernel(hold[5]) if hold is not None else None,
+                now,
+            )
+        )
+    return found
 
 
 def _recorded_kernel(text: str | None) -> dict[str, Any] | None:

@@ -83,3 +83,20 @@ class ApprovalLog:
                 [session_id] if user_id is None else [session_id, user_id],
             ).fetchall()
         return [RecordedDecision(*row) for row in rows]
+
+    def session_decisions(self, session_id: str, limit: int) -> tuple[list[RecordedDecision], int]:
+        """Every user's decisions on the calls of ``session_id``, for an operator (``toolpath
+        sessions show``; :meth:`decisions` gives a user their own): the ``limit`` newest, newest
+        first, and how many there are in all.
+
+        Raises:
+            ValueError: ``limit`` is not a whole number of at least 0.
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ValueError(f"limit must be a whole number of at least 0, got {limit!r}")
+        with self.database.reading(_PURPOSE) as database:
+            total = database.execute(f"select count(*) from {APPROVAL_DECISIONS} where session_id = ?", [session_id]).fetchone()[0]
+            rows = database.execute(
+                f"select {', '.join(_COLUMNS)} from {APPROVAL_DECISIONS} where session_id = ? order by id desc limit ?", [session_id, limit]
+            ).fetchall()
+        return [RecordedDecision(*row) for row in rows], int(total)

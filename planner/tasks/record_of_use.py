@@ -502,6 +502,37 @@ def history(store: Database | str | os.PathLike[str] | None, user: str, limit: i
     return [_entry_of(row) for row in rows]
 
 
+def session_history(store: Database | str | os.PathLike[str] | None, session_id: str, limit: int) -> list[RecordedUse]:
+    """The entries of tasks planned or run in the session ``session_id``, every user's (for an
+    operator: ``toolpath sessions show``), newest first, at most ``limit``.
+
+    The session is a field of each entry's JSON, not a column: the rows are narrowed with ``like``
+    on its JSON text (``"session": "<id>"``, never found inside another string, where quotes are
+    escaped), with ``%``, ``_`` and ``\\`` of the id escaped, then each entry's field is compared
+    exactly.
+
+    Raises:
+        registry.storage.StoreError: the store cannot be read.
+    """
+    if limit < 1:
+        return []
+    written = json.dumps({"session": session_id}, ensure_ascii=False)[1:-1]  # as entries are written
+    pattern = "%" + written.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    wait_for_writes()
+    entries: list[RecordedUse] = []
+    with _database(store).reading(_PURPOSE) as connection:
+        cursor = connection.execute(
+            f"select {', '.join(_COLUMNS)} from {RECORD_OF_USE} where entry like ? escape '\\' order by recorded_at desc, entry_id", [pattern]
+        )
+        for row in cursor:
+            entry = _entry_of(row)
+            if entry.session == session_id:
+                entries.append(entry)
+                if len(entries) >= limit:
+                    break
+    return entries
+
+
 def clear(store: Database | str | os.PathLike[str] | None, user: str) -> int:
     """Delete ``user``'s entries (no one else's); how many there were.
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolpath.planner.planning.plans import qualified_name
 from toolpath.planner.tasks.cell import HeldOutput, is_variable_name
-from toolpath.planner.tasks.task import TaskPlan, TaskRun
 from toolpath.registry.output_paths import parse_output_path
+
+if TYPE_CHECKING:  # annotations only: reading a saved state (``toolpath sessions``) loads no task planning
+    from toolpath.planner.tasks.task import TaskPlan, TaskRun
 
 
 @dataclass(frozen=True)

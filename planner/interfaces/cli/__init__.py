@@ -1,8 +1,8 @@
-"""The ``toolpath`` command line: validate, graph, search, plan, cell, run, serve, catalog draft, learn.
+"""The ``toolpath`` command line: validate, graph, search, plan, cell, run, serve, sessions, history, catalog draft, learn.
 
 One module per group of verbs, each adding its verbs' sub-parsers and running them: :mod:`.planning`
 (plan, search, cell), :mod:`.run`, :mod:`.graph`, :mod:`.catalogs` (validate, schema, init, catalog
-draft), :mod:`.learning` (learn) and :mod:`.serve`; what they share is in :mod:`.shared`, and :mod:`.main` assembles the parser
+draft), :mod:`.learning` (learn), :mod:`.serve`, :mod:`.sessions` (sessions list, show, close) and :mod:`.history`; what they share is in :mod:`.shared`, and :mod:`.main` assembles the parser
 and runs a verb (the console script ``toolpath``, and ``python -m toolpath.planner.interfaces.cli``).
 This file imports nothing.
 

@@ -25,6 +25,7 @@ from toolpath.planner.interfaces.cli.learning import add_learn_parser
 from toolpath.planner.interfaces.cli.planning import add_cell_parser, add_plan_parser, add_search_parser
 from toolpath.planner.interfaces.cli.run import add_run_parser
 from toolpath.planner.interfaces.cli.serve import add_serve_parser
+from toolpath.planner.interfaces.cli.sessions import add_sessions_parser
 from toolpath.planner.interfaces.cli.shared import emit_json, error_payload, in_command_terms
 
 
@@ -74,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_catalog_parser,
         add_learn_parser,
         add_serve_parser,
+        add_sessions_parser,
         add_history_parser,
     ):
         add_parser(commands)
