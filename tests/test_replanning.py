@@ -133,12 +133,20 @@ RECORD_MODULES = {
             raise ValueError(f"{arguments['key_text']!r} is not a record key")
         if arguments['key_text'] == 'slow':
             raise TimeoutError('the primary store did not answer in 2 s')
+        if arguments['key_text'] == 'proxied':
+            import requests  # through a proxy that refuses the connection: requests' ProxyError
+            requests.get('http://primary.invalid/', proxies={'http': os.environ['RECORDS_PROXY']}, timeout=5)
         if arguments['key_text'] == 'stuck':
             import time
             time.sleep(60)  # until the cell's timeout interrupts it
         return {'key': arguments['key_text'], 'from': 'primary'}
         """,
-    "fetch_mirror": "return {'key': arguments['key_text'], 'from': 'mirror'}",
+    "fetch_mirror": """
+        if arguments['key_text'] == 'proxied':
+            import requests
+            requests.get('http://mirror.invalid/', proxies={'http': os.environ['RECORDS_PROXY']}, timeout=5)
+        return {'key': arguments['key_text'], 'from': 'mirror'}
+        """,
     "fetch_archive": "return {'key': arguments['key_text'], 'from': 'archive'}",
     "summarize_record": "return f\"{arguments['record']['key']} (from the {arguments['record']['from']})\"",
     "publish_desk": "return 'desk:' + arguments['summary']",
@@ -166,6 +174,7 @@ def records(tmp_path, monkeypatch, embedder):
         (package / f"{name}.py").write_text(_counting(name, body))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("RECORDS_CALLS_LOG", str(tmp_path / "calls.log"))
+    monkeypatch.setenv("RECORDS_PROXY", f"http://127.0.0.1:{_closed_port()}")
     workspace = Workspace.open([package / "catalog.yaml"], embedder=embedder)
     workspace.recorder = None
     return workspace, tmp_path
@@ -237,6 +246,23 @@ def test_a_timeout_is_replanned_and_max_replans_bounds_the_run(records):
     with workspace.session("replan-none") as session:
         bounded = session.run_task(SUMMARY_TASK, inputs={"key": "slow"}, max_replans=0)
         assert bounded.result.status == "error" and "max_replans=0" in bounded.stopped
+
+
+def test_an_http_clients_connection_error_is_replanned_in_the_kernel_and_from_the_host(records):
+    """requests' ProxyError derives from its ConnectionError, not the built-in one: the primary (in
+    the kernel) and the mirror (a host tool) both lose their connection, and the archive serves."""
+    workspace, directory = records
+    with workspace.session("replan-proxied") as session:
+        run = session.run_task(SUMMARY_TASK, inputs={"key": "proxied"})
+    assert run.result.status == "ok", run.text()
+    assert "'summary': 'proxied (from the archive)'" in run.result.result
+    assert [(replan.failure.tool, replan.failure.kind) for replan in run.replans] == [
+        ("records.fetch_primary", "connection"),
+        ("records.fetch_mirror", "connection"),
+    ]
+    assert run.replans[0].failure.error.startswith("ProxyError: ")
+    assert run.replans[1].failure.error.startswith("ConnectionError: ProxyError: ")  # crossed the bridge
+    assert calls(directory) == ["read_key", "fetch_primary", "fetch_mirror", "fetch_archive", "summarize_record"]
 
 
 def test_a_failing_host_tool_is_replanned_in_a_fresh_kernel_run(records):

@@ -15,8 +15,11 @@ A planned cell is a straight line of tool calls. When one call fails after its r
 Which failures are replanned (the rule, also in docs/kernels.md): a failure that says the *tool* could
 not serve the call now, where another tool reaching the same state gives the same kind of answer:
 
-- ``connection``: a lost or refused connection (``ConnectionError`` and its kin, httpx's
-  ``ConnectError``, an MCP server that could not be reached, an HTTP API that gave no answer);
+- ``connection``: a lost or refused connection (``ConnectionError`` and its kin, the HTTP clients'
+  connection errors read along their class hierarchy: requests' ``ConnectionError`` and its
+  ``ProxyError``, httpx's ``ConnectError``, urllib3's ``NewConnectionError``, aiohttp's
+  ``ClientConnectionError``, :func:`toolpath.registry.retry_conditions.failure_kind`; an MCP server
+  that could not be reached, an HTTP API that gave no answer);
 - ``timeout``: a tool's own ``TimeoutError``, or the cell interrupted by the kernel's timeout;
 - ``status``: an HTTP API answered 429 or 5xx;
 
@@ -49,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from toolpath.planner.planning.budgets import DEFAULT_MAX_REPLANS
 from toolpath.planner.planning.plans import NoPlanError, Plan, plan, qualified_name
-from toolpath.registry.retry_conditions import CONNECTION_NAMES, TIMEOUT_NAMES, crossed_name
+from toolpath.registry.retry_conditions import CONNECTION, CONNECTION_NAMES, TIMEOUT, TIMEOUT_NAMES, crossed_name
 
 if TYPE_CHECKING:
     from toolpath.planner.planning.graph import StateGraph
@@ -226,6 +229,9 @@ def read_failure(run: TaskRun, tools: Iterable[ToolDefinition]) -> StepFailure |
     error = result.error or {}
     shown = "timeout" if result.status == "timeout" else f"{error.get('ename', 'Error')}: {str(error.get('evalue', ''))[:300]}"
     names = _error_names(error)
+    # What the failure's class hierarchy says, which its name alone does not (requests' ProxyError
+    # is a ConnectionError): the kernel reports it for the call (CellResult.failure_kinds).
+    kind_reported = result.failure_kinds.get(run.task_plan.cell.step_targets[index], "")
     value = str(error.get("evalue") or "")
     status = _HTTP_STATUS.search(value) if "HttpToolError" in names else None
 
@@ -236,7 +242,7 @@ def read_failure(run: TaskRun, tools: Iterable[ToolDefinition]) -> StepFailure |
     # went out, then the connection dropped): another route could do it twice, so such a tool stops.
     maybe_done = f"a tool with effects ({failed.side_effect}) may have done its effect before: another route could do it twice"
     effects = failed.side_effect != "none"
-    if result.status == "timeout" or names & TIMEOUT_NAMES:
+    if result.status == "timeout" or names & TIMEOUT_NAMES or kind_reported == TIMEOUT:
         if effects:
             return failure("other", f"it timed out, and {maybe_done}")
         return failure("timeout", "it timed out: another tool may answer in time")
@@ -254,7 +260,7 @@ def read_failure(run: TaskRun, tools: Iterable[ToolDefinition]) -> StepFailure |
         if code == 429 or code >= 500:
             return failure("status", f"its API answered {code}, a failure of the server, not of the request")
         return failure("other", f"its API answered {code}: the request itself was refused, so another route could give a different answer")
-    unreachable = names & CONNECTION_NAMES or ("HttpToolError" in names and " got no answer" in value)
+    unreachable = names & CONNECTION_NAMES or kind_reported == CONNECTION or ("HttpToolError" in names and " got no answer" in value)
     if unreachable and effects:
         return failure("other", f"it lost its connection, and {maybe_done}")
     if unreachable:
