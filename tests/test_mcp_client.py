@@ -14,7 +14,7 @@ import psutil
 import pytest
 import yaml
 
-from toolpath.kernel import CodeMode, MCPToolkit
+from toolpath.kernel import CodeMode, FailureInjection, MCPToolkit, UnknownInjectionTargetError
 from toolpath.kernel.tools.approvals import ApprovalDecision
 from toolpath.kernel.tools.mcp_connection import PROBE_AFTER_IDLE
 from toolpath.planner.interfaces.draft import draft_catalog, server_config
@@ -192,6 +192,21 @@ def test_a_tool_the_server_calls_read_only_is_retried_after_a_lost_connection_an
             assert once.status == "error" and f"closed the connection during tool {name!r}" in once.error["evalue"], once.error
             assert once.retries == {} and "retrying" not in once.stderr
     assert log.read_text().split() == ["read_rates", "read_rates", "add_note", "say_nothing", "read_and_destroy"]
+
+
+def test_a_failure_injected_into_a_tool_the_server_does_not_list_is_refused_when_it_connects():
+    """The server's tools are known once it connects: the run's first cell raises, naming the
+    nearest tool, and nothing runs; every later run says the same."""
+    misspelt = FailureInjection("paged.count_wrds", probability=1.0)
+    with CodeMode(tools=[paged_server()], snapshot=False, pool_size=0, inject_failures=[misspelt]) as code_mode:
+        for _ in range(2):
+            with pytest.raises(UnknownInjectionTargetError, match=r"this CodeMode has no tool 'paged.count_wrds'; did you mean 'paged.count_words'\?"):
+                code_mode.run("ran = True", "s")
+        assert code_mode.sessions() == []  # no kernel started
+    with CodeMode(tools=[paged_server()], snapshot=False, pool_size=0, inject_failures=[FailureInjection("paged.count_words", on_calls=(1,))]) as code_mode:
+        struck = code_mode.run("await paged.count_words(text='a b')", "s")
+        assert struck.status == "error" and struck.error["ename"] == "InjectedFailure"
+        assert code_mode.run("await paged.count_words(text='a b')", "s").result == "2"
 
 
 def test_connect_and_call_timeouts_bound_the_waits_and_leave_no_server_behind():

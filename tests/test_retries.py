@@ -16,7 +16,7 @@ import pytest
 import requests
 import urllib3
 
-from toolpath.kernel import CodeMode, FailureInjection, Tool, Toolkit
+from toolpath.kernel import CodeMode, FailureInjection, Tool, Toolkit, UnknownInjectionTargetError
 from toolpath.kernel.inside.approval_policy import ApprovalDenied
 from toolpath.kernel.inside.retries import RetrySpec
 from toolpath.kernel.tools.bindings import Bindings
@@ -135,7 +135,8 @@ def test_a_tool_with_effects_is_tried_once_and_its_own_policy_is_followed(sensor
 def test_the_last_failure_says_how_many_tries_were_made(sensors):
     directory, registry = sensors
     failing = FailureInjection("sensors.read_sensor", probability=1.0)
-    with CodeMode(pool_size=0, timeout=60, cwd=str(directory), snapshot=False, inject_failures=[failing]) as code_mode:
+    # The cell binds the tool itself: given as cell_tools, the injection's name is known.
+    with CodeMode(pool_size=0, timeout=60, cwd=str(directory), snapshot=False, inject_failures=[failing], cell_tools=list(registry)) as code_mode:
         result = code_mode.run(binding_code(registry, "read_sensor") + "await sensors.read_sensor('attic')", "injected")
         ran = code_mode.run("import sensors.read_sensor as module\nmodule.calls", "injected")
     assert result.status == "error" and result.error["ename"] == "InjectedFailure"
@@ -143,6 +144,31 @@ def test_the_last_failure_says_how_many_tries_were_made(sensors):
     assert result.stderr.splitlines()[-1] == "sensors.read_sensor failed on each of its 3 tries; the last failure follows"
     assert result.injected_failures == {"sensors.read_sensor": 3} and result.retries == {"sensors.read_sensor": 2}
     assert ran.result == "[]"  # an injected failure comes before the tool runs
+
+
+def test_a_plain_codemode_refuses_a_failure_injected_into_a_tool_it_does_not_have(sensors):
+    """A misspelt name would fail nothing and the run would look fine: CodeMode refuses it when it
+    is made, naming it and the nearest names, whether the tool is a toolkit's or one a cell binds."""
+    directory, registry = sensors
+
+    def stock_level(sku: str) -> int:
+        """Units of an item in stock."""
+        return 3
+
+    inventory = Toolkit("inventory_tools", [stock_level])
+    with pytest.raises(UnknownInjectionTargetError) as refused:
+        CodeMode([inventory], pool_size=0, snapshot=False, inject_failures=[FailureInjection("inventory.stock_levl", probability=1.0)])
+    assert "FailureInjection('inventory.stock_levl'): this CodeMode has no tool 'inventory.stock_levl'; did you mean 'inventory_tools.stock_level'?" in str(
+        refused.value
+    )
+    with pytest.raises(ValueError, match=r"no tool 'sensors.read_sensr'; did you mean 'sensors.read_sensor'\? \(or 'sensors.read_slow_sensor'\)"):
+        CodeMode(pool_size=0, snapshot=False, inject_failures=[FailureInjection("sensors.read_sensr", on_calls=(1,))], cell_tools=list(registry))
+    # A tool only a cell binds is unknown unless given as cell_tools: the message says so.
+    with pytest.raises(UnknownInjectionTargetError, match="give the registry tools cells bind themselves, as planned cells do, as cell_tools="):
+        CodeMode(pool_size=0, snapshot=False, inject_failures=[FailureInjection("sensors.read_sensor", on_calls=(1,))])
+    # Known names: a toolkit's tool by toolkit, handle or bare name, and a cell's tool given as cell_tools.
+    for name in ("inventory_tools.stock_level", "inventory.stock_level", "stock_level", "sensors.read_sensor", "read_slow_sensor"):
+        CodeMode([inventory], pool_size=0, snapshot=False, inject_failures=[FailureInjection(name, on_calls=(1,))], cell_tools=list(registry)).shutdown()
 
 
 def test_a_host_tool_is_retried_in_the_kernel_and_runs_once_per_try():

@@ -97,8 +97,8 @@ class FailureInjection:
         tool: ``server.tool`` (the catalog's server, a toolkit's name, or the handle a cell calls,
             such as ``chemistry.parse_molecule``) or the tool's name alone (any handle's tool of
             that name). Names are matched as the kernel binds them; nothing checks here that such a
-            tool exists (a workspace's CodeMode does, against its catalogs and toolkits:
-            :mod:`toolpath.planner.tasks.failure_injections`).
+            tool exists (CodeMode does, against the tools it is given:
+            :mod:`toolpath.kernel.codemode.injection_targets`).
         probability: chance, from 0 to 1, that a try fails.
         on_calls: try numbers that fail whatever ``probability`` says.
         seed: the seed of the tool's generator.
