@@ -16,6 +16,7 @@ from toolpath.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from toolpath.kernel.codemode.facade import CodeMode
+    from toolpath.kernel.codemode.injection_targets import UnknownInjectionTargetError
     from toolpath.kernel.codemode.options import BridgePolicy, CellPolicy, KernelCapacity, KernelLaunch, SnapshotPolicy
     from toolpath.kernel.codemode.session_pool import SessionOwnerError
     from toolpath.kernel.codemode.snapshot_store import Snapshot, SnapshotStore
@@ -55,6 +56,7 @@ _HOME = {
     "ToolExitError": "toolpath.kernel.inside.tool_calls",
     "Toolkit": "toolpath.kernel.tools.toolkit",
     "ToolPausedError": "toolpath.kernel.inside.tool_calls",
+    "UnknownInjectionTargetError": "toolpath.kernel.codemode.injection_targets",
 }
 
 __all__ = sorted(_HOME)

@@ -10,10 +10,14 @@ The words:
 - ``timeout``: the call timed out: a ``TimeoutError`` (``socket.timeout`` and
   ``asyncio.TimeoutError`` are the same class), or an exception of a class named ``Timeout`` or
   ``TimeoutException`` (requests' and httpx's);
-- ``connection``: the call could not reach what it talks to: a ``ConnectionError`` (refused, reset,
-  aborted, a broken pipe; toolpath's ``InjectedFailure`` is one), or an exception of a class named
-  ``ConnectionError`` or ``ConnectError`` (requests' and httpx's, which do not derive from the
-  built-in), or ``MCPConnectionError`` (an MCP server that could not be started or reached);
+- ``connection``: the call could not reach what it talks to, or lost it: a ``ConnectionError``
+  (refused, reset, aborted, a broken pipe; toolpath's ``InjectedFailure`` is one), or an exception
+  derived from a class of the HTTP clients' connection errors, which do not derive from the
+  built-in: requests' ``ConnectionError`` (so its ``ProxyError`` and ``SSLError`` too), httpx's
+  ``ConnectError`` and ``NetworkError``, urllib3's ``NewConnectionError`` and ``ProtocolError``
+  (a connection aborted mid-answer), aiohttp's ``ClientConnectionError``; or ``MCPConnectionError``
+  (an MCP server that could not be started or reached). Classes are matched by name along the
+  exception's class hierarchy (:data:`CONNECTION_NAMES`), so none of those libraries is imported;
 - ``status 429``, ``status 503``, ``status 5xx``: an exception carrying that HTTP status in its
   ``status``, ``status_code`` or ``code`` attribute, or its ``response.status_code`` (toolpath's
   ``HttpToolError``, ``urllib.error.HTTPError``, requests' and httpx's status errors);
@@ -25,6 +29,10 @@ built-in type it derives from (``MCPConnectionError``, a ``RuntimeError``, arriv
 ``RuntimeError``) or as ``ToolError``, its message starting with its own class name
 (``"MCPConnectionError: ..."``); that name is matched too (:func:`crossed_name`). So a built-in
 exception raised in the kernel whose message starts with a class name and a colon is read the same way.
+A connection or timeout failure whose nearest built-in is ``OSError`` or ``Exception`` (requests'
+``ProxyError``, urllib3's ``NewConnectionError``) arrives as a ``ConnectionError`` or
+``TimeoutError`` (:func:`failure_kind` says which), which the cell can catch as such: its class
+hierarchy stays on the host, where the bridge reads it.
 """
 
 from __future__ import annotations
@@ -41,10 +49,28 @@ _STATUS = re.compile(r"status ([1-5][0-9x]{2})")
 #: A Python class name or dotted path.
 _CLASS_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 #: Class names of timeout and connection errors: Python's own (named, for an error known only by its
-#: name, as a cell's error reports it) and those libraries give theirs (requests, httpx, urllib3, MCP).
-TIMEOUT_NAMES = frozenset({"TimeoutError", "Timeout", "TimeoutException", "ReadTimeout", "ConnectTimeout"})
+#: name, as a cell's error reports it) and the bases the HTTP clients give theirs, matched along an
+#: exception's class hierarchy (requests' ``Timeout`` and ``ConnectionError``; httpx's
+#: ``TimeoutException``, ``ConnectError`` and ``NetworkError``; urllib3's ``NewConnectionError`` and
+#: ``ProtocolError``, by its dotted path: httpx has a ``ProtocolError`` too, for a server that broke
+#: the protocol; aiohttp's ``ClientConnectionError`` and ``ServerTimeoutError``, one of them; MCP's).
+#: Read from the exception modules of requests 2.34, urllib3 2.8, httpx (``httpx/_exceptions.py``) and
+#: aiohttp (``aiohttp/client_exceptions.py``).
+TIMEOUT_NAMES = frozenset({"TimeoutError", "Timeout", "TimeoutException", "ReadTimeout", "ConnectTimeout", "ServerTimeoutError"})
 CONNECTION_NAMES = frozenset(
-    {"ConnectionError", "ConnectionRefusedError", "ConnectionResetError", "ConnectionAbortedError", "BrokenPipeError", "ConnectError", "MCPConnectionError"}
+    {
+        "ConnectionError",
+        "ConnectionRefusedError",
+        "ConnectionResetError",
+        "ConnectionAbortedError",
+        "BrokenPipeError",
+        "ConnectError",
+        "NetworkError",
+        "NewConnectionError",
+        "urllib3.exceptions.ProtocolError",
+        "ClientConnectionError",
+        "MCPConnectionError",
+    }
 )
 #: ``ToolError``'s message: ``"SomeError: what it said"`` (see toolpath.kernel.inside.bridge_client).
 CROSSED_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*): ")
@@ -124,6 +150,27 @@ def _class_names(error: BaseException) -> set[str]:
     if crossed:
         names.add(crossed)
     return names
+
+
+def failure_kind(error: BaseException) -> str:
+    """``"timeout"``, ``"connection"`` or ``""``: which of the two passing failures ``error`` is.
+
+    Read from its class hierarchy, the most specific class first: urllib3's ``NewConnectionError``
+    derives from its ``ConnectTimeoutError`` (for callers of old versions) yet says the connection
+    was refused, and requests' ``ConnectTimeout`` derives from its ``ConnectionError`` yet says the
+    connection timed out. An exception that crossed the bridge is read by its own class name too
+    (:func:`crossed_name`).
+    """
+    for kind in type(error).__mro__:
+        names = {kind.__name__, f"{kind.__module__}.{kind.__qualname__}"}
+        if kind is TimeoutError or names & TIMEOUT_NAMES:
+            return TIMEOUT
+        if kind is ConnectionError or names & CONNECTION_NAMES:
+            return CONNECTION
+    crossed = crossed_name(type(error).__name__, str(error)) if type(error).__module__ == "builtins" or type(error).__name__ == "ToolError" else None
+    if crossed in TIMEOUT_NAMES:
+        return TIMEOUT
+    return CONNECTION if crossed in CONNECTION_NAMES else ""
 
 
 def matches(conditions: Iterable[str], error: BaseException) -> str:

@@ -14,7 +14,7 @@ import psutil
 import pytest
 import yaml
 
-from toolpath.kernel import CodeMode, MCPToolkit
+from toolpath.kernel import CodeMode, FailureInjection, MCPToolkit, UnknownInjectionTargetError
 from toolpath.kernel.tools.approvals import ApprovalDecision
 from toolpath.kernel.tools.mcp_connection import PROBE_AFTER_IDLE
 from toolpath.planner.interfaces.draft import draft_catalog, server_config
@@ -26,6 +26,7 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parent.parent
 PAGED_SERVER = str(ROOT / "tests" / "servers" / "paged_server.py")
 ODD_SERVER = str(ROOT / "tests" / "servers" / "odd_server.py")
+ANNOTATED_SERVER = str(ROOT / "tests" / "servers" / "annotated_server.py")
 #: The tools of odd_server.py that cannot be bound, with why.
 ODD_SKIPPED = {
     "": "its name is empty",
@@ -173,6 +174,39 @@ def test_a_server_that_dies_idle_is_restarted_and_one_that_dies_mid_call_fails_o
         )
         assert code_mode.run("await paged.count_words(text='a')", "s").result == "1"
         assert len(server_processes(PAGED_SERVER)) == 1
+
+
+def test_a_tool_the_server_calls_read_only_is_retried_after_a_lost_connection_and_any_other_is_tried_once(tmp_path):
+    """Each tool's first call kills the server mid-call. Only read_rates says it is read-only; add_note
+    only adds (not read-only), say_nothing says nothing, read_and_destroy says both."""
+    log = tmp_path / "calls.log"
+    annotated = MCPToolkit("annotated", command=sys.executable, args=[ANNOTATED_SERVER], env={"ANNOTATED_CALLS": str(log)})
+    with CodeMode(tools=[annotated], snapshot=False, pool_size=0, timeout=60) as code_mode:
+        read = code_mode.run("await annotated.read_rates(text='EUR')", "s")
+        assert read.status == "ok", read.error
+        assert read.result == """'read_rates: {"text": "EUR"}'"""
+        assert read.stderr.startswith("retrying annotated.read_rates (try 2 of 3) after RuntimeError: MCPConnectionError: ")
+        assert read.retries == {"annotated.read_rates": 1}
+        for name in ("add_note", "say_nothing", "read_and_destroy"):
+            once = code_mode.run(f"await annotated.{name}(text='x')", "s")
+            assert once.status == "error" and f"closed the connection during tool {name!r}" in once.error["evalue"], once.error
+            assert once.retries == {} and "retrying" not in once.stderr
+    assert log.read_text().split() == ["read_rates", "read_rates", "add_note", "say_nothing", "read_and_destroy"]
+
+
+def test_a_failure_injected_into_a_tool_the_server_does_not_list_is_refused_when_it_connects():
+    """The server's tools are known once it connects: the run's first cell raises, naming the
+    nearest tool, and nothing runs; every later run says the same."""
+    misspelt = FailureInjection("paged.count_wrds", probability=1.0)
+    with CodeMode(tools=[paged_server()], snapshot=False, pool_size=0, inject_failures=[misspelt]) as code_mode:
+        for _ in range(2):
+            with pytest.raises(UnknownInjectionTargetError, match=r"this CodeMode has no tool 'paged.count_wrds'; did you mean 'paged.count_words'\?"):
+                code_mode.run("ran = True", "s")
+        assert code_mode.sessions() == []  # no kernel started
+    with CodeMode(tools=[paged_server()], snapshot=False, pool_size=0, inject_failures=[FailureInjection("paged.count_words", on_calls=(1,))]) as code_mode:
+        struck = code_mode.run("await paged.count_words(text='a b')", "s")
+        assert struck.status == "error" and struck.error["ename"] == "InjectedFailure"
+        assert code_mode.run("await paged.count_words(text='a b')", "s").result == "2"
 
 
 def test_connect_and_call_timeouts_bound_the_waits_and_leave_no_server_behind():

@@ -1,7 +1,8 @@
 """Replanning (issue 55): a step that fails for good costs a replan from the held states, not the run
 (real kernels). The `records` catalog has two routes to each goal: a record is fetched from the
 primary store (cheapest, in the kernel), its mirror (a host tool) or the archive, and published through a desk that asks a person first,
-or through a mirror desk that asks too, or through a quiet outbox that never asks."""
+or through a mirror desk that asks too, or through a quiet outbox that never asks; the publication is
+confirmed in the readers' feed or its mirror."""
 
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ states:
     description: a short summary of a record
   - token: records.summary_published
     description: a summary published for readers
+  - token: records.publication_confirmed
+    description: a publication confirmed in the readers' feed
 tools:
   - name: read_key
     description: Read a record key.
@@ -93,6 +96,19 @@ tools:
     required_parameters: [{name: summary, type: str, state: records.summary_made}]
     return_spec: {name: receipt, type: str}
     state_transition: {requires: [records.summary_made], produces: [records.summary_published]}
+  - name: confirm_in_feed
+    description: Confirm in the readers' feed that a published summary appeared.
+    required_parameters: [{name: summary, type: str, state: records.summary_made}]
+    return_spec: {name: confirmation, type: str, state: records.publication_confirmed}
+    state_transition: {requires: [records.summary_made, records.summary_published], produces: [records.publication_confirmed]}
+    retry: {attempts: 1}
+  - name: confirm_in_feed_mirror
+    description: Confirm in the mirror of the readers' feed that a published summary appeared, slower.
+    cost: 2
+    required_parameters: [{name: summary, type: str, state: records.summary_made}]
+    return_spec: {name: confirmation, type: str, state: records.publication_confirmed}
+    state_transition: {requires: [records.summary_made, records.summary_published], produces: [records.publication_confirmed]}
+    retry: {attempts: 1}
 """
 
 
@@ -117,12 +133,20 @@ RECORD_MODULES = {
             raise ValueError(f"{arguments['key_text']!r} is not a record key")
         if arguments['key_text'] == 'slow':
             raise TimeoutError('the primary store did not answer in 2 s')
+        if arguments['key_text'] == 'proxied':
+            import requests  # through a proxy that refuses the connection: requests' ProxyError
+            requests.get('http://primary.invalid/', proxies={'http': os.environ['RECORDS_PROXY']}, timeout=5)
         if arguments['key_text'] == 'stuck':
             import time
             time.sleep(60)  # until the cell's timeout interrupts it
         return {'key': arguments['key_text'], 'from': 'primary'}
         """,
-    "fetch_mirror": "return {'key': arguments['key_text'], 'from': 'mirror'}",
+    "fetch_mirror": """
+        if arguments['key_text'] == 'proxied':
+            import requests
+            requests.get('http://mirror.invalid/', proxies={'http': os.environ['RECORDS_PROXY']}, timeout=5)
+        return {'key': arguments['key_text'], 'from': 'mirror'}
+        """,
     "fetch_archive": "return {'key': arguments['key_text'], 'from': 'archive'}",
     "summarize_record": "return f\"{arguments['record']['key']} (from the {arguments['record']['from']})\"",
     "publish_desk": "return 'desk:' + arguments['summary']",
@@ -133,6 +157,8 @@ RECORD_MODULES = {
             time.sleep(60)  # until the cell's timeout interrupts it, perhaps after sending
         return 'outbox:' + arguments['summary']
         """,
+    "confirm_in_feed": "return 'seen in the feed: ' + arguments['summary']",
+    "confirm_in_feed_mirror": "return 'seen in the feed mirror: ' + arguments['summary']",
 }
 
 
@@ -148,6 +174,7 @@ def records(tmp_path, monkeypatch, embedder):
         (package / f"{name}.py").write_text(_counting(name, body))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("RECORDS_CALLS_LOG", str(tmp_path / "calls.log"))
+    monkeypatch.setenv("RECORDS_PROXY", f"http://127.0.0.1:{_closed_port()}")
     workspace = Workspace.open([package / "catalog.yaml"], embedder=embedder)
     workspace.recorder = None
     return workspace, tmp_path
@@ -221,6 +248,23 @@ def test_a_timeout_is_replanned_and_max_replans_bounds_the_run(records):
         assert bounded.result.status == "error" and "max_replans=0" in bounded.stopped
 
 
+def test_an_http_clients_connection_error_is_replanned_in_the_kernel_and_from_the_host(records):
+    """requests' ProxyError derives from its ConnectionError, not the built-in one: the primary (in
+    the kernel) and the mirror (a host tool) both lose their connection, and the archive serves."""
+    workspace, directory = records
+    with workspace.session("replan-proxied") as session:
+        run = session.run_task(SUMMARY_TASK, inputs={"key": "proxied"})
+    assert run.result.status == "ok", run.text()
+    assert "'summary': 'proxied (from the archive)'" in run.result.result
+    assert [(replan.failure.tool, replan.failure.kind) for replan in run.replans] == [
+        ("records.fetch_primary", "connection"),
+        ("records.fetch_mirror", "connection"),
+    ]
+    assert run.replans[0].failure.error.startswith("ProxyError: ")
+    assert run.replans[1].failure.error.startswith("ConnectionError: ProxyError: ")  # crossed the bridge
+    assert calls(directory) == ["read_key", "fetch_primary", "fetch_mirror", "fetch_archive", "summarize_record"]
+
+
 def test_a_failing_host_tool_is_replanned_in_a_fresh_kernel_run(records):
     """Workspace.run_task with on_failure="replan" (its default stays "stop"): the primary fails, then
     the mirror (a host tool) fails, and the archive serves on the second replan."""
@@ -291,6 +335,85 @@ def test_a_denied_approval_avoids_the_tool_and_every_quiet_tool_with_effects(rec
         assert replan.new_route == ("records.publish_mirror_desk",)
         assert calls(directory) == ["read_key", "fetch_primary", "summarize_record", "publish_mirror_desk"], run.text()
         assert "'mirror desk:r-9 (from the primary)'" in run.result.result
+
+
+PUBLISH_TASK = [*SUMMARY_TASK, "publish the summary through the desk", "confirm the publication in the readers' feed"]
+#: The primary store fails before the pause (the first replan takes the mirror), the feed after it.
+PRIMARY_THEN_FEED = [FailureInjection("records.fetch_primary", on_calls=(1,)), FailureInjection("records.confirm_in_feed", on_calls=(1,))]
+
+
+def test_a_task_resumed_after_an_approval_pause_replans_a_later_failure(records):
+    """Once the desk's call is approved, the feed fails and is planned around as in a task that never
+    paused: the mirror of the feed confirms the summary made before the pause, nothing runs twice."""
+    workspace, directory = records
+    with workspace.session("resume-replan", inject_failures=PRIMARY_THEN_FEED) as session:
+        paused = session.run_task(PUBLISH_TASK, inputs={"key": "r-8"}, on_approval="pause")
+        assert paused.paused is not None and paused.paused["tool"] == "publish_desk", paused.text()
+        assert [replan.failure.tool for replan in paused.replans] == ["records.fetch_primary"]
+        resumed = session.resume(approved=True)
+        assert resumed.result.status == "ok", resumed.text()
+        assert "seen in the feed mirror: r-8 (from the mirror)" in resumed.result.result
+        assert calls(directory) == ["read_key", "fetch_mirror", "summarize_record", "publish_desk", "confirm_in_feed_mirror"]
+        assert [(replan.failure.tool, replan.new_route) for replan in resumed.replans] == [
+            ("records.fetch_primary", ("records.fetch_mirror", "records.summarize_record", "records.publish_desk", "records.confirm_in_feed")),
+            ("records.confirm_in_feed", ("records.confirm_in_feed_mirror",)),
+        ]
+        assert resumed.replans[1].avoided == ("records.fetch_primary", "records.confirm_in_feed")
+        assert [(step["tool"], step["cell"], step["status"]) for step in resumed.route] == [
+            ("records.read_key", 0, "completed"),
+            ("records.fetch_primary", 0, "failed"),
+            ("records.fetch_mirror", 1, "completed"),
+            ("records.summarize_record", 1, "completed"),
+            ("records.publish_desk", 1, "completed"),
+            ("records.confirm_in_feed", 1, "failed"),
+            ("records.confirm_in_feed_mirror", 2, "completed"),
+        ]
+        assert "Replan 2: records.confirm_in_feed failed (InjectedFailure" in resumed.text()
+        assert session.paused is None and "records.publication_confirmed" in session.held
+
+
+def test_replans_made_before_a_pause_count_against_max_replans_after_the_session_comes_back(records):
+    """max_replans=1 is spent before the pause; the pause is saved with the session's snapshot, and
+    the session reopened in a new kernel stops at the feed's failure instead of replanning again."""
+    workspace, directory = records
+    store = directory / "toolpath.db"
+    with workspace.session("resume-bound", inject_failures=PRIMARY_THEN_FEED, snapshot_store=store) as session:
+        paused = session.run_task(PUBLISH_TASK, inputs={"key": "r-4"}, on_approval="pause", max_replans=1)
+        assert paused.paused is not None and len(paused.replans) == 1
+    with workspace.session("resume-bound", inject_failures=PRIMARY_THEN_FEED, snapshot_store=store) as again:
+        assert again.paused is not None and again.paused.task_plan is None
+        stopped = again.resume(approved=True)
+        assert stopped.result.status == "error" and stopped.result.error["ename"] == "InjectedFailure"
+        assert "already replanned 1 time(s) (max_replans=1)" in stopped.stopped
+        assert [replan.failure.tool for replan in stopped.replans] == ["records.fetch_primary"]
+        assert calls(directory) == ["read_key", "fetch_mirror", "summarize_record", "publish_desk"]
+
+
+def test_a_no_given_when_a_task_resumes_is_planned_around_only_through_a_tool_that_asks(records):
+    """The outbox would publish without asking: the new route takes the mirror desk, which asks, so
+    the task pauses again before it. With on_failure="stop" a no ends the task there."""
+    workspace, directory = records
+    task = [*SUMMARY_TASK, "publish the summary through the desk"]
+    with workspace.session("resume-denied") as session:
+        assert session.run_task(task, inputs={"key": "r-2"}, on_approval="pause").paused["tool"] == "publish_desk"
+        refused = session.resume(approved=False, note="not through the desk")
+        assert refused.paused is not None and refused.paused["tool"] == "publish_mirror_desk", refused.text()
+        (replan,) = refused.replans
+        assert replan.failure.kind == "approval" and set(replan.avoided) == {"records.publish_desk", "records.publish_outbox"}
+        done = session.resume(approved=True, note="the mirror desk may")
+        assert done.result.status == "ok", done.text()
+        assert "'mirror desk:r-2 (from the primary)'" in done.result.result
+        assert calls(directory) == ["read_key", "fetch_primary", "summarize_record", "publish_mirror_desk"]
+        assert [(step["tool"], step["status"]) for step in done.route][-2:] == [
+            ("records.publish_desk", "failed"),
+            ("records.publish_mirror_desk", "completed"),
+        ]
+        assert [decision.note for decision in session.approval_decisions()] == ["not through the desk", "the mirror desk may"]
+
+        assert session.run_task(task, inputs={"key": "r-3"}, on_approval="pause", on_failure="stop").paused is not None
+        ended = session.resume(approved=False)
+        assert ended.result.error["ename"] == "ApprovalDenied" and ended.replans == () and session.paused is None
+        assert calls(directory)[4:] == ["read_key", "fetch_primary", "summarize_record"]
 
 
 def test_toolpath_run_replans_around_an_injected_failure_in_text_and_json(records, toolpath_home):

@@ -7,17 +7,21 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
 
 import pytest
+import requests
+import urllib3
 
-from toolpath.kernel import CodeMode, FailureInjection, Tool, Toolkit
+from toolpath.kernel import CodeMode, FailureInjection, Tool, Toolkit, UnknownInjectionTargetError
 from toolpath.kernel.inside.approval_policy import ApprovalDenied
 from toolpath.kernel.inside.retries import RetrySpec
 from toolpath.kernel.tools.bindings import Bindings
 from toolpath.registry import CatalogError, load_catalogs
+from toolpath.registry.retry_conditions import failure_kind, matches
 from toolpath.registry.retry_policy import RetryPolicy
 
 pytestmark = pytest.mark.integration
@@ -131,7 +135,8 @@ def test_a_tool_with_effects_is_tried_once_and_its_own_policy_is_followed(sensor
 def test_the_last_failure_says_how_many_tries_were_made(sensors):
     directory, registry = sensors
     failing = FailureInjection("sensors.read_sensor", probability=1.0)
-    with CodeMode(pool_size=0, timeout=60, cwd=str(directory), snapshot=False, inject_failures=[failing]) as code_mode:
+    # The cell binds the tool itself: given as cell_tools, the injection's name is known.
+    with CodeMode(pool_size=0, timeout=60, cwd=str(directory), snapshot=False, inject_failures=[failing], cell_tools=list(registry)) as code_mode:
         result = code_mode.run(binding_code(registry, "read_sensor") + "await sensors.read_sensor('attic')", "injected")
         ran = code_mode.run("import sensors.read_sensor as module\nmodule.calls", "injected")
     assert result.status == "error" and result.error["ename"] == "InjectedFailure"
@@ -139,6 +144,31 @@ def test_the_last_failure_says_how_many_tries_were_made(sensors):
     assert result.stderr.splitlines()[-1] == "sensors.read_sensor failed on each of its 3 tries; the last failure follows"
     assert result.injected_failures == {"sensors.read_sensor": 3} and result.retries == {"sensors.read_sensor": 2}
     assert ran.result == "[]"  # an injected failure comes before the tool runs
+
+
+def test_a_plain_codemode_refuses_a_failure_injected_into_a_tool_it_does_not_have(sensors):
+    """A misspelt name would fail nothing and the run would look fine: CodeMode refuses it when it
+    is made, naming it and the nearest names, whether the tool is a toolkit's or one a cell binds."""
+    directory, registry = sensors
+
+    def stock_level(sku: str) -> int:
+        """Units of an item in stock."""
+        return 3
+
+    inventory = Toolkit("inventory_tools", [stock_level])
+    with pytest.raises(UnknownInjectionTargetError) as refused:
+        CodeMode([inventory], pool_size=0, snapshot=False, inject_failures=[FailureInjection("inventory.stock_levl", probability=1.0)])
+    assert "FailureInjection('inventory.stock_levl'): this CodeMode has no tool 'inventory.stock_levl'; did you mean 'inventory_tools.stock_level'?" in str(
+        refused.value
+    )
+    with pytest.raises(ValueError, match=r"no tool 'sensors.read_sensr'; did you mean 'sensors.read_sensor'\? \(or 'sensors.read_slow_sensor'\)"):
+        CodeMode(pool_size=0, snapshot=False, inject_failures=[FailureInjection("sensors.read_sensr", on_calls=(1,))], cell_tools=list(registry))
+    # A tool only a cell binds is unknown unless given as cell_tools: the message says so.
+    with pytest.raises(UnknownInjectionTargetError, match="give the registry tools cells bind themselves, as planned cells do, as cell_tools="):
+        CodeMode(pool_size=0, snapshot=False, inject_failures=[FailureInjection("sensors.read_sensor", on_calls=(1,))])
+    # Known names: a toolkit's tool by toolkit, handle or bare name, and a cell's tool given as cell_tools.
+    for name in ("inventory_tools.stock_level", "inventory.stock_level", "stock_level", "sensors.read_sensor", "read_slow_sensor"):
+        CodeMode([inventory], pool_size=0, snapshot=False, inject_failures=[FailureInjection(name, on_calls=(1,))], cell_tools=list(registry)).shutdown()
 
 
 def test_a_host_tool_is_retried_in_the_kernel_and_runs_once_per_try():
@@ -158,6 +188,96 @@ def test_a_host_tool_is_retried_in_the_kernel_and_runs_once_per_try():
     assert result.result == "9.5" and tries == ["bolt"] * 3
     assert result.stderr.splitlines()[0] == "retrying supplier.fetch_price (try 2 of 3) after ConnectionRefusedError: supplier refused the connection in 0.1 s"
     assert result.retries == {"supplier.fetch_price": 2}
+
+
+def _refusing_address() -> str:
+    """``http://127.0.0.1:PORT`` where nothing listens (bound, then released): a connection is refused."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}"
+
+
+def test_an_http_clients_connection_error_from_a_host_tool_is_retried_under_connection():
+    """requests' ProxyError is an OSError, urllib3's NewConnectionError no OSError at all; neither
+    derives from the built-in ConnectionError, and their class hierarchy stays on the host. They
+    cross the bridge as ConnectionError, so `on: [connection]` retries them in the kernel."""
+    refusing = _refusing_address()
+    tries = []
+
+    def fetch_rates(currency: str) -> dict:
+        """Exchange rates, through a proxy that refuses the connection."""
+        tries.append(("requests", currency))
+        return requests.get(f"http://rates.invalid/{currency}", proxies={"http": refusing}, timeout=5).json()
+
+    def fetch_rates_directly(currency: str) -> bytes:
+        """Exchange rates, from a server that refuses the connection."""
+        tries.append(("urllib3", currency))
+        return urllib3.PoolManager(retries=False).request("GET", f"{refusing}/{currency}").data
+
+    policy = {"attempts": 2, "backoff": 0, "on": ["connection"]}
+    rates = Toolkit("rates_tools", [Tool(fetch_rates, retry=policy), Tool(fetch_rates_directly, retry=policy)])
+    with CodeMode([rates], pool_size=0, timeout=60, snapshot=False) as code_mode:
+        proxied = code_mode.run("await rates.fetch_rates('EUR')", "rates")
+        direct = code_mode.run("await rates.fetch_rates_directly('EUR')", "rates")
+        caught = code_mode.run("try:\n    await rates.fetch_rates('CHF')\nexcept ConnectionError as error:\n    print('caught', str(error)[:11])", "rates")
+    assert proxied.status == "error" and proxied.error["ename"] == "ConnectionError" and proxied.error["evalue"].startswith("ProxyError: ")
+    assert proxied.stderr.startswith("retrying rates.fetch_rates (try 2 of 2) after ConnectionError: ProxyError: ")
+    assert proxied.retries == {"rates.fetch_rates": 1} and proxied.failure_kinds == {"rates.fetch_rates": "connection"}
+    assert direct.status == "error" and direct.error["evalue"].startswith("NewConnectionError: ") and direct.retries == {"rates.fetch_rates_directly": 1}
+    assert caught.stdout == "caught ProxyError:\n"
+    assert tries == [("requests", "EUR")] * 2 + [("urllib3", "EUR")] * 2 + [("requests", "CHF")] * 2
+
+
+def test_connection_and_timeout_failures_are_read_along_the_class_hierarchy_of_http_clients():
+    """httpx and aiohttp need not be installed: their hierarchies, as their exception modules declare
+    them, stand in (httpx/_exceptions.py, aiohttp/client_exceptions.py)."""
+
+    class HTTPError(Exception):
+        pass
+
+    class NetworkError(HTTPError):
+        pass
+
+    class ReadError(NetworkError):  # httpx: the server dropped the connection mid-answer
+        pass
+
+    class TimeoutException(HTTPError):
+        pass
+
+    class PoolTimeout(TimeoutException):
+        pass
+
+    class ClientError(Exception):
+        pass
+
+    class ClientConnectionError(ClientError):
+        pass
+
+    class ServerConnectionError(ClientConnectionError):
+        pass
+
+    class ServerDisconnectedError(ServerConnectionError):  # aiohttp
+        pass
+
+    class ServerTimeoutError(ServerConnectionError, TimeoutError):
+        pass
+
+    refused = urllib3.exceptions.NewConnectionError(None, "Failed to establish a new connection: [Errno 111] Connection refused")
+    for error, kind in [
+        (ReadError("connection reset by peer"), "connection"),
+        (PoolTimeout("no connection free in 5 s"), "timeout"),
+        (ServerDisconnectedError("server disconnected"), "connection"),
+        (ServerTimeoutError("no answer in 5 s"), "timeout"),
+        (refused, "connection"),  # though urllib3 derives it from its ConnectTimeoutError
+        (urllib3.exceptions.ProtocolError("Connection aborted."), "connection"),
+        (requests.exceptions.SSLError("certificate verify failed"), "connection"),
+        (requests.exceptions.ConnectTimeout("connect timed out"), "timeout"),  # though a requests ConnectionError
+        (ValueError("not a currency: 'EURO'"), ""),
+        (ClientError("400, message='Bad Request'"), ""),
+    ]:
+        assert failure_kind(error) == kind, error
+        # A policy retrying that kind retries it; one retrying neither does not.
+        assert matches([kind] if kind else ["connection", "timeout"], error) == kind, error
 
 
 def test_a_denied_approval_is_never_tried_again_whatever_the_policy_says():

@@ -62,6 +62,7 @@ from toolpath.kernel.kernels.directory_files import restrict_socket
 from toolpath.kernel.kernels.output import cap
 from toolpath.kernel.tools.approvals import ApprovalContext
 from toolpath.kernel.tools.toolkit import Toolkit, annotation_text, contained
+from toolpath.registry.retry_conditions import TIMEOUT, failure_kind
 from toolpath.registry.retry_policy import RetryPolicy
 from toolpath.registry.storage import StoreError
 
@@ -536,9 +537,23 @@ def _text(error: BaseException) -> str:
 
 
 def _error_message(call_id: Any, error: BaseException) -> dict[str, Any]:
-    """The reply for a call that raised: its type, the nearest built-in type it derives from (so the
-    kernel can raise something ``except ValueError`` still catches) and its message, both capped."""
-    return {"op": "error", "id": call_id, "type": cap(type(error).__name__, 200)[0], "builtin": _nearest_builtin(type(error)), "message": _text(error)}
+    """The reply for a call that raised: its type, the built-in type the kernel raises for it
+    (:func:`_crossing_builtin`) and its message, both capped."""
+    return {"op": "error", "id": call_id, "type": cap(type(error).__name__, 200)[0], "builtin": _crossing_builtin(error), "message": _text(error)}
+
+
+def _crossing_builtin(error: BaseException) -> str:
+    """The built-in type the kernel raises for ``error`` when it cannot rebuild its own: the nearest
+    one it derives from (so ``except ValueError`` still catches it); for a connection or timeout
+    failure whose nearest is ``OSError`` or ``Exception`` (requests' ``ProxyError``, urllib3's
+    ``NewConnectionError``), ``ConnectionError`` or ``TimeoutError``, which derive from both: its
+    class hierarchy, which says what it is, does not cross the bridge
+    (:func:`toolpath.registry.retry_conditions.failure_kind`)."""
+    nearest = _nearest_builtin(type(error))
+    kind = failure_kind(error)
+    if kind and nearest in ("OSError", "Exception"):
+        return "TimeoutError" if kind == TIMEOUT else "ConnectionError"
+    return nearest
 
 
 def _nearest_builtin(kind: type[BaseException]) -> str:

@@ -108,7 +108,14 @@ class CodeMode:
             (:class:`toolpath.kernel.FailureInjection`: a tool, a probability with its seed, or
             the tries that fail): each such try raises ``InjectedFailure`` in the cell before the
             tool runs, and retry policies that retry ``connection`` retry it. A cell's
-            :attr:`CellResult.injected_failures` counts them.
+            :attr:`CellResult.injected_failures` counts them. Each must name a tool of ``tools``,
+            ``approval_tools`` or ``cell_tools``, else CodeMode refuses it
+            (:class:`toolpath.kernel.codemode.injection_targets.UnknownInjectionTargetError`, a
+            ``ValueError`` naming the nearest known names); one under a toolkit whose tools are
+            listed when it connects (an MCP server's) is checked then, and the run's first cell raises it.
+        cell_tools: registry tools that cells bind in the kernel themselves (a planned cell binds
+            its own handles, and :meth:`bind` a session's), so that ``inject_failures`` may name
+            them. :meth:`Workspace.code_mode` gives its catalogs' tools.
 
     Every other keyword is shorthand for one field of a group, for when that group is not given
     (giving both is a ``TypeError``): :data:`~toolpath.kernel.codemode.options.SHORTHAND` says which
@@ -147,6 +154,7 @@ class CodeMode:
         approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT,
         approval_tools: Iterable[ToolDefinition] = (),
         inject_failures: Iterable[FailureInjection] = (),
+        cell_tools: Iterable[ToolDefinition] = (),
         # Shorthand for one field of a group each (the class docstring says which).
         allow_shell: bool = FLAT_DEFAULT["allow_shell"],
         on_busy_kernel: Literal["wait", "restart"] = FLAT_DEFAULT["on_busy_kernel"],
@@ -191,6 +199,7 @@ class CodeMode:
             approvals=approver is not None,
             approval_tools=approval_tools,
             inject_failures=inject_failures,
+            cell_tools=cell_tools,
         )
         self._connections = ToolkitConnections(self._binder)
         check_seconds("session_lease", session_lease, positive=True)
@@ -204,10 +213,16 @@ class CodeMode:
     # -- runs: connecting and closing toolkits -------------------------------------------------------
 
     async def aopen(self) -> None:
-        """Start a run now: connect every toolkit that needs it, on the running loop."""
+        """Start a run now: connect every toolkit that needs it, on the running loop.
+
+        Raises:
+            UnknownInjectionTargetError: a failure injection names a tool that the toolkit it names,
+                now connected, does not list; every run raises it (the injections are the CodeMode's).
+        """
         self._loop_thread.check_open()
         if self._connections.pending(asynchronous_too=True):
             await self._connections.connect(asynchronous_too=True)
+        self._binder.check_connected_injections()
 
     def open(self) -> None:
         """Start a run now: connect the toolkits whose ``connect()`` is sync (async ones connect on the first cell)."""
@@ -335,6 +350,8 @@ class CodeMode:
                 answers with a cell of its own).
 
         Raises:
+            UnknownInjectionTargetError: a failure injection names a tool that a toolkit connected
+                for the run does not list (see :meth:`aopen`); nothing runs.
             SessionOwnerError: the session belongs to another user; no kernel is started.
             SessionHeldError: with snapshots on, another running process holds the session (it runs
                 the session's kernel on the same store); no kernel is started.
@@ -376,6 +393,7 @@ class CodeMode:
         """
         if self._connections.pending(asynchronous_too=True):
             self._loop_thread.call(self._connections.connect(asynchronous_too=True))
+        self._binder.check_connected_injections()
         return self._loop_thread.call(self._engine.run(code, session_id, None, user_id, on_approval, answers or {}, report_variables))
 
     async def astart(self, session_id: str, user_id: str | None = None) -> None:

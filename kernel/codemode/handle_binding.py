@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from toolpath.kernel.bridge.host import Bridge, BridgeListener, toolkit_spec
+from toolpath.kernel.codemode.injection_targets import UnknownInjectionTargetError, named_tools, waits_for_connect
 from toolpath.kernel.codemode.notices import describe_error
 from toolpath.kernel.codemode.options import BridgePolicy
 from toolpath.kernel.codemode.session_record import SessionRecord
@@ -60,10 +61,17 @@ class HandleBinder:
             approval policy may ask the approver over the bridge (``Bridge(asks_in_kernel=...)``).
         inject_failures: failures to inject into tool calls in every kernel
             (:class:`toolpath.kernel.inside.retries.FailureInjection`), installed with the handles.
+            Each must name a tool of ``tools``, ``approval_tools`` or ``cell_tools``
+            (:mod:`toolpath.kernel.codemode.injection_targets`); one under a toolkit whose tools are
+            listed when it connects is checked once it has (:meth:`check_connected_injections`, which each run calls).
+        cell_tools: registry tools that cells bind in the kernel themselves (a planned cell binds
+            its own handles; ``CodeMode.bind`` binds a session's): failures may be injected into them.
 
     Raises:
         ValueError: a registry tool without ``id`` or without ``module``/``mcp_server``, or two
-            toolkits with one name; a certificate that cannot be loaded.
+            toolkits with one name; a certificate that cannot be loaded; a failure injection naming
+            no tool given (:class:`toolpath.kernel.codemode.injection_targets.UnknownInjectionTargetError`,
+            naming the nearest known names).
         TypeError: a ``tools`` item that is not a toolkit, tool, callable or registry tool.
     """
 
@@ -77,10 +85,12 @@ class HandleBinder:
         approvals: bool = False,
         approval_tools: Iterable[ToolDefinition] = (),
         inject_failures: Iterable[FailureInjection] = (),
+        cell_tools: Iterable[ToolDefinition] = (),
     ):
         self.policy = policy
         self.inject_failures = _checked_injections(inject_failures)
         self.approvals = approvals
+        approval_tools, cell_tools = list(approval_tools), list(cell_tools)
         # "handle.tool" of the in-kernel tools with an approval policy that a cell may bind itself.
         self._cell_approvals = {f"{handle_name(toolkit_of(tool))}.{tool.name}" for tool in approval_tools if tool.binding == "kernel" and approval_spec(tool)}
         self.result_store = result_store
@@ -102,6 +112,10 @@ class HandleBinder:
         self.toolkits = as_toolkits((tool for tool in items if not (isinstance(tool, ToolDefinition) and tool.binding == "kernel")), load=self.host_tool)
         #: Why a toolkit could not be bound (its connect() failed), by toolkit name.
         self.failures: dict[str, str] = {}
+        # The registry tools failures may be injected into, and the injections under a toolkit not
+        # yet connected, checked once it has.
+        self._injectable = [*definitions, *approval_tools, *cell_tools]
+        self._injections_to_check = self._check_injections(self.inject_failures)
         # Host toolkits of registry tools bound for single sessions (see bind_for_session), by server name.
         self._session_toolkits: dict[str, Toolkit] = {}
         self._toolkit_spec = ""
@@ -115,6 +129,35 @@ class HandleBinder:
         # ones its approve messages may name.
         self._kernel_approvals: dict[IPythonKernel, set[str]] = {}
         self.rebind()
+
+    def _check_injections(self, injections: Iterable[FailureInjection]) -> list[FailureInjection]:
+        """Those of ``injections`` under a toolkit not yet connected (checked later).
+
+        Raises:
+            UnknownInjectionTargetError: one names no tool this CodeMode was given.
+        """
+        waiting = []
+        for injection in injections:
+            if waits_for_connect(injection.tool, self.toolkits):
+                waiting.append(injection)
+                continue
+            try:
+                named_tools(injection.tool, self._injectable, self.toolkits, holder="this CodeMode has no tool")
+            except UnknownInjectionTargetError as error:
+                raise UnknownInjectionTargetError(
+                    f"inject_failures: FailureInjection({injection.tool!r}): {error} (an injection naming no tool would fail nothing: name a tool of "
+                    "tools=, or give the registry tools cells bind themselves, as planned cells do, as cell_tools=)"
+                ) from None
+        return waiting
+
+    def check_connected_injections(self) -> None:
+        """Check the failure injections under toolkits that have connected since (their tools are listed now).
+
+        Raises:
+            UnknownInjectionTargetError: one names no tool of its toolkit; the message gives the nearest.
+        """
+        if self._injections_to_check:
+            self._injections_to_check = self._check_injections(self._injections_to_check)
 
     @property
     def _taken(self) -> set[str]:

@@ -105,7 +105,9 @@ class _CellTracker:
     whatever the cell's outcome, so a cell that fails at its third call still says the first two
     returned, with no extra round trip and nothing parsed from the cell's output. The same payload
     counts the cell's retries (``"retries"``) and injected failures (``"injected_failures"``) by
-    tool (:mod:`toolpath.kernel.inside.retries`).
+    tool (:mod:`toolpath.kernel.inside.retries`), and names the kind of each call that failed for
+    good from a timeout or a lost connection (``"failure_kinds"``: ``{"handle.attribute":
+    "timeout" or "connection"}``), which its class hierarchy says and the cell's error does not.
     """
 
     def __init__(self) -> None:
@@ -116,6 +118,7 @@ class _CellTracker:
         self.completed: dict[str, int] = {}  # target -> calls of the running cell that returned
         self.retried: dict[str, int] = {}  # target -> retries in the running cell
         self.injected: dict[str, int] = {}  # target -> failures injected in the running cell
+        self.failed: dict[str, str] = {}  # target -> kind of its call's last failure, timeout or connection
 
     def start(self) -> None:
         """Follow cells from now on (idempotent); the cell running now counts as the current one."""
@@ -138,7 +141,7 @@ class _CellTracker:
         except RuntimeError:  # no running loop: a cell run outside ipykernel's loop
             self.task = None
         self.running = _request_id()
-        self.completed, self.retried, self.injected = {}, {}, {}
+        self.completed, self.retried, self.injected, self.failed = {}, {}, {}, {}
         self.cell_id.set(self.running)
 
     def record(self, target: str) -> None:
@@ -154,16 +157,22 @@ class _CellTracker:
             counts = self.retried if kind == "retry" else self.injected
             counts[target] = counts.get(target, 0) + 1
 
+    def fail(self, target: str, kind: str) -> None:
+        """Note that a call of ``target`` failed for good with a ``kind`` failure (``"timeout"`` or
+        ``"connection"``), for the cell that made the call, like :meth:`record`."""
+        if self.cell_id.get() == self.running:
+            self.failed[target] = kind
+
     def report(self, result: Any) -> None:
         """IPython ``post_run_cell`` hook: put the cell's completed calls in its execute reply."""
         from IPython import get_ipython
 
-        completed, retried, injected = self.completed, self.retried, self.injected
-        self.completed, self.retried, self.injected = {}, {}, {}
+        completed, retried, injected, failed = self.completed, self.retried, self.injected, self.failed
+        self.completed, self.retried, self.injected, self.failed = {}, {}, {}, {}
         shell = get_ipython()
-        if (completed or retried or injected) and shell is not None and _request_id() == self.running:
-            payload = {"source": TOOL_CALLS_PAYLOAD, "tool_calls": completed}
-            payload.update({key: counts for key, counts in (("retries", retried), ("injected_failures", injected)) if counts})
+        if (completed or retried or injected or failed) and shell is not None and _request_id() == self.running:
+            payload: dict[str, Any] = {"source": TOOL_CALLS_PAYLOAD, "tool_calls": completed}
+            payload.update({key: counts for key, counts in (("retries", retried), ("injected_failures", injected), ("failure_kinds", failed)) if counts})
             shell.payload_manager.write_payload(payload)
 
 
@@ -242,6 +251,10 @@ def awaitable(
         if target is not None:
             _cells.count(target, kind)
 
+    def failed(kind: str) -> None:
+        if target is not None:
+            _cells.fail(target, kind)
+
     async def interruptible_sleep(seconds: float) -> None:
         await _call_async(asyncio.sleep, label, (seconds,), {})
 
@@ -255,7 +268,7 @@ def awaitable(
             async def once() -> Any:
                 return await _call_async(function, label, args, kwargs)
 
-            value = await call_with_retries(once, shown, policy, names, interruptible_sleep, counted)
+            value = await call_with_retries(once, shown, policy, names, interruptible_sleep, counted, failed)
             if target is not None:
                 _cells.record(target)
             return value
@@ -271,7 +284,7 @@ def awaitable(
                 with _sigint_handler(signal.default_int_handler):
                     return function(*args, **kwargs)
 
-            value = await call_with_retries(once, shown, policy, names, interruptible_sleep, counted)
+            value = await call_with_retries(once, shown, policy, names, interruptible_sleep, counted, failed)
             if target is not None:
                 _cells.record(target)
             return value

@@ -35,7 +35,7 @@ from typing import Any
 from toolpath.errors import ToolpathError
 from toolpath.kernel.inside.approval_policy import ApprovalDenied, ApprovalPending, ApprovalTimeout
 from toolpath.kernel.inside.tool_calls import ToolExitError, ToolPausedError
-from toolpath.registry.retry_conditions import CONNECTION, TIMEOUT, check_condition, matches
+from toolpath.registry.retry_conditions import CONNECTION, TIMEOUT, check_condition, failure_kind, matches
 
 #: Failures never tried again, whatever a policy says: a person's no (or no answer), a tool that
 #: cannot run in a cell, and a host tool that tried to stop its process.
@@ -97,8 +97,8 @@ class FailureInjection:
         tool: ``server.tool`` (the catalog's server, a toolkit's name, or the handle a cell calls,
             such as ``chemistry.parse_molecule``) or the tool's name alone (any handle's tool of
             that name). Names are matched as the kernel binds them; nothing checks here that such a
-            tool exists (a workspace's CodeMode does, against its catalogs and toolkits:
-            :mod:`toolpath.planner.tasks.failure_injections`).
+            tool exists (CodeMode does, against the tools it is given:
+            :mod:`toolpath.kernel.codemode.injection_targets`).
         probability: chance, from 0 to 1, that a try fails.
         on_calls: try numbers that fail whatever ``probability`` says.
         seed: the seed of the tool's generator.
@@ -187,6 +187,7 @@ async def call_with_retries(
     names: Iterable[str] = (),
     sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
     counted: Callable[[str], None] = lambda kind: None,
+    failed: Callable[[str], None] = lambda kind: None,
 ) -> Any:
     """Await ``call()`` under ``retry`` (``None``: one try) and return its value (module docstring).
 
@@ -198,6 +199,9 @@ async def call_with_retries(
         sleep: awaits the wait before a retry (the handle's is interruptible).
         counted: told ``"retry"`` for each retry and ``"injected"`` for each injected failure, for
             the cell's report.
+        failed: told ``"timeout"`` or ``"connection"`` when the call fails for good with such a
+            failure (:func:`toolpath.registry.retry_conditions.failure_kind`, read from its class
+            hierarchy, which the cell's error report does not carry), for the cell's report.
 
     Raises:
         InjectedFailure: an injected failure on the last try (or one not retried).
@@ -216,6 +220,9 @@ async def call_with_retries(
             raise
         except Exception as error:
             if retry is None or attempt == attempts or not matches(retry.on, error):
+                kind = failure_kind(error)
+                if kind:
+                    failed(kind)
                 if attempt > 1:
                     error.add_note(f"{label} failed on each of its {attempt} tries")
                     print(f"{label} failed on each of its {attempt} tries; the last failure follows", file=sys.stderr, flush=True)

@@ -55,12 +55,14 @@ async def shell_reply(kernel: KernelTransport, message_id: str) -> dict:
 
 
 def finished_result(output: CellOutput, reply: dict, interrupted: bool, timeout: float | None, report_variables: bool) -> CellResult:
-    """The result of a cell that ended (see :func:`_finished_result`), with the retries and injected
-    failures of its tool calls that its reply reports."""
+    """The result of a cell that ended (see :func:`_finished_result`), with the retries, injected
+    failures and failure kinds of its tool calls that its reply reports."""
     result = _finished_result(output, reply, interrupted, timeout, report_variables)
     if result.status == "aborted":
         return result
-    return replace(result, retries=_tool_calls(reply, "retries"), injected_failures=_tool_calls(reply, "injected_failures"))
+    return replace(
+        result, retries=_tool_calls(reply, "retries"), injected_failures=_tool_calls(reply, "injected_failures"), failure_kinds=_failure_kinds(reply)
+    )
 
 
 def _finished_result(output: CellOutput, reply: dict, interrupted: bool, timeout: float | None, report_variables: bool) -> CellResult:
@@ -139,3 +141,25 @@ def _tool_calls(reply: dict, key: str = "tool_calls") -> dict[str, int]:
                 ):
                     calls[target] = calls.get(target, 0) + count
     return calls
+
+
+#: The failure kinds a cell's reply may name (:func:`toolpath.registry.retry_conditions.failure_kind`).
+_FAILURE_KINDS = frozenset({"timeout", "connection"})
+
+
+def _failure_kinds(reply: dict) -> dict[str, str]:
+    """``{"handle.attribute": "timeout" or "connection"}``: the kind of each tool call of the cell
+    that failed for good from a timeout or a lost connection, as its execute reply reports it (see
+    :mod:`toolpath.kernel.inside.handles`); entries of any other shape are ignored."""
+    kinds: dict[str, str] = {}
+    for payload in reply.get("payload") or []:
+        if isinstance(payload, dict) and payload.get("source") == TOOL_CALLS_PAYLOAD and isinstance(payload.get("failure_kinds"), dict):
+            for target, kind in payload["failure_kinds"].items():
+                if (
+                    isinstance(target, str)
+                    and len(target) <= _MAX_TARGET_CHARS
+                    and kind in _FAILURE_KINDS
+                    and (target in kinds or len(kinds) < _MAX_CALL_TARGETS)
+                ):
+                    kinds[target] = kind
+    return kinds

@@ -78,6 +78,10 @@ class CellResult:
             (:mod:`toolpath.kernel.inside.retries`); each also wrote a line on stderr.
         injected_failures: the failures injected into this cell's tool calls (CodeMode's
             ``inject_failures``), as ``{"handle.attribute": count}``.
+        failure_kinds: ``{"handle.attribute": "timeout" or "connection"}`` for the tool calls of
+            this cell that failed for good from a timeout or a lost connection, as the failure's
+            class hierarchy says (:func:`toolpath.registry.retry_conditions.failure_kind`: requests'
+            ``ProxyError`` is a connection failure, though ``error["ename"]`` names only its class).
         pending_approval: the call a cell run with ``on_approval="pause"`` stopped at, waiting for
             approval (``tool``, ``arguments`` as shown, ``reason``, ``digest``); ``None`` otherwise.
         variables: the names of the kernel's user variables after the cell, sorted, when the cell
@@ -102,6 +106,7 @@ class CellResult:
     variables: tuple[str, ...] | None = None
     retries: dict[str, int] = field(default_factory=dict)
     injected_failures: dict[str, int] = field(default_factory=dict)
+    failure_kinds: dict[str, str] = field(default_factory=dict)
 
     @property
     def short_result(self) -> str | None:
@@ -133,6 +138,7 @@ class CellResult:
             "pending_approval": self.pending_approval,
             "retries": dict(self.retries),
             "injected_failures": dict(self.injected_failures),
+            "failure_kinds": dict(self.failure_kinds),
         }
 
 

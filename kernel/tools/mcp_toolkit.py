@@ -3,7 +3,9 @@
 - :class:`MCPToolkit` binds every tool a server lists (every page of ``tools/list``) behind one
   handle. CodeMode connects it when a run starts (its ``connect`` is async, so on the run's first
   cell, on the caller's loop) and closes it when the run ends; one opened by hand
-  (``async with MCPToolkit(...)``) is left alone. Signatures come from the tools' input schemas.
+  (``async with MCPToolkit(...)``) is left alone. Signatures come from the tools' input schemas,
+  retry policies from their annotations (:func:`listed_retry`: the read-only default for a tool the
+  server says is read-only, one try for any other).
   A tool that cannot be bound (:func:`unbindable_reason`: an empty name, say) is skipped with a
   warning naming it and why, and listed in :attr:`MCPToolkit.skipped`; the others are bound.
 - :func:`catalog_tool` turns a registry :class:`ToolDefinition` whose ``mcp_server`` is set into a
@@ -36,7 +38,7 @@ from toolpath.kernel.tools.toolkit import Tool, Toolkit, catalog_signature
 from toolpath.registry import ToolDefinition
 from toolpath.registry.mcp_servers import MCPServerConfig
 from toolpath.registry.names import NameMap, parameter_name, require_printable
-from toolpath.registry.retry_policy import effective_retry
+from toolpath.registry.retry_policy import DEFAULT_READ_ONLY_RETRY, RetryPolicy, effective_retry
 from toolpath.registry.type_strings import type_from_json_schema
 
 #: The longest tool name bound: MCP's own limit ("Tool names SHOULD be between 1 and 128 characters",
@@ -259,10 +261,35 @@ def unbindable_reason(name: str, input_schema: Any) -> str:
     return ""
 
 
-def server_tool(connection: MCPConnection, name: str, description: str, input_schema: Mapping[str, Any]) -> Tool:
+def listed_retry(annotations: mcp_types.ToolAnnotations | None) -> RetryPolicy | None:
+    """The retry policy of a tool a server lists, by the rule catalog tools follow
+    (:func:`toolpath.registry.retry_policy.effective_retry`): :data:`DEFAULT_READ_ONLY_RETRY` for a
+    read-only tool, one try (``None``) for any other.
+
+    The evidence is the tool's annotations (``ToolAnnotations`` of the MCP schema, since
+    specification 2025-03-26): a tool is read-only when ``readOnlyHint`` is true and
+    ``destructiveHint`` is not also true (the schema reads ``destructiveHint`` only when
+    ``readOnlyHint`` is false; a server giving both says two things, and the cautious one is
+    believed). Where the server says nothing, the schema's defaults hold: ``readOnlyHint`` false, so
+    the tool may have effects and is tried once, since a call that failed may still have written or
+    sent. Annotations are the server's word, not checked: a server that calls a tool with effects
+    read-only gets it retried.
+
+    Examples:
+        >>> listed_retry(mcp_types.ToolAnnotations(read_only_hint=True)).attempts, listed_retry(None)
+        (3, None)
+    """
+    read_only = annotations is not None and annotations.read_only_hint is True and annotations.destructive_hint is not True
+    return DEFAULT_READ_ONLY_RETRY if read_only else None
+
+
+def server_tool(
+    connection: MCPConnection, name: str, description: str, input_schema: Mapping[str, Any], annotations: mcp_types.ToolAnnotations | None = None
+) -> Tool:
     """A host :class:`Tool` calling tool ``name`` of ``connection``'s server, its signature made
     from the tool's JSON Schema ``input_schema`` (required properties first; a schema whose
-    ``additionalProperties`` allows more adds ``**arguments``)."""
+    ``additionalProperties`` allows more adds ``**arguments``), its retry policy from its
+    ``annotations`` (:func:`listed_retry`)."""
     properties = input_schema.get("properties") or {}
     properties = properties if isinstance(properties, dict) else {}
     required = [name for name in input_schema.get("required") or () if name in properties]
@@ -280,7 +307,9 @@ def server_tool(connection: MCPConnection, name: str, description: str, input_sc
         while rest in taken:
             rest += "_"
         parameters.append(inspect.Parameter(rest, inspect.Parameter.VAR_KEYWORD, annotation=ShownText("Any")))
-    return _calling_tool(connection, name, description, inspect.Signature(parameters), {names.python(wire_name): wire_name for wire_name in properties})
+    tool = _calling_tool(connection, name, description, inspect.Signature(parameters), {names.python(wire_name): wire_name for wire_name in properties})
+    tool.retry = listed_retry(annotations)
+    return tool
 
 
 def _bound_tools(connection: MCPConnection, listed: Iterable[mcp_types.Tool]) -> tuple[list[Tool], dict[str, str]]:
@@ -292,7 +321,7 @@ def _bound_tools(connection: MCPConnection, listed: Iterable[mcp_types.Tool]) ->
         if reason:
             skipped[tool.name] = reason
         else:
-            tools.append(server_tool(connection, tool.name, tool.description or "", tool.input_schema))
+            tools.append(server_tool(connection, tool.name, tool.description or "", tool.input_schema, tool.annotations))
     return tools, skipped
 
 

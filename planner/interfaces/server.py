@@ -326,7 +326,7 @@ class ToolpathServer:
         return outcome if isinstance(outcome, InputRequiredResult) else _result(outcome.to_dict(), outcome.text(), outcome.result)
 
     async def resume_task(self, approved: bool, note: str = "", session_id: str | None = None) -> Annotated[CallToolResult, TaskRunOutput]:
-        """Continue the session's task paused before a call that needs approval (run_task with on_approval='pause'): approved runs that call and the steps after it; not approved ends the task there. Steps before it are not run again."""
+        """Continue the session's task paused before a call that needs approval (run_task with on_approval='pause'): approved runs that call and the steps after it; not approved fails that call. Steps before it are not run again. A task run with on_failure='replan' goes on replanning: a later step that fails for good, or a no, is planned around (a no: never through a tool with effects that does not ask), at most max_replans times over the whole task."""
         with self._task_slot():
             session = await self._session(session_id)
             run = await session.aresume(approved, note)

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolpath.kernel import CellResult, CodeMode, KernelError
 from toolpath.kernel.tools.approval_log import RecordedDecision
-from toolpath.kernel.tools.approvals import OnApproval
+from toolpath.kernel.tools.approvals import ApprovalDecision, OnApproval
 from toolpath.planner.planning.plans import DEFAULT_TASK_BUDGET_S
 from toolpath.planner.search.skills import SkillHit
 from toolpath.planner.tasks.cell import HeldOutput, is_variable_name
@@ -356,8 +356,8 @@ class AgentSession:
         completed steps' values are kept and never made again; at most ``max_replans`` times
         (:mod:`toolpath.planner.tasks.replanning` gives the rule). Any other failure (a bad input
         value, a tool's own bug) stops the run. ``"stop"``: stop at the first failure. The returned
-        run's ``route``, ``replans`` and ``stopped`` say what happened; a run that pauses for
-        approval is not replanned after it is resumed.
+        run's ``route``, ``replans`` and ``stopped`` say what happened; a run paused for approval
+        goes on replanning under the same rules and bound once it is resumed (:meth:`resume`).
 
         Raises:
             TaskPausedError: a task of this session is paused; resume it first.
@@ -379,16 +379,60 @@ class AgentSession:
                 self.holdings.release(task_plan)
                 run = TaskRun(task_plan, self.holdings.take_notice(CellResult("ok")))
             else:
-                cells: list[TaskRun] = []
-                current: TaskPlan | None = task_plan
-                while current is not None:
-                    try:
-                        cells.append(self.runs.finish(current, *self.kernel.run(current.cell.code, on_approval=on_approval)))
-                    finally:
-                        self.holdings.release(current)
-                    current = self.runs.continuation(cells[-1], replanning) if replanning is not None else None
-                run = whole_run(cells, replanning)
+                run = self._run_cells(task_plan, task_plan.cell.code, replanning, on_approval)
         return recorded_run(self.workspace.recorder, self._record_user, run, self.session_id)
+
+    def _run_cells(
+        self,
+        task_plan: TaskPlan,
+        code: str,
+        replanning: Replanning | None,
+        on_approval: OnApproval,
+        answers: Mapping[str, ApprovalDecision] | None = None,
+        earlier_calls: Mapping[str, int] | None = None,
+        earlier: tuple[TaskRun, ...] = (),
+    ) -> TaskRun:
+        """Run ``code`` (``task_plan``'s cell, or its rest for a resumed task, whose ``answers`` and
+        ``earlier_calls`` it carries), then, with ``replanning``, each cell that continues it after a
+        failure that is replanned; the whole run, its cells after ``earlier``'s. Each cell's
+        variables are released when it ends."""
+        cells = list(earlier)
+        current: TaskPlan | None = task_plan
+        while current is not None:
+            try:
+                result, variables = self.kernel.run(code, on_approval=on_approval, answers=answers)
+                cells.append(self.runs.finish(current, result, variables, earlier_calls, replanning, tuple(cells)))
+            finally:
+                self.holdings.release(current)
+            # The answer was to the paused call; a later cell's calls that ask, ask (or pause) anew.
+            answers, earlier_calls = None, None
+            current = self.runs.continuation(cells[-1], replanning) if replanning is not None else None
+            code = current.cell.code if current is not None else ""
+        return whole_run(cells, replanning)
+
+    async def _arun_cells(
+        self,
+        task_plan: TaskPlan,
+        code: str,
+        replanning: Replanning | None,
+        on_approval: OnApproval,
+        answers: Mapping[str, ApprovalDecision] | None = None,
+        earlier_calls: Mapping[str, int] | None = None,
+        earlier: tuple[TaskRun, ...] = (),
+    ) -> TaskRun:
+        """Async :meth:`_run_cells`."""
+        cells = list(earlier)
+        current: TaskPlan | None = task_plan
+        while current is not None:
+            try:
+                result, variables = await self.kernel.arun(code, on_approval=on_approval, answers=answers)
+                cells.append(self.runs.finish(current, result, variables, earlier_calls, replanning, tuple(cells)))
+            finally:
+                self.holdings.release(current)
+            answers, earlier_calls = None, None
+            current = await asyncio.to_thread(self.runs.continuation, cells[-1], replanning) if replanning is not None else None
+            code = current.cell.code if current is not None else ""
+        return whole_run(cells, replanning)
 
     async def arun_task(
         self,
@@ -423,42 +467,36 @@ class AgentSession:
                 self.holdings.release(task_plan)
                 run = TaskRun(task_plan, self.holdings.take_notice(CellResult("ok")))
             else:
-                cells: list[TaskRun] = []
-                current: TaskPlan | None = task_plan
-                while current is not None:
-                    try:
-                        cells.append(self.runs.finish(current, *await self.kernel.arun(current.cell.code, on_approval=on_approval)))
-                    finally:
-                        self.holdings.release(current)
-                    current = await asyncio.to_thread(self.runs.continuation, cells[-1], replanning) if replanning is not None else None
-                run = whole_run(cells, replanning)
+                run = await self._arun_cells(task_plan, task_plan.cell.code, replanning, on_approval)
         return recorded_run(self.workspace.recorder, self._record_user, run, self.session_id)
 
     def resume(self, approved: bool, note: str = "") -> TaskRun:
         """Continue the paused task from the call it stopped at, in the same kernel: with
         ``approved`` the call runs (and the steps after it, which may pause again); without, it
-        raises ``ApprovalDenied`` there and the task ends. The steps before it are not run again.
-        The decision, with ``note``, is recorded in the audit log as the session's user's.
+        raises ``ApprovalDenied`` there. The steps before it are not run again. The decision, with
+        ``note``, is recorded in the audit log as the session's user's.
+
+        A task run with ``on_failure="replan"`` goes on replanning as :meth:`run_task` does: a step
+        after the pause that fails for good is planned around, keeping every value made, avoiding the
+        tools its failures ruled out (before the pause too), and ``max_replans`` counts the replans
+        of the whole task, before the pause included. A no is a failure of that call only: the new
+        route avoids the tool, and every tool with effects that would not ask; one that asks pauses
+        the run again before its call. The returned run's ``replans`` and ``route`` cover the whole
+        task (a task restored from a snapshot: its route from the resumed cell on).
 
         Raises:
             ValueError: no task of this session is paused.
         """
         self._check_open()
-        paused, task_plan, code, answers = self.runs.resumption(approved, note)
-        try:
-            run = self.runs.finish(task_plan, *self.kernel.run(code, on_approval="pause", answers=answers), earlier_calls=paused.tool_calls)
-        finally:
-            self.holdings.release(task_plan)
+        paused, task_plan, code, answers, replanning = self.runs.resumption(approved, note)
+        run = self._run_cells(task_plan, code, replanning, "pause", answers, paused.tool_calls, paused.earlier)
         return recorded_run(self.workspace.recorder, self._record_user, run, self.session_id)
 
     async def aresume(self, approved: bool, note: str = "") -> TaskRun:
         """Async :meth:`resume`."""
         self._check_open()
-        paused, task_plan, code, answers = await asyncio.to_thread(self.runs.resumption, approved, note)
-        try:
-            run = self.runs.finish(task_plan, *await self.kernel.arun(code, on_approval="pause", answers=answers), earlier_calls=paused.tool_calls)
-        finally:
-            self.holdings.release(task_plan)
+        paused, task_plan, code, answers, replanning = await asyncio.to_thread(self.runs.resumption, approved, note)
+        run = await self._arun_cells(task_plan, code, replanning, "pause", answers, paused.tool_calls, paused.earlier)
         return recorded_run(self.workspace.recorder, self._record_user, run, self.session_id)
 
     def approval_decisions(self) -> list[RecordedDecision]:

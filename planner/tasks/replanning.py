@@ -15,8 +15,11 @@ A planned cell is a straight line of tool calls. When one call fails after its r
 Which failures are replanned (the rule, also in docs/kernels.md): a failure that says the *tool* could
 not serve the call now, where another tool reaching the same state gives the same kind of answer:
 
-- ``connection``: a lost or refused connection (``ConnectionError`` and its kin, httpx's
-  ``ConnectError``, an MCP server that could not be reached, an HTTP API that gave no answer);
+- ``connection``: a lost or refused connection (``ConnectionError`` and its kin, the HTTP clients'
+  connection errors read along their class hierarchy: requests' ``ConnectionError`` and its
+  ``ProxyError``, httpx's ``ConnectError``, urllib3's ``NewConnectionError``, aiohttp's
+  ``ClientConnectionError``, :func:`toolpath.registry.retry_conditions.failure_kind`; an MCP server
+  that could not be reached, an HTTP API that gave no answer);
 - ``timeout``: a tool's own ``TimeoutError``, or the cell interrupted by the kernel's timeout;
 - ``status``: an HTTP API answered 429 or 5xx;
 
@@ -49,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from toolpath.planner.planning.budgets import DEFAULT_MAX_REPLANS
 from toolpath.planner.planning.plans import NoPlanError, Plan, plan, qualified_name
-from toolpath.registry.retry_conditions import CONNECTION_NAMES, TIMEOUT_NAMES, crossed_name
+from toolpath.registry.retry_conditions import CONNECTION, CONNECTION_NAMES, TIMEOUT, TIMEOUT_NAMES, crossed_name
 
 if TYPE_CHECKING:
     from toolpath.planner.planning.graph import StateGraph
@@ -63,6 +66,8 @@ ON_FAILURE_CHOICES: tuple[str, ...] = ("replan", "stop")
 #: replan that cannot be found quickly is not worth holding the run for.
 REPLAN_BUDGET_MS = 2_000.0
 
+#: The kinds of :class:`StepFailure`: each but ``other`` is replanned.
+FAILURE_KINDS: tuple[str, ...] = ("connection", "timeout", "status", "injected", "unbound", "approval", "other")
 _APPROVAL_NAMES = frozenset({"ApprovalDenied", "ApprovalTimeout"})
 #: An HTTP tool's error names the status the API answered (:class:`toolpath.kernel.inside.http_results.HttpToolError`).
 _HTTP_STATUS = re.compile(r" answered (\d{3})\b")
@@ -104,6 +109,18 @@ class StepFailure:
             "avoid": list(self.avoid),
         }
 
+    @classmethod
+    def from_dict(cls, data: Any) -> StepFailure:
+        """The inverse of :meth:`to_dict` (``replannable`` is derived from ``kind`` and not read).
+
+        Raises:
+            ValueError: a missing or mistyped field, named in the message.
+        """
+        fields = _checked(data, "failure", {"step": int, "tool": str, "error": str, "kind": str, "why": str, "avoid": list})
+        if fields["kind"] not in FAILURE_KINDS:
+            raise ValueError(f"replan failure field 'kind' is one of {', '.join(FAILURE_KINDS)}, got {fields['kind']!r}")
+        return cls(fields["step"], fields["tool"], fields["error"], fields["kind"], fields["why"], _names(fields["avoid"], "failure field 'avoid'"))
+
 
 @dataclass(frozen=True)
 class Replan:
@@ -140,6 +157,40 @@ class Replan:
             "avoided": list(self.avoided),
             "planning_ms": round(self.planning_ms, 3),
         }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Replan:
+        """The inverse of :meth:`to_dict`.
+
+        Raises:
+            ValueError: a missing or mistyped field, named in the message.
+        """
+        fields = _checked(
+            data, "replan", {"failure": Mapping, "old_route": list, "new_route": list, "held": list, "avoided": list, "planning_ms": (int, float)}
+        )
+        routes = [_names(fields[name], f"replan field {name!r}") for name in ("old_route", "new_route", "held", "avoided")]
+        return cls(StepFailure.from_dict(fields["failure"]), *routes, float(fields["planning_ms"]))
+
+
+def _checked(data: Any, what: str, kinds: Mapping[str, type | tuple[type, ...]]) -> dict[str, Any]:
+    """``data``'s fields named in ``kinds``, each checked to be of its type (``bool`` is no number here).
+
+    Raises:
+        ValueError: ``data`` is no mapping, or a field is missing or of the wrong type (named).
+    """
+    if not isinstance(data, Mapping):
+        raise ValueError(f"a saved {what} must be a JSON object, got {type(data).__name__}")
+    for name, kind in kinds.items():
+        value = data.get(name)
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise ValueError(f"{what} field {name!r} is missing or of the wrong type")
+    return {name: data[name] for name in kinds}
+
+
+def _names(values: list[Any], what: str) -> tuple[str, ...]:
+    if not all(isinstance(value, str) for value in values):
+        raise ValueError(f"{what} must list tool or state names (strings)")
+    return tuple(values)
 
 
 def _error_names(error: Mapping[str, Any]) -> set[str]:
@@ -178,6 +229,9 @@ def read_failure(run: TaskRun, tools: Iterable[ToolDefinition]) -> StepFailure |
     error = result.error or {}
     shown = "timeout" if result.status == "timeout" else f"{error.get('ename', 'Error')}: {str(error.get('evalue', ''))[:300]}"
     names = _error_names(error)
+    # What the failure's class hierarchy says, which its name alone does not (requests' ProxyError
+    # is a ConnectionError): the kernel reports it for the call (CellResult.failure_kinds).
+    kind_reported = result.failure_kinds.get(run.task_plan.cell.step_targets[index], "")
     value = str(error.get("evalue") or "")
     status = _HTTP_STATUS.search(value) if "HttpToolError" in names else None
 
@@ -188,7 +242,7 @@ def read_failure(run: TaskRun, tools: Iterable[ToolDefinition]) -> StepFailure |
     # went out, then the connection dropped): another route could do it twice, so such a tool stops.
     maybe_done = f"a tool with effects ({failed.side_effect}) may have done its effect before: another route could do it twice"
     effects = failed.side_effect != "none"
-    if result.status == "timeout" or names & TIMEOUT_NAMES:
+    if result.status == "timeout" or names & TIMEOUT_NAMES or kind_reported == TIMEOUT:
         if effects:
             return failure("other", f"it timed out, and {maybe_done}")
         return failure("timeout", "it timed out: another tool may answer in time")
@@ -206,7 +260,7 @@ def read_failure(run: TaskRun, tools: Iterable[ToolDefinition]) -> StepFailure |
         if code == 429 or code >= 500:
             return failure("status", f"its API answered {code}, a failure of the server, not of the request")
         return failure("other", f"its API answered {code}: the request itself was refused, so another route could give a different answer")
-    unreachable = names & CONNECTION_NAMES or ("HttpToolError" in names and " got no answer" in value)
+    unreachable = names & CONNECTION_NAMES or kind_reported == CONNECTION or ("HttpToolError" in names and " got no answer" in value)
     if unreachable and effects:
         return failure("other", f"it lost its connection, and {maybe_done}")
     if unreachable:
@@ -278,6 +332,31 @@ class Replanning:
             raise ValueError(f"on_failure is one of {', '.join(map(repr, ON_FAILURE_CHOICES))}, got {on_failure!r}")
         return cls(graph, max_replans) if on_failure == "replan" else None
 
+    def to_dict(self) -> dict[str, Any]:
+        """What the run has replanned so far, JSON-ready: ``max_replans``, ``replans``
+        (:meth:`Replan.to_dict`), ``avoided`` and ``done`` (the tools completed, ``server.name``).
+        A task paused for approval keeps it (:class:`toolpath.planner.tasks.session_state.PausedTask`),
+        so its resumed run replans under the same bound, counting the replans made before the pause."""
+        return {
+            "max_replans": self.max_replans,
+            "replans": [replan.to_dict() for replan in self.replans],
+            "avoided": list(self.avoided),
+            "done": list(dict.fromkeys(self.done)),
+        }
+
+    @classmethod
+    def from_dict(cls, graph: StateGraph, data: Any) -> Replanning:
+        """The replanning :meth:`to_dict` gave, on ``graph``, to go on with a resumed run.
+
+        Raises:
+            ValueError: a missing or mistyped field, named in the message.
+        """
+        saved = checked_saved_replanning(data)
+        replanning = cls(graph, saved["max_replans"])
+        replanning.replans = [Replan.from_dict(replan) for replan in saved["replans"]]
+        replanning.avoided, replanning.done = saved["avoided"], saved["done"]
+        return replanning
+
     def next_plan(self, run: TaskRun, held: Collection[str]) -> tuple[Plan, StepFailure, float] | None:
         """The plan of the remainder after ``run``'s failure, the failure and the planning time
         (ms); ``None`` when the run stops (:attr:`stopped` says why; empty when it did not fail).
@@ -316,6 +395,24 @@ class Replanning:
         )
         self.replans.append(replan)
         return replan
+
+
+def checked_saved_replanning(data: Any) -> dict[str, Any]:
+    """``data``, a :meth:`Replanning.to_dict` read back (from a session's snapshot), as it would be
+    saved again.
+
+    Raises:
+        ValueError: a missing or mistyped field, named in the message.
+    """
+    fields = _checked(data, "replanning", {"max_replans": int, "replans": list, "avoided": list, "done": list})
+    if fields["max_replans"] < 0:
+        raise ValueError(f"replanning field 'max_replans' is a whole number ≥ 0, got {fields['max_replans']!r}")
+    return {
+        "max_replans": fields["max_replans"],
+        "replans": [Replan.from_dict(replan).to_dict() for replan in fields["replans"]],
+        "avoided": list(_names(fields["avoided"], "replanning field 'avoided'")),
+        "done": list(_names(fields["done"], "replanning field 'done'")),
+    }
 
 
 def route_host_tools(graph: StateGraph, goal: Iterable[str]) -> list[ToolDefinition]:

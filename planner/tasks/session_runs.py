@@ -87,8 +87,10 @@ class SessionRuns:
                 reserved.append(task_plan)
         return task_plan
 
-    def resumption(self, approved: bool, note: str) -> tuple[PausedTask, TaskPlan, str, dict[str, ApprovalDecision]]:
-        """The paused task (now taken), its plan, the cell that continues it and the answer it carries.
+    def resumption(self, approved: bool, note: str) -> tuple[PausedTask, TaskPlan, str, dict[str, ApprovalDecision], Replanning | None]:
+        """The paused task (now taken), its plan, the cell that continues it, the answer it carries
+        and the replanning it goes on with (as its run had replanned before the pause; ``None`` for
+        a run with ``on_failure="stop"``).
 
         A task restored from a snapshot plans its remaining tools again (:attr:`PausedTask.remaining`,
         as steps naming them), reading what the steps that ran made from the states the session
@@ -103,9 +105,10 @@ class SessionRuns:
             raise ValueError(f"session {self.session.session_id!r} has no paused task to resume; run_task(..., on_approval='pause') pauses one")
         decision = ApprovalDecision(approved, note=note, by=self.session.user_id or "")
         answers = {paused.request["digest"]: decision}
+        replanning = Replanning.from_dict(self.session.workspace.graph, paused.replanning) if paused.replanning is not None else None
         if paused.task_plan is not None:
             self.session.holdings.reserve(paused.task_plan)  # released when the run ends
-            return paused, paused.task_plan, paused.task_plan.cell.from_step(paused.step), answers
+            return paused, paused.task_plan, paused.task_plan.cell.from_step(paused.step), answers, replanning
         try:
             task_plan = self.runnable(list(paused.remaining), paused.inputs, DEFAULT_TASK_BUDGET_S)
         except (PlanningCancelled, KernelError):
@@ -116,7 +119,7 @@ class SessionRuns:
             # What the rest needs is gone (a deleted variable, a changed catalog): it can never
             # continue, so it is dropped rather than left to block the session's next task.
             raise RuntimeError(f"the task paused before {paused.request['tool']} cannot continue, so it is dropped: {error}") from error
-        return replace(paused, tool_calls={}), task_plan, task_plan.cell.code, answers
+        return replace(paused, tool_calls={}), task_plan, task_plan.cell.code, answers, replanning
 
     def check_not_paused(self) -> None:
         if self.paused is not None:
@@ -124,16 +127,25 @@ class SessionRuns:
                 f"session {self.session.session_id!r} has a task paused before {self.paused.request['tool']} (it needs approval); resume it with resume(approved=True or False) first"
             )
 
-    def finish(self, task_plan: TaskPlan, result: CellResult, variables: list[str] | None, earlier_calls: Mapping[str, int] | None = None) -> TaskRun:
+    def finish(
+        self,
+        task_plan: TaskPlan,
+        result: CellResult,
+        variables: list[str] | None,
+        earlier_calls: Mapping[str, int] | None = None,
+        replanning: Replanning | None = None,
+        earlier: tuple[TaskRun, ...] = (),
+    ) -> TaskRun:
         """The run of ``task_plan``'s cell: its completed steps' states held, and the task paused
         when it stopped before a call that needs approval (``earlier_calls``: the calls a resumed
-        task made before it paused)."""
+        task made before it paused), keeping the run's ``replanning`` and its ``earlier`` cells'
+        runs for its resumed run."""
         if earlier_calls:
             result = replace(result, tool_calls={**earlier_calls, **result.tool_calls})
         run = TaskRun(task_plan, result)
         if self.session.kernel.kernel_id is not None:  # the kernel that ran the cell still holds its variables
             self.session.holdings.record(run)
-        paused = PausedTask.of_run(run)
+        paused = PausedTask.of_run(run, replanning, earlier)
         if paused is not None:
             with self.session.holdings.lock:
                 self.paused = paused

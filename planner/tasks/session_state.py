@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolpath.planner.planning.plans import qualified_name
 from toolpath.planner.tasks.cell import HeldOutput, is_variable_name
+from toolpath.planner.tasks.replanning import Replanning, checked_saved_replanning
 from toolpath.registry.output_paths import parse_output_path
 
 if TYPE_CHECKING:  # annotations only: reading a saved state (``toolpath sessions``) loads no task planning
@@ -35,6 +36,13 @@ class PausedTask:
         tool_calls: the calls that completed before it (``{"handle.attribute": count}``).
         task_plan: the task as planned; ``None`` for a paused task restored from a snapshot,
             whose rest :meth:`toolpath.planner.tasks.agent_session.AgentSession.resume` plans again from the states the session holds.
+        replanning: for a run with ``on_failure="replan"``, what it had replanned when it paused
+            (:meth:`toolpath.planner.tasks.replanning.Replanning.to_dict`: ``max_replans``, the
+            replans made, the tools avoided and those completed), so that its resumed run replans
+            under the same rules and bound; ``None`` for ``on_failure="stop"``.
+        earlier: the runs of the cells before the paused one (each ended by a replanned failure),
+            for the resumed run's route; not saved with snapshots (a restored task's route starts
+            at the resumed cell; its ``replans`` still list the earlier ones).
     """
 
     task: str | tuple[str, ...]
@@ -45,10 +53,14 @@ class PausedTask:
     request: dict[str, Any]
     tool_calls: dict[str, int] = field(default_factory=dict)
     task_plan: TaskPlan | None = None
+    replanning: dict[str, Any] | None = None
+    earlier: tuple[TaskRun, ...] = ()
 
     @classmethod
-    def of_run(cls, run: TaskRun) -> PausedTask | None:
-        """The task ``run`` paused, when it stopped before a call that needs approval, else ``None``."""
+    def of_run(cls, run: TaskRun, replanning: Replanning | None = None, earlier: tuple[TaskRun, ...] = ()) -> PausedTask | None:
+        """The task ``run`` paused, when it stopped before a call that needs approval, else ``None``
+        (``replanning``: the replanning of the run, ``None`` for ``on_failure="stop"``; ``earlier``:
+        the runs of its cells before ``run``'s)."""
         task_plan, result, failed = run.task_plan, run.result, run.failed_step
         if result.pending_approval is None or failed is None:
             return None
@@ -63,6 +75,8 @@ class PausedTask:
             result.pending_approval,
             dict(result.tool_calls),
             task_plan,
+            replanning.to_dict() if replanning is not None else None,
+            earlier,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -76,6 +90,7 @@ class PausedTask:
             "remaining": list(self.remaining),
             "request": dict(self.request),
             "tool_calls": dict(self.tool_calls),
+            "replanning": self.replanning,
         }
 
     @classmethod
@@ -97,7 +112,10 @@ class PausedTask:
         if not data["remaining"] or not all(isinstance(tool, str) for tool in data["remaining"]):
             raise ValueError("paused task field 'remaining' must list the qualified names of the tools left to run")
         task = task if isinstance(task, str) else tuple(task)
-        return cls(task, dict(data["inputs"]), data["step"], data["tool"], tuple(data["remaining"]), dict(request), dict(data["tool_calls"]))
+        # A pause saved before replanning was kept with it has no such field: its run stops at a failure.
+        replanning = data.get("replanning")
+        replanning = checked_saved_replanning(replanning) if replanning is not None else None
+        return cls(task, dict(data["inputs"]), data["step"], data["tool"], tuple(data["remaining"]), dict(request), dict(data["tool_calls"]), None, replanning)
 
 
 @dataclass(frozen=True)

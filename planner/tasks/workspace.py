@@ -304,8 +304,10 @@ class Workspace:
                 options["tools"] = list(options["tools"])
             # The kernel matches injections by name alone: one naming no tool would fail nothing.
             check_injections(options["inject_failures"], list(self.loaded.registry), options.get("tools", ()))
-        # Planned cells bind the catalogs' tools themselves; those that ask may ask the approver.
+        # Planned cells bind the catalogs' tools themselves; those that ask may ask the approver,
+        # and failures may be injected into any.
         options.setdefault("approval_tools", [tool for tool in self.loaded.registry if tool.approval != "never"])
+        options.setdefault("cell_tools", list(self.loaded.registry))
         return CodeMode(timeout=timeout, env=env, **options)
 
     def session(
