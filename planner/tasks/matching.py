@@ -43,6 +43,7 @@ from toolpath.planner.tasks.clauses import (
     source_file_names,
     source_values,
     without_file_names,
+    without_file_phrases,
     without_names,
     without_quotes,
 )
@@ -499,6 +500,15 @@ class PartMatcher:
         descriptors would drop what they ask for. The reading the file replaces is no rival when the
         words favour the table's ("compute descriptors for molecules.csv": one molecule's
         descriptors 0.79, BM25 2.2; the table's 0.77, BM25 2.5).
+
+        When that choice does not read the state, or has such a rival, the goal is chosen once more
+        with the state held on the words without the phrase naming the file
+        (:func:`toolpath.planner.tasks.clauses.without_file_phrases`), and taken on the same terms:
+        "count the compounds in each category of compounds.csv" is searched as "... of a file",
+        which matches tabulating a file's descriptors 0.62 (its plan drops the column 'category'),
+        parsing one molecule 0.49 and counting per group 0.47: parsing, whose plan reads no file
+        and so drops nothing the words name of it, wins, and the file is left unread. Without "of a
+        file" counting per group matches 0.54, binds every parameter, and reads the file.
         """
         graph = self.graph
         for candidate in choice.passed_over:
@@ -511,18 +521,24 @@ class PartMatcher:
             probe = run_probe("the value the words name", value, state, function, self.search.probe_directory)
             if probe.problem:
                 continue
-            try:
-                better, given = choose(query, state)
-            except (NoMatchingSkillError, NoPlanError):
-                return None
-            # A plan through a tool that adds a column the words name reads the file for what they ask of it.
-            if state not in _states_read(better) or (not better.chosen.through and self._rival_reading(better, query, {*held, state}) is not None):
-                return None
-            why = (
-                f"its value {value!r} is the {state} that {candidate.hit.kind} {candidate.hit.name} needs "
-                f"(its probe reads it: {len(probe.columns)} columns), a match as close as {choice.chosen.hit.name}'s, which would leave it unread"
-            )
-            return better, given, state, why
+            # With the file held, what the words ask of it may show only once they no longer name
+            # it: "of a file" draws the search to the states of reading files (see the docstring).
+            worded = without_file_phrases(query)
+            for words in [query, *([worded] if worded.strip() and worded != without_file_names(query) else [])]:
+                try:
+                    better, given = choose(words, state)
+                except (NoMatchingSkillError, NoPlanError):
+                    return None
+                # A plan through a tool that adds a column the words name reads the file for what they ask of it.
+                if state in _states_read(better) and (better.chosen.through or self._rival_reading(better, query, {*held, state}) is None):
+                    why = (
+                        f"its value {value!r} is the {state} that {candidate.hit.kind} {candidate.hit.name} needs "
+                        f"(its probe reads it: {len(probe.columns)} columns), a match as close as {choice.chosen.hit.name}'s, which would leave it unread"
+                    )
+                    if words != query:
+                        why += f"; with it held, {words!r} asks for {better.chosen.hit.name}"
+                    return better, given, state, why
+            return None
         return None
 
     def _rival_reading(self, choice: GoalChoice, query: str, held: Collection[str]) -> SkillHit | None:
