@@ -276,3 +276,78 @@ def test_a_file_the_request_says_the_user_has_is_what_the_session_loads(tmp_path
         assert [step.tool.name for step in ran.task_plan.plan.steps] == ["load_table", "describe_table"]
         assert ran.task_plan.inputs == {"tabular.load_table.path": str(table)}
         assert "tabular.file_given" not in session.held and "tabular.table_loaded" in session.held
+
+
+COMPOUNDS = "name,smiles,category,weight\naspirin,CC(=O)Oc1ccccc1C(=O)O,nsaid,180.2\nibuprofen,CC(C)CC1=CC=C(C=C1)C(C)C(=O)O,nsaid,206.3\ncaffeine,Cn1cnc2c1c(=O)n(C)c(=O)n2C,stimulant,194.2\n"
+KEEP_NAME_AND_CATEGORY = "keep only the name and category columns of {}"
+
+
+def step_tools(task_plan):
+    return [step.tool.name for step in task_plan.plan.steps]
+
+
+@pytest.fixture()
+def tables(tmp_path):
+    """``(compounds.csv, classes.csv, sales.csv)`` in ``tmp_path``."""
+    compounds, classes, sales = tmp_path / "compounds.csv", tmp_path / "classes.csv", tmp_path / "sales.csv"
+    compounds.write_text(COMPOUNDS)
+    classes.write_text("category,class\nnsaid,analgesic\nstimulant,psychoactive\n")
+    sales.write_text("region,revenue\nNorth,10\nSouth,20\nNorth,5\n")
+    return compounds, classes, sales
+
+
+def test_variables_earlier_cells_left_neither_choose_the_goal_nor_bind_a_parameter(tables, embedder):
+    """The same words plan the same tools whether or not unrelated cells ran before: a variable that
+    merely has a parameter's name (an earlier task's `by` and `columns`, an agent's own `on` and
+    `other_path`) is no value given for this task. (It made join_tables look fully bound, and the
+    column selection read the earlier task's columns.)"""
+    compounds, classes, _ = tables
+    words = KEEP_NAME_AND_CATEGORY.format(compounds)
+    workspace = Workspace.open(embedder=embedder)
+    with workspace.session("leftovers-fresh") as fresh:
+        alone = fresh.plan_task(words)
+    assert step_tools(alone) == ["load_table", "select_columns"]
+    with workspace.session("leftovers") as session:
+        assert session.execute(f"on = 'category'\nother_path = {str(classes)!r}").status == "ok"
+        assert step_tools(session.plan_task(words)) == step_tools(alone)  # not load_table -> join_tables
+
+        grouped = session.run_task(f"group {compounds} by category and average the weight", inputs={"by": "category", "columns": ["weight"]})
+        assert grouped.result.status == "ok", grouped.result.error
+        assert {"by", "columns", "on", "other_path"} <= session.holdings.variables
+        later = session.plan_task(words)
+        assert step_tools(later) == step_tools(alone)
+        assert later.inputs == alone.inputs == {"tabular.load_table.path": str(compounds)}
+        # The columns are the user's to give (a session reads no file while planning), not the earlier task's.
+        assert [parameter.parameter for parameter in later.cell.unbound] == ["columns"]
+        assert "columns=columns)" not in later.cell.code
+
+        ran = session.run_task(words, inputs={"columns": ["name", "category"]})
+        assert ran.result.status == "ok", ran.result.error
+        assert step_tools(ran.task_plan) == ["load_table", "select_columns"]
+        assert (
+            session.execute(f"list({ran.task_plan.cell.step_variables[-1]}.columns), len({ran.task_plan.cell.step_variables[-1]})").result
+            == "(['name', 'category'], 3)"
+        )
+
+
+def test_a_file_the_words_name_is_read_rather_than_a_table_the_session_holds(tables, embedder):
+    """A table held from an earlier task (here aggregated from another file) does not stand in for
+    the file the words name; words that name no file still work on the held table."""
+    compounds, _, sales = tables
+    with Workspace.open(embedder=embedder).session("named-file") as session:
+        grouped = session.run_task(f"group {sales} by region and sum the revenue", inputs={"by": "region", "columns": ["revenue"], "how": "sum"})
+        assert grouped.result.status == "ok", grouped.result.error
+        assert {"tabular.table_loaded", "tabular.groups_aggregated"} <= session.held
+
+        later = session.plan_task(KEEP_NAME_AND_CATEGORY.format(compounds))
+        assert step_tools(later) == ["load_table", "select_columns"]
+        assert later.inputs == {"tabular.load_table.path": str(compounds)}
+        assert later.cell.used_artifacts == {}
+
+        loaded = session.run_task(f"load {compounds}")
+        assert loaded.result.status == "ok", loaded.result.error
+        assert step_tools(loaded.task_plan) == ["load_table"] and loaded.task_plan.inputs == {"tabular.load_table.path": str(compounds)}
+        assert "aspirin" in loaded.result.result
+
+        counted = session.plan_task("count the rows of the table")
+        assert step_tools(counted) == ["count_rows"] and counted.cell.used_artifacts == {loaded.task_plan.cell.step_variables[0]: "tabular.table_loaded"}

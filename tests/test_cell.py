@@ -210,7 +210,7 @@ def test_instructions_report_what_binding_only_the_path_saves(chemistry_graph):
     assert render_cell(goal_plan, {"smiles": "CCO"}).saved_chars is None
 
 
-def test_a_session_cell_reads_held_artifacts_and_kernel_variables_and_binds_nothing(chemistry_graph):
+def test_a_session_cell_reads_held_artifacts_binds_nothing_and_takes_no_value_from_a_variable_named_like_a_parameter(chemistry_graph):
     from toolpath.kernel.tools.bindings import Bindings
 
     registry = chemistry_graph.registry
@@ -226,10 +226,12 @@ def test_a_session_cell_reads_held_artifacts_and_kernel_variables_and_binds_noth
     )
     assert "bind_module_tools" not in cell.code and "# Handles are bound by the session." in cell.code
     assert "descriptors = await chemistry.compute_descriptors(molecule=molecule)" in cell.code
-    # New variables never overwrite the kernel's; a parameter nothing supplies reads the kernel's variable.
+    # New variables never overwrite the kernel's; the kernel's query_smiles, left by some earlier
+    # cell, is no value given for this task: the parameter stays unbound, under a name of its own.
     assert "fingerprints_2 = await chemistry.compute_fingerprints(smiles_list=smiles_list)" in cell.code
-    assert "compute_similarity(query_smiles=query_smiles, fingerprints=fingerprints_2)" in cell.code
-    assert cell.unbound == () and cell.used_artifacts == {"molecule": "chemistry.molecule_parsed"}
+    assert "compute_similarity(query_smiles=query_smiles_2, fingerprints=fingerprints_2)" in cell.code
+    assert [(parameter.parameter, parameter.variable) for parameter in cell.unbound] == [("query_smiles", "query_smiles_2")]
+    assert cell.used_artifacts == {"molecule": "chemistry.molecule_parsed"}
     assert "Held artifacts the cell reads: molecule (chemistry.molecule_parsed)" in cell.instructions
     assert cell.step_targets == tuple(session_handles.targets[step.tool.id] for step in follow_up.steps)
     assert "fingerprints_2" in cell.step_variables and compiles(cell.code)

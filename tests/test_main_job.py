@@ -74,6 +74,35 @@ def test_task_no_catalog_serves_exits_non_zero_without_traceback():
     assert "Traceback" not in completed.stderr
 
 
+@pytest.mark.parametrize(
+    "arguments",
+    [("plan", "--goal", "chemistry.descriptors_computed", "--json"), ("cell", "--goal", "chemistry.descriptors_computed", "--json"), ("--version",)],
+)
+def test_a_result_that_cannot_be_written_to_a_closed_standard_output_exits_74_saying_so(arguments):
+    # As a shell runs `toolpath ... >&-`: the command starts with its standard output closed.
+    command = ["sh", "-c", 'exec "$@" >&-', "sh", sys.executable, "-m", "toolpath.planner.interfaces.cli", *arguments]
+    completed = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert completed.returncode == 74
+    assert completed.stderr.strip().endswith(
+        "toolpath: standard output is closed, so nothing could be written; run the command with standard output open (a file, a pipe or a terminal)"
+    )
+    assert "Traceback" not in completed.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+def test_a_result_that_cannot_be_written_to_a_full_device_exits_74_saying_so():
+    with open("/dev/full", "w") as full:
+        completed = subprocess.run(
+            [sys.executable, "-m", "toolpath.planner.interfaces.cli", "plan", "--goal", "chemistry.descriptors_computed", "--json"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=300,
+        )
+    assert completed.returncode == 74
+    assert completed.stderr.strip() == "toolpath: writing to standard output failed: No space left on device"
+
+
 def test_missing_input_is_refused_before_starting_a_kernel():
     completed = toolpath("run", "cluster these molecules by structural similarity", "--json")
     assert completed.returncode == 2

@@ -2,6 +2,11 @@
 molecule of the file tabulates its descriptors instead of asking for one SMILES, when the file's
 probe reads it; other readings of the words are kept (shipped tabular and chemistry catalogs)."""
 
+import json
+import re
+import subprocess
+import sys
+
 import pytest
 
 from toolpath.planner import Workspace
@@ -60,6 +65,25 @@ def test_words_that_ask_for_more_than_the_table_of_descriptors_are_not_tabulated
     planned = Workspace.open(embedder=embedder).plan_task(task)
     assert tools(planned) != ["tabulate_descriptors"]
     assert planned.cell.unbound or any(part.fate != "planned" for part in planned.parts)
+
+
+@pytest.mark.integration
+def test_a_count_per_category_of_a_table_of_molecules_counts_the_rows_of_each_category(tmp_path):
+    """The words ask for a count per category of the file: the file's name ("compounds") and the
+    placeholder "a file" drew the search to chemistry (one molecule parsed, the file unread and a
+    SMILES asked for), so the count was dropped. The command line plans and runs the count."""
+    (tmp_path / "compounds.csv").write_text(
+        "name,smiles,category\naspirin,CC(=O)Oc1ccccc1C(=O)O,analgesic\nparacetamol,CC(=O)Nc1ccc(O)cc1,analgesic\n"
+        "caffeine,Cn1cnc2c1c(=O)n(C)c(=O)n2C,stimulant\nibuprofen,CC(C)Cc1ccc(cc1)C(C)C(=O)O,analgesic\n"
+    )
+    command = [sys.executable, "-m", "toolpath.planner.interfaces.cli", "run", "--json", "count the compounds in each category of compounds.csv"]
+    completed = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    ran = json.loads(completed.stdout)
+    assert [step["tool"] for step in ran["plan"]["steps"]] == ["load_table", "group_and_aggregate"]
+    assert {(argument["parameter"], str(argument["value"])) for argument in ran["arguments"]} >= {("by", "category"), ("how", "count")}
+    assert ran["result"]["status"] == "ok"
+    assert re.findall(r"(analgesic|stimulant)\s+(\d+)", ran["result"]["result"]) == [("analgesic", "3"), ("stimulant", "1")]
 
 
 @pytest.mark.integration

@@ -17,13 +17,18 @@ of these that exists:
 3. ``input``: a user input meant for the parameter (:func:`toolpath.planner.planning.inputs.input_for`): a plain
    input fills required parameters of its name, a step-qualified one (``write_report.path``) that
    tool's parameter, required or optional;
-4. ``variable``: for a required parameter, the kernel variable of its name when the session has one;
-5. ``default`` for an optional parameter, ``unbound`` for a required one: the cell still refers to
+4. ``default`` for an optional parameter, ``unbound`` for a required one: the cell still refers to
    an unbound one by name (so it compiles, and runs once the name is defined) and the
    instructions list it.
 
+A kernel variable that merely has a parameter's name (``columns``, ``by``: an earlier cell's input,
+or the agent's own) binds nothing: what it holds was made for another task, so a plan reading it
+would depend on what ran before (and goal choice would prefer the plan whose parameters happen to
+share names with leftovers). Only what the session holds (artifacts of held states) and what the
+user gives are read.
+
 A parameter with ``role: output`` (a file the tool writes) takes no step's return, no held
-artifact and no kernel variable, and never a path the user gave as data: a step-qualified input that names the
+artifact, and never a path the user gave as data: a step-qualified input that names the
 same file as another input is refused, and so is a plain input that would feed both a parameter the
 tool reads and one it writes. Rendered with an ``output_directory``, an output parameter that would
 take its default relative path (``histogram.png``) takes that path inside the directory instead, so
@@ -54,7 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ArgumentSource", "InputError", "KernelView", "PlannedCell", "UnboundParameter", "check_input_names", "is_variable_name", "render_cell"]
 
-SourceKind = Literal["step", "held", "input", "variable", "default", "unbound"]
+SourceKind = Literal["step", "held", "input", "default", "unbound"]
 
 
 @dataclass(frozen=True)
@@ -62,7 +67,7 @@ class ArgumentSource:
     """Where one argument of a planned step comes from (see the module docstring for the order).
 
     Attributes:
-        kind: ``"step"``, ``"held"``, ``"input"``, ``"variable"``, ``"default"`` or ``"unbound"``.
+        kind: ``"step"``, ``"held"``, ``"input"``, ``"default"`` or ``"unbound"``.
         variable: the cell variable passed (``None`` for ``default``).
         step: for ``step``, the index (0-based) of the step whose return it is.
         input: for ``input``, the input's name (``path`` or ``write_report.path``).
@@ -83,12 +88,12 @@ class ArgumentSource:
 
     @property
     def label(self) -> str:
-        """Short form: ``step 1`` (1-based), ``held molecule``, ``input path``, ``variable smiles``, ``default``, ``unbound``."""
+        """Short form: ``step 1`` (1-based), ``held molecule``, ``input path``, ``default``, ``unbound``."""
         if self.kind == "step":
             return f"step {self.step + 1}"  # type: ignore[operator]
         if self.kind == "input":
             return f"input {self.input}"
-        if self.kind in ("held", "variable"):
+        if self.kind == "held":
             return f"{self.kind} {self.variable}"
         return self.kind
 
@@ -218,7 +223,7 @@ class PlannedCell:
             for name, source in sources.items():
                 if name in optional_names and source.kind in ("default", "input"):
                     optional[f"{step.tool.name}.{name}"] = None
-                elif name not in optional_names and source.kind in ("input", "unbound", "variable"):
+                elif name not in optional_names and source.kind in ("input", "unbound"):
                     required[name] = None
         return tuple(required), tuple(optional)
 
@@ -275,8 +280,8 @@ class KernelView:
         outputs: ``{variable: {state: HeldOutput}}``, oldest first: kernel variables holding an
             earlier step's return whose ``outputs`` place held states inside it; read when no
             artifact carries the state.
-        variables: names already defined in the kernel: new variables never take them, and a
-            required parameter nothing else supplies is read from the variable of its name.
+        variables: names already defined in the kernel: new variables never take them (a
+            required parameter nothing else supplies is unbound even when one has its name).
     """
 
     registry: ToolRegistry | None = None
@@ -517,8 +522,6 @@ def _source(
         return ArgumentSource("input", input_variables[meant], input=meant)
     if parameter not in tool.required_parameters:
         return ArgumentSource("default")
-    if not output and name in kernel.variables:
-        return ArgumentSource("variable", name)
     return ArgumentSource("unbound")
 
 

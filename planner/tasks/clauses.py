@@ -226,6 +226,22 @@ def without_file_names(text: str) -> str:
     return _BARE_VALUE.sub(lambda match: "a file" if len(match.group(1) or "") >= 2 else match.group(), text)
 
 
+#: A file named with the words that place it in the sentence, once read as "a file": a preposition,
+#: then perhaps a determiner and a word for a file ("in the table a file").
+_FILE_PHRASE = re.compile(
+    r"\s*\b(?:of|in|from|for|inside|within)\s+(?:(?:the|this|that|my|our|your)\s+)?(?:(?:file|table|spreadsheet|sheet|csv|dataset|data\s+set)\s+)?a file\b",
+    flags=re.IGNORECASE,
+)
+
+
+def without_file_phrases(text: str) -> str:
+    """``text`` without the phrases that say which file it is about ("count the compounds in each
+    category of compounds.csv" → "count the compounds in each category"): what the words ask of a
+    file, once the file itself is held. A file named any other way stays, as "a file"
+    (:func:`without_file_names`)."""
+    return _FILE_PHRASE.sub("", without_file_names(text))
+
+
 def quoted_values(text: str) -> list[str]:
     """The values ``text`` gives: the inside of each quoted span, or else each URL or file name.
 

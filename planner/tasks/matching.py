@@ -43,6 +43,7 @@ from toolpath.planner.tasks.clauses import (
     source_file_names,
     source_values,
     without_file_names,
+    without_file_phrases,
     without_names,
     without_quotes,
 )
@@ -95,7 +96,10 @@ class PartMatcher:
     Attributes:
         facts: the facts' parts by clause position.
         inputs: the request's inputs with the values its facts give.
-        held: the states every part is planned from.
+        held: the states every part is planned from (less, once a part names a value of its own,
+            the session's states that value replaces: :meth:`_choose_with`).
+        session_held: those of ``held`` that only the session holds (not the request, its facts or
+            its inputs).
         carried: the values the actions matched so far named (their own value, as inputs), for the
             parts after them that name none; the request's inputs and facts win over them.
         carried_held: the input states those values hold.
@@ -111,8 +115,10 @@ class PartMatcher:
         self.facts = {position: self._fact(clause) for position, clause in enumerate(request.clauses) if clause.kind == "fact"}
         refuse_competing_values(list(self.facts.values()), request.inputs)
         self.inputs = inputs_with_facts(self.facts.values(), request.inputs)
-        held = request.held.union(*(fact.holds for fact in self.facts.values()))
-        self.held = held | held_unless_replaced(self.graph, session_held, self.inputs) | self.graph.input_states_given(self.inputs)
+        held = request.held.union(*(fact.holds for fact in self.facts.values())) | self.graph.input_states_given(self.inputs)
+        kept = held_unless_replaced(self.graph, session_held, self.inputs)
+        self.held = held | kept
+        self.session_held = kept - held
         self.carried: dict[str, str] = {}
         self.carried_held: frozenset[str] = frozenset()
         self._found: dict[tuple, PartMatch] = {}
@@ -162,7 +168,7 @@ class PartMatcher:
         """:meth:`choose`, once per text, query, score and values carried; what matches nothing is an
         unmatched part, with its closest candidates. A value the part names is carried to the parts after it."""
         self.search.budget.check()
-        key = (text, query, min_score, self.carried_held, tuple(sorted(self.carried.items())))
+        key = (text, query, min_score, self.held, self.carried_held, tuple(sorted(self.carried.items())))
         if key not in self._found:
             try:
                 self._found[key] = self.choose(text, min_score, query)
@@ -338,10 +344,41 @@ class PartMatcher:
         return self._choose_with(text, sources, min_score, query)
 
     def _choose_with(self, text: str, values: Sequence[str], min_score: float, query: str) -> PartMatch:
-        """:meth:`choose` with ``values`` as the values the part names, first the one its plan reads."""
+        """:meth:`choose` with ``values`` as the values the part names, first the one its plan reads.
+
+        A value the part names is the user's, as an input is (:func:`held_unless_replaced`): when a
+        plan from the session's held states would leave it unread ("keep only the name column of
+        compounds.csv" with a table of another file held would select from that table) and, planned
+        without them, it is the input state its plan needs, the session's states made from it are
+        planned again (:meth:`_replaced_by_value`), for this part and those after it."""
+        match = self._choose_from(text, values, min_score, query, self.held)
+        replaced = self._replaced_by_value(text, values, min_score, query, match)
+        if not replaced:
+            return match
+        self.held -= replaced
+        self.session_held -= replaced
+        return self._choose_from(text, values, min_score, query, self.held)
+
+    def _replaced_by_value(self, text: str, values: Sequence[str], min_score: float, query: str, match: PartMatch) -> frozenset[str]:
+        """The session's held states that the part's own value replaces: those made from the input
+        state the value stands for when the part is matched without the session's held states.
+        Empty when the part names no value, its ``match`` already reads it (holds the state it
+        stands for), the session holds nothing of its own, or that match finds no input state."""
+        if not values or match.holds or not self.session_held:
+            return frozenset()
+        try:
+            fresh = self._choose_from(text, values, min_score, query, self.held - self.session_held)
+        except (NoMatchingSkillError, NoPlanError, InputError):
+            return frozenset()  # without the session's states the words serve nothing: they stay as matched
+        if not fresh.holds or not fresh.values:
+            return frozenset()
+        return self.session_held - held_unless_replaced(self.graph, self.session_held, dict(fresh.values))
+
+    def _choose_from(self, text: str, values: Sequence[str], min_score: float, query: str, held_before: frozenset[str]) -> PartMatch:
+        """:meth:`_choose_with` from the states ``held_before``."""
         graph = self.graph
         # A part that names no value works on what the parts before it named ("... and describe it").
-        held, inputs = (self.held, self.inputs) if values else (self.held | self.carried_held, {**self.carried, **self.inputs})
+        held, inputs = (held_before, self.inputs) if values else (held_before | self.carried_held, {**self.carried, **self.inputs})
         # A single-word value (a file name, a URL, an id) is what the goal's own step reads
         # ("transcribe 'b.wav'": the audio, not the text a longer plan would make the audio from); a
         # value of several words is content, the first thing the plan would make ("say 'Doors close!'").
@@ -463,6 +500,15 @@ class PartMatcher:
         descriptors would drop what they ask for. The reading the file replaces is no rival when the
         words favour the table's ("compute descriptors for molecules.csv": one molecule's
         descriptors 0.79, BM25 2.2; the table's 0.77, BM25 2.5).
+
+        When that choice does not read the state, or has such a rival, the goal is chosen once more
+        with the state held on the words without the phrase naming the file
+        (:func:`toolpath.planner.tasks.clauses.without_file_phrases`), and taken on the same terms:
+        "count the compounds in each category of compounds.csv" is searched as "... of a file",
+        which matches tabulating a file's descriptors 0.62 (its plan drops the column 'category'),
+        parsing one molecule 0.49 and counting per group 0.47: parsing, whose plan reads no file
+        and so drops nothing the words name of it, wins, and the file is left unread. Without "of a
+        file" counting per group matches 0.54, binds every parameter, and reads the file.
         """
         graph = self.graph
         for candidate in choice.passed_over:
@@ -475,18 +521,24 @@ class PartMatcher:
             probe = run_probe("the value the words name", value, state, function, self.search.probe_directory)
             if probe.problem:
                 continue
-            try:
-                better, given = choose(query, state)
-            except (NoMatchingSkillError, NoPlanError):
-                return None
-            # A plan through a tool that adds a column the words name reads the file for what they ask of it.
-            if state not in _states_read(better) or (not better.chosen.through and self._rival_reading(better, query, {*held, state}) is not None):
-                return None
-            why = (
-                f"its value {value!r} is the {state} that {candidate.hit.kind} {candidate.hit.name} needs "
-                f"(its probe reads it: {len(probe.columns)} columns), a match as close as {choice.chosen.hit.name}'s, which would leave it unread"
-            )
-            return better, given, state, why
+            # With the file held, what the words ask of it may show only once they no longer name
+            # it: "of a file" draws the search to the states of reading files (see the docstring).
+            worded = without_file_phrases(query)
+            for words in [query, *([worded] if worded.strip() and worded != without_file_names(query) else [])]:
+                try:
+                    better, given = choose(words, state)
+                except (NoMatchingSkillError, NoPlanError):
+                    return None
+                # A plan through a tool that adds a column the words name reads the file for what they ask of it.
+                if state in _states_read(better) and (better.chosen.through or self._rival_reading(better, query, {*held, state}) is None):
+                    why = (
+                        f"its value {value!r} is the {state} that {candidate.hit.kind} {candidate.hit.name} needs "
+                        f"(its probe reads it: {len(probe.columns)} columns), a match as close as {choice.chosen.hit.name}'s, which would leave it unread"
+                    )
+                    if words != query:
+                        why += f"; with it held, {words!r} asks for {better.chosen.hit.name}"
+                    return better, given, state, why
+            return None
         return None
 
     def _rival_reading(self, choice: GoalChoice, query: str, held: Collection[str]) -> SkillHit | None:

@@ -50,7 +50,51 @@ EXIT_STATUSES = """exit status:
   0  done
   1  the cell failed (exception, timeout, dead kernel), or validate found problems
   2  refused before running anything (bad catalog or input, no matching skill, no plan, a task not in English), with what to do
-  3  some parts of the task were not understood: nothing ran (cell and run; --partial goes on with the parts understood)"""
+  3  some parts of the task were not understood: nothing ran (cell and run; --partial goes on with the parts understood)
+  74 the output could not be written to standard output (closed, or the device full); what ran still ran"""
+
+#: The exit status when standard output cannot be written: EX_IOERR of BSD's sysexits.h.
+OUTPUT_FAILED = 74
+
+
+class OutputError(OSError):
+    """Standard output could not be written (closed when the command started, or a write failed)."""
+
+
+class _Output:
+    """Standard output as the commands write it: every write and flush of ``stream`` that fails
+    raises :class:`OutputError`, so :func:`main` reports it instead of exiting 0 having said nothing.
+    ``stream`` is ``None`` when the process started with its standard output closed (``>&-``):
+    Python then sets ``sys.stdout`` to ``None``, and ``print`` drops every line in silence.
+    A closed pipe stays a :class:`BrokenPipeError` (the reader went away: :func:`main` stops quietly)."""
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._call("write", text)
+
+    def flush(self) -> None:
+        if self._stream is not None:
+            self._call("flush")
+
+    def _call(self, method: str, *arguments: Any) -> Any:
+        if self._stream is None:
+            raise OutputError(
+                "standard output is closed, so nothing could be written; run the command with standard output open (a file, a pipe or a terminal)"
+            )
+        try:
+            return getattr(self._stream, method)(*arguments)
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise OutputError(f"writing to standard output failed: {error.strerror or error}") from error
+
+    def __getattr__(self, name: str) -> Any:
+        # encoding, isatty, fileno, buffer, ...: the stream's own (a closed one has none).
+        if self._stream is None:
+            raise AttributeError(name)
+        return getattr(self._stream, name)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,9 +137,32 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    arguments = build_parser().parse_args(argv)
+    stream = sys.stdout
+    sys.stdout = output = _Output(stream)  # from the start: --help and --version write too
+    try:
+        arguments = build_parser().parse_args(argv)
+        _set_up_process()
+        if arguments.command == "serve":  # serving over stdio owns standard output; over HTTP it may be closed
+            sys.stdout = stream
+            return _run(arguments)
+        status = _run(arguments)
+        output.flush()  # what is still buffered is written now, while a failure can be reported
+        return status
+    except BrokenPipeError:
+        return _reader_gone()
+    except OutputError as error:
+        print(f"toolpath: {error}", file=sys.stderr)
+        stream = open(os.devnull, "w")  # nothing more is written there (nor flushed at exit)
+        return OUTPUT_FAILED
+    finally:
+        if sys.stdout is output:  # a caller in the same process gets its own stream back
+            sys.stdout = stream
+
+
+def _set_up_process() -> None:
+    """Warnings and toolpath's own progress notes (e.g. a one-off model export) on standard error;
+    SIGTERM and SIGHUP end the command as an exit does, cleaning up."""
     warnings.showwarning = _show_warning
-    # toolpath's own progress notes (e.g. a one-off model export) go to standard error.
     notes = logging.getLogger("toolpath")
     if not notes.handlers:
         handler = logging.StreamHandler()
@@ -104,6 +171,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         notes.setLevel(logging.INFO)
     signal.signal(signal.SIGTERM, _exit_on_signal)
     signal.signal(signal.SIGHUP, _exit_on_signal)
+
+
+def _reader_gone() -> int:
+    """The reader of standard output (e.g. `| head`) went away: stop quietly, as Unix tools do."""
+    sys.stdout = open(os.devnull, "w")
+    return 141
+
+
+def _run(arguments: argparse.Namespace) -> int:
+    """Run the command of ``arguments``; its exit status (the refusals toolpath reports, told apart)."""
     try:
         with contextlib.nullcontext() if arguments.command == "serve" else _without_cycle_collection():
             return arguments.handler(arguments)
@@ -111,9 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("toolpath: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        # The reader (e.g. `| head`) went away; stop quietly as Unix tools do.
-        sys.stdout = open(os.devnull, "w")
-        return 141
+        return _reader_gone()
     except ToolpathError as error:  # any other exception is a bug: its traceback stays
         message = in_command_terms(error, arguments.command)
         if getattr(arguments, "json", False):
