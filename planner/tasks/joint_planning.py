@@ -126,7 +126,8 @@ def _relevance(search: GoalSearch, matches: Sequence[PartMatch], names: bool = T
     (``names=False``) say themselves how each thing is found."""
     matched = [match for match in matches if match.status == "matched"]
     # One query for all the names the task mentions: each query is an embedding (about 10 ms).
-    mentioned = list(dict.fromkeys(name for match in matched for name in named_entities(match.text))) if names else []
+    # Every part's names count: "I loved Amelie; which movies are similar to it?" names it in a part that runs nothing.
+    mentioned = list(dict.fromkeys(name for match in matches for name in named_entities(match.text))) if names else []
     lookups = [f"find {', '.join(mentioned)} by name"] if mentioned else []
     starts = {tool.id for tool in search.graph.registry if not tool.state_transition.requires}
     best: dict[int, float] = {}
@@ -136,7 +137,19 @@ def _relevance(search: GoalSearch, matches: Sequence[PartMatch], names: bool = T
         for tool_id, score in search.index.tool_relevance(query).items():
             if not lookup or tool_id in starts:
                 best[tool_id] = max(score, best.get(tool_id, score))
+    if mentioned and best:
+        # A name goes into a lookup that takes text (a search by title), not a list that takes none
+        # ("similar to Amelie": a movie's id from the search, not from the newest releases).
+        span = max(best.values()) - min(best.values()) + 1.0
+        for tool in search.graph.registry:
+            if tool.id in starts and tool.id in best and _takes_text(tool):
+                best[tool.id] += span
     return best
+
+
+def _takes_text(tool: ToolDefinition) -> bool:
+    """Whether ``tool`` has a required text parameter that carries no state (a query, a title)."""
+    return any(parameter.type == "str" and parameter.state is None and parameter.role == "input" for parameter in tool.required_parameters)
 
 
 def _tie_breaks(graph: StateGraph, joint: Plan, domains: frozenset[str], relevance: Mapping[int, float], avoided: Collection[str] = ()) -> tuple[TieBreak, ...]:
