@@ -6,7 +6,7 @@ catalog often has several lookups by name (a movie's search, a TV show's, a pers
 the words match ("pictures of") may be reached from any of them: the words of the request say
 nothing of which, but the name does, to a reader who knows what kind of thing it names.
 
-:func:`name_kinds` reads that from the request itself, never from a guess:
+:func:`name_kinds` reads that from the request's own words and a list of given names:
 
 - a kind noun the clause gives the name: before it, after a determiner ("the production company
   Blumhouse", "the movie Barbie": at most :data:`MAX_KIND_WORDS` words, none a function word), or
@@ -33,11 +33,12 @@ from typing import Any
 
 from toolpath.planner.planning.graph import StateGraph
 from toolpath.planner.planning.inputs import InputError
-from toolpath.planner.planning.plans import NoPlanError, plan, plan_to_run, qualified_name
+from toolpath.planner.planning.plans import NoPlanError, qualified_name
 from toolpath.planner.search.skills import SkillHit, SkillIndex
 from toolpath.planner.tasks.clauses import joined_reasons, masked_quotes, named_entities
-from toolpath.planner.tasks.goals import GoalChoice, GoalSearch, NoMatchingSkillError, choose_goal, hit_label
+from toolpath.planner.tasks.goals import GoalSearch, NoMatchingSkillError, choose_goal, hit_label
 from toolpath.planner.tasks.parts import PartMatch
+from toolpath.planner.tasks.sources import has_effects, planned_from
 from toolpath.registry import ToolDefinition
 
 #: Hits searched for the goals a name's kind leads to (the planning's own ``k`` is 10).
@@ -50,8 +51,9 @@ KIND_MIN_SCORE = 0.3
 #: Words a kind noun before a name may have ("the production company Blumhouse": two).
 MAX_KIND_WORDS = 2
 #: How far (in fused search score) the best lookup for a kind must lead the next one. Set on the
-#: drafted TMDB catalog's lookups: kinds with one lookup ("company", "movie", "TV show", "person")
-#: lead by 0.007 to 0.02; kinds without one ("network", "franchise") by at most 0.002.
+#: drafted TMDB catalog's lookups: the kinds it has a search for lead by 0.0044 ("saga", to the
+#: collections' search) to 0.02 ("movie"); "network", which it cannot search, by 0.002. A kind a
+#: wrong lookup leads clearly ("franchise": companies, by 0.01) is beyond what a margin can catch.
 LOOKUP_MARGIN = 0.004
 
 # Words that are no kind noun: a clause's function words ("the person who directed Whiplash").
@@ -60,6 +62,9 @@ _FUNCTION_WORDS = frozenset(
 )
 # A determiner and up to MAX_KIND_WORDS lower-case words right before a name ("the production company ").
 _KIND_BEFORE = re.compile(rf"\b(?:the|a|an)\s+((?:[a-z]+(?:-[a-z]+)?\s+){{0,{MAX_KIND_WORDS}}})$")
+# One lower-case word right after a name, before the clause's boundary ("the Toy Story collection.").
+_KIND_AFTER = re.compile(r"\s+([a-z]+(?:-[a-z]+)?)(?=\s*(?:[.,;:!?)]|$|\s(?:and|or|is|are|was|were|has|have)\b))")
+_DETERMINER_BEFORE = re.compile(r"\b(?:the|a|an)\s+$")
 
 
 @dataclass(frozen=True)
@@ -90,7 +95,7 @@ class KindLookup:
     produces: frozenset[str]
 
     def to_dict(self) -> dict:
-        return {**self.kind.to_dict(), "lookup": f"{self.tool.server_name}.{self.tool.name}" if self.tool.server_name else self.tool.name}
+        return {**self.kind.to_dict(), "lookup": qualified_name(self.tool)}
 
 
 @functools.cache
@@ -126,8 +131,8 @@ def _kind_noun(text: str, name: str) -> str | None:
         words = before.group(1).split()
         if words and not set(words) & _FUNCTION_WORDS:
             return " ".join(words)
-    after = re.match(r"\s+([a-z]+(?:-[a-z]+)?)(?=\s*(?:[.,;:!?)]|$|\s(?:and|or|is|are|was|were|has|have)\b))", text[at + len(name) :])
-    if after is not None and re.search(r"\b(?:the|a|an)\s+$", text[:at]) and after.group(1) not in _FUNCTION_WORDS:
+    after = _KIND_AFTER.match(text[at + len(name) :])
+    if after is not None and _DETERMINER_BEFORE.search(text[:at]) and after.group(1) not in _FUNCTION_WORDS:
         return after.group(1)
     return None
 
@@ -170,11 +175,12 @@ def read_name_kind(search: GoalSearch, whole: PartMatch, inputs: Mapping[str, An
     Raises:
         PlanningTimeout, PlanningCancelled: from ``search.budget``.
     """
-    if whole.kind != "action" or whole.choice is None or whole.choice.chosen.plan is None or _has_effects(whole.choice):
+    if whole.kind != "action" or whole.choice is None or whole.choice.chosen.plan is None or has_effects(whole.choice):
         return None
     graph = search.graph
     kinds = kind_lookups(graph, search.index, whole.text)
-    if not kinds or any(_fed_in_one_step(graph, whole.choice.chosen.hit, kind, held) for kind in kinds):
+    lookups = _Lookups.of(graph)
+    if not kinds or any(lookups.feeds_in_one_step(graph, whole.choice.chosen.hit, kind, held) for kind in kinds):
         return None
     # The goals a thing leads to may rank low for words that also name other things ("which films has
     # Greta Gerwig directed": a film's credits first): the search looks further among them.
@@ -184,10 +190,10 @@ def read_name_kind(search: GoalSearch, whole: PartMatch, inputs: Mapping[str, An
         # A person's name says nothing of what is asked but who: the words read with "the person" in its place.
         words = whole.text.replace(kind.kind.name, f"the {kind.kind.kind}") if kind.kind.evidence == "given name" else whole.text
         try:
-            choice = choose_goal(wider, words, inputs, held, KIND_MIN_SCORE, admits=lambda hit, kind=kind: _fed_in_one_step(graph, hit, kind, held))
+            choice = choose_goal(wider, words, inputs, held, KIND_MIN_SCORE, admits=lambda hit, kind=kind: lookups.feeds_in_one_step(graph, hit, kind, held))
         except (NoMatchingSkillError, NoPlanError, InputError):
             continue
-        if _has_effects(choice):
+        if has_effects(choice):
             continue
         why = (
             f"{kind.kind.name!r} reads as a {kind.kind.kind} ({_EVIDENCE[kind.kind.evidence]}), looked up by {qualified_name(kind.tool)}: "
@@ -200,24 +206,22 @@ def read_name_kind(search: GoalSearch, whole: PartMatch, inputs: Mapping[str, An
 _EVIDENCE = {"kind noun": "the words say so", "given name": "its first word is a given name"}
 
 
-def _fed_in_one_step(graph: StateGraph, hit: SkillHit, kind: KindLookup, held: Collection[str]) -> bool:
-    """Whether ``hit``'s goal is one step from what ``kind``'s lookup gives, that step reading it, and
-    is the thing's own data: not a state some lookup makes (the id of another thing it lists)."""
-    given = frozenset(held) | kind.produces
-    starts = [tool for tool in graph.registry if not tool.state_transition.requires]
-    if hit.kind == "state" and hit.states <= frozenset().union(*(tool.state_transition.produces for tool in starts)):
-        return False
-    lookups = {qualified_name(tool) for tool in starts}
-    try:
-        fed = (
-            plan_to_run(graph, f"{hit.server}.{hit.name}" if hit.server else hit.name, given, avoid=lookups)
-            if hit.kind == "tool"
-            else plan(graph, hit.states, held=given, avoid=lookups)
-        )
-    except (NoPlanError, ValueError):
-        return False
-    return len(fed.steps) == 1 and bool(fed.steps[0].requires & kind.produces)
+@dataclass(frozen=True)
+class _Lookups:
+    """The graph's tools that require nothing (qualified names) and the states they make."""
 
+    names: frozenset[str]
+    make: frozenset[str]
 
-def _has_effects(choice: GoalChoice) -> bool:
-    return choice.chosen.plan is not None and any(step.tool.side_effect != "none" for step in choice.chosen.plan.steps)
+    @classmethod
+    def of(cls, graph: StateGraph) -> _Lookups:
+        starts = [tool for tool in graph.registry if not tool.state_transition.requires]
+        return cls(frozenset(qualified_name(tool) for tool in starts), frozenset().union(*(tool.state_transition.produces for tool in starts)))
+
+    def feeds_in_one_step(self, graph: StateGraph, hit: SkillHit, kind: KindLookup, held: Collection[str]) -> bool:
+        """Whether ``hit``'s goal is one step from what ``kind``'s lookup gives, that step reading
+        it, and is the thing's own data: not a state a lookup makes (the id of a thing it lists)."""
+        if hit.kind == "state" and hit.states <= self.make:
+            return False
+        fed = planned_from(graph, hit, frozenset(held) | kind.produces, kind.produces, self.names)
+        return fed is not None and len(fed.steps) == 1
