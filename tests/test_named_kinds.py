@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from toolpath.planner import Workspace
-from toolpath.planner.tasks.named_kinds import name_kinds
+from toolpath.planner.tasks.named_kinds import kind_lookups, name_kinds
 
 ARCHIVE = """\
     domain: art
@@ -122,8 +122,36 @@ def test_a_persons_name_plans_the_person_lookup_and_their_own_pictures(archive):
 
 
 def test_a_kind_noun_plans_that_kinds_lookup(archive):
-    planned = archive.plan_task("Show me some pictures of the gallery Uffizi.")
-    assert tools_of(planned) == ["search_museums", "museum_pictures"]
+    (lookup,) = kind_lookups(archive.graph, archive.index, "Show me some pictures of the museum Prado.")
+    assert (lookup.kind.name, lookup.kind.kind, lookup.tool.name) == ("Prado", "museum", "search_museums")
+    assert tools_of(archive.plan_task("Show me some pictures of the museum Prado.")) == ["search_museums", "museum_pictures"]
+
+
+def test_a_catalog_without_lookups_by_name_reads_no_kind(tmp_path, embedder):
+    # One-step tools whose results nothing takes: no name is looked up, so no kind is read.
+    path = tmp_path / "desk.yaml"
+    path.write_text(
+        textwrap.dedent(
+            """\
+            domain: desk
+            package: desk_tools
+            states:
+              - {token: desk.person_found, description: A colleague found by name., affordances: [find a person by name]}
+              - {token: desk.trip_booked, description: A trip booked., affordances: [book a trip]}
+            tools:
+              - name: find_person
+                description: Find a colleague by name.
+                required_parameters: [{name: name, type: str}]
+                state_transition: {requires: [], produces: [desk.person_found]}
+              - name: book_trip
+                description: Book a trip for a traveller.
+                required_parameters: [{name: traveller, type: str}]
+                state_transition: {requires: [], produces: [desk.trip_booked]}
+            """
+        )
+    )
+    workspace = Workspace.open([path], embedder=embedder)
+    assert kind_lookups(workspace.graph, workspace.index, "Book a trip for Maria Lopez.") == []
 
 
 def test_words_that_already_look_the_thing_up_are_not_read_again(archive):

@@ -643,8 +643,7 @@ class NothingToDoError(NoMatchingSkillError):
 
 def _hit_text(hit: SkillHit) -> str:
     """``"tool tabular.count_rows (similarity 0.31)"``."""
-    name = f"{hit.server}.{hit.name}" if hit.kind == "tool" and hit.server else hit.name
-    return f"{hit.kind} {name} ({_strength(hit)})"
+    return f"{hit.kind} {hit.qualified_name} ({_strength(hit)})"
 
 
 #: Candidates a part not understood names, best first.

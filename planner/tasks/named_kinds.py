@@ -16,10 +16,11 @@ nothing of which, but the name does, to a reader who knows what kind of thing it
   the rest none. A title that is a person's name ("Forrest Gump") reads so too; a name of one word
   ("Zendaya") does not read as anything.
 
-:func:`kind_lookups` turns each kind into the catalog's lookup for it: of the tools that require
-nothing (where a name goes in), the one the search ranks first for "search for a <kind> by name",
-if it leads the next one by :data:`LOOKUP_MARGIN`; a kind no lookup clearly serves (a "network" in
-a catalog that cannot search networks) gives none, and the name is planned as before.
+:func:`kind_lookups` turns each kind into the catalog's lookup for it: of the lookups by name
+(:func:`name_lookups`: a name goes in, an id other tools take comes out), the one most similar to
+"search for a <kind> by name", if it leads the next one by :data:`LOOKUP_MARGIN`; a kind no lookup
+clearly serves ("series" in a catalog that searches TV shows and collections alike) gives none, and
+a catalog with no lookup by name (one-step tools whose results nothing takes) reads no kind.
 """
 
 from __future__ import annotations
@@ -50,11 +51,11 @@ KIND_SEARCH_HITS = 40
 KIND_MIN_SCORE = 0.3
 #: Words a kind noun before a name may have ("the production company Blumhouse": two).
 MAX_KIND_WORDS = 2
-#: How far (in fused search score) the best lookup for a kind must lead the next one. Set on the
-#: drafted TMDB catalog's lookups: the kinds it has a search for lead by 0.0044 ("saga", to the
-#: collections' search) to 0.02 ("movie"); "network", which it cannot search, by 0.002. A kind a
-#: wrong lookup leads clearly ("franchise": companies, by 0.01) is beyond what a margin can catch.
-LOOKUP_MARGIN = 0.004
+#: How far the cosine similarity of "search for a <kind> by name" to the lookup it names must lead
+#: the next lookup by name. Set on the drafted TMDB catalog: its searches lead by 0.1 to 0.45 for the
+#: kinds they find ("person" 0.89 to the people's search, "show" 0.70 to the TV shows'); kinds it
+#: cannot tell apart lead by 0.02 or less ("series": the collections' search 0.51, the movies' 0.50).
+LOOKUP_MARGIN = 0.05
 
 # Words that are no kind noun: a clause's function words ("the person who directed Whiplash").
 _FUNCTION_WORDS = frozenset(
@@ -142,23 +143,36 @@ def _is_persons_name(name: str) -> bool:
     return len(words) >= 2 and words[0] in _given_names() and all(word[:1].isupper() for word in words)
 
 
+def name_lookups(graph: StateGraph) -> list[ToolDefinition]:
+    """The tools a name goes into to find a thing: they require nothing, take a required text that
+    carries no state (a query, a title), and make a state another tool requires (the thing's id).
+    A tool whose result nothing takes (a booking, in a catalog of one-step tools) finds nothing."""
+    required = frozenset().union(*(tool.state_transition.requires for tool in graph.registry))
+    return [
+        tool
+        for tool in graph.registry
+        if not tool.state_transition.requires
+        and tool.state_transition.produces & required
+        and any(parameter.type == "str" and parameter.state is None and parameter.role == "input" for parameter in tool.required_parameters)
+    ]
+
+
 def kind_lookups(graph: StateGraph, index: SkillIndex, text: str) -> list[KindLookup]:
     """The lookup of each name of ``text`` whose kind its words give (module docstring); a name
-    whose kind no lookup clearly serves is left out."""
-    lookups = {tool.id: tool for tool in graph.registry if not tool.state_transition.requires}
-    if len(lookups) < 2:
-        return []
+    whose kind no lookup clearly serves is left out.
+
+    Raises:
+        ValueError: from the index's embedder (its output is not a finite vector).
+    """
+    lookups = {qualified_name(tool): tool for tool in name_lookups(graph)}
     found = []
-    for kind in name_kinds(text):
-        scores = sorted(((score, tool_id) for tool_id, score in _relevance(index, kind.kind).items() if tool_id in lookups), reverse=True)
-        if len(scores) >= 2 and scores[0][0] - scores[1][0] >= LOOKUP_MARGIN:
-            tool = lookups[scores[0][1]]
+    for kind in name_kinds(text) if lookups else ():
+        hits = index.search(f"search for a {kind.kind} by name", k=KIND_SEARCH_HITS)
+        ranked = sorted(((hit.similarity or 0.0, hit.qualified_name) for hit in hits if hit.kind == "tool" and hit.qualified_name in lookups), reverse=True)
+        if ranked and (len(ranked) == 1 or ranked[0][0] - ranked[1][0] >= LOOKUP_MARGIN):
+            tool = lookups[ranked[0][1]]
             found.append(KindLookup(kind, tool, frozenset(tool.state_transition.produces)))
     return found
-
-
-def _relevance(index: SkillIndex, kind: str) -> Mapping[int, float]:
-    return index.tool_relevance(f"search for a {kind} by name")
 
 
 def read_name_kind(search: GoalSearch, whole: PartMatch, inputs: Mapping[str, Any], held: Collection[str]) -> PartMatch | None:

@@ -231,7 +231,7 @@ def planned_from(graph: StateGraph, hit: SkillHit, held: frozenset[str], given: 
     or it has no step or more than :data:`MAX_FED_STEPS`."""
     try:
         if hit.kind == "tool":
-            fed = plan_to_run(graph, f"{hit.server}.{hit.name}" if hit.server else hit.name, held, avoid=lookups)
+            fed = plan_to_run(graph, hit.qualified_name, held, avoid=lookups)
         else:
             fed = plan(graph, hit.states, held=held, avoid=lookups)
     except (NoPlanError, ValueError):
