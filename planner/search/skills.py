@@ -145,6 +145,12 @@ class SkillHit:
     plan: Plan | None
     learned: LearnedMatch | None = None
 
+    @property
+    def qualified_name(self) -> str:
+        """The name a plan or ``--avoid`` takes: ``server.name`` for a tool of a domain, else the
+        hit's name."""
+        return f"{self.server}.{self.name}" if self.kind == "tool" and self.server else self.name
+
     def matches(self, min_score: float = MIN_SCORE) -> bool:
         """Whether a task would match this hit: its similarity reaches ``min_score``, or, in an
         index without embeddings, it shares a word with the query."""

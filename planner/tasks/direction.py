@@ -393,7 +393,7 @@ def _goal_tool(graph: StateGraph, hit: SkillHit) -> ToolDefinition | None:
         return hit.plan.steps[-1].tool
     if hit.kind == "tool":
         try:
-            return graph.resolve_tool(f"{hit.server}.{hit.name}" if hit.server else hit.name)
+            return graph.resolve_tool(hit.qualified_name)
         except LookupError:
             return None
     return None
@@ -432,7 +432,7 @@ def _key(hit: SkillHit) -> tuple[str, str | None, str]:
 
 
 def _label(hit: SkillHit) -> str:
-    return f"tool {hit.server}.{hit.name}" if hit.kind == "tool" and hit.server else f"{hit.kind} {hit.name}"
+    return f"{hit.kind} {hit.qualified_name}"
 
 
 @dataclass(frozen=True)

@@ -195,7 +195,7 @@ class NoMatchingSkillError(Refusal, LookupError):
 def hit_label(hit: SkillHit) -> str:
     """How a person names a hit when asked which one they meant: ``tool tabular.write_report`` or
     ``state tabular.report_written`` (the keys of ``GoalSearch.meant``)."""
-    return f"tool {hit.server}.{hit.name}" if hit.kind == "tool" and hit.server else f"{hit.kind} {hit.name}"
+    return f"{hit.kind} {hit.qualified_name}"
 
 
 def _effect_similarity(hit: SkillHit) -> float:
@@ -490,7 +490,7 @@ def unreachable_because(graph: StateGraph, hit: SkillHit, held: Collection[str])
     of its tool); ``None`` when one does."""
     try:
         if hit.kind == "tool":
-            plan_to_run(graph, f"{hit.server}.{hit.name}" if hit.server else hit.name, held)
+            plan_to_run(graph, hit.qualified_name, held)
         else:
             plan(graph, hit.states, held=held)
     except NoPlanError as error:

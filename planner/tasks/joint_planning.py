@@ -18,6 +18,7 @@ from toolpath.planner.planning.graph import StateGraph
 from toolpath.planner.planning.plans import NoPlanError, Plan, TieBreak, plan, qualified_name
 from toolpath.planner.tasks.clauses import named_entities
 from toolpath.planner.tasks.goals import GoalSearch
+from toolpath.planner.tasks.named_kinds import name_lookups
 from toolpath.planner.tasks.parts import PartMatch
 from toolpath.registry import ToolDefinition
 
@@ -120,13 +121,15 @@ def _relevance(search: GoalSearch, matches: Sequence[PartMatch], names: bool = T
     """Each tool's best search score over the matched parts: what the task is about, for ties.
 
     With ``names``, a tool that starts from nothing (it requires no state: where a name goes in)
-    also scores for looking up each thing the parts name ("find Sofia Coppola by name"). So of two
-    tools that make a movie id at equal cost, a request naming "the movie Titanic" takes the one
-    that searches by title, not the one that lists the latest movies. An agent's own steps
-    (``names=False``) say themselves how each thing is found."""
+    also scores for looking up each thing the parts name ("find Sofia Coppola by name"), in any part
+    (a fact's too), and a lookup that takes the name (:func:`toolpath.planner.tasks.named_kinds.name_lookups`) outranks every other
+    tool. So of two tools that make a movie id at equal cost, a request naming "the movie Titanic"
+    takes the one that searches by title, not the one that lists the latest movies. An agent's own
+    steps (``names=False``) say themselves how each thing is found."""
     matched = [match for match in matches if match.status == "matched"]
     # One query for all the names the task mentions: each query is an embedding (about 10 ms).
-    mentioned = list(dict.fromkeys(name for match in matched for name in named_entities(match.text))) if names else []
+    # "I loved Amelie; which movies are similar to it?" names it in a part that runs nothing.
+    mentioned = list(dict.fromkeys(name for match in matches for name in named_entities(match.text))) if names else []
     lookups = [f"find {', '.join(mentioned)} by name"] if mentioned else []
     starts = {tool.id for tool in search.graph.registry if not tool.state_transition.requires}
     best: dict[int, float] = {}
@@ -136,6 +139,13 @@ def _relevance(search: GoalSearch, matches: Sequence[PartMatch], names: bool = T
         for tool_id, score in search.index.tool_relevance(query).items():
             if not lookup or tool_id in starts:
                 best[tool_id] = max(score, best.get(tool_id, score))
+    if mentioned and best:
+        # A name goes into a lookup that takes text (a search by title), not a list that takes none
+        # ("similar to Amelie": a movie's id from the search, not from the newest releases).
+        span = max(best.values()) - min(best.values()) + 1.0
+        for tool in name_lookups(search.graph):
+            if tool.id in best:
+                best[tool.id] += span
     return best
 
 

@@ -60,6 +60,7 @@ from toolpath.planner.tasks.goals import (
     choose_goal,
     unreachable_because,
 )
+from toolpath.planner.tasks.named_kinds import read_name_kind
 from toolpath.planner.tasks.parts import Overridden, PartMatch, inputs_with_facts, refuse_competing_values
 from toolpath.planner.tasks.probes import readable_file, run_probe
 from toolpath.planner.tasks.request import TaskRequest
@@ -162,7 +163,7 @@ class PartMatcher:
         planned from what the source's plan gives (:func:`toolpath.planner.tasks.sources.read_source`)."""
         if match.kind != "action":
             return match
-        return read_source(self.search, match, self.inputs, self.held, self.choose) or match
+        return read_source(self.search, match, self.inputs, self.held, self.choose) or read_name_kind(self.search, match, self.inputs, self.held) or match
 
     def _matched(self, text: str, min_score: float = MIN_SCORE, why: str = "", query: str = "") -> PartMatch:
         """:meth:`choose`, once per text, query, score and values carried; what matches nothing is an
@@ -694,8 +695,7 @@ class NothingToDoError(NoMatchingSkillError):
 
 def _hit_text(hit: SkillHit) -> str:
     """``"tool tabular.count_rows (similarity 0.31)"``."""
-    name = f"{hit.server}.{hit.name}" if hit.kind == "tool" and hit.server else hit.name
-    return f"{hit.kind} {name} ({_strength(hit)})"
+    return f"{hit.kind} {hit.qualified_name} ({_strength(hit)})"
 
 
 #: Candidates a part not understood names, best first.

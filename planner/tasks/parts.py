@@ -19,6 +19,7 @@ from toolpath.planner.tasks.goals import GoalChoice, UnclearEffectError, hit_lab
 from toolpath.registry import ToolDefinition
 
 if TYPE_CHECKING:
+    from toolpath.planner.tasks.named_kinds import KindLookup
     from toolpath.planner.tasks.sources import SourceReading
 
 Status = Literal["matched", "held", "unmatched", "fact", "context"]
@@ -71,6 +72,9 @@ class PartMatch:
         source: for a part read as a head and the source of the thing it asks about ("who directed
             *the film that is most popular right now*"), that reading: the source's tools run
             before the head's goal (:mod:`toolpath.planner.tasks.sources`); else ``None``.
+        name_kind: for a part whose goal was chosen by the kind of a thing it names ("pictures of
+            Tilda Swinton": a person's), that thing's lookup (:mod:`toolpath.planner.tasks.named_kinds`);
+            else ``None``.
     """
 
     text: str
@@ -84,6 +88,7 @@ class PartMatch:
     closest: tuple[str, ...] = ()
     overridden: tuple[Overridden, ...] = ()
     source: SourceReading | None = None
+    name_kind: KindLookup | None = None
 
     @property
     def fate(self) -> Fate:
@@ -129,10 +134,12 @@ class PartMatch:
     @property
     def through(self) -> tuple[ToolDefinition, ...]:
         """The tools its plan runs because they add columns its words name (``GoalCandidate.through``),
-        or because they find the thing its words name by its source (:attr:`source`)."""
+        or because they find the thing its words name by its source (:attr:`source`) or look up a
+        thing it names by its kind (:attr:`name_kind`)."""
         if self.choice is None:
             return ()
-        return (*self.source.tools, *self.choice.chosen.through) if self.source is not None else self.choice.chosen.through
+        found = (*self.source.tools, *self.choice.chosen.through) if self.source is not None else self.choice.chosen.through
+        return (self.name_kind.tool, *found) if self.name_kind is not None else found
 
     def to_dict(self) -> dict:
         chosen = self.choice.chosen if self.choice is not None else None
@@ -157,6 +164,7 @@ class PartMatch:
             "closest": list(self.closest),
             "overridden": [override.to_dict() for override in self.overridden],
             "source": self.source.to_dict() if self.source is not None else None,
+            "name_kind": self.name_kind.to_dict() if self.name_kind is not None else None,
         }
 
 

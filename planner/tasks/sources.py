@@ -137,7 +137,7 @@ def read_source(
     Raises:
         PlanningTimeout, PlanningCancelled: from ``search.budget``.
     """
-    if whole.kind != "action" or source_values(whole.text) or _has_effects(whole.choice):
+    if whole.kind != "action" or source_values(whole.text) or has_effects(whole.choice):
         return None
     readings: list[tuple[float, GoalChoice, PartMatch, SourceReading]] = []
     weak: list[str] = []
@@ -183,7 +183,7 @@ def _cut_reading(
         source = choose(words)
     except (NoMatchingSkillError, NoPlanError, InputError):
         return None
-    if source.choice is None or source.status != "matched" or _has_effects(source.choice) or source.choice.chosen.plan is None:
+    if source.choice is None or source.status != "matched" or has_effects(source.choice) or source.choice.chosen.plan is None:
         return None
     source_steps = source.choice.chosen.plan.steps
     if (
@@ -201,7 +201,7 @@ def _cut_reading(
             return False  # the source's own tool
         if hit.kind == "state" and hit.states <= given:
             return False  # what the source already gives
-        fed_plan = _fed_plan(graph, hit, frozenset(held) | given, given, lookups)
+        fed_plan = planned_from(graph, hit, frozenset(held) | given, given, lookups)
         if fed_plan is not None:
             fed[hit_label(hit)] = fed_plan
         return fed_plan is not None and len(fed_plan.steps) <= most_steps
@@ -218,20 +218,20 @@ def _cut_reading(
     if len(choices) == 2 and _similarity(choices[1].chosen.hit) > _similarity(choices[0].chosen.hit) + search.margin:
         head_choice = choices[1]
     head_plan = fed.get(hit_label(head_choice.chosen.hit))
-    if head_plan is None or _has_effects(head_choice) or any(step.tool.side_effect != "none" for step in head_plan.steps):
+    if head_plan is None or has_effects(head_choice) or any(step.tool.side_effect != "none" for step in head_plan.steps):
         return None
     tools = (*(step.tool for step in source_steps), *(step.tool for step in head_plan.steps))
     taken = frozenset().union(*(step.requires for step in head_plan.steps)) & given
     return head_choice, source, SourceReading(head, words, source.choice, taken, tools)
 
 
-def _fed_plan(graph: StateGraph, hit: SkillHit, held: frozenset[str], given: frozenset[str], lookups: frozenset[str]) -> Plan | None:
-    """The cheapest plan to ``hit`` from ``held`` that uses no tool of ``lookups`` and reads one of
-    ``given`` (the source's states); ``None`` when there is none, or it has no step or more than
-    :data:`MAX_FED_STEPS`."""
+def planned_from(graph: StateGraph, hit: SkillHit, held: frozenset[str], given: frozenset[str], lookups: Collection[str]) -> Plan | None:
+    """The cheapest plan to ``hit`` from ``held`` that uses no tool of ``lookups`` (qualified names)
+    and reads one of ``given`` (the states a source or a lookup gives); ``None`` when there is none,
+    or it has no step or more than :data:`MAX_FED_STEPS`."""
     try:
         if hit.kind == "tool":
-            fed = plan_to_run(graph, f"{hit.server}.{hit.name}" if hit.server else hit.name, held, avoid=lookups)
+            fed = plan_to_run(graph, hit.qualified_name, held, avoid=lookups)
         else:
             fed = plan(graph, hit.states, held=held, avoid=lookups)
     except (NoPlanError, ValueError):
@@ -241,7 +241,8 @@ def _fed_plan(graph: StateGraph, hit: SkillHit, held: frozenset[str], given: fro
     return fed
 
 
-def _has_effects(choice: GoalChoice | None) -> bool:
+def has_effects(choice: GoalChoice | None) -> bool:
+    """Whether ``choice``'s plan runs a tool with effects (writes or sends)."""
     steps = choice.chosen.plan.steps if choice is not None and choice.chosen.plan is not None else ()
     return any(step.tool.side_effect != "none" for step in steps)
 
