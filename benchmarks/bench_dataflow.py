@@ -3,7 +3,7 @@
 Each case of ``dataflow_cases.yaml`` (beside this file) is a task as a user would give it — words or a
 list of step texts, with inputs — and the plan it must get: every step's tool and the source of
 EVERY argument of every step, written as :attr:`toolpath.planner.tasks.cell.ArgumentSource.label` (``step 1``,
-``held molecule``, ``input path``, ``input write_report.path``, ``variable conditions``, ``default``,
+``held molecule``, ``input path``, ``input write_report.path``, ``default``,
 ``unbound``; ``TaskPlan.to_dict()["wiring"]`` must say the same). The case is then run for real in
 a fresh kernel (or, with ``before:``, in an agent session whose earlier tasks ran first) in a
 temporary directory, and the runner checks the cell's
