@@ -62,6 +62,7 @@ from toolpath.kernel.kernels.directory_files import restrict_socket
 from toolpath.kernel.kernels.output import cap
 from toolpath.kernel.tools.approvals import ApprovalContext
 from toolpath.kernel.tools.toolkit import Toolkit, annotation_text, contained
+from toolpath.observability.tool_spans import from_kernel
 from toolpath.registry.retry_conditions import TIMEOUT, failure_kind
 from toolpath.registry.retry_policy import RetryPolicy
 from toolpath.registry.storage import StoreError
@@ -288,7 +289,8 @@ class Bridge:
                 return
             toolkit, name = found
             try:
-                value = await self._on_call_loop(contained(toolkit.acall(name, message.get("args") or (), message.get("kwargs") or {}, approval=self.approval)))
+                call = contained(toolkit.acall(name, message.get("args") or (), message.get("kwargs") or {}, approval=self.approval))
+                value = await self._on_call_loop(from_kernel(message.get("trace"), call))  # in the trace of the cell that called
             except Exception as error:
                 # The tool's own failure, a ConnectionError among them (a server it calls hung up),
                 # is the cell's: only a ConnectionError writing to the kernel means the kernel is gone.

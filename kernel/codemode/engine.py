@@ -28,6 +28,7 @@ from toolpath.kernel.kernels.output import CellResult, OutputLimits
 from toolpath.kernel.sandbox.provisioner import limit_notice
 from toolpath.kernel.tools.approvals import ApprovalContext, ApprovalDecision, ApprovalGate, OnApproval
 from toolpath.kernel.tools.bindings import Bindings
+from toolpath.observability.cell_spans import note_kernel, traced_cell
 from toolpath.registry import ToolDefinition
 
 _INTROSPECTION_LIMITS = OutputLimits(max_output_chars=64_000_000)
@@ -132,6 +133,7 @@ class CodeModeEngine:
         await self.binder.release(kernel)
         await kernel.shutdown()
 
+    @traced_cell
     async def run(
         self,
         code: str,
@@ -159,6 +161,7 @@ class CodeModeEngine:
             if session.kernel is None:
                 notice = join(notice, await self.pool.start_kernel(session))
             kernel = session.kernel
+            note_kernel(kernel.kernel_id)
             if not self.binder.is_current(kernel, session):
                 await self.binder.bind(kernel, session)
             bridge = self.binder.bridge_of(kernel)

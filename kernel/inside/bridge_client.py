@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from toolpath.errors import ToolpathError
-from toolpath.kernel.inside import wire
+from toolpath.kernel.inside import call_traces, wire
 from toolpath.kernel.inside.approval_policy import ApprovalDenied, ApprovalPending, ApprovalRequest, ApprovalTimeout
 from toolpath.kernel.inside.handles import ask_host_with, awaitable, current_cell, track_cells
 from toolpath.kernel.inside.http_results import HttpToolError
@@ -190,6 +190,9 @@ class BridgeClient:
     def _frame(self, target: str, call_id: int, args: tuple, kwargs: dict[str, Any]) -> bytes:
         """The call's frame, or :class:`BridgeError` saying why the host would refuse it."""
         message = {"op": "call", "id": call_id, "target": target, "args": list(args), "kwargs": kwargs, "cell": current_cell()}
+        trace = call_traces.bridge_fields()
+        if trace is not None:  # the host's span of the call joins the cell's trace
+            message["trace"] = trace
         # A kernel on another host shares no files with the host: a path would not help there.
         on_host = isinstance(self.endpoint, str)
         if self.json_only and not wire.is_json_value(message):

@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from toolpath.kernel.inside import call_traces
 from toolpath.kernel.inside.approval_policy import ApprovalDenied, ApprovalRequest, approval_reason, policy_of
 from toolpath.kernel.inside.protocol import TOOL_CALLS_PAYLOAD
 from toolpath.kernel.inside.retries import RetrySpec, call_with_retries
@@ -105,9 +106,11 @@ class _CellTracker:
     whatever the cell's outcome, so a cell that fails at its third call still says the first two
     returned, with no extra round trip and nothing parsed from the cell's output. The same payload
     counts the cell's retries (``"retries"``) and injected failures (``"injected_failures"``) by
-    tool (:mod:`toolpath.kernel.inside.retries`), and names the kind of each call that failed for
+    tool (:mod:`toolpath.kernel.inside.retries`), names the kind of each call that failed for
     good from a timeout or a lost connection (``"failure_kinds"``: ``{"handle.attribute":
-    "timeout" or "connection"}``), which its class hierarchy says and the cell's error does not.
+    "timeout" or "connection"}``), which its class hierarchy says and the cell's error does not,
+    and records a traced cell's calls of tools bound in the kernel (``"traced_calls"``,
+    :mod:`toolpath.kernel.inside.call_traces`).
     """
 
     def __init__(self) -> None:
@@ -143,6 +146,7 @@ class _CellTracker:
         self.running = _request_id()
         self.completed, self.retried, self.injected, self.failed = {}, {}, {}, {}
         self.cell_id.set(self.running)
+        call_traces.cell_started(_request().get("metadata"))
 
     def record(self, target: str) -> None:
         """Count a call of ``target`` that returned, for the cell that made it (calls that tasks of an
@@ -169,20 +173,31 @@ class _CellTracker:
 
         completed, retried, injected, failed = self.completed, self.retried, self.injected, self.failed
         self.completed, self.retried, self.injected, self.failed = {}, {}, {}, {}
+        traced = call_traces.cell_records()
         shell = get_ipython()
-        if (completed or retried or injected or failed) and shell is not None and _request_id() == self.running:
+        if (completed or retried or injected or failed or traced) and shell is not None and _request_id() == self.running:
             payload: dict[str, Any] = {"source": TOOL_CALLS_PAYLOAD, "tool_calls": completed}
-            payload.update({key: counts for key, counts in (("retries", retried), ("injected_failures", injected), ("failure_kinds", failed)) if counts})
+            payload.update(
+                {
+                    key: counts
+                    for key, counts in (("retries", retried), ("injected_failures", injected), ("failure_kinds", failed), ("traced_calls", traced))
+                    if counts
+                }
+            )
             shell.payload_manager.write_payload(payload)
 
 
 def _request_id() -> str:
     """The Jupyter message id of the request the kernel is handling now (``""`` outside a kernel)."""
+    return _request().get("header", {}).get("msg_id", "")
+
+
+def _request() -> dict:
+    """The Jupyter request the kernel is handling now (``{}`` outside a kernel)."""
     from IPython import get_ipython
 
     kernel = getattr(get_ipython(), "kernel", None)
-    parent = kernel.get_parent() if kernel is not None else {}
-    return parent.get("header", {}).get("msg_id", "")
+    return kernel.get_parent() if kernel is not None else {}
 
 
 _cells = _CellTracker()
@@ -248,6 +263,7 @@ def awaitable(
     names = [f"{prefix}.{tool}" for prefix in (handle, server) if prefix] + [tool]
 
     def counted(kind: str) -> None:
+        call_traces.note(kind)
         if target is not None:
             _cells.count(target, kind)
 
@@ -353,6 +369,7 @@ class ToolHandle:
         policy = policy_of(approval_spec)
         approval = _asking(f"{self._toolkit}.{name}", function, policy) if policy else None
         bound = awaitable(function, name=attribute, wire_name=name, target=f"{self._toolkit}.{attribute}", approval=approval, retry=retry, server=self._server)
+        bound = call_traces.traced(bound, f"{self._toolkit}.{attribute}", name, self._server or self._toolkit)
         self._bound[attribute] = bound
         return bound
 
@@ -374,6 +391,7 @@ def _asking(tool: str, function: Callable[..., Any], policy: Any) -> Callable[[t
         reason = approval_reason(policy, arguments)
         if not reason:
             return
+        call_traces.note("asked")
         if _ask_host is None:
             raise ApprovalDenied(f"{tool} needs approval ({reason}), but nobody can approve calls in this kernel: give its CodeMode an approver")
         await _ask_host(ApprovalRequest.of(tool, arguments, reason))

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolpath.errors import ToolpathError
+from toolpath.kernel.inside import call_traces
 from toolpath.kernel.inside.approval_policy import ApprovalDenied, ApprovalPending, ApprovalTimeout
 from toolpath.kernel.inside.tool_calls import ToolExitError, ToolPausedError
 from toolpath.registry.retry_conditions import CONNECTION, TIMEOUT, check_condition, failure_kind, matches
@@ -215,7 +216,7 @@ async def call_with_retries(
             if injector is not None and injector.fails():
                 counted("injected")
                 raise InjectedFailure(f"failure injected into {label} on its try {injector.tries} in this kernel ({injector.injection.settings()})")
-            return await call()
+            return await call_traces.numbered(call, attempt)
         except NEVER_RETRIED:
             raise
         except Exception as error:

@@ -8,7 +8,8 @@ the fields that are JSON (``op`` and ``id`` always are), then a pickle of the ot
 envelope lets a receiver that cannot load the pickle (the value's class is not importable there)
 still answer the right call.
 
-Messages, kernel → host: ``hello {token, generation}``, ``call {id, target, args, kwargs, cell}``,
+Messages, kernel → host: ``hello {token, generation}``, ``call {id, target, args, kwargs, cell[, trace]}``
+(``trace``: a traced cell's context and the try number, :mod:`toolpath.kernel.inside.call_traces`),
 ``approve {id, tool, arguments, reason, digest, cell}``, ``cancel {id}``. Host → kernel: ``welcome``, ``refused {reason}``, ``result {id, value}``,
 ``offloaded {id, result_id, size, type}``, ``error {id, type, message}``, ``closing {reason}``.
 

@@ -124,6 +124,15 @@ _MAX_CALL_TARGETS = 1_000
 _MAX_TARGET_CHARS = 300
 
 
+def traced_calls(reply: dict) -> dict | None:
+    """What a traced cell's execute reply reports of its calls of tools bound in the kernel
+    (:func:`toolpath.kernel.inside.call_traces.cell_records`), unchecked; ``None`` when it reports none."""
+    for payload in reply.get("payload") or []:
+        if isinstance(payload, dict) and payload.get("source") == TOOL_CALLS_PAYLOAD and isinstance(payload.get("traced_calls"), dict):
+            return payload["traced_calls"]
+    return None
+
+
 def _tool_calls(reply: dict, key: str = "tool_calls") -> dict[str, int]:
     """The completed tool calls a cell's execute reply reports (see :mod:`toolpath.kernel.inside.handles`),
     or with ``key`` ``"retries"``/``"injected_failures"`` its calls' retries or injected failures;

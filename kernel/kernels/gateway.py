@@ -314,7 +314,7 @@ class GatewayTransport:
         """Send a shell request (a comm message, say); its message id."""
         return await self._send("shell", message_type, content)
 
-    async def _send(self, channel: str, message_type: str, content: dict[str, Any]) -> str:
+    async def _send(self, channel: str, message_type: str, content: dict[str, Any], metadata: dict[str, Any] | None = None) -> str:
         message_id = uuid.uuid4().hex
         header = msg_header(message_id, message_type, "toolpath", self._session_id)
         message = {
@@ -322,7 +322,7 @@ class GatewayTransport:
             "msg_id": message_id,
             "msg_type": message_type,
             "parent_header": {},
-            "metadata": {},
+            "metadata": metadata or {},
             "content": content,
             "buffers": [],
             "channel": channel,
@@ -333,10 +333,12 @@ class GatewayTransport:
             self._disconnected = self._disconnected or f"the gateway closed the kernel's channels ({error})"
         return message_id
 
-    async def execute(self, code: str, silent: bool, store_history: bool, user_expressions: dict[str, str] | None = None) -> str:
-        """Send an ``execute_request`` (stdin off: ``input()`` raises in the cell); its message id."""
+    async def execute(
+        self, code: str, silent: bool, store_history: bool, user_expressions: dict[str, str] | None = None, metadata: dict[str, Any] | None = None
+    ) -> str:
+        """Send an ``execute_request`` (stdin off: ``input()`` raises in the cell) with ``metadata``; its message id."""
         content = {"code": code, "silent": silent, "store_history": store_history, "user_expressions": user_expressions or {}, "allow_stdin": False}
-        return await self._send("shell", "execute_request", {**content, "stop_on_error": True})
+        return await self._send("shell", "execute_request", {**content, "stop_on_error": True}, metadata)
 
     async def get_iopub_msg(self, timeout: float) -> dict[str, Any]:
         return await self._next("iopub", timeout)

@@ -33,11 +33,13 @@ from typing import TYPE_CHECKING
 from toolpath.kernel.errors import KernelBusyError, KernelError
 from toolpath.kernel.inside.protocol import COMM_TARGET, FILES_MODULE
 from toolpath.kernel.kernels import directory_files
-from toolpath.kernel.kernels.cell_messages import POLL_SECONDS, VARIABLES_EXPRESSION, finished_result, shell_reply, until_idle
+from toolpath.kernel.kernels.cell_messages import POLL_SECONDS, VARIABLES_EXPRESSION, finished_result, shell_reply, traced_calls, until_idle
 from toolpath.kernel.kernels.managed_transport import ManagedTransport
 from toolpath.kernel.kernels.output import CellOutput, CellResult, OutputLimits
 from toolpath.kernel.kernels.private_directories import new_private_directory, remove_directory
 from toolpath.kernel.kernels.transport import KernelTransport
+from toolpath.observability.cell_spans import execute_metadata
+from toolpath.observability.tool_spans import kernel_call_spans
 
 if TYPE_CHECKING:
     from toolpath.kernel.kernels.gateway import Gateway
@@ -488,7 +490,7 @@ class IPythonKernel:
         kernel = self._kernel
         output = CellOutput(limits or OutputLimits())
         expressions = VARIABLES_EXPRESSION if report_variables else None
-        message_id = await kernel.execute(code, silent=silent, store_history=not silent, user_expressions=expressions)
+        message_id = await kernel.execute(code, silent=silent, store_history=not silent, user_expressions=expressions, metadata=execute_metadata(silent))
         if on_start is not None:
             on_start(message_id)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -536,7 +538,9 @@ class IPythonKernel:
                 await asyncio.shield(self._stop_cell(message_id, interrupt_grace))
             raise
 
-        return finished_result(output, await shell_reply(kernel, message_id), interrupted, timeout, report_variables)
+        reply = await shell_reply(kernel, message_id)
+        kernel_call_spans(traced_calls(reply))  # the cell's calls of tools bound in the kernel, under its span
+        return finished_result(output, reply, interrupted, timeout, report_variables)
 
     async def _stop_cell(self, message_id: str, interrupt_grace: float) -> None:
         """Interrupt the running cell ``message_id`` and wait up to ``interrupt_grace`` seconds for

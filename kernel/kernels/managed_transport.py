@@ -87,9 +87,24 @@ class ManagedTransport:
         await self.client.wait_for_ready(timeout=timeout)
         self.kernel_id = self.manager.kernel_id
 
-    async def execute(self, code: str, silent: bool, store_history: bool, user_expressions: dict[str, str] | None = None) -> str:
+    async def execute(
+        self, code: str, silent: bool, store_history: bool, user_expressions: dict[str, str] | None = None, metadata: dict[str, Any] | None = None
+    ) -> str:
         # Without stdin, input() in a cell raises at once instead of hanging it.
-        return self.client.execute(code, silent=silent, store_history=store_history, user_expressions=user_expressions, allow_stdin=False)
+        if not metadata:
+            return self.client.execute(code, silent=silent, store_history=store_history, user_expressions=user_expressions, allow_stdin=False)
+        # KernelClient.execute sends no metadata: the same request, built as it builds it, with metadata.
+        content = {
+            "code": code,
+            "silent": silent,
+            "store_history": store_history,
+            "user_expressions": user_expressions or {},
+            "allow_stdin": False,
+            "stop_on_error": True,
+        }
+        message = self.client.session.msg("execute_request", content, metadata=metadata)
+        self.client.shell_channel.send(message)
+        return message["header"]["msg_id"]
 
     async def send_shell(self, message_type: str, content: dict[str, Any]) -> str:
         message = self.client.session.msg(message_type, content)

@@ -34,10 +34,13 @@ class KernelTransport(Protocol):
                 (jupyter_client's) are worded by the session.
         """
 
-    async def execute(self, code: str, silent: bool, store_history: bool, user_expressions: dict[str, str] | None = None) -> str:
+    async def execute(
+        self, code: str, silent: bool, store_history: bool, user_expressions: dict[str, str] | None = None, metadata: dict[str, Any] | None = None
+    ) -> str:
         """Send an ``execute_request`` without stdin (``input()`` raises at once); its message id.
         ``user_expressions`` (Jupyter's ``{name: expression}``) are evaluated after a cell that
-        succeeds, and answered in its execute reply."""
+        succeeds, and answered in its execute reply; ``metadata`` goes in the message's metadata
+        (a traced cell's trace context, :mod:`toolpath.kernel.inside.call_traces`)."""
 
     async def send_shell(self, message_type: str, content: dict[str, Any]) -> str:
         """Send any shell-channel message (comm messages carry files); its message id."""

@@ -49,6 +49,7 @@ from toolpath.kernel.inside.approval_policy import ApprovalPolicy, approval_reas
 from toolpath.kernel.inside.tool_calls import ShownText, ToolExitError, ToolPausedError
 from toolpath.kernel.option_checks import check_count
 from toolpath.kernel.tools.approvals import ApprovalContext, ApprovalGate, approval_spec
+from toolpath.observability.tool_spans import asking_approval, note_cache_hit, traced_tool_call
 from toolpath.registry.names import function_names
 from toolpath.registry.retry_policy import RetryPolicy, effective_retry
 
@@ -307,8 +308,10 @@ class Toolkit:
         """Close what :meth:`connect` opened; override (sync or ``async def``)."""
         self.is_connected = False
 
+    @traced_tool_call
     async def acall(self, name: str, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, approval: ApprovalContext | None = None) -> Any:
-        """Call tool ``name`` through the toolkit's call path (hooks, cache, pause flags, approval).
+        """Call tool ``name`` through the toolkit's call path (hooks, cache, pause flags, approval),
+        in a span when tracing is on (:mod:`toolpath.observability.tool_spans`).
 
         ``approval`` is where a call that needs approval asks, and for which session (CodeMode
         passes its own for calls from cells); without it such a call is denied.
@@ -352,10 +355,11 @@ class Toolkit:
         ttl = tool.cache_ttl if tool.cache_results else self.cache_ttl
         with self._cache_lock:
             hit = self._cache.get(key) if key is not None else None
-            if hit is None or time.monotonic() - hit[0] >= ttl:
-                return key, _MISS
-            self._cache.move_to_end(key)
-            return key, hit[1]
+            found = hit is not None and time.monotonic() - hit[0] < ttl
+            if found:
+                self._cache.move_to_end(key)
+        note_cache_hit(found)
+        return key, hit[1] if found and hit is not None else _MISS
 
     def _remember(self, key: tuple[str, bytes] | None, result: Any) -> None:
         if key is None:
@@ -561,7 +565,8 @@ class _Chain:
         arguments, else after the approver's yes (raises ``ApprovalDenied``/``ApprovalTimeout``)."""
         reason = approval_reason(self.tool.requires_approval, arguments)
         if reason:
-            await self.approval.ask(f"{self.toolkit.name}.{self.tool.name}", arguments, reason)
+            with asking_approval():
+                await self.approval.ask(f"{self.toolkit.name}.{self.tool.name}", arguments, reason)
 
     def _start_home(self, index: int, arguments: dict[str, Any]) -> Any:
         self.home = queue.SimpleQueue()

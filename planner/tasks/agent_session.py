@@ -59,6 +59,7 @@ from toolpath.planner.tasks.session_kernel import SessionKernel
 from toolpath.planner.tasks.session_runs import SessionRuns
 from toolpath.planner.tasks.session_state import PausedTask, SessionState
 from toolpath.planner.tasks.task import TaskPlan, TaskRun
+from toolpath.planner.tasks.task_spans import traced_task
 
 if TYPE_CHECKING:
     from toolpath.planner.tasks.workspace import Workspace
@@ -324,6 +325,7 @@ class AgentSession:
         """The task paused before a call that needs approval, if any (see :meth:`resume`)."""
         return self.runs.paused
 
+    @traced_task
     def run_task(
         self,
         task: str | Sequence[str] | TaskPlan,
@@ -434,6 +436,7 @@ class AgentSession:
             code = current.cell.code if current is not None else ""
         return whole_run(cells, replanning)
 
+    @traced_task
     async def arun_task(
         self,
         task: str | Sequence[str] | TaskPlan,
@@ -470,6 +473,7 @@ class AgentSession:
                 run = await self._arun_cells(task_plan, task_plan.cell.code, replanning, on_approval)
         return recorded_run(self.workspace.recorder, self._record_user, run, self.session_id)
 
+    @traced_task
     def resume(self, approved: bool, note: str = "") -> TaskRun:
         """Continue the paused task from the call it stopped at, in the same kernel: with
         ``approved`` the call runs (and the steps after it, which may pause again); without, it
@@ -492,6 +496,7 @@ class AgentSession:
         run = self._run_cells(task_plan, code, replanning, "pause", answers, paused.tool_calls, paused.earlier)
         return recorded_run(self.workspace.recorder, self._record_user, run, self.session_id)
 
+    @traced_task
     async def aresume(self, approved: bool, note: str = "") -> TaskRun:
         """Async :meth:`resume`."""
         self._check_open()

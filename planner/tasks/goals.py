@@ -93,6 +93,7 @@ from toolpath.planner.tasks.clauses import head_words, without_file_names, witho
 from toolpath.planner.tasks.direction import DirectionReading, read_direction
 from toolpath.planner.tasks.near_duplicate_choice import DuplicateChoice, choose_between_duplicates
 from toolpath.planner.tasks.probes import probe_inputs
+from toolpath.planner.tasks.task_spans import traced_goal_choice
 from toolpath.registry import ToolDefinition
 
 MARGIN = 0.05
@@ -599,6 +600,7 @@ def _through_adding(
     return wider, tuple(tools)
 
 
+@traced_goal_choice
 def choose_goal(
     search: GoalSearch,
     task: str,

@@ -20,9 +20,11 @@ from toolpath.planner.tasks.clauses import named_entities
 from toolpath.planner.tasks.goals import GoalSearch
 from toolpath.planner.tasks.named_kinds import name_lookups
 from toolpath.planner.tasks.parts import PartMatch
+from toolpath.planner.tasks.task_spans import traced_joint_plan
 from toolpath.registry import ToolDefinition
 
 
+@traced_joint_plan
 def plan_jointly(search: GoalSearch, parts: Sequence[PartMatch], held: Collection[str], names: bool = True) -> Plan:
     """The plan of a task's ``parts`` from ``held`` and the states the parts hold (a fact's, an
     action's own value): :func:`joint_plan`, with ties broken by how well each tool matches the

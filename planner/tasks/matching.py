@@ -65,6 +65,7 @@ from toolpath.planner.tasks.parts import Overridden, PartMatch, inputs_with_fact
 from toolpath.planner.tasks.probes import readable_file, run_probe
 from toolpath.planner.tasks.request import TaskRequest
 from toolpath.planner.tasks.sources import read_source
+from toolpath.planner.tasks.task_spans import traced_parts
 from toolpath.registry import ToolDefinition
 
 #: The cosine similarity a fragment of free text cut off at a bare comma needs to be a part of its
@@ -124,6 +125,7 @@ class PartMatcher:
         self.carried_held: frozenset[str] = frozenset()
         self._found: dict[tuple, PartMatch] = {}
 
+    @traced_parts
     def match(self) -> tuple[PartMatch, ...]:
         """A goal for each action, in order; a text said again ("take a nap, take a nap") is matched once.
 

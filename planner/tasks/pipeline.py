@@ -31,6 +31,7 @@ from toolpath.planner.tasks.matching import PartMatcher
 from toolpath.planner.tasks.parts import inputs_with_facts
 from toolpath.planner.tasks.request import TaskRequest
 from toolpath.planner.tasks.task import TaskPlan
+from toolpath.planner.tasks.task_spans import traced_planning
 
 if TYPE_CHECKING:
     from toolpath.planner.planning.graph import StateGraph
@@ -64,6 +65,7 @@ class TaskContext:
     probe_directory: str | os.PathLike[str] | None = None
 
 
+@traced_planning
 def plan_request(
     context: TaskContext,
     task: str | Sequence[str],

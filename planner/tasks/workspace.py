@@ -30,6 +30,7 @@ from toolpath.catalogs import CATALOGS_VARIABLE, default_catalog_paths
 from toolpath.planner.planning.budgets import DEFAULT_MAX_REPLANS, DEFAULT_TASK_BUDGET_S
 from toolpath.planner.tasks.failure_injections import check_injections
 from toolpath.planner.tasks.recording import recorded_plan, recorded_run, recording_failures, recording_refusals
+from toolpath.planner.tasks.task_spans import traced_task
 from toolpath.registry import CatalogError, CatalogProblem, LoadedCatalogs, ToolDefinition, import_roots, load_checked
 from toolpath.registry.catalog_packages import module_paths
 from toolpath.registry.catalog_problems import UNREADABLE
@@ -376,6 +377,7 @@ class Workspace:
             raise UnboundParametersError(task_plan.cell.unbound)
         return bool(task_plan.plan.steps)
 
+    @traced_task
     async def arun_task(
         self,
         task_plan: TaskPlan,
@@ -462,6 +464,7 @@ class Workspace:
             current = continuation.next(cells[-1], replanning, await code_mode.avariables(session_id))
         return whole_run(cells, replanning)
 
+    @traced_task
     def run_task(
         self,
         task_plan: TaskPlan,

@@ -18,6 +18,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from toolpath.errors import ToolpathError
+from toolpath.observability.tracing import span
+from toolpath.observability.tracing_setup import configure_tracing
 from toolpath.planner.interfaces.cli.catalogs import add_catalog_parser, add_init_parser, add_schema_parser, add_validate_parser
 from toolpath.planner.interfaces.cli.graph import add_graph_parser
 from toolpath.planner.interfaces.cli.history import add_history_parser
@@ -171,6 +173,7 @@ def _set_up_process() -> None:
         notes.setLevel(logging.INFO)
     signal.signal(signal.SIGTERM, _exit_on_signal)
     signal.signal(signal.SIGHUP, _exit_on_signal)
+    configure_tracing()  # from the OTEL_* variables; nothing unless they ask for traces
 
 
 def _reader_gone() -> int:
@@ -182,7 +185,7 @@ def _reader_gone() -> int:
 def _run(arguments: argparse.Namespace) -> int:
     """Run the command of ``arguments``; its exit status (the refusals toolpath reports, told apart)."""
     try:
-        with contextlib.nullcontext() if arguments.command == "serve" else _without_cycle_collection():
+        with contextlib.nullcontext() if arguments.command == "serve" else _without_cycle_collection(), _command_span(arguments.command):
             return arguments.handler(arguments)
     except KeyboardInterrupt:
         print("toolpath: interrupted", file=sys.stderr)
@@ -197,6 +200,19 @@ def _run(arguments: argparse.Namespace) -> int:
             print(f"toolpath: {message}", file=sys.stderr)
         # A task with a part not understood has its own status (3), told apart from other refusals.
         return getattr(error, "exit_status", 2)
+
+
+def _command_span(command: str) -> contextlib.AbstractContextManager[Any]:
+    """The span of a command, the root of its trace: ``toolpath run`` is a task's span
+    (:mod:`toolpath.planner.tasks.task_spans`), another command ``toolpath COMMAND``; ``serve`` has
+    none (each MCP request is its own trace)."""
+    if command == "serve":
+        return contextlib.nullcontext()
+    if command == "run":
+        from toolpath.planner.tasks.task_spans import task_span
+
+        return task_span()
+    return span(f"toolpath {command}", {"toolpath.command": command})
 
 
 @contextlib.contextmanager
