@@ -59,13 +59,13 @@ EXIT_STATUSES = """exit status:
 OUTPUT_FAILED = 74
 
 
-class OutputError(OSError):
+class _OutputError(OSError):
     """Standard output could not be written (closed when the command started, or a write failed)."""
 
 
 class _Output:
     """Standard output as the commands write it: every write and flush of ``stream`` that fails
-    raises :class:`OutputError`, so :func:`main` reports it instead of exiting 0 having said nothing.
+    raises :class:`_OutputError`, so :func:`main` reports it instead of exiting 0 having said nothing.
     ``stream`` is ``None`` when the process started with its standard output closed (``>&-``):
     Python then sets ``sys.stdout`` to ``None``, and ``print`` drops every line in silence.
     A closed pipe stays a :class:`BrokenPipeError` (the reader went away: :func:`main` stops quietly)."""
@@ -82,7 +82,7 @@ class _Output:
 
     def _call(self, method: str, *arguments: Any) -> Any:
         if self._stream is None:
-            raise OutputError(
+            raise _OutputError(
                 "standard output is closed, so nothing could be written; run the command with standard output open (a file, a pipe or a terminal)"
             )
         try:
@@ -90,7 +90,7 @@ class _Output:
         except BrokenPipeError:
             raise
         except OSError as error:
-            raise OutputError(f"writing to standard output failed: {error.strerror or error}") from error
+            raise _OutputError(f"writing to standard output failed: {error.strerror or error}") from error
 
     def __getattr__(self, name: str) -> Any:
         # encoding, isatty, fileno, buffer, ...: the stream's own (a closed one has none).
@@ -152,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return status
     except BrokenPipeError:
         return _reader_gone()
-    except OutputError as error:
+    except _OutputError as error:
         print(f"toolpath: {error}", file=sys.stderr)
         stream = open(os.devnull, "w")  # nothing more is written there (nor flushed at exit)
         return OUTPUT_FAILED
