@@ -29,6 +29,7 @@ from toolpath.kernel.inside.protocol import APPROVAL_ERRORS, APPROVAL_POLICY_MOD
 from toolpath.kernel.inside.result_store import ResultStore
 from toolpath.kernel.inside.retries import FailureInjection
 from toolpath.kernel.kernels.ipython_kernel import IPythonKernel
+from toolpath.kernel.observer import CodeModeObserver
 from toolpath.kernel.tools.approvals import approval_spec
 from toolpath.kernel.tools.bindings import Bindings, toolkit_of
 from toolpath.kernel.tools.toolkit import Tool, Toolkit, as_toolkits
@@ -60,6 +61,7 @@ class HandleBinder:
             approval policy may ask the approver over the bridge (``Bridge(asks_in_kernel=...)``).
         inject_failures: failures to inject into tool calls in every kernel
             (:class:`toolpath.kernel.inside.retries.FailureInjection`), installed with the handles.
+        observer: told of every call that crosses a bridge (:class:`toolpath.kernel.observer.CodeModeObserver`).
 
     Raises:
         ValueError: a registry tool without ``id`` or without ``module``/``mcp_server``, or two
@@ -77,8 +79,10 @@ class HandleBinder:
         approvals: bool = False,
         approval_tools: Iterable[ToolDefinition] = (),
         inject_failures: Iterable[FailureInjection] = (),
+        observer: CodeModeObserver | None = None,
     ):
         self.policy = policy
+        self.observer = observer or CodeModeObserver()
         self.inject_failures = _checked_injections(inject_failures)
         self.approvals = approvals
         # "handle.tool" of the in-kernel tools with an approval policy that a cell may bind itself.
@@ -235,10 +239,18 @@ class HandleBinder:
                 accept_pickles,
                 listener=await self._bridge_listener(),
                 asks_in_kernel=asks_in_kernel,
+                observer=self.observer,
             )
         else:
             bridge = Bridge(
-                kernel.directory, generation, lookup, self.policy.max_result_bytes, self.result_store, accept_pickles, asks_in_kernel=asks_in_kernel
+                kernel.directory,
+                generation,
+                lookup,
+                self.policy.max_result_bytes,
+                self.result_store,
+                accept_pickles,
+                asks_in_kernel=asks_in_kernel,
+                observer=self.observer,
             )
         await bridge.start()
         return bridge
