@@ -11,6 +11,13 @@ each over ``--calls`` calls after a warm-up, for ``in_process``, ``stdio`` and `
 subprocess on a free 127.0.0.1 port, with a bearer token). ``ratios`` divide the server's p50 by the
 in-process p50.
 
+``metrics_overhead``: a cell making one call of a host tool (through the bridge), by ``execute``
+over HTTP, to two servers running at once on a small catalog of their own, one with ``--metrics``
+(which counts the MCP call, the cell and the bridge call); they take turns in blocks of calls, so
+both see the same machine. ``ratio`` divides the p50 with metrics by the p50 without;
+``bookkeeping_us`` is what the metrics' own work for one such call costs, timed in process, and
+``bookkeeping_share`` that as a share of the p50 without (issue 56).
+
 Targets (issue 16): search through the server p50 ≤ 30 ms; a cell ≤ 1.5 × the in-process cell.
 
 Usage: python benchmarks/bench_serve.py [--calls 100]
@@ -47,6 +54,22 @@ from bench_scale import free_port, wait_for_port  # noqa: E402
 QUERY = "compute molecular descriptors"
 CELL = "1 + 1"
 _queries = itertools.count()
+
+#: A catalog whose one tool runs in the server: every call of it from a cell crosses the bridge.
+STAMP_CATALOG = """\
+domain: stamps
+package: bench_stamps
+states:
+  - {token: stamps.stamped, description: A text is stamped with a date., affordances: [stamp a text with a date]}
+tools:
+  - name: stamp_text
+    description: Stamp a text with a date.
+    binding: host
+    required_parameters: [{name: text, type: str}]
+    return_spec: {name: stamped, type: str, state: stamps.stamped}
+    state_transition: {produces: [stamps.stamped]}
+"""
+BRIDGED_CELL = "await stamps.stamp_text(text='invoice 7')"
 
 
 def query() -> str:
@@ -129,6 +152,87 @@ def over_stdio(home: Path, calls: int) -> dict:
     return asyncio.run(run())
 
 
+def metrics_overhead(home: Path, calls: int, blocks: int = 10) -> dict:
+    """p50/p95 of :data:`BRIDGED_CELL` through a server without and with ``--metrics``, in
+    ``blocks`` alternating blocks (a new client each), and what the metrics' own bookkeeping of one
+    such call costs in process (``bookkeeping_us``: the MCP middleware, the cell and the bridge call)."""
+    package = home / "bench_stamps"
+    package.mkdir(exist_ok=True)
+    (package / "__init__.py").write_text("")
+    (package / "stamp_text.py").write_text("def stamp_text(text: str) -> str:\n    return f'{text} (stamped 2026-01-05)'\n")
+    (package / "catalog.yaml").write_text(STAMP_CATALOG)
+    servers, urls = [], {}
+    try:
+        for name in ("without", "with"):
+            port = free_port()
+            command = [sys.executable, "-m", "toolpath.planner.interfaces.cli", "serve", "--http", f"127.0.0.1:{port}", "--no-auth"]
+            command += ["--catalog", str(package / "catalog.yaml"), *(["--metrics", f"127.0.0.1:{free_port()}"] if name == "with" else [])]
+            servers.append(
+                subprocess.Popen(command, cwd=ROOT, env={**os.environ, "TOOLPATH_HOME": str(home)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            )
+            wait_for_port(servers[-1], port, f"toolpath serve --http ({name} --metrics)")
+            urls[name] = f"http://127.0.0.1:{port}/mcp"
+
+        async def run() -> dict:
+            # Two clients open at once made the second one's calls some 30 ms slower whichever server
+            # it called (an A/A run showed it), so the servers take turns, a block of calls each.
+            samples: dict[str, list[float]] = {name: [] for name in urls}
+            for block in range(blocks):
+                for name in list(urls) if block % 2 == 0 else list(reversed(urls)):
+                    async with Client(streamable_http_client(urls[name], http_client=httpx2.AsyncClient(timeout=120))) as client:
+                        if block < 2:  # binds the stamps handle in the session (one store: a session id each server)
+                            ran = await client.call_tool("run_task", {"task": "stamp a text with a date", "inputs": {"text": "draft"}, "session_id": name})
+                            assert not ran.is_error, ran.content[0].text
+                        for number in range(3 + calls // blocks):  # 3 to warm up
+                            started = time.perf_counter()
+                            result = await client.call_tool("execute", {"code": BRIDGED_CELL, "session_id": name})
+                            assert not result.is_error, result.content[0].text
+                            if number >= 3:
+                                samples[name].append(time.perf_counter() - started)
+            report = {name: percentiles(values) for name, values in samples.items()}
+            report["ratio"] = round(report["with"]["p50"] / report["without"]["p50"], 3)
+            return report
+
+        report = asyncio.run(run())
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait(timeout=30)
+    report["bookkeeping_us"] = round(asyncio.run(_metrics_bookkeeping()) * 1e6, 1)
+    report["bookkeeping_share"] = round(report["bookkeeping_us"] / 1000 / report["without"]["p50"], 5)
+    return report
+
+
+async def _metrics_bookkeeping(calls: int = 20_000) -> float:
+    """Seconds the metrics add to one bridged ``execute`` call in the server: the MCP middleware
+    around a metered tool, and the observer told of one cell and one bridge call."""
+    from mcp_types import CallToolResult, TextContent
+
+    from toolpath.planner.interfaces.serve_metrics import ServeMetrics
+
+    metrics = ServeMetrics()
+    result = CallToolResult(content=[TextContent(type="text", text="Out[1]: 'invoice 7'")])
+
+    async def execute() -> CallToolResult:
+        return result
+
+    metered = metrics.metered(execute)
+
+    class Message:  # what the middleware reads of an MCP message
+        method = "tools/call"
+        params = {"name": "execute"}
+
+    async def handler(message: object) -> CallToolResult:
+        return await metered()
+
+    started = time.perf_counter()
+    for _ in range(calls):
+        await metrics.middleware(Message(), handler)  # type: ignore[arg-type]
+        metrics.kernel_observer.cell_finished("ok", 0.02)
+        metrics.kernel_observer.bridge_call_finished("stamps.stamp_text", "ok", 0.001)
+    return (time.perf_counter() - started) / calls
+
+
 def main(calls: int) -> dict:
     report: dict = {"python": sys.version.split()[0], "calls": calls, "targets": {"search_p50_ms": 30, "cell_ratio": 1.5}}
     with tempfile.TemporaryDirectory(prefix="toolpath-bench-serve-") as directory:
@@ -136,6 +240,7 @@ def main(calls: int) -> dict:
         report["in_process"] = in_process(calls)
         report["stdio"] = over_stdio(Path(directory), calls)
         report["http"] = over_http(Path(directory), calls)
+        report["metrics_overhead"] = metrics_overhead(Path(directory), calls)
     report["ratios"] = {
         transport: {operation: round(report[transport][operation]["p50"] / report["in_process"][operation]["p50"], 2) for operation in ("search", "cell")}
         for transport in ("stdio", "http")

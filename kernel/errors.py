@@ -9,6 +9,11 @@ class KernelError(ToolpathError, RuntimeError):
     """The kernel could not be started, or died; the message says what to check."""
 
 
+class KernelCapacityError(KernelError):
+    """A kernel cap (``max_kernels`` or ``max_kernels_per_user``) is reached and every kernel under it
+    is running a cell, so no kernel can be made room for; the message names the cap and its option."""
+
+
 class KernelBusyError(KernelError):
     """An earlier cell ignored its interrupt and still holds the kernel; see :meth:`IPythonKernel.wait_until_idle`."""
 

@@ -50,6 +50,7 @@ import inspect
 import os
 import re
 import secrets
+import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +61,7 @@ from toolpath.kernel.inside.result_store import ResultStore
 from toolpath.kernel.inside.tool_calls import ToolExitError
 from toolpath.kernel.kernels.directory_files import restrict_socket
 from toolpath.kernel.kernels.output import cap
+from toolpath.kernel.observer import CodeModeObserver
 from toolpath.kernel.tools.approvals import ApprovalContext
 from toolpath.kernel.tools.toolkit import Toolkit, annotation_text, contained
 from toolpath.observability.tool_spans import from_kernel
@@ -99,6 +101,7 @@ class Bridge:
         listener: serve through this TCP endpoint instead of a Unix socket (``directory`` is then ``None``).
         asks_in_kernel: whether a tool (``"handle.tool"``) is bound in this kernel with an approval
             policy, consulted for each ``approve`` message: the kernel may ask only for those.
+        observer: told of each call's tool, outcome and duration (:meth:`CodeModeObserver.bridge_call_finished`).
 
     Raises:
         ValueError: both or neither of ``directory`` and ``listener``.
@@ -114,6 +117,7 @@ class Bridge:
         accept_pickles: bool = True,
         listener: BridgeListener | None = None,
         asks_in_kernel: Callable[[str], bool] = lambda tool: False,
+        observer: CodeModeObserver | None = None,
     ):
         if (directory is None) == (listener is None):
             raise ValueError("a bridge is reached through a Unix socket in directory, or through a listener: give exactly one")
@@ -127,6 +131,7 @@ class Bridge:
         self.result_store = result_store
         self.accept_pickles = accept_pickles
         self.asks_in_kernel = asks_in_kernel
+        self.observer = observer or CodeModeObserver()
         #: The loop tool calls run on; ``None`` means the bridge's own loop.
         self.call_loop: asyncio.AbstractEventLoop | None = None
         #: Where calls that need approval ask, for the session the kernel serves now (set per cell).
@@ -274,9 +279,12 @@ class Bridge:
 
     async def _call(self, message: dict[str, Any], writer: asyncio.StreamWriter, key: tuple[int, int | str]) -> None:
         call_id, target = message["id"], message["target"]
+        # The observer is told a bound tool's name only: the target is the cell's text.
+        started, tool, outcome = time.perf_counter(), "unknown", "cancelled"
         try:
             found = self.lookup(target)
             if found is None:
+                outcome = "unknown_tool"
                 self._send(
                     writer,
                     {
@@ -288,15 +296,18 @@ class Bridge:
                 )
                 return
             toolkit, name = found
+            tool = f"{toolkit.name}.{name}"
             try:
                 call = contained(toolkit.acall(name, message.get("args") or (), message.get("kwargs") or {}, approval=self.approval))
                 value = await self._on_call_loop(from_kernel(message.get("trace"), call))  # in the trace of the cell that called
             except Exception as error:
                 # The tool's own failure, a ConnectionError among them (a server it calls hung up),
                 # is the cell's: only a ConnectionError writing to the kernel means the kernel is gone.
+                outcome = "error"
                 self._send(writer, _error_message(call_id, error))
                 return
-            self._send_result(writer, call_id, f"{toolkit.name}.{name}", value)
+            outcome = "ok"
+            self._send_result(writer, call_id, tool, value)
             # Backpressure: a peer that sends calls but never reads replies stalls its own calls
             # here instead of growing the host's write buffer.
             await writer.drain()
@@ -305,11 +316,14 @@ class Bridge:
         except asyncio.CancelledError:
             if asyncio.current_task().cancelling():  # type: ignore[union-attr]
                 return  # the kernel asked for it (interrupted cell) or the kernel is gone: nobody awaits a reply
+            outcome = "error"
             self._send(writer, _error_message(call_id, ToolExitError("the tool raised CancelledError")))
         except Exception as error:  # a tool's exception is the cell's exception
+            outcome = "error"
             self._send(writer, _error_message(call_id, error))
         finally:
             self._calls.pop(key, None)
+            self.observer.bridge_call_finished(tool, outcome, time.perf_counter() - started)
 
     async def _on_call_loop(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
         """Await ``coroutine`` on :attr:`call_loop` (the loop of the current run), or here when that

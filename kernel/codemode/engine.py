@@ -25,6 +25,7 @@ from toolpath.kernel.errors import KernelError
 from toolpath.kernel.inside.protocol import SETUP_MODULE
 from toolpath.kernel.kernels.ipython_kernel import IPythonKernel, check_code
 from toolpath.kernel.kernels.output import CellResult, OutputLimits
+from toolpath.kernel.observer import CodeModeObserver
 from toolpath.kernel.sandbox.provisioner import limit_notice
 from toolpath.kernel.tools.approvals import ApprovalContext, ApprovalDecision, ApprovalGate, OnApproval
 from toolpath.kernel.tools.bindings import Bindings
@@ -45,6 +46,8 @@ class CodeModeEngine:
         allow_restart: whether :meth:`restart` may discard a session's kernel.
         loop_thread: the private loop everything here runs on.
         approvals: where calls from cells that need approval ask.
+        observer: told of each cell that ran, and (through ``binder`` and the snapshots) of host
+            tool calls and snapshots.
     """
 
     def __init__(
@@ -58,14 +61,18 @@ class CodeModeEngine:
         allow_restart: bool,
         loop_thread: LoopThread,
         approvals: ApprovalGate,
+        observer: CodeModeObserver | None = None,
     ):
         self.launch = launch
+        self.observer = observer or CodeModeObserver()
         self.cells = cells
         self.binder = binder
         self.allow_restart = allow_restart
         self._loop_thread = loop_thread
         self.approvals = approvals
-        self.snapshots = SessionSnapshots(snapshot_store, snapshot_policy, cells.timeout, cells.busy_wait, loop_thread.loop, cells.interrupt_grace)
+        self.snapshots = SessionSnapshots(
+            snapshot_store, snapshot_policy, cells.timeout, cells.busy_wait, loop_thread.loop, cells.interrupt_grace, self.observer
+        )
         self.pool = SessionPool(
             capacity, cells.busy_wait, self.snapshots, self.new_kernel, self.stop_kernel, binder.forget, self.attach_kernel, self.leave_kernel
         )
@@ -170,6 +177,7 @@ class CodeModeEngine:
             if bridge is not None:
                 bridge.call_loop = call_loop
                 bridge.approval = approval
+            started = time.perf_counter()
             try:
                 result = await kernel.execute(
                     code,
@@ -183,6 +191,8 @@ class CodeModeEngine:
                 if session.kernel is kernel or asyncio.current_task().cancelling():  # type: ignore[union-attr]
                     raise
                 result = CellResult("dead")
+            # A cell that stopped before a call waiting for approval raised to stop, but has not failed.
+            self.observer.cell_finished("paused" if approval.pending else result.status, time.perf_counter() - started)
             if result.status == "dead" and session.kernel is not kernel:
                 # restart() (or an eviction) shut this kernel down under the running cell: the cell
                 # raised on the closed channels, or the kernel's end was seen first.

@@ -40,6 +40,7 @@ from toolpath.kernel.inside.protocol import SETUP_MODULE
 from toolpath.kernel.inside.result_store import ResultStore
 from toolpath.kernel.inside.retries import FailureInjection
 from toolpath.kernel.kernels.output import CellResult, format_for_model
+from toolpath.kernel.observer import CodeModeObserver
 from toolpath.kernel.option_checks import check_seconds
 from toolpath.kernel.tools.approval_log import ApprovalLog, RecordedDecision
 from toolpath.kernel.tools.approvals import DEFAULT_APPROVAL_TIMEOUT, ApprovalDecision, ApprovalGate, Approver, OnApproval
@@ -116,6 +117,9 @@ class CodeMode:
         cell_tools: registry tools that cells bind in the kernel themselves (a planned cell binds
             its own handles, and :meth:`bind` a session's), so that ``inject_failures`` may name
             them. :meth:`Workspace.code_mode` gives its catalogs' tools.
+        observer: told of each cell that ran, each host tool call through a bridge and each snapshot
+            written, with kinds, sizes and durations only (:class:`toolpath.kernel.observer.CodeModeObserver`;
+            ``toolpath serve --metrics`` counts them); ``None``: nobody is told.
 
     Every other keyword is shorthand for one field of a group, for when that group is not given
     (giving both is a ``TypeError``): :data:`~toolpath.kernel.codemode.options.SHORTHAND` says which
@@ -155,6 +159,7 @@ class CodeMode:
         approval_tools: Iterable[ToolDefinition] = (),
         inject_failures: Iterable[FailureInjection] = (),
         cell_tools: Iterable[ToolDefinition] = (),
+        observer: CodeModeObserver | None = None,
         # Shorthand for one field of a group each (the class docstring says which).
         allow_shell: bool = FLAT_DEFAULT["allow_shell"],
         on_busy_kernel: Literal["wait", "restart"] = FLAT_DEFAULT["on_busy_kernel"],
@@ -200,6 +205,7 @@ class CodeMode:
             approval_tools=approval_tools,
             inject_failures=inject_failures,
             cell_tools=cell_tools,
+            observer=observer,
         )
         self._connections = ToolkitConnections(self._binder)
         check_seconds("session_lease", session_lease, positive=True)
@@ -208,7 +214,9 @@ class CodeMode:
         self._approval_log = ApprovalLog(store.database if store is not None else None)
         approvals = ApprovalGate(approver, approval_timeout, self._approval_log)
         self._loop_thread = LoopThread()  # last: nothing after it can fail and leave its thread running
-        self._engine = CodeModeEngine(self.launch, self.cells, self.capacity, store, snapshot_policy, self._binder, allow_restart, self._loop_thread, approvals)
+        self._engine = CodeModeEngine(
+            self.launch, self.cells, self.capacity, store, snapshot_policy, self._binder, allow_restart, self._loop_thread, approvals, observer
+        )
 
     # -- runs: connecting and closing toolkits -------------------------------------------------------
 
@@ -496,6 +504,14 @@ class CodeMode:
     def sessions(self) -> list[str]:
         """Ids of the sessions with a live kernel."""
         return sorted(session.session_id for session in self._engine.pool.sessions.values() if session.kernel is not None)
+
+    async def alive_kernels(self) -> dict[str, str | None]:
+        """The sessions with a live kernel, each with its owner (``None``: made without a user id), read
+        on CodeMode's own loop, where sessions come and go: a consistent view from any thread."""
+        return await self._loop_thread.relay(self._alive_kernels())
+
+    async def _alive_kernels(self) -> dict[str, str | None]:
+        return {session.session_id: session.owner for session in self._engine.pool.sessions.values() if session.kernel is not None}
 
     async def ashutdown(self) -> None:
         """End the run (:meth:`aclose`), shut down every kernel (sessions and pool) and stop the loop."""

@@ -30,6 +30,7 @@ from toolpath.kernel.inside.protocol import APPROVAL_ERRORS, APPROVAL_POLICY_MOD
 from toolpath.kernel.inside.result_store import ResultStore
 from toolpath.kernel.inside.retries import FailureInjection
 from toolpath.kernel.kernels.ipython_kernel import IPythonKernel
+from toolpath.kernel.observer import CodeModeObserver
 from toolpath.kernel.tools.approvals import approval_spec
 from toolpath.kernel.tools.bindings import Bindings, toolkit_of
 from toolpath.kernel.tools.toolkit import Tool, Toolkit, as_toolkits
@@ -66,6 +67,7 @@ class HandleBinder:
             listed when it connects is checked once it has (:meth:`check_connected_injections`, which each run calls).
         cell_tools: registry tools that cells bind in the kernel themselves (a planned cell binds
             its own handles; ``CodeMode.bind`` binds a session's): failures may be injected into them.
+        observer: told of every call that crosses a bridge (:class:`toolpath.kernel.observer.CodeModeObserver`).
 
     Raises:
         ValueError: a registry tool without ``id`` or without ``module``/``mcp_server``, or two
@@ -86,8 +88,10 @@ class HandleBinder:
         approval_tools: Iterable[ToolDefinition] = (),
         inject_failures: Iterable[FailureInjection] = (),
         cell_tools: Iterable[ToolDefinition] = (),
+        observer: CodeModeObserver | None = None,
     ):
         self.policy = policy
+        self.observer = observer or CodeModeObserver()
         self.inject_failures = _checked_injections(inject_failures)
         self.approvals = approvals
         approval_tools, cell_tools = list(approval_tools), list(cell_tools)
@@ -278,10 +282,18 @@ class HandleBinder:
                 accept_pickles,
                 listener=await self._bridge_listener(),
                 asks_in_kernel=asks_in_kernel,
+                observer=self.observer,
             )
         else:
             bridge = Bridge(
-                kernel.directory, generation, lookup, self.policy.max_result_bytes, self.result_store, accept_pickles, asks_in_kernel=asks_in_kernel
+                kernel.directory,
+                generation,
+                lookup,
+                self.policy.max_result_bytes,
+                self.result_store,
+                accept_pickles,
+                asks_in_kernel=asks_in_kernel,
+                observer=self.observer,
             )
         await bridge.start()
         return bridge

@@ -26,7 +26,7 @@ from toolpath.kernel.codemode.notices import exception_line, join, short_error, 
 from toolpath.kernel.codemode.options import KernelCapacity
 from toolpath.kernel.codemode.session_record import SessionRecord
 from toolpath.kernel.codemode.session_snapshots import SessionSnapshots
-from toolpath.kernel.errors import KernelError
+from toolpath.kernel.errors import KernelCapacityError, KernelError
 from toolpath.kernel.kernels.ipython_kernel import IPythonKernel
 
 #: Evicted sessions remembered (to tell their next cell why the kernel went).
@@ -219,7 +219,7 @@ class SessionPool:
         waiting up to ``busy_wait`` seconds for one to become idle.
 
         Raises:
-            KernelError: every kernel under the cap reached is still running a cell after the wait.
+            KernelCapacityError: every kernel under the cap reached is still running a cell after the wait.
         """
         deadline = time.monotonic() + self.busy_wait
         per_user, everyone = self.capacity.max_kernels_per_user, self.capacity.max_kernels
@@ -240,7 +240,7 @@ class SessionPool:
                 continue
             if time.monotonic() > deadline:
                 flag = "--" + option.replace("_", "-")
-                raise KernelError(
+                raise KernelCapacityError(
                     f"{option}={cap} ({which}) is reached and all {len(candidates)} of those kernels are running cells; retry when one finishes, end or restart a session you no longer need, or raise the cap: CodeMode({option}=N), toolpath serve {flag} N"
                 )
             await asyncio.sleep(0.05)

@@ -23,6 +23,7 @@ from toolpath.kernel.errors import KernelError, SessionHeldError
 from toolpath.kernel.inside.protocol import SNAPSHOT_MODULE
 from toolpath.kernel.inside.snapshot import pack, record_names, report_path, unpack
 from toolpath.kernel.kernels.ipython_kernel import INTERRUPT_GRACE, IPythonKernel
+from toolpath.kernel.observer import CodeModeObserver
 from toolpath.registry.storage import StoreError
 
 #: Files in a kernel's private directory through which variables leave and enter it.
@@ -51,6 +52,7 @@ class SessionSnapshots:
         loop: the loop that drives the kernels (CodeMode's own): the debounce timers run on it.
         interrupt_grace: seconds a dump or restore cell gets to stop after its interrupt (the cells'
             own; a cell may have replaced the dump with one that ignores it).
+        observer: told of each snapshot written, and of each that failed.
     """
 
     def __init__(
@@ -61,8 +63,10 @@ class SessionSnapshots:
         busy_wait: float,
         loop: asyncio.AbstractEventLoop,
         interrupt_grace: float = INTERRUPT_GRACE,
+        observer: CodeModeObserver | None = None,
     ):
         self.store = store
+        self.observer = observer or CodeModeObserver()
         self.policy = policy
         self.timeout = timeout
         self.interrupt_grace = interrupt_grace
@@ -336,8 +340,10 @@ class SessionSnapshots:
                 await self._write(session)
         except SessionHeldError as error:  # another holder's snapshot is newer: never write over it again
             session.keep_snapshot = True
+            self.observer.snapshot_failed()
             session.notice = join(session.notice, f"This session's variables were not saved: {error}.")
         except Exception as error:  # the cell has already returned: tell the model next time, keep the old snapshot
+            self.observer.snapshot_failed()
             session.notice = join(session.notice, f"Saving this session's snapshot failed ({exception_line(error)}); the previous snapshot, if any, is kept.")
 
     async def _write(self, session: SessionRecord) -> None:
@@ -359,6 +365,7 @@ class SessionSnapshots:
         data = session.data_provider() if session.data_provider is not None else None
         await asyncio.to_thread(self.store.save, session.session_id, session.owner, saved, changed, report["skipped"], data, session.generation)
         session.digests, session.saved_data = saved, data
+        self.observer.snapshot_written(sum(len(pickle) for pickle in changed.values()))
 
 
 #: The shapes of the reports :mod:`toolpath.kernel.inside.snapshot` writes: ``dict`` is

@@ -26,13 +26,14 @@ and answers 503 then, after the descriptor is already held.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import ipaddress
 import os
 import resource
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,18 +122,26 @@ class BoundedH11Protocol(H11Protocol):
     max_connections: int = HttpLimits.max_connections
     request_timeout: float = HttpLimits.request_timeout
 
+    @staticmethod
+    def cap_hit(outcome: str) -> None:
+        """Told of each connection that found the cap reached: ``"replaced_waiting"`` (it took the
+        place of the longest-waiting one) or ``"refused"`` (answered 503)."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._request_timer: asyncio.TimerHandle | None = None
         self._waiting_since = 0.0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        if len(self.connections) >= self.max_connections and not self._close_longest_waiting():
-            # Answer and let go at once: holding the descriptor is what the cap prevents.
-            transport.write(_SERVICE_UNAVAILABLE)
-            transport.close()
-            self.transport = transport
-            return
+        if len(self.connections) >= self.max_connections:
+            replaced = self._close_longest_waiting()
+            self.cap_hit("replaced_waiting" if replaced else "refused")
+            if not replaced:
+                # Answer and let go at once: holding the descriptor is what the cap prevents.
+                transport.write(_SERVICE_UNAVAILABLE)
+                transport.close()
+                self.transport = transport
+                return
         super().connection_made(transport)
         self._start_request_timer()
 
@@ -231,11 +240,12 @@ class AddressUnavailableError(ToolpathError, OSError):
     when that can be seen; not an address of this machine; a privileged port) and what to do."""
 
 
-def bind_address(host: str, port: int) -> list[socket.socket]:
+def bind_address(host: str, port: int, option: str = "--http") -> list[socket.socket]:
     """Sockets bound to ``host:port`` (one per address ``host`` resolves to, as asyncio's
     ``create_server`` binds them), not yet listening: connections are refused until
     :func:`serve_http` serves them. Binding first lets ``toolpath serve`` find the address taken
-    before it spends seconds loading catalogs and models.
+    before it spends seconds loading catalogs and models. ``option`` is the command-line option
+    that gave the address, named in the advice.
 
     Raises:
         AddressUnavailableError: an address cannot be bound (the sockets bound so far are closed).
@@ -263,14 +273,14 @@ def bind_address(host: str, port: int) -> list[socket.socket]:
                 listener.bind(address)
             except OSError as error:
                 if error.errno != errno.EADDRNOTAVAIL:
-                    raise AddressUnavailableError(error.errno, _why_unbindable(host, port, error)) from error
+                    raise AddressUnavailableError(error.errno, _why_unbindable(host, port, error, option)) from error
                 # As asyncio does: a name's address of a family that is not enabled (``localhost``'s
                 # ::1 without IPv6) is left out, as long as another one binds.
                 sockets.pop().close()
                 unavailable = error
         if not sockets:
             error = unavailable or OSError(errno.EADDRNOTAVAIL, "no address")
-            raise AddressUnavailableError(error.errno, _why_unbindable(host, port, error)) from unavailable
+            raise AddressUnavailableError(error.errno, _why_unbindable(host, port, error, option)) from unavailable
     except BaseException:
         for listener in sockets:
             listener.close()
@@ -278,12 +288,12 @@ def bind_address(host: str, port: int) -> list[socket.socket]:
     return sockets
 
 
-def _why_unbindable(host: str, port: int, error: OSError) -> str:
+def _why_unbindable(host: str, port: int, error: OSError, option: str) -> str:
     if error.errno == errno.EADDRINUSE:
         holder = port_holder(port)
         return (
             f"cannot serve at {host}:{port}: the port is already in use{f' by {holder}' if holder else ' by another process'}; "
-            "stop that process, or give --http another port"
+            f"stop that process, or give {option} another port"
         )
     if error.errno == errno.EADDRNOTAVAIL:
         return f"cannot serve at {host}:{port}: {host} is not an address of this machine; give one of its addresses (e.g. 127.0.0.1, or 0.0.0.0 for all)"
@@ -319,27 +329,54 @@ def port_holder(port: int) -> str | None:
 
 
 class _AnnouncingServer(uvicorn.Server):
-    """uvicorn's server that writes one line to standard error once it accepts connections."""
+    """uvicorn's server that writes one line to standard error once it accepts connections, and
+    leaves SIGTERM/SIGINT alone unless ``on_signals``."""
 
-    def __init__(self, config: uvicorn.Config, announcement: str):
+    def __init__(self, config: uvicorn.Config, announcement: str, on_signals: bool):
         super().__init__(config)
         self.announcement = announcement
+        self.on_signals = on_signals
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started:
             print(self.announcement, file=sys.stderr, flush=True)
 
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if not self.on_signals:
+            yield
+            return
+        with super().capture_signals():
+            yield
 
-async def serve_http(app: Any, sockets: list[socket.socket], url: str, limits: HttpLimits) -> None:
-    """Serve the ASGI ``app`` on ``sockets`` (bound by :func:`bind_address`) until SIGTERM/SIGINT,
-    within ``limits``; once it accepts connections, write ``toolpath serve: listening on URL`` (``url``)
-    to standard error.
+
+async def serve_http(
+    app: Any,
+    sockets: list[socket.socket],
+    url: str,
+    limits: HttpLimits,
+    on_cap_hit: Callable[[str], None] = BoundedH11Protocol.cap_hit,
+    stop: asyncio.Event | None = None,
+    on_signals: bool = True,
+) -> None:
+    """Serve the ASGI ``app`` on ``sockets`` (bound by :func:`bind_address`) until SIGTERM/SIGINT
+    (unless not ``on_signals``) or until ``stop`` is set, within ``limits``; once it accepts
+    connections, write ``toolpath serve: listening on URL`` (``url``) to standard error.
+    ``on_cap_hit`` is told of each connection that finds the connection cap reached
+    (:meth:`BoundedH11Protocol.cap_hit`).
+
+    One process serves a second app (the metrics) beside the first with ``on_signals=False`` and a
+    ``stop`` the first sets as it ends: signals then reach the first alone, as with one app.
 
     Raises:
         ValueError: too few descriptors for connections (see :func:`connection_cap`).
     """
-    protocol = type("ServeProtocol", (BoundedH11Protocol,), {"max_connections": connection_cap(limits), "request_timeout": limits.request_timeout})
+    protocol = type(
+        "ServeProtocol",
+        (BoundedH11Protocol,),
+        {"max_connections": connection_cap(limits), "request_timeout": limits.request_timeout, "cap_hit": staticmethod(on_cap_hit)},
+    )
     asyncio.get_running_loop().set_exception_handler(report_loop_error)
     config = uvicorn.Config(
         app,
@@ -349,4 +386,16 @@ async def serve_http(app: Any, sockets: list[socket.socket], url: str, limits: H
         timeout_keep_alive=limits.keep_alive_timeout,
         timeout_graceful_shutdown=limits.shutdown_timeout,
     )
-    await _AnnouncingServer(config, f"toolpath serve: listening on {url}").serve(sockets=sockets)
+    server = _AnnouncingServer(config, f"toolpath serve: listening on {url}", on_signals)
+    stopping = asyncio.ensure_future(_stop_when(stop, server)) if stop is not None else None
+    try:
+        await server.serve(sockets=sockets)
+    finally:
+        if stopping is not None:
+            stopping.cancel()
+
+
+async def _stop_when(stop: asyncio.Event, server: uvicorn.Server) -> None:
+    """Have ``server`` shut down (gracefully, as on a signal) once ``stop`` is set."""
+    await stop.wait()
+    server.should_exit = True

@@ -1,6 +1,9 @@
 """``toolpath serve``'s default caps on kernels, sessions and running tasks, per user and in all
-(read by the command line for its options and by :class:`toolpath.planner.interfaces.server.ToolpathServer`).
+(read by the command line for its options and by :class:`toolpath.planner.interfaces.server.ToolpathServer`),
+and the error of a user over a quota.
 """
+
+from toolpath.errors import Refusal
 
 #: ``toolpath serve``'s cap on one user's live kernels: an agent rarely works in more than a few
 #: sessions at once, and a user's next session snapshots and stops their least recently used idle one.
@@ -14,3 +17,16 @@ SERVE_MAX_SESSIONS_PER_USER = 20
 #: ``toolpath serve``'s cap on one user's tasks and cells running at once: as many as their live
 #: kernels (:data:`SERVE_MAX_KERNELS_PER_USER`), since more would only wait for a kernel.
 SERVE_MAX_TASKS_PER_USER = 4
+
+
+class QuotaError(Refusal, RuntimeError):
+    """A user's call is refused because one of their quotas in this server is used up; the message
+    names the quota, its value, its option and what to do.
+
+    Attributes:
+        quota: which: ``"max_sessions_per_user"`` or ``"max_tasks_per_user"``.
+    """
+
+    def __init__(self, message: str, quota: str):
+        super().__init__(message)
+        self.quota = quota

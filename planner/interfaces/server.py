@@ -30,6 +30,9 @@ sessions, and no id reaches another user's session or tells whether it exists (s
 :func:`kernel_session_id`). Each ``plan_task`` and ``run_task`` goes in its user's record of use
 (:mod:`toolpath.planner.tasks.record_of_use`), in the sessions' store; no tool reads a record, and
 every read of one names its user.
+
+Over HTTP with ``--metrics``, the server's calls, cells, kernels and sessions are counted for
+Prometheus on a listener of its own (:mod:`toolpath.planner.interfaces.serve_metrics`).
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ import re
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import yaml
@@ -78,7 +81,7 @@ from toolpath.planner.interfaces.mcp_results import (
     TaskRunOutput,
     VariablesOutput,
 )
-from toolpath.planner.interfaces.serve_limits import SERVE_MAX_KERNELS, SERVE_MAX_SESSIONS_PER_USER, SERVE_MAX_TASKS_PER_USER
+from toolpath.planner.interfaces.serve_limits import SERVE_MAX_KERNELS, SERVE_MAX_SESSIONS_PER_USER, SERVE_MAX_TASKS_PER_USER, QuotaError
 from toolpath.planner.planning.budgets import DEFAULT_MAX_REPLANS
 from toolpath.planner.search.embedding import default_embedder
 from toolpath.planner.tasks.agent_session import AgentSession
@@ -86,6 +89,9 @@ from toolpath.planner.tasks.record_of_use import Recorder
 from toolpath.planner.tasks.task import PartsNotUnderstoodError
 from toolpath.planner.tasks.workspace import Workspace
 from toolpath.registry.storage import StoreError
+
+if TYPE_CHECKING:  # prometheus-client is an extra, imported only for --metrics
+    from toolpath.planner.interfaces.serve_metrics import ServeMetrics
 
 #: The session a tool uses when the caller names none.
 DEFAULT_SESSION = "main"
@@ -155,6 +161,8 @@ class ToolpathServer:
             ends one); a call naming a new one beyond them is an error result.
         max_tasks_per_user: ``plan_task``, ``run_task`` and ``execute`` calls one user may have
             running at once; one more is an error result at once (not queued).
+        metrics: where to count its calls, cells, kernels and sessions
+            (:class:`toolpath.planner.interfaces.serve_metrics.ServeMetrics`); ``None``: nowhere.
         code_mode_options: :class:`toolpath.kernel.CodeMode` options for the shared kernels.
 
     Raises:
@@ -169,9 +177,11 @@ class ToolpathServer:
         url: str = "http://127.0.0.1",
         max_sessions_per_user: int = SERVE_MAX_SESSIONS_PER_USER,
         max_tasks_per_user: int = SERVE_MAX_TASKS_PER_USER,
+        metrics: ServeMetrics | None = None,
         **code_mode_options: Any,
     ):
         self.workspace = workspace
+        self.metrics = metrics
         self.user_id = user_id
         self.authenticated = tokens is not None
         if workspace.recorder is not None:
@@ -183,9 +193,11 @@ class ToolpathServer:
         self.max_tasks_per_user = max_tasks_per_user
         # A call that asks for approval is put to the client's user as an elicitation.
         self.approvals = ApprovalRounds()
+        approver = metrics.asking(self.approvals.ask) if metrics is not None else self.approvals.ask
+        observing = {"observer": metrics.kernel_observer} if metrics is not None else {}
         # A cell that ignores its interrupt has its kernel stopped at once: on a shared server it
         # would otherwise hold a core until its session's next cell.
-        self.code_mode: CodeMode = workspace.code_mode(**{"approver": self.approvals.ask, "on_busy_kernel": "restart", **code_mode_options})
+        self.code_mode: CodeMode = workspace.code_mode(**{"approver": approver, "on_busy_kernel": "restart", **observing, **code_mode_options})
         self._sessions: dict[tuple[str, str], AgentSession] = {}
         self._tasks_running: dict[str, int] = {}
         self._lock = asyncio.Lock()
@@ -193,7 +205,10 @@ class ToolpathServer:
         # several resources), so there is no audience to check them against.
         settings = AuthSettings(issuer_url=url, resource_server_url=f"{url}/mcp", validate_token_resource=False)
         auth = {"token_verifier": verifier, "auth": settings} if verifier is not None else {}
-        self.mcp = MCPServer("toolpath", version=importlib.metadata.version("toolpath"), instructions=INSTRUCTIONS, log_level="WARNING", **auth)
+        middleware = [metrics.middleware] if metrics is not None else []
+        self.mcp = MCPServer(
+            "toolpath", version=importlib.metadata.version("toolpath"), instructions=INSTRUCTIONS, log_level="WARNING", middleware=middleware, **auth
+        )
         for tool in (
             self.search_skills,
             self.plan_task,
@@ -206,7 +221,8 @@ class ToolpathServer:
             self.session_overview,
         ):
             # Each tool's return annotation names its output model: the SDK lists it as the outputSchema.
-            self.mcp.add_tool(_refusals_as_tool_errors(tool))
+            refusing = _refusals_as_tool_errors(tool)
+            self.mcp.add_tool(metrics.metered(refusing) if metrics is not None else refusing)
         self.mcp.resource(
             "toolpath://graph",
             name="state graph",
@@ -245,10 +261,11 @@ class ToolpathServer:
             session = self._sessions.get((user, session_id))
             if session is None:
                 if sum(owner == user for owner, _ in self._sessions) >= self.max_sessions_per_user:
-                    raise ToolError(
+                    raise QuotaError(
                         f"user {user!r} already has {self.max_sessions_per_user} sessions in this server, the most one user may have "
                         f"(toolpath serve --max-sessions-per-user {self.max_sessions_per_user}); use one of them again by its session_id, "
-                        "end one with close_session, or ask the server's operator to raise --max-sessions-per-user"
+                        "end one with close_session, or ask the server's operator to raise --max-sessions-per-user",
+                        "max_sessions_per_user",
                     )
                 # SessionOwnerError only when the Python API gave that key to another user in a shared store.
                 session = await asyncio.to_thread(
@@ -262,14 +279,15 @@ class ToolpathServer:
         """Hold one of this request's user's ``max_tasks_per_user`` places for a running task or cell.
 
         Raises:
-            ToolError: the user already has that many running.
+            QuotaError: the user already has that many running.
         """
         user = self._user()
         running = self._tasks_running.get(user, 0)
         if running >= self.max_tasks_per_user:
-            raise ToolError(
+            raise QuotaError(
                 f"user {user!r} already has {running} tasks or cells running in this server, the most one user may run at once "
-                f"(toolpath serve --max-tasks-per-user {self.max_tasks_per_user}); wait for one to finish and call again"
+                f"(toolpath serve --max-tasks-per-user {self.max_tasks_per_user}); wait for one to finish and call again",
+                "max_tasks_per_user",
             )
         self._tasks_running[user] = running + 1
         try:
@@ -282,7 +300,8 @@ class ToolpathServer:
     async def search_skills(self, query: str, k: int = 5, session_id: str | None = None) -> Annotated[CallToolResult, SearchSkillsOutput]:
         """Find the states and tools of the loaded catalogs that match what you want to achieve, in words. Each hit says whether a plan from the session's held states reaches it."""
         session = await self._session(session_id)
-        hits = await session.asearch(query, k)
+        with self._timing("search"):
+            hits = await session.asearch(query, k)
         lines = [
             f"{hit.kind} {f'{hit.server}.' if hit.kind == 'tool' and hit.server else ''}{hit.name}"
             + (f" (similarity {hit.similarity:.2f})" if hit.similarity is not None else "")
@@ -297,7 +316,8 @@ class ToolpathServer:
         """Plan a task, given in words or as a list of step descriptions, from what the session holds. Returns the parts it matched, the plan and the Python cell that runs it (and how to use it); nothing runs."""
         with self._task_slot():
             session = await self._session(session_id)
-            task_plan = await session.aplan_task(task, inputs)
+            with self._timing("plan"):
+                task_plan = await session.aplan_task(task, inputs)
         return _result(task_plan.to_dict(), task_plan.cell.display_code)
 
     async def run_task(
@@ -387,6 +407,18 @@ class ToolpathServer:
             "approvals": approvals,
         }
         return _result(overview, text)
+
+    def _timing(self, operation: str) -> contextlib.AbstractContextManager[None]:
+        """Time the block in the metrics as ``operation`` (``"search"`` or ``"plan"``), when there are metrics."""
+        return self.metrics.timing(operation) if self.metrics is not None else contextlib.nullcontext()
+
+    async def refresh_metrics(self) -> None:
+        """Set the metrics' gauges from what the server holds now (before each scrape): live kernels
+        and their users, pooled kernels, open sessions and tasks paused for approval."""
+        if self.metrics is not None:
+            kernels = await self.code_mode.alive_kernels()
+            paused = sum(session.paused is not None for session in self._sessions.values())
+            self.metrics.set_state(kernels, self.code_mode.pool_ready(), len(self._sessions), paused)
 
     async def aclose(self) -> None:
         """Snapshot and stop every session's kernel."""
@@ -483,15 +515,16 @@ def read_tokens(path: str) -> dict[str, str]:
     return tokens
 
 
-def http_address(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` as a pair.
+def http_address(text: str, option: str = "--http") -> tuple[str, int]:
+    """``HOST:PORT`` as a pair; ``option`` is the command-line option that gave it (named in the error).
 
     Raises:
         ServeError: not ``HOST:PORT`` with a port from 1 to 65535.
     """
     host, _, port = text.rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ServeError(f"--http takes HOST:PORT (e.g. 127.0.0.1:8765), got {text!r}")
+        example = "127.0.0.1:9464" if option == "--metrics" else "127.0.0.1:8765"
+        raise ServeError(f"{option} takes HOST:PORT (e.g. {example}), got {text!r}")
     return host.strip("[]"), int(port)
 
 
@@ -705,6 +738,7 @@ def serve(
     kernels: str = "auto",
     sandbox: SandboxPolicy | None = None,
     memory_budget: int | None = None,
+    metrics: str | None = None,
 ) -> None:
     """Run ``toolpath serve``: over stdio until the client disconnects, or over Streamable HTTP at
     ``http`` (``HOST:PORT``) until SIGTERM/SIGINT. ``code_mode_options`` go to the shared
@@ -721,19 +755,22 @@ def serve(
     sandboxed kernels are capped to fit ``memory_budget`` (:func:`kernel_memory_caps`).
     Over HTTP the address is bound before the catalogs and models load, and
     ``toolpath serve: listening on http://HOST:PORT/mcp`` is written to standard error once the
-    server accepts connections.
+    server accepts connections. ``metrics`` (``HOST:PORT``, with ``http`` only) serves Prometheus
+    metrics at ``http://HOST:PORT/metrics``, without tokens, bound as early
+    (:mod:`toolpath.planner.interfaces.serve_metrics`; its line on standard error names that URL).
 
     Raises:
         ServeError: a bad address or tokens file, HTTP without auth on a non-loopback address, too
             few file descriptors, kernels that cannot be placed as asked, or an address that cannot
             be bound (a port in use: the message names the process holding it when it can be seen);
             all checked before anything loads.
+        toolpath.errors.MissingExtraError: ``metrics`` without prometheus-client (``toolpath[metrics]``).
     """
     tokens = None
     if http is None:
-        if tokens_file is not None or no_auth or allowed_hosts or http_limits is not None or max_request_bytes is not None:
+        if tokens_file is not None or no_auth or allowed_hosts or http_limits is not None or max_request_bytes is not None or metrics is not None:
             raise ServeError(
-                "--tokens, --no-auth, --allowed-host, --max-request-bytes and the connection limits only apply with --http (over stdio the user is the local user)"
+                "--tokens, --no-auth, --allowed-host, --max-request-bytes, --metrics and the connection limits only apply with --http (over stdio the user is the local user)"
             )
     else:
         host, port = http_address(http)
@@ -750,25 +787,48 @@ def serve(
             connection_cap(http_limits or HttpLimits())
         except ValueError as error:
             raise ServeError(str(error)) from error
+    serve_metrics = None
+    if metrics is not None:
+        metrics_host, metrics_port = http_address(metrics, "--metrics")
+        if metrics_port == port:
+            raise ServeError(f"--metrics needs a port of its own, not the --http port {port}: e.g. --metrics 127.0.0.1:9464")
+        from toolpath.planner.interfaces import serve_metrics  # MissingExtraError without toolpath[metrics]
     placement = kernel_placement(kernels, tokens is not None, code_mode_options or {}, sandbox)
     code_mode_options = {**(code_mode_options or {}), **kernel_memory_caps(placement, code_mode_options or {}, memory_budget)}
     gaps = weaker_limits() if "sandbox" in placement else ""
     if gaps:
         print(f"toolpath serve: warning: {gaps}", file=sys.stderr)
     sockets = []
-    if http is not None:
-        try:
-            sockets = bind_address(host, port)  # before seconds of loading: a taken port is refused at once
-        except AddressUnavailableError as error:
-            raise ServeError(error.strerror) from error
+    metrics_sockets = []
+    try:
+        if http is not None:
+            # Before seconds of loading: a taken port is refused at once.
+            sockets = bind_address(host, port)
+            if serve_metrics is not None:
+                metrics_sockets = bind_address(metrics_host, metrics_port, "--metrics")
+    except AddressUnavailableError as error:
+        for listener in sockets:
+            listener.close()
+        raise ServeError(error.strerror) from error
+    collected = None
+    if serve_metrics is not None:
+        collected = serve_metrics.ServeMetrics(set(tokens.values()) if tokens is not None else ())
+        if collected.users_left_out:
+            print(
+                f"toolpath serve: note: the tokens file names {collected.users_left_out} users, more than {serve_metrics.MAX_LABELLED_USERS}: "
+                "the metrics count kernels for all users together, not per user",
+                file=sys.stderr,
+            )
     _route_library_logs()
     try:
         default_embedder().prepare()  # the embedding model loads in a thread while the catalogs do
         workspace = Workspace.open(list(catalogs))
-        url = f"http://{f'[{host}]' if ':' in host else host}:{port}" if http is not None else "http://127.0.0.1"
-        server = ToolpathServer(workspace, user_id=getpass.getuser(), tokens=tokens, url=url, **(quotas or {}), **(code_mode_options or {}), **placement)
+        url = _url(host, port) if http is not None else "http://127.0.0.1"
+        server = ToolpathServer(
+            workspace, user_id=getpass.getuser(), tokens=tokens, url=url, metrics=collected, **(quotas or {}), **(code_mode_options or {}), **placement
+        )
     except BaseException:
-        for listener in sockets:
+        for listener in [*sockets, *metrics_sockets]:
             listener.close()
         raise
     body_limit = max_request_bytes or DEFAULT_MAX_REQUEST_BODY_SIZE
@@ -777,13 +837,34 @@ def serve(
         try:
             if http is None:
                 await server.mcp.run_stdio_async()
-            else:
-                app = server.mcp.streamable_http_app(transport_security=host_check(host, port, allowed_hosts), host=host, max_request_body_size=body_limit)
-                await serve_http(_explaining_body_limit(app, body_limit), sockets, f"{url}/mcp", http_limits or HttpLimits())
+                return
+            app = server.mcp.streamable_http_app(transport_security=host_check(host, port, allowed_hosts), host=host, max_request_body_size=body_limit)
+            limits = http_limits or HttpLimits()
+            if collected is None:
+                await serve_http(_explaining_body_limit(app, body_limit), sockets, f"{url}/mcp", limits)
+                return
+            # The MCP listener takes SIGTERM/SIGINT, here, as without metrics; the metrics listener
+            # stops when it does, and a metrics listener that ends (fails) stops it.
+            metrics_app = serve_metrics.metrics_app(collected, server.refresh_metrics, host_check(metrics_host, metrics_port, allowed_hosts))
+            metrics_limits = HttpLimits(max_connections=serve_metrics.METRICS_MAX_CONNECTIONS, request_timeout=limits.request_timeout)
+            mcp_stop, metrics_stop = asyncio.Event(), asyncio.Event()
+            metrics_url = f"{_url(metrics_host, metrics_port)}/metrics"
+            metrics_listener = asyncio.ensure_future(serve_http(metrics_app, metrics_sockets, metrics_url, metrics_limits, stop=metrics_stop, on_signals=False))
+            metrics_listener.add_done_callback(lambda _: mcp_stop.set())
+            try:
+                await serve_http(_explaining_body_limit(app, body_limit), sockets, f"{url}/mcp", limits, collected.cap_hit, stop=mcp_stop)
+            finally:
+                metrics_stop.set()
+                await metrics_listener
         finally:
             await server.aclose()
 
     asyncio.run(main())
+
+
+def _url(host: str, port: int) -> str:
+    """``http://HOST:PORT``, an IPv6 address in brackets."""
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}"
 
 
 def _route_library_logs() -> None:

@@ -27,6 +27,7 @@ SERVE_EXAMPLES = """examples:
   toolpath serve --catalog my_catalog.yaml
   toolpath serve --http 127.0.0.1:8765 --tokens tokens.json   # tokens.json: {"a-long-random-token": "alice"}
   toolpath serve --hash-token    # reads a token, prints "sha256:...": a tokens.json key that does not give the token away
+  toolpath serve --http 127.0.0.1:8765 --tokens tokens.json --metrics 127.0.0.1:9464   # Prometheus scrapes :9464/metrics
 MCP client configuration (e.g. Claude Desktop's mcpServers):
   {"mcpServers": {"toolpath": {"command": "toolpath", "args": ["serve"]}}}
 With --http, "toolpath serve: listening on http://HOST:PORT/mcp" goes to stderr once it accepts
@@ -121,6 +122,11 @@ def add_serve_parser(commands: argparse._SubParsersAction) -> None:
         help='read a bearer token from standard input and print its hashed form, "sha256:<hex digest>", a tokens file key that does not give the token away; serves nothing',
     )
     serve_parser.add_argument("--no-auth", action="store_true", help="with --http on a loopback address: no tokens, every request acts for the local user")
+    serve_parser.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="with --http: serve Prometheus metrics at http://HOST:PORT/metrics, a listener of its own without tokens (bind it to a loopback or internal address); needs toolpath[metrics]",
+    )
     serve_parser.add_argument(
         "--kernels",
         choices=("auto", "sandboxed", "plain"),
@@ -252,6 +258,7 @@ def command_serve(arguments: argparse.Namespace) -> int:
             arguments.kernels,
             sandbox,
             arguments.memory_budget,
+            arguments.metrics,
         )
     except (ServeError, ValueError, StoreError) as error:  # ValueError: CodeMode refused the kernel options
         raise CommandLineError(str(error)) from error
