@@ -17,7 +17,7 @@ import sys
 from datetime import datetime
 
 from toolpath.errors import Refusal
-from toolpath.planner.interfaces.cli.shared import CommandLineError, emit_json
+from toolpath.planner.interfaces.cli.shared import CommandLineError, emit_json, non_negative_count
 
 SESSIONS_EXAMPLES = """examples:
   toolpath sessions list
@@ -56,8 +56,8 @@ def add_sessions_parser(commands: argparse._SubParsersAction) -> None:
         command_show,
     )
     showing.add_argument("session_id", metavar="SESSION_ID", help="the session's id, as `toolpath sessions list` shows it")
-    showing.add_argument("--runs", type=_count, default=10, metavar="N", help="show its N newest runs (default 10; 0: none)")
-    showing.add_argument("--approvals", type=_count, default=20, metavar="N", help="show its N newest approval decisions (default 20; 0: none)")
+    showing.add_argument("--runs", type=non_negative_count, default=10, metavar="N", help="show its N newest runs (default 10; 0: none)")
+    showing.add_argument("--approvals", type=non_negative_count, default=20, metavar="N", help="show its N newest approval decisions (default 20; 0: none)")
 
     closing = _verb(
         verbs,
@@ -75,17 +75,6 @@ def _verb(verbs: argparse._SubParsersAction, name: str, help_text: str, handler)
     verb.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     verb.add_argument("--store", metavar="LOCATION", help=_STORE_HELP)
     return verb
-
-
-def _count(text: str) -> int:
-    """argparse type: a whole number of at least 0."""
-    try:
-        count = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if count < 0:
-        raise argparse.ArgumentTypeError(f"{count} is below 0")
-    return count
 
 
 def command_list(arguments: argparse.Namespace) -> int:

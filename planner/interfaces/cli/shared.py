@@ -119,12 +119,21 @@ def host_and_port(text: str) -> str:
 
 def positive_count(text: str) -> int:
     """argparse type: a whole number of at least 1."""
+    return _whole_number(text, 1)
+
+
+def non_negative_count(text: str) -> int:
+    """argparse type: a whole number of at least 0."""
+    return _whole_number(text, 0)
+
+
+def _whole_number(text: str, minimum: int) -> int:
     try:
         count = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if count < 1:
-        raise argparse.ArgumentTypeError(f"{count} is not at least 1")
+    if count < minimum:
+        raise argparse.ArgumentTypeError(f"{count} is not at least {minimum}")
     return count
 
 
