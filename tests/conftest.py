@@ -23,6 +23,7 @@ import pytest
 from toolpath.catalogs import default_catalog_paths
 from toolpath.planner import StateGraph
 from toolpath.registry import load_catalogs
+from toolpath.registry.database import forget_database
 
 #: toolpath's packages: the CLIs and kernels the tests start import their modules.
 PACKAGES = ("toolpath", "toolpath.kernel", "toolpath.planner", "toolpath.registry", "toolpath.catalogs")
@@ -476,8 +477,6 @@ def postgres_url(postgres_server):
     """The URL of a new, empty database on :func:`postgres_server`, dropped after the test."""
     import psycopg
 
-    from toolpath.registry.database import forget_database
-
     name = f"toolpath_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(postgres_server.get_uri(), autocommit=True) as connection:
         connection.execute(f"create database {name}")
@@ -486,3 +485,15 @@ def postgres_url(postgres_server):
     forget_database(url)
     with psycopg.connect(postgres_server.get_uri(), autocommit=True) as connection:
         connection.execute(f"drop database {name} with (force)")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def location(request, tmp_path):
+    """Where a fresh store is: a SQLite file, or a new database on a real PostgreSQL server
+    (tests/test_shared_store.py, tests/test_sessions_command.py)."""
+    if request.param == "sqlite":
+        path = str(tmp_path / "toolpath.db")
+        yield path
+        forget_database(path)
+    else:
+        yield request.getfixturevalue("postgres_url")

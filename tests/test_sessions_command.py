@@ -21,20 +21,9 @@ from toolpath.kernel.inside.approval_policy import ApprovalRequest
 from toolpath.kernel.tools.approval_log import ApprovalLog
 from toolpath.planner.interfaces.cli.main import main
 from toolpath.planner.tasks.record_of_use import Recorder, RecordSettings, history, wait_for_writes
-from toolpath.registry.database import forget_database, open_database
+from toolpath.registry.database import open_database
 
 MOLECULE = "chemistry.molecule_parsed"
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def location(request, tmp_path):
-    """Where a fresh store is: a SQLite file, or a new database on a real PostgreSQL server."""
-    if request.param == "sqlite":
-        path = str(tmp_path / "toolpath.db")
-        yield path
-        forget_database(path)
-    else:
-        yield request.getfixturevalue("postgres_url")
 
 
 def toolpath(capsys, *arguments):

@@ -24,17 +24,6 @@ from toolpath.registry.storage import StoreError
 from toolpath.registry.store_schema import LATEST_VERSION
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def location(request, tmp_path):
-    """Where a fresh store is: a SQLite file, or a new database on a real PostgreSQL server."""
-    if request.param == "sqlite":
-        path = str(tmp_path / "toolpath.db")
-        yield path
-        forget_database(path)
-    else:
-        yield request.getfixturevalue("postgres_url")
-
-
 def ended_process_holder() -> SessionHolder:
     """A holder on this host whose process has ended."""
     ended = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
