@@ -12,7 +12,8 @@ from pathlib import Path
 
 from toolpath.registry.catalog_problems import UNREADABLE, CatalogError, CatalogProblem
 
-#: Largest catalog file read by default, in bytes (16 MiB: a 25,000-tool catalog is about 10 MiB of YAML).
+#: Largest catalog file read by default, in bytes (16 MiB: a 25,000-tool catalog is 10-17 MiB, by
+#: benchmarks/bench_catalog_load.py and bench_scale_tools.py; 100,000 tools need it raised, to about 70 MiB).
 DEFAULT_MAX_CATALOG_BYTES = 16 * 2**20
 #: Environment variable that raises (or lowers) the limit for every read, e.g. from the CLI.
 MAX_CATALOG_BYTES_VARIABLE = "TOOLPATH_MAX_CATALOG_BYTES"

@@ -595,3 +595,23 @@ def test_a_sandbox_sees_a_catalogs_own_package_files_not_the_checkout_around_it(
         "catalogs/demo/words.txt",
         "catalogs/demo/notes.md",
     }
+
+
+def test_a_catalog_over_the_default_limit_is_refused_naming_the_file_its_size_the_limit_and_the_variable(tmp_path, monkeypatch, capsys):
+    import re
+
+    import yaml
+
+    from toolpath.planner.interfaces.cli.main import main
+
+    monkeypatch.delenv("TOOLPATH_MAX_CATALOG_BYTES", raising=False)
+    path = tmp_path / "big.json"
+    text = json.dumps(yaml.safe_load(GOOD))
+    path.write_text(text + " " * (16 * 2**20 + 1 - len(text)))  # one byte over 16 MiB, still a valid catalog
+    assert main(["validate", str(path)]) == 1
+    shown = capsys.readouterr().out
+    assert f"{path}: TP100" in shown and "the file is 16,777,217 bytes" in shown and "over the limit of 16,777,216 bytes (16 MiB)" in shown
+    raised = re.search(r"set the environment variable TOOLPATH_MAX_CATALOG_BYTES=(\d+)", shown)
+    assert raised, shown
+    monkeypatch.setenv("TOOLPATH_MAX_CATALOG_BYTES", raised.group(1))  # doing what the message says loads it
+    assert main(["validate", str(path)]) == 0

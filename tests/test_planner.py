@@ -343,3 +343,44 @@ def test_a_dearer_plan_in_the_goals_domain_never_wins():
     )
     chosen = plan(StateGraph(registry), ["sheets.table_loaded"])
     assert names(chosen) == ["bridge"] and chosen.tie_breaks == ()
+
+
+def trip_graph() -> StateGraph:
+    """A user-given request that three tools read, through parameters named two ways."""
+    from toolpath.registry import State
+
+    registry = ToolRegistry(package="trip")
+    for name, parameter, produces in [
+        ("search_flights", "request", "trip.flights_found"),
+        ("search_trains", "from", "trip.trains_found"),
+        ("search_hotels", "request", "trip.hotels_found"),
+    ]:
+        registry.register_tool(
+            ToolDefinition(
+                name=name,
+                required_parameters=[{"name": parameter, "type": "str", "state": "trip.request_given"}],
+                state_transition={"requires": ["trip.request_given"], "produces": [produces]},
+            )
+        )
+    states = [State(token="trip.request_given", description="The traveller's request is known.", input=True), State(token="trip.budget_given", input=True)]
+    return StateGraph(registry, states)
+
+
+def test_a_missing_input_state_names_every_parameter_that_carries_it_once():
+    graph = trip_graph()
+    for goal in ("trip.flights_found", "trip.hotels_found"):  # the second explanation reads what the first built
+        with pytest.raises(NoPlanError) as caught:
+            plan(graph, [goal])
+        assert caught.value.given_by == {"trip.request_given": ["from_", "request"]}
+        assert str(caught.value) == (
+            f"no plan reaches the goal: to reach {goal} you need trip.request_given, and trip.request_given is given by the user: "
+            "give it as the input 'from_' or 'request', or hold trip.request_given"
+        )
+    assert graph.parameters_carrying("trip.budget_given") == []
+
+
+def test_holding_a_declared_state_no_tool_uses_is_harmless_and_an_unknown_one_is_refused():
+    graph = trip_graph()
+    assert [step.tool.name for step in plan(graph, ["trip.flights_found"], held=["trip.request_given", "trip.budget_given"]).steps] == ["search_flights"]
+    with pytest.raises(UnknownStateError, match="unknown state 'trip.budget_gven'.*did you mean trip.budget_given"):
+        plan(graph, ["trip.flights_found"], held=["trip.request_given", "trip.budget_gven"])

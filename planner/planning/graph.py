@@ -129,6 +129,22 @@ class StateGraph:
         """The tools that produce ``token``, in registration order."""
         return list(self._producers.get(token, ()))
 
+    def parameters_carrying(self, token: str) -> list[str]:
+        """The Python names of every tool's parameters that carry ``token`` (``state: TOKEN``),
+        sorted, without repeats: an input of one of these names holds the state."""
+        return list(self._parameters_carrying.get(token, ()))
+
+    @cached_property
+    def _parameters_carrying(self) -> dict[str, tuple[str, ...]]:
+        # Built once, on the first explanation that needs it: an explanation per unreachable search
+        # hit that scanned every tool's parameters took 99.6 % of a search at 10,000 tools (issue 57).
+        names: dict[str, set[str]] = {}
+        for tool in self.registry:
+            for parameter in tool.parameters:
+                if parameter.state:
+                    names.setdefault(parameter.state, set()).add(parameter.python_name)
+        return {token: tuple(sorted(found)) for token, found in names.items()}
+
     def next_steps(self, held: Collection[str]) -> list[ToolDefinition]:
         """Tools applicable now (every required state held) that would add at least one new state."""
         held = set(held)

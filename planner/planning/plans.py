@@ -19,12 +19,12 @@ import itertools
 import math
 import threading
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from toolpath.errors import PYTHON, GivenAdvice, Refusal, ToolpathError, Vocabulary
 from toolpath.planner.planning.budgets import DEFAULT_TASK_BUDGET_S, DEFAULT_TIME_BUDGET_MS
-from toolpath.planner.planning.delete_free import INFINITY, DeleteFreeTask
+from toolpath.planner.planning.delete_free import INFINITY, DeleteFreeTask, RelaxedCosts
 from toolpath.planner.planning.delete_free_search import cheapest_plan
 from toolpath.planner.planning.graph import StateGraph
 from toolpath.registry import ToolDefinition
@@ -296,7 +296,19 @@ class NoPlanError(Refusal):
         }
 
 
-def _explain_unreachable(graph: StateGraph, goal: Iterable[str], reached: set[str], avoided_ids: frozenset[int]) -> NoPlanError:
+class _ReachedStates:
+    """The states held or reachable from them (finite h_max), asked one at a time: explaining an
+    unreachable search hit looks up the few states behind it, not every state of the graph."""
+
+    def __init__(self, held: frozenset[str], task: DeleteFreeTask, relaxed: RelaxedCosts):
+        self._held, self._task, self._relaxed = held, task, relaxed
+
+    def __contains__(self, token: object) -> bool:
+        state = self._task.state_index.get(token) if isinstance(token, str) else None
+        return token in self._held or (state is not None and self._relaxed.value[state] < INFINITY)
+
+
+def _explain_unreachable(graph: StateGraph, goal: Iterable[str], reached: Container[str], avoided_ids: frozenset[int]) -> NoPlanError:
     unreachable = sorted(token for token in goal if token not in reached)
     missing: dict[str, list[str]] = {}
     avoided: dict[str, list[str]] = {}
@@ -322,10 +334,7 @@ def _explain_unreachable(graph: StateGraph, goal: Iterable[str], reached: set[st
         if not causes:
             circular[target] = sorted(seen)
     given_by = {
-        token: sorted({parameter.python_name for tool in graph.registry for parameter in tool.parameters if parameter.state == token})
-        for causes in missing.values()
-        for token in causes
-        if token in graph.states and graph.states[token].input
+        token: graph.parameters_carrying(token) for causes in missing.values() for token in causes if token in graph.states and graph.states[token].input
     }
     return NoPlanError(unreachable, missing, avoided, circular, given_by)
 
@@ -482,7 +491,7 @@ def _cheapest(
     unreached = [token for token in goal - held if token not in task.state_index or hmax.value[task.state_index[token]] == INFINITY]
     stuck = [tool for tool in must_run if any(hmax.value[mark] == INFINITY for mark in task.produces[task.tool_index[tool.id]] if mark in marks)]
     if unreached or stuck:
-        reached = held | {token for token, state in task.state_index.items() if hmax.value[state] < INFINITY}
+        reached = _ReachedStates(held, task, hmax)
         raise _explain_unreachable(graph, goal | {token for tool in stuck for token in tool.state_transition.requires}, reached, avoided)
     names = frozenset(qualified_name(tool) for tool in must_run)
     if goal <= held and not must_run:
