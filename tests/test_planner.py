@@ -333,6 +333,48 @@ def test_a_histogram_of_a_plain_table_is_not_planned_through_the_chemistry_catal
     assert others[1].cost == chosen.cost
 
 
+def test_the_tie_break_search_shares_the_plans_time_budget(monkeypatch):
+    # One plan, one budget: the search for a plan that stays in the goal's domain gets what the
+    # first search left, and none when it used it all (it had a budget of its own, doubling the
+    # time of plans that reach their budget). The clock is made to jump past the budget during the
+    # first search.
+    import time
+
+    from toolpath.planner.planning import plans
+
+    registry = ToolRegistry(package="demo")
+    for name, server, requires, produces in [
+        ("tabulate_measurements", "lab", ["sheets.file_given"], ["sheets.table_loaded", "lab.measurements_tabulated"]),
+        ("read_table", "sheets", ["sheets.file_given"], ["sheets.table_loaded"]),
+        ("draw_chart", "sheets", ["sheets.table_loaded"], ["sheets.chart_drawn"]),
+    ]:
+        registry.register_tool(ToolDefinition(name=name, server_name=server, state_transition={"requires": requires, "produces": produces}))
+    graph = StateGraph(registry)
+    assert names(plan(graph, ["sheets.chart_drawn"], held=["sheets.file_given"])) == ["read_table", "draw_chart"]  # the tie-break search ran
+
+    skipped = {"seconds": 0.0}
+
+    class Clock:
+        @staticmethod
+        def perf_counter():
+            return time.perf_counter() + skipped["seconds"]
+
+    searches = []
+    searched = plans._cheapest
+
+    def slow_search(*arguments):
+        searches.append(arguments)
+        found = searched(*arguments)
+        skipped["seconds"] += 1.0  # this search took a second: the 250 ms budget is spent
+        return found
+
+    monkeypatch.setattr(plans, "time", Clock)
+    monkeypatch.setattr(plans, "_cheapest", slow_search)
+    chosen = plan(graph, ["sheets.chart_drawn"], held=["sheets.file_given"], time_budget_ms=250)
+    assert len(searches) == 1
+    assert names(chosen) == ["tabulate_measurements", "draw_chart"] and chosen.tie_breaks == ()
+
+
 def test_a_dearer_plan_in_the_goals_domain_never_wins():
     registry = ToolRegistry(package="demo")
     registry.register_tool(

@@ -460,12 +460,14 @@ def _plan(
     time_budget_ms: float | None = DEFAULT_TIME_BUDGET_MS,
 ) -> Plan:
     """The cheapest plan (see :func:`plan`); without ``prefer``, ties go to the goal's domain
-    (:func:`_in_goal_domain`)."""
+    (:func:`_in_goal_domain`). Both searches share the one ``time_budget_ms``: the tie-break search
+    gets what the first left (past the deadline it is not run)."""
     task = graph.delete_free_task
-    found = _cheapest(graph, goal, held, avoided, max_expansions, must_run, _preferred_costs(task, prefer) if prefer else None, time_budget_ms)
-    if prefer:
+    deadline = None if time_budget_ms is None else time.perf_counter() + time_budget_ms / 1000
+    found = _cheapest(graph, goal, held, avoided, max_expansions, must_run, _preferred_costs(task, prefer) if prefer else None, deadline)
+    if prefer or (deadline is not None and time.perf_counter() >= deadline):
         return found
-    return _in_goal_domain(graph, found, avoided, max_expansions, must_run, time_budget_ms)
+    return _in_goal_domain(graph, found, avoided, max_expansions, must_run, deadline)
 
 
 def _cheapest(
@@ -476,11 +478,11 @@ def _cheapest(
     max_expansions: int | None,
     must_run: Sequence[ToolDefinition],
     raised_costs: list[float] | None,
-    time_budget_ms: float | None,
+    deadline: float | None,
 ) -> Plan:
     """The cheapest plan under ``raised_costs`` (the tools' costs, each raised by at most
-    ``PREFERENCE_EPSILON`` of the cheapest positive cost, to break ties; ``None``: their own)."""
-    deadline = None if time_budget_ms is None else time.perf_counter() + time_budget_ms / 1000
+    ``PREFERENCE_EPSILON`` of the cheapest positive cost, to break ties; ``None``: their own),
+    proven optimal unless ``time.perf_counter()`` passes ``deadline`` first."""
     task = graph.delete_free_task
     marks: frozenset[int] = frozenset()
     if must_run or raised_costs:
@@ -528,7 +530,7 @@ def _foreignness(tool: ToolDefinition, domains: Collection[str | None]) -> float
 
 
 def _in_goal_domain(
-    graph: StateGraph, found: Plan, avoided: frozenset[int], max_expansions: int | None, must_run: Sequence[ToolDefinition], time_budget_ms: float | None
+    graph: StateGraph, found: Plan, avoided: frozenset[int], max_expansions: int | None, must_run: Sequence[ToolDefinition], deadline: float | None
 ) -> Plan:
     """``found``, or a plan of the same cost whose tools stay more in the goal's domains.
 
@@ -547,7 +549,7 @@ def _in_goal_domain(
     task = graph.delete_free_task
     unit = PREFERENCE_EPSILON * min((cost for cost in task.cost if cost > 0), default=1.0)
     raised = [cost + unit * _foreignness(tool, domains) for tool, cost in zip(task.tools, task.cost)]
-    kept = _cheapest(graph, found.goal, found.held, avoided, max_expansions, must_run, raised, time_budget_ms)
+    kept = _cheapest(graph, found.goal, found.held, avoided, max_expansions, must_run, raised, deadline)
 
     def weight(candidate: Plan) -> float:
         return sum(_foreignness(step.tool, domains) for step in candidate.steps)
