@@ -295,8 +295,9 @@ def test_a_goal_behind_a_cycle_nothing_starts_names_the_cycle():
     assert names(plan(graph, ["s.x"], held=["s.y"])) == ["make_x"]
 
 
-def test_at_equal_cost_the_plan_stays_in_the_goals_domain_and_lists_the_other_route():
-    # Registered first, the bridge from another domain is what the search would otherwise take.
+def sheets_and_lab_graph():
+    """A chart from a file, its table loaded by a sheets tool or, at the same cost, by a lab tool
+    registered first (what the search would otherwise take) that also tabulates measurements."""
     registry = ToolRegistry(package="demo")
     for name, server, requires, produces in [
         ("tabulate_measurements", "lab", ["sheets.file_given"], ["sheets.table_loaded", "lab.measurements_tabulated"]),
@@ -304,7 +305,12 @@ def test_at_equal_cost_the_plan_stays_in_the_goals_domain_and_lists_the_other_ro
         ("draw_chart", "sheets", ["sheets.table_loaded"], ["sheets.chart_drawn"]),
     ]:
         registry.register_tool(ToolDefinition(name=name, server_name=server, state_transition={"requires": requires, "produces": produces}))
-    graph = StateGraph(registry)
+    return StateGraph(registry)
+
+
+def test_at_equal_cost_the_plan_stays_in_the_goals_domain_and_lists_the_other_route():
+    # Registered first, the bridge from another domain is what the search would otherwise take.
+    graph = sheets_and_lab_graph()
     chosen = plan(graph, ["sheets.chart_drawn"], held=["sheets.file_given"])
     assert names(chosen) == ["read_table", "draw_chart"]
     assert [(tie.chosen, tie.over) for tie in chosen.tie_breaks] == [("sheets.read_table", ("lab.tabulate_measurements",))]
@@ -342,14 +348,7 @@ def test_the_tie_break_search_shares_the_plans_time_budget(monkeypatch):
 
     from toolpath.planner.planning import plans
 
-    registry = ToolRegistry(package="demo")
-    for name, server, requires, produces in [
-        ("tabulate_measurements", "lab", ["sheets.file_given"], ["sheets.table_loaded", "lab.measurements_tabulated"]),
-        ("read_table", "sheets", ["sheets.file_given"], ["sheets.table_loaded"]),
-        ("draw_chart", "sheets", ["sheets.table_loaded"], ["sheets.chart_drawn"]),
-    ]:
-        registry.register_tool(ToolDefinition(name=name, server_name=server, state_transition={"requires": requires, "produces": produces}))
-    graph = StateGraph(registry)
+    graph = sheets_and_lab_graph()
     assert names(plan(graph, ["sheets.chart_drawn"], held=["sheets.file_given"])) == ["read_table", "draw_chart"]  # the tie-break search ran
 
     skipped = {"seconds": 0.0}

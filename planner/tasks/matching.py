@@ -162,7 +162,9 @@ class PartMatcher:
     def _sourced(self, match: PartMatch) -> PartMatch:
         """``match``, or, when its words ask for something of a thing they name by how it is found
         ("who directed the film that is most popular right now"), the part read so: the head's goal,
-        planned from what the source's plan gives (:func:`toolpath.planner.tasks.sources.read_source`)."""
+        planned from what the source's plan gives (:func:`toolpath.planner.tasks.sources.read_source`);
+        or, when it names a thing whose kind its words give ("pictures of Tilda Swinton"), its goal
+        chosen among what that kind's lookup leads to (:func:`toolpath.planner.tasks.named_kinds.read_name_kind`)."""
         if match.kind != "action":
             return match
         return read_source(self.search, match, self.inputs, self.held, self.choose) or read_name_kind(self.search, match, self.inputs, self.held) or match
