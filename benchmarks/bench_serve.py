@@ -18,9 +18,14 @@ both see the same machine. ``ratio`` divides the p50 with metrics by the p50 wit
 ``bookkeeping_us`` is what the metrics' own work for one such call costs, timed in process, and
 ``bookkeeping_share`` that as a share of the p50 without (issue 56).
 
+``tracing_overhead``: a trivial cell and the same bridged cell, taking turns the same way through a
+server that traces nothing (the ``otel`` extra installed, no ``OTEL_*`` variable set) and one whose
+every span (the MCP call's task, the cell, the tool call) goes in batches to an in-memory exporter;
+``ratios`` divide the traced p50 by the other's (target ≤ 1.05, issue 56).
+
 Targets (issue 16): search through the server p50 ≤ 30 ms; a cell ≤ 1.5 × the in-process cell.
 
-Usage: python benchmarks/bench_serve.py [--calls 100]
+Usage: python benchmarks/bench_serve.py [--calls 100] [--overhead-only]
 """
 
 from __future__ import annotations
@@ -70,6 +75,8 @@ tools:
     state_transition: {produces: [stamps.stamped]}
 """
 BRIDGED_CELL = "await stamps.stamp_text(text='invoice 7')"
+#: How python runs toolpath's command line.
+COMMAND_LINE = ["-m", "toolpath.planner.interfaces.cli"]
 
 
 def query() -> str:
@@ -152,31 +159,53 @@ def over_stdio(home: Path, calls: int) -> dict:
     return asyncio.run(run())
 
 
-def metrics_overhead(home: Path, calls: int, blocks: int = 10) -> dict:
-    """p50/p95 of :data:`BRIDGED_CELL` through a server without and with ``--metrics``, in
-    ``blocks`` alternating blocks (a new client each), and what the metrics' own bookkeeping of one
-    such call costs in process (``bookkeeping_us``: the MCP middleware, the cell and the bridge call)."""
+#: ``python -c`` code that serves like ``toolpath serve`` with every span sent to an in-memory
+#: exporter in batches (the SDK's standard processor): tracing's cost without a collector's.
+TRACED_IN_MEMORY = """\
+import sys
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+provider = TracerProvider()
+provider.add_span_processor(BatchSpanProcessor(InMemorySpanExporter()))
+trace.set_tracer_provider(provider)
+from toolpath.planner.interfaces.cli.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def stamps_catalog(home: Path) -> Path:
+    """:data:`STAMP_CATALOG` and its tool's package, written under ``home``."""
     package = home / "bench_stamps"
     package.mkdir(exist_ok=True)
     (package / "__init__.py").write_text("")
     (package / "stamp_text.py").write_text("def stamp_text(text: str) -> str:\n    return f'{text} (stamped 2026-01-05)'\n")
     (package / "catalog.yaml").write_text(STAMP_CATALOG)
-    servers, urls = [], {}
+    return package / "catalog.yaml"
+
+
+def compared_servers(home: Path, servers: dict[str, tuple[list[str], list[str]]], cells: dict[str, str], calls: int, blocks: int = 10) -> dict:
+    """p50/p95 of each of ``cells`` (``{kind: code}``) by ``execute`` over HTTP, through each of
+    ``servers`` (``{name: (python's arguments that run the command line, more arguments of serve)}``,
+    each run as ``serve --http 127.0.0.1:PORT --no-auth --catalog STAMPS ...``), all running at
+    once, in ``blocks`` alternating blocks of ``calls // blocks`` cells of each kind (a new client each)."""
+    catalog = stamps_catalog(home)
+    processes, urls = [], {}
     try:
-        for name in ("without", "with"):
+        for name, (start, options) in servers.items():
             port = free_port()
-            command = [sys.executable, "-m", "toolpath.planner.interfaces.cli", "serve", "--http", f"127.0.0.1:{port}", "--no-auth"]
-            command += ["--catalog", str(package / "catalog.yaml"), *(["--metrics", f"127.0.0.1:{free_port()}"] if name == "with" else [])]
-            servers.append(
+            command = [sys.executable, *start, "serve", "--http", f"127.0.0.1:{port}", "--no-auth", "--catalog", str(catalog), *options]
+            processes.append(
                 subprocess.Popen(command, cwd=ROOT, env={**os.environ, "TOOLPATH_HOME": str(home)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             )
-            wait_for_port(servers[-1], port, f"toolpath serve --http ({name} --metrics)")
+            wait_for_port(processes[-1], port, f"toolpath serve --http ({name})")
             urls[name] = f"http://127.0.0.1:{port}/mcp"
 
         async def run() -> dict:
             # Two clients open at once made the second one's calls some 30 ms slower whichever server
             # it called (an A/A run showed it), so the servers take turns, a block of calls each.
-            samples: dict[str, list[float]] = {name: [] for name in urls}
+            samples: dict[str, dict[str, list[float]]] = {name: {kind: [] for kind in cells} for name in urls}
             for block in range(blocks):
                 for name in list(urls) if block % 2 == 0 else list(reversed(urls)):
                     async with Client(streamable_http_client(urls[name], http_client=httpx2.AsyncClient(timeout=120))) as client:
@@ -184,23 +213,46 @@ def metrics_overhead(home: Path, calls: int, blocks: int = 10) -> dict:
                             ran = await client.call_tool("run_task", {"task": "stamp a text with a date", "inputs": {"text": "draft"}, "session_id": name})
                             assert not ran.is_error, ran.content[0].text
                         for number in range(3 + calls // blocks):  # 3 to warm up
-                            started = time.perf_counter()
-                            result = await client.call_tool("execute", {"code": BRIDGED_CELL, "session_id": name})
-                            assert not result.is_error, result.content[0].text
-                            if number >= 3:
-                                samples[name].append(time.perf_counter() - started)
-            report = {name: percentiles(values) for name, values in samples.items()}
-            report["ratio"] = round(report["with"]["p50"] / report["without"]["p50"], 3)
-            return report
+                            for kind, code in cells.items():
+                                started = time.perf_counter()
+                                result = await client.call_tool("execute", {"code": code, "session_id": name})
+                                assert not result.is_error, result.content[0].text
+                                if number >= 3:
+                                    samples[name][kind].append(time.perf_counter() - started)
+            return {kind: {name: percentiles(samples[name][kind]) for name in urls} for kind in cells}
 
-        report = asyncio.run(run())
+        return asyncio.run(run())
     finally:
-        for server in servers:
-            server.terminate()
-            server.wait(timeout=30)
+        for process in processes:
+            process.terminate()
+            process.wait(timeout=30)
+
+
+def with_ratios(report: dict, base: str) -> dict:
+    """``report`` (per kind of cell, per server: p50/p95) with each server's p50 divided by ``base``'s."""
+    for timings in report.values():
+        timings["ratios"] = {name: round(timing["p50"] / timings[base]["p50"], 3) for name, timing in list(timings.items()) if name != base}
+    return report
+
+
+def metrics_overhead(home: Path, calls: int, blocks: int = 10) -> dict:
+    """p50/p95 of :data:`BRIDGED_CELL` through a server without and with ``--metrics`` (see
+    :func:`compared_servers`), and what the metrics' own bookkeeping of one such call costs in
+    process (``bookkeeping_us``: the MCP middleware, the cell and the bridge call)."""
+    servers = {"without": (COMMAND_LINE, []), "with": (COMMAND_LINE, ["--metrics", f"127.0.0.1:{free_port()}"])}
+    report = compared_servers(home, servers, {"bridged_call": BRIDGED_CELL}, calls, blocks)["bridged_call"]
+    report["ratio"] = round(report["with"]["p50"] / report["without"]["p50"], 3)
     report["bookkeeping_us"] = round(asyncio.run(_metrics_bookkeeping()) * 1e6, 1)
     report["bookkeeping_share"] = round(report["bookkeeping_us"] / 1000 / report["without"]["p50"], 5)
     return report
+
+
+def tracing_overhead(home: Path, calls: int, blocks: int = 10) -> dict:
+    """p50/p95 of a trivial cell and of :data:`BRIDGED_CELL` through a server that traces nothing
+    (the ``otel`` extra installed, no ``OTEL_*`` variable) and one whose every span goes to an
+    in-memory exporter (:data:`TRACED_IN_MEMORY`), with the traced server's p50 ÷ the other's."""
+    servers = {"not_configured": (COMMAND_LINE, []), "in_memory": (["-c", TRACED_IN_MEMORY], [])}
+    return with_ratios(compared_servers(home, servers, {"round_trip": CELL, "bridged_call": BRIDGED_CELL}, calls, blocks), "not_configured")
 
 
 async def _metrics_bookkeeping(calls: int = 20_000) -> float:
@@ -233,14 +285,17 @@ async def _metrics_bookkeeping(calls: int = 20_000) -> float:
     return (time.perf_counter() - started) / calls
 
 
-def main(calls: int) -> dict:
+def main(calls: int, overhead_only: bool = False) -> dict:
     report: dict = {"python": sys.version.split()[0], "calls": calls, "targets": {"search_p50_ms": 30, "cell_ratio": 1.5}}
     with tempfile.TemporaryDirectory(prefix="toolpath-bench-serve-") as directory:
         os.environ["TOOLPATH_HOME"] = directory
+        if overhead_only:
+            return {**report, "metrics_overhead": metrics_overhead(Path(directory), calls), "tracing_overhead": tracing_overhead(Path(directory), calls)}
         report["in_process"] = in_process(calls)
         report["stdio"] = over_stdio(Path(directory), calls)
         report["http"] = over_http(Path(directory), calls)
         report["metrics_overhead"] = metrics_overhead(Path(directory), calls)
+        report["tracing_overhead"] = tracing_overhead(Path(directory), calls)
     report["ratios"] = {
         transport: {operation: round(report[transport][operation]["p50"] / report["in_process"][operation]["p50"], 2) for operation in ("search", "cell")}
         for transport in ("stdio", "http")
@@ -251,4 +306,6 @@ def main(calls: int) -> dict:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=100)
-    print(json.dumps(main(parser.parse_args().calls), indent=2))
+    parser.add_argument("--overhead-only", action="store_true", help="measure only what metrics and tracing cost a server")
+    options = parser.parse_args()
+    print(json.dumps(main(options.calls, options.overhead_only), indent=2))

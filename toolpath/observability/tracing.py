@@ -17,18 +17,17 @@ Contract:
 - Work handed to another thread's event loop keeps its span as parent with nothing done here
   (``asyncio.run_coroutine_threadsafe`` runs it in a copy of the caller's context); a context
   crosses to a kernel and back in its bridge calls as W3C Trace Context strings (:func:`carrier`,
-  :func:`joined`), the only propagation format a kernel reads.
+  :func:`remote_context`), the only propagation format a kernel reads.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import json
 import os
 import re
 import sys
-from collections.abc import Coroutine, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -164,17 +163,6 @@ def size_of(value: Any) -> int | None:
     return len(value) if isinstance(value, (str, bytes, bytearray, list, tuple, dict, set, frozenset)) else None
 
 
-async def in_context(trace_context: Context, coroutine: Coroutine[Any, Any, Any]) -> Any:
-    """Await ``coroutine`` with ``trace_context`` current."""
-    from opentelemetry import context
-
-    token = context.attach(trace_context)
-    try:
-        return await coroutine
-    finally:
-        context.detach(token)
-
-
 def carrier() -> dict[str, str] | None:
     """The current span's context as W3C Trace Context fields (``traceparent`` and, when there is
     one, ``tracestate``), for a message to a kernel; ``None`` when no span records (the kernel then
@@ -213,22 +201,3 @@ def remote_context(fields: Any) -> Context | None:
         return None
     _last_remote = (traceparent, tracestate, context)
     return context
-
-
-def joined(fields: Any, coroutine: Coroutine[Any, Any, Any], marks: Mapping[contextvars.ContextVar, Any] | None = None) -> Coroutine[Any, Any, Any]:
-    """``coroutine``, run as part of the trace whose context a kernel sent (``fields``, see
-    :func:`remote_context`) with the context variables ``marks`` set; ``coroutine`` itself when there
-    is no such context."""
-    context = remote_context(fields)
-    if context is None:
-        return coroutine
-    return _marked(context, coroutine, marks or {})
-
-
-async def _marked(trace_context: Context, coroutine: Coroutine[Any, Any, Any], marks: Mapping[contextvars.ContextVar, Any]) -> Any:
-    tokens = [(variable, variable.set(value)) for variable, value in marks.items()]
-    try:
-        return await in_context(trace_context, coroutine)
-    finally:
-        for variable, token in reversed(tokens):
-            variable.reset(token)
