@@ -308,7 +308,7 @@ def test_validate_cli_on_the_three_classic_mistakes(tmp_path):
         assert completed.returncode == 1, completed.stdout
         results[path.stem] = [(finding["code"], finding["line"]) for finding in json.loads(completed.stdout)["findings"] if finding["severity"] == "error"]
     assert results == {"unknown_token": [("TP001", 5)], "wrong_type": [("TP006", 6)], "syntax": [("TP100", 4)]}
-    clean = toolpath("validate", *[str(path) for path in __import__("catalogs").default_catalog_paths()])
+    clean = toolpath("validate", *[str(path) for path in default_catalog_paths()])
     assert clean.returncode == 0 and "ok: 0 error(s), 0 warning(s)" in clean.stdout
 
 
