@@ -351,3 +351,23 @@ def test_a_file_the_words_name_is_read_rather_than_a_table_the_session_holds(tab
 
         counted = session.plan_task("count the rows of the table")
         assert step_tools(counted) == ["count_rows"] and counted.cell.used_artifacts == {loaded.task_plan.cell.step_variables[0]: "tabular.table_loaded"}
+
+
+def test_a_quoted_value_is_read_rather_than_the_molecule_the_session_holds(workspace):
+    """A molecule held from an earlier task does not stand in for the one the words quote: the
+    quoted SMILES is parsed and described, and --json says why the held one was not used."""
+    with workspace.session("quoted-value") as session:
+        first = session.run_task("parse this molecule", inputs={"smiles": ASPIRIN})
+        assert first.result.status == "ok", first.result.error
+
+        quoted = session.plan_task("compute the descriptors of the molecule 'CCO'")
+        assert [step.tool.name for step in quoted.plan.steps] == ["parse_molecule", "compute_descriptors"]
+        assert quoted.cell.used_artifacts == {}
+        assert "made again, not used" in quoted.parts[0].why
+        ran = session.run_task(quoted)
+        assert ran.result.status == "ok", ran.result.error
+        assert "C2H6O" in session.execute(f"{ran.task_plan.cell.step_variables[0]}['formula']").result
+
+        # Words that quote nothing still work on the held molecule.
+        held = session.plan_task("check Lipinski's rule of five for it")
+        assert [step.tool.name for step in held.plan.steps] == ["compute_descriptors"]

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -372,16 +372,7 @@ def bind_arguments(
         taken = {str(value) for value in _flattened([*given.values(), *(reading.value for reading in bound.values())])}
         values = [value for value in quoted_values(words) if value not in taken and not _FILE_NAME.match(value)]
         filled = {**given, **{name: reading.value for name, reading in bound.items()}}
-        free = [
-            (position, plan.steps[position].tool, parameter)
-            for position in positions
-            for parameter in plan.steps[position].tool.required_parameters
-            if parameter.state is None
-            and parameter.meaning is None
-            and parameter.role == "input"
-            and parameter.type == "str"
-            and input_for(plan.steps[position].tool, parameter, filled) is None
-        ]
+        free = free_text_parameters(plan, positions, filled)
         if len(values) == 1 and len(free) == 1:
             position, tool, parameter = free[0]
             why = f"the one value {words!r} quotes, for the one text parameter its plan has no value for"
@@ -394,6 +385,23 @@ def bind_arguments(
         if parameter.meaning is not None and parameter.state is None and input_for(step.tool, parameter, filled) is None
     )
     return Arguments(tuple(bound.values()), tuple(not_bound), probes, unbound_meanings, _brought_columns(plan, probes, filled), added_columns(plan.steps))
+
+
+def free_text_parameters(plan: Plan, positions: Iterable[int], filled: Mapping[str, Any]) -> list[tuple[int, ToolDefinition, ToolParameter]]:
+    """The required text parameters of the steps of ``plan`` at ``positions`` that ``filled`` (the
+    values known so far, ``{name: value}``) gives nothing and that no state, meaning or role marks, as
+    ``(position, tool, parameter)``: where a part's one quoted value goes when there is exactly one
+    ("the molecular weight of 'CCO'" fills parse_molecule's ``smiles``)."""
+    return [
+        (position, plan.steps[position].tool, parameter)
+        for position in positions
+        for parameter in plan.steps[position].tool.required_parameters
+        if parameter.state is None
+        and parameter.meaning is None
+        and parameter.role == "input"
+        and parameter.type == "str"
+        and input_for(plan.steps[position].tool, parameter, filled) is None
+    ]
 
 
 def tools_adding_named_columns(graph: StateGraph, plan: Plan, arguments: Arguments, text: str) -> list[ToolDefinition]:

@@ -33,6 +33,7 @@ from toolpath.planner.planning.graph import StateGraph
 from toolpath.planner.planning.inputs import InputError, input_for
 from toolpath.planner.planning.plans import NoPlanError, qualified_name
 from toolpath.planner.search.skills import SkillHit
+from toolpath.planner.tasks.arguments import free_text_parameters
 from toolpath.planner.tasks.clauses import (
     Clause,
     is_file_name,
@@ -66,7 +67,7 @@ from toolpath.planner.tasks.probes import readable_file, run_probe
 from toolpath.planner.tasks.request import TaskRequest
 from toolpath.planner.tasks.sources import read_source
 from toolpath.planner.tasks.task_spans import traced_parts
-from toolpath.registry import ToolDefinition
+from toolpath.registry import ToolDefinition, ToolParameter
 
 #: The cosine similarity a fragment of free text cut off at a bare comma needs to be a part of its
 #: own; a weaker one ("in the city center") belongs to the part before it. Set on the UltraTool requests outside
@@ -362,22 +363,40 @@ class PartMatcher:
             return match
         self.held -= replaced
         self.session_held -= replaced
-        return self._choose_from(text, values, min_score, query, self.held)
+        again = self._choose_from(text, values, min_score, query, self.held)
+        made_again = ", ".join(sorted(replaced))
+        return replace(
+            again, why=joined_reasons(again.why, f"the value it names is new, so what the session holds of it ({made_again}) is made again, not used")
+        )
 
     def _replaced_by_value(self, text: str, values: Sequence[str], min_score: float, query: str, match: PartMatch) -> frozenset[str]:
-        """The session's held states that the part's own value replaces: those made from the input
-        state the value stands for when the part is matched without the session's held states.
-        Empty when the part names no value, its ``match`` already reads it (holds the state it
-        stands for), the session holds nothing of its own, or that match finds no input state."""
+        """The session's held states that the part's own value replaces: matched without the
+        session's held states, those made from the input state the value stands for, or from the one
+        text parameter its one quoted value fills (:func:`free_text_parameters`) when ``match`` has
+        none. Empty when the part names no value, its ``match`` already reads it (holds the state it
+        stands for), the session holds nothing of its own, or that match reads the value neither way."""
         if not values or match.holds or not self.session_held:
             return frozenset()
         try:
             fresh = self._choose_from(text, values, min_score, query, self.held - self.session_held)
         except (NoMatchingSkillError, NoPlanError, InputError):
             return frozenset()  # without the session's states the words serve nothing: they stay as matched
-        if not fresh.holds or not fresh.values:
+        if fresh.holds and fresh.values:
+            return self.session_held - held_unless_replaced(self.graph, self.session_held, dict(fresh.values))
+        # "the descriptors of the molecule 'CCO'" with a molecule held: planned without it, the one
+        # quoted value is the one text its plan needs (parse_molecule's smiles), as bind_arguments
+        # will read it; from the held molecule it would be dropped and the held one described.
+        quoted = [value for value in values if not is_file_name(value)]
+        free = self._free_texts(fresh)
+        if len(quoted) != 1 or len(free) != 1 or self._free_texts(match):
             return frozenset()
-        return self.session_held - held_unless_replaced(self.graph, self.session_held, dict(fresh.values))
+        _, _, parameter = free[0]
+        return self.session_held - held_unless_replaced(self.graph, self.session_held, {parameter.python_name: quoted[0]})
+
+    def _free_texts(self, match: PartMatch) -> list[tuple[int, ToolDefinition, ToolParameter]]:
+        """The text parameters of ``match``'s plan a quoted value would fill (:func:`free_text_parameters`)."""
+        plan = match.choice.chosen.plan if match.choice is not None else None
+        return free_text_parameters(plan, range(len(plan.steps)), self.inputs) if plan is not None else []
 
     def _choose_from(self, text: str, values: Sequence[str], min_score: float, query: str, held_before: frozenset[str]) -> PartMatch:
         """:meth:`_choose_with` from the states ``held_before``."""
