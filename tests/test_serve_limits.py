@@ -195,3 +195,28 @@ def test_sigterm_stops_the_server_promptly_when_a_cell_left_a_fifo_at_its_snapsh
     server.terminate()
     server.wait(timeout=60)
     assert time.monotonic() - started < 10
+
+
+def test_connections_to_the_bound_address_send_without_waiting_for_acknowledgements():
+    """Nagle's algorithm is off on the connections a bound address accepts: asyncio turns it off
+    only for sockets that say they are TCP, and with it on each response of ``serve --http`` waited
+    some 40 ms for the client's delayed acknowledgement."""
+    from toolpath.planner.interfaces.http_serving import bind_address
+
+    async def accepted_nodelay() -> int:
+        listener = bind_address("127.0.0.1", 0)[0]
+        seen: asyncio.Future = asyncio.get_running_loop().create_future()
+
+        async def on_connection(reader, writer):
+            seen.set_result(writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        server = await asyncio.start_server(on_connection, sock=listener)
+        async with server:
+            _, writer = await asyncio.open_connection(*listener.getsockname()[:2])
+            try:
+                return await asyncio.wait_for(seen, 10)
+            finally:
+                writer.close()
+
+    assert asyncio.run(accepted_nodelay()) != 0

@@ -259,7 +259,10 @@ def bind_address(host: str, port: int, option: str = "--http") -> list[socket.so
     try:
         for family, address in sorted(addresses, key=lambda pair: pair[0]):
             try:
-                listener = socket.socket(family, socket.SOCK_STREAM)
+                # IPPROTO_TCP named, not 0: asyncio turns Nagle's algorithm off only on sockets
+                # whose protocol says TCP, and with it on every response waited ~40 ms for the
+                # client's delayed acknowledgement.
+                listener = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
             except OSError as error:  # a family this machine does not have (e.g. IPv6 disabled)
                 unavailable = error
                 continue
