@@ -195,9 +195,8 @@ def catalog_key(
     digest.update(np.asarray(first_text, dtype="<i8").tobytes())
     for strings in (texts, documents):
         # The lengths make the concatenation unambiguous, whatever characters the texts hold.
-        encoded = [string.encode("utf-8") for string in strings]
-        digest.update(np.asarray([len(item) for item in encoded], dtype="<i8").tobytes())
-        digest.update(b"".join(encoded))
+        digest.update(np.fromiter(map(len, strings), dtype="<i8", count=len(strings)).tobytes())
+        digest.update("".join(strings).encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
 
 
