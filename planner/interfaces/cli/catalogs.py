@@ -344,6 +344,7 @@ def command_catalog_index(arguments: argparse.Namespace) -> int:
     import time
     import warnings
 
+    from toolpath.errors import ToolpathError
     from toolpath.planner.search.skills import SkillIndex
     from toolpath.planner.tasks.workspace import Workspace
     from toolpath.registry.storage import StoreError
@@ -366,10 +367,15 @@ def command_catalog_index(arguments: argparse.Namespace) -> int:
             index = SkillIndex(graph)
     index_seconds = time.perf_counter() - started
     stored = index.stored
-    if stored is None or not stored.stored:
-        directory = stored.directory.parent if stored is not None else "the indexes directory"
-        problem = stored.problem if stored is not None and stored.problem else f"the index has no embeddings ({index.mode} only)"
-        raise StoreError(directory, "skill index store", problem, "Make it writable, or set TOOLPATH_HOME to a writable directory.")
+    if stored is None:  # the embedding model could not load: the index fell back to BM25, as warned
+        raise ToolpathError("nothing was stored: an index without embeddings is not what later commands would load; install the embedding model and run again")
+    if not stored.stored:
+        raise StoreError(
+            stored.directory.parent,
+            "skill index store",
+            stored.problem or "it cannot be written",
+            "Make it writable, or set TOOLPATH_HOME to a writable directory.",
+        )
     report = index_report(paths, workspace, index, load_seconds, index_seconds)
     if arguments.json:
         emit_json(report)
