@@ -65,6 +65,8 @@ def unstorable_home(home: Path, directory: Path) -> Path:
     """A home sharing ``home``'s embedding cache and models whose index store cannot be written:
     every process builds the index from the cache, as before the store."""
     other = directory / "home-without-store"
+    if other.exists():  # made for an earlier size
+        return other
     other.mkdir(mode=0o700)
     (other / "toolpath.db").symlink_to(home / "toolpath.db")
     if (home / "models").exists():
