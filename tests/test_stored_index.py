@@ -354,3 +354,42 @@ def test_catalog_index_fails_when_the_index_cannot_be_stored(tmp_path, chemistry
     result = toolpath("catalog", "index", "--catalog", str(chemistry_catalog), home=home)
     assert result.returncode == 2 and f"skill index store {home / 'indexes'} is unusable" in result.stderr
     assert "cannot be stored" not in result.stderr  # said once, as the command's failure
+
+
+def test_the_key_tells_apart_every_input_of_the_stored_part():
+    from toolpath.planner.search.stored_index import ModelIdentity, catalog_key
+
+    model = ModelIdentity("m", "1")
+    base = ([("tool", "a", "s")], [0], ["ab", "c"], ["ab c"], model)
+    variants = [
+        ([("state", "a", "s")], [0], ["ab", "c"], ["ab c"], model),
+        ([("tool", "a", "t")], [0], ["ab", "c"], ["ab c"], model),
+        ([("tool", "a", "s")], [0], ["a", "bc"], ["ab c"], model),  # the same characters, other texts
+        ([("tool", "a", "s")], [0], ["ab", "c"], ["ab  c"], model),
+        ([("tool", "a", "s")], [0], ["ab", "c"], ["ab c"], ModelIdentity("m", "2")),
+        ([("tool", "a", "s")], [0], ["ab", "c"], ["ab c"], None),
+    ]
+    keys = {catalog_key(*base), *(catalog_key(*variant) for variant in variants)}
+    assert len(keys) == 1 + len(variants) and catalog_key(*base) == catalog_key(*base)
+
+
+def test_building_a_large_index_on_a_terminal_shows_its_progress_on_standard_error(tmp_path, monkeypatch, capsys):
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    registry = ToolRegistry(package="many")
+    for number in range(1000):
+        registry.register_tool(ToolDefinition(name=f"tool_{number}", description=f"tool number {number}", state_transition={"produces": ["many.done"]}))
+    graph = StateGraph(registry, [State("many.done", "done")])
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    index = SkillIndex(graph, CountingEmbedder(), cache=tmp_path / "toolpath.db")
+    assert index.stored.stored and "skill index: storing" in terminal.getvalue() and "2/3" in terminal.getvalue()
+    assert capsys.readouterr().out == ""
+    terminal.seek(0)
+    terminal.truncate()
+    SkillIndex(graph, CountingEmbedder(), cache=tmp_path / "toolpath.db")
+    assert "skill index" not in terminal.getvalue()  # loaded: nothing to show

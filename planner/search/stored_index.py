@@ -72,6 +72,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from toolpath.errors import ToolpathError
 from toolpath.planner.search.embedding_cache import EmbeddingCache
 from toolpath.planner.search.embedding_model import DEFAULT_MODEL_ID, EmbedderUnavailableError, default_model_version
 from toolpath.registry.storage import default_home
@@ -147,8 +148,10 @@ class StoredIndex:
     problem: str | None = None
 
 
-class DamagedIndexError(ValueError):
-    """A stored index directory that cannot be trusted (the message says why)."""
+class DamagedIndexError(ToolpathError, ValueError):
+    """A stored index directory that cannot be trusted (the message says why). Raised by the
+    readers of its files (:func:`read_vectors`, and a dense index's own loader beside it);
+    :meth:`IndexStore.load` turns it into a warning and a rebuild."""
 
 
 def model_identity(embedder: object) -> ModelIdentity | None:
@@ -497,4 +500,5 @@ def build_progress(entries: int, texts: int, directory: Path | None) -> tqdm:
         where = f" once; later processes load it from {directory}" if directory is not None else ""
         logger.info("building the skill index of %d entries (%d texts)%s", entries, texts, where)
     # disable=None: tqdm shows the bar on a terminal only, never in logs or pipes.
-    return tqdm(total=3, desc="skill index: BM25", unit="step", file=sys.stderr, disable=None if large else True, leave=False)
+    # Three steps of seconds each: every one is drawn (mininterval=0), and the bar erased at the end.
+    return tqdm(total=3, desc="skill index: BM25", unit="step", file=sys.stderr, disable=None if large else True, leave=False, mininterval=0, miniters=1)
