@@ -470,7 +470,7 @@ class SkillIndex:
         try:
             self._vectors = _normalised(self._embed_through_cache(embedder, cache))
         except EmbedderUnavailableError as error:
-            warnings.warn(f"skill search falls back to BM25 only: {error}", RuntimeWarning, stacklevel=4)
+            warnings.warn(f"skill search falls back to BM25 only: {error}", RuntimeWarning, stacklevel=5)
             self.mode = "bm25"
             return
         self.embedder = embedder  # queries skip the cache: they are one-off texts

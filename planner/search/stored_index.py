@@ -304,8 +304,10 @@ class IndexStore:
         try:
             manifest = json.loads(text)
             part = self._checked_part(directory, manifest, key, entries, texts, model)
-        except FileNotFoundError:
-            return None  # removed by another process's cleanup while being read: build it
+        except FileNotFoundError as error:
+            if (directory / _MANIFEST).exists():  # a file it lists is gone: damaged
+                self._discard(directory, f"{error.filename} is missing")
+            return None  # else removed by another process's cleanup while being read: build it
         except (DamagedIndexError, ValueError, TypeError, KeyError, AttributeError, OSError) as error:
             self._discard(directory, str(error) or type(error).__name__)
             return None
