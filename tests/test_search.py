@@ -110,7 +110,7 @@ def test_reopening_embeds_nothing_and_one_new_tool_embeds_one_text(tmp_path):
     assert built.cache_counts == (0, texts) and texts > 0
 
     again = CountingEmbedder()
-    reopened = SkillIndex(lab_graph(), again, cache=cache)
+    reopened = SkillIndex(lab_graph(), again, cache=cache, store=False)  # the cache itself, not the stored index
     assert again.embedded == [] and reopened.cache_counts == (texts, 0)
     assert [hit.name for hit in reopened.search("weight", k=3)] == [hit.name for hit in built.search("weight", k=3)]
 

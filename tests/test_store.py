@@ -58,7 +58,9 @@ def small_graph():
 
 
 def build_index(**options):
-    """A SkillIndex of :func:`small_graph`, its embedder, and the RuntimeWarnings raised while building it."""
+    """A SkillIndex of :func:`small_graph`, its embedder, and the RuntimeWarnings raised while building it
+    (from the embedding cache itself: no stored index unless ``store`` is given)."""
+    options.setdefault("store", False)
     embedder = WordCountEmbedder()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

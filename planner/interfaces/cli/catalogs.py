@@ -1,6 +1,6 @@
 """Writing catalogs from the command line: ``toolpath validate`` (lint catalog files), ``toolpath
-schema`` (their JSON Schema), ``toolpath init`` (a new catalog package) and ``toolpath catalog draft``
-(a catalog of an MCP server's tools).
+schema`` (their JSON Schema), ``toolpath init`` (a new catalog package), ``toolpath catalog draft``
+(a catalog of an MCP server's tools) and ``toolpath catalog index`` (their skill index, ahead of time).
 """
 
 from __future__ import annotations
@@ -11,9 +11,14 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from toolpath.planner.interfaces.cli.shared import CommandLineError, add_command, emit_json
+from toolpath.planner.interfaces.cli.shared import CommandLineError, add_command, catalog_paths, emit_json
+
+if TYPE_CHECKING:
+    from toolpath.planner.search.skills import SkillIndex
+    from toolpath.planner.tasks.workspace import Workspace
 
 VALIDATE_EXAMPLES = """examples:
   toolpath validate catalogs/chemistry/catalog.yaml
@@ -33,6 +38,12 @@ DRAFT_EXAMPLES = """examples:
   toolpath catalog draft --openapi tmdb_oas.json --json   # the catalog as a "catalog" string, with its tools, TODOs and lint findings
 ${NAME} in --env and --header values is kept in the catalog and read from the environment when the
 server is connected, so the catalog holds no secret."""
+
+INDEX_EXAMPLES = """examples:
+  toolpath catalog index big.json                    # the shipped catalogs and big.json: what `toolpath search --add-catalog big.json` searches
+  toolpath catalog index --catalog big.json --json   # big.json alone: what `--catalog big.json` searches
+  TOOLPATH_CATALOGS=big.json toolpath catalog index  # what every command searches with that variable set
+The index is stored per set of catalogs: index the set your commands load."""
 
 
 def add_validate_parser(commands: argparse._SubParsersAction) -> None:
@@ -120,9 +131,12 @@ def command_init(arguments: argparse.Namespace) -> int:
 
 
 def add_catalog_parser(commands: argparse._SubParsersAction) -> None:
-    """Add ``toolpath catalog`` to ``commands``, with its one verb, ``draft``, run by :func:`command_catalog_draft`."""
+    """Add ``toolpath catalog`` to ``commands``, with its verbs ``draft`` (:func:`command_catalog_draft`)
+    and ``index`` (:func:`command_catalog_index`)."""
     catalog = commands.add_parser(
-        "catalog", help="Write catalogs: `toolpath catalog draft --mcp COMMAND|URL` or `--openapi SPEC`.", description="Write catalogs."
+        "catalog",
+        help="Write catalogs (`toolpath catalog draft --mcp COMMAND|URL` or `--openapi SPEC`) and index them ahead of time (`toolpath catalog index PATH`).",
+        description="Write catalogs, and index them ahead of time.",
     )
     catalog_commands = catalog.add_subparsers(dest="catalog_command", required=True, metavar="COMMAND")
     draft = catalog_commands.add_parser(
@@ -133,6 +147,7 @@ def add_catalog_parser(commands: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     draft.set_defaults(handler=command_catalog_draft)
+    _add_index_parser(catalog_commands)
     source = draft.add_mutually_exclusive_group(required=True)
     source.add_argument("--mcp", metavar="COMMAND|URL", help="the server: a command line that starts it over stdio, or an http(s):// Streamable HTTP URL")
     source.add_argument("--openapi", metavar="SPEC", help="an OpenAPI 3.0/3.1 or Swagger 2.0 description: a JSON or YAML file, or an http(s):// URL")
@@ -307,3 +322,108 @@ def command_catalog_draft(arguments: argparse.Namespace) -> int:
     if arguments.json:
         emit_json(draft_report("mcp", arguments.mcp, draft.document, text, output, left_out=draft.skipped))
     return 0
+
+
+def _add_index_parser(catalog_commands: argparse._SubParsersAction) -> None:
+    index = add_command(
+        catalog_commands,
+        "index",
+        "Build and store the skill index of a set of catalogs ahead of time (the first embedding of their texts, the BM25 index), so that "
+        "`toolpath search`, `plan`, `cell`, `run` and `serve` over the same catalogs load it instead of building it. Nothing is built when it is stored already.",
+        command_catalog_index,
+        INDEX_EXAMPLES,
+    )
+    index.add_argument("catalogs", nargs="*", metavar="PATH", help="catalog files to index with the others, as --add-catalog adds them")
+    index.add_argument("--rebuild", action="store_true", help="build and store it again even when it is stored (the embedding cache is still used)")
+
+
+def command_catalog_index(arguments: argparse.Namespace) -> int:
+    """``toolpath catalog index``: the catalogs' skill index built and stored (or found stored), and
+    what it holds (:func:`index_report`)."""
+    import shutil
+    import time
+    import warnings
+
+    from toolpath.errors import ToolpathError
+    from toolpath.planner.search.skills import SkillIndex
+    from toolpath.planner.tasks.workspace import Workspace
+    from toolpath.registry.storage import StoreError
+
+    arguments.add_catalog = [*arguments.add_catalog, *arguments.catalogs]
+    paths = catalog_paths(arguments)
+    started = time.perf_counter()
+    workspace = Workspace.open(paths)
+    workspace.recorder = None
+    graph = workspace.graph
+    load_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    with warnings.catch_warnings():
+        # Not storing it is this command's failure, said once below rather than warned too.
+        warnings.filterwarnings("ignore", message="the skill index cannot be stored", category=RuntimeWarning)
+        # The catalog part only: learned overlays are applied on top by each process that loads it.
+        index = SkillIndex(graph)
+        if arguments.rebuild and index.stored is not None and index.stored.loaded:
+            shutil.rmtree(index.stored.directory, ignore_errors=True)
+            index = SkillIndex(graph)
+    index_seconds = time.perf_counter() - started
+    stored = index.stored
+    if stored is None:  # the embedding model could not load: the index fell back to BM25, as warned
+        raise ToolpathError("nothing was stored: an index without embeddings is not what later commands would load; install the embedding model and run again")
+    if not stored.stored:
+        raise StoreError(
+            stored.directory.parent,
+            "skill index store",
+            stored.problem or "it cannot be written",
+            "Make it writable, or set TOOLPATH_HOME to a writable directory.",
+        )
+    report = index_report(paths, workspace, index, load_seconds, index_seconds)
+    if arguments.json:
+        emit_json(report)
+    elif stored.loaded:
+        print(f"already indexed: {report['entries']:,} entries of {len(paths)} catalog(s), {report['bytes']['total'] / 2**20:,.1f} MiB in {stored.directory}")
+    else:
+        embedded, cached = report["texts_embedded"], report["texts_from_cache"]
+        print(
+            f"indexed {report['entries']:,} entries ({report['texts']:,} texts: {embedded:,} embedded, {cached:,} from the embedding cache) "
+            f"of {len(paths)} catalog(s) in {index_seconds:.1f} s: {report['bytes']['total'] / 2**20:,.1f} MiB in {stored.directory}"
+        )
+    return 0
+
+
+def index_report(paths: Sequence[Path], workspace: Workspace, index: SkillIndex, load_seconds: float, index_seconds: float) -> dict[str, Any]:
+    """``catalog index --json``'s object.
+
+    Keys: ``catalogs`` (the files, in load order), ``tools``, ``states``, ``entries`` (states and
+    tools indexed), ``texts`` (their texts embedded), ``dimensions``, ``model`` (``{"id", "version"}``),
+    ``built`` (false when it was stored already and only loaded), ``texts_embedded`` and
+    ``texts_from_cache`` (this run's embedding-cache misses and hits; both 0 when loaded),
+    ``directory``, ``key``, ``bytes`` (``vectors``, ``bm25``, ``total``), ``seconds``
+    (``load_catalogs``, ``index``: building, or loading when it was stored).
+    """
+    from toolpath.planner.search.stored_index import model_identity
+
+    stored = index.stored
+    assert stored is not None
+    hits, misses = index.cache_counts
+    vectors = stored.directory / "vectors.npy"
+    model = model_identity(index.embedder)
+    return {
+        "catalogs": [str(path) for path in paths],
+        "tools": len(workspace.loaded.registry),
+        "states": len(workspace.graph.states),
+        "entries": len(index),
+        "texts": stored.texts,
+        "dimensions": index.text_dimensions,
+        "model": None if model is None else model.to_dict(),
+        "built": not stored.loaded,
+        "texts_embedded": misses,
+        "texts_from_cache": hits,
+        "directory": str(stored.directory),
+        "key": stored.key,
+        "bytes": {
+            "vectors": vectors.stat().st_size if vectors.exists() else 0,
+            "bm25": sum(path.stat().st_size for path in (stored.directory / "bm25").iterdir()),
+            "total": stored.bytes,
+        },
+        "seconds": {"load_catalogs": round(load_seconds, 3), "index": round(index_seconds, 3)},
+    }

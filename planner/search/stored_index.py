@@ -1,0 +1,506 @@
+"""Stored skill indexes: the catalog part of a :class:`toolpath.planner.search.skills.SkillIndex`
+(its BM25 index and its catalog texts' unit vectors) built once per catalog version and loaded by
+every later process instead of rebuilt (issue 57).
+
+**Where.** One directory per catalog version, ``indexes/<key>/`` beside the embedding cache's file
+(by default ``$TOOLPATH_HOME/indexes/``):
+
+* ``vectors.npy``: the ``(texts, d)`` little-endian float32 unit vectors, in the index's text order
+  (written and read by :func:`write_vectors` and :func:`read_vectors` alone);
+* ``bm25/``: the BM25 index in bm25s's own format (``BM25.save``: three ``.npy`` arrays and two JSON
+  files), read with ``BM25.load(mmap=True)``;
+* ``manifest.json``: the format version, the whole key, the model, the counts (entries, texts,
+  dimensions, BM25 documents and vocabulary) and every file's size, dtype and shape. Written last.
+
+Nothing stored is a pickle: arrays load with ``allow_pickle=False`` and the rest is JSON, so a file
+another process wrote cannot run code here. The arrays are memory-mapped (read-only): a process
+reads the pages a search touches, and processes on one machine share them through the page cache.
+
+**The key** is SHA-256 (the directory takes its first 32 hex digits; the manifest keeps all 64) of
+everything the stored part is built from, computed from the graph alone (no embedding, no SQLite):
+each entry's kind, name and server, which texts are its own, every text and BM25 document, the
+embedding model's id and version (:func:`model_identity`), the bm25s and PyStemmer versions (their
+tokens and index format) and :data:`FORMAT_VERSION` (raised when this layout or the way a
+``SkillIndex`` words its texts changes). Any change to a catalog's states or tools that reaches
+search changes the key, and the index is built again; rrf_k, dense_weight and learned evidence are
+applied on top at each load and are not part of it.
+
+**What is not stored**: the entries, texts and documents (each process rebuilds them from the graph:
+they are what the key is computed from, about 1 s at 100,000 tools), the state graph (``StateGraph``
+of 100,000 tools takes 0.4 s against 9.7 s for loading their catalog, measured here; the catalog
+load is its own work) and learned evidence.
+
+**Trust.** A directory is used only when its manifest matches the key, the format, the model and
+the counts, every file listed has its recorded size, the arrays their dtype and shape, and the BM25
+index its invariants (parameters as built, offsets increasing from 0 to the number of scores,
+document numbers within range). Anything else (a partial, truncated, damaged or foreign directory)
+warns once (``RuntimeWarning``, naming the directory and the problem) and the index is built again
+and stored anew. The vectors' values are not read at load (that would cost what mapping saves): a
+flipped bit inside a file of the right size is not detected.
+
+**Writes** go to a temporary directory beside the final one (mode 0700, files 0600, like the rest of
+``TOOLPATH_HOME``), which is renamed into place whole: a reader sees a complete directory or none.
+Two processes building the same index at once both build it; the first rename wins, the other
+process drops its copy and keeps its (identical) index in memory: no lock, no corrupt result.
+
+**A store that cannot be written** (read-only home, full disk) warns once per directory and process
+and the index is used without being stored; every process then builds it again.
+
+**Cleanup** after each store: the :data:`KEEP_INDEXES` most recently used index directories are kept
+(a load marks its manifest used) and older ones removed, as are temporary directories of builds
+older than :data:`STALE_BUILD_SECONDS` (a process killed while writing).
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import importlib.metadata
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from toolpath.errors import ToolpathError
+from toolpath.planner.search.embedding_cache import EmbeddingCache
+from toolpath.planner.search.embedding_model import DEFAULT_MODEL_ID, EmbedderUnavailableError, default_model_version
+from toolpath.registry.storage import default_home
+
+if TYPE_CHECKING:
+    import bm25s
+    from tqdm import tqdm
+
+#: Version of the stored layout and of the texts a SkillIndex builds; part of the key.
+FORMAT_VERSION = 1
+#: Index directories kept after storing a new one: the most recently used (one per catalog set in use).
+KEEP_INDEXES = 4
+#: Age after which a temporary build directory is a leftover of a killed process, and removed.
+STALE_BUILD_SECONDS = 3600
+#: Name of the directory of stored indexes, beside the embedding cache's file.
+INDEXES_DIRECTORY = "indexes"
+#: Entries from which building an index shows a progress bar (on a terminal): smaller ones take under a second.
+PROGRESS_FROM_ENTRIES = 1000
+
+_MANIFEST = "manifest.json"
+_VECTORS = "vectors.npy"
+_BM25 = "bm25"
+_KEY_DIGITS = 32
+_BUILDING_PREFIX = ".building-"
+_DAMAGED_PREFIX = ".damaged-"
+logger = logging.getLogger(__name__)
+
+_warned_lock = threading.Lock()
+_warned_directories: set[str] = set()
+
+
+@dataclass(frozen=True)
+class ModelIdentity:
+    """The embedding model a stored index's vectors come from: its ``model_id`` and version."""
+
+    model_id: str
+    version: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"id": self.model_id, "version": self.version}
+
+
+@dataclass(frozen=True)
+class CatalogPart:
+    """The part of a skill index stored: the BM25 index of the entries' documents and the unit
+    vectors ``(texts, d)`` float32 of their texts (``None`` for an index without embeddings)."""
+
+    lexical: bm25s.BM25
+    vectors: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class StoredIndex:
+    """How a skill index's catalog part was got, and where it is stored.
+
+    Attributes:
+        directory: ``indexes/<key>`` (absent from disk when ``stored`` is false).
+        key: the whole key (64 hex digits; see the module docstring).
+        loaded: read from the store (true) or built in this process (false).
+        stored: on disk now (loaded, or stored after building; false when the store cannot be written).
+        bytes: size of its files on disk (0 when not stored).
+        entries, texts: the index's entries (states and tools) and their texts.
+        problem: why it is not stored (e.g. ``"Permission denied"``), else ``None``.
+    """
+
+    directory: Path
+    key: str
+    loaded: bool
+    stored: bool
+    bytes: int
+    entries: int
+    texts: int
+    problem: str | None = None
+
+
+class DamagedIndexError(ToolpathError, ValueError):
+    """A stored index directory that cannot be trusted (the message says why). Raised by the
+    readers of its files (:func:`read_vectors`, and a dense index's own loader beside it);
+    :meth:`IndexStore.load` turns it into a warning and a rebuild."""
+
+
+def model_identity(embedder: object) -> ModelIdentity | None:
+    """The identity of ``embedder``'s model, or ``None`` when its vectors cannot be stored: it has no
+    ``model_id`` (as for the embedding cache: two anonymous embedders cannot be told apart), or it is
+    the shipped model and its package is missing (the index then falls back to BM25 as it says).
+
+    The shipped model's version is its package's; another embedder's is its ``model_version``
+    attribute when it has one (an embedder whose vectors change must change ``model_id`` or that).
+    """
+    model_id = getattr(embedder, "model_id", None)
+    if not model_id:
+        return None
+    if model_id == DEFAULT_MODEL_ID:
+        try:
+            return ModelIdentity(model_id, default_model_version())
+        except EmbedderUnavailableError:
+            return None
+    return ModelIdentity(str(model_id), str(getattr(embedder, "model_version", "") or ""))
+
+
+def catalog_key(
+    entries: Sequence[tuple[str, str, str | None]], first_text: Sequence[int], texts: Sequence[str], documents: Sequence[str], model: ModelIdentity | None
+) -> str:
+    """The key (64 hex digits) of a skill index's catalog part (see the module docstring).
+
+    Args:
+        entries: each entry's ``(kind, name, server)``, in index order.
+        first_text: the position of each entry's first text in ``texts``.
+        texts: every entry's texts, entry after entry (what the vectors embed).
+        documents: each entry's BM25 document.
+        model: the embedding model (``None``: an index without embeddings).
+    """
+    digest = hashlib.sha256()
+    header = {
+        "format": FORMAT_VERSION,
+        "model": None if model is None else model.to_dict(),
+        "bm25s": _version("bm25s"),
+        "stemmer": _version("PyStemmer"),
+        "counts": [len(entries), len(texts), len(documents)],
+    }
+    digest.update(json.dumps(header, sort_keys=True).encode("utf-8"))
+    digest.update(json.dumps(list(entries), ensure_ascii=False).encode("utf-8"))
+    digest.update(np.asarray(first_text, dtype="<i8").tobytes())
+    for strings in (texts, documents):
+        # The lengths make the concatenation unambiguous, whatever characters the texts hold.
+        digest.update(np.fromiter(map(len, strings), dtype="<i8", count=len(strings)).tobytes())
+        digest.update("".join(strings).encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def write_vectors(directory: Path, vectors: np.ndarray) -> dict[str, dict[str, Any]]:
+    """Write the catalog texts' vectors into ``directory``; the files written, as the manifest
+    lists them (``{name: {"bytes", "dtype", "shape"}}``). The one place vectors are written, so a
+    dense index's own files (:mod:`toolpath.planner.search.dense_index`) can be stored beside them."""
+    path = directory / _VECTORS
+    np.save(path, np.ascontiguousarray(vectors, dtype="<f4"), allow_pickle=False)
+    return {_VECTORS: _described(path, vectors.shape, "<f4")}
+
+
+def read_vectors(directory: Path, manifest: dict[str, Any], texts: int) -> np.ndarray:
+    """The ``(texts, d)`` float32 vectors :func:`write_vectors` wrote, memory-mapped read-only.
+
+    Raises:
+        DamagedIndexError: a file missing or unlike its manifest entry, or another shape or dtype.
+        OSError: the file cannot be read.
+    """
+    dimensions = manifest.get("dimensions")
+    if not isinstance(dimensions, int) or dimensions < 1:
+        raise DamagedIndexError(f"its manifest gives {dimensions!r} dimensions")
+    return _array(directory, _VECTORS, manifest, (texts, dimensions), "<f4")
+
+
+def _described(path: Path, shape: tuple[int, ...], dtype: str) -> dict[str, Any]:
+    return {"bytes": path.stat().st_size, "dtype": dtype, "shape": list(shape)}
+
+
+def _array(directory: Path, name: str, manifest: dict[str, Any], shape: tuple[int, ...] | None = None, dtype: str | None = None) -> np.ndarray:
+    """The ``.npy`` file ``name`` of ``directory`` memory-mapped, checked against its manifest entry."""
+    entry = _file_entry(directory, name, manifest)
+    array = np.load(directory / name, mmap_mode="r", allow_pickle=False)
+    if array.dtype != np.dtype(entry.get("dtype")) or list(array.shape) != entry.get("shape"):
+        raise DamagedIndexError(f"{name} holds {array.dtype.str} {list(array.shape)}, its manifest says {entry.get('dtype')} {entry.get('shape')}")
+    if (shape is not None and array.shape != shape) or (dtype is not None and array.dtype != np.dtype(dtype)):
+        raise DamagedIndexError(f"{name} holds {array.dtype.str} {list(array.shape)}, the catalog needs {dtype} {list(shape or ())}")
+    return array
+
+
+def _file_entry(directory: Path, name: str, manifest: dict[str, Any]) -> dict[str, Any]:
+    entry = manifest.get("files", {}).get(name)
+    if not isinstance(entry, dict):
+        raise DamagedIndexError(f"its manifest lists no {name}")
+    path = directory / name
+    if not path.is_file():
+        raise DamagedIndexError(f"{name} is missing")
+    if path.stat().st_size != entry.get("bytes"):
+        raise DamagedIndexError(f"{name} has {path.stat().st_size} bytes, its manifest says {entry.get('bytes')}")
+    return entry
+
+
+class IndexStore:
+    """The stored skill indexes of one directory (see the module docstring).
+
+    Args:
+        directory: where the ``<key>`` directories are (created 0700 on the first store).
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]):
+        self.directory = Path(directory)
+
+    @classmethod
+    def beside(cls, cache: EmbeddingCache | str | os.PathLike[str] | None) -> IndexStore:
+        """The store beside an embedding cache as :class:`SkillIndex` takes it: an
+        :class:`EmbeddingCache`, its file's path, or ``None`` for ``$TOOLPATH_HOME/toolpath.db``."""
+        if isinstance(cache, EmbeddingCache):
+            return cls(cache.path.parent / INDEXES_DIRECTORY)
+        return cls((Path(cache).parent if cache is not None else default_home()) / INDEXES_DIRECTORY)
+
+    def path_of(self, key: str) -> Path:
+        return self.directory / key[:_KEY_DIGITS]
+
+    def load(self, key: str, entries: int, texts: int, model: ModelIdentity | None) -> tuple[CatalogPart, StoredIndex] | None:
+        """The catalog part stored under ``key``, or ``None`` when there is none. A directory that
+        cannot be trusted (see the module docstring) warns, is moved aside and removed, and is
+        ``None`` too; so is one another process removed while it was read.
+
+        Args:
+            entries, texts: the counts the catalog gives (a stored index must have them).
+            model: the model the vectors must come from (``None``: an index without embeddings).
+        """
+        directory = self.path_of(key)
+        try:
+            text = (directory / _MANIFEST).read_text(encoding="utf-8")
+        except NotADirectoryError:
+            return None  # a file where the store's directory should be: storing says so
+        except FileNotFoundError:
+            if directory.is_dir() and not (directory / _MANIFEST).exists():
+                self._discard(directory, "it has no manifest (a partial or foreign directory)")
+            return None
+        except OSError as error:
+            self._discard(directory, f"its manifest cannot be read ({error.strerror or error})")
+            return None
+        try:
+            manifest = json.loads(text)
+            part = self._checked_part(directory, manifest, key, entries, texts, model)
+        except FileNotFoundError as error:
+            if (directory / _MANIFEST).exists():  # a file it lists is gone: damaged
+                self._discard(directory, f"{error.filename} is missing")
+            return None  # else removed by another process's cleanup while being read: build it
+        except (DamagedIndexError, ValueError, TypeError, KeyError, AttributeError, OSError) as error:
+            self._discard(directory, str(error) or type(error).__name__)
+            return None
+        try:
+            os.utime(directory / _MANIFEST)  # marks it used, for the cleanup's "most recently used"
+        except OSError:
+            pass  # a read-only store: used all the same
+        return part, StoredIndex(directory, key, True, True, _size(directory), entries, texts)
+
+    def _checked_part(self, directory: Path, manifest: object, key: str, entries: int, texts: int, model: ModelIdentity | None) -> CatalogPart:
+        if not isinstance(manifest, dict):
+            raise DamagedIndexError("its manifest is not a JSON object")
+        expected = {
+            "format": FORMAT_VERSION,
+            "key": key,
+            "model": None if model is None else model.to_dict(),
+            "entries": entries,
+            "texts": texts,
+        }
+        for field, value in expected.items():
+            if manifest.get(field) != value:
+                raise DamagedIndexError(f"its manifest's {field} is {manifest.get(field)!r}, not {value!r}")
+        vectors = read_vectors(directory, manifest, texts) if model is not None else None
+        return CatalogPart(_read_bm25(directory, manifest, entries), vectors)
+
+    def save(self, key: str, part: CatalogPart, model: ModelIdentity | None, entries: int, texts: int) -> StoredIndex:
+        """Store ``part`` under ``key`` (atomically, see the module docstring), then clean up.
+
+        A store that cannot be written warns once per directory and process (``RuntimeWarning``) and
+        the result says ``stored=False``; when another process stored the same key first, its copy
+        is kept. Never raises for the store's sake.
+        """
+        final = self.path_of(key)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            temporary = Path(tempfile.mkdtemp(prefix=f"{_BUILDING_PREFIX}{key[:_KEY_DIGITS]}-", dir=self.directory))
+        except OSError as error:
+            return StoredIndex(final, key, False, False, 0, entries, texts, self._warn_unwritable(error))
+        try:
+            files: dict[str, dict[str, Any]] = {}
+            if part.vectors is not None:
+                files.update(write_vectors(temporary, part.vectors))
+            files.update(_write_bm25(temporary, part.lexical))
+            manifest = {
+                "format": FORMAT_VERSION,
+                "key": key,
+                "model": None if model is None else model.to_dict(),
+                "entries": entries,
+                "texts": texts,
+                "dimensions": None if part.vectors is None else int(part.vectors.shape[1]),
+                "files": files,
+                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+            (temporary / _MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+            _private(temporary)
+            os.rename(temporary, final)
+        except OSError as error:
+            shutil.rmtree(temporary, ignore_errors=True)
+            if error.errno in (errno.EEXIST, errno.ENOTEMPTY) and (final / _MANIFEST).exists():
+                return StoredIndex(final, key, False, True, _size(final), entries, texts)  # another process stored it first
+            return StoredIndex(final, key, False, False, 0, entries, texts, self._warn_unwritable(error))
+        self.clean_up(keep=final)
+        return StoredIndex(final, key, False, True, _size(final), entries, texts)
+
+    def clean_up(self, keep: Path | None = None) -> list[Path]:
+        """Remove all but the :data:`KEEP_INDEXES` most recently used index directories (``keep``
+        always stays), and temporary ones older than :data:`STALE_BUILD_SECONDS`; the removed."""
+        try:
+            children = list(self.directory.iterdir())
+        except OSError:
+            return []
+        removed: list[Path] = []
+        now = time.time()
+        indexes: list[tuple[float, Path]] = []
+        for child in children:
+            try:
+                if child.name.startswith((_BUILDING_PREFIX, _DAMAGED_PREFIX)):
+                    if now - child.stat().st_mtime > STALE_BUILD_SECONDS:
+                        removed.append(child)
+                elif child.is_dir() and len(child.name) == _KEY_DIGITS:
+                    manifest = child / _MANIFEST
+                    indexes.append(((manifest if manifest.exists() else child).stat().st_mtime, child))
+            except OSError:
+                continue  # removed meanwhile by another process
+        others = [child for _, child in sorted(indexes, reverse=True) if child != keep]
+        removed.extend(others[KEEP_INDEXES - (keep is not None) :])
+        for child in removed:
+            shutil.rmtree(child, ignore_errors=True)
+        return removed
+
+    def _discard(self, directory: Path, problem: str) -> None:
+        warnings.warn(f"the stored skill index {directory} cannot be used: {problem}; it is built again and stored anew", RuntimeWarning, stacklevel=4)
+        # Moved aside first (a rename is atomic), so no other process reads it half removed.
+        aside = directory.with_name(f"{_DAMAGED_PREFIX}{directory.name}-{os.getpid()}-{time.monotonic_ns()}")
+        try:
+            os.rename(directory, aside)
+        except OSError:
+            return  # gone already, or a read-only store: the new build is kept in memory
+        shutil.rmtree(aside, ignore_errors=True)
+
+    def _warn_unwritable(self, error: OSError) -> str:
+        """Warn (once per directory and process) that nothing can be stored; the problem, in words."""
+        if error.errno == errno.ENOSPC:
+            problem = "the disk is full"
+        elif error.errno in (errno.EEXIST, errno.ENOTDIR):  # what mkdir says of a file in the way
+            problem = "a file stands where its directory should be"
+        else:
+            problem = error.strerror or str(error)
+        with _warned_lock:
+            if str(self.directory) in _warned_directories:
+                return problem
+            _warned_directories.add(str(self.directory))
+        warnings.warn(
+            f"the skill index cannot be stored in {self.directory} ({problem}); it is used without being stored, and every process builds it again. "
+            "Make the directory writable, or set TOOLPATH_HOME to a writable directory",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+        return problem
+
+
+def _write_bm25(directory: Path, lexical: bm25s.BM25) -> dict[str, dict[str, Any]]:
+    lexical.save(directory / _BM25, show_progress=False)
+    files: dict[str, dict[str, Any]] = {}
+    for name in ("data", "indices", "indptr"):
+        array = lexical.scores[name]
+        path = directory / _BM25 / f"{name}.csc.index.npy"
+        files[f"{_BM25}/{path.name}"] = _described(path, array.shape, array.dtype.str)
+    for name in ("vocab.index.json", "params.index.json"):
+        files[f"{_BM25}/{name}"] = {"bytes": (directory / _BM25 / name).stat().st_size}
+    return files
+
+
+def _read_bm25(directory: Path, manifest: dict[str, Any], documents: int) -> bm25s.BM25:
+    """The BM25 index stored in ``directory``, its arrays memory-mapped, after checking them."""
+    import bm25s
+
+    arrays = {name: _array(directory, f"{_BM25}/{name}.csc.index.npy", manifest) for name in ("data", "indices", "indptr")}
+    for name in ("vocab.index.json", "params.index.json"):
+        _file_entry(directory, f"{_BM25}/{name}", manifest)
+    lexical = bm25s.BM25.load(directory / _BM25, mmap=True, allow_pickle=False, show_progress=False)
+    built = bm25s.BM25()
+    for parameter in ("k1", "b", "delta", "method", "idf_method", "dtype", "int_dtype", "backend"):
+        if getattr(lexical, parameter) != getattr(built, parameter):
+            raise DamagedIndexError(f"its BM25 {parameter} is {getattr(lexical, parameter)!r}, toolpath builds {getattr(built, parameter)!r}")
+    if lexical.scores.get("num_docs") != documents:
+        raise DamagedIndexError(f"its BM25 index has {lexical.scores.get('num_docs')!r} documents, the catalog {documents}")
+    data, indices, indptr = arrays["data"], arrays["indices"], arrays["indptr"]
+    vocabulary = lexical.vocab_dict
+    if not isinstance(vocabulary, dict) or not all(isinstance(token_id, int) for token_id in vocabulary.values()):
+        raise DamagedIndexError("its BM25 vocabulary is not a JSON object of token ids")
+    if len(data) != len(indices) or indptr.ndim != 1 or len(indptr) < 1 or len(indptr) > len(vocabulary) + 1:
+        raise DamagedIndexError(
+            f"its BM25 arrays disagree: {len(data)} scores, {len(indices)} document numbers, {len(indptr)} offsets for {len(vocabulary)} tokens"
+        )
+    if indptr[0] != 0 or indptr[-1] != len(data) or (len(indptr) > 1 and np.any(np.diff(indptr) < 0)):
+        raise DamagedIndexError("its BM25 offsets do not run from 0 to the number of scores")
+    if len(indices) and (int(indices.min()) < 0 or int(indices.max()) >= documents):
+        raise DamagedIndexError(f"its BM25 index names documents outside 0-{documents - 1}")
+    return lexical
+
+
+def _private(directory: Path) -> None:
+    """Directories 0700 and files 0600 (``np.save`` and bm25s create files as the umask says)."""
+    for root, directories, files in os.walk(directory):
+        os.chmod(root, 0o700)
+        for name in directories:
+            os.chmod(os.path.join(root, name), 0o700)
+        for name in files:
+            os.chmod(os.path.join(root, name), 0o600)
+
+
+def _size(directory: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(directory):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(root, name)).st_size
+            except OSError:
+                continue
+    return total
+
+
+def build_progress(entries: int, texts: int, directory: Path | None) -> tqdm:
+    """The progress bar of building an index (on standard error, on a terminal only, from
+    :data:`PROGRESS_FROM_ENTRIES` entries), after one ``INFO`` record saying what is built and where
+    it will be stored (from as many entries too). Its three steps: the BM25 index, the vectors, storing."""
+    from tqdm import tqdm
+
+    large = entries >= PROGRESS_FROM_ENTRIES
+    if large:
+        where = f" once; later processes load it from {directory}" if directory is not None else ""
+        logger.info("building the skill index of %d entries (%d texts)%s", entries, texts, where)
+    # disable=None: tqdm shows the bar on a terminal only, never in logs or pipes.
+    # Three steps of seconds each: every one is drawn (mininterval=0), and the bar erased at the end.
+    return tqdm(total=3, desc="skill index: BM25", unit="step", file=sys.stderr, disable=None if large else True, leave=False, mininterval=0, miniters=1)
