@@ -11,6 +11,7 @@ parsing safe (:mod:`toolpath.registry.catalog_documents`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -105,7 +106,11 @@ class LoadedCatalogs:
     """Several catalogs loaded together: one registry holding every tool, and every state by token;
     ``skipped`` lists the catalogs left out because modules they need are missing; ``overlays``
     the overlays loaded with them (:mod:`toolpath.registry.overlays`), whose prerequisites the
-    registry's tools already require."""
+    registry's tools already require.
+
+    Each catalog's ``tools`` are the registry's definitions (with their ids), which share their
+    parameters with the definitions read from the file: read-only, like every loaded definition.
+    A tool an overlay gave prerequisites stays in its catalog as its file says."""
 
     catalogs: tuple[Catalog, ...]
     registry: ToolRegistry
@@ -489,7 +494,8 @@ def combine_catalogs(catalogs: Sequence[Catalog], overlays: Sequence[Overlay] = 
     """Cross-check catalogs already read, then register all their tools into one registry, each
     with the prerequisites ``overlays`` give it added to its ``requires``
     (:func:`toolpath.registry.overlays.apply_overlays`; what they say of the ``skipped`` catalogs'
-    domains is passed over).
+    domains is passed over). The registry's definitions share their parameters and lists with
+    those of ``catalogs`` (``register_tool(detach=False)``): neither is to be changed.
 
     Raises:
         CatalogError: a state token declared differently in two files, a (server, tool name)
@@ -531,6 +537,8 @@ def combine_catalogs(catalogs: Sequence[Catalog], overlays: Sequence[Overlay] = 
         raise CatalogError(problems)
 
     registry = ToolRegistry()
-    for tool in tools:
-        registry.register_tool(tool)
+    registered = {id(tool): registry.get_tool_by_id(registry.register_tool(tool, detach=False)) for tool in tools}
+    # The catalogs returned hold the registry's definitions, so that a loaded catalog's tools are
+    # kept once, not twice (a tool an overlay changed stays as its file says).
+    catalogs = [dataclasses.replace(catalog, tools=tuple(registered.get(id(tool), tool) for tool in catalog.tools)) for catalog in catalogs]
     return LoadedCatalogs(tuple(catalogs), registry, states, tuple(skipped), tuple(overlays))

@@ -4,6 +4,7 @@ CatalogError, and a catalog that loads renders planned cells that compile."""
 import ast
 import json
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -14,6 +15,7 @@ from toolpath.catalogs import default_catalog_paths
 from toolpath.planner import NoPlanError, StateGraph, plan, render_cell
 from toolpath.planner.tasks.cell import KernelView
 from toolpath.registry import CatalogError, load_catalogs, load_checked, read_catalog
+from toolpath.registry.catalog_documents import parse_document
 
 SHIPPED = default_catalog_paths()[0].read_text()
 SHIPPED_DOCUMENT = yaml.safe_load(SHIPPED)
@@ -119,6 +121,58 @@ def test_shuffled_lines(directory, lines):
     path = directory / "shuffled.yaml"
     path.write_text("\n".join(lines), encoding="utf-8")
     load_or_catalog_error(path)
+
+
+#: Scalars whose YAML 1.1 type is easy to get wrong: booleans, nulls, numbers and dates written as text.
+TRICKY_TEXTS = ["", *"yes no on off Yes OFF y n True ~ null 0x1f 0o17 1_000 1:30 -.inf .NaN 2024-01-31 2024-01-31T10:00:00Z << =".split()]
+yaml_documents = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=12), st.sampled_from(TRICKY_TEXTS)),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4), st.dictionaries(st.one_of(st.text(max_size=6), st.sampled_from(TRICKY_TEXTS)), children, max_size=5)
+    ),
+    max_leaves=30,
+)
+
+
+def _boolean_words(node, key=False):
+    """``{(line, column): (text, value)}`` of each unquoted yes/no/on/off value PyYAML composed as a boolean."""
+    found = {}
+    if isinstance(node, yaml.ScalarNode):
+        if not key and node.tag == "tag:yaml.org,2002:bool" and not node.style and node.value.lower() in ("yes", "no", "on", "off"):
+            found[(node.start_mark.line + 1, node.start_mark.column + 1)] = (node.value, node.value.lower() in ("yes", "on"))
+    elif isinstance(node, yaml.SequenceNode):
+        for child in node.value:
+            found.update(_boolean_words(child))
+    elif isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            found.update(_boolean_words(key_node, key=True) | _boolean_words(value_node))
+    return found
+
+
+@FUZZ
+@given(document=yaml_documents, flow=st.sampled_from([None, True, False]), unquote=st.booleans())
+def test_yaml_reads_as_pyyaml_reads_it(document, flow, unquote):
+    text = yaml.safe_dump(document, default_flow_style=flow, sort_keys=False)
+    if unquote:  # written bare, these are YAML 1.1 booleans and dates
+        text = re.sub(r"'(yes|no|on|off|Yes|OFF|2024-01-31)'", r"\1", text)
+    try:
+        found, locator = parse_document(Path("document.yaml"), text)
+    except CatalogError as error:
+        # Refused where PyYAML takes the last of two equal keys or a boolean as a key: only for those.
+        assert all("duplicate key" in problem.message or "quote it" in problem.message for problem in error.problems), error
+        return
+    assert found == yaml.safe_load(text)
+    assert locator.boolean_words == _boolean_words(yaml.compose(text))
+
+
+def test_yaml_with_anchors_reads_as_without():
+    plain = "tools:\n  - name: a\n    flags: {x: yes, y: 3, z: 2024-01-31}\n  - name: b\n    flags: {x: yes, y: 3, z: 2024-01-31}\n"
+    anchored = "tools:\n  - name: a\n    flags: &f {x: yes, y: 3, z: 2024-01-31}\n  - name: b\n    flags: *f\n"
+    plain_document, plain_locator = parse_document(Path("plain.yaml"), plain)
+    anchored_document, anchored_locator = parse_document(Path("anchored.yaml"), anchored)
+    assert plain_document == anchored_document == yaml.safe_load(plain)
+    assert plain_locator.boolean_words == {(3, 16): ("yes", True), (5, 16): ("yes", True)}
+    assert anchored_locator.boolean_words == {(3, 19): ("yes", True)}
 
 
 def test_invalid_bytes_are_a_catalog_error(directory):
