@@ -59,7 +59,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from toolpath.registry.catalog import Catalog, LoadedCatalogs, combine_catalogs, read_source
+from toolpath.registry.catalog import Catalog, LoadedCatalogs, combine_catalogs, forget_texts, read_source
 from toolpath.registry.catalog_documents import garbage_collection_paused
 from toolpath.registry.catalog_packages import SkippedCatalog, import_roots, without_missing_modules
 from toolpath.registry.catalog_problems import CatalogError, CatalogProblem, boolean_word_advice, did_you_mean
@@ -739,7 +739,8 @@ def load_checked(paths: Iterable[str | Path], *, max_bytes: int | None = None) -
     """Load catalogs for use: like :func:`toolpath.registry.load_catalogs` (catalogs whose required
     modules are missing are skipped, with a warning), but lint *errors* (an undeclared state, an
     unparseable type) also refuse the whole set; warnings do not. ``max_bytes`` limits
-    the size of each file, as in :func:`toolpath.registry.read_catalog`.
+    the size of each file, as in :func:`toolpath.registry.read_catalog`. The catalogs' texts are
+    not kept (:func:`toolpath.registry.catalog.forget_texts`).
 
     Raises:
         CatalogError: listing every error finding. Nothing is registered.
@@ -750,4 +751,5 @@ def load_checked(paths: Iterable[str | Path], *, max_bytes: int | None = None) -
     if errors:
         raise CatalogError([CatalogProblem(finding.path, finding.field, finding.message, finding.line, finding.column, finding.code) for finding in errors])
     assert loaded is not None  # every file loaded and combined, or there would be errors
+    forget_texts(loaded)
     return loaded

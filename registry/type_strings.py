@@ -187,6 +187,8 @@ def literal_values(text: str) -> tuple[object, ...] | None:
         >>> literal_values("str") is None
         True
     """
+    if "Literal" not in text:  # most types: spares parsing every parameter's type of a large catalog
+        return None
     try:
         node = ast.parse(text, mode="eval").body
     except SyntaxError:

@@ -54,6 +54,23 @@ def test_server_defaults_to_domain_and_module_to_package(tmp_path):
     assert finish.server_name == "demo" and finish.module == "demo_tools.finish"
 
 
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_a_loaded_catalog_points_at_its_lines_while_its_file_is_unchanged(tmp_path, suffix):
+    import yaml
+
+    text = GOOD if suffix == ".yaml" else json.dumps(yaml.safe_load(GOOD), indent=2)
+    path = tmp_path / f"demo{suffix}"
+    path.write_text(text)
+    first_loaded, second_loaded = load_catalogs([path]), load_catalogs([path])
+    (catalog,) = first_loaded.catalogs
+    expected_line = next(number for number, line in enumerate(text.splitlines(), start=1) if "finish" in line and "name" in line)
+    assert catalog.problem(["tools", 0, "name"], "a problem").line == expected_line
+    assert first_loaded.registry.get_tool_by_name("finish") is catalog.tools[0]
+    path.write_text("\n\n" + text)  # every line moves down two
+    (changed,) = second_loaded.catalogs
+    assert changed.problem(["tools", 0, "name"], "a problem").line is None  # not a line of the new text
+
+
 def test_json_catalog_loads(tmp_path):
     import yaml
 
