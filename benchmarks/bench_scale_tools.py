@@ -8,8 +8,8 @@ each peak memory is its own and only one process holds a large catalog at a time
 * ``file_bytes``: each file's size (the default size limit is 16 MiB: ``TOOLPATH_MAX_CATALOG_BYTES``);
   it is raised here for the files that need it, as a user would;
 * ``load``: :func:`toolpath.registry.load_checked` of each file (as the CLI loads catalogs) in a
-  fresh process: ``seconds`` (the call alone), ``peak_rss_mib`` (``resource.getrusage`` of that
-  process, interpreter and imports included; ``baseline_rss_mib`` just before the call) and
+  fresh process: ``seconds`` (the call alone), ``peak_rss_mib`` (that process's peak resident
+  memory, Linux's VmHWM, interpreter and imports included; ``baseline_rss_mib`` just before the call) and
   ``held_rss_mib`` (RSS after the call, what the loaded catalog keeps); ``yaml_parser`` says
   whether libyaml (PyYAML's C parser) or the pure-Python one read the YAML;
 * ``index_first_s``: the skill index built once (embedding every text not yet in the embedding
@@ -33,8 +33,9 @@ each peak memory is its own and only one process holds a large catalog at a time
   each as a ratio to the torch import (targets: search <= 0.35x at 10,000 tools, <= 0.5x at
   100,000; plan <= 0.3x at 100,000). One search runs first, untimed (``first_search_s``: it embeds
   what the cache lacks). ``search_peak_rss_mib``: the peak RSS of a ``toolpath search`` process,
-  which loads the catalog, builds the index and searches once (``os.wait4``'s resource use of the
-  child); target <= 1.5 GB at 100,000 tools;
+  which loads the catalog, builds the index and searches once (``ru_maxrss`` of the child, from
+  ``os.wait4``; the catalog is written by a child too, so this process stays smaller than any
+  it measures); target <= 1.5 GB at 100,000 tools;
 * ``serve`` (``--serve``; off by default): ``toolpath serve --catalog FILE`` over stdio, as an MCP
   client starts it: ``tools_list_s``, seconds from starting the process to the first answered
   ``tools/list``; ``first_search_s``, to the first answered ``search_skills`` (the index is built
@@ -61,7 +62,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -301,7 +301,28 @@ def _rss_mib() -> float:
 
 
 def _peak_rss_mib() -> float:
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB on Linux
+    """This process's peak resident memory, in MiB (Linux's VmHWM: unlike ``ru_maxrss``, it does not
+    start from the memory of the process that started this one)."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    return round(kib / 1024, 1)
+
+
+def worker_generate(tools: int, seed: int, directory: str, skip_yaml: bool) -> dict:
+    """Write the catalog as JSON (and YAML): in a process of its own, so that the one measuring
+    stays small (a child's ``ru_maxrss`` starts from its parent's memory, which ``os.wait4`` reports)."""
+    started = time.perf_counter()
+    document = generate_catalog(tools, seed)
+    report: dict = {"generate_s": round(time.perf_counter() - started, 3), "paths": {"json": str(Path(directory) / f"scale-{tools}.json")}}
+    Path(report["paths"]["json"]).write_text(json.dumps(document), encoding="utf-8")
+    if not skip_yaml:
+        report["paths"]["yaml"] = str(Path(directory) / f"scale-{tools}.yaml")
+        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+        Path(report["paths"]["yaml"]).write_text(yaml.dump(document, Dumper=dumper, sort_keys=False, default_flow_style=None, width=200), encoding="utf-8")
+    # For `toolpath plan`: a goal one tool reaches from its input (a tool whose only parameter carries the input).
+    tool = next(tool for tool in document["tools"] if len(tool["required_parameters"]) == 1)
+    report["goal"], report["given"] = tool["return_spec"]["state"], tool["required_parameters"][0]["state"]
+    return report
 
 
 def _child(*arguments: str) -> dict:
@@ -473,20 +494,10 @@ def measure(tools: int, args: argparse.Namespace, directory: Path) -> dict:
     from toolpath.registry.catalog_files import DEFAULT_MAX_CATALOG_BYTES, MAX_CATALOG_BYTES_VARIABLE
 
     report: dict = {"tools": tools}
-    started = time.perf_counter()
-    document = generate_catalog(tools, args.seed)
-    report["generate_s"] = round(time.perf_counter() - started, 3)
-    paths = {"json": directory / f"scale-{tools}.json", "yaml": directory / f"scale-{tools}.yaml"}
-    paths["json"].write_text(json.dumps(document), encoding="utf-8")
-    if not args.skip_yaml:
-        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-        paths["yaml"].write_text(yaml.dump(document, Dumper=dumper, sort_keys=False, default_flow_style=None, width=200), encoding="utf-8")
-    else:
-        del paths["yaml"]
-    # For `toolpath plan`: a goal one tool reaches from its input (a tool whose only parameter carries the input).
-    tool = next(tool for tool in document["tools"] if len(tool["required_parameters"]) == 1)
-    goal, given = tool["return_spec"]["state"], tool["required_parameters"][0]["state"]
-    del document, tool  # the children load the files; this process keeps nothing large
+    generated = _child("generate", str(tools), str(args.seed), str(directory), str(int(args.skip_yaml)))
+    report["generate_s"] = generated["generate_s"]
+    paths = {form: Path(path) for form, path in generated["paths"].items()}
+    goal, given = generated["goal"], generated["given"]
     report["file_bytes"] = {form: path.stat().st_size for form, path in paths.items()}
     report["over_default_limit"] = {form: size > DEFAULT_MAX_CATALOG_BYTES for form, size in report["file_bytes"].items()}
     limit = max(DEFAULT_MAX_CATALOG_BYTES, *report["file_bytes"].values())
@@ -517,7 +528,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         kind, *rest = args.worker
-        if kind == "load":
+        if kind == "generate":
+            result = worker_generate(int(rest[0]), int(rest[1]), rest[2], rest[3] == "1")
+        elif kind == "load":
             result = worker_load(rest[0])
         else:
             path, seed, queries, cold_cache, plan_goals, directory = rest

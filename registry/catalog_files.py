@@ -12,8 +12,14 @@ from pathlib import Path
 
 from toolpath.registry.catalog_problems import UNREADABLE, CatalogError, CatalogProblem
 
-#: Largest catalog file read by default, in bytes (16 MiB: a 25,000-tool catalog is 10-17 MiB, by
-#: benchmarks/bench_catalog_load.py and bench_scale_tools.py; 100,000 tools need it raised, to about 70 MiB).
+#: Largest catalog file read by default, in bytes: 16 MiB, a 25,000-tool catalog (10-17 MiB, by
+#: benchmarks/bench_catalog_load.py and bench_scale_tools.py). It does not fit 100,000 tools (68 MiB
+#: of compact JSON, 63 MiB of YAML), on purpose: the limit bounds what one file named by mistake, or
+#: written by someone else, costs before anything has checked it, and that cost follows the number
+#: of items, not the bytes. 16 MiB of empty mappings (``[{}, {}, ...]``) peaks at 2.4 GB while its
+#: problem is located (the nodes that give positions), so a 128 MiB default would let such a file
+#: take some 20 GB; a real catalog of 100,000 tools loads at about 0.75 GB (JSON) and is a
+#: deliberate deployment, which raises the limit for its files (the refusal says how).
 DEFAULT_MAX_CATALOG_BYTES = 16 * 2**20
 #: Environment variable that raises (or lowers) the limit for every read, e.g. from the CLI.
 MAX_CATALOG_BYTES_VARIABLE = "TOOLPATH_MAX_CATALOG_BYTES"
