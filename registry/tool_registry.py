@@ -12,8 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from pydantic import BaseModel
+
 from toolpath.errors import Refusal
 from toolpath.registry.names import module_basename
+from toolpath.registry.states import StateTransition
 from toolpath.registry.tools import ToolDefinition
 
 #: Values a parameter default can share with the caller's definition: nothing can change them.
@@ -41,6 +44,24 @@ def _detached_copy(tool: ToolDefinition, update: dict[str, Any]) -> ToolDefiniti
         # under anyone's feet, and model_fields_set stays what the deep copy gives.
         object.__setattr__(copied, name, value)
     return copied
+
+
+#: The set of explicitly set field names that stored frozen models with the same names share.
+_FIELDS_SETS: dict[frozenset[str], set[str]] = {}
+
+
+def _share_fields_set(model: BaseModel) -> None:
+    """Give a frozen ``model`` the one set of its explicitly set field names (``model_fields_set``)
+    that every stored model with the same names holds: pydantic gives each model a set of its own,
+    728 bytes for a tool's nine names and 216 for its transition's, about 95 MB over 100,000 tools.
+
+    Only for frozen models: pydantic adds to the set when a field is assigned, which a frozen model
+    refuses, and copies it before it adds a copy's updated fields (``model_copy(update=...)``).
+    """
+    names = model.model_fields_set
+    shared = _FIELDS_SETS.setdefault(frozenset(names), names)
+    if shared is not names:
+        object.__setattr__(model, "__pydantic_fields_set__", shared)
 
 
 class ToolNotFoundError(Refusal, ValueError):
@@ -120,6 +141,11 @@ class ToolRegistry:
         tool_id = self._next_id
         update = {"id": tool_id, "module": module}
         stored = _detached_copy(tool, update) if detach else tool.model_copy(update=update)
+        # Both frozen (a subclass may not be).
+        if type(stored) is ToolDefinition:
+            _share_fields_set(stored)
+        if type(stored.state_transition) is StateTransition:
+            _share_fields_set(stored.state_transition)
         self._next_id += 1
         self._by_id[tool_id] = stored
         self._by_server_and_name[key] = tool_id

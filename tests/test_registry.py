@@ -74,6 +74,19 @@ def test_registered_copy_shares_nothing_the_caller_can_change():
     assert stored.return_spec.name == "pages" and stored.affordances == ["fetch pages"]
 
 
+def test_each_stored_tool_tells_the_fields_it_was_given():
+    registry = ToolRegistry()
+    registry.register_tool(ToolDefinition(name="parse", module="pkg.parse", description="Parse."))
+    registry.register_tool(ToolDefinition(name="describe", module="pkg.describe", description="Describe."))
+    registry.register_tool(ToolDefinition(name="bare", module="pkg.bare", cost=2.0))
+    parse, describe, bare = (registry.get_tool_by_name(name) for name in ("parse", "describe", "bare"))
+    assert parse.model_fields_set == describe.model_fields_set == {"name", "module", "description", "id"}
+    assert bare.model_fields_set == {"name", "module", "cost", "id"}
+    changed = parse.model_copy(update={"affordances": ["parse text"]})
+    assert "affordances" in changed.model_fields_set and "affordances" not in describe.model_fields_set | parse.model_fields_set
+    assert describe.model_dump(exclude_unset=True) == {"name": "describe", "module": "pkg.describe", "description": "Describe.", "id": 1}
+
+
 def test_ids_are_never_reused_after_removal():
     registry = ToolRegistry()
     registry.register_tool(tool("a"))
