@@ -18,7 +18,7 @@ from toolpath.registry.catalog_problems import UNREADABLE, CatalogError, Catalog
 #: written by someone else, costs before anything has checked it, and that cost follows the number
 #: of items, not the bytes. 16 MiB of empty mappings (``[{}, {}, ...]``) peaks at 2.4 GB while its
 #: problem is located (the nodes that give positions), so a 128 MiB default would let such a file
-#: take some 20 GB; a real catalog of 100,000 tools loads at about 0.75 GB (JSON) and is a
+#: take some 20 GB; a real catalog of 100,000 tools peaks at about 0.7 GB (JSON or YAML) and is a
 #: deliberate deployment, which raises the limit for its files (the refusal says how).
 DEFAULT_MAX_CATALOG_BYTES = 16 * 2**20
 #: Environment variable that raises (or lowers) the limit for every read, e.g. from the CLI.
