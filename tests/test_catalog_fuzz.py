@@ -15,7 +15,7 @@ from toolpath.catalogs import default_catalog_paths
 from toolpath.planner import NoPlanError, StateGraph, plan, render_cell
 from toolpath.planner.tasks.cell import KernelView
 from toolpath.registry import CatalogError, load_catalogs, load_checked, read_catalog
-from toolpath.registry.catalog_documents import parse_document
+from toolpath.registry.catalog_documents import parse_document, yaml_parser
 
 SHIPPED = default_catalog_paths()[0].read_text()
 SHIPPED_DOCUMENT = yaml.safe_load(SHIPPED)
@@ -163,6 +163,38 @@ def test_yaml_reads_as_pyyaml_reads_it(document, flow, unquote):
         return
     assert found == yaml.safe_load(text)
     assert locator.boolean_words == _boolean_words(yaml.compose(text))
+
+
+@FUZZ
+@given(document=yaml_documents, flow=st.sampled_from([None, True, False]), as_json=st.booleans())
+def test_every_field_is_located_where_pyyaml_composes_it(document, flow, as_json):
+    text = json.dumps(document, indent=1) if as_json else yaml.safe_dump(document, default_flow_style=flow, sort_keys=False)
+    if as_json and "Infinity" in text:
+        return  # not JSON
+    _, locator = parse_document(Path("document.json" if as_json else "document.yaml"), text)
+    try:  # with the parser the reader uses (libyaml refuses some escapes that JSON allows)
+        composed = yaml.compose(text.replace("\t", " ") if as_json else text, Loader=yaml.CSafeLoader if yaml_parser() == "libyaml" else yaml.SafeLoader)
+    except yaml.YAMLError:
+        composed = None
+    assert composed is not None or locator.position([]) == (None, None)
+    stack = [([], composed)] if composed is not None else []
+    checked = 0
+    while stack:  # every path that names one node (a mapping's first key of each text)
+        location, node = stack.pop()
+        assert locator.position(location) == (node.start_mark.line + 1, node.start_mark.column + 1), location
+        checked += 1
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend(([*location, index], child) for index, child in enumerate(node.value))
+            for child in node.value:
+                if isinstance(child, yaml.ScalarNode):
+                    index = next(index for index, other in enumerate(node.value) if isinstance(other, yaml.ScalarNode) and other.value == child.value)
+                    assert locator.item_index(location, child.value) == index
+        elif isinstance(node, yaml.MappingNode):
+            first = {}
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    first.setdefault(key.value, value)
+            stack.extend(([*location, key], value) for key, value in first.items())
 
 
 def test_yaml_with_anchors_reads_as_without():
