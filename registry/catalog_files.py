@@ -16,10 +16,11 @@ from toolpath.registry.catalog_problems import UNREADABLE, CatalogError, Catalog
 #: benchmarks/bench_catalog_load.py and bench_scale_tools.py). It does not fit 100,000 tools (68 MiB
 #: of compact JSON, 63 MiB of YAML), on purpose: the limit bounds what one file named by mistake, or
 #: written by someone else, costs before anything has checked it, and that cost follows the number
-#: of items, not the bytes. 16 MiB of empty mappings (``[{}, {}, ...]``) peaks at 2.4 GB while its
-#: problem is located (the nodes that give positions), so a 128 MiB default would let such a file
-#: take some 20 GB; a real catalog of 100,000 tools peaks at about 0.7 GB (JSON or YAML) and is a
-#: deliberate deployment, which raises the limit for its files (the refusal says how).
+#: of items, not the bytes. 16 MiB of empty mappings (``[{}, {}, ...]``) peaks at 1.4 GB as JSON
+#: while its problem is located (the nodes that give positions), and at 2 GB as YAML with one anchor
+#: (read through PyYAML's own nodes), so a 128 MiB default would let such a file take 11-16 GB; a
+#: real catalog of 100,000 tools peaks at about 0.7 GB (JSON or YAML) and is a deliberate
+#: deployment, which raises the limit for its files (the refusal says how).
 DEFAULT_MAX_CATALOG_BYTES = 16 * 2**20
 #: Environment variable that raises (or lowers) the limit for every read, e.g. from the CLI.
 MAX_CATALOG_BYTES_VARIABLE = "TOOLPATH_MAX_CATALOG_BYTES"
