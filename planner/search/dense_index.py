@@ -1,0 +1,372 @@
+"""Dense indexes for skill search: each entry's best cosine similarity with a query, exact or approximate.
+
+An *entry* (a state or a tool of :class:`toolpath.planner.search.skills.SkillIndex`) has one or more
+texts. Their unit vectors are the rows of one ``(texts, d)`` float32 array, entry ``i`` owning the
+rows from ``first_text[i]`` up to ``first_text[i + 1]`` (the last entry up to the end); an entry's
+dense similarity is the largest cosine of its texts with the query.
+
+* :class:`ExactDenseIndex` scores every text (one pass over the vectors): what skill search has
+  always done, kept for indexes of fewer than :data:`APPROXIMATE_FROM_TEXTS` texts so that their
+  results do not change at all.
+* :class:`ApproximateDenseIndex` asks an HNSW graph (Malkov & Yashunin, "Efficient and robust
+  approximate nearest neighbor search using Hierarchical Navigable Small World graphs", TPAMI 2020;
+  the ``usearch`` library) for the texts nearest the query, its vectors stored as int8, then
+  re-scores every text of those texts' entries exactly against the float32 vectors. A candidate's
+  similarity is therefore exact; only *which* entries are candidates is approximate, and every entry
+  left out scores at most the candidates' :attr:`DenseCandidates.floor` (as far as the graph found).
+
+usearch was chosen over faiss-cpu and hnswlib on the 100,000-tool catalog of
+``benchmarks/bench_scale_tools.py`` (``benchmarks/bench_dense_index.py``; figures in
+docs/benchmarks.md): it memory-maps a saved index (``view``) in milliseconds where faiss and hnswlib
+read the whole file, stores int8 or float16 vectors itself, searches one query in the calling
+thread (faiss's OpenMP threads spin, as OpenBLAS's do, and slow the query embedding on 2 cores:
+see ``SkillIndex._dense_scores``), and has wheels for every platform toolpath runs on (hnswlib 0.8
+builds from source, with a C++ compiler).
+
+Saved indexes (:meth:`ExactDenseIndex.save`, :func:`load_dense_index`) are a directory of
+``dense_index.json`` (what was saved and each file's size; the graph's CRC-32 too), ``vectors.npy``,
+``first_text.npy`` and, for the approximate index, ``texts.usearch``. Loading memory-maps the vectors
+and the graph, so a process holds only the pages a search touches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from toolpath.registry.storage import StoreError
+
+#: Indexes of at least this many texts are approximate (:func:`build_dense_index`). One exact pass
+#: over 100,000 texts of 384 dimensions takes about 10 ms on this project's 2-core machine, half the
+#: 20 ms a search may take at 100,000 tools (issue 57), while the graph answers in under 1 ms; the
+#: MetaTool benchmark (1,199 texts) and the shipped catalogs stay far below, so they stay exact.
+APPROXIMATE_FROM_TEXTS = 100_000
+#: The graph's links per node ("M"), the breadth of the search that inserts a node ("efConstruction")
+#: and of a query ("ef"; a query for more texts searches as broadly as it asks): usearch's defaults,
+#: whose recall@10 against the exact search was 1.0 on the 100,000-tool catalog (docs/benchmarks.md).
+CONNECTIVITY = 16
+EXPANSION_ADD = 128
+EXPANSION_SEARCH = 64
+#: How the graph stores its vectors: int8 (a quarter of float32's size) lost no recall after the
+#: exact re-scoring in ``benchmarks/bench_dense_index.py``.
+QUANTIZATION = "i8"
+
+_MANIFEST = "dense_index.json"
+_VECTORS = "vectors.npy"
+_FIRST_TEXT = "first_text.npy"
+_GRAPH = "texts.usearch"
+_FORMAT = 1
+_PURPOSE = "dense index"
+_REMEDY = "Delete the directory; the index is built again from the embeddings"
+
+
+class DenseIndexError(StoreError):
+    """A saved dense index that cannot be used (missing, truncated, from another format, or not
+    matching its manifest); ``path`` is the file at fault. A caller that keeps indexes beside the
+    embedding cache can build the index again instead."""
+
+    def __init__(self, path: Path | str, problem: str):
+        super().__init__(path, _PURPOSE, problem, _REMEDY)
+
+
+@dataclass(frozen=True)
+class DenseCandidates:
+    """The entries a dense index found nearest a query, with their exact similarity.
+
+    Attributes:
+        entries: ``(m,)`` int64 entry positions, increasing.
+        similarity: ``(m,)`` float32, each entry's best cosine over all its texts, exact.
+        best_text: ``(m,)`` int64, the row of the text reaching it (the first such, by row).
+        floor: the lowest exact similarity of the texts the search returned: an entry not among
+            ``entries`` scores at most this, as far as the approximate search found (``-inf`` when
+            ``complete``).
+        complete: every entry is among ``entries`` (the exact index, or a search for every text).
+    """
+
+    entries: np.ndarray
+    similarity: np.ndarray
+    best_text: np.ndarray
+    floor: float
+    complete: bool
+
+
+class ExactDenseIndex:
+    """Every text scored for every query.
+
+    Args:
+        vectors: ``(texts, d)`` float32 unit vectors (an array or a read-only memory map; kept, not copied).
+        first_text: ``(entries,)`` the first row of each entry: 0 first, strictly increasing, below ``texts``.
+
+    Raises:
+        ValueError: vectors that are not a 2-D float32 array, or ``first_text`` not as above.
+    """
+
+    approximate = False
+
+    def __init__(self, vectors: np.ndarray, first_text: np.ndarray | list[int]):
+        self.vectors, self.first_text = _checked(vectors, first_text)
+
+    def __len__(self) -> int:
+        """Number of entries."""
+        return len(self.first_text)
+
+    def scores(self, query_vector: np.ndarray, entries: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Each entry's best cosine with ``query_vector`` (a unit ``(d,)`` vector) and the row of
+        the text reaching it: ``((m,) float32, (m,) int64)`` for ``entries`` (positions; ``None``: all)."""
+        if entries is None:
+            # Not `@`: a BLAS matrix-vector product wakes OpenBLAS's threads, which then spin and
+            # starve the embedding model's threads on the next query (2.5x slower with torch on 2
+            # cores); einsum stays in one thread.
+            similarities = np.einsum("ij,j->i", self.vectors, query_vector)
+            return group_maxima(similarities, self.first_text)
+        entries = np.asarray(entries, dtype=np.int64)
+        if not len(entries):
+            return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
+        starts = self.first_text[entries]
+        lengths = self._ends()[entries] - starts
+        local_starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        rows = np.repeat(starts - local_starts, lengths) + np.arange(int(lengths.sum()))
+        best, position = group_maxima(np.einsum("ij,j->i", self.vectors[rows], query_vector), local_starts)
+        return best, rows[position]
+
+    def nearest(self, query_vector: np.ndarray, texts: int) -> DenseCandidates:
+        """Every entry, scored exactly (``texts`` is for the approximate index's sake)."""
+        similarity, best_text = self.scores(query_vector)
+        return DenseCandidates(np.arange(len(self.first_text)), similarity, best_text, float("-inf"), True)
+
+    def save(self, directory: str | os.PathLike[str]) -> None:
+        """Write the index into ``directory`` (created when missing; files of an earlier index are
+        replaced, the manifest last, so an interrupted save leaves a directory that refuses to load).
+
+        Raises:
+            OSError: the directory cannot be written.
+        """
+        _save(Path(directory), self, {})
+
+    def _ends(self) -> np.ndarray:
+        return np.append(self.first_text[1:], len(self.vectors))
+
+
+class ApproximateDenseIndex(ExactDenseIndex):
+    """An HNSW graph of the texts (usearch, int8) for the candidates, then exact re-scoring of
+    their entries (see the module docstring). Build with :func:`build_dense_index` or load with
+    :func:`load_dense_index`.
+
+    Args:
+        vectors, first_text: as :class:`ExactDenseIndex`.
+        graph: a ``usearch.index.Index`` of the texts, keyed by row.
+    """
+
+    approximate = True
+
+    def __init__(self, vectors: np.ndarray, first_text: np.ndarray | list[int], graph):
+        super().__init__(vectors, first_text)
+        self._graph = graph
+        self._owner = np.repeat(np.arange(len(self.first_text)), np.diff(np.append(self.first_text, len(self.vectors))))
+
+    @classmethod
+    def build(cls, vectors: np.ndarray, first_text: np.ndarray | list[int], threads: int | None = None) -> ApproximateDenseIndex:
+        """Build the graph (about a minute per 100,000 texts on 2 cores; ``threads``: default all cores).
+
+        Raises:
+            ValueError: as :class:`ExactDenseIndex`.
+        """
+        from usearch.index import Index
+
+        vectors, first_text = _checked(vectors, first_text)
+        graph = Index(
+            ndim=vectors.shape[1], metric="cos", dtype=QUANTIZATION, connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH
+        )
+        if len(vectors):
+            graph.add(np.arange(len(vectors), dtype=np.uint64), np.ascontiguousarray(vectors), threads=threads or os.cpu_count() or 1)
+        return cls(vectors, first_text, graph)
+
+    def nearest(self, query_vector: np.ndarray, texts: int) -> DenseCandidates:
+        """The entries of the ``texts`` texts nearest ``query_vector`` by the graph, each scored
+        exactly over all its texts; every entry when ``texts`` reaches the number of texts."""
+        if texts >= len(self.vectors):
+            return super().nearest(query_vector, texts)
+        rows = np.asarray(self._graph.search(query_vector, texts).keys, dtype=np.int64)
+        if not len(rows):
+            return DenseCandidates(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64), float("inf"), False)
+        floor = float(np.einsum("ij,j->i", self.vectors[np.sort(rows)], query_vector).min())
+        entries = np.unique(self._owner[rows])
+        similarity, best_text = self.scores(query_vector, entries)
+        return DenseCandidates(entries, similarity, best_text, floor, False)
+
+    def save(self, directory: str | os.PathLike[str]) -> None:
+        """As :meth:`ExactDenseIndex.save`, the graph too."""
+        _save(Path(directory), self, {_GRAPH: lambda path: self._graph.save(str(path))})
+
+
+DenseIndex = ExactDenseIndex | ApproximateDenseIndex
+
+
+def build_dense_index(vectors: np.ndarray, first_text: np.ndarray | list[int], approximate: bool | None = None) -> DenseIndex:
+    """The dense index of these vectors: approximate from :data:`APPROXIMATE_FROM_TEXTS` texts on
+    (``approximate`` forces either), else exact.
+
+    Raises:
+        ValueError: as :class:`ExactDenseIndex`.
+    """
+    if approximate is None:
+        approximate = len(vectors) >= APPROXIMATE_FROM_TEXTS
+    return ApproximateDenseIndex.build(vectors, first_text) if approximate else ExactDenseIndex(vectors, first_text)
+
+
+def load_dense_index(directory: str | os.PathLike[str]) -> DenseIndex:
+    """The index saved in ``directory``, its vectors and graph memory-mapped (read-only).
+
+    Every file must be there with the size the manifest records, the arrays of the recorded shape
+    and type, and the graph of the recorded CRC-32 (a damaged graph would crash the process rather
+    than raise); the vectors' values are not read (that would read them all), so a file changed in
+    place but not in size goes unnoticed.
+
+    Raises:
+        DenseIndexError: naming the file that is missing, damaged, or of another format.
+    """
+    directory = Path(directory)
+    manifest_path = directory / _MANIFEST
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DenseIndexError(manifest_path, "there is no saved dense index (its manifest is missing)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise DenseIndexError(manifest_path, f"the manifest cannot be read ({error})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != _FORMAT:
+        found = manifest.get("format") if isinstance(manifest, dict) else None
+        raise DenseIndexError(manifest_path, f"the manifest is of format {found!r}, not {_FORMAT}")
+    try:
+        approximate, texts, entries, dimensions = bool(manifest["approximate"]), int(manifest["texts"]), int(manifest["entries"]), int(manifest["dimensions"])
+        files = {name: dict(record) for name, record in manifest["files"].items()}
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise DenseIndexError(manifest_path, f"the manifest lacks a field or has one of the wrong type ({error!r})") from None
+    expected = [_VECTORS, _FIRST_TEXT, *([_GRAPH] if approximate else [])]
+    for name in expected:
+        path = directory / name
+        if name not in files:
+            raise DenseIndexError(manifest_path, f"the manifest does not record {name}")
+        try:
+            size = path.stat().st_size
+        except OSError as error:
+            raise DenseIndexError(path, f"it cannot be read ({error.strerror or error})") from None
+        if size != files[name].get("bytes"):
+            raise DenseIndexError(path, f"it has {size:,} bytes where {files[name].get('bytes')!r} were saved (cut short or overwritten)")
+    vectors = _mapped(directory / _VECTORS, np.float32, (texts, dimensions))
+    first_text = np.array(_mapped(directory / _FIRST_TEXT, np.int64, (entries,)))
+    try:
+        first_text = _checked(vectors, first_text)[1]
+    except ValueError as error:
+        raise DenseIndexError(directory / _FIRST_TEXT, str(error)) from None
+    if not approximate:
+        return ExactDenseIndex(vectors, first_text)
+    return ApproximateDenseIndex(vectors, first_text, _viewed_graph(directory / _GRAPH, files[_GRAPH], texts, dimensions))
+
+
+def _viewed_graph(path: Path, record: dict, texts: int, dimensions: int):
+    from usearch.index import Index
+
+    if _crc32(path) != record.get("crc32"):
+        raise DenseIndexError(path, "its CRC-32 differs from the one saved (the file was damaged)")
+    try:
+        metadata = Index.metadata(str(path))
+    except (RuntimeError, ValueError) as error:
+        raise DenseIndexError(path, f"it is not a usearch index ({error})") from None
+    if not metadata or metadata.get("count_present") != texts or metadata.get("dimensions") != dimensions:
+        found = (metadata or {}).get("count_present"), (metadata or {}).get("dimensions")
+        raise DenseIndexError(path, f"it holds {found[0]!r} vectors of {found[1]!r} dimensions where the manifest records {texts} of {dimensions}")
+    try:
+        graph = Index.restore(str(path), view=True, expansion_search=EXPANSION_SEARCH)
+    except (RuntimeError, ValueError) as error:
+        raise DenseIndexError(path, f"usearch cannot map it ({error})") from None
+    if graph is None:
+        raise DenseIndexError(path, "usearch finds no index in it")
+    return graph
+
+
+def _mapped(path: Path, dtype: type, shape: tuple[int, ...]) -> np.ndarray:
+    try:
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as error:
+        raise DenseIndexError(path, f"it is not a NumPy array file ({error})") from None
+    if array.dtype != np.dtype(dtype) or array.shape != shape:
+        raise DenseIndexError(path, f"it holds {array.dtype} {array.shape} where the manifest records {np.dtype(dtype)} {shape}")
+    return array
+
+
+def _save(directory: Path, index: ExactDenseIndex, graph_writers: dict[str, Callable[[Path], None]]) -> None:
+    """Write each file under a temporary name and move it in place, the manifest last: until the
+    new manifest is there, the directory refuses to load."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / _MANIFEST).unlink(missing_ok=True)
+    writers: dict[str, Callable[[Path], None]] = {
+        _VECTORS: lambda path: np.save(path, np.asarray(index.vectors, dtype=np.float32), allow_pickle=False),
+        _FIRST_TEXT: lambda path: np.save(path, index.first_text, allow_pickle=False),
+        **graph_writers,
+    }
+    files: dict[str, dict] = {}
+    for name, write in writers.items():
+        # np.save adds ".npy" to a name without it, so the temporary name keeps the suffix.
+        partial = directory / f".partial-{name}"
+        write(partial)
+        os.replace(partial, directory / name)
+        files[name] = {"bytes": (directory / name).stat().st_size}
+    if _GRAPH in files:
+        files[_GRAPH]["crc32"] = _crc32(directory / _GRAPH)
+    manifest = {
+        "format": _FORMAT,
+        "approximate": index.approximate,
+        "texts": len(index.vectors),
+        "entries": len(index.first_text),
+        "dimensions": int(index.vectors.shape[1]),
+        "files": files,
+    }
+    if index.approximate:
+        from usearch import __version__ as usearch_version
+
+        manifest["graph"] = {
+            "library": f"usearch {usearch_version}",
+            "quantization": QUANTIZATION,
+            "connectivity": CONNECTIVITY,
+            "expansion_add": EXPANSION_ADD,
+        }
+    partial = directory / f".{_MANIFEST}.partial"
+    partial.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+    os.replace(partial, directory / _MANIFEST)
+
+
+def _crc32(path: Path) -> int:
+    checksum = 0
+    with open(path, "rb") as file:
+        while chunk := file.read(1 << 22):
+            checksum = zlib.crc32(chunk, checksum)
+    return checksum
+
+
+def _checked(vectors: np.ndarray, first_text: np.ndarray | list[int]) -> tuple[np.ndarray, np.ndarray]:
+    if not isinstance(vectors, np.ndarray) or vectors.ndim != 2 or vectors.dtype != np.float32:
+        raise ValueError(f"vectors must be a (texts, d) float32 array, got {getattr(vectors, 'dtype', type(vectors).__name__)} {getattr(vectors, 'shape', '')}")
+    first_text = np.asarray(first_text, dtype=np.int64)
+    if first_text.ndim != 1 or (len(first_text) and (first_text[0] != 0 or first_text[-1] >= len(vectors) or (np.diff(first_text) <= 0).any())):
+        raise ValueError(f"first_text must start at 0 and increase strictly below the {len(vectors)} texts (every entry has a text)")
+    if len(vectors) and not len(first_text):
+        raise ValueError(f"{len(vectors)} texts belong to no entry: first_text is empty")
+    return vectors, first_text
+
+
+def group_maxima(values: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per group of consecutive ``values`` beginning at ``starts`` (increasing, the first 0): the
+    largest value, and the position of the first value reaching it."""
+    best = np.maximum.reduceat(values, starts)
+    # reduceat has no argmax counterpart: mark every value equal to its group's best, keep the first.
+    owner = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(values))))
+    is_best = np.flatnonzero(values == best[owner])
+    position = np.empty(len(starts), dtype=np.int64)
+    position[owner[is_best][::-1]] = is_best[::-1]
+    return best, position
