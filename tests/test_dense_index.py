@@ -1,9 +1,11 @@
 """Dense indexes (planner/search/dense_index.py): the approximate index finds what the exact one
 finds, skill search through it returns the exact search's hits, saved indexes load back the same,
-and damaged ones are refused with the file named (a damaged graph would otherwise crash Python)."""
+and damaged ones are refused with the file named."""
 
 import hashlib
 import json
+import os
+import shutil
 
 import numpy as np
 import pytest
@@ -116,17 +118,38 @@ def test_a_missing_index_is_refused_as_a_store_error_naming_its_manifest(tmp_pat
         load_dense_index(tmp_path)
 
 
-def test_a_graph_damaged_in_place_is_refused_not_crashed_on(saved):
-    graph = saved / "texts.usearch"
-    data = bytearray(graph.read_bytes())
+def damage(path, keep_modification_time: bool) -> None:
+    """Overwrite 4,000 bytes a third of the way into ``path`` (in the graph's links), its size unchanged."""
+    status = path.stat()
+    data = bytearray(path.read_bytes())
     middle = len(data) // 3
-    data[middle : middle + 4000] = bytes(4000)
-    graph.write_bytes(bytes(data))
-    with pytest.raises(DenseIndexError, match=r"texts.usearch is unusable: its CRC-32 differs .*Delete the directory"):
+    data[middle : middle + 4000] = np.random.default_rng(9).integers(0, 256, 4000, dtype=np.uint8).tobytes()
+    path.write_bytes(bytes(data))
+    if keep_modification_time:
+        os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns))
+
+
+def test_a_file_changed_after_it_was_saved_is_refused(saved):
+    damage(saved / "texts.faiss", keep_modification_time=False)
+    with pytest.raises(DenseIndexError, match=r"texts.faiss is unusable: it was changed after it was saved .*Delete the directory"):
         load_dense_index(saved)
 
 
-@pytest.mark.parametrize("name", ["texts.usearch", "vectors.npy", "first_text.npy"])
+def test_a_graph_damaged_without_a_trace_is_refused_by_faiss_not_crashed_on(saved):
+    damage(saved / "texts.faiss", keep_modification_time=True)
+    with pytest.raises(DenseIndexError, match=r"texts.faiss is unusable: faiss cannot read it \(.*out of range"):
+        load_dense_index(saved)
+
+
+def test_a_copied_index_loads_after_its_checksums_agree(tmp_path, saved):
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for path in saved.iterdir():
+        shutil.copyfile(path, copy / path.name)  # new modification times: each file's CRC-32 is checked
+    assert load_dense_index(copy).approximate
+
+
+@pytest.mark.parametrize("name", ["texts.faiss", "vectors.npy", "first_text.npy"])
 def test_a_file_cut_short_is_refused_naming_it(saved, name):
     path = saved / name
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
@@ -148,10 +171,8 @@ def test_a_manifest_of_another_format_or_not_json_is_refused(saved):
 def test_vectors_of_another_shape_than_recorded_are_refused(saved):
     manifest = saved / "dense_index.json"
     recorded = json.loads(manifest.read_text())
-    np.save(saved / "vectors.npy", np.zeros((recorded["texts"] + 1, recorded["dimensions"]), dtype=np.float32))
-    recorded["files"]["vectors.npy"]["bytes"] = (saved / "vectors.npy").stat().st_size
-    manifest.write_text(json.dumps(recorded))
-    with pytest.raises(DenseIndexError, match=r"vectors.npy is unusable: it holds float32 \(3001, 24\) where the manifest records float32 \(3000, 24\)"):
+    manifest.write_text(json.dumps({**recorded, "texts": recorded["texts"] + 1}))
+    with pytest.raises(DenseIndexError, match=r"vectors.npy is unusable: it holds float32 \(3000, 24\) where the manifest records float32 \(3001, 24\)"):
         load_dense_index(saved)
 
 

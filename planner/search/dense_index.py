@@ -10,23 +10,26 @@ dense similarity is the largest cosine of its texts with the query.
   results do not change at all.
 * :class:`ApproximateDenseIndex` asks an HNSW graph (Malkov & Yashunin, "Efficient and robust
   approximate nearest neighbor search using Hierarchical Navigable Small World graphs", TPAMI 2020;
-  the ``usearch`` library) for the texts nearest the query, its vectors stored as int8, then
+  faiss's ``IndexHNSWSQ``) for the texts nearest the query, its vectors stored as 8-bit codes, then
   re-scores every text of those texts' entries exactly against the float32 vectors. A candidate's
   similarity is therefore exact; only *which* entries are candidates is approximate, and every entry
   left out scores at most the candidates' :attr:`DenseCandidates.floor` (as far as the graph found).
 
-usearch was chosen over faiss-cpu and hnswlib on the 100,000-tool catalog of
+faiss-cpu was chosen over usearch and hnswlib on the 100,000-tool catalog of
 ``benchmarks/bench_scale_tools.py`` (``benchmarks/bench_dense_index.py``; figures in
-docs/benchmarks.md): it memory-maps a saved index (``view``) in milliseconds where faiss and hnswlib
-read the whole file, stores int8 or float16 vectors itself, searches one query in the calling
-thread (faiss's OpenMP threads spin, as OpenBLAS's do, and slow the query embedding on 2 cores:
-see ``SkillIndex._dense_scores``), and has wheels for every platform toolpath runs on (hnswlib 0.8
-builds from source, with a C++ compiler).
+docs/benchmarks.md). All three found the exact top 10 entries (recall@10 ≥ 0.999 with 256
+candidate texts) in about a millisecond and build in minutes. usearch 2.26 would have mapped its
+file fastest, but a process that imports it before onnxruntime (the query embedder) crashes in
+onnxruntime's start-up (two C++ runtimes: usearch's wheel links its own statically); hnswlib 0.8
+has no wheel for Python 3.11 (it builds from source, with a C++ compiler) and keeps float32 only.
+faiss maps the 8-bit codes from the file (``IO_FLAG_MMAP_IFC``) and reads only the links, checks
+every link when it reads them (a damaged graph is refused, not crashed on), and answers one query
+in the calling thread (its OpenMP threads work only while building).
 
 Saved indexes (:meth:`ExactDenseIndex.save`, :func:`load_dense_index`) are a directory of
-``dense_index.json`` (what was saved and each file's size; the graph's CRC-32 too), ``vectors.npy``,
-``first_text.npy`` and, for the approximate index, ``texts.usearch``. Loading memory-maps the vectors
-and the graph, so a process holds only the pages a search touches.
+``dense_index.json`` (what was saved; each file's size, modification time and CRC-32),
+``vectors.npy``, ``first_text.npy`` and, for the approximate index, ``texts.faiss``. Loading
+memory-maps the vectors and the graph's codes, so a process holds only the pages a search touches.
 """
 
 from __future__ import annotations
@@ -48,19 +51,17 @@ from toolpath.registry.storage import StoreError
 #: MetaTool benchmark (1,199 texts) and the shipped catalogs stay far below, so they stay exact.
 APPROXIMATE_FROM_TEXTS = 100_000
 #: The graph's links per node ("M"), the breadth of the search that inserts a node ("efConstruction")
-#: and of a query ("ef"; a query for more texts searches as broadly as it asks): usearch's defaults,
-#: whose recall@10 against the exact search was 1.0 on the 100,000-tool catalog (docs/benchmarks.md).
+#: and of a query ("efSearch"; a query for more texts searches as broadly as it asks): the values
+#: the HNSW paper and the libraries default to; recall@10 against the exact search was 1.0 with them
+#: on the 100,000-tool catalog (docs/benchmarks.md).
 CONNECTIVITY = 16
 EXPANSION_ADD = 128
 EXPANSION_SEARCH = 64
-#: How the graph stores its vectors: int8 (a quarter of float32's size) lost no recall after the
-#: exact re-scoring in ``benchmarks/bench_dense_index.py``.
-QUANTIZATION = "i8"
 
 _MANIFEST = "dense_index.json"
 _VECTORS = "vectors.npy"
 _FIRST_TEXT = "first_text.npy"
-_GRAPH = "texts.usearch"
+_GRAPH = "texts.faiss"
 _FORMAT = 1
 _PURPOSE = "dense index"
 _REMEDY = "Delete the directory; the index is built again from the embeddings"
@@ -154,13 +155,13 @@ class ExactDenseIndex:
 
 
 class ApproximateDenseIndex(ExactDenseIndex):
-    """An HNSW graph of the texts (usearch, int8) for the candidates, then exact re-scoring of
-    their entries (see the module docstring). Build with :func:`build_dense_index` or load with
-    :func:`load_dense_index`.
+    """An HNSW graph of the texts (faiss, 8-bit codes) for the candidates, then exact re-scoring of
+    their entries (see the module docstring). Build with :meth:`build` or :func:`build_dense_index`,
+    or load with :func:`load_dense_index`.
 
     Args:
         vectors, first_text: as :class:`ExactDenseIndex`.
-        graph: a ``usearch.index.Index`` of the texts, keyed by row.
+        graph: a ``faiss.IndexHNSW`` of the texts, in row order, by inner product.
     """
 
     approximate = True
@@ -172,19 +173,28 @@ class ApproximateDenseIndex(ExactDenseIndex):
 
     @classmethod
     def build(cls, vectors: np.ndarray, first_text: np.ndarray | list[int], threads: int | None = None) -> ApproximateDenseIndex:
-        """Build the graph (about a minute per 100,000 texts on 2 cores; ``threads``: default all cores).
+        """Build the graph: about a minute per 100,000 texts on 2 cores (``threads``: faiss's
+        OpenMP threads while building, default all cores; 1 builds the same graph on every run).
 
         Raises:
             ValueError: as :class:`ExactDenseIndex`.
         """
-        from usearch.index import Index
+        import faiss
 
         vectors, first_text = _checked(vectors, first_text)
-        graph = Index(
-            ndim=vectors.shape[1], metric="cos", dtype=QUANTIZATION, connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH
-        )
-        if len(vectors):
-            graph.add(np.arange(len(vectors), dtype=np.uint64), np.ascontiguousarray(vectors), threads=threads or os.cpu_count() or 1)
+        # Inner product of unit vectors is their cosine; 8-bit codes over each dimension's range.
+        graph = faiss.IndexHNSWSQ(vectors.shape[1], faiss.ScalarQuantizer.QT_8bit, CONNECTIVITY, faiss.METRIC_INNER_PRODUCT)
+        graph.hnsw.efConstruction = EXPANSION_ADD
+        contiguous = np.ascontiguousarray(vectors)
+        before = faiss.omp_get_max_threads()
+        if threads is not None:
+            faiss.omp_set_num_threads(threads)
+        try:
+            if len(contiguous):
+                graph.train(contiguous)
+                graph.add(contiguous)
+        finally:
+            faiss.omp_set_num_threads(before)
         return cls(vectors, first_text, graph)
 
     def nearest(self, query_vector: np.ndarray, texts: int) -> DenseCandidates:
@@ -192,7 +202,11 @@ class ApproximateDenseIndex(ExactDenseIndex):
         exactly over all its texts; every entry when ``texts`` reaches the number of texts."""
         if texts >= len(self.vectors):
             return super().nearest(query_vector, texts)
-        rows = np.asarray(self._graph.search(query_vector, texts).keys, dtype=np.int64)
+        import faiss
+
+        parameters = faiss.SearchParametersHNSW(efSearch=max(EXPANSION_SEARCH, texts))
+        _, found = self._graph.search(np.ascontiguousarray(query_vector, dtype=np.float32)[None, :], texts, params=parameters)
+        rows = found[0][found[0] >= 0].astype(np.int64)
         if not len(rows):
             return DenseCandidates(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64), float("inf"), False)
         floor = float(np.einsum("ij,j->i", self.vectors[np.sort(rows)], query_vector).min())
@@ -202,7 +216,9 @@ class ApproximateDenseIndex(ExactDenseIndex):
 
     def save(self, directory: str | os.PathLike[str]) -> None:
         """As :meth:`ExactDenseIndex.save`, the graph too."""
-        _save(Path(directory), self, {_GRAPH: lambda path: self._graph.save(str(path))})
+        import faiss
+
+        _save(Path(directory), self, {_GRAPH: lambda path: faiss.write_index(self._graph, str(path))})
 
 
 DenseIndex = ExactDenseIndex | ApproximateDenseIndex
@@ -221,12 +237,14 @@ def build_dense_index(vectors: np.ndarray, first_text: np.ndarray | list[int], a
 
 
 def load_dense_index(directory: str | os.PathLike[str]) -> DenseIndex:
-    """The index saved in ``directory``, its vectors and graph memory-mapped (read-only).
+    """The index saved in ``directory``, its vectors and the graph's codes memory-mapped (read-only).
 
-    Every file must be there with the size the manifest records, the arrays of the recorded shape
-    and type, and the graph of the recorded CRC-32 (a damaged graph would crash the process rather
-    than raise); the vectors' values are not read (that would read them all), so a file changed in
-    place but not in size goes unnoticed.
+    Every file must be there with the size the manifest records and the arrays of the recorded
+    shape and type; a file whose modification time is not the recorded one must also have the
+    recorded CRC-32 (reading it all; as the ONNX model's files are checked, see
+    ``planner/search/onnx_embedding.py``), and faiss checks every link of the graph as it reads it.
+    A file damaged in place without its modification time changing goes unnoticed, as in any cache:
+    a damaged code changes only which candidates are found (they are re-scored from the vectors).
 
     Raises:
         DenseIndexError: naming the file that is missing, damaged, or of another format.
@@ -258,6 +276,8 @@ def load_dense_index(directory: str | os.PathLike[str]) -> DenseIndex:
             raise DenseIndexError(path, f"it cannot be read ({error.strerror or error})") from None
         if size != files[name].get("bytes"):
             raise DenseIndexError(path, f"it has {size:,} bytes where {files[name].get('bytes')!r} were saved (cut short or overwritten)")
+        if path.stat().st_mtime_ns != files[name].get("mtime_ns") and _crc32(path) != files[name].get("crc32"):
+            raise DenseIndexError(path, "it was changed after it was saved (its CRC-32 differs from the one saved)")
     vectors = _mapped(directory / _VECTORS, np.float32, (texts, dimensions))
     first_text = np.array(_mapped(directory / _FIRST_TEXT, np.int64, (entries,)))
     try:
@@ -266,27 +286,22 @@ def load_dense_index(directory: str | os.PathLike[str]) -> DenseIndex:
         raise DenseIndexError(directory / _FIRST_TEXT, str(error)) from None
     if not approximate:
         return ExactDenseIndex(vectors, first_text)
-    return ApproximateDenseIndex(vectors, first_text, _viewed_graph(directory / _GRAPH, files[_GRAPH], texts, dimensions))
+    return ApproximateDenseIndex(vectors, first_text, _read_graph(directory / _GRAPH, texts, dimensions))
 
 
-def _viewed_graph(path: Path, record: dict, texts: int, dimensions: int):
-    from usearch.index import Index
+def _read_graph(path: Path, texts: int, dimensions: int):
+    import faiss
 
-    if _crc32(path) != record.get("crc32"):
-        raise DenseIndexError(path, "its CRC-32 differs from the one saved (the file was damaged)")
     try:
-        metadata = Index.metadata(str(path))
-    except (RuntimeError, ValueError) as error:
-        raise DenseIndexError(path, f"it is not a usearch index ({error})") from None
-    if not metadata or metadata.get("count_present") != texts or metadata.get("dimensions") != dimensions:
-        found = (metadata or {}).get("count_present"), (metadata or {}).get("dimensions")
-        raise DenseIndexError(path, f"it holds {found[0]!r} vectors of {found[1]!r} dimensions where the manifest records {texts} of {dimensions}")
-    try:
-        graph = Index.restore(str(path), view=True, expansion_search=EXPANSION_SEARCH)
-    except (RuntimeError, ValueError) as error:
-        raise DenseIndexError(path, f"usearch cannot map it ({error})") from None
-    if graph is None:
-        raise DenseIndexError(path, "usearch finds no index in it")
+        graph = faiss.read_index(str(path), faiss.IO_FLAG_MMAP_IFC)
+    except RuntimeError as error:
+        # faiss says where in its reader it failed; the last line says what.
+        raise DenseIndexError(path, f"faiss cannot read it ({str(error).strip().splitlines()[-1]})") from None
+    if not isinstance(graph, faiss.IndexHNSW) or graph.ntotal != texts or graph.d != dimensions:
+        raise DenseIndexError(
+            path,
+            f"it holds a {type(graph).__name__} of {graph.ntotal} vectors of {graph.d} dimensions where the manifest records an HNSW graph of {texts} of {dimensions}",
+        )
     return graph
 
 
@@ -316,9 +331,8 @@ def _save(directory: Path, index: ExactDenseIndex, graph_writers: dict[str, Call
         partial = directory / f".partial-{name}"
         write(partial)
         os.replace(partial, directory / name)
-        files[name] = {"bytes": (directory / name).stat().st_size}
-    if _GRAPH in files:
-        files[_GRAPH]["crc32"] = _crc32(directory / _GRAPH)
+        status = (directory / name).stat()
+        files[name] = {"bytes": status.st_size, "mtime_ns": status.st_mtime_ns, "crc32": _crc32(directory / name)}
     manifest = {
         "format": _FORMAT,
         "approximate": index.approximate,
@@ -328,11 +342,11 @@ def _save(directory: Path, index: ExactDenseIndex, graph_writers: dict[str, Call
         "files": files,
     }
     if index.approximate:
-        from usearch import __version__ as usearch_version
+        import faiss
 
         manifest["graph"] = {
-            "library": f"usearch {usearch_version}",
-            "quantization": QUANTIZATION,
+            "library": f"faiss {faiss.__version__}",
+            "kind": "IndexHNSWSQ QT_8bit",
             "connectivity": CONNECTIVITY,
             "expansion_add": EXPANSION_ADD,
         }
