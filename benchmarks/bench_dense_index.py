@@ -5,30 +5,34 @@ embedded through the embedding cache of ``TOOLPATH_HOME`` (the first run embeds 
 11 minutes at 100,000 tools on 2 cores). The queries are ``bench_scale_tools.queries_of`` (worded
 unlike the catalog). Three parts:
 
-* ``libraries``: for each nearest-neighbour library installed (usearch, faiss-cpu, hnswlib; HNSW
-  graphs of 16 links per node, built with 128 and searched with 64 candidates or as many texts as
-  asked for, whichever is more) and each way it can store the vectors (float32, float16, int8):
-  ``build_s`` (all cores), ``file_bytes`` saved, ``open_s`` (reading the file back, memory-mapped where the library
-  can), ``query_ms`` p50/p95 for ``--candidate-texts`` texts plus their entries' exact re-scoring
-  (:class:`toolpath.planner.search.dense_index.ApproximateDenseIndex` does the same), and
-  ``recall_at_10``: the share of the exact top 10 entries (best cosine of each entry's texts) found.
+* ``libraries``: for each ``--libraries`` LIBRARY:STORAGE (usearch, faiss-cpu or hnswlib; f32, f16
+  or i8; each must be installed), in a fresh process: an HNSW graph of the texts (``--connectivity``
+  links per node, default toolpath's; built and searched as broadly as toolpath's, or as many texts
+  as asked for, whichever is more): ``build_s`` (all cores), ``file_bytes`` saved, ``open_s`` (reading it back, memory-mapped
+  where the library can) and ``rss_open_mib`` (the process's growth by it), then for 64, 256 and
+  1,024 candidate texts: ``recall_at_10`` (the share of the exact top 10 entries, by best cosine
+  over each entry's texts, found after re-scoring the candidates' entries exactly, as
+  :class:`toolpath.planner.search.dense_index.ApproximateDenseIndex` does), its worst query, and
+  ``query_ms`` p50/p95 of the graph search and the re-scoring. A fresh process each, because
+  usearch 2.26 imported before onnxruntime crashes the process (see dense_index's docstring).
 * ``dense_index``: toolpath's own (:func:`toolpath.planner.search.dense_index.build_dense_index`):
-  build, save and load times, the files, and the resident memory of a fresh process that loads it
-  and answers ``--queries`` queries (its vectors and graph are memory-mapped: only touched pages count).
+  build, save and load times, the files, and a fresh process that loads it and answers the
+  queries (``--candidate-texts`` texts each): load time and resident memory before, after loading
+  and after the queries (its vectors and codes are memory-mapped: only touched pages count).
 * ``search``: :meth:`SkillIndex.search` for the 10 best hits through the exact and the approximate
   dense index, with no held states and with every input held (the two kinds alternate):
   p50/p95 ms with the query embedding, ``top10_agreement`` (the share of the exact search's hits
   the approximate one returns) and ``identical_lists`` (the share of searches whose 10 hits, scores
-  and order are identical).
+  and order are all identical).
 
 Timings on a shared machine are noisy: compare figures from one run. Usage:
-python benchmarks/bench_dense_index.py [--tools 100000] [--queries 100] [--candidate-texts 256] [--libraries usearch faiss hnswlib] [--seed 0]
+python benchmarks/bench_dense_index.py [--tools 100000] [--queries 100] [--candidate-texts 256]
+    [--libraries faiss:i8 usearch:i8 hnswlib:f32 ...] [--connectivity 32] [--seed 0]
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -43,7 +47,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_scale_tools import generate_catalog, percentiles, queries_of  # noqa: E402
 
-CONNECTIVITY, EXPANSION_ADD, EXPANSION_SEARCH = 16, 128, 64
+from toolpath.planner.search.dense_index import EXPANSION_ADD, EXPANSION_SEARCH  # noqa: E402
 
 
 def catalog_index(tools: int, seed: int, directory: Path):
@@ -61,100 +65,108 @@ def catalog_index(tools: int, seed: int, directory: Path):
     return graph, index, time.perf_counter() - started
 
 
-def exact_top(exact, query: np.ndarray, count: int = 10) -> np.ndarray:
-    similarity, _ = exact.scores(query)
-    return np.argsort(-similarity, kind="stable")[:count]
+def library_graph(library: str, storage: str, connectivity: int, vectors: np.ndarray, path: Path):
+    """Build, save and reopen one library's graph: ``(build_s, open_s, resident MiB the reopened
+    graph added, search(query, count) -> rows)``."""
+    import psutil
 
-
-def measure_library(
-    name: str, quantization: str, vectors: np.ndarray, exact, owner: np.ndarray, queries: np.ndarray, truths, texts: int, directory: Path
-) -> dict:
-    """Build, save, open and query one library's HNSW graph of ``vectors``."""
+    process = psutil.Process()
     threads = os.cpu_count() or 1
-    path = directory / f"{name}-{quantization}.index"
     started = time.perf_counter()
-    if name == "usearch":
+    if library == "usearch":
         from usearch.index import Index
 
         graph = Index(
-            ndim=vectors.shape[1], metric="cos", dtype=quantization, connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH
+            ndim=vectors.shape[1], metric="cos", dtype=storage, connectivity=connectivity, expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH
         )
         graph.add(np.arange(len(vectors), dtype=np.uint64), vectors, threads=threads)
         build = time.perf_counter() - started
         graph.save(str(path))
         del graph
-        started = time.perf_counter()
+        before, started = process.memory_info().rss, time.perf_counter()
         graph = Index.restore(str(path), view=True, expansion_search=EXPANSION_SEARCH)
-        opened = time.perf_counter() - started
-
-        def search(query: np.ndarray) -> np.ndarray:
-            return np.asarray(graph.search(query, texts).keys, dtype=np.int64)
-    elif name == "faiss":
+        opened, grown = time.perf_counter() - started, (process.memory_info().rss - before) / 2**20
+        return build, opened, grown, lambda query, count: np.asarray(graph.search(query, count).keys, dtype=np.int64)
+    if library == "faiss":
         import faiss
 
-        faiss.omp_set_num_threads(threads)
-        if quantization == "f32":
-            graph = faiss.IndexHNSWFlat(vectors.shape[1], CONNECTIVITY, faiss.METRIC_INNER_PRODUCT)
+        if storage == "f32":
+            graph = faiss.IndexHNSWFlat(vectors.shape[1], connectivity, faiss.METRIC_INNER_PRODUCT)
         else:
-            kind = {"f16": faiss.ScalarQuantizer.QT_fp16, "i8": faiss.ScalarQuantizer.QT_8bit}[quantization]
-            graph = faiss.IndexHNSWSQ(vectors.shape[1], kind, CONNECTIVITY, faiss.METRIC_INNER_PRODUCT)
+            kind = {"f16": faiss.ScalarQuantizer.QT_fp16, "i8": faiss.ScalarQuantizer.QT_8bit}[storage]
+            graph = faiss.IndexHNSWSQ(vectors.shape[1], kind, connectivity, faiss.METRIC_INNER_PRODUCT)
             graph.train(vectors)
         graph.hnsw.efConstruction = EXPANSION_ADD
         graph.add(vectors)
         build = time.perf_counter() - started
         faiss.write_index(graph, str(path))
         del graph
-        started = time.perf_counter()
-        graph = faiss.read_index(str(path), faiss.IO_FLAG_MMAP)
-        opened = time.perf_counter() - started
-        graph.hnsw.efSearch = max(EXPANSION_SEARCH, texts)
-        faiss.omp_set_num_threads(1)  # one query at a time, as skill search asks
+        before, started = process.memory_info().rss, time.perf_counter()
+        graph = faiss.read_index(str(path), faiss.IO_FLAG_MMAP_IFC)
+        opened, grown = time.perf_counter() - started, (process.memory_info().rss - before) / 2**20
 
-        def search(query: np.ndarray) -> np.ndarray:
-            return graph.search(query[None, :], texts)[1][0]
-    else:
-        import hnswlib
+        def search(query: np.ndarray, count: int) -> np.ndarray:
+            parameters = faiss.SearchParametersHNSW(efSearch=max(EXPANSION_SEARCH, count))
+            return graph.search(query[None, :], count, params=parameters)[1][0].astype(np.int64)
 
-        graph = hnswlib.Index(space="ip", dim=vectors.shape[1])
-        graph.init_index(max_elements=len(vectors), ef_construction=EXPANSION_ADD, M=CONNECTIVITY)
-        graph.set_num_threads(threads)
-        graph.add_items(vectors, np.arange(len(vectors)))
-        build = time.perf_counter() - started
-        graph.save_index(str(path))
-        del graph
-        started = time.perf_counter()
-        graph = hnswlib.Index(space="ip", dim=vectors.shape[1])
-        graph.load_index(str(path))
-        opened = time.perf_counter() - started
-        graph.set_num_threads(1)
-        graph.set_ef(max(EXPANSION_SEARCH, texts))
+        return build, opened, grown, search
+    import hnswlib
 
-        def search(query: np.ndarray) -> np.ndarray:
-            return graph.knn_query(query, k=texts)[0][0].astype(np.int64)
+    if storage != "f32":
+        raise SystemExit("hnswlib stores float32 only")
+    graph = hnswlib.Index(space="ip", dim=vectors.shape[1])
+    graph.init_index(max_elements=len(vectors), ef_construction=EXPANSION_ADD, M=connectivity)
+    graph.set_num_threads(threads)
+    graph.add_items(vectors, np.arange(len(vectors)))
+    build = time.perf_counter() - started
+    graph.save_index(str(path))
+    del graph
+    before, started = process.memory_info().rss, time.perf_counter()
+    graph = hnswlib.Index(space="ip", dim=vectors.shape[1])
+    graph.load_index(str(path))
+    opened, grown = time.perf_counter() - started, (process.memory_info().rss - before) / 2**20
+    graph.set_num_threads(1)
 
-    times, recalls = [], []
-    for query, truth in zip(queries, truths):
-        started = time.perf_counter()
-        entries = np.unique(owner[search(query)])
-        similarity, _ = exact.scores(query, entries)
-        found = entries[np.argsort(-similarity, kind="stable")[:10]]
-        times.append((time.perf_counter() - started) * 1000)
-        recalls.append(len(set(found.tolist()) & set(truth.tolist())) / len(truth))
-    report = {
-        "build_s": round(build, 1),
-        "file_bytes": path.stat().st_size,
-        "open_s": round(opened, 4),
-        "query_ms": percentiles(times),
-        "recall_at_10": round(statistics.mean(recalls), 4),
-        "worst_recall_at_10": min(recalls),
-    }
+    def search(query: np.ndarray, count: int) -> np.ndarray:
+        graph.set_ef(max(EXPANSION_SEARCH, count))
+        return graph.knn_query(query, k=count)[0][0].astype(np.int64)
+
+    return build, opened, grown, search
+
+
+def measure_library(library: str, storage: str, connectivity: int, directory: Path) -> dict:
+    """In a fresh process: one library's graph of the saved vectors, against the saved exact top 10s."""
+    from toolpath.planner.search.dense_index import load_dense_index
+
+    dense = load_dense_index(directory / "dense")
+    vectors = np.ascontiguousarray(dense.vectors)
+    owner = np.repeat(np.arange(len(dense.first_text)), np.diff(np.append(dense.first_text, len(vectors))))
+    queries, truths = np.load(directory / "queries.npy"), np.load(directory / "truths.npy")
+    path = directory / f"{library}-{storage}.graph"
+    build, opened, grown, search = library_graph(library, storage, connectivity, vectors, path)
+    report: dict = {"build_s": round(build, 1), "file_bytes": path.stat().st_size, "open_s": round(opened, 4), "rss_open_mib": round(grown)}
+    for count in (64, 256, 1024):
+        times, recalls = [], []
+        for query, truth in zip(queries, truths):
+            started = time.perf_counter()
+            entries = np.unique(owner[search(query, count)])
+            similarity, _ = dense.scores(query, entries)
+            found = entries[np.argsort(-similarity, kind="stable")[:10]]
+            times.append((time.perf_counter() - started) * 1000)
+            recalls.append(len(set(found.tolist()) & set(truth.tolist())) / len(truth))
+        report[f"candidate_texts_{count}"] = {
+            "recall_at_10": round(statistics.mean(recalls), 4),
+            "worst_recall_at_10": min(recalls),
+            "query_ms": percentiles(times),
+        }
     path.unlink()
     return report
 
 
 #: Run in a fresh process: load a saved dense index, answer the queries, report resident memory.
 _LOAD_AND_QUERY = """
-import json, sys, time, numpy as np, psutil
+import json, sys, time
+import numpy as np, psutil
 process = psutil.Process()
 before = process.memory_info().rss
 started = time.perf_counter()
@@ -162,13 +174,12 @@ from toolpath.planner.search.dense_index import load_dense_index
 index = load_dense_index(sys.argv[1])
 loaded = time.perf_counter() - started
 after_load = process.memory_info().rss
-queries = np.load(sys.argv[2])
 times = []
-for query in queries:
+for query in np.load(sys.argv[2]):
     started = time.perf_counter()
     index.nearest(query, int(sys.argv[3]))
     times.append((time.perf_counter() - started) * 1000)
-print(json.dumps({"load_s_with_import": round(loaded, 3), "rss_mib_before": round(before / 2**20), "rss_mib_loaded": round(after_load / 2**20),
+print(json.dumps({"load_s_with_imports": round(loaded, 3), "rss_mib_before": round(before / 2**20), "rss_mib_loaded": round(after_load / 2**20),
                   "rss_mib_after_queries": round(process.memory_info().rss / 2**20), "nearest_ms_p50": round(sorted(times)[len(times) // 2], 3)}))
 """
 
@@ -235,37 +246,47 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tools", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=100)
-    parser.add_argument("--candidate-texts", type=int, default=256, help="texts asked of each graph (skill search asks for 256 for 10 hits)")
-    parser.add_argument("--libraries", nargs="*", default=["usearch", "faiss", "hnswlib"])
+    parser.add_argument("--candidate-texts", type=int, default=256, help="texts toolpath's dense index is asked for (skill search asks for 256 for 10 hits)")
+    parser.add_argument("--libraries", nargs="*", default=["faiss:i8"], help="LIBRARY:STORAGE pairs to compare, e.g. usearch:i8 faiss:f16 hnswlib:f32")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--connectivity", type=int, help="links per node of the libraries' graphs (default: toolpath's, dense_index.CONNECTIVITY)")
+    parser.add_argument("--library-child", nargs=4, metavar=("LIBRARY", "STORAGE", "CONNECTIVITY", "DIRECTORY"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    from toolpath.planner.search.dense_index import ExactDenseIndex
+    if args.library_child:
+        library, storage, connectivity, directory = args.library_child
+        print(json.dumps(measure_library(library, storage, int(connectivity), Path(directory))))
+        return
+    from toolpath.planner.search.dense_index import CONNECTIVITY, ExactDenseIndex
 
-    report: dict = {"tools": args.tools, "seed": args.seed, "candidate_texts": args.candidate_texts}
+    connectivity = args.connectivity or CONNECTIVITY
+    report: dict = {"tools": args.tools, "seed": args.seed, "candidate_texts": args.candidate_texts, "library_connectivity": connectivity}
     with tempfile.TemporaryDirectory(prefix="toolpath-bench-dense-") as name:
         directory = Path(name)
         graph, index, report["skill_index_s"] = catalog_index(args.tools, args.seed, directory)
-        vectors, first_text = np.ascontiguousarray(index.dense_index.vectors), index.dense_index.first_text
-        exact = ExactDenseIndex(vectors, first_text)
-        owner = np.repeat(np.arange(len(first_text)), np.diff(np.append(first_text, len(vectors))))
+        exact = ExactDenseIndex(index.dense_index.vectors, index.dense_index.first_text)
         texts = queries_of(2 * args.queries, args.seed + 1)
         query_vectors = np.asarray(index.embedder(texts), dtype=np.float32)
         query_vectors /= np.linalg.norm(query_vectors, axis=1, keepdims=True)
         started = time.perf_counter()
-        truths = [exact_top(exact, query) for query in query_vectors]
+        truths = np.stack([np.argsort(-exact.scores(query)[0], kind="stable")[:10] for query in query_vectors])
         report["exact_scan_ms_mean"] = round((time.perf_counter() - started) * 1000 / len(truths), 2)
-        report["libraries"] = {}
-        for library in args.libraries:
-            module = {"faiss": "faiss", "usearch": "usearch", "hnswlib": "hnswlib"}[library]
-            if importlib.util.find_spec(module) is None:
-                report["libraries"][library] = "not installed"
-                continue
-            for quantization in ["f32"] if library == "hnswlib" else ["f32", "f16", "i8"]:
-                report["libraries"][f"{library}-{quantization}"] = measure_library(
-                    library, quantization, vectors, exact, owner, query_vectors, truths, args.candidate_texts, directory
-                )
-                print(json.dumps({f"{library}-{quantization}": report["libraries"][f"{library}-{quantization}"]}), file=sys.stderr)
+        np.save(directory / "queries.npy", query_vectors)
+        np.save(directory / "truths.npy", truths)
         report["dense_index"], dense = measure_dense_index(index, query_vectors, args.candidate_texts, directory)
+        report["libraries"] = {}
+        for pair in args.libraries:
+            library, _, storage = pair.partition(":")
+            child = subprocess.run(
+                [sys.executable, __file__, "--library-child", library, storage or "f32", str(connectivity), str(directory)],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            lines = child.stdout.strip().splitlines()
+            report["libraries"][pair] = (
+                json.loads(lines[-1]) if child.returncode == 0 and lines else {"failed": child.returncode, "stderr": child.stderr[-500:]}
+            )
+            print(json.dumps({pair: report["libraries"][pair]}), file=sys.stderr)
         approximate = index if index.dense_index.approximate else index.with_dense_index(dense)
         report["search"] = measure_search(index, graph, approximate, texts)
     print(json.dumps(report, indent=2))
