@@ -16,15 +16,17 @@ dense similarity is the largest cosine of its texts with the query.
   left out scores at most the candidates' :attr:`DenseCandidates.floor` (as far as the graph found).
 
 faiss-cpu was chosen over usearch and hnswlib on the 100,000-tool catalog of
-``benchmarks/bench_scale_tools.py`` (``benchmarks/bench_dense_index.py``; figures in
-docs/benchmarks.md). All three found the exact top 10 entries (recall@10 ≥ 0.999 with 256
-candidate texts) in about a millisecond and build in minutes. usearch 2.26 would have mapped its
-file fastest, but a process that imports it before onnxruntime (the query embedder) crashes in
-onnxruntime's start-up (two C++ runtimes: usearch's wheel links its own statically); hnswlib 0.8
-has no wheel for Python 3.11 (it builds from source, with a C++ compiler) and keeps float32 only.
-faiss maps the 8-bit codes from the file (``IO_FLAG_MMAP_IFC``) and reads only the links, checks
-every link when it reads them (a damaged graph is refused, not crashed on), and answers one query
-in the calling thread (its OpenMP threads work only while building).
+``benchmarks/bench_scale_tools.py`` (307,380 texts; ``benchmarks/bench_dense_index.py``, figures in
+docs/benchmarks.md). With 32 links per node all three found the exact top 10 entries of all 200
+queries from 64 candidate texts on, in 1.0-1.4 ms a query (p50, re-scoring included). usearch 2.26
+builds fastest (55 s against faiss's 129 s on 2 cores), but a process that imports it before
+onnxruntime (the query embedder) crashes as onnxruntime loads: usearch's wheel links a C++ runtime
+of its own. hnswlib 0.8 has no wheel for Python 3.11 (it compiles from source) and reads its whole
+file back (0.75 s and 559 MiB, where faiss takes 18 ms and 80 MiB). faiss maps the 8-bit codes from
+the file (``IO_FLAG_MMAP_IFC``) and reads only the links, checks every link as it reads them (a
+damaged graph is refused, not crashed on), and answers one query in the calling thread (its OpenMP
+threads work only while building). Float16 codes found no more than 8-bit ones and take twice the
+space (320 against 202 MB).
 
 Saved indexes (:meth:`ExactDenseIndex.save`, :func:`load_dense_index`) are a directory of
 ``dense_index.json`` (what was saved; each file's size, modification time and CRC-32),
@@ -46,9 +48,10 @@ import numpy as np
 from toolpath.registry.storage import StoreError
 
 #: Indexes of at least this many texts are approximate (:func:`build_dense_index`). One exact pass
-#: over 100,000 texts of 384 dimensions takes about 10 ms on this project's 2-core machine, half the
-#: 20 ms a search may take at 100,000 tools (issue 57), while the graph answers in under 1 ms; the
-#: MetaTool benchmark (1,199 texts) and the shipped catalogs stay far below, so they stay exact.
+#: over 100,000 texts of 384 dimensions takes about 13 ms on this project's 2-core machine (40 ms
+#: over the 307,380 texts of 100,000 tools), most of the 20 ms a search may take (issue 57), while
+#: the graph answers in about 1 ms; the MetaTool benchmark (1,199 texts), the shipped catalogs and
+#: 10,000 generated tools (37,290 texts) stay below, so their results do not change.
 APPROXIMATE_FROM_TEXTS = 100_000
 #: The graph's links per node ("M"), the breadth of the search that inserts a node ("efConstruction")
 #: and of a query ("efSearch"; a query for more texts searches as broadly as it asks). Measured with

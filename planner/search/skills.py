@@ -120,10 +120,11 @@ MIN_SCORE = 0.35
 
 #: Query vectors kept per index (see ``SkillIndex._query_vector``).
 _RECENT_QUERIES = 64
-#: Texts an approximate search first asks its dense index for, at least, and per hit wanted: with
-#: 10 hits, 256 texts (about 100 entries) leave every entry outside them with a fused score below
-#: the 10th best (``DENSE_WEIGHT / (RRF_K + 101) + (1 - DENSE_WEIGHT) / (RRF_K + 1)`` < ``DENSE_WEIGHT
-#: / (RRF_K + 10)``), so a search without filters needs no second round.
+#: Texts an approximate search first asks its dense index for, at least, and per hit wanted. With
+#: 10 hits, any 26 candidate entries leave every entry outside them a fused score below the 10th
+#: best (``DENSE_WEIGHT / (RRF_K + 27) + (1 - DENSE_WEIGHT) / (RRF_K + 1)`` < ``DENSE_WEIGHT /
+#: (RRF_K + 10)``), and 256 texts are that many entries unless entries have ten texts each: a search
+#: without filters needs no second round.
 _CANDIDATE_TEXTS = 256
 _CANDIDATE_TEXTS_PER_HIT = 16
 #: Each further round asks for this many times the texts; once that reaches this share of all
