@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -17,6 +18,7 @@ import pytest
 
 from toolpath.catalogs import default_catalog_paths
 from toolpath.planner import SkillIndex, StateGraph
+from toolpath.planner.search.dense_index import ExactDenseIndex, load_dense_index
 from toolpath.planner.search.learned import LearnedSearch
 from toolpath.planner.search.stored_index import KEEP_INDEXES, IndexStore
 from toolpath.registry import State, ToolDefinition, ToolRegistry
@@ -129,7 +131,7 @@ def test_another_model_or_mode_is_another_stored_index(tmp_path):
 
 
 def truncate_vectors(directory: Path) -> None:
-    path = directory / "vectors.npy"
+    path = directory / "dense" / "vectors.npy"
     path.write_bytes(path.read_bytes()[:-12])
 
 
@@ -153,12 +155,11 @@ def foreign_manifest(directory: Path) -> None:
 
 
 def vectors_of_another_shape(directory: Path) -> None:
-    """Vectors of one dimension fewer, with a manifest that agrees with the file but not the catalog."""
-    vectors = np.load(directory / "vectors.npy")[:, :-1]
-    np.save(directory / "vectors.npy", np.ascontiguousarray(vectors), allow_pickle=False)
-    manifest = json.loads((directory / "manifest.json").read_text())
-    manifest["files"]["vectors.npy"].update(bytes=(directory / "vectors.npy").stat().st_size, shape=list(vectors.shape))
-    (directory / "manifest.json").write_text(json.dumps(manifest))
+    """A dense index of vectors of one dimension fewer, sound in itself but not of the catalog."""
+    dense = load_dense_index(directory / "dense")
+    other = ExactDenseIndex(np.ascontiguousarray(np.asarray(dense.vectors)[:, :-1]), dense.first_text)
+    shutil.rmtree(directory / "dense")
+    other.save(directory / "dense")
 
 
 def documents_out_of_range(directory: Path) -> None:
@@ -169,12 +170,12 @@ def documents_out_of_range(directory: Path) -> None:
 
 
 DAMAGE = {
-    "truncated vectors": (truncate_vectors, "vectors.npy has"),
+    "truncated vectors": (truncate_vectors, "dense/vectors.npy: it has"),
     "truncated BM25 scores": (truncate_bm25_scores, "bm25/data.csc.index.npy has"),
     "no manifest (a partial directory)": (remove_manifest, "it has no manifest"),
     "a manifest that is not JSON": (garble_manifest, "Expecting property name"),
     "another catalog's manifest": (foreign_manifest, "its manifest's key is"),
-    "vectors of another shape": (vectors_of_another_shape, "the catalog needs <f4"),
+    "vectors of another shape": (vectors_of_another_shape, "the catalog needs ["),
     "BM25 documents out of range": (documents_out_of_range, "names documents outside"),
 }
 
@@ -323,8 +324,8 @@ def test_catalog_index_builds_the_index_once_and_search_loads_it(tmp_path, chemi
     assert report["dimensions"] == 384 and report["model"]["id"] == "sentence-transformers/all-MiniLM-L6-v2"
     directory = Path(report["directory"])
     assert directory.parent == home / "indexes" and (directory / "manifest.json").exists()
-    assert report["bytes"]["vectors"] == (directory / "vectors.npy").stat().st_size >= 4 * 384 * report["texts"]
-    assert report["bytes"]["total"] == report["bytes"]["vectors"] + report["bytes"]["bm25"] + (directory / "manifest.json").stat().st_size
+    assert report["approximate"] is False and report["bytes"]["dense"] > (directory / "dense" / "vectors.npy").stat().st_size >= 4 * 384 * report["texts"]
+    assert report["bytes"]["total"] == report["bytes"]["dense"] + report["bytes"]["bm25"] + (directory / "manifest.json").stat().st_size
 
     again = toolpath("catalog", "index", "--catalog", str(chemistry_catalog), "--json", home=home)
     assert again.returncode == 0, again.stderr

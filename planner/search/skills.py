@@ -14,6 +14,18 @@ Fusion is weighted reciprocal-rank fusion (Cormack, Clarke & Büttcher, SIGIR 20
 with no query word contributing no BM25 term. ``RRF_K`` and ``DENSE_WEIGHT`` were tuned on the
 MetaTool dev split only (``benchmarks/bench_search.py``).
 
+**Large catalogs** (from :data:`toolpath.planner.search.dense_index.APPROXIMATE_FROM_TEXTS` texts,
+about 30,000 tools) find their dense candidates through an approximate nearest-neighbour index
+(:mod:`toolpath.planner.search.dense_index`): the entries of the texts nearest the query, each
+re-scored exactly. The candidates take dense ranks 1, 2, … by their exact similarity, and every
+other entry shares the next rank, so outside the candidates the order comes from BM25 alone (what
+:meth:`SkillIndex.tool_relevance` returns for them). That shared rank is the best any of them could
+have, so their fused scores are upper bounds: :meth:`SkillIndex.search` returns only hits whose
+score is exact, asking for four times as many candidates (at last, scoring every text) when it
+reaches an entry whose score is a bound. Its hits are those of the exact search, up to the
+candidates the approximate index misses (top-10 agreement in docs/benchmarks.md), and
+:meth:`SkillIndex.entry_rank` always scores every text.
+
 **Learned evidence** (optional, :class:`toolpath.planner.search.learned.LearnedSearch`: phrasings
 seen in use, as vectors, and a query adapter). An entry's *learned similarity* combines its nearest
 learned phrasing's cosine and the cosine of the mean of its phrasings (a prototype), both with the
@@ -41,12 +53,13 @@ Each hit also says whether it is reachable from the held states and carries the 
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import os
 import re
 import unicodedata
 import warnings
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
@@ -55,8 +68,10 @@ import numpy as np
 
 from toolpath.errors import Refusal
 from toolpath.kernel.inside.tool_search import bm25_terms
+from toolpath.planner.planning.delete_free import INFINITY
 from toolpath.planner.planning.graph import StateGraph
 from toolpath.planner.planning.plans import NoPlanError, Plan, plan, plan_to_run
+from toolpath.planner.search.dense_index import DenseIndex, build_dense_index, group_maxima
 from toolpath.planner.search.embedding import Embedder, EmbedderUnavailableError, checked_vectors, default_embedder
 from toolpath.planner.search.embedding_cache import CachedEmbedder, EmbeddingCache, warn_unusable
 from toolpath.planner.search.learned import LearnedEntry, LearnedSearch, LearnedSearchError
@@ -106,6 +121,17 @@ MIN_SCORE = 0.35
 
 #: Query vectors kept per index (see ``SkillIndex._query_vector``).
 _RECENT_QUERIES = 64
+#: Texts an approximate search first asks its dense index for, at least, and per hit wanted. With
+#: 10 hits, any 26 candidate entries leave every entry outside them a fused score below the 10th
+#: best (``DENSE_WEIGHT / (RRF_K + 27) + (1 - DENSE_WEIGHT) / (RRF_K + 1)`` < ``DENSE_WEIGHT /
+#: (RRF_K + 10)``), and 256 texts are that many entries unless entries have ten texts each: a search
+#: without filters needs no second round.
+_CANDIDATE_TEXTS = 256
+_CANDIDATE_TEXTS_PER_HIT = 16
+#: Each further round asks for this many times the texts; once that reaches this share of all
+#: texts, every text is scored instead.
+_CANDIDATE_GROWTH = 4
+_EXACT_FROM_SHARE = 0.1
 
 Mode = Literal["hybrid", "dense", "bm25"]
 Kind = Literal["state", "tool"]
@@ -209,7 +235,9 @@ class LearnedMatch:
 
 @dataclass(frozen=True)
 class _Scores:
-    """One query's scores of every entry (see :meth:`SkillIndex._scores`)."""
+    """One query's scores of every entry (see :meth:`SkillIndex._scores`). With an approximate dense
+    search, ``exact`` marks the entries whose fused score is exact (the rest have an upper bound,
+    their similarity the candidates' floor and ``best_text`` -1); ``None``: every entry's is."""
 
     fused: np.ndarray
     similarity: np.ndarray | None
@@ -221,6 +249,7 @@ class _Scores:
     phrasing_similarity: np.ndarray | None = None
     mean_similarity: np.ndarray | None = None
     learned_row: np.ndarray | None = None
+    exact: np.ndarray | None = None
 
 
 class QueryError(Refusal, ValueError):
@@ -352,6 +381,7 @@ class SkillIndex:
         self._queries_ready = False
         self._cached: CachedEmbedder | None = None
         self._vectors = np.zeros((0, 1), dtype=np.float32)
+        self._dense: DenseIndex | None = None
         #: How the catalog part was got and where it is stored (``None``: no store was used).
         self.stored: StoredIndex | None = None
         self._catalog_bm25 = self._catalog_part(embedder if embedder is not None or mode == "bm25" else default_embedder(), cache, store)
@@ -381,8 +411,8 @@ class SkillIndex:
             found = index_store.load(key, len(self._entries), len(self._texts), model)
             if found is not None:
                 part, self.stored = found
-                if part.vectors is not None:
-                    self._vectors = part.vectors
+                if part.dense is not None:
+                    self._dense, self._vectors = part.dense, part.dense.vectors
                     self.embedder = embedder
                 return part.lexical
         with build_progress(len(self._entries), len(self._texts), None if key is None or index_store is None else index_store.path_of(key)) as progress:
@@ -393,12 +423,13 @@ class SkillIndex:
             if mode != "bm25" and self._texts:
                 assert embedder is not None
                 self._embed_texts(embedder, cache)
+                if self.mode != "bm25":
+                    self._dense = build_dense_index(self._vectors, self._first_text)
             progress.set_description("skill index: storing")
             progress.update()
             # An index that fell back to BM25 (no model) is not what the key promises: not stored.
             if key is not None and index_store is not None and self.mode == mode:
-                vectors = self._vectors if mode != "bm25" else None
-                self.stored = index_store.save(key, CatalogPart(lexical, vectors), model, len(self._entries), len(self._texts))
+                self.stored = index_store.save(key, CatalogPart(lexical, self._dense), model, len(self._entries), len(self._texts))
             progress.update()
         return lexical
 
@@ -433,6 +464,27 @@ class SkillIndex:
             other._use_learned(learned, owners)
         return other
 
+    def with_dense_index(self, dense: DenseIndex) -> SkillIndex:
+        """The same index searching through ``dense``, a dense index of the same texts: one loaded
+        from disk (:func:`toolpath.planner.search.dense_index.load_dense_index`), or the exact one
+        an approximate one is measured against (``benchmarks/bench_dense_index.py``).
+
+        Raises:
+            ValueError: an index without embeddings, or ``dense`` of other texts (another count of
+                texts or entries, or other dimensions).
+        """
+        if self._dense is None:
+            raise ValueError("the index has no embeddings (BM25 only), so it has no dense index to replace")
+        if dense.vectors.shape != self._dense.vectors.shape or not np.array_equal(dense.first_text, self._dense.first_text):
+            raise ValueError(
+                f"the dense index has {dense.vectors.shape[0]} texts of {dense.vectors.shape[1]} dimensions in {len(dense.first_text)} entries; "
+                f"this index has {self._dense.vectors.shape[0]} of {self._dense.vectors.shape[1]} in {len(self._dense.first_text)}: build it from this index's catalogs"
+            )
+        other = copy.copy(self)
+        other._recent_queries = dict(self._recent_queries)
+        other._dense = dense
+        return other
+
     def entry_rank(self, query: str, entry: LearnedEntry, query_vector: np.ndarray | None = None) -> int:
         """The place (1 = first) of ``entry`` among the entries of its kind in the ranking
         :meth:`search` orders by, for ``query`` with no filter; ``query_vector``: the query's embedding when it is known already
@@ -452,7 +504,7 @@ class SkillIndex:
             raise LearnedSearchError(f"the index has no entry {tuple(entry)!r}; give (kind, server, name) of a tool or state of its catalogs") from None
         if query_vector is not None and self.mode != "bm25":
             self._remember_query(query.strip(), _normalised(np.asarray(query_vector)[None, :])[0])
-        fused = self._scores(query).fused
+        fused = self._scores(query, candidate_texts=None).fused
         same_kind = np.array([candidate.kind == self._entries[position].kind for candidate in self._entries])
         # search() orders by score, earlier entries first among equals (a stable sort).
         ahead = same_kind & ((fused > fused[position]) | ((fused == fused[position]) & (np.arange(len(fused)) < position)))
@@ -545,14 +597,21 @@ class SkillIndex:
         raise LearnedSearchError(f"the index has no entry {tuple(entry)!r}; give (kind, server, name) of a tool or state of its catalogs")
 
     @property
+    def dense_index(self) -> DenseIndex | None:
+        """The dense index searched (exact or approximate, see the module docstring), to save beside
+        the embedding cache; ``None`` for an index without embeddings."""
+        return self._dense
+
+    @property
     def cache_counts(self) -> tuple[int, int]:
         """``(hits, misses)`` of the embedding cache while building this index (``(0, 0)`` uncached,
         or loaded from the store)."""
         return (self._cached.hits, self._cached.misses) if self._cached is not None else (0, 0)
 
-    @property
+    @functools.cached_property
     def domains(self) -> set[str]:
-        """Servers of the tools and domains (token prefixes) of the states, for the ``domain`` filter."""
+        """Servers of the tools and domains (token prefixes) of the states, for the ``domain`` filter
+        (worked out once: a pass over every entry costs milliseconds at 100,000 tools)."""
         return {entry.server for entry in self._entries if entry.server is not None}
 
     def __len__(self) -> int:
@@ -597,46 +656,65 @@ class SkillIndex:
             raise QueryError(f"unknown domain {', '.join(map(repr, unknown))}; the catalogs have: {', '.join(sorted(self.domains)) or 'none'}")
         if not self._entries:
             return []
-        scores = self._scores(query)
-        score, similarity, best_text, lexical = scores.fused, scores.similarity, scores.best_text, scores.lexical
+        candidate_texts: int | None = max(_CANDIDATE_TEXTS, _CANDIDATE_TEXTS_PER_HIT * k)
+        scores = self._scores(query, candidate_texts)
         hits: list[SkillHit] = []
-        for index in np.argsort(-score, kind="stable"):
-            entry = self._entries[index]
-            if (kind is not None and entry.kind != kind) or (domains is not None and entry.server not in domains):
-                continue
-            if self.mode == "bm25" and lexical[index] <= 0:
-                break  # ranked by BM25 alone: the rest share no word with the query
-            reachable, goal_plan = self._reach(entry, held)
-            if reachable_only and not reachable:
-                continue
-            matched = self._texts[best_text[index]] if best_text is not None else self._lexical_match(index, set(scores.query_tokens))
-            dense = None if similarity is None else float(similarity[index])
-            learned = self._learned_match(scores, index)
-            if learned is not None and learned.similarity > learned.catalog_similarity:
-                matched = learned.phrasing if learned.phrasing is not None else matched
-            hits.append(
-                SkillHit(
-                    entry.kind,
-                    entry.name,
-                    entry.server,
-                    float(score[index]),
-                    dense,
-                    float(lexical[index]),
-                    matched,
-                    entry.states,
-                    reachable,
-                    goal_plan,
-                    learned,
-                )
-            )
-            if len(hits) == k:
-                break
-        return hits
+        # Entries already taken or passed over: after a round with more candidates they keep their
+        # place (their scores were exact), so the next round goes on after them.
+        considered: set[int] = set()
+        while True:
+            for index in _best_first(scores.fused):
+                if index in considered:
+                    continue
+                if scores.exact is not None and not scores.exact[index]:
+                    break  # an upper bound, not a score: ask for more candidates first
+                considered.add(index)
+                entry = self._entries[index]
+                if (kind is not None and entry.kind != kind) or (domains is not None and entry.server not in domains):
+                    continue
+                if self.mode == "bm25" and scores.lexical[index] <= 0:
+                    return hits  # ranked by BM25 alone: the rest share no word with the query
+                reachable, goal_plan = self._reach(entry, held)
+                if reachable_only and not reachable:
+                    continue
+                hits.append(self._hit(scores, index, reachable, goal_plan))
+                if len(hits) == k:
+                    return hits
+            else:
+                return hits
+            assert candidate_texts is not None  # exact scores leave no bound to break on
+            candidate_texts *= _CANDIDATE_GROWTH
+            if candidate_texts >= _EXACT_FROM_SHARE * len(self._texts):
+                candidate_texts = None
+            scores = self._scores(query, candidate_texts)
+
+    def _hit(self, scores: _Scores, index: int, reachable: bool, goal_plan: Plan | None) -> SkillHit:
+        entry = self._entries[index]
+        similarity, best_text = scores.similarity, scores.best_text
+        matched = self._texts[best_text[index]] if best_text is not None else self._lexical_match(index, set(scores.query_tokens))
+        learned = self._learned_match(scores, index)
+        if learned is not None and learned.similarity > learned.catalog_similarity:
+            matched = learned.phrasing if learned.phrasing is not None else matched
+        return SkillHit(
+            entry.kind,
+            entry.name,
+            entry.server,
+            float(scores.fused[index]),
+            None if similarity is None else float(similarity[index]),
+            float(scores.lexical[index]),
+            matched,
+            entry.states,
+            reachable,
+            goal_plan,
+            learned,
+        )
 
     def tool_relevance(self, query: str) -> dict[int, float]:
         """``{tool id: score}`` of every tool for ``query``, the fused score :meth:`search` ranks by
         (higher is more relevant; only the order means something). For breaking ties between plans
-        of equal cost (:func:`toolpath.planner.planning.plans.plan`'s ``prefer``).
+        of equal cost (:func:`toolpath.planner.planning.plans.plan`'s ``prefer``). With an
+        approximate dense index, tools outside its candidates share one dense rank (see the module
+        docstring): among them, BM25 alone orders.
 
         Raises:
             QueryError: the query is empty or blank.
@@ -645,8 +723,16 @@ class SkillIndex:
             raise QueryError("the query is empty; describe what you want to achieve")
         if not self._entries:
             return {}
-        score = self._scores(query).fused
-        return {entry.tool_id: float(score[index]) for index, entry in enumerate(self._entries) if entry.kind == "tool" and entry.tool_id is not None}
+        score = self._scores(query, _CANDIDATE_TEXTS).fused
+        positions, tool_ids = self._tool_entries
+        return dict(zip(tool_ids, score[positions].tolist()))
+
+    @functools.cached_property
+    def _tool_entries(self) -> tuple[np.ndarray, list[int]]:
+        """The positions of the tool entries and their tools' ids (a pass over every entry is
+        tens of milliseconds at 100,000 tools, so it is made once)."""
+        tools = [(position, entry.tool_id) for position, entry in enumerate(self._entries) if entry.kind == "tool" and entry.tool_id is not None]
+        return np.array([position for position, _ in tools], dtype=np.int64), [tool_id for _, tool_id in tools]
 
     def load_query_model(self) -> None:
         """Embed one probe query now (once per index), so whatever the embedder loads on first use
@@ -675,27 +761,38 @@ class SkillIndex:
             del self._recent_queries[next(iter(self._recent_queries))]
         self._recent_queries[query] = vector
 
-    def _scores(self, query: str) -> _Scores:
-        """Every entry's fused score for ``query``, with the parts it was fused from."""
+    def _scores(self, query: str, candidate_texts: int | None) -> _Scores:
+        """Every entry's fused score for ``query``, with the parts it was fused from. With an
+        approximate dense index, ``candidate_texts`` is how many texts to ask it for (``None``:
+        score every text); see the module docstring for the entries outside its candidates."""
         query_tokens = bm25_terms([query])[0]
         lexical = self._bm25.get_scores(query_tokens) if query_tokens else np.zeros(len(self._entries), dtype=np.float32)
         if self.mode == "bm25":
             return _Scores(self._fused(None, lexical), None, None, lexical, query_tokens)
-        if self.learned is None:
-            similarity, best_text = self._dense_scores(query)
-            return _Scores(self._fused(similarity, lexical), similarity, best_text, lexical, query_tokens)
         query_vector = self._query_vector(query.strip())
+        if self.learned is None:
+            similarity, best_text, known, floor = self._dense_scores(query_vector, candidate_texts)
+            ranked = None if known is None else known & (similarity >= floor)
+            exact = ranked if self.mode == "hybrid" else known
+            return _Scores(self._fused(similarity, lexical, ranked), similarity, best_text, lexical, query_tokens, exact=exact)
         adapter = self.learned.adapter
-        # einsum, not `@`, for the reason in _dense_scores.
+        # einsum, not `@`, for the reason in ExactDenseIndex.scores.
         catalog_query = query_vector if adapter is None else _normalised(np.einsum("i,ij->j", query_vector, adapter)[None, :])[0]
-        catalog_similarity, best_text = self._dense_scores(query, catalog_query)
+        catalog_similarity, best_text, known, floor = self._dense_scores(catalog_query, candidate_texts)
+        if known is not None and len(self._learned_entries):
+            # Entries with phrasings are scored exactly wherever they rank: their learned similarity
+            # may lift them past the candidates, and a hit shows its catalog similarity.
+            missing = self._learned_entries[~known[self._learned_entries]]
+            assert self._dense is not None
+            catalog_similarity[missing], best_text[missing] = self._dense.scores(catalog_query, missing)
+            known[missing] = True
         phrasing_similarity = np.full(len(self._entries), -np.inf, dtype=np.float32)
         mean_similarity = np.full(len(self._entries), -np.inf, dtype=np.float32)
         learned_row = np.full(len(self._entries), -1, dtype=np.int64)
         if len(self._learned_vectors):
             # The phrasings are queries themselves: compared with the query as embedded, not adapted.
             similarities = np.einsum("ij,j->i", self._learned_vectors, query_vector)
-            nearest, position = _group_maxima(similarities, self._learned_starts)
+            nearest, position = group_maxima(similarities, self._learned_starts)
             phrasing_similarity[self._learned_entries] = nearest
             mean_similarity[self._learned_entries] = np.einsum("ij,j->i", self._learned_means, query_vector)
             learned_row[self._learned_entries] = self._learned_rows[position]
@@ -709,11 +806,24 @@ class SkillIndex:
             share = 0.5 * LEARNED_BLEND_PHRASINGS / (self._learned_counts + LEARNED_BLEND_PHRASINGS)
             learned_similarity[self._learned_entries] = larger - share * (larger - smaller)
         similarity = np.maximum(catalog_similarity, learned_similarity)
-        fused = self._fused(similarity, lexical)
+        # Only an entry at or above the candidates' floor has a known dense rank: below it, entries
+        # scored exactly and entries never scored are mixed.
+        ranked = None if known is None else known & (similarity >= floor)
+        fused = self._fused(similarity, lexical, ranked)
         if self.mode == "hybrid":
             fused = fused + LEARNED_WEIGHT * np.maximum(0.0, closest_learned - LEARNED_THRESHOLD)
         return _Scores(
-            fused, similarity, best_text, lexical, query_tokens, catalog_similarity, learned_similarity, phrasing_similarity, mean_similarity, learned_row
+            fused,
+            similarity,
+            best_text,
+            lexical,
+            query_tokens,
+            catalog_similarity,
+            learned_similarity,
+            phrasing_similarity,
+            mean_similarity,
+            learned_row,
+            ranked if self.mode == "hybrid" else known,
         )
 
     def _learned_match(self, scores: _Scores, index: int) -> LearnedMatch | None:
@@ -729,26 +839,43 @@ class SkillIndex:
         phrasing = self.learned.texts[row] if self.learned.texts else None
         return LearnedMatch(phrasing, row, learned, float(scores.phrasing_similarity[index]), float(scores.mean_similarity[index]), catalog)
 
-    def _dense_scores(self, query: str, query_vector: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Per entry: the best cosine over its texts, and the index of that text (``query_vector``:
-        the query's vector when it is not the query as embedded, e.g. adapted)."""
-        if query_vector is None:
-            query_vector = self._query_vector(query.strip())
-        if query_vector.shape != self._vectors.shape[1:]:
-            raise ValueError(f"the embedder returned a {query_vector.shape[0]}-dimensional query vector for an index of {self._vectors.shape[1]} dimensions")
-        # Not `@`: a BLAS matrix-vector product wakes OpenBLAS's threads, which then spin and starve
-        # the embedding model's threads on the next query (2.5x slower with torch on 2 cores); einsum stays in one thread.
-        similarities = np.einsum("ij,j->i", self._vectors, query_vector)
-        return _group_maxima(similarities, np.asarray(self._first_text))
+    def _dense_scores(self, query_vector: np.ndarray, candidate_texts: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, float]:
+        """Per entry: the best cosine over its texts and the row of that text, for every entry
+        (``known`` is ``None``, ``floor`` -inf) or, from an approximate index asked for
+        ``candidate_texts`` texts, for its candidates (``known``), every other entry getting the
+        candidates' ``floor`` (an upper bound) and row -1."""
+        assert self._dense is not None
+        if query_vector.shape != self._dense.vectors.shape[1:]:
+            raise ValueError(
+                f"the embedder returned a {query_vector.shape[0]}-dimensional query vector for an index of {self._dense.vectors.shape[1]} dimensions"
+            )
+        if candidate_texts is None or not self._dense.approximate:
+            similarity, best_text = self._dense.scores(query_vector)
+            return similarity, best_text, None, float("-inf")
+        found = self._dense.nearest(query_vector, candidate_texts)
+        if found.complete:
+            return found.similarity, found.best_text, None, float("-inf")
+        similarity = np.full(len(self._entries), found.floor, dtype=np.float32)
+        best_text = np.full(len(self._entries), -1, dtype=np.int64)
+        known = np.zeros(len(self._entries), dtype=bool)
+        similarity[found.entries], best_text[found.entries], known[found.entries] = found.similarity, found.best_text, True
+        return similarity, best_text, known, found.floor
 
-    def _fused(self, similarity: np.ndarray | None, lexical: np.ndarray) -> np.ndarray:
+    def _fused(self, similarity: np.ndarray | None, lexical: np.ndarray, ranked: np.ndarray | None = None) -> np.ndarray:
+        """The fused score of every entry; ``ranked``: the entries whose dense rank is known, the
+        rest sharing the rank after them (``None``: every entry's is)."""
         if self.mode == "dense":
             assert similarity is not None
             return similarity
         if self.mode == "bm25" or similarity is None:
             return lexical
-        dense = self.dense_weight / (self.rrf_k + _ranks(similarity))
-        return dense + np.where(lexical > 0, (1 - self.dense_weight) / (self.rrf_k + _ranks(lexical)), 0.0)
+        dense = self.dense_weight / (self.rrf_k + _ranks(similarity, ranked))
+        # Only entries sharing a query word have a BM25 term, so only they are ranked (at 100,000
+        # entries, sorting them all costs more than the rest of the fusion).
+        sharing = np.flatnonzero(lexical > 0)
+        lexical_part = np.zeros(len(lexical), dtype=np.float64)
+        lexical_part[sharing] = (1 - self.dense_weight) / (self.rrf_k + _ranks(lexical[sharing]))
+        return dense + lexical_part
 
     def _lexical_match(self, index: int, query_tokens: set[str]) -> str:
         end = self._first_text[index + 1] if index + 1 < len(self._first_text) else len(self._texts)
@@ -758,9 +885,17 @@ class SkillIndex:
 
     def _reach(self, entry: _Entry, held: frozenset[str]) -> tuple[bool, Plan | None]:
         """A state is reachable when a plan reaches it; a tool when a plan can run it (and ends with it)."""
+        tool = self.graph.registry.get_tool_by_id(entry.tool_id) if entry.kind == "tool" else None
+        needed = tool.state_transition.requires if tool is not None else entry.states
+        # What the planner tests first (a finite h_max, cached per held states): a plan would only
+        # say why not, at a cost of milliseconds per hit at 100,000 tools, and a hit keeps no reason.
+        task = self.graph.delete_free_task
+        reached = task.relaxed_costs(task.states(held), frozenset()).value
+        if any(token not in held and (token not in task.state_index or reached[task.state_index[token]] == INFINITY) for token in needed):
+            return False, None
         try:
-            if entry.kind == "tool":
-                return True, plan_to_run(self.graph, self.graph.registry.get_tool_by_id(entry.tool_id), held)
+            if tool is not None:
+                return True, plan_to_run(self.graph, tool, held)
             return True, plan(self.graph, entry.states, held)
         except NoPlanError:
             return False, None
@@ -779,20 +914,33 @@ def _normalised(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.where(norms == 0, 1, norms)
 
 
-def _group_maxima(values: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per group of consecutive ``values`` beginning at ``starts`` (increasing, the first 0): the
-    largest value, and the position of the first value reaching it."""
-    best = np.maximum.reduceat(values, starts)
-    # reduceat has no argmax counterpart: mark every value equal to its group's best, keep the first.
-    owner = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(values))))
-    is_best = np.flatnonzero(values == best[owner])
-    position = np.empty(len(starts), dtype=np.int64)
-    position[owner[is_best][::-1]] = is_best[::-1]
-    return best, position
-
-
-def _ranks(scores: np.ndarray) -> np.ndarray:
-    """1-based rank of each score, best first (ties broken by position)."""
-    ranks = np.empty(len(scores), dtype=np.float64)
-    ranks[np.argsort(-scores, kind="stable")] = np.arange(1, len(scores) + 1)
+def _ranks(scores: np.ndarray, ranked: np.ndarray | None = None) -> np.ndarray:
+    """1-based rank of each score, best first (ties broken by position); ``ranked``: a mask of the
+    scores to rank, every other one sharing the rank after theirs."""
+    if ranked is None:
+        ranks = np.empty(len(scores), dtype=np.float64)
+        ranks[np.argsort(-scores, kind="stable")] = np.arange(1, len(scores) + 1)
+        return ranks
+    positions = np.flatnonzero(ranked)
+    ranks = np.full(len(scores), len(positions) + 1, dtype=np.float64)
+    ranks[positions[np.argsort(-scores[positions], kind="stable")]] = np.arange(1, len(positions) + 1)
     return ranks
+
+
+def _best_first(scores: np.ndarray) -> Iterator[int]:
+    """The positions of ``scores``, highest first and ties by position (the order of a stable
+    argsort of ``-scores``), sorted a growing slice at a time: a search usually wants the first
+    few of 100,000."""
+    keys = -scores
+    remaining = np.arange(len(keys))
+    size = 64
+    while len(remaining):
+        if len(remaining) > size:
+            threshold = np.partition(keys[remaining], size - 1)[size - 1]
+            # Ties with the last kept key come along, so none is cut off from its equals.
+            taken = keys[remaining] <= threshold
+            chosen, remaining = remaining[taken], remaining[~taken]
+        else:
+            chosen, remaining = remaining, remaining[:0]
+        yield from chosen[np.argsort(keys[chosen], kind="stable")].tolist()
+        size *= 4

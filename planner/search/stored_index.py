@@ -5,8 +5,10 @@ every later process instead of rebuilt (issue 57).
 **Where.** One directory per catalog version, ``indexes/<key>/`` beside the embedding cache's file
 (by default ``$TOOLPATH_HOME/indexes/``):
 
-* ``vectors.npy``: the ``(texts, d)`` little-endian float32 unit vectors, in the index's text order
-  (written and read by :func:`write_vectors` and :func:`read_vectors` alone);
+* ``dense/``: the dense index of the texts' unit vectors, in the index's text order, as
+  :mod:`toolpath.planner.search.dense_index` saves it (the ``(texts, d)`` float32 vectors, and for a
+  large catalog the approximate index's graph), loaded with its own checks
+  (:func:`toolpath.planner.search.dense_index.load_dense_index`);
 * ``bm25/``: the BM25 index in bm25s's own format (``BM25.save``: three ``.npy`` arrays and two JSON
   files), read with ``BM25.load(mmap=True)``;
 * ``manifest.json``: the format version, the whole key, the model, the counts (entries, texts,
@@ -73,6 +75,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from toolpath.errors import ToolpathError
+from toolpath.planner.search.dense_index import DenseIndex, DenseIndexError, load_dense_index
 from toolpath.planner.search.embedding_cache import EmbeddingCache
 from toolpath.planner.search.embedding_model import DEFAULT_MODEL_ID, EmbedderUnavailableError, default_model_version
 from toolpath.registry.storage import default_home
@@ -82,7 +85,7 @@ if TYPE_CHECKING:
     from tqdm import tqdm
 
 #: Version of the stored layout and of the texts a SkillIndex builds; part of the key.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 #: Index directories kept after storing a new one: the most recently used (one per catalog set in use).
 KEEP_INDEXES = 4
 #: Age after which a temporary build directory is a leftover of a killed process, and removed.
@@ -93,7 +96,7 @@ INDEXES_DIRECTORY = "indexes"
 PROGRESS_FROM_ENTRIES = 1000
 
 _MANIFEST = "manifest.json"
-_VECTORS = "vectors.npy"
+_DENSE = "dense"
 _BM25 = "bm25"
 _KEY_DIGITS = 32
 _BUILDING_PREFIX = ".building-"
@@ -117,11 +120,11 @@ class ModelIdentity:
 
 @dataclass(frozen=True)
 class CatalogPart:
-    """The part of a skill index stored: the BM25 index of the entries' documents and the unit
-    vectors ``(texts, d)`` float32 of their texts (``None`` for an index without embeddings)."""
+    """The part of a skill index stored: the BM25 index of the entries' documents and the dense index
+    of their texts' unit vectors (``None`` for an index without embeddings)."""
 
     lexical: bm25s.BM25
-    vectors: np.ndarray | None
+    dense: DenseIndex | None
 
 
 @dataclass(frozen=True)
@@ -150,7 +153,7 @@ class StoredIndex:
 
 class DamagedIndexError(ToolpathError, ValueError):
     """A stored index directory that cannot be trusted (the message says why). Raised by the
-    readers of its files (:func:`read_vectors`, and a dense index's own loader beside it);
+    readers of its files (:func:`_read_dense` for the dense index's own loader);
     :meth:`IndexStore.load` turns it into a warning and a rebuild."""
 
 
@@ -208,28 +211,6 @@ def _version(distribution: str) -> str | None:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         return None
-
-
-def write_vectors(directory: Path, vectors: np.ndarray) -> dict[str, dict[str, Any]]:
-    """Write the catalog texts' vectors into ``directory``; the files written, as the manifest
-    lists them (``{name: {"bytes", "dtype", "shape"}}``). The one place vectors are written, so a
-    dense index's own files (:mod:`toolpath.planner.search.dense_index`) can be stored beside them."""
-    path = directory / _VECTORS
-    np.save(path, np.ascontiguousarray(vectors, dtype="<f4"), allow_pickle=False)
-    return {_VECTORS: _described(path, vectors.shape, "<f4")}
-
-
-def read_vectors(directory: Path, manifest: dict[str, Any], texts: int) -> np.ndarray:
-    """The ``(texts, d)`` float32 vectors :func:`write_vectors` wrote, memory-mapped read-only.
-
-    Raises:
-        DamagedIndexError: a file missing or unlike its manifest entry, or another shape or dtype.
-        OSError: the file cannot be read.
-    """
-    dimensions = manifest.get("dimensions")
-    if not isinstance(dimensions, int) or dimensions < 1:
-        raise DamagedIndexError(f"its manifest gives {dimensions!r} dimensions")
-    return _array(directory, _VECTORS, manifest, (texts, dimensions), "<f4")
 
 
 def _described(path: Path, shape: tuple[int, ...], dtype: str) -> dict[str, Any]:
@@ -330,8 +311,8 @@ class IndexStore:
         for field, value in expected.items():
             if manifest.get(field) != value:
                 raise DamagedIndexError(f"its manifest's {field} is {manifest.get(field)!r}, not {value!r}")
-        vectors = read_vectors(directory, manifest, texts) if model is not None else None
-        return CatalogPart(_read_bm25(directory, manifest, entries), vectors)
+        dense = _read_dense(directory, manifest, texts) if model is not None else None
+        return CatalogPart(_read_bm25(directory, manifest, entries), dense)
 
     def save(self, key: str, part: CatalogPart, model: ModelIdentity | None, entries: int, texts: int) -> StoredIndex:
         """Store ``part`` under ``key`` (atomically, see the module docstring), then clean up.
@@ -348,8 +329,8 @@ class IndexStore:
             return StoredIndex(final, key, False, False, 0, entries, texts, self._warn_unwritable(error))
         try:
             files: dict[str, dict[str, Any]] = {}
-            if part.vectors is not None:
-                files.update(write_vectors(temporary, part.vectors))
+            if part.dense is not None:
+                part.dense.save(temporary / _DENSE)
             files.update(_write_bm25(temporary, part.lexical))
             manifest = {
                 "format": FORMAT_VERSION,
@@ -357,7 +338,7 @@ class IndexStore:
                 "model": None if model is None else model.to_dict(),
                 "entries": entries,
                 "texts": texts,
-                "dimensions": None if part.vectors is None else int(part.vectors.shape[1]),
+                "dimensions": None if part.dense is None else int(part.dense.vectors.shape[1]),
                 "files": files,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
@@ -439,6 +420,21 @@ def _write_bm25(directory: Path, lexical: bm25s.BM25) -> dict[str, dict[str, Any
     for name in ("vocab.index.json", "params.index.json"):
         files[f"{_BM25}/{name}"] = {"bytes": (directory / _BM25 / name).stat().st_size}
     return files
+
+
+def _read_dense(directory: Path, manifest: dict[str, Any], texts: int) -> DenseIndex:
+    """The dense index saved in ``dense/``, memory-mapped, of ``texts`` texts of the manifest's dimensions.
+
+    Raises:
+        DamagedIndexError: it is missing, damaged, or of other texts.
+    """
+    try:
+        dense = load_dense_index(directory / _DENSE)
+    except DenseIndexError as error:
+        raise DamagedIndexError(f"{Path(error.path).relative_to(directory)}: {error.problem}") from None
+    if dense.vectors.shape != (texts, manifest.get("dimensions")):
+        raise DamagedIndexError(f"its dense index holds {list(dense.vectors.shape)} vectors, the catalog needs [{texts}, {manifest.get('dimensions')}]")
+    return dense
 
 
 def _read_bm25(directory: Path, manifest: dict[str, Any], documents: int) -> bm25s.BM25:

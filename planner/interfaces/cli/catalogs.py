@@ -397,7 +397,9 @@ def index_report(paths: Sequence[Path], workspace: Workspace, index: SkillIndex,
     tools indexed), ``texts`` (their texts embedded), ``dimensions``, ``model`` (``{"id", "version"}``),
     ``built`` (false when it was stored already and only loaded), ``texts_embedded`` and
     ``texts_from_cache`` (this run's embedding-cache misses and hits; both 0 when loaded),
-    ``directory``, ``key``, ``bytes`` (``vectors``, ``bm25``, ``total``), ``seconds``
+    ``directory``, ``key``, ``approximate`` (whether dense search goes through an approximate
+    nearest-neighbour index), ``bytes`` (``dense``: the vectors and any such index; ``bm25``;
+    ``total``), ``seconds``
     (``load_catalogs``, ``index``: building, or loading when it was stored).
     """
     from toolpath.planner.search.stored_index import model_identity
@@ -405,7 +407,7 @@ def index_report(paths: Sequence[Path], workspace: Workspace, index: SkillIndex,
     stored = index.stored
     assert stored is not None
     hits, misses = index.cache_counts
-    vectors = stored.directory / "vectors.npy"
+    dense = stored.directory / "dense"
     model = model_identity(index.embedder)
     return {
         "catalogs": [str(path) for path in paths],
@@ -420,8 +422,9 @@ def index_report(paths: Sequence[Path], workspace: Workspace, index: SkillIndex,
         "texts_from_cache": hits,
         "directory": str(stored.directory),
         "key": stored.key,
+        "approximate": index.dense_index is not None and index.dense_index.approximate,
         "bytes": {
-            "vectors": vectors.stat().st_size if vectors.exists() else 0,
+            "dense": sum(path.stat().st_size for path in dense.iterdir()) if dense.is_dir() else 0,
             "bm25": sum(path.stat().st_size for path in (stored.directory / "bm25").iterdir()),
             "total": stored.bytes,
         },
