@@ -6,11 +6,13 @@ hash being SHA-256 of the UTF-8 text and the vector little-endian float32 bytes.
 name their model (a ``model_id`` attribute) are cached: two anonymous embedders could not be told
 apart. A malformed row is treated as missing, so its text is embedded again and the row rewritten.
 
-Embedding the texts of a new or grown catalog takes seconds to minutes, so it is announced: one
-``INFO`` record on this module's logger with the count (the command line prints toolpath's records
-on standard error; a library user sees them once logging is configured), and a progress bar on
-standard error when that is a terminal. Nothing is ever written to standard output, which is the MCP
-server's stdio channel.
+Embedding the texts of a new or grown catalog takes seconds to minutes (at 100,000 tools, about
+300,000 texts: minutes), so it is announced: one ``INFO`` record on this module's logger with the
+count and the expected time (the command line prints toolpath's records on standard error; a library
+user sees them once logging is configured), then a progress bar on standard error when that is a
+terminal, else an ``INFO`` record every :data:`PROGRESS_EVERY_SECONDS`. Nothing is ever written to
+standard output, which is the MCP server's stdio channel. The vectors are kept chunk by chunk as
+they are computed (:class:`CachedEmbedder`), so a stopped run is resumed, not restarted.
 """
 
 from __future__ import annotations
