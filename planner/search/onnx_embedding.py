@@ -268,10 +268,13 @@ class OnnxEmbedder:
         It gives the vectors this embedder gives, using every core: ``workers`` forward passes run at
         once (default :func:`available_cores`), each on one thread of a second ONNX Runtime session,
         in batches of :data:`BATCH_SIZE` texts of similar lengths. Measured on this 2-core
-        machine under load, two single-threaded passes at once embed about 390 texts per CPU second
-        against about 340 for one pass on two threads (their threads wait on each other), and the
-        two kinds of workers (threads sharing one session, or a session each) are even, so the
-        weights are loaded once. The session (about 70 MB) is opened by the first call of at least
+        machine under load (4,096 texts of benchmarks/bench_scale_tools.py, eight rounds alternating
+        with the query path), two single-threaded passes at once embedded 378 texts per CPU second
+        (median) against 340 for one pass on two threads (whose threads wait on each other), and
+        246 against 227 per second of wall time; threads sharing one session and a session each
+        were even, so the weights are loaded once. The model is bound by arithmetic (about 90
+        GFLOP/s a core, near this CPU's peak): graph optimisations at load, flushing denormals and
+        larger batches changed nothing measurable. The session (about 70 MB) is opened by the first call of at least
         :data:`BULK_FROM` texts (smaller calls go through the query session) and closed when the
         block ends. An interrupt (``KeyboardInterrupt``) lets the passes under way finish (a
         fraction of a second) and cancels the rest.
