@@ -17,7 +17,7 @@ import pytest
 
 from toolpath.catalogs import default_catalog_paths
 from toolpath.planner.search.embedding import DefaultEmbedder, SentenceTransformerEmbedder
-from toolpath.planner.search.onnx_embedding import DATA_FILE, MANIFEST_FILE, MODEL_FILE, OnnxEmbedder, QueryModelError
+from toolpath.planner.search.onnx_embedding import BULK_FROM, DATA_FILE, MANIFEST_FILE, MODEL_FILE, OnnxEmbedder, QueryModelError
 from toolpath.registry import load_catalogs
 
 pytestmark = pytest.mark.integration
@@ -62,6 +62,18 @@ def test_queries_and_catalog_texts_embed_as_sentence_transformers_does(onnx, ref
     assert (1 - (one_by_one * expected).sum(axis=1)).max() <= 1e-5
     assert (1 - (batched * expected).sum(axis=1)).max() <= 1e-5
     assert onnx([]).shape == (0, 384)
+
+
+def test_many_texts_on_every_core_embed_as_one_call_does_in_the_callers_order(onnx, reference):
+    texts = catalog_texts() + QUERIES
+    texts = [f"{text} ({number})" for number in range(-(-BULK_FROM // len(texts))) for text in texts][::-1]
+    assert len(texts) >= BULK_FROM  # so the bulk session embeds them, two passes at once
+    with onnx.many_texts(workers=2) as many:
+        vectors = many(texts)
+        assert many(["a few texts", "go through the query session"]).shape == (2, 384)
+    np.testing.assert_allclose(vectors, onnx(texts), atol=1e-6)
+    sample = slice(None, None, 7)
+    assert (1 - (vectors[sample] * reference(texts[sample])).sum(axis=1)).max() <= 1e-5
 
 
 def test_the_default_embedder_sends_queries_and_catalog_texts_through_onnx_and_never_loads_sentence_transformers(onnx):
@@ -162,6 +174,11 @@ def test_an_export_that_cannot_run_says_why_and_queries_fall_back_to_sentence_tr
     assert "sentence-transformers is broken here" in embedder.fallback_reason
     np.testing.assert_allclose(first, reference(["group similar molecules"]), atol=1e-6)
     assert second.shape == (2, 384)
+    # A catalog's first embedding falls back too, when the ONNX model fails to load on entering.
+    catalog = DefaultEmbedder(OnnxEmbedder(tmp_path / "models"), reference)
+    with pytest.warns(RuntimeWarning, match="sentence-transformers is broken here.*sentence-transformers instead"), catalog.many_texts() as many:
+        np.testing.assert_allclose(many(["cluster molecules"]), reference(["cluster molecules"]), atol=1e-6)
+    assert "sentence-transformers is broken here" in catalog.fallback_reason
 
 
 #: Runs the CLI with ``sys.argv[2:]`` and writes, at exit, which heavy modules the process imported

@@ -9,10 +9,11 @@ exported; :class:`SentenceTransformerEmbedder` is the reference it agrees with, 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -21,7 +22,12 @@ from toolpath.planner.search.embedding_model import DEFAULT_MODEL_ID, EmbedderUn
 
 
 class Embedder(Protocol):
-    """Maps ``n`` texts to an ``(n, d)`` float array; rows need not be normalised."""
+    """Maps ``n`` texts to an ``(n, d)`` float array; rows need not be normalised.
+
+    An embedder may also offer ``many_texts()``: a context manager giving an embedder of the same
+    vectors for a long run of texts (a catalog's first embedding), which may hold more resources
+    (every core, a second model session) until the ``with`` block ends.
+    """
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray: ...
 
@@ -117,9 +123,10 @@ class DefaultEmbedder:
         return self.onnx
 
     @property
-    def texts_per_second(self) -> float | None:
-        """About how many texts a call embeds per second (for announcing long runs), or ``None``."""
-        return getattr(self._onnx_embedder(), "texts_per_second", None) if self.fallback_reason is None else None
+    def characters_per_second(self) -> float | None:
+        """About how many characters of text :meth:`many_texts` embeds per second (for announcing
+        long runs), or ``None`` when not known."""
+        return getattr(self._onnx_embedder(), "characters_per_second", None) if self.fallback_reason is None else None
 
     def prepare(self) -> None:
         """Start loading the ONNX model in a background thread and return at once (a command that
@@ -133,9 +140,33 @@ class DefaultEmbedder:
             try:
                 return self._onnx_embedder()(texts)
             except EmbedderUnavailableError as error:
-                self.fallback_reason = str(error)
-                warnings.warn(f"{error}. Texts are embedded with sentence-transformers instead (seconds to load, then slower)", RuntimeWarning, stacklevel=2)
+                self._fall_back(error)
         return self.fallback(texts)
+
+    @contextlib.contextmanager
+    def many_texts(self) -> Iterator[Embedder]:
+        """An embedder of the same vectors for a long run of texts, for the ``with`` block: the ONNX
+        embedder's own (:meth:`toolpath.planner.search.onnx_embedding.OnnxEmbedder.many_texts`, every
+        core) when it has one and loads, else this embedder (and so the fallback, after its warning).
+
+        Raises:
+            EmbedderUnavailableError: as a call does, when neither embedder is available.
+        """
+        many = getattr(self._onnx_embedder(), "many_texts", None) if self.fallback_reason is None else None
+        if many is None:
+            yield self
+            return
+        with contextlib.ExitStack() as stack:
+            try:
+                embedder = stack.enter_context(many())
+            except EmbedderUnavailableError as error:
+                self._fall_back(error)
+                embedder = self
+            yield embedder
+
+    def _fall_back(self, error: EmbedderUnavailableError) -> None:
+        self.fallback_reason = str(error)
+        warnings.warn(f"{error}. Texts are embedded with sentence-transformers instead (seconds to load, then slower)", RuntimeWarning, stacklevel=3)
 
 
 @functools.cache

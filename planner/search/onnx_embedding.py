@@ -29,7 +29,8 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -61,13 +62,24 @@ MODELS_VARIABLE = "TOOLPATH_MODELS"
 #: even (p50 11.7 vs 13.1 ms, then 15.0 vs 13.5 ms). Idle threads do not spin, so a busy machine
 #: does not starve them.
 QUERY_THREADS = min(2, os.cpu_count() or 1)
-#: Texts per forward pass when embedding many (catalog texts), sorted by length so batches pad
-#: little. On 600 MetaTool queries here 8, 16, 32 and 64 took about the same time; peak memory grew
-#: with the batch (219, 234, 293, 305 MB), and a search must stay under 250 MB (issue 37).
+#: Texts per forward pass, sorted by length so batches pad little. On 600 MetaTool queries here 8,
+#: 16, 32 and 64 took about the same time; peak memory grew with the batch (219, 234, 293, 305 MB),
+#: and a search must stay under 250 MB (issue 37). Embedding many texts on every core
+#: (:meth:`OnnxEmbedder.many_texts`, one thread a pass) 16 is as fast as 64 on the 100,000-tool
+#: catalog of benchmarks/bench_scale_tools.py (385 and 383 texts per CPU second, texts of ~11
+#: tokens) and faster on texts of mixed lengths, which pad less in small batches (MetaTool's 199
+#: tool descriptions: 191 against 148; 600 of its queries: 136 against 113).
 BATCH_SIZE = 16
-#: Catalog texts embedded per second on this 2-core machine (600 MetaTool queries, under load): the
-#: basis of the expected time a command announces before embedding many.
-TEXTS_PER_SECOND = 90
+#: Fewer texts than this in one call of :meth:`OnnxEmbedder.many_texts`'s embedder go through the
+#: query session: opening the bulk session takes about 0.1 s, and embedding on it saves about a
+#: tenth of the time.
+BULK_FROM = 1024
+#: Characters of text embedded per CPU second, one thread a pass: the basis of the expected time a
+#: command announces before embedding many texts (:attr:`OnnxEmbedder.characters_per_second`). A
+#: text's cost follows its length: measured here 17,400 on MetaTool's tool descriptions (91
+#: characters on average), 19,700 on its queries (145) and 18,900 on the texts of
+#: benchmarks/bench_scale_tools.py (49), i.e. 191, 136 and 385 texts per CPU second.
+CHARACTERS_PER_CPU_SECOND = 18_000
 #: Seconds the export may take (about 20 s here: loading torch, tracing, optimising, checking).
 EXPORT_TIMEOUT_SECONDS = 600
 
@@ -79,6 +91,14 @@ class QueryModelError(EmbedderUnavailableError):
 def models_directory() -> Path:
     """``$TOOLPATH_MODELS``, else ``$TOOLPATH_HOME/models`` (:func:`toolpath.registry.storage.default_home`)."""
     return Path(os.environ.get(MODELS_VARIABLE) or default_home() / "models")
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the platform tells it, else the
+    machine's count): the workers of :meth:`OnnxEmbedder.many_texts`."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
 
 
 def file_sha256(path: Path) -> str:
@@ -124,7 +144,6 @@ class OnnxEmbedder:
     """
 
     model_id = DEFAULT_MODEL_ID
-    texts_per_second = TEXTS_PER_SECOND
 
     def __init__(self, models: str | os.PathLike[str] | None = None, threads: int = QUERY_THREADS):
         self.models = Path(models) if models is not None else None
@@ -134,6 +153,12 @@ class OnnxEmbedder:
         self._dimension = 0
         self._loading: threading.Thread | None = None
         self._load_error: Exception | None = None
+
+    @property
+    def characters_per_second(self) -> float:
+        """About how many characters of text :meth:`many_texts` embeds per second on an idle
+        machine (:data:`CHARACTERS_PER_CPU_SECOND` on each core): for announcing long runs."""
+        return CHARACTERS_PER_CPU_SECOND * available_cores()
 
     @property
     def directory(self) -> Path:
@@ -220,7 +245,8 @@ class OnnxEmbedder:
             raise ValueError(f"{directory / MODEL_FILE} gives 1 - cosine = {distance:.2e} on its probe text, over {TOLERANCE:g}")
         self._session, self._tokenizer, self._dimension = session, tokenizer, int(manifest["dimension"])
 
-    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+    def _ready(self) -> None:
+        """Wait for a background load, or load now; raise what loading raised."""
         if self._loading is not None:
             self._loading.join()
             self._loading = None
@@ -228,9 +254,44 @@ class OnnxEmbedder:
                 raise self._load_error
         if self._session is None:
             self._load()
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        self._ready()
         if not texts:
             return np.zeros((0, self._dimension), dtype=np.float32)
         return _forward(self._session, self._tokenizer, texts)
+
+    @contextlib.contextmanager
+    def many_texts(self, workers: int | None = None) -> Iterator[Callable[[Sequence[str]], np.ndarray]]:
+        """An embedder for a long run of texts (a catalog's first embedding), for the ``with`` block.
+
+        It gives the vectors this embedder gives, using every core: ``workers`` forward passes run at
+        once (default :func:`available_cores`), each on one thread of a second ONNX Runtime session,
+        in batches of :data:`BATCH_SIZE` texts of similar lengths. Measured on this 2-core
+        machine under load (4,096 texts of benchmarks/bench_scale_tools.py, eight rounds alternating
+        with the query path), two single-threaded passes at once embedded 378 texts per CPU second
+        (median) against 340 for one pass on two threads (whose threads wait on each other), and
+        246 against 227 per second of wall time; threads sharing one session and a session each
+        were even, so the weights are loaded once. The model is bound by arithmetic (about 90
+        GFLOP/s a core, near this CPU's peak): graph optimisations at load, flushing denormals and
+        larger batches changed nothing measurable. The session (about 70 MB) is opened by the first call of at least
+        :data:`BULK_FROM` texts (smaller calls go through the query session) and closed when the
+        block ends. An interrupt (``KeyboardInterrupt``) lets the passes under way finish (a
+        fraction of a second) and cancels the rest.
+
+        Raises:
+            QueryModelError: as loading does (on entering).
+        """
+        self._ready()
+        workers = available_cores() if workers is None else workers
+        if workers < 2:  # one core: nothing to run alongside
+            yield self
+            return
+        bulk = _ManyTexts(self, workers)
+        try:
+            yield bulk
+        finally:
+            bulk.close()
 
 
 def _is_as_written(path: Path, written: dict) -> bool:
@@ -244,24 +305,52 @@ def _is_as_written(path: Path, written: dict) -> bool:
     return status.st_mtime_ns == written.get("mtime_ns") or file_sha256(path) == written["sha256"]
 
 
-def _forward(session, tokenizer, texts: Sequence[str]) -> np.ndarray:
+class _ManyTexts:
+    """The embedder :meth:`OnnxEmbedder.many_texts` gives (see there)."""
+
+    def __init__(self, embedder: OnnxEmbedder, workers: int):
+        self.embedder = embedder
+        self.workers = workers
+        self._session = None
+        self._pool: ThreadPoolExecutor | None = None
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        if len(texts) < BULK_FROM:
+            return self.embedder(texts)
+        if self._session is None:
+            self._session = inference_session(self.embedder.directory / MODEL_FILE, threads=1)
+            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="toolpath-embedding")
+        return _forward(self._session, self.embedder._tokenizer, texts, self._pool)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        self._session = self._pool = None
+
+
+def _forward(session, tokenizer, texts: Sequence[str], pool: ThreadPoolExecutor | None = None) -> np.ndarray:
     """``(len(texts), d)`` unit vectors, in the order of ``texts``.
 
     Texts are run in batches of :data:`BATCH_SIZE` texts of similar token counts, each padded to its
-    longest (padding is masked out of the mean, so a text's vector does not depend on its batch).
+    longest (padding is masked out of the mean, so a text's vector does not depend on its batch);
+    with a ``pool``, as many batches at once as it has threads (an interrupt cancels the batches
+    not yet started).
     """
     encodings = tokenizer.encode_batch(list(texts))
     order = sorted(range(len(encodings)), key=lambda index: len(encodings[index].ids))
-    vectors: np.ndarray | None = None
-    for start in range(0, len(order), BATCH_SIZE):
-        rows = order[start : start + BATCH_SIZE]
+    batches = [order[start : start + BATCH_SIZE] for start in range(0, len(order), BATCH_SIZE)]
+
+    def run(rows: list[int]) -> np.ndarray:
         width = max(len(encodings[index].ids) for index in rows)
         feed = {name: np.zeros((len(rows), width), dtype=np.int64) for name in INPUT_NAMES}
         for row, index in enumerate(rows):
             encoding = encodings[index]
             for name, values in zip(INPUT_NAMES, (encoding.ids, encoding.attention_mask, encoding.type_ids)):
                 feed[name][row, : len(values)] = values
-        batch = session.run(None, feed)[0]
+        return session.run(None, feed)[0]
+
+    vectors: np.ndarray | None = None
+    for rows, batch in zip(batches, pool.map(run, batches) if pool is not None else map(run, batches)):
         if vectors is None:
             vectors = np.empty((len(texts), batch.shape[1]), dtype=np.float32)
         vectors[rows] = batch
