@@ -5,7 +5,8 @@ JSON catalog in a temporary directory, deleted afterwards), each run below is a 
 loads the catalog and builds the skill index (:class:`toolpath.planner.SkillIndex`) with the
 embedding cache in a file of its own, as ``toolpath`` does on a new catalog:
 
-* ``full``: every text embedded into an empty cache;
+* ``full``: every text embedded into an empty cache (in a directory of its own: the stored skill
+  index, :mod:`toolpath.planner.search.stored_index`, is kept beside the cache file);
 * ``stopped``: the same into another empty cache, stopped with ``--signal`` (default ``KILL``) once
   ``--stop-at`` (default 0.5) of the texts are kept in the cache (the cache is read every 0.2 s);
 * ``resumed``: run again on the stopped run's cache.
@@ -117,11 +118,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="toolpath-bench-resume-") as directory:
         catalog = Path(directory) / "scale.json"
         catalog.write_text(json.dumps(generate_catalog(args.tools, args.seed)), encoding="utf-8")
-        stopped_cache = Path(directory) / "stopped.db"
+        # A directory per cache: the stored skill index is kept beside its cache file, and a run
+        # that found another run's would embed nothing.
+        for name in ("stopped", "full"):
+            (Path(directory) / name).mkdir()
+        stopped_cache = Path(directory) / "stopped" / "toolpath.db"
         report["stopped"] = run(catalog, stopped_cache, args.stop_at, getattr(signal, f"SIG{args.signal}"))
         report["resumed"] = run(catalog, stopped_cache)
         if not args.skip_full:
-            report["full"] = run(catalog, Path(directory) / "full.db")
+            report["full"] = run(catalog, Path(directory) / "full" / "toolpath.db")
             full = report["full"]["index_s"]
             report["resumed_over_full"] = round(report["resumed"]["index_s"] / full, 2)
             report["stopped_plus_resumed_over_full"] = round((report["stopped"]["index_s"] + report["resumed"]["index_s"]) / full, 2)
