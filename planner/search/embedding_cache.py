@@ -39,9 +39,9 @@ _PURPOSE = "embedding cache"
 logger = logging.getLogger(__name__)
 #: Rows fetched per query (SQLite caps the number of bound parameters).
 _LOOKUP_CHUNK = 500
-#: Texts embedded, then kept in the cache in one transaction, at a time: at about 770 texts a second
-#: (this 2-core machine, idle, texts of ~11 tokens) a chunk takes about 11 s, and writing it about
-#: 0.15 s (4,096 rows: 0.06-0.1 s), while the model waits.
+#: Texts embedded, then kept in the cache in one transaction, at a time: at about 385 texts of ~11
+#: tokens per CPU second a core, a chunk takes about 11 s on this 2-core machine when idle (longer
+#: under load), and writing it about 0.15 s (4,096 rows: 0.06-0.1 s), while the model waits.
 SAVE_EVERY = 8192
 #: Seconds between progress records on this module's logger when standard error is not a terminal.
 PROGRESS_EVERY_SECONDS = 30.0
