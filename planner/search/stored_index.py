@@ -55,6 +55,7 @@ older than :data:`STALE_BUILD_SECONDS` (a process killed while writing).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import importlib.metadata
@@ -213,6 +214,12 @@ def _version(distribution: str) -> str | None:
         return None
 
 
+def _identity(key: str, model: ModelIdentity | None, entries: int, texts: int) -> dict[str, Any]:
+    """The manifest fields that say which catalog version and model a stored index is of: a load
+    checks them against the catalog's own."""
+    return {"format": FORMAT_VERSION, "key": key, "model": None if model is None else model.to_dict(), "entries": entries, "texts": texts}
+
+
 def _described(path: Path, shape: tuple[int, ...], dtype: str) -> dict[str, Any]:
     return {"bytes": path.stat().st_size, "dtype": dtype, "shape": list(shape)}
 
@@ -292,23 +299,15 @@ class IndexStore:
         except (DamagedIndexError, ValueError, TypeError, KeyError, AttributeError, OSError) as error:
             self._discard(directory, str(error) or type(error).__name__)
             return None
-        try:
-            os.utime(directory / _MANIFEST)  # marks it used, for the cleanup's "most recently used"
-        except OSError:
-            pass  # a read-only store: used all the same
+        # Marks it used, for the cleanup's "most recently used"; a read-only store is used all the same.
+        with contextlib.suppress(OSError):
+            os.utime(directory / _MANIFEST)
         return part, StoredIndex(directory, key, True, True, _size(directory), entries, texts)
 
     def _checked_part(self, directory: Path, manifest: object, key: str, entries: int, texts: int, model: ModelIdentity | None) -> CatalogPart:
         if not isinstance(manifest, dict):
             raise DamagedIndexError("its manifest is not a JSON object")
-        expected = {
-            "format": FORMAT_VERSION,
-            "key": key,
-            "model": None if model is None else model.to_dict(),
-            "entries": entries,
-            "texts": texts,
-        }
-        for field, value in expected.items():
+        for field, value in _identity(key, model, entries, texts).items():
             if manifest.get(field) != value:
                 raise DamagedIndexError(f"its manifest's {field} is {manifest.get(field)!r}, not {value!r}")
         dense = _read_dense(directory, manifest, texts) if model is not None else None
@@ -333,11 +332,7 @@ class IndexStore:
                 part.dense.save(temporary / _DENSE)
             files.update(_write_bm25(temporary, part.lexical))
             manifest = {
-                "format": FORMAT_VERSION,
-                "key": key,
-                "model": None if model is None else model.to_dict(),
-                "entries": entries,
-                "texts": texts,
+                **_identity(key, model, entries, texts),
                 "dimensions": None if part.dense is None else int(part.dense.vectors.shape[1]),
                 "files": files,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
