@@ -50,24 +50,17 @@ and the index is used without being stored; every process then builds it again.
 
 **Cleanup** after each store: the :data:`KEEP_INDEXES` most recently used index directories are kept
 (a load marks its manifest used) and older ones removed, as are temporary directories of builds
-older than :data:`STALE_BUILD_SECONDS` (a process killed while writing).
+older than an hour (a process killed while writing): :mod:`toolpath.registry.stored_directories`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import hashlib
 import importlib.metadata
 import json
 import logging
 import os
-import shutil
 import sys
-import tempfile
-import threading
-import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,11 +68,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from toolpath.errors import ToolpathError
 from toolpath.planner.search.dense_index import DenseIndex, DenseIndexError, load_dense_index
 from toolpath.planner.search.embedding_cache import EmbeddingCache
 from toolpath.planner.search.embedding_model import DEFAULT_MODEL_ID, EmbedderUnavailableError, default_model_version
 from toolpath.registry.storage import default_home
+from toolpath.registry.stored_directories import DamagedStoreError, KeyedDirectories, described, file_entry, mapped_array, size_of
 
 if TYPE_CHECKING:
     import bm25s
@@ -89,23 +82,14 @@ if TYPE_CHECKING:
 FORMAT_VERSION = 2
 #: Index directories kept after storing a new one: the most recently used (one per catalog set in use).
 KEEP_INDEXES = 4
-#: Age after which a temporary build directory is a leftover of a killed process, and removed.
-STALE_BUILD_SECONDS = 3600
 #: Name of the directory of stored indexes, beside the embedding cache's file.
 INDEXES_DIRECTORY = "indexes"
 #: Entries from which building an index shows a progress bar (on a terminal): smaller ones take under a second.
 PROGRESS_FROM_ENTRIES = 1000
 
-_MANIFEST = "manifest.json"
 _DENSE = "dense"
 _BM25 = "bm25"
-_KEY_DIGITS = 32
-_BUILDING_PREFIX = ".building-"
-_DAMAGED_PREFIX = ".damaged-"
 logger = logging.getLogger(__name__)
-
-_warned_lock = threading.Lock()
-_warned_directories: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -150,12 +134,6 @@ class StoredIndex:
     entries: int
     texts: int
     problem: str | None = None
-
-
-class DamagedIndexError(ToolpathError, ValueError):
-    """A stored index directory that cannot be trusted (the message says why). Raised by the
-    readers of its files (:func:`_read_dense` for the dense index's own loader);
-    :meth:`IndexStore.load` turns it into a warning and a rebuild."""
 
 
 def model_identity(embedder: object) -> ModelIdentity | None:
@@ -220,33 +198,6 @@ def _identity(key: str, model: ModelIdentity | None, entries: int, texts: int) -
     return {"format": FORMAT_VERSION, "key": key, "model": None if model is None else model.to_dict(), "entries": entries, "texts": texts}
 
 
-def _described(path: Path, shape: tuple[int, ...], dtype: str) -> dict[str, Any]:
-    return {"bytes": path.stat().st_size, "dtype": dtype, "shape": list(shape)}
-
-
-def _array(directory: Path, name: str, manifest: dict[str, Any], shape: tuple[int, ...] | None = None, dtype: str | None = None) -> np.ndarray:
-    """The ``.npy`` file ``name`` of ``directory`` memory-mapped, checked against its manifest entry."""
-    entry = _file_entry(directory, name, manifest)
-    array = np.load(directory / name, mmap_mode="r", allow_pickle=False)
-    if array.dtype != np.dtype(entry.get("dtype")) or list(array.shape) != entry.get("shape"):
-        raise DamagedIndexError(f"{name} holds {array.dtype.str} {list(array.shape)}, its manifest says {entry.get('dtype')} {entry.get('shape')}")
-    if (shape is not None and array.shape != shape) or (dtype is not None and array.dtype != np.dtype(dtype)):
-        raise DamagedIndexError(f"{name} holds {array.dtype.str} {list(array.shape)}, the catalog needs {dtype} {list(shape or ())}")
-    return array
-
-
-def _file_entry(directory: Path, name: str, manifest: dict[str, Any]) -> dict[str, Any]:
-    entry = manifest.get("files", {}).get(name)
-    if not isinstance(entry, dict):
-        raise DamagedIndexError(f"its manifest lists no {name}")
-    path = directory / name
-    if not path.is_file():
-        raise DamagedIndexError(f"{name} is missing")
-    if path.stat().st_size != entry.get("bytes"):
-        raise DamagedIndexError(f"{name} has {path.stat().st_size} bytes, its manifest says {entry.get('bytes')}")
-    return entry
-
-
 class IndexStore:
     """The stored skill indexes of one directory (see the module docstring).
 
@@ -256,6 +207,7 @@ class IndexStore:
 
     def __init__(self, directory: str | os.PathLike[str]):
         self.directory = Path(directory)
+        self._directories = KeyedDirectories(self.directory, "skill index", KEEP_INDEXES)
 
     @classmethod
     def beside(cls, cache: EmbeddingCache | str | os.PathLike[str] | None) -> IndexStore:
@@ -266,7 +218,7 @@ class IndexStore:
         return cls((Path(cache).parent if cache is not None else default_home()) / INDEXES_DIRECTORY)
 
     def path_of(self, key: str) -> Path:
-        return self.directory / key[:_KEY_DIGITS]
+        return self._directories.path_of(key)
 
     def load(self, key: str, entries: int, texts: int, model: ModelIdentity | None) -> tuple[CatalogPart, StoredIndex] | None:
         """The catalog part stored under ``key``, or ``None`` when there is none. A directory that
@@ -277,41 +229,19 @@ class IndexStore:
             entries, texts: the counts the catalog gives (a stored index must have them).
             model: the model the vectors must come from (``None``: an index without embeddings).
         """
-        directory = self.path_of(key)
-        try:
-            text = (directory / _MANIFEST).read_text(encoding="utf-8")
-        except NotADirectoryError:
-            return None  # a file where the store's directory should be: storing says so
-        except FileNotFoundError:
-            if directory.is_dir() and not (directory / _MANIFEST).exists():
-                self._discard(directory, "it has no manifest (a partial or foreign directory)")
-            return None
-        except OSError as error:
-            self._discard(directory, f"its manifest cannot be read ({error.strerror or error})")
-            return None
-        try:
-            manifest = json.loads(text)
-            part = self._checked_part(directory, manifest, key, entries, texts, model)
-        except FileNotFoundError as error:
-            if (directory / _MANIFEST).exists():  # a file it lists is gone: damaged
-                self._discard(directory, f"{error.filename} is missing")
-            return None  # else removed by another process's cleanup while being read: build it
-        except (DamagedIndexError, ValueError, TypeError, KeyError, AttributeError, OSError) as error:
-            self._discard(directory, str(error) or type(error).__name__)
-            return None
-        # Marks it used, for the cleanup's "most recently used"; a read-only store is used all the same.
-        with contextlib.suppress(OSError):
-            os.utime(directory / _MANIFEST)
-        return part, StoredIndex(directory, key, True, True, _size(directory), entries, texts)
 
-    def _checked_part(self, directory: Path, manifest: object, key: str, entries: int, texts: int, model: ModelIdentity | None) -> CatalogPart:
-        if not isinstance(manifest, dict):
-            raise DamagedIndexError("its manifest is not a JSON object")
-        for field, value in _identity(key, model, entries, texts).items():
-            if manifest.get(field) != value:
-                raise DamagedIndexError(f"its manifest's {field} is {manifest.get(field)!r}, not {value!r}")
-        dense = _read_dense(directory, manifest, texts) if model is not None else None
-        return CatalogPart(_read_bm25(directory, manifest, entries), dense)
+        def checked_part(directory: Path, manifest: dict[str, Any]) -> CatalogPart:
+            for field, value in _identity(key, model, entries, texts).items():
+                if manifest.get(field) != value:
+                    raise DamagedStoreError(f"its manifest's {field} is {manifest.get(field)!r}, not {value!r}")
+            dense = _read_dense(directory, manifest, texts) if model is not None else None
+            return CatalogPart(_read_bm25(directory, manifest, entries), dense)
+
+        part = self._directories.read(key, checked_part)
+        if part is None:
+            return None
+        directory = self.path_of(key)
+        return part, StoredIndex(directory, key, True, True, size_of(directory), entries, texts)
 
     def save(self, key: str, part: CatalogPart, model: ModelIdentity | None, entries: int, texts: int) -> StoredIndex:
         """Store ``part`` under ``key`` (atomically, see the module docstring), then clean up.
@@ -320,89 +250,24 @@ class IndexStore:
         the result says ``stored=False``; when another process stored the same key first, its copy
         is kept. Never raises for the store's sake.
         """
-        final = self.path_of(key)
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            temporary = Path(tempfile.mkdtemp(prefix=f"{_BUILDING_PREFIX}{key[:_KEY_DIGITS]}-", dir=self.directory))
-        except OSError as error:
-            return StoredIndex(final, key, False, False, 0, entries, texts, self._warn_unwritable(error))
-        try:
-            files: dict[str, dict[str, Any]] = {}
+
+        def fill(temporary: Path) -> dict[str, Any]:
+            # The dense index is written before the rename, so one rename makes the whole index appear.
             if part.dense is not None:
                 part.dense.save(temporary / _DENSE)
-            files.update(_write_bm25(temporary, part.lexical))
-            manifest = {
+            return {
                 **_identity(key, model, entries, texts),
                 "dimensions": None if part.dense is None else int(part.dense.vectors.shape[1]),
-                "files": files,
-                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "files": _write_bm25(temporary, part.lexical),
             }
-            (temporary / _MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-            _private(temporary)
-            os.rename(temporary, final)
-        except OSError as error:
-            shutil.rmtree(temporary, ignore_errors=True)
-            if error.errno in (errno.EEXIST, errno.ENOTEMPTY) and (final / _MANIFEST).exists():
-                return StoredIndex(final, key, False, True, _size(final), entries, texts)  # another process stored it first
-            return StoredIndex(final, key, False, False, 0, entries, texts, self._warn_unwritable(error))
-        self.clean_up(keep=final)
-        return StoredIndex(final, key, False, True, _size(final), entries, texts)
+
+        directory, stored, problem = self._directories.write(key, fill)
+        return StoredIndex(directory, key, False, stored, size_of(directory) if stored else 0, entries, texts, problem)
 
     def clean_up(self, keep: Path | None = None) -> list[Path]:
         """Remove all but the :data:`KEEP_INDEXES` most recently used index directories (``keep``
-        always stays), and temporary ones older than :data:`STALE_BUILD_SECONDS`; the removed."""
-        try:
-            children = list(self.directory.iterdir())
-        except OSError:
-            return []
-        removed: list[Path] = []
-        now = time.time()
-        indexes: list[tuple[float, Path]] = []
-        for child in children:
-            try:
-                if child.name.startswith((_BUILDING_PREFIX, _DAMAGED_PREFIX)):
-                    if now - child.stat().st_mtime > STALE_BUILD_SECONDS:
-                        removed.append(child)
-                elif child.is_dir() and len(child.name) == _KEY_DIGITS:
-                    manifest = child / _MANIFEST
-                    indexes.append(((manifest if manifest.exists() else child).stat().st_mtime, child))
-            except OSError:
-                continue  # removed meanwhile by another process
-        others = [child for _, child in sorted(indexes, reverse=True) if child != keep]
-        removed.extend(others[KEEP_INDEXES - (keep is not None) :])
-        for child in removed:
-            shutil.rmtree(child, ignore_errors=True)
-        return removed
-
-    def _discard(self, directory: Path, problem: str) -> None:
-        warnings.warn(f"the stored skill index {directory} cannot be used: {problem}; it is built again and stored anew", RuntimeWarning, stacklevel=4)
-        # Moved aside first (a rename is atomic), so no other process reads it half removed.
-        aside = directory.with_name(f"{_DAMAGED_PREFIX}{directory.name}-{os.getpid()}-{time.monotonic_ns()}")
-        try:
-            os.rename(directory, aside)
-        except OSError:
-            return  # gone already, or a read-only store: the new build is kept in memory
-        shutil.rmtree(aside, ignore_errors=True)
-
-    def _warn_unwritable(self, error: OSError) -> str:
-        """Warn (once per directory and process) that nothing can be stored; the problem, in words."""
-        if error.errno == errno.ENOSPC:
-            problem = "the disk is full"
-        elif error.errno in (errno.EEXIST, errno.ENOTDIR):  # what mkdir says of a file in the way
-            problem = "a file stands where its directory should be"
-        else:
-            problem = error.strerror or str(error)
-        with _warned_lock:
-            if str(self.directory) in _warned_directories:
-                return problem
-            _warned_directories.add(str(self.directory))
-        warnings.warn(
-            f"the skill index cannot be stored in {self.directory} ({problem}); it is used without being stored, and every process builds it again. "
-            "Make the directory writable, or set TOOLPATH_HOME to a writable directory",
-            RuntimeWarning,
-            stacklevel=4,
-        )
-        return problem
+        always stays), and temporary ones older than an hour; the removed."""
+        return self._directories.clean_up(keep)
 
 
 def _write_bm25(directory: Path, lexical: bm25s.BM25) -> dict[str, dict[str, Any]]:
@@ -411,7 +276,7 @@ def _write_bm25(directory: Path, lexical: bm25s.BM25) -> dict[str, dict[str, Any
     for name in ("data", "indices", "indptr"):
         array = lexical.scores[name]
         path = directory / _BM25 / f"{name}.csc.index.npy"
-        files[f"{_BM25}/{path.name}"] = _described(path, array.shape, array.dtype.str)
+        files[f"{_BM25}/{path.name}"] = described(path, array.shape, array.dtype.str)
     for name in ("vocab.index.json", "params.index.json"):
         files[f"{_BM25}/{name}"] = {"bytes": (directory / _BM25 / name).stat().st_size}
     return files
@@ -421,14 +286,14 @@ def _read_dense(directory: Path, manifest: dict[str, Any], texts: int) -> DenseI
     """The dense index saved in ``dense/``, memory-mapped, of ``texts`` texts of the manifest's dimensions.
 
     Raises:
-        DamagedIndexError: it is missing, damaged, or of other texts.
+        DamagedStoreError: it is missing, damaged, or of other texts.
     """
     try:
         dense = load_dense_index(directory / _DENSE)
     except DenseIndexError as error:
-        raise DamagedIndexError(f"{Path(error.path).relative_to(directory)}: {error.problem}") from None
+        raise DamagedStoreError(f"{Path(error.path).relative_to(directory)}: {error.problem}") from None
     if dense.vectors.shape != (texts, manifest.get("dimensions")):
-        raise DamagedIndexError(f"its dense index holds {list(dense.vectors.shape)} vectors, the catalog needs [{texts}, {manifest.get('dimensions')}]")
+        raise DamagedStoreError(f"its dense index holds {list(dense.vectors.shape)} vectors, the catalog needs [{texts}, {manifest.get('dimensions')}]")
     return dense
 
 
@@ -436,50 +301,29 @@ def _read_bm25(directory: Path, manifest: dict[str, Any], documents: int) -> bm2
     """The BM25 index stored in ``directory``, its arrays memory-mapped, after checking them."""
     import bm25s
 
-    arrays = {name: _array(directory, f"{_BM25}/{name}.csc.index.npy", manifest) for name in ("data", "indices", "indptr")}
+    arrays = {name: mapped_array(directory, f"{_BM25}/{name}.csc.index.npy", manifest) for name in ("data", "indices", "indptr")}
     for name in ("vocab.index.json", "params.index.json"):
-        _file_entry(directory, f"{_BM25}/{name}", manifest)
+        file_entry(directory, f"{_BM25}/{name}", manifest)
     lexical = bm25s.BM25.load(directory / _BM25, mmap=True, allow_pickle=False, show_progress=False)
     built = bm25s.BM25()
     for parameter in ("k1", "b", "delta", "method", "idf_method", "dtype", "int_dtype", "backend"):
         if getattr(lexical, parameter) != getattr(built, parameter):
-            raise DamagedIndexError(f"its BM25 {parameter} is {getattr(lexical, parameter)!r}, toolpath builds {getattr(built, parameter)!r}")
+            raise DamagedStoreError(f"its BM25 {parameter} is {getattr(lexical, parameter)!r}, toolpath builds {getattr(built, parameter)!r}")
     if lexical.scores.get("num_docs") != documents:
-        raise DamagedIndexError(f"its BM25 index has {lexical.scores.get('num_docs')!r} documents, the catalog {documents}")
+        raise DamagedStoreError(f"its BM25 index has {lexical.scores.get('num_docs')!r} documents, the catalog {documents}")
     data, indices, indptr = arrays["data"], arrays["indices"], arrays["indptr"]
     vocabulary = lexical.vocab_dict
     if not isinstance(vocabulary, dict) or not all(isinstance(token_id, int) for token_id in vocabulary.values()):
-        raise DamagedIndexError("its BM25 vocabulary is not a JSON object of token ids")
+        raise DamagedStoreError("its BM25 vocabulary is not a JSON object of token ids")
     if len(data) != len(indices) or indptr.ndim != 1 or len(indptr) < 1 or len(indptr) > len(vocabulary) + 1:
-        raise DamagedIndexError(
+        raise DamagedStoreError(
             f"its BM25 arrays disagree: {len(data)} scores, {len(indices)} document numbers, {len(indptr)} offsets for {len(vocabulary)} tokens"
         )
     if indptr[0] != 0 or indptr[-1] != len(data) or (len(indptr) > 1 and np.any(np.diff(indptr) < 0)):
-        raise DamagedIndexError("its BM25 offsets do not run from 0 to the number of scores")
+        raise DamagedStoreError("its BM25 offsets do not run from 0 to the number of scores")
     if len(indices) and (int(indices.min()) < 0 or int(indices.max()) >= documents):
-        raise DamagedIndexError(f"its BM25 index names documents outside 0-{documents - 1}")
+        raise DamagedStoreError(f"its BM25 index names documents outside 0-{documents - 1}")
     return lexical
-
-
-def _private(directory: Path) -> None:
-    """Directories 0700 and files 0600 (``np.save`` and bm25s create files as the umask says)."""
-    for root, directories, files in os.walk(directory):
-        os.chmod(root, 0o700)
-        for name in directories:
-            os.chmod(os.path.join(root, name), 0o700)
-        for name in files:
-            os.chmod(os.path.join(root, name), 0o600)
-
-
-def _size(directory: Path) -> int:
-    total = 0
-    for root, _, files in os.walk(directory):
-        for name in files:
-            try:
-                total += os.stat(os.path.join(root, name)).st_size
-            except OSError:
-                continue
-    return total
 
 
 def build_progress(entries: int, texts: int, directory: Path | None) -> tqdm:
