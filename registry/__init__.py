@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from toolpath.registry.lint import RULES, Finding, lint_catalogs, load_checked
     from toolpath.registry.names import handle_name, python_identifier
     from toolpath.registry.states import State, StateTransition
-    from toolpath.registry.tool_registry import AmbiguousToolNameError, ToolNotFoundError, ToolRegistry
+    from toolpath.registry.tool_registry import AmbiguousToolNameError, ToolNotFoundError, ToolRegistry, TransitionTable
     from toolpath.registry.tools import ReturnSpec, ToolDefinition, ToolParameter, reachable_states
 
 _HOME = {
@@ -51,6 +51,7 @@ _HOME = {
     "ToolNotFoundError": "toolpath.registry.tool_registry",
     "ToolParameter": "toolpath.registry.tools",
     "ToolRegistry": "toolpath.registry.tool_registry",
+    "TransitionTable": "toolpath.registry.tool_registry",
 }
 
 __all__ = sorted(_HOME)

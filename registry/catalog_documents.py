@@ -15,6 +15,7 @@ exceptions from deep inside the parsers.
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import sys
 import threading
@@ -164,15 +165,25 @@ class SourceLocator:
     def __init__(self, path: Path, text: str, *, is_json: bool = False):
         self.path = str(path)
         self._text: str | None = text
-        self._is_json = is_json
+        self.is_json = is_json
         self._root: _NodeAt | None = None
-        #: ``(length, hash)`` of the text once :meth:`forget_text` dropped it.
-        self._fingerprint: tuple[int, int] | None = None
+        #: ``(length, hash)`` of the text once :meth:`forget_text` dropped it; ``(bytes, SHA-256)`` of a file not read yet.
+        self._fingerprint: tuple[int, int | str] | None = None
         self._composing = threading.Lock()  # a second thread waits for the nodes, not sees none
         self.aliases: dict[str, str] = {}
         #: ``{(line, column): (text, value)}`` of each unquoted ``yes``/``no``/``on``/``off`` value
         #: YAML 1.1 read as a boolean (see :func:`toolpath.registry.catalog_problems.boolean_word_advice`).
         self.boolean_words: dict[tuple[int, int], tuple[str, bool]] = {}
+
+    @classmethod
+    def of_unread_file(cls, path: Path, size: int, sha256: str, *, is_json: bool) -> SourceLocator:
+        """The locator of a file not read in this process (a catalog read from its snapshot:
+        :mod:`toolpath.registry.catalog_snapshot`): the file is read when a position is first asked
+        for, and used only while it still has ``size`` bytes of SHA-256 ``sha256`` (hex)."""
+        locator = cls(path, "", is_json=is_json)
+        locator._text = None
+        locator._fingerprint = (size, sha256)
+        return locator
 
     def forget_text(self) -> None:
         """Drop the file's text (a catalog's own size in memory: 68 MiB at 100,000 tools), to read
@@ -184,13 +195,17 @@ class SourceLocator:
                 self._text = None
 
     def _text_again(self) -> str | None:
-        """The text :meth:`forget_text` dropped, read again if the file still holds it."""
-        from toolpath.registry.catalog_files import read_text  # reading sits above parsing
+        """The text :meth:`forget_text` dropped (or a file not read yet: :meth:`of_unread_file`),
+        read again if the file still holds it."""
+        from toolpath.registry.catalog_files import decoded_text, read_bytes, read_text  # reading sits above parsing
 
         assert self._fingerprint is not None
         length, digest = self._fingerprint
         self._fingerprint = None
         try:
+            if isinstance(digest, str):  # the file's size and SHA-256
+                data = read_bytes(Path(self.path), length)
+                return decoded_text(Path(self.path), data) if len(data) == length and hashlib.sha256(data).hexdigest() == digest else None
             text = read_text(Path(self.path), 4 * length + 3)  # UTF-8 takes at most 4 bytes a character, and a BOM 3
         except CatalogError:
             return None
@@ -204,7 +219,7 @@ class SourceLocator:
                 self._text = self._text_again()
             if self._text is not None:
                 text = self._text
-                if self._is_json:
+                if self.is_json:
                     # Raw tabs can only be whitespace in valid JSON, and YAML refuses them as
                     # indentation, so they become spaces (columns do not move).
                     text = text.replace("\t", " ")

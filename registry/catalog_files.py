@@ -77,15 +77,15 @@ def _too_large(size: int | None, limit: int) -> str:
     )
 
 
-def read_text(path: Path, limit: int) -> str:
-    """The text of ``path``, which must be a regular file of at most ``limit`` bytes.
+def read_bytes(path: Path, limit: int) -> bytes:
+    """The bytes of ``path``, which must be a regular file of at most ``limit`` bytes.
 
     The file is opened once and checked through its descriptor, so it cannot be swapped for a pipe
     or a device between the check and the read; at most ``limit + 1`` bytes are ever read.
 
     Raises:
-        CatalogError: TP100 for a file that cannot be opened, is not a regular file, is larger than
-            ``limit`` bytes, or is not UTF-8.
+        CatalogError: TP100 for a file that cannot be opened, is not a regular file, or is larger
+            than ``limit`` bytes.
     """
     # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever. Regular
     # files, the only kind read, ignore it.
@@ -120,6 +120,24 @@ def read_text(path: Path, limit: int) -> str:
     data = b"".join(chunks)
     if len(data) > limit:
         raise _unreadable(path, _too_large(None, limit))
+    return data
+
+
+def read_text(path: Path, limit: int) -> str:
+    """The text of ``path`` (:func:`read_bytes`, decoded as UTF-8, line ends as ``Path.read_text`` gives them).
+
+    Raises:
+        CatalogError: as :func:`read_bytes`, and TP100 for a file that is not UTF-8.
+    """
+    return decoded_text(path, read_bytes(path, limit))
+
+
+def decoded_text(path: Path, data: bytes) -> str:
+    """``data`` read from ``path`` as :func:`read_text` gives it (UTF-8, ``\\n`` line ends).
+
+    Raises:
+        CatalogError: TP100 naming ``path`` when ``data`` is not UTF-8.
+    """
     try:
         text = data.decode("utf-8-sig")  # a byte-order mark is not content
     except UnicodeDecodeError as error:

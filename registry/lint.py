@@ -740,16 +740,25 @@ def load_checked(paths: Iterable[str | Path], *, max_bytes: int | None = None) -
     modules are missing are skipped, with a warning), but lint *errors* (an undeclared state, an
     unparseable type) also refuse the whole set; warnings do not. ``max_bytes`` limits
     the size of each file, as in :func:`toolpath.registry.read_catalog`. The catalogs' texts are
-    not kept (:func:`toolpath.registry.catalog.forget_texts`).
+    not kept (:func:`toolpath.registry.catalog.forget_texts`). Large catalogs are read from their
+    snapshot when one is stored, and stored for later loads when not
+    (:mod:`toolpath.registry.catalog_snapshot`): their tools' definitions are then read as used.
 
     Raises:
         CatalogError: listing every error finding. Nothing is registered.
         ValueError: ``max_bytes`` is not a positive integer.
     """
-    findings, loaded = _lint(paths, import_modules=False, max_bytes=max_bytes, warnings=False, skip_missing_modules=True)
-    errors = [finding for finding in findings if finding.severity == "error"]
-    if errors:
-        raise CatalogError([CatalogProblem(finding.path, finding.field, finding.message, finding.line, finding.column, finding.code) for finding in errors])
-    assert loaded is not None  # every file loaded and combined, or there would be errors
-    forget_texts(loaded)
-    return loaded
+    from toolpath.registry.catalog_snapshot import load_through_snapshot
+
+    paths = [Path(path) for path in paths]
+
+    def load() -> LoadedCatalogs:
+        findings, loaded = _lint(paths, import_modules=False, max_bytes=max_bytes, warnings=False, skip_missing_modules=True)
+        errors = [finding for finding in findings if finding.severity == "error"]
+        if errors:
+            raise CatalogError([CatalogProblem(finding.path, finding.field, finding.message, finding.line, finding.column, finding.code) for finding in errors])
+        assert loaded is not None  # every file loaded and combined, or there would be errors
+        forget_texts(loaded)
+        return loaded
+
+    return load_through_snapshot(paths, max_bytes, load)

@@ -9,7 +9,8 @@ matches tools on several servers raises instead of returning whichever was regis
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
@@ -50,7 +51,7 @@ def _detached_copy(tool: ToolDefinition, update: dict[str, Any]) -> ToolDefiniti
 _FIELDS_SETS: dict[frozenset[str], set[str]] = {}
 
 
-def _share_fields_set(model: BaseModel) -> None:
+def share_fields_set(model: BaseModel) -> None:
     """Give a frozen ``model`` the one set of its explicitly set field names (``model_fields_set``)
     that every stored model with the same names holds: pydantic gives each model a set of its own,
     728 bytes for a tool's nine names and 216 for its transition's, about 95 MB over 100,000 tools.
@@ -62,6 +63,43 @@ def _share_fields_set(model: BaseModel) -> None:
     shared = _FIELDS_SETS.setdefault(frozenset(names), names)
     if shared is not names:
         object.__setattr__(model, "__pydantic_fields_set__", shared)
+
+
+@dataclass(frozen=True)
+class TransitionTable:
+    """Every tool's state transition as integers, in id order: what planning needs of a catalog
+    without its definitions (a registry read from a catalog snapshot builds none of them for it).
+
+    Attributes:
+        ids: each tool's id.
+        tokens: every state token any tool requires or produces, numbered in order of first
+            mention (tool by tool in id order, each tool's sorted requires, then its sorted produces).
+        requires, produces: per tool, the numbers of its tokens, ascending by token.
+        cost: per tool, its cost.
+        servers, names: per tool, its server (``None``: none) and name.
+    """
+
+    ids: Sequence[int]
+    tokens: Sequence[str]
+    requires: Sequence[Sequence[int]]
+    produces: Sequence[Sequence[int]]
+    cost: Sequence[float]
+    servers: Sequence[str | None]
+    names: Sequence[str]
+
+    @classmethod
+    def of(cls, tools: Iterator[ToolDefinition] | Sequence[ToolDefinition]) -> TransitionTable:
+        """The table of ``tools``, in their order."""
+        numbers: dict[str, int] = {}
+        ids, requires, produces, cost, servers, names = [], [], [], [], [], []
+        for tool in tools:
+            ids.append(tool.id)
+            cost.append(tool.cost)
+            servers.append(tool.server_name)
+            names.append(tool.name)
+            requires.append(tuple(numbers.setdefault(token, len(numbers)) for token in sorted(tool.state_transition.requires)))
+            produces.append(tuple(numbers.setdefault(token, len(numbers)) for token in sorted(tool.state_transition.produces)))
+        return cls(ids, list(numbers), requires, produces, cost, servers, names)
 
 
 class ToolNotFoundError(Refusal, ValueError):
@@ -95,6 +133,10 @@ class ToolRegistry:
         self._by_server_and_name: dict[tuple[str | None, str], int] = {}
         self._ids_by_name: dict[str, dict[int, None]] = {}  # dict as an insertion-ordered set
         self._next_id = 0
+        #: The key of the catalog snapshot whose tools this registry holds, exactly
+        #: (:mod:`toolpath.registry.catalog_snapshot`); ``None`` when none does, and from the first
+        #: tool registered or removed.
+        self.snapshot_key: str | None = None
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -102,6 +144,14 @@ class ToolRegistry:
     def __iter__(self) -> Iterator[ToolDefinition]:
         """Registered tools in id order."""
         return iter(self._by_id.values())
+
+    def transitions(self) -> TransitionTable:
+        """The registered tools' :class:`TransitionTable`, in id order."""
+        return TransitionTable.of(iter(self))
+
+    def _tool(self, tool_id: int) -> ToolDefinition:
+        """The tool of a known id (``KeyError`` for an unknown one): every lookup reads tools here."""
+        return self._by_id[tool_id]
 
     def resolve_module(self, tool: ToolDefinition) -> str:
         """The module that implements ``tool``: ``module_override`` > ``module`` > ``{package}.{name}``
@@ -133,6 +183,7 @@ class ToolRegistry:
             ValueError: when the server already has a tool of that name, or the module cannot be
                 resolved. Nothing is stored in either case.
         """
+        self.snapshot_key = None
         key = (tool.server_name, tool.name)
         if key in self._by_server_and_name:
             where = f"server {tool.server_name!r}" if tool.server_name else "the registry (no server)"
@@ -143,9 +194,9 @@ class ToolRegistry:
         stored = _detached_copy(tool, update) if detach else tool.model_copy(update=update)
         # Both frozen (a subclass may not be).
         if type(stored) is ToolDefinition:
-            _share_fields_set(stored)
+            share_fields_set(stored)
         if type(stored.state_transition) is StateTransition:
-            _share_fields_set(stored.state_transition)
+            share_fields_set(stored.state_transition)
         self._next_id += 1
         self._by_id[tool_id] = stored
         self._by_server_and_name[key] = tool_id
@@ -154,7 +205,7 @@ class ToolRegistry:
 
     def get_tool_by_id(self, tool_id: int) -> ToolDefinition:
         try:
-            return self._by_id[tool_id]
+            return self._tool(tool_id)
         except KeyError:
             raise ToolNotFoundError(f"no tool with id {tool_id!r}") from None
 
@@ -162,7 +213,7 @@ class ToolRegistry:
         tool_id = self._by_server_and_name.get((server_name, name))
         if tool_id is None:
             raise ToolNotFoundError(f"no tool named {name!r} on server {server_name!r}")
-        return self._by_id[tool_id]
+        return self._tool(tool_id)
 
     def get_id_by_name(self, name: str) -> int:
         """The id of the only tool called ``name``.
@@ -176,11 +227,11 @@ class ToolRegistry:
         if not ids:
             raise ToolNotFoundError(f"no tool named {name!r}")
         if len(ids) > 1:
-            raise AmbiguousToolNameError(name, sorted(str(self._by_id[tool_id].server_name) for tool_id in ids))
+            raise AmbiguousToolNameError(name, sorted(str(self._tool(tool_id).server_name) for tool_id in ids))
         return next(iter(ids))
 
     def get_tool_by_name(self, name: str) -> ToolDefinition:
-        return self._by_id[self.get_id_by_name(name)]
+        return self._tool(self.get_id_by_name(name))
 
     def get_name_by_id(self, tool_id: int) -> str:
         return self.get_tool_by_id(tool_id).name
@@ -188,6 +239,7 @@ class ToolRegistry:
     def remove_tool_by_id(self, tool_id: int) -> ToolDefinition:
         """Remove and return the tool; its id is never handed out again."""
         tool = self.get_tool_by_id(tool_id)
+        self.snapshot_key = None
         del self._by_id[tool_id]
         del self._by_server_and_name[(tool.server_name, tool.name)]
         ids = self._ids_by_name[tool.name]

@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from toolpath.registry import ToolDefinition
+from toolpath.registry import ToolDefinition, TransitionTable
 
 if TYPE_CHECKING:
     from toolpath.planner.planning.steiner import SteinerRelaxation
@@ -56,6 +56,9 @@ class DeleteFreeTask:
 
     Args:
         tools: the tools (any order; tool index ``i`` is ``tools[i]``; ``tool_index`` maps registry ids).
+        transitions: their :class:`toolpath.registry.TransitionTable`, when known (a registry read from
+            a catalog snapshot has it without reading a definition: ``tools`` is then only indexed for
+            the steps of a plan); else worked out from ``tools``.
 
     States are numbered in order of first mention; ``state_index`` maps tokens to numbers. Bounds from
     a held set are cached (the 32 most recent), since agents plan many goals from the same held states.
@@ -63,16 +66,15 @@ class DeleteFreeTask:
 
     _CACHE_SIZE = 32
 
-    def __init__(self, tools: Sequence[ToolDefinition]):
-        self.tools = list(tools)
-        self.tool_index: dict[int | None, int] = {tool.id: index for index, tool in enumerate(self.tools)}
-        self.state_index: dict[str, int] = {}
-        self.requires: list[tuple[int, ...]] = []
-        self.produces: list[tuple[int, ...]] = []
-        self.cost: list[float] = [tool.cost for tool in self.tools]
-        for tool in self.tools:
-            self.requires.append(tuple(self._index(token) for token in sorted(tool.state_transition.requires)))
-            self.produces.append(tuple(self._index(token) for token in sorted(tool.state_transition.produces)))
+    def __init__(self, tools: Sequence[ToolDefinition], transitions: TransitionTable | None = None):
+        self.tools = tools if transitions is not None else list(tools)
+        #: The tools' transitions, servers and names, by tool index.
+        self.transitions = transitions if transitions is not None else TransitionTable.of(self.tools)
+        self.tool_index: dict[int | None, int] = {tool_id: index for index, tool_id in enumerate(self.transitions.ids)}
+        self.state_index: dict[str, int] = {token: number for number, token in enumerate(self.transitions.tokens)}
+        self.requires: list[tuple[int, ...]] = list(self.transitions.requires)
+        self.produces: list[tuple[int, ...]] = list(self.transitions.produces)
+        self.cost: list[float] = list(self.transitions.cost)
         self.requiring_nothing = [index for index, requires in enumerate(self.requires) if not requires]
         self.consumers: list[list[int]] = [[] for _ in self.state_index]
         self.producers: list[list[int]] = [[] for _ in self.state_index]
@@ -86,9 +88,6 @@ class DeleteFreeTask:
         self._origin = self
         self._steiner: SteinerRelaxation | None = None
         self.marked_tool: dict[int, int] = {}
-
-    def _index(self, token: str) -> int:
-        return self.state_index.setdefault(token, len(self.state_index))
 
     def variant(self, marked: Iterable[int] = (), cost: Sequence[float] | None = None) -> tuple[DeleteFreeTask, frozenset[int]]:
         """A copy of this task for one planning problem; tool and state indices are kept, and the copy
@@ -104,7 +103,7 @@ class DeleteFreeTask:
         """
         marked = sorted(set(marked))
         copy = DeleteFreeTask.__new__(DeleteFreeTask)
-        copy.tools, copy.tool_index, copy.requires, copy.requiring_nothing = self.tools, self.tool_index, self.requires, self.requiring_nothing
+        copy.tools, copy.transitions, copy.tool_index, copy.requires, copy.requiring_nothing = self.tools, self.transitions, self.tool_index, self.requires, self.requiring_nothing
         copy.cost = list(cost) if cost is not None else self.cost
         copy.state_index = dict(self.state_index)
         copy.produces = list(self.produces)

@@ -9,7 +9,7 @@ requires the state, an edge tool → state means the tool produces it. Node attr
 from __future__ import annotations
 
 import difflib
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -42,6 +42,22 @@ def kinds_of(token: str, refinements: Mapping[str, str]) -> frozenset[str]:
     return frozenset(kinds)
 
 
+class _ToolsByIndex(Sequence[ToolDefinition]):
+    """A registry's tools by position in ``ids``, each looked up when asked for: the planner indexes
+    only the steps of its plans, and a registry read from a catalog snapshot reads each definition then."""
+
+    def __init__(self, registry: ToolRegistry, ids: Sequence[int]):
+        self._registry, self._ids = registry, ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def]  # Sequence's int and slice overloads
+        if isinstance(index, slice):
+            return [self._registry.get_tool_by_id(tool_id) for tool_id in self._ids[index]]
+        return self._registry.get_tool_by_id(self._ids[index])
+
+
 class StateGraph:
     """The tools of a registry as a bipartite state/tool ``networkx.DiGraph``.
 
@@ -61,13 +77,15 @@ class StateGraph:
         self.closed_vocabulary = frozenset(closed_vocabulary)
         declared = states.values() if isinstance(states, Mapping) else states
         self.states: dict[str, State] = {state.token: state for state in declared}
-        self._producers: dict[str, list[ToolDefinition]] = {}
-        required: set[str] = set()
-        for tool in registry:
-            required |= tool.state_transition.requires
-            for token in tool.state_transition.produces:
-                self._producers.setdefault(token, []).append(tool)
-        self._tokens = set(self.states) | set(self._producers) | required
+        #: Every tool's transition as integers: a registry read from a catalog snapshot gives it
+        #: without reading any definition (:mod:`toolpath.registry.catalog_snapshot`).
+        self.transitions = registry.transitions()
+        tokens = self.transitions.tokens
+        self._producers: dict[str, list[int]] = {}  # tool ids
+        for tool_id, produced in zip(self.transitions.ids, self.transitions.produces):
+            for number in produced:
+                self._producers.setdefault(tokens[number], []).append(tool_id)
+        self._tokens = set(self.states) | set(tokens)
 
     @cached_property
     def graph(self) -> nx.DiGraph:
@@ -127,7 +145,7 @@ class StateGraph:
 
     def tools_for(self, token: str) -> list[ToolDefinition]:
         """The tools that produce ``token``, in registration order."""
-        return list(self._producers.get(token, ()))
+        return [self.registry.get_tool_by_id(tool_id) for tool_id in self._producers.get(token, ())]
 
     def parameters_carrying(self, token: str) -> list[str]:
         """The Python names of every tool's parameters that carry ``token`` (``state: TOKEN``),
@@ -173,7 +191,7 @@ class StateGraph:
     @cached_property
     def delete_free_task(self) -> DeleteFreeTask:
         """The tools as an integer planning task (built on first use; it caches bounds per held states)."""
-        return DeleteFreeTask(list(self.registry))
+        return DeleteFreeTask(_ToolsByIndex(self.registry, self.transitions.ids), self.transitions)
 
     def overview(self) -> dict:
         """Counts and lists for a quick look: states, tools, entry tools (no requires), undeclared states."""

@@ -524,9 +524,13 @@ def _foreign_states(tool: ToolDefinition, domains: Collection[str | None]) -> li
 def _foreignness(tool: ToolDefinition, domains: Collection[str | None]) -> float:
     """0 for a tool of ``domains`` (or of no server) that produces only their states; up to 1: half
     for a tool of another domain, half for the share of its states outside them (what it does besides)."""
-    produces = tool.state_transition.produces
-    outside = 0.5 if tool.server_name is not None and tool.server_name not in domains else 0.0
-    return outside + (0.5 * len(_foreign_states(tool, domains)) / len(produces) if produces else 0.0)
+    return _foreignness_of(tool.server_name, tool.state_transition.produces, domains)
+
+
+def _foreignness_of(server: str | None, produces: Collection[str], domains: Collection[str | None]) -> float:
+    """:func:`_foreignness` of a tool of ``server`` that produces ``produces``."""
+    outside = 0.5 if server is not None and server not in domains else 0.0
+    return outside + (0.5 * sum(_domain(token) not in domains for token in produces) / len(produces) if produces else 0.0)
 
 
 def _in_goal_domain(
@@ -548,7 +552,11 @@ def _in_goal_domain(
         return found
     task = graph.delete_free_task
     unit = PREFERENCE_EPSILON * min((cost for cost in task.cost if cost > 0), default=1.0)
-    raised = [cost + unit * _foreignness(tool, domains) for tool, cost in zip(task.tools, task.cost)]
+    table = task.transitions
+    raised = [
+        cost + unit * _foreignness_of(server, [table.tokens[number] for number in produced], domains)
+        for server, produced, cost in zip(table.servers, table.produces, task.cost)
+    ]
     kept = _cheapest(graph, found.goal, found.held, avoided, max_expansions, must_run, raised, deadline)
 
     def weight(candidate: Plan) -> float:
@@ -592,7 +600,7 @@ def _preferred_costs(task: DeleteFreeTask, prefer: Mapping[int, float]) -> list[
     ranked = sorted(prefer, key=prefer.__getitem__, reverse=True)
     position = {tool_id: rank for rank, tool_id in enumerate(ranked)}
     count = max(len(ranked), 1)
-    return [cost + unit * (position[tool.id] / count if tool.id in position else 1.0) for tool, cost in zip(task.tools, task.cost)]
+    return [cost + unit * (position[tool_id] / count if tool_id in position else 1.0) for tool_id, cost in zip(task.transitions.ids, task.cost)]
 
 
 def qualified_name(tool: ToolDefinition) -> str:

@@ -1,0 +1,417 @@
+"""Catalog snapshots: large catalogs loaded and checked once, then read back by every later process
+without being parsed or validated again (issue 57).
+
+A fresh process over 100,000 tools spent about 7 s parsing and validating their catalog (16 s with
+the checks) before it could answer one search. Read from a snapshot, a registry
+(:class:`StoredToolRegistry`) holds the tools' transitions as integers, which planning needs of every
+tool, and reads a tool's definition only when it is first asked for (a search's hits, a plan's steps).
+
+**When.** :func:`toolpath.registry.lint.load_checked` goes through a snapshot when its files together
+hold at least :data:`SNAPSHOT_FROM_BYTES` (below that, parsing takes about as long as reading a
+snapshot), and stores one after a load when every file is a catalog (no overlay) and none was
+skipped for missing modules. The modules a catalog requires are checked at every load: a catalog
+whose module went missing is loaded from its file, skipped as it would be without a snapshot.
+
+**Where.** ``$TOOLPATH_HOME/catalogs/<key>/``, written whole and private, a damaged one warned of and
+rebuilt, the :data:`KEEP_SNAPSHOTS` most recently used kept (:mod:`toolpath.registry.stored_directories`):
+
+* ``manifest.json``: the format, the key, the number of tools and, per catalog, everything but its
+  tools (domain, package, vocabulary, states, MCP servers, HTTP APIs, skills, requirements), the
+  number of its tools, and its file's size and SHA-256 (for positions asked for later);
+* ``tools.jsonl``: each registered definition as JSON (``model_dump_json(exclude_unset=True)``), one
+  line per tool in id order, and ``tool_offsets.npy`` (int64, tools + 1) where each line starts;
+* ``transitions.json``: the registry's :class:`toolpath.registry.tool_registry.TransitionTable`, with
+  each tool's server and name.
+
+A snapshot holds what the catalog files hold, MCP servers' and HTTP APIs' settings included, readable
+by its owner only, like the files it was made from should be.
+
+**The key** is SHA-256 of :data:`FORMAT_VERSION`, toolpath's and pydantic's versions, the size and
+modification time of the registry's own modules (the code that validated what is stored), and of
+each file its resolved path and its bytes. Reading every byte costs about 50 ms at 100,000 tools;
+a key of sizes and times alone would miss a file rewritten within one timestamp tick.
+
+**Trust.** A definition is validated as it is read (``ToolDefinition.model_validate_json``), so a
+stored line can only hold what the catalog format accepts. The manifest must match the key and the
+counts, every file its recorded size, and the transitions their counts and ranges; anything else
+warns and the catalogs load from their files (and a new snapshot is stored).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import logging
+import mmap
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from toolpath.registry.catalog import Catalog, LoadedCatalogs
+from toolpath.registry.catalog_documents import SourceLocator
+from toolpath.registry.catalog_files import read_bytes, size_limit
+from toolpath.registry.catalog_format import WorkflowSkill
+from toolpath.registry.catalog_packages import CatalogRequirements
+from toolpath.registry.catalog_problems import CatalogError
+from toolpath.registry.http_apis import HttpApiConfig
+from toolpath.registry.mcp_servers import MCPServerConfig
+from toolpath.registry.states import State, StateTransition
+from toolpath.registry.storage import default_home
+from toolpath.registry.tool_registry import ToolRegistry, TransitionTable, share_fields_set
+from toolpath.registry.tools import ToolDefinition
+
+if TYPE_CHECKING:
+    import numpy as np
+
+#: Version of the stored layout; part of the key.
+FORMAT_VERSION = 1
+#: Catalog bytes (all files of one load together) from which a load goes through a snapshot: at
+#: 1 MiB (about 1,400 tools of compact JSON) parsing and validating take about 0.1 s.
+SNAPSHOT_FROM_BYTES = 1 << 20
+#: Snapshots kept after storing a new one: the most recently used (one per catalog set in use).
+KEEP_SNAPSHOTS = 4
+#: Name of the directory of snapshots in ``$TOOLPATH_HOME``.
+SNAPSHOTS_DIRECTORY = "catalogs"
+
+_TOOLS = "tools.jsonl"
+_OFFSETS = "tool_offsets.npy"
+_TRANSITIONS = "transitions.json"
+logger = logging.getLogger(__name__)
+
+
+def load_through_snapshot(paths: Sequence[Path], max_bytes: int | None, load: Callable[[], LoadedCatalogs]) -> LoadedCatalogs:
+    """The catalogs of ``paths``: read from their snapshot when one is stored, else ``load()`` and,
+    when they can be (see the module docstring), stored for the next process.
+
+    Args:
+        paths: the catalog files, in load order.
+        max_bytes: the size limit of each file (:func:`toolpath.registry.catalog_files.size_limit`).
+        load: loads them from their files, raising what that load raises.
+
+    Raises:
+        CatalogError, ValueError: as ``load`` does (a file a snapshot cannot be read for, e.g. one
+            that is missing or too large, is left to ``load`` to refuse in its own words).
+    """
+    files = _files(paths, max_bytes)
+    if files is None:
+        return load()
+    from toolpath.registry.stored_directories import KeyedDirectories
+
+    store = KeyedDirectories(default_home() / SNAPSHOTS_DIRECTORY, "catalog snapshot", KEEP_SNAPSHOTS)
+    key = snapshot_key(files)
+    found = store.read(key, lambda directory, manifest: _read(directory, manifest, key, files))
+    if found is not None and not any(catalog.missing_modules() for catalog in found.catalogs):
+        return found
+    loaded = load()
+    if _storable(loaded):
+        logger.info("storing a snapshot of %d tools in %s, which later loads read", len(loaded.registry), store.path_of(key))
+        _, stored, _ = store.write(key, lambda temporary: _write(temporary, loaded, key, files))
+        if stored:
+            loaded.registry.snapshot_key = key
+    return loaded
+
+
+class _File:
+    """One catalog file of a load: its path as given, its bytes' size and SHA-256."""
+
+    def __init__(self, path: Path, data: bytes):
+        self.path = path
+        self.resolved = str(path.resolve())
+        self.size = len(data)
+        self.sha256 = hashlib.sha256(data).hexdigest()
+
+
+def _files(paths: Sequence[Path], max_bytes: int | None) -> list[_File] | None:
+    """The files of a load that goes through a snapshot, or ``None`` when it does not: together
+    smaller than :data:`SNAPSHOT_FROM_BYTES`, or a file that cannot be read as a catalog is (its
+    load says why)."""
+    try:
+        if sum(os.stat(path).st_size for path in paths) < SNAPSHOT_FROM_BYTES:
+            return None
+        return [_File(Path(path), read_bytes(Path(path), size_limit(Path(path), max_bytes))) for path in paths]
+    except (OSError, CatalogError):
+        return None
+
+
+def snapshot_key(files: Sequence[_File]) -> str:
+    """The key (64 hex digits) of the snapshot of ``files`` (see the module docstring)."""
+    registry_code = sorted(
+        (entry.name, entry.stat().st_size, entry.stat().st_mtime_ns) for entry in os.scandir(Path(__file__).parent) if entry.name.endswith(".py")
+    )
+    header = {
+        "format": FORMAT_VERSION,
+        "toolpath": _version("toolpath"),
+        "pydantic": _version("pydantic"),
+        "registry_code": registry_code,
+        "files": [[file.resolved, file.size, file.sha256] for file in files],
+    }
+    return hashlib.sha256(json.dumps(header, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _storable(loaded: LoadedCatalogs) -> bool:
+    """Whether ``loaded`` is what its files alone give, in the order a snapshot stores it: no
+    overlay, nothing skipped, each catalog's tools registered in order with ids from 0."""
+    if loaded.overlays or loaded.skipped:
+        return False
+    next_id = 0
+    for catalog in loaded.catalogs:
+        for tool in catalog.tools:
+            if tool.id != next_id:
+                return False
+            next_id += 1
+    return next_id == len(loaded.registry)
+
+
+def _write(directory: Path, loaded: LoadedCatalogs, key: str, files: Sequence[_File]) -> dict[str, Any]:
+    """Write the snapshot of ``loaded`` into ``directory``; its manifest."""
+    import numpy as np
+
+    from toolpath.registry.stored_directories import described
+
+    offsets = [0]
+    with open(directory / _TOOLS, "wb") as stream:
+        for tool in loaded.registry:
+            line = tool.model_dump_json(exclude_unset=True).encode("utf-8") + b"\n"
+            stream.write(line)
+            offsets.append(offsets[-1] + len(line))
+    np.save(directory / _OFFSETS, np.asarray(offsets, dtype="<i8"), allow_pickle=False)
+    table = loaded.registry.transitions()
+    transitions = {
+        "tokens": list(table.tokens),
+        "requires": [list(numbers) for numbers in table.requires],
+        "produces": [list(numbers) for numbers in table.produces],
+        "cost": list(table.cost),
+        "servers": list(table.servers),
+        "names": list(table.names),
+    }
+    (directory / _TRANSITIONS).write_text(json.dumps(transitions, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
+    catalogs = [_catalog_fields(catalog, file) for catalog, file in zip(loaded.catalogs, files, strict=True)]
+    return {
+        "format": FORMAT_VERSION,
+        "key": key,
+        "tools": len(loaded.registry),
+        "catalogs": catalogs,
+        "files": {
+            _TOOLS: {"bytes": (directory / _TOOLS).stat().st_size},
+            _OFFSETS: described(directory / _OFFSETS, (len(offsets),), "<i8"),
+            _TRANSITIONS: {"bytes": (directory / _TRANSITIONS).stat().st_size},
+        },
+    }
+
+
+def _catalog_fields(catalog: Catalog, file: _File) -> dict[str, Any]:
+    def dumped(model: Any) -> Any:
+        return model.model_dump(mode="json", exclude_unset=True)
+
+    return {
+        "domain": catalog.domain,
+        "package": catalog.package,
+        "vocabulary": catalog.vocabulary,
+        "states": [dumped(state) for state in catalog.states],
+        "tools": len(catalog.tools),
+        "mcp_servers": {name: dumped(config) for name, config in catalog.mcp_servers.items()},
+        "http_apis": {name: dumped(config) for name, config in catalog.http_apis.items()},
+        "skills": [dumped(skill) for skill in catalog.skills],
+        "requirements": None if catalog.requirements is None else dumped(catalog.requirements),
+        "package_data": list(catalog.package_data),
+        "is_json": catalog.locator.is_json,
+        "aliases": catalog.locator.aliases,
+        "bytes": file.size,
+        "sha256": file.sha256,
+    }
+
+
+def _read(directory: Path, manifest: dict[str, Any], key: str, files: Sequence[_File]) -> LoadedCatalogs:
+    """The catalogs stored in ``directory``, their paths as this load gives them.
+
+    Raises:
+        DamagedStoreError: a manifest or file that does not match (see the module docstring).
+    """
+    from toolpath.registry.stored_directories import DamagedStoreError, file_entry, mapped_array
+
+    for field, value in {"format": FORMAT_VERSION, "key": key}.items():
+        if manifest.get(field) != value:
+            raise DamagedStoreError(f"its manifest's {field} is {manifest.get(field)!r}, not {value!r}")
+    count = manifest["tools"]
+    described = manifest["catalogs"]
+    if not isinstance(count, int) or not isinstance(described, list) or len(described) != len(files):
+        raise DamagedStoreError(f"its manifest describes {count!r} tools in {len(described)} catalog(s), this load has {len(files)}")
+    offsets = mapped_array(directory, _OFFSETS, manifest, shape=(count + 1,), dtype="<i8")
+    tools_bytes = file_entry(directory, _TOOLS, manifest)["bytes"]
+    if count and (offsets[0] != 0 or offsets[-1] != tools_bytes):
+        raise DamagedStoreError(f"{_OFFSETS} does not run from 0 to the {tools_bytes} bytes of {_TOOLS}")
+    file_entry(directory, _TRANSITIONS, manifest)
+    stored = json.loads((directory / _TRANSITIONS).read_text(encoding="utf-8"))
+    table = _checked_table(stored, count)
+    registry = StoredToolRegistry(directory / _TOOLS, offsets, table, key)
+    catalogs = []
+    states: dict[str, State] = {}
+    first = 0
+    for fields, file in zip(described, files):
+        catalog = _catalog(fields, file, registry, first)
+        catalogs.append(catalog)
+        first += len(catalog.tools)
+        for state in catalog.states:
+            states.setdefault(state.token, state)
+    if first != count:
+        raise DamagedStoreError(f"its catalogs hold {first} tools, its manifest says {count}")
+    return LoadedCatalogs(tuple(catalogs), registry, states)
+
+
+def _checked_table(stored: Any, count: int) -> TransitionTable:
+    from toolpath.registry.stored_directories import DamagedStoreError
+
+    tokens = stored["tokens"]
+    lists = [stored[name] for name in ("requires", "produces", "cost", "servers", "names")]
+    if not isinstance(tokens, list) or any(not isinstance(values, list) or len(values) != count for values in lists):
+        raise DamagedStoreError(f"{_TRANSITIONS} does not hold {count} tools")
+    numbers = [number for field in lists[:2] for numbers in field for number in numbers]
+    if numbers and (min(numbers) < 0 or max(numbers) >= len(tokens)):
+        raise DamagedStoreError(f"{_TRANSITIONS} names states outside its {len(tokens)} tokens")
+    requires, produces, cost, servers, names = lists
+    return TransitionTable(range(count), tokens, [tuple(values) for values in requires], [tuple(values) for values in produces], cost, servers, names)
+
+
+def _catalog(fields: dict[str, Any], file: _File, registry: StoredToolRegistry, first: int) -> Catalog:
+    locator = SourceLocator.of_unread_file(file.path, fields["bytes"], fields["sha256"], is_json=fields["is_json"])
+    locator.aliases = dict(fields["aliases"])
+    requirements = fields["requirements"]
+    return Catalog(
+        path=file.path,
+        domain=fields["domain"],
+        package=fields["package"],
+        states=tuple(State.model_validate(state) for state in fields["states"]),
+        tools=_CatalogTools(registry, first, fields["tools"]),  # type: ignore[arg-type]  # a sequence read as asked for
+        locator=locator,
+        mcp_servers={name: MCPServerConfig.model_validate(config) for name, config in fields["mcp_servers"].items()},
+        http_apis={name: HttpApiConfig.model_validate(config) for name, config in fields["http_apis"].items()},
+        skills=tuple(WorkflowSkill.model_validate(skill) for skill in fields["skills"]),
+        requirements=None if requirements is None else CatalogRequirements.model_validate(requirements),
+        package_data=tuple(fields["package_data"]),
+        vocabulary=fields["vocabulary"],
+    )
+
+
+class _CatalogTools(Sequence[ToolDefinition]):
+    """A stored catalog's tools: its registry's definitions ``first`` to ``first + count - 1``, each
+    read when first asked for."""
+
+    def __init__(self, registry: StoredToolRegistry, first: int, count: int):
+        self._registry, self._first, self._count = registry, first, count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def]  # Sequence's int and slice overloads
+        if isinstance(index, slice):
+            return [self[position] for position in range(*index.indices(self._count))]
+        if not -self._count <= index < self._count:
+            raise IndexError(f"tool {index} of a catalog of {self._count}")
+        return self._registry.get_tool_by_id(self._first + index % self._count)
+
+
+class StoredToolRegistry(ToolRegistry):
+    """A :class:`ToolRegistry` read from a catalog snapshot: each definition is read and validated
+    when first asked for, its transitions are known from the start (:meth:`transitions`).
+
+    It behaves as the registry it was stored from: lookups by id, name, or server and name, and
+    iteration in id order (which reads every definition: about 4 s at 100,000 tools). Registering or
+    removing a tool first reads every definition; from then on it is an ordinary registry.
+
+    Its ``snapshot_key`` is the key of the snapshot it was read from until a tool is registered or removed.
+    """
+
+    def __init__(self, tools_file: Path, offsets: np.ndarray, table: TransitionTable, key: str):
+        super().__init__()
+        self.snapshot_key = key
+        self._table: TransitionTable | None = table
+        self._offsets = offsets
+        self._count = len(table.ids)
+        self._next_id = self._count
+        with open(tools_file, "rb") as stream:
+            self._lines = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ) if self._count else b""
+        self._lock = threading.Lock()
+        self._names_indexed = False
+
+    def __len__(self) -> int:
+        return self._count if self._table is not None else super().__len__()
+
+    def __iter__(self) -> Iterator[ToolDefinition]:
+        self._read_all()
+        return super().__iter__()
+
+    def transitions(self) -> TransitionTable:
+        return self._table if self._table is not None else super().transitions()
+
+    def _tool(self, tool_id: int) -> ToolDefinition:
+        tool = self._by_id.get(tool_id)
+        if tool is not None or self._table is None:
+            return self._by_id[tool_id]
+        if not isinstance(tool_id, int) or not 0 <= tool_id < self._count:
+            raise KeyError(tool_id)
+        with self._lock:
+            tool = self._by_id.get(tool_id)
+            if tool is None:
+                tool = self._by_id[tool_id] = _definition(self._lines[int(self._offsets[tool_id]) : int(self._offsets[tool_id + 1])])
+        return tool
+
+    def _index_names(self) -> None:
+        """The name indexes, built when first used: planning a goal never needs them."""
+        with self._lock:
+            if self._names_indexed:
+                return
+            assert self._table is not None
+            for tool_id, (server, name) in enumerate(zip(self._table.servers, self._table.names)):
+                self._by_server_and_name[(server, name)] = tool_id
+                self._ids_by_name.setdefault(name, {})[tool_id] = None
+            self._names_indexed = True
+
+    def _read_all(self) -> None:
+        if self._table is None:
+            return
+        for tool_id in range(self._count):
+            self._tool(tool_id)
+        self._index_names()
+        with self._lock:
+            self._by_id = dict(sorted(self._by_id.items()))
+
+    def get_tool_by_server_and_name(self, server_name: str | None, name: str) -> ToolDefinition:
+        self._index_names()
+        return super().get_tool_by_server_and_name(server_name, name)
+
+    def get_id_by_name(self, name: str) -> int:
+        self._index_names()
+        return super().get_id_by_name(name)
+
+    def register_tool(self, tool: ToolDefinition, *, detach: bool = True) -> int:
+        self._becomes_own()
+        return super().register_tool(tool, detach=detach)
+
+    def remove_tool_by_id(self, tool_id: int) -> ToolDefinition:
+        self._becomes_own()
+        return super().remove_tool_by_id(tool_id)
+
+    def _becomes_own(self) -> None:
+        """Read every definition and drop the snapshot: the registry is about to differ from it."""
+        self._read_all()
+        self._table = None
+        self.snapshot_key = None
+
+
+def _definition(line: bytes) -> ToolDefinition:
+    """A stored definition, validated as it is read, sharing its fields-set objects as the loader's do."""
+    tool = ToolDefinition.model_validate_json(line)
+    if type(tool.state_transition) is StateTransition:
+        share_fields_set(tool.state_transition)
+    share_fields_set(tool)
+    return tool
