@@ -103,7 +103,13 @@ class DeleteFreeTask:
         """
         marked = sorted(set(marked))
         copy = DeleteFreeTask.__new__(DeleteFreeTask)
-        copy.tools, copy.transitions, copy.tool_index, copy.requires, copy.requiring_nothing = self.tools, self.transitions, self.tool_index, self.requires, self.requiring_nothing
+        copy.tools, copy.transitions, copy.tool_index, copy.requires, copy.requiring_nothing = (
+            self.tools,
+            self.transitions,
+            self.tool_index,
+            self.requires,
+            self.requiring_nothing,
+        )
         copy.cost = list(cost) if cost is not None else self.cost
         copy.state_index = dict(self.state_index)
         copy.produces = list(self.produces)

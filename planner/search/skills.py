@@ -59,15 +59,14 @@ import os
 import re
 import unicodedata
 import warnings
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-import bm25s
 import numpy as np
 
 from toolpath.errors import Refusal
-from toolpath.kernel.inside.tool_search import bm25_terms
+from toolpath.kernel.inside.tool_search import bm25_terms, bm25s
 from toolpath.planner.planning.delete_free import INFINITY
 from toolpath.planner.planning.graph import StateGraph
 from toolpath.planner.planning.plans import NoPlanError, Plan, plan, plan_to_run
@@ -75,7 +74,7 @@ from toolpath.planner.search.dense_index import DenseIndex, build_dense_index, g
 from toolpath.planner.search.embedding import Embedder, EmbedderUnavailableError, checked_vectors, default_embedder
 from toolpath.planner.search.embedding_cache import CachedEmbedder, EmbeddingCache, warn_unusable
 from toolpath.planner.search.learned import LearnedEntry, LearnedSearch, LearnedSearchError
-from toolpath.planner.search.stored_index import CatalogPart, IndexStore, StoredIndex, build_progress, catalog_key, model_identity
+from toolpath.planner.search.stored_index import CatalogPart, IndexStore, StoredIndex, build_progress, catalog_key, model_identity, snapshot_index_key
 from toolpath.registry.storage import StoreError
 
 # bm25s sets its logger to DEBUG itself, so an application that logs at the root (the MCP SDK's
@@ -295,6 +294,56 @@ def _words(identifier: str) -> str:
     return _SEPARATORS.sub(" ", spaced).strip()
 
 
+class _IndexEntries(Sequence[_Entry]):
+    """The entries of a graph's index: its declared states, then its tools in id order, each tool's
+    entry made from the graph's transition table when asked for (no definition is read for it)."""
+
+    def __init__(self, graph: StateGraph):
+        self._states = [_Entry("state", token, token.split(".", 1)[0] if "." in token else None, frozenset([token])) for token in graph.states]
+        self._table = graph.transitions
+
+    def __len__(self) -> int:
+        return len(self._states) + len(self._table.ids)
+
+    def __getitem__(self, position):  # type: ignore[no-untyped-def]  # Sequence's int and slice overloads
+        if isinstance(position, slice):
+            return [self[index] for index in range(*position.indices(len(self)))]
+        if position < 0:
+            position += len(self)
+        if position < len(self._states):
+            return self._states[position]
+        tool = position - len(self._states)
+        table = self._table
+        if not 0 <= tool < len(table.ids):
+            raise IndexError(f"entry {position} of an index of {len(self)}")
+        return _Entry("tool", table.names[tool], table.servers[tool], frozenset(table.tokens[number] for number in table.produces[tool]), table.ids[tool])
+
+    def __iter__(self) -> Iterator[_Entry]:
+        return (self[position] for position in range(len(self)))
+
+    @property
+    def tool_positions(self) -> range:
+        """The positions of the tool entries."""
+        return range(len(self._states), len(self))
+
+
+class _StoredTexts(Sequence[str]):
+    """The texts of an index loaded for a catalog snapshot: ``count`` texts, entry ``e``'s from
+    ``first_text[e]`` on, each entry's worked out (``texts_of(e)``) when one of its texts is asked for."""
+
+    def __init__(self, texts_of: Callable[[int], list[str]], first_text: np.ndarray, count: int):
+        self._texts_of, self._first_text, self._count = texts_of, first_text, count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def]  # one text: no caller slices these
+        if isinstance(index, slice) or not 0 <= index < self._count:
+            raise IndexError(f"text {index!r} of an index of {self._count} (one text at a time)")
+        position = int(np.searchsorted(self._first_text, index, side="right")) - 1
+        return self._texts_of(position)[index - int(self._first_text[position])]
+
+
 class SkillIndex:
     """A hybrid (dense + BM25) index over the states and tools of a :class:`StateGraph`.
 
@@ -353,28 +402,13 @@ class SkillIndex:
         self.mode: Mode = mode
         self.rrf_k = rrf_k
         self.dense_weight = dense_weight
-        self._entries: list[_Entry] = []
-        self._texts: list[str] = []
-        self._first_text: list[int] = []
-        documents: list[str] = []
-        parameter_words: dict[str, str] = {}
-        for token, state in graph.states.items():
-            domain = token.split(".", 1)[0] if "." in token else None
-            texts = self._add(_Entry("state", token, domain, frozenset([token])), [state.description, *state.affordances, _words(token)])
-            documents.append(" ".join(texts))
-        for tool in graph.registry:
-            transition = tool.state_transition
-            texts = self._add(
-                _Entry("tool", tool.name, tool.server_name, transition.produces, tool.id), [tool.description, *tool.affordances, _words(tool.name)]
-            )
-            # Many tools share parameter names: each is worded once.
-            parameters = [
-                parameter_words.get(parameter.name) or parameter_words.setdefault(parameter.name, _words(parameter.name))
-                for parameter in (*tool.required_parameters, *tool.optional_parameters)
-            ]
-            # The name as written too, so a request that names the tool ("call SearchPeople") matches it.
-            documents.append(" ".join([*texts, *parameters, tool.name]))
-        self._documents = documents
+        self._entries = _IndexEntries(graph)
+        # Each entry's texts (in ``_texts``, from ``_first_text[entry]``) and BM25 document: built
+        # from the graph when the index is built; read as used when it is loaded for a catalog
+        # snapshot (:meth:`_catalog_texts`), which reads no tool's definition for them.
+        self._texts: Sequence[str] = []
+        self._first_text: Sequence[int] = []
+        self._documents: list[str] | None = None
         owners = self._learned_owners(learned) if learned is not None else None
         self.embedder: Embedder | None = None
         self._recent_queries: dict[str, np.ndarray] = {}
@@ -405,16 +439,29 @@ class SkillIndex:
             index_store = store if isinstance(store, IndexStore) else IndexStore(store) if store is not None else IndexStore.beside(cache)
         model = None if self.mode == "bm25" else model_identity(embedder)
         key = None
+        snapshot = self.graph.registry.snapshot_key
         if index_store is not None and (self.mode == "bm25" or model is not None):
-            entries = [(entry.kind, entry.name, entry.server) for entry in self._entries]
-            key = catalog_key(entries, self._first_text, self._texts, self._documents, model)
-            found = index_store.load(key, len(self._entries), len(self._texts), model)
+            if snapshot is not None:
+                # The catalogs' content is the snapshot's: no text need be read to know the key.
+                key = snapshot_index_key(snapshot, self.graph.states, model)
+                found = index_store.load(key, len(self._entries), None, model)
+            else:
+                self._build_texts()
+                entries = [(entry.kind, entry.name, entry.server) for entry in self._entries]
+                key = catalog_key(entries, self._first_text, self._texts, self._documents, model)
+                found = index_store.load(key, len(self._entries), len(self._texts), model)
             if found is not None:
                 part, self.stored = found
+                if self._documents is None:
+                    self._first_text = part.first_text
+                    self._texts = _StoredTexts(self._texts_of, part.first_text, self.stored.texts)
                 if part.dense is not None:
                     self._dense, self._vectors = part.dense, part.dense.vectors
                     self.embedder = embedder
                 return part.lexical
+        if self._documents is None:
+            self._build_texts()
+        assert self._documents is not None
         with build_progress(len(self._entries), len(self._texts), None if key is None or index_store is None else index_store.path_of(key)) as progress:
             lexical = _bm25_of(self._documents)
             progress.set_description("skill index: vectors")
@@ -429,7 +476,8 @@ class SkillIndex:
             progress.update()
             # An index that fell back to BM25 (no model) is not what the key promises: not stored.
             if key is not None and index_store is not None and self.mode == mode:
-                self.stored = index_store.save(key, CatalogPart(lexical, self._dense), model, len(self._entries), len(self._texts))
+                part = CatalogPart(lexical, self._dense, np.asarray(self._first_text, dtype=np.int64))
+                self.stored = index_store.save(key, part, model, len(self._entries), len(self._texts))
             progress.update()
         return lexical
 
@@ -437,8 +485,10 @@ class SkillIndex:
         """BM25 over the entries' catalog documents, with the learned phrasings' words joined to
         their entries' once there are :data:`LEARNED_LEXICAL_MIN` per entry (without them: the
         catalog's own, built or loaded once)."""
-        documents = list(self._documents)
         if learned is not None and owners is not None and learned.texts and len(learned) >= LEARNED_LEXICAL_MIN * len(self._entries):
+            if self._documents is None:
+                self._build_texts()
+            documents = list(self._documents or ())
             additions: dict[int, list[str]] = {}
             for row, owner in enumerate(owners.tolist()):
                 additions.setdefault(owner, []).append(learned.texts[row])
@@ -510,13 +560,40 @@ class SkillIndex:
         ahead = same_kind & ((fused > fused[position]) | ((fused == fused[position]) & (np.arange(len(fused)) < position)))
         return int(ahead.sum()) + 1
 
-    def _add(self, entry: _Entry, texts: list[str]) -> list[str]:
-        # Never empty: the dense scores are maxima over each entry's run of texts.
-        kept = [text for text in dict.fromkeys(map(str.strip, texts)) if text] or [entry.name]
-        self._entries.append(entry)
-        self._first_text.append(len(self._texts))
-        self._texts.extend(kept)
-        return kept
+    def _build_texts(self) -> None:
+        """Every entry's texts and BM25 document, from the graph (every tool's definition)."""
+        texts: list[str] = []
+        first_text: list[int] = []
+        documents: list[str] = []
+        parameter_words: dict[str, str] = {}
+        for position in range(len(self._entries)):
+            entry_texts = self._texts_of(position)
+            first_text.append(len(texts))
+            texts.extend(entry_texts)
+            if self._entries[position].kind == "state":
+                documents.append(" ".join(entry_texts))
+                continue
+            tool = self.graph.registry.get_tool_by_id(self._entries[position].tool_id)
+            # Many tools share parameter names: each is worded once.
+            parameters = [
+                parameter_words.get(parameter.name) or parameter_words.setdefault(parameter.name, _words(parameter.name))
+                for parameter in (*tool.required_parameters, *tool.optional_parameters)
+            ]
+            # The name as written too, so a request that names the tool ("call SearchPeople") matches it.
+            documents.append(" ".join([*entry_texts, *parameters, tool.name]))
+        self._texts, self._first_text, self._documents = texts, first_text, documents
+
+    def _texts_of(self, position: int) -> list[str]:
+        """The texts of the entry at ``position``, as the index embeds them: never empty (the dense
+        scores are maxima over each entry's run of texts), stripped, without repeats."""
+        entry = self._entries[position]
+        if entry.kind == "state":
+            state = self.graph.states[entry.name]
+            texts = [state.description, *state.affordances, _words(entry.name)]
+        else:
+            tool = self.graph.registry.get_tool_by_id(entry.tool_id)
+            texts = [tool.description, *tool.affordances, _words(tool.name)]
+        return [text for text in dict.fromkeys(map(str.strip, texts)) if text] or [entry.name]
 
     def _embed_texts(self, embedder: Embedder, cache: EmbeddingCache | str | os.PathLike[str] | Literal[False] | None) -> None:
         try:
@@ -612,7 +689,8 @@ class SkillIndex:
     def domains(self) -> set[str]:
         """Servers of the tools and domains (token prefixes) of the states, for the ``domain`` filter
         (worked out once: a pass over every entry costs milliseconds at 100,000 tools)."""
-        return {entry.server for entry in self._entries if entry.server is not None}
+        states = {token.split(".", 1)[0] for token in self.graph.states if "." in token}
+        return states | {server for server in self.graph.transitions.servers if server is not None}
 
     def __len__(self) -> int:
         """Number of entries (states and tools)."""
@@ -651,7 +729,7 @@ class SkillIndex:
         held = frozenset([held] if isinstance(held, str) else held)
         self.graph.check_states(sorted(held))
         domains = {domain} if isinstance(domain, str) else set(domain) if domain is not None else None
-        unknown = sorted((domains or set()) - self.domains)
+        unknown = sorted(domains - self.domains) if domains else []
         if unknown:
             raise QueryError(f"unknown domain {', '.join(map(repr, unknown))}; the catalogs have: {', '.join(sorted(self.domains)) or 'none'}")
         if not self._entries:
@@ -731,8 +809,7 @@ class SkillIndex:
     def _tool_entries(self) -> tuple[np.ndarray, list[int]]:
         """The positions of the tool entries and their tools' ids (a pass over every entry is
         tens of milliseconds at 100,000 tools, so it is made once)."""
-        tools = [(position, entry.tool_id) for position, entry in enumerate(self._entries) if entry.kind == "tool" and entry.tool_id is not None]
-        return np.array([position for position, _ in tools], dtype=np.int64), [tool_id for _, tool_id in tools]
+        return np.arange(self._entries.tool_positions.start, self._entries.tool_positions.stop, dtype=np.int64), list(self.graph.transitions.ids)
 
     def load_query_model(self) -> None:
         """Embed one probe query now (once per index), so whatever the embedder loads on first use
@@ -878,8 +955,7 @@ class SkillIndex:
         return dense + lexical_part
 
     def _lexical_match(self, index: int, query_tokens: set[str]) -> str:
-        end = self._first_text[index + 1] if index + 1 < len(self._first_text) else len(self._texts)
-        texts = self._texts[self._first_text[index] : end]
+        texts = self._texts_of(index)
         overlaps = [len(query_tokens & set(tokens)) for tokens in bm25_terms(texts)]
         return texts[int(np.argmax(overlaps))]
 
@@ -902,7 +978,7 @@ class SkillIndex:
 
 
 def _bm25_of(documents: list[str]) -> bm25s.BM25:
-    lexical = bm25s.BM25()
+    lexical = bm25s.BM25(csc_backend="numpy")
     if documents:
         lexical.index(bm25_terms(documents), show_progress=False)
     return lexical

@@ -11,6 +11,7 @@ every later process instead of rebuilt (issue 57).
   (:func:`toolpath.planner.search.dense_index.load_dense_index`);
 * ``bm25/``: the BM25 index in bm25s's own format (``BM25.save``: three ``.npy`` arrays and two JSON
   files), read with ``BM25.load(mmap=True)``;
+* ``first_text.npy``: where each entry's texts start among the texts (int64, one per entry);
 * ``manifest.json``: the format version, the whole key, the model, the counts (entries, texts,
   dimensions, BM25 documents and vocabulary) and every file's size, dtype and shape. Written last.
 
@@ -27,10 +28,14 @@ tokens and index format) and :data:`FORMAT_VERSION` (raised when this layout or 
 search changes the key, and the index is built again; rrf_k, dense_weight and learned evidence are
 applied on top at each load and are not part of it.
 
-**What is not stored**: the entries, texts and documents (each process rebuilds them from the graph:
-they are what the key is computed from, about 1 s at 100,000 tools), the state graph (``StateGraph``
-of 100,000 tools takes 0.4 s against 9.7 s for loading their catalog, measured here; the catalog
-load is its own work) and learned evidence.
+**Over a catalog snapshot** (a registry read from, or stored as, a snapshot:
+:mod:`toolpath.registry.catalog_snapshot`) the key is worked out without a text
+(:func:`snapshot_index_key`): the snapshot's key, which covers every byte of its catalog files, the
+declared states' texts, the model and the versions above. A process that loads such an index reads a
+tool's definition only to show one of its texts (a hit's best-matching text).
+
+**What is not stored**: the texts and documents (made from the graph when an index is built, or
+when its key needs them), the state graph and learned evidence.
 
 **Trust.** A directory is used only when its manifest matches the key, the format, the model and
 the counts, every file listed has its recorded size, the arrays their dtype and shape, and the BM25
@@ -61,7 +66,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -78,8 +83,10 @@ if TYPE_CHECKING:
     import bm25s
     from tqdm import tqdm
 
+    from toolpath.registry import State
+
 #: Version of the stored layout and of the texts a SkillIndex builds; part of the key.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 #: Index directories kept after storing a new one: the most recently used (one per catalog set in use).
 KEEP_INDEXES = 4
 #: Name of the directory of stored indexes, beside the embedding cache's file.
@@ -88,6 +95,7 @@ INDEXES_DIRECTORY = "indexes"
 PROGRESS_FROM_ENTRIES = 1000
 
 _DENSE = "dense"
+_FIRST_TEXT = "first_text.npy"
 _BM25 = "bm25"
 logger = logging.getLogger(__name__)
 
@@ -105,11 +113,14 @@ class ModelIdentity:
 
 @dataclass(frozen=True)
 class CatalogPart:
-    """The part of a skill index stored: the BM25 index of the entries' documents and the dense index
-    of their texts' unit vectors (``None`` for an index without embeddings)."""
+    """The part of a skill index stored: the BM25 index of the entries' documents, the dense index
+    of their texts' unit vectors (``None`` for an index without embeddings), and where each entry's
+    texts start."""
 
     lexical: bm25s.BM25
     dense: DenseIndex | None
+    #: The position of each entry's first text among the texts (``(entries,)`` int64).
+    first_text: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -185,6 +196,22 @@ def catalog_key(
     return digest.hexdigest()
 
 
+def snapshot_index_key(snapshot_key: str, states: Mapping[str, State], model: ModelIdentity | None) -> str:
+    """The key (64 hex digits) of the catalog part of a skill index over a registry read from (or
+    stored as) the catalog snapshot ``snapshot_key`` (:mod:`toolpath.registry.catalog_snapshot`) and
+    the declared ``states``: what :func:`catalog_key` hashes, known without reading a tool's texts,
+    since the snapshot's key covers every byte of the catalogs its tools come from."""
+    header = {
+        "format": FORMAT_VERSION,
+        "model": None if model is None else model.to_dict(),
+        "bm25s": _version("bm25s"),
+        "stemmer": _version("PyStemmer"),
+        "snapshot": snapshot_key,
+        "states": [[token, state.description, list(state.affordances)] for token, state in states.items()],
+    }
+    return hashlib.sha256(json.dumps(header, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def _version(distribution: str) -> str | None:
     try:
         return importlib.metadata.version(distribution)
@@ -192,10 +219,11 @@ def _version(distribution: str) -> str | None:
         return None
 
 
-def _identity(key: str, model: ModelIdentity | None, entries: int, texts: int) -> dict[str, Any]:
+def _identity(key: str, model: ModelIdentity | None, entries: int, texts: int | None) -> dict[str, Any]:
     """The manifest fields that say which catalog version and model a stored index is of: a load
-    checks them against the catalog's own."""
-    return {"format": FORMAT_VERSION, "key": key, "model": None if model is None else model.to_dict(), "entries": entries, "texts": texts}
+    checks them against the catalog's own (``texts``: ``None`` when the catalog's count is not known)."""
+    identity = {"format": FORMAT_VERSION, "key": key, "model": None if model is None else model.to_dict(), "entries": entries, "texts": texts}
+    return identity if texts is not None else {name: value for name, value in identity.items() if name != "texts"}
 
 
 class IndexStore:
@@ -220,13 +248,14 @@ class IndexStore:
     def path_of(self, key: str) -> Path:
         return self._directories.path_of(key)
 
-    def load(self, key: str, entries: int, texts: int, model: ModelIdentity | None) -> tuple[CatalogPart, StoredIndex] | None:
+    def load(self, key: str, entries: int, texts: int | None, model: ModelIdentity | None) -> tuple[CatalogPart, StoredIndex] | None:
         """The catalog part stored under ``key``, or ``None`` when there is none. A directory that
         cannot be trusted (see the module docstring) warns, is moved aside and removed, and is
         ``None`` too; so is one another process removed while it was read.
 
         Args:
-            entries, texts: the counts the catalog gives (a stored index must have them).
+            entries, texts: the counts the catalog gives (a stored index must have them); ``texts``
+                ``None``: the stored count, when the catalog's is not worked out (a snapshot's key).
             model: the model the vectors must come from (``None``: an index without embeddings).
         """
 
@@ -234,14 +263,21 @@ class IndexStore:
             for field, value in _identity(key, model, entries, texts).items():
                 if manifest.get(field) != value:
                     raise DamagedStoreError(f"its manifest's {field} is {manifest.get(field)!r}, not {value!r}")
-            dense = _read_dense(directory, manifest, texts) if model is not None else None
-            return CatalogPart(_read_bm25(directory, manifest, entries), dense)
+            stored_texts = manifest["texts"]
+            if not isinstance(stored_texts, int) or stored_texts < entries:
+                raise DamagedStoreError(f"its manifest's texts is {stored_texts!r}, not a count of at least {entries}")
+            first_text = mapped_array(directory, _FIRST_TEXT, manifest, shape=(entries,), dtype="<i8")
+            if entries and (first_text[0] != 0 or np.any(np.diff(first_text) < 1) or first_text[-1] >= stored_texts):
+                raise DamagedStoreError(f"{_FIRST_TEXT} does not rise from 0 below its {stored_texts} texts")
+            dense = _read_dense(directory, manifest, stored_texts) if model is not None else None
+            return CatalogPart(_read_bm25(directory, manifest, entries), dense, first_text), stored_texts
 
-        part = self._directories.read(key, checked_part)
-        if part is None:
+        found = self._directories.read(key, checked_part)
+        if found is None:
             return None
+        part, stored_texts = found
         directory = self.path_of(key)
-        return part, StoredIndex(directory, key, True, True, size_of(directory), entries, texts)
+        return part, StoredIndex(directory, key, True, True, size_of(directory), entries, stored_texts)
 
     def save(self, key: str, part: CatalogPart, model: ModelIdentity | None, entries: int, texts: int) -> StoredIndex:
         """Store ``part`` under ``key`` (atomically, see the module docstring), then clean up.
@@ -255,10 +291,12 @@ class IndexStore:
             # The dense index is written before the rename, so one rename makes the whole index appear.
             if part.dense is not None:
                 part.dense.save(temporary / _DENSE)
+            first_text = np.asarray(part.first_text, dtype="<i8")
+            np.save(temporary / _FIRST_TEXT, first_text, allow_pickle=False)
             return {
                 **_identity(key, model, entries, texts),
                 "dimensions": None if part.dense is None else int(part.dense.vectors.shape[1]),
-                "files": _write_bm25(temporary, part.lexical),
+                "files": {**_write_bm25(temporary, part.lexical), _FIRST_TEXT: described(temporary / _FIRST_TEXT, first_text.shape, "<i8")},
             }
 
         directory, stored, problem = self._directories.write(key, fill)
@@ -299,13 +337,13 @@ def _read_dense(directory: Path, manifest: dict[str, Any], texts: int) -> DenseI
 
 def _read_bm25(directory: Path, manifest: dict[str, Any], documents: int) -> bm25s.BM25:
     """The BM25 index stored in ``directory``, its arrays memory-mapped, after checking them."""
-    import bm25s
+    from toolpath.kernel.inside.tool_search import bm25s
 
     arrays = {name: mapped_array(directory, f"{_BM25}/{name}.csc.index.npy", manifest) for name in ("data", "indices", "indptr")}
     for name in ("vocab.index.json", "params.index.json"):
         file_entry(directory, f"{_BM25}/{name}", manifest)
     lexical = bm25s.BM25.load(directory / _BM25, mmap=True, allow_pickle=False, show_progress=False)
-    built = bm25s.BM25()
+    built = bm25s.BM25(csc_backend="numpy")
     for parameter in ("k1", "b", "delta", "method", "idf_method", "dtype", "int_dtype", "backend"):
         if getattr(lexical, parameter) != getattr(built, parameter):
             raise DamagedStoreError(f"its BM25 {parameter} is {getattr(lexical, parameter)!r}, toolpath builds {getattr(built, parameter)!r}")

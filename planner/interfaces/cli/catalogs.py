@@ -399,7 +399,7 @@ def index_report(paths: Sequence[Path], workspace: Workspace, index: SkillIndex,
     ``texts_from_cache`` (this run's embedding-cache misses and hits; both 0 when loaded),
     ``directory``, ``key``, ``approximate`` (whether dense search goes through an approximate
     nearest-neighbour index), ``bytes`` (``dense``: the vectors and any such index; ``bm25``;
-    ``total``), ``seconds``
+    ``total``, with the manifest and where each entry's texts start), ``seconds``
     (``load_catalogs``, ``index``: building, or loading when it was stored).
     """
     from toolpath.planner.search.stored_index import model_identity
