@@ -50,6 +50,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolpath.errors import ToolpathError
 from toolpath.registry.catalog import Catalog, LoadedCatalogs
 from toolpath.registry.catalog_documents import SourceLocator
 from toolpath.registry.catalog_files import read_bytes, size_limit
@@ -336,6 +337,7 @@ class StoredToolRegistry(ToolRegistry):
         self.snapshot_key = key
         self._table: TransitionTable | None = table
         self._offsets = offsets
+        self._tools_file = tools_file
         self._count = len(table.ids)
         self._next_id = self._count
         with open(tools_file, "rb") as stream:
@@ -362,7 +364,8 @@ class StoredToolRegistry(ToolRegistry):
         with self._lock:
             tool = self._by_id.get(tool_id)
             if tool is None:
-                tool = self._by_id[tool_id] = _definition(self._lines[int(self._offsets[tool_id]) : int(self._offsets[tool_id + 1])])
+                line = self._lines[int(self._offsets[tool_id]) : int(self._offsets[tool_id + 1])]
+                tool = self._by_id[tool_id] = _definition(line, tool_id, self._table, self._tools_file)
         return tool
 
     def _index_names(self) -> None:
@@ -408,10 +411,31 @@ class StoredToolRegistry(ToolRegistry):
         self.snapshot_key = None
 
 
-def _definition(line: bytes) -> ToolDefinition:
-    """A stored definition, validated as it is read, sharing its fields-set objects as the loader's do."""
-    tool = ToolDefinition.model_validate_json(line)
+class DamagedSnapshotError(ToolpathError):
+    """A definition in a catalog snapshot no longer validates or matches its transitions (a file
+    changed in place after it was stored): the message names the snapshot and says to remove it."""
+
+
+def _definition(line: bytes, tool_id: int, table: TransitionTable, tools_file: Path) -> ToolDefinition:
+    """A stored definition, validated as it is read, sharing its fields-set objects as the loader's do.
+
+    Raises:
+        DamagedSnapshotError: the line does not validate, or is not the tool the transitions name.
+    """
+    try:
+        tool = ToolDefinition.model_validate_json(line)
+    except ValueError as error:
+        raise DamagedSnapshotError(_damaged(tools_file, f"tool {tool_id} does not validate ({str(error).splitlines()[0]})")) from None
+    if (tool.id, tool.server_name, tool.name) != (tool_id, table.servers[tool_id], table.names[tool_id]):
+        raise DamagedSnapshotError(_damaged(tools_file, f"line {tool_id + 1} holds tool {tool.id} {tool.name!r}, not tool {tool_id} {table.names[tool_id]!r}"))
     if type(tool.state_transition) is StateTransition:
         share_fields_set(tool.state_transition)
     share_fields_set(tool)
     return tool
+
+
+def _damaged(tools_file: Path, problem: str) -> str:
+    return (
+        f"the catalog snapshot {tools_file.parent} is damaged: {tools_file.name}: {problem}. "
+        "Remove that directory and run again: the catalogs then load from their files and are stored anew"
+    )
