@@ -19,9 +19,9 @@ rebuilt, the :data:`KEEP_SNAPSHOTS` most recently used kept (:mod:`toolpath.regi
   tools (domain, package, vocabulary, states, MCP servers, HTTP APIs, skills, requirements), the
   number of its tools, and its file's size and SHA-256 (for positions asked for later);
 * ``tools.jsonl``: each registered definition as JSON (``model_dump_json(exclude_unset=True)``), one
-  line per tool in id order, and ``tool_offsets.npy`` (int64, tools + 1) where each line starts;
-* ``transitions.json``: the registry's :class:`toolpath.registry.tool_registry.TransitionTable`, with
-  each tool's server and name.
+  line per tool in id order;
+* ``transitions.json``: the registry's :class:`toolpath.registry.tool_registry.TransitionTable`
+  (each tool's transition, cost, server and name) and where each tool's line starts in ``tools.jsonl``.
 
 A snapshot holds what the catalog files hold, MCP servers' and HTTP APIs' settings included, readable
 by its owner only, like the files it was made from should be.
@@ -48,7 +48,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from toolpath.errors import ToolpathError
 from toolpath.registry.catalog import Catalog, LoadedCatalogs
@@ -64,9 +64,6 @@ from toolpath.registry.storage import default_home
 from toolpath.registry.tool_registry import ToolRegistry, TransitionTable, share_fields_set
 from toolpath.registry.tools import ToolDefinition
 
-if TYPE_CHECKING:
-    import numpy as np
-
 #: Version of the stored layout; part of the key.
 FORMAT_VERSION = 1
 #: Catalog bytes (all files of one load together) from which a load goes through a snapshot: at
@@ -78,7 +75,6 @@ KEEP_SNAPSHOTS = 4
 SNAPSHOTS_DIRECTORY = "catalogs"
 
 _TOOLS = "tools.jsonl"
-_OFFSETS = "tool_offsets.npy"
 _TRANSITIONS = "transitions.json"
 logger = logging.getLogger(__name__)
 
@@ -175,17 +171,12 @@ def _storable(loaded: LoadedCatalogs) -> bool:
 
 def _write(directory: Path, loaded: LoadedCatalogs, key: str, files: Sequence[_File]) -> dict[str, Any]:
     """Write the snapshot of ``loaded`` into ``directory``; its manifest."""
-    import numpy as np
-
-    from toolpath.registry.stored_directories import described
-
     offsets = [0]
     with open(directory / _TOOLS, "wb") as stream:
         for tool in loaded.registry:
             line = tool.model_dump_json(exclude_unset=True).encode("utf-8") + b"\n"
             stream.write(line)
             offsets.append(offsets[-1] + len(line))
-    np.save(directory / _OFFSETS, np.asarray(offsets, dtype="<i8"), allow_pickle=False)
     table = loaded.registry.transitions()
     transitions = {
         "tokens": list(table.tokens),
@@ -194,6 +185,7 @@ def _write(directory: Path, loaded: LoadedCatalogs, key: str, files: Sequence[_F
         "cost": list(table.cost),
         "servers": list(table.servers),
         "names": list(table.names),
+        "offsets": offsets,
     }
     (directory / _TRANSITIONS).write_text(json.dumps(transitions, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
     catalogs = [_catalog_fields(catalog, file) for catalog, file in zip(loaded.catalogs, files, strict=True)]
@@ -204,7 +196,6 @@ def _write(directory: Path, loaded: LoadedCatalogs, key: str, files: Sequence[_F
         "catalogs": catalogs,
         "files": {
             _TOOLS: {"bytes": (directory / _TOOLS).stat().st_size},
-            _OFFSETS: described(directory / _OFFSETS, (len(offsets),), "<i8"),
             _TRANSITIONS: {"bytes": (directory / _TRANSITIONS).stat().st_size},
         },
     }
@@ -238,7 +229,7 @@ def _read(directory: Path, manifest: dict[str, Any], key: str, files: Sequence[_
     Raises:
         DamagedStoreError: a manifest or file that does not match (see the module docstring).
     """
-    from toolpath.registry.stored_directories import DamagedStoreError, file_entry, mapped_array
+    from toolpath.registry.stored_directories import DamagedStoreError, file_entry
 
     for field, value in {"format": FORMAT_VERSION, "key": key}.items():
         if manifest.get(field) != value:
@@ -247,13 +238,13 @@ def _read(directory: Path, manifest: dict[str, Any], key: str, files: Sequence[_
     described = manifest["catalogs"]
     if not isinstance(count, int) or not isinstance(described, list) or len(described) != len(files):
         raise DamagedStoreError(f"its manifest describes {count!r} tools in {len(described)} catalog(s), this load has {len(files)}")
-    offsets = mapped_array(directory, _OFFSETS, manifest, shape=(count + 1,), dtype="<i8")
     tools_bytes = file_entry(directory, _TOOLS, manifest)["bytes"]
-    if count and (offsets[0] != 0 or offsets[-1] != tools_bytes):
-        raise DamagedStoreError(f"{_OFFSETS} does not run from 0 to the {tools_bytes} bytes of {_TOOLS}")
     file_entry(directory, _TRANSITIONS, manifest)
     stored = json.loads((directory / _TRANSITIONS).read_text(encoding="utf-8"))
     table = _checked_table(stored, count)
+    offsets = stored["offsets"]
+    if not isinstance(offsets, list) or len(offsets) != count + 1 or offsets[0] != 0 or offsets[-1] != tools_bytes:
+        raise DamagedStoreError(f"{_TRANSITIONS}'s offsets do not run from 0 to the {tools_bytes} bytes of {_TOOLS}")
     registry = StoredToolRegistry(directory / _TOOLS, offsets, table, key)
     catalogs = []
     states: dict[str, State] = {}
@@ -332,7 +323,7 @@ class StoredToolRegistry(ToolRegistry):
     Its ``snapshot_key`` is the key of the snapshot it was read from until a tool is registered or removed.
     """
 
-    def __init__(self, tools_file: Path, offsets: np.ndarray, table: TransitionTable, key: str):
+    def __init__(self, tools_file: Path, offsets: list[int], table: TransitionTable, key: str):
         super().__init__()
         self.snapshot_key = key
         self._table: TransitionTable | None = table
@@ -364,7 +355,7 @@ class StoredToolRegistry(ToolRegistry):
         with self._lock:
             tool = self._by_id.get(tool_id)
             if tool is None:
-                line = self._lines[int(self._offsets[tool_id]) : int(self._offsets[tool_id + 1])]
+                line = self._lines[self._offsets[tool_id] : self._offsets[tool_id + 1]]
                 tool = self._by_id[tool_id] = _definition(line, tool_id, self._table, self._tools_file)
         return tool
 

@@ -36,11 +36,12 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from toolpath.errors import ToolpathError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: Age after which a temporary build directory is a leftover of a killed process, and removed.
 STALE_BUILD_SECONDS = 3600
@@ -233,6 +234,8 @@ def mapped_array(directory: Path, name: str, manifest: dict[str, Any], shape: tu
     Raises:
         DamagedStoreError: it differs from its manifest entry or from what the caller needs.
     """
+    import numpy as np  # only stores of arrays need it: a catalog snapshot holds none
+
     entry = file_entry(directory, name, manifest)
     array = np.load(directory / name, mmap_mode="r", allow_pickle=False)
     if array.dtype != np.dtype(entry.get("dtype")) or list(array.shape) != entry.get("shape"):
