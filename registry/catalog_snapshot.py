@@ -45,6 +45,7 @@ import json
 import logging
 import mmap
 import os
+import stat
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -52,8 +53,8 @@ from typing import Any
 
 from toolpath.errors import ToolpathError
 from toolpath.registry.catalog import Catalog, LoadedCatalogs
-from toolpath.registry.catalog_documents import SourceLocator
-from toolpath.registry.catalog_files import read_bytes, size_limit
+from toolpath.registry.catalog_documents import SourceLocator, garbage_collection_paused
+from toolpath.registry.catalog_files import size_limit
 from toolpath.registry.catalog_format import WorkflowSkill
 from toolpath.registry.catalog_packages import CatalogRequirements
 from toolpath.registry.catalog_problems import CatalogError
@@ -114,11 +115,22 @@ def load_through_snapshot(paths: Sequence[Path], max_bytes: int | None, load: Ca
 class _File:
     """One catalog file of a load: its path as given, its bytes' size and SHA-256."""
 
-    def __init__(self, path: Path, data: bytes):
+    def __init__(self, path: Path, max_bytes: int | None):
         self.path = path
         self.resolved = str(path.resolve())
-        self.size = len(data)
-        self.sha256 = hashlib.sha256(data).hexdigest()
+        # O_NONBLOCK: opening a named pipe would otherwise wait for a writer (as in catalog_files).
+        with os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)), "rb", buffering=0) as stream:
+            status = os.fstat(stream.fileno())
+            # Only what a load would read: a regular file within the size limit (else the load says why).
+            if not stat.S_ISREG(status.st_mode) or status.st_size > size_limit(path, max_bytes):
+                raise _NotForSnapshot
+            digest = hashlib.file_digest(stream, "sha256")  # streamed: no copy of a 68 MiB file in memory
+        self.size = status.st_size
+        self.sha256 = digest.hexdigest()
+
+
+class _NotForSnapshot(Exception):
+    """A file a load reads only to refuse it: it is left to the load."""
 
 
 def _files(paths: Sequence[Path], max_bytes: int | None) -> list[_File] | None:
@@ -128,8 +140,8 @@ def _files(paths: Sequence[Path], max_bytes: int | None) -> list[_File] | None:
     try:
         if sum(os.stat(path).st_size for path in paths) < SNAPSHOT_FROM_BYTES:
             return None
-        return [_File(Path(path), read_bytes(Path(path), size_limit(Path(path), max_bytes))) for path in paths]
-    except (OSError, CatalogError):
+        return [_File(Path(path), max_bytes) for path in paths]
+    except (OSError, CatalogError, _NotForSnapshot):
         return None
 
 
@@ -223,6 +235,7 @@ def _catalog_fields(catalog: Catalog, file: _File) -> dict[str, Any]:
     }
 
 
+@garbage_collection_paused()
 def _read(directory: Path, manifest: dict[str, Any], key: str, files: Sequence[_File]) -> LoadedCatalogs:
     """The catalogs stored in ``directory``, their paths as this load gives them.
 

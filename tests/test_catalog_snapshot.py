@@ -286,3 +286,10 @@ def test_snapshot_files_are_private_to_their_owner(snapshot_home, catalog_files)
     (directory,) = _snapshots(snapshot_home)
     assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700
     assert {stat.S_IMODE(os.stat(directory / name).st_mode) for name in os.listdir(directory)} == {0o600}
+
+
+def test_a_named_pipe_among_large_catalogs_is_refused_at_once(snapshot_home, catalog_files, tmp_path):
+    pipe = tmp_path / "catalog.fifo"
+    os.mkfifo(pipe)
+    with pytest.raises(CatalogError, match="named pipe"):
+        load_checked([*catalog_files, pipe])  # no writer: opening it must not wait for one
