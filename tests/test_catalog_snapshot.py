@@ -14,7 +14,7 @@ import pytest
 from toolpath.catalogs import default_catalog_paths
 from toolpath.planner import Workspace
 from toolpath.planner.planning.plans import NoPlanError, plan
-from toolpath.registry import AmbiguousToolNameError, ToolDefinition, catalog_snapshot, load_checked
+from toolpath.registry import AmbiguousToolNameError, CatalogError, ToolDefinition, catalog_snapshot, load_checked
 from toolpath.registry.catalog_packages import CatalogSkippedWarning
 from toolpath.registry.catalog_snapshot import DamagedSnapshotError, StoredToolRegistry
 from toolpath.registry.states import StateTransition
