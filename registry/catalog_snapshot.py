@@ -31,6 +31,11 @@ modification time of the registry's own modules (the code that validated what is
 each file its resolved path and its bytes. Reading every byte costs about 50 ms at 100,000 tools;
 a key of sizes and times alone would miss a file rewritten within one timestamp tick.
 
+**The content key** (:func:`content_key`, :attr:`toolpath.registry.ToolRegistry.content_key`) is
+SHA-256 of the files' bytes alone and toolpath's version: a registry loaded through this module
+carries it, stored or not, and a skill index is keyed by it without reading a text, so moving the
+files or editing toolpath's own code keeps the index (the snapshot itself is stored again).
+
 **Trust.** A definition is validated as it is read (``ToolDefinition.model_validate_json``), so a
 stored line can only hold what the catalog format accepts. The manifest must match the key and the
 counts, every file its recorded size, and the transitions their counts and ranges; anything else
@@ -105,10 +110,9 @@ def load_through_snapshot(paths: Sequence[Path], max_bytes: int | None, load: Ca
         return found
     loaded = load()
     if _storable(loaded):
+        loaded.registry.content_key = content_key(files)
         logger.info("storing a snapshot of %d tools in %s, which later loads read", len(loaded.registry), store.path_of(key))
-        _, stored, _ = store.write(key, lambda temporary: _write(temporary, loaded, key, files))
-        if stored:
-            loaded.registry.snapshot_key = key
+        store.write(key, lambda temporary: _write(temporary, loaded, key, files))
     return loaded
 
 
@@ -143,6 +147,14 @@ def _files(paths: Sequence[Path], max_bytes: int | None) -> list[_File] | None:
         return [_File(Path(path), max_bytes) for path in paths]
     except (OSError, CatalogError, _NotForSnapshot):
         return None
+
+
+def content_key(files: Sequence[_File]) -> str:
+    """SHA-256 (64 hex digits) of the files' bytes, in load order, and of toolpath's version: what
+    the catalogs' tools and states are made of, wherever the files lie (a skill index stored for them
+    is kept when they move; :attr:`toolpath.registry.ToolRegistry.content_key`)."""
+    header = {"format": FORMAT_VERSION, "toolpath": _version("toolpath"), "files": [[file.size, file.sha256] for file in files]}
+    return hashlib.sha256(json.dumps(header).encode("utf-8")).hexdigest()
 
 
 def snapshot_key(files: Sequence[_File]) -> str:
@@ -204,6 +216,7 @@ def _write(directory: Path, loaded: LoadedCatalogs, key: str, files: Sequence[_F
     return {
         "format": FORMAT_VERSION,
         "key": key,
+        "content_key": content_key(files),
         "tools": len(loaded.registry),
         "catalogs": catalogs,
         "files": {
@@ -244,7 +257,7 @@ def _read(directory: Path, manifest: dict[str, Any], key: str, files: Sequence[_
     """
     from toolpath.registry.stored_directories import DamagedStoreError, file_entry
 
-    for field, value in {"format": FORMAT_VERSION, "key": key}.items():
+    for field, value in {"format": FORMAT_VERSION, "key": key, "content_key": content_key(files)}.items():
         if manifest.get(field) != value:
             raise DamagedStoreError(f"its manifest's {field} is {manifest.get(field)!r}, not {value!r}")
     count = manifest["tools"]
@@ -258,7 +271,7 @@ def _read(directory: Path, manifest: dict[str, Any], key: str, files: Sequence[_
     offsets = stored["offsets"]
     if not isinstance(offsets, list) or len(offsets) != count + 1 or offsets[0] != 0 or offsets[-1] != tools_bytes:
         raise DamagedStoreError(f"{_TRANSITIONS}'s offsets do not run from 0 to the {tools_bytes} bytes of {_TOOLS}")
-    registry = StoredToolRegistry(directory / _TOOLS, offsets, table, key)
+    registry = StoredToolRegistry(directory / _TOOLS, offsets, table, content_key(files))
     catalogs = []
     states: dict[str, State] = {}
     first = 0
@@ -333,12 +346,12 @@ class StoredToolRegistry(ToolRegistry):
     iteration in id order (which reads every definition: about 4 s at 100,000 tools). Registering or
     removing a tool first reads every definition; from then on it is an ordinary registry.
 
-    Its ``snapshot_key`` is the key of the snapshot it was read from until a tool is registered or removed.
+    Its ``content_key`` is its files' (:func:`content_key`) until a tool is registered or removed.
     """
 
-    def __init__(self, tools_file: Path, offsets: list[int], table: TransitionTable, key: str):
+    def __init__(self, tools_file: Path, offsets: list[int], table: TransitionTable, content: str):
         super().__init__()
-        self.snapshot_key = key
+        self.content_key = content
         self._table: TransitionTable | None = table
         self._offsets = offsets
         self._tools_file = tools_file
@@ -412,7 +425,7 @@ class StoredToolRegistry(ToolRegistry):
         """Read every definition and drop the snapshot: the registry is about to differ from it."""
         self._read_all()
         self._table = None
-        self.snapshot_key = None
+        self.content_key = None
 
 
 class DamagedSnapshotError(ToolpathError):

@@ -133,10 +133,11 @@ class ToolRegistry:
         self._by_server_and_name: dict[tuple[str | None, str], int] = {}
         self._ids_by_name: dict[str, dict[int, None]] = {}  # dict as an insertion-ordered set
         self._next_id = 0
-        #: The key of the catalog snapshot whose tools this registry holds, exactly
-        #: (:mod:`toolpath.registry.catalog_snapshot`); ``None`` when none does, and from the first
-        #: tool registered or removed.
-        self.snapshot_key: str | None = None
+        #: SHA-256 (hex) of the catalog files this registry's tools were loaded from, exactly, and of
+        #: toolpath's version (:func:`toolpath.registry.catalog_snapshot.content_key`): what a stored
+        #: skill index is keyed by without reading a text. ``None`` for a registry filled otherwise,
+        #: and from the first tool registered or removed.
+        self.content_key: str | None = None
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -183,7 +184,7 @@ class ToolRegistry:
             ValueError: when the server already has a tool of that name, or the module cannot be
                 resolved. Nothing is stored in either case.
         """
-        self.snapshot_key = None
+        self.content_key = None
         key = (tool.server_name, tool.name)
         if key in self._by_server_and_name:
             where = f"server {tool.server_name!r}" if tool.server_name else "the registry (no server)"
@@ -239,7 +240,7 @@ class ToolRegistry:
     def remove_tool_by_id(self, tool_id: int) -> ToolDefinition:
         """Remove and return the tool; its id is never handed out again."""
         tool = self.get_tool_by_id(tool_id)
-        self.snapshot_key = None
+        self.content_key = None
         del self._by_id[tool_id]
         del self._by_server_and_name[(tool.server_name, tool.name)]
         ids = self._ids_by_name[tool.name]

@@ -118,11 +118,11 @@ def _catalog_fields(loaded) -> list[dict]:
 
 def test_a_catalog_set_loads_from_its_snapshot_as_it_loaded_from_its_files(snapshot_home, catalog_files):
     first = load_checked(catalog_files)
-    assert type(first.registry).__name__ == "ToolRegistry" and first.registry.snapshot_key is not None
+    assert type(first.registry).__name__ == "ToolRegistry" and first.registry.content_key is not None
     assert len(_snapshots(snapshot_home)) == 1
 
     second = load_checked(catalog_files)
-    assert isinstance(second.registry, StoredToolRegistry) and second.registry.snapshot_key == first.registry.snapshot_key
+    assert isinstance(second.registry, StoredToolRegistry) and second.registry.content_key == first.registry.content_key
     assert len(second.registry) == len(first.registry)
     assert [tool.model_dump() for tool in second.registry] == [tool.model_dump() for tool in first.registry]
     assert [tool.model_fields_set for tool in second.registry] == [tool.model_fields_set for tool in first.registry]
@@ -169,7 +169,7 @@ def test_a_snapshot_registry_that_changes_is_an_ordinary_registry_from_then_on(s
     new_id = registry.register_tool(
         ToolDefinition(name="shelve_book", module="library_tools.shelve", state_transition=StateTransition(requires=["library.book_found"]))
     )
-    assert new_id == count and len(registry) == count + 1 and registry.snapshot_key is None
+    assert new_id == count and len(registry) == count + 1 and registry.content_key is None
     assert registry.get_tool_by_name("shelve_book").id == new_id
     removed = registry.remove_tool_by_name("draft_loan")
     assert removed.name == "draft_loan" and len(registry) == count
@@ -259,7 +259,8 @@ def test_a_store_that_cannot_be_written_warns_and_loads_all_the_same(snapshot_ho
     (snapshot_home / "catalogs").write_text("not a directory")
     with pytest.warns(RuntimeWarning, match="catalog snapshot cannot be stored in .*a file stands where its directory should be"):
         loaded = load_checked(catalog_files)
-    assert loaded.registry.snapshot_key is None and len(loaded.registry) > 3
+    # Not stored, but its content is known: a skill index is still keyed without reading a text.
+    assert loaded.registry.content_key is not None and len(loaded.registry) > 3
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # once per process and directory
         assert load_checked(catalog_files).registry.get_tool_by_name("find_book").name == "find_book"
@@ -277,7 +278,7 @@ def test_a_catalog_whose_module_went_missing_is_skipped_as_without_a_snapshot(sn
 def test_small_catalogs_are_not_snapshotted(tmp_path, monkeypatch):
     monkeypatch.setenv("TOOLPATH_HOME", str(tmp_path / "home"))
     loaded = load_checked(default_catalog_paths())
-    assert type(loaded.registry).__name__ == "ToolRegistry" and loaded.registry.snapshot_key is None
+    assert type(loaded.registry).__name__ == "ToolRegistry" and loaded.registry.content_key is None
     assert not (tmp_path / "home" / "catalogs").exists()
 
 

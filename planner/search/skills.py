@@ -74,7 +74,7 @@ from toolpath.planner.search.dense_index import DenseIndex, build_dense_index, g
 from toolpath.planner.search.embedding import Embedder, EmbedderUnavailableError, checked_vectors, default_embedder
 from toolpath.planner.search.embedding_cache import CachedEmbedder, EmbeddingCache, warn_unusable
 from toolpath.planner.search.learned import LearnedEntry, LearnedSearch, LearnedSearchError
-from toolpath.planner.search.stored_index import CatalogPart, IndexStore, StoredIndex, build_progress, catalog_key, model_identity, snapshot_index_key
+from toolpath.planner.search.stored_index import CatalogPart, IndexStore, StoredIndex, build_progress, catalog_key, content_index_key, model_identity
 from toolpath.registry.storage import StoreError
 
 # bm25s sets its logger to DEBUG itself, so an application that logs at the root (the MCP SDK's
@@ -439,11 +439,11 @@ class SkillIndex:
             index_store = store if isinstance(store, IndexStore) else IndexStore(store) if store is not None else IndexStore.beside(cache)
         model = None if self.mode == "bm25" else model_identity(embedder)
         key = None
-        snapshot = self.graph.registry.snapshot_key
+        content = self.graph.registry.content_key
         if index_store is not None and (self.mode == "bm25" or model is not None):
-            if snapshot is not None:
-                # The catalogs' content is the snapshot's: no text need be read to know the key.
-                key = snapshot_index_key(snapshot, self.graph.states, model)
+            if content is not None:
+                # The catalogs' content is known from their bytes: no text need be read to know the key.
+                key = content_index_key(content, self.graph.states, model)
                 found = index_store.load(key, len(self._entries), None, model)
             else:
                 self._build_texts()

@@ -29,10 +29,10 @@ search changes the key, and the index is built again; rrf_k, dense_weight and le
 applied on top at each load and are not part of it.
 
 **Over a catalog snapshot** (a registry read from, or stored as, a snapshot:
-:mod:`toolpath.registry.catalog_snapshot`) the key is worked out without a text
-(:func:`snapshot_index_key`): the snapshot's key, which covers every byte of its catalog files, the
-declared states' texts, the model and the versions above. A process that loads such an index reads a
-tool's definition only to show one of its texts (a hit's best-matching text).
+:mod:`toolpath.registry.catalog_snapshot`, whose ``content_key`` covers every byte of its catalog
+files and toolpath's version) the key is worked out without a text (:func:`content_index_key`): that
+content key, the declared states' texts, the model and the versions above. A process that loads such
+an index reads a tool's definition only to show one of its texts (a hit's best-matching text).
 
 **What is not stored**: the texts and documents (made from the graph when an index is built, or
 when its key needs them), the state graph and learned evidence.
@@ -196,17 +196,17 @@ def catalog_key(
     return digest.hexdigest()
 
 
-def snapshot_index_key(snapshot_key: str, states: Mapping[str, State], model: ModelIdentity | None) -> str:
-    """The key (64 hex digits) of the catalog part of a skill index over a registry read from (or
-    stored as) the catalog snapshot ``snapshot_key`` (:mod:`toolpath.registry.catalog_snapshot`) and
-    the declared ``states``: what :func:`catalog_key` hashes, known without reading a tool's texts,
-    since the snapshot's key covers every byte of the catalogs its tools come from."""
+def content_index_key(content_key: str, states: Mapping[str, State], model: ModelIdentity | None) -> str:
+    """The key (64 hex digits) of the catalog part of a skill index over a registry whose catalog
+    files' content is ``content_key`` (:attr:`toolpath.registry.ToolRegistry.content_key`: every byte
+    of the files, and toolpath's version) and the declared ``states``: what :func:`catalog_key`
+    hashes, known without reading a tool's texts."""
     header = {
         "format": FORMAT_VERSION,
         "model": None if model is None else model.to_dict(),
         "bm25s": _version("bm25s"),
         "stemmer": _version("PyStemmer"),
-        "snapshot": snapshot_key,
+        "catalogs": content_key,
         "states": [[token, state.description, list(state.affordances)] for token, state in states.items()],
     }
     return hashlib.sha256(json.dumps(header, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass")).hexdigest()
