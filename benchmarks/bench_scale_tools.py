@@ -8,10 +8,13 @@ each peak memory is its own and only one process holds a large catalog at a time
 * ``file_bytes``: each file's size (the default size limit is 16 MiB: ``TOOLPATH_MAX_CATALOG_BYTES``);
   it is raised here for the files that need it, as a user would;
 * ``load``: :func:`toolpath.registry.load_checked` of each file (as the CLI loads catalogs) in a
-  fresh process: ``seconds`` (the call alone), ``peak_rss_mib`` (that process's peak resident
+  fresh process: ``seconds`` (the call alone: parsing, validating and, from 1 MiB, storing the
+  catalog snapshot), ``peak_rss_mib`` (that process's peak resident
   memory, Linux's VmHWM, interpreter and imports included; ``baseline_rss_mib`` just before the call) and
   ``held_rss_mib`` (RSS after the call, what the loaded catalog keeps); ``yaml_parser`` says
-  whether libyaml (PyYAML's C parser) or the pure-Python one read the YAML;
+  whether libyaml (PyYAML's C parser) or the pure-Python one read the YAML; ``again``: the same in
+  a second fresh process, which reads the snapshot (``from_snapshot``:
+  :mod:`toolpath.registry.catalog_snapshot`);
 * ``index_first_s``: the skill index made once: embedding every text not yet in the embedding
   cache of ``TOOLPATH_HOME`` (about 90 s at 10,000 tools on a 2-core machine when the cache is
   cold) and storing the index, or loading it when it was stored before (``--cold-cache`` uses a
@@ -354,6 +357,7 @@ def worker_load(path: str) -> dict:
         "peak_rss_mib": _peak_rss_mib(),
         "held_rss_mib": _rss_mib(),
         "tools": len(loaded.registry),
+        "from_snapshot": type(loaded.registry).__name__ == "StoredToolRegistry",
     }
     if not path.endswith(".json"):
         report["yaml_parser"] = yaml_parser()
@@ -519,7 +523,7 @@ def measure(tools: int, args: argparse.Namespace, directory: Path) -> dict:
     report["over_default_limit"] = {form: size > DEFAULT_MAX_CATALOG_BYTES for form, size in report["file_bytes"].items()}
     limit = max(DEFAULT_MAX_CATALOG_BYTES, *report["file_bytes"].values())
     os.environ[MAX_CATALOG_BYTES_VARIABLE] = str(limit)  # the children inherit it
-    report["load"] = {form: _child("load", str(path)) for form, path in paths.items()}
+    report["load"] = {form: {**_child("load", str(path)), "again": _child("load", str(path))} for form, path in paths.items()}
     in_process = _child("in-process", str(paths["json"]), str(args.seed), str(args.queries), str(int(args.cold_cache)), str(args.plan_goals), str(directory))
     assert report["load"]["json"]["tools"] == tools, f"loaded {report['load']['json']['tools']} of {tools} tools"
     report.update(in_process)
