@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 from toolpath.catalogs import CATALOGS_VARIABLE, default_catalog_paths
 from toolpath.planner.planning.budgets import DEFAULT_MAX_REPLANS, DEFAULT_TASK_BUDGET_S
-from toolpath.planner.tasks.failure_injections import check_injections
 from toolpath.planner.tasks.recording import recorded_plan, recorded_run, recording_failures, recording_refusals
 from toolpath.planner.tasks.task_spans import traced_task
 from toolpath.registry import CatalogError, CatalogProblem, LoadedCatalogs, ToolDefinition, import_roots, load_checked
@@ -304,6 +303,8 @@ class Workspace:
             if isinstance(options.get("tools"), Iterable) and not isinstance(options["tools"], (str, bytes)):
                 options["tools"] = list(options["tools"])
             # The kernel matches injections by name alone: one naming no tool would fail nothing.
+            from toolpath.planner.tasks.failure_injections import check_injections  # imports the kernel's tool bindings
+
             check_injections(options["inject_failures"], list(self.loaded.registry), options.get("tools", ()))
         # Planned cells bind the catalogs' tools themselves; those that ask may ask the approver,
         # and failures may be injected into any.

@@ -225,9 +225,10 @@ def _without_cycle_collection() -> Iterator[None]:
     if not gc.isenabled():
         yield
         return
-    gc.disable()
+    from toolpath.registry.catalog_documents import garbage_collection_paused
+
     atexit.register(gc.freeze)  # at exit, before the interpreter's last collections
-    try:
+    # Paused as catalogs are loaded: what was made meanwhile goes to the oldest generation at the
+    # end, so the first collection after it does not walk it all (0.08 s at 100,000 tools).
+    with garbage_collection_paused():
         yield
-    finally:
-        gc.enable()
