@@ -82,6 +82,7 @@ SNAPSHOTS_DIRECTORY = "catalogs"
 
 _TOOLS = "tools.jsonl"
 _TRANSITIONS = "transitions.json"
+_NAMES = "names.json"
 logger = logging.getLogger(__name__)
 
 
@@ -202,16 +203,19 @@ def _write(directory: Path, loaded: LoadedCatalogs, key: str, files: Sequence[_F
             stream.write(line)
             offsets.append(offsets[-1] + len(line))
     table = loaded.registry.transitions()
+    servers = list(dict.fromkeys(table.servers))
+    numbered = {server: number for number, server in enumerate(servers)}
     transitions = {
         "tokens": list(table.tokens),
         "requires": [list(numbers) for numbers in table.requires],
         "produces": [list(numbers) for numbers in table.produces],
         "cost": list(table.cost),
-        "servers": list(table.servers),
-        "names": list(table.names),
+        "servers": servers,
+        "server_of": [numbered[server] for server in table.servers],
         "offsets": offsets,
     }
     (directory / _TRANSITIONS).write_text(json.dumps(transitions, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
+    (directory / _NAMES).write_text(json.dumps(list(table.names), ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
     catalogs = [_catalog_fields(catalog, file) for catalog, file in zip(loaded.catalogs, files, strict=True)]
     return {
         "format": FORMAT_VERSION,
@@ -222,6 +226,7 @@ def _write(directory: Path, loaded: LoadedCatalogs, key: str, files: Sequence[_F
         "files": {
             _TOOLS: {"bytes": (directory / _TOOLS).stat().st_size},
             _TRANSITIONS: {"bytes": (directory / _TRANSITIONS).stat().st_size},
+            _NAMES: {"bytes": (directory / _NAMES).stat().st_size},
         },
     }
 
@@ -267,11 +272,12 @@ def _read(directory: Path, manifest: dict[str, Any], key: str, files: Sequence[_
     tools_bytes = file_entry(directory, _TOOLS, manifest)["bytes"]
     file_entry(directory, _TRANSITIONS, manifest)
     stored = json.loads((directory / _TRANSITIONS).read_text(encoding="utf-8"))
-    table = _checked_table(stored, count)
+    file_entry(directory, _NAMES, manifest)
     offsets = stored["offsets"]
     if not isinstance(offsets, list) or len(offsets) != count + 1 or offsets[0] != 0 or offsets[-1] != tools_bytes:
         raise DamagedStoreError(f"{_TRANSITIONS}'s offsets do not run from 0 to the {tools_bytes} bytes of {_TOOLS}")
-    registry = StoredToolRegistry(directory / _TOOLS, offsets, table, content_key(files))
+    lines = _ToolLines(directory, offsets)
+    registry = StoredToolRegistry(lines, _checked_table(stored, count, lines), content_key(files))
     catalogs = []
     states: dict[str, State] = {}
     first = 0
@@ -286,18 +292,19 @@ def _read(directory: Path, manifest: dict[str, Any], key: str, files: Sequence[_
     return LoadedCatalogs(tuple(catalogs), registry, states)
 
 
-def _checked_table(stored: Any, count: int) -> TransitionTable:
+def _checked_table(stored: Any, count: int, lines: _ToolLines) -> TransitionTable:
     from toolpath.registry.stored_directories import DamagedStoreError
 
-    tokens = stored["tokens"]
-    lists = [stored[name] for name in ("requires", "produces", "cost", "servers", "names")]
-    if not isinstance(tokens, list) or any(not isinstance(values, list) or len(values) != count for values in lists):
+    tokens, servers = stored["tokens"], stored["servers"]
+    lists = [stored[name] for name in ("requires", "produces", "cost", "server_of")]
+    if not isinstance(tokens, list) or not isinstance(servers, list) or any(not isinstance(values, list) or len(values) != count for values in lists):
         raise DamagedStoreError(f"{_TRANSITIONS} does not hold {count} tools")
-    numbers = [number for field in lists[:2] for numbers in field for number in numbers]
-    if numbers and (min(numbers) < 0 or max(numbers) >= len(tokens)):
-        raise DamagedStoreError(f"{_TRANSITIONS} names states outside its {len(tokens)} tokens")
-    requires, produces, cost, servers, names = lists
-    return TransitionTable(range(count), tokens, [tuple(values) for values in requires], [tuple(values) for values in produces], cost, servers, names)
+    requires, produces, cost, server_of = lists
+    states = [number for field in (requires, produces) for tool_states in field for number in tool_states]
+    for what, numbers, bound in [("states", states, len(tokens)), ("servers", server_of, len(servers))]:
+        if numbers and (min(numbers) < 0 or max(numbers) >= bound):
+            raise DamagedStoreError(f"{_TRANSITIONS} names {what} outside its {bound}")
+    return TransitionTable(range(count), tokens, requires, produces, cost, [servers[number] for number in server_of], _StoredNames(lines))
 
 
 def _catalog(fields: dict[str, Any], file: _File, registry: StoredToolRegistry, first: int) -> Catalog:
@@ -338,6 +345,49 @@ class _CatalogTools(Sequence[ToolDefinition]):
         return self._registry.get_tool_by_id(self._first + index % self._count)
 
 
+class _ToolLines:
+    """The definitions of a snapshot's ``tools.jsonl``, a line per tool (mapped, read as asked for)."""
+
+    def __init__(self, directory: Path, offsets: list[int]):
+        self.path = directory / _TOOLS
+        self.names_path = directory / _NAMES
+        self._offsets = offsets
+        with open(self.path, "rb") as stream:
+            self._mapped = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ) if offsets[-1] else b""
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def line(self, tool_id: int) -> bytes:
+        return self._mapped[self._offsets[tool_id] : self._offsets[tool_id + 1]]
+
+    def damaged(self, problem: str) -> DamagedSnapshotError:
+        return DamagedSnapshotError(
+            f"the catalog snapshot {self.path.parent} is damaged: {problem}. "
+            "Remove that directory and run again: the catalogs then load from their files and are stored anew"
+        )
+
+
+class _StoredNames(Sequence[str]):
+    """Each tool's name, read from its line when asked for (a search names its hits only); the
+    snapshot's ``names.json`` holds them all for lookups by name."""
+
+    def __init__(self, lines: _ToolLines):
+        self._lines = lines
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def __getitem__(self, tool_id):  # type: ignore[no-untyped-def]  # one name: no caller slices these
+        if isinstance(tool_id, slice) or not 0 <= tool_id < len(self._lines):
+            raise IndexError(f"tool {tool_id!r} of {len(self._lines)} (one name at a time)")
+        try:
+            name = json.loads(self._lines.line(tool_id))["name"]
+        except (ValueError, TypeError, KeyError):
+            raise self._lines.damaged(f"{_TOOLS} line {tool_id + 1} is not a definition") from None
+        return name
+
+
 class StoredToolRegistry(ToolRegistry):
     """A :class:`ToolRegistry` read from a catalog snapshot: each definition is read and validated
     when first asked for, its transitions are known from the start (:meth:`transitions`).
@@ -349,16 +399,13 @@ class StoredToolRegistry(ToolRegistry):
     Its ``content_key`` is its files' (:func:`content_key`) until a tool is registered or removed.
     """
 
-    def __init__(self, tools_file: Path, offsets: list[int], table: TransitionTable, content: str):
+    def __init__(self, lines: _ToolLines, table: TransitionTable, content: str):
         super().__init__()
         self.content_key = content
         self._table: TransitionTable | None = table
-        self._offsets = offsets
-        self._tools_file = tools_file
+        self._lines = lines
         self._count = len(table.ids)
         self._next_id = self._count
-        with open(tools_file, "rb") as stream:
-            self._lines = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ) if self._count else b""
         self._lock = threading.Lock()
         self._names_indexed = False
 
@@ -381,8 +428,7 @@ class StoredToolRegistry(ToolRegistry):
         with self._lock:
             tool = self._by_id.get(tool_id)
             if tool is None:
-                line = self._lines[self._offsets[tool_id] : self._offsets[tool_id + 1]]
-                tool = self._by_id[tool_id] = _definition(line, tool_id, self._table, self._tools_file)
+                tool = self._by_id[tool_id] = _definition(self._lines, tool_id, self._table.servers[tool_id])
         return tool
 
     def _index_names(self) -> None:
@@ -391,7 +437,13 @@ class StoredToolRegistry(ToolRegistry):
             if self._names_indexed:
                 return
             assert self._table is not None
-            for tool_id, (server, name) in enumerate(zip(self._table.servers, self._table.names)):
+            try:
+                names = json.loads(self._lines.names_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as error:
+                raise self._lines.damaged(f"{_NAMES} cannot be read ({error})") from None
+            if not isinstance(names, list) or len(names) != self._count:
+                raise self._lines.damaged(f"{_NAMES} does not hold {self._count} names")
+            for tool_id, (server, name) in enumerate(zip(self._table.servers, names)):
                 self._by_server_and_name[(server, name)] = tool_id
                 self._ids_by_name.setdefault(name, {})[tool_id] = None
             self._names_indexed = True
@@ -407,7 +459,16 @@ class StoredToolRegistry(ToolRegistry):
 
     def get_tool_by_server_and_name(self, server_name: str | None, name: str) -> ToolDefinition:
         self._index_names()
-        return super().get_tool_by_server_and_name(server_name, name)
+        return self._named(super().get_tool_by_server_and_name(server_name, name), name)
+
+    def get_tool_by_name(self, name: str) -> ToolDefinition:
+        return self._named(super().get_tool_by_name(name), name)
+
+    def _named(self, tool: ToolDefinition, name: str) -> ToolDefinition:
+        """``tool``, found under ``name`` in ``names.json``, if its definition has that name."""
+        if tool.name != name:
+            raise self._lines.damaged(f"{_TOOLS} line {tool.id + 1} holds tool {tool.name!r}, {_NAMES} names it {name!r}")
+        return tool
 
     def get_id_by_name(self, name: str) -> int:
         self._index_names()
@@ -433,26 +494,20 @@ class DamagedSnapshotError(ToolpathError):
     changed in place after it was stored): the message names the snapshot and says to remove it."""
 
 
-def _definition(line: bytes, tool_id: int, table: TransitionTable, tools_file: Path) -> ToolDefinition:
-    """A stored definition, validated as it is read, sharing its fields-set objects as the loader's do.
+def _definition(lines: _ToolLines, tool_id: int, server: str | None) -> ToolDefinition:
+    """Tool ``tool_id``'s stored definition, validated as it is read, sharing its fields-set objects
+    as the loader's do.
 
     Raises:
-        DamagedSnapshotError: the line does not validate, or is not the tool the transitions name.
+        DamagedSnapshotError: the line does not validate, or is not tool ``tool_id`` of ``server``.
     """
     try:
-        tool = ToolDefinition.model_validate_json(line)
+        tool = ToolDefinition.model_validate_json(lines.line(tool_id))
     except ValueError as error:
-        raise DamagedSnapshotError(_damaged(tools_file, f"tool {tool_id} does not validate ({str(error).splitlines()[0]})")) from None
-    if (tool.id, tool.server_name, tool.name) != (tool_id, table.servers[tool_id], table.names[tool_id]):
-        raise DamagedSnapshotError(_damaged(tools_file, f"line {tool_id + 1} holds tool {tool.id} {tool.name!r}, not tool {tool_id} {table.names[tool_id]!r}"))
+        raise lines.damaged(f"{_TOOLS} line {tool_id + 1} does not validate ({str(error).splitlines()[0]})") from None
+    if (tool.id, tool.server_name) != (tool_id, server):
+        raise lines.damaged(f"{_TOOLS} line {tool_id + 1} holds tool {tool.id} of server {tool.server_name!r}, not tool {tool_id} of {server!r}")
     if type(tool.state_transition) is StateTransition:
         share_fields_set(tool.state_transition)
     share_fields_set(tool)
     return tool
-
-
-def _damaged(tools_file: Path, problem: str) -> str:
-    return (
-        f"the catalog snapshot {tools_file.parent} is damaged: {tools_file.name}: {problem}. "
-        "Remove that directory and run again: the catalogs then load from their files and are stored anew"
-    )

@@ -216,6 +216,7 @@ def test_a_changed_catalog_file_loads_from_itself_not_from_the_old_snapshot(snap
         (lambda directory: (directory / "tools.jsonl").write_bytes((directory / "tools.jsonl").read_bytes()[:-40]), "bytes, its manifest says"),
         (lambda directory: (directory / "manifest.json").write_text("[1, 2"), "cannot be used"),
         (lambda directory: (directory / "transitions.json").unlink(), "transitions.json is missing"),
+        (lambda directory: (directory / "names.json").write_text("[]"), "names.json has 2 bytes"),
         (lambda directory: (directory / "manifest.json").unlink(), "it has no manifest"),
     ],
 )
