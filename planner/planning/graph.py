@@ -80,12 +80,7 @@ class StateGraph:
         #: Every tool's transition as integers: a registry read from a catalog snapshot gives it
         #: without reading any definition (:mod:`toolpath.registry.catalog_snapshot`).
         self.transitions = registry.transitions()
-        tokens = self.transitions.tokens
-        self._producers: dict[str, list[int]] = {}  # tool ids
-        for tool_id, produced in zip(self.transitions.ids, self.transitions.produces):
-            for number in produced:
-                self._producers.setdefault(tokens[number], []).append(tool_id)
-        self._tokens = set(self.states) | set(tokens)
+        self._tokens = set(self.states) | set(self.transitions.tokens)
 
     @cached_property
     def graph(self) -> nx.DiGraph:
@@ -146,6 +141,17 @@ class StateGraph:
     def tools_for(self, token: str) -> list[ToolDefinition]:
         """The tools that produce ``token``, in registration order."""
         return [self.registry.get_tool_by_id(tool_id) for tool_id in self._producers.get(token, ())]
+
+    @cached_property
+    def _producers(self) -> dict[str, list[int]]:
+        """``{token: the ids of the tools that produce it}``, made on first use: planning reads the
+        transition table, and only explanations ask for a state's producers."""
+        tokens = self.transitions.tokens
+        producers: dict[str, list[int]] = {}
+        for tool_id, produced in zip(self.transitions.ids, self.transitions.produces):
+            for number in produced:
+                producers.setdefault(tokens[number], []).append(tool_id)
+        return producers
 
     def parameters_carrying(self, token: str) -> list[str]:
         """The Python names of every tool's parameters that carry ``token`` (``state: TOKEN``),
