@@ -72,8 +72,8 @@ class DeleteFreeTask:
         self.transitions = transitions if transitions is not None else TransitionTable.of(self.tools)
         self.tool_index: dict[int | None, int] = {tool_id: index for index, tool_id in enumerate(self.transitions.ids)}
         self.state_index: dict[str, int] = {token: number for number, token in enumerate(self.transitions.tokens)}
-        self.requires: list[tuple[int, ...]] = list(self.transitions.requires)
-        self.produces: list[tuple[int, ...]] = list(self.transitions.produces)
+        self.requires: list[Sequence[int]] = list(self.transitions.requires)
+        self.produces: list[Sequence[int]] = list(self.transitions.produces)
         self.cost: list[float] = list(self.transitions.cost)
         self.requiring_nothing = [index for index, requires in enumerate(self.requires) if not requires]
         self.consumers: list[list[int]] = [[] for _ in self.state_index]

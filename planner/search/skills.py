@@ -405,7 +405,7 @@ class SkillIndex:
         self._entries = _IndexEntries(graph)
         # Each entry's texts (in ``_texts``, from ``_first_text[entry]``) and BM25 document: built
         # from the graph when the index is built; read as used when it is loaded for a catalog
-        # snapshot (:meth:`_catalog_texts`), which reads no tool's definition for them.
+        # snapshot (:meth:`_texts_of`, for the hits shown), which reads no other tool's definition.
         self._texts: Sequence[str] = []
         self._first_text: Sequence[int] = []
         self._documents: list[str] | None = None
@@ -807,8 +807,7 @@ class SkillIndex:
 
     @functools.cached_property
     def _tool_entries(self) -> tuple[np.ndarray, list[int]]:
-        """The positions of the tool entries and their tools' ids (a pass over every entry is
-        tens of milliseconds at 100,000 tools, so it is made once)."""
+        """The positions of the tool entries and their tools' ids (made once)."""
         return np.arange(self._entries.tool_positions.start, self._entries.tool_positions.stop, dtype=np.int64), list(self.graph.transitions.ids)
 
     def load_query_model(self) -> None:
