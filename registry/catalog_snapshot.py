@@ -45,7 +45,6 @@ warns and the catalogs load from their files (and a new snapshot is stored).
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import logging
 import mmap
@@ -56,6 +55,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import pydantic
+
+import toolpath
 from toolpath.errors import ToolpathError
 from toolpath.registry.catalog import Catalog, LoadedCatalogs
 from toolpath.registry.catalog_documents import SourceLocator, garbage_collection_paused
@@ -154,7 +156,7 @@ def content_key(files: Sequence[_File]) -> str:
     """SHA-256 (64 hex digits) of the files' bytes, in load order, and of toolpath's version: what
     the catalogs' tools and states are made of, wherever the files lie (a skill index stored for them
     is kept when they move; :attr:`toolpath.registry.ToolRegistry.content_key`)."""
-    header = {"format": FORMAT_VERSION, "toolpath": _version("toolpath"), "files": [[file.size, file.sha256] for file in files]}
+    header = {"format": FORMAT_VERSION, "toolpath": toolpath.__version__, "files": [[file.size, file.sha256] for file in files]}
     return hashlib.sha256(json.dumps(header).encode("utf-8")).hexdigest()
 
 
@@ -165,19 +167,12 @@ def snapshot_key(files: Sequence[_File]) -> str:
     )
     header = {
         "format": FORMAT_VERSION,
-        "toolpath": _version("toolpath"),
-        "pydantic": _version("pydantic"),
+        "toolpath": toolpath.__version__,
+        "pydantic": pydantic.VERSION,
         "registry_code": registry_code,
         "files": [[file.resolved, file.size, file.sha256] for file in files],
     }
     return hashlib.sha256(json.dumps(header, sort_keys=True).encode("utf-8")).hexdigest()
-
-
-def _version(distribution: str) -> str | None:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def _storable(loaded: LoadedCatalogs) -> bool:

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 from toolpath.errors import Refusal, ToolpathError
 from toolpath.lazy import lazy_exports
 
+__version__ = "0.1.0"
+
 if TYPE_CHECKING:
     from toolpath.kernel import (
         BridgePolicy,
