@@ -80,6 +80,15 @@ class Catalog:
     package_data: tuple[str, ...] = ()
     #: ``closed``: a request's words outside every loaded catalog's texts are not this catalog's work (``CatalogFile.vocabulary``).
     vocabulary: str = "open"
+    #: :meth:`top_modules` when known without reading the tools (a catalog read from its snapshot).
+    known_top_modules: frozenset[str] | None = field(default=None, repr=False, compare=False)
+
+    def top_modules(self) -> frozenset[str]:
+        """The top-level packages of its ``package`` and of the modules its tools import."""
+        if self.known_top_modules is not None:
+            return self.known_top_modules
+        modules = [self.package, *(tool.module_override or tool.module for tool in self.tools)]
+        return frozenset(module.split(".")[0] for module in modules if module)
 
     def missing_modules(self) -> list[str]:
         """The :attr:`requirements` modules this environment cannot import (found without importing them)."""

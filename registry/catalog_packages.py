@@ -111,9 +111,7 @@ def import_roots(catalogs: Iterable[Catalog]) -> list[str]:
             parts = catalog.package.split(".")
             if directory.parts[-len(parts) :] == tuple(parts):
                 roots.append(str(directory.parents[len(parts) - 1]))
-        modules = [catalog.package, *(tool.module_override or tool.module for tool in catalog.tools)]
-        tops = {module.split(".")[0] for module in modules if module}
-        if any((directory / top).is_dir() or (directory / f"{top}.py").is_file() for top in tops):
+        if any((directory / top).is_dir() or (directory / f"{top}.py").is_file() for top in catalog.top_modules()):
             roots.append(str(directory))
     return list(dict.fromkeys(roots))
 

@@ -241,6 +241,7 @@ def _catalog_fields(catalog: Catalog, file: _File) -> dict[str, Any]:
         "skills": [dumped(skill) for skill in catalog.skills],
         "requirements": None if catalog.requirements is None else dumped(catalog.requirements),
         "package_data": list(catalog.package_data),
+        "top_modules": sorted(catalog.top_modules()),
         "is_json": catalog.locator.is_json,
         "aliases": catalog.locator.aliases,
         "bytes": file.size,
@@ -319,6 +320,7 @@ def _catalog(fields: dict[str, Any], file: _File, registry: StoredToolRegistry, 
         requirements=None if requirements is None else CatalogRequirements.model_validate(requirements),
         package_data=tuple(fields["package_data"]),
         vocabulary=fields["vocabulary"],
+        known_top_modules=frozenset(fields["top_modules"]),
     )
 
 
@@ -403,6 +405,7 @@ class StoredToolRegistry(ToolRegistry):
         self._next_id = self._count
         self._lock = threading.Lock()
         self._names_indexed = False
+        self._all_read = False
 
     def __len__(self) -> int:
         return self._count if self._table is not None else super().__len__()
@@ -444,13 +447,14 @@ class StoredToolRegistry(ToolRegistry):
             self._names_indexed = True
 
     def _read_all(self) -> None:
-        if self._table is None:
+        if self._table is None or self._all_read:
             return
         for tool_id in range(self._count):
             self._tool(tool_id)
         self._index_names()
         with self._lock:
             self._by_id = dict(sorted(self._by_id.items()))
+            self._all_read = True
 
     def get_tool_by_server_and_name(self, server_name: str | None, name: str) -> ToolDefinition:
         self._index_names()

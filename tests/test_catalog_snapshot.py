@@ -14,7 +14,7 @@ import pytest
 from toolpath.catalogs import default_catalog_paths
 from toolpath.planner import Workspace
 from toolpath.planner.planning.plans import NoPlanError, plan
-from toolpath.registry import AmbiguousToolNameError, CatalogError, ToolDefinition, catalog_snapshot, load_checked
+from toolpath.registry import AmbiguousToolNameError, CatalogError, ToolDefinition, catalog_snapshot, import_roots, load_checked
 from toolpath.registry.catalog_packages import CatalogSkippedWarning
 from toolpath.registry.catalog_snapshot import DamagedSnapshotError, StoredToolRegistry
 from toolpath.registry.states import StateTransition
@@ -128,6 +128,9 @@ def test_a_catalog_set_loads_from_its_snapshot_as_it_loaded_from_its_files(snaps
     assert [tool.model_fields_set for tool in second.registry] == [tool.model_fields_set for tool in first.registry]
     assert _catalog_fields(second) == _catalog_fields(first)
     assert second.states == first.states
+    # What a kernel needs on its import path, known without reading every tool.
+    assert [catalog.top_modules() for catalog in second.catalogs] == [catalog.top_modules() for catalog in first.catalogs]
+    assert import_roots(second.catalogs) == import_roots(first.catalogs)
     # One definition per tool, shared by the registry and its catalog.
     library = next(catalog for catalog in second.catalogs if catalog.domain == "library")
     assert library.tools[0] is second.registry.get_tool_by_server_and_name("library", "find_book")
