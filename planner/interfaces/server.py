@@ -41,6 +41,7 @@ import asyncio
 import base64
 import contextlib
 import functools
+import gc
 import getpass
 import hashlib
 import hmac
@@ -857,6 +858,10 @@ def serve(
             listener.close()
         raise
     body_limit = max_request_bytes or DEFAULT_MAX_REQUEST_BODY_SIZE
+    # The catalogs and their graph live as long as the server: the collector's full passes over
+    # their objects took 1.5 of the 2.6 s the skill index took to load at 100,000 tools, and would
+    # pause requests later. (No collection first: it took 0.8 s there, and freed 56 objects.)
+    gc.freeze()
 
     async def main() -> None:
         # What searches need builds while the client connects and lists the tools, not in the first
