@@ -93,6 +93,9 @@ class Workspace:
     embedder: Embedder | None = None
     recorder: Recorder | None = field(default_factory=_python_recorder)
     _index: SkillIndex | None = field(init=False, default=None)
+    # One build of the index however many threads ask at once: toolpath serve builds it at start-up
+    # while requests that need it arrive (each would otherwise build its own).
+    _index_lock: threading.Lock = field(init=False, default_factory=threading.Lock, repr=False, compare=False)
 
     @functools.cached_property
     def graph(self) -> StateGraph:
@@ -121,13 +124,18 @@ class Workspace:
         """The skill index, built on first use, with the phrasings (and query adapter) of the loaded
         overlays when there are any (:meth:`learned_search`).
 
+        Threads that ask while it is being built wait for that build. A build that fails keeps
+        nothing: the next caller builds it again, and gets the error itself.
+
         Raises:
             CatalogError: an overlay learned with another embedding model than the one in use (TP111).
         """
         if self._index is None:
-            from toolpath.planner.search.skills import SkillIndex
+            with self._index_lock:
+                if self._index is None:
+                    from toolpath.planner.search.skills import SkillIndex
 
-            self._index = SkillIndex(self.graph, self.embedder, learned=self.learned_search())
+                    self._index = SkillIndex(self.graph, self.embedder, learned=self.learned_search())
         return self._index
 
     def learned_search(self) -> LearnedSearch | None:
