@@ -80,8 +80,10 @@ class Catalog:
     package_data: tuple[str, ...] = ()
     #: ``closed``: a request's words outside every loaded catalog's texts are not this catalog's work (``CatalogFile.vocabulary``).
     vocabulary: str = "open"
-    #: :meth:`top_modules` when known without reading the tools (a catalog read from its snapshot).
+    #: :meth:`top_modules` and :meth:`has_host_tools` when known without reading the tools (a
+    #: catalog read from its snapshot).
     known_top_modules: frozenset[str] | None = field(default=None, repr=False, compare=False)
+    known_host_tools: bool | None = field(default=None, repr=False, compare=False)
 
     def top_modules(self) -> frozenset[str]:
         """The top-level packages of its ``package`` and of the modules its tools import."""
@@ -89,6 +91,12 @@ class Catalog:
             return self.known_top_modules
         modules = [self.package, *(tool.module_override or tool.module for tool in self.tools)]
         return frozenset(module.split(".")[0] for module in modules if module)
+
+    def has_host_tools(self) -> bool:
+        """Whether any of its tools runs in the host process (``binding: host``)."""
+        if self.known_host_tools is not None:
+            return self.known_host_tools
+        return any(tool.binding == "host" for tool in self.tools)
 
     def missing_modules(self) -> list[str]:
         """The :attr:`requirements` modules this environment cannot import (found without importing them)."""

@@ -242,6 +242,7 @@ def _catalog_fields(catalog: Catalog, file: _File) -> dict[str, Any]:
         "requirements": None if catalog.requirements is None else dumped(catalog.requirements),
         "package_data": list(catalog.package_data),
         "top_modules": sorted(catalog.top_modules()),
+        "host_tools": catalog.has_host_tools(),
         "is_json": catalog.locator.is_json,
         "aliases": catalog.locator.aliases,
         "bytes": file.size,
@@ -321,6 +322,7 @@ def _catalog(fields: dict[str, Any], file: _File, registry: StoredToolRegistry, 
         package_data=tuple(fields["package_data"]),
         vocabulary=fields["vocabulary"],
         known_top_modules=frozenset(fields["top_modules"]),
+        known_host_tools=bool(fields["host_tools"]),
     )
 
 

@@ -130,6 +130,8 @@ def test_a_catalog_set_loads_from_its_snapshot_as_it_loaded_from_its_files(snaps
     assert second.states == first.states
     # What a kernel needs on its import path, known without reading every tool.
     assert [catalog.top_modules() for catalog in second.catalogs] == [catalog.top_modules() for catalog in first.catalogs]
+    assert [catalog.has_host_tools() for catalog in second.catalogs] == [catalog.has_host_tools() for catalog in first.catalogs]
+    assert {catalog.domain: catalog.has_host_tools() for catalog in second.catalogs}["library"]  # its HTTP and MCP tools
     assert import_roots(second.catalogs) == import_roots(first.catalogs)
     # One definition per tool, shared by the registry and its catalog.
     library = next(catalog for catalog in second.catalogs if catalog.domain == "library")

@@ -13,10 +13,11 @@ version is behind binds again first.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import itertools
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -94,9 +95,10 @@ class HandleBinder:
         self.observer = observer or CodeModeObserver()
         self.inject_failures = _checked_injections(inject_failures)
         self.approvals = approvals
-        approval_tools, cell_tools = list(approval_tools), list(cell_tools)
-        # "handle.tool" of the in-kernel tools with an approval policy that a cell may bind itself.
-        self._cell_approvals = {f"{handle_name(toolkit_of(tool))}.{tool.name}" for tool in approval_tools if tool.binding == "kernel" and approval_spec(tool)}
+        # Kept as given when they are sequences (a catalog's tools read as asked for): each is read
+        # only when an injection is checked or a cell asks for an approval, never at start.
+        self._approval_tools = approval_tools if isinstance(approval_tools, Sequence) else list(approval_tools)
+        self._cell_tools = cell_tools if isinstance(cell_tools, Sequence) else list(cell_tools)
         self.result_store = result_store
         self._sandboxed = sandboxed
         if certificate is not None and (isinstance(certificate, (str, bytes)) or len(certificate) != 2):
@@ -118,7 +120,7 @@ class HandleBinder:
         self.failures: dict[str, str] = {}
         # The registry tools failures may be injected into, and the injections under a toolkit not
         # yet connected, checked once it has.
-        self._injectable = [*definitions, *approval_tools, *cell_tools]
+        self._definitions = definitions
         self._injections_to_check = self._check_injections(self.inject_failures)
         # Host toolkits of registry tools bound for single sessions (see bind_for_session), by server name.
         self._session_toolkits: dict[str, Toolkit] = {}
@@ -134,6 +136,11 @@ class HandleBinder:
         self._kernel_approvals: dict[IPythonKernel, set[str]] = {}
         self.rebind()
 
+    @functools.cached_property
+    def _cell_approvals(self) -> set[str]:
+        """``handle.tool`` of the in-kernel tools with an approval policy that a cell may bind itself."""
+        return {f"{handle_name(toolkit_of(tool))}.{tool.name}" for tool in self._approval_tools if tool.binding == "kernel" and approval_spec(tool)}
+
     def _check_injections(self, injections: Iterable[FailureInjection]) -> list[FailureInjection]:
         """Those of ``injections`` under a toolkit not yet connected (checked later).
 
@@ -146,7 +153,7 @@ class HandleBinder:
                 waiting.append(injection)
                 continue
             try:
-                named_tools(injection.tool, self._injectable, self.toolkits, holder="this CodeMode has no tool")
+                named_tools(injection.tool, [*self._definitions, *self._approval_tools, *self._cell_tools], self.toolkits, holder="this CodeMode has no tool")
             except UnknownInjectionTargetError as error:
                 raise UnknownInjectionTargetError(
                     f"inject_failures: FailureInjection({injection.tool!r}): {error} (an injection naming no tool would fail nothing: name a tool of "

@@ -21,7 +21,7 @@ import functools
 import os
 import sys
 import threading
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -69,6 +69,25 @@ def resolve_catalog_paths(only: Sequence[str | Path] = (), add: Sequence[str | P
             raise CatalogError(missing)
         base = [*default_catalog_paths(), *listed]
     return base + [Path(path) for path in add]
+
+
+class _ToolsListedOnUse(Sequence[ToolDefinition]):
+    """The tools of ``registry`` that ``keep`` keeps (all by default), listed when first used: a
+    CodeMode reads them only to check a failure injection or a cell's approval, and a registry read
+    from a catalog snapshot reads each definition then (seconds at 100,000 tools)."""
+
+    def __init__(self, registry: Iterable[ToolDefinition], keep: Callable[[ToolDefinition], bool] | None = None):
+        self._registry, self._keep = registry, keep
+
+    @functools.cached_property
+    def _tools(self) -> list[ToolDefinition]:
+        return [tool for tool in self._registry if self._keep is None or self._keep(tool)]
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def]  # Sequence's int and slice overloads
+        return self._tools[index]
 
 
 def _python_recorder() -> Recorder:
@@ -299,7 +318,7 @@ class Workspace:
         env = dict(options.pop("env", None) or {})
         if roots:
             env["PYTHONPATH"] = os.pathsep.join([*roots, existing] if existing else roots)
-        if any(tool.binding == "host" for tool in self.loaded.registry):
+        if any(catalog.has_host_tools() for catalog in self.loaded.catalogs):
             sys.path.extend(root for root in roots if root not in sys.path)
         sandbox = options.get("sandbox")
         if sandbox is not None:
@@ -316,8 +335,8 @@ class Workspace:
             check_injections(options["inject_failures"], list(self.loaded.registry), options.get("tools", ()))
         # Planned cells bind the catalogs' tools themselves; those that ask may ask the approver,
         # and failures may be injected into any.
-        options.setdefault("approval_tools", [tool for tool in self.loaded.registry if tool.approval != "never"])
-        options.setdefault("cell_tools", list(self.loaded.registry))
+        options.setdefault("approval_tools", _ToolsListedOnUse(self.loaded.registry, lambda tool: tool.approval != "never"))
+        options.setdefault("cell_tools", _ToolsListedOnUse(self.loaded.registry))
         return CodeMode(timeout=timeout, env=env, **options)
 
     def session(
