@@ -75,7 +75,7 @@ def cheapest_plan(
     the A* stage, ``None`` meaning no limit; past either, the best plan found so far comes back
     with ``optimal=False`` and the best lower bound proven.
     """
-    hmax = task.relaxed_costs(held, avoided)
+    hmax = task.relaxed_costs(held, avoided, toward=goal)
     lower = max(hmax.value[state] for state in goal)
     incumbent = task.without_redundant_steps(task.extract(hmax, held, goal), held, goal)
     if at_most(task.plan_cost(incumbent), lower):
@@ -121,7 +121,7 @@ def cheapest_plan(
         if out_of_time():
             return SearchResult(incumbent, False, lower)
     # h_add's achievers favour cheap whole sub-plans, often cheaper than h_max's; only when needed.
-    hadd = task.relaxed_costs(held, avoided, additive=True)
+    hadd = task.relaxed_costs(held, avoided, additive=True, toward=goal)
     incumbent = min([incumbent, task.without_redundant_steps(task.extract(hadd, held, goal), held, goal)], key=task.plan_cost)
     upper = task.plan_cost(incumbent)
     if at_most(upper, lower):

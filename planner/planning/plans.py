@@ -489,7 +489,8 @@ def _cheapest(
         task, marks = task.variant((task.tool_index[tool.id] for tool in must_run), raised_costs)
     held_states = task.states(held)
     avoided_tools = frozenset(task.tool_index[tool_id] for tool_id in avoided)
-    hmax = task.relaxed_costs(held_states, avoided_tools)
+    goal_states = task.states(goal) | marks
+    hmax = task.relaxed_costs(held_states, avoided_tools, toward=goal_states)
     unreached = [token for token in goal - held if token not in task.state_index or hmax.value[task.state_index[token]] == INFINITY]
     stuck = [tool for tool in must_run if any(hmax.value[mark] == INFINITY for mark in task.produces[task.tool_index[tool.id]] if mark in marks)]
     if unreached or stuck:
@@ -498,7 +499,7 @@ def _cheapest(
     names = frozenset(qualified_name(tool) for tool in must_run)
     if goal <= held and not must_run:
         return Plan(goal, held, (), 0.0, True)
-    result = cheapest_plan(task, held_states, task.states(goal) | marks, avoided_tools, max_expansions, deadline)
+    result = cheapest_plan(task, held_states, goal_states, avoided_tools, max_expansions, deadline)
     steps = [task.tools[index] for index in result.steps]
     cost = sum(tool.cost for tool in steps)
     lower_bound = result.lower_bound
