@@ -91,7 +91,7 @@ class DeleteFreeTask:
                 self.producers[state].append(index)
         self._cache: OrderedDict[tuple[frozenset[int], frozenset[int], bool], RelaxedCosts] = OrderedDict()
         self._ancestor_cache: OrderedDict[int, bytearray] = OrderedDict()
-        self._leading_cache: OrderedDict[frozenset[int], list[int]] = OrderedDict()
+        self._leading_cache: OrderedDict[frozenset[int], tuple[list[int], bytearray]] = OrderedDict()
         self._origin = self
         self._steiner: SteinerRelaxation | None = None
         self.marked_tool: dict[int, int] = {}
@@ -158,24 +158,29 @@ class DeleteFreeTask:
             if known in self._cache:
                 self._cache.move_to_end(known)
                 return self._cache[known]
-        leading = None if toward is None else self.tools_leading_to(toward)
-        if leading is None or 2 * len(leading) > len(self.tools):
-            usable, starters, key = bytearray(b"\x01") * len(self.tools), self.requiring_nothing, everything
+        leading, leads_on = self._leading(toward) if toward is not None else ([], bytearray())
+        if toward is None or 2 * len(leading) > len(self.tools):
+            usable, starters, sources, key = bytearray(b"\x01") * len(self.tools), self.requiring_nothing, held, everything
         else:
             usable = bytearray(len(self.tools))
             for tool in leading:
                 usable[tool] = 1
             starters = [tool for tool in leading if not self.requirement_counts[tool]]
+            # A held state that leads to none of them starts none of their tools: every tool needing it is left out.
+            sources = [state for state in held if leads_on[state]]
         for index in avoided:
             usable[index] = 0
-        result = self._cache[key] = self._dijkstra(held, usable, self.cost, additive, starters)
+        result = self._cache[key] = self._dijkstra(held, sources, usable, self.cost, additive, starters)
         if len(self._cache) > self._CACHE_SIZE:
             self._cache.popitem(last=False)
         return result
 
-    def _dijkstra(self, held: Collection[int], usable: bytearray, cost: Sequence[float], additive: bool, starters: Sequence[int]) -> RelaxedCosts:
+    def _dijkstra(
+        self, held: Collection[int], sources: Collection[int], usable: bytearray, cost: Sequence[float], additive: bool, starters: Sequence[int]
+    ) -> RelaxedCosts:
         """h_max (``additive=False``) or h_add costs of every state, over the ``usable`` tools (1 per
-        tool index); ``starters`` are the tools that require nothing, in index order."""
+        tool index), from the held states ``sources`` (those of ``held`` some usable tool may need);
+        ``starters`` are the tools that require nothing, in index order."""
         value = [INFINITY] * len(self.state_index)
         achiever = [NONE] * len(self.state_index)
         fired = [NONE] * len(self.tools)
@@ -194,7 +199,7 @@ class DeleteFreeTask:
 
         for state in held:
             value[state] = 0.0
-            frontier.append((0.0, state))
+        frontier.extend((0.0, state) for state in sources)
         heapq.heapify(frontier)
         for tool in starters:
             if usable[tool]:
@@ -356,6 +361,10 @@ class DeleteFreeTask:
 
         Nothing else can be in a plan for ``states``, nor change their costs.
         """
+        return self._leading(states)[0]
+
+    def _leading(self, states: frozenset[int]) -> tuple[list[int], bytearray]:
+        """:meth:`tools_leading_to` ``states``, and per state index 1 for ``states`` and the states those tools require."""
         if states in self._leading_cache:
             self._leading_cache.move_to_end(states)
             return self._leading_cache[states]
@@ -377,10 +386,10 @@ class DeleteFreeTask:
                         reached_state[required] = 1
                         stack.append(required)
         found.sort()
-        self._leading_cache[states] = found
+        self._leading_cache[states] = found, reached_state
         if len(self._leading_cache) > self._CACHE_SIZE:
             self._leading_cache.popitem(last=False)
-        return found
+        return found, reached_state
 
     def steiner_relaxation(self) -> SteinerRelaxation:
         """This task relaxed to a directed Steiner tree problem (see
