@@ -49,8 +49,8 @@ class RelaxedCosts:
 
     A pass toward some states (:meth:`DeleteFreeTask.relaxed_costs`) searches only the tools that
     lead to them: every state that leads there gets the value and achiever of a pass over every
-    tool, and the tools that lead there fire in the same order; other states stay ``INFINITY`` and
-    other tools never fire.
+    tool, and the tools that lead there fire in the same order; other states stay ``INFINITY``
+    (held ones 0) and other tools never fire.
     """
 
     value: list[float]
@@ -89,7 +89,7 @@ class DeleteFreeTask:
                 self.consumers[state].append(index)
             for state in self.produces[index]:
                 self.producers[state].append(index)
-        self._cache: OrderedDict[tuple[frozenset[int], frozenset[int], bool], RelaxedCosts] = OrderedDict()
+        self._cache: OrderedDict[tuple[frozenset[int], frozenset[int], bool, frozenset[int] | None], RelaxedCosts] = OrderedDict()
         self._ancestor_cache: OrderedDict[int, bytearray] = OrderedDict()
         self._leading_cache: OrderedDict[frozenset[int], tuple[list[int], bytearray]] = OrderedDict()
         self._origin = self

@@ -33,7 +33,7 @@ a 100,000-tool catalog's, issue 57).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -155,7 +155,7 @@ class SteinerRelaxation:
         self,
         held: frozenset[int],
         goal: Sequence[int],
-        usable: Sequence[bool],
+        usable: Sequence[bool] | Mapping[int, bool],
         cost: Sequence[float],
         depth: Sequence[float],
         deadline: float | None,
@@ -169,7 +169,8 @@ class SteinerRelaxation:
         ``time.perf_counter()`` value), or for more than :data:`MOST_GOAL_STATES` goal nodes.
 
         ``among``: the only tools to look at (tool indices; ``None``: every tool), and the only
-        ones whose ``usable`` and ``cost`` entries, and whose requirements' ``depth``, are read.
+        ones whose ``usable`` and ``cost`` entries, and whose requirements' ``depth``, are read
+        (so ``usable`` may then map just these tools).
         A tree holds only tools that lead to a goal node, so any ``among`` that includes those
         (:meth:`~toolpath.planner.planning.delete_free.DeleteFreeTask.tools_leading_to`) gives
         the same tree in a fraction of the time."""
@@ -199,7 +200,13 @@ class SteinerRelaxation:
         return SteinerTree(total, self._tree(edges, values, splits, edge_cost, everything))
 
     def _edge_costs(
-        self, edges: _Edges, held: frozenset[int], usable: Sequence[bool], cost: Sequence[float], depth: Sequence[float], among: Sequence[int] | None
+        self,
+        edges: _Edges,
+        held: frozenset[int],
+        usable: Sequence[bool] | Mapping[int, bool],
+        cost: Sequence[float],
+        depth: Sequence[float],
+        among: Sequence[int] | None,
     ) -> np.ndarray:
         """Per edge, its cost from ``held``: an unusable tool's edges and a held state's edges lead
         nowhere (a held state is the root's), the root enters exactly the tools whose every
