@@ -94,6 +94,7 @@ class DeleteFreeTask:
         self._leading_cache: OrderedDict[frozenset[int], tuple[list[int], bytearray]] = OrderedDict()
         self._origin = self
         self._steiner: SteinerRelaxation | None = None
+        self._feeding: list[tuple[int, ...]] | None = None
         self.marked_tool: dict[int, int] = {}
 
     def _index(self, token: str) -> int:
@@ -130,6 +131,7 @@ class DeleteFreeTask:
             marks.append(mark)
         copy._cache, copy._ancestor_cache, copy._leading_cache = OrderedDict(), OrderedDict(), OrderedDict()
         copy._origin, copy.marked_tool = self._origin, {**self.marked_tool, **dict(zip(marks, marked))}
+        copy._feeding = None
         return copy, frozenset(marks)
 
     def states(self, tokens: Iterable[str]) -> frozenset[int]:
@@ -368,28 +370,37 @@ class DeleteFreeTask:
         if states in self._leading_cache:
             self._leading_cache.move_to_end(states)
             return self._leading_cache[states]
+        feeding = self._feeding_states()
         reached_state = bytearray(len(self.state_index))
-        reached_tool = bytearray(len(self.tools))
-        stack = list(states)
-        for state in stack:
+        reached = list(states)
+        for state in reached:
             reached_state[state] = 1
-        found: list[int] = []
-        producers, requires = self.producers, self.requires
+        stack = list(reached)
         while stack:
-            for tool in producers[stack.pop()]:
-                if reached_tool[tool]:
-                    continue
-                reached_tool[tool] = 1
-                found.append(tool)
-                for required in requires[tool]:
-                    if not reached_state[required]:
-                        reached_state[required] = 1
-                        stack.append(required)
-        found.sort()
+            for required in feeding[stack.pop()]:
+                if not reached_state[required]:
+                    reached_state[required] = 1
+                    reached.append(required)
+                    stack.append(required)
+        # The tools producing a state reached: each comes once however many of them it produces.
+        found = sorted(set(itertools.chain.from_iterable(map(self.producers.__getitem__, reached))))
         self._leading_cache[states] = found, reached_state
         if len(self._leading_cache) > self._CACHE_SIZE:
             self._leading_cache.popitem(last=False)
         return found, reached_state
+
+    def _feeding_states(self) -> list[tuple[int, ...]]:
+        """Per state index, the states its producers require (built on first use, shared with
+        variants, whose marks feed on their tool's requirements): walking these is the walk of
+        :meth:`tools_leading_to` without a step per tool."""
+        origin = self._origin
+        if origin._feeding is None:
+            requires = origin.requires
+            origin._feeding = [tuple(set(itertools.chain.from_iterable(map(requires.__getitem__, producers)))) for producers in origin.producers]
+        if self._feeding is None:
+            marks = range(len(origin._feeding), len(self.state_index))
+            self._feeding = origin._feeding + [self.requires[self.marked_tool[mark]] for mark in marks] if marks else origin._feeding
+        return self._feeding
 
     def steiner_relaxation(self) -> SteinerRelaxation:
         """This task relaxed to a directed Steiner tree problem (see
