@@ -129,7 +129,9 @@ class DeleteFreeTask:
             copy.consumers.append([])
             copy.producers.append([tool])
             marks.append(mark)
-        copy._cache, copy._ancestor_cache, copy._leading_cache = OrderedDict(), OrderedDict(), OrderedDict()
+        copy._cache, copy._ancestor_cache = OrderedDict(), OrderedDict()
+        # Without marks the tools lead where this task's do: a plan's second search (other costs) walks nothing again.
+        copy._leading_cache = OrderedDict() if marks else self._leading_cache
         copy._origin, copy.marked_tool = self._origin, {**self.marked_tool, **dict(zip(marks, marked))}
         copy._feeding = None
         return copy, frozenset(marks)
@@ -359,7 +361,8 @@ class DeleteFreeTask:
 
     def tools_leading_to(self, states: frozenset[int]) -> list[int]:
         """The tools some chain of tools leads from to one of ``states``: those producing one of them,
-        or a state such a tool requires, and so on (sorted tool indices); cached like ancestors.
+        or a state such a tool requires, and so on (sorted tool indices; the cached list, not to be
+        changed); cached like ancestors.
 
         Nothing else can be in a plan for ``states``, nor change their costs.
         """

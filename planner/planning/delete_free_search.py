@@ -154,8 +154,12 @@ def _steiner_tree(task: DeleteFreeTask, hmax: RelaxedCosts, held: frozenset[int]
     deepest = sorted(goal - held, key=lambda state: (-hmax.value[state], state))[:MOST_GOAL_STATES]
     # States past the relaxation's are marks: their node is their tool's (a KeyError otherwise, never a wrong node).
     nodes = [relaxation.tool_node(task.marked_tool[state]) if state >= relaxation.state_count else state for state in sorted(deepest)]
-    # The tools leading to the goal (found with its h_max, so cached): a tree takes no other.
-    among = [tool for tool in task.tools_leading_to(goal) if hmax.fired[tool] != NONE]
+    # The tools leading to the goal (found with its h_max, so cached): a tree takes no other. When
+    # they are most of the task, sweeping its edges as they are is quicker than picking theirs.
+    leading = task.tools_leading_to(goal)
+    if 2 * len(leading) > len(task.tools):
+        return relaxation.solve(held, nodes, [fired != NONE for fired in hmax.fired], task.cost, hmax.value, deadline)
+    among = [tool for tool in leading if hmax.fired[tool] != NONE]
     return relaxation.solve(held, nodes, dict.fromkeys(among, True), task.cost, hmax.value, deadline, among)
 
 

@@ -549,7 +549,13 @@ def _in_goal_domain(
         return found
     task = graph.delete_free_task
     unit = PREFERENCE_EPSILON * min((cost for cost in task.cost if cost > 0), default=1.0)
-    raised = [cost + unit * _foreignness(tool, domains) for tool, cost in zip(task.tools, task.cost)]
+    # Only the tools that lead to the goal, or to what a tool that must run requires, can be in a plan
+    # or move a bound (DeleteFreeTask.tools_leading_to): the others keep their cost, and a plan at
+    # 100,000 tools does not weigh every tool's domain.
+    toward = task.states(found.goal) | task.states(token for tool in must_run for token in tool.state_transition.requires)
+    raised = list(task.cost)
+    for index in [*task.tools_leading_to(toward), *(task.tool_index[tool.id] for tool in must_run)]:
+        raised[index] = task.cost[index] + unit * _foreignness(task.tools[index], domains)
     kept = _cheapest(graph, found.goal, found.held, avoided, max_expansions, must_run, raised, deadline)
 
     def weight(candidate: Plan) -> float:
