@@ -45,10 +45,13 @@ MOST_GOAL_STATES = 6
 class _Edges:
     """Edges of the relaxation sorted by their source's height, then by source (so each node's edges
     are contiguous, and a height's too): per edge its ``source`` and ``target`` node, and the
-    ``sweeps``, per height the edges' slice, where each source's edges start in it, and those sources."""
+    ``sweeps``, per height the edges' slice, where each source's edges start in it, and those sources.
+    ``heights`` is per edge, its source's height; ``node_heights`` per node."""
 
-    def __init__(self, source: np.ndarray, target: np.ndarray, heights: np.ndarray):
-        self.source, self.target = source, target
+    def __init__(self, source: np.ndarray, target: np.ndarray, heights: np.ndarray, node_heights: np.ndarray):
+        self.source, self.target, self._node_heights = source, target, node_heights
+        # (height, source) as one sorted number, for a binary search of a node's edges.
+        self._keys = heights * len(node_heights) + source
         self.sweeps: list[tuple[slice, np.ndarray, np.ndarray]] = []
         if not len(source):
             return
@@ -63,8 +66,9 @@ class _Edges:
 
     def out_edges(self, node: int) -> slice:
         """The positions of ``node``'s edges."""
-        positions = np.flatnonzero(self.source == node)
-        return slice(int(positions[0]), int(positions[-1]) + 1) if len(positions) else slice(0, 0)
+        key = int(self._node_heights[node]) * len(self._node_heights) + node
+        first, last = np.searchsorted(self._keys, [key, key + 1]).tolist()
+        return slice(first, last)
 
 
 @dataclass(frozen=True)
@@ -135,17 +139,17 @@ class SteinerRelaxation:
         heights = np.array(height, dtype=np.int64)
         by_height = np.lexsort((source, heights[source]))
         source, target = source[by_height], target[by_height]
-        self._edge_heights = heights[source]
+        self._heights, self._edge_heights = heights, heights[source]
         # Each edge enters a tool (from a state or the root) or leaves one (to a state).
         self._edge_tools = np.where(target >= self.state_count, target, source) - self.state_count
-        self._edges = _Edges(source, target, self._edge_heights)
+        self._edges = _Edges(source, target, self._edge_heights, heights)
 
     def _edges_of(self, among: Sequence[int]) -> _Edges:
         """The edges of the tools ``among`` (tool indices), in the same order and by the same heights."""
         chosen = np.zeros(self.tool_count, dtype=bool)
         chosen[np.asarray(among, dtype=np.int64)] = True
         kept = np.flatnonzero(chosen[self._edge_tools])
-        return _Edges(self._edges.source[kept], self._edges.target[kept], self._edge_heights[kept])
+        return _Edges(self._edges.source[kept], self._edges.target[kept], self._edge_heights[kept], self._heights)
 
     def tool_node(self, tool: int) -> int:
         """The node of tool index ``tool`` (a goal node when a plan must run the tool)."""
