@@ -4,9 +4,11 @@ A :class:`DeleteFreeTask` numbers the states and tools of a catalog (no tool rem
 plan is a set of tools that becomes applicable in some order). Its relaxed costs come from a
 generalised Dijkstra (Knuth, Information Processing Letters 6(1), 1977): h_max of every state
 (Bonet & Geffner, Artificial Intelligence 129, 2001), a lower bound on reaching it, or h_add, and
-a plan extracted backward from their achievers, an upper bound. Costs from a set of held states
-are cached (agents plan many goals from the same held states), and lowered incrementally when the
-states a partial plan reaches are held too. The task also checks plans and drops their redundant
+a plan extracted backward from their achievers, an upper bound. A planner asks for the costs of
+the states that lead to its goal, and only the tools that lead there are searched: a goal of a
+100,000-tool catalog needs a few thousand of them. Costs from a set of held states are cached
+(agents plan many goals from the same held states), and lowered incrementally when the states a
+partial plan reaches are held too. The task also checks plans and drops their redundant
 steps. The cost-optimal search over these is :mod:`~toolpath.planner.planning.delete_free_search`.
 """
 
@@ -44,6 +46,11 @@ class RelaxedCosts:
         value: per state index, its h_max or h_add cost (``INFINITY`` when unreachable, 0 when held).
         achiever: per state index, the tool index that set its value (``NONE`` for held or unreachable).
         fired: per tool index, when the tool became applicable (a sequence number; ``NONE`` never).
+
+    A pass toward some states (:meth:`DeleteFreeTask.relaxed_costs`) searches only the tools that
+    lead to them: every state that leads there gets the value and achiever of a pass over every
+    tool, and the tools that lead there fire in the same order; other states stay ``INFINITY``
+    (held ones 0) and other tools never fire.
     """
 
     value: list[float]
@@ -76,6 +83,7 @@ class DeleteFreeTask:
         self.produces: list[Sequence[int]] = list(self.transitions.produces)
         self.cost: list[float] = list(self.transitions.cost)
         self.requiring_nothing = [index for index, requires in enumerate(self.requires) if not requires]
+        self.requirement_counts = [len(requires) for requires in self.requires]
         self.consumers: list[list[int]] = [[] for _ in self.state_index]
         self.producers: list[list[int]] = [[] for _ in self.state_index]
         for index in range(len(self.tools)):
@@ -83,10 +91,12 @@ class DeleteFreeTask:
                 self.consumers[state].append(index)
             for state in self.produces[index]:
                 self.producers[state].append(index)
-        self._cache: OrderedDict[tuple[frozenset[int], frozenset[int], bool], RelaxedCosts] = OrderedDict()
+        self._cache: OrderedDict[tuple[frozenset[int], frozenset[int], bool, frozenset[int] | None], RelaxedCosts] = OrderedDict()
         self._ancestor_cache: OrderedDict[int, bytearray] = OrderedDict()
+        self._leading_cache: OrderedDict[frozenset[int], tuple[list[int], bytearray]] = OrderedDict()
         self._origin = self
         self._steiner: SteinerRelaxation | None = None
+        self._feeding: list[tuple[int, ...]] | None = None
         self.marked_tool: dict[int, int] = {}
 
     def variant(self, marked: Iterable[int] = (), cost: Sequence[float] | None = None) -> tuple[DeleteFreeTask, frozenset[int]]:
@@ -110,6 +120,7 @@ class DeleteFreeTask:
             self.requires,
             self.requiring_nothing,
         )
+        copy.requirement_counts = self.requirement_counts
         copy.cost = list(cost) if cost is not None else self.cost
         copy.state_index = dict(self.state_index)
         copy.produces = list(self.produces)
@@ -124,7 +135,10 @@ class DeleteFreeTask:
             copy.producers.append([tool])
             marks.append(mark)
         copy._cache, copy._ancestor_cache = OrderedDict(), OrderedDict()
+        # Without marks the tools lead where this task's do: a plan's second search (other costs) walks nothing again.
+        copy._leading_cache = OrderedDict() if marks else self._leading_cache
         copy._origin, copy.marked_tool = self._origin, {**self.marked_tool, **dict(zip(marks, marked))}
+        copy._feeding = None
         return copy, frozenset(marks)
 
     def states(self, tokens: Iterable[str]) -> frozenset[int]:
@@ -132,31 +146,55 @@ class DeleteFreeTask:
         return frozenset(self.state_index[token] for token in tokens if token in self.state_index)
 
     def clear_cache(self) -> None:
-        """Forget the cached bounds and ancestors (benchmarks use it to time a first plan from some held states)."""
+        """Forget the cached bounds, ancestors and tools leading to goals (benchmarks use it to time a
+        first plan from some held states)."""
         self._cache.clear()
         self._ancestor_cache.clear()
+        self._leading_cache.clear()
 
-    def relaxed_costs(self, held: frozenset[int], avoided: frozenset[int], additive: bool = False) -> RelaxedCosts:
-        """h_max (or, ``additive``, h_add) costs from ``held`` with every tool but ``avoided`` (tool indices); cached."""
-        key = (held, avoided, additive)
-        if key in self._cache:
-            self._cache.move_to_end(key)
-            return self._cache[key]
-        usable = [True] * len(self.tools)
+    def relaxed_costs(self, held: frozenset[int], avoided: frozenset[int], additive: bool = False, toward: frozenset[int] | None = None) -> RelaxedCosts:
+        """h_max (or, ``additive``, h_add) costs from ``held`` with every tool but ``avoided`` (tool indices); cached.
+
+        ``toward``: the states whose costs are wanted (``None``: every state). Only the tools that
+        lead to them (:meth:`tools_leading_to`) are searched, which gives those states, and every
+        state that leads to them, the costs a search of every tool gives (see :class:`RelaxedCosts`).
+        When more than half the tools lead there, every tool is searched, and the costs serve any
+        later goal from the same held states.
+        """
+        everything = (held, avoided, additive, None)
+        key = everything if toward is None else (held, avoided, additive, toward)
+        for known in (everything, key):
+            if known in self._cache:
+                self._cache.move_to_end(known)
+                return self._cache[known]
+        leading, leads_on = self._leading(toward) if toward is not None else ([], bytearray())
+        if toward is None or 2 * len(leading) > len(self.tools):
+            usable, starters, sources, key = bytearray(b"\x01") * len(self.tools), self.requiring_nothing, held, everything
+        else:
+            usable = bytearray(len(self.tools))
+            for tool in leading:
+                usable[tool] = 1
+            starters = [tool for tool in leading if not self.requirement_counts[tool]]
+            # A held state that leads to none of them starts none of their tools: every tool needing it is left out.
+            sources = [state for state in held if leads_on[state]]
         for index in avoided:
-            usable[index] = False
-        result = self._cache[key] = self._dijkstra(held, usable, self.cost, additive)
+            usable[index] = 0
+        result = self._cache[key] = self._dijkstra(held, sources, usable, self.cost, additive, starters)
         if len(self._cache) > self._CACHE_SIZE:
             self._cache.popitem(last=False)
         return result
 
-    def _dijkstra(self, held: Collection[int], usable: Sequence[bool], cost: Sequence[float], additive: bool) -> RelaxedCosts:
-        """h_max (``additive=False``) or h_add costs of every state, over the ``usable`` tools."""
+    def _dijkstra(
+        self, held: Collection[int], sources: Collection[int], usable: bytearray, cost: Sequence[float], additive: bool, starters: Sequence[int]
+    ) -> RelaxedCosts:
+        """h_max (``additive=False``) or h_add costs of every state, over the ``usable`` tools (1 per
+        tool index), from the held states ``sources`` (those of ``held`` some usable tool may need);
+        ``starters`` are the tools that require nothing, in index order."""
         value = [INFINITY] * len(self.state_index)
         achiever = [NONE] * len(self.state_index)
         fired = [NONE] * len(self.tools)
-        missing = [len(requires) for requires in self.requires]
-        done = [False] * len(self.state_index)
+        missing = list(self.requirement_counts)
+        done = bytearray(len(self.state_index))
         order = itertools.count()
         frontier: list[tuple[float, int]] = []
 
@@ -170,16 +208,16 @@ class DeleteFreeTask:
 
         for state in held:
             value[state] = 0.0
-            frontier.append((0.0, state))
+        frontier.extend((0.0, state) for state in sources)
         heapq.heapify(frontier)
-        for tool in self.requiring_nothing:
+        for tool in starters:
             if usable[tool]:
                 fire(tool, cost[tool])
         while frontier:
             reached_at, state = heapq.heappop(frontier)
             if done[state]:
                 continue
-            done[state] = True
+            done[state] = 1
             for tool in self.consumers[state]:
                 if not usable[tool]:
                     continue
@@ -325,6 +363,52 @@ class DeleteFreeTask:
         if len(self._ancestor_cache) > self._CACHE_SIZE:
             self._ancestor_cache.popitem(last=False)
         return marked
+
+    def tools_leading_to(self, states: frozenset[int]) -> list[int]:
+        """The tools some chain of tools leads from to one of ``states``: those producing one of them,
+        or a state such a tool requires, and so on (sorted tool indices; the cached list, not to be
+        changed); cached like ancestors.
+
+        Nothing else can be in a plan for ``states``, nor change their costs.
+        """
+        return self._leading(states)[0]
+
+    def _leading(self, states: frozenset[int]) -> tuple[list[int], bytearray]:
+        """:meth:`tools_leading_to` ``states``, and per state index 1 for ``states`` and the states those tools require."""
+        if states in self._leading_cache:
+            self._leading_cache.move_to_end(states)
+            return self._leading_cache[states]
+        feeding = self._feeding_states()
+        reached_state = bytearray(len(self.state_index))
+        reached = list(states)
+        for state in reached:
+            reached_state[state] = 1
+        stack = list(reached)
+        while stack:
+            for required in feeding[stack.pop()]:
+                if not reached_state[required]:
+                    reached_state[required] = 1
+                    reached.append(required)
+                    stack.append(required)
+        # The tools producing a state reached: each comes once however many of them it produces.
+        found = sorted(set(itertools.chain.from_iterable(map(self.producers.__getitem__, reached))))
+        self._leading_cache[states] = found, reached_state
+        if len(self._leading_cache) > self._CACHE_SIZE:
+            self._leading_cache.popitem(last=False)
+        return found, reached_state
+
+    def _feeding_states(self) -> list[tuple[int, ...]]:
+        """Per state index, the states its producers require (built on first use, shared with
+        variants, whose marks feed on their tool's requirements): walking these is the walk of
+        :meth:`tools_leading_to` without a step per tool."""
+        origin = self._origin
+        if origin._feeding is None:
+            requires = origin.requires
+            origin._feeding = [tuple(set(itertools.chain.from_iterable(map(requires.__getitem__, producers)))) for producers in origin.producers]
+        if self._feeding is None:
+            marks = range(len(origin._feeding), len(self.state_index))
+            self._feeding = origin._feeding + [self.requires[self.marked_tool[mark]] for mark in marks] if marks else origin._feeding
+        return self._feeding
 
     def steiner_relaxation(self) -> SteinerRelaxation:
         """This task relaxed to a directed Steiner tree problem (see

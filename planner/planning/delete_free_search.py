@@ -75,7 +75,7 @@ def cheapest_plan(
     the A* stage, ``None`` meaning no limit; past either, the best plan found so far comes back
     with ``optimal=False`` and the best lower bound proven.
     """
-    hmax = task.relaxed_costs(held, avoided)
+    hmax = task.relaxed_costs(held, avoided, toward=goal)
     lower = max(hmax.value[state] for state in goal)
     incumbent = task.without_redundant_steps(task.extract(hmax, held, goal), held, goal)
     if at_most(task.plan_cost(incumbent), lower):
@@ -92,7 +92,7 @@ def cheapest_plan(
 
         goal_by_goal = _GoalByGoal(task, hmax, held, goal)
         deepest_first = sorted(open_goal, key=lambda state: -hmax.value[state])
-        tree = _steiner_tree(task, hmax, held, open_goal, deadline)
+        tree = _steiner_tree(task, hmax, held, goal, deadline)
         if tree is not None:
             lower = max(lower, tree.cost)
             incumbent = min([incumbent, _plan_from_tree(task, tree.tools, goal_by_goal, deepest_first, deadline)], key=task.plan_cost)
@@ -121,7 +121,7 @@ def cheapest_plan(
         if out_of_time():
             return SearchResult(incumbent, False, lower)
     # h_add's achievers favour cheap whole sub-plans, often cheaper than h_max's; only when needed.
-    hadd = task.relaxed_costs(held, avoided, additive=True)
+    hadd = task.relaxed_costs(held, avoided, additive=True, toward=goal)
     incumbent = min([incumbent, task.without_redundant_steps(task.extract(hadd, held, goal), held, goal)], key=task.plan_cost)
     upper = task.plan_cost(incumbent)
     if at_most(upper, lower):
@@ -142,20 +142,25 @@ def cheapest_plan(
     return SearchResult(steps, True, task.plan_cost(steps))
 
 
-def _steiner_tree(task: DeleteFreeTask, hmax: RelaxedCosts, held: frozenset[int], open_goal: frozenset[int], deadline: float | None) -> SteinerTree | None:
+def _steiner_tree(task: DeleteFreeTask, hmax: RelaxedCosts, held: frozenset[int], goal: frozenset[int], deadline: float | None) -> SteinerTree | None:
     """The cheapest plan of the task relaxed to a directed Steiner tree problem (see
-    :mod:`~toolpath.planner.planning.steiner`), over the tools ``hmax`` reached, to the
-    ``MOST_GOAL_STATES`` deepest goal states (reaching some costs no more than reaching all, so
-    its cost still bounds the whole goal's); ``None`` past ``deadline``."""
+    :mod:`~toolpath.planner.planning.steiner`), over the tools ``hmax`` reached that lead to
+    ``goal``, to the ``MOST_GOAL_STATES`` deepest goal states not held (reaching some costs no
+    more than reaching all, so its cost still bounds the whole goal's); ``None`` past ``deadline``."""
     # numpy loads with the first goal of several states, not with every command that plans.
     from toolpath.planner.planning.steiner import MOST_GOAL_STATES
 
     relaxation = task.steiner_relaxation()
-    deepest = sorted(open_goal, key=lambda state: (-hmax.value[state], state))[:MOST_GOAL_STATES]
+    deepest = sorted(goal - held, key=lambda state: (-hmax.value[state], state))[:MOST_GOAL_STATES]
     # States past the relaxation's are marks: their node is their tool's (a KeyError otherwise, never a wrong node).
     nodes = [relaxation.tool_node(task.marked_tool[state]) if state >= relaxation.state_count else state for state in sorted(deepest)]
-    usable = [fired != NONE for fired in hmax.fired]
-    return relaxation.solve(held, nodes, usable, task.cost, hmax.value, deadline)
+    # The tools leading to the goal (found with its h_max, so cached): a tree takes no other. When
+    # they are most of the task, sweeping its edges as they are is quicker than picking theirs.
+    leading = task.tools_leading_to(goal)
+    if 2 * len(leading) > len(task.tools):
+        return relaxation.solve(held, nodes, [fired != NONE for fired in hmax.fired], task.cost, hmax.value, deadline)
+    among = [tool for tool in leading if hmax.fired[tool] != NONE]
+    return relaxation.solve(held, nodes, dict.fromkeys(among, True), task.cost, hmax.value, deadline, among)
 
 
 def _plan_from_tree(task: DeleteFreeTask, tools: frozenset[int], goal_by_goal: _GoalByGoal, order: Sequence[int], deadline: float | None) -> list[int]:
@@ -355,7 +360,7 @@ class _Conjunction:
                     if searched[state]:
                         offer(state, task.cost[tool] + self.together, (self.PRODUCES, tool))
         heapq.heapify(frontier)
-        missing = [len(requires) for requires in task.requires]
+        missing = list(task.requirement_counts)
         remaining = set(targets)
         reached_at = self.together
         while frontier and remaining:

@@ -489,7 +489,8 @@ def _cheapest(
         task, marks = task.variant((task.tool_index[tool.id] for tool in must_run), raised_costs)
     held_states = task.states(held)
     avoided_tools = frozenset(task.tool_index[tool_id] for tool_id in avoided)
-    hmax = task.relaxed_costs(held_states, avoided_tools)
+    goal_states = task.states(goal) | marks
+    hmax = task.relaxed_costs(held_states, avoided_tools, toward=goal_states)
     unreached = [token for token in goal - held if token not in task.state_index or hmax.value[task.state_index[token]] == INFINITY]
     stuck = [tool for tool in must_run if any(hmax.value[mark] == INFINITY for mark in task.produces[task.tool_index[tool.id]] if mark in marks)]
     if unreached or stuck:
@@ -498,7 +499,7 @@ def _cheapest(
     names = frozenset(qualified_name(tool) for tool in must_run)
     if goal <= held and not must_run:
         return Plan(goal, held, (), 0.0, True)
-    result = cheapest_plan(task, held_states, task.states(goal) | marks, avoided_tools, max_expansions, deadline)
+    result = cheapest_plan(task, held_states, goal_states, avoided_tools, max_expansions, deadline)
     steps = [task.tools[index] for index in result.steps]
     cost = sum(tool.cost for tool in steps)
     lower_bound = result.lower_bound
@@ -552,11 +553,16 @@ def _in_goal_domain(
         return found
     task = graph.delete_free_task
     unit = PREFERENCE_EPSILON * min((cost for cost in task.cost if cost > 0), default=1.0)
+    # Only the tools that lead to the goal, or to what a tool that must run requires, can be in a plan
+    # or move a bound (DeleteFreeTask.tools_leading_to): the others keep their cost, and a plan at
+    # 100,000 tools does not weigh every tool's domain. Weighed from the transition table: no
+    # definition is read for it.
+    toward = task.states(found.goal) | task.states(token for tool in must_run for token in tool.state_transition.requires)
     table = task.transitions
-    raised = [
-        cost + unit * _foreignness_of(server, [table.tokens[number] for number in produced], domains)
-        for server, produced, cost in zip(table.servers, table.produces, task.cost)
-    ]
+    raised = list(task.cost)
+    for index in [*task.tools_leading_to(toward), *(task.tool_index[tool.id] for tool in must_run)]:
+        produced = [table.tokens[number] for number in table.produces[index]]
+        raised[index] = task.cost[index] + unit * _foreignness_of(table.servers[index], produced, domains)
     kept = _cheapest(graph, found.goal, found.held, avoided, max_expansions, must_run, raised, deadline)
 
     def weight(candidate: Plan) -> float:
