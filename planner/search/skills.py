@@ -962,19 +962,12 @@ class SkillIndex:
         """A state is reachable when a plan reaches it; a tool when a plan can run it (and ends with it)."""
         tool = self.graph.registry.get_tool_by_id(entry.tool_id) if entry.kind == "tool" else None
         needed = tool.state_transition.requires if tool is not None else entry.states
-        # What the planner tests first (a finite h_max): a plan would only say why not, at a cost of
-        # milliseconds per hit at 100,000 tools, and a hit keeps no reason. Searched toward the
-        # states missing only: a pass over every tool took about 0.1 s at 100,000 tools, which a
-        # fresh `toolpath search` paid in full.
+        # What the planner tests first (a finite h_max, cached per held states): a plan would only
+        # say why not, at a cost of milliseconds per hit at 100,000 tools, and a hit keeps no reason.
         task = self.graph.delete_free_task
-        missing = [token for token in needed if token not in held]
-        if any(token not in task.state_index for token in missing):
+        reached = task.relaxed_costs(task.states(held), frozenset()).value
+        if any(token not in held and (token not in task.state_index or reached[task.state_index[token]] == INFINITY) for token in needed):
             return False, None
-        if missing:
-            toward = frozenset(task.state_index[token] for token in missing)
-            reached = task.relaxed_costs(task.states(held), frozenset(), toward=toward).value
-            if any(reached[state] == INFINITY for state in toward):
-                return False, None
         try:
             if tool is not None:
                 return True, plan_to_run(self.graph, tool, held)
