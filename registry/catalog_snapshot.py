@@ -21,7 +21,9 @@ rebuilt, the :data:`KEEP_SNAPSHOTS` most recently used kept (:mod:`toolpath.regi
 * ``tools.jsonl``: each registered definition as JSON (``model_dump_json(exclude_unset=True)``), one
   line per tool in id order;
 * ``transitions.json``: the registry's :class:`toolpath.registry.tool_registry.TransitionTable`
-  (each tool's transition, cost, server and name) and where each tool's line starts in ``tools.jsonl``.
+  (each tool's transition, cost and server) and where each tool's line starts in ``tools.jsonl``;
+* ``names.json``: each tool's name, read only for a lookup by name (a search reads its hits' names
+  from their lines).
 
 A snapshot holds what the catalog files hold, MCP servers' and HTTP APIs' settings included, readable
 by its owner only, like the files it was made from should be.
@@ -112,7 +114,9 @@ def load_through_snapshot(paths: Sequence[Path], max_bytes: int | None, load: Ca
     if found is not None and not any(catalog.missing_modules() for catalog in found.catalogs):
         return found
     loaded = load()
-    if _storable(loaded):
+    # Stored only when the files still hold the bytes hashed for the key: one rewritten while it
+    # was loaded must not be stored under its old content's key.
+    if _storable(loaded) and [file.sha256 for file in _files(paths, max_bytes) or ()] == [file.sha256 for file in files]:
         loaded.registry.content_key = content_key(files)
         logger.info("storing a snapshot of %d tools in %s, which later loads read", len(loaded.registry), store.path_of(key))
         store.write(key, lambda temporary: _write(temporary, loaded, key, files))

@@ -300,3 +300,20 @@ def test_a_named_pipe_among_large_catalogs_is_refused_at_once(snapshot_home, cat
     os.mkfifo(pipe)
     with pytest.raises(CatalogError, match="named pipe"):
         load_checked([*catalog_files, pipe])  # no writer: opening it must not wait for one
+
+
+def test_a_file_rewritten_while_it_loads_is_not_stored_under_its_old_bytes(snapshot_home, catalog_files, monkeypatch):
+    from toolpath.registry import lint
+
+    real = lint._lint
+
+    def rewritten_meanwhile(*arguments, **options):
+        found = real(*arguments, **options)
+        catalog_files[-2].write_text(LIBRARY.replace("Draft a loan slip", "Write a loan slip"))
+        return found
+
+    monkeypatch.setattr(lint, "_lint", rewritten_meanwhile)
+    load_checked(catalog_files)
+    assert _snapshots(snapshot_home) == []
+    monkeypatch.setattr(lint, "_lint", real)
+    assert load_checked(catalog_files).registry.get_tool_by_name("draft_loan").description == "Write a loan slip for a book that was found"
