@@ -40,8 +40,12 @@ files or editing toolpath's own code keeps the index (the snapshot itself is sto
 
 **Trust.** A definition is validated as it is read (``ToolDefinition.model_validate_json``), so a
 stored line can only hold what the catalog format accepts. The manifest must match the key and the
-counts, every file its recorded size, and the transitions their counts and ranges; anything else
-warns and the catalogs load from their files (and a new snapshot is stored).
+counts, every file its recorded size, and the transitions their counts, types and ranges; anything
+else warns and the catalogs load from their files (and a new snapshot is stored). A definition
+found damaged later (a file changed in place while a process uses it) raises
+:class:`DamagedSnapshotError` and the snapshot is removed, so the next run stores it anew. The files
+are read through descriptors opened at load, so a process keeps working when another one's cleanup
+removes its snapshot.
 """
 
 from __future__ import annotations
@@ -49,7 +53,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import mmap
 import os
 import stat
 import threading
@@ -118,8 +121,9 @@ def load_through_snapshot(paths: Sequence[Path], max_bytes: int | None, load: Ca
     # was loaded must not be stored under its old content's key.
     if _storable(loaded) and [file.sha256 for file in _files(paths, max_bytes) or ()] == [file.sha256 for file in files]:
         loaded.registry.content_key = content_key(files)
-        logger.info("storing a snapshot of %d tools in %s, which later loads read", len(loaded.registry), store.path_of(key))
-        store.write(key, lambda temporary: _write(temporary, loaded, key, files))
+        directory, stored, _ = store.write(key, lambda temporary: _write(temporary, loaded, key, files))
+        if stored:
+            logger.info("stored a snapshot of %d tools in %s, which later loads read", len(loaded.registry), directory)
     return loaded
 
 
@@ -302,6 +306,10 @@ def _checked_table(stored: Any, count: int, lines: _ToolLines) -> TransitionTabl
         raise DamagedStoreError(f"{_TRANSITIONS} does not hold {count} tools")
     requires, produces, cost, server_of = lists
     states = [number for field in (requires, produces) for tool_states in field for number in tool_states]
+    kinds = {"states": (states, {int}), "servers": (server_of, {int}), "costs": (cost, {int, float}), "offsets": (stored["offsets"], {int})}
+    for what, (values, allowed) in kinds.items():
+        if not set(map(type, values)) <= allowed:
+            raise DamagedStoreError(f"{_TRANSITIONS}'s {what} are not all {' or '.join(sorted(kind.__name__ for kind in allowed))}")
     for what, numbers, bound in [("states", states, len(tokens)), ("servers", server_of, len(servers))]:
         if numbers and (min(numbers) < 0 or max(numbers) >= bound):
             raise DamagedStoreError(f"{_TRANSITIONS} names {what} outside its {bound}")
@@ -349,25 +357,37 @@ class _CatalogTools(Sequence[ToolDefinition]):
 
 
 class _ToolLines:
-    """The definitions of a snapshot's ``tools.jsonl``, a line per tool (mapped, read as asked for)."""
+    """The definitions of a snapshot's ``tools.jsonl``, a line per tool, and its ``names.json``, read
+    as asked for through descriptors opened at load: a process keeps reading them when a later
+    cleanup removes the directory, and a file cut short by another program reads as damaged (a
+    memory map of it would kill the process with SIGBUS)."""
 
     def __init__(self, directory: Path, offsets: list[int]):
-        self.path = directory / _TOOLS
-        self.names_path = directory / _NAMES
+        self.directory = directory
         self._offsets = offsets
-        with open(self.path, "rb") as stream:
-            self._mapped = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ) if offsets[-1] else b""
+        self._tools = open(directory / _TOOLS, "rb", buffering=0)  # noqa: SIM115  # open as long as the registry
+        self._names = open(directory / _NAMES, "rb", buffering=0)  # noqa: SIM115
 
     def __len__(self) -> int:
         return len(self._offsets) - 1
 
     def line(self, tool_id: int) -> bytes:
-        return self._mapped[self._offsets[tool_id] : self._offsets[tool_id + 1]]
+        start, end = self._offsets[tool_id], self._offsets[tool_id + 1]
+        return os.pread(self._tools.fileno(), end - start, start)
+
+    def names(self) -> Any:
+        """``names.json``, parsed."""
+        return json.loads(os.pread(self._names.fileno(), os.fstat(self._names.fileno()).st_size, 0))
 
     def damaged(self, problem: str) -> DamagedSnapshotError:
+        """The error of a snapshot found damaged after it was loaded: it is removed, so the next
+        process loads the catalogs from their files and stores them anew."""
+        from toolpath.registry.stored_directories import remove_damaged
+
+        removed = remove_damaged(self.directory)
+        then = "it is removed: run again" if removed else "remove that directory and run again"
         return DamagedSnapshotError(
-            f"the catalog snapshot {self.path.parent} is damaged: {problem}. "
-            "Remove that directory and run again: the catalogs then load from their files and are stored anew"
+            f"the catalog snapshot {self.directory} is damaged: {problem}; {then}, and the catalogs load from their files and are stored anew"
         )
 
 
@@ -442,7 +462,7 @@ class StoredToolRegistry(ToolRegistry):
                 return
             assert self._table is not None
             try:
-                names = json.loads(self._lines.names_path.read_text(encoding="utf-8"))
+                names = self._lines.names()
             except (OSError, ValueError) as error:
                 raise self._lines.damaged(f"{_NAMES} cannot be read ({error})") from None
             if not isinstance(names, list) or len(names) != self._count:
@@ -496,7 +516,7 @@ class StoredToolRegistry(ToolRegistry):
 
 class DamagedSnapshotError(ToolpathError):
     """A definition in a catalog snapshot no longer validates or matches its transitions (a file
-    changed in place after it was stored): the message names the snapshot and says to remove it."""
+    changed in place after it was loaded): the snapshot is removed, and the message says to run again."""
 
 
 def _definition(lines: _ToolLines, tool_id: int, server: str | None) -> ToolDefinition:

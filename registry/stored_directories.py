@@ -176,13 +176,7 @@ class KeyedDirectories:
 
     def _discard(self, directory: Path, problem: str) -> None:
         warnings.warn(f"the stored {self.what} {directory} cannot be used: {problem}; it is built again and stored anew", RuntimeWarning, stacklevel=4)
-        # Moved aside first (a rename is atomic), so no other process reads it half removed.
-        aside = directory.with_name(f"{_DAMAGED_PREFIX}{directory.name}-{os.getpid()}-{time.monotonic_ns()}")
-        try:
-            os.rename(directory, aside)
-        except OSError:
-            return  # gone already, or a read-only store: the new build is kept in memory
-        shutil.rmtree(aside, ignore_errors=True)
+        remove_damaged(directory)
 
     def _warn_unwritable(self, error: OSError) -> str:
         """Warn (once per directory and process) that nothing can be stored; the problem, in words."""
@@ -203,6 +197,18 @@ class KeyedDirectories:
             stacklevel=4,
         )
         return problem
+
+
+def remove_damaged(directory: Path) -> bool:
+    """Remove a stored directory found damaged, moved aside first (a rename is atomic) so that no
+    other process reads it half removed; whether it was (false: gone already, or a read-only store)."""
+    aside = directory.with_name(f"{_DAMAGED_PREFIX}{directory.name}-{os.getpid()}-{time.monotonic_ns()}")
+    try:
+        os.rename(directory, aside)
+    except OSError:
+        return False
+    shutil.rmtree(aside, ignore_errors=True)
+    return True
 
 
 def described(path: Path, shape: tuple[int, ...], dtype: str) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import warnings
 from pathlib import Path
@@ -235,16 +236,25 @@ def test_a_damaged_snapshot_warns_and_the_catalogs_load_from_their_files(snapsho
     assert isinstance(load_checked(catalog_files).registry, StoredToolRegistry)  # stored anew
 
 
-def test_transitions_naming_states_they_do_not_have_are_refused(snapshot_home, catalog_files):
+@pytest.mark.parametrize(
+    ("tamper", "problem"),
+    [
+        (lambda transitions: transitions["requires"].__setitem__(0, [len(transitions["tokens"]) + 5]), "names states outside its"),
+        (lambda transitions: transitions["requires"].__setitem__(1, [0.5]), "states are not all int"),
+        (lambda transitions: transitions["cost"].__setitem__(1, "1"), "costs are not all float or int"),
+        (lambda transitions: transitions["offsets"].__setitem__(2, "107"), "offsets are not all int"),
+    ],
+)
+def test_transitions_of_the_wrong_states_or_types_are_refused(snapshot_home, catalog_files, tamper, problem):
     load_checked(catalog_files)
     (directory,) = _snapshots(snapshot_home)
     transitions = json.loads((directory / "transitions.json").read_text())
-    transitions["requires"][0] = [len(transitions["tokens"]) + 5]
+    tamper(transitions)
     manifest = json.loads((directory / "manifest.json").read_text())
     (directory / "transitions.json").write_text(json.dumps(transitions))
     manifest["files"]["transitions.json"]["bytes"] = (directory / "transitions.json").stat().st_size
     (directory / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.warns(RuntimeWarning, match="names states outside its"):
+    with pytest.warns(RuntimeWarning, match=problem):
         assert type(load_checked(catalog_files).registry).__name__ == "ToolRegistry"
 
 
@@ -256,8 +266,28 @@ def test_a_definition_changed_in_place_is_refused_when_it_is_read(snapshot_home,
     tools.write_bytes(text.replace(b'"name":"draft_loan"', b'"name":"draft_lean"'))  # the same size
     registry = load_checked(catalog_files).registry
     assert registry.get_tool_by_name("find_book").name == "find_book"  # other tools read as ever
-    with pytest.raises(DamagedSnapshotError, match=rf"catalog snapshot {directory} is damaged: .*'draft_lean'.* Remove that directory and run again"):
+    with pytest.raises(DamagedSnapshotError, match=rf"catalog snapshot {directory} is damaged: .*'draft_lean'.*; it is removed: run again"):
         registry.get_tool_by_server_and_name("library", "draft_loan")
+    assert not directory.exists()
+    assert load_checked(catalog_files).registry.get_tool_by_server_and_name("library", "draft_loan").name == "draft_loan"  # from the file
+
+
+def test_a_snapshot_removed_while_in_use_keeps_answering(snapshot_home, catalog_files):
+    load_checked(catalog_files)
+    registry = load_checked(catalog_files).registry
+    (directory,) = _snapshots(snapshot_home)
+    shutil.rmtree(directory)  # the cleanup of another process, which keeps the four most recent
+    assert registry.get_tool_by_name("draft_loan").name == "draft_loan"
+    assert len(list(registry)) == len(registry)
+
+
+def test_a_snapshot_cut_short_by_another_program_reads_as_damaged(snapshot_home, catalog_files):
+    load_checked(catalog_files)
+    registry = load_checked(catalog_files).registry
+    (directory,) = _snapshots(snapshot_home)
+    os.truncate(directory / "tools.jsonl", 100)  # a memory map would end the process with SIGBUS here
+    with pytest.raises(DamagedSnapshotError, match="does not validate"):
+        registry.get_tool_by_id(len(registry) - 1)
 
 
 def test_a_store_that_cannot_be_written_warns_and_loads_all_the_same(snapshot_home, catalog_files):
