@@ -74,7 +74,7 @@ from toolpath.registry.http_apis import HttpApiConfig
 from toolpath.registry.mcp_servers import MCPServerConfig
 from toolpath.registry.states import State, StateTransition
 from toolpath.registry.storage import default_home
-from toolpath.registry.tool_registry import ToolRegistry, TransitionTable, share_fields_set
+from toolpath.registry.tool_registry import ToolRegistry, ToolsById, TransitionTable, share_fields_set
 from toolpath.registry.tools import ToolDefinition
 
 #: Version of the stored layout; part of the key.
@@ -325,7 +325,7 @@ def _catalog(fields: dict[str, Any], file: _File, registry: StoredToolRegistry, 
         domain=fields["domain"],
         package=fields["package"],
         states=tuple(State.model_validate(state) for state in fields["states"]),
-        tools=_CatalogTools(registry, first, fields["tools"]),  # type: ignore[arg-type]  # a sequence read as asked for
+        tools=ToolsById(registry, range(first, first + fields["tools"])),  # type: ignore[arg-type]  # a sequence read as asked for
         locator=locator,
         mcp_servers={name: MCPServerConfig.model_validate(config) for name, config in fields["mcp_servers"].items()},
         http_apis={name: HttpApiConfig.model_validate(config) for name, config in fields["http_apis"].items()},
@@ -336,24 +336,6 @@ def _catalog(fields: dict[str, Any], file: _File, registry: StoredToolRegistry, 
         known_top_modules=frozenset(fields["top_modules"]),
         known_host_tools=bool(fields["host_tools"]),
     )
-
-
-class _CatalogTools(Sequence[ToolDefinition]):
-    """A stored catalog's tools: its registry's definitions ``first`` to ``first + count - 1``, each
-    read when first asked for."""
-
-    def __init__(self, registry: StoredToolRegistry, first: int, count: int):
-        self._registry, self._first, self._count = registry, first, count
-
-    def __len__(self) -> int:
-        return self._count
-
-    def __getitem__(self, index):  # type: ignore[no-untyped-def]  # Sequence's int and slice overloads
-        if isinstance(index, slice):
-            return [self[position] for position in range(*index.indices(self._count))]
-        if not -self._count <= index < self._count:
-            raise IndexError(f"tool {index} of a catalog of {self._count}")
-        return self._registry.get_tool_by_id(self._first + index % self._count)
 
 
 class _ToolLines:

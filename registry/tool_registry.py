@@ -102,6 +102,24 @@ class TransitionTable:
         return cls(ids, list(numbers), requires, produces, cost, servers, names)
 
 
+class ToolsById(Sequence[ToolDefinition]):
+    """The tools of ``registry`` whose ids are ``ids``, in that order, each looked up when asked for:
+    the planner indexes only its plans' steps, and a registry read from a catalog snapshot reads a
+    definition only then (:mod:`toolpath.registry.catalog_snapshot`). Indexing follows ``ids``'s
+    (negative positions, ``IndexError`` past the end, slices)."""
+
+    def __init__(self, registry: ToolRegistry, ids: Sequence[int]):
+        self._registry, self._ids = registry, ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def]  # Sequence's int and slice overloads
+        if isinstance(index, slice):
+            return [self._registry.get_tool_by_id(tool_id) for tool_id in self._ids[index]]
+        return self._registry.get_tool_by_id(self._ids[index])
+
+
 class ToolNotFoundError(Refusal, ValueError):
     """A lookup (by id, name, or server and name) matched no tool."""
 

@@ -9,7 +9,7 @@ requires the state, an edge tool → state means the tool produces it. Node attr
 from __future__ import annotations
 
 import difflib
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -17,6 +17,7 @@ from toolpath.errors import Refusal
 from toolpath.planner.planning.delete_free import DeleteFreeTask
 from toolpath.planner.planning.inputs import input_for
 from toolpath.registry import State, ToolDefinition, ToolNotFoundError, ToolRegistry, reachable_states
+from toolpath.registry.tool_registry import ToolsById
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -40,22 +41,6 @@ def kinds_of(token: str, refinements: Mapping[str, str]) -> frozenset[str]:
     while more := {special for special, general in refinements.items() if general in kinds} - kinds:
         kinds |= more
     return frozenset(kinds)
-
-
-class _ToolsByIndex(Sequence[ToolDefinition]):
-    """A registry's tools by position in ``ids``, each looked up when asked for: the planner indexes
-    only the steps of its plans, and a registry read from a catalog snapshot reads each definition then."""
-
-    def __init__(self, registry: ToolRegistry, ids: Sequence[int]):
-        self._registry, self._ids = registry, ids
-
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    def __getitem__(self, index):  # type: ignore[no-untyped-def]  # Sequence's int and slice overloads
-        if isinstance(index, slice):
-            return [self._registry.get_tool_by_id(tool_id) for tool_id in self._ids[index]]
-        return self._registry.get_tool_by_id(self._ids[index])
 
 
 class StateGraph:
@@ -197,7 +182,7 @@ class StateGraph:
     @cached_property
     def delete_free_task(self) -> DeleteFreeTask:
         """The tools as an integer planning task (built on first use; it caches bounds per held states)."""
-        return DeleteFreeTask(_ToolsByIndex(self.registry, self.transitions.ids), self.transitions)
+        return DeleteFreeTask(ToolsById(self.registry, self.transitions.ids), self.transitions)
 
     def overview(self) -> dict:
         """Counts and lists for a quick look: states, tools, entry tools (no requires), undeclared states."""
