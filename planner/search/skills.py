@@ -6,7 +6,10 @@ are fused:
 
 * **dense**: the best cosine similarity between the query and any one text of the entry, from
   sentence-transformers embeddings (cached in SQLite, see :mod:`toolpath.planner.search.embedding_cache`), so a
-  single well-phrased affordance is enough to match;
+  single well-phrased affordance is enough to match. A text that repeats an earlier one of its entry
+  up to case, punctuation and articles (a name in words restating the description, as catalogs
+  drafted from APIs often have it) is not embedded: it would score within a hair of the other, and
+  it is about a third of a big catalog's first embedding (:func:`_embedded_texts`);
 * **BM25** (``bm25s``, Snowball-stemmed English, stop words removed) over all the entry's texts.
 
 Fusion is weighted reciprocal-rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009):
@@ -285,6 +288,26 @@ class _Entry(NamedTuple):
 
 _WORD_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SEPARATORS = re.compile(r"[._\-&/]+")
+
+
+#: Words a text is compared without when looking for repeats (:func:`_embedded_texts`).
+_ARTICLES = frozenset({"a", "an", "the"})
+_WORD = re.compile(r"[^\W_]+")
+
+
+def _embedded_texts(texts: list[str]) -> list[str]:
+    """``texts`` without those that repeat an earlier one up to case, punctuation and articles:
+    ``["Forecast the sales per region.", "forecast sales per region"]`` → the first only. Measured on
+    benchmarks/bench_scale_tools.py's 100,000 tools, whose names restate their descriptions: 307,380
+    texts to embed before, 207,380 after."""
+    seen: set[tuple[str, ...]] = set()
+    kept = []
+    for text in texts:
+        words = tuple(word for word in _WORD.findall(text.casefold()) if word not in _ARTICLES)
+        if words not in seen:
+            seen.add(words)
+            kept.append(text)
+    return kept
 
 
 def _words(identifier: str) -> str:
@@ -567,9 +590,9 @@ class SkillIndex:
         documents: list[str] = []
         parameter_words: dict[str, str] = {}
         for position in range(len(self._entries)):
-            entry_texts = self._texts_of(position)
+            entry_texts = self._catalog_texts(position)
             first_text.append(len(texts))
-            texts.extend(entry_texts)
+            texts.extend(_embedded_texts(entry_texts))
             if self._entries[position].kind == "state":
                 documents.append(" ".join(entry_texts))
                 continue
@@ -583,9 +606,9 @@ class SkillIndex:
             documents.append(" ".join([*entry_texts, *parameters, tool.name]))
         self._texts, self._first_text, self._documents = texts, first_text, documents
 
-    def _texts_of(self, position: int) -> list[str]:
-        """The texts of the entry at ``position``, as the index embeds them: never empty (the dense
-        scores are maxima over each entry's run of texts), stripped, without repeats."""
+    def _catalog_texts(self, position: int) -> list[str]:
+        """The texts the catalog gives the entry at ``position``: never empty, stripped, without
+        exact repeats. All of them make its BM25 document; :meth:`_texts_of` those embedded."""
         entry = self._entries[position]
         if entry.kind == "state":
             state = self.graph.states[entry.name]
@@ -594,6 +617,11 @@ class SkillIndex:
             tool = self.graph.registry.get_tool_by_id(entry.tool_id)
             texts = [tool.description, *tool.affordances, _words(tool.name)]
         return [text for text in dict.fromkeys(map(str.strip, texts)) if text] or [entry.name]
+
+    def _texts_of(self, position: int) -> list[str]:
+        """The texts of the entry at ``position`` as the index embeds them (the dense scores are
+        maxima over each entry's run of texts): its catalog texts without near repeats (:func:`_embedded_texts`)."""
+        return _embedded_texts(self._catalog_texts(position))
 
     def _embed_texts(self, embedder: Embedder, cache: EmbeddingCache | str | os.PathLike[str] | Literal[False] | None) -> None:
         try:

@@ -86,7 +86,7 @@ if TYPE_CHECKING:
     from toolpath.registry import State
 
 #: Version of the stored layout and of the texts a SkillIndex builds; part of the key.
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 #: Index directories kept after storing a new one: the most recently used (one per catalog set in use).
 KEEP_INDEXES = 4
 #: Name of the directory of stored indexes, beside the embedding cache's file.
