@@ -119,6 +119,35 @@ def test_reopening_embeds_nothing_and_one_new_tool_embeds_one_text(tmp_path):
     assert grown.embedded == ["sign report"]
 
 
+def test_a_name_restating_the_description_is_not_embedded_but_its_words_still_match(tmp_path):
+    restating = ToolDefinition(name="Forecast_Sales-Per_Region", description="Forecast the sales, per region.", state_transition={"produces": ["lab.forecast"]})
+    other = ToolDefinition(name="sign_report", description="Put a signature under the report", state_transition={"produces": ["lab.signed"]})
+    embedder = CountingEmbedder()
+    index = SkillIndex(lab_graph(restating, other), embedder, cache=False)
+    assert "Forecast the sales, per region." in embedder.embedded and "Forecast Sales Per Region" not in embedder.embedded
+    assert "sign report" in embedder.embedded  # differs in words from its description: kept
+    # The tool's BM25 document keeps every text: its name as written still finds it.
+    (hit,) = SkillIndex(lab_graph(restating, other), mode="bm25", cache=False).search("Forecast_Sales-Per_Region", k=1, kind="tool")
+    assert hit.name == "Forecast_Sales-Per_Region"
+    (dense_hit,) = index.search("sales forecast", k=1, kind="tool")
+    assert dense_hit.name == "Forecast_Sales-Per_Region" and dense_hit.matched == "Forecast the sales, per region."
+
+
+def test_importing_search_leaves_out_what_bm25s_would_import_unused():
+    import subprocess
+
+    program = (
+        "import sys; import toolpath.kernel.inside.tool_search as search\n"
+        "assert 'scipy.sparse' not in sys.modules and 'tqdm.auto' not in sys.modules and 'asyncio' not in sys.modules, "
+        "[name for name in ('scipy.sparse', 'tqdm.auto', 'asyncio') if name in sys.modules]\n"
+        "import tqdm.auto  # still importable afterwards\n"
+        "print(search.ToolSearch({'send_invoice': 'send an invoice', 'pay': 'pay a bill'}).search('invoice', 1))"
+    )
+    finished = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.strip() == "['send_invoice']"
+
+
 def test_another_model_id_does_not_reuse_vectors(tmp_path):
     cache = EmbeddingCache(tmp_path / "toolpath.db")
     SkillIndex(lab_graph(), CountingEmbedder(), cache=cache)

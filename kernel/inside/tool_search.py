@@ -11,27 +11,35 @@ from types import ModuleType
 
 import Stemmer
 
+#: Modules bm25s imports when it can, for what toolpath does not use: ``scipy.sparse`` for a CSC
+#: backend (its default ``csc_backend="numpy"`` builds the same index), ``tqdm.auto`` for progress
+#: bars toolpath never asks it for (``show_progress=False``; without it bm25s uses a stand-in that
+#: returns the iterable). They cost 0.2-0.3 s and 0.03 s (tqdm.auto imports asyncio and ssl) of
+#: every command that searches (issue 57).
+_NOT_FOR_BM25S = ("scipy.sparse", "tqdm.auto")
 
-def _bm25s_without_scipy() -> ModuleType:
-    """``bm25s``, imported without ``scipy.sparse`` unless the process has it already.
 
-    bm25s imports scipy.sparse when it can, only for a CSC backend toolpath does not use (its
-    default ``csc_backend="numpy"`` builds the same index), and importing scipy costs 0.2-0.3 s of
-    every command that searches (issue 57). A ``None`` in ``sys.modules`` is the import system's
-    documented way to make an import fail; it is removed once bm25s is loaded, so a later
-    ``import scipy.sparse`` works as ever.
+def _bm25s_without_optional_imports() -> ModuleType:
+    """``bm25s``, imported without the modules of :data:`_NOT_FOR_BM25S` the process does not have yet.
+
+    A ``None`` in ``sys.modules`` is the import system's documented way to make an import fail
+    (bm25s catches the ``ImportError``); each is removed once bm25s is loaded, so a later import of
+    that module works as ever.
     """
-    if "bm25s" in sys.modules or "scipy.sparse" in sys.modules:
-        return importlib.import_module("bm25s")
-    sys.modules["scipy.sparse"] = None  # type: ignore[assignment]
+    if "bm25s" in sys.modules:
+        return sys.modules["bm25s"]
+    blocked = [name for name in _NOT_FOR_BM25S if name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None  # type: ignore[assignment]
     try:
         return importlib.import_module("bm25s")
     finally:
-        if sys.modules.get("scipy.sparse", 0) is None:
-            del sys.modules["scipy.sparse"]
+        for name in blocked:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
 
 
-bm25s = _bm25s_without_scipy()
+bm25s = _bm25s_without_optional_imports()
 _STEMMER = Stemmer.Stemmer("english")
 
 
