@@ -226,3 +226,44 @@ def test_search_cell_and_run_with_a_new_catalog_never_import_torch_once_the_mode
     run, imported = toolpath("run", "summarise a text", "--add-catalog", catalog, "--input", "text=Plans are cells. Cells run.", "--json")
     assert set(imported) <= {"jupyter_client", "toolpath.kernel.kernels.ipython_kernel"}, f"run imported {imported}"
     assert json.loads(run.stdout)["result"]["result"] == "Plans are cells."
+
+
+def test_a_copied_export_is_hashed_once_then_trusted_by_its_recorded_times(onnx, toolpath_models, tmp_path, monkeypatch):
+    _, copied = copy_export(toolpath_models, tmp_path)
+    (copied / MANIFEST_FILE).chmod(0o644)
+    later = time.time_ns() + 10**9
+    for name in (MODEL_FILE, DATA_FILE):  # copied without its times, as `cp -r` does
+        os.utime(copied / name, ns=(later, later))
+    hashed = []
+    real_digest = sys.modules["toolpath.planner.search.onnx_embedding"].file_sha256
+
+    def counted_digest(path):
+        hashed.append(path.name)
+        return real_digest(path)
+
+    monkeypatch.setattr("toolpath.planner.search.onnx_embedding.file_sha256", counted_digest)
+    exported = []
+
+    def export_refused(directory):
+        exported.append(directory)
+        raise QueryModelError("export refused by the test")
+
+    monkeypatch.setattr("toolpath.planner.search.onnx_embedding._export", export_refused)
+    first = OnnxEmbedder(tmp_path)(["group similar molecules"])
+    assert sorted(hashed) == [MODEL_FILE, DATA_FILE]
+    manifest = json.loads((copied / MANIFEST_FILE).read_text(encoding="utf-8"))
+    assert {name: entry["mtime_ns"] for name, entry in manifest["files"].items()} == {MODEL_FILE: later, DATA_FILE: later}
+    assert (copied / MANIFEST_FILE).stat().st_mode & 0o777 == 0o644 and not list(copied.glob(".manifest-*"))
+
+    hashed.clear()
+    again = OnnxEmbedder(tmp_path)(["group similar molecules"])
+    assert hashed == [] and np.array_equal(first, again)
+
+    # A later same-size change still changes the time, so it is hashed and found.
+    data = bytearray((copied / DATA_FILE).read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 4096] = bytes(4096)
+    (copied / DATA_FILE).write_bytes(bytes(data))
+    assert exported == []
+    with pytest.raises(QueryModelError, match="refused by the test"):
+        OnnxEmbedder(tmp_path)(["x"])
+    assert exported == [copied]

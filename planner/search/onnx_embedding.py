@@ -11,7 +11,8 @@ The export is kept in ``<models>/<model>-<model version>/onnxruntime-<version>/`
 version and runtime version, where ``<models>`` is ``$TOOLPATH_MODELS`` or else
 ``$TOOLPATH_HOME/models`` (:func:`models_directory`). It is made again when missing or damaged: a
 file of another size or SHA-256 digest than written (the digest is checked when a file's
-modification time is not the one recorded at export), a model that does not load, or a vector of a
+modification time is not the one recorded, and a file found as written has its new time recorded),
+a model that does not load, or a vector of a
 probe text that no longer matches the one sentence-transformers gave at export.
 """
 
@@ -25,6 +26,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -230,8 +232,10 @@ class OnnxEmbedder:
         except ImportError as error:
             raise QueryModelError(f"tokenizers is not installed; install toolpath with its dependencies: pip install -e . ({error})") from error
         manifest = json.loads((directory / MANIFEST_FILE).read_text(encoding="utf-8"))
+        modified = {}
         for name, written in manifest["files"].items():
-            if not _is_as_written(directory / name, written):
+            modified[name] = _time_if_as_written(directory / name, written)
+            if modified[name] is None:
                 raise ValueError(f"{directory / name} is not the file written (its size or SHA-256 digest differs)")
         session = inference_session(directory / MODEL_FILE, self.threads)
         tokenizer = Tokenizer.from_file(str(default_model_path() / "tokenizer.json"))
@@ -244,6 +248,8 @@ class OnnxEmbedder:
         if not distance <= TOLERANCE:
             raise ValueError(f"{directory / MODEL_FILE} gives 1 - cosine = {distance:.2e} on its probe text, over {TOLERANCE:g}")
         self._session, self._tokenizer, self._dimension = session, tokenizer, int(manifest["dimension"])
+        if any(modified[name] != written.get("mtime_ns") for name, written in manifest["files"].items()):
+            _record_times(directory, manifest, modified)
 
     def _ready(self) -> None:
         """Wait for a background load, or load now; raise what loading raised."""
@@ -294,15 +300,36 @@ class OnnxEmbedder:
             bulk.close()
 
 
-def _is_as_written(path: Path, written: dict) -> bool:
-    """Whether ``path`` is the file the manifest's entry ``written`` describes: its size, and its
-    SHA-256 digest unless its modification time is still the one recorded at export (as Git trusts
-    an unchanged stat). Hashing the 90 MB of weights on every start cost a command 0.1 s alone and
-    about 0.5 s while its other imports ran (benchmarks/bench_cli.py); a write changes the time."""
+def _time_if_as_written(path: Path, written: dict) -> int | None:
+    """The modification time (ns) of ``path`` when it is the file the manifest's entry ``written``
+    describes, else ``None``: its size, and its SHA-256 digest unless its modification time is still
+    the one recorded (as Git trusts an unchanged stat). Hashing the 90 MB of weights costs a
+    command about 0.07 s (benchmarks/bench_scale_tools.py: a tenth of a fresh search); a write
+    changes the time."""
     status = path.stat()
     if status.st_size != written["bytes"]:
-        return False
-    return status.st_mtime_ns == written.get("mtime_ns") or file_sha256(path) == written["sha256"]
+        return None
+    if status.st_mtime_ns == written.get("mtime_ns") or file_sha256(path) == written["sha256"]:
+        return status.st_mtime_ns
+    return None
+
+
+def _record_times(directory: Path, manifest: dict, modified: dict[str, int]) -> None:
+    """Record in the manifest the modification times of files whose digests were checked because
+    their times had changed (a copied or restored models directory), so later loads trust the stat
+    again instead of hashing every time. Written to a sibling file and renamed into place; a
+    directory that cannot be written keeps its manifest (loads then hash, as before)."""
+    updated = {**manifest, "files": {name: {**written, "mtime_ns": modified[name]} for name, written in manifest["files"].items()}}
+    with contextlib.suppress(OSError):
+        descriptor, staging = tempfile.mkstemp(prefix=".manifest-", dir=directory)
+        try:
+            with open(descriptor, "w", encoding="utf-8") as file:
+                # The mode of the manifest it replaces: a models directory may serve other users.
+                os.fchmod(file.fileno(), stat.S_IMODE((directory / MANIFEST_FILE).stat().st_mode))
+                file.write(json.dumps(updated))
+            os.replace(staging, directory / MANIFEST_FILE)
+        finally:
+            Path(staging).unlink(missing_ok=True)
 
 
 class _ManyTexts:
