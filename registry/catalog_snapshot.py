@@ -30,8 +30,11 @@ by its owner only, like the files it was made from should be.
 
 **The key** is SHA-256 of :data:`FORMAT_VERSION`, toolpath's and pydantic's versions, the size and
 modification time of the registry's own modules (the code that validated what is stored), and of
-each file its resolved path and its bytes. Reading every byte costs about 50 ms at 100,000 tools;
-a key of sizes and times alone would miss a file rewritten within one timestamp tick.
+each file its resolved path and its bytes' SHA-256. Reading every byte cost about 50 ms at 100,000
+tools, so a file's digest is reused while its device, inode, size and both times are those
+recorded when it was hashed (:mod:`toolpath.registry.file_digests`, as Git trusts its index), and
+recorded only for a file whose status changed two seconds or more before: a key of sizes and times
+alone would miss a file rewritten within one timestamp tick.
 
 **The content key** (:func:`content_key`, :attr:`toolpath.registry.ToolRegistry.content_key`) is
 SHA-256 of the files' bytes alone and toolpath's version: a registry loaded through this module
@@ -70,6 +73,7 @@ from toolpath.registry.catalog_files import size_limit
 from toolpath.registry.catalog_format import WorkflowSkill
 from toolpath.registry.catalog_packages import CatalogRequirements
 from toolpath.registry.catalog_problems import CatalogError
+from toolpath.registry.file_digests import FileDigests
 from toolpath.registry.http_apis import HttpApiConfig
 from toolpath.registry.mcp_servers import MCPServerConfig
 from toolpath.registry.states import State, StateTransition
@@ -86,6 +90,8 @@ SNAPSHOT_FROM_BYTES = 1 << 20
 KEEP_SNAPSHOTS = 4
 #: Name of the directory of snapshots in ``$TOOLPATH_HOME``.
 SNAPSHOTS_DIRECTORY = "catalogs"
+#: The record of the files' digests in that directory (:mod:`toolpath.registry.file_digests`).
+DIGESTS_FILE = "file_digests.json"
 
 _TOOLS = "tools.jsonl"
 _TRANSITIONS = "transitions.json"
@@ -130,7 +136,7 @@ def load_through_snapshot(paths: Sequence[Path], max_bytes: int | None, load: Ca
 class _File:
     """One catalog file of a load: its path as given, its bytes' size and SHA-256."""
 
-    def __init__(self, path: Path, max_bytes: int | None):
+    def __init__(self, path: Path, max_bytes: int | None, digests: FileDigests):
         self.path = path
         self.resolved = str(path.resolve())
         # O_NONBLOCK: opening a named pipe would otherwise wait for a writer (as in catalog_files).
@@ -139,9 +145,8 @@ class _File:
             # Only what a load would read: a regular file within the size limit (else the load says why).
             if not stat.S_ISREG(status.st_mode) or status.st_size > size_limit(path, max_bytes):
                 raise _NotForSnapshot
-            digest = hashlib.file_digest(stream, "sha256")  # streamed: no copy of a 68 MiB file in memory
+            self.sha256 = digests.sha256(stream, status, self.resolved)
         self.size = status.st_size
-        self.sha256 = digest.hexdigest()
 
 
 class _NotForSnapshot(Exception):
@@ -155,9 +160,12 @@ def _files(paths: Sequence[Path], max_bytes: int | None) -> list[_File] | None:
     try:
         if sum(os.stat(path).st_size for path in paths) < SNAPSHOT_FROM_BYTES:
             return None
-        return [_File(Path(path), max_bytes) for path in paths]
+        digests = FileDigests(default_home() / SNAPSHOTS_DIRECTORY / DIGESTS_FILE)
+        files = [_File(Path(path), max_bytes, digests) for path in paths]
     except (OSError, CatalogError, _NotForSnapshot):
         return None
+    digests.save()
+    return files
 
 
 def content_key(files: Sequence[_File]) -> str:

@@ -95,7 +95,7 @@ def catalog_files(tmp_path):
 
 def _snapshots(home: Path) -> list[Path]:
     directory = home / "catalogs"
-    return sorted(child for child in directory.iterdir() if not child.name.startswith(".")) if directory.is_dir() else []
+    return sorted(child for child in directory.iterdir() if child.is_dir() and not child.name.startswith(".")) if directory.is_dir() else []
 
 
 def _catalog_fields(loaded) -> list[dict]:
@@ -347,3 +347,28 @@ def test_a_file_rewritten_while_it_loads_is_not_stored_under_its_old_bytes(snaps
     assert _snapshots(snapshot_home) == []
     monkeypatch.setattr(lint, "_lint", real)
     assert load_checked(catalog_files).registry.get_tool_by_name("draft_loan").description == "Write a loan slip for a book that was found"
+
+
+def test_a_digest_reused_from_the_record_still_sees_a_same_size_rewrite(snapshot_home, catalog_files, monkeypatch):
+    from toolpath.registry import file_digests
+
+    # Hashed "three seconds later": the files' digests are recorded as for files written long ago.
+    real_time = file_digests.time.time_ns
+    monkeypatch.setattr(file_digests.time, "time_ns", lambda: real_time() + 3 * 10**9)
+    first = load_checked(catalog_files)
+    hashed = []
+    real_digest = file_digests.hashlib.file_digest
+    monkeypatch.setattr(file_digests.hashlib, "file_digest", lambda stream, name: hashed.append(stream.name) or real_digest(stream, name))
+    again = load_checked(catalog_files)
+    assert hashed == [] and isinstance(again.registry, StoredToolRegistry) and again.registry.content_key == first.registry.content_key
+
+    # The same number of bytes, the modification time put back: the status-change time still moves.
+    library = catalog_files[-2]
+    status = library.stat()
+    text = library.read_text()
+    changed = text.replace("Look a book up on the shelves by its title", "Seek a book up on the shelves by its title")
+    assert len(changed) == len(text) and changed != text
+    library.write_text(changed)
+    os.utime(library, ns=(status.st_atime_ns, status.st_mtime_ns))
+    reloaded = load_checked(catalog_files)
+    assert hashed and reloaded.registry.get_tool_by_name("find_book").description.startswith("Seek a book")
