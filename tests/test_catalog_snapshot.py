@@ -3,6 +3,7 @@ parsing or validating it, and behaves exactly as the catalogs loaded from their 
 
 from __future__ import annotations
 
+import array
 import json
 import os
 import shutil
@@ -236,24 +237,47 @@ def test_a_damaged_snapshot_warns_and_the_catalogs_load_from_their_files(snapsho
     assert isinstance(load_checked(catalog_files).registry, StoredToolRegistry)  # stored anew
 
 
+def _set_array_value(directory: Path, name: str, position: int, value: float) -> None:
+    """Write ``value`` at ``position`` of the array ``name`` of the snapshot's transitions.bin, in place."""
+    manifest = json.loads((directory / "manifest.json").read_text())
+    type_code = catalog_snapshot._ARRAY_TYPES[name]
+    itemsize = array.array(type_code).itemsize
+    place = manifest["arrays"][name]
+    with open(directory / "transitions.bin", "r+b") as stream:
+        stream.seek(place["start"] + (position % place["count"]) * itemsize)
+        stream.write(array.array(type_code, [value]).tobytes())
+
+
+def _change_manifest(directory: Path, change) -> None:
+    manifest = json.loads((directory / "manifest.json").read_text())
+    change(manifest)
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+
+
 @pytest.mark.parametrize(
     ("tamper", "problem"),
     [
-        (lambda transitions: transitions["requires"].__setitem__(0, [len(transitions["tokens"]) + 5]), "names states outside its"),
-        (lambda transitions: transitions["requires"].__setitem__(1, [0.5]), "states are not all int"),
-        (lambda transitions: transitions["cost"].__setitem__(1, "1"), "costs are not all float or int"),
-        (lambda transitions: transitions["offsets"].__setitem__(2, "107"), "offsets are not all int"),
+        (lambda directory: _set_array_value(directory, "requires", 0, 10**6), "names states outside its"),
+        (lambda directory: _set_array_value(directory, "produces", -1, -1), "names states outside its"),
+        (lambda directory: _set_array_value(directory, "server_of", 0, 99), "names servers outside its"),
+        (lambda directory: _set_array_value(directory, "cost", 1, float("nan")), "costs are not all finite"),
+        (lambda directory: _set_array_value(directory, "cost", 1, -2.0), "costs are not all finite"),
+        (lambda directory: _set_array_value(directory, "offsets", 2, 10**9), "offsets do not run from 0"),
+        (lambda directory: _set_array_value(directory, "requires_ends", 3, 0), "requires are not 34 runs"),
+        (lambda directory: _change_manifest(directory, lambda manifest: manifest["arrays"]["produces"].update(count=10**6)), "places produces past"),
+        (lambda directory: _change_manifest(directory, lambda manifest: manifest["arrays"]["cost"].update(start="0")), "does not place cost"),
+        (lambda directory: _change_manifest(directory, lambda manifest: manifest["arrays"].update(byte_order="middle")), "byte order"),
+        (lambda directory: (directory / "transitions.json").write_text('{"tokens":{},"servers":[]}  '), "does not hold lists"),
     ],
 )
 def test_transitions_of_the_wrong_states_or_types_are_refused(snapshot_home, catalog_files, tamper, problem):
-    load_checked(catalog_files)
+    loaded = load_checked(catalog_files)
+    assert len(loaded.registry) == 34  # the counts the problems name
     (directory,) = _snapshots(snapshot_home)
-    transitions = json.loads((directory / "transitions.json").read_text())
-    tamper(transitions)
-    manifest = json.loads((directory / "manifest.json").read_text())
-    (directory / "transitions.json").write_text(json.dumps(transitions))
-    manifest["files"]["transitions.json"]["bytes"] = (directory / "transitions.json").stat().st_size
-    (directory / "manifest.json").write_text(json.dumps(manifest))
+    size = (directory / "transitions.json").stat().st_size
+    tamper(directory)
+    if (directory / "transitions.json").stat().st_size != size:
+        _change_manifest(directory, lambda manifest: manifest["files"]["transitions.json"].update(bytes=(directory / "transitions.json").stat().st_size))
     with pytest.warns(RuntimeWarning, match=problem):
         assert type(load_checked(catalog_files).registry).__name__ == "ToolRegistry"
 
