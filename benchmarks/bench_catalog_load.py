@@ -41,7 +41,7 @@ from pathlib import Path
 
 import yaml
 
-from toolpath.registry.catalog_documents import yaml_parser
+from toolpath.registry.catalog_yaml import yaml_parser
 
 ENTRY_POINTS = ("read_catalog", "load_catalogs", "load_checked")
 TYPES = ("str", "int", "float", "list[str]", "dict[str, float]", "bench.Artifact | None")

@@ -346,7 +346,7 @@ def _child(*arguments: str) -> dict:
 def worker_load(path: str) -> dict:
     """``load_checked`` of one file, in this (fresh) process."""
     from toolpath.registry import load_checked
-    from toolpath.registry.catalog_documents import yaml_parser
+    from toolpath.registry.catalog_yaml import yaml_parser
 
     baseline = _peak_rss_mib()
     started = time.perf_counter()

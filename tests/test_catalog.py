@@ -555,14 +555,14 @@ PARSER_CASES = {
 
 @pytest.mark.parametrize("text", PARSER_CASES.values(), ids=PARSER_CASES.keys())
 def test_libyaml_and_the_pure_python_fallback_agree(tmp_path, monkeypatch, text):
-    from toolpath.registry import catalog_documents
+    from toolpath.registry import catalog_yaml
 
-    if catalog_documents.yaml_parser() != "libyaml":
+    if catalog_yaml.yaml_parser() != "libyaml":
         pytest.skip("PyYAML has no libyaml here: the fallback is the only parser")
     path = write(tmp_path, "catalog.yaml", text)
     outcomes = []
-    for loader in (catalog_documents._YAML_LOADER, catalog_documents._PurePythonLoader):
-        monkeypatch.setattr(catalog_documents, "_YAML_LOADER", loader)
+    for loader in (catalog_yaml._YAML_LOADER, catalog_yaml._PurePythonLoader):
+        monkeypatch.setattr(catalog_yaml, "_YAML_LOADER", loader)
         try:
             catalog = read_catalog(path)
         except CatalogError as error:

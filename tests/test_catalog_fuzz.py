@@ -15,7 +15,8 @@ from toolpath.catalogs import default_catalog_paths
 from toolpath.planner import NoPlanError, StateGraph, plan, render_cell
 from toolpath.planner.tasks.cell import KernelView
 from toolpath.registry import CatalogError, load_catalogs, load_checked, read_catalog
-from toolpath.registry.catalog_documents import parse_document, yaml_parser
+from toolpath.registry.catalog_documents import parse_document
+from toolpath.registry.catalog_yaml import yaml_parser
 
 SHIPPED = default_catalog_paths()[0].read_text()
 SHIPPED_DOCUMENT = yaml.safe_load(SHIPPED)
