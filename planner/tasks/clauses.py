@@ -476,6 +476,8 @@ _QUANTITIES = frozenset(
 _PARTICLES = frozenset({"up", "out", "off", "down", "over", "away", "back"})
 _POLITE = frozenset({"please", "kindly"})
 _PRONOUNS = _OBJECT_PRONOUNS | _SUBJECTS | frozenset({"you", "them", "they", "i", "what", "which", "whose", "this", "that"})
+# Words a head leaves out: united once (a catalog's kinds vocabulary reads the head of every tool's phrases).
+_NOT_IN_HEAD = _DETERMINERS | _PRONOUNS | _QUANTITIES | _PARTICLES | _POLITE | _ADVERBS
 # Words that end a request's head: its object is said before them ("draw a map *of* the regions").
 _HEAD_ENDS = _PREPOSITIONS | frozenset(
     {
@@ -530,7 +532,7 @@ def head_words(text: str) -> list[str]:
     for word in words:
         if word in _HEAD_ENDS:
             break
-        if word not in _DETERMINERS | _PRONOUNS | _QUANTITIES | _PARTICLES | _POLITE | _ADVERBS and not any(character.isdigit() for character in word):
+        if word not in _NOT_IN_HEAD and not any(character.isdigit() for character in word):
             head.append(word)
     return head
 
