@@ -19,7 +19,6 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
-import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from toolpath.registry.catalog_problems import INVALID_FIELD, UNREADABLE, CatalogError, CatalogProblem, field_path
+from toolpath.registry.document_nodes import MAX_INTEGER_DIGITS, MappingAt, NodeAt, ScalarAt, SequenceAt
 
 _pause_lock = threading.Lock()
 _pauses = 0
@@ -61,30 +61,6 @@ def garbage_collection_paused() -> Iterator[None]:
                     gc.freeze()
                     gc.unfreeze()
                 gc.enable()
-
-
-class NodeAt:
-    """A node of a document as :class:`SourceLocator` keeps it: where it starts (0-based line and
-    column, as PyYAML's marks give them) and its ``value``: a scalar's text (:class:`ScalarAt`), a
-    sequence's nodes (:class:`SequenceAt`) or a mapping's (key node, value node) pairs in the
-    file's order (:class:`MappingAt`). A fifth of the memory of PyYAML's nodes with their marks."""
-
-    __slots__ = ("line", "column", "value")
-
-    def __init__(self, line: int, column: int, value: Any):
-        self.line, self.column, self.value = line, column, value
-
-
-class ScalarAt(NodeAt):
-    __slots__ = ()
-
-
-class SequenceAt(NodeAt):
-    __slots__ = ()
-
-
-class MappingAt(NodeAt):
-    __slots__ = ()
 
 
 class SourceLocator:
@@ -252,12 +228,6 @@ class SourceLocator:
         location = self._aliased(location)
         line, column = self.position(location)
         return CatalogProblem(self.path, field_path(location), message, line, column, code)
-
-
-#: The longest integer a catalog may write, in digits: Python's default limit for converting an
-#: integer to or from text (``sys.int_info.default_max_str_digits``). Past it, reading the number
-#: and printing it (in a message, a signature) raise ``ValueError``.
-MAX_INTEGER_DIGITS = sys.int_info.default_max_str_digits
 
 
 class _JsonObjects:

@@ -12,8 +12,8 @@ from typing import Any
 
 import yaml
 
-from toolpath.registry.catalog_documents import MAX_INTEGER_DIGITS, MappingAt, NodeAt, ScalarAt, SequenceAt
 from toolpath.registry.catalog_problems import UNREADABLE, CatalogError, CatalogProblem, boolean_word_advice, field_path
+from toolpath.registry.document_nodes import MAX_INTEGER_DIGITS, MappingAt, NodeAt, ScalarAt, SequenceAt
 
 
 def nodes_at(text: str) -> NodeAt | None:
