@@ -366,10 +366,15 @@ def _checked_table(stored: Any, arrays: dict[str, list[Any]], count: int, lines:
     tokens, servers = stored["tokens"], stored["servers"]
     if not isinstance(tokens, list) or not isinstance(servers, list):
         raise DamagedStoreError(f"{_TRANSITIONS} does not hold lists of tokens and servers")
+    # The planner numbers states by token: a repeated or non-string token would name two states alike.
+    if not all(type(token) is str for token in tokens) or len(set(tokens)) != len(tokens):
+        raise DamagedStoreError(f"{_TRANSITIONS}'s tokens are not distinct strings")
+    if not all(server is None or type(server) is str for server in servers):
+        raise DamagedStoreError(f"{_TRANSITIONS}'s servers are not all strings or null")
     cost, server_of = arrays["cost"], arrays["server_of"]
     if len(cost) != count or len(server_of) != count:
         raise DamagedStoreError(f"{_TRANSITION_ARRAYS} does not hold {count} tools")
-    if cost and (not math.isfinite(math.fsum(cost)) or min(cost) < 0):  # a NaN or infinity makes the sum one
+    if cost and (not _all_finite(cost) or min(cost) < 0):
         raise DamagedStoreError(f"{_TRANSITION_ARRAYS}'s costs are not all finite and at least 0")
     requires = _runs(arrays["requires"], arrays["requires_ends"], count, "requires")
     produces = _runs(arrays["produces"], arrays["produces_ends"], count, "produces")
@@ -381,6 +386,15 @@ def _checked_table(stored: Any, arrays: dict[str, list[Any]], count: int, lines:
         if numbers and (min(numbers) < 0 or max(numbers) >= bound):
             raise DamagedStoreError(f"{_TRANSITION_ARRAYS} names {what} outside its {bound}")
     return TransitionTable(range(count), tokens, requires, produces, cost, [servers[number] for number in server_of], _StoredNames(lines))
+
+
+def _all_finite(values: list[float]) -> bool:
+    """Whether no value is a NaN or an infinity: one makes their exact sum one, and finite values
+    (a catalog accepts any finite cost) can only overflow it, which ``math.fsum`` raises."""
+    try:
+        return math.isfinite(math.fsum(values))
+    except OverflowError:
+        return True
 
 
 def _runs(values: list[int], ends: list[int], count: int, what: str) -> list[tuple[int, ...]]:
@@ -525,7 +539,7 @@ class StoredToolRegistry(ToolRegistry):
             assert self._table is not None
             try:
                 names = self._lines.names()
-            except (OSError, ValueError) as error:
+            except (OSError, ValueError, RecursionError) as error:  # json refuses deep nesting with RecursionError
                 raise self._lines.damaged(f"{_NAMES} cannot be read ({error})") from None
             if not isinstance(names, list) or len(names) != self._count:
                 raise self._lines.damaged(f"{_NAMES} does not hold {self._count} names")
