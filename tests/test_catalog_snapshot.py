@@ -322,6 +322,25 @@ def test_costs_whose_sum_is_past_the_largest_float_read_back_from_their_snapshot
     assert isinstance(again.registry, StoredToolRegistry) and [tool.cost for tool in again.registry] == [1.0, 1e308, 1e308]
 
 
+def test_a_plan_through_a_tool_whose_stored_states_are_not_its_own_is_refused(snapshot_home, catalog_files):
+    # In range and of the right types, the numbers pass every check of the arrays; find_book made to
+    # produce library.loan_drafted would be a one-step plan the catalog does not allow.
+    from toolpath.planner.planning.graph import StateGraph
+
+    loaded = load_checked(catalog_files)
+    find_book = loaded.registry.get_tool_by_server_and_name("library", "find_book").id
+    table = loaded.registry.transitions()
+    (directory,) = _snapshots(snapshot_home)
+    _set_array_value(directory, "produces", sum(map(len, table.produces[:find_book])), table.tokens.index("library.loan_drafted"))
+    tampered = load_checked(catalog_files)
+    assert isinstance(tampered.registry, StoredToolRegistry)
+    with pytest.raises(DamagedSnapshotError, match=r"transitions.bin gives tool 'find_book' .*other states or another cost than its definition; it is removed"):
+        plan(StateGraph(tampered.registry, tampered.states), ["library.loan_drafted"], held=["library.title_given"])
+    again = load_checked(catalog_files)
+    found = plan(StateGraph(again.registry, again.states), ["library.loan_drafted"], held=["library.title_given"])
+    assert [step.tool.name for step in found.steps] == ["find_book", "draft_loan"]
+
+
 def test_a_definition_changed_in_place_is_refused_when_it_is_read(snapshot_home, catalog_files):
     load_checked(catalog_files)
     (directory,) = _snapshots(snapshot_home)
