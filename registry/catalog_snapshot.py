@@ -49,7 +49,8 @@ files or editing toolpath's own code keeps the index (the snapshot itself is sto
 stored line can only hold what the catalog format accepts. The manifest must match the key and the
 counts, every file its recorded size, and the transitions their counts, types and ranges; anything
 else warns and the catalogs load from their files (and a new snapshot is stored). A definition
-found damaged later (a file changed in place while a process uses it) raises
+found damaged later (a file changed in place while a process uses it, or states or a cost other
+than its transitions give, which a plan through it would use) raises
 :class:`DamagedSnapshotError` and the snapshot is removed, so the next run stores it anew. The files
 are read through descriptors opened at load, so a process keeps working when another one's cleanup
 removes its snapshot.
@@ -366,10 +367,15 @@ def _checked_table(stored: Any, arrays: dict[str, list[Any]], count: int, lines:
     tokens, servers = stored["tokens"], stored["servers"]
     if not isinstance(tokens, list) or not isinstance(servers, list):
         raise DamagedStoreError(f"{_TRANSITIONS} does not hold lists of tokens and servers")
+    # The planner numbers states by token: a repeated or non-string token would name two states alike.
+    if not all(type(token) is str for token in tokens) or len(set(tokens)) != len(tokens):
+        raise DamagedStoreError(f"{_TRANSITIONS}'s tokens are not distinct strings")
+    if not all(server is None or type(server) is str for server in servers):
+        raise DamagedStoreError(f"{_TRANSITIONS}'s servers are not all strings or null")
     cost, server_of = arrays["cost"], arrays["server_of"]
     if len(cost) != count or len(server_of) != count:
         raise DamagedStoreError(f"{_TRANSITION_ARRAYS} does not hold {count} tools")
-    if cost and (not math.isfinite(math.fsum(cost)) or min(cost) < 0):  # a NaN or infinity makes the sum one
+    if cost and (not _all_finite(cost) or min(cost) < 0):
         raise DamagedStoreError(f"{_TRANSITION_ARRAYS}'s costs are not all finite and at least 0")
     requires = _runs(arrays["requires"], arrays["requires_ends"], count, "requires")
     produces = _runs(arrays["produces"], arrays["produces_ends"], count, "produces")
@@ -381,6 +387,15 @@ def _checked_table(stored: Any, arrays: dict[str, list[Any]], count: int, lines:
         if numbers and (min(numbers) < 0 or max(numbers) >= bound):
             raise DamagedStoreError(f"{_TRANSITION_ARRAYS} names {what} outside its {bound}")
     return TransitionTable(range(count), tokens, requires, produces, cost, [servers[number] for number in server_of], _StoredNames(lines))
+
+
+def _all_finite(values: list[float]) -> bool:
+    """Whether no value is a NaN or an infinity: one makes their exact sum one, and finite values
+    (a catalog accepts any finite cost) can only overflow it, which ``math.fsum`` raises."""
+    try:
+        return math.isfinite(math.fsum(values))
+    except OverflowError:
+        return True
 
 
 def _runs(values: list[int], ends: list[int], count: int, what: str) -> list[tuple[int, ...]]:
@@ -514,7 +529,7 @@ class StoredToolRegistry(ToolRegistry):
         with self._lock:
             tool = self._by_id.get(tool_id)
             if tool is None:
-                tool = self._by_id[tool_id] = _definition(self._lines, tool_id, self._table.servers[tool_id])
+                tool = self._by_id[tool_id] = _definition(self._lines, tool_id, self._table)
         return tool
 
     def _index_names(self) -> None:
@@ -525,7 +540,7 @@ class StoredToolRegistry(ToolRegistry):
             assert self._table is not None
             try:
                 names = self._lines.names()
-            except (OSError, ValueError) as error:
+            except (OSError, ValueError, RecursionError) as error:  # json refuses deep nesting with RecursionError
                 raise self._lines.damaged(f"{_NAMES} cannot be read ({error})") from None
             if not isinstance(names, list) or len(names) != self._count:
                 raise self._lines.damaged(f"{_NAMES} does not hold {self._count} names")
@@ -581,19 +596,24 @@ class DamagedSnapshotError(ToolpathError):
     changed in place after it was loaded): the snapshot is removed, and the message says to run again."""
 
 
-def _definition(lines: _ToolLines, tool_id: int, server: str | None) -> ToolDefinition:
+def _definition(lines: _ToolLines, tool_id: int, table: TransitionTable) -> ToolDefinition:
     """Tool ``tool_id``'s stored definition, validated as it is read, sharing its fields-set objects
     as the loader's do.
 
     Raises:
-        DamagedSnapshotError: the line does not validate, or is not tool ``tool_id`` of ``server``.
+        DamagedSnapshotError: the line does not validate, is not tool ``tool_id`` of its server in
+            ``table``, or its states or cost are not the table's (a plan through it would be wrong).
     """
     try:
         tool = ToolDefinition.model_validate_json(lines.line(tool_id))
     except ValueError as error:
         raise lines.damaged(f"{_TOOLS} line {tool_id + 1} does not validate ({str(error).splitlines()[0]})") from None
+    server = table.servers[tool_id]
     if (tool.id, tool.server_name) != (tool_id, server):
         raise lines.damaged(f"{_TOOLS} line {tool_id + 1} holds tool {tool.id} of server {tool.server_name!r}, not tool {tool_id} of {server!r}")
+    stored = ([table.tokens[number] for number in table.requires[tool_id]], [table.tokens[number] for number in table.produces[tool_id]], table.cost[tool_id])
+    if (sorted(tool.state_transition.requires), sorted(tool.state_transition.produces), tool.cost) != stored:
+        raise lines.damaged(f"{_TRANSITION_ARRAYS} gives tool {tool.name!r} (line {tool_id + 1} of {_TOOLS}) other states or another cost than its definition")
     if type(tool.state_transition) is StateTransition:
         share_fields_set(tool.state_transition)
     share_fields_set(tool)

@@ -30,12 +30,18 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from toolpath.registry.catalog_files import read_bytes
+from toolpath.registry.catalog_problems import CatalogError
+
 #: A file whose status changed less than this long before it was hashed is hashed again next time
 #: (see the module docstring): far above the clock tick of file times, short enough that a catalog
 #: written by a generator is trusted from its second load on.
 RACY_SECONDS = 2
 #: Files whose digests are kept (the most recently used): a few catalog sets in use at once.
 KEEP_FILES = 64
+#: A record larger than this is ignored (and replaced): :data:`KEEP_FILES` entries take a few KiB
+#: each at most (a path of up to 4 KiB), and a pipe or device in its place is never read.
+MAX_RECORD_BYTES = 1 << 20
 _STATUS_FIELDS = ("device", "inode", "bytes", "mtime_ns", "ctime_ns")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -90,8 +96,8 @@ class FileDigests:
     def _read(self) -> dict[str, dict[str, Any]]:
         if self._entries is None:
             try:
-                recorded = json.loads(self.path.read_text(encoding="utf-8"))["files"]
-            except (OSError, ValueError, TypeError, KeyError):
+                recorded = json.loads(read_bytes(self.path, MAX_RECORD_BYTES))["files"]
+            except (CatalogError, ValueError, TypeError, KeyError, RecursionError):  # json refuses deep nesting with RecursionError
                 recorded = {}
             self._entries = {name: entry for name, entry in recorded.items() if _is_entry(entry)} if isinstance(recorded, dict) else {}
         return self._entries

@@ -30,6 +30,7 @@ import errno
 import json
 import os
 import shutil
+import stat
 import tempfile
 import threading
 import time
@@ -87,7 +88,10 @@ class KeyedDirectories:
         """
         directory = self.path_of(key)
         try:
-            text = (directory / MANIFEST).read_text(encoding="utf-8")
+            text = _read_regular_file(directory / MANIFEST).decode("utf-8")
+        except UnicodeDecodeError:
+            self._discard(directory, "its manifest is not UTF-8")
+            return None
         except NotADirectoryError:
             return None  # a file where the store's directory should be: writing says so
         except FileNotFoundError:
@@ -106,7 +110,7 @@ class KeyedDirectories:
             if (directory / MANIFEST).exists():  # a file it lists is gone: damaged
                 self._discard(directory, f"{error.filename} is missing")
             return None  # else removed by another process's cleanup while being read: built again
-        except (DamagedStoreError, ValueError, TypeError, KeyError, AttributeError, OSError) as error:
+        except (DamagedStoreError, ValueError, TypeError, KeyError, AttributeError, OSError, RecursionError) as error:  # json: deep nesting
             self._discard(directory, str(error) or type(error).__name__)
             return None
         # Marks it used, for the cleanup's "most recently used"; a read-only store is used all the same.
@@ -197,6 +201,19 @@ class KeyedDirectories:
             stacklevel=4,
         )
         return problem
+
+
+def _read_regular_file(path: Path) -> bytes:
+    """The bytes of ``path``, a regular file (opened without waiting for a named pipe's writer).
+
+    Raises:
+        OSError: it cannot be read, or is not a regular file (a pipe or a device would never end).
+    """
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    with open(descriptor, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise OSError(errno.EINVAL, f"{path.name} is not a regular file")
+        return stream.read()
 
 
 def remove_damaged(directory: Path) -> bool:

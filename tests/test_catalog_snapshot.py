@@ -225,6 +225,8 @@ def test_a_changed_catalog_file_loads_from_itself_not_from_the_old_snapshot(snap
         (lambda directory: (directory / "transitions.json").unlink(), "transitions.json is missing"),
         (lambda directory: (directory / "names.json").write_text("[]"), "names.json has 2 bytes"),
         (lambda directory: (directory / "manifest.json").unlink(), "it has no manifest"),
+        (lambda directory: (directory / "manifest.json").write_text("[" * 100_000), "recursion"),  # json's RecursionError
+        (lambda directory: _replace_by_named_pipe(directory / "manifest.json"), "manifest cannot be read .manifest.json is not a regular file"),
     ],
 )
 def test_a_damaged_snapshot_warns_and_the_catalogs_load_from_their_files(snapshot_home, catalog_files, damage, problem):
@@ -235,6 +237,19 @@ def test_a_damaged_snapshot_warns_and_the_catalogs_load_from_their_files(snapsho
         loaded = load_checked(catalog_files)
     assert type(loaded.registry).__name__ == "ToolRegistry" and [tool.model_dump() for tool in loaded.registry] == expected
     assert isinstance(load_checked(catalog_files).registry, StoredToolRegistry)  # stored anew
+
+
+def _replace_by_named_pipe(path: Path) -> None:
+    """``path`` replaced by a named pipe no process writes to: reading it would wait forever."""
+    path.unlink()
+    os.mkfifo(path)
+
+
+def _change_transitions(directory: Path, change) -> None:
+    """Change the parsed ``transitions.json`` (its size in the manifest follows)."""
+    stored = json.loads((directory / "transitions.json").read_text())
+    change(stored)
+    (directory / "transitions.json").write_text(json.dumps(stored))
 
 
 def _set_array_value(directory: Path, name: str, position: int, value: float) -> None:
@@ -268,6 +283,14 @@ def _change_manifest(directory: Path, change) -> None:
         (lambda directory: _change_manifest(directory, lambda manifest: manifest["arrays"]["cost"].update(start="0")), "does not place cost"),
         (lambda directory: _change_manifest(directory, lambda manifest: manifest["arrays"].update(byte_order="middle")), "byte order"),
         (lambda directory: (directory / "transitions.json").write_text('{"tokens":{},"servers":[]}  '), "does not hold lists"),
+        # Two states of one token would crash the planner's numbering (IndexError), not warn.
+        (
+            lambda directory: _change_transitions(directory, lambda stored: stored["tokens"].__setitem__(1, stored["tokens"][0])),
+            "tokens are not distinct strings",
+        ),
+        (lambda directory: _change_transitions(directory, lambda stored: stored["tokens"].__setitem__(0, 7)), "tokens are not distinct strings"),
+        (lambda directory: _change_transitions(directory, lambda stored: stored["servers"].__setitem__(0, 7)), "servers are not all strings"),
+        (lambda directory: (directory / "transitions.json").write_text("[" * 100_000), "recursion"),
     ],
 )
 def test_transitions_of_the_wrong_states_or_types_are_refused(snapshot_home, catalog_files, tamper, problem):
@@ -280,6 +303,42 @@ def test_transitions_of_the_wrong_states_or_types_are_refused(snapshot_home, cat
         _change_manifest(directory, lambda manifest: manifest["files"]["transitions.json"].update(bytes=(directory / "transitions.json").stat().st_size))
     with pytest.warns(RuntimeWarning, match=problem):
         assert type(load_checked(catalog_files).registry).__name__ == "ToolRegistry"
+
+
+def test_costs_whose_sum_is_past_the_largest_float_read_back_from_their_snapshot(snapshot_home, tmp_path):
+    # Any finite cost is a valid one; two of 1e308 overflow math.fsum, which crashed every later load.
+    catalog = tmp_path / "library.yaml"
+    catalog.write_text(
+        LIBRARY.replace("    cost: 2\n", "    cost: 1.0e+308\n").replace(
+            "    mcp_server: archive\n    required_parameters: [{name: book",
+            "    mcp_server: archive\n    cost: 1.0e+308\n    required_parameters: [{name: book",
+            1,
+        )
+    )
+    assert [tool.cost for tool in load_checked([catalog]).registry] == [1.0, 1e308, 1e308]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = load_checked([catalog])
+    assert isinstance(again.registry, StoredToolRegistry) and [tool.cost for tool in again.registry] == [1.0, 1e308, 1e308]
+
+
+def test_a_plan_through_a_tool_whose_stored_states_are_not_its_own_is_refused(snapshot_home, catalog_files):
+    # In range and of the right types, the numbers pass every check of the arrays; find_book made to
+    # produce library.loan_drafted would be a one-step plan the catalog does not allow.
+    from toolpath.planner.planning.graph import StateGraph
+
+    loaded = load_checked(catalog_files)
+    find_book = loaded.registry.get_tool_by_server_and_name("library", "find_book").id
+    table = loaded.registry.transitions()
+    (directory,) = _snapshots(snapshot_home)
+    _set_array_value(directory, "produces", sum(map(len, table.produces[:find_book])), table.tokens.index("library.loan_drafted"))
+    tampered = load_checked(catalog_files)
+    assert isinstance(tampered.registry, StoredToolRegistry)
+    with pytest.raises(DamagedSnapshotError, match=r"transitions.bin gives tool 'find_book' .*other states or another cost than its definition; it is removed"):
+        plan(StateGraph(tampered.registry, tampered.states), ["library.loan_drafted"], held=["library.title_given"])
+    again = load_checked(catalog_files)
+    found = plan(StateGraph(again.registry, again.states), ["library.loan_drafted"], held=["library.title_given"])
+    assert [step.tool.name for step in found.steps] == ["find_book", "draft_loan"]
 
 
 def test_a_definition_changed_in_place_is_refused_when_it_is_read(snapshot_home, catalog_files):

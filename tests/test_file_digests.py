@@ -82,6 +82,8 @@ def test_a_rewrite_of_the_same_size_with_its_time_put_back_is_hashed_again(tmp_p
         "[]",
         '{"files": []}',
         '{"files": {"X": {"device": "1", "inode": 2, "bytes": 3, "mtime_ns": 4, "ctime_ns": 5, "sha256": "00"}}}',
+        "[" * 100_000,  # json raises RecursionError, not ValueError, for nesting this deep
+        '{"files": ' + '{"a": ' * 100_000,
     ],
 )
 def test_a_damaged_record_means_hashing_and_is_replaced(tmp_path, counted_hashing, hashed_later, record_text):
@@ -93,6 +95,23 @@ def test_a_damaged_record_means_hashing_and_is_replaced(tmp_path, counted_hashin
     assert digest_of(digests, catalog) == hashlib.sha256(b"{}").hexdigest()
     digests.save()
     assert list(json.loads(record.read_text())["files"]) == [str(catalog)]
+
+
+@pytest.mark.parametrize("kind", ["named pipe", "device"])
+def test_a_pipe_or_device_in_the_records_place_is_not_read_and_is_replaced(tmp_path, hashed_later, kind):
+    # Reading either would never end: a pipe waits for a writer, /dev/zero fills memory.
+    catalog = tmp_path / "catalog.json"
+    catalog.write_text("{}")
+    record = tmp_path / "file_digests.json"
+    if kind == "named pipe":
+        os.mkfifo(record)
+    else:
+        record.symlink_to("/dev/zero")
+    digests = FileDigests(record)
+    assert digest_of(digests, catalog) == hashlib.sha256(b"{}").hexdigest()
+    digests.save()
+    assert list(json.loads(record.read_text())["files"]) == [str(catalog)]
+    assert os.path.exists("/dev/zero") and not record.is_symlink()
 
 
 def test_a_record_that_cannot_be_written_is_no_error(tmp_path, hashed_later):
