@@ -77,6 +77,17 @@ def _too_large(size: int | None, limit: int) -> str:
     )
 
 
+def open_without_waiting(path: str | os.PathLike[str]) -> int:
+    """A read-only descriptor of ``path``, opened without waiting: opening a named pipe would
+    otherwise wait for a writer forever (regular files, the only kind toolpath reads, ignore
+    ``O_NONBLOCK``). Check the descriptor's ``os.fstat`` before reading.
+
+    Raises:
+        OSError: as ``os.open`` does.
+    """
+    return os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0))
+
+
 def read_bytes(path: Path, limit: int) -> bytes:
     """The bytes of ``path``, which must be a regular file of at most ``limit`` bytes.
 
@@ -87,11 +98,8 @@ def read_bytes(path: Path, limit: int) -> bytes:
         CatalogError: TP100 for a file that cannot be opened, is not a regular file, or is larger
             than ``limit`` bytes.
     """
-    # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever. Regular
-    # files, the only kind read, ignore it.
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
     try:
-        descriptor = os.open(path, flags)
+        descriptor = open_without_waiting(path)
     except FileNotFoundError:
         raise _unreadable(path, f"cannot read catalog file: it does not exist (looked for {os.path.abspath(path)}); check the path") from None
     except PermissionError:

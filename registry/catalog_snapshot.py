@@ -78,7 +78,7 @@ import toolpath
 from toolpath.errors import ToolpathError
 from toolpath.registry.catalog import Catalog, LoadedCatalogs
 from toolpath.registry.catalog_documents import SourceLocator, garbage_collection_paused
-from toolpath.registry.catalog_files import size_limit
+from toolpath.registry.catalog_files import open_without_waiting, size_limit
 from toolpath.registry.catalog_format import WorkflowSkill
 from toolpath.registry.catalog_packages import CatalogRequirements
 from toolpath.registry.catalog_problems import CatalogError
@@ -160,8 +160,7 @@ class _File:
     def __init__(self, path: Path, max_bytes: int | None, digests: FileDigests):
         self.path = path
         self.resolved = str(path.resolve())
-        # O_NONBLOCK: opening a named pipe would otherwise wait for a writer (as in catalog_files).
-        with os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)), "rb", buffering=0) as stream:
+        with os.fdopen(open_without_waiting(path), "rb", buffering=0) as stream:
             status = os.fstat(stream.fileno())
             # Only what a load would read: a regular file within the size limit (else the load says why).
             if not stat.S_ISREG(status.st_mode) or status.st_size > size_limit(path, max_bytes):

@@ -25,13 +25,13 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import time
 from pathlib import Path
 from typing import IO, Any
 
 from toolpath.registry.catalog_files import read_bytes
 from toolpath.registry.catalog_problems import CatalogError
+from toolpath.registry.stored_directories import replace_file
 
 #: A file whose status changed less than this long before it was hashed is hashed again next time
 #: (see the module docstring): far above the clock tick of file times, short enough that a catalog
@@ -84,13 +84,7 @@ class FileDigests:
         kept = dict(list(self._entries.items())[-KEEP_FILES:])
         with contextlib.suppress(OSError):
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            descriptor, staging = tempfile.mkstemp(prefix=".file_digests-", dir=self.path.parent)
-            try:
-                with open(descriptor, "w", encoding="utf-8") as file:
-                    json.dump({"files": kept}, file)
-                os.replace(staging, self.path)
-            finally:
-                Path(staging).unlink(missing_ok=True)
+            replace_file(self.path, json.dumps({"files": kept}))
         self._changed = False
 
     def _read(self) -> dict[str, dict[str, Any]]:

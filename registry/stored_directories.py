@@ -209,11 +209,30 @@ def _read_regular_file(path: Path) -> bytes:
     Raises:
         OSError: it cannot be read, or is not a regular file (a pipe or a device would never end).
     """
-    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    from toolpath.registry.catalog_files import open_without_waiting
+
+    descriptor = open_without_waiting(path)
     with open(descriptor, "rb") as stream:
         if not stat.S_ISREG(os.fstat(descriptor).st_mode):
             raise OSError(errno.EINVAL, f"{path.name} is not a regular file")
         return stream.read()
+
+
+def replace_file(path: Path, text: str, mode: int = 0o600) -> None:
+    """Write ``text`` (UTF-8) to ``path`` whole or not at all: into a temporary file of ``mode``
+    beside it (``.<stem>-*``), renamed over ``path``; a reader sees the old file or the new one.
+
+    Raises:
+        OSError: the directory cannot be written (no temporary file is left behind).
+    """
+    descriptor, staging = tempfile.mkstemp(prefix=f".{path.stem}-", dir=path.parent)
+    try:
+        with open(descriptor, "w", encoding="utf-8") as file:
+            os.fchmod(file.fileno(), mode)
+            file.write(text)
+        os.replace(staging, path)
+    finally:
+        Path(staging).unlink(missing_ok=True)
 
 
 def remove_damaged(directory: Path) -> bool:

@@ -320,16 +320,11 @@ def _record_times(directory: Path, manifest: dict, modified: dict[str, int]) -> 
     again instead of hashing every time. Written to a sibling file and renamed into place; a
     directory that cannot be written keeps its manifest (loads then hash, as before)."""
     updated = {**manifest, "files": {name: {**written, "mtime_ns": modified[name]} for name, written in manifest["files"].items()}}
+    from toolpath.registry.stored_directories import replace_file
+
     with contextlib.suppress(OSError):
-        descriptor, staging = tempfile.mkstemp(prefix=".manifest-", dir=directory)
-        try:
-            with open(descriptor, "w", encoding="utf-8") as file:
-                # The mode of the manifest it replaces: a models directory may serve other users.
-                os.fchmod(file.fileno(), stat.S_IMODE((directory / MANIFEST_FILE).stat().st_mode))
-                file.write(json.dumps(updated))
-            os.replace(staging, directory / MANIFEST_FILE)
-        finally:
-            Path(staging).unlink(missing_ok=True)
+        # The mode of the manifest it replaces: a models directory may serve other users.
+        replace_file(directory / MANIFEST_FILE, json.dumps(updated), stat.S_IMODE((directory / MANIFEST_FILE).stat().st_mode))
 
 
 class _ManyTexts:
